@@ -1,0 +1,200 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+)
+
+// Limits of the admin server. Requests carry no bodies worth reading.
+const (
+	readHeaderTimeout = 5 * time.Second
+	writeTimeout      = 30 * time.Second
+	idleTimeout       = 60 * time.Second
+	maxHeaderBytes    = 16 << 10
+	shutdownTimeout   = 5 * time.Second
+)
+
+// Config is the admin server's configuration.
+type Config struct {
+	// Listen is a loopback host:port; port 0 picks a free port.
+	Listen string
+}
+
+// Deps are what the server reads from.
+type Deps struct {
+	// Gatherer serves /metrics.
+	Gatherer prometheus.Gatherer
+	// Status returns the /v1/status document; it must be cheap and safe
+	// for concurrent use.
+	Status func() any
+	Logger *zap.Logger
+}
+
+// Server is the admin HTTP server.
+type Server struct {
+	cfg  Config
+	deps Deps
+	log  *zap.Logger
+
+	mu      sync.Mutex // guards pending, addr
+	pending map[string]bool
+	addr    net.Addr
+
+	bound chan struct{} // closed once the listener is bound
+}
+
+// New validates cfg. It binds nothing.
+func New(cfg Config, deps Deps) (*Server, error) {
+	if err := checkLoopback(cfg.Listen); err != nil {
+		return nil, fmt.Errorf("admin listen %q: %w", cfg.Listen, err)
+	}
+	if deps.Gatherer == nil || deps.Status == nil {
+		return nil, errors.New("admin: Gatherer and Status are required")
+	}
+	log := deps.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Server{cfg: cfg, deps: deps, log: log, pending: map[string]bool{}, bound: make(chan struct{})}, nil
+}
+
+func checkLoopback(hostport string) error {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return err
+	}
+	if host == "localhost" {
+		return nil
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil || !ip.IsLoopback() {
+		return errors.New("not a loopback address")
+	}
+	return nil
+}
+
+// Require adds a readiness condition that starts unmet. Call it before Run
+// for every listener or resource that must be up before /readyz says yes.
+func (s *Server) Require(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.pending[name]; !ok {
+		s.pending[name] = false
+	}
+}
+
+// SetReady marks a readiness condition met or unmet.
+func (s *Server) SetReady(name string, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pending[name] = ok
+}
+
+// Ready reports whether every condition is met, and the unmet ones.
+func (s *Server) Ready() (bool, []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var unmet []string
+	for name, ok := range s.pending {
+		if !ok {
+			unmet = append(unmet, name)
+		}
+	}
+	slices.Sort(unmet)
+	return len(unmet) == 0, unmet
+}
+
+// Bound is closed once the listener is bound.
+func (s *Server) Bound() <-chan struct{} { return s.bound }
+
+// Addr returns the bound address, or nil before Run binds.
+func (s *Server) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addr
+}
+
+// Handler returns the admin routes.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		ok, unmet := s.Ready()
+		if !ok {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, "not ready: %v\n", unmet)
+			return
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.deps.Gatherer, promhttp.HandlerOpts{
+		ErrorHandling:       promhttp.ContinueOnError,
+		MaxRequestsInFlight: 4,
+		Timeout:             10 * time.Second,
+	}))
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(s.deps.Status()); err != nil {
+			s.log.Warn("status encode", zap.Error(err))
+		}
+	})
+	return mux
+}
+
+// Run binds the listener and serves until ctx is cancelled, then shuts
+// down gracefully. It returns an error only when binding or serving fails.
+func (s *Server) Run(ctx context.Context) error {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("admin listen %s: %w", s.cfg.Listen, err)
+	}
+	s.mu.Lock()
+	s.addr = ln.Addr()
+	s.mu.Unlock()
+	close(s.bound)
+	s.log.Info("admin listening", zap.Stringer("addr", ln.Addr()))
+
+	srv := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: readHeaderTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          zap.NewStdLog(s.log),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("admin serve: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		_ = srv.Close()
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("admin serve: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,110 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zaptest"
+)
+
+func TestNewRefusesNonLoopback(t *testing.T) {
+	deps := Deps{Gatherer: prometheus.NewRegistry(), Status: func() any { return nil }}
+	for _, addr := range []string{"0.0.0.0:9464", "10.0.0.1:9464", "example.com:9464", "nope"} {
+		if _, err := New(Config{Listen: addr}, deps); err == nil {
+			t.Errorf("New accepted %q", addr)
+		}
+	}
+	for _, addr := range []string{"127.0.0.1:0", "[::1]:0", "localhost:0"} {
+		if _, err := New(Config{Listen: addr}, deps); err != nil {
+			t.Errorf("New refused %q: %v", addr, err)
+		}
+	}
+}
+
+func TestServerEndpoints(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "nodeld_test_things_total", Help: "Things."})
+	reg.MustRegister(c)
+	c.Inc()
+	s, err := New(Config{Listen: "127.0.0.1:0"}, Deps{
+		Gatherer: reg,
+		Status:   func() any { return map[string]string{"node_id": "n-0123456789abcdef"} },
+		Logger:   zaptest.NewLogger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Require("proxy")
+	s.Require("chain")
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	<-s.Bound()
+	base := "http://" + s.Addr().String()
+
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, _ := get("/healthz"); code != 200 {
+		t.Fatalf("/healthz = %d", code)
+	}
+	if code, body := get("/readyz"); code != 503 || !strings.Contains(body, "chain") || !strings.Contains(body, "proxy") {
+		t.Fatalf("/readyz before ready = %d %q", code, body)
+	}
+	s.SetReady("proxy", true)
+	if code, body := get("/readyz"); code != 503 || strings.Contains(body, "proxy") {
+		t.Fatalf("/readyz half ready = %d %q", code, body)
+	}
+	s.SetReady("chain", true)
+	if code, _ := get("/readyz"); code != 200 {
+		t.Fatalf("/readyz ready = %d", code)
+	}
+	if code, body := get("/metrics"); code != 200 || !strings.Contains(body, "nodeld_test_things_total 1") {
+		t.Fatalf("/metrics = %d %q", code, body)
+	}
+	code, body := get("/v1/status")
+	var st map[string]string
+	if code != 200 || json.Unmarshal([]byte(body), &st) != nil || st["node_id"] != "n-0123456789abcdef" {
+		t.Fatalf("/v1/status = %d %q", code, body)
+	}
+	// Read-only: no method but GET is served.
+	resp, err := http.Post(base+"/v1/status", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Fatalf("POST /v1/status = %d, want 405", resp.StatusCode)
+	}
+	http.DefaultClient.CloseIdleConnections()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+}
+
+func TestRunBindError(t *testing.T) {
+	s1, _ := New(Config{Listen: "127.0.0.1:0"}, Deps{Gatherer: prometheus.NewRegistry(), Status: func() any { return nil }})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- s1.Run(ctx) }()
+	<-s1.Bound()
+	s2, _ := New(Config{Listen: s1.Addr().String()}, Deps{Gatherer: prometheus.NewRegistry(), Status: func() any { return nil }})
+	if err := s2.Run(t.Context()); err == nil || !strings.Contains(err.Error(), "admin listen") {
+		t.Fatalf("second bind = %v, want an admin listen error", err)
+	}
+	cancel()
+	<-done
+}

@@ -1,0 +1,15 @@
+// Package admin serves the node's read-only admin HTTP API on loopback:
+// /healthz (the process is alive), /readyz (every listener is bound and
+// the chain is open), /metrics (the registry made in run) and /v1/status
+// (a JSON document the caller assembles).
+//
+// Invariants: nothing served here mutates the node; mutating operator
+// calls go over the local unix socket, never this port. The listen
+// address must be loopback (config validation enforces it; New checks
+// again).
+//
+// Concurrency: Server is safe for concurrent use. Run owns the HTTP
+// server's goroutines and returns after a graceful shutdown once its
+// context is cancelled. Readiness is a set of named conditions, each
+// flipped by its owner with SetReady.
+package admin
