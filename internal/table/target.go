@@ -10,7 +10,7 @@ const (
 	TargetRemote
 )
 
-// String returns "local" or "remote".
+// String returns "local" or "remote" ("unknown" for any other value).
 func (k TargetKind) String() string {
 	switch k {
 	case TargetLocal:
@@ -22,15 +22,21 @@ func (k TargetKind) String() string {
 	}
 }
 
+// MarshalText encodes the kind as its String form, for status JSON.
+func (k TargetKind) MarshalText() ([]byte, error) {
+	return []byte(k.String()), nil
+}
+
 // Target is where a request for a role goes right now.
 type Target struct {
 	// Kind is TargetLocal or TargetRemote.
-	Kind TargetKind
+	Kind TargetKind `json:"kind"`
 	// Base is the loopback base URL of a local instance, without a
 	// trailing slash ("http://127.0.0.1:8080"). Empty for remote targets.
-	Base string
-	// Model is the model the local instance serves, when known.
-	Model string
+	Base string `json:"base,omitempty"`
+	// Model is the model the instance serves, when known: the local
+	// registration's, or the remote advertisement's "model" metadata.
+	Model string `json:"model,omitempty"`
 	// NodeID is the serving peer's node id for remote targets.
-	NodeID string
+	NodeID string `json:"node_id,omitempty"`
 }

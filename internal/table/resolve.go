@@ -1,0 +1,140 @@
+package table
+
+import (
+	"cmp"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// candidate is a remote node that may serve a role, before the admission
+// check.
+type candidate struct {
+	node    string
+	model   string
+	healthy bool
+	load    float64
+}
+
+// compareCandidates orders candidates best first: healthy ("health"
+// absent or "up") before unhealthy, then lower load, then node id
+// ascending. The order is total, so resolution is deterministic.
+func compareCandidates(a, b candidate) int {
+	if a.healthy != b.healthy {
+		if a.healthy {
+			return -1
+		}
+		return 1
+	}
+	if c := cmp.Compare(a.load, b.load); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.node, b.node)
+}
+
+// candidatesLocked returns role's remote nodes that are on its use_from
+// allowlist now and fresh at now, best first. Call with mu held.
+func (t *Table) candidatesLocked(role string, now time.Time) []candidate {
+	per := t.remote[role]
+	allowed := t.allow[role]
+	if len(per) == 0 || len(allowed) == 0 {
+		return nil
+	}
+	var cs []candidate
+	for node, e := range per {
+		if _, ok := allowed[node]; !ok || !t.fresh(e, now) {
+			continue
+		}
+		cs = append(cs, candidateOf(node, e.ad))
+	}
+	slices.SortFunc(cs, compareCandidates)
+	return cs
+}
+
+func candidateOf(node string, ad Advertisement) candidate {
+	h, ok := ad.Metadata[MetaHealth]
+	load := 0.0
+	if s, ok := ad.Metadata[MetaLoad]; ok {
+		load = parseLoad(s)
+	}
+	return candidate{
+		node:    node,
+		model:   ad.Metadata[MetaModel],
+		healthy: !ok || h == HealthUp,
+		load:    load,
+	}
+}
+
+func candidateOrder(cs []candidate) []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = c.node
+	}
+	return out
+}
+
+// Resolve returns where role is served now. A local instance wins (sticky:
+// its KV cache stays warm). Otherwise, when there is a mesh, the best
+// remote candidate (see compareCandidates) that is on role's use_from
+// allowlist, fresh by TTL and admitted at this very call: admission is
+// re-checked every time, so a revoked peer stops resolving at once, before
+// its entry is removed.
+func (t *Table) Resolve(role string) (Target, bool) {
+	t.mu.RLock()
+	l, ok := t.local[role]
+	var cs []candidate
+	if !ok && t.admit != nil {
+		cs = t.candidatesLocked(role, t.now())
+	}
+	t.mu.RUnlock()
+	if ok {
+		return Target{Kind: TargetLocal, Base: l.base, Model: l.model}, true
+	}
+	return t.pickAdmitted(cs)
+}
+
+// pickAdmitted returns the first admitted candidate. Call without mu: the
+// Admission belongs to the mesh and may take its own locks.
+func (t *Table) pickAdmitted(cs []candidate) (Target, bool) {
+	if t.admit == nil {
+		return Target{}, false
+	}
+	for _, c := range cs {
+		if t.admit.IsAdmitted(c.node) {
+			return Target{Kind: TargetRemote, NodeID: c.node, Model: c.model}, true
+		}
+	}
+	return Target{}, false
+}
+
+// BaseURLForRole returns the OpenAI base URL ("…/v1") for in-process
+// consumers: the instance itself when role is served locally, this node's
+// loopback proxy when it is served remotely (the proxy speaks the mesh).
+// False when nothing serves role, or it is remote and no proxy port is
+// registered for it.
+func (t *Table) BaseURLForRole(role string) (string, bool) {
+	tg, ok := t.Resolve(role)
+	if !ok {
+		return "", false
+	}
+	if tg.Kind == TargetLocal {
+		return tg.Base + "/v1", true
+	}
+	port, ok := t.ProxyPort(role)
+	if !ok {
+		return "", false
+	}
+	return "http://127.0.0.1:" + strconv.Itoa(int(port)) + "/v1", true
+}
+
+// LocalBaseForRole returns the OpenAI base URL ("…/v1") of role's instance
+// on this node only, for consumers that must not go through the mesh.
+func (t *Table) LocalBaseForRole(role string) (string, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	l, ok := t.local[role]
+	if !ok {
+		return "", false
+	}
+	return l.base + "/v1", true
+}
