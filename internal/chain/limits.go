@@ -1,0 +1,15 @@
+package chain
+
+const (
+	// MaxEntryBytes bounds one line of a chain file, its '\n' included.
+	// Append refuses a larger entry and Verify reports a longer line as
+	// malformed without buffering more than this.
+	MaxEntryBytes = 1 << 20
+
+	// MaxIdentBytes bounds the source and kind of an entry.
+	MaxIdentBytes = 128
+
+	// readBufferBytes is the bufio buffer Verify reads through; lines longer
+	// than this are assembled in a separate buffer bounded by MaxEntryBytes.
+	readBufferBytes = 64 << 10
+)
