@@ -1,0 +1,450 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+)
+
+// Registrar is where the Adopter puts the roles its instances serve; the
+// placement table implements it. Both methods are called with the Adopter's
+// lock held, so they must not block on I/O or call back into the Adopter.
+type Registrar interface {
+	// RegisterLocal serves role from the loopback server at base.
+	RegisterLocal(role, base, model, api, runtime string) error
+	// DeregisterLocal stops serving role locally.
+	DeregisterLocal(role string)
+}
+
+// AdoptedInstance is one model server nodeld probes but does not start
+// (inference.instances in the config).
+type AdoptedInstance struct {
+	// Role is the role the server serves ("chat").
+	Role string
+	// Kind is the runtime, which decides how it is probed.
+	Kind Kind
+	// URL is http://<loopback ip or localhost>:<port>.
+	URL string
+	// Model is the model to serve; empty means discover it (see Probe).
+	Model string
+}
+
+// AdopterConfig configures an Adopter.
+type AdopterConfig struct {
+	// Instances in config order; for a role served by several, the first
+	// one that is up serves it.
+	Instances []AdoptedInstance
+	// Interval between probe rounds; zero means DefaultProbeInterval.
+	Interval time.Duration
+	// ProbeTimeout bounds one instance's probe; zero means
+	// DefaultProbeTimeout.
+	ProbeTimeout time.Duration
+}
+
+// InstanceStatus is one instance as the Adopter last saw it.
+type InstanceStatus struct {
+	// Role, Kind and URL are as configured.
+	Role, Kind, URL string
+	// Model is the served model: the configured one, else the last one
+	// discovered from the server, else "".
+	Model string
+	// Health is the last probe's finding (HealthUnknown before the first).
+	Health Health
+	// LastProbe is when the last probe finished (zero before the first).
+	LastProbe time.Time
+	// LastError says why the last probe was not up; "" when it was.
+	LastError string
+	// Serving is true while this instance is the one registered for Role.
+	Serving bool
+}
+
+// ErrAlreadyRunning is returned by a second concurrent call to Run.
+var ErrAlreadyRunning = errors.New("adopter already running")
+
+// Adopter probes adopted model servers and keeps their roles registered
+// while they are up. See the package documentation for its contract.
+type Adopter struct {
+	reg     Registrar
+	log     *zap.Logger
+	metrics *adopterMetrics
+	now     func() time.Time
+	// newTicker makes the round ticker; tests substitute a fake.
+	newTicker func(time.Duration) ticker
+	// afterRound, when set (tests), runs after every round Run completes.
+	afterRound func()
+	// reload carries ApplyConfig's "probe now" signal; size 1 so a signal
+	// is never lost and ApplyConfig never blocks.
+	reload  chan struct{}
+	running atomic.Bool
+
+	// mu guards the fields below. Registrar calls are made with mu held so
+	// that a probe round and ApplyConfig cannot interleave registrations;
+	// probes (network I/O) never run under mu.
+	mu     sync.Mutex
+	cfg    AdopterConfig
+	client *http.Client
+	// gen counts config swaps; a round whose snapshot is older than the
+	// current config is discarded.
+	gen    uint64
+	states []instanceState
+	// serving maps a role to what is registered for it now.
+	serving map[string]registration
+}
+
+// instanceKey identifies an instance across config reloads.
+type instanceKey struct {
+	role  string
+	kind  Kind
+	base  string
+	model string
+}
+
+// instanceState is one configured instance and its last probe.
+type instanceState struct {
+	inst      AdoptedInstance
+	ep        endpoint
+	health    Health
+	model     string // last model served while up ("" if none learned)
+	lastProbe time.Time
+	lastErr   string
+}
+
+func (s *instanceState) key() instanceKey {
+	return instanceKey{role: s.inst.Role, kind: s.inst.Kind, base: s.ep.base, model: s.inst.Model}
+}
+
+// registration is what the Adopter registered for a role.
+type registration struct {
+	key   instanceKey
+	model string
+}
+
+// probeOutcome is one instance's result within a round.
+type probeOutcome struct {
+	res ProbeResult
+	err error
+	at  time.Time
+}
+
+// NewAdopter validates cfg (loopback-only URLs, known kinds, role tokens,
+// model names, no role repeated at the same address, bounded counts and
+// sane durations) and returns an Adopter that starts nothing until Run.
+// registerer may be nil to leave the metrics unregistered.
+func NewAdopter(cfg AdopterConfig, reg Registrar, log *zap.Logger, registerer prometheus.Registerer) (*Adopter, error) {
+	if reg == nil {
+		return nil, errors.New("new adopter: nil registrar")
+	}
+	cfg = cfg.withDefaults()
+	eps, err := cfg.validate()
+	if err != nil {
+		return nil, err
+	}
+	m, err := newAdopterMetrics(registerer)
+	if err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	a := &Adopter{
+		reg:       reg,
+		log:       log.Named("adopter"),
+		metrics:   m,
+		now:       time.Now,
+		newTicker: newRealTicker,
+		reload:    make(chan struct{}, 1),
+		cfg:       cfg,
+		client:    NewProbeClient(cfg.ProbeTimeout),
+		serving:   make(map[string]registration),
+	}
+	a.cfg.Instances = slices.Clone(cfg.Instances)
+	a.states = a.newStates(a.cfg, eps, nil)
+	return a, nil
+}
+
+// newStates builds the state list for cfg, carrying over the last probe of
+// instances that were already configured, and makes sure each instance's up
+// gauge exists.
+func (a *Adopter) newStates(cfg AdopterConfig, eps []endpoint, old []instanceState) []instanceState {
+	prev := make(map[instanceKey]instanceState, len(old))
+	for _, s := range old {
+		prev[s.key()] = s
+	}
+	states := make([]instanceState, len(cfg.Instances))
+	for i, inst := range cfg.Instances {
+		s := instanceState{inst: inst, ep: eps[i], health: HealthUnknown}
+		if p, ok := prev[s.key()]; ok {
+			s = p
+			s.inst = inst
+		}
+		states[i] = s
+		up := 0.0
+		if s.health == HealthUp {
+			up = 1
+		}
+		a.metrics.up.WithLabelValues(inst.Role, eps[i].hostPort).Set(up)
+	}
+	return states
+}
+
+// Run probes every instance at once, then every Interval and immediately
+// after each ApplyConfig, registering and deregistering roles as instances
+// come and go. When ctx is done it deregisters every role it registered and
+// returns nil. It returns ErrAlreadyRunning if Run is already running.
+func (a *Adopter) Run(ctx context.Context) error {
+	if !a.running.CompareAndSwap(false, true) {
+		return ErrAlreadyRunning
+	}
+	defer a.running.Store(false)
+
+	interval := a.interval()
+	t := a.newTicker(interval)
+	defer t.Stop()
+	a.log.Info("adopter started", zap.Duration("interval", interval))
+	for {
+		a.round(ctx)
+		if a.afterRound != nil {
+			a.afterRound()
+		}
+		select {
+		case <-ctx.Done():
+			a.deregisterAll()
+			a.log.Info("adopter stopped")
+			return nil
+		case <-t.Chan():
+		case <-a.reload:
+			if iv := a.interval(); iv != interval {
+				interval = iv
+				t.Reset(iv)
+			}
+		}
+	}
+}
+
+func (a *Adopter) interval() time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.cfg.Interval
+}
+
+// ApplyConfig validates cfg and, only if it is valid, swaps the instance
+// set: instances that stay keep their last probe, roles whose registered
+// instance is gone are deregistered before ApplyConfig returns, and a probe
+// round is requested at once (without blocking). On error nothing changes.
+func (a *Adopter) ApplyConfig(cfg AdopterConfig) error {
+	cfg = cfg.withDefaults()
+	eps, err := cfg.validate()
+	if err != nil {
+		return err
+	}
+	cfg.Instances = slices.Clone(cfg.Instances)
+
+	a.mu.Lock()
+	kept := make(map[instanceKey]bool, len(cfg.Instances))
+	labels := make(map[[2]string]bool, len(cfg.Instances))
+	for i, inst := range cfg.Instances {
+		kept[instanceKey{role: inst.Role, kind: inst.Kind, base: eps[i].base, model: inst.Model}] = true
+		labels[[2]string{inst.Role, eps[i].hostPort}] = true
+	}
+	for _, s := range a.states {
+		if !labels[[2]string{s.inst.Role, s.ep.hostPort}] {
+			a.metrics.up.DeleteLabelValues(s.inst.Role, s.ep.hostPort)
+		}
+	}
+	if cfg.ProbeTimeout != a.cfg.ProbeTimeout {
+		a.client = NewProbeClient(cfg.ProbeTimeout)
+	}
+	a.states = a.newStates(cfg, eps, a.states)
+	a.cfg = cfg
+	a.gen++
+	for role, r := range a.serving {
+		if !kept[r.key] {
+			a.deregisterLocked(role, "instance no longer configured")
+		}
+	}
+	a.mu.Unlock()
+
+	select {
+	case a.reload <- struct{}{}:
+	default: // a round is already requested
+	}
+	return nil
+}
+
+// Status returns every configured instance in config order.
+func (a *Adopter) Status() []InstanceStatus {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]InstanceStatus, len(a.states))
+	for i := range a.states {
+		s := &a.states[i]
+		model := s.model
+		if model == "" {
+			model = s.inst.Model
+		}
+		r, ok := a.serving[s.inst.Role]
+		out[i] = InstanceStatus{
+			Role:      s.inst.Role,
+			Kind:      string(s.inst.Kind),
+			URL:       s.inst.URL,
+			Model:     model,
+			Health:    s.health,
+			LastProbe: s.lastProbe,
+			LastError: s.lastErr,
+			Serving:   ok && r.key == s.key(),
+		}
+	}
+	return out
+}
+
+// round probes every instance (at most maxConcurrentProbes at a time, each
+// bounded by ProbeTimeout) and applies the results. It returns once every
+// probe has returned.
+func (a *Adopter) round(ctx context.Context) {
+	a.mu.Lock()
+	gen, client, timeout := a.gen, a.client, a.cfg.ProbeTimeout
+	insts := make([]AdoptedInstance, len(a.states))
+	for i := range a.states {
+		insts[i] = a.states[i].inst
+	}
+	a.mu.Unlock()
+
+	outs := make([]probeOutcome, len(insts))
+	sem := make(chan struct{}, maxConcurrentProbes)
+	var wg sync.WaitGroup
+	for i, inst := range insts {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			pctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			res, err := Probe(pctx, client, inst)
+			outs[i] = probeOutcome{res: res, err: err, at: a.now()}
+		})
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return // shutting down: the results may be cancellations, not findings
+	}
+	a.apply(gen, outs)
+}
+
+// apply records a round's outcomes and brings the registrations in line.
+func (a *Adopter) apply(gen uint64, outs []probeOutcome) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if gen != a.gen {
+		return // the config changed mid-round; ApplyConfig already asked for a new one
+	}
+	for i := range a.states {
+		s, o := &a.states[i], outs[i]
+		prev := s.health
+		s.health, s.lastProbe, s.lastErr = o.res.Health, o.at, ""
+		if o.err != nil {
+			s.lastErr = o.err.Error()
+		}
+		up := 0.0
+		if s.health == HealthUp {
+			s.model = o.res.Model
+			up = 1
+		}
+		a.metrics.up.WithLabelValues(s.inst.Role, s.ep.hostPort).Set(up)
+		a.metrics.probes.WithLabelValues(s.inst.Role, string(s.health)).Inc()
+		if prev != s.health {
+			a.log.Info("instance health changed",
+				zap.String("role", s.inst.Role),
+				zap.String("runtime", string(s.inst.Kind)),
+				zap.String("url", s.ep.base),
+				zap.String("from", string(prev)),
+				zap.String("to", string(s.health)),
+				zap.String("reason", s.lastErr))
+		}
+	}
+	a.syncRolesLocked()
+}
+
+// syncRolesLocked registers, for each configured role, the first instance
+// in config order that is up, and deregisters roles with none up. mu must
+// be held.
+func (a *Adopter) syncRolesLocked() {
+	first := make(map[string]int)
+	var roles []string
+	for i := range a.states {
+		role := a.states[i].inst.Role
+		if _, seen := first[role]; !seen {
+			first[role] = -1
+			roles = append(roles, role)
+		}
+		if first[role] == -1 && a.states[i].health == HealthUp {
+			first[role] = i
+		}
+	}
+	for role := range a.serving {
+		if _, ok := first[role]; !ok {
+			a.deregisterLocked(role, "instance no longer configured")
+		}
+	}
+	for _, role := range roles {
+		i := first[role]
+		cur, had := a.serving[role]
+		if i < 0 {
+			if had {
+				a.deregisterLocked(role, "no instance up")
+			}
+			continue
+		}
+		s := &a.states[i]
+		want := registration{key: s.key(), model: s.model}
+		if had && cur == want {
+			continue
+		}
+		if err := a.reg.RegisterLocal(role, s.ep.base, s.model, APIOpenAI, string(s.inst.Kind)); err != nil {
+			a.log.Warn("role registration refused", zap.String("role", role), zap.String("url", s.ep.base), zap.Error(err))
+			if had {
+				a.deregisterLocked(role, "registration refused")
+			}
+			continue
+		}
+		a.serving[role] = want
+		a.log.Info("role registered",
+			zap.String("role", role),
+			zap.String("url", s.ep.base),
+			zap.String("model", s.model),
+			zap.String("runtime", string(s.inst.Kind)))
+	}
+}
+
+func (a *Adopter) deregisterLocked(role, reason string) {
+	a.reg.DeregisterLocal(role)
+	delete(a.serving, role)
+	a.log.Info("role deregistered", zap.String("role", role), zap.String("reason", reason))
+}
+
+// deregisterAll withdraws every role the Adopter registered (shutdown).
+func (a *Adopter) deregisterAll() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for role := range a.serving {
+		a.deregisterLocked(role, "shutdown")
+	}
+}
+
+// ticker is the part of time.Ticker Run uses, so tests can drive rounds.
+type ticker interface {
+	Chan() <-chan time.Time
+	Reset(d time.Duration)
+	Stop()
+}
+
+type realTicker struct{ *time.Ticker }
+
+func newRealTicker(d time.Duration) ticker { return realTicker{time.NewTicker(d)} }
+
+func (t realTicker) Chan() <-chan time.Time { return t.C }
