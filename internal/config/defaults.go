@@ -1,0 +1,75 @@
+package config
+
+import (
+	_ "embed"
+	"path/filepath"
+	"time"
+)
+
+// defaultYAML is the embedded default config file. It is a string so that
+// no caller can modify it.
+//
+//go:embed default.yaml
+var defaultYAML string
+
+// Default returns the base every config file is decoded onto: the values
+// a key takes when the file omits it. It is not a runnable config by
+// itself (it has no roles); Embedded is.
+func Default() *Config {
+	return &Config{
+		Node:  Node{DataDir: DefaultDataDir},
+		Log:   Log{Level: "info", Format: "json"},
+		Admin: Admin{Listen: DefaultAdminListen},
+		Mesh: Mesh{
+			Keepalive:          Duration{D: 15 * time.Second},
+			MaxInflightPerPeer: DefaultMaxInflightPerPeer,
+			MaxInflightTotal:   DefaultMaxInflightTotal,
+		},
+		Inference: Inference{Limits: Limits{
+			MaxBodyBytes:     DefaultMaxBodyBytes,
+			MeshMaxBodyBytes: DefaultMeshMaxBodyBytes,
+			MaxResponseBytes: DefaultMaxResponseBytes,
+			StallTimeout:     Duration{D: 120 * time.Second},
+			RequestTimeout:   Duration{D: 900 * time.Second},
+			Concurrency:      DefaultConcurrency,
+		}},
+		Controller: Controller{
+			Tick:         Duration{D: 5 * time.Second},
+			DeadAfter:    Duration{D: 30 * time.Second},
+			RetryBackoff: Duration{D: 10 * time.Second},
+		},
+	}
+}
+
+// Embedded returns a copy of the embedded default config file: a single
+// node, loopback only, data in ./nodeld-data, admin on 127.0.0.1:9464, no
+// mesh, one role "chat" on 127.0.0.1:8090 with no instance, host and
+// controller disabled.
+func Embedded() []byte { return []byte(defaultYAML) }
+
+// LoadEmbedded decodes and validates the embedded default config.
+func LoadEmbedded() (*Config, error) {
+	c, err := Check(Embedded())
+	if err != nil {
+		return nil, &FileError{File: "(embedded default)", Errs: flatten(err)}
+	}
+	return c, nil
+}
+
+// SocketPath returns the operator socket path: admin.socket, or
+// <data_dir>/nodeld.sock when it is empty.
+func (c *Config) SocketPath() string {
+	if c.Admin.Socket != "" {
+		return c.Admin.Socket
+	}
+	return filepath.Join(c.Node.DataDir, SocketName)
+}
+
+// ConcurrencyFor returns the concurrency limit of role r: its own
+// override, else the default of l.
+func (l Limits) ConcurrencyFor(r Role) int {
+	if r.Concurrency > 0 {
+		return r.Concurrency
+	}
+	return l.Concurrency
+}

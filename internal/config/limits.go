@@ -1,0 +1,59 @@
+package config
+
+// Bounds enforced while decoding and validating. Decoding checks
+// MaxConfigBytes before parsing, so every count in a config (roles, peers,
+// instances) is bounded by the input size.
+const (
+	// MaxConfigBytes bounds the size of a config file.
+	MaxConfigBytes = 1 << 20
+
+	// MaxNameLen bounds role, peer, workload and label names.
+	MaxNameLen = 64
+
+	// MaxLabelValueLen bounds a node label value.
+	MaxLabelValueLen = 128
+
+	// MaxSocketPathLen bounds the operator socket path (sun_path is 104
+	// bytes on the BSDs and macOS, 108 on Linux; the smaller one wins).
+	MaxSocketPathLen = 103
+
+	// MaxBodyLimit caps max_body_bytes, mesh_max_body_bytes and
+	// max_response_bytes: a bound larger than this is a typo.
+	MaxBodyLimit = 1 << 30
+
+	// MaxConcurrency caps every concurrency and in-flight setting.
+	MaxConcurrency = 1 << 16
+)
+
+// Defaults that Default() applies.
+const (
+	// DefaultDataDir is node.data_dir when a file does not set it.
+	DefaultDataDir = "/var/lib/nodeld"
+	// DefaultAdminListen is admin.listen when a file does not set it.
+	DefaultAdminListen = "127.0.0.1:9464"
+	// DefaultMaxBodyBytes is inference.limits.max_body_bytes.
+	DefaultMaxBodyBytes = 8 << 20
+	// DefaultMeshMaxBodyBytes is inference.limits.mesh_max_body_bytes.
+	DefaultMeshMaxBodyBytes = 2 << 20
+	// DefaultMaxResponseBytes is inference.limits.max_response_bytes.
+	DefaultMaxResponseBytes = 64 << 20
+	// DefaultConcurrency is inference.limits.concurrency.
+	DefaultConcurrency = 64
+	// DefaultMaxInflightPerPeer is mesh.max_inflight_per_peer.
+	DefaultMaxInflightPerPeer = 8
+	// DefaultMaxInflightTotal is mesh.max_inflight_total.
+	DefaultMaxInflightTotal = 64
+	// DefaultTier is the tier of a peer whose tier is omitted: the lowest,
+	// so that forgetting the key never grants trust.
+	DefaultTier = TierDiscovered
+	// SocketName is the operator socket's file name inside node.data_dir
+	// when admin.socket is empty.
+	SocketName = "nodeld.sock"
+)
+
+// Trust tiers, lowest first.
+const (
+	TierDiscovered = "discovered"
+	TierPaired     = "paired"
+	TierPinned     = "pinned"
+)

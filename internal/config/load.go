@@ -1,0 +1,77 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// FileError reports every problem of one config file. Errs holds
+// *DecodeError and *ValidationError values; errors.As reaches them.
+type FileError struct {
+	File string
+	Errs []error
+}
+
+// Error formats one problem as "config FILE: line N: path: msg" and
+// several as "config FILE: K problems:" followed by one indented line
+// per problem.
+func (e *FileError) Error() string {
+	if len(e.Errs) == 1 {
+		return "config " + e.File + ": " + e.Errs[0].Error()
+	}
+	var b strings.Builder
+	b.WriteString("config " + e.File + ": " + strconv.Itoa(len(e.Errs)) + " problems:")
+	for _, err := range e.Errs {
+		b.WriteString("\n  ")
+		b.WriteString(err.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns the problems.
+func (e *FileError) Unwrap() []error { return e.Errs }
+
+// Check decodes data strictly and validates the result, reporting the
+// decoding and validation problems together (errors.Join, decoding
+// problems first). It is Parse followed by Validate, except that a file
+// with decoding problems is still validated as far as it was decoded.
+func Check(data []byte) (*Config, error) {
+	c, errs := decode(data)
+	errs = append(errs, c.validate()...)
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return c, nil
+}
+
+// Load reads the config file at path (at most MaxConfigBytes), decodes
+// it strictly and validates it. Problems with the contents are returned
+// as a *FileError naming the file.
+func Load(path string) (*Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxConfigBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read config %s: %w", path, err)
+	}
+	c, err := Check(data)
+	if err != nil {
+		return nil, &FileError{File: path, Errs: flatten(err)}
+	}
+	return c, nil
+}
+
+// flatten undoes one errors.Join.
+func flatten(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}

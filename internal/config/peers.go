@@ -1,0 +1,75 @@
+package config
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"slices"
+	"strings"
+)
+
+// PeerByRef returns the configured peer that ref names, as written in
+// serve_to and use_from. A ref is matched, in order:
+//
+//  1. against peer names, exactly;
+//  2. if it has the node id form ("n-" and 16 lower-case hex characters),
+//     against the ids of the peers that have a configured key. The id is
+//     derived from the key as DESIGN.md "Identity and trust" defines it
+//     (the first 16 hex characters of SHA-256 of the 32 key bytes),
+//     which identity.NodeID must agree with.
+//
+// A peer without a key (pinned on first contact) has no id until it
+// connects, so a ref to it must use its name; resolving the id of such a
+// peer at runtime is the caller's job. Peer names may not have the id
+// form, so the two kinds of ref never clash.
+func (c *Config) PeerByRef(ref string) (Peer, bool) {
+	i, ok := c.peerIndex(ref)
+	if !ok {
+		return Peer{}, false
+	}
+	return c.Mesh.Peers[i], true
+}
+
+func (c *Config) peerIndex(ref string) (int, bool) {
+	if ref == "" {
+		return 0, false
+	}
+	if i := slices.IndexFunc(c.Mesh.Peers, func(p Peer) bool { return p.Name == ref }); i >= 0 {
+		return i, true
+	}
+	if !isNodeIDRef(ref) {
+		return 0, false
+	}
+	i := slices.IndexFunc(c.Mesh.Peers, func(p Peer) bool { return keyNodeID(p.Key) == ref })
+	return i, i >= 0
+}
+
+// nodeIDLen is len("n-") plus 16 hex characters.
+const nodeIDLen = 2 + 16
+
+// isNodeIDRef reports whether s has the node id form.
+func isNodeIDRef(s string) bool {
+	if len(s) != nodeIDLen || !strings.HasPrefix(s, "n-") {
+		return false
+	}
+	for i := 2; i < len(s); i++ {
+		b := s[i]
+		if !(b >= '0' && b <= '9' || b >= 'a' && b <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// keyNodeID derives the node id of a hex public key, "" if the key is
+// not 64 hex characters.
+func keyNodeID(keyHex string) string {
+	if len(keyHex) != 64 {
+		return ""
+	}
+	key, err := hex.DecodeString(keyHex)
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(key)
+	return "n-" + hex.EncodeToString(sum[:8])
+}

@@ -1,0 +1,140 @@
+package config
+
+import "time"
+
+// Config is the whole nodeld configuration file. Field names and YAML keys
+// are the contract of DESIGN.md "Configuration": keys may be added, never
+// renamed.
+type Config struct {
+	Node       Node       `yaml:"node"`
+	Log        Log        `yaml:"log"`
+	Admin      Admin      `yaml:"admin"`
+	Mesh       Mesh       `yaml:"mesh"`
+	Inference  Inference  `yaml:"inference"`
+	Host       Host       `yaml:"host"`
+	Controller Controller `yaml:"controller"`
+
+	// lines maps a dotted key path ("inference.roles[0].listen") to the
+	// line it was read from, so Validate can name lines. Empty for
+	// configs not decoded from YAML.
+	lines map[string]int
+}
+
+// Node describes this node.
+type Node struct {
+	Name    string            `yaml:"name"`
+	DataDir string            `yaml:"data_dir"`
+	Labels  map[string]string `yaml:"labels"`
+}
+
+// Log configures the zap logger.
+type Log struct {
+	Level  string `yaml:"level"`  // debug | info | warn | error
+	Format string `yaml:"format"` // json | console
+}
+
+// Admin configures the read-only admin HTTP listener.
+type Admin struct {
+	Listen string `yaml:"listen"`
+	// Socket is the path of the operator unix socket; empty means
+	// <data_dir>/nodeld.sock (see Config.SocketPath).
+	Socket string `yaml:"socket"`
+}
+
+// Mesh configures the QUIC mesh.
+type Mesh struct {
+	Listen    string   `yaml:"listen"` // empty = no mesh
+	Keepalive Duration `yaml:"keepalive"`
+	Peers     []Peer   `yaml:"peers"`
+	// MaxInflightPerPeer bounds the forwarded requests one peer may have
+	// in flight on this node at once.
+	MaxInflightPerPeer int `yaml:"max_inflight_per_peer"`
+	// MaxInflightTotal bounds the forwarded requests all peers together
+	// may have in flight on this node at once.
+	MaxInflightTotal int `yaml:"max_inflight_total"`
+}
+
+// Peer is a configured mesh peer.
+type Peer struct {
+	Name string `yaml:"name"`
+	Addr string `yaml:"addr"`
+	Key  string `yaml:"key"`  // 64 hex chars; empty = pinned on first contact
+	Tier string `yaml:"tier"` // discovered | paired | pinned; omitted = discovered
+}
+
+// Inference configures roles and adopted instances.
+type Inference struct {
+	Roles     []Role     `yaml:"roles"`
+	Instances []Instance `yaml:"instances"`
+	Limits    Limits     `yaml:"limits"`
+}
+
+// Limits bounds the loopback inference proxy. Every value must be positive.
+type Limits struct {
+	// MaxBodyBytes bounds a request body accepted from a local client.
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// MeshMaxBodyBytes bounds a request body carried over the mesh.
+	MeshMaxBodyBytes int64 `yaml:"mesh_max_body_bytes"`
+	// MaxResponseBytes bounds the response body relayed for one request.
+	MaxResponseBytes int64 `yaml:"max_response_bytes"`
+	// StallTimeout bounds the wait for the upstream response head and
+	// every silence between response chunks.
+	StallTimeout Duration `yaml:"stall_timeout"`
+	// RequestTimeout bounds one forwarded request end to end.
+	RequestTimeout Duration `yaml:"request_timeout"`
+	// Concurrency is the default number of requests one role serves at
+	// once; more are answered 429. Role.Concurrency overrides it.
+	Concurrency int `yaml:"concurrency"`
+}
+
+// Role is one loopback proxy port for a model role.
+type Role struct {
+	Name    string   `yaml:"name"`
+	Listen  string   `yaml:"listen"`
+	Expose  bool     `yaml:"expose"`
+	ServeTo []string `yaml:"serve_to"`
+	UseFrom []string `yaml:"use_from"`
+	// Concurrency overrides Limits.Concurrency for this role; 0 means
+	// the default.
+	Concurrency int `yaml:"concurrency"`
+}
+
+// Instance is an adopted model server nodeld probes but does not start.
+type Instance struct {
+	Role    string `yaml:"role"`
+	Runtime string `yaml:"runtime"` // llama.cpp | ollama | mlx-lm | openai
+	URL     string `yaml:"url"`
+	Model   string `yaml:"model"`
+}
+
+// Host configures the workload host.
+type Host struct {
+	Enabled      bool     `yaml:"enabled"`
+	Controllers  []string `yaml:"controllers"`
+	TrustAnchors []string `yaml:"trust_anchors"`
+}
+
+// Controller configures the controller loop.
+type Controller struct {
+	Enabled      bool       `yaml:"enabled"`
+	Tick         Duration   `yaml:"tick"`
+	DeadAfter    Duration   `yaml:"dead_after"`
+	RetryBackoff Duration   `yaml:"retry_backoff"`
+	Workloads    []Workload `yaml:"workloads"`
+}
+
+// Workload is a declared placement the controller reconciles.
+type Workload struct {
+	Name    string `yaml:"name"`
+	Package string `yaml:"package"`
+	Variant string `yaml:"variant"`
+	Node    string `yaml:"node"`
+}
+
+// Duration is a Go duration written as a string ("500ms", "15s", "5m").
+type Duration struct {
+	D time.Duration
+	// raw is the text as written, kept so Validate can report a bad value.
+	raw string
+	bad bool
+}
