@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -36,12 +37,15 @@ func (e *FileError) Error() string {
 func (e *FileError) Unwrap() []error { return e.Errs }
 
 // Check decodes data strictly and validates the result, reporting the
-// decoding and validation problems together (errors.Join, decoding
-// problems first). It is Parse followed by Validate, except that a file
-// with decoding problems is still validated as far as it was decoded.
+// decoding and validation problems together (errors.Join, in line
+// order). It is Parse followed by Validate, except that a file with
+// decoding problems is still validated as far as it was decoded; a
+// validation problem at or under a path that failed to decode is left
+// out, since it only echoes the decoding problem.
 func Check(data []byte) (*Config, error) {
 	c, errs := decode(data)
-	errs = append(errs, c.validate()...)
+	errs = append(errs, withoutDecoded(c.validate(), errs)...)
+	sortByLine(errs)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -74,4 +78,51 @@ func flatten(err error) []error {
 		return j.Unwrap()
 	}
 	return []error{err}
+}
+
+// withoutDecoded drops the validation problems at or under a path that
+// already has a decoding problem.
+func withoutDecoded(verrs, derrs []error) []error {
+	var bad []string
+	for _, err := range derrs {
+		if de, ok := err.(*DecodeError); ok && de.Path != "" {
+			bad = append(bad, de.Path)
+		}
+	}
+	if len(bad) == 0 {
+		return verrs
+	}
+	out := verrs[:0]
+	for _, err := range verrs {
+		if ve, ok := err.(*ValidationError); ok && underAny(ve.Path, bad) {
+			continue
+		}
+		out = append(out, err)
+	}
+	return out
+}
+
+func underAny(path string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if path == p || strings.HasPrefix(path, p+".") || strings.HasPrefix(path, p+"[") {
+			return true
+		}
+	}
+	return false
+}
+
+// sortByLine orders problems by line, those without a line first, and
+// keeps check order within a line.
+func sortByLine(errs []error) {
+	slices.SortStableFunc(errs, func(a, b error) int { return problemLine(a) - problemLine(b) })
+}
+
+func problemLine(err error) int {
+	switch e := err.(type) {
+	case *DecodeError:
+		return e.Line
+	case *ValidationError:
+		return e.Line
+	}
+	return 0
 }

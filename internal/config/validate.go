@@ -25,8 +25,8 @@ type ValidationError struct {
 func (e *ValidationError) Error() string { return formatProblem(e.Line, e.Path, e.Msg) }
 
 // Validate checks the config statically and reports every problem at
-// once, joined with errors.Join, each a *ValidationError in check order
-// (section by section, item by item). It reads no files and resolves no
+// once, joined with errors.Join, each a *ValidationError, in line order
+// (problems without a line first, then check order within a line). It reads no files and resolves no
 // names: stateful checks belong to the components.
 func (c *Config) Validate() error { return errors.Join(c.validate()...) }
 
@@ -48,6 +48,7 @@ func (c *Config) validate() []error {
 	v.inference(adminPort)
 	v.host()
 	v.controller()
+	sortByLine(v.errs)
 	return v.errs
 }
 
