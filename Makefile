@@ -1,0 +1,42 @@
+# nodeld. `make run` starts a node on the embedded default config;
+# `make test` runs every test (vet, race tests, short fuzzing).
+GO        ?= go
+BIN       := build/nodeld
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -X main.version=$(VERSION)
+FUZZTIME  ?= 3s
+BENCHTIME ?= 1x
+
+.PHONY: all build run test test-deps fuzz bench lint clean example-package
+
+all: build
+
+build:
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/nodeld
+
+run: build
+	$(BIN) run
+
+# test-deps installs what the tests drive besides Go: promtool (Debian's
+# prometheus package) for the /metrics check and the official openai npm
+# client for the end-to-end client test. It is a no-op when both are there.
+test-deps:
+	bash scripts/test-deps.sh
+
+test: test-deps
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 8m ./...
+	FUZZTIME=$(FUZZTIME) bash scripts/fuzz.sh
+
+fuzz:
+	FUZZTIME=$(or $(FUZZ),30s) bash scripts/fuzz.sh
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
+
+lint:
+	$(GO) vet ./...
+	@if command -v staticcheck >/dev/null 2>&1; then staticcheck ./...; else echo "staticcheck not installed; skipped (go install honnef.co/go/tools/cmd/staticcheck@latest)"; fi
+
+clean:
+	rm -rf build

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/nodeld/nodeld/internal/config"
+)
+
+// defaultConfigPath is where run, keygen, id and the other commands look
+// for the config when --config is not given.
+const defaultConfigPath = "/etc/nodeld/nodeld.yaml"
+
+const usage = `nodeld: one daemon per host that serves local language models to every
+application on the host through fixed loopback URLs, one per model role.
+
+Usage:
+  nodeld run [--config FILE] [--chain-reset]   run the daemon
+  nodeld keygen [--config FILE]                create <data_dir>/node.key if absent
+  nodeld id [--config FILE]                    print the node id and public key
+  nodeld config check [FILE]                   validate a config file
+  nodeld chain verify [FILE] [--key HEX] [--config FILE]
+                                               verify an audit chain
+  nodeld status [--config FILE] [--addr HOST:PORT] [--json]
+                                               print a running daemon's status
+  nodeld version                               print the version
+
+Without --config, commands read /etc/nodeld/nodeld.yaml; run falls back to
+the embedded single-node default when that file does not exist.
+`
+
+// run is the whole program: it dispatches a subcommand and returns its
+// error. It never exits.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return errSilent(2)
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "run":
+		return cmdRun(ctx, rest, stdout, stderr)
+	case "keygen":
+		return cmdKeygen(rest, stdout, stderr)
+	case "id":
+		return cmdID(rest, stdout, stderr)
+	case "config":
+		if len(rest) == 0 || rest[0] != "check" {
+			return usageError("usage: nodeld config check [FILE]")
+		}
+		return cmdConfigCheck(rest[1:], stdout, stderr)
+	case "chain":
+		if len(rest) == 0 || rest[0] != "verify" {
+			return usageError("usage: nodeld chain verify [FILE] [--key HEX] [--config FILE]")
+		}
+		return cmdChainVerify(rest[1:], stdout, stderr)
+	case "status":
+		return cmdStatus(ctx, rest, stdout, stderr)
+	case "version", "--version", "-v":
+		fmt.Fprintf(stdout, "nodeld %s (%s)\n", buildVersion(), buildGoVersion())
+		return nil
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		fmt.Fprint(stderr, usage)
+		return usageError("unknown command %q", cmd)
+	}
+}
+
+// parseFlags parses flags that may come before, between or after the
+// positional arguments, and returns the positionals.
+func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, usageError("%s: %v", fs.Name(), err)
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		if args[0] == "--" {
+			return append(pos, args[1:]...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+// loadConfig reads the config at path. When path is empty it reads the
+// default path, or, if allowEmbedded and that file is absent, the
+// embedded default. It returns the path it used ("" for embedded).
+func loadConfig(path string, allowEmbedded bool) (*config.Config, string, error) {
+	if path == "" {
+		path = defaultConfigPath
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) && allowEmbedded {
+			cfg, err := config.LoadEmbedded()
+			if err != nil {
+				return nil, "", fmt.Errorf("embedded config: %w", err)
+			}
+			return cfg, "", nil
+		}
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, path, &exitError{code: 2, err: err}
+	}
+	return cfg, path, nil
+}
+
+func cmdConfigCheck(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("config check", stderr)
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 1 {
+		return usageError("usage: nodeld config check [FILE]")
+	}
+	path := defaultConfigPath
+	if len(pos) == 1 {
+		path = pos[0]
+	}
+	if _, err := config.Load(path); err != nil {
+		// Every problem on its own line, then the status.
+		fmt.Fprintf(stderr, "%s: invalid config:\n", path)
+		for _, line := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintf(stderr, "  %s\n", line)
+		}
+		return errSilent(2)
+	}
+	fmt.Fprintf(stdout, "%s: ok\n", path)
+	return nil
+}

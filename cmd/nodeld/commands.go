@@ -1,0 +1,220 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/nodeld/nodeld/internal/chain"
+	"github.com/nodeld/nodeld/internal/identity"
+)
+
+// chainFileName is the audit chain's file name inside the data directory.
+const chainFileName = "chain.log"
+
+func cmdKeygen(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("keygen", stderr)
+	cfgPath := fs.String("config", "", "config file (default "+defaultConfigPath+", else the embedded default)")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return usageError("usage: nodeld keygen [--config FILE]")
+	}
+	cfg, _, err := loadConfig(*cfgPath, true)
+	if err != nil {
+		return err
+	}
+	path := identity.KeyPath(cfg.Node.DataDir)
+	id, err := identity.Generate(path)
+	if errors.Is(err, identity.ErrKeyExists) {
+		return fmt.Errorf("%s already exists; it is never overwritten (nodeld id prints it)", path)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "created %s\nnode id:    %s\npublic key: %s\n", path, id.ID(), id.PublicKeyHex())
+	return nil
+}
+
+func cmdID(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("id", stderr)
+	cfgPath := fs.String("config", "", "config file (default "+defaultConfigPath+", else the embedded default)")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return usageError("usage: nodeld id [--config FILE]")
+	}
+	cfg, _, err := loadConfig(*cfgPath, true)
+	if err != nil {
+		return err
+	}
+	id, err := identity.Load(identity.KeyPath(cfg.Node.DataDir))
+	if errors.Is(err, identity.ErrKeyNotFound) {
+		return fmt.Errorf("%w (run nodeld keygen first)", err)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "node id:    %s\npublic key: %s\n", id.ID(), id.PublicKeyHex())
+	return nil
+}
+
+func cmdChainVerify(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("chain verify", stderr)
+	keyHex := fs.String("key", "", "public key hex the chain must be signed by (default: the node key when FILE is not given, else the chain's genesis key)")
+	cfgPath := fs.String("config", "", "config file, to find the chain and key when FILE is not given")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 1 {
+		return usageError("usage: nodeld chain verify [FILE] [--key HEX] [--config FILE]")
+	}
+	var pub ed25519.PublicKey
+	if *keyHex != "" {
+		if pub, err = identity.ParsePublicKeyHex(*keyHex); err != nil {
+			return usageError("--key: %v", err)
+		}
+	}
+	var path string
+	if len(pos) == 1 {
+		path = pos[0]
+	} else {
+		cfg, _, err := loadConfig(*cfgPath, true)
+		if err != nil {
+			return err
+		}
+		path = filepath.Join(cfg.Node.DataDir, chainFileName)
+		if pub == nil {
+			// The node's own chain must be signed by the node's own key.
+			if id, err := identity.Load(identity.KeyPath(cfg.Node.DataDir)); err == nil {
+				pub = id.PublicKey()
+			}
+		}
+	}
+	res, err := chain.VerifyFile(path, pub)
+	if err != nil {
+		var ve *chain.VerifyError
+		if errors.As(err, &ve) {
+			fmt.Fprintf(stderr, "%s: broken at index %d: %v\n", path, ve.Index, err)
+			return errSilent(1)
+		}
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: ok: %d entries, head seq %d hash %s, signed by %s\n",
+		path, res.Entries, res.Head.Seq, res.Head.Hash, identity.NodeID(res.PublicKey))
+	return nil
+}
+
+// statusTimeout bounds the status command's request.
+const statusTimeout = 5 * time.Second
+
+func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("status", stderr)
+	cfgPath := fs.String("config", "", "config file, to find the admin address")
+	addr := fs.String("addr", "", "admin address HOST:PORT (overrides the config)")
+	asJSON := fs.Bool("json", false, "print the raw JSON")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return usageError("usage: nodeld status [--config FILE] [--addr HOST:PORT] [--json]")
+	}
+	if *addr == "" {
+		cfg, _, err := loadConfig(*cfgPath, true)
+		if err != nil {
+			return err
+		}
+		*addr = cfg.Admin.Listen
+	}
+	ctx, cancel := context.WithTimeout(ctx, statusTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+*addr+"/v1/status", nil)
+	if err != nil {
+		return usageError("--addr: %v", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("is nodeld running? %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return fmt.Errorf("read status: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("status: %s", resp.Status)
+	}
+	if *asJSON {
+		_, err := stdout.Write(body)
+		return err
+	}
+	var st statusDoc
+	if err := json.Unmarshal(body, &st); err != nil {
+		return fmt.Errorf("decode status: %w", err)
+	}
+	printStatus(stdout, &st)
+	return nil
+}
+
+func printStatus(w io.Writer, st *statusDoc) {
+	name := st.Name
+	if name == "" {
+		name = "(unnamed)"
+	}
+	fmt.Fprintf(w, "node     %s  %s  version %s  up %s\n", st.NodeID, name, st.Version,
+		(time.Duration(st.UptimeSeconds) * time.Second).String())
+	fmt.Fprintf(w, "chain    %d entries, head seq %d %s\n", st.Chain.Entries, st.Chain.Seq, shortHash(st.Chain.Hash))
+	reload := "ok"
+	if !st.Config.LastReloadSuccessful {
+		reload = "FAILED: " + st.Config.LastReloadError
+	}
+	src := st.Config.Path
+	if src == "" {
+		src = "(embedded default)"
+	}
+	fmt.Fprintf(w, "config   %s  last reload %s\n", src, reload)
+	if len(st.Roles) == 0 {
+		fmt.Fprintln(w, "roles    none")
+	}
+	for _, r := range st.Roles {
+		target := "none (503)"
+		if r.Resolved != "" {
+			target = r.Resolved
+		}
+		fmt.Fprintf(w, "role     %-12s %-22s -> %s\n", r.Name, r.Listen, target)
+	}
+	insts := append([]instanceDoc(nil), st.Instances...)
+	sort.SliceStable(insts, func(i, j int) bool { return insts[i].Role < insts[j].Role })
+	for _, in := range insts {
+		extra := ""
+		if in.LastError != "" {
+			extra = "  (" + in.LastError + ")"
+		}
+		model := in.Model
+		if model == "" {
+			model = "-"
+		}
+		fmt.Fprintf(w, "instance %-12s %-9s %-28s %-8s model %s%s\n", in.Role, in.Kind, in.URL, in.Health, model, extra)
+	}
+}
+
+func shortHash(h string) string {
+	if len(h) > 16 {
+		return h[:16] + "..."
+	}
+	return strings.TrimSpace(h)
+}

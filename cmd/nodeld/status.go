@@ -1,0 +1,56 @@
+package main
+
+import "github.com/nodeld/nodeld/internal/table"
+
+// statusDoc is the /v1/status document. Later components add sections.
+type statusDoc struct {
+	NodeID        string  `json:"node_id"`
+	Name          string  `json:"name,omitempty"`
+	PublicKey     string  `json:"public_key"`
+	Version       string  `json:"version"`
+	StartedAt     string  `json:"started_at"`
+	UptimeSeconds float64 `json:"uptime_seconds"`
+	Ready         bool    `json:"ready"`
+	Chain         struct {
+		Path    string `json:"path"`
+		Entries uint64 `json:"entries"`
+		Seq     uint64 `json:"seq"`
+		Hash    string `json:"hash"`
+	} `json:"chain"`
+	Config struct {
+		Path                 string `json:"path"`
+		LastReloadSuccessful bool   `json:"last_reload_successful"`
+		LastReloadError      string `json:"last_reload_error,omitempty"`
+	} `json:"config"`
+	Table     tableDoc      `json:"table"`
+	Roles     []roleDoc     `json:"roles"`
+	Instances []instanceDoc `json:"instances"`
+}
+
+// tableDoc is the placement table's part of the status.
+type tableDoc struct {
+	Generation uint64               `json:"generation"`
+	Roles      []table.RoleSnapshot `json:"roles"`
+}
+
+// roleDoc is one configured role as an operator reads it.
+type roleDoc struct {
+	Name        string `json:"name"`
+	Listen      string `json:"listen"`
+	Resolved    string `json:"resolved,omitempty"` // "local <base>" or "remote <node id>"; empty = 503
+	Inflight    int    `json:"inflight"`
+	Concurrency int    `json:"concurrency"`
+	Exposed     bool   `json:"exposed"`
+}
+
+// instanceDoc is one adopted instance.
+type instanceDoc struct {
+	Role      string `json:"role"`
+	Kind      string `json:"kind"`
+	URL       string `json:"url"`
+	Model     string `json:"model,omitempty"`
+	Health    string `json:"health"`
+	Serving   bool   `json:"serving"`
+	LastProbe string `json:"last_probe,omitempty"`
+	LastError string `json:"last_error,omitempty"`
+}

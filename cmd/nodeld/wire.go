@@ -1,0 +1,146 @@
+package main
+
+import (
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/nodeld/nodeld/internal/config"
+	"github.com/nodeld/nodeld/internal/identity"
+	"github.com/nodeld/nodeld/internal/proxy"
+	"github.com/nodeld/nodeld/internal/runtime"
+	"github.com/nodeld/nodeld/internal/table"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = ""
+
+func buildVersion() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}
+
+func buildGoVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		return bi.GoVersion
+	}
+	return "unknown"
+}
+
+// peerIDs turns allowlist entries (peer names or node ids) into node ids.
+// A named peer without a pinned key has no id until the mesh pins it on
+// first contact, so it is left out here.
+func peerIDs(cfg *config.Config, refs []string) []string {
+	var ids []string
+	for _, ref := range refs {
+		if strings.HasPrefix(ref, "n-") {
+			ids = append(ids, ref)
+			continue
+		}
+		for _, p := range cfg.Mesh.Peers {
+			if p.Name != ref || p.Key == "" {
+				continue
+			}
+			if pub, err := identity.ParsePublicKeyHex(p.Key); err == nil {
+				ids = append(ids, identity.NodeID(pub))
+			}
+		}
+	}
+	return ids
+}
+
+func rolePolicies(cfg *config.Config) map[string]table.RolePolicy {
+	p := make(map[string]table.RolePolicy, len(cfg.Inference.Roles))
+	for _, r := range cfg.Inference.Roles {
+		p[r.Name] = table.RolePolicy{
+			Expose:  r.Expose,
+			ServeTo: peerIDs(cfg, r.ServeTo),
+			UseFrom: peerIDs(cfg, r.UseFrom),
+		}
+	}
+	return p
+}
+
+func proxyConfig(cfg *config.Config) proxy.Config {
+	l := cfg.Inference.Limits
+	pc := proxy.Config{
+		MaxBodyBytes:     l.MaxBodyBytes,
+		MeshMaxBodyBytes: l.MeshMaxBodyBytes,
+		StallTimeout:     l.StallTimeout.D,
+		RequestTimeout:   l.RequestTimeout.D,
+	}
+	for _, r := range cfg.Inference.Roles {
+		pc.Roles = append(pc.Roles, proxy.RoleConfig{Name: r.Name, Listen: r.Listen, Concurrency: l.ConcurrencyFor(r)})
+	}
+	return pc
+}
+
+func adopterConfig(cfg *config.Config) runtime.AdopterConfig {
+	var ac runtime.AdopterConfig
+	for _, in := range cfg.Inference.Instances {
+		ac.Instances = append(ac.Instances, runtime.AdoptedInstance{
+			Role: in.Role, Kind: runtime.Kind(in.Runtime), URL: in.URL, Model: in.Model,
+		})
+	}
+	return ac
+}
+
+// status assembles /v1/status from the components' own snapshots.
+func (n *node) status() any {
+	n.mu.Lock()
+	cfg, lastErr := n.cfg, n.lastErr
+	n.mu.Unlock()
+	var st statusDoc
+	st.NodeID = n.id.ID()
+	st.Name = cfg.Node.Name
+	st.PublicKey = n.id.PublicKeyHex()
+	st.Version = buildVersion()
+	st.StartedAt = n.started.UTC().Format(time.RFC3339)
+	st.UptimeSeconds = time.Since(n.started).Seconds()
+	st.Ready, _ = n.admin.Ready()
+	st.Chain.Path = n.chain.Path()
+	st.Chain.Entries = n.chain.Entries()
+	st.Chain.Seq, st.Chain.Hash = n.chain.Head()
+	st.Config.Path = n.cfgPath
+	st.Config.LastReloadSuccessful = lastErr == ""
+	st.Config.LastReloadError = lastErr
+
+	snap := n.table.Snapshot()
+	st.Table = tableDoc{Generation: snap.Generation, Roles: snap.Roles}
+	byRole := make(map[string]table.RoleSnapshot, len(snap.Roles))
+	for _, r := range snap.Roles {
+		byRole[r.Role] = r
+	}
+	for _, r := range cfg.Inference.Roles {
+		rd := roleDoc{Name: r.Name, Listen: r.Listen, Exposed: r.Expose}
+		if addr, ok := n.proxy.Addr(r.Name); ok {
+			rd.Listen = addr.String()
+		}
+		rd.Inflight, rd.Concurrency = n.proxy.Inflight(r.Name)
+		if rs, ok := byRole[r.Name]; ok && rs.Resolved != nil {
+			switch rs.Resolved.Kind {
+			case table.TargetLocal:
+				rd.Resolved = "local " + rs.Resolved.Base
+			case table.TargetRemote:
+				rd.Resolved = "remote " + rs.Resolved.NodeID
+			}
+		}
+		st.Roles = append(st.Roles, rd)
+	}
+	for _, in := range n.adopter.Status() {
+		d := instanceDoc{
+			Role: in.Role, Kind: in.Kind, URL: in.URL, Model: in.Model,
+			Health: string(in.Health), Serving: in.Serving, LastError: in.LastError,
+		}
+		if !in.LastProbe.IsZero() {
+			d.LastProbe = in.LastProbe.UTC().Format(time.RFC3339)
+		}
+		st.Instances = append(st.Instances, d)
+	}
+	return &st
+}

@@ -1,0 +1,151 @@
+package nodeld_test
+
+import (
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/nodeld/nodeld"
+
+// tiers is the one-way import flow of DESIGN.md "Layout": a package may
+// import internal packages of a strictly higher tier number only. A new
+// package must be placed here before it can land.
+var tiers = map[string]int{
+	"cmd/nodeld": 0,
+
+	"internal/proxy": 1,
+	"internal/plane": 1,
+	"internal/host":  1,
+
+	"internal/admin":      2,
+	"internal/ctl":        2,
+	"internal/ctl/engine": 2,
+	"internal/mesh":       2,
+	"internal/table":      2,
+	"internal/runtime":    2,
+	"internal/facts":      2,
+	"internal/pkg":        2,
+
+	"internal/chain":    3,
+	"internal/identity": 3,
+	"internal/config":   3,
+}
+
+// sideways lists the only imports allowed within one tier.
+var sideways = map[string][]string{
+	"internal/ctl": {"internal/ctl/engine"},
+}
+
+// isolated packages import no other internal package at all.
+var isolated = []string{"internal/table", "internal/chain"}
+
+type goPackage struct {
+	ImportPath string
+	Imports    []string
+}
+
+func listPackages(t *testing.T) []goPackage {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-json", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	var pkgs []goPackage
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for dec.More() {
+		var p goPackage
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
+}
+
+// rel returns the path inside the module, and whether it is one.
+func rel(importPath string) (string, bool) {
+	if importPath == module {
+		return "", true
+	}
+	return strings.CutPrefix(importPath, module+"/")
+}
+
+// owner maps a test-double package ("internal/proxy/proxytest") to the
+// package it serves ("internal/proxy").
+func owner(p string) (string, bool) {
+	i := strings.LastIndex(p, "/")
+	if i < 0 {
+		return "", false
+	}
+	parent, last := p[:i], p[i+1:]
+	if strings.HasSuffix(last, "test") && strings.HasSuffix(parent, strings.TrimSuffix(last, "test")) {
+		return parent, true
+	}
+	return "", false
+}
+
+func TestImportFlow(t *testing.T) {
+	for _, p := range listPackages(t) {
+		from, _ := rel(p.ImportPath)
+		if from == "" {
+			continue // this test-only root package
+		}
+		fromTier, known := tiers[from]
+		double, isDouble := owner(from)
+		if isDouble {
+			fromTier, known = tiers[double]
+		}
+		if !known {
+			t.Errorf("%s has no place in the import flow; add it to tiers in deps_test.go", from)
+			continue
+		}
+		for _, imp := range p.Imports {
+			to, internal := rel(imp)
+			if !internal {
+				continue
+			}
+			if _, ok := owner(to); ok {
+				t.Errorf("%s imports the test double %s; only tests may", from, to)
+				continue
+			}
+			if isDouble && to == double {
+				continue
+			}
+			for _, iso := range isolated {
+				if from == iso {
+					t.Errorf("%s must import no internal package, imports %s", from, to)
+				}
+			}
+			toTier, ok := tiers[to]
+			if !ok {
+				continue // reported as unknown on its own
+			}
+			if toTier > fromTier {
+				continue
+			}
+			allowed := false
+			for _, s := range sideways[from] {
+				allowed = allowed || s == to
+			}
+			if !allowed {
+				t.Errorf("forbidden import: %s (tier %d) -> %s (tier %d)", from, fromTier, to, toTier)
+			}
+		}
+	}
+}
+
+func TestOwnerOfTestDoubles(t *testing.T) {
+	for give, want := range map[string]string{
+		"internal/proxy/proxytest":     "internal/proxy",
+		"internal/runtime/runtimetest": "internal/runtime",
+		"internal/proxy":               "",
+		"internal/ctl/engine":          "",
+	} {
+		got, _ := owner(give)
+		if got != want {
+			t.Errorf("owner(%q) = %q, want %q", give, got, want)
+		}
+	}
+}
