@@ -69,7 +69,7 @@ func decode(data []byte) (*Config, []error) {
 	c := Default()
 	c.lines = make(map[string]int)
 	if len(data) > MaxConfigBytes {
-		return c, []error{&DecodeError{Msg: fmt.Sprintf("config is %d bytes, more than the limit of %d", len(data), MaxConfigBytes)}}
+		return c, []error{&DecodeError{Msg: fmt.Sprintf("config is larger than the limit of %d bytes", MaxConfigBytes)}}
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node

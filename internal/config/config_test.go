@@ -1,0 +1,586 @@
+package config
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"go.yaml.in/yaml/v3"
+)
+
+var ignoreUnexported = cmpopts.IgnoreUnexported(Config{}, Duration{})
+
+const (
+	keyA = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	keyB = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+	// idB is keyNodeID(keyB): "n-" and the first 16 hex of SHA-256 of the
+	// 32 key bytes, computed independently.
+	idB = "n-4ca14526b2751b64"
+)
+
+func TestParse(t *testing.T) {
+	tests := []struct {
+		name string
+		give string
+		want func(c *Config) // applied to Default()
+	}{
+		{name: "empty file", give: "", want: func(*Config) {}},
+		{name: "only comments", give: "# nothing\n", want: func(*Config) {}},
+		{name: "null document", give: "---\n", want: func(*Config) {}},
+		{name: "null section keeps defaults", give: "log:\nadmin: ~\n", want: func(*Config) {}},
+		{
+			name: "partial section keeps other defaults",
+			give: "log: {level: debug}\n",
+			want: func(c *Config) { c.Log.Level = "debug" },
+		},
+		{
+			name: "null scalar is empty",
+			give: "admin:\n  listen:\n",
+			want: func(c *Config) { c.Admin.Listen = "" },
+		},
+		{
+			name: "null int and duration are zero",
+			give: "mesh: {keepalive: ~, max_inflight_total: ~}\n",
+			want: func(c *Config) { c.Mesh.Keepalive = Duration{}; c.Mesh.MaxInflightTotal = 0 },
+		},
+		{
+			name: "string accepts any scalar as written",
+			give: "node: {name: 0x1F, data_dir: 123}\n",
+			want: func(c *Config) { c.Node.Name = "0x1F"; c.Node.DataDir = "123" },
+		},
+		{
+			name: "anchors without aliases are fine",
+			give: "node: {data_dir: &d ./data}\n",
+			want: func(c *Config) { c.Node.DataDir = "./data" },
+		},
+		{
+			name: "peer tier defaults to discovered",
+			give: "mesh:\n  listen: :7400\n  keepalive: 1m30s\n  peers:\n    - {addr: h:1}\n    - {addr: h:2, tier: pinned}\n",
+			want: func(c *Config) {
+				c.Mesh.Listen = ":7400"
+				c.Mesh.Keepalive = Duration{D: 90 * time.Second}
+				c.Mesh.Peers = []Peer{{Addr: "h:1", Tier: TierDiscovered}, {Addr: "h:2", Tier: TierPinned}}
+			},
+		},
+		{
+			name: "roles, instances, labels and limits",
+			give: `
+node: {labels: {rack: a}}
+inference:
+  roles:
+    - {name: chat, listen: 127.0.0.1:1, expose: true, serve_to: [x], use_from: [y, z], concurrency: 3}
+  instances:
+    - {role: chat, runtime: ollama, url: "http://127.0.0.1:2", model: m}
+  limits: {max_body_bytes: 0x10, stall_timeout: 1s, concurrency: 2}
+host: {enabled: true, controllers: [k]}
+controller: {enabled: true, workloads: [{name: w, package: p, variant: v, node: n}]}
+`,
+			want: func(c *Config) {
+				c.Node.Labels = map[string]string{"rack": "a"}
+				c.Inference.Roles = []Role{{Name: "chat", Listen: "127.0.0.1:1", Expose: true, ServeTo: []string{"x"}, UseFrom: []string{"y", "z"}, Concurrency: 3}}
+				c.Inference.Instances = []Instance{{Role: "chat", Runtime: "ollama", URL: "http://127.0.0.1:2", Model: "m"}}
+				c.Inference.Limits.MaxBodyBytes = 16
+				c.Inference.Limits.StallTimeout = Duration{D: time.Second}
+				c.Inference.Limits.Concurrency = 2
+				c.Host = Host{Enabled: true, Controllers: []string{"k"}}
+				c.Controller.Enabled = true
+				c.Controller.Workloads = []Workload{{Name: "w", Package: "p", Variant: "v", Node: "n"}}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Parse([]byte(tt.give))
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			want := Default()
+			tt.want(want)
+			if diff := cmp.Diff(want, got, ignoreUnexported); diff != "" {
+				t.Errorf("Parse mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		give string
+		want []string
+	}{
+		{
+			name: "oversized",
+			give: "#" + strings.Repeat("x", MaxConfigBytes),
+			want: []string{"config is larger than the limit of 1048576 bytes"},
+		},
+		{
+			name: "second document",
+			give: "log: {}\n---\nlog: {}\n",
+			want: []string{"line 2: a second YAML document; a config file holds exactly one"},
+		},
+		{
+			name: "root is a list",
+			give: "- a\n",
+			want: []string{"line 1: expected a mapping, got a list"},
+		},
+		{
+			name: "every unknown key is reported",
+			give: "nod: {}\nlog:\n  lvl: x\n  level: info\n  fmt: y\n",
+			want: []string{
+				"line 1: nod: unknown key; known keys here: node, log, admin, mesh, inference, host, controller",
+				"line 3: log.lvl: unknown key; known keys here: level, format",
+				"line 5: log.fmt: unknown key; known keys here: level, format",
+			},
+		},
+		{
+			name: "non-scalar key",
+			give: "? [a]\n: b\n",
+			want: []string{"line 1: keys must be plain strings, got a list"},
+		},
+		{
+			name: "duplicate label",
+			give: "node:\n  labels:\n    a: x\n    a: y\n",
+			want: []string{"line 4: node.labels.a: duplicate key (first at line 3)"},
+		},
+		{
+			name: "label value is a list",
+			give: "node:\n  labels:\n    a: [x]\n",
+			want: []string{"line 3: node.labels.a: expected a string, got a list"},
+		},
+		{
+			name: "quoted bool and bool as int",
+			give: "host: {enabled: \"true\"}\ncontroller: {enabled: 1}\n",
+			want: []string{
+				`line 1: host.enabled: expected true or false, got "true"`,
+				`line 2: controller.enabled: expected true or false, got "1"`,
+			},
+		},
+		{
+			name: "int out of range",
+			give: "inference: {limits: {concurrency: 9223372036854775807999}}\n",
+			want: []string{`line 1: inference.limits.concurrency: expected an integer, got "9223372036854775807999"`},
+		},
+		{
+			name: "alias",
+			give: "log: &l {level: info}\nadmin: *l\n",
+			want: []string{"line 2: admin: YAML aliases are not supported; write the value out"},
+		},
+		{
+			name: "syntax",
+			give: "log: {level: info\n",
+			want: []string{"line 1: invalid YAML: did not find expected ',' or '}'"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse([]byte(tt.give))
+			if err == nil {
+				t.Fatalf("Parse = %+v, want error", c)
+			}
+			var got []string
+			for _, e := range flatten(err) {
+				var de *DecodeError
+				if !errors.As(e, &de) {
+					t.Errorf("error %q is %T, want *DecodeError", e, e)
+				}
+				got = append(got, e.Error())
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("Parse errors mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestParseBadDurationIsForValidate(t *testing.T) {
+	c, err := Parse([]byte("controller:\n  tick: soon\n"))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if c.Controller.Tick.Valid() || c.Controller.Tick.String() != "soon" {
+		t.Errorf("tick = %+v, want invalid %q kept", c.Controller.Tick, "soon")
+	}
+	want := `line 2: controller.tick: invalid duration "soon": use a Go duration such as 500ms, 15s or 5m`
+	if err := c.Validate(); err == nil || err.Error() != want {
+		t.Errorf("Validate = %v, want %q", err, want)
+	}
+}
+
+func TestLines(t *testing.T) {
+	c, err := Parse([]byte(`log:
+  level: info
+mesh:
+  listen: :7400
+  peers:
+    - name: a
+      addr: h:1
+inference:
+  roles:
+    -
+      name: chat
+      use_from: [a]
+node:
+  labels: {rack: a}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{
+		"log": 1, "log.level": 2,
+		"mesh": 3, "mesh.listen": 4, "mesh.peers": 5, "mesh.peers[0]": 6, "mesh.peers[0].name": 6, "mesh.peers[0].addr": 7,
+		"inference": 8, "inference.roles": 9, "inference.roles[0]": 11, "inference.roles[0].name": 11,
+		"inference.roles[0].use_from": 12, "inference.roles[0].use_from[0]": 12,
+		"node": 13, "node.labels": 14, "node.labels.rack": 14,
+	}
+	if diff := cmp.Diff(want, c.lines); diff != "" {
+		t.Errorf("lines mismatch (-want +got):\n%s", diff)
+	}
+	for path, line := range map[string]int{
+		"inference.roles[0].listen":      11, // not in the file: nearest enclosing item
+		"mesh.peers[0].tier":             6,
+		"mesh.keepalive":                 3,
+		"controller.tick":                0,
+		"inference.roles[0].use_from[0]": 12,
+		"":                               0,
+	} {
+		if got := c.Line(path); got != line {
+			t.Errorf("Line(%q) = %d, want %d", path, got, line)
+		}
+	}
+	if got := Default().Line("log.level"); got != 0 {
+		t.Errorf("Default().Line = %d, want 0", got)
+	}
+}
+
+func TestValidateWithoutLines(t *testing.T) {
+	c := Default()
+	c.Mesh.Listen = "127.0.0.1:0"
+	c.Mesh.Peers = []Peer{{Name: "p", Addr: "h:1"}} // empty tier means discovered
+	c.Inference.Roles = []Role{{Name: "chat", Listen: "0.0.0.0:1", UseFrom: []string{"p"}}}
+	want := `inference.roles[0].listen: "0.0.0.0:1" is not a loopback address: use 127.0.0.1, [::1] or localhost`
+	err := c.Validate()
+	if err == nil || err.Error() != want {
+		t.Fatalf("Validate = %v, want %q", err, want)
+	}
+	var ve *ValidationError
+	if !errors.As(err, &ve) || ve.Line != 0 || ve.Path != "inference.roles[0].listen" {
+		t.Errorf("errors.As = %+v, want a ValidationError with path and no line", ve)
+	}
+	if err := Default().Validate(); err != nil {
+		t.Errorf("Default().Validate() = %v", err)
+	}
+}
+
+func TestLoopbackListen(t *testing.T) {
+	tests := []struct {
+		give     string
+		wantPort int
+		wantErr  bool
+	}{
+		{"127.0.0.1:8090", 8090, false},
+		{"127.1.2.3:1", 1, false},
+		{"[::1]:80", 80, false},
+		{"localhost:9", 9, false},
+		{"LocalHost:9", 9, false},
+		{"127.0.0.1:0", 0, false},
+		{"[::ffff:127.0.0.1]:5", 5, false},
+		{"0.0.0.0:8090", 0, true},
+		{"[::]:8090", 0, true},
+		{":8090", 0, true},
+		{"10.0.0.1:1", 0, true},
+		{"myhost:1", 0, true},
+		{"[fe80::1%lo]:1", 0, true},
+		{"[::1%lo]:1", 0, true},
+		{"127.0.0.1", 0, true},
+		{"127.0.0.1:65536", 0, true},
+		{"127.0.0.1:-1", 0, true},
+		{"127.0.0.1:+1", 0, true},
+		{"127.0.0.1:http", 0, true},
+	}
+	for _, tt := range tests {
+		port, err := loopbackListen(tt.give)
+		if (err != nil) != tt.wantErr || port != tt.wantPort {
+			t.Errorf("loopbackListen(%q) = %d, %v; want %d, error %v", tt.give, port, err, tt.wantPort, tt.wantErr)
+		}
+	}
+}
+
+func TestCheckInstanceURL(t *testing.T) {
+	tests := []struct {
+		give string
+		ok   bool
+	}{
+		{"http://127.0.0.1:8080", true},
+		{"http://127.0.0.1:8080/", true},
+		{"http://localhost:11434", true},
+		{"http://[::1]:8080/v1", true},
+		{"https://127.0.0.1:8080", false},
+		{"http://127.0.0.1", false},
+		{"http://127.0.0.1:0", false},
+		{"http://127.0.0.1:99999", false},
+		{"http://10.0.0.1:8080", false},
+		{"http://u@127.0.0.1:8080", false},
+		{"http://127.0.0.1:8080/?", false},
+		{"http://127.0.0.1:8080/#f", false},
+		{"127.0.0.1:8080", false},
+		{"http:127.0.0.1:8080", false},
+		{"", false},
+	}
+	for _, tt := range tests {
+		if err := checkInstanceURL(tt.give); (err == nil) != tt.ok {
+			t.Errorf("checkInstanceURL(%q) = %v, want ok %v", tt.give, err, tt.ok)
+		}
+	}
+}
+
+func TestNames(t *testing.T) {
+	for s, want := range map[string]bool{
+		"chat": true, "qwen2.5-7b_q4": true, strings.Repeat("a", MaxNameLen): true,
+		"": false, ".": false, "..": false, "Chat": false, "a/b": false, "a b": false,
+		strings.Repeat("a", MaxNameLen+1): false, "é": false,
+	} {
+		if got := validToken(s); got != want {
+			t.Errorf("validToken(%q) = %v, want %v", s, got, want)
+		}
+	}
+	for s, want := range map[string]bool{
+		"n-0123456789abcdef": true, "n-0123456789ABCDEF": false, "n-0123456789abcde": false,
+		"n-0123456789abcdefa": false, "m-0123456789abcdef": false, "n-0123456789abcdeg": false,
+	} {
+		if got := isNodeIDRef(s); got != want {
+			t.Errorf("isNodeIDRef(%q) = %v, want %v", s, got, want)
+		}
+	}
+}
+
+func TestKeyNodeID(t *testing.T) {
+	// SHA-256 of 32 zero bytes starts 66687aadf862bd77.
+	tests := map[string]string{
+		strings.Repeat("00", 32): "n-66687aadf862bd77",
+		keyB:                     idB,
+		strings.ToUpper(keyB):    idB,
+		"abcd":                   "",
+		strings.Repeat("zz", 32): "",
+	}
+	for key, want := range tests {
+		if got := keyNodeID(key); got != want {
+			t.Errorf("keyNodeID(%q) = %q, want %q", key, got, want)
+		}
+	}
+}
+
+func TestPeerByRef(t *testing.T) {
+	c := Default()
+	c.Mesh.Peers = []Peer{
+		{Name: "a", Addr: "h:1"},
+		{Name: "b", Addr: "h:2", Key: keyB},
+		{Addr: "h:3", Key: keyA},
+	}
+	tests := []struct {
+		ref    string
+		want   Peer
+		wantOK bool
+	}{
+		{ref: "a", want: c.Mesh.Peers[0], wantOK: true},
+		{ref: "b", want: c.Mesh.Peers[1], wantOK: true},
+		{ref: idB, want: c.Mesh.Peers[1], wantOK: true},
+		{ref: keyNodeID(keyA), want: c.Mesh.Peers[2], wantOK: true},
+		{ref: strings.ToUpper(idB)},
+		{ref: "n-0000000000000000"},
+		{ref: "c"},
+		{ref: ""},
+		{ref: keyB}, // a key is not a ref
+	}
+	for _, tt := range tests {
+		got, ok := c.PeerByRef(tt.ref)
+		if ok != tt.wantOK {
+			t.Errorf("PeerByRef(%q) ok = %v, want %v", tt.ref, ok, tt.wantOK)
+		}
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("PeerByRef(%q) mismatch (-want +got):\n%s", tt.ref, diff)
+		}
+	}
+}
+
+func TestDurationYAML(t *testing.T) {
+	type doc struct {
+		D Duration `yaml:"d"`
+	}
+	var good doc
+	if err := yaml.Unmarshal([]byte("d: 1m30s\n"), &good); err != nil {
+		t.Fatal(err)
+	}
+	if good.D.D != 90*time.Second || !good.D.Valid() {
+		t.Errorf("good = %+v, want 90s valid", good.D)
+	}
+	var bad doc
+	if err := yaml.Unmarshal([]byte("d: 15\n"), &bad); err != nil {
+		t.Fatalf("bad duration must not fail decoding: %v", err)
+	}
+	if bad.D.Valid() || bad.D.String() != "15" {
+		t.Errorf("bad = %+v, want invalid %q", bad.D, "15")
+	}
+	if err := yaml.Unmarshal([]byte("d: [1s]\n"), &bad); err == nil {
+		t.Error("a list must not decode as a duration")
+	}
+	out, err := yaml.Marshal(doc{D: Duration{D: 1500 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(out); got != "d: 1.5s\n" {
+		t.Errorf("Marshal = %q", got)
+	}
+}
+
+func TestEmbedded(t *testing.T) {
+	c, err := LoadEmbedded()
+	if err != nil {
+		t.Fatalf("LoadEmbedded: %v", err)
+	}
+	want := Default()
+	want.Node.DataDir = "./nodeld-data"
+	want.Inference.Roles = []Role{{Name: "chat", Listen: "127.0.0.1:8090"}}
+	want.Inference.Instances = []Instance{}
+	if diff := cmp.Diff(want, c, ignoreUnexported, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("embedded default mismatch (-want +got):\n%s", diff)
+	}
+	if got, want := c.SocketPath(), filepath.Join("nodeld-data", "nodeld.sock"); got != want {
+		t.Errorf("SocketPath = %q, want %q", got, want)
+	}
+	b := Embedded()
+	b[0] = 'X'
+	if Embedded()[0] == 'X' {
+		t.Error("Embedded returned shared bytes")
+	}
+}
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := Load(filepath.Join(dir, "missing.yaml")); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "missing.yaml") {
+		t.Errorf("Load(missing) = %v, want a not-exist error naming the file", err)
+	}
+	big := filepath.Join(dir, "big.yaml")
+	if err := os.WriteFile(big, []byte("#"+strings.Repeat("x", 2*MaxConfigBytes)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(big)
+	var fe *FileError
+	if !errors.As(err, &fe) || fe.File != big {
+		t.Fatalf("Load(big) = %v, want a FileError", err)
+	}
+	want := "config " + big + ": config is larger than the limit of 1048576 bytes"
+	if err.Error() != want {
+		t.Errorf("Load(big) = %q, want %q", err, want)
+	}
+	var de *DecodeError
+	if !errors.As(err, &de) {
+		t.Errorf("errors.As(DecodeError) failed on %v", err)
+	}
+	two := filepath.Join(dir, "two.yaml")
+	if err := os.WriteFile(two, []byte("log: {level: x, format: y}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Load(two)
+	var ve *ValidationError
+	if !errors.As(err, &ve) || ve.Path != "log.level" || ve.Line != 1 {
+		t.Errorf("Load(two) = %v, want a ValidationError for log.level at line 1", err)
+	}
+}
+
+// leafPaths lists every key path of t, with [0] for list items.
+func leafPaths(t reflect.Type, prefix string) []string {
+	idx, keys := fieldIndex(t)
+	var out []string
+	for _, k := range keys {
+		p := joinPath(prefix, k)
+		ft := t.Field(idx[k]).Type
+		switch {
+		case ft == durationType:
+			out = append(out, p)
+		case ft.Kind() == reflect.Struct:
+			out = append(out, leafPaths(ft, p)...)
+		case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct:
+			out = append(out, p)
+			out = append(out, leafPaths(ft.Elem(), p+"[0]")...)
+		default:
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// TestExampleHasEveryKey checks that configs/nodeld.yaml sets every key,
+// or, for items of lists it leaves empty, shows the key in a comment.
+func TestExampleHasEveryKey(t *testing.T) {
+	path := filepath.Join("..", "..", "configs", "nodeld.yaml")
+	c, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range leafPaths(reflect.TypeFor[Config](), "") {
+		if _, ok := c.lines[p]; ok {
+			continue
+		}
+		key := p[strings.LastIndexByte(p, '.')+1:]
+		if !strings.Contains(p, "[0]") || !strings.Contains(string(text), "# "+key+":") && !strings.Contains(string(text), "#   - "+key+":") && !strings.Contains(string(text), "#     "+key+":") {
+			t.Errorf("configs/nodeld.yaml does not show %s", p)
+		}
+	}
+	r := c.Inference.Roles
+	if len(r) != 1 || r[0].Name != "chat" || r[0].Listen != "127.0.0.1:8090" {
+		t.Errorf("roles = %+v, want chat on 127.0.0.1:8090", r)
+	}
+	in := c.Inference.Instances
+	if len(in) != 1 || in[0].Runtime != "llama.cpp" || in[0].URL != "http://127.0.0.1:8080" {
+		t.Errorf("instances = %+v, want llama.cpp at http://127.0.0.1:8080", in)
+	}
+}
+
+func TestClusterExample(t *testing.T) {
+	type node struct {
+		dataDir, admin, mesh, listen string
+		instances                    int
+		serveTo, useFrom             []string
+	}
+	want := map[string]node{
+		"a": {"./nodeld-data/a", "127.0.0.1:9465", "127.0.0.1:7401", "127.0.0.1:8091", 1, []string{"c"}, nil},
+		"b": {"./nodeld-data/b", "127.0.0.1:9466", "127.0.0.1:7402", "127.0.0.1:8092", 1, []string{"c"}, nil},
+		"c": {"./nodeld-data/c", "127.0.0.1:9467", "127.0.0.1:7403", "127.0.0.1:8093", 0, nil, []string{"a", "b"}},
+	}
+	addrs := map[string]string{"a": "127.0.0.1:7401", "b": "127.0.0.1:7402", "c": "127.0.0.1:7403"}
+	for name, w := range want {
+		c, err := Load(filepath.Join("..", "..", "configs", "cluster", name+".yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := c.Inference.Roles
+		got := node{c.Node.DataDir, c.Admin.Listen, c.Mesh.Listen, "", len(c.Inference.Instances), nil, nil}
+		if len(r) == 1 && r[0].Name == "chat" {
+			got.listen, got.serveTo, got.useFrom = r[0].Listen, r[0].ServeTo, r[0].UseFrom
+		}
+		if diff := cmp.Diff(w, got, cmp.AllowUnexported(node{})); diff != "" {
+			t.Errorf("%s.yaml mismatch (-want +got):\n%s", name, diff)
+		}
+		var peers []Peer
+		for other, addr := range addrs {
+			if other != name {
+				peers = append(peers, Peer{Name: other, Addr: addr, Tier: TierPaired})
+			}
+		}
+		if diff := cmp.Diff(peers, c.Mesh.Peers, cmpopts.SortSlices(func(a, b Peer) bool { return a.Name < b.Name })); diff != "" {
+			t.Errorf("%s.yaml peers mismatch (-want +got):\n%s", name, diff)
+		}
+	}
+}
