@@ -343,8 +343,12 @@ func hasMember(m map[string]map[string]struct{}, key, member string) bool {
 	return ok
 }
 
+// sortedMembers returns set's members sorted; never nil, so status JSON
+// shows [] for an empty list.
 func sortedMembers(set map[string]struct{}) []string {
-	return slices.Sorted(maps.Keys(set))
+	out := slices.AppendSeq(make([]string, 0, len(set)), maps.Keys(set))
+	slices.Sort(out)
+	return out
 }
 
 // SetProxyPort records the port of this node's loopback proxy listener for
