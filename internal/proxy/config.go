@@ -1,0 +1,170 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"time"
+)
+
+// RoleConfig is one role's loopback listener.
+type RoleConfig struct {
+	// Name is the role the listener fronts; requests never name it.
+	Name string
+	// Listen is a loopback "ip:port"; port 0 picks a free port, which is
+	// then reported through Deps.Ports and Proxy.Addr.
+	Listen string
+	// Concurrency is the most requests in flight on this role; one more is
+	// answered 429. 0 means DefaultConcurrency.
+	Concurrency int
+}
+
+// Config is the proxy's configuration. Zero fields take the Default values
+// of limits.go.
+type Config struct {
+	Roles []RoleConfig
+	// MaxBodyBytes bounds a request body from a local client (413 above).
+	MaxBodyBytes int64
+	// MeshMaxBodyBytes bounds a request body forwarded to a peer.
+	MeshMaxBodyBytes int64
+	// StallTimeout is the longest wait for the upstream response head, and
+	// the longest upstream silence between body bytes, before the exchange
+	// is cut (504 before the head, a cut stream after it).
+	StallTimeout time.Duration
+	// RequestTimeout caps one forwarded request from arrival to last byte.
+	RequestTimeout time.Duration
+	// HeaderTimeout bounds reading a client's request head.
+	HeaderTimeout time.Duration
+	// DrainTimeout bounds a graceful shutdown of a listener.
+	DrainTimeout time.Duration
+	// MaxResponseBytes caps the response body relayed to a client; a
+	// longer response is cut.
+	MaxResponseBytes int64
+}
+
+// withDefaults returns cfg with zero fields set to their defaults.
+func (cfg Config) withDefaults() Config {
+	out := cfg
+	out.Roles = make([]RoleConfig, len(cfg.Roles))
+	for i, rc := range cfg.Roles {
+		if rc.Concurrency == 0 {
+			rc.Concurrency = DefaultConcurrency
+		}
+		out.Roles[i] = rc
+	}
+	if out.MaxBodyBytes == 0 {
+		out.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if out.MeshMaxBodyBytes == 0 {
+		out.MeshMaxBodyBytes = DefaultMeshMaxBodyBytes
+	}
+	if out.StallTimeout == 0 {
+		out.StallTimeout = DefaultStallTimeout
+	}
+	if out.RequestTimeout == 0 {
+		out.RequestTimeout = DefaultRequestTimeout
+	}
+	if out.HeaderTimeout == 0 {
+		out.HeaderTimeout = DefaultHeaderTimeout
+	}
+	if out.MaxResponseBytes == 0 {
+		out.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	if out.DrainTimeout == 0 {
+		out.DrainTimeout = DefaultDrainTimeout
+	}
+	return out
+}
+
+// Validate reports every static problem of cfg at once. Zero values are
+// valid (they take defaults).
+func (cfg Config) Validate() error {
+	var errs []error
+	if len(cfg.Roles) > MaxRoles {
+		errs = append(errs, fmt.Errorf("%d roles, at most %d", len(cfg.Roles), MaxRoles))
+	}
+	names := make(map[string]bool, len(cfg.Roles))
+	addrs := make(map[string]string, len(cfg.Roles))
+	for i, rc := range cfg.Roles {
+		if err := validateRoleName(rc.Name); err != nil {
+			errs = append(errs, fmt.Errorf("roles[%d]: %w", i, err))
+		} else if names[rc.Name] {
+			errs = append(errs, fmt.Errorf("roles[%d]: duplicate role %q", i, rc.Name))
+		}
+		names[rc.Name] = true
+		ap, err := parseListen(rc.Listen)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("roles[%d] (%s): %w", i, rc.Name, err))
+		} else if ap.Port() != 0 {
+			if other, ok := addrs[ap.String()]; ok {
+				errs = append(errs, fmt.Errorf("roles[%d] (%s): listen %s already used by role %q", i, rc.Name, rc.Listen, other))
+			}
+			addrs[ap.String()] = rc.Name
+		}
+		if rc.Concurrency < 0 || rc.Concurrency > MaxConcurrency {
+			errs = append(errs, fmt.Errorf("roles[%d] (%s): concurrency %d outside 0..%d", i, rc.Name, rc.Concurrency, MaxConcurrency))
+		}
+	}
+	checkBytes := func(name string, v int64) {
+		if v < 0 || v > MaxBodyBytesLimit {
+			errs = append(errs, fmt.Errorf("%s %d outside 0..%d", name, v, MaxBodyBytesLimit))
+		}
+	}
+	checkBytes("max body bytes", cfg.MaxBodyBytes)
+	checkBytes("mesh max body bytes", cfg.MeshMaxBodyBytes)
+	if cfg.MaxResponseBytes < 0 {
+		errs = append(errs, fmt.Errorf("max response bytes %d is negative", cfg.MaxResponseBytes))
+	}
+	checkDur := func(name string, d time.Duration) {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("%s %s is negative", name, d))
+		}
+	}
+	checkDur("stall timeout", cfg.StallTimeout)
+	checkDur("request timeout", cfg.RequestTimeout)
+	checkDur("header timeout", cfg.HeaderTimeout)
+	checkDur("drain timeout", cfg.DrainTimeout)
+	return errors.Join(errs...)
+}
+
+// validateRoleName accepts 1..MaxRoleNameBytes of [A-Za-z0-9._-].
+func validateRoleName(name string) error {
+	if name == "" {
+		return errors.New("empty role name")
+	}
+	if len(name) > MaxRoleNameBytes {
+		return fmt.Errorf("role name longer than %d bytes", MaxRoleNameBytes)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.'
+		if !ok {
+			return fmt.Errorf("role name %q: only letters, digits, '.', '_' and '-'", name)
+		}
+	}
+	return nil
+}
+
+// parseListen accepts a loopback IP literal with a port ("127.0.0.1:8090",
+// "[::1]:0"). Host names, including "localhost", are refused so that what
+// is bound is exactly what was written.
+func parseListen(s string) (netip.AddrPort, error) {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("listen %q: %w", s, err)
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil || ip.Zone() != "" {
+		return netip.AddrPort{}, fmt.Errorf("listen %q: host must be a loopback IP literal", s)
+	}
+	if !ip.Unmap().IsLoopback() {
+		return netip.AddrPort{}, fmt.Errorf("listen %q: not a loopback address", s)
+	}
+	n, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("listen %q: bad port", s)
+	}
+	return netip.AddrPortFrom(ip.Unmap(), uint16(n)), nil
+}

@@ -1,0 +1,390 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/netip"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/nodeld/nodeld/internal/table"
+)
+
+// RouteHeader is added to every forwarded response: "local", or the serving
+// peer's node id.
+const RouteHeader = "X-Nodeld-Route"
+
+// exchangeKey carries an *exchange in a forwarded request's context.
+type exchangeKey struct{}
+
+// exchange is the per-request state the shared ReverseProxy hooks need.
+type exchange struct {
+	role     string
+	upstream string // "ip:port" of the local instance
+	client   context.Context
+	wd       *watchdog
+}
+
+// roleHandler serves one role's listener.
+type roleHandler struct {
+	p  *Proxy
+	rs *roleServer
+}
+
+func (h *roleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p, role := h.p, h.rs.name
+	start := time.Now()
+	h.rs.handlers.add()
+	defer h.rs.handlers.done()
+
+	if e := checkMethod(r); e != nil {
+		w.Header().Set("Allow", "GET, POST")
+		p.refuse(w, role, routeNone, e)
+		return
+	}
+	class, e := classifyPath(r.RequestURI)
+	if e != nil {
+		p.refuse(w, role, routeNone, e)
+		return
+	}
+	if e := checkAuthority(r); e != nil {
+		p.refuse(w, role, routeNone, e)
+		return
+	}
+	set := p.settings.Load()
+	if r.ContentLength > set.MaxBodyBytes {
+		p.refuse(w, role, routeNone, errTooLarge(set.MaxBodyBytes))
+		return
+	}
+	target, ok := p.resolver.Resolve(role)
+	if !ok {
+		p.refuse(w, role, routeNone, errNoInstance(role))
+		return
+	}
+	route := routeLocal
+	switch target.Kind {
+	case table.TargetLocal:
+	case table.TargetRemote:
+		route = routeRemote
+		if p.remote == nil {
+			p.refuse(w, role, routeNone, errMeshNotRunning(role))
+			return
+		}
+		if class == routeLocalOnly {
+			p.refuse(w, role, routeNone, &Error{Status: http.StatusNotFound, Type: TypeNotFound, Code: CodeLocalOnly,
+				Message: "role '" + role + "' is served by a peer, which is not asked for " + r.URL.Path})
+			return
+		}
+	default:
+		p.refuse(w, role, routeNone, errNoInstance(role))
+		return
+	}
+	if !h.rs.acquire() {
+		p.refuse(w, role, routeNone, &Error{Status: http.StatusTooManyRequests, Type: TypeRateLimit, Code: CodeOverCapacity,
+			Message: "role '" + role + "' has " + strconv.FormatInt(h.rs.capacity.Load(), 10) + " requests in flight; retry later"})
+		return
+	}
+	gauge := p.metrics.inflight.WithLabelValues(role)
+	gauge.Inc()
+	rec := &recorder{ResponseWriter: w, start: start, limit: set.MaxResponseBytes}
+	defer func() {
+		// Runs also when the stream is cut with http.ErrAbortHandler.
+		gauge.Dec()
+		h.rs.release()
+		p.observe(role, route, rec, start)
+	}()
+	if route == routeLocal {
+		p.forwardLocal(rec, r, role, target, set)
+	} else {
+		p.forwardRemote(rec, r, role, target, set)
+	}
+}
+
+// refuse answers a request that is not forwarded and counts it.
+func (p *Proxy) refuse(w http.ResponseWriter, role, route string, e *Error) {
+	writeError(w, e)
+	p.metrics.requests.WithLabelValues(role, route, strconv.Itoa(e.Status)).Inc()
+}
+
+// observe records a forwarded request's metrics.
+func (p *Proxy) observe(role, route string, rec *recorder, start time.Time) {
+	code := rec.status
+	if code == 0 {
+		code = statusClientClosed
+	}
+	p.metrics.requests.WithLabelValues(role, route, strconv.Itoa(code)).Inc()
+	p.metrics.duration.WithLabelValues(role, route).Observe(time.Since(start).Seconds())
+	if rec.firstByte > 0 {
+		p.metrics.ttfb.WithLabelValues(role, route).Observe(rec.firstByte.Seconds())
+	}
+}
+
+// forwardLocal relays r to a local instance through the shared
+// ReverseProxy.
+func (p *Proxy) forwardLocal(rec *recorder, r *http.Request, role string, target table.Target, set *Config) {
+	upstream, err := parseLocalBase(target.Base)
+	if err != nil {
+		p.log.Warn("local target refused", zap.String("role", role), zap.Error(err))
+		rec.Header().Set(RouteHeader, routeLocal)
+		writeError(rec, &Error{Status: http.StatusBadGateway, Type: TypeUpstream, Code: CodeBadTarget,
+			Message: "the local instance of role '" + role + "' has an invalid address"})
+		return
+	}
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	wd := startWatchdog(set.StallTimeout, set.RequestTimeout, cancel)
+	defer wd.stop()
+	rec.wd = wd
+	ex := &exchange{role: role, upstream: upstream, client: r.Context(), wd: wd}
+	out := r.WithContext(context.WithValue(ctx, exchangeKey{}, ex))
+	if r.ContentLength != 0 {
+		out.Body = &activityReader{r: http.MaxBytesReader(rec.ResponseWriter, r.Body, set.MaxBodyBytes), wd: wd}
+	}
+	p.rp.ServeHTTP(rec, out)
+}
+
+// forwardRemote hands r to the mesh with its body read into memory (bounded
+// by MeshMaxBodyBytes).
+func (p *Proxy) forwardRemote(rec *recorder, r *http.Request, role string, target table.Target, set *Config) {
+	rec.Header().Set(RouteHeader, target.NodeID)
+	if r.ContentLength > set.MeshMaxBodyBytes {
+		writeError(rec, errTooLarge(set.MeshMaxBodyBytes))
+		return
+	}
+	body, err := readBody(rec.ResponseWriter, r, set.MeshMaxBodyBytes)
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(rec, errTooLarge(mbe.Limit))
+			return
+		}
+		// The client went away or sent a broken body; tell it if it can hear.
+		writeError(rec, &Error{Status: http.StatusBadRequest, Type: TypeInvalidRequest, Code: CodeBadPath,
+			Message: "bad request: reading request body"})
+		return
+	}
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	wd := startWatchdog(set.StallTimeout, set.RequestTimeout, cancel)
+	defer wd.stop()
+	rec.wd = wd
+	err = p.remote.ForwardRemote(ctx, target.NodeID, role, r.WithContext(ctx), body, rec)
+	if err == nil {
+		return
+	}
+	if rec.status != 0 {
+		p.log.Debug("remote stream cut", zap.String("role", role), zap.String("node", target.NodeID), zap.Error(err))
+		panic(http.ErrAbortHandler)
+	}
+	if r.Context().Err() != nil {
+		return // the client went away; counted as statusClientClosed
+	}
+	e, ok := asError(err)
+	if !ok {
+		switch context.Cause(ctx) {
+		case errStalled:
+			e = &Error{Status: http.StatusGatewayTimeout, Type: TypeTimeout, Code: CodeUpstreamTimeout,
+				Message: "timeout: peer did not answer within " + set.StallTimeout.String()}
+		case errRequestTimeout:
+			e = &Error{Status: http.StatusGatewayTimeout, Type: TypeTimeout, Code: CodeUpstreamTimeout,
+				Message: "timeout: request took longer than " + set.RequestTimeout.String()}
+		default:
+			e = &Error{Status: http.StatusBadGateway, Type: TypeUpstream, Code: CodeUpstreamError,
+				Message: "mesh: forwarding to the peer serving role '" + role + "' failed"}
+		}
+	}
+	p.log.Warn("remote forward failed", zap.String("role", role), zap.String("node", target.NodeID), zap.Error(err))
+	writeError(rec, e)
+}
+
+// readBody reads r's body, at most limit bytes, allocating for the declared
+// length only after it was checked against the limit.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength == 0 || r.Body == nil {
+		return nil, nil
+	}
+	var buf bytes.Buffer
+	if r.ContentLength > 0 && r.ContentLength <= limit {
+		buf.Grow(int(r.ContentLength))
+	}
+	if _, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit)); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// rewrite points the outbound request at the local instance. Headers go
+// unchanged except hop-by-hop ones (removed by ReverseProxy) and Upgrade:
+// protocol switches are not relayed. Host becomes the instance's address;
+// Authorization and the body pass through untouched.
+func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
+	ex := pr.In.Context().Value(exchangeKey{}).(*exchange)
+	pr.Out.URL.Scheme = "http"
+	pr.Out.URL.Host = ex.upstream
+	pr.Out.Host = ""
+	pr.Out.Header.Del("Upgrade")
+	pr.Out.Header.Del("Connection")
+}
+
+// modifyResponse marks the route and refuses protocol switches.
+func (p *Proxy) modifyResponse(res *http.Response) error {
+	if res.StatusCode == http.StatusSwitchingProtocols {
+		return errors.New("upstream switched protocols")
+	}
+	res.Header.Set(RouteHeader, routeLocal)
+	return nil
+}
+
+// upstreamError answers a local forward that failed before the response
+// head was sent.
+func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	ex := r.Context().Value(exchangeKey{}).(*exchange)
+	if ex.client.Err() != nil {
+		return // the client went away; counted as statusClientClosed
+	}
+	w.Header().Set(RouteHeader, routeLocal)
+	set := p.settings.Load()
+	var e *Error
+	var mbe *http.MaxBytesError
+	switch cause := context.Cause(r.Context()); {
+	case errors.As(err, &mbe):
+		writeError(w, errTooLarge(mbe.Limit))
+		return
+	case cause == errStalled:
+		e = &Error{Status: http.StatusGatewayTimeout, Type: TypeTimeout, Code: CodeUpstreamTimeout,
+			Message: "timeout: upstream did not answer within " + set.StallTimeout.String()}
+	case cause == errRequestTimeout:
+		e = &Error{Status: http.StatusGatewayTimeout, Type: TypeTimeout, Code: CodeUpstreamTimeout,
+			Message: "timeout: request took longer than " + set.RequestTimeout.String()}
+	case isTimeout(err):
+		e = &Error{Status: http.StatusGatewayTimeout, Type: TypeTimeout, Code: CodeUpstreamTimeout,
+			Message: "timeout: connecting to the local instance of role '" + ex.role + "'"}
+	case isDialError(err):
+		e = &Error{Status: http.StatusBadGateway, Type: TypeUpstream, Code: CodeUpstreamDown,
+			Message: "upstream: the local instance of role '" + ex.role + "' is unreachable"}
+	default:
+		e = &Error{Status: http.StatusBadGateway, Type: TypeUpstream, Code: CodeUpstreamError,
+			Message: "upstream: the local instance of role '" + ex.role + "' failed to answer"}
+	}
+	p.log.Warn("local forward failed", zap.String("role", ex.role), zap.String("upstream", ex.upstream), zap.Error(err))
+	writeError(w, e)
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func isDialError(err error) bool {
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Op == "dial" {
+		return true
+	}
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
+}
+
+// parseLocalBase accepts exactly "http://<loopback IP>:<port>" (IPv6 in
+// brackets, port not 0) and returns its "ip:port". The destination of a
+// forward therefore never leaves the host, whatever the table holds.
+func parseLocalBase(base string) (string, error) {
+	hostport, ok := strings.CutPrefix(base, "http://")
+	if !ok {
+		return "", errors.New("local base " + strconv.Quote(base) + " is not http://")
+	}
+	ap, err := netip.ParseAddrPort(hostport)
+	if err != nil {
+		return "", errors.New("local base " + strconv.Quote(base) + " is not an ip:port")
+	}
+	if !ap.Addr().Unmap().IsLoopback() || ap.Addr().Zone() != "" || ap.Port() == 0 {
+		return "", errors.New("local base " + strconv.Quote(base) + " is not a loopback address with a port")
+	}
+	return hostport, nil
+}
+
+// activityReader feeds the watchdog while a request body is uploaded.
+type activityReader struct {
+	r  io.ReadCloser
+	wd *watchdog
+}
+
+func (a *activityReader) Read(b []byte) (int, error) {
+	n, err := a.r.Read(b)
+	if n > 0 {
+		a.wd.touch()
+	}
+	return n, err
+}
+
+func (a *activityReader) Close() error { return a.r.Close() }
+
+// errResponseTooLarge cuts a response over MaxResponseBytes.
+var errResponseTooLarge = errors.New("response body over the relay limit")
+
+// recorder wraps the client's ResponseWriter to learn the status and time
+// to first byte, feed the watchdog and enforce the response relay cap. It
+// is used by one handler goroutine only.
+type recorder struct {
+	http.ResponseWriter
+	start     time.Time
+	limit     int64
+	wd        *watchdog // nil until forwarding starts
+	status    int       // 0 until a final head is written
+	written   int64
+	firstByte time.Duration // 0 until the first body byte or empty final head
+}
+
+func (w *recorder) WriteHeader(code int) {
+	if code >= 100 && code < 200 {
+		w.ResponseWriter.WriteHeader(code)
+		return
+	}
+	if w.status == 0 {
+		w.status = code
+		if w.wd != nil {
+			w.wd.touch()
+		}
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *recorder) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	if len(b) == 0 {
+		return 0, nil
+	}
+	if w.firstByte == 0 {
+		w.firstByte = time.Since(w.start)
+	}
+	if w.wd != nil {
+		w.wd.touch()
+	}
+	if room := w.limit - w.written; int64(len(b)) > room {
+		n, _ := w.ResponseWriter.Write(b[:room])
+		w.written += int64(n)
+		return n, errResponseTooLarge
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.written += int64(n)
+	return n, err
+}
+
+// Flush sends buffered bytes to the client now.
+func (w *recorder) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the server's ResponseWriter.
+func (w *recorder) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -1,0 +1,56 @@
+package proxy
+
+import "time"
+
+// Size, count and time bounds enforced by the proxy. Config fields that are
+// zero take the Default values; the Max values cap what a config may ask for.
+const (
+	// DefaultConcurrency is a role's in-flight request cap when its config
+	// says 0.
+	DefaultConcurrency = 64
+	// MaxConcurrency caps a role's configured concurrency.
+	MaxConcurrency = 4096
+	// DefaultMaxBodyBytes bounds a request body from a local client.
+	DefaultMaxBodyBytes int64 = 8 << 20
+	// DefaultMeshMaxBodyBytes bounds a request body forwarded over the mesh.
+	DefaultMeshMaxBodyBytes int64 = 2 << 20
+	// DefaultMaxResponseBytes caps a response body relayed to a client.
+	DefaultMaxResponseBytes int64 = 64 << 20
+	// MaxBodyBytesLimit caps both configurable body limits.
+	MaxBodyBytesLimit int64 = 256 << 20
+	// DefaultStallTimeout is the longest upstream silence (waiting for the
+	// response head or between body bytes) before the exchange is cut.
+	DefaultStallTimeout = 120 * time.Second
+	// DefaultRequestTimeout caps the wall-clock time of one forwarded request.
+	DefaultRequestTimeout = 900 * time.Second
+	// DefaultHeaderTimeout bounds reading a client's request head.
+	DefaultHeaderTimeout = 10 * time.Second
+	// DefaultDrainTimeout bounds a graceful shutdown: in-flight requests
+	// still running after it are cut.
+	DefaultDrainTimeout = 10 * time.Second
+	// MaxHeaderBytes bounds a client's request head (request line and
+	// headers), enforced by net/http.
+	MaxHeaderBytes = 16 << 10
+	// MaxPathBytes bounds the request target (path and query).
+	MaxPathBytes = 2048
+	// MaxRoleNameBytes bounds a role name.
+	MaxRoleNameBytes = 64
+	// MaxRoles bounds the number of roles (and so listeners) in a config.
+	MaxRoles = 256
+
+	// clientIdleTimeout closes a client keep-alive connection idle this long.
+	clientIdleTimeout = 120 * time.Second
+	// upstreamDialTimeout bounds a TCP connect to a local instance.
+	upstreamDialTimeout = 5 * time.Second
+	// upstreamIdleTimeout closes an idle upstream keep-alive connection.
+	upstreamIdleTimeout = 90 * time.Second
+	// upstreamMaxIdleConns bounds the idle upstream connections kept in
+	// total across all local instances.
+	upstreamMaxIdleConns = 4 * MaxConcurrency
+	// copyBufferBytes is the size of the pooled buffers used to relay
+	// response bodies.
+	copyBufferBytes = 32 << 10
+	// transportBufferBytes is the read and write buffer size of upstream
+	// connections.
+	transportBufferBytes = 32 << 10
+)

@@ -1,0 +1,59 @@
+package proxy
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Route label values. routeNone marks requests refused before a target was
+// chosen (guards, 503 with nothing resolving, 429).
+const (
+	routeLocal  = "local"
+	routeRemote = "remote"
+	routeNone   = "none"
+)
+
+// metrics are the proxy's Prometheus collectors. Labels are bounded: role
+// comes from config, route is one of three values, code is an HTTP status.
+type metrics struct {
+	requests *prometheus.CounterVec   // role, route, code
+	duration *prometheus.HistogramVec // role, route
+	ttfb     *prometheus.HistogramVec // role, route
+	inflight *prometheus.GaugeVec     // role
+}
+
+// latencyBuckets span a fast embedding call to a long generation.
+var latencyBuckets = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodeld_proxy_requests_total",
+			Help: "Requests answered by the loopback proxy, by role, route (local, remote or none) and status code.",
+		}, []string{"role", "route", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "nodeld_proxy_request_duration_seconds",
+			Help:    "Time from request arrival to the end of the response, for forwarded requests.",
+			Buckets: latencyBuckets,
+		}, []string{"role", "route"}),
+		ttfb: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "nodeld_proxy_time_to_first_byte_seconds",
+			Help:    "Time from request arrival to the first response body byte sent to the client, for forwarded requests.",
+			Buckets: latencyBuckets,
+		}, []string{"role", "route"}),
+		inflight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "nodeld_proxy_inflight_requests",
+			Help: "Requests being forwarded right now, by role.",
+		}, []string{"role"}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.ttfb, m.inflight} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register proxy metrics: %w", err)
+		}
+	}
+	return m, nil
+}

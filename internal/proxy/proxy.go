@@ -1,0 +1,453 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/nodeld/nodeld/internal/table"
+)
+
+// Resolver says where a role is served right now; the placement table
+// implements it. It is called once per request.
+type Resolver interface {
+	Resolve(role string) (table.Target, bool)
+}
+
+// PortRecorder learns the port each role's listener is bound to (port 0
+// once the listener is gone), so in-process consumers can find it.
+type PortRecorder interface {
+	SetProxyPort(role string, port uint16)
+}
+
+// RemoteForwarder carries a request to the peer serving a role and writes
+// the peer's response to w. It must return once ctx is done. An error
+// returned before anything was written to w is answered as JSON (as is if
+// it wraps an *Error, else 502); after that the client's stream is cut.
+type RemoteForwarder interface {
+	ForwardRemote(ctx context.Context, nodeID, role string, r *http.Request, body []byte, w http.ResponseWriter) error
+}
+
+// Deps are the proxy's collaborators.
+type Deps struct {
+	// Resolver is required.
+	Resolver Resolver
+	// Ports may be nil.
+	Ports PortRecorder
+	// Remote may be nil: then a role resolved to a peer answers 503 with
+	// code mesh_not_running.
+	Remote RemoteForwarder
+	// Logger may be nil (no logs).
+	Logger *zap.Logger
+	// Registerer may be nil (metrics are kept but not exported).
+	Registerer prometheus.Registerer
+	// Transport reaches local instances; nil means the package's shared
+	// tuned transport.
+	Transport http.RoundTripper
+}
+
+// ErrRunning is returned by a second call to Run.
+var ErrRunning = errors.New("proxy: Run already called")
+
+// Lifecycle states of a Proxy.
+const (
+	stateNew = iota
+	stateRunning
+	stateStopped
+)
+
+// Proxy is the set of per-role loopback listeners.
+type Proxy struct {
+	log       *zap.Logger
+	resolver  Resolver
+	ports     PortRecorder
+	remote    RemoteForwarder
+	metrics   *metrics
+	rp        *httputil.ReverseProxy
+	ownTrans  *http.Transport // the shared transport when the package built it
+	errorLog  *log.Logger
+	settings  atomic.Pointer[Config] // defaults applied; read per request
+	ready     chan struct{}
+	applyMu   sync.Mutex // serialises Run's start and ApplyConfig, held across binds and port reports
+	mu        sync.Mutex // guards cfg, roles, state
+	cfg       Config
+	roles     map[string]*roleServer
+	state     int
+	wg        sync.WaitGroup // serve and drain goroutines; Run waits for them
+	serveFail context.CancelCauseFunc
+}
+
+// roleServer is one role's listener and its admission state.
+type roleServer struct {
+	name     string
+	listen   string
+	capacity atomic.Int64
+	inflight atomic.Int64
+	stopping atomic.Bool // set before the listener is closed on purpose
+	handlers tracker
+	ln       net.Listener // nil until bound
+	srv      *http.Server
+}
+
+// acquire takes an in-flight slot without waiting.
+func (rs *roleServer) acquire() bool {
+	for {
+		n := rs.inflight.Load()
+		if n >= rs.capacity.Load() {
+			return false
+		}
+		if rs.inflight.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+func (rs *roleServer) release() { rs.inflight.Add(-1) }
+
+// New validates cfg and builds a proxy; it binds nothing.
+func New(cfg Config, deps Deps) (*Proxy, error) {
+	if deps.Resolver == nil {
+		return nil, errors.New("proxy: nil Resolver")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("proxy config: %w", err)
+	}
+	full := cfg.withDefaults()
+	m, err := newMetrics(deps.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	lg := deps.Logger
+	if lg == nil {
+		lg = zap.NewNop()
+	}
+	lg = lg.Named("proxy")
+	errorLog, err := zap.NewStdLogAt(lg.Named("http"), zap.DebugLevel)
+	if err != nil {
+		return nil, fmt.Errorf("proxy error log: %w", err)
+	}
+	p := &Proxy{
+		log:      lg,
+		resolver: deps.Resolver,
+		ports:    deps.Ports,
+		remote:   deps.Remote,
+		metrics:  m,
+		errorLog: errorLog,
+		ready:    make(chan struct{}),
+		cfg:      full,
+		roles:    make(map[string]*roleServer, len(full.Roles)),
+	}
+	p.settings.Store(&full)
+	transport := deps.Transport
+	if transport == nil {
+		idle := DefaultConcurrency
+		for _, rc := range full.Roles {
+			idle = max(idle, rc.Concurrency)
+		}
+		p.ownTrans = newTransport(idle)
+		transport = p.ownTrans
+	}
+	p.rp = &httputil.ReverseProxy{
+		Rewrite:        p.rewrite,
+		Transport:      transport,
+		FlushInterval:  -1,
+		BufferPool:     newBufferPool(),
+		ErrorLog:       errorLog,
+		ModifyResponse: p.modifyResponse,
+		ErrorHandler:   p.upstreamError,
+	}
+	for _, rc := range full.Roles {
+		p.roles[rc.Name] = p.newRoleServer(rc)
+	}
+	return p, nil
+}
+
+func (p *Proxy) newRoleServer(rc RoleConfig) *roleServer {
+	rs := &roleServer{name: rc.Name, listen: rc.Listen}
+	rs.capacity.Store(int64(rc.Concurrency))
+	return rs
+}
+
+// Run binds one listener per role, serves until ctx is done, then drains
+// in-flight requests (bounded by DrainTimeout, after which they are cut)
+// and returns nil. It returns an error if a bind fails (nothing stays
+// bound) or a listener fails while serving.
+func (p *Proxy) Run(ctx context.Context) error {
+	p.applyMu.Lock()
+	p.mu.Lock()
+	if p.state != stateNew {
+		p.mu.Unlock()
+		p.applyMu.Unlock()
+		return ErrRunning
+	}
+	roles := make([]*roleServer, 0, len(p.roles))
+	for _, rs := range p.roles {
+		roles = append(roles, rs)
+	}
+	p.mu.Unlock()
+	if err := bindAll(roles); err != nil {
+		p.applyMu.Unlock()
+		return err
+	}
+	runCtx, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
+	p.mu.Lock()
+	p.state = stateRunning
+	p.serveFail = fail
+	set := p.settings.Load()
+	for _, rs := range roles {
+		p.startLocked(rs, set)
+	}
+	p.mu.Unlock()
+	p.reportPorts(roles, false)
+	p.applyMu.Unlock()
+	close(p.ready)
+	p.log.Info("proxy listening", zap.Int("roles", len(roles)))
+
+	<-runCtx.Done()
+
+	p.applyMu.Lock()
+	p.mu.Lock()
+	p.state = stateStopped
+	roles = roles[:0]
+	for _, rs := range p.roles {
+		roles = append(roles, rs)
+		p.drainLocked(rs)
+	}
+	p.mu.Unlock()
+	p.applyMu.Unlock()
+	p.wg.Wait()
+	p.reportPorts(roles, true)
+	if p.ownTrans != nil {
+		p.ownTrans.CloseIdleConnections()
+	}
+	if err := context.Cause(runCtx); ctx.Err() == nil && err != nil {
+		return err
+	}
+	return nil
+}
+
+// bindAll binds every role's listener, or none of them.
+func bindAll(roles []*roleServer) error {
+	for i, rs := range roles {
+		ln, err := net.Listen("tcp", rs.listen)
+		if err != nil {
+			for _, done := range roles[:i] {
+				_ = done.ln.Close() // never served; nothing to report
+				done.ln = nil
+			}
+			return fmt.Errorf("proxy: bind role %q on %s: %w", rs.name, rs.listen, err)
+		}
+		rs.ln = ln
+	}
+	return nil
+}
+
+// startLocked serves a bound role. p.mu must be held.
+func (p *Proxy) startLocked(rs *roleServer, set *Config) {
+	rs.srv = &http.Server{
+		Handler:                      &roleHandler{p: p, rs: rs},
+		ReadHeaderTimeout:            set.HeaderTimeout,
+		IdleTimeout:                  clientIdleTimeout,
+		MaxHeaderBytes:               MaxHeaderBytes,
+		ErrorLog:                     p.errorLog,
+		DisableGeneralOptionsHandler: true,
+	}
+	srv, ln, fail := rs.srv, rs.ln, p.serveFail
+	p.wg.Go(func() {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) && !rs.stopping.Load() {
+			fail(fmt.Errorf("proxy: serve role %q: %w", rs.name, err))
+		}
+	})
+	p.log.Info("role listening", zap.String("role", rs.name), zap.Stringer("addr", ln.Addr()))
+}
+
+// drainLocked closes a role's listener at once, so its port is free when
+// this returns, and shuts its server down in the background: in-flight
+// requests get DrainTimeout to finish and are then cut. p.mu must be held.
+func (p *Proxy) drainLocked(rs *roleServer) {
+	if rs.srv == nil {
+		return
+	}
+	rs.stopping.Store(true)
+	_ = rs.ln.Close() // Serve returns; its error is expected (stopping)
+	srv, timeout := rs.srv, p.settings.Load().DrainTimeout
+	p.wg.Go(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		// Shutdown's own listener close fails (already closed); only a
+		// drain that ran out of time matters.
+		if err := srv.Shutdown(ctx); errors.Is(err, context.DeadlineExceeded) {
+			p.log.Warn("role drain timed out, cutting requests", zap.String("role", rs.name), zap.Error(err))
+			_ = srv.Close() // the error is the listener's, already closed
+		}
+		// Close does not wait for handlers; their contexts are cancelled,
+		// so they return promptly.
+		if !rs.handlers.wait(timeout) {
+			p.log.Error("role handlers still running after drain", zap.String("role", rs.name))
+		}
+	})
+}
+
+// reportPorts tells the PortRecorder about bound (or, when gone, released)
+// listeners.
+func (p *Proxy) reportPorts(roles []*roleServer, gone bool) {
+	if p.ports == nil {
+		return
+	}
+	for _, rs := range roles {
+		if rs.ln == nil {
+			continue
+		}
+		var port uint16
+		if !gone {
+			port = uint16(rs.ln.Addr().(*net.TCPAddr).Port)
+		}
+		p.ports.SetProxyPort(rs.name, port)
+	}
+}
+
+// Ready is closed once every role's listener is bound.
+func (p *Proxy) Ready() <-chan struct{} { return p.ready }
+
+// Addr returns the bound address of a role's listener.
+func (p *Proxy) Addr(role string) (net.Addr, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	rs, ok := p.roles[role]
+	if !ok || rs.ln == nil || p.state != stateRunning {
+		return nil, false
+	}
+	return rs.ln.Addr(), true
+}
+
+// Inflight returns a role's requests in flight and its capacity (0, 0 for
+// an unknown role).
+func (p *Proxy) Inflight(role string) (inflight, capacity int) {
+	p.mu.Lock()
+	rs, ok := p.roles[role]
+	p.mu.Unlock()
+	if !ok {
+		return 0, 0
+	}
+	return int(rs.inflight.Load()), int(rs.capacity.Load())
+}
+
+// ApplyConfig reloads the configuration. Limits apply to new requests at
+// once; concurrency changes apply to a role's next admission. Added roles
+// (and roles whose listen address changed) get new listeners and removed
+// ones are drained. Binding is all or nothing: if any new listener cannot
+// be bound, nothing changes and the error is returned. HeaderTimeout
+// applies to listeners started after the reload.
+func (p *Proxy) ApplyConfig(cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("proxy config: %w", err)
+	}
+	full := cfg.withDefaults()
+	p.applyMu.Lock()
+	defer p.applyMu.Unlock()
+	p.mu.Lock()
+	state, old := p.state, p.roles
+	p.mu.Unlock()
+	if state == stateStopped {
+		return errors.New("proxy: stopped")
+	}
+	next := make(map[string]*roleServer, len(full.Roles))
+	var added, removed []*roleServer
+	for _, rc := range full.Roles {
+		if rs, ok := old[rc.Name]; ok && rs.listen == rc.Listen {
+			next[rc.Name] = rs
+			continue
+		}
+		rs := p.newRoleServer(rc)
+		next[rc.Name] = rs
+		added = append(added, rs)
+	}
+	for name, rs := range old {
+		if next[name] != rs {
+			removed = append(removed, rs)
+		}
+	}
+	if state == stateRunning {
+		if err := bindAll(added); err != nil {
+			return err
+		}
+	}
+	for _, rc := range full.Roles {
+		next[rc.Name].capacity.Store(int64(rc.Concurrency))
+	}
+	p.settings.Store(&full)
+	p.mu.Lock()
+	p.cfg, p.roles = full, next
+	if state == stateRunning {
+		for _, rs := range removed {
+			p.drainLocked(rs)
+		}
+		for _, rs := range added {
+			p.startLocked(rs, &full)
+		}
+	}
+	p.mu.Unlock()
+	if state == stateRunning {
+		p.reportPorts(removed, true)
+		p.reportPorts(added, false)
+		p.log.Info("proxy config applied", zap.Int("added", len(added)), zap.Int("removed", len(removed)))
+	}
+	return nil
+}
+
+// tracker counts running handlers so a drain can wait for them after
+// http.Server.Close, which does not.
+type tracker struct {
+	mu   sync.Mutex // guards n and zero
+	n    int
+	zero chan struct{} // closed when n drops to 0 while someone waits
+}
+
+func (t *tracker) add() {
+	t.mu.Lock()
+	t.n++
+	t.mu.Unlock()
+}
+
+func (t *tracker) done() {
+	t.mu.Lock()
+	t.n--
+	if t.n == 0 && t.zero != nil {
+		close(t.zero)
+		t.zero = nil
+	}
+	t.mu.Unlock()
+}
+
+// wait returns true once no handler runs, false after timeout.
+func (t *tracker) wait(timeout time.Duration) bool {
+	t.mu.Lock()
+	if t.n == 0 {
+		t.mu.Unlock()
+		return true
+	}
+	if t.zero == nil {
+		t.zero = make(chan struct{})
+	}
+	zero := t.zero
+	t.mu.Unlock()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-zero:
+		return true
+	case <-timer.C:
+		return false
+	}
+}

@@ -1,0 +1,47 @@
+package proxy
+
+import (
+	"net"
+	"net/http"
+	"sync"
+)
+
+// newTransport returns the transport shared by all roles for local
+// instances: keep-alive with an idle pool sized for the roles'
+// concurrency, no proxy from the environment, bounded dials, no HTTP/2 and
+// no transparent compression (the client's Accept-Encoding goes through and
+// the upstream's encoding comes back untouched).
+func newTransport(maxIdlePerHost int) *http.Transport {
+	d := &net.Dialer{Timeout: upstreamDialTimeout, KeepAlive: -1}
+	return &http.Transport{
+		Proxy:               nil,
+		DialContext:         d.DialContext,
+		MaxIdleConns:        upstreamMaxIdleConns,
+		MaxIdleConnsPerHost: maxIdlePerHost,
+		IdleConnTimeout:     upstreamIdleTimeout,
+		DisableCompression:  true,
+		ForceAttemptHTTP2:   false,
+		WriteBufferSize:     transportBufferBytes,
+		ReadBufferSize:      transportBufferBytes,
+	}
+}
+
+// bufferPool recycles the buffers ReverseProxy relays bodies through.
+type bufferPool struct{ pool sync.Pool }
+
+func newBufferPool() *bufferPool {
+	return &bufferPool{pool: sync.Pool{New: func() any {
+		b := make([]byte, copyBufferBytes)
+		return &b
+	}}}
+}
+
+func (b *bufferPool) Get() []byte { return *(b.pool.Get().(*[]byte)) }
+
+func (b *bufferPool) Put(buf []byte) {
+	if cap(buf) != copyBufferBytes {
+		return
+	}
+	buf = buf[:copyBufferBytes]
+	b.pool.Put(&buf)
+}
