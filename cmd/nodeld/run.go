@@ -346,14 +346,15 @@ func openChain(path string, id *identity.Identity, reset bool, reg prometheus.Re
 	opts := chain.Options{Logger: log.Named("chain"), Registerer: reg}
 	ch, report, err := chain.Open(path, id.PrivateKey(), opts)
 	if errors.Is(err, chain.ErrBroken) && reset {
+		breakErr := err
 		archived, aerr := chain.Archive(path, time.Now())
 		if aerr != nil {
 			return nil, fmt.Errorf("archive broken chain: %w", aerr)
 		}
-		log.Warn("archived a broken chain and started a new one", zap.String("archived", archived), zap.NamedError("break", err))
+		log.Warn("archived a broken chain and started a new one", zap.String("archived", archived), zap.NamedError("break", breakErr))
 		ch, report, err = chain.Open(path, id.PrivateKey(), opts)
 		if err == nil {
-			if _, aerr := ch.Append(chainSource, "chain.reset", map[string]any{"archived": archived, "break": fmt.Sprint(err)}); aerr != nil {
+			if _, aerr := ch.Append(chainSource, "node.chain_reset", map[string]any{"archived": archived, "break": breakErr.Error()}); aerr != nil {
 				_ = ch.Close()
 				return nil, aerr
 			}
@@ -368,7 +369,7 @@ func openChain(path string, id *identity.Identity, reset bool, reg prometheus.Re
 	if report != nil && report.Torn != nil {
 		log.Warn("cut a torn last chain entry left by a crash; the original file was kept",
 			zap.String("copy", report.Torn.KeptAt), zap.Int64("bytes_cut", report.Torn.Bytes))
-		if _, err := ch.Append(chainSource, "chain.torn_tail", map[string]any{"copy": report.Torn.KeptAt, "bytes_cut": report.Torn.Bytes}); err != nil {
+		if _, err := ch.Append(chainSource, "node.chain_torn_tail", map[string]any{"copy": report.Torn.KeptAt, "bytes_cut": report.Torn.Bytes}); err != nil {
 			_ = ch.Close()
 			return nil, err
 		}

@@ -1,0 +1,255 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestDaemonLifecycle runs the real binary: start on free ports with a
+// temp data dir, readiness, metrics (checked by promtool), SIGHUP with a
+// bad and then a good config, SIGTERM, exit 0, and a chain that verifies
+// and records start, both reloads and stop.
+func TestDaemonLifecycle(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), "data")
+	d := startDaemon(t, dataDir, nodeConfig(dataDir, ""))
+	d.waitReady()
+
+	code, metrics := httpGet(t, "http://"+d.admin+"/metrics")
+	if code != 200 {
+		t.Fatalf("/metrics = %d", code)
+	}
+	for _, name := range []string{
+		"nodeld_build_info{", "nodeld_config_last_reload_successful 1",
+		"nodeld_chain_entries_total", "nodeld_chain_append_errors_total 0",
+		"go_goroutines", "process_resident_memory_bytes", "nodeld_table_generation",
+	} {
+		if !strings.Contains(metrics, name) {
+			t.Errorf("/metrics lacks %q", name)
+		}
+	}
+	promtoolCheck(t, metrics)
+
+	st := d.status()
+	if !strings.HasPrefix(st.NodeID, "n-") || st.Name != "e2e" || st.Chain.Seq == 0 || len(st.Chain.Hash) != 64 || !st.Ready {
+		t.Fatalf("status = %+v", st)
+	}
+	if len(st.Roles) != 1 || st.Roles[0].Name != "chat" || st.Roles[0].Resolved != "" {
+		t.Fatalf("status roles = %+v", st.Roles)
+	}
+	// The role port answers 503 in OpenAI's error shape: nothing serves it.
+	code, body := httpGet(t, "http://"+st.Roles[0].Listen+"/v1/models")
+	if code != 503 || !strings.Contains(body, `no instance serves role 'chat'`) {
+		t.Fatalf("role port = %d %q, want 503 no instance", code, body)
+	}
+
+	// nodeld status prints it for a person.
+	out, errOut, rc := runCLI(t, "status", "--addr", d.admin)
+	if rc != 0 || !strings.Contains(out, st.NodeID) || !strings.Contains(out, "role     chat") {
+		t.Fatalf("nodeld status = %d %q %q", rc, out, errOut)
+	}
+
+	// A bad config is refused on SIGHUP and the old one keeps serving.
+	good, _ := os.ReadFile(d.cfgPath)
+	if err := os.WriteFile(d.cfgPath, []byte("node:\n  data_dir: "+dataDir+"\n  bogus: 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d.signal(syscall.SIGHUP)
+	d.waitLog("config reload refused; keeping the old config")
+	if _, m := httpGet(t, "http://"+d.admin+"/metrics"); !strings.Contains(m, "nodeld_config_last_reload_successful 0") {
+		t.Fatal("reload gauge is not 0 after a bad reload")
+	}
+	if code, _ := httpGet(t, "http://"+st.Roles[0].Listen+"/v1/models"); code != 503 {
+		t.Fatalf("role port after refused reload = %d, want it still served (503)", code)
+	}
+	if st := d.status(); st.Config.LastReloadSuccessful || !strings.Contains(st.Config.LastReloadError, "bogus") {
+		t.Fatalf("status config after bad reload = %+v", st.Config)
+	}
+
+	// A good config is applied.
+	if err := os.WriteFile(d.cfgPath, []byte(strings.Replace(string(good), "level: info", "level: debug", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d.signal(syscall.SIGHUP)
+	d.waitLog("config reloaded")
+	if _, m := httpGet(t, "http://"+d.admin+"/metrics"); !strings.Contains(m, "nodeld_config_last_reload_successful 1") {
+		t.Fatal("reload gauge is not 1 after a good reload")
+	}
+
+	d.signal(syscall.SIGTERM)
+	if code := d.wait(); code != 0 {
+		t.Fatalf("exit code after SIGTERM = %d, want 0; logs:\n%s", code, d.logText())
+	}
+
+	chainPath := filepath.Join(dataDir, chainFileName)
+	out, errOut, rc = runCLI(t, "chain", "verify", chainPath)
+	if rc != 0 || !strings.Contains(out, "ok:") {
+		t.Fatalf("chain verify = %d %q %q", rc, out, errOut)
+	}
+	// Verified against the node's own key (found through the config).
+	if out, errOut, rc := runCLI(t, "chain", "verify", "--config", d.cfgPath); rc != 0 {
+		t.Fatalf("chain verify --config = %d %q %q", rc, out, errOut)
+	}
+	kinds := chainKinds(t, chainPath)
+	want := []string{"chain.genesis", "node.start", "config.reload", "config.reload", "node.stop"}
+	var got []string
+	for _, k := range kinds {
+		if k == "chain.genesis" || k == "node.start" || k == "config.reload" || k == "node.stop" {
+			got = append(got, k)
+		}
+	}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("chain kinds = %v, want %v (in order)", kinds, want)
+	}
+
+	// A hand-edited entry is named by index and fails verification.
+	data, _ := os.ReadFile(chainPath)
+	lines := strings.Split(string(data), "\n")
+	lines[1] = strings.Replace(lines[1], `"e2e"`, `"evil"`, 1)
+	if err := os.WriteFile(chainPath, []byte(strings.Join(lines, "\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, rc = runCLI(t, "chain", "verify", chainPath)
+	if rc != 1 || !regexp.MustCompile(`index 1\b`).MatchString(errOut) {
+		t.Fatalf("chain verify of an edited chain = %d %q; want exit 1 naming index 1", rc, errOut)
+	}
+
+	// A broken chain refuses to start, and --chain-reset archives it.
+	d2 := startDaemon(t, dataDir, nodeConfig(dataDir, ""))
+	if code := d2.wait(); code != 1 {
+		t.Fatalf("start on a broken chain exit = %d, want 1", code)
+	}
+	d3 := startDaemon(t, dataDir, nodeConfig(dataDir, ""), "--chain-reset")
+	d3.waitReady()
+	d3.signal(syscall.SIGINT)
+	if code := d3.wait(); code != 0 {
+		t.Fatalf("exit after SIGINT = %d", code)
+	}
+	archived, _ := filepath.Glob(chainPath + ".broken-*")
+	if len(archived) != 1 {
+		t.Fatalf("archived chains = %v, want one", archived)
+	}
+	if _, _, rc := runCLI(t, "chain", "verify", chainPath); rc != 0 {
+		t.Fatal("new chain after reset does not verify")
+	}
+}
+
+func chainKinds(t *testing.T, path string) []string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var kinds []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		var e struct{ Kind string }
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatal(err)
+		}
+		kinds = append(kinds, e.Kind)
+	}
+	return kinds
+}
+
+// promtoolCheck runs `promtool check metrics` on an exposition. make
+// test installs promtool (scripts/test-deps.sh); without it this fails.
+func promtoolCheck(t *testing.T, exposition string) {
+	t.Helper()
+	path, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Fatal("promtool not found: run `make test-deps` (Debian package prometheus)")
+	}
+	cmd := exec.Command(path, "check", "metrics")
+	cmd.Stdin = strings.NewReader(exposition)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("promtool check metrics: %v\n%s", err, out)
+	}
+}
+
+func TestCLIKeygenAndID(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), "data")
+	cfg := filepath.Join(t.TempDir(), "n.yaml")
+	if err := os.WriteFile(cfg, []byte(nodeConfig(dataDir, "")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, rc := runCLI(t, "id", "--config", cfg); rc != 1 || !strings.Contains(errOut, "keygen") {
+		t.Fatalf("id without a key = %d %q", rc, errOut)
+	}
+	out, errOut, rc := runCLI(t, "keygen", "--config", cfg)
+	if rc != 0 {
+		t.Fatalf("keygen = %d %q", rc, errOut)
+	}
+	idRe := regexp.MustCompile(`node id:\s+(n-[0-9a-f]{16})\npublic key: ([0-9a-f]{64})`)
+	m := idRe.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("keygen output %q", out)
+	}
+	key1, _ := os.ReadFile(filepath.Join(dataDir, "node.key"))
+	if _, errOut, rc := runCLI(t, "keygen", "--config", cfg); rc != 1 || !strings.Contains(errOut, "never overwritten") {
+		t.Fatalf("second keygen = %d %q", rc, errOut)
+	}
+	key2, _ := os.ReadFile(filepath.Join(dataDir, "node.key"))
+	if string(key1) != string(key2) {
+		t.Fatal("keygen overwrote the key")
+	}
+	out, _, rc = runCLI(t, "id", "--config", cfg)
+	if rc != 0 || idRe.FindStringSubmatch(out)[0] != m[0] {
+		t.Fatalf("id = %d %q, want %q", rc, out, m[0])
+	}
+	// A key readable by others is refused with a clear error.
+	if err := os.Chmod(filepath.Join(dataDir, "node.key"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, rc := runCLI(t, "id", "--config", cfg); rc != 1 || !strings.Contains(errOut, "group or others") {
+		t.Fatalf("id with a 0644 key = %d %q", rc, errOut)
+	}
+}
+
+func TestCLIConfigCheck(t *testing.T) {
+	root := filepath.Join("..", "..", "configs")
+	files, _ := filepath.Glob(filepath.Join(root, "cluster", "*.yaml"))
+	files = append(files, filepath.Join(root, "nodeld.yaml"))
+	if len(files) < 4 {
+		t.Fatalf("example configs = %v, want nodeld.yaml and three cluster files", files)
+	}
+	for _, f := range files {
+		if out, errOut, rc := runCLI(t, "config", "check", f); rc != 0 {
+			t.Errorf("config check %s = %d %q %q", f, rc, out, errOut)
+		}
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte(`node:
+  data_dir: /tmp/x
+  colour: blue
+mesh:
+  keepalive: 15 parsecs
+inference:
+  roles:
+    - name: chat
+      listen: 0.0.0.0:8090
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, rc := runCLI(t, "config", "check", bad)
+	if rc != 2 {
+		t.Fatalf("config check of a bad file exit = %d, want 2", rc)
+	}
+	for _, want := range []string{"line 3", "colour", "line 5", "keepalive", "line 9", "loopback"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("config check output lacks %q:\n%s", want, errOut)
+		}
+	}
+	if _, _, rc := runCLI(t, "frobnicate"); rc != 2 {
+		t.Errorf("unknown command exit = %d, want 2", rc)
+	}
+}
