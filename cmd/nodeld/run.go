@@ -84,9 +84,9 @@ type node struct {
 	reloadOK  prometheus.Gauge
 	reloadSum *prometheus.CounterVec
 
-	mu        sync.Mutex // guards cfg, lastErr
-	cfg       *config.Config
-	lastErr   string
+	mu      sync.Mutex // guards cfg, lastErr
+	cfg     *config.Config
+	lastErr string
 }
 
 func runDaemon(ctx context.Context, o daemonOptions) (err error) {
