@@ -16,8 +16,10 @@
 // first instance in config order whose probe is up is registered with the
 // Registrar (the placement table); a role with no instance up is
 // deregistered. So an instance that goes down stops resolving within one
-// probe interval plus one probe timeout, and one that comes back resolves
-// again on the next round.
+// probe interval plus the round's probing time (ProbeTimeout per batch of
+// maxConcurrentProbes instances), and one that comes back resolves again on
+// the next round. The runtime string registered is the Kind ("llama.cpp",
+// "ollama", "mlx-lm", "openai"); the api string is always "openai".
 //
 // # Invariants
 //

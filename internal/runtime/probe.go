@@ -52,8 +52,12 @@ var errLoading = errors.New("server is loading its model")
 // from the environment, no connection reuse (a probe every few seconds gains
 // nothing from pooling and must not keep sockets open between rounds), no
 // transparent decompression, a bounded response header, and a dialer that
-// refuses any non-loopback address.
+// refuses any non-loopback address. A timeout that is not positive means
+// DefaultProbeTimeout.
 func NewProbeClient(timeout time.Duration) *http.Client {
+	if timeout <= 0 {
+		timeout = DefaultProbeTimeout
+	}
 	dialer := &net.Dialer{
 		Timeout: timeout,
 		Control: func(_, address string, _ syscall.RawConn) error {
