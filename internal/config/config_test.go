@@ -584,3 +584,30 @@ func TestClusterExample(t *testing.T) {
 		}
 	}
 }
+
+func TestProblemsAreCapped(t *testing.T) {
+	var b strings.Builder
+	for i := range MaxProblems + 50 {
+		b.WriteString("k")
+		b.WriteString(strings.Repeat("x", i+1))
+		b.WriteString(": 1\n")
+	}
+	_, err := Parse([]byte(b.String()))
+	errs := flatten(err)
+	if len(errs) != MaxProblems+1 {
+		t.Fatalf("Parse reported %d problems, want %d", len(errs), MaxProblems+1)
+	}
+	if got, want := errs[MaxProblems].Error(), "50 more problems not shown"; got != want {
+		t.Errorf("last problem = %q, want %q", got, want)
+	}
+
+	c := Default()
+	c.Mesh.Listen = ":1"
+	for range MaxProblems + 2 {
+		c.Inference.Roles = append(c.Inference.Roles, Role{Name: "chat", Listen: "127.0.0.1:0"})
+	}
+	errs = flatten(c.Validate())
+	if len(errs) != MaxProblems+1 || errs[MaxProblems].Error() != "1 more problem not shown" {
+		t.Errorf("Validate reported %d problems, last %q", len(errs), errs[len(errs)-1])
+	}
+}

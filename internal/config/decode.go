@@ -58,7 +58,7 @@ func formatProblem(line int, path, msg string) string {
 func Parse(data []byte) (*Config, error) {
 	c, errs := decode(data)
 	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+		return nil, errors.Join(capProblems(errs, func(msg string) error { return &DecodeError{Msg: msg} })...)
 	}
 	return c, nil
 }

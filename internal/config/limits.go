@@ -7,6 +7,10 @@ const (
 	// MaxConfigBytes bounds the size of a config file.
 	MaxConfigBytes = 1 << 20
 
+	// MaxProblems bounds the problems Parse, Validate and Check report;
+	// the rest are counted in one last problem.
+	MaxProblems = 100
+
 	// MaxNameLen bounds role, peer, workload and label names.
 	MaxNameLen = 64
 

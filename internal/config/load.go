@@ -46,6 +46,7 @@ func Check(data []byte) (*Config, error) {
 	c, errs := decode(data)
 	errs = append(errs, withoutDecoded(c.validate(), errs)...)
 	sortByLine(errs)
+	errs = capProblems(errs, func(msg string) error { return &ValidationError{Msg: msg} })
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -125,4 +126,18 @@ func problemLine(err error) int {
 		return e.Line
 	}
 	return 0
+}
+
+// capProblems keeps the first MaxProblems problems and replaces the rest
+// with one problem, made by mk, that counts them.
+func capProblems(errs []error, mk func(msg string) error) []error {
+	if len(errs) <= MaxProblems {
+		return errs
+	}
+	n := len(errs) - MaxProblems
+	msg := fmt.Sprintf("%d more problems not shown", n)
+	if n == 1 {
+		msg = "1 more problem not shown"
+	}
+	return append(errs[:MaxProblems:MaxProblems], mk(msg))
 }

@@ -43,6 +43,39 @@ func (c *Config) peerIndex(ref string) (int, bool) {
 	return i, i >= 0
 }
 
+// peerRefIndex resolves refs as PeerByRef does, in constant time per ref,
+// for validating long lists against many peers.
+type peerRefIndex struct {
+	byName map[string]int
+	byID   map[string]int
+}
+
+func newPeerRefIndex(peers []Peer) peerRefIndex {
+	x := peerRefIndex{byName: make(map[string]int, len(peers)), byID: make(map[string]int, len(peers))}
+	for i, p := range peers {
+		if _, dup := x.byName[p.Name]; p.Name != "" && !dup {
+			x.byName[p.Name] = i
+		}
+		if id := keyNodeID(p.Key); id != "" {
+			if _, dup := x.byID[id]; !dup {
+				x.byID[id] = i
+			}
+		}
+	}
+	return x
+}
+
+func (x peerRefIndex) lookup(ref string) (int, bool) {
+	if i, ok := x.byName[ref]; ok {
+		return i, true
+	}
+	if !isNodeIDRef(ref) {
+		return 0, false
+	}
+	i, ok := x.byID[ref]
+	return i, ok
+}
+
 // nodeIDLen is len("n-") plus 16 hex characters.
 const nodeIDLen = 2 + 16
 

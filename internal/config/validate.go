@@ -26,13 +26,17 @@ func (e *ValidationError) Error() string { return formatProblem(e.Line, e.Path, 
 
 // Validate checks the config statically and reports every problem at
 // once, joined with errors.Join, each a *ValidationError, in line order
-// (problems without a line first, then check order within a line). It reads no files and resolves no
+// (problems without a line first, then check order within a line). At
+// most MaxProblems are listed; one last problem counts the rest. It reads no files and resolves no
 // names: stateful checks belong to the components.
-func (c *Config) Validate() error { return errors.Join(c.validate()...) }
+func (c *Config) Validate() error {
+	return errors.Join(capProblems(c.validate(), func(msg string) error { return &ValidationError{Msg: msg} })...)
+}
 
 type validator struct {
-	c    *Config
-	errs []error
+	c     *Config
+	peers peerRefIndex
+	errs  []error
 }
 
 func (v *validator) addf(path, format string, args ...any) {
@@ -40,7 +44,7 @@ func (v *validator) addf(path, format string, args ...any) {
 }
 
 func (c *Config) validate() []error {
-	v := &validator{c: c}
+	v := &validator{c: c, peers: newPeerRefIndex(c.Mesh.Peers)}
 	v.node()
 	v.log()
 	adminPort := v.admin()
@@ -243,7 +247,7 @@ func (v *validator) peerRefs(path string, refs []string) {
 	seen := map[int]string{}
 	for i, ref := range refs {
 		p := path + "[" + strconv.Itoa(i) + "]"
-		idx, ok := v.c.peerIndex(ref)
+		idx, ok := v.peers.lookup(ref)
 		switch {
 		case ref == "":
 			v.addf(p, "must not be empty")
