@@ -48,7 +48,8 @@
 // it. Any failure after the head is sent cuts the stream
 // (http.ErrAbortHandler); responses over MaxResponseBytes are cut too.
 // Remote: the body is read into memory, bounded by MeshMaxBodyBytes, and
-// handed to RemoteForwarder with the same watchdog on the client writes.
+// handed to RemoteForwarder with the same watchdog on the client writes;
+// every write of the forwarder is flushed to the client at once.
 //
 // # Concurrency and goroutines
 //

@@ -177,6 +177,7 @@ func (p *Proxy) forwardRemote(rec *recorder, r *http.Request, role string, targe
 	wd := startWatchdog(set.StallTimeout, set.RequestTimeout, cancel)
 	defer wd.stop()
 	rec.wd = wd
+	rec.autoFlush = true
 	err = p.remote.ForwardRemote(ctx, target.NodeID, role, r.WithContext(ctx), body, rec)
 	if err == nil {
 		return
@@ -339,6 +340,7 @@ type recorder struct {
 	wd        *watchdog // nil until forwarding starts
 	status    int       // 0 until a final head is written
 	written   int64
+	autoFlush bool          // flush after every write (remote: the forwarder need not)
 	firstByte time.Duration // 0 until the first body byte or empty final head
 }
 
@@ -376,6 +378,9 @@ func (w *recorder) Write(b []byte) (int, error) {
 	}
 	n, err := w.ResponseWriter.Write(b)
 	w.written += int64(n)
+	if err == nil && w.autoFlush {
+		w.Flush()
+	}
 	return n, err
 }
 
