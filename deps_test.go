@@ -14,6 +14,9 @@ const module = "github.com/nodeld/nodeld"
 // package must be placed here before it can land.
 var tiers = map[string]int{
 	"cmd/nodeld": 0,
+	// Example workloads are programs of their own; they import nothing
+	// internal.
+	"examples/packages/echo-llm": 0,
 
 	"internal/proxy": 1,
 	"internal/plane": 1,

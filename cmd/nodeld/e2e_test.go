@@ -99,7 +99,19 @@ func (d *proc) readLogs(r io.Reader) {
 // waitLog waits for a log line (past or future) whose msg is msg.
 func (d *proc) waitLog(msg string) map[string]any {
 	d.t.Helper()
-	match := func(m map[string]any) bool { return m["msg"] == msg }
+	return d.waitLogN(msg, 1)
+}
+
+// waitLogN waits for the n-th log line whose msg is msg.
+func (d *proc) waitLogN(msg string, n int) map[string]any {
+	d.t.Helper()
+	seen := 0
+	match := func(m map[string]any) bool {
+		if m["msg"] == msg {
+			seen++
+		}
+		return seen >= n
+	}
 	ch := make(chan map[string]any, 1)
 	d.mu.Lock()
 	for _, m := range d.lines {

@@ -10,8 +10,9 @@ import (
 	"go.uber.org/goleak"
 )
 
-// nodeldBin is the binary built once for the binary-level tests.
-var nodeldBin string
+// nodeldBin and echoBin are the binaries built once for the binary-level
+// tests: nodeld itself and the echo-llm example model server.
+var nodeldBin, echoBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "nodeld-bin-")
@@ -24,6 +25,13 @@ func TestMain(m *testing.M) {
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build nodeld:", err)
+		os.Exit(1)
+	}
+	echoBin = filepath.Join(dir, "echo-llm")
+	build = exec.Command("go", "build", "-o", echoBin, "../../examples/packages/echo-llm")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build echo-llm:", err)
 		os.Exit(1)
 	}
 	code := m.Run()

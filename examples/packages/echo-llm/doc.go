@@ -1,0 +1,14 @@
+// Command echo-llm is a small OpenAI-compatible model server that echoes
+// the prompt back. It serves GET /v1/models, POST /v1/chat/completions
+// (with "stream": true as server-sent events, one chunk per word),
+// POST /v1/completions, POST /v1/embeddings (deterministic vectors from
+// the input's bytes) and GET /health, on a loopback address.
+//
+// It exists so that nodeld's end-to-end tests and the README walk-through
+// run a real model server process without weights or an accelerator, and
+// as the example workload package of the process runtime.
+//
+// Flags: --listen (default 127.0.0.1:8080), --model (default echo-1),
+// --chunk-delay (pause between streamed chunks). It starts no goroutines
+// beyond net/http's and exits 0 on SIGTERM or SIGINT.
+package main

@@ -1,0 +1,257 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// maxBody bounds a request body.
+const maxBody = 8 << 20
+
+// embeddingDims is the length of every embedding vector.
+const embeddingDims = 8
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "echo-llm:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("echo-llm", flag.ContinueOnError)
+	listen := fs.String("listen", "127.0.0.1:8080", "loopback address to serve on")
+	model := fs.String("model", "echo-1", "model name to report")
+	delay := fs.Duration("chunk-delay", 0, "pause between streamed chunks")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	s := &server{model: *model, delay: *delay, created: time.Now().Unix()}
+	srv := &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(os.Stderr, "echo-llm: serving %s on http://%s\n", *model, ln.Addr())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+type server struct {
+	model   string
+	delay   time.Duration
+	created int64
+}
+
+func (s *server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, 200, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, 200, map[string]any{"object": "list", "data": []any{
+			map[string]any{"id": s.model, "object": "model", "created": s.created, "owned_by": "echo-llm"},
+		}})
+	})
+	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { s.complete(w, r, true) })
+	mux.HandleFunc("POST /v1/completions", func(w http.ResponseWriter, r *http.Request) { s.complete(w, r, false) })
+	mux.HandleFunc("POST /v1/embeddings", s.embeddings)
+	return mux
+}
+
+type completionRequest struct {
+	Model    string `json:"model"`
+	Stream   bool   `json:"stream"`
+	Prompt   any    `json:"prompt"`
+	Messages []struct {
+		Role    string `json:"role"`
+		Content any    `json:"content"`
+	} `json:"messages"`
+}
+
+func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err != nil || len(body) > maxBody {
+		writeError(w, 413, "request body too large or unreadable")
+		return false
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		writeError(w, 400, "invalid JSON body: "+err.Error())
+		return false
+	}
+	return true
+}
+
+// text flattens a prompt or message content (a string, or a list of
+// strings or {"type":"text","text":...} parts).
+func text(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case []any:
+		var parts []string
+		for _, p := range x {
+			if m, ok := p.(map[string]any); ok {
+				if t, ok := m["text"].(string); ok {
+					parts = append(parts, t)
+				}
+				continue
+			}
+			parts = append(parts, text(p))
+		}
+		return strings.Join(parts, " ")
+	default:
+		return ""
+	}
+}
+
+func (s *server) complete(w http.ResponseWriter, r *http.Request, chat bool) {
+	var req completionRequest
+	if !readJSON(w, r, &req) {
+		return
+	}
+	var prompt string
+	if chat {
+		for i := len(req.Messages) - 1; i >= 0; i-- {
+			if req.Messages[i].Role == "user" {
+				prompt = text(req.Messages[i].Content)
+				break
+			}
+		}
+	} else {
+		prompt = text(req.Prompt)
+	}
+	reply := "echo: " + prompt
+	id := fmt.Sprintf("cmpl-%x", sha256.Sum256([]byte(reply)))[:21]
+	object, chunkObject := "text_completion", "text_completion"
+	if chat {
+		object, chunkObject = "chat.completion", "chat.completion.chunk"
+	}
+	usage := map[string]int{"prompt_tokens": len(strings.Fields(prompt)), "completion_tokens": len(strings.Fields(reply)), "total_tokens": len(strings.Fields(prompt)) + len(strings.Fields(reply))}
+	if !req.Stream {
+		choice := map[string]any{"index": 0, "finish_reason": "stop"}
+		if chat {
+			choice["message"] = map[string]any{"role": "assistant", "content": reply}
+		} else {
+			choice["text"] = reply
+		}
+		writeJSON(w, 200, map[string]any{"id": id, "object": object, "created": time.Now().Unix(), "model": s.model, "choices": []any{choice}, "usage": usage})
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(200)
+	flusher, _ := w.(http.Flusher)
+	words := strings.SplitAfter(reply, " ")
+	send := func(choice map[string]any) bool {
+		b, _ := json.Marshal(map[string]any{"id": id, "object": chunkObject, "created": time.Now().Unix(), "model": s.model, "choices": []any{choice}})
+		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
+			return false
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		return true
+	}
+	for i, word := range words {
+		if i > 0 && s.delay > 0 {
+			select {
+			case <-time.After(s.delay):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		choice := map[string]any{"index": 0, "finish_reason": nil}
+		if chat {
+			delta := map[string]any{"content": word}
+			if i == 0 {
+				delta["role"] = "assistant"
+			}
+			choice["delta"] = delta
+		} else {
+			choice["text"] = word
+		}
+		if !send(choice) {
+			return
+		}
+	}
+	final := map[string]any{"index": 0, "finish_reason": "stop"}
+	if chat {
+		final["delta"] = map[string]any{}
+	} else {
+		final["text"] = ""
+	}
+	if send(final) {
+		fmt.Fprint(w, "data: [DONE]\n\n")
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+}
+
+func (s *server) embeddings(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Input any `json:"input"`
+	}
+	if !readJSON(w, r, &req) {
+		return
+	}
+	var inputs []string
+	switch x := req.Input.(type) {
+	case string:
+		inputs = []string{x}
+	case []any:
+		for _, v := range x {
+			inputs = append(inputs, text(v))
+		}
+	default:
+		writeError(w, 400, "input must be a string or a list of strings")
+		return
+	}
+	data := make([]any, len(inputs))
+	for i, in := range inputs {
+		sum := sha256.Sum256([]byte(in))
+		vec := make([]float64, embeddingDims)
+		for j := range vec {
+			vec[j] = float64(sum[j])/255*2 - 1
+		}
+		data[i] = map[string]any{"object": "embedding", "index": i, "embedding": vec}
+	}
+	writeJSON(w, 200, map[string]any{"object": "list", "data": data, "model": s.model, "usage": map[string]int{"prompt_tokens": len(inputs), "total_tokens": len(inputs)}})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, map[string]any{"error": map[string]any{"message": msg, "type": "invalid_request_error", "code": nil}})
+}
