@@ -81,7 +81,7 @@ func proxyConfig(cfg *config.Config) proxy.Config {
 }
 
 func adopterConfig(cfg *config.Config) runtime.AdopterConfig {
-	var ac runtime.AdopterConfig
+	ac := runtime.AdopterConfig{Interval: cfg.Inference.ProbeInterval.D}
 	for _, in := range cfg.Inference.Instances {
 		ac.Instances = append(ac.Instances, runtime.AdoptedInstance{
 			Role: in.Role, Kind: runtime.Kind(in.Runtime), URL: in.URL, Model: in.Model,

@@ -25,7 +25,7 @@ func Default() *Config {
 			MaxInflightPerPeer: DefaultMaxInflightPerPeer,
 			MaxInflightTotal:   DefaultMaxInflightTotal,
 		},
-		Inference: Inference{Limits: Limits{
+		Inference: Inference{ProbeInterval: Duration{D: 5 * time.Second}, Limits: Limits{
 			MaxBodyBytes:     DefaultMaxBodyBytes,
 			MeshMaxBodyBytes: DefaultMeshMaxBodyBytes,
 			MaxResponseBytes: DefaultMaxResponseBytes,

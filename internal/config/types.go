@@ -67,6 +67,9 @@ type Inference struct {
 	Roles     []Role     `yaml:"roles"`
 	Instances []Instance `yaml:"instances"`
 	Limits    Limits     `yaml:"limits"`
+	// ProbeInterval is how often adopted instances are probed; an
+	// instance that goes down stops resolving within one interval.
+	ProbeInterval Duration `yaml:"probe_interval"`
 }
 
 // Limits bounds the loopback inference proxy. Every value must be positive.

@@ -232,6 +232,7 @@ func (v *validator) inference(adminPort int) {
 			insts[k] = base
 		}
 	}
+	v.positive("inference.probe_interval", inf.ProbeInterval)
 	l := inf.Limits
 	v.intRange("inference.limits.max_body_bytes", l.MaxBodyBytes, MaxBodyLimit)
 	v.intRange("inference.limits.mesh_max_body_bytes", l.MeshMaxBodyBytes, MaxBodyLimit)

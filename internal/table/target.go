@@ -1,5 +1,7 @@
 package table
 
+import "fmt"
+
 // TargetKind says where a resolved role is served.
 type TargetKind int
 
@@ -25,6 +27,19 @@ func (k TargetKind) String() string {
 // MarshalText encodes the kind as its String form, for status JSON.
 func (k TargetKind) MarshalText() ([]byte, error) {
 	return []byte(k.String()), nil
+}
+
+// UnmarshalText decodes the String form, so status JSON reads back.
+func (k *TargetKind) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "local":
+		*k = TargetLocal
+	case "remote":
+		*k = TargetRemote
+	default:
+		return fmt.Errorf("unknown target kind %q", b)
+	}
+	return nil
 }
 
 // Target is where a request for a role goes right now.

@@ -3,11 +3,14 @@ package main
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -217,7 +220,8 @@ func (s *server) complete(w http.ResponseWriter, r *http.Request, chat bool) {
 
 func (s *server) embeddings(w http.ResponseWriter, r *http.Request) {
 	var req struct {
-		Input any `json:"input"`
+		Input          any    `json:"input"`
+		EncodingFormat string `json:"encoding_format"`
 	}
 	if !readJSON(w, r, &req) {
 		return
@@ -237,11 +241,20 @@ func (s *server) embeddings(w http.ResponseWriter, r *http.Request) {
 	data := make([]any, len(inputs))
 	for i, in := range inputs {
 		sum := sha256.Sum256([]byte(in))
-		vec := make([]float64, embeddingDims)
+		vec := make([]float32, embeddingDims)
 		for j := range vec {
-			vec[j] = float64(sum[j])/255*2 - 1
+			vec[j] = float32(sum[j])/255*2 - 1
 		}
-		data[i] = map[string]any{"object": "embedding", "index": i, "embedding": vec}
+		var emb any = vec
+		if req.EncodingFormat == "base64" {
+			// As OpenAI does: little-endian float32s, base64-encoded.
+			raw := make([]byte, 0, 4*len(vec))
+			for _, f := range vec {
+				raw = binary.LittleEndian.AppendUint32(raw, math.Float32bits(f))
+			}
+			emb = base64.StdEncoding.EncodeToString(raw)
+		}
+		data[i] = map[string]any{"object": "embedding", "index": i, "embedding": emb}
 	}
 	writeJSON(w, 200, map[string]any{"object": "list", "data": data, "model": s.model, "usage": map[string]int{"prompt_tokens": len(inputs), "total_tokens": len(inputs)}})
 }
