@@ -1,0 +1,107 @@
+package mesh
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// StreamKind is the first byte of every mesh stream: it names the
+// exchange the stream carries.
+type StreamKind byte
+
+// The stream kinds. Values are part of the wire protocol; never reuse one.
+const (
+	KindAdvert   StreamKind = 1 // advertisements, sender to receiver
+	KindInfer    StreamKind = 2 // one forwarded inference request
+	KindCtl      StreamKind = 3 // one workload.ctl call
+	KindArtifact StreamKind = 4 // package artifact fetch during place
+)
+
+// String names the kind for metrics labels.
+func (k StreamKind) String() string {
+	switch k {
+	case KindAdvert:
+		return "advert"
+	case KindInfer:
+		return "infer"
+	case KindCtl:
+		return "ctl"
+	case KindArtifact:
+		return "artifact"
+	default:
+		return "unknown"
+	}
+}
+
+// FrameType is the first byte of a frame; each stream kind defines its own.
+type FrameType byte
+
+// FrameHeaderSize is the size of a frame header: type (1 byte), then the
+// payload length (4 bytes, big endian).
+const FrameHeaderSize = 5
+
+// MaxFrameSize bounds a frame payload on every stream kind; a stream kind
+// may set a lower bound of its own.
+const MaxFrameSize = 1 << 20
+
+var (
+	// ErrFrameTooLarge is returned by ReadFrame for a declared length
+	// above the caller's bound, before anything is allocated.
+	ErrFrameTooLarge = errors.New("mesh frame exceeds the size bound")
+	// ErrTruncatedFrame is returned when the stream ends inside a frame.
+	ErrTruncatedFrame = errors.New("mesh stream ended inside a frame")
+)
+
+// WriteFrame writes one frame. Payloads above MaxFrameSize are refused;
+// callers split bodies into frames of at most MaxFrameSize.
+func WriteFrame(w io.Writer, t FrameType, payload []byte) error {
+	if len(payload) > MaxFrameSize {
+		return fmt.Errorf("write frame: %d bytes: %w", len(payload), ErrFrameTooLarge)
+	}
+	var hdr [FrameHeaderSize]byte
+	hdr[0] = byte(t)
+	binary.BigEndian.PutUint32(hdr[1:], uint32(len(payload)))
+	// One write when small keeps a frame in one QUIC STREAM frame.
+	if len(payload) <= 4096 {
+		buf := make([]byte, 0, FrameHeaderSize+len(payload))
+		buf = append(append(buf, hdr[:]...), payload...)
+		_, err := w.Write(buf)
+		return err
+	}
+	if _, err := w.Write(hdr[:]); err != nil {
+		return err
+	}
+	_, err := w.Write(payload)
+	return err
+}
+
+// ReadFrame reads one frame whose payload is at most max bytes (max is
+// clamped to MaxFrameSize). It returns io.EOF only at a clean frame
+// boundary, ErrTruncatedFrame inside a frame, and ErrFrameTooLarge, before
+// allocating, when the declared length exceeds max.
+func ReadFrame(r io.Reader, max int) (FrameType, []byte, error) {
+	if max <= 0 || max > MaxFrameSize {
+		max = MaxFrameSize
+	}
+	var hdr [FrameHeaderSize]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return 0, nil, ErrTruncatedFrame
+		}
+		return 0, nil, err
+	}
+	n := binary.BigEndian.Uint32(hdr[1:])
+	if uint64(n) > uint64(max) {
+		return 0, nil, fmt.Errorf("frame of %d bytes, bound %d: %w", n, max, ErrFrameTooLarge)
+	}
+	payload := make([]byte, n)
+	if _, err := io.ReadFull(r, payload); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			return 0, nil, ErrTruncatedFrame
+		}
+		return 0, nil, err
+	}
+	return FrameType(hdr[0]), payload, nil
+}
