@@ -21,11 +21,15 @@ if ! command -v promtool >/dev/null; then
 	echo "test-deps: installing promtool (Debian package prometheus)"
 	apt_install prometheus
 fi
+if ! command -v curl >/dev/null; then
+	echo "test-deps: installing curl"
+	apt_install curl
+fi
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
 	echo "test-deps: installing nodejs and npm"
 	apt_install nodejs npm
 fi
 if [ ! -f test/e2e/node_modules/openai/package.json ]; then
 	echo "test-deps: installing the openai npm client into test/e2e"
-	(cd test/e2e && npm install --no-audit --no-fund --loglevel=error >/dev/null)
+	(cd test/e2e && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
 fi

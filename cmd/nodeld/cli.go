@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/nodeld/nodeld/internal/config"
 )
@@ -134,11 +133,8 @@ func cmdConfigCheck(args []string, stdout, stderr io.Writer) error {
 		path = pos[0]
 	}
 	if _, err := config.Load(path); err != nil {
-		// Every problem on its own line, then the status.
-		fmt.Fprintf(stderr, "%s: invalid config:\n", path)
-		for _, line := range strings.Split(err.Error(), "\n") {
-			fmt.Fprintf(stderr, "  %s\n", line)
-		}
+		// Every problem on its own line (the error names the file).
+		fmt.Fprintln(stderr, err)
 		return errSilent(2)
 	}
 	fmt.Fprintf(stdout, "%s: ok\n", path)
