@@ -1,0 +1,168 @@
+package facts
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nodeld/nodeld/internal/identity"
+)
+
+// SourceOptions tune a Source. Zero values take the defaults.
+type SourceOptions struct {
+	// TTL is the lifetime of signed facts; DefaultTTL when zero.
+	TTL time.Duration
+	// MaxProbeAge is how long probed facts are reused before the next
+	// probe; DefaultMaxProbeAge when zero.
+	MaxProbeAge time.Duration
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+// Source serves this node's facts, probing at most once per MaxProbeAge
+// and signing every answer with a fresh seq. It is what describe calls.
+type Source struct {
+	deps   ProbeDeps
+	key    ed25519.PrivateKey
+	id     string
+	labels map[string]string
+	seq    *SeqStore
+	ttl    time.Duration
+	maxAge time.Duration
+	now    func() time.Time
+
+	// probeSem (capacity 1) lets one caller probe at a time while the
+	// others wait, or give up when their ctx ends.
+	probeSem chan struct{}
+
+	// mu guards cached, probedAt and have. It is never held across a
+	// probe.
+	mu       sync.Mutex
+	cached   Facts
+	probedAt time.Time
+	have     bool
+}
+
+// NewSource validates its arguments and returns a Source. It probes
+// nothing until the first call.
+func NewSource(deps ProbeDeps, key ed25519.PrivateKey, labels map[string]string, seq *SeqStore, opts SourceOptions) (*Source, error) {
+	var errs []error
+	if err := deps.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if len(key) != ed25519.PrivateKeySize {
+		errs = append(errs, fmt.Errorf("private key has %d bytes, want %d", len(key), ed25519.PrivateKeySize))
+	}
+	if err := ValidateLabels(labels); err != nil {
+		errs = append(errs, err)
+	}
+	if seq == nil {
+		errs = append(errs, errors.New("seq store is nil"))
+	}
+	if opts.TTL == 0 {
+		opts.TTL = DefaultTTL
+	}
+	if opts.TTL < MinTTL || opts.TTL > MaxTTL || opts.TTL%time.Second != 0 {
+		errs = append(errs, fmt.Errorf("%w: %s is not whole seconds within %s..%s", ErrInvalidTTL, opts.TTL, MinTTL, MaxTTL))
+	}
+	if opts.MaxProbeAge == 0 {
+		opts.MaxProbeAge = DefaultMaxProbeAge
+	}
+	if opts.MaxProbeAge < 0 {
+		errs = append(errs, fmt.Errorf("max probe age %s is negative", opts.MaxProbeAge))
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("new facts source: %w", err)
+	}
+	return &Source{
+		deps:     deps,
+		key:      key,
+		id:       identity.NodeID(key.Public().(ed25519.PublicKey)),
+		labels:   maps.Clone(labels),
+		seq:      seq,
+		ttl:      opts.TTL,
+		maxAge:   opts.MaxProbeAge,
+		now:      opts.Now,
+		probeSem: make(chan struct{}, 1),
+	}, nil
+}
+
+// Facts returns this node's facts, probing again when the cached ones are
+// older than MaxProbeAge. The result is the caller's to modify.
+func (s *Source) Facts(ctx context.Context) (Facts, error) {
+	f, err := s.facts(ctx)
+	if err != nil {
+		return Facts{}, err
+	}
+	return f.clone(), nil
+}
+
+// Signed returns this node's facts signed with the node key, with the
+// next seq from the SeqStore and the Source's TTL.
+func (s *Source) Signed(ctx context.Context) (Signed, error) {
+	f, err := s.facts(ctx)
+	if err != nil {
+		return Signed{}, err
+	}
+	seq, err := s.seq.Next()
+	if err != nil {
+		return Signed{}, fmt.Errorf("sign facts: %w", err)
+	}
+	return Sign(s.key, f, seq, s.now(), s.ttl)
+}
+
+// facts returns the cached facts, shared: callers must not modify them.
+func (s *Source) facts(ctx context.Context) (Facts, error) {
+	if f, ok := s.fresh(); ok {
+		return f, nil
+	}
+	select {
+	case s.probeSem <- struct{}{}:
+	case <-ctx.Done():
+		return Facts{}, ctx.Err()
+	}
+	defer func() { <-s.probeSem }()
+	// Another caller may have probed while this one waited.
+	if f, ok := s.fresh(); ok {
+		return f, nil
+	}
+	f, err := Probe(ctx, s.deps, s.labels)
+	if err != nil {
+		return Facts{}, fmt.Errorf("probe facts: %w", err)
+	}
+	f.NodeID = s.id
+	s.mu.Lock()
+	s.cached, s.probedAt, s.have = f, s.now(), true
+	s.mu.Unlock()
+	return f, nil
+}
+
+// fresh returns the cached facts when they are younger than maxAge. A
+// clock that went backwards makes them stale.
+func (s *Source) fresh() (Facts, bool) {
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.have {
+		return Facts{}, false
+	}
+	age := now.Sub(s.probedAt)
+	return s.cached, age >= 0 && age < s.maxAge
+}
+
+// clone deep-copies f.
+func (f Facts) clone() Facts {
+	f.GPUs = slices.Clone(f.GPUs)
+	f.Runtimes = slices.Clone(f.Runtimes)
+	f.Labels = maps.Clone(f.Labels)
+	f.Notes = slices.Clone(f.Notes)
+	return f
+}
