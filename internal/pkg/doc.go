@@ -1,0 +1,71 @@
+// Package pkg reads, builds, signs and verifies nodeld workload packages,
+// and keeps the node's revocation list.
+//
+// # Packages
+//
+// A package is a directory holding manifest.json, manifest.sig and the
+// files the manifest lists. manifest.json (Manifest) names the package
+// (id, version), its kind (inference, with the role it serves, or
+// service), its runtime (process, llama.cpp, ollama or mlx-lm, with
+// command, args, env, model or model_file and an optional health path),
+// one or more variants (requirements: arch, os, gpu, runtimes; resources:
+// mem_bytes, vram_bytes, cpu_millis) and every file with its size,
+// SHA-256 and exec bit. The design brief's "mode" is the boolean "exec":
+// packages carry no other permission bits.
+//
+// manifest.sig is {"signatures":[{"key": hex, "sig": hex}]}: ed25519
+// signatures by publisher keys over "nodeld.pkg.manifest.v1\x00" followed
+// by the exact bytes of manifest.json. The manifest is never
+// re-marshalled to be verified, and it is parsed only after a signature
+// by a trust anchor verified over the bytes as read. A package's artifact
+// hash is the SHA-256 of manifest.json (ManifestHash).
+//
+// The publisher's workflow (nodeld package keygen|sign|verify) is
+// GenerateKey, Build (fill files[] from the directory and write the
+// manifest), Sign, VerifyDir.
+//
+// # Invariants
+//
+//   - Decoding is strict and bounded: unknown fields, duplicate keys and
+//     trailing data are errors; every size and count is bounded by a
+//     constant in limits.go and checked before the bytes are read.
+//   - Listed paths are relative, clean, slash-separated, without "..",
+//     backslashes, colons or control characters, unique, never a
+//     directory of another listed path, and never manifest.json or
+//     manifest.sig. VerifyDir opens them through an os.Root and refuses
+//     any symbolic link on their way, so nothing outside the directory is
+//     ever read. Unlisted files are ignored; runtimes use listed files
+//     only.
+//   - A package verifies only when a trust anchor signed it, every listed
+//     file has its listed size and SHA-256 (hashed streaming), and no
+//     subject it names is revoked: its id, any key with a valid signature
+//     in manifest.sig (anchor or not), its manifest hash, any file's hash.
+//   - Refusals are *VerifyError with a stable Code (bad_signature,
+//     untrusted_signer, bad_manifest, file_missing, file_size, file_hash,
+//     path_escape, too_large, revoked, bad_notice).
+//
+// # Revocations
+//
+// Revocations is <data_dir>/revocations.json (mode 0600, written to a
+// temp file, fsynced, renamed, directory fsynced). It holds subjects
+// (package id, signer key, artifact hash), a generation counter, and the
+// last sequence number applied from each controller's signed notices. An
+// unreadable or undecodable file is an error, never an empty list. Adding
+// a revocation takes effect in memory even when the file cannot be
+// written (the error is returned); lifting one takes effect only once
+// written. Controllers sign notices (SignNotice) over
+// "nodeld.pkg.revocation.v1\x00" followed by the exact payload bytes;
+// VerifyNotice accepts them only from configured controller keys, and
+// ApplyNotice only with a sequence number above the last applied from
+// that controller, so replaying an old notice neither revives nor lifts
+// a revocation. Subscribe signals changes so the host can tear down
+// running instances that carry a newly revoked subject (CheckVerified).
+//
+// # Concurrency
+//
+// Package functions are safe for concurrent use. *Revocations is safe
+// for concurrent use: readers take a mutex that is never held across
+// I/O; mutations are serialised by a second mutex held across the file
+// write, so the file and memory advance in the same order and a reader
+// never waits for a disk. The package starts no goroutines.
+package pkg

@@ -1,0 +1,515 @@
+package pkg
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// File names inside a package directory.
+const (
+	ManifestFile  = "manifest.json"
+	SignatureFile = "manifest.sig"
+)
+
+// SchemaVersion is the only manifest schema this package reads.
+const SchemaVersion = 1
+
+// Package kinds.
+const (
+	KindInference = "inference"
+	KindService   = "service"
+)
+
+// Runtime types.
+const (
+	RuntimeProcess  = "process"
+	RuntimeLlamaCpp = "llama.cpp"
+	RuntimeOllama   = "ollama"
+	RuntimeMLXLM    = "mlx-lm"
+)
+
+// Manifest is the decoded manifest.json of a package. It is only ever
+// decoded from the exact bytes that were signed; it is never re-marshalled
+// to be verified.
+type Manifest struct {
+	// Schema is SchemaVersion.
+	Schema int `json:"schema"`
+	// ID names the package: 1 to MaxTokenLen of a-z 0-9 . _ -.
+	ID string `json:"id"`
+	// Version is a semver-like token: 1 to MaxTokenLen of A-Z a-z 0-9 . _ + -,
+	// starting with a letter or digit.
+	Version string `json:"version"`
+	// Kind is KindInference or KindService.
+	Kind string `json:"kind"`
+	// Runtime says how the package is run.
+	Runtime Runtime `json:"runtime"`
+	// Role is the inference role an instance serves; required for
+	// KindInference, empty for KindService.
+	Role string `json:"role,omitempty"`
+	// Variants are the alternative ways to place the package (at least
+	// one), each with its requirements and resources.
+	Variants []Variant `json:"variants"`
+	// Files lists every file of the package with its size and SHA-256.
+	Files []File `json:"files"`
+}
+
+// Runtime says how a package is run.
+type Runtime struct {
+	// Type is RuntimeProcess, RuntimeLlamaCpp, RuntimeOllama or
+	// RuntimeMLXLM.
+	Type string `json:"type"`
+	// Command is the program: a listed file (relative path) or an absolute
+	// path on the host. Required for process; optional for llama.cpp and
+	// mlx-lm (the host then uses its own llama-server or mlx_lm.server);
+	// not allowed for ollama.
+	Command string `json:"command,omitempty"`
+	// Args are passed to Command. Expanding any placeholders in them is
+	// the host's business.
+	Args []string `json:"args,omitempty"`
+	// Env is added to the process environment.
+	Env map[string]string `json:"env,omitempty"`
+	// ModelFile is a listed file holding the model: required for
+	// llama.cpp (a GGUF file), optional for mlx-lm.
+	ModelFile string `json:"model_file,omitempty"`
+	// Model names a model the runtime fetches or already holds (an Ollama
+	// model name, an mlx-lm Hugging Face repository); required for ollama,
+	// and for mlx-lm when ModelFile is empty.
+	Model string `json:"model,omitempty"`
+	// Health, when set, says how to probe a started instance.
+	Health *Health `json:"health,omitempty"`
+}
+
+// Health says how to probe an instance.
+type Health struct {
+	// Path is the HTTP path probed with GET, starting with "/".
+	Path string `json:"path"`
+}
+
+// Variant is one way of placing a package.
+type Variant struct {
+	// Name is a token unique within the manifest.
+	Name string `json:"name"`
+	// Requires are hard constraints on the node.
+	Requires Requires `json:"requires"`
+	// Resources are what an instance reserves on the node.
+	Resources Resources `json:"resources"`
+}
+
+// Requires are a variant's hard constraints. An empty list means any.
+type Requires struct {
+	// Arch lists acceptable CPU architectures (GOARCH names).
+	Arch []string `json:"arch,omitempty"`
+	// OS lists acceptable operating systems (GOOS names).
+	OS []string `json:"os,omitempty"`
+	// GPU requires a GPU when true.
+	GPU bool `json:"gpu,omitempty"`
+	// Runtimes lists runtimes that must be found on the node.
+	Runtimes []string `json:"runtimes,omitempty"`
+}
+
+// Resources are what an instance of a variant reserves.
+type Resources struct {
+	MemBytes  uint64 `json:"mem_bytes,omitempty"`
+	VRAMBytes uint64 `json:"vram_bytes,omitempty"`
+	CPUMillis uint64 `json:"cpu_millis,omitempty"`
+}
+
+// File is one file of a package.
+type File struct {
+	// Path is relative to the package directory, slash-separated and
+	// clean.
+	Path string `json:"path"`
+	// Size is the exact size in bytes.
+	Size int64 `json:"size"`
+	// SHA256 is the lower-case hex SHA-256 of the content.
+	SHA256 string `json:"sha256"`
+	// Exec marks an executable file (installed 0755 rather than 0644).
+	Exec bool `json:"exec,omitempty"`
+}
+
+// ParseManifest decodes and validates manifest bytes. It does not check
+// signatures; see VerifyManifest. Errors are *VerifyError with code
+// CodeTooLarge or CodeBadManifest.
+func ParseManifest(data []byte) (*Manifest, error) {
+	if len(data) > MaxManifestBytes {
+		return nil, verr(CodeTooLarge, "manifest has %d bytes, limit %d", len(data), MaxManifestBytes)
+	}
+	var m Manifest
+	if err := decodeStrict(data, &m); err != nil {
+		return nil, &VerifyError{Code: CodeBadManifest, Detail: "decode manifest: " + err.Error(), Err: err}
+	}
+	if err := m.Validate(); err != nil {
+		return nil, &VerifyError{Code: CodeBadManifest, Detail: err.Error(), Err: err}
+	}
+	return &m, nil
+}
+
+// ManifestHash returns the lower-case hex SHA-256 of manifest bytes: the
+// package's artifact hash, which names it in place requests and in
+// revocations.
+func ManifestHash(manifestBytes []byte) string {
+	sum := sha256.Sum256(manifestBytes)
+	return hex.EncodeToString(sum[:])
+}
+
+// File returns the listed file with path p.
+func (m *Manifest) File(p string) (File, bool) {
+	for _, f := range m.Files {
+		if f.Path == p {
+			return f, true
+		}
+	}
+	return File{}, false
+}
+
+// Variant returns the variant named name.
+func (m *Manifest) Variant(name string) (Variant, bool) {
+	for _, v := range m.Variants {
+		if v.Name == name {
+			return v, true
+		}
+	}
+	return Variant{}, false
+}
+
+// TotalSize returns the sum of the listed files' sizes.
+func (m *Manifest) TotalSize() int64 {
+	var n int64
+	for _, f := range m.Files {
+		n += f.Size
+	}
+	return n
+}
+
+// Validate checks the manifest statically and reports every problem at
+// once.
+func (m *Manifest) Validate() error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+
+	if m.Schema != SchemaVersion {
+		add("schema: %d is not supported, want %d", m.Schema, SchemaVersion)
+	}
+	if !validToken(m.ID) {
+		add("id: %q is not 1 to %d of a-z 0-9 . _ -", clip(m.ID), MaxTokenLen)
+	}
+	if !validVersion(m.Version) {
+		add("version: %q is not 1 to %d of A-Z a-z 0-9 . _ + - starting with a letter or digit", clip(m.Version), MaxTokenLen)
+	}
+	switch m.Kind {
+	case KindInference:
+		if !validToken(m.Role) {
+			add("role: %q is not a role name (1 to %d of a-z 0-9 . _ -); an inference package needs one", clip(m.Role), MaxTokenLen)
+		}
+	case KindService:
+		if m.Role != "" {
+			add("role: a service package serves no role")
+		}
+	default:
+		add("kind: %q is not %q or %q", clip(m.Kind), KindInference, KindService)
+	}
+
+	// Files first, so the runtime can refer to them.
+	files := map[string]File{}
+	if len(m.Files) > MaxFiles {
+		add("files: %d files, limit %d", len(m.Files), MaxFiles)
+	} else {
+		var total int64
+		dirs := map[string]string{}
+		for i, f := range m.Files {
+			base := "files[" + strconv.Itoa(i) + "]"
+			if err := validFilePath(f.Path); err != nil {
+				add("%s.path: %v", base, err)
+				continue
+			}
+			if _, dup := files[f.Path]; dup {
+				add("%s.path: duplicate %q", base, f.Path)
+				continue
+			}
+			files[f.Path] = f
+			for d := path.Dir(f.Path); d != "."; d = path.Dir(d) {
+				dirs[d] = f.Path
+			}
+			if f.Size < 0 || f.Size > MaxFileSize {
+				add("%s.size: %d is not 0 to %d", base, f.Size, int64(MaxFileSize))
+			} else {
+				total += f.Size
+			}
+			if !validSHA256(f.SHA256) {
+				add("%s.sha256: not 64 lower-case hex characters", base)
+			}
+		}
+		for _, p := range slices.Sorted(maps.Keys(files)) {
+			if under, ok := dirs[p]; ok {
+				add("files: %q is listed as a file and is a directory of %q", p, under)
+			}
+		}
+		if total > MaxTotalSize {
+			add("files: total size %d, limit %d", total, int64(MaxTotalSize))
+		}
+	}
+
+	m.Runtime.validate(files, add)
+
+	if len(m.Variants) == 0 {
+		add("variants: at least one variant is needed")
+	}
+	if len(m.Variants) > MaxVariants {
+		add("variants: %d variants, limit %d", len(m.Variants), MaxVariants)
+	} else {
+		names := map[string]bool{}
+		for i, v := range m.Variants {
+			base := "variants[" + strconv.Itoa(i) + "]"
+			if !validToken(v.Name) {
+				add("%s.name: %q is not 1 to %d of a-z 0-9 . _ -", base, clip(v.Name), MaxTokenLen)
+			} else if names[v.Name] {
+				add("%s.name: duplicate %q", base, v.Name)
+			}
+			names[v.Name] = true
+			checkList(base+".requires.arch", v.Requires.Arch, add)
+			checkList(base+".requires.os", v.Requires.OS, add)
+			checkList(base+".requires.runtimes", v.Requires.Runtimes, add)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (r *Runtime) validate(files map[string]File, add func(string, ...any)) {
+	listed := func(field, p string, exec bool) {
+		if err := validFilePath(p); err != nil {
+			add("runtime.%s: %v", field, err)
+			return
+		}
+		f, ok := files[p]
+		if !ok {
+			add("runtime.%s: %q is not a listed file", field, p)
+			return
+		}
+		if exec && !f.Exec {
+			add("runtime.%s: %q is not marked exec", field, p)
+		}
+	}
+	command := func(required bool) {
+		switch {
+		case r.Command == "":
+			if required {
+				add("runtime.command: required for runtime %q", r.Type)
+			}
+		case len(r.Command) > MaxCommandLen || !printable(r.Command):
+			add("runtime.command: longer than %d or not printable", MaxCommandLen)
+		case strings.HasPrefix(r.Command, "/"):
+			if path.Clean(r.Command) != r.Command {
+				add("runtime.command: %q is not a clean absolute path", r.Command)
+			}
+		default:
+			listed("command", r.Command, true)
+		}
+	}
+	switch r.Type {
+	case RuntimeProcess:
+		command(true)
+		if r.ModelFile != "" {
+			listed("model_file", r.ModelFile, false)
+		}
+	case RuntimeLlamaCpp:
+		command(false)
+		if r.ModelFile == "" {
+			add("runtime.model_file: required for runtime %q", r.Type)
+		} else {
+			listed("model_file", r.ModelFile, false)
+		}
+	case RuntimeOllama:
+		if r.Command != "" {
+			add("runtime.command: not allowed for runtime %q (the node's ollama serves it)", r.Type)
+		}
+		if r.ModelFile != "" {
+			add("runtime.model_file: not allowed for runtime %q", r.Type)
+		}
+		if r.Model == "" {
+			add("runtime.model: required for runtime %q", r.Type)
+		}
+	case RuntimeMLXLM:
+		command(false)
+		if r.ModelFile != "" {
+			listed("model_file", r.ModelFile, false)
+		} else if r.Model == "" {
+			add("runtime.model: runtime %q needs model or model_file", r.Type)
+		}
+	default:
+		add("runtime.type: %q is not one of %s, %s, %s, %s", clip(r.Type), RuntimeProcess, RuntimeLlamaCpp, RuntimeOllama, RuntimeMLXLM)
+	}
+	if len(r.Model) > MaxCommandLen || !printable(r.Model) {
+		add("runtime.model: longer than %d or not printable", MaxCommandLen)
+	}
+	if len(r.Args) > MaxArgs {
+		add("runtime.args: %d arguments, limit %d", len(r.Args), MaxArgs)
+	} else {
+		for i, a := range r.Args {
+			if len(a) > MaxArgLen || !utf8.ValidString(a) || strings.ContainsRune(a, 0) {
+				add("runtime.args[%d]: longer than %d, not UTF-8 or holds NUL", i, MaxArgLen)
+			}
+		}
+	}
+	if len(r.Env) > MaxEnv {
+		add("runtime.env: %d variables, limit %d", len(r.Env), MaxEnv)
+	} else {
+		for _, k := range slices.Sorted(maps.Keys(r.Env)) {
+			v := r.Env[k]
+			if !validEnvKey(k) {
+				add("runtime.env: %q is not a variable name ([A-Za-z_][A-Za-z0-9_]*, at most %d)", clip(k), MaxEnvKeyLen)
+			}
+			if len(v) > MaxEnvValueLen || !utf8.ValidString(v) || strings.ContainsRune(v, 0) {
+				add("runtime.env[%q]: value longer than %d, not UTF-8 or holds NUL", clip(k), MaxEnvValueLen)
+			}
+		}
+	}
+	if r.Health != nil {
+		p := r.Health.Path
+		if len(p) > MaxHealthPathLen || !strings.HasPrefix(p, "/") || !printable(p) || strings.ContainsAny(p, " ?#") {
+			add("runtime.health.path: %q is not an absolute URL path of at most %d printable characters", clip(p), MaxHealthPathLen)
+		}
+	}
+}
+
+func checkList(field string, list []string, add func(string, ...any)) {
+	if len(list) > MaxListLen {
+		add("%s: %d entries, limit %d", field, len(list), MaxListLen)
+		return
+	}
+	seen := map[string]bool{}
+	for _, s := range list {
+		if !validToken(s) {
+			add("%s: %q is not 1 to %d of a-z 0-9 . _ -", field, clip(s), MaxTokenLen)
+		} else if seen[s] {
+			add("%s: duplicate %q", field, s)
+		}
+		seen[s] = true
+	}
+}
+
+// validFilePath reports why p is not an acceptable listed file path: it
+// must be relative, slash-separated, clean, free of "..", backslashes,
+// control characters and colons, and must not name the manifest or its
+// signature.
+func validFilePath(p string) error {
+	switch {
+	case p == "":
+		return errors.New("empty path")
+	case len(p) > MaxPathLen:
+		return fmt.Errorf("path longer than %d", MaxPathLen)
+	case !utf8.ValidString(p):
+		return errors.New("path is not UTF-8")
+	case strings.HasPrefix(p, "/"):
+		return fmt.Errorf("%q is absolute", p)
+	case strings.ContainsAny(p, "\\:"):
+		return fmt.Errorf("%q holds a backslash or colon", p)
+	case path.Clean(p) != p || p == ".":
+		return fmt.Errorf("%q is not a clean path", p)
+	}
+	for _, r := range p {
+		if r < 0x20 || r == 0x7f {
+			return fmt.Errorf("%q holds a control character", p)
+		}
+	}
+	parts := strings.Split(p, "/")
+	if len(parts) > MaxPathDepth {
+		return fmt.Errorf("%q is deeper than %d", p, MaxPathDepth)
+	}
+	for _, part := range parts {
+		if part == ".." {
+			return fmt.Errorf("%q leaves the package directory", p)
+		}
+	}
+	if p == ManifestFile || p == SignatureFile {
+		return fmt.Errorf("%q is reserved", p)
+	}
+	return nil
+}
+
+// validToken reports whether s is 1 to MaxTokenLen of a-z 0-9 . _ - and
+// not "." or "..", the rule config uses for role names.
+func validToken(s string) bool {
+	if len(s) == 0 || len(s) > MaxTokenLen || s == "." || s == ".." {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		b := s[i]
+		if !(b >= 'a' && b <= 'z' || b >= '0' && b <= '9' || b == '.' || b == '_' || b == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func validVersion(s string) bool {
+	if len(s) == 0 || len(s) > MaxTokenLen || !isAlnum(s[0]) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		b := s[i]
+		if !(isAlnum(b) || b == '.' || b == '_' || b == '+' || b == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func isAlnum(b byte) bool {
+	return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9'
+}
+
+func validEnvKey(k string) bool {
+	if len(k) == 0 || len(k) > MaxEnvKeyLen || k[0] >= '0' && k[0] <= '9' {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		b := k[i]
+		if !(isAlnum(b) || b == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// validSHA256 reports whether s is 64 lower-case hex characters.
+func validSHA256(s string) bool { return validHex(s, sha256.Size) }
+
+func validHex(s string, n int) bool {
+	if len(s) != 2*n {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		b := s[i]
+		if !(b >= '0' && b <= '9' || b >= 'a' && b <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// printable reports whether s is printable ASCII.
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// clip shortens untrusted strings quoted in error messages.
+func clip(s string) string {
+	const n = 80
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
