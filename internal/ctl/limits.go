@@ -1,0 +1,96 @@
+package ctl
+
+import "time"
+
+// Protocol constants of workload.ctl (reference section 2.1). Changing a
+// wire value breaks compatibility between nodes.
+const (
+	// Version is the only request and response version accepted.
+	Version = 1
+
+	// RequestDomain is prefixed, then a NUL byte, to every signed request
+	// payload so a signature over a request can never pass as a response,
+	// or as any other signed nodeld object.
+	RequestDomain = "nodeld.ctl.request.v1"
+	// ResponseDomain is the same for responses.
+	ResponseDomain = "nodeld.ctl.response.v1"
+
+	// WildcardTarget addresses any node; only describe may use it.
+	WildcardTarget = "*"
+
+	// MaxSkew is how far in the future issued_at_ms may lie.
+	MaxSkew = 30 * time.Second
+	// MaxLifetime bounds expires_at_ms - issued_at_ms.
+	MaxLifetime = 300 * time.Second
+	// DefaultTTL is the lifetime a Client gives its requests: below
+	// MaxLifetime so that a little skew between clocks is tolerated.
+	DefaultTTL = 290 * time.Second
+
+	// CallTimeout is the deadline callers give ordinary calls.
+	CallTimeout = 20 * time.Second
+	// PlaceTimeout is the deadline for place and load, which include the
+	// package fetch.
+	PlaceTimeout = 280 * time.Second
+	// RescheduleTimeout is the deadline for a reschedule's place.
+	RescheduleTimeout = 60 * time.Second
+)
+
+// Size and count bounds. Every one is checked before the memory it guards
+// is allocated.
+const (
+	// MaxRequestPayloadBytes bounds a signed request payload.
+	MaxRequestPayloadBytes = 256 << 10
+	// MaxResponsePayloadBytes bounds a signed response payload.
+	MaxResponsePayloadBytes = 4 << 20
+
+	// envelopeOverheadBytes covers the JSON of an envelope around its
+	// base64 payload: field names, the hex key and the hex signature.
+	envelopeOverheadBytes = 512
+
+	// MaxRequestBytes bounds a request message on the wire (the JSON
+	// envelope with its base64 payload). Serve stops reading beyond it.
+	MaxRequestBytes = (MaxRequestPayloadBytes+2)/3*4 + envelopeOverheadBytes
+	// MaxResponseBytes bounds a response message on the wire.
+	MaxResponseBytes = (MaxResponsePayloadBytes+2)/3*4 + envelopeOverheadBytes
+
+	// MaxNonces is the nonce guard's capacity.
+	MaxNonces = 8192
+
+	// NonceHexLen is the length of a nonce: 16 random bytes in lower hex.
+	NonceHexLen = 32
+	// DecisionIDHexLen is the length of a decision id: a 32-byte chain
+	// hash in lower hex.
+	DecisionIDHexLen = 64
+
+	// MaxMethodBytes bounds a method name; longer names are refused
+	// without being echoed.
+	MaxMethodBytes = 64
+	// MaxReasonBytes bounds a refusal reason; longer reasons are cut on a
+	// UTF-8 boundary by NewRefusal.
+	MaxReasonBytes = 512
+
+	// UnauthRefusalsPerWindow is how many refusals of unauthenticated
+	// requests a host chains per UnauthRefusalWindow.
+	UnauthRefusalsPerWindow = 16
+	// UnauthRefusalWindow is the fixed window of that budget.
+	UnauthRefusalWindow = time.Minute
+)
+
+// Bounds of method parameters (params.go).
+const (
+	// MaxNameBytes bounds a package id, version or variant.
+	MaxNameBytes = 64
+	// MaxInstanceIDBytes bounds an instance id.
+	MaxInstanceIDBytes = 160
+	// MaxManifestBytes bounds the manifest.json carried by place.
+	MaxManifestBytes = 64 << 10
+	// MaxManifestSigBytes bounds the manifest.sig carried by place.
+	MaxManifestSigBytes = 16 << 10
+	// MaxInstanceConfigBytes bounds the instance config carried by place.
+	MaxInstanceConfigBytes = 32 << 10
+	// DefaultStopGrace is the grace a stop gives an instance before it is
+	// killed, when the request names none.
+	DefaultStopGrace = 2 * time.Second
+	// MaxStopGrace caps the grace a stop may ask for.
+	MaxStopGrace = 60 * time.Second
+)
