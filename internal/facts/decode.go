@@ -149,6 +149,9 @@ func parseGPULine(line []byte) (GPU, bool) {
 	if n < 5 {
 		return GPU{}, false
 	}
+	// The name is the raw text between the first field and the last
+	// three, so commas and spaces inside it are kept as reported.
+	name := strings.TrimSpace(strings.Join(fields[1:n-3], ","))
 	for i := range fields {
 		fields[i] = strings.TrimSpace(fields[i])
 	}
@@ -171,7 +174,6 @@ func parseGPULine(line []byte) (GPU, bool) {
 	if !ok {
 		return GPU{}, false
 	}
-	name := strings.Join(fields[1:n-3], ",")
 	return GPU{
 		Index:          idx,
 		Name:           truncateUTF8(name, MaxGPUNameBytes),
