@@ -147,7 +147,11 @@ func ParseManifest(data []byte) (*Manifest, error) {
 		return nil, &VerifyError{Code: CodeBadManifest, Detail: "decode manifest: " + err.Error(), Err: err}
 	}
 	if err := m.Validate(); err != nil {
-		return nil, &VerifyError{Code: CodeBadManifest, Detail: err.Error(), Err: err}
+		code := CodeBadManifest
+		if errors.Is(err, errPathEscape) {
+			code = CodePathEscape
+		}
+		return nil, &VerifyError{Code: code, Detail: err.Error(), Err: err}
 	}
 	return &m, nil
 }
@@ -227,7 +231,7 @@ func (m *Manifest) Validate() error {
 		for i, f := range m.Files {
 			base := "files[" + strconv.Itoa(i) + "]"
 			if err := validFilePath(f.Path); err != nil {
-				add("%s.path: %v", base, err)
+				add("%s.path: %w", base, err)
 				continue
 			}
 			if _, dup := files[f.Path]; dup {
@@ -285,7 +289,7 @@ func (m *Manifest) Validate() error {
 func (r *Runtime) validate(files map[string]File, add func(string, ...any)) {
 	listed := func(field, p string, exec bool) {
 		if err := validFilePath(p); err != nil {
-			add("runtime.%s: %v", field, err)
+			add("runtime.%s: %w", field, err)
 			return
 		}
 		f, ok := files[p]
@@ -395,6 +399,10 @@ func checkList(field string, list []string, add func(string, ...any)) {
 	}
 }
 
+// errPathEscape marks a listed path that would leave the package
+// directory; ParseManifest reports it as CodePathEscape.
+var errPathEscape = errors.New("path leaves the package directory")
+
 // validFilePath reports why p is not an acceptable listed file path: it
 // must be relative, slash-separated, clean, free of "..", backslashes,
 // control characters and colons, and must not name the manifest or its
@@ -408,9 +416,11 @@ func validFilePath(p string) error {
 	case !utf8.ValidString(p):
 		return errors.New("path is not UTF-8")
 	case strings.HasPrefix(p, "/"):
-		return fmt.Errorf("%q is absolute", p)
+		return fmt.Errorf("%q is absolute: %w", p, errPathEscape)
 	case strings.ContainsAny(p, "\\:"):
 		return fmt.Errorf("%q holds a backslash or colon", p)
+	case slices.Contains(strings.Split(p, "/"), ".."):
+		return fmt.Errorf("%q: %w", p, errPathEscape)
 	case path.Clean(p) != p || p == ".":
 		return fmt.Errorf("%q is not a clean path", p)
 	}
@@ -422,11 +432,6 @@ func validFilePath(p string) error {
 	parts := strings.Split(p, "/")
 	if len(parts) > MaxPathDepth {
 		return fmt.Errorf("%q is deeper than %d", p, MaxPathDepth)
-	}
-	for _, part := range parts {
-		if part == ".." {
-			return fmt.Errorf("%q leaves the package directory", p)
-		}
 	}
 	if p == ManifestFile || p == SignatureFile {
 		return fmt.Errorf("%q is reserved", p)
