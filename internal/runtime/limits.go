@@ -47,3 +47,97 @@ const (
 	// when the config gives none.
 	DefaultProbeTimeout = 2 * time.Second
 )
+
+// Bounds of managed runtimes (managed.go, process.go, logs.go, netproc.go,
+// supervise.go). A managed server's output and the kernel tables read to
+// police it are bounded like any other untrusted input.
+const (
+	// DefaultLogCap is the bytes of each output stream (stdout, stderr)
+	// kept from a managed process's last run when the Spec gives none: the
+	// last DefaultLogCap bytes, older output is dropped.
+	DefaultLogCap = 256 << 10
+
+	// maxLogCap caps Spec.LogCap.
+	maxLogCap = 4 << 20
+
+	// maxSpecArgs caps the arguments of a managed command (including the
+	// ones nodeld adds for llama.cpp and mlx-lm).
+	maxSpecArgs = 64
+
+	// maxSpecArgBytes caps one argument, after substitution.
+	maxSpecArgBytes = 4096
+
+	// maxSpecEnv caps the environment variables a Spec sets.
+	maxSpecEnv = 64
+
+	// maxEnvKeyBytes caps an environment variable name.
+	maxEnvKeyBytes = 128
+
+	// maxEnvValueBytes caps an environment variable value.
+	maxEnvValueBytes = 4096
+
+	// maxPathBytes caps Spec.Dir, Spec.Command and Spec.ModelFile.
+	maxPathBytes = 4096
+
+	// DefaultStopGrace is how long Stop waits after SIGTERM before SIGKILL
+	// when given no grace.
+	DefaultStopGrace = 2 * time.Second
+
+	// maxStopGrace caps the grace Stop waits.
+	maxStopGrace = 60 * time.Second
+
+	// DefaultStartTimeout bounds Start's wait for a server's health when the
+	// Spec gives none; loading a large model can take minutes.
+	DefaultStartTimeout = 5 * time.Minute
+
+	// maxStartTimeout caps Spec.StartTimeout.
+	maxStartTimeout = 30 * time.Minute
+
+	// startPollInterval is the pause between health checks while Start
+	// waits for a server to come up.
+	startPollInterval = 100 * time.Millisecond
+
+	// outputDrainTimeout bounds the wait for a process's output pipes to
+	// reach EOF after its group was killed (a descendant that left the group
+	// could hold them open forever).
+	outputDrainTimeout = 2 * time.Second
+
+	// maxProcNetBytes caps the bytes read from /proc/net/tcp or tcp6.
+	maxProcNetBytes = 16 << 20
+
+	// maxProcNetLines caps the socket lines decoded from one such file.
+	maxProcNetLines = 1 << 17
+
+	// maxProcsScanned caps the /proc entries scanned for a process group.
+	maxProcsScanned = 1 << 16
+
+	// maxFDsScanned caps the descriptors inspected per process.
+	maxFDsScanned = 1 << 16
+
+	// maxProcStatBytes caps the bytes read from one /proc/<pid>/stat.
+	maxProcStatBytes = 4096
+
+	// maxRestartsBound caps RestartPolicy.Max.
+	maxRestartsBound = 100
+
+	// DefaultHealthInterval is the Supervisor's health poll interval when
+	// its config gives none.
+	DefaultHealthInterval = 10 * time.Second
+
+	// minHealthInterval is the shortest health interval accepted.
+	minHealthInterval = 10 * time.Millisecond
+
+	// DefaultMissLimit is how many failed health checks in a row make a
+	// running instance unhealthy when the config gives none.
+	DefaultMissLimit = 3
+
+	// maxMissLimit caps SupervisorConfig.MissLimit.
+	maxMissLimit = 100
+
+	// ollamaLoadTimeout bounds the request that loads a model into Ollama.
+	ollamaLoadTimeout = 15 * time.Minute
+
+	// maxOllamaBodyBytes caps the request body sent to Ollama (a model
+	// name and two fixed fields).
+	maxOllamaBodyBytes = 4096
+)

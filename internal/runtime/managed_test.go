@@ -1,0 +1,265 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/zap/zaptest"
+)
+
+// testDeadline bounds every wait in these tests.
+const testDeadline = 20 * time.Second
+
+// waitFor polls cond until it holds or testDeadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.NewTimer(testDeadline)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-deadline.C:
+			t.Fatalf("timed out waiting for %s", what)
+		case <-tick.C:
+		}
+	}
+}
+
+// recvExit waits for a run's end.
+func recvExit(t *testing.T, ch <-chan ExitStatus) ExitStatus {
+	t.Helper()
+	select {
+	case st := <-ch:
+		return st
+	case <-time.After(testDeadline):
+		t.Fatal("timed out waiting for the run to end")
+		return ExitStatus{}
+	}
+}
+
+func newTestManaged(t *testing.T, spec Spec) *Managed {
+	t.Helper()
+	m, err := NewManaged(spec, ManagedDeps{Logger: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatalf("NewManaged: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := m.Stop(context.Background(), 100*time.Millisecond); err != nil {
+			t.Errorf("cleanup stop: %v", err)
+		}
+	})
+	return m
+}
+
+func echoSpec(t *testing.T, listenHost string) Spec {
+	return Spec{
+		Kind:       KindProcess,
+		Dir:        t.TempDir(),
+		Command:    needEchoLLM(t),
+		Args:       []string{"--listen", listenHost + ":{port}", "--model", "echo-test"},
+		HealthPath: "/health",
+	}
+}
+
+func TestManagedProcessEchoLLM(t *testing.T) {
+	m := newTestManaged(t, echoSpec(t, "127.0.0.1"))
+	ctx := context.Background()
+	if err := m.Start(ctx); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if !m.Alive() || m.PID() <= 0 {
+		t.Fatalf("Alive %v PID %d after Start", m.Alive(), m.PID())
+	}
+	if err := m.Start(ctx); !errors.Is(err, ErrAlreadyStarted) {
+		t.Errorf("second Start: %v, want ErrAlreadyStarted", err)
+	}
+	if h, err := m.Health(ctx); h != HealthUp || err != nil {
+		t.Fatalf("Health = %s, %v; want up", h, err)
+	}
+	base, ok := m.Endpoint()
+	if !ok || !strings.HasPrefix(base, "http://127.0.0.1:") {
+		t.Fatalf("Endpoint = %q, %v", base, ok)
+	}
+	resp, err := NewProbeClient(time.Second).Get(base + "/v1/models")
+	if err != nil {
+		t.Fatalf("GET /v1/models: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"echo-test"`) {
+		t.Errorf("GET /v1/models = %d %s", resp.StatusCode, body)
+	}
+
+	exit := m.Wait()
+	if err := m.Stop(ctx, 10*time.Second); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	st := recvExit(t, exit)
+	if diff := cmp.Diff(ExitStatus{Code: 0, Stopped: true}, st, cmpExit); diff != "" {
+		t.Errorf("exit status (-want +got):\n%s", diff)
+	}
+	if m.Alive() {
+		t.Error("Alive after Stop")
+	}
+	if _, ok := m.Endpoint(); ok {
+		t.Error("Endpoint ok after Stop")
+	}
+	_, stderr := m.Logs()
+	want := "echo-llm: serving echo-test on " + base
+	if !strings.Contains(string(stderr), want) {
+		t.Errorf("stderr %q lacks %q", stderr, want)
+	}
+	// The last status is available after the end.
+	if got := recvExit(t, m.Wait()); got.Code != 0 || !got.Stopped {
+		t.Errorf("Wait after the end = %+v", got)
+	}
+	if h, err := m.Health(ctx); h != HealthDown || !errors.Is(err, ErrNotRunning) {
+		t.Errorf("Health after Stop = %s, %v", h, err)
+	}
+}
+
+// cmpExit compares exit statuses without their time and wait error.
+var cmpExit = cmp.Comparer(func(a, b ExitStatus) bool {
+	a.At, b.At, a.Err, b.Err = time.Time{}, time.Time{}, nil, nil
+	return a == b
+})
+
+func TestManagedStopKillsProcessGroup(t *testing.T) {
+	// The shell and its background child both ignore SIGTERM.
+	m := newTestManaged(t, Spec{
+		Kind:    KindProcess,
+		Dir:     t.TempDir(),
+		Command: "/bin/sh",
+		Args:    []string{"-c", `trap "" TERM; sleep 60 & echo "child $!"; wait`},
+	})
+	ctx := context.Background()
+	if err := m.Start(ctx); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	var child int
+	waitFor(t, "the child's pid on stdout", func() bool {
+		out, _ := m.Logs()
+		f := strings.Fields(string(out))
+		if len(f) == 2 && f[0] == "child" {
+			child, _ = strconv.Atoi(f[1])
+		}
+		return child > 0
+	})
+	exit := m.Wait()
+	if err := m.Stop(ctx, 200*time.Millisecond); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	st := recvExit(t, exit)
+	if diff := cmp.Diff(ExitStatus{Code: -1, Signal: syscall.SIGKILL, Stopped: true, Killed: true}, st, cmpExit); diff != "" {
+		t.Errorf("exit status (-want +got):\n%s", diff)
+	}
+	waitFor(t, "the child to be gone", func() bool { return gone(child) })
+}
+
+// gone reports whether pid no longer runs (absent, or a zombie waiting for
+// its new parent to reap it).
+func gone(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	return i >= 0 && strings.HasPrefix(string(b[i+1:]), " Z")
+}
+
+func TestManagedRefusesNonLoopbackListener(t *testing.T) {
+	// Binding 0.0.0.0 is local only; no traffic leaves the machine.
+	m := newTestManaged(t, echoSpec(t, "0.0.0.0"))
+	ctx := context.Background()
+	exit := m.Wait()
+	err := m.Start(ctx)
+	if !errors.Is(err, ErrNotLoopback) {
+		t.Fatalf("Start = %v, want ErrNotLoopback", err)
+	}
+	if m.Alive() {
+		t.Error("Alive after the refusal")
+	}
+	if st := recvExit(t, exit); !st.Stopped {
+		t.Errorf("exit %+v, want stopped", st)
+	}
+	if err := m.Start(ctx); !errors.Is(err, ErrNotLoopback) {
+		t.Errorf("Start after the refusal = %v, want ErrNotLoopback", err)
+	}
+}
+
+func TestManagedExitBeforeUp(t *testing.T) {
+	spec := echoSpec(t, "127.0.0.1")
+	spec.Args = append(spec.Args, "--no-such-flag")
+	m := newTestManaged(t, spec)
+	err := m.Start(context.Background())
+	if !errors.Is(err, ErrExited) {
+		t.Fatalf("Start = %v, want ErrExited", err)
+	}
+	_, stderr := m.Logs()
+	if !strings.Contains(string(stderr), "no-such-flag") {
+		t.Errorf("stderr %q does not name the bad flag", stderr)
+	}
+	if st := recvExit(t, m.Wait()); st.Code != 1 || st.Stopped {
+		t.Errorf("exit %+v, want code 1 not stopped", st)
+	}
+}
+
+func TestManagedLogsKeepTail(t *testing.T) {
+	m := newTestManaged(t, Spec{
+		Kind:    KindProcess,
+		Dir:     t.TempDir(),
+		Command: "/bin/sh",
+		// 1000 lines of "line N", then a marker on stderr; the cap keeps 64.
+		Args:   []string{"-c", `i=0; while [ $i -lt 1000 ]; do echo "line $i"; i=$((i+1)); done; echo done >&2; exit 0`},
+		LogCap: 64,
+		Env:    map[string]string{"UNUSED": "{port}"},
+	})
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	st := recvExit(t, m.Wait())
+	if st.Code != 0 {
+		t.Fatalf("exit %+v", st)
+	}
+	stdout, stderr := m.Logs()
+	if len(stdout) > 64 || !strings.HasSuffix(string(stdout), "line 999\n") {
+		t.Errorf("stdout tail %q (%d bytes)", stdout, len(stdout))
+	}
+	if string(stderr) != "done\n" {
+		t.Errorf("stderr %q", stderr)
+	}
+}
+
+func TestManagedEnvAndSubstitution(t *testing.T) {
+	dir := t.TempDir()
+	m := newTestManaged(t, Spec{
+		Kind:    KindProcess,
+		Dir:     dir,
+		Command: "/bin/sh",
+		Args:    []string{"-c", `echo "$NODELD_PORT {port} $A $PATH"; pwd; env | grep -c HOME= || true`},
+		Env:     map[string]string{"A": "{dir}"},
+		Port:    4321,
+	})
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	recvExit(t, m.Wait())
+	stdout, _ := m.Logs()
+	real, _ := filepath.EvalSymlinks(dir)
+	want := fmt.Sprintf("4321 4321 %s %s\n%s\n0\n", dir, defaultPath, real)
+	if diff := cmp.Diff(want, string(stdout)); diff != "" {
+		t.Errorf("stdout (-want +got):\n%s", diff)
+	}
+}
