@@ -1,0 +1,134 @@
+package mesh
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/nodeld/nodeld/internal/identity"
+)
+
+// Trust tiers a peer may be given by the operator.
+const (
+	TierDiscovered = "discovered"
+	TierPaired     = "paired"
+	TierPinned     = "pinned"
+)
+
+// PeerConfig is one configured peer.
+type PeerConfig struct {
+	// Name is an optional label allowlists may use instead of the id.
+	Name string
+	// Addr is the peer's mesh address, host:port (UDP).
+	Addr string
+	// Key is the peer's ed25519 public key as 64 hex characters; empty
+	// pins the first key seen at Addr (trust on first use).
+	Key string
+	// Tier is discovered, paired or pinned; empty is allowed.
+	Tier string
+}
+
+// Config is the mesh configuration.
+type Config struct {
+	// Listen is the UDP address the mesh binds for listening and dialing.
+	Listen string
+	// Keepalive is the keep-alive period; 0 means DefaultKeepalive. The
+	// idle timeout is IdleTimeoutFactor times it. A change applies to new
+	// links.
+	Keepalive time.Duration
+	// Peers are the configured peers: the only nodes ever admitted.
+	Peers []PeerConfig
+	// AdvertInterval is the advertisement period; 0 means
+	// DefaultAdvertInterval.
+	AdvertInterval time.Duration
+}
+
+func (c Config) keepalive() time.Duration {
+	if c.Keepalive <= 0 {
+		return DefaultKeepalive
+	}
+	return c.Keepalive
+}
+
+func (c Config) advertInterval() time.Duration {
+	if c.AdvertInterval <= 0 {
+		return DefaultAdvertInterval
+	}
+	return c.AdvertInterval
+}
+
+// Validate reports every static problem of c at once. self, when not nil,
+// is this node's public key: a peer may not carry it.
+func (c Config) Validate(self ed25519.PublicKey) error {
+	var errs []error
+	if _, err := splitHostPort(c.Listen); err != nil {
+		errs = append(errs, fmt.Errorf("mesh.listen %q: %w", c.Listen, err))
+	}
+	if c.Keepalive < 0 {
+		errs = append(errs, fmt.Errorf("mesh.keepalive %v is negative", c.Keepalive))
+	}
+	if c.AdvertInterval < 0 {
+		errs = append(errs, fmt.Errorf("mesh advert interval %v is negative", c.AdvertInterval))
+	}
+	if len(c.Peers) > MaxPeers {
+		errs = append(errs, fmt.Errorf("mesh.peers: %d peers, at most %d", len(c.Peers), MaxPeers))
+		return errors.Join(errs...)
+	}
+	names := map[string]int{}
+	addrs := map[string]int{}
+	keys := map[string]int{}
+	for i, p := range c.Peers {
+		where := fmt.Sprintf("mesh.peers[%d]", i)
+		if _, err := splitHostPort(p.Addr); err != nil {
+			errs = append(errs, fmt.Errorf("%s.addr %q: %w", where, p.Addr, err))
+		} else if j, dup := addrs[p.Addr]; dup {
+			errs = append(errs, fmt.Errorf("%s.addr %q repeats mesh.peers[%d]", where, p.Addr, j))
+		} else {
+			addrs[p.Addr] = i
+		}
+		if p.Name != "" {
+			if j, dup := names[p.Name]; dup {
+				errs = append(errs, fmt.Errorf("%s.name %q repeats mesh.peers[%d]", where, p.Name, j))
+			} else {
+				names[p.Name] = i
+			}
+		}
+		if p.Key != "" {
+			k, err := identity.ParsePublicKeyHex(p.Key)
+			switch {
+			case err != nil:
+				errs = append(errs, fmt.Errorf("%s.key: %w", where, err))
+			case self != nil && bytes.Equal(k, self):
+				errs = append(errs, fmt.Errorf("%s.key is this node's own key", where))
+			default:
+				if j, dup := keys[string(k)]; dup {
+					errs = append(errs, fmt.Errorf("%s.key repeats mesh.peers[%d]", where, j))
+				} else {
+					keys[string(k)] = i
+				}
+			}
+		}
+		switch p.Tier {
+		case "", TierDiscovered, TierPaired, TierPinned:
+		default:
+			errs = append(errs, fmt.Errorf("%s.tier %q is not discovered, paired or pinned", where, p.Tier))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func splitHostPort(addr string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", err
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 0 || n > 65535 {
+		return "", fmt.Errorf("bad port %q", port)
+	}
+	return host, nil
+}

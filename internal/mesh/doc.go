@@ -1,0 +1,65 @@
+// Package mesh is nodeld's node-to-node transport: QUIC links between
+// configured peers, mutually authenticated by their ed25519 node keys,
+// carrying one bidirectional stream per exchange.
+//
+// # Trust and admission
+//
+// Both sides present a self-signed certificate made from the node key
+// (TLS 1.3, ALPN "nodeld/1"); the peer's node id is derived from the key in
+// its certificate and nothing else. A key is admitted only when it is the
+// pinned key of a configured peer: the key given in config, or, for a peer
+// configured without one, the first key seen at its address (trust on
+// first use, persisted in <data_dir>/known_peers.json by temp file, fsync,
+// rename and directory fsync, mode 0600). Any other key is refused inside
+// the handshake (VerifyPeerCertificate), before a stream can exist; a
+// different key at a pinned address is refused and shown in Status until
+// the operator pins it in config. Refusals are counted and recorded in
+// the audit chain (KindPeerRefused) at most RefusalAuditBurst per
+// RefusalAuditWindow, then as a suppressed count.
+//
+// Inbound admission on first use needs the remote address during the
+// handshake: the listener's tls.Config.GetConfigForClient builds a
+// per-handshake config whose certificate check knows it. Listening and
+// dialing share one quic.Transport (one UDP socket), so a node's outbound
+// connections come from its mesh.listen address, the address its peers
+// have configured.
+//
+// # Links
+//
+// There is one link per peer, reused for every stream. When both sides
+// dial at once, both keep the connection dialed by the lower node id and
+// close the other with CodeDuplicate (a link arriving more than
+// DuplicateSettleWindow after the current one replaces it: the peer lost
+// the old one). Links keep alive (Config.Keepalive; idle timeout
+// IdleTimeoutFactor times it); a lost link is redialed with capped
+// exponential backoff and jitter. The stateless reset key is derived from
+// the node key, so a restarted node resets its peers' stale links.
+// Losing a link or removing a peer calls Table.RemoveNode for it, so its
+// roles stop resolving at once.
+//
+// # Streams
+//
+// A stream's first byte is its StreamKind; then come length-prefixed
+// frames (WriteFrame, ReadFrame). Malformed, oversized or unknown input
+// resets only that stream with a StreamCode* error code and is counted;
+// the link and the node carry on. KindAdvert is served by the mesh: one
+// frame (FrameAdverts) holding a JSON list of at most MaxAdvertsPerFrame
+// advertisements, handed to Table.IngestAdvertisement with the link's
+// verified node id as sender. Other kinds go to the Handler registered
+// with Handle, which owns the stream.
+//
+// Advertisements (the table's, filtered by the table's serving allowlist
+// when it has one, plus Deps.ExtraAdverts) are sent to each linked peer
+// when its link comes up, on every table change and every AdvertInterval.
+//
+// # Concurrency
+//
+// New starts nothing. Run binds the socket and owns every goroutine: the
+// accept loop, the advert loop, the OnPeersChanged notifier, one dial loop
+// per configured peer, and per link a stream-accept loop, an advert sender
+// and one goroutine per incoming stream (bounded by MaxStreamsPerPeer per
+// link). Run returns after closing every link and waiting for all of them.
+// All methods are safe for concurrent use; Handle should be called before
+// Run. Table, Auditor and OnPeersChanged are never called with the mesh's
+// locks held.
+package mesh

@@ -1,0 +1,49 @@
+package mesh
+
+import (
+	"errors"
+
+	"github.com/quic-go/quic-go"
+)
+
+var (
+	// ErrNoLink is returned by OpenStream when there is no live link to
+	// the node.
+	ErrNoLink = errors.New("no mesh link to the node")
+	// ErrListenChanged is returned by ApplyConfig for a new listen
+	// address: the socket is bound once, a restart applies it.
+	ErrListenChanged = errors.New("mesh listen address cannot change without a restart")
+	// ErrRefused is wrapped by handshake errors for a key that is not
+	// admitted.
+	ErrRefused = errors.New("peer key not admitted")
+)
+
+// Stream error codes, sent when the mesh resets a stream. Stable on the
+// wire: never reuse a value.
+const (
+	// StreamCodeMalformed: a frame or its payload could not be decoded.
+	StreamCodeMalformed quic.StreamErrorCode = 0x101
+	// StreamCodeTooLarge: a declared size exceeded its bound.
+	StreamCodeTooLarge quic.StreamErrorCode = 0x102
+	// StreamCodeUnknownKind: the kind byte names no stream kind.
+	StreamCodeUnknownKind quic.StreamErrorCode = 0x103
+	// StreamCodeNoHandler: the kind is known but this node serves no
+	// handler for it.
+	StreamCodeNoHandler quic.StreamErrorCode = 0x104
+	// StreamCodeTimeout: the peer did not send in time.
+	StreamCodeTimeout quic.StreamErrorCode = 0x105
+	// StreamCodeCancelled: the local side gave up (shutdown, context).
+	StreamCodeCancelled quic.StreamErrorCode = 0x106
+)
+
+// Connection (application) error codes, sent when the mesh closes a link.
+const (
+	// CodeShutdown: the node is stopping.
+	CodeShutdown quic.ApplicationErrorCode = 0x0
+	// CodeDuplicate: another link to the same peer was kept.
+	CodeDuplicate quic.ApplicationErrorCode = 0x1
+	// CodeRemoved: the peer was removed from the configuration.
+	CodeRemoved quic.ApplicationErrorCode = 0x2
+	// CodeNotAdmitted: the peer's key is not (or no longer) admitted.
+	CodeNotAdmitted quic.ApplicationErrorCode = 0x3
+)

@@ -1,0 +1,132 @@
+package mesh
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nodeld/nodeld/internal/identity"
+)
+
+// KnownPeersFile is the name of the trust-on-first-use pin file inside the
+// data directory.
+const KnownPeersFile = "known_peers.json"
+
+const knownPeersVersion = 1
+
+// knownPeer is one pin: the first key seen at a configured address.
+type knownPeer struct {
+	Addr     string    `json:"addr"`
+	Key      string    `json:"key"`
+	ID       string    `json:"id"`
+	PinnedAt time.Time `json:"pinned_at"`
+}
+
+type knownPeersDoc struct {
+	Version int         `json:"version"`
+	Peers   []knownPeer `json:"peers"`
+}
+
+// loadKnownPeers reads the pins, addr -> key. A missing file is empty.
+func loadKnownPeers(path string) (map[string]knownPeer, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return map[string]knownPeer{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open known peers: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxKnownPeersFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read known peers %s: %w", path, err)
+	}
+	if len(data) > MaxKnownPeersFileBytes {
+		return nil, fmt.Errorf("known peers %s exceeds %d bytes", path, MaxKnownPeersFileBytes)
+	}
+	return decodeKnownPeers(data)
+}
+
+func decodeKnownPeers(data []byte) (map[string]knownPeer, error) {
+	var doc knownPeersDoc
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&doc); err != nil {
+		return nil, fmt.Errorf("decode known peers: %w", err)
+	}
+	if doc.Version != knownPeersVersion {
+		return nil, fmt.Errorf("known peers version %d, want %d", doc.Version, knownPeersVersion)
+	}
+	out := make(map[string]knownPeer, len(doc.Peers))
+	for _, p := range doc.Peers {
+		k, err := identity.ParsePublicKeyHex(p.Key)
+		if err != nil {
+			return nil, fmt.Errorf("known peer %q: %w", p.Addr, err)
+		}
+		p.Key = hex.EncodeToString(k)
+		p.ID = identity.NodeID(k)
+		out[p.Addr] = p
+	}
+	return out, nil
+}
+
+// writeKnownPeers replaces the pin file atomically: temp file, fsync,
+// rename, directory fsync; mode 0600.
+func writeKnownPeers(path string, pins map[string]knownPeer) error {
+	doc := knownPeersDoc{Version: knownPeersVersion, Peers: make([]knownPeer, 0, len(pins))}
+	for _, p := range pins {
+		doc.Peers = append(doc.Peers, p)
+	}
+	slices.SortFunc(doc.Peers, func(a, b knownPeer) int { return strings.Compare(a.Addr, b.Addr) })
+	data, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode known peers: %w", err)
+	}
+	data = append(data, '\n')
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, KnownPeersFile+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("create known peers temp file: %w", err)
+	}
+	tmpName := tmp.Name()
+	ok := false
+	defer func() {
+		if !ok {
+			_ = tmp.Close()
+			_ = os.Remove(tmpName)
+		}
+	}()
+	if err := tmp.Chmod(0o600); err != nil {
+		return fmt.Errorf("chmod known peers temp file: %w", err)
+	}
+	if _, err := tmp.Write(data); err != nil {
+		return fmt.Errorf("write known peers temp file: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return fmt.Errorf("sync known peers temp file: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("close known peers temp file: %w", err)
+	}
+	if err := os.Rename(tmpName, path); err != nil {
+		return fmt.Errorf("rename known peers: %w", err)
+	}
+	ok = true
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("open data dir for sync: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync data dir: %w", err)
+	}
+	return nil
+}

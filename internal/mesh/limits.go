@@ -1,0 +1,61 @@
+package mesh
+
+import "time"
+
+// Bounds and timings the mesh enforces. Every size or count here is checked
+// before anything derived from the bounded input is allocated.
+const (
+	// ALPN is the only application protocol a mesh link speaks.
+	ALPN = "nodeld/1"
+
+	// DefaultKeepalive is the keep-alive period when Config.Keepalive is 0.
+	DefaultKeepalive = 15 * time.Second
+	// IdleTimeoutFactor times the keep-alive period is the idle timeout
+	// after which a silent link is dropped.
+	IdleTimeoutFactor = 3
+	// HandshakeTimeout bounds a QUIC handshake (idle time before it
+	// completes).
+	HandshakeTimeout = 5 * time.Second
+
+	// DefaultAdvertInterval is how often advertisements are re-sent to
+	// every connected peer when Config.AdvertInterval is 0.
+	DefaultAdvertInterval = 20 * time.Second
+	// AdvertSendTimeout bounds one advertisement exchange on one link.
+	AdvertSendTimeout = 10 * time.Second
+	// MaxAdvertFrameBytes bounds the one frame of an advert stream.
+	MaxAdvertFrameBytes = 256 << 10
+	// MaxAdvertsPerFrame bounds the advertisements in one advert frame.
+	MaxAdvertsPerFrame = 256
+
+	// MaxStreamsPerPeer is the most concurrent bidirectional streams a
+	// peer may open on its link (quic.Config.MaxIncomingStreams).
+	MaxStreamsPerPeer = 64
+	// StreamHeadTimeout bounds the wait for the kind byte of an incoming
+	// stream.
+	StreamHeadTimeout = 10 * time.Second
+
+	// BackoffBase is the first reconnect delay; it doubles per failed
+	// attempt up to BackoffMax, with jitter.
+	BackoffBase = 500 * time.Millisecond
+	// BackoffMax caps the reconnect delay.
+	BackoffMax = 30 * time.Second
+
+	// DuplicateSettleWindow: two links to the same peer established
+	// within this window are a simultaneous dial and settle on the one
+	// dialed by the lower node id. A new link arriving later than this
+	// after the current one means the peer lost the old link: the new one
+	// wins.
+	DuplicateSettleWindow = 5 * time.Second
+
+	// MaxPeers bounds the configured peers.
+	MaxPeers = 1024
+	// MaxKnownPeersFileBytes bounds known_peers.json when it is read.
+	MaxKnownPeersFileBytes = 1 << 20
+
+	// RefusalAuditBurst is the most refusals recorded in the audit chain
+	// (and logged) per RefusalAuditWindow; further ones are only counted
+	// and their number recorded once the window ends.
+	RefusalAuditBurst = 16
+	// RefusalAuditWindow is the window of RefusalAuditBurst.
+	RefusalAuditWindow = time.Minute
+)

@@ -1,0 +1,507 @@
+package mesh
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	"go.uber.org/zap"
+
+	"github.com/nodeld/nodeld/internal/table"
+)
+
+func (m *Mesh) acceptLoop(ctx context.Context, ln *quic.Listener) {
+	for {
+		conn, err := ln.Accept(ctx)
+		if err != nil {
+			return
+		}
+		m.adopt(conn, nil)
+	}
+}
+
+// preferNew decides between a peer's current link and a new one. A new
+// link arriving well after the current one means the peer lost the old
+// one: the new one wins. Within DuplicateSettleWindow both sides hold the
+// same two links and keep the one dialed by the lower node id; between two
+// links of the same dialer the newer wins.
+func preferNew(curDialer string, curUp time.Time, newDialer string, now time.Time, low string) bool {
+	if now.Sub(curUp) > DuplicateSettleWindow || curDialer == newDialer {
+		return true
+	}
+	return newDialer == low
+}
+
+func connKey(conn *quic.Conn) ed25519.PublicKey {
+	certs := conn.ConnectionState().TLS.PeerCertificates
+	if len(certs) == 0 {
+		return nil
+	}
+	k, _ := certs[0].PublicKey.(ed25519.PublicKey)
+	return k
+}
+
+// adopt makes a handshaken connection its peer's link, or closes it.
+// dialed is the peer dialed for an outbound connection, nil for an
+// accepted one. It reports whether the connection became the link.
+func (m *Mesh) adopt(conn *quic.Conn, dialed *peerEntry) bool {
+	key := connKey(conn)
+	m.mu.Lock()
+	p := dialed
+	if p == nil && key != nil {
+		p = m.peerByKeyLocked(key)
+	}
+	if m.closing || p == nil || key == nil || m.peers[p.cfg.Addr] != p || !p.key.Equal(key) {
+		m.mu.Unlock()
+		_ = conn.CloseWithError(CodeNotAdmitted, "not admitted")
+		return false
+	}
+	now := m.now()
+	self := m.ident.ID()
+	dialer := p.id
+	if dialed != nil {
+		dialer = self
+	}
+	low := min(self, p.id)
+	old := p.link
+	if old != nil && !preferNew(old.dialer, old.up, dialer, now, low) {
+		m.mu.Unlock()
+		m.met.handshakes.WithLabelValues(handshakeOK).Inc()
+		_ = conn.CloseWithError(CodeDuplicate, "duplicate link")
+		return false
+	}
+	l := &link{
+		conn: conn, peer: p, peerID: p.id, dialer: dialer, outbound: dialed != nil, up: now,
+		done: make(chan struct{}), kick: make(chan struct{}, 1),
+	}
+	if old != nil {
+		close(old.done)
+	}
+	p.link = l
+	p.state = StateConnected
+	p.lastErr = ""
+	m.updateGaugeLocked()
+	m.wg.Go(func() { m.serveLink(l) })
+	m.wg.Go(func() { m.advertSender(l) })
+	m.mu.Unlock()
+
+	m.met.handshakes.WithLabelValues(handshakeOK).Inc()
+	if old != nil {
+		_ = old.conn.CloseWithError(CodeDuplicate, "duplicate link")
+	}
+	m.log.Info("peer link up", zap.String("peer", l.peerID), zap.Stringer("addr", conn.RemoteAddr()),
+		zap.Bool("outbound", l.outbound))
+	l.poke()
+	return true
+}
+
+// serveLink accepts the link's streams until the connection ends, then
+// retires the link.
+func (m *Mesh) serveLink(l *link) {
+	m.mu.Lock()
+	runCtx := m.runCtx
+	m.mu.Unlock()
+	ctx, cancel := context.WithCancel(runCtx)
+	stop := context.AfterFunc(l.conn.Context(), cancel)
+	defer stop()
+	for {
+		s, err := l.conn.AcceptStream(ctx)
+		if err != nil {
+			break
+		}
+		m.wg.Go(func() { m.serveStream(ctx, l, s) })
+	}
+	cancel()
+	m.linkLost(l, context.Cause(l.conn.Context()))
+}
+
+// linkLost retires l when it is still its peer's link: its peer's
+// advertisements stop resolving at once and the dial loop reconnects.
+func (m *Mesh) linkLost(l *link, cause error) {
+	m.mu.Lock()
+	p := l.peer
+	current := m.peers[p.cfg.Addr] == p && p.link == l
+	if current {
+		p.link = nil
+		close(l.done)
+		p.state = StateReconnecting
+		p.lastErr = "link lost"
+		if cause != nil {
+			p.lastErr = "link lost: " + cause.Error()
+		}
+		m.updateGaugeLocked()
+	}
+	m.mu.Unlock()
+	if !current {
+		return
+	}
+	m.tbl.RemoveNode(l.peerID)
+	m.log.Info("peer link lost", zap.String("peer", l.peerID), zap.Error(cause))
+}
+
+// dialLoop keeps p linked: it dials while p has no link, with capped
+// exponential backoff and jitter between failures, and waits while it has
+// one.
+func (m *Mesh) dialLoop(ctx context.Context, p *peerEntry) {
+	attempt := 0
+	for {
+		m.mu.Lock()
+		l := p.link
+		m.mu.Unlock()
+		if l != nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-l.done:
+			}
+			if time.Since(l.up) > BackoffMax {
+				attempt = 0
+			}
+		} else {
+			err := m.dialOnce(ctx, p)
+			if ctx.Err() != nil {
+				return
+			}
+			if err == nil {
+				continue
+			}
+		}
+		if !sleepCtx(ctx, backoffDelay(attempt, m.rand())) {
+			return
+		}
+		attempt++
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// dialOnce dials p once; nil means p has a link now (this one or one that
+// won against it).
+func (m *Mesh) dialOnce(ctx context.Context, p *peerEntry) error {
+	m.mu.Lock()
+	ap, addr, tr, qconf := p.ap, p.cfg.Addr, m.tr, m.quicConfigLocked()
+	m.mu.Unlock()
+	if !ap.IsValid() {
+		resolved, err := resolveAddr(ctx, addr)
+		if err != nil {
+			m.met.handshakes.WithLabelValues(handshakeError).Inc()
+			m.setState(p, StateReconnecting, err.Error())
+			return err
+		}
+		ap = resolved
+		m.mu.Lock()
+		p.ap = ap
+		m.mu.Unlock()
+	}
+	refused := false
+	dctx, cancel := context.WithTimeout(ctx, 2*HandshakeTimeout)
+	defer cancel()
+	conn, err := tr.Dial(dctx, net.UDPAddrFromAddrPort(ap), m.clientTLS(p, &refused), qconf)
+	if err != nil {
+		if ctx.Err() != nil {
+			return err
+		}
+		state := StateReconnecting
+		if refused {
+			state = StateRefused
+		} else {
+			m.met.handshakes.WithLabelValues(handshakeError).Inc()
+		}
+		m.mu.Lock()
+		if m.peers[p.cfg.Addr] == p && p.link == nil {
+			p.state = state
+			if !refused || p.lastErr == "" {
+				p.lastErr = "dial: " + err.Error()
+			}
+			m.updateGaugeLocked()
+		}
+		m.mu.Unlock()
+		m.log.Debug("peer dial failed", zap.String("addr", addr), zap.Error(err))
+		return fmt.Errorf("dial %s: %w", addr, err)
+	}
+	m.adopt(conn, p)
+	m.mu.Lock()
+	linked := p.link != nil
+	m.mu.Unlock()
+	if !linked {
+		return fmt.Errorf("dial %s: link not kept", addr)
+	}
+	return nil
+}
+
+func resolveAddr(ctx context.Context, addr string) (netip.AddrPort, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("peer address %q: %w", addr, err)
+	}
+	pn, err := net.DefaultResolver.LookupPort(ctx, "udp", port)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("peer address %q: %w", addr, err)
+	}
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil || len(ips) == 0 {
+		return netip.AddrPort{}, fmt.Errorf("resolve peer address %q: %w", addr, err)
+	}
+	return normAddrPort(netip.AddrPortFrom(ips[0], uint16(pn))), nil
+}
+
+func resetStream(s *quic.Stream, code quic.StreamErrorCode) {
+	s.CancelRead(code)
+	s.CancelWrite(code)
+}
+
+// serveStream reads the kind byte of an incoming stream and dispatches it.
+func (m *Mesh) serveStream(ctx context.Context, l *link, s *quic.Stream) {
+	_ = s.SetReadDeadline(time.Now().Add(StreamHeadTimeout))
+	kind, err := readKind(s)
+	if err != nil {
+		code, result := StreamCodeMalformed, resultMalformed
+		var ne net.Error
+		switch {
+		case errors.Is(err, errUnknownKind):
+			code, result = StreamCodeUnknownKind, resultUnknownKind
+		case errors.As(err, &ne) && ne.Timeout():
+			code, result = StreamCodeTimeout, resultTimeout
+		}
+		resetStream(s, code)
+		m.met.stream(kind, result)
+		return
+	}
+	_ = s.SetReadDeadline(time.Time{})
+	if kind == KindAdvert {
+		m.receiveAdverts(l, s)
+		return
+	}
+	m.mu.Lock()
+	h := m.handlers[kind]
+	info := m.peerInfoLocked(l.peer)
+	m.mu.Unlock()
+	if h == nil {
+		resetStream(s, StreamCodeNoHandler)
+		m.met.stream(kind, resultNoHandler)
+		return
+	}
+	info.Addr = l.conn.RemoteAddr()
+	m.met.stream(kind, resultDispatched)
+	h(ctx, info, s)
+}
+
+var errUnknownKind = errors.New("unknown stream kind")
+
+// readKind reads the first byte of a stream: a known StreamKind or
+// errUnknownKind (with the unknown kind returned for the metric label).
+func readKind(r io.Reader) (StreamKind, error) {
+	var b [1]byte
+	if _, err := io.ReadFull(r, b[:]); err != nil {
+		return 0, err
+	}
+	k := StreamKind(b[0])
+	if k.String() == "unknown" {
+		return k, fmt.Errorf("kind %d: %w", b[0], errUnknownKind)
+	}
+	return k, nil
+}
+
+// receiveAdverts takes one advert frame from l's peer. The sender id is
+// the link's verified id, whatever the advertisements say.
+func (m *Mesh) receiveAdverts(l *link, s *quic.Stream) {
+	_ = s.SetReadDeadline(time.Now().Add(AdvertSendTimeout))
+	fail := func(code quic.StreamErrorCode, result string, err error) {
+		resetStream(s, code)
+		m.met.stream(KindAdvert, result)
+		m.log.Debug("advert stream refused", zap.String("peer", l.peerID), zap.Error(err))
+	}
+	typ, payload, err := ReadFrame(s, MaxAdvertFrameBytes)
+	switch {
+	case errors.Is(err, ErrFrameTooLarge):
+		fail(StreamCodeTooLarge, resultTooLarge, err)
+		return
+	case err != nil:
+		fail(StreamCodeMalformed, resultMalformed, err)
+		return
+	case typ != FrameAdverts:
+		fail(StreamCodeMalformed, resultMalformed, fmt.Errorf("frame type %d", typ))
+		return
+	}
+	ads, err := decodeAdverts(payload)
+	if errors.Is(err, errTooManyAdverts) {
+		fail(StreamCodeTooLarge, resultTooLarge, err)
+		return
+	}
+	if err != nil {
+		fail(StreamCodeMalformed, resultMalformed, err)
+		return
+	}
+	var one [1]byte
+	if n, err := s.Read(one[:]); n > 0 || !errors.Is(err, io.EOF) {
+		fail(StreamCodeMalformed, resultMalformed, fmt.Errorf("data after the advert frame: %v", err))
+		return
+	}
+	for _, ad := range ads {
+		m.tbl.IngestAdvertisement(l.peerID, ad)
+	}
+	_ = s.Close()
+	m.met.stream(KindAdvert, resultOK)
+}
+
+// advertSender sends l's peer a round of advertisements whenever poked,
+// one round at a time, until l is retired.
+func (m *Mesh) advertSender(l *link) {
+	for {
+		select {
+		case <-l.done:
+			return
+		case <-l.kick:
+		}
+		if err := m.sendAdverts(l); err != nil {
+			m.log.Debug("advertisements not sent", zap.String("peer", l.peerID), zap.Error(err))
+		}
+	}
+}
+
+func (m *Mesh) advertsFor(peerID, peerName string) []table.Advertisement {
+	all := m.tbl.Advertisements(m.now())
+	ads := all[:0:0]
+	pol, filter := m.tbl.(servePolicy)
+	for _, ad := range all {
+		if filter {
+			role, _ := strings.CutPrefix(ad.Name, table.ServicePrefix)
+			if !pol.MeshPeerAllowed(role, peerID) && (peerName == "" || !pol.MeshPeerAllowed(role, peerName)) {
+				continue
+			}
+		}
+		ads = append(ads, ad)
+	}
+	if m.extra != nil {
+		ads = append(ads, m.extra()...)
+	}
+	if len(ads) > MaxAdvertsPerFrame {
+		m.log.Warn("advertisements over the frame bound left out", zap.Int("count", len(ads)))
+		ads = ads[:MaxAdvertsPerFrame]
+	}
+	return ads
+}
+
+func (m *Mesh) sendAdverts(l *link) error {
+	m.mu.Lock()
+	runCtx, name := m.runCtx, l.peer.cfg.Name
+	m.mu.Unlock()
+	if runCtx == nil {
+		return nil
+	}
+	payload, err := encodeAdverts(m.advertsFor(l.peerID, name))
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(runCtx, AdvertSendTimeout)
+	defer cancel()
+	stop := context.AfterFunc(l.conn.Context(), cancel)
+	defer stop()
+	s, err := l.conn.OpenStreamSync(ctx)
+	if err != nil {
+		return fmt.Errorf("open advert stream: %w", err)
+	}
+	m.met.stream(KindAdvert, resultOpened)
+	deadline, _ := ctx.Deadline()
+	_ = s.SetDeadline(deadline)
+	if _, err := s.Write([]byte{byte(KindAdvert)}); err != nil {
+		resetStream(s, StreamCodeCancelled)
+		return fmt.Errorf("write advert stream: %w", err)
+	}
+	if err := WriteFrame(s, FrameAdverts, payload); err != nil {
+		resetStream(s, StreamCodeCancelled)
+		return fmt.Errorf("write advert frame: %w", err)
+	}
+	_ = s.Close()
+	// The receiver closes its side once it has taken the frame.
+	var one [1]byte
+	if n, err := s.Read(one[:]); n > 0 || !errors.Is(err, io.EOF) {
+		s.CancelRead(StreamCodeMalformed)
+		return fmt.Errorf("advert stream not acknowledged: %v", err)
+	}
+	return nil
+}
+
+// advertLoop pokes every link's advert sender on table changes and every
+// advert interval.
+func (m *Mesh) advertLoop(ctx context.Context) {
+	sub, unsub := m.tbl.Subscribe()
+	defer unsub()
+	m.mu.Lock()
+	interval := m.cfg.advertInterval()
+	m.mu.Unlock()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-sub:
+		case <-t.C:
+			m.flushRefusals()
+			m.mu.Lock()
+			if iv := m.cfg.advertInterval(); iv != interval {
+				interval = iv
+				t.Reset(iv)
+			}
+			m.mu.Unlock()
+		}
+		m.pokeAll()
+	}
+}
+
+func (m *Mesh) pokeAll() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, p := range m.peers {
+		if p.link != nil {
+			p.link.poke()
+		}
+	}
+}
+
+// OpenStream opens a stream of kind on the existing link to nodeID and
+// writes the kind byte. It never dials: without a live link it returns
+// ErrNoLink. The caller owns the stream.
+func (m *Mesh) OpenStream(ctx context.Context, nodeID string, kind StreamKind) (*quic.Stream, error) {
+	if kind == KindAdvert || kind.String() == "unknown" {
+		return nil, fmt.Errorf("open stream of kind %d: not a handler kind", kind)
+	}
+	m.mu.Lock()
+	var l *link
+	if p := m.peerByIDLocked(nodeID); p != nil {
+		l = p.link
+	}
+	m.mu.Unlock()
+	if l == nil {
+		return nil, fmt.Errorf("open %s stream to %s: %w", kind, nodeID, ErrNoLink)
+	}
+	s, err := l.conn.OpenStreamSync(ctx)
+	if err != nil {
+		m.met.stream(kind, resultError)
+		return nil, fmt.Errorf("open %s stream to %s: %w", kind, nodeID, err)
+	}
+	if _, err := s.Write([]byte{byte(kind)}); err != nil {
+		resetStream(s, StreamCodeCancelled)
+		m.met.stream(kind, resultError)
+		return nil, fmt.Errorf("open %s stream to %s: %w", kind, nodeID, err)
+	}
+	m.met.stream(kind, resultOpened)
+	return s, nil
+}

@@ -1,0 +1,615 @@
+package mesh
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/quic-go/quic-go"
+	"go.uber.org/zap"
+
+	"github.com/nodeld/nodeld/internal/identity"
+	"github.com/nodeld/nodeld/internal/table"
+)
+
+// AdvertTable is the part of the placement table the mesh uses.
+// *table.Table implements it.
+type AdvertTable interface {
+	Advertisements(now time.Time) []table.Advertisement
+	IngestAdvertisement(sender string, ad table.Advertisement) bool
+	RemoveNode(nodeID string)
+	Subscribe() (<-chan struct{}, func())
+}
+
+// servePolicy is implemented by a table that keeps serving allowlists
+// (*table.Table does): infer advertisements then go only to peers allowed
+// to use the role.
+type servePolicy interface {
+	MeshPeerAllowed(role, peer string) bool
+}
+
+// Auditor records an audit event. The chain implements it.
+type Auditor interface {
+	Record(source, kind string, payload any) error
+}
+
+var _ AdvertTable = (*table.Table)(nil)
+var _ servePolicy = (*table.Table)(nil)
+
+// Deps are the mesh's collaborators.
+type Deps struct {
+	// Identity is this node's key; required.
+	Identity *identity.Identity
+	// DataDir holds KnownPeersFile; required.
+	DataDir string
+	// Table receives peers' advertisements and provides this node's;
+	// required.
+	Table AdvertTable
+	// Audit records refusals and pins (source AuditSource); nil disables.
+	Audit Auditor
+	// Logger; nil logs nothing.
+	Logger *zap.Logger
+	// Registerer receives the metrics; nil registers none.
+	Registerer prometheus.Registerer
+	// Now is the clock for pins, refusal rate limits and advertisement
+	// stamps; nil means time.Now.
+	Now func() time.Time
+	// Rand returns jitter in [0, 1); nil means math/rand/v2.
+	Rand func() float64
+	// ExtraAdverts, when set, adds advertisements (the workload host's) to
+	// every advert frame, for every peer.
+	ExtraAdverts func() []table.Advertisement
+	// OnPeersChanged is called, never under the mesh's locks, when a TOFU
+	// pin or a config change alters the name -> id map, so the caller can
+	// re-apply allowlists that name peers.
+	OnPeersChanged func()
+}
+
+// AuditSource is the source of the mesh's audit records.
+const AuditSource = "mesh"
+
+// Audit record kinds.
+const (
+	// KindPeerRefused: a handshake was refused (RefusedEvent).
+	KindPeerRefused = "mesh.peer.refused"
+	// KindPeerRefusalsSuppressed: refusals over the rate limit
+	// (SuppressedEvent).
+	KindPeerRefusalsSuppressed = "mesh.peer.refused.suppressed"
+	// KindPeerPinned: a key was pinned on first use (PinnedEvent).
+	KindPeerPinned = "mesh.peer.pinned"
+)
+
+// RefusedEvent is the payload of KindPeerRefused.
+type RefusedEvent struct {
+	Key       string `json:"key,omitempty"`
+	Addr      string `json:"addr"`
+	Direction string `json:"direction"` // inbound | outbound
+	Reason    string `json:"reason"`
+	// Suppressed counts the refusals not recorded since the last record.
+	Suppressed int `json:"suppressed,omitempty"`
+}
+
+// SuppressedEvent is the payload of KindPeerRefusalsSuppressed.
+type SuppressedEvent struct {
+	Count int `json:"count"`
+}
+
+// PinnedEvent is the payload of KindPeerPinned.
+type PinnedEvent struct {
+	Addr string `json:"addr"`
+	Key  string `json:"key"`
+	ID   string `json:"id"`
+}
+
+// Where a peer's key came from.
+const (
+	PinnedFromConfig = "config"
+	PinnedFromTOFU   = "tofu"
+)
+
+// PeerInfo describes the verified peer of a link.
+type PeerInfo struct {
+	ID, Name, Tier string
+	Key            ed25519.PublicKey
+	Addr           net.Addr
+}
+
+// Handler serves one incoming stream of a kind. The kind byte is already
+// consumed; the handler owns the stream and must close or reset it. ctx
+// ends when the link closes or the mesh stops.
+type Handler func(ctx context.Context, peer PeerInfo, s *quic.Stream)
+
+type peerEntry struct {
+	cfg    PeerConfig
+	cfgKey ed25519.PublicKey // from config; nil for TOFU
+	ap     netip.AddrPort    // resolved address; invalid until known
+
+	key  ed25519.PublicKey // effective pinned key; nil until known
+	id   string
+	from string // PinnedFromConfig | PinnedFromTOFU | ""
+
+	state      string
+	lastErr    string
+	refusedKey string // hex of a different key seen at ap
+	link       *link
+	stop       context.CancelFunc // the dial loop; nil when not running
+}
+
+type link struct {
+	conn     *quic.Conn
+	peer     *peerEntry
+	peerID   string
+	dialer   string // node id of the side that dialed
+	outbound bool
+	up       time.Time
+	// done is closed, under Mesh.mu, when the link stops being its
+	// peer's link.
+	done chan struct{}
+	// kick (size 1) asks the link's advert sender for a round.
+	kick chan struct{}
+}
+
+func (l *link) poke() {
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Mesh is the node's QUIC mesh: admission, one link per peer, stream
+// dispatch and the advertisement exchange. See the package documentation.
+type Mesh struct {
+	ident     *identity.Identity
+	knownPath string
+	tbl       AdvertTable
+	audit     Auditor
+	log       *zap.Logger
+	met       *metrics
+	now       func() time.Time
+	rand      func() float64
+	extra     func() []table.Advertisement
+	onPeers   func()
+	cert      tls.Certificate
+	ready     chan struct{}
+	changed   chan struct{} // size 1: OnPeersChanged is due
+
+	// pinMu serialises admission decisions that may pin a key, so that
+	// known_peers.json is written in pin order. It is taken before mu,
+	// never while holding it, and is held across the pin file write.
+	pinMu sync.Mutex
+
+	// mu guards every field below.
+	mu       sync.Mutex
+	cfg      Config
+	peers    map[string]*peerEntry // by configured address
+	pins     map[string]knownPeer  // TOFU pins by configured address
+	handlers map[StreamKind]Handler
+	limiter  refusalLimiter
+	addr     net.Addr
+	tr       *quic.Transport
+	runCtx   context.Context // non-nil while Run runs
+	running  bool
+	closing  bool
+	wg       sync.WaitGroup // every goroutine Run starts, directly or not
+}
+
+// New validates cfg and deps and loads the TOFU pins. It binds nothing.
+func New(cfg Config, deps Deps) (*Mesh, error) {
+	if deps.Identity == nil {
+		return nil, errors.New("mesh: no identity")
+	}
+	if deps.Table == nil {
+		return nil, errors.New("mesh: no table")
+	}
+	if deps.DataDir == "" {
+		return nil, errors.New("mesh: no data directory")
+	}
+	if err := cfg.Validate(deps.Identity.PublicKey()); err != nil {
+		return nil, fmt.Errorf("mesh config: %w", err)
+	}
+	m := &Mesh{
+		ident:     deps.Identity,
+		knownPath: filepath.Join(deps.DataDir, KnownPeersFile),
+		tbl:       deps.Table,
+		audit:     deps.Audit,
+		log:       deps.Logger,
+		now:       deps.Now,
+		rand:      deps.Rand,
+		extra:     deps.ExtraAdverts,
+		onPeers:   deps.OnPeersChanged,
+		ready:     make(chan struct{}),
+		changed:   make(chan struct{}, 1),
+		cfg:       cfg,
+		peers:     make(map[string]*peerEntry),
+		handlers:  make(map[StreamKind]Handler),
+	}
+	if m.log == nil {
+		m.log = zap.NewNop()
+	}
+	m.log = m.log.Named("mesh")
+	if m.now == nil {
+		m.now = time.Now
+	}
+	if m.rand == nil {
+		m.rand = rand.Float64
+	}
+	pins, err := loadKnownPeers(m.knownPath)
+	if err != nil {
+		return nil, fmt.Errorf("mesh: %w", err)
+	}
+	m.pins = pins
+	cert, err := deps.Identity.TLSCertificate(m.now())
+	if err != nil {
+		return nil, fmt.Errorf("mesh certificate: %w", err)
+	}
+	m.cert = cert
+	for _, pc := range cfg.Peers {
+		m.peers[pc.Addr] = m.newPeerLocked(pc)
+	}
+	m.met = newMetrics(deps.Registerer)
+	m.updateGaugeLocked()
+	return m, nil
+}
+
+// newPeerLocked builds a peer entry; the config was validated.
+func (m *Mesh) newPeerLocked(pc PeerConfig) *peerEntry {
+	p := &peerEntry{cfg: pc, state: StateConnecting}
+	if pc.Key != "" {
+		p.cfgKey, _ = identity.ParsePublicKeyHex(pc.Key)
+		p.key, p.id, p.from = p.cfgKey, identity.NodeID(p.cfgKey), PinnedFromConfig
+	} else if pin, ok := m.pins[pc.Addr]; ok {
+		k, _ := identity.ParsePublicKeyHex(pin.Key)
+		p.key, p.id, p.from = k, identity.NodeID(k), PinnedFromTOFU
+	}
+	if ap, err := netip.ParseAddrPort(pc.Addr); err == nil {
+		p.ap = normAddrPort(ap)
+	}
+	return p
+}
+
+func normAddrPort(ap netip.AddrPort) netip.AddrPort {
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+}
+
+func addrPortOf(a net.Addr) netip.AddrPort {
+	if u, ok := a.(*net.UDPAddr); ok {
+		return normAddrPort(u.AddrPort())
+	}
+	if a == nil {
+		return netip.AddrPort{}
+	}
+	ap, err := netip.ParseAddrPort(a.String())
+	if err != nil {
+		return netip.AddrPort{}
+	}
+	return normAddrPort(ap)
+}
+
+// Ready is closed once the UDP socket is bound.
+func (m *Mesh) Ready() <-chan struct{} { return m.ready }
+
+// Addr is the bound UDP address; nil before Ready.
+func (m *Mesh) Addr() net.Addr {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.addr
+}
+
+// Handle registers the handler of a stream kind, replacing any earlier
+// one. It panics for KindAdvert (the mesh's own), an unknown kind or a nil
+// handler: those are wiring bugs.
+func (m *Mesh) Handle(kind StreamKind, h Handler) {
+	if kind == KindAdvert || kind.String() == "unknown" || h == nil {
+		panic(fmt.Sprintf("mesh: cannot register a handler for stream kind %d", kind))
+	}
+	m.mu.Lock()
+	m.handlers[kind] = h
+	m.mu.Unlock()
+}
+
+func (m *Mesh) statelessResetKey() *quic.StatelessResetKey {
+	// Derived from the node key so that after a restart this node resets
+	// the links a peer still holds to its previous run at once.
+	h := sha256.New()
+	h.Write([]byte("nodeld mesh stateless reset v1\x00"))
+	h.Write(m.ident.PrivateKey().Seed())
+	var k quic.StatelessResetKey
+	copy(k[:], h.Sum(nil))
+	return &k
+}
+
+func (m *Mesh) quicConfigLocked() *quic.Config {
+	ka := m.cfg.keepalive()
+	return &quic.Config{
+		HandshakeIdleTimeout:  HandshakeTimeout,
+		MaxIdleTimeout:        ka * IdleTimeoutFactor,
+		KeepAlivePeriod:       ka,
+		MaxIncomingStreams:    MaxStreamsPerPeer,
+		MaxIncomingUniStreams: -1,
+	}
+}
+
+// Run binds the socket, accepts and dials links and exchanges
+// advertisements until ctx ends. It then closes every link and returns nil
+// once every goroutine it started has returned.
+func (m *Mesh) Run(ctx context.Context) error {
+	m.mu.Lock()
+	if m.running {
+		m.mu.Unlock()
+		return errors.New("mesh: Run called twice")
+	}
+	m.running = true
+	listen := m.cfg.Listen
+	qconf := m.quicConfigLocked()
+	m.mu.Unlock()
+
+	laddr, err := net.ResolveUDPAddr("udp", listen)
+	if err != nil {
+		return fmt.Errorf("mesh listen %q: %w", listen, err)
+	}
+	uc, err := net.ListenUDP("udp", laddr)
+	if err != nil {
+		return fmt.Errorf("mesh listen %q: %w", listen, err)
+	}
+	tr := &quic.Transport{
+		Conn:              &countingConn{c: uc, m: m.met},
+		StatelessResetKey: m.statelessResetKey(),
+	}
+	ln, err := tr.Listen(m.serverTLS(), qconf)
+	if err != nil {
+		_ = tr.Close()
+		_ = uc.Close()
+		return fmt.Errorf("mesh listen %q: %w", listen, err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	m.mu.Lock()
+	m.tr = tr
+	m.addr = uc.LocalAddr()
+	m.runCtx = runCtx
+	for _, p := range m.peers {
+		m.startDialLocked(p)
+	}
+	m.wg.Go(func() { m.acceptLoop(runCtx, ln) })
+	m.wg.Go(func() { m.advertLoop(runCtx) })
+	m.wg.Go(func() { m.notifyLoop(runCtx) })
+	m.mu.Unlock()
+	close(m.ready)
+	m.log.Info("mesh listening", zap.Stringer("addr", uc.LocalAddr()), zap.String("node", m.ident.ID()))
+
+	<-ctx.Done()
+
+	m.mu.Lock()
+	m.closing = true
+	var links []*link
+	for _, p := range m.peers {
+		if p.link != nil {
+			links = append(links, p.link)
+		}
+	}
+	m.mu.Unlock()
+	for _, l := range links {
+		_ = l.conn.CloseWithError(CodeShutdown, "shutdown")
+	}
+	_ = ln.Close()
+	cancel()
+	_ = tr.Close()
+	m.wg.Wait()
+	_ = uc.Close()
+	m.mu.Lock()
+	m.runCtx = nil
+	m.mu.Unlock()
+	return nil
+}
+
+// startDialLocked starts p's dial loop while Run runs.
+func (m *Mesh) startDialLocked(p *peerEntry) {
+	if m.runCtx == nil || m.closing || p.stop != nil {
+		return
+	}
+	ctx, stop := context.WithCancel(m.runCtx)
+	p.stop = stop
+	m.wg.Go(func() { m.dialLoop(ctx, p) })
+}
+
+func (m *Mesh) notifyLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.changed:
+			if m.onPeers != nil {
+				m.onPeers()
+			}
+		}
+	}
+}
+
+func (m *Mesh) signalPeersChanged() {
+	select {
+	case m.changed <- struct{}{}:
+	default:
+	}
+}
+
+// nameIDsLocked is the name -> id map (by address for unnamed peers).
+func (m *Mesh) nameIDsLocked() map[string]string {
+	out := make(map[string]string, len(m.peers))
+	for addr, p := range m.peers {
+		out[p.cfg.Name+"\x00"+addr] = p.id
+	}
+	return out
+}
+
+// ApplyConfig applies a new peer list, keep-alive and advert interval.
+// A removed peer, or one whose configured key changed, loses its link and
+// its advertisements at once. A new listen address is refused
+// (ErrListenChanged). Keep-alive changes apply to new links.
+func (m *Mesh) ApplyConfig(cfg Config) error {
+	if err := cfg.Validate(m.ident.PublicKey()); err != nil {
+		return fmt.Errorf("mesh config: %w", err)
+	}
+	want := make(map[string]PeerConfig, len(cfg.Peers))
+	for _, pc := range cfg.Peers {
+		want[pc.Addr] = pc
+	}
+	m.mu.Lock()
+	if cfg.Listen != m.cfg.Listen {
+		m.mu.Unlock()
+		return fmt.Errorf("mesh listen %q -> %q: %w", m.cfg.Listen, cfg.Listen, ErrListenChanged)
+	}
+	before := m.nameIDsLocked()
+	var closing []*link
+	var gone []string
+	for addr, p := range m.peers {
+		pc, ok := want[addr]
+		if ok && sameKeyConfig(pc.Key, p.cfg.Key) {
+			p.cfg = pc
+			continue
+		}
+		if p.stop != nil {
+			p.stop()
+		}
+		if p.link != nil {
+			close(p.link.done)
+			closing = append(closing, p.link)
+			p.link = nil
+		}
+		if p.id != "" {
+			gone = append(gone, p.id)
+		}
+		delete(m.peers, addr)
+	}
+	for _, pc := range cfg.Peers {
+		if _, ok := m.peers[pc.Addr]; !ok {
+			p := m.newPeerLocked(pc)
+			m.peers[pc.Addr] = p
+			m.startDialLocked(p)
+		}
+	}
+	m.cfg = cfg
+	after := m.nameIDsLocked()
+	m.updateGaugeLocked()
+	m.mu.Unlock()
+
+	for _, l := range closing {
+		_ = l.conn.CloseWithError(CodeRemoved, "peer removed")
+	}
+	for _, id := range gone {
+		m.tbl.RemoveNode(id)
+	}
+	if !maps.Equal(before, after) && m.onPeers != nil {
+		m.onPeers()
+	}
+	return nil
+}
+
+func sameKeyConfig(a, b string) bool {
+	if a == "" || b == "" {
+		return a == b
+	}
+	ka, err1 := identity.ParsePublicKeyHex(a)
+	kb, err2 := identity.ParsePublicKeyHex(b)
+	return err1 == nil && err2 == nil && ka.Equal(kb)
+}
+
+func (m *Mesh) peerByKeyLocked(key ed25519.PublicKey) *peerEntry {
+	for _, p := range m.peers {
+		if p.key != nil && p.key.Equal(key) {
+			return p
+		}
+	}
+	return nil
+}
+
+func (m *Mesh) peerByIDLocked(id string) *peerEntry {
+	if id == "" {
+		return nil
+	}
+	for _, p := range m.peers {
+		if p.id == id {
+			return p
+		}
+	}
+	return nil
+}
+
+// IsAdmitted reports whether nodeID is a configured peer whose key is
+// pinned (in config or on first use). It implements table.Admission.
+func (m *Mesh) IsAdmitted(nodeID string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.peerByIDLocked(nodeID) != nil
+}
+
+var _ table.Admission = (*Mesh)(nil)
+
+// ResolveRef maps a configured peer's name, or a node id, to the node id,
+// when that peer's key is known.
+func (m *Mesh) ResolveRef(ref string) (string, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p := m.peerByIDLocked(ref); p != nil {
+		return p.id, true
+	}
+	for _, p := range m.peers {
+		if ref != "" && p.cfg.Name == ref && p.id != "" {
+			return p.id, true
+		}
+	}
+	return "", false
+}
+
+// Peer describes an admitted peer by node id.
+func (m *Mesh) Peer(nodeID string) (PeerInfo, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p := m.peerByIDLocked(nodeID)
+	if p == nil {
+		return PeerInfo{}, false
+	}
+	return m.peerInfoLocked(p), true
+}
+
+func (m *Mesh) peerInfoLocked(p *peerEntry) PeerInfo {
+	info := PeerInfo{ID: p.id, Name: p.cfg.Name, Tier: p.cfg.Tier, Key: append(ed25519.PublicKey(nil), p.key...)}
+	switch {
+	case p.link != nil:
+		info.Addr = p.link.conn.RemoteAddr()
+	case p.ap.IsValid():
+		info.Addr = net.UDPAddrFromAddrPort(p.ap)
+	}
+	return info
+}
+
+func (m *Mesh) updateGaugeLocked() {
+	counts := make(map[string]int, len(peerStates))
+	for _, p := range m.peers {
+		counts[p.state]++
+	}
+	for _, s := range peerStates {
+		m.met.peers.WithLabelValues(s).Set(float64(counts[s]))
+	}
+}
+
+func (m *Mesh) setState(p *peerEntry, state, lastErr string) {
+	m.mu.Lock()
+	if m.peers[p.cfg.Addr] == p && p.link == nil {
+		p.state = state
+		p.lastErr = lastErr
+		m.updateGaugeLocked()
+	}
+	m.mu.Unlock()
+}

@@ -1,0 +1,89 @@
+package mesh
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Peer states, the bounded label set of nodeld_mesh_peers and Status.
+const (
+	// StateConnecting: configured, never connected yet.
+	StateConnecting = "connecting"
+	// StateConnected: a live link exists.
+	StateConnected = "connected"
+	// StateReconnecting: the link was lost or a dial failed; retrying
+	// with backoff.
+	StateReconnecting = "reconnecting"
+	// StateRefused: the key presented at the peer's address is not the
+	// pinned one; retrying, but refused until the operator pins it.
+	StateRefused = "refused"
+)
+
+var peerStates = [...]string{StateConnecting, StateConnected, StateReconnecting, StateRefused}
+
+// Stream results, the bounded result label of nodeld_mesh_streams_total.
+const (
+	resultOK          = "ok"
+	resultOpened      = "opened"
+	resultDispatched  = "dispatched"
+	resultMalformed   = "malformed"
+	resultTooLarge    = "too_large"
+	resultUnknownKind = "unknown_kind"
+	resultNoHandler   = "no_handler"
+	resultTimeout     = "timeout"
+	resultError       = "error"
+)
+
+// Handshake results.
+const (
+	handshakeOK      = "ok"
+	handshakeRefused = "refused"
+	handshakeError   = "error"
+)
+
+type metrics struct {
+	peers      *prometheus.GaugeVec
+	handshakes *prometheus.CounterVec
+	streams    *prometheus.CounterVec
+	bytes      *prometheus.CounterVec
+	rx, tx     prometheus.Counter
+	suppressed prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		peers: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "nodeld_mesh_peers",
+			Help: "Configured mesh peers by link state.",
+		}, []string{"state"}),
+		handshakes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodeld_mesh_handshakes_total",
+			Help: "Mesh handshakes by result (ok, refused, error).",
+		}, []string{"result"}),
+		streams: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodeld_mesh_streams_total",
+			Help: "Mesh streams by kind and result.",
+		}, []string{"kind", "result"}),
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodeld_mesh_bytes_total",
+			Help: "UDP payload bytes of the mesh socket by direction (rx, tx).",
+		}, []string{"direction"}),
+		suppressed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nodeld_mesh_refusals_suppressed_total",
+			Help: "Refused handshakes not recorded in the audit chain because of its rate limit.",
+		}),
+	}
+	m.rx = m.bytes.WithLabelValues("rx")
+	m.tx = m.bytes.WithLabelValues("tx")
+	for _, s := range peerStates {
+		m.peers.WithLabelValues(s)
+	}
+	for _, r := range []string{handshakeOK, handshakeRefused, handshakeError} {
+		m.handshakes.WithLabelValues(r)
+	}
+	if reg != nil {
+		reg.MustRegister(m.peers, m.handshakes, m.streams, m.bytes, m.suppressed)
+	}
+	return m
+}
+
+func (m *metrics) stream(kind StreamKind, result string) {
+	m.streams.WithLabelValues(kind.String(), result).Inc()
+}
