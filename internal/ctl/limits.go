@@ -53,6 +53,9 @@ const (
 	// MaxResponseBytes bounds a response message on the wire.
 	MaxResponseBytes = (MaxResponsePayloadBytes+2)/3*4 + envelopeOverheadBytes
 
+	// MaxFrameBytes bounds one frame's payload (the mesh's frame bound).
+	MaxFrameBytes = 1 << 20
+
 	// MaxNonces is the nonce guard's capacity.
 	MaxNonces = 8192
 
