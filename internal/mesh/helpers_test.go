@@ -1,0 +1,226 @@
+package mesh
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/nodeld/nodeld/internal/identity"
+	"github.com/nodeld/nodeld/internal/table"
+)
+
+const waitTimeout = 15 * time.Second
+
+// waitFor polls cond until it holds or waitTimeout passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.NewTimer(waitTimeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-deadline.C:
+			t.Fatalf("timed out waiting for %s", what)
+		case <-tick.C:
+		}
+	}
+}
+
+func newIdentity(t *testing.T) *identity.Identity {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := identity.New(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+type auditRec struct {
+	source, kind string
+	payload      any
+}
+
+type fakeAudit struct {
+	mu   sync.Mutex
+	recs []auditRec
+}
+
+func (a *fakeAudit) Record(source, kind string, payload any) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.recs = append(a.recs, auditRec{source, kind, payload})
+	return nil
+}
+
+func (a *fakeAudit) ofKind(kind string) []any {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []any
+	for _, r := range a.recs {
+		if r.kind == kind {
+			out = append(out, r.payload)
+		}
+	}
+	return out
+}
+
+// admitRef lets the table consult a mesh built after it.
+type admitRef struct {
+	mu sync.Mutex
+	m  *Mesh
+}
+
+func (a *admitRef) set(m *Mesh) {
+	a.mu.Lock()
+	a.m = m
+	a.mu.Unlock()
+}
+
+func (a *admitRef) IsAdmitted(id string) bool {
+	a.mu.Lock()
+	m := a.m
+	a.mu.Unlock()
+	return m != nil && m.IsAdmitted(id)
+}
+
+type testNode struct {
+	t      *testing.T
+	name   string
+	ident  *identity.Identity
+	dir    string
+	listen string
+	tbl    *table.Table
+	admit  *admitRef
+	m      *Mesh
+	reg    *prometheus.Registry
+	audit  *fakeAudit
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// newNode builds a node with its own identity, data dir and table; start
+// runs it.
+func newNode(t *testing.T, name string) *testNode {
+	t.Helper()
+	n := &testNode{t: t, name: name, ident: newIdentity(t), dir: t.TempDir(), listen: "127.0.0.1:0", admit: &admitRef{}}
+	n.tbl = table.New(n.ident.ID(), table.Options{Admission: n.admit})
+	return n
+}
+
+func (n *testNode) start(peers ...PeerConfig) {
+	n.t.Helper()
+	n.reg = prometheus.NewRegistry()
+	n.audit = &fakeAudit{}
+	m, err := New(Config{Listen: n.listen, Keepalive: time.Second, Peers: peers}, Deps{
+		Identity: n.ident, DataDir: n.dir, Table: n.tbl, Audit: n.audit,
+		Logger: zaptest.NewLogger(n.t).Named(n.name), Registerer: n.reg,
+	})
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	n.m = m
+	n.admit.set(m)
+	ctx, cancel := context.WithCancel(context.Background())
+	n.cancel = cancel
+	n.done = make(chan error, 1)
+	go func() { n.done <- m.Run(ctx) }()
+	select {
+	case <-m.Ready():
+	case err := <-n.done:
+		n.t.Fatalf("run %s: %v", n.name, err)
+	case <-time.After(waitTimeout):
+		n.t.Fatalf("%s not ready", n.name)
+	}
+	n.listen = m.Addr().String() // a restart binds the same port
+	n.t.Cleanup(n.stop)
+}
+
+func (n *testNode) stop() {
+	if n.cancel == nil {
+		return
+	}
+	n.cancel()
+	n.cancel = nil
+	select {
+	case err := <-n.done:
+		if err != nil {
+			n.t.Errorf("run %s: %v", n.name, err)
+		}
+	case <-time.After(waitTimeout):
+		n.t.Errorf("run %s did not return", n.name)
+	}
+}
+
+func (n *testNode) id() string { return n.ident.ID() }
+
+// peer is n as a peer entry, with its key pinned when pinned is true.
+func (n *testNode) peer(pinned bool) PeerConfig {
+	pc := PeerConfig{Name: n.name, Addr: n.listen, Tier: TierPaired}
+	if pinned {
+		pc.Key = n.ident.PublicKeyHex()
+	}
+	return pc
+}
+
+func (n *testNode) apply(peers ...PeerConfig) {
+	n.t.Helper()
+	if err := n.m.ApplyConfig(Config{Listen: n.m.cfg.Listen, Keepalive: time.Second, Peers: peers}); err != nil {
+		n.t.Fatal(err)
+	}
+}
+
+func (n *testNode) state(addr string) PeerStatus {
+	for _, st := range n.m.Status() {
+		if st.Addr == addr {
+			return st
+		}
+	}
+	return PeerStatus{}
+}
+
+func (n *testNode) link(peerID string) *link {
+	n.m.mu.Lock()
+	defer n.m.mu.Unlock()
+	if p := n.m.peerByIDLocked(peerID); p != nil {
+		return p.link
+	}
+	return nil
+}
+
+// serveChat registers and exposes role on n for peer.
+func (n *testNode) serveChat(role, peer string) {
+	n.t.Helper()
+	if err := n.tbl.RegisterLocal(role, "http://127.0.0.1:8080", "m", "openai", "openai"); err != nil {
+		n.t.Fatal(err)
+	}
+	n.tbl.ExposeToMesh(role, true)
+	n.tbl.AllowMeshPeer(role, peer, true)
+}
+
+func (n *testNode) resolvesRemote(role, node string) bool {
+	tg, ok := n.tbl.Resolve(role)
+	return ok && tg.Kind == table.TargetRemote && tg.NodeID == node
+}
+
+// pair starts a and b linked with pinned keys.
+func pair(t *testing.T) (*testNode, *testNode) {
+	t.Helper()
+	a, b := newNode(t, "a"), newNode(t, "b")
+	a.start()
+	b.start()
+	a.apply(b.peer(true))
+	b.apply(a.peer(true))
+	waitFor(t, "link a-b", func() bool { return a.link(b.id()) != nil && b.link(a.id()) != nil })
+	return a, b
+}
