@@ -1,0 +1,317 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/zap/zaptest"
+)
+
+func TestRestartPolicyNext(t *testing.T) {
+	p := DefaultRestartPolicy()
+	now := time.Unix(1_000_000, 0)
+	ago := func(d time.Duration) time.Time { return now.Add(-d) }
+	tests := []struct {
+		name string
+		p    RestartPolicy
+		past []time.Time
+		want RestartDecision
+	}{
+		{"first restart waits the base", p, nil, RestartDecision{Delay: time.Second}},
+		{"second doubles", p, []time.Time{ago(time.Second)}, RestartDecision{Recent: 1, Delay: 2 * time.Second}},
+		{"third doubles again", p, []time.Time{ago(3 * time.Second), ago(time.Second)}, RestartDecision{Recent: 2, Delay: 4 * time.Second}},
+		{"budget spent", p, []time.Time{ago(5 * time.Second), ago(3 * time.Second), ago(time.Second)}, RestartDecision{Recent: 3, Exhausted: true}},
+		{"old restarts leave the window", p, []time.Time{ago(11 * time.Minute), ago(10 * time.Minute), ago(time.Second)}, RestartDecision{Recent: 1, Delay: 2 * time.Second}},
+		{"capped", RestartPolicy{Max: 10, Window: time.Hour, Backoff: time.Second, MaxBackoff: 30 * time.Second},
+			[]time.Time{ago(9), ago(8), ago(7), ago(6), ago(5), ago(4)}, RestartDecision{Recent: 6, Delay: 30 * time.Second}},
+		{"cap not a power of two", RestartPolicy{Max: 100, Window: time.Hour, Backoff: 3 * time.Second, MaxBackoff: 10 * time.Second},
+			[]time.Time{ago(2), ago(1)}, RestartDecision{Recent: 2, Delay: 10 * time.Second}},
+		{"max zero never restarts", RestartPolicy{Max: 0, Window: time.Minute, Backoff: time.Second, MaxBackoff: time.Second}, nil, RestartDecision{Exhausted: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, tt.p.Next(tt.past, now)); diff != "" {
+				t.Errorf("Next (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestRestartPolicyValidate(t *testing.T) {
+	if err := DefaultRestartPolicy().Validate(); err != nil {
+		t.Errorf("default policy: %v", err)
+	}
+	for _, p := range []RestartPolicy{
+		{Max: -1, Window: time.Minute, Backoff: time.Second, MaxBackoff: time.Second},
+		{Max: maxRestartsBound + 1, Window: time.Minute, Backoff: time.Second, MaxBackoff: time.Second},
+		{Max: 1, Window: 0, Backoff: time.Second, MaxBackoff: time.Second},
+		{Max: 1, Window: time.Minute, Backoff: 2 * time.Second, MaxBackoff: time.Second},
+	} {
+		if p.Validate() == nil {
+			t.Errorf("Validate(%+v) = nil", p)
+		}
+	}
+}
+
+// fakeClock hands the backoff waits to the test, which fires them.
+type fakeClock struct {
+	waits chan time.Duration
+	fire  chan time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{waits: make(chan time.Duration), fire: make(chan time.Time)}
+}
+
+func (c *fakeClock) after(d time.Duration) <-chan time.Time {
+	c.waits <- d
+	return c.fire
+}
+
+// changes records OnChange calls.
+type changes struct {
+	mu  sync.Mutex
+	got []State
+	c   chan State // every change, buffered generously for the test
+}
+
+func newChanges() *changes { return &changes{c: make(chan State, 100)} }
+
+func (c *changes) on(s State, _ Health) {
+	c.mu.Lock()
+	c.got = append(c.got, s)
+	c.mu.Unlock()
+	c.c <- s
+}
+
+func (c *changes) list() []State {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]State(nil), c.got...)
+}
+
+// runSupervisor runs s.Run on a goroutine and returns a channel of its
+// result.
+func runSupervisor(ctx context.Context, s *Supervisor) <-chan error {
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	return done
+}
+
+func recvErr(t *testing.T, ch <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-ch:
+		return err
+	case <-time.After(testDeadline):
+		t.Fatal("timed out waiting for Run to return")
+		return nil
+	}
+}
+
+func TestSupervisorCrashLoopFails(t *testing.T) {
+	m := newTestManaged(t, Spec{Kind: KindProcess, Dir: t.TempDir(), Command: "/bin/sh", Args: []string{"-c", "exit 3"}})
+	clock := newFakeClock()
+	ch := newChanges()
+	never := make(chan time.Time)
+	s, err := NewSupervisor(m, SupervisorConfig{}, SupervisorDeps{
+		Logger:   zaptest.NewLogger(t),
+		Ticks:    func(time.Duration) (<-chan time.Time, func()) { return never, func() {} },
+		After:    clock.after,
+		OnChange: ch.on,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := runSupervisor(context.Background(), s)
+	var waits []time.Duration
+	for range 3 {
+		select {
+		case d := <-clock.waits:
+			waits = append(waits, d)
+			clock.fire <- time.Time{}
+		case <-time.After(testDeadline):
+			t.Fatal("timed out waiting for a backoff")
+		}
+	}
+	if err := recvErr(t, done); err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	if diff := cmp.Diff([]time.Duration{time.Second, 2 * time.Second, 4 * time.Second}, waits); diff != "" {
+		t.Errorf("backoff schedule (-want +got):\n%s", diff)
+	}
+	state, restarts, reason := s.State()
+	if state != StateFailed || restarts != 3 {
+		t.Errorf("State = %s, %d restarts (%s); want failed after 3", state, restarts, reason)
+	}
+	want := []State{StateStarting, StateRunning, StateUnhealthy,
+		StateRestarting, StateRunning, StateUnhealthy,
+		StateRestarting, StateRunning, StateUnhealthy,
+		StateRestarting, StateRunning, StateFailed}
+	if diff := cmp.Diff(want, ch.list()); diff != "" {
+		t.Errorf("states (-want +got):\n%s", diff)
+	}
+	if st := recvExit(t, m.Wait()); st.Code != 3 {
+		t.Errorf("last exit %+v, want code 3", st)
+	}
+}
+
+// fakeInstance is an Instance whose health the test sets.
+type fakeInstance struct {
+	mu      sync.Mutex
+	health  Health
+	starts  int
+	stops   int
+	exit    chan ExitStatus
+	started chan struct{}
+}
+
+func newFakeInstance() *fakeInstance {
+	return &fakeInstance{health: HealthUp, started: make(chan struct{}, 10)}
+}
+
+func (f *fakeInstance) Start(context.Context) error {
+	f.mu.Lock()
+	f.starts++
+	f.exit = make(chan ExitStatus, 1)
+	f.mu.Unlock()
+	f.started <- struct{}{}
+	return nil
+}
+
+func (f *fakeInstance) Stop(context.Context, time.Duration) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stops++
+	return nil
+}
+
+func (f *fakeInstance) Health(context.Context) (Health, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.health != HealthUp {
+		return f.health, errors.New("not up")
+	}
+	return HealthUp, nil
+}
+
+func (f *fakeInstance) Wait() <-chan ExitStatus {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.exit
+}
+
+func (f *fakeInstance) setHealth(h Health) {
+	f.mu.Lock()
+	f.health = h
+	f.mu.Unlock()
+}
+
+func TestSupervisorHealthMissesRestartThenStop(t *testing.T) {
+	inst := newFakeInstance()
+	clock := newFakeClock()
+	ch := newChanges()
+	ticks := make(chan time.Time)
+	s, err := NewSupervisor(inst, SupervisorConfig{MissLimit: 2}, SupervisorDeps{
+		Logger:   zaptest.NewLogger(t),
+		Ticks:    func(time.Duration) (<-chan time.Time, func()) { return ticks, func() {} },
+		After:    clock.after,
+		OnChange: ch.on,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := runSupervisor(ctx, s)
+	expect := func(want State) {
+		t.Helper()
+		select {
+		case got := <-ch.c:
+			if got != want {
+				t.Fatalf("state %s, want %s", got, want)
+			}
+		case <-time.After(testDeadline):
+			t.Fatalf("timed out waiting for %s", want)
+		}
+	}
+	expect(StateStarting)
+	expect(StateRunning)
+	tick := func() { ticks <- time.Time{} }
+	tick() // healthy: nothing changes
+	inst.setHealth(HealthDown)
+	tick() // one miss: below the limit
+	inst.setHealth(HealthUp)
+	tick() // recovered: the count resets
+	inst.setHealth(HealthDown)
+	tick()
+	tick() // second miss in a row: unhealthy, restart after the backoff
+	expect(StateUnhealthy)
+	if d := <-clock.waits; d != time.Second {
+		t.Errorf("first backoff %s, want 1s", d)
+	}
+	inst.setHealth(HealthUp)
+	clock.fire <- time.Time{}
+	expect(StateRestarting)
+	expect(StateRunning)
+	if _, n, _ := s.State(); n != 1 {
+		t.Errorf("restarts %d, want 1", n)
+	}
+	// A crash is noticed without a tick.
+	inst.mu.Lock()
+	inst.exit <- ExitStatus{Code: 1}
+	inst.mu.Unlock()
+	expect(StateUnhealthy)
+	<-clock.waits // the second backoff: Stop cancels it
+	s.Stop()
+	if err := recvErr(t, done); err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	expect(StateStopped)
+	inst.mu.Lock()
+	defer inst.mu.Unlock()
+	if inst.starts != 2 || inst.stops != 2 {
+		t.Errorf("starts %d stops %d, want 2 and 2 (restart, shutdown)", inst.starts, inst.stops)
+	}
+}
+
+func TestSupervisorRunTwiceAndConfig(t *testing.T) {
+	if _, err := NewSupervisor(nil, SupervisorConfig{}, SupervisorDeps{}); err == nil {
+		t.Error("nil instance accepted")
+	}
+	for _, cfg := range []SupervisorConfig{
+		{HealthInterval: time.Microsecond},
+		{MissLimit: -1},
+		{Policy: RestartPolicy{Max: 1}},
+		{StopGrace: time.Hour},
+	} {
+		if _, err := NewSupervisor(newFakeInstance(), cfg, SupervisorDeps{}); err == nil {
+			t.Errorf("config %+v accepted", cfg)
+		}
+	}
+	inst := newFakeInstance()
+	never := make(chan time.Time)
+	s, err := NewSupervisor(inst, SupervisorConfig{}, SupervisorDeps{
+		Ticks: func(time.Duration) (<-chan time.Time, func()) { return never, func() {} },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := runSupervisor(ctx, s)
+	<-inst.started
+	if err := s.Run(ctx); !errors.Is(err, ErrSupervisorRunning) {
+		t.Errorf("second Run = %v", err)
+	}
+	cancel()
+	if err := recvErr(t, done); err != nil {
+		t.Fatal(err)
+	}
+	if st, _, _ := s.State(); st != StateStopped {
+		t.Errorf("state %s after cancel", st)
+	}
+}
