@@ -34,6 +34,34 @@ type Verified struct {
 	Dir string
 }
 
+// VerifyBytes checks a manifest and its signature file as received,
+// before any file is fetched: a trust anchor signed manifestBytes, the
+// manifest is valid, and nothing it names is revoked in rev (package id,
+// every key with a valid signature, manifest hash, listed file hashes).
+// The result's Dir is empty; the files are not checked. A host fetching a
+// package calls it on the manifest first, then checks each fetched file
+// against its File entry, then VerifyDir on the result.
+func VerifyBytes(manifestBytes, sigBytes []byte, anchors Anchors, rev *Revocations) (*Verified, error) {
+	m, signers, err := verifyManifest(manifestBytes, sigBytes, anchors)
+	if err != nil {
+		return nil, err
+	}
+	v := &Verified{
+		Manifest:      m,
+		ManifestBytes: manifestBytes,
+		SigBytes:      sigBytes,
+		ManifestHash:  ManifestHash(manifestBytes),
+		Signer:        signers.anchor,
+		Signers:       signers.all,
+	}
+	if rev != nil {
+		if err := rev.CheckVerified(v); err != nil {
+			return nil, err
+		}
+	}
+	return v, nil
+}
+
 // VerifyDir is VerifyDirContext without cancellation.
 func VerifyDir(dir string, anchors Anchors, rev *Revocations) (*Verified, error) {
 	return VerifyDirContext(context.Background(), dir, anchors, rev)
@@ -72,26 +100,13 @@ func VerifyDirContext(ctx context.Context, dir string, anchors Anchors, rev *Rev
 	if err != nil {
 		return nil, err
 	}
-	m, signers, err := verifyManifest(manifestBytes, sigBytes, anchors)
+	v, err := VerifyBytes(manifestBytes, sigBytes, anchors, rev)
 	if err != nil {
 		return nil, err
 	}
-	v := &Verified{
-		Manifest:      m,
-		ManifestBytes: manifestBytes,
-		SigBytes:      sigBytes,
-		ManifestHash:  ManifestHash(manifestBytes),
-		Signer:        signers.anchor,
-		Signers:       signers.all,
-		Dir:           dir,
-	}
-	if rev != nil {
-		if err := rev.CheckVerified(v); err != nil {
-			return nil, err
-		}
-	}
+	v.Dir = dir
 	buf := make([]byte, hashBufferBytes)
-	for _, f := range m.Files {
+	for _, f := range v.Manifest.Files {
 		if err := verifyFile(ctx, root, f, buf); err != nil {
 			return nil, err
 		}

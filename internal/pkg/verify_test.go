@@ -428,3 +428,26 @@ func remove(t *testing.T, p string) {
 		t.Fatal(err)
 	}
 }
+
+func TestVerifyBytes(t *testing.T) {
+	publisher := testKey(t)
+	dir := makePackage(t, publisher)
+	manifest, sig := readFile(t, filepath.Join(dir, ManifestFile)), readFile(t, filepath.Join(dir, SignatureFile))
+	rev, err := OpenRevocations(filepath.Join(t.TempDir(), RevocationsFile), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := VerifyBytes(manifest, sig, Anchors{pubOf(publisher)}, rev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Dir != "" || v.ManifestHash != ManifestHash(manifest) || len(v.Signers) != 1 {
+		t.Fatalf("verified = %+v", v)
+	}
+	if _, err := rev.Revoke(Subject{Kind: SubjectArtifact, Value: v.ManifestHash}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := VerifyBytes(manifest, sig, Anchors{pubOf(publisher)}, rev); ErrorCode(err) != CodeRevoked {
+		t.Fatalf("after revoking the manifest hash: err = %v, want %s", err, CodeRevoked)
+	}
+}
