@@ -22,7 +22,9 @@
 //
 // The publisher's workflow (nodeld package keygen|sign|verify) is
 // GenerateKey, Build (fill files[] from the directory and write the
-// manifest), Sign, VerifyDir.
+// manifest), Sign, VerifyDir. A host fetching a package checks the
+// manifest and signature bytes with VerifyBytes before fetching any file,
+// then the finished directory with VerifyDir.
 //
 // # Invariants
 //
