@@ -79,7 +79,7 @@ type testEnv struct {
 	nonces nonceSeq
 }
 
-func newTestEnv(t *testing.T, h Handler) *testEnv {
+func newTestEnv(t testing.TB, h Handler) *testEnv {
 	t.Helper()
 	e := &testEnv{clock: newFakeClock()}
 	v, err := NewVerifier(VerifierConfig{
@@ -124,7 +124,7 @@ func (e *testEnv) request(method Method) Request {
 }
 
 // signRaw signs a request exactly as given (no field is filled in).
-func signRaw(t *testing.T, key ed25519.PrivateKey, req Request) []byte {
+func signRaw(t testing.TB, key ed25519.PrivateKey, req Request) []byte {
 	t.Helper()
 	payload, err := json.Marshal(req)
 	if err != nil {

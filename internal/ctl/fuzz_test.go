@@ -1,0 +1,83 @@
+package ctl
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+)
+
+// FuzzVerifyRequest feeds arbitrary envelope bytes to the verifier: it
+// must never panic, and what it accepts must be a well-formed request
+// that is a replay the second time.
+func FuzzVerifyRequest(f *testing.F) {
+	e := newTestEnv(f, nil)
+	f.Add(signRaw(f, controllerKey, e.request(MethodPlace)))
+	f.Add(signRaw(f, controllerKey, e.request(MethodDescribe)))
+	f.Add([]byte(`{"payload":"e30=","public_key":"00","signature":"00"}`))
+	f.Add([]byte(`{}`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, wire []byte) {
+		req, refusal := e.v.VerifyRequest(wire, pubOf(controllerKey))
+		if refusal != nil {
+			if !refusal.Code.Known() || len(refusal.Reason) > MaxReasonBytes {
+				t.Fatalf("bad refusal %+v", refusal)
+			}
+			return
+		}
+		if req.Version != Version || !ValidNonce(req.Nonce) || req.Requester != idOf(controllerKey) {
+			t.Fatalf("accepted %+v", req)
+		}
+		if _, r := e.v.VerifyRequest(wire, pubOf(controllerKey)); refusalCode(r) != CodeReplay {
+			t.Fatalf("second time: %v", r)
+		}
+	})
+}
+
+// FuzzVerifyResponse feeds arbitrary bytes as a response: never a panic,
+// and an accepted response is bound to its request.
+func FuzzVerifyResponse(f *testing.F) {
+	e := newTestEnv(f, nil)
+	req := e.request(MethodPlace)
+	ok, _ := SignResponse(selfKey, Response{Method: req.Method, RequestNonce: req.Nonce, Outcome: OutcomeOK, Result: json.RawMessage(`{}`)})
+	no, _ := SignResponse(selfKey, Response{Method: req.Method, RequestNonce: req.Nonce, Outcome: OutcomeRefused, Refusal: NewRefusal(CodeRuntime, "x")})
+	f.Add(ok)
+	f.Add(no)
+	f.Add([]byte(`{"payload":"","public_key":"","signature":""}`))
+	f.Fuzz(func(t *testing.T, wire []byte) {
+		resp, key, err := VerifyResponse(wire, req, pubOf(selfKey))
+		if err != nil {
+			return
+		}
+		if !key.Equal(pubOf(selfKey)) || resp.RequestNonce != req.Nonce || resp.Method != req.Method ||
+			resp.Responder != req.Target || (resp.Outcome == OutcomeRefused) != (resp.Refusal != nil) {
+			t.Fatalf("accepted unbound response %+v", resp)
+		}
+	})
+}
+
+// FuzzDecodeParams feeds arbitrary bodies to the parameter decoders and
+// the frame reader.
+func FuzzDecodeParams(f *testing.F) {
+	place, _ := json.Marshal(validPlace())
+	f.Add(uint8(0), place)
+	f.Add(uint8(3), []byte(`{"instance_id":"a","grace_ms":100}`))
+	f.Add(uint8(6), []byte(`{"include_departed":true}`))
+	f.Add(uint8(9), []byte{2, 0, 0, 0, 1, 'x'})
+	methods := Methods()
+	f.Fuzz(func(t *testing.T, which uint8, body []byte) {
+		if p, err := DecodePlaceParams(body); err == nil {
+			if len(p.Manifest) == 0 || len(p.Manifest) > MaxManifestBytes || !isToken(p.Package, MaxNameBytes) {
+				t.Fatalf("accepted %+v", p)
+			}
+		}
+		m := methods[int(which)%len(methods)]
+		if p, err := DecodeInstanceParams(m, body); err == nil {
+			if p.InstanceID == "" && m != MethodStatus || p.GraceMS < 0 || p.Grace() > MaxStopGrace {
+				t.Fatalf("%s accepted %+v", m, p)
+			}
+		}
+		if msg, err := ReadMessage(bytes.NewReader(body), 64); err == nil && len(msg) > 64 {
+			t.Fatalf("message of %d bytes over the limit", len(msg))
+		}
+	})
+}
