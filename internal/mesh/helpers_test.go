@@ -213,14 +213,23 @@ func (n *testNode) resolvesRemote(role, node string) bool {
 	return ok && tg.Kind == table.TargetRemote && tg.NodeID == node
 }
 
-// pair starts a and b linked with pinned keys.
+// pair starts a and b linked with pinned keys, by one dial (b's): a's
+// first dial is refused by b, which does not know a yet, and a then backs
+// off while b dials.
 func pair(t *testing.T) (*testNode, *testNode) {
 	t.Helper()
 	a, b := newNode(t, "a"), newNode(t, "b")
 	a.start()
 	b.start()
 	a.apply(b.peer(true))
+	waitFor(t, "b refusing a", func() bool { return a.state(b.listen).LastError != "" })
 	b.apply(a.peer(true))
-	waitFor(t, "link a-b", func() bool { return a.link(b.id()) != nil && b.link(a.id()) != nil })
+	waitFor(t, "link a-b", func() bool { return linked(a, b) })
 	return a, b
+}
+
+// linked reports whether a and b hold the same link.
+func linked(a, b *testNode) bool {
+	la, lb := a.link(b.id()), b.link(a.id())
+	return la != nil && lb != nil && la.dialer == lb.dialer && la.outbound != lb.outbound
 }

@@ -60,8 +60,9 @@ func TestHandlerDispatch(t *testing.T) {
 	})
 	b.start()
 	a.apply(b.peer(true))
+	waitFor(t, "b refusing a", func() bool { return a.state(b.listen).LastError != "" })
 	b.apply(a.peer(true))
-	waitFor(t, "link", func() bool { return b.link(a.id()) != nil && a.link(b.id()) != nil })
+	waitFor(t, "link", func() bool { return linked(a, b) })
 
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
@@ -200,10 +201,7 @@ func TestSimultaneousDialSettlesOnOneLink(t *testing.T) {
 	wg.Go(func() { <-go0; b.apply(a.peer(true)) })
 	close(go0)
 	wg.Wait()
-	waitFor(t, "both sides agreeing on one link", func() bool {
-		la, lb := a.link(b.id()), b.link(a.id())
-		return la != nil && lb != nil && la.dialer == lb.dialer && la.outbound != lb.outbound
-	})
+	waitFor(t, "both sides agreeing on one link", func() bool { return linked(a, b) })
 	for _, dir := range []struct{ from, to *testNode }{{a, b}, {b, a}} {
 		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 		s, err := dir.from.m.OpenStream(ctx, dir.to.id(), KindCtl)

@@ -1,0 +1,294 @@
+package mesh
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/quic-go/quic-go"
+
+	"github.com/nodeld/nodeld/internal/table"
+)
+
+func TestBackoffDelay(t *testing.T) {
+	tests := []struct {
+		name    string
+		attempt int
+		r       float64
+		want    time.Duration
+	}{
+		{"first, no jitter", 0, 0, 250 * time.Millisecond},
+		{"first, most jitter", 0, 0.999999, 499999750 * time.Nanosecond},
+		{"second", 1, 0.5, 750 * time.Millisecond},
+		{"capped", 10, 0, 15 * time.Second},
+		{"capped far out", 1000, 0.5, 22500 * time.Millisecond},
+		{"bad rand", 0, 7, 250 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := backoffDelay(tt.attempt, tt.r); got != tt.want {
+				t.Errorf("backoffDelay(%d, %v) = %v, want %v", tt.attempt, tt.r, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestRefusalLimiter(t *testing.T) {
+	var l refusalLimiter
+	t0 := time.Unix(1000, 0)
+	for i := range RefusalAuditBurst {
+		if ok, _ := l.allow(t0.Add(time.Duration(i) * time.Second)); !ok {
+			t.Fatalf("refusal %d suppressed", i)
+		}
+	}
+	for range 5 {
+		if ok, _ := l.allow(t0.Add(30 * time.Second)); ok {
+			t.Fatal("refusal over the burst recorded")
+		}
+	}
+	if n := l.flush(t0.Add(59 * time.Second)); n != 0 {
+		t.Errorf("flush inside the window = %d", n)
+	}
+	ok, flushed := l.allow(t0.Add(RefusalAuditWindow))
+	if !ok || flushed != 5 {
+		t.Errorf("first refusal of the next window = %v, %d suppressed; want true, 5", ok, flushed)
+	}
+	for range RefusalAuditBurst {
+		l.allow(t0.Add(RefusalAuditWindow + time.Second))
+	}
+	if n := l.flush(t0.Add(2 * RefusalAuditWindow)); n != 1 {
+		t.Errorf("flush after the window = %d, want 1", n)
+	}
+}
+
+func TestPreferNew(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	tests := []struct {
+		name               string
+		curDialer, newDial string
+		age                time.Duration
+		want               bool
+	}{
+		{"simultaneous, new dialed by low", "n-b", "n-a", time.Second, true},
+		{"simultaneous, current dialed by low", "n-a", "n-b", time.Second, false},
+		{"same dialer, newer wins", "n-b", "n-b", time.Second, true},
+		{"old link, peer redialed", "n-a", "n-b", DuplicateSettleWindow + time.Second, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := preferNew(tt.curDialer, t0, tt.newDial, t0.Add(tt.age), "n-a")
+			if got != tt.want {
+				t.Errorf("preferNew = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	self := newIdentity(t)
+	other := newIdentity(t)
+	tests := []struct {
+		name string
+		give Config
+		want []string // substrings of the error, all reported at once
+	}{
+		{"ok", Config{Listen: "127.0.0.1:7400", Peers: []PeerConfig{{Name: "b", Addr: "10.0.0.2:7400", Key: other.PublicKeyHex(), Tier: TierPinned}, {Addr: "h:7400"}}}, nil},
+		{"bad listen", Config{Listen: "nope"}, []string{"mesh.listen"}},
+		{"everything wrong", Config{Listen: "127.0.0.1:7400", Keepalive: -1, Peers: []PeerConfig{
+			{Name: "b", Addr: "x", Key: "zz", Tier: "gold"},
+			{Name: "b", Addr: "10.0.0.2:1", Key: self.PublicKeyHex()},
+			{Addr: "10.0.0.2:1", Key: other.PublicKeyHex()},
+			{Addr: "10.0.0.3:1", Key: other.PublicKeyHex()},
+		}}, []string{"keepalive", "peers[0].addr", "peers[0].key", "peers[0].tier", "peers[1].name", "own key", "peers[2].addr", "peers[3].key repeats"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.give.Validate(self.PublicKey())
+			if len(tt.want) == 0 {
+				if err != nil {
+					t.Fatalf("Validate = %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("Validate = nil")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q: %v", w, err)
+				}
+			}
+		})
+	}
+}
+
+func TestKnownPeersRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, KnownPeersFile)
+	got, err := loadKnownPeers(path)
+	if err != nil || len(got) != 0 {
+		t.Fatalf("missing file = %v, %v", got, err)
+	}
+	k := newIdentity(t)
+	want := map[string]knownPeer{"10.0.0.2:7400": {Addr: "10.0.0.2:7400", Key: k.PublicKeyHex(), ID: k.ID(), PinnedAt: time.Unix(5, 0).UTC()}}
+	if err := writeKnownPeers(path, want); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("stat = %v, %v", fi, err)
+	}
+	got, err = loadKnownPeers(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("round trip (-want +got):\n%s", diff)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Errorf("temp files left: %v", entries)
+	}
+	for _, bad := range []string{`{"version":2,"peers":[]}`, `{"version":1,"peers":[{"addr":"a","key":"zz"}]}`, `{"version":1,"x":1}`} {
+		if _, err := decodeKnownPeers([]byte(bad)); err == nil {
+			t.Errorf("decodeKnownPeers(%s) = nil error", bad)
+		}
+	}
+}
+
+func TestNewPinsLoadedFromDisk(t *testing.T) {
+	self, peer := newIdentity(t), newIdentity(t)
+	dir := t.TempDir()
+	if err := writeKnownPeers(filepath.Join(dir, KnownPeersFile), map[string]knownPeer{
+		"10.0.0.2:7400": {Addr: "10.0.0.2:7400", Key: peer.PublicKeyHex()},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(Config{Listen: "127.0.0.1:0", Peers: []PeerConfig{{Name: "p", Addr: "10.0.0.2:7400"}}},
+		Deps{Identity: self, DataDir: dir, Table: table.New(self.ID(), table.Options{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.IsAdmitted(peer.ID()) {
+		t.Error("pinned peer not admitted")
+	}
+	if id, ok := m.ResolveRef("p"); !ok || id != peer.ID() {
+		t.Errorf("ResolveRef(p) = %q, %v", id, ok)
+	}
+	want := []PeerStatus{{Name: "p", ID: peer.ID(), Addr: "10.0.0.2:7400", State: StateConnecting, Key: peer.PublicKeyHex(), PinnedFrom: PinnedFromTOFU}}
+	if diff := cmp.Diff(want, m.Status()); diff != "" {
+		t.Errorf("Status (-want +got):\n%s", diff)
+	}
+	if _, err := New(Config{Listen: "127.0.0.1:0", Peers: []PeerConfig{{Addr: "x:1", Key: self.PublicKeyHex()}}},
+		Deps{Identity: self, DataDir: dir, Table: table.New(self.ID(), table.Options{})}); err == nil {
+		t.Error("New accepted a peer with this node's key")
+	}
+}
+
+func TestAdvertCodec(t *testing.T) {
+	ads := []table.Advertisement{{Name: "infer.chat", NodeID: "n-1", Methods: []string{"models"}, Version: "1", Metadata: map[string]string{"role": "chat"}, LastUpdated: 7}}
+	p, err := encodeAdverts(ads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := decodeAdverts(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(ads, got); diff != "" {
+		t.Errorf("round trip (-want +got):\n%s", diff)
+	}
+	tests := []struct {
+		name string
+		give string
+		want error
+	}{
+		{"empty list", `[]`, nil},
+		{"trailing data", `[] []`, errMalformedAdverts},
+		{"trailing junk", `[] x`, errMalformedAdverts},
+		{"object", `{}`, errMalformedAdverts},
+		{"unknown field", `[{"x":1}]`, errMalformedAdverts},
+		{"too many", "[" + strings.TrimSuffix(strings.Repeat("{},", MaxAdvertsPerFrame+1), ",") + "]", errTooManyAdverts},
+		{"empty", ``, errMalformedAdverts},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := decodeAdverts([]byte(tt.give)); !errors.Is(err, tt.want) {
+				t.Errorf("decodeAdverts(%.20q) = %v, want %v", tt.give, err, tt.want)
+			}
+		})
+	}
+	if _, err := encodeAdverts(make([]table.Advertisement, MaxAdvertsPerFrame+1)); !errors.Is(err, errTooManyAdverts) {
+		t.Errorf("encode over the bound = %v", err)
+	}
+}
+
+func TestHandlePanicsOnMisuse(t *testing.T) {
+	self := newIdentity(t)
+	m, err := New(Config{Listen: "127.0.0.1:0"}, Deps{Identity: self, DataDir: t.TempDir(), Table: table.New(self.ID(), table.Options{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []StreamKind{KindAdvert, 0, 99} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("Handle(%d) did not panic", k)
+				}
+			}()
+			m.Handle(k, func(ctx context.Context, peer PeerInfo, s *quic.Stream) {})
+		}()
+	}
+}
+
+func FuzzDecodeAdverts(f *testing.F) {
+	f.Add([]byte(`[]`))
+	f.Add([]byte(`[{"name":"infer.chat","node_id":"n-1","methods":["models"],"version":"1","metadata":{"role":"chat"},"last_updated":1}]`))
+	f.Add([]byte(`[{}, {}] `))
+	f.Add([]byte(`[{"metadata":{"a":"b"}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ads, err := decodeAdverts(data)
+		if err != nil {
+			return
+		}
+		if len(ads) > MaxAdvertsPerFrame {
+			t.Fatalf("%d advertisements decoded", len(ads))
+		}
+		p, err := encodeAdverts(ads)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := decodeAdverts(p)
+		if err != nil || len(again) != len(ads) {
+			t.Fatalf("re-decode: %d, %v", len(again), err)
+		}
+	})
+}
+
+func FuzzReadKind(f *testing.F) {
+	f.Add([]byte{byte(KindAdvert)})
+	f.Add([]byte{byte(KindInfer), 1, 2})
+	f.Add([]byte{0x7f})
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		k, err := readKind(bytes.NewReader(data))
+		switch {
+		case len(data) == 0:
+			if err == nil {
+				t.Fatal("kind read from nothing")
+			}
+		case err == nil:
+			if k.String() == "unknown" || byte(k) != data[0] {
+				t.Fatalf("kind %d accepted from %d", k, data[0])
+			}
+		case !errors.Is(err, errUnknownKind):
+			t.Fatalf("unexpected error %v", err)
+		}
+	})
+}
