@@ -254,3 +254,26 @@ func TestNewServerRejects(t *testing.T) {
 		}
 	}
 }
+
+// A request whose payload is exactly MaxRequestPayloadBytes fits the wire
+// bound and is served; one byte more is refused.
+func TestServeRequestAtPayloadBound(t *testing.T) {
+	for _, tt := range []struct {
+		extra int
+		want  Code
+	}{{0, ""}, {1, CodeSignature}} {
+		e := newTestEnv(t, nil)
+		req := e.request(MethodStatus)
+		req.Body = json.RawMessage(`""`)
+		base, _ := json.Marshal(req)
+		req.Body = json.RawMessage(`"` + strings.Repeat("x", MaxRequestPayloadBytes-len(base)+tt.extra) + `"`)
+		p, _ := json.Marshal(req)
+		if len(p) != MaxRequestPayloadBytes+tt.extra {
+			t.Fatalf("payload of %d bytes", len(p))
+		}
+		served, _ := e.roundTrip(t, seal(controllerKey, RequestDomain, p), pubOf(controllerKey))
+		if got := refusalCode(served.Refusal); got != tt.want {
+			t.Fatalf("extra %d: code %q (%v), want %q", tt.extra, got, served.Refusal, tt.want)
+		}
+	}
+}
