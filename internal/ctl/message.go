@@ -86,8 +86,8 @@ type envelope struct {
 	Signature string `json:"signature"`
 }
 
-// Envelope is a decoded, not yet verified, signed message.
-type Envelope struct {
+// decodedEnvelope is a decoded, not yet verified, signed message.
+type decodedEnvelope struct {
 	// Payload is the exact signed bytes.
 	Payload []byte
 	// PublicKey is the claimed signing key.
@@ -121,26 +121,26 @@ func decodeStrict(data []byte, v any) error {
 // decodeEnvelope parses wire as an envelope and checks the form of its
 // fields: lower-hex key of 32 bytes, lower-hex signature of 64 bytes, a
 // payload of at most maxPayload bytes.
-func decodeEnvelope(wire []byte, maxPayload int) (Envelope, error) {
+func decodeEnvelope(wire []byte, maxPayload int) (decodedEnvelope, error) {
 	var e envelope
 	if err := decodeStrict(wire, &e); err != nil {
-		return Envelope{}, fmt.Errorf("envelope: %w", err)
+		return decodedEnvelope{}, fmt.Errorf("envelope: %w", err)
 	}
 	if len(e.Payload) == 0 {
-		return Envelope{}, errors.New("envelope: empty payload")
+		return decodedEnvelope{}, errors.New("envelope: empty payload")
 	}
 	if len(e.Payload) > maxPayload {
-		return Envelope{}, fmt.Errorf("envelope: payload of %d bytes, bound %d", len(e.Payload), maxPayload)
+		return decodedEnvelope{}, fmt.Errorf("envelope: payload of %d bytes, bound %d", len(e.Payload), maxPayload)
 	}
 	pub, err := lowerHex(e.PublicKey, 32)
 	if err != nil {
-		return Envelope{}, fmt.Errorf("envelope public key: %w", err)
+		return decodedEnvelope{}, fmt.Errorf("envelope public key: %w", err)
 	}
 	sig, err := lowerHex(e.Signature, 64)
 	if err != nil {
-		return Envelope{}, fmt.Errorf("envelope signature: %w", err)
+		return decodedEnvelope{}, fmt.Errorf("envelope signature: %w", err)
 	}
-	return Envelope{Payload: e.Payload, PublicKey: pub, Signature: sig}, nil
+	return decodedEnvelope{Payload: e.Payload, PublicKey: pub, Signature: sig}, nil
 }
 
 // lowerHex decodes s, which must be exactly n bytes in lower-case hex.
