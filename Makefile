@@ -40,3 +40,10 @@ lint:
 
 clean:
 	rm -rf build
+
+# example-package builds the echo-llm example into build/packages/echo-llm/
+# with its manifest, ready to sign (nodeld package sign --key K DIR).
+example-package: build
+	rm -rf build/packages/echo-llm && mkdir -p build/packages/echo-llm
+	$(GO) build -trimpath -o build/packages/echo-llm/echo-llm ./examples/packages/echo-llm
+	$(BIN) package build --manifest examples/packages/echo-llm/manifest.template.json build/packages/echo-llm

@@ -27,6 +27,8 @@ Usage:
                                                verify an audit chain
   nodeld status [--config FILE] [--addr HOST:PORT] [--json]
                                                print a running daemon's status
+  nodeld package keygen|build|sign|verify|revoke|unrevoke|revocations ...
+                                               publish and check signed workload packages
   nodeld version                               print the version
 
 Without --config, commands read /etc/nodeld/nodeld.yaml; run falls back to
@@ -60,6 +62,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdChainVerify(rest[1:], stdout, stderr)
 	case "status":
 		return cmdStatus(ctx, rest, stdout, stderr)
+	case "package":
+		return cmdPackage(rest, stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintf(stdout, "nodeld %s (%s)\n", buildVersion(), buildGoVersion())
 		return nil
