@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -107,6 +108,8 @@ type testNode struct {
 	audit  *fakeAudit
 	cancel context.CancelFunc
 	done   chan error
+	// peersChanged counts OnPeersChanged calls.
+	peersChanged atomic.Int64
 }
 
 // newNode builds a node with its own identity, data dir and table; start
@@ -125,6 +128,7 @@ func (n *testNode) start(peers ...PeerConfig) {
 	m, err := New(Config{Listen: n.listen, Keepalive: time.Second, Peers: peers}, Deps{
 		Identity: n.ident, DataDir: n.dir, Table: n.tbl, Audit: n.audit,
 		Logger: zaptest.NewLogger(n.t).Named(n.name), Registerer: n.reg,
+		OnPeersChanged: func() { n.peersChanged.Add(1) },
 	})
 	if err != nil {
 		n.t.Fatal(err)

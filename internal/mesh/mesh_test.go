@@ -135,8 +135,10 @@ func TestTOFUPinSurvivesRestartAndRefusesNewKey(t *testing.T) {
 	a.start()
 	b.start()
 	a.apply(b.peer(false)) // trust on first use
+	changedBefore := a.peersChanged.Load()
 	b.apply(a.peer(true))
 	waitFor(t, "a pinning b", func() bool { return a.m.IsAdmitted(b.id()) && a.link(b.id()) != nil })
+	waitFor(t, "OnPeersChanged after the pin", func() bool { return a.peersChanged.Load() > changedBefore })
 	if st := a.state(b.listen); st.PinnedFrom != PinnedFromTOFU || st.ID != b.id() {
 		t.Errorf("a's status of b = %+v", st)
 	}
