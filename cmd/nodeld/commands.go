@@ -197,6 +197,20 @@ func printStatus(w io.Writer, st *statusDoc) {
 		}
 		fmt.Fprintf(w, "role     %-12s %-22s -> %s\n", r.Name, r.Listen, target)
 	}
+	if st.Mesh != nil {
+		fmt.Fprintf(w, "mesh     %s, %d peers\n", st.Mesh.Listen, len(st.Mesh.Peers))
+		for _, p := range st.Mesh.Peers {
+			id := p.ID
+			if id == "" {
+				id = "(key not yet seen)"
+			}
+			extra := ""
+			if p.LastError != "" {
+				extra = "  (" + p.LastError + ")"
+			}
+			fmt.Fprintf(w, "peer     %-12s %-21s %-18s %-12s %-8s rtt %.2fms%s\n", p.Name, p.Addr, id, p.State, p.Tier, p.RTTMillis, extra)
+		}
+	}
 	insts := append([]instanceDoc(nil), st.Instances...)
 	sort.SliceStable(insts, func(i, j int) bool { return insts[i].Role < insts[j].Role })
 	for _, in := range insts {

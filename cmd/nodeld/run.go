@@ -24,6 +24,7 @@ import (
 	"github.com/nodeld/nodeld/internal/chain"
 	"github.com/nodeld/nodeld/internal/config"
 	"github.com/nodeld/nodeld/internal/identity"
+	"github.com/nodeld/nodeld/internal/mesh"
 	"github.com/nodeld/nodeld/internal/proxy"
 	"github.com/nodeld/nodeld/internal/runtime"
 	"github.com/nodeld/nodeld/internal/table"
@@ -34,6 +35,7 @@ const (
 	readyAdmin = "admin listener"
 	readyProxy = "proxy listeners"
 	readyChain = "chain"
+	readyMesh  = "mesh listener"
 )
 
 // chainSource is the chain source of the daemon's own lifecycle entries.
@@ -75,6 +77,7 @@ type node struct {
 	chain     *chain.Chain
 	table     *table.Table
 	proxy     *proxy.Proxy
+	mesh      *mesh.Mesh // nil when mesh.listen is empty
 	adopter   *runtime.Adopter
 	admin     *admin.Server
 	log       *zap.Logger
@@ -146,7 +149,11 @@ func runDaemon(ctx context.Context, o daemonOptions) (err error) {
 		id: id, chain: ch, log: log, level: level, cfgPath: o.cfgPath,
 		started: time.Now(), reloadOK: reloadOK, reloadSum: reloadSum, cfg: cfg,
 	}
+	// The table asks the mesh who is admitted, and the mesh feeds the
+	// table: the admission is bound once both exist.
+	admission := &meshAdmission{}
 	n.table = table.New(id.ID(), table.Options{
+		Admission:  admission,
 		Audit:      ch,
 		Registerer: reg,
 		Load: func(role string) (int, int) {
@@ -156,7 +163,24 @@ func runDaemon(ctx context.Context, o daemonOptions) (err error) {
 			return n.proxy.Inflight(role)
 		},
 	})
-	n.table.ApplyPolicy(rolePolicies(cfg))
+	if cfg.Mesh.Listen != "" {
+		n.mesh, err = mesh.New(meshConfig(cfg), mesh.Deps{
+			Identity:   id,
+			DataDir:    cfg.Node.DataDir,
+			Table:      n.table,
+			Audit:      ch,
+			Logger:     log.Named("mesh"),
+			Registerer: reg,
+			// A peer pinned on first contact gets an id: allowlists that
+			// name it can now be applied.
+			OnPeersChanged: func() { n.table.ApplyPolicy(n.rolePolicies(n.config())) },
+		})
+		if err != nil {
+			return err
+		}
+		admission.m = n.mesh
+	}
+	n.table.ApplyPolicy(n.rolePolicies(cfg))
 
 	n.proxy, err = proxy.New(proxyConfig(cfg), proxy.Deps{
 		Resolver:   n.table,
@@ -182,6 +206,9 @@ func runDaemon(ctx context.Context, o daemonOptions) (err error) {
 	for _, c := range []string{readyAdmin, readyProxy, readyChain} {
 		n.admin.Require(c)
 	}
+	if n.mesh != nil {
+		n.admin.Require(readyMesh)
+	}
 	n.admin.SetReady(readyChain, true)
 
 	if _, err := ch.Append(chainSource, "node.start", map[string]any{
@@ -201,6 +228,9 @@ func runDaemon(ctx context.Context, o daemonOptions) (err error) {
 	g.Go(func() error { return n.admin.Run(gctx) })
 	g.Go(func() error { return n.proxy.Run(gctx) })
 	g.Go(func() error { return n.adopter.Run(gctx) })
+	if n.mesh != nil {
+		g.Go(func() error { return n.mesh.Run(gctx) })
+	}
 	g.Go(func() error { return n.supervise(gctx, hup) })
 
 	runErr := g.Wait()
@@ -237,7 +267,19 @@ func (n *node) supervise(ctx context.Context, hup <-chan os.Signal) error {
 	case <-ctx.Done():
 		return nil
 	}
-	n.log.Info("ready", zap.Stringer("admin", n.admin.Addr()))
+	if n.mesh != nil {
+		select {
+		case <-n.mesh.Ready():
+			n.admin.SetReady(readyMesh, true)
+		case <-ctx.Done():
+			return nil
+		}
+	}
+	fields := []zap.Field{zap.Stringer("admin", n.admin.Addr())}
+	if n.mesh != nil {
+		fields = append(fields, zap.Stringer("mesh", n.mesh.Addr()))
+	}
+	n.log.Info("ready", fields...)
 	if _, err := daemon.SdNotify(false, daemon.SdNotifyReady); err != nil {
 		n.log.Warn("sd_notify ready", zap.Error(err))
 	}
@@ -317,6 +359,11 @@ func (n *node) applyReload() error {
 	if next.Log.Format != old.Log.Format {
 		return errors.New("log.format changes only with a restart")
 	}
+	if n.mesh != nil {
+		if err := meshConfig(next).Validate(n.id.PublicKey()); err != nil {
+			return err
+		}
+	}
 	// The proxy is the only part that can fail to apply (a port in use):
 	// apply it first, and nothing else changes when it fails.
 	if err := n.proxy.ApplyConfig(proxyConfig(next)); err != nil {
@@ -327,11 +374,18 @@ func (n *node) applyReload() error {
 		_ = n.proxy.ApplyConfig(proxyConfig(old))
 		return err
 	}
-	n.table.ApplyPolicy(rolePolicies(next))
+	if n.mesh != nil {
+		if err := n.mesh.ApplyConfig(meshConfig(next)); err != nil {
+			_ = n.proxy.ApplyConfig(proxyConfig(old))
+			_ = n.adopter.ApplyConfig(adopterConfig(old))
+			return err
+		}
+	}
 	n.level.SetLevel(level.Level())
 	n.mu.Lock()
 	n.cfg = next
 	n.mu.Unlock()
+	n.table.ApplyPolicy(n.rolePolicies(next))
 	if _, err := n.chain.Append(chainSource, "config.reload", map[string]any{
 		"ok": true, "config": configSource(n.cfgPath), "changed": diff.Fields,
 	}); err != nil {
@@ -375,6 +429,21 @@ func openChain(path string, id *identity.Identity, reset bool, reg prometheus.Re
 		}
 	}
 	return ch, nil
+}
+
+// config returns the config in force.
+func (n *node) config() *config.Config {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cfg
+}
+
+// meshAdmission lets the table ask the mesh who is admitted; with no mesh
+// nobody is.
+type meshAdmission struct{ m *mesh.Mesh }
+
+func (a *meshAdmission) IsAdmitted(nodeID string) bool {
+	return a.m != nil && a.m.IsAdmitted(nodeID)
 }
 
 func newLogger(format string, level zap.AtomicLevel, w io.Writer) *zap.Logger {

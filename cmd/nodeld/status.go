@@ -25,6 +25,26 @@ type statusDoc struct {
 	Table     tableDoc      `json:"table"`
 	Roles     []roleDoc     `json:"roles"`
 	Instances []instanceDoc `json:"instances"`
+	Mesh      *meshDoc      `json:"mesh,omitempty"`
+}
+
+// meshDoc is the mesh listener and every configured peer.
+type meshDoc struct {
+	Listen string    `json:"listen"`
+	Peers  []peerDoc `json:"peers"`
+}
+
+// peerDoc is one configured peer as the mesh sees it.
+type peerDoc struct {
+	Name       string  `json:"name,omitempty"`
+	ID         string  `json:"id,omitempty"`
+	Addr       string  `json:"addr"`
+	State      string  `json:"state"`
+	Tier       string  `json:"tier"`
+	PinnedFrom string  `json:"pinned_from,omitempty"`
+	RTTMillis  float64 `json:"rtt_ms"`
+	LastError  string  `json:"last_error,omitempty"`
+	RefusedKey string  `json:"refused_key,omitempty"`
 }
 
 // tableDoc is the placement table's part of the status.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/nodeld/nodeld/internal/config"
 	"github.com/nodeld/nodeld/internal/identity"
+	"github.com/nodeld/nodeld/internal/mesh"
 	"github.com/nodeld/nodeld/internal/proxy"
 	"github.com/nodeld/nodeld/internal/runtime"
 	"github.com/nodeld/nodeld/internal/table"
@@ -34,10 +35,16 @@ func buildGoVersion() string {
 
 // peerIDs turns allowlist entries (peer names or node ids) into node ids.
 // A named peer without a pinned key has no id until the mesh pins it on
-// first contact, so it is left out here.
-func peerIDs(cfg *config.Config, refs []string) []string {
+// first contact, so it is left out until then (OnPeersChanged re-applies).
+func (n *node) peerIDs(cfg *config.Config, refs []string) []string {
 	var ids []string
 	for _, ref := range refs {
+		if n.mesh != nil {
+			if id, ok := n.mesh.ResolveRef(ref); ok {
+				ids = append(ids, id)
+			}
+			continue
+		}
 		if strings.HasPrefix(ref, "n-") {
 			ids = append(ids, ref)
 			continue
@@ -54,13 +61,13 @@ func peerIDs(cfg *config.Config, refs []string) []string {
 	return ids
 }
 
-func rolePolicies(cfg *config.Config) map[string]table.RolePolicy {
+func (n *node) rolePolicies(cfg *config.Config) map[string]table.RolePolicy {
 	p := make(map[string]table.RolePolicy, len(cfg.Inference.Roles))
 	for _, r := range cfg.Inference.Roles {
 		p[r.Name] = table.RolePolicy{
 			Expose:  r.Expose,
-			ServeTo: peerIDs(cfg, r.ServeTo),
-			UseFrom: peerIDs(cfg, r.UseFrom),
+			ServeTo: n.peerIDs(cfg, r.ServeTo),
+			UseFrom: n.peerIDs(cfg, r.UseFrom),
 		}
 	}
 	return p
@@ -78,6 +85,14 @@ func proxyConfig(cfg *config.Config) proxy.Config {
 		pc.Roles = append(pc.Roles, proxy.RoleConfig{Name: r.Name, Listen: r.Listen, Concurrency: l.ConcurrencyFor(r)})
 	}
 	return pc
+}
+
+func meshConfig(cfg *config.Config) mesh.Config {
+	mc := mesh.Config{Listen: cfg.Mesh.Listen, Keepalive: cfg.Mesh.Keepalive.D}
+	for _, p := range cfg.Mesh.Peers {
+		mc.Peers = append(mc.Peers, mesh.PeerConfig{Name: p.Name, Addr: p.Addr, Key: p.Key, Tier: p.Tier})
+	}
+	return mc
 }
 
 func adopterConfig(cfg *config.Config) runtime.AdopterConfig {
@@ -131,6 +146,15 @@ func (n *node) status() any {
 			}
 		}
 		st.Roles = append(st.Roles, rd)
+	}
+	if n.mesh != nil {
+		st.Mesh = &meshDoc{Listen: n.mesh.Addr().String()}
+		for _, p := range n.mesh.Status() {
+			st.Mesh.Peers = append(st.Mesh.Peers, peerDoc{
+				Name: p.Name, ID: p.ID, Addr: p.Addr, State: p.State, Tier: p.Tier, PinnedFrom: p.PinnedFrom,
+				RTTMillis: float64(p.RTT.Microseconds()) / 1000, LastError: p.LastError, RefusedKey: p.RefusedKey,
+			})
+		}
 	}
 	for _, in := range n.adopter.Status() {
 		d := instanceDoc{
