@@ -160,7 +160,7 @@ func New(cfg Config, deps Deps) (*Proxy, error) {
 	p.rp = &httputil.ReverseProxy{
 		Rewrite:        p.rewrite,
 		Transport:      transport,
-		FlushInterval:  -1,
+		FlushInterval:  0, // see doc.go: streaming responses are flushed on every write
 		BufferPool:     newBufferPool(),
 		ErrorLog:       errorLog,
 		ModifyResponse: p.modifyResponse,

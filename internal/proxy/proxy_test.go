@@ -83,64 +83,86 @@ func TestForwardsToLocalInstance(t *testing.T) {
 
 func TestStreamsChunksBeforeUpstreamFinishes(t *testing.T) {
 	const chunks = 5
-	release := make([]chan struct{}, chunks)
-	for i := range release {
-		release[i] = make(chan struct{})
+	tests := []struct {
+		name, path, body, contentType, tail string
+		chunk                               func(i int) string
+		read                                func(*bufio.Reader) (string, error)
+	}{
+		{
+			name: "sse", path: "/v1/chat/completions", body: chatBody(true), contentType: "text/event-stream",
+			tail:  "data: [DONE]\n\n",
+			chunk: func(i int) string { return proxytest.Chunk("test-model", i, true) },
+			read:  readEvent,
+		},
+		{
+			name: "chunked ndjson", path: "/api/chat", body: `{"model":"m","messages":[]}`, contentType: "application/x-ndjson",
+			tail:  `{"model":"test-model","done":true}` + "\n",
+			chunk: func(i int) string { return proxytest.NDJSONChunk("test-model", i) },
+			read:  func(br *bufio.Reader) (string, error) { return br.ReadString('\n') },
+		},
 	}
-	var produced atomic.Int64 // chunks the upstream has been allowed to write
-	up := proxytest.New(t, proxytest.Options{Chunks: chunks, Hooks: proxytest.Hooks{
-		BeforeChunk: func(ctx context.Context, i int) {
-			if i > 0 {
-				select {
-				case <-release[i]:
-				case <-ctx.Done():
-					return
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			release := make([]chan struct{}, chunks)
+			for i := range release {
+				release[i] = make(chan struct{})
+			}
+			var produced atomic.Int64 // chunks the upstream has been allowed to write
+			up := proxytest.New(t, proxytest.Options{Chunks: chunks, Hooks: proxytest.Hooks{
+				BeforeChunk: func(ctx context.Context, i int) {
+					if i > 0 {
+						select {
+						case <-release[i]:
+						case <-ctx.Done():
+							return
+						}
+					}
+					produced.Add(1)
+				},
+			}})
+			h := startProxy(t, Config{}, Deps{})
+			h.resolver.local("chat", up.URL)
+
+			ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, h.url("chat")+tt.path, strings.NewReader(tt.body))
+			res, err := h.client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer res.Body.Close()
+			if ct := res.Header.Get("Content-Type"); ct != tt.contentType {
+				t.Errorf("Content-Type = %q, want %q", ct, tt.contentType)
+			}
+			if got := res.Header.Get(RouteHeader); got != "local" {
+				t.Errorf("%s = %q", RouteHeader, got)
+			}
+			br := bufio.NewReader(res.Body)
+			for i := range chunks {
+				// Chunk i+1 is only produced after the client has read chunk
+				// i: a buffering proxy deadlocks here until the deadline.
+				got, err := tt.read(br)
+				if err != nil {
+					t.Fatalf("reading chunk %d: %v", i, err)
+				}
+				if want := tt.chunk(i); got != want {
+					t.Fatalf("chunk %d = %q, want %q", i, got, want)
+				}
+				if n := produced.Load(); n != int64(i+1) {
+					t.Fatalf("client read chunk %d when the upstream had produced %d chunks, want %d", i, n, i+1)
+				}
+				if i+1 < chunks {
+					close(release[i+1])
 				}
 			}
-			produced.Add(1)
-		},
-	}})
-	h := startProxy(t, Config{}, Deps{})
-	h.resolver.local("chat", up.URL)
-
-	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, h.url("chat")+"/v1/chat/completions", strings.NewReader(chatBody(true)))
-	res, err := h.client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	if ct := res.Header.Get("Content-Type"); ct != "text/event-stream" {
-		t.Errorf("Content-Type = %q, want text/event-stream", ct)
-	}
-	if got := res.Header.Get(RouteHeader); got != "local" {
-		t.Errorf("%s = %q", RouteHeader, got)
-	}
-	br := bufio.NewReader(res.Body)
-	for i := range chunks {
-		// Chunk i+1 is only produced after the client has read chunk i: a
-		// buffering proxy deadlocks here until the deadline.
-		event, err := readEvent(br)
-		if err != nil {
-			t.Fatalf("reading chunk %d: %v", i, err)
-		}
-		if want := proxytest.Chunk("test-model", i, true); event != want {
-			t.Fatalf("chunk %d = %q, want %q", i, event, want)
-		}
-		if got := produced.Load(); got != int64(i+1) {
-			t.Fatalf("client read chunk %d when the upstream had produced %d chunks, want %d", i, got, i+1)
-		}
-		if i+1 < chunks {
-			close(release[i+1])
-		}
-	}
-	rest, err := io.ReadAll(br)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(rest) != "data: [DONE]\n\n" {
-		t.Errorf("stream tail = %q", rest)
+			rest, err := io.ReadAll(br)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(rest) != tt.tail {
+				t.Errorf("stream tail = %q, want %q", rest, tt.tail)
+			}
+		})
 	}
 }
 

@@ -154,6 +154,8 @@ func (u *Upstream) serve(w http.ResponseWriter, r *http.Request) {
 		}})
 	case "/health":
 		writeJSON(w, map[string]any{"status": "ok"})
+	case "/api/chat", "/api/generate":
+		u.ollamaStream(w, r, body)
 	case "/api/version":
 		writeJSON(w, map[string]any{"version": "0.0.0-proxytest"})
 	case "/api/tags":
@@ -222,6 +224,43 @@ func (u *Upstream) completion(w http.ResponseWriter, r *http.Request, body []byt
 	}
 	_, _ = io.WriteString(w, "data: [DONE]\n\n")
 	_ = rc.Flush()
+}
+
+// ollamaStream answers an Ollama chat or generate request as Ollama does by
+// default: newline-delimited JSON objects, chunked (no Content-Length), one
+// per chunk, then a final object with "done": true.
+func (u *Upstream) ollamaStream(w http.ResponseWriter, r *http.Request, _ []byte) {
+	ctx := r.Context()
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	_ = rc.Flush()
+	for i := 0; i < u.opts.Chunks; i++ {
+		if h := u.opts.Hooks.BeforeChunk; h != nil {
+			h(ctx, i)
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if _, err := io.WriteString(w, NDJSONChunk(u.opts.Model, i)); err != nil {
+			return
+		}
+		if err := rc.Flush(); err != nil {
+			return
+		}
+		if h := u.opts.Hooks.AfterChunk; h != nil {
+			h(ctx, i)
+		}
+	}
+	_, _ = io.WriteString(w, `{"model":"`+u.opts.Model+`","done":true}`+"\n")
+	_ = rc.Flush()
+}
+
+// NDJSONChunk returns line i of an Ollama stream, newline included.
+func NDJSONChunk(model string, i int) string {
+	b, _ := json.Marshal(map[string]any{"model": model, "done": false,
+		"message": map[string]any{"role": "assistant", "content": fmt.Sprintf("tok%d ", i)}})
+	return string(b) + "\n"
 }
 
 // Chunk returns the SSE event for content chunk i, as the upstream writes
