@@ -1,10 +1,11 @@
 // Package runtime runs and observes the model servers behind nodeld's roles.
 //
-// This file set covers adopted servers: servers listed in
-// inference.instances that nodeld probes but never starts, stops or
-// restarts (llama.cpp's llama-server, Ollama, mlx_lm.server, or any
-// OpenAI-compatible server). Managed runtimes (process supervision, launched
-// llama.cpp and mlx-lm) are added to this package later, beside adopted.go.
+// It covers two kinds of servers. Adopted servers (adopted.go, probe.go)
+// are listed in inference.instances; nodeld probes them but never starts,
+// stops or restarts them (llama.cpp's llama-server, Ollama, mlx_lm.server,
+// or any OpenAI-compatible server). Managed servers (managed.go,
+// process.go, ollama.go, supervise.go) are started by nodeld from a
+// package: see "Managed runtimes" below.
 //
 // # Job
 //
@@ -54,4 +55,74 @@
 // are called with the Adopter's mutex held (never during network I/O), so a
 // round and a reload cannot interleave registrations; a round that raced a
 // reload is discarded and redone.
+//
+// # Managed runtimes
+//
+// NewManaged validates a Spec (known managed kind, absolute package
+// directory, command and model file resolvable and inside it unless
+// absolute, bounded arguments and environment, owned flags not repeated)
+// and starts nothing. A Managed is one instance:
+//
+//   - process (KindProcess): any command with the manifest's args and env.
+//   - llama.cpp: llama-server --model <model file> --host 127.0.0.1 --port
+//     <port> [args]; Start waits for GET /health (503 while loading).
+//   - mlx-lm: mlx_lm.server --model <model file, else model, else dir>
+//     --host 127.0.0.1 --port <port> [args]; health is GET /v1/models.
+//   - ollama: drives an existing loopback Ollama daemon, never starts or
+//     signals it. Start loads the model (POST /api/generate, empty prompt,
+//     keep_alive -1) unless /api/ps shows it resident already; Stop unloads
+//     it (keep_alive 0) only if this instance loaded it; health is "/api/ps
+//     lists it".
+//
+// A process run gets its own process group (Setpgid; Pdeathsig SIGKILL on
+// Linux, so a dying nodeld takes it along), an environment of the Spec's
+// Env, PATH (default /usr/local/bin:/usr/bin:/bin) and NODELD_PORT only,
+// {port}, {dir} and {model_file} substituted in args and env values, and a
+// port picked free on 127.0.0.1 when the Spec gives 0. Stdout and stderr
+// are captured into tail buffers of LogCap bytes each (DefaultLogCap 256
+// KiB); Logs returns the last run's, the front cut on a UTF-8 boundary.
+// Stop sends SIGTERM to the group, then SIGKILL to the group after the
+// grace (default 2 s, at most 60 s); when the leader exits by itself the
+// rest of its group is SIGKILLed too, so no descendant outlives a run.
+//
+// # Invariants of managed runtimes
+//
+//   - A managed server listens on loopback only. Health (and Start, once
+//     the server is up) first reads /proc/net/tcp and tcp6 for the LISTEN
+//     sockets of every process in the run's group; any not bound to
+//     127.0.0.0/8 or ::1 gets the process stopped, and Start and Health
+//     return ErrNotLoopback, as does every later Start of that Managed. The
+//     check needs /proc: outside Linux it is skipped unless
+//     ManagedDeps.Listeners is given.
+//   - Only the process group nodeld spawned is ever signalled.
+//   - Every buffer and list read from a process or from /proc is bounded
+//     (limits.go) before it grows.
+//
+// # Supervision
+//
+// A Supervisor keeps one Instance (a *Managed) running. Run starts it,
+// checks Health every HealthInterval (default 10 s) and watches for its
+// exit. An exit, or MissLimit (default 3) failed checks in a row, makes it
+// unhealthy; RestartPolicy.Next (a pure function) then allows a restart
+// after Backoff·2^k, at most MaxBackoff (k: restarts in the Window), or
+// declares the budget spent when Max restarts happened in the Window
+// (default 3 in 10 minutes, 1 s doubling to 30 s). A spent budget, or a
+// listener beyond loopback, stops the instance and ends in failed, held
+// for the operator: a new Run gives a fresh budget. States are starting,
+// running, unhealthy, restarting, stopped and failed, the names of the
+// workload.ctl instance states; OnChange reports each one so the host
+// registers the inference role while running and deregisters otherwise.
+//
+// # Concurrency of managed runtimes
+//
+// NewManaged starts nothing. Each process run owns three goroutines (two
+// draining the output pipes, one reaping the process) that end when the
+// process group is gone; Stop waits for them. A caller must Stop a
+// Managed, or see its Wait channel deliver, before dropping it. Methods of
+// Managed are safe for concurrent use; Start and Stop of the same instance
+// should not race each other (Start refuses while a run is in progress).
+// Supervisor.Run does all its work on the calling goroutine and returns
+// nil once ctx ends, Stop is called, or the instance failed; the instance
+// is stopped when Run returns. Time is injectable: ManagedDeps.Now,
+// SupervisorDeps.Now, Ticks and After.
 package runtime

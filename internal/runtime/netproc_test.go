@@ -111,7 +111,7 @@ func TestNonLoopbackListeners(t *testing.T) {
 		{ap("0.0.0.0:5"), tcpListenState, 5},
 		{ap("[::]:6"), tcpListenState, 6},
 		{ap("192.168.1.2:7"), tcpListenState, 7},
-		{ap("0.0.0.0:8"), 0x01, 8},        // established, not a listener
+		{ap("0.0.0.0:8"), 0x01, 8},           // established, not a listener
 		{ap("0.0.0.0:9"), tcpListenState, 9}, // someone else's
 	}
 	inodes := map[uint64]bool{1: true, 2: true, 3: true, 4: true, 5: true, 6: true, 7: true, 8: true}

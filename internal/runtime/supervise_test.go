@@ -168,10 +168,13 @@ type fakeInstance struct {
 	stops   int
 	exit    chan ExitStatus
 	started chan struct{}
+	// checked receives each health check's answer, so the test knows a
+	// tick was handled before it changes the health.
+	checked chan Health
 }
 
 func newFakeInstance() *fakeInstance {
-	return &fakeInstance{health: HealthUp, started: make(chan struct{}, 10)}
+	return &fakeInstance{health: HealthUp, started: make(chan struct{}, 10), checked: make(chan Health, 100)}
 }
 
 func (f *fakeInstance) Start(context.Context) error {
@@ -193,6 +196,7 @@ func (f *fakeInstance) Stop(context.Context, time.Duration) error {
 func (f *fakeInstance) Health(context.Context) (Health, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.checked <- f.health
 	if f.health != HealthUp {
 		return f.health, errors.New("not up")
 	}
@@ -241,7 +245,15 @@ func TestSupervisorHealthMissesRestartThenStop(t *testing.T) {
 	}
 	expect(StateStarting)
 	expect(StateRunning)
-	tick := func() { ticks <- time.Time{} }
+	tick := func() {
+		t.Helper()
+		ticks <- time.Time{}
+		select {
+		case <-inst.checked:
+		case <-time.After(testDeadline):
+			t.Fatal("timed out waiting for a health check")
+		}
+	}
 	tick() // healthy: nothing changes
 	inst.setHealth(HealthDown)
 	tick() // one miss: below the limit
