@@ -18,9 +18,10 @@ var tiers = map[string]int{
 	// internal.
 	"examples/packages/echo-llm": 0,
 
-	"internal/proxy": 1,
-	"internal/plane": 1,
-	"internal/host":  1,
+	"internal/proxy":    1,
+	"internal/plane":    1,
+	"internal/host":     1,
+	"internal/dispatch": 1,
 
 	"internal/admin":      2,
 	"internal/ctl":        2,

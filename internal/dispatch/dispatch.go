@@ -1,0 +1,446 @@
+package dispatch
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/quic-go/quic-go"
+	"go.uber.org/zap"
+
+	"github.com/nodeld/nodeld/internal/chain"
+	"github.com/nodeld/nodeld/internal/ctl"
+	"github.com/nodeld/nodeld/internal/identity"
+	"github.com/nodeld/nodeld/internal/mesh"
+	"github.com/nodeld/nodeld/internal/pkg"
+)
+
+// SelfRef names this node in Call and Place.
+const SelfRef = "self"
+
+// Chain source and kinds of the dispatcher's audit records.
+const (
+	AuditSource = "dispatch"
+	// KindDecision is chained before every mutating call; its entry hash
+	// is the call's decision id.
+	KindDecision = "dispatch.decision"
+	// KindOutcome records how a mutating call ended.
+	KindOutcome = "dispatch.outcome"
+)
+
+// Mesh is the part of the mesh the dispatcher uses. *mesh.Mesh
+// implements it.
+type Mesh interface {
+	OpenStream(ctx context.Context, nodeID string, kind mesh.StreamKind) (*quic.Stream, error)
+	Handle(kind mesh.StreamKind, h mesh.Handler)
+	Peer(nodeID string) (mesh.PeerInfo, bool)
+	ResolveRef(ref string) (string, bool)
+}
+
+var _ Mesh = (*mesh.Mesh)(nil)
+
+// Auditor appends to the audit chain and returns the entry, whose hash is
+// a decision id. *chain.Chain implements it. (Record and then Head would
+// race with other appenders: the head may already be someone else's.)
+type Auditor interface {
+	Append(source, kind string, payload any) (chain.Entry, error)
+}
+
+var _ Auditor = (*chain.Chain)(nil)
+
+// LocalHost serves workload.ctl calls addressed to this node without the
+// mesh. The workload host implements it; s carries one call, exactly as a
+// mesh stream would, and the caller is this node itself.
+type LocalHost interface {
+	ServeLocal(ctx context.Context, s ctl.Stream)
+}
+
+// Deps are the dispatcher's collaborators.
+type Deps struct {
+	// Identity signs every call; required.
+	Identity *identity.Identity
+	// Mesh carries calls to peers and artifact streams from them; nil
+	// means only "self" can be called.
+	Mesh Mesh
+	// Chain records every decision before its call; required (a control
+	// action whose record cannot be written is not taken).
+	Chain Auditor
+	// Local serves calls to this node; nil refuses "self".
+	Local LocalHost
+	// Logger; nil logs nothing.
+	Logger *zap.Logger
+	// Registerer receives the metrics; nil registers none.
+	Registerer prometheus.Registerer
+	// Now is the clock of requests and offers; nil means time.Now.
+	Now func() time.Time
+}
+
+var (
+	// ErrUnknownNode is wrapped (in a ClassUnreachable *ctl.CallError) for
+	// a node reference that names no admitted peer.
+	ErrUnknownNode = errors.New("no admitted peer by that name or id")
+	// ErrNoLocalHost is wrapped (in a ClassUnreachable *ctl.CallError) for
+	// a call to "self" on a node that runs no workload host.
+	ErrNoLocalHost = errors.New("this node runs no workload host")
+	// ErrBadPackage is wrapped by Place for a package directory that does
+	// not verify locally or cannot be carried by place; nothing was sent.
+	ErrBadPackage = errors.New("package refused before dispatch")
+)
+
+// Dispatcher signs workload.ctl calls and sends them, serves the
+// artifacts of the places it made, and feeds the operator socket.
+type Dispatcher struct {
+	id     *identity.Identity
+	mesh   Mesh
+	chain  Auditor
+	local  LocalHost
+	log    *zap.Logger
+	now    func() time.Time
+	client *ctl.Client
+	met    *metrics
+	offers *offers
+	// slots bounds the artifact streams served at once.
+	slots chan struct{}
+}
+
+// New validates deps and returns a Dispatcher. It starts nothing.
+func New(deps Deps) (*Dispatcher, error) {
+	if deps.Identity == nil {
+		return nil, errors.New("dispatch: no identity")
+	}
+	if deps.Chain == nil {
+		return nil, errors.New("dispatch: no chain")
+	}
+	d := &Dispatcher{
+		id: deps.Identity, mesh: deps.Mesh, chain: deps.Chain, local: deps.Local,
+		log: deps.Logger, now: deps.Now,
+		slots: make(chan struct{}, MaxConcurrentArtifactStreams),
+	}
+	if d.log == nil {
+		d.log = zap.NewNop()
+	}
+	d.log = d.log.Named("dispatch")
+	if d.now == nil {
+		d.now = time.Now
+	}
+	client, err := ctl.NewClient(ctl.ClientConfig{Key: deps.Identity.PrivateKey(), Now: d.now})
+	if err != nil {
+		return nil, fmt.Errorf("dispatch: %w", err)
+	}
+	d.client = client
+	d.met = newMetrics(deps.Registerer)
+	d.offers = newOffers(d.now)
+	return d, nil
+}
+
+// Register installs the artifact server on the mesh. Call it before the
+// mesh runs.
+func (d *Dispatcher) Register() {
+	if d.mesh != nil {
+		d.mesh.Handle(mesh.KindArtifact, d.serveArtifact)
+	}
+}
+
+// target is a resolved call target.
+type target struct {
+	id   string
+	key  ed25519.PublicKey
+	self bool
+}
+
+// resolve maps "self", a node id or a configured peer name to a target.
+func (d *Dispatcher) resolve(node string) (target, error) {
+	if node == SelfRef || node == d.id.ID() {
+		if d.local == nil {
+			return target{}, ErrNoLocalHost
+		}
+		return target{id: d.id.ID(), key: d.id.PublicKey(), self: true}, nil
+	}
+	if d.mesh == nil {
+		return target{}, fmt.Errorf("%q: %w (no mesh)", node, ErrUnknownNode)
+	}
+	id, ok := d.mesh.ResolveRef(node)
+	if !ok {
+		return target{}, fmt.Errorf("%q: %w", node, ErrUnknownNode)
+	}
+	info, ok := d.mesh.Peer(id)
+	if !ok || len(info.Key) != ed25519.PublicKeySize {
+		return target{}, fmt.Errorf("%q: %w", node, ErrUnknownNode)
+	}
+	return target{id: id, key: info.Key}, nil
+}
+
+// Call sends one signed call to node ("self", a node id or a configured
+// peer name) and returns its verified answer. A mutating call is first
+// chained (KindDecision) and carries that entry's hash as its decision id;
+// if the record cannot be written nothing is sent. Errors of an attempted
+// call are *ctl.CallError with the class of reference section 2.9: an
+// unknown node or a "self" without a host is ClassUnreachable. Calls
+// without a deadline get ctl.CallTimeout (ctl.PlaceTimeout for place and
+// load).
+func (d *Dispatcher) Call(ctx context.Context, node string, method ctl.Method, params any) (*ctl.Answer, error) {
+	return d.CallDecided(ctx, node, method, params, "")
+}
+
+// CallDecided is Call with a decision id the caller already chained (the
+// controller chains its own placement decisions). An empty decisionID
+// makes Call's own decision for a mutating method.
+func (d *Dispatcher) CallDecided(ctx context.Context, node string, method ctl.Method, params any, decisionID string) (*ctl.Answer, error) {
+	tg, err := d.resolve(node)
+	if err != nil {
+		d.met.calls.WithLabelValues(string(method), ctl.ClassUnreachable.String()).Inc()
+		return nil, &ctl.CallError{Class: ctl.ClassUnreachable, Method: method, Err: err}
+	}
+	if ctl.IsMutating(method) && decisionID == "" {
+		decisionID, err = d.decide(tg, method, decisionRecord(method, params))
+		if err != nil {
+			return nil, err
+		}
+	}
+	return d.send(ctx, tg, method, params, decisionID)
+}
+
+// decisionPayload is the payload of KindDecision.
+type decisionPayload struct {
+	Method       ctl.Method `json:"method"`
+	Node         string     `json:"node"`
+	InstanceID   string     `json:"instance_id,omitempty"`
+	Package      string     `json:"package,omitempty"`
+	Version      string     `json:"version,omitempty"`
+	Variant      string     `json:"variant,omitempty"`
+	ManifestHash string     `json:"manifest_hash,omitempty"`
+	Start        bool       `json:"start,omitempty"`
+}
+
+// decisionRecord summarises params for the chain (never configs or
+// manifests whole).
+func decisionRecord(method ctl.Method, params any) decisionPayload {
+	rec := decisionPayload{Method: method}
+	switch p := params.(type) {
+	case ctl.InstanceParams:
+		rec.InstanceID = p.InstanceID
+	case *ctl.InstanceParams:
+		rec.InstanceID = p.InstanceID
+	case ctl.PlaceParams:
+		rec.Package, rec.Version, rec.Variant, rec.Start = p.Package, p.Version, p.Variant, p.Start
+		rec.ManifestHash = pkg.ManifestHash(p.Manifest)
+	case *ctl.PlaceParams:
+		return decisionRecord(method, *p)
+	}
+	return rec
+}
+
+// decide chains a decision and returns its hash as the decision id.
+func (d *Dispatcher) decide(tg target, method ctl.Method, rec decisionPayload) (string, error) {
+	rec.Node = tg.id
+	e, err := d.chain.Append(AuditSource, KindDecision, rec)
+	if err != nil {
+		return "", fmt.Errorf("chain %s decision: %w", method, err)
+	}
+	if !ctl.ValidDecisionID(e.Hash) {
+		return "", fmt.Errorf("chain %s decision: entry hash %q is not a decision id", method, e.Hash)
+	}
+	return e.Hash, nil
+}
+
+// outcomePayload is the payload of KindOutcome.
+type outcomePayload struct {
+	DecisionID string `json:"decision_id"`
+	Method     string `json:"method"`
+	Node       string `json:"node"`
+	Outcome    string `json:"outcome"`
+	Code       string `json:"code,omitempty"`
+}
+
+// send makes the call on a fresh stream and records its outcome.
+func (d *Dispatcher) send(ctx context.Context, tg target, method ctl.Method, params any, decisionID string) (*ctl.Answer, error) {
+	timeout := ctl.CallTimeout
+	if method == ctl.MethodPlace || method == ctl.MethodLoad {
+		timeout = ctl.PlaceTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+
+	start := time.Now()
+	var (
+		ans *ctl.Answer
+		err error
+	)
+	if tg.self {
+		ans, err = d.callLocal(ctx, tg, method, params, decisionID)
+	} else {
+		ans, err = d.client.Call(ctx, d.opener(tg.id), ctl.Target{ID: tg.id, Key: tg.key}, method, params, decisionID)
+	}
+	outcome, code := "ok", ""
+	if ce, ok := errors.AsType[*ctl.CallError](err); ok {
+		outcome = ce.Class.String()
+		if ce.Refusal != nil {
+			code = string(ce.Refusal.Code)
+		}
+	} else if err != nil {
+		outcome = "invalid"
+	}
+	d.met.calls.WithLabelValues(string(method), outcome).Inc()
+	d.met.duration.WithLabelValues(string(method)).Observe(time.Since(start).Seconds())
+	if decisionID != "" && outcome != "invalid" {
+		if _, cerr := d.chain.Append(AuditSource, KindOutcome, outcomePayload{
+			DecisionID: decisionID, Method: string(method), Node: tg.id, Outcome: outcome, Code: code,
+		}); cerr != nil {
+			// The call already happened; the decision entry stands.
+			d.log.Error("chain call outcome", zap.String("decision_id", decisionID), zap.Error(cerr))
+		}
+	}
+	if err != nil && outcome != "refused" {
+		d.log.Debug("call failed", zap.String("node", tg.id), zap.String("method", string(method)),
+			zap.String("outcome", outcome), zap.Error(err))
+	}
+	return ans, err
+}
+
+// opener opens a ctl stream to nodeID over the mesh.
+func (d *Dispatcher) opener(nodeID string) ctl.Opener {
+	return func(ctx context.Context) (ctl.Stream, error) {
+		s, err := d.mesh.OpenStream(ctx, nodeID, mesh.KindCtl)
+		if err != nil {
+			return nil, err
+		}
+		if dl, ok := ctx.Deadline(); ok {
+			_ = s.SetDeadline(dl)
+		}
+		return &quicStream{s: s}, nil
+	}
+}
+
+// quicStream adapts a quic stream to ctl.Stream: Close also stops reading,
+// which unblocks a pending Read (quic's Close only ends the write side).
+type quicStream struct{ s *quic.Stream }
+
+func (q *quicStream) Read(p []byte) (int, error)  { return q.s.Read(p) }
+func (q *quicStream) Write(p []byte) (int, error) { return q.s.Write(p) }
+func (q *quicStream) Close() error {
+	q.s.CancelRead(mesh.StreamCodeCancelled)
+	return q.s.Close()
+}
+
+// callLocal runs the call against the local host over an in-memory pipe.
+// The host's goroutine ends when the pipe closes, and is waited for.
+func (d *Dispatcher) callLocal(ctx context.Context, tg target, method ctl.Method, params any, decisionID string) (*ctl.Answer, error) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	open := func(ctx context.Context) (ctl.Stream, error) {
+		ours, theirs := net.Pipe()
+		wg.Go(func() {
+			defer theirs.Close()
+			d.local.ServeLocal(ctx, theirs)
+		})
+		return ours, nil
+	}
+	return d.client.Call(ctx, open, ctl.Target{ID: tg.id, Key: tg.key}, method, params, decisionID)
+}
+
+// Place verifies the package in pkgDir locally (signed by at least one of
+// the keys in its manifest.sig, every listed file intact: the host checks
+// its own trust anchors), makes the decision, offers the package's files
+// to the target for the length of the call, and sends place (or load when
+// !start) with the manifest, its signatures and variant. Errors wrapping
+// ErrBadPackage mean nothing was sent; call errors are *ctl.CallError.
+func (d *Dispatcher) Place(ctx context.Context, node, pkgDir, variant string, start bool) (*ctl.Answer, error) {
+	method := ctl.MethodLoad
+	if start {
+		method = ctl.MethodPlace
+	}
+	v, err := verifyLocal(ctx, pkgDir)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := v.Manifest.Variant(variant); !ok {
+		return nil, fmt.Errorf("package %s has no variant %q: %w", v.Manifest.ID, variant, ErrBadPackage)
+	}
+	if len(v.ManifestBytes) > ctl.MaxManifestBytes || len(v.SigBytes) > ctl.MaxManifestSigBytes {
+		return nil, fmt.Errorf("package %s: manifest of %d bytes or signatures of %d bytes exceed what place carries (%d, %d): %w",
+			v.Manifest.ID, len(v.ManifestBytes), len(v.SigBytes), ctl.MaxManifestBytes, ctl.MaxManifestSigBytes, ErrBadPackage)
+	}
+	params := ctl.PlaceParams{
+		Package: v.Manifest.ID, Version: v.Manifest.Version, Variant: variant,
+		Manifest: v.ManifestBytes, ManifestSig: v.SigBytes, Start: start,
+	}
+	tg, err := d.resolve(node)
+	if err != nil {
+		d.met.calls.WithLabelValues(string(method), ctl.ClassUnreachable.String()).Inc()
+		return nil, &ctl.CallError{Class: ctl.ClassUnreachable, Method: method, Err: err}
+	}
+	decisionID, err := d.decide(tg, method, decisionRecord(method, params))
+	if err != nil {
+		return nil, err
+	}
+	release, err := d.offers.add(decisionID, tg.id, v)
+	if err != nil {
+		// Nothing was sent: the target cannot have acted.
+		return nil, &ctl.CallError{Class: ctl.ClassUnreachable, Method: method, Err: err}
+	}
+	d.met.offers.Inc()
+	defer func() {
+		release()
+		d.met.offers.Dec()
+	}()
+	return d.send(ctx, tg, method, params, decisionID)
+}
+
+// verifyLocal verifies pkgDir against the keys its own manifest.sig names:
+// the package must be intact and signed by someone; whether that signer is
+// trusted is for the host.
+func verifyLocal(ctx context.Context, pkgDir string) (*pkg.Verified, error) {
+	if !filepath.IsAbs(pkgDir) {
+		return nil, fmt.Errorf("package directory %q is not absolute: %w", pkgDir, ErrBadPackage)
+	}
+	sigBytes, err := readBounded(filepath.Join(pkgDir, pkg.SignatureFile), pkg.MaxSigFileBytes)
+	if err != nil {
+		return nil, fmt.Errorf("package %s: %w: %w", pkgDir, ErrBadPackage, err)
+	}
+	sf, err := pkg.ParseSigFile(sigBytes)
+	if err != nil {
+		return nil, fmt.Errorf("package %s: %w: %w", pkgDir, ErrBadPackage, err)
+	}
+	var keys []string
+	for _, s := range sf.Signatures {
+		keys = append(keys, s.Key)
+	}
+	anchors, err := pkg.ParseAnchors(keys)
+	if err != nil {
+		return nil, fmt.Errorf("package %s: %w: %w", pkgDir, ErrBadPackage, err)
+	}
+	v, err := pkg.VerifyDirContext(ctx, pkgDir, anchors, nil)
+	if err != nil {
+		return nil, fmt.Errorf("package %s: %w: %w", pkgDir, ErrBadPackage, err)
+	}
+	return v, nil
+}
+
+// readBounded reads a regular file of at most limit bytes.
+func readBounded(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() || st.Size() > limit {
+		return nil, fmt.Errorf("%s: not a regular file of at most %d bytes", path, limit)
+	}
+	buf := make([]byte, st.Size())
+	if _, err := io.ReadFull(f, buf); err != nil {
+		return nil, err
+	}
+	return buf, nil
+}

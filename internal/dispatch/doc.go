@@ -1,0 +1,60 @@
+// Package dispatch is the caller side of workload.ctl on a node: it signs
+// calls with the node key and sends them over the node's mesh links (or
+// to the local workload host for "self"), serves the files of the
+// packages it places to the host fetching them, and serves the operator
+// unix socket that `nodeld ctl` talks to.
+//
+// # Calls
+//
+// Dispatcher.Call resolves a node reference (a node id, a configured
+// peer's name, or "self") to its pinned key, so an answer signed by any
+// other key is refused, and sends one call per fresh mesh stream
+// (mesh.KindCtl) through ctl.Client. A mutating call is chained first
+// (KindDecision, source AuditSource): the entry's hash is the decision id
+// the call carries, and a decision that cannot be chained is never sent.
+// Every mutating call's outcome is chained too (KindOutcome). Errors keep
+// the classes of ctl.CallError: a signed refusal is ClassRefused, a call
+// that never left (no link, unknown node, no local host) is
+// ClassUnreachable, and a mutating call that left without a valid answer
+// is ClassIndeterminate.
+//
+// # Artifacts
+//
+// Place verifies the package directory locally (intact, signed by a key
+// its own manifest.sig names; the host checks its own trust anchors),
+// chains the decision, and offers the package to the target under that
+// decision id while the call runs, plus OfferGrace for a host resuming a
+// fetch. The host opens a mesh.KindArtifact stream to this node and sends
+// one FrameFetch {v, decision_id, path, offset}; the answer is FrameHeader
+// {size, offset}, FrameData frames (32-byte SHA-256 of the piece, then at
+// most PieceSize bytes), FrameEnd; or one FrameRefusal {code, message}
+// with code not_offered, not_listed, bad_request or io. One file per
+// stream. A file is served only for an offered decision, only to the
+// node that decision targets (the stream's authenticated id; any other
+// node is told not_offered, as for an unknown decision), only for a path
+// the decision's verified manifest lists, only from an offset within the
+// file, through an os.Root with no symbolic link on the way, and only if
+// the file still has its listed size. At most MaxConcurrentArtifactStreams
+// files are served at once.
+//
+// # Operator socket
+//
+// OperatorServer listens on a unix socket (never TCP): mode 0600, or
+// 0660 with a configured group, bound under a temporary name and renamed
+// into place so it is never reachable with a looser mode; a missing
+// parent directory is created 0700; an existing socket file is removed
+// only when nothing answers on it. Each connection carries one JSON line
+// request (OperatorRequest, at most MaxOperatorRequestBytes) and gets one
+// JSON line answer (OperatorResponse) with the class ok, refused,
+// unreachable, indeterminate or error. DialOperator is the client.
+//
+// # Concurrency
+//
+// New and NewOperatorServer start nothing. A Dispatcher is safe for
+// concurrent use; a call to "self" runs the local host on a goroutine it
+// waits for before returning. Artifact streams run on the mesh's stream
+// goroutines. OperatorServer.Run owns the accept loop and one goroutine
+// per connection (at most MaxOperatorConns, further ones are answered
+// busy), cancels requests in progress when its ctx ends, and waits for
+// all of them before it returns.
+package dispatch

@@ -1,0 +1,56 @@
+package dispatch
+
+import (
+	"os"
+	"time"
+)
+
+// Artifact protocol bounds. The wire values (frame types, PieceSize) are
+// the contract with the host's fetcher; changing one breaks fetches.
+const (
+	// PieceSize is the most file bytes one data frame carries.
+	PieceSize = 512 << 10
+	// MaxFetchRequestBytes bounds the fetch frame a host sends.
+	MaxFetchRequestBytes = 4 << 10
+	// MaxArtifactRefusalBytes bounds a refusal frame's message.
+	MaxArtifactRefusalBytes = 256
+	// MaxConcurrentArtifactStreams bounds the files served at once, over
+	// every peer; further fetches wait for a slot (or their stream ends).
+	MaxConcurrentArtifactStreams = 8
+	// ArtifactRequestTimeout bounds the wait for a fetch frame.
+	ArtifactRequestTimeout = 10 * time.Second
+	// ArtifactWriteTimeout bounds the write of one frame to a fetcher; a
+	// fetcher that stops reading loses its stream, not a slot forever.
+	ArtifactWriteTimeout = 30 * time.Second
+	// OfferGrace keeps an offer after its place call returned, so that a
+	// host resuming a fetch it already started is not refused at once.
+	OfferGrace = 30 * time.Second
+	// MaxOffers bounds the offers held at once (places in flight plus
+	// those in their grace).
+	MaxOffers = 256
+)
+
+// Operator socket bounds.
+const (
+	// MaxOperatorRequestBytes bounds one operator request line.
+	MaxOperatorRequestBytes = 64 << 10
+	// MaxOperatorResponseBytes bounds one operator response line: a ctl
+	// result at its bound, escaped, plus the envelope.
+	MaxOperatorResponseBytes = 2*(4<<20) + 64<<10
+	// MaxOperatorConns bounds the operator connections served at once;
+	// one over the bound is answered with an error and closed.
+	MaxOperatorConns = 16
+	// OperatorReadTimeout bounds the wait for a request on a connection.
+	OperatorReadTimeout = 10 * time.Second
+	// OperatorWriteTimeout bounds the write of a response.
+	OperatorWriteTimeout = 10 * time.Second
+	// StaleProbeTimeout bounds the dial that decides whether an existing
+	// socket file still has a daemon behind it.
+	StaleProbeTimeout = time.Second
+	// SocketMode is the operator socket's mode without a group;
+	// SocketGroupMode with one.
+	SocketMode      os.FileMode = 0o600
+	SocketGroupMode os.FileMode = 0o660
+	// SocketDirMode is the mode of a socket directory created by Run.
+	SocketDirMode os.FileMode = 0o700
+)

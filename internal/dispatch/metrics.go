@@ -1,0 +1,48 @@
+package dispatch
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics are the dispatcher's and operator socket's metrics. Labels are
+// bounded: method names, outcome classes, artifact results, verbs.
+type metrics struct {
+	calls            *prometheus.CounterVec
+	duration         *prometheus.HistogramVec
+	offers           prometheus.Gauge
+	artifactStreams  *prometheus.CounterVec
+	artifactBytes    prometheus.Counter
+	operatorRequests *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodeld_dispatch_calls_total",
+			Help: "workload.ctl calls sent, by method and outcome (ok, refused, unreachable, indeterminate, invalid).",
+		}, []string{"method", "outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "nodeld_dispatch_call_duration_seconds",
+			Help:    "Duration of workload.ctl calls sent, by method.",
+			Buckets: []float64{.001, .005, .02, .1, .5, 2, 10, 60, 300},
+		}, []string{"method"}),
+		offers: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "nodeld_dispatch_offers_in_flight",
+			Help: "Packages offered to hosts by place calls in flight.",
+		}),
+		artifactStreams: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodeld_dispatch_artifact_streams_total",
+			Help: "Artifact fetch streams served, by result (served, a refusal code, malformed, error, cancelled).",
+		}, []string{"result"}),
+		artifactBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nodeld_dispatch_artifact_sent_bytes_total",
+			Help: "Package file bytes sent to fetching hosts.",
+		}),
+		operatorRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodeld_dispatch_operator_requests_total",
+			Help: "Operator socket requests, by verb and class.",
+		}, []string{"verb", "class"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.calls, m.duration, m.offers, m.artifactStreams, m.artifactBytes, m.operatorRequests)
+	}
+	return m
+}

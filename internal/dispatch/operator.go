@@ -1,0 +1,474 @@
+package dispatch
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/nodeld/nodeld/internal/ctl"
+	"github.com/nodeld/nodeld/internal/pkg"
+)
+
+// Operator verbs.
+const (
+	VerbDescribe = "describe"
+	VerbPlace    = "place"
+	VerbStart    = "start"
+	VerbStop     = "stop"
+	VerbUnload   = "unload"
+	VerbStatus   = "status"
+	VerbLogs     = "logs"
+)
+
+// Operator response classes.
+const (
+	ClassOK            = "ok"
+	ClassRefused       = "refused"
+	ClassUnreachable   = "unreachable"
+	ClassIndeterminate = "indeterminate"
+	ClassError         = "error"
+)
+
+// Codes of operator responses with ClassError.
+const (
+	CodeBadRequest = "bad_request"
+	CodeTooLarge   = "too_large"
+	CodeBusy       = "busy"
+	CodeBadPackage = "bad_package"
+	CodeInternal   = "internal"
+)
+
+// OperatorArgs are a verb's arguments.
+type OperatorArgs struct {
+	// Instance names the instance (start, stop, unload, logs; optional for
+	// status).
+	Instance string `json:"instance,omitempty"`
+	// PackageDir is the absolute package directory (place), read by the
+	// daemon.
+	PackageDir string `json:"package_dir,omitempty"`
+	// Variant is the manifest variant (place); empty means the package's
+	// first.
+	Variant string `json:"variant,omitempty"`
+	// NoStart loads without starting (place).
+	NoStart bool `json:"no_start,omitempty"`
+	// GraceMS is stop's grace in milliseconds; 0 means the host's default.
+	GraceMS int64 `json:"grace_ms,omitempty"`
+	// Departed lists departed instances too (status without an instance).
+	Departed bool `json:"departed,omitempty"`
+}
+
+// OperatorRequest is one request on the operator socket: one JSON line.
+type OperatorRequest struct {
+	Verb string       `json:"verb"`
+	Node string       `json:"node"`
+	Args OperatorArgs `json:"args"`
+	// JSON says the client will print the raw result; the server answers
+	// the same either way.
+	JSON bool `json:"json,omitempty"`
+}
+
+// OperatorResponse is the answer: one JSON line.
+type OperatorResponse struct {
+	OK bool `json:"ok"`
+	// Class is ok, refused, unreachable, indeterminate or error.
+	Class string `json:"class"`
+	// Code is the refusal code (refused) or an operator error code.
+	Code   string `json:"code,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// Node is the node id that answered (ok, refused).
+	Node string `json:"node,omitempty"`
+	// DecisionID is the decision a mutating call carried.
+	DecisionID string `json:"decision_id,omitempty"`
+	// Result is the verified ctl result (ok).
+	Result json.RawMessage `json:"result,omitempty"`
+}
+
+// ErrDaemonNotRunning is wrapped by DialOperator when nothing listens on
+// the socket.
+var ErrDaemonNotRunning = errors.New("no nodeld answers on the operator socket (is nodeld running?)")
+
+// ErrSocketInUse is returned by OperatorServer.Run when another process
+// answers on the socket path.
+var ErrSocketInUse = errors.New("operator socket is in use by another process")
+
+// OperatorConfig configures the operator socket.
+type OperatorConfig struct {
+	// Path is the unix socket path (config.Config.SocketPath()).
+	Path string
+	// Group, when set (a name or a numeric gid), owns the socket, which is
+	// then mode 0660; otherwise it is mode 0600.
+	Group string
+}
+
+// OperatorServer serves operator requests on a unix socket, never TCP.
+type OperatorServer struct {
+	cfg OperatorConfig
+	d   *Dispatcher
+	log *zap.Logger
+
+	ready chan struct{}
+	// slots bounds the connections served at once.
+	slots chan struct{}
+}
+
+// NewOperatorServer validates cfg; it binds nothing.
+func NewOperatorServer(cfg OperatorConfig, d *Dispatcher, log *zap.Logger) (*OperatorServer, error) {
+	if d == nil {
+		return nil, errors.New("operator socket: no dispatcher")
+	}
+	if cfg.Path == "" || !filepath.IsAbs(cfg.Path) && !filepath.IsLocal(cfg.Path) {
+		return nil, fmt.Errorf("operator socket: bad path %q", cfg.Path)
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &OperatorServer{cfg: cfg, d: d, log: log.Named("operator"),
+		ready: make(chan struct{}), slots: make(chan struct{}, MaxOperatorConns)}, nil
+}
+
+// Ready is closed once the socket is listening.
+func (o *OperatorServer) Ready() <-chan struct{} { return o.ready }
+
+// Run binds the socket, serves connections until ctx is done, then closes
+// the listener, cancels requests in progress, waits for every connection
+// goroutine and removes the socket file.
+func (o *OperatorServer) Run(ctx context.Context) error {
+	ln, err := o.listen()
+	if err != nil {
+		return err
+	}
+	close(o.ready)
+	o.log.Info("operator socket listening", zap.String("path", o.cfg.Path))
+
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		_ = ln.Close()
+		wg.Wait()
+		_ = os.Remove(o.cfg.Path)
+	}()
+	wg.Go(func() {
+		<-ctx.Done()
+		_ = ln.Close()
+	})
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return fmt.Errorf("operator socket accept: %w", err)
+		}
+		select {
+		case o.slots <- struct{}{}:
+		default:
+			wg.Go(func() {
+				defer conn.Close()
+				_ = conn.SetWriteDeadline(time.Now().Add(OperatorWriteTimeout))
+				writeResponse(conn, OperatorResponse{Class: ClassError, Code: CodeBusy, Reason: "too many operator requests in progress"})
+			})
+			continue
+		}
+		wg.Go(func() {
+			defer func() { <-o.slots }()
+			o.serveConn(ctx, conn)
+		})
+	}
+}
+
+// listen binds the socket under a temporary name, sets its mode and group,
+// and renames it into place, so it is never reachable with a looser mode.
+// A stale socket file is removed only if nothing answers on it.
+func (o *OperatorServer) listen() (*net.UnixListener, error) {
+	path := o.cfg.Path
+	dir := filepath.Dir(path)
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(dir, SocketDirMode); err != nil {
+			return nil, fmt.Errorf("operator socket directory: %w", err)
+		}
+	}
+	if st, err := os.Lstat(path); err == nil {
+		if st.Mode().Type() != fs.ModeSocket {
+			return nil, fmt.Errorf("operator socket %s: exists and is not a socket", path)
+		}
+		c, err := net.DialTimeout("unix", path, StaleProbeTimeout)
+		if err == nil {
+			c.Close()
+			return nil, fmt.Errorf("%s: %w", path, ErrSocketInUse)
+		}
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, fmt.Errorf("probe operator socket %s: %w", path, err)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("remove stale operator socket: %w", err)
+		}
+	}
+	mode, gid := SocketMode, -1
+	if o.cfg.Group != "" {
+		g, err := lookupGroup(o.cfg.Group)
+		if err != nil {
+			return nil, fmt.Errorf("operator socket group: %w", err)
+		}
+		mode, gid = SocketGroupMode, g
+	}
+	tmp := fmt.Sprintf("%s.%d.tmp", path, os.Getpid())
+	_ = os.Remove(tmp)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: tmp, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("operator socket: %w", err)
+	}
+	// The file is renamed: Close must not unlink the temporary name.
+	ln.SetUnlinkOnClose(false)
+	fail := func(err error) (*net.UnixListener, error) {
+		_ = ln.Close()
+		_ = os.Remove(tmp)
+		return nil, fmt.Errorf("operator socket: %w", err)
+	}
+	if err := os.Chmod(tmp, mode); err != nil {
+		return fail(err)
+	}
+	if gid >= 0 {
+		if err := os.Lchown(tmp, -1, gid); err != nil {
+			return fail(err)
+		}
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fail(err)
+	}
+	return ln, nil
+}
+
+func lookupGroup(name string) (int, error) {
+	if gid, err := strconv.Atoi(name); err == nil && gid >= 0 {
+		return gid, nil
+	}
+	g, err := user.LookupGroup(name)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(g.Gid)
+}
+
+// serveConn answers one request.
+func (o *OperatorServer) serveConn(ctx context.Context, conn net.Conn) {
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
+	defer stop()
+	_ = conn.SetReadDeadline(time.Now().Add(OperatorReadTimeout))
+	line, err := readLine(bufio.NewReaderSize(conn, 4096), MaxOperatorRequestBytes)
+	if err != nil {
+		code := CodeBadRequest
+		if errors.Is(err, errLineTooLong) {
+			code = CodeTooLarge
+		}
+		o.d.met.operatorRequests.WithLabelValues("unknown", ClassError).Inc()
+		writeResponse(conn, OperatorResponse{Class: ClassError, Code: code, Reason: err.Error()})
+		return
+	}
+	_ = conn.SetReadDeadline(time.Time{})
+	var req OperatorRequest
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		o.d.met.operatorRequests.WithLabelValues("unknown", ClassError).Inc()
+		writeResponse(conn, OperatorResponse{Class: ClassError, Code: CodeBadRequest, Reason: "decode request: " + err.Error()})
+		return
+	}
+	resp := o.d.Operate(ctx, req)
+	verb := req.Verb
+	if !knownVerb(verb) {
+		verb = "unknown"
+	}
+	o.d.met.operatorRequests.WithLabelValues(verb, resp.Class).Inc()
+	o.log.Info("operator request", zap.String("verb", verb), zap.String("node", req.Node),
+		zap.String("class", resp.Class), zap.String("code", resp.Code))
+	_ = conn.SetWriteDeadline(time.Now().Add(OperatorWriteTimeout))
+	writeResponse(conn, resp)
+}
+
+func knownVerb(v string) bool {
+	switch v {
+	case VerbDescribe, VerbPlace, VerbStart, VerbStop, VerbUnload, VerbStatus, VerbLogs:
+		return true
+	}
+	return false
+}
+
+func writeResponse(w io.Writer, resp OperatorResponse) {
+	b, err := json.Marshal(resp)
+	if err != nil {
+		b, _ = json.Marshal(OperatorResponse{Class: ClassError, Code: CodeInternal, Reason: "response not encodable"})
+	}
+	_, _ = w.Write(append(b, '\n'))
+}
+
+var errLineTooLong = errors.New("request exceeds the size bound")
+
+// readLine reads one newline-terminated line of at most limit bytes.
+func readLine(r *bufio.Reader, limit int) ([]byte, error) {
+	var out []byte
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if len(out)+len(chunk) > limit+1 {
+			return nil, fmt.Errorf("%w of %d bytes", errLineTooLong, limit)
+		}
+		out = append(out, chunk...)
+		switch {
+		case err == nil:
+			return bytes.TrimSuffix(out, []byte("\n")), nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		default:
+			return nil, fmt.Errorf("read request: %w", err)
+		}
+	}
+}
+
+// Operate runs one operator request and classifies its outcome. It is
+// what the socket serves, exported for in-process callers and tests.
+func (d *Dispatcher) Operate(ctx context.Context, req OperatorRequest) OperatorResponse {
+	bad := func(format string, args ...any) OperatorResponse {
+		return OperatorResponse{Class: ClassError, Code: CodeBadRequest, Reason: fmt.Sprintf(format, args...)}
+	}
+	if req.Node == "" {
+		return bad("no node")
+	}
+	a := req.Args
+	var (
+		ans *ctl.Answer
+		err error
+	)
+	switch req.Verb {
+	case VerbDescribe:
+		ans, err = d.Call(ctx, req.Node, ctl.MethodDescribe, nil)
+	case VerbPlace:
+		if a.PackageDir == "" {
+			return bad("place needs a package directory")
+		}
+		variant := a.Variant
+		if variant == "" {
+			if variant, err = firstVariant(a.PackageDir); err != nil {
+				return classify(nil, err)
+			}
+		}
+		ans, err = d.Place(ctx, req.Node, a.PackageDir, variant, !a.NoStart)
+	case VerbStart, VerbStop, VerbUnload, VerbLogs:
+		if a.Instance == "" {
+			return bad("%s needs an instance", req.Verb)
+		}
+		p := ctl.InstanceParams{InstanceID: a.Instance}
+		if req.Verb == VerbStop {
+			p.GraceMS = a.GraceMS
+		}
+		ans, err = d.Call(ctx, req.Node, ctl.Method("workload."+req.Verb), p)
+	case VerbStatus:
+		p := ctl.InstanceParams{InstanceID: a.Instance, IncludeDeparted: a.Departed && a.Instance == ""}
+		ans, err = d.Call(ctx, req.Node, ctl.MethodStatus, p)
+	default:
+		return bad("unknown verb %q", req.Verb)
+	}
+	return classify(ans, err)
+}
+
+// firstVariant reads the package's manifest for its first variant. The
+// manifest is verified again by Place before anything is sent.
+func firstVariant(dir string) (string, error) {
+	if !filepath.IsAbs(dir) {
+		return "", fmt.Errorf("package directory %q is not absolute: %w", dir, ErrBadPackage)
+	}
+	b, err := readBounded(filepath.Join(dir, pkg.ManifestFile), pkg.MaxManifestBytes)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrBadPackage, err)
+	}
+	m, err := pkg.ParseManifest(b)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrBadPackage, err)
+	}
+	return m.Variants[0].Name, nil
+}
+
+// classify turns a call's outcome into a response.
+func classify(ans *ctl.Answer, err error) OperatorResponse {
+	if err == nil {
+		return OperatorResponse{OK: true, Class: ClassOK, Node: ans.Response.Responder,
+			DecisionID: ans.Request.DecisionID, Result: ans.Response.Result}
+	}
+	if ce, ok := errors.AsType[*ctl.CallError](err); ok {
+		switch ce.Class {
+		case ctl.ClassRefused:
+			return OperatorResponse{Class: ClassRefused, Code: string(ce.Refusal.Code), Reason: ce.Refusal.Reason}
+		case ctl.ClassIndeterminate:
+			return OperatorResponse{Class: ClassIndeterminate, Reason: ce.Err.Error()}
+		default:
+			return OperatorResponse{Class: ClassUnreachable, Reason: ce.Err.Error()}
+		}
+	}
+	if errors.Is(err, ErrBadPackage) {
+		code := CodeBadPackage
+		if c := pkg.ErrorCode(err); c != "" {
+			code = c
+		}
+		return OperatorResponse{Class: ClassError, Code: code, Reason: err.Error()}
+	}
+	if errors.Is(err, ctl.ErrInvalidCall) {
+		return OperatorResponse{Class: ClassError, Code: CodeBadRequest, Reason: err.Error()}
+	}
+	return OperatorResponse{Class: ClassError, Code: CodeInternal, Reason: err.Error()}
+}
+
+// DialOperator sends req to the daemon on socketPath and returns its
+// answer. A socket that is missing or refuses connections is
+// ErrDaemonNotRunning. ctx bounds the whole exchange (a place can take
+// ctl.PlaceTimeout).
+func DialOperator(ctx context.Context, socketPath string, req OperatorRequest) (OperatorResponse, error) {
+	var dialer net.Dialer
+	conn, err := dialer.DialContext(ctx, "unix", socketPath)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
+			return OperatorResponse{}, fmt.Errorf("%s: %w", socketPath, ErrDaemonNotRunning)
+		}
+		return OperatorResponse{}, fmt.Errorf("dial operator socket %s: %w", socketPath, err)
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
+	defer stop()
+	b, err := json.Marshal(req)
+	if err != nil {
+		return OperatorResponse{}, fmt.Errorf("encode operator request: %w", err)
+	}
+	if len(b) > MaxOperatorRequestBytes {
+		return OperatorResponse{}, fmt.Errorf("operator request of %d bytes exceeds %d", len(b), MaxOperatorRequestBytes)
+	}
+	if _, err := conn.Write(append(b, '\n')); err != nil {
+		return OperatorResponse{}, fmt.Errorf("write operator request: %w", err)
+	}
+	line, err := readLine(bufio.NewReaderSize(conn, 64<<10), MaxOperatorResponseBytes)
+	if err != nil {
+		return OperatorResponse{}, fmt.Errorf("read operator response: %w", err)
+	}
+	var resp OperatorResponse
+	if err := json.Unmarshal(line, &resp); err != nil {
+		return OperatorResponse{}, fmt.Errorf("decode operator response: %w", err)
+	}
+	return resp, nil
+}
