@@ -1,0 +1,396 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/quic-go/quic-go"
+	"go.uber.org/zap"
+
+	"github.com/nodeld/nodeld/internal/mesh"
+	"github.com/nodeld/nodeld/internal/table"
+)
+
+// MeshStreams opens streams to peers; *mesh.Mesh implements it.
+type MeshStreams interface {
+	OpenStream(ctx context.Context, nodeID string, kind mesh.StreamKind) (*quic.Stream, error)
+}
+
+// MeshTable is the serving side's view of the placement table;
+// *table.Table implements it.
+type MeshTable interface {
+	LocalForPeer(role, peer string) (table.MeshLocal, bool)
+}
+
+// exposedRoles is implemented by tables that can list their exposed roles
+// (*table.Table does); peer-sent role names become metric labels only when
+// they are in that list.
+type exposedRoles interface {
+	ExposedRoles() []string
+}
+
+// Auditor records an audit event; the chain implements it.
+type Auditor interface {
+	Record(source, kind string, payload any) error
+}
+
+var (
+	_ MeshStreams     = (*mesh.Mesh)(nil)
+	_ MeshTable       = (*table.Table)(nil)
+	_ exposedRoles    = (*table.Table)(nil)
+	_ RemoteForwarder = (*MeshForwarder)(nil)
+)
+
+// AuditSource is the source of the proxy's audit records.
+const AuditSource = "proxy"
+
+// AuditKindMeshRefused is recorded when this node refuses a peer's
+// forwarded request (payload MeshRefusedEvent).
+const AuditKindMeshRefused = "infer.mesh.refused"
+
+// MeshRefusedEvent is the payload of AuditKindMeshRefused.
+type MeshRefusedEvent struct {
+	Peer string `json:"peer"`
+	Role string `json:"role,omitempty"`
+	Code string `json:"code"`
+	// Suppressed counts the refusals not recorded (rate limit) since the
+	// previous record.
+	Suppressed int `json:"suppressed,omitempty"`
+}
+
+// MeshDeps are a MeshForwarder's collaborators and limits.
+type MeshDeps struct {
+	// Mesh opens streams to peers (consumer side); required.
+	Mesh MeshStreams
+	// Table decides what a peer may reach (serving side); required.
+	Table MeshTable
+	// Audit records refusals; nil disables.
+	Audit Auditor
+	// Logger may be nil (no logs).
+	Logger *zap.Logger
+	// Registerer may be nil (metrics kept, not exported).
+	Registerer prometheus.Registerer
+	// Transport reaches local instances for peers' requests; nil means
+	// a transport of the package's shared tuning, owned by the forwarder.
+	Transport http.RoundTripper
+	// MaxInflightPerPeer and MaxInflightTotal bound the requests served
+	// to peers at once (0: the defaults).
+	MaxInflightPerPeer, MaxInflightTotal int
+	// MaxBodyBytes bounds a request body over the mesh, on both sides
+	// (0: DefaultMeshMaxBodyBytes).
+	MaxBodyBytes int64
+	// Now is the clock of the audit rate limit; nil means time.Now.
+	Now func() time.Time
+}
+
+// MeshForwarder carries inference requests over the mesh: as a consumer
+// (ForwardRemote, the proxy's RemoteForwarder) and as a serving node
+// (ServeStream, the mesh's KindInfer handler).
+type MeshForwarder struct {
+	log       *zap.Logger
+	streams   MeshStreams
+	table     MeshTable
+	audit     Auditor
+	now       func() time.Time
+	transport http.RoundTripper
+	ownTrans  *http.Transport // set when the forwarder built transport
+	met       *meshMetrics
+	bufs      sync.Pool // *[]byte of MeshChunkBytes
+
+	perPeer atomic.Int64
+	total   atomic.Int64
+	maxBody atomic.Int64
+
+	mu       sync.Mutex // guards inflight and byPeer
+	inflight int
+	byPeer   map[string]int
+
+	limiter auditLimiter
+}
+
+// NewMeshForwarder validates d and builds a forwarder; it starts nothing.
+func NewMeshForwarder(d MeshDeps) (*MeshForwarder, error) {
+	if d.Mesh == nil || d.Table == nil {
+		return nil, errors.New("proxy: mesh forwarder needs Mesh and Table")
+	}
+	met, err := newMeshMetrics(d.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	lg := d.Logger
+	if lg == nil {
+		lg = zap.NewNop()
+	}
+	f := &MeshForwarder{
+		log:       lg.Named("proxy").Named("mesh"),
+		streams:   d.Mesh,
+		table:     d.Table,
+		audit:     d.Audit,
+		now:       d.Now,
+		transport: d.Transport,
+		met:       met,
+		byPeer:    make(map[string]int),
+	}
+	f.bufs.New = func() any {
+		b := make([]byte, MeshChunkBytes)
+		return &b
+	}
+	if f.now == nil {
+		f.now = time.Now
+	}
+	if f.transport == nil {
+		f.ownTrans = newTransport(DefaultMeshMaxInflightTotal)
+		f.transport = f.ownTrans
+	}
+	if err := f.SetLimits(d.MaxInflightPerPeer, d.MaxInflightTotal, d.MaxBodyBytes); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// SetLimits applies new slot counts and body limit (0: the defaults) to
+// requests that arrive from now on; requests in flight keep their slots.
+func (f *MeshForwarder) SetLimits(perPeer, total int, maxBody int64) error {
+	if perPeer == 0 {
+		perPeer = DefaultMeshMaxInflightPerPeer
+	}
+	if total == 0 {
+		total = DefaultMeshMaxInflightTotal
+	}
+	if maxBody == 0 {
+		maxBody = DefaultMeshMaxBodyBytes
+	}
+	var errs []error
+	if perPeer < 0 || perPeer > MaxMeshInflight {
+		errs = append(errs, fmt.Errorf("mesh max in-flight per peer %d: want 0..%d", perPeer, MaxMeshInflight))
+	}
+	if total < 0 || total > MaxMeshInflight {
+		errs = append(errs, fmt.Errorf("mesh max in-flight total %d: want 0..%d", total, MaxMeshInflight))
+	}
+	if maxBody < 0 || maxBody > MaxBodyBytesLimit {
+		errs = append(errs, fmt.Errorf("mesh max body bytes %d: want 0..%d", maxBody, MaxBodyBytesLimit))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("proxy: %w", err)
+	}
+	f.perPeer.Store(int64(perPeer))
+	f.total.Store(int64(total))
+	f.maxBody.Store(maxBody)
+	return nil
+}
+
+// Inflight returns the peers' requests being served now and the total
+// slot count.
+func (f *MeshForwarder) Inflight() (inflight, capacity int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.inflight, int(f.total.Load())
+}
+
+// CloseIdleConnections closes idle upstream connections of the
+// forwarder's own transport (call it on shutdown).
+func (f *MeshForwarder) CloseIdleConnections() {
+	if f.ownTrans != nil {
+		f.ownTrans.CloseIdleConnections()
+	}
+}
+
+// Error codes of the consumer side.
+const (
+	// CodePeerRefused: the peer does not serve the role to this node (or
+	// refused for a reason it does not share).
+	CodePeerRefused = "peer_refused"
+	// CodePeerBadRequest: the peer found the request malformed.
+	CodePeerBadRequest = "bad_request"
+	// CodePeerUnreachable: there is no mesh link to the peer.
+	CodePeerUnreachable = "peer_unreachable"
+)
+
+// refusalStatus maps a peer's refusal code to what the client is told.
+var refusalStatus = map[string]Error{
+	"":                    {Status: http.StatusBadGateway, Type: TypeUpstream, Code: CodePeerRefused, Message: "mesh: the peer refused the request"},
+	RefuseNotServed:       {Status: http.StatusBadGateway, Type: TypeUpstream, Code: CodePeerRefused, Message: "mesh: the peer does not serve this role to this node"},
+	RefuseBadRequest:      {Status: http.StatusBadRequest, Type: TypeInvalidRequest, Code: CodePeerBadRequest, Message: "bad request: the peer refused the request body or head"},
+	RefuseForbiddenPath:   {Status: http.StatusForbidden, Type: TypePermission, Code: CodeForbiddenPath, Message: "forbidden: the peer does not serve this path"},
+	RefuseTooLarge:        {Status: http.StatusRequestEntityTooLarge, Type: TypeInvalidRequest, Code: CodeBodyTooLarge, Message: "request body over the peer's mesh limit"},
+	RefuseOverCapacity:    {Status: http.StatusTooManyRequests, Type: TypeRateLimit, Code: CodeOverCapacity, Message: "the peer is serving as many requests as it allows; retry later"},
+	RefuseUpstreamDown:    {Status: http.StatusBadGateway, Type: TypeUpstream, Code: CodeUpstreamDown, Message: "upstream: the peer's instance is unreachable"},
+	RefuseUpstreamError:   {Status: http.StatusBadGateway, Type: TypeUpstream, Code: CodeUpstreamError, Message: "upstream: the peer's instance failed to answer"},
+	RefuseUpstreamTimeout: {Status: http.StatusGatewayTimeout, Type: TypeTimeout, Code: CodeUpstreamTimeout, Message: "timeout: the peer's instance took too long"},
+}
+
+// Consumer-side outcomes, the result label of
+// nodeld_proxy_mesh_forwarded_total.
+const (
+	fwdOK        = "ok"
+	fwdTooLarge  = "too_large"
+	fwdBadPath   = "bad_path"
+	fwdNoLink    = "no_link"
+	fwdRefused   = "refused"
+	fwdMalformed = "malformed"
+	fwdCancelled = "cancelled"
+	fwdError     = "error"
+)
+
+// ForwardRemote sends r (with body) to nodeID over one KindInfer stream and
+// relays the response to w as it arrives. Only Content-Type and Accept
+// cross the mesh; Authorization and cookies never do. A body over the mesh
+// limit or a path not served to peers is refused before any stream is
+// opened. When ctx ends the stream is reset, and the serving node cancels
+// its upstream request.
+func (f *MeshForwarder) ForwardRemote(ctx context.Context, nodeID, role string, r *http.Request, body []byte, w http.ResponseWriter) error {
+	if limit := f.maxBody.Load(); int64(len(body)) > limit {
+		f.met.forwarded(fwdTooLarge)
+		return errTooLarge(limit)
+	}
+	if !meshPaths[r.URL.Path] || !validQuery(r.URL.RawQuery) || (r.Method != http.MethodGet && r.Method != http.MethodPost) {
+		f.met.forwarded(fwdBadPath)
+		return &Error{Status: http.StatusNotFound, Type: TypeNotFound, Code: CodeLocalOnly,
+			Message: "role '" + role + "' is served by a peer, which is not asked for " + r.URL.Path}
+	}
+	head := meshRequestHead{V: MeshWireVersion, Role: role, Method: r.Method, Path: r.URL.Path,
+		Query: r.URL.RawQuery, BodyBytes: int64(len(body))}
+	if v := r.Header.Get("Content-Type"); validHeaderValue(v) {
+		head.ContentType = v
+	}
+	if v := r.Header.Get("Accept"); validHeaderValue(v) {
+		head.Accept = v
+	}
+	s, err := f.streams.OpenStream(ctx, nodeID, mesh.KindInfer)
+	if err != nil {
+		if ctx.Err() != nil {
+			f.met.forwarded(fwdCancelled)
+			return context.Cause(ctx)
+		}
+		f.met.forwarded(fwdNoLink)
+		return fmt.Errorf("%w (%w)", &Error{Status: http.StatusBadGateway, Type: TypeUpstream, Code: CodePeerUnreachable,
+			Message: "mesh: the peer serving role '" + role + "' is unreachable"}, err)
+	}
+	stop := context.AfterFunc(ctx, func() {
+		s.CancelRead(mesh.StreamCodeCancelled)
+		s.CancelWrite(mesh.StreamCodeCancelled)
+	})
+	defer stop()
+	werr := sendRequest(s, head, body)
+	// Read even after a failed send: a serving node that refuses early
+	// stops reading the body and answers with a refusal.
+	err = relayResponse(s, w)
+	s.CancelRead(mesh.StreamCodeCancelled) // nothing more is expected
+	var ref *peerRefusal
+	switch {
+	case err == nil:
+		f.met.forwarded(fwdOK)
+		return nil
+	case ctx.Err() != nil:
+		s.CancelWrite(mesh.StreamCodeCancelled)
+		f.met.forwarded(fwdCancelled)
+		return context.Cause(ctx)
+	case errors.As(err, &ref):
+		f.met.forwarded(fwdRefused)
+		if ref.afterHead {
+			return fmt.Errorf("peer %s failed midway: %w", nodeID, err)
+		}
+		e := refusalStatus[ref.code]
+		if ref.code == RefuseNotServed {
+			e.Message = "mesh: the peer does not serve role '" + role + "' to this node"
+		}
+		return &e
+	case errors.Is(err, errMalformedFrames):
+		s.CancelWrite(mesh.StreamCodeMalformed)
+		f.met.forwarded(fwdMalformed)
+		return fmt.Errorf("peer %s: %w", nodeID, err)
+	default:
+		s.CancelWrite(mesh.StreamCodeCancelled)
+		f.met.forwarded(fwdError)
+		if werr != nil {
+			return fmt.Errorf("send to peer %s: %w", nodeID, werr)
+		}
+		return fmt.Errorf("read from peer %s: %w", nodeID, err)
+	}
+}
+
+// sendRequest writes the head, the body frames and the end frame, then
+// closes the write side.
+func sendRequest(s *quic.Stream, head meshRequestHead, body []byte) error {
+	if err := writeJSONFrame(s, frameReqHead, head); err != nil {
+		return err
+	}
+	if err := writeBodyFrames(s, frameReqBody, body); err != nil {
+		return err
+	}
+	if err := mesh.WriteFrame(s, frameReqEnd, nil); err != nil {
+		return err
+	}
+	return s.Close()
+}
+
+// meshMetrics are the forwarder's collectors. Labels are bounded: role is
+// a role this node exposes (else "unknown"), code a refusal code or one of
+// a few outcomes, result one of the fwd* values.
+type meshMetrics struct {
+	served    *prometheus.CounterVec // role, code
+	inflight  prometheus.Gauge
+	forwardsV *prometheus.CounterVec // result
+}
+
+func newMeshMetrics(reg prometheus.Registerer) (*meshMetrics, error) {
+	m := &meshMetrics{
+		served: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodeld_proxy_mesh_served_total",
+			Help: "Inference requests from mesh peers by role and outcome code (ok or the refusal or failure code).",
+		}, []string{"role", "code"}),
+		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "nodeld_proxy_mesh_inflight",
+			Help: "Inference requests from mesh peers being served now.",
+		}),
+		forwardsV: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodeld_proxy_mesh_forwarded_total",
+			Help: "Inference requests this node forwarded to peers, by result.",
+		}, []string{"result"}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.served, m.inflight, m.forwardsV} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register proxy mesh metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+func (m *meshMetrics) forwarded(result string) { m.forwardsV.WithLabelValues(result).Inc() }
+
+// auditLimiter allows MeshRefusalAuditBurst records per
+// MeshRefusalAuditWindow and counts the rest; the next allowed record
+// carries that count.
+type auditLimiter struct {
+	mu          sync.Mutex // guards the fields below
+	windowStart time.Time
+	n           int
+	suppressed  int
+}
+
+// allow reports whether a record may be written now and, if so, how many
+// were suppressed before it.
+func (l *auditLimiter) allow(now time.Time) (bool, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.windowStart.IsZero() || now.Sub(l.windowStart) >= MeshRefusalAuditWindow || now.Before(l.windowStart) {
+		l.windowStart, l.n = now, 0
+	}
+	if l.n >= MeshRefusalAuditBurst {
+		l.suppressed++
+		return false, 0
+	}
+	l.n++
+	s := l.suppressed
+	l.suppressed = 0
+	return true, s
+}

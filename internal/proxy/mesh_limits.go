@@ -1,0 +1,42 @@
+package proxy
+
+import "time"
+
+// Bounds of inference forwarding over the mesh (KindInfer streams). Every
+// size is checked before anything derived from it is allocated.
+const (
+	// MeshWireVersion is the version field of every KindInfer head.
+	MeshWireVersion = 1
+	// MaxMeshHeadBytes bounds a request head, response head or refusal
+	// frame.
+	MaxMeshHeadBytes = 16 << 10
+	// MeshChunkBytes is the largest body frame either side sends or
+	// accepts (below mesh.MaxFrameSize).
+	MeshChunkBytes = 64 << 10
+	// MaxMeshHeaderValueBytes bounds a relayed header value
+	// (Content-Type, Accept, Cache-Control).
+	MaxMeshHeaderValueBytes = 256
+	// MaxMeshRefusalMessageBytes bounds the message of a refusal.
+	MaxMeshRefusalMessageBytes = 512
+	// MeshFirstFrameTimeout bounds the wait for the first frame (the
+	// request head) of an incoming KindInfer stream.
+	MeshFirstFrameTimeout = 10 * time.Second
+	// MeshFrameTimeout bounds the wait for each further request frame
+	// (body chunks and the end frame).
+	MeshFrameTimeout = 10 * time.Second
+	// MeshServeTimeout caps one served request from its head to the last
+	// response byte.
+	MeshServeTimeout = DefaultRequestTimeout
+	// DefaultMeshMaxInflightPerPeer is mesh.max_inflight_per_peer when 0.
+	DefaultMeshMaxInflightPerPeer = 8
+	// DefaultMeshMaxInflightTotal is mesh.max_inflight_total when 0.
+	DefaultMeshMaxInflightTotal = 64
+	// MaxMeshInflight caps both configurable slot counts.
+	MaxMeshInflight = 4096
+	// MeshRefusalAuditBurst is the most "infer.mesh.refused" records per
+	// MeshRefusalAuditWindow; further refusals are counted and their
+	// number is carried by the next record.
+	MeshRefusalAuditBurst = 16
+	// MeshRefusalAuditWindow is the window of MeshRefusalAuditBurst.
+	MeshRefusalAuditWindow = time.Minute
+)

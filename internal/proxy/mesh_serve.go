@@ -1,0 +1,384 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	"go.uber.org/zap"
+
+	"github.com/nodeld/nodeld/internal/mesh"
+	"github.com/nodeld/nodeld/internal/table"
+)
+
+// Serving-side outcome codes besides the refusal codes, for
+// nodeld_proxy_mesh_served_total.
+const (
+	servedOK        = "ok"
+	servedMalformed = "malformed" // broken framing: stream reset
+	servedTimeout   = "timeout"   // the peer did not send in time: stream reset
+	servedCancelled = "cancelled" // the peer went away or reset the stream
+)
+
+// unknownRole labels metrics for a role this node does not expose.
+const unknownRole = "unknown"
+
+// mlxRuntime is the runtime whose server would load whatever the model
+// field names; its requests always name its default model.
+const mlxRuntime = "mlx-lm"
+
+// genericMessages are the only texts a refusal carries to a peer.
+var genericMessages = map[string]string{
+	RefuseNotServed:       "role not served to this peer here",
+	RefuseBadRequest:      "request not accepted",
+	RefuseForbiddenPath:   "path is not served to peers",
+	RefuseTooLarge:        "request body over the mesh limit",
+	RefuseOverCapacity:    "over capacity",
+	RefuseUpstreamDown:    "upstream unavailable",
+	RefuseUpstreamError:   "upstream error",
+	RefuseUpstreamTimeout: "upstream timeout",
+}
+
+// ServeStream serves one KindInfer stream from peer (register it with
+// m.Handle(mesh.KindInfer, f.ServeStream)). The peer's id is the one its
+// link authenticated. It reads the head within MeshFirstFrameTimeout,
+// checks it and LocalForPeer, takes a per-peer and a total slot, reads the
+// body, pins "model", forwards to the local instance only (never onward to
+// another node) and streams the response back chunk by chunk. Refusals
+// carry a stable code and a generic message and are audited (rate
+// limited); broken framing resets the stream.
+func (f *MeshForwarder) ServeStream(ctx context.Context, peer mesh.PeerInfo, s *quic.Stream) {
+	_ = s.SetReadDeadline(time.Now().Add(MeshFirstFrameTimeout))
+	head, err := readRequestHead(s)
+	if err != nil {
+		f.readFailed(s, peer, "", err)
+		return
+	}
+	local, ok := f.table.LocalForPeer(head.Role, peer.ID)
+	if !ok {
+		f.refuse(s, peer, head.Role, RefuseNotServed)
+		return
+	}
+	if head.BodyBytes > f.maxBody.Load() {
+		f.refuse(s, peer, head.Role, RefuseTooLarge)
+		return
+	}
+	if !f.acquire(peer.ID) {
+		f.refuse(s, peer, head.Role, RefuseOverCapacity)
+		return
+	}
+	defer f.release(peer.ID)
+	body, err := readRequestBody(s, head, func() { _ = s.SetReadDeadline(time.Now().Add(MeshFrameTimeout)) })
+	if err != nil {
+		f.readFailed(s, peer, head.Role, err)
+		return
+	}
+	_ = s.SetReadDeadline(time.Time{})
+	if head.Path == "/v1/models" {
+		body = nil
+	} else if body, err = pinModel(body, local); err != nil {
+		f.refuse(s, peer, head.Role, RefuseBadRequest)
+		return
+	}
+	f.forward(ctx, s, peer, head, body, local)
+}
+
+// forward sends the request to the local instance and streams the answer.
+func (f *MeshForwarder) forward(ctx context.Context, s *quic.Stream, peer mesh.PeerInfo, head meshRequestHead, body []byte, local table.MeshLocal) {
+	ctx, cancel := context.WithTimeout(ctx, MeshServeTimeout)
+	defer cancel()
+	// The consumer resetting the stream (its client went away) cancels the
+	// upstream request at once.
+	defer context.AfterFunc(s.Context(), cancel)()
+	target := local.Base + head.Path
+	if head.Query != "" {
+		target += "?" + head.Query
+	}
+	req, err := http.NewRequestWithContext(ctx, head.Method, target, bytes.NewReader(body))
+	if err != nil {
+		f.refuse(s, peer, head.Role, RefuseUpstreamError)
+		return
+	}
+	if len(body) == 0 {
+		req.Body = http.NoBody
+	}
+	if head.ContentType != "" {
+		req.Header.Set("Content-Type", head.ContentType)
+	}
+	if head.Accept != "" {
+		req.Header.Set("Accept", head.Accept)
+	}
+	res, err := f.transport.RoundTrip(req)
+	if err != nil {
+		switch {
+		case s.Context().Err() != nil:
+			f.reset(s, peer, head.Role, mesh.StreamCodeCancelled, servedCancelled, err)
+		case isTimeout(err) || errors.Is(err, context.DeadlineExceeded):
+			f.refuse(s, peer, head.Role, RefuseUpstreamTimeout)
+		case isDialError(err):
+			f.refuse(s, peer, head.Role, RefuseUpstreamDown)
+		default:
+			f.refuse(s, peer, head.Role, RefuseUpstreamError)
+		}
+		return
+	}
+	defer res.Body.Close()
+	if res.StatusCode < 200 || res.StatusCode > 599 {
+		f.refuse(s, peer, head.Role, RefuseUpstreamError)
+		return
+	}
+	rh := meshResponseHead{V: MeshWireVersion, Status: res.StatusCode, Headers: make(map[string]string, len(relayedResponseHeaders))}
+	for _, name := range relayedResponseHeaders {
+		if v := res.Header.Get(name); validHeaderValue(v) {
+			rh.Headers[name] = v
+		}
+	}
+	if err := writeJSONFrame(s, frameRespHead, rh); err != nil {
+		f.reset(s, peer, head.Role, mesh.StreamCodeCancelled, servedCancelled, err)
+		return
+	}
+	bp := f.bufs.Get().(*[]byte)
+	defer f.bufs.Put(bp)
+	buf := *bp
+	for {
+		n, rerr := res.Body.Read(buf)
+		if n > 0 {
+			// One frame per upstream read: an SSE event flushed by the
+			// instance crosses the mesh at once.
+			if err := mesh.WriteFrame(s, frameRespBody, buf[:n]); err != nil {
+				f.reset(s, peer, head.Role, mesh.StreamCodeCancelled, servedCancelled, err)
+				return
+			}
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			if s.Context().Err() != nil {
+				f.reset(s, peer, head.Role, mesh.StreamCodeCancelled, servedCancelled, rerr)
+				return
+			}
+			f.log.Debug("upstream failed midway", zap.String("peer", peer.ID), zap.String("role", head.Role), zap.Error(rerr))
+			f.refuse(s, peer, head.Role, RefuseUpstreamError)
+			return
+		}
+	}
+	if err := mesh.WriteFrame(s, frameRespEnd, nil); err != nil {
+		f.reset(s, peer, head.Role, mesh.StreamCodeCancelled, servedCancelled, err)
+		return
+	}
+	_ = s.Close() // the peer has every byte or will see the stream reset
+	s.CancelRead(mesh.StreamCodeCancelled)
+	f.met.served.WithLabelValues(f.roleLabel(head.Role), servedOK).Inc()
+}
+
+// readFailed answers a request that could not be read: a refusal for a
+// head that does not validate, a reset for broken framing or silence.
+func (f *MeshForwarder) readFailed(s *quic.Stream, peer mesh.PeerInfo, role string, err error) {
+	var we *wireError
+	var ne net.Error
+	switch {
+	case errors.As(err, &we):
+		f.refuse(s, peer, role, we.code)
+	case errors.As(err, &ne) && ne.Timeout():
+		f.reset(s, peer, role, mesh.StreamCodeTimeout, servedTimeout, err)
+	case errors.Is(err, mesh.ErrFrameTooLarge):
+		f.reset(s, peer, role, mesh.StreamCodeTooLarge, servedMalformed, err)
+	case errors.Is(err, errMalformedFrames), errors.Is(err, mesh.ErrTruncatedFrame), errors.Is(err, io.EOF):
+		f.reset(s, peer, role, mesh.StreamCodeMalformed, servedMalformed, err)
+	default:
+		f.reset(s, peer, role, mesh.StreamCodeCancelled, servedCancelled, err)
+	}
+}
+
+// reset ends the stream with an error code and counts it.
+func (f *MeshForwarder) reset(s *quic.Stream, peer mesh.PeerInfo, role string, code quic.StreamErrorCode, outcome string, err error) {
+	s.CancelRead(code)
+	s.CancelWrite(code)
+	f.met.served.WithLabelValues(f.roleLabel(role), outcome).Inc()
+	f.log.Debug("mesh infer stream reset", zap.String("peer", peer.ID), zap.String("outcome", outcome), zap.Error(err))
+}
+
+// refuse sends a refusal with its generic message, ends the stream,
+// counts it and records it in the audit chain (rate limited).
+func (f *MeshForwarder) refuse(s *quic.Stream, peer mesh.PeerInfo, role, code string) {
+	_ = s.SetWriteDeadline(time.Now().Add(MeshFrameTimeout))
+	if err := writeJSONFrame(s, frameRefusal, meshRefusal{V: MeshWireVersion, Code: code, Message: genericMessages[code]}); err != nil {
+		s.CancelWrite(mesh.StreamCodeCancelled)
+	} else {
+		_ = s.Close()
+	}
+	s.CancelRead(mesh.StreamCodeCancelled) // the rest of the request is not wanted
+	f.met.served.WithLabelValues(f.roleLabel(role), code).Inc()
+	f.log.Debug("mesh infer request refused", zap.String("peer", peer.ID), zap.String("role", role), zap.String("code", code))
+	if f.audit == nil {
+		return
+	}
+	ok, suppressed := f.limiter.allow(f.now())
+	if !ok {
+		return
+	}
+	ev := MeshRefusedEvent{Peer: peer.ID, Role: role, Code: code, Suppressed: suppressed}
+	if err := f.audit.Record(AuditSource, AuditKindMeshRefused, ev); err != nil {
+		f.log.Warn("audit record not written", zap.String("kind", AuditKindMeshRefused), zap.Error(err))
+	}
+}
+
+// roleLabel returns role when this node exposes it, else "unknown": a
+// peer can send any role name, and labels must stay bounded.
+func (f *MeshForwarder) roleLabel(role string) string {
+	if er, ok := f.table.(exposedRoles); ok && role != "" && slices.Contains(er.ExposedRoles(), role) {
+		return role
+	}
+	return unknownRole
+}
+
+// acquire takes a per-peer and a total serving slot without waiting.
+func (f *MeshForwarder) acquire(peer string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if int64(f.inflight) >= f.total.Load() || int64(f.byPeer[peer]) >= f.perPeer.Load() {
+		return false
+	}
+	f.inflight++
+	f.byPeer[peer]++
+	f.met.inflight.Inc()
+	return true
+}
+
+func (f *MeshForwarder) release(peer string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.inflight--
+	if f.byPeer[peer]--; f.byPeer[peer] <= 0 {
+		delete(f.byPeer, peer)
+	}
+	f.met.inflight.Dec()
+}
+
+// errNotObject refuses a request body that is not one JSON object.
+var errNotObject = errors.New("request body is not a JSON object")
+
+// pinModel returns body with its top-level "model" member set to the
+// instance's model: the served model when known ("default_model" for
+// mlx-lm, whose server would fetch any model named), every "model" member
+// (any case; duplicates included) replaced in place and the rest of the
+// body byte-identical, or a member added first when there was none. When
+// the model is unknown the client's model members are removed, never
+// passed through. An empty body stays empty; anything other than one JSON
+// object is errNotObject.
+func pinModel(body []byte, local table.MeshLocal) ([]byte, error) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return body, nil
+	}
+	if !json.Valid(body) {
+		return nil, errNotObject
+	}
+	model := local.Model
+	if local.Runtime == mlxRuntime {
+		model = "default_model"
+	}
+	members, open, err := topLevelMembers(body)
+	if err != nil {
+		return nil, err
+	}
+	if model == "" {
+		return dropModel(body, members), nil
+	}
+	value, err := json.Marshal(model)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, len(body)+len(value)+16)
+	found := false
+	pos := 0
+	for _, m := range members {
+		if !m.model {
+			continue
+		}
+		found = true
+		out = append(out, body[pos:m.valueStart]...)
+		out = append(out, value...)
+		pos = m.end
+	}
+	if !found {
+		out = append(out, body[:open+1]...)
+		out = append(out, `"model":`...)
+		out = append(out, value...)
+		if len(members) > 0 {
+			out = append(out, ',')
+		}
+		pos = open + 1
+	}
+	return append(out, body[pos:]...), nil
+}
+
+// member is the byte span of one top-level member of a JSON object.
+type member struct {
+	keyStart, valueStart, end int
+	model                     bool // the key is "model" in any case
+}
+
+// topLevelMembers returns the members of the JSON object body (already
+// known to be valid JSON) and the offset of its '{'.
+func topLevelMembers(body []byte) ([]member, int, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	tok, err := dec.Token()
+	if d, ok := tok.(json.Delim); err != nil || !ok || d != '{' {
+		return nil, 0, errNotObject
+	}
+	open := int(dec.InputOffset()) - 1
+	var members []member
+	for dec.More() {
+		prev := int(dec.InputOffset())
+		tok, err := dec.Token()
+		key, ok := tok.(string)
+		if err != nil || !ok {
+			return nil, 0, errNotObject
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, 0, errNotObject
+		}
+		end := int(dec.InputOffset())
+		ks := prev
+		for ks < len(body) && body[ks] != '"' {
+			ks++ // whitespace and the comma before the key
+		}
+		members = append(members, member{keyStart: ks, valueStart: end - len(raw), end: end,
+			model: len(key) == 5 && bytes.EqualFold([]byte(key), []byte("model"))})
+	}
+	return members, open, nil
+}
+
+// dropModel removes the model members, keeping the others' bytes.
+func dropModel(body []byte, members []member) []byte {
+	if !slices.ContainsFunc(members, func(m member) bool { return m.model }) {
+		return body
+	}
+	var out []byte
+	first := true
+	var last int
+	for i, m := range members {
+		if i == 0 {
+			out = append(out, body[:m.keyStart]...)
+		}
+		last = m.end
+		if m.model {
+			continue
+		}
+		if !first {
+			out = append(out, ',')
+		}
+		first = false
+		out = append(out, body[m.keyStart:m.end]...)
+	}
+	return append(out, body[last:]...)
+}

@@ -1,0 +1,365 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/nodeld/nodeld/internal/mesh"
+	"github.com/nodeld/nodeld/internal/table"
+)
+
+// The KindInfer stream, after the kind byte, carries mesh frames
+// (mesh.WriteFrame) of these types. The consumer sends one request head,
+// its body in chunks of at most MeshChunkBytes, and an end frame, then
+// closes its write side. The serving node answers either one refusal, or
+// one response head, body chunks and an end frame; a refusal after the
+// head means the response failed midway (the consumer cuts its client's
+// stream). Values are part of the wire protocol; never reuse one.
+const (
+	frameReqHead  mesh.FrameType = 0x01 // meshRequestHead JSON
+	frameReqBody  mesh.FrameType = 0x02 // raw request body bytes
+	frameReqEnd   mesh.FrameType = 0x03 // empty: the request is complete
+	frameRespHead mesh.FrameType = 0x11 // meshResponseHead JSON
+	frameRespBody mesh.FrameType = 0x12 // raw response body bytes
+	frameRespEnd  mesh.FrameType = 0x13 // empty: the response is complete
+	frameRefusal  mesh.FrameType = 0x14 // meshRefusal JSON; nothing follows
+)
+
+// Refusal codes a serving node sends to a peer. They are stable on the
+// wire; the message next to them is generic and never carries addresses,
+// ports or upstream text.
+const (
+	RefuseNotServed       = "not_served"           // role not exposed, peer not on serve_to, or no local instance
+	RefuseBadRequest      = "bad_request"          // malformed head or body, wrong frame order
+	RefuseForbiddenPath   = "forbidden_path"       // path not among the mesh inference paths
+	RefuseTooLarge        = "too_large"            // body over the serving node's mesh body limit
+	RefuseOverCapacity    = "over_capacity"        // per-peer or total serving slots taken
+	RefuseUpstreamDown    = "upstream_unavailable" // the local instance could not be reached
+	RefuseUpstreamError   = "upstream_error"       // the local instance failed or answered badly
+	RefuseUpstreamTimeout = "upstream_timeout"     // the local instance took too long
+)
+
+// meshPaths are the only paths served to peers: narrower than what the
+// loopback listener serves (no /health, no Ollama API, no other /v1 path).
+var meshPaths = map[string]bool{
+	"/v1/chat/completions": true,
+	"/v1/completions":      true,
+	"/v1/embeddings":       true,
+	"/v1/models":           true,
+}
+
+// relayedResponseHeaders are the upstream response headers carried back
+// to the consumer; anything else (Set-Cookie, Server, ...) stays home.
+var relayedResponseHeaders = []string{"Content-Type", "Cache-Control"}
+
+// meshRequestHead is the first frame of a KindInfer stream. There is
+// deliberately no field for Authorization or cookies: a client's
+// credentials never cross the mesh.
+type meshRequestHead struct {
+	V           int    `json:"v"`
+	Role        string `json:"role"`
+	Method      string `json:"method"`
+	Path        string `json:"path"`
+	Query       string `json:"query,omitempty"`
+	ContentType string `json:"content_type,omitempty"`
+	Accept      string `json:"accept,omitempty"`
+	// BodyBytes is the exact length of the body frames that follow.
+	BodyBytes int64 `json:"body_bytes"`
+}
+
+// meshResponseHead is the serving node's response head.
+type meshResponseHead struct {
+	V       int               `json:"v"`
+	Status  int               `json:"status"`
+	Headers map[string]string `json:"headers,omitempty"`
+}
+
+// meshRefusal ends a KindInfer exchange from the serving side.
+type meshRefusal struct {
+	V       int    `json:"v"`
+	Code    string `json:"code"`
+	Message string `json:"message,omitempty"`
+}
+
+// wireError is a decoding or protocol failure with the refusal code a
+// serving node answers it with.
+type wireError struct {
+	code string
+	msg  string
+}
+
+func (e *wireError) Error() string { return e.code + ": " + e.msg }
+
+func badRequest(format string, args ...any) error {
+	return &wireError{code: RefuseBadRequest, msg: fmt.Sprintf(format, args...)}
+}
+
+// decodeStrict decodes exactly one JSON object into v, refusing unknown
+// fields and trailing data.
+func decodeStrict(b []byte, v any) error {
+	if len(b) > MaxMeshHeadBytes {
+		return fmt.Errorf("%d bytes over the head bound %d", len(b), MaxMeshHeadBytes)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("trailing data after the JSON object")
+	}
+	return nil
+}
+
+// decodeRequestHead decodes and validates a request head as if it came
+// from an untrusted client. Errors are *wireError.
+func decodeRequestHead(b []byte) (meshRequestHead, error) {
+	var h meshRequestHead
+	if err := decodeStrict(b, &h); err != nil {
+		return meshRequestHead{}, badRequest("request head: %v", err)
+	}
+	switch {
+	case h.V != MeshWireVersion:
+		return meshRequestHead{}, badRequest("request head version %d", h.V)
+	case !table.ValidRole(h.Role):
+		return meshRequestHead{}, badRequest("bad role")
+	case h.Method != http.MethodGet && h.Method != http.MethodPost:
+		return meshRequestHead{}, badRequest("method not allowed")
+	case !meshPaths[h.Path]:
+		return meshRequestHead{}, &wireError{code: RefuseForbiddenPath, msg: "path is not served to peers"}
+	case !validQuery(h.Query):
+		return meshRequestHead{}, badRequest("bad query")
+	case h.ContentType != "" && !validHeaderValue(h.ContentType),
+		h.Accept != "" && !validHeaderValue(h.Accept):
+		return meshRequestHead{}, badRequest("bad header value")
+	case h.BodyBytes < 0:
+		return meshRequestHead{}, badRequest("negative body length")
+	}
+	return h, nil
+}
+
+// decodeResponseHead decodes a serving node's response head. Headers not
+// relayed, or with unsafe values, are dropped; an interim or out of range
+// status is an error (a forged 1xx must not pass as the final answer).
+func decodeResponseHead(b []byte) (meshResponseHead, error) {
+	var h meshResponseHead
+	if err := decodeStrict(b, &h); err != nil {
+		return meshResponseHead{}, fmt.Errorf("response head: %w", err)
+	}
+	if h.V != MeshWireVersion {
+		return meshResponseHead{}, fmt.Errorf("response head version %d", h.V)
+	}
+	if h.Status < 200 || h.Status > 599 {
+		return meshResponseHead{}, fmt.Errorf("response status %d", h.Status)
+	}
+	kept := make(map[string]string, len(relayedResponseHeaders))
+	for _, name := range relayedResponseHeaders {
+		if v, ok := h.Headers[name]; ok && validHeaderValue(v) {
+			kept[name] = v
+		}
+	}
+	h.Headers = kept
+	return h, nil
+}
+
+// decodeRefusal decodes a refusal. A code outside the known set is kept as
+// "" (the consumer answers it generically); the message is not trusted
+// and is not decoded beyond its bound.
+func decodeRefusal(b []byte) (meshRefusal, error) {
+	var r meshRefusal
+	if err := decodeStrict(b, &r); err != nil {
+		return meshRefusal{}, fmt.Errorf("refusal: %w", err)
+	}
+	if r.V != MeshWireVersion {
+		return meshRefusal{}, fmt.Errorf("refusal version %d", r.V)
+	}
+	if len(r.Message) > MaxMeshRefusalMessageBytes {
+		return meshRefusal{}, errors.New("refusal message over its bound")
+	}
+	if _, ok := refusalStatus[r.Code]; !ok {
+		r.Code = ""
+	}
+	return r, nil
+}
+
+// validHeaderValue accepts a non-empty, bounded header value of visible
+// ASCII, spaces and tabs (no CR, LF or other controls).
+func validHeaderValue(v string) bool {
+	if v == "" || len(v) > MaxMeshHeaderValueBytes {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; (c < 0x20 && c != '\t') || c >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// validQuery accepts a bounded query of visible ASCII without '#'.
+func validQuery(q string) bool {
+	if len(q) > MaxPathBytes {
+		return false
+	}
+	for i := 0; i < len(q); i++ {
+		if c := q[i]; c <= 0x20 || c >= 0x7f || c == '#' {
+			return false
+		}
+	}
+	return true
+}
+
+// writeJSONFrame marshals v and writes it as one frame.
+func writeJSONFrame(w io.Writer, t mesh.FrameType, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode frame %#x: %w", byte(t), err)
+	}
+	return mesh.WriteFrame(w, t, b)
+}
+
+// writeBodyFrames writes body as frames of type t of at most
+// MeshChunkBytes.
+func writeBodyFrames(w io.Writer, t mesh.FrameType, body []byte) error {
+	for len(body) > 0 {
+		n := min(len(body), MeshChunkBytes)
+		if err := mesh.WriteFrame(w, t, body[:n]); err != nil {
+			return err
+		}
+		body = body[n:]
+	}
+	return nil
+}
+
+// readRequestHead reads the first frame of a KindInfer stream: it must be
+// a valid request head. A head that does not decode or validate is a
+// *wireError (answered with a refusal); broken framing wraps
+// errMalformedFrames or a mesh.ReadFrame error (answered with a reset).
+func readRequestHead(r io.Reader) (meshRequestHead, error) {
+	t, p, err := mesh.ReadFrame(r, MaxMeshHeadBytes)
+	if err != nil {
+		return meshRequestHead{}, err
+	}
+	if t != frameReqHead {
+		return meshRequestHead{}, fmt.Errorf("%w: first frame type %#x", errMalformedFrames, byte(t))
+	}
+	return decodeRequestHead(p)
+}
+
+// readRequestBody reads the body frames announced by h and the end frame.
+// h.BodyBytes must already be checked against the body limit: it is
+// allocated at once. beforeFrame, if set, runs before each frame is read
+// (to arm a deadline).
+func readRequestBody(r io.Reader, h meshRequestHead, beforeFrame func()) ([]byte, error) {
+	body := make([]byte, 0, h.BodyBytes)
+	for {
+		if beforeFrame != nil {
+			beforeFrame()
+		}
+		t, p, err := mesh.ReadFrame(r, MeshChunkBytes)
+		if err != nil {
+			return nil, err
+		}
+		switch t {
+		case frameReqBody:
+			if int64(len(body))+int64(len(p)) > h.BodyBytes {
+				return nil, fmt.Errorf("%w: body longer than announced", errMalformedFrames)
+			}
+			body = append(body, p...)
+		case frameReqEnd:
+			if len(p) != 0 || int64(len(body)) != h.BodyBytes {
+				return nil, fmt.Errorf("%w: body of %d bytes, announced %d", errMalformedFrames, len(body), h.BodyBytes)
+			}
+			return body, nil
+		default:
+			return nil, fmt.Errorf("%w: unexpected frame %#x in request", errMalformedFrames, byte(t))
+		}
+	}
+}
+
+// peerRefusal is a refusal received from the serving node.
+type peerRefusal struct {
+	code      string
+	afterHead bool
+}
+
+func (e *peerRefusal) Error() string {
+	if e.code == "" {
+		return "peer refused the request"
+	}
+	return "peer refused the request: " + e.code
+}
+
+// errMalformedFrames marks frames that break the KindInfer protocol
+// (order, type, length); the reader resets the stream with
+// mesh.StreamCodeMalformed.
+var errMalformedFrames = errors.New("malformed KindInfer frames")
+
+// relayResponse reads the serving node's frames from r and relays them to
+// w: head, then every body chunk as it arrives (w flushes each write), until
+// the end frame. It is the consumer's state machine: a body or end frame
+// before the head, a second head, a chunk over MeshChunkBytes, an unknown
+// frame type or data after a refusal are errMalformedFrames. A refusal
+// returns *peerRefusal.
+func relayResponse(r io.Reader, w http.ResponseWriter) error {
+	headSeen := false
+	for {
+		t, p, err := mesh.ReadFrame(r, max(MeshChunkBytes, MaxMeshHeadBytes))
+		if err != nil {
+			if errors.Is(err, mesh.ErrFrameTooLarge) {
+				return fmt.Errorf("%w: %w", errMalformedFrames, err)
+			}
+			if errors.Is(err, io.EOF) {
+				return fmt.Errorf("%w: stream ended before the end frame", errMalformedFrames)
+			}
+			return err
+		}
+		switch t {
+		case frameRespHead:
+			if headSeen {
+				return fmt.Errorf("%w: second response head", errMalformedFrames)
+			}
+			h, err := decodeResponseHead(p)
+			if err != nil {
+				return fmt.Errorf("%w: %w", errMalformedFrames, err)
+			}
+			headSeen = true
+			hdr := w.Header()
+			for name, v := range h.Headers {
+				hdr.Set(name, v)
+			}
+			hdr.Set("X-Content-Type-Options", "nosniff")
+			w.WriteHeader(h.Status)
+		case frameRespBody:
+			if !headSeen {
+				return fmt.Errorf("%w: body before head", errMalformedFrames)
+			}
+			if len(p) > MeshChunkBytes {
+				return fmt.Errorf("%w: body chunk of %d bytes", errMalformedFrames, len(p))
+			}
+			if _, err := w.Write(p); err != nil {
+				return fmt.Errorf("relay to client: %w", err)
+			}
+		case frameRespEnd:
+			if !headSeen {
+				return fmt.Errorf("%w: end before head", errMalformedFrames)
+			}
+			if len(p) != 0 {
+				return fmt.Errorf("%w: end frame with data", errMalformedFrames)
+			}
+			return nil
+		case frameRefusal:
+			ref, err := decodeRefusal(p)
+			if err != nil {
+				return fmt.Errorf("%w: %w", errMalformedFrames, err)
+			}
+			return &peerRefusal{code: ref.Code, afterHead: headSeen}
+		default:
+			return fmt.Errorf("%w: unexpected frame %#x", errMalformedFrames, byte(t))
+		}
+	}
+}
