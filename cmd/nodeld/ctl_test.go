@@ -34,7 +34,9 @@ type selfHost struct {
 	pub    ed25519.PublicKey
 }
 
-func (h *selfHost) ServeLocal(ctx context.Context, s ctl.Stream) { _, _ = h.server.Serve(ctx, s, h.pub) }
+func (h *selfHost) ServeLocal(ctx context.Context, s ctl.Stream) {
+	_, _ = h.server.Serve(ctx, s, h.pub)
+}
 
 // startOperator runs a dispatcher's operator socket whose "self" host
 // answers describe, refuses stop and is otherwise unknown.
