@@ -119,6 +119,11 @@ func New(deps Deps) (*Dispatcher, error) {
 	if deps.Chain == nil {
 		return nil, errors.New("dispatch: no chain")
 	}
+	if m, ok := deps.Mesh.(*mesh.Mesh); ok && m == nil {
+		// A nil *mesh.Mesh in the interface (a node without mesh.listen)
+		// means no mesh, not a mesh to call methods on.
+		deps.Mesh = nil
+	}
 	d := &Dispatcher{
 		id: deps.Identity, mesh: deps.Mesh, chain: deps.Chain, local: deps.Local,
 		log: deps.Logger, now: deps.Now,

@@ -326,3 +326,16 @@ func TestPlaceRefusesBadPackages(t *testing.T) {
 		})
 	}
 }
+
+func TestNewTreatsNilMeshAsNone(t *testing.T) {
+	ident := newIdentity(t)
+	var m *mesh.Mesh
+	d, err := New(Deps{Identity: ident, Mesh: m, Chain: openChain(t, ident)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Register() // must not panic
+	if _, err := d.Call(callCtx(t), "gpu-2", ctl.MethodDescribe, nil); !errors.Is(err, ErrUnknownNode) {
+		t.Fatalf("err = %v, want ErrUnknownNode", err)
+	}
+}
