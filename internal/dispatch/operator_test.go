@@ -9,8 +9,10 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -205,5 +207,37 @@ func TestDialOperatorNoDaemon(t *testing.T) {
 	_, err := DialOperator(callCtx(t), filepath.Join(t.TempDir(), "none.sock"), OperatorRequest{Verb: VerbDescribe, Node: SelfRef})
 	if !errors.Is(err, ErrDaemonNotRunning) {
 		t.Fatalf("err = %v, want ErrDaemonNotRunning", err)
+	}
+}
+
+func TestOperatorSocketGroup(t *testing.T) {
+	ident := newIdentity(t)
+	d := newDispatcher(t, ident, nil, newLocalHost(t, ident, describeHandler))
+	path := filepath.Join(t.TempDir(), "nodeld.sock")
+	gid := os.Getgid()
+	o, err := NewOperatorServer(OperatorConfig{Path: path, Group: strconv.Itoa(gid)}, d, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- o.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	select {
+	case <-o.Ready():
+	case err := <-done:
+		t.Fatal(err)
+	}
+	st, err := os.Lstat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != SocketGroupMode || int(st.Sys().(*syscall.Stat_t).Gid) != gid {
+		t.Fatalf("socket %v gid %d, want %v gid %d", st.Mode(), st.Sys().(*syscall.Stat_t).Gid, SocketGroupMode, gid)
 	}
 }
