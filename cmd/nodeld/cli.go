@@ -29,6 +29,9 @@ Usage:
                                                print a running daemon's status
   nodeld package keygen|build|sign|verify|revoke|unrevoke|revocations ...
                                                publish and check signed workload packages
+  nodeld ctl [--config FILE] [--socket PATH] [--json] VERB ARGS...
+                                               drive workloads through the local daemon
+                                               (describe|place|start|stop|unload|status|logs)
   nodeld version                               print the version
 
 Without --config, commands read /etc/nodeld/nodeld.yaml; run falls back to
@@ -62,6 +65,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return cmdChainVerify(rest[1:], stdout, stderr)
 	case "status":
 		return cmdStatus(ctx, rest, stdout, stderr)
+	case "ctl":
+		return cmdCtl(ctx, rest, stdout, stderr)
 	case "package":
 		return cmdPackage(rest, stdout, stderr)
 	case "version", "--version", "-v":

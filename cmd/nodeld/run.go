@@ -23,6 +23,7 @@ import (
 	"github.com/nodeld/nodeld/internal/admin"
 	"github.com/nodeld/nodeld/internal/chain"
 	"github.com/nodeld/nodeld/internal/config"
+	"github.com/nodeld/nodeld/internal/dispatch"
 	"github.com/nodeld/nodeld/internal/identity"
 	"github.com/nodeld/nodeld/internal/mesh"
 	"github.com/nodeld/nodeld/internal/proxy"
@@ -78,6 +79,7 @@ type node struct {
 	table     *table.Table
 	proxy     *proxy.Proxy
 	mesh      *mesh.Mesh // nil when mesh.listen is empty
+	dispatch  *dispatch.Dispatcher
 	adopter   *runtime.Adopter
 	admin     *admin.Server
 	log       *zap.Logger
@@ -195,6 +197,17 @@ func runDaemon(ctx context.Context, o daemonOptions) (err error) {
 	if err != nil {
 		return err
 	}
+	n.dispatch, err = dispatch.New(dispatch.Deps{
+		Identity: id, Mesh: n.mesh, Chain: ch, Logger: log, Registerer: reg,
+	})
+	if err != nil {
+		return err
+	}
+	n.dispatch.Register() // before the mesh runs; a no-op without a mesh
+	operator, err := dispatch.NewOperatorServer(dispatch.OperatorConfig{Path: cfg.SocketPath()}, n.dispatch, log.Named("operator"))
+	if err != nil {
+		return err
+	}
 	n.admin, err = admin.New(admin.Config{Listen: cfg.Admin.Listen}, admin.Deps{
 		Gatherer: reg,
 		Status:   n.status,
@@ -228,6 +241,7 @@ func runDaemon(ctx context.Context, o daemonOptions) (err error) {
 	g.Go(func() error { return n.admin.Run(gctx) })
 	g.Go(func() error { return n.proxy.Run(gctx) })
 	g.Go(func() error { return n.adopter.Run(gctx) })
+	g.Go(func() error { return operator.Run(gctx) })
 	if n.mesh != nil {
 		g.Go(func() error { return n.mesh.Run(gctx) })
 	}
