@@ -1,0 +1,60 @@
+// Package host is the workload host: the node side of workload.ctl. It
+// serves the eight methods on mesh streams of kind mesh.KindCtl (Register)
+// and on the local operator socket (ServeLocal), fetches placed packages
+// from the caller over mesh.KindArtifact streams, verifies them against
+// this node's trust anchors and revocations, runs them through
+// internal/runtime, supervises them, and registers inference roles in the
+// placement table while their instance is healthy.
+//
+// # place and load
+//
+// The manifest and its signatures travel in the signed request, so the
+// controller's decision authorises exactly the files that manifest lists.
+// The host verifies them (pkg.VerifyBytes: a trust anchor signed, nothing
+// revoked; a revoked subject is refused governance, anything else verify),
+// admits the variant (OS, arch, runtime present in the node's facts,
+// memory against free memory, package size against MaxPackageBytes and
+// free disk), derives the deterministic instance id (InstanceID), marks
+// the decision in flight, fetches each listed file (artifact_wire.go) into
+// <data_dir>/packages/.partial/<decision>/, moves the finished directory to
+// <data_dir>/packages/<id>-<version>-<16 hex of manifest hash>/ and runs
+// pkg.VerifyDir on it. A directory already there that still verifies is
+// reused without a fetch. The instance is listed (loaded) before the
+// decision leaves the in-flight set, so a lost answer is always visible to
+// a status listing. For place with start, a failed start is rolled back
+// (unloaded); if that fails too the instance stays listed (failed).
+//
+// # Invariants
+//
+//   - Nothing is written outside the partial directory but the listed
+//     paths (opened through an os.Root), every piece is hashed before it
+//     is written, and the whole file's size and SHA-256 must be the
+//     manifest's.
+//   - A revoked subject refuses place and start, and forces the teardown
+//     of running instances that carry it (Run's watcher: on every change
+//     of the list, every RevocationSweep, and TeardownRetry after a failed
+//     teardown). Teardowns are chained and idempotent.
+//   - Every step is chained with source AuditSource (the Kind* constants),
+//     never request bodies or environment values. Refusals of
+//     authenticated requests are always chained; refusals of
+//     unauthenticated ones at most ctl.UnauthRefusalsPerWindow per window,
+//     with the suppressed count on the next one. place begins only once
+//     host.place.begin is written (fail closed).
+//   - An instance's role is in the table exactly while its supervisor
+//     reports it running.
+//   - A disabled host (Config.Enabled false) answers describe, status and
+//     logs (controllers and admitted peers) and refuses the mutating
+//     methods with unauthorized.
+//
+// # Concurrency
+//
+// New starts nothing. Register installs the ctl handler; calls are served
+// on the mesh's stream goroutines (or the ServeLocal caller's). Run owns
+// the revocation watcher and one supervisor goroutine per started
+// instance (runtime.Supervisor.Run); when ctx ends it stops every
+// instance, deregisters their roles, waits for every supervisor and
+// returns nil. Places need Run to be running to start instances. h.mu
+// guards the host's maps and is never held across I/O; each instance's
+// opMu serialises its verbs so a process is never started and stopped at
+// once.
+package host

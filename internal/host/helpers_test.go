@@ -1,0 +1,569 @@
+package host
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/quic-go/quic-go"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/nodeld/nodeld/internal/ctl"
+	"github.com/nodeld/nodeld/internal/facts"
+	"github.com/nodeld/nodeld/internal/identity"
+	"github.com/nodeld/nodeld/internal/mesh"
+	"github.com/nodeld/nodeld/internal/pkg"
+	"github.com/nodeld/nodeld/internal/runtime"
+	"github.com/nodeld/nodeld/internal/table"
+)
+
+const waitTimeout = 20 * time.Second
+
+// waitFor polls cond until it holds or waitTimeout passes.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.NewTimer(waitTimeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-deadline.C:
+			t.Fatalf("timed out waiting for %s", what)
+		case <-tick.C:
+		}
+	}
+}
+
+func newKey(t testing.TB) ed25519.PrivateKey {
+	t.Helper()
+	_, k, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func pubOf(k ed25519.PrivateKey) ed25519.PublicKey { return k.Public().(ed25519.PublicKey) }
+
+// decisions makes distinct decision ids.
+var decisionSeq atomic.Int64
+
+func newDecision() string {
+	sum := sha256.Sum256([]byte{byte(decisionSeq.Add(1)), byte(time.Now().UnixNano())})
+	return hex.EncodeToString(sum[:])
+}
+
+// fakeAudit records chain entries in memory.
+type fakeAudit struct {
+	mu   sync.Mutex
+	recs []auditRec
+}
+
+type auditRec struct {
+	kind    string
+	payload map[string]any
+}
+
+func (a *fakeAudit) Record(source, kind string, payload any) error {
+	b, _ := json.Marshal(payload)
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.recs = append(a.recs, auditRec{kind, m})
+	return nil
+}
+
+func (a *fakeAudit) Head() (uint64, string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return uint64(len(a.recs)), "deadbeef"
+}
+
+func (a *fakeAudit) ofKind(kind string) []map[string]any {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []map[string]any
+	for _, r := range a.recs {
+		if r.kind == kind {
+			out = append(out, r.payload)
+		}
+	}
+	return out
+}
+
+// testPackage is a signed package directory held by the caller.
+type testPackage struct {
+	dir           string
+	manifest, sig []byte
+	m             *pkg.Manifest
+}
+
+// buildEcho builds the echo-llm package from its template, signed by key.
+func buildEcho(t testing.TB, key ed25519.PrivateKey) testPackage {
+	t.Helper()
+	dir := t.TempDir()
+	bin, err := os.ReadFile(echoBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "echo-llm"), bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := os.ReadFile("../../examples/packages/echo-llm/manifest.template.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m pkg.Manifest
+	if err := json.Unmarshal(tmpl, &m); err != nil {
+		t.Fatal(err)
+	}
+	return signPackage(t, dir, m, key)
+}
+
+// buildCrash builds a service package whose process exits at once.
+func buildCrash(t testing.TB, key ed25519.PrivateKey) testPackage {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "crash.sh"), []byte("#!/bin/sh\necho crashing >&2\nexit 3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m := pkg.Manifest{ID: "crasher", Version: "1.0.0", Kind: pkg.KindService,
+		Runtime:  pkg.Runtime{Type: pkg.RuntimeProcess, Command: "crash.sh"},
+		Variants: []pkg.Variant{{Name: "default"}}}
+	return signPackage(t, dir, m, key)
+}
+
+func signPackage(t testing.TB, dir string, m pkg.Manifest, key ed25519.PrivateKey) testPackage {
+	t.Helper()
+	mb, err := pkg.Build(dir, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key != nil {
+		if err := pkg.Sign(dir, key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sig, err := os.ReadFile(filepath.Join(dir, pkg.SignatureFile))
+	if err != nil && key != nil {
+		t.Fatal(err)
+	}
+	parsed, err := pkg.ParseManifest(mb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testPackage{dir: dir, manifest: mb, sig: sig, m: parsed}
+}
+
+func (p testPackage) params(start bool) ctl.PlaceParams {
+	return ctl.PlaceParams{Package: p.m.ID, Version: p.m.Version, Variant: p.m.Variants[0].Name,
+		Manifest: p.manifest, ManifestSig: p.sig, Start: start}
+}
+
+// artifactServer is the caller side of the artifact protocol, as the
+// dispatcher serves it: files of the package offered for a decision,
+// only those its manifest lists.
+type artifactServer struct {
+	pieceSize int
+	mu        sync.Mutex
+	offers    map[string]testPackage
+	// hold, when set, is waited on before a header is sent.
+	hold chan struct{}
+	// holding is closed when a fetch is waiting on hold.
+	holding chan struct{}
+	// dropOnce drops the stream after its first piece, once.
+	dropOnce atomic.Bool
+	// tamper flips a byte of every piece before hashing it.
+	tamper  atomic.Bool
+	fetches atomic.Int32
+	// gen serves generated content for a path: the same block repeated.
+	gen *genFile
+}
+
+type genFile struct {
+	block []byte
+	sum   [32]byte
+	size  int64
+}
+
+func newArtifactServer() *artifactServer {
+	return &artifactServer{pieceSize: MaxPieceBytes, offers: map[string]testPackage{}}
+}
+
+func (a *artifactServer) offer(decision string, p testPackage) {
+	a.mu.Lock()
+	a.offers[decision] = p
+	a.mu.Unlock()
+}
+
+func refuse(s io.Writer, code, msg string) {
+	_ = mesh.WriteFrame(s, FrameRefusal, encodeJSON(ArtifactRefusal{Code: code, Message: msg}))
+}
+
+func (a *artifactServer) handle(ctx context.Context, _ mesh.PeerInfo, s *quic.Stream) {
+	defer s.Close()
+	a.serve(ctx, s)
+}
+
+func (a *artifactServer) serve(ctx context.Context, s io.ReadWriter) {
+	a.fetches.Add(1)
+	typ, p, err := mesh.ReadFrame(s, MaxArtifactControlBytes)
+	if err != nil || typ != FrameFetch {
+		return
+	}
+	req, err := DecodeFetchRequest(p)
+	if err != nil {
+		refuse(s, ArtifactBadRequest, err.Error())
+		return
+	}
+	a.mu.Lock()
+	pk, ok := a.offers[req.DecisionID]
+	hold, holding := a.hold, a.holding
+	a.holding = nil
+	a.mu.Unlock()
+	if a.gen != nil {
+		a.serveGen(s, req)
+		return
+	}
+	if !ok {
+		refuse(s, ArtifactNotOffered, "decision not offered")
+		return
+	}
+	f, listed := pk.m.File(req.Path)
+	if !listed {
+		refuse(s, ArtifactNotListed, "path not listed")
+		return
+	}
+	if hold != nil {
+		if holding != nil {
+			close(holding)
+		}
+		select {
+		case <-hold:
+		case <-ctx.Done():
+			return
+		}
+	}
+	file, err := os.Open(filepath.Join(pk.dir, f.Path))
+	if err != nil {
+		refuse(s, ArtifactIO, "open")
+		return
+	}
+	defer file.Close()
+	if _, err := file.Seek(req.Offset, io.SeekStart); err != nil {
+		refuse(s, ArtifactIO, "seek")
+		return
+	}
+	if err := mesh.WriteFrame(s, FrameHeader, encodeJSON(FetchHeader{Size: f.Size, Offset: req.Offset})); err != nil {
+		return
+	}
+	buf := make([]byte, pieceHashBytes+a.pieceSize)
+	for {
+		n, err := io.ReadFull(file, buf[pieceHashBytes:])
+		if n > 0 {
+			data := buf[pieceHashBytes : pieceHashBytes+n]
+			if a.tamper.Load() {
+				data[0] ^= 0xff
+			}
+			sum := sha256.Sum256(data)
+			copy(buf, sum[:])
+			if mesh.WriteFrame(s, FramePiece, buf[:pieceHashBytes+n]) != nil {
+				return
+			}
+			if a.dropOnce.CompareAndSwap(true, false) {
+				if qs, ok := s.(*quic.Stream); ok {
+					qs.CancelWrite(mesh.StreamCodeCancelled)
+				}
+				return
+			}
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			break
+		}
+		if err != nil {
+			refuse(s, ArtifactIO, "read")
+			return
+		}
+	}
+	_ = mesh.WriteFrame(s, FrameEnd, nil)
+}
+
+// serveGen serves the generated file from req.Offset (a multiple of the
+// block size).
+func (a *artifactServer) serveGen(s io.Writer, req FetchRequest) {
+	g := a.gen
+	if mesh.WriteFrame(s, FrameHeader, encodeJSON(FetchHeader{Size: g.size, Offset: req.Offset})) != nil {
+		return
+	}
+	frame := append(append([]byte{}, g.sum[:]...), g.block...)
+	for off := req.Offset; off < g.size; off += int64(len(g.block)) {
+		if mesh.WriteFrame(s, FramePiece, frame) != nil {
+			return
+		}
+	}
+	_ = mesh.WriteFrame(s, FrameEnd, nil)
+}
+
+// node is one in-process node: identity, table, mesh.
+type node struct {
+	ident  *identity.Identity
+	dir    string
+	addr   string
+	tbl    *table.Table
+	m      *mesh.Mesh
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func freeUDP(t testing.TB) string {
+	t.Helper()
+	c, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := c.LocalAddr().String()
+	_ = c.Close()
+	return addr
+}
+
+func newNode(t testing.TB) *node {
+	t.Helper()
+	id, err := identity.New(newKey(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &node{ident: id, dir: t.TempDir(), addr: freeUDP(t)}
+	n.tbl = table.New(id.ID(), table.Options{})
+	return n
+}
+
+func (n *node) peerConfig(peer *node) mesh.Config {
+	return mesh.Config{Listen: n.addr, Keepalive: time.Second, Peers: []mesh.PeerConfig{{
+		Name: "peer", Addr: peer.addr, Key: peer.ident.PublicKeyHex(), Tier: mesh.TierPaired,
+	}}}
+}
+
+// build makes n's mesh; with peer nil it knows no peer yet.
+func (n *node) build(t testing.TB, peer *node) {
+	t.Helper()
+	cfg := mesh.Config{Listen: n.addr, Keepalive: time.Second}
+	if peer != nil {
+		cfg = n.peerConfig(peer)
+	}
+	m, err := mesh.New(cfg, mesh.Deps{Identity: n.ident, DataDir: n.dir, Table: n.tbl, Logger: zaptest.NewLogger(t).Named(n.ident.ID())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.m = m
+}
+
+func (n *node) run(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	n.cancel, n.done = cancel, make(chan error, 1)
+	go func() { n.done <- n.m.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-n.done; err != nil {
+			t.Errorf("mesh run: %v", err)
+		}
+	})
+}
+
+func connected(n *node, peer *node) bool {
+	for _, st := range n.m.Status() {
+		if st.ID == peer.ident.ID() && st.State == mesh.StateConnected {
+			return true
+		}
+	}
+	return false
+}
+
+// cluster is a host node and a caller node over real QUIC.
+type cluster struct {
+	hostNode, caller *node
+	h                *Host
+	audit            *fakeAudit
+	rev              *pkg.Revocations
+	srv              *artifactServer
+	client           *ctl.Client
+	publisher        ed25519.PrivateKey
+	hostDone         chan error
+}
+
+type clusterOpts struct {
+	policy runtime.RestartPolicy
+	noRun  bool
+}
+
+func newCluster(t testing.TB, opts clusterOpts) *cluster {
+	t.Helper()
+	c := &cluster{hostNode: newNode(t), caller: newNode(t), audit: &fakeAudit{}, srv: newArtifactServer(), publisher: newKey(t)}
+	// One dial only (the caller's), so no duplicate link is settled
+	// under a test: the host dials first and is refused, then the caller
+	// learns the host and dials while the host backs off.
+	c.hostNode.build(t, c.caller)
+	c.caller.build(t, nil)
+	rev, err := pkg.OpenRevocations(filepath.Join(c.hostNode.dir, pkg.RevocationsFile), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.rev = rev
+	seq, err := facts.OpenSeqStore(c.hostNode.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := facts.NewSource(facts.DefaultProbeDeps(), c.hostNode.ident.PrivateKey(), nil, seq, facts.SourceOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(Config{
+		Enabled: true, Controllers: []ed25519.PublicKey{c.caller.ident.PublicKey()},
+		TrustAnchors: pkg.Anchors{pubOf(c.publisher)}, DataDir: c.hostNode.dir,
+		RestartPolicy: opts.policy, HealthInterval: 50 * time.Millisecond,
+	}, Deps{Identity: c.hostNode.ident, Mesh: c.hostNode.m, Table: c.hostNode.tbl, Audit: c.audit,
+		Revocations: rev, Facts: src, Logger: zaptest.NewLogger(t).Named("host"), Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.h = h
+	h.Register()
+	c.caller.m.Handle(mesh.KindArtifact, c.srv.handle)
+	c.hostNode.run(t)
+	c.caller.run(t)
+	if !opts.noRun {
+		ctx, cancel := context.WithCancel(context.Background())
+		c.hostDone = make(chan error, 1)
+		go func() { c.hostDone <- h.Run(ctx) }()
+		t.Cleanup(func() {
+			cancel()
+			if err := <-c.hostDone; err != nil {
+				t.Errorf("host run: %v", err)
+			}
+		})
+	}
+	waitFor(t, "caller refusing the host", func() bool {
+		for _, st := range c.hostNode.m.Status() {
+			if st.LastError != "" {
+				return true
+			}
+		}
+		return false
+	})
+	if err := c.caller.m.ApplyConfig(c.caller.peerConfig(c.hostNode)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "link", func() bool { return connected(c.hostNode, c.caller) && connected(c.caller, c.hostNode) })
+	cl, err := ctl.NewClient(ctl.ClientConfig{Key: c.caller.ident.PrivateKey()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.client = cl
+	return c
+}
+
+func (c *cluster) opener() ctl.Opener {
+	return func(ctx context.Context) (ctl.Stream, error) {
+		s, err := c.caller.m.OpenStream(ctx, c.hostNode.ident.ID(), mesh.KindCtl)
+		if err != nil {
+			return nil, err
+		}
+		return quicStream{s}, nil
+	}
+}
+
+func (c *cluster) target() ctl.Target {
+	return ctl.Target{ID: c.hostNode.ident.ID(), Key: c.hostNode.ident.PublicKey()}
+}
+
+// callWith sends one call with client cl.
+func (c *cluster) callWith(t testing.TB, cl *ctl.Client, method ctl.Method, body any, decision string) (*ctl.Answer, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	return cl.Call(ctx, c.opener(), c.target(), method, body, decision)
+}
+
+func (c *cluster) call(t testing.TB, method ctl.Method, body any, decision string) (*ctl.Answer, error) {
+	t.Helper()
+	return c.callWith(t, c.client, method, body, decision)
+}
+
+// mustCall calls and decodes the result into v.
+func (c *cluster) mustCall(t testing.TB, method ctl.Method, body any, decision string, v any) {
+	t.Helper()
+	ans, err := c.call(t, method, body, decision)
+	if err != nil {
+		t.Fatalf("%s: %v", method, err)
+	}
+	if v != nil {
+		if err := ctl.DecodeResult(ans.Response.Result, v); err != nil {
+			t.Fatalf("%s result: %v", method, err)
+		}
+	}
+}
+
+// place offers p for a new decision and places it.
+func (c *cluster) place(t testing.TB, p testPackage, start bool) (ctl.PlaceResult, string, error) {
+	t.Helper()
+	d := newDecision()
+	c.srv.offer(d, p)
+	method := ctl.MethodPlace
+	if !start {
+		method = ctl.MethodLoad
+	}
+	ans, err := c.call(t, method, p.params(start), d)
+	if err != nil {
+		return ctl.PlaceResult{}, d, err
+	}
+	var res ctl.PlaceResult
+	if err := ctl.DecodeResult(ans.Response.Result, &res); err != nil {
+		t.Fatal(err)
+	}
+	return res, d, nil
+}
+
+// refusalCode returns the refusal code of a call error, or "".
+func refusalCode(err error) ctl.Code {
+	var ce *ctl.CallError
+	if errors.As(err, &ce) && ce.Refusal != nil {
+		return ce.Refusal.Code
+	}
+	return ""
+}
+
+func (c *cluster) statusList(t testing.TB, departed bool) ctl.StatusList {
+	t.Helper()
+	var st ctl.StatusList
+	c.mustCall(t, ctl.MethodStatus, ctl.InstanceParams{IncludeDeparted: departed}, "", &st)
+	return st
+}
+
+func (c *cluster) instance(id string) *instance {
+	c.h.mu.Lock()
+	defer c.h.mu.Unlock()
+	return c.h.insts[id]
+}
+
+func (c *cluster) state(id string) string {
+	in := c.instance(id)
+	if in == nil {
+		return ""
+	}
+	return in.snapshot().state
+}

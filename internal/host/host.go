@@ -1,0 +1,471 @@
+package host
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/quic-go/quic-go"
+	"go.uber.org/zap"
+
+	"github.com/nodeld/nodeld/internal/ctl"
+	"github.com/nodeld/nodeld/internal/facts"
+	"github.com/nodeld/nodeld/internal/identity"
+	"github.com/nodeld/nodeld/internal/mesh"
+	"github.com/nodeld/nodeld/internal/pkg"
+	"github.com/nodeld/nodeld/internal/runtime"
+	"github.com/nodeld/nodeld/internal/table"
+)
+
+// AdvertName is the name of the host's advertisement.
+const AdvertName = "workload-host"
+
+// AuditSource is the chain source of every host record.
+const AuditSource = "host"
+
+// Chain record kinds.
+const (
+	KindPlaceBegin      = "host.place.begin"
+	KindFetchDone       = "host.fetch.done"
+	KindPlaceOK         = "host.place.ok"
+	KindPlaceRefused    = "host.place.refused"
+	KindStart           = "host.start"
+	KindStop            = "host.stop"
+	KindUnload          = "host.unload"
+	KindRestart         = "host.restart"
+	KindFailed          = "host.failed"
+	KindRevokedTeardown = "host.revoked.teardown"
+	KindCtlRefused      = "host.ctl.refused"
+)
+
+// Config is the host's reloadable configuration.
+type Config struct {
+	// Enabled serves the mutating methods; a disabled host still answers
+	// describe, status and logs, and refuses the rest (unauthorized).
+	Enabled bool
+	// Controllers are the keys that may call every method.
+	Controllers []ed25519.PublicKey
+	// TrustAnchors are the package publishers this node accepts.
+	TrustAnchors pkg.Anchors
+	// DataDir holds packages/ (fetched packages and .partial/).
+	DataDir string
+	// Labels ride on the advertisement (label.<k>).
+	Labels map[string]string
+	// RestartPolicy bounds supervised restarts; zero means
+	// runtime.DefaultRestartPolicy (3 in 10 minutes, 1 s doubling to 30 s).
+	RestartPolicy runtime.RestartPolicy
+	// HealthInterval is the supervisors' health poll period; zero means
+	// runtime.DefaultHealthInterval. Not reloadable for running instances.
+	HealthInterval time.Duration
+}
+
+// Mesh is the part of the mesh the host uses; *mesh.Mesh implements it.
+type Mesh interface {
+	Handle(kind mesh.StreamKind, h mesh.Handler)
+	OpenStream(ctx context.Context, nodeID string, kind mesh.StreamKind) (*quic.Stream, error)
+	Peer(nodeID string) (mesh.PeerInfo, bool)
+	IsAdmitted(nodeID string) bool
+}
+
+var _ Mesh = (*mesh.Mesh)(nil)
+
+// Table is where inference instances register their role while healthy;
+// *table.Table implements it.
+type Table interface {
+	RegisterLocal(role, base, model, api, runtime string) error
+	DeregisterLocal(role string)
+}
+
+var _ Table = (*table.Table)(nil)
+
+// Auditor is the audit chain: Record fails closed, Head is its last entry.
+type Auditor interface {
+	Record(source, kind string, payload any) error
+	Head() (seq uint64, hash string)
+}
+
+// Deps are the host's collaborators.
+type Deps struct {
+	// Identity is this node's key; required.
+	Identity *identity.Identity
+	// Mesh carries ctl calls and artifact streams; nil means local calls
+	// only (ServeLocal).
+	Mesh Mesh
+	// Table receives inference roles; nil registers nothing.
+	Table Table
+	// Audit is the chain; required (a control action whose record cannot
+	// be written is not taken).
+	Audit Auditor
+	// Revocations is the node's revocation list; required.
+	Revocations *pkg.Revocations
+	// Facts signs describe's facts and gives the free memory and runtimes
+	// for admission; nil answers describe with null facts and admits
+	// without those checks.
+	Facts *facts.Source
+	// Logger; nil logs nothing.
+	Logger *zap.Logger
+	// Registerer receives the metrics; nil registers none.
+	Registerer prometheus.Registerer
+	// Now is the clock of requests, chain payloads and restart windows;
+	// nil means time.Now.
+	Now func() time.Time
+}
+
+// Host is the workload host. See the package documentation.
+type Host struct {
+	self     *identity.Identity
+	mesh     Mesh
+	table    Table
+	audit    Auditor
+	rev      *pkg.Revocations
+	facts    *facts.Source
+	log      *zap.Logger
+	now      func() time.Time
+	verifier *ctl.Verifier
+	unauth   *ctl.RateLimiter
+	met      *metrics
+
+	// mu guards every field below. It is never held across I/O, a
+	// process start or stop, or a call into the table or the chain.
+	mu       sync.Mutex
+	cfg      Config
+	inflight map[string]*inflight // by decision id
+	reserved map[string]string    // instance id -> decision id of a place in progress
+	insts    map[string]*instance // by instance id
+	departed []ctl.Departed       // newest last, at most MaxDeparted
+	roles    map[string]string    // role -> instance id registered in the table
+	runCtx   context.Context      // nil until Run; then Run's ctx
+	stopping bool                 // Run is ending: no new supervisors
+	wg       sync.WaitGroup       // supervisor goroutines
+}
+
+// inflight is a place or load being handled.
+type inflight struct {
+	decision   string
+	pkgID      string
+	version    string
+	instanceID string
+	since      time.Time
+}
+
+// New validates cfg and deps and returns a Host. It registers and starts
+// nothing.
+func New(cfg Config, deps Deps) (*Host, error) {
+	var errs []error
+	if deps.Identity == nil {
+		errs = append(errs, errors.New("identity is required"))
+	}
+	if deps.Audit == nil {
+		errs = append(errs, errors.New("audit chain is required"))
+	}
+	if deps.Revocations == nil {
+		errs = append(errs, errors.New("revocation list is required"))
+	}
+	if err := checkConfig(cfg); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("new host: %w", err)
+	}
+	h := &Host{
+		self: deps.Identity, mesh: deps.Mesh, table: deps.Table, audit: deps.Audit,
+		rev: deps.Revocations, facts: deps.Facts, log: deps.Logger, now: deps.Now,
+		cfg:      cloneConfig(cfg),
+		inflight: map[string]*inflight{},
+		reserved: map[string]string{},
+		insts:    map[string]*instance{},
+		roles:    map[string]string{},
+	}
+	if h.log == nil {
+		h.log = zap.NewNop()
+	}
+	if h.now == nil {
+		h.now = time.Now
+	}
+	v, err := ctl.NewVerifier(ctl.VerifierConfig{
+		Self:        deps.Identity.PublicKey(),
+		Controllers: cfg.Controllers,
+		ReadOnly:    h.readOnly,
+		Now:         h.now,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("new host: %w", err)
+	}
+	h.verifier = v
+	h.unauth = ctl.NewRateLimiter(ctl.UnauthRefusalsPerWindow, ctl.UnauthRefusalWindow, h.now)
+	met, err := newMetrics(deps.Registerer, h.instanceCount)
+	if err != nil {
+		return nil, fmt.Errorf("new host: %w", err)
+	}
+	h.met = met
+	return h, nil
+}
+
+// checkConfig is the static check of a Config.
+func checkConfig(cfg Config) error {
+	var errs []error
+	if cfg.DataDir == "" {
+		errs = append(errs, errors.New("data dir is required"))
+	}
+	for i, k := range cfg.Controllers {
+		if len(k) != ed25519.PublicKeySize {
+			errs = append(errs, fmt.Errorf("controller key %d has %d bytes", i, len(k)))
+		}
+	}
+	for i, k := range cfg.TrustAnchors {
+		if len(k) != ed25519.PublicKeySize {
+			errs = append(errs, fmt.Errorf("trust anchor %d has %d bytes", i, len(k)))
+		}
+	}
+	if cfg.RestartPolicy != (runtime.RestartPolicy{}) {
+		if err := cfg.RestartPolicy.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if cfg.HealthInterval < 0 {
+		errs = append(errs, fmt.Errorf("negative health interval %s", cfg.HealthInterval))
+	}
+	return errors.Join(errs...)
+}
+
+func cloneConfig(cfg Config) Config {
+	cfg.Controllers = slices.Clone(cfg.Controllers)
+	cfg.TrustAnchors = slices.Clone(cfg.TrustAnchors)
+	cfg.Labels = maps.Clone(cfg.Labels)
+	return cfg
+}
+
+// readOnly admits admitted mesh peers (and this node) to describe, status
+// and logs.
+func (h *Host) readOnly(k ed25519.PublicKey) bool {
+	if k.Equal(h.self.PublicKey()) {
+		return true
+	}
+	return h.mesh != nil && h.mesh.IsAdmitted(identity.NodeID(k))
+}
+
+// ApplyConfig reloads controllers, anchors, labels, Enabled and the
+// restart policy (for supervisors started later). DataDir cannot change.
+func (h *Host) ApplyConfig(cfg Config) error {
+	if err := checkConfig(cfg); err != nil {
+		return fmt.Errorf("apply host config: %w", err)
+	}
+	h.mu.Lock()
+	old := h.cfg.DataDir
+	h.mu.Unlock()
+	if cfg.DataDir != old {
+		return fmt.Errorf("apply host config: data dir cannot change without a restart")
+	}
+	if err := h.verifier.SetControllers(cfg.Controllers); err != nil {
+		return fmt.Errorf("apply host config: %w", err)
+	}
+	h.mu.Lock()
+	h.cfg = cloneConfig(cfg)
+	h.mu.Unlock()
+	return nil
+}
+
+func (h *Host) config() Config {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.cfg
+}
+
+// Register installs the ctl handler on the mesh. Call it before the
+// mesh's Run.
+func (h *Host) Register() {
+	if h.mesh != nil {
+		h.mesh.Handle(mesh.KindCtl, h.serveCtl)
+	}
+}
+
+// Run runs the revocation watcher and owns every instance's supervisor.
+// When ctx ends it stops every instance (shutdownGrace), deregisters
+// their roles, waits for every goroutine it owns, and returns nil.
+func (h *Host) Run(ctx context.Context) error {
+	h.mu.Lock()
+	if h.runCtx != nil {
+		h.mu.Unlock()
+		return errors.New("host already running")
+	}
+	h.runCtx = ctx
+	h.mu.Unlock()
+
+	changes, cancel := h.rev.Subscribe()
+	defer cancel()
+	h.sweepRevocations(ctx)
+	sweep := time.NewTicker(RevocationSweep)
+	defer sweep.Stop()
+	var retry <-chan time.Time
+	for ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-changes:
+		case <-sweep.C:
+		case <-retry:
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		retry = nil
+		if !h.sweepRevocations(ctx) {
+			retry = time.After(TeardownRetry)
+		}
+	}
+	h.shutdown()
+	return nil
+}
+
+// shutdown stops every instance and deregisters every role.
+func (h *Host) shutdown() {
+	h.mu.Lock()
+	h.stopping = true
+	insts := slices.Collect(maps.Values(h.insts))
+	h.mu.Unlock()
+	for _, in := range insts {
+		in.stopSupervisor(shutdownGrace)
+		ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace+5*time.Second)
+		if err := in.managed.Stop(ctx, shutdownGrace); err != nil {
+			h.log.Warn("stop instance on shutdown", zap.String("instance", in.id), zap.Error(err))
+		}
+		cancel()
+	}
+	h.wg.Wait()
+	h.mu.Lock()
+	roles := slices.Collect(maps.Keys(h.roles))
+	clear(h.roles)
+	h.mu.Unlock()
+	if h.table != nil {
+		for _, r := range roles {
+			h.table.DeregisterLocal(r)
+		}
+	}
+}
+
+// Advertisement returns the workload-host advertisement: the methods and
+// metadata "instances", "in_flight", "enabled" and label.<k>.
+func (h *Host) Advertisement(now time.Time) table.Advertisement {
+	h.mu.Lock()
+	md := map[string]string{
+		"instances": strconv.Itoa(len(h.insts)),
+		"in_flight": strconv.Itoa(len(h.inflight)),
+		"enabled":   strconv.FormatBool(h.cfg.Enabled),
+	}
+	for k, v := range h.cfg.Labels {
+		md["label."+k] = v
+	}
+	h.mu.Unlock()
+	methods := make([]string, 0, 8)
+	for _, m := range ctl.Methods() {
+		methods = append(methods, string(m))
+	}
+	return table.Advertisement{
+		Name: AdvertName, NodeID: h.self.ID(), Methods: methods, Version: strconv.Itoa(ctl.Version),
+		Metadata: md, LastUpdated: now.Unix(),
+	}
+}
+
+// HostStatus is the host's part of /v1/status.
+type HostStatus struct {
+	Enabled   bool             `json:"enabled"`
+	InFlight  []InFlightStatus `json:"in_flight"`
+	Instances []InstanceInfo   `json:"instances"`
+	Departed  []ctl.Departed   `json:"departed"`
+}
+
+// InFlightStatus is a place being handled.
+type InFlightStatus struct {
+	DecisionID string    `json:"decision_id"`
+	Package    string    `json:"package,omitempty"`
+	Version    string    `json:"version,omitempty"`
+	InstanceID string    `json:"instance_id,omitempty"`
+	Since      time.Time `json:"since"`
+}
+
+// InstanceInfo is one instance in HostStatus.
+type InstanceInfo struct {
+	ID         string `json:"id"`
+	DecisionID string `json:"decision_id"`
+	Package    string `json:"package"`
+	Version    string `json:"version"`
+	Variant    string `json:"variant"`
+	Role       string `json:"role,omitempty"`
+	Runtime    string `json:"runtime"`
+	State      string `json:"state"`
+	Restarts   int    `json:"restarts"`
+	Endpoint   string `json:"endpoint,omitempty"`
+	Detail     string `json:"detail,omitempty"`
+}
+
+// Status returns in-flight decisions, instances and departed instances,
+// each sorted (in-flight by start time, instances by id).
+func (h *Host) Status() HostStatus {
+	h.mu.Lock()
+	st := HostStatus{Enabled: h.cfg.Enabled, InFlight: h.inflightLocked(), Departed: slices.Clone(h.departed)}
+	insts := h.sortedInstancesLocked()
+	h.mu.Unlock()
+	for _, in := range insts {
+		snap := in.snapshot()
+		ep, _ := in.managed.Endpoint()
+		st.Instances = append(st.Instances, InstanceInfo{
+			ID: in.id, DecisionID: in.decision, Package: in.pkgID, Version: in.version, Variant: in.variant,
+			Role: in.role, Runtime: string(in.kind), State: snap.state, Restarts: snap.restarts,
+			Endpoint: ep, Detail: snap.detail,
+		})
+	}
+	return st
+}
+
+func (h *Host) inflightLocked() []InFlightStatus {
+	out := make([]InFlightStatus, 0, len(h.inflight))
+	for _, f := range h.inflight {
+		out = append(out, InFlightStatus{DecisionID: f.decision, Package: f.pkgID, Version: f.version,
+			InstanceID: f.instanceID, Since: f.since})
+	}
+	slices.SortFunc(out, func(a, b InFlightStatus) int {
+		if c := a.Since.Compare(b.Since); c != 0 {
+			return c
+		}
+		return compareStrings(a.DecisionID, b.DecisionID)
+	})
+	return out
+}
+
+func (h *Host) sortedInstancesLocked() []*instance {
+	out := slices.Collect(maps.Values(h.insts))
+	slices.SortFunc(out, func(a, b *instance) int { return compareStrings(a.id, b.id) })
+	return out
+}
+
+func (h *Host) instanceCount() float64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return float64(len(h.insts))
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// record writes one chain record with source AuditSource.
+func (h *Host) record(kind string, payload any) error {
+	if err := h.audit.Record(AuditSource, kind, payload); err != nil {
+		h.met.auditFailures.Inc()
+		h.log.Error("chain record", zap.String("kind", kind), zap.Error(err))
+		return fmt.Errorf("chain %s: %w", kind, err)
+	}
+	return nil
+}

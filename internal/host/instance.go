@@ -1,0 +1,306 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/nodeld/nodeld/internal/ctl"
+	"github.com/nodeld/nodeld/internal/pkg"
+	"github.com/nodeld/nodeld/internal/runtime"
+)
+
+// Lifecycle states the host reports (reference 4.3).
+const (
+	StateLoaded     = "loaded"
+	StateRunning    = "running"
+	StateUnhealthy  = "unhealthy"
+	StateRestarting = "restarting"
+	StateStopped    = "stopped"
+	StateFailed     = "failed"
+)
+
+// Departed reasons.
+const (
+	DepartedUnloaded = "unloaded"
+	DepartedRevoked  = "revoked"
+)
+
+// errNotRunning: Run has not started or is ending, so nothing can be
+// supervised.
+var errNotRunning = errors.New("host is not running")
+
+// instance is one loaded package on this node.
+type instance struct {
+	h                                                *Host
+	id, decision, requester, pkgID, version, variant string
+	role, model, manifestHash                        string
+	kind                                             runtime.Kind
+	inference                                        bool
+	verified                                         *pkg.Verified
+	managed                                          *runtime.Managed
+	adapter                                          *supervised
+
+	// opMu serialises the verbs and the forced teardown of this instance,
+	// so Start and Stop of its process never race. It is held across
+	// process starts and stops, never while taking h.mu for long.
+	opMu sync.Mutex
+
+	// mu guards the fields below.
+	mu       sync.Mutex
+	state    string
+	detail   string
+	restarts int
+	started  bool // a run was ever started, so Wait answers at once after a stop
+	sup      *runtime.Supervisor
+	supDone  chan struct{}
+}
+
+type instanceSnapshot struct {
+	state, detail string
+	restarts      int
+	started       bool
+}
+
+func (in *instance) snapshot() instanceSnapshot {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return instanceSnapshot{state: in.state, detail: in.detail, restarts: in.restarts, started: in.started}
+}
+
+func (in *instance) setState(state, detail string) {
+	in.mu.Lock()
+	in.state, in.detail = state, detail
+	in.mu.Unlock()
+}
+
+// supervised adapts a Managed to the Supervisor: the host makes the first
+// start of a run itself (so a failed start is refused and rolled back),
+// and the Supervisor then adopts the running process instead of starting
+// it again; stops use the grace of the verb that asked for them.
+type supervised struct {
+	m     *runtime.Managed
+	adopt atomic.Bool
+	grace atomic.Int64 // time.Duration; 0 means ctl.DefaultStopGrace
+}
+
+func (s *supervised) Start(ctx context.Context) error {
+	if s.adopt.Swap(false) && s.m.Alive() {
+		return nil
+	}
+	return s.m.Start(ctx)
+}
+
+func (s *supervised) Stop(ctx context.Context, _ time.Duration) error {
+	g := time.Duration(s.grace.Load())
+	if g <= 0 {
+		g = ctl.DefaultStopGrace
+	}
+	return s.m.Stop(ctx, g)
+}
+
+func (s *supervised) Health(ctx context.Context) (runtime.Health, error) { return s.m.Health(ctx) }
+func (s *supervised) Wait() <-chan runtime.ExitStatus                    { return s.m.Wait() }
+
+var _ runtime.Instance = (*supervised)(nil)
+
+// startRun starts the instance's process and hands it to a supervisor.
+// The caller holds in.opMu.
+func (h *Host) startRun(ctx context.Context, in *instance) error {
+	h.mu.Lock()
+	running := h.runCtx != nil && !h.stopping
+	h.mu.Unlock()
+	if !running {
+		return errNotRunning
+	}
+	sctx, cancel := context.WithTimeout(ctx, StartTimeout)
+	defer cancel()
+	in.mu.Lock()
+	in.started = true
+	in.mu.Unlock()
+	if err := in.managed.Start(sctx); err != nil {
+		return err
+	}
+	in.setState(StateRunning, "")
+	if err := h.supervise(in); err != nil {
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ctl.DefaultStopGrace+5*time.Second)
+		defer cancel()
+		if serr := in.managed.Stop(stopCtx, ctl.DefaultStopGrace); serr != nil {
+			return fmt.Errorf("%w (and stop: %v)", err, serr)
+		}
+		return err
+	}
+	return nil
+}
+
+// supervise starts a supervisor goroutine (owned by Run) for a started
+// instance.
+func (h *Host) supervise(in *instance) error {
+	cfg := h.config()
+	sup, err := runtime.NewSupervisor(in.adapter, runtime.SupervisorConfig{
+		Policy:         cfg.RestartPolicy,
+		HealthInterval: cfg.HealthInterval,
+		// The adapter applies the verb's grace; this only bounds the wait.
+		StopGrace: ctl.MaxStopGrace,
+	}, runtime.SupervisorDeps{
+		Logger:   h.log.Named("supervisor").With(zap.String("instance", in.id)),
+		Now:      h.now,
+		OnChange: func(st runtime.State, _ runtime.Health) { h.onChange(in, st) },
+	})
+	if err != nil {
+		return fmt.Errorf("supervise %s: %w", in.id, err)
+	}
+	h.mu.Lock()
+	if h.runCtx == nil || h.stopping {
+		h.mu.Unlock()
+		return errNotRunning
+	}
+	ctx := h.runCtx
+	h.wg.Add(1)
+	h.mu.Unlock()
+	done := make(chan struct{})
+	in.adapter.grace.Store(0)
+	in.adapter.adopt.Store(true)
+	in.mu.Lock()
+	in.sup, in.supDone = sup, done
+	in.mu.Unlock()
+	go func() {
+		defer h.wg.Done()
+		defer close(done)
+		_ = sup.Run(ctx)
+	}()
+	return nil
+}
+
+// stopSupervisor ends the instance's supervisor, which stops the process
+// with grace, and waits for it. It returns false when none was running.
+func (in *instance) stopSupervisor(grace time.Duration) bool {
+	in.mu.Lock()
+	sup, done := in.sup, in.supDone
+	in.sup, in.supDone = nil, nil
+	in.mu.Unlock()
+	if sup == nil {
+		return false
+	}
+	in.adapter.grace.Store(int64(grace))
+	sup.Stop()
+	<-done
+	return true
+}
+
+// onChange follows a supervisor's state: the role is registered while
+// running and deregistered otherwise, and restarts and failures are
+// chained.
+func (h *Host) onChange(in *instance, st runtime.State) {
+	in.mu.Lock()
+	sup := in.sup
+	in.mu.Unlock()
+	restarts, reason := 0, ""
+	if sup != nil {
+		_, restarts, reason = sup.State()
+	}
+	switch st {
+	case runtime.StateStarting:
+		return
+	case runtime.StateRunning:
+		in.mu.Lock()
+		in.state, in.detail, in.restarts = StateRunning, "", restarts
+		in.mu.Unlock()
+		h.registerRole(in)
+		return
+	}
+	h.deregisterRole(in)
+	in.mu.Lock()
+	in.restarts = restarts
+	switch st {
+	case runtime.StateUnhealthy:
+		in.state, in.detail = StateUnhealthy, reason
+	case runtime.StateRestarting:
+		in.state, in.detail = StateRestarting, reason
+	case runtime.StateFailed:
+		in.state, in.detail = StateFailed, reason
+	case runtime.StateStopped:
+		// A verb or shutdown stopped it; the verb sets its own state.
+		if in.state != StateFailed {
+			in.state, in.detail = StateStopped, reason
+		}
+	}
+	in.mu.Unlock()
+	switch st {
+	case runtime.StateRestarting:
+		h.met.restarts.Inc()
+		_ = h.record(KindRestart, map[string]any{"instance_id": in.id, "decision_id": in.decision,
+			"package": in.pkgID, "version": in.version, "restarts": restarts, "reason": reason})
+	case runtime.StateFailed:
+		_ = h.record(KindFailed, map[string]any{"instance_id": in.id, "decision_id": in.decision,
+			"package": in.pkgID, "version": in.version, "restarts": restarts, "reason": reason})
+	}
+}
+
+func (h *Host) registerRole(in *instance) {
+	if h.table == nil || !in.inference {
+		return
+	}
+	ep, alive := in.managed.Endpoint()
+	if !alive || ep == "" {
+		return
+	}
+	if err := h.table.RegisterLocal(in.role, ep, in.model, runtime.APIOpenAI, string(in.kind)); err != nil {
+		h.log.Warn("register role", zap.String("role", in.role), zap.String("instance", in.id), zap.Error(err))
+		return
+	}
+	h.mu.Lock()
+	h.roles[in.role] = in.id
+	h.mu.Unlock()
+}
+
+func (h *Host) deregisterRole(in *instance) {
+	if h.table == nil || !in.inference {
+		return
+	}
+	h.mu.Lock()
+	owner, ok := h.roles[in.role]
+	mine := ok && owner == in.id
+	if mine {
+		delete(h.roles, in.role)
+	}
+	h.mu.Unlock()
+	if mine {
+		h.table.DeregisterLocal(in.role)
+	}
+}
+
+// stopRun stops a running instance with grace: through its supervisor
+// when it has one, else directly. The caller holds in.opMu.
+func (h *Host) stopRun(ctx context.Context, in *instance, grace time.Duration) error {
+	if !in.stopSupervisor(grace) {
+		sctx, cancel := context.WithTimeout(ctx, grace+5*time.Second)
+		defer cancel()
+		if err := in.managed.Stop(sctx, grace); err != nil {
+			return err
+		}
+	}
+	if in.managed.Alive() {
+		return errors.New("process still alive after stop")
+	}
+	h.deregisterRole(in)
+	return nil
+}
+
+// lastExit returns how the last run ended, if one was started and ended.
+func (in *instance) lastExit() (runtime.ExitStatus, bool) {
+	if !in.snapshot().started || in.managed.Alive() {
+		return runtime.ExitStatus{}, false
+	}
+	select {
+	case st, ok := <-in.managed.Wait():
+		return st, ok
+	default:
+		return runtime.ExitStatus{}, false
+	}
+}

@@ -1,0 +1,54 @@
+package host
+
+import "time"
+
+// Size, count and time bounds of the workload host. Every size is checked
+// before the memory or disk it guards is used.
+const (
+	// MaxPackageBytes bounds the sum of the files a placed package lists;
+	// a manifest above it is refused before anything is fetched. The free
+	// disk of the data directory bounds it further.
+	MaxPackageBytes = 64 << 30
+
+	// MaxPieceBytes bounds the data of one artifact piece (frame type 3
+	// carries a 32-byte SHA-256 before it).
+	MaxPieceBytes = 512 << 10
+	// pieceHashBytes is the SHA-256 in front of every piece.
+	pieceHashBytes = 32
+	// MaxArtifactControlBytes bounds the JSON of a fetch, header or
+	// refusal frame.
+	MaxArtifactControlBytes = 4 << 10
+	// MaxArtifactMessageBytes bounds a refusal message kept from a caller.
+	MaxArtifactMessageBytes = 256
+
+	// FetchRetries is how many times a dropped artifact stream is resumed
+	// for one file before the fetch fails.
+	FetchRetries = 5
+	// FetchBackoff is the first pause before a resume; it doubles up to
+	// FetchBackoffMax.
+	FetchBackoff    = 100 * time.Millisecond
+	FetchBackoffMax = 2 * time.Second
+	// ArtifactIdleTimeout bounds the wait for any one artifact frame.
+	ArtifactIdleTimeout = 30 * time.Second
+
+	// MaxDeparted is how many instances taken down on purpose status
+	// remembers (in memory: a restart empties it).
+	MaxDeparted = 256
+	// MaxInstances bounds the instances (loaded or running) on one node,
+	// in-flight placements included.
+	MaxInstances = 256
+	// MaxLogBytes caps each of stdout and stderr returned by logs; the
+	// newest bytes are kept, cut on a UTF-8 boundary.
+	MaxLogBytes = 64 << 10
+
+	// StartTimeout bounds the first start of a placed instance (its
+	// server coming up), inside the place call's own deadline.
+	StartTimeout = 3 * time.Minute
+	// RevocationSweep is the period of the revocation sweep that retries
+	// teardowns that failed and catches changes missed.
+	RevocationSweep = 60 * time.Second
+	// TeardownRetry is the pause before retrying a failed forced teardown.
+	TeardownRetry = 5 * time.Second
+	// shutdownGrace is the stop grace every instance gets when Run ends.
+	shutdownGrace = 2 * time.Second
+)

@@ -1,0 +1,61 @@
+package host
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the host's metrics. Label values are bounded: method names
+// (the eight, or "other"), result classes and refusal codes.
+type metrics struct {
+	calls         *prometheus.CounterVec
+	fetchBytes    prometheus.Counter
+	fetchResumes  prometheus.Counter
+	restarts      prometheus.Counter
+	teardowns     prometheus.Counter
+	auditFailures prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer, instances func() float64) (*metrics, error) {
+	m := &metrics{
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodeld_host_ctl_calls_total",
+			Help: "workload.ctl calls served, by method and result (ok or the refusal code).",
+		}, []string{"method", "result"}),
+		fetchBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nodeld_host_fetch_bytes_total",
+			Help: "Package bytes fetched and verified piece by piece.",
+		}),
+		fetchResumes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nodeld_host_fetch_resumes_total",
+			Help: "Artifact streams resumed after a drop or a damaged piece.",
+		}),
+		restarts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nodeld_host_instance_restarts_total",
+			Help: "Supervised restarts of instances.",
+		}),
+		teardowns: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nodeld_host_revocation_teardowns_total",
+			Help: "Instances torn down because a subject they carry was revoked.",
+		}),
+		auditFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nodeld_host_audit_failures_total",
+			Help: "Chain records that could not be written.",
+		}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.calls, m.fetchBytes, m.fetchResumes, m.restarts, m.teardowns, m.auditFailures,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "nodeld_host_instances",
+			Help: "Instances listed by the host (loaded, running, stopped or failed).",
+		}, instances),
+	} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register host metrics: %w", err)
+		}
+	}
+	return m, nil
+}
