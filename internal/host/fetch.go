@@ -1,8 +1,10 @@
 package host
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -53,6 +55,36 @@ type fileFetch struct {
 	sum      hash.Hash
 	// onBytes counts verified bytes (metrics); may be nil.
 	onBytes func(n int)
+	// buf is reused for every frame of the file.
+	buf []byte
+}
+
+// readBufferBytes is the read buffer of an artifact stream.
+const readBufferBytes = 256 << 10
+
+// readFrameInto reads one frame in the mesh frame format (as
+// mesh.ReadFrame) into buf, which must hold limit bytes, so a fetch
+// allocates no buffer per piece. The payload aliases buf.
+func readFrameInto(r io.Reader, buf []byte, limit int) (mesh.FrameType, []byte, error) {
+	var hdr [mesh.FrameHeaderSize]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return 0, nil, mesh.ErrTruncatedFrame
+		}
+		return 0, nil, err
+	}
+	n := binary.BigEndian.Uint32(hdr[1:])
+	if uint64(n) > uint64(limit) || int(n) > len(buf) {
+		return 0, nil, fmt.Errorf("frame of %d bytes, bound %d: %w", n, limit, mesh.ErrFrameTooLarge)
+	}
+	p := buf[:n]
+	if _, err := io.ReadFull(r, p); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			return 0, nil, mesh.ErrTruncatedFrame
+		}
+		return 0, nil, err
+	}
+	return mesh.FrameType(hdr[0]), p, nil
 }
 
 // fetchFile fetches f from the holder behind open into root, checking
@@ -131,11 +163,15 @@ func (st *fileFetch) once(ctx context.Context, open ArtifactOpener) error {
 		_ = s.Close()
 	}()
 	dl, _ := s.(deadliner)
+	br := bufio.NewReaderSize(s, readBufferBytes)
+	if st.buf == nil {
+		st.buf = make([]byte, pieceHashBytes+MaxPieceBytes)
+	}
 	read := func(limit int) (mesh.FrameType, []byte, error) {
 		if dl != nil {
 			_ = dl.SetReadDeadline(time.Now().Add(ArtifactIdleTimeout))
 		}
-		return mesh.ReadFrame(s, limit)
+		return readFrameInto(br, st.buf, limit)
 	}
 	req := FetchRequest{V: ArtifactVersion, DecisionID: st.decision, Path: st.f.Path, Offset: st.off}
 	if err := mesh.WriteFrame(s, FrameFetch, encodeJSON(req)); err != nil {
