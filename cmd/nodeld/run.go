@@ -24,6 +24,7 @@ import (
 	"github.com/nodeld/nodeld/internal/chain"
 	"github.com/nodeld/nodeld/internal/config"
 	"github.com/nodeld/nodeld/internal/dispatch"
+	"github.com/nodeld/nodeld/internal/host"
 	"github.com/nodeld/nodeld/internal/identity"
 	"github.com/nodeld/nodeld/internal/mesh"
 	"github.com/nodeld/nodeld/internal/proxy"
@@ -80,6 +81,7 @@ type node struct {
 	proxy     *proxy.Proxy
 	mesh      *mesh.Mesh // nil when mesh.listen is empty
 	dispatch  *dispatch.Dispatcher
+	host      *host.Host
 	adopter   *runtime.Adopter
 	admin     *admin.Server
 	log       *zap.Logger
@@ -176,6 +178,10 @@ func runDaemon(ctx context.Context, o daemonOptions) (err error) {
 			// A peer pinned on first contact gets an id: allowlists that
 			// name it can now be applied.
 			OnPeersChanged: func() { n.table.ApplyPolicy(n.rolePolicies(n.config())) },
+			// The workload-host advertisement goes to every peer.
+			ExtraAdverts: func() []table.Advertisement {
+				return []table.Advertisement{n.host.Advertisement(time.Now())}
+			},
 		})
 		if err != nil {
 			return err
@@ -197,8 +203,14 @@ func runDaemon(ctx context.Context, o daemonOptions) (err error) {
 	if err != nil {
 		return err
 	}
+	n.host, err = newHost(cfg, id, n, ch, reg, log)
+	if err != nil {
+		return err
+	}
+	n.host.Register() // before the mesh runs; a no-op without a mesh
 	n.dispatch, err = dispatch.New(dispatch.Deps{
 		Identity: id, Mesh: n.mesh, Chain: ch, Logger: log, Registerer: reg,
+		Local: &localHost{n: n},
 	})
 	if err != nil {
 		return err
@@ -242,6 +254,7 @@ func runDaemon(ctx context.Context, o daemonOptions) (err error) {
 	g.Go(func() error { return n.proxy.Run(gctx) })
 	g.Go(func() error { return n.adopter.Run(gctx) })
 	g.Go(func() error { return operator.Run(gctx) })
+	g.Go(func() error { return n.host.Run(gctx) })
 	if n.mesh != nil {
 		g.Go(func() error { return n.mesh.Run(gctx) })
 	}
@@ -388,12 +401,21 @@ func (n *node) applyReload() error {
 		_ = n.proxy.ApplyConfig(proxyConfig(old))
 		return err
 	}
+	hostCfg, err := hostConfig(next)
+	if err != nil {
+		_ = n.proxy.ApplyConfig(proxyConfig(old))
+		_ = n.adopter.ApplyConfig(adopterConfig(old))
+		return err
+	}
 	if n.mesh != nil {
 		if err := n.mesh.ApplyConfig(meshConfig(next)); err != nil {
 			_ = n.proxy.ApplyConfig(proxyConfig(old))
 			_ = n.adopter.ApplyConfig(adopterConfig(old))
 			return err
 		}
+	}
+	if err := n.host.ApplyConfig(hostCfg); err != nil {
+		n.log.Error("host config not applied", zap.Error(err))
 	}
 	n.level.SetLevel(level.Level())
 	n.mu.Lock()

@@ -1,6 +1,9 @@
 package main
 
-import "github.com/nodeld/nodeld/internal/table"
+import (
+	"github.com/nodeld/nodeld/internal/host"
+	"github.com/nodeld/nodeld/internal/table"
+)
 
 // statusDoc is the /v1/status document. Later components add sections.
 type statusDoc struct {
@@ -22,10 +25,11 @@ type statusDoc struct {
 		LastReloadSuccessful bool   `json:"last_reload_successful"`
 		LastReloadError      string `json:"last_reload_error,omitempty"`
 	} `json:"config"`
-	Table     tableDoc      `json:"table"`
-	Roles     []roleDoc     `json:"roles"`
-	Instances []instanceDoc `json:"instances"`
-	Mesh      *meshDoc      `json:"mesh,omitempty"`
+	Table     tableDoc         `json:"table"`
+	Roles     []roleDoc        `json:"roles"`
+	Instances []instanceDoc    `json:"instances"`
+	Mesh      *meshDoc         `json:"mesh,omitempty"`
+	Host      *host.HostStatus `json:"host,omitempty"`
 }
 
 // meshDoc is the mesh listener and every configured peer.

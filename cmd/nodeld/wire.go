@@ -156,6 +156,8 @@ func (n *node) status() any {
 			})
 		}
 	}
+	hs := n.host.Status()
+	st.Host = &hs
 	for _, in := range n.adopter.Status() {
 		d := instanceDoc{
 			Role: in.Role, Kind: in.Kind, URL: in.URL, Model: in.Model,

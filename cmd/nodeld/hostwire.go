@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/nodeld/nodeld/internal/chain"
+	"github.com/nodeld/nodeld/internal/config"
+	"github.com/nodeld/nodeld/internal/ctl"
+	"github.com/nodeld/nodeld/internal/dispatch"
+	"github.com/nodeld/nodeld/internal/facts"
+	"github.com/nodeld/nodeld/internal/host"
+	"github.com/nodeld/nodeld/internal/identity"
+	"github.com/nodeld/nodeld/internal/pkg"
+)
+
+// hostConfig maps the host section; keys were validated with the config.
+func hostConfig(cfg *config.Config) (host.Config, error) {
+	hc := host.Config{Enabled: cfg.Host.Enabled, DataDir: cfg.Node.DataDir, Labels: cfg.Node.Labels}
+	for _, k := range cfg.Host.Controllers {
+		pub, err := identity.ParsePublicKeyHex(k)
+		if err != nil {
+			return hc, fmt.Errorf("host.controllers: %w", err)
+		}
+		hc.Controllers = append(hc.Controllers, pub)
+	}
+	anchors, err := pkg.ParseAnchors(cfg.Host.TrustAnchors)
+	if err != nil {
+		return hc, fmt.Errorf("host.trust_anchors: %w", err)
+	}
+	hc.TrustAnchors = anchors
+	return hc, nil
+}
+
+// newHost builds the workload host with its revocation list and signed
+// facts source. It serves workload.ctl over the mesh when there is one,
+// and the local operator's calls to "self" always.
+func newHost(cfg *config.Config, id *identity.Identity, n *node, ch *chain.Chain, reg prometheus.Registerer, log *zap.Logger) (*host.Host, error) {
+	hc, err := hostConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	rev, err := pkg.OpenRevocations(filepath.Join(cfg.Node.DataDir, pkg.RevocationsFile), time.Now)
+	if err != nil {
+		return nil, err
+	}
+	seq, err := facts.OpenSeqStore(cfg.Node.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	src, err := facts.NewSource(facts.DefaultProbeDeps(), id.PrivateKey(), cfg.Node.Labels, seq, facts.SourceOptions{})
+	if err != nil {
+		return nil, err
+	}
+	deps := host.Deps{
+		Identity: id, Table: n.table, Audit: ch, Revocations: rev, Facts: src,
+		Logger: log.Named("host"), Registerer: reg,
+	}
+	if n.mesh != nil { // never a typed nil in the interface
+		deps.Mesh = n.mesh
+	}
+	return host.New(hc, deps)
+}
+
+// localHost lets the operator's calls to "self" reach this node's host
+// without the mesh: the request goes over an in-memory stream, and the
+// host fetches the package from the dispatcher over another one.
+type localHost struct{ n *node }
+
+var _ dispatch.LocalHost = (*localHost)(nil)
+
+func (s *localHost) ServeLocal(ctx context.Context, st ctl.Stream) {
+	selfID := s.n.id.ID()
+	err := s.n.host.ServeLocal(ctx, st, func(ctx context.Context) (io.ReadWriteCloser, error) {
+		hostEnd, dispatchEnd := net.Pipe()
+		// Owned by the pipe: it ends when the host closes its end or ctx
+		// ends, which ServeArtifact watches.
+		go func() {
+			defer dispatchEnd.Close()
+			if err := s.n.dispatch.ServeArtifact(ctx, selfID, dispatchEnd); err != nil {
+				s.n.log.Debug("self artifact stream ended", zap.Error(err))
+			}
+		}()
+		return hostEnd, nil
+	})
+	if err != nil {
+		s.n.log.Debug("local ctl call ended", zap.Error(err))
+	}
+}
