@@ -1,0 +1,475 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/nodeld/nodeld/internal/mesh"
+	"github.com/nodeld/nodeld/internal/proxy/proxytest"
+)
+
+// pairNodes starts consumer a and serving node b (serving "chat" from up
+// to a) and waits until a resolves chat to b.
+func pairNodes(t *testing.T, up *proxytest.Upstream, bDeps MeshDeps) (a, b *meshNode) {
+	t.Helper()
+	nodes := newMeshNodes(t, "a", "b")
+	a, b = nodes[0], nodes[1]
+	b.serve(up.URL, "served-model", a)
+	a.tbl.AllowRemoteNode("chat", b.id(), true)
+	a.start(MeshDeps{}, b)
+	b.start(bDeps)
+	b.admitLater(a)
+	a.resolvesTo(b)
+	return a, b
+}
+
+func TestMeshForwardInferencePaths(t *testing.T) {
+	up := proxytest.New(t, proxytest.Options{Model: "served-model"})
+	a, b := pairNodes(t, up, MeshDeps{})
+
+	tests := []struct {
+		method, path, body string
+		wantInBody         string
+		wantUpstreamBody   string
+	}{
+		{"POST", "/v1/chat/completions", `{"model":"client-pick","messages":[{"role":"user","content":"hi"}]}`,
+			"hello from served-model", `{"model":"served-model","messages":[{"role":"user","content":"hi"}]}`},
+		{"POST", "/v1/completions", `{"prompt":"hi"}`, "hello from served-model", `{"model":"served-model","prompt":"hi"}`},
+		{"POST", "/v1/embeddings", `{"input":["x","y"],"model":"m"}`, `"index":1`, `{"input":["x","y"],"model":"served-model"}`},
+		{"GET", "/v1/models?x=1", "", `"id":"served-model"`, ""},
+	}
+	for i, tt := range tests {
+		t.Run(tt.path, func(t *testing.T) {
+			req, err := http.NewRequest(tt.method, a.h.url("chat")+tt.path, strings.NewReader(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer secret")
+			req.Header.Set("Cookie", "session=secret")
+			req.Header.Set("X-Custom", "stays home")
+			res, body := a.h.do(req)
+			if res.StatusCode != 200 || !strings.Contains(string(body), tt.wantInBody) {
+				t.Fatalf("%d %s", res.StatusCode, body)
+			}
+			if got := res.Header.Get(RouteHeader); got != b.id() {
+				t.Errorf("%s = %q, want %s", RouteHeader, got, b.id())
+			}
+			got := up.Requests()[i]
+			if string(got.Body) != tt.wantUpstreamBody {
+				t.Errorf("upstream body %q, want %q", got.Body, tt.wantUpstreamBody)
+			}
+			for _, h := range []string{"Authorization", "Cookie", "X-Custom"} {
+				if v := got.Header.Get(h); v != "" {
+					t.Errorf("upstream got %s: %q", h, v)
+				}
+			}
+			if got.Header.Get("Content-Type") != "application/json" {
+				t.Errorf("upstream Content-Type %q", got.Header.Get("Content-Type"))
+			}
+			if wantPath, wantQuery, _ := strings.Cut(tt.path, "?"); got.Path != wantPath || got.Query != wantQuery {
+				t.Errorf("upstream target %s?%s", got.Path, got.Query)
+			}
+		})
+	}
+	if v, _ := metricValue(t, b.reg, "nodeld_proxy_mesh_served_total", map[string]string{"role": "chat", "code": "ok"}); v != 4 {
+		t.Errorf("served ok = %v, want 4", v)
+	}
+}
+
+func TestMeshAllowlistMatrix(t *testing.T) {
+	for _, useFrom := range []bool{true, false} {
+		for _, serveTo := range []bool{true, false} {
+			for _, expose := range []bool{true, false} {
+				for _, admitted := range []bool{true, false} {
+					name := fmt.Sprintf("use_from=%v,serve_to=%v,expose=%v,admitted=%v", useFrom, serveTo, expose, admitted)
+					t.Run(name, func(t *testing.T) {
+						allowlistCase(t, useFrom, serveTo, expose, admitted)
+					})
+				}
+			}
+		}
+	}
+}
+
+func allowlistCase(t *testing.T, useFrom, serveTo, expose, admitted bool) {
+	up := proxytest.New(t, proxytest.Options{Model: "served-model"})
+	nodes := newMeshNodes(t, "a", "b")
+	a, b := nodes[0], nodes[1]
+	if err := b.tbl.RegisterLocal("chat", up.URL, "served-model", "openai", "llama.cpp"); err != nil {
+		t.Fatal(err)
+	}
+	b.tbl.ExposeToMesh("chat", expose)
+	b.tbl.AllowMeshPeer("chat", a.id(), serveTo)
+	a.tbl.AllowRemoteNode("chat", b.id(), useFrom)
+	a.start(MeshDeps{}) // admits b later, or never
+	b.start(MeshDeps{}, a)
+	if admitted {
+		a.admitLater(b)
+	}
+	if useFrom && serveTo && expose && admitted {
+		a.resolvesTo(b)
+		res, body := a.h.post("chat", "/v1/chat/completions", chatBody(false))
+		if res.StatusCode != 200 {
+			t.Fatalf("%d %s", res.StatusCode, body)
+		}
+		return
+	}
+	res, body := a.h.post("chat", "/v1/chat/completions", chatBody(false))
+	if res.StatusCode == 200 {
+		t.Fatalf("served through the proxy: %s", body)
+	}
+	// Bypass a's table: the serving side must refuse on its own.
+	rec := &bufferedWriter{header: http.Header{}}
+	req, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1/v1/chat/completions", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+	defer cancel()
+	err := a.fwd.ForwardRemote(ctx, b.id(), "chat", req, []byte(chatBody(false)), rec)
+	e, ok := asError(err)
+	switch {
+	case !admitted:
+		if !ok || e.Code != CodePeerUnreachable {
+			t.Errorf("direct forward without admission: %v, want %s", err, CodePeerUnreachable)
+		}
+	case !serveTo || !expose:
+		if !ok || e.Code != CodePeerRefused {
+			t.Errorf("direct forward: %v, want %s", err, CodePeerRefused)
+		}
+		waitFor(t, "refusal audited", func() bool { return len(b.audit.all()) > 0 })
+		got := b.audit.all()[0]
+		want := auditRec{AuditSource, AuditKindMeshRefused, MeshRefusedEvent{Peer: a.id(), Role: "chat", Code: RefuseNotServed}}
+		if diff := cmp.Diff(want, got, cmp.AllowUnexported(auditRec{})); diff != "" {
+			t.Errorf("audit (-want +got):\n%s", diff)
+		}
+	default: // only use_from is missing: the serving side allows it
+		if err != nil || rec.status != 200 {
+			t.Errorf("direct forward: %v %d", err, rec.status)
+		}
+	}
+	if !(admitted && serveTo && expose) && up.Count() != 0 {
+		t.Errorf("upstream reached %d times", up.Count())
+	}
+}
+
+// bufferedWriter is a minimal http.ResponseWriter for direct forwards.
+type bufferedWriter struct {
+	header http.Header
+	status int
+	body   strings.Builder
+}
+
+func (w *bufferedWriter) Header() http.Header { return w.header }
+func (w *bufferedWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+}
+func (w *bufferedWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = 200
+	}
+	return w.body.Write(b)
+}
+
+func TestMeshOverCapacity(t *testing.T) {
+	entered := make(chan struct{}, 1)
+	release := make(chan struct{})
+	up := proxytest.New(t, proxytest.Options{Hooks: proxytest.Hooks{OnRequest: func(ctx context.Context, r *http.Request) {
+		if r.URL.Path != "/v1/embeddings" {
+			return
+		}
+		entered <- struct{}{}
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+	}}})
+	a, b := pairNodes(t, up, MeshDeps{MaxInflightPerPeer: 1})
+	first := make(chan int, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, a.h.url("chat")+"/v1/embeddings", strings.NewReader(`{"input":"x"}`))
+		res, err := a.h.client.Do(req)
+		if err != nil {
+			first <- 0
+			return
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		first <- res.StatusCode
+	}()
+	wait(t, entered, "first request upstream")
+	if in, capacity := b.fwd.Inflight(); in != 1 || capacity != DefaultMeshMaxInflightTotal {
+		t.Errorf("Inflight = %d, %d", in, capacity)
+	}
+	res, body := a.h.post("chat", "/v1/chat/completions", chatBody(false))
+	if res.StatusCode != http.StatusTooManyRequests || apiError(t, res, body).Code != CodeOverCapacity {
+		t.Errorf("second request: %d %s, want 429 over_capacity", res.StatusCode, body)
+	}
+	close(release)
+	if got := wait(t, first, "first response"); got != 200 {
+		t.Errorf("first request: %d", got)
+	}
+	if v, _ := metricValue(t, b.reg, "nodeld_proxy_mesh_served_total", map[string]string{"role": "chat", "code": RefuseOverCapacity}); v != 1 {
+		t.Errorf("served over_capacity = %v, want 1", v)
+	}
+}
+
+// readEvents reads SSE events ("data: ...\n\n") from r, sending each on
+// out, until EOF or an error, which it returns.
+func readEvents(r io.Reader, out chan<- string) error {
+	br := bufio.NewReader(r)
+	var ev strings.Builder
+	for {
+		line, err := br.ReadString('\n')
+		ev.WriteString(line)
+		if err != nil {
+			return err
+		}
+		if line == "\n" {
+			out <- ev.String()
+			ev.Reset()
+		}
+	}
+}
+
+func TestMeshStreamingPreservesChunks(t *testing.T) {
+	const chunks = 5
+	received := make(chan string, chunks+2)
+	gate := make(chan struct{}, 1)
+	up := proxytest.New(t, proxytest.Options{Model: "served-model", Chunks: chunks, Hooks: proxytest.Hooks{
+		// Chunk k goes out only once the client holds chunk k-1: the
+		// stream can complete only if every chunk crosses on its own.
+		BeforeChunk: func(ctx context.Context, i int) {
+			if i == 0 {
+				return
+			}
+			select {
+			case <-gate:
+			case <-ctx.Done():
+			}
+		},
+	}})
+	a, _ := pairNodes(t, up, MeshDeps{})
+	req, _ := http.NewRequest(http.MethodPost, a.h.url("chat")+"/v1/chat/completions", strings.NewReader(chatBody(true)))
+	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+	defer cancel()
+	res, err := a.h.client.Do(req.WithContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if ct := res.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Errorf("Content-Type %q", ct)
+	}
+	done := make(chan error, 1)
+	go func() { done <- readEvents(res.Body, received) }()
+	var got []string
+	for i := range chunks {
+		got = append(got, wait(t, received, fmt.Sprintf("chunk %d", i)))
+		gate <- struct{}{}
+	}
+	got = append(got, wait(t, received, "[DONE]"))
+	if err := wait(t, done, "end of stream"); err != io.EOF {
+		t.Errorf("stream ended with %v", err)
+	}
+	var want []string
+	for i := range chunks {
+		want = append(want, proxytest.Chunk("served-model", i, true))
+	}
+	want = append(want, "data: [DONE]\n\n")
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}
+
+func TestMeshClientCancelReachesUpstream(t *testing.T) {
+	upstreamDone := make(chan struct{})
+	up := proxytest.New(t, proxytest.Options{Chunks: 3, Hooks: proxytest.Hooks{BeforeChunk: func(ctx context.Context, i int) {
+		if i == 1 {
+			<-ctx.Done() // the test ends only if the client's cancel arrives
+			close(upstreamDone)
+		}
+	}}})
+	a, b := pairNodes(t, up, MeshDeps{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, a.h.url("chat")+"/v1/chat/completions", strings.NewReader(chatBody(true)))
+	res, err := a.h.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	received := make(chan string, 4)
+	go func() { _ = readEvents(res.Body, received) }()
+	wait(t, received, "chunk 0")
+	cancel()
+	wait(t, upstreamDone, "upstream request context cancelled")
+	waitFor(t, "serving slot released", func() bool { n, _ := b.fwd.Inflight(); return n == 0 })
+}
+
+func TestMeshPeerDiesMidStream(t *testing.T) {
+	up := proxytest.New(t, proxytest.Options{Chunks: 3, Hooks: proxytest.Hooks{BeforeChunk: func(ctx context.Context, i int) {
+		if i == 1 {
+			<-ctx.Done()
+		}
+	}}})
+	a, b := pairNodes(t, up, MeshDeps{})
+	req, _ := http.NewRequest(http.MethodPost, a.h.url("chat")+"/v1/chat/completions", strings.NewReader(chatBody(true)))
+	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+	defer cancel()
+	res, err := a.h.client.Do(req.WithContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	received := make(chan string, 4)
+	done := make(chan error, 1)
+	go func() { done <- readEvents(res.Body, received) }()
+	wait(t, received, "chunk 0")
+	start := time.Now()
+	b.stop()
+	if err := wait(t, done, "cut stream"); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("stream ended with %v, want a cut (unexpected EOF)", err)
+	}
+	if d := time.Since(start); d > mesh.IdleTimeoutFactor*testKeepalive+time.Second {
+		t.Errorf("cut after %v", d)
+	}
+}
+
+func TestMeshPeerDiesBeforeHead(t *testing.T) {
+	entered := make(chan struct{}, 1)
+	up := proxytest.New(t, proxytest.Options{Hooks: proxytest.Hooks{OnRequest: func(ctx context.Context, r *http.Request) {
+		// Read the body first: net/http notices a closed client
+		// connection (and cancels ctx) only once the body is consumed.
+		_, _ = io.Copy(io.Discard, r.Body)
+		entered <- struct{}{}
+		<-ctx.Done()
+	}}})
+	a, b := pairNodes(t, up, MeshDeps{})
+	got := make(chan *http.Response, 1)
+	bodies := make(chan []byte, 1)
+	go func() {
+		res, body := a.h.post("chat", "/v1/chat/completions", chatBody(false))
+		got <- res
+		bodies <- body
+	}()
+	wait(t, entered, "request upstream")
+	b.stop()
+	res := wait(t, got, "response")
+	body := <-bodies
+	if res.StatusCode != http.StatusBadGateway || apiError(t, res, body).Type != TypeUpstream {
+		t.Errorf("%d %s, want a 502 JSON error", res.StatusCode, body)
+	}
+}
+
+func TestMeshFailover(t *testing.T) {
+	upB := proxytest.New(t, proxytest.Options{Model: "b-model"})
+	upC := proxytest.New(t, proxytest.Options{Model: "c-model"})
+	nodes := newMeshNodes(t, "a", "b", "c")
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	b.serve(upB.URL, "b-model", a)
+	c.serve(upC.URL, "c-model", a)
+	a.tbl.AllowRemoteNode("chat", b.id(), true)
+	a.tbl.AllowRemoteNode("chat", c.id(), true)
+	a.start(MeshDeps{}, b, c)
+	b.start(MeshDeps{})
+	c.start(MeshDeps{})
+	b.admitLater(a)
+	c.admitLater(a)
+	waitFor(t, "both peers advertised", func() bool {
+		return len(a.tbl.Snapshot().Roles) > 0 && len(a.tbl.Snapshot().Roles[0].Remote) == 2
+	})
+	res, body := a.h.post("chat", "/v1/chat/completions", chatBody(false))
+	first := res.Header.Get(RouteHeader)
+	if res.StatusCode != 200 || (first != b.id() && first != c.id()) {
+		t.Fatalf("%d %s via %q", res.StatusCode, body, first)
+	}
+	gone, other := b, c
+	if first == c.id() {
+		gone, other = c, b
+	}
+	gone.stop()
+	// The consumer drops the lost peer's adverts as soon as its mesh sees
+	// the link close; the next request then goes to the other peer.
+	a.resolvesTo(other)
+	res, body = a.h.post("chat", "/v1/chat/completions", chatBody(false))
+	if res.StatusCode != 200 || res.Header.Get(RouteHeader) != other.id() {
+		t.Fatalf("after %s stopped: %d %s via %q, want %s", gone.name, res.StatusCode, body, res.Header.Get(RouteHeader), other.name)
+	}
+}
+
+func TestMeshBodyTooLargeNoStream(t *testing.T) {
+	up := proxytest.New(t, proxytest.Options{})
+	a, _ := pairNodes(t, up, MeshDeps{})
+	big := `{"input":"` + strings.Repeat("x", int(DefaultMeshMaxBodyBytes)) + `"}`
+	res, body := a.h.post("chat", "/v1/embeddings", big)
+	if res.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("through the proxy: %d %s", res.StatusCode, body)
+	}
+	req, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1/v1/embeddings", nil)
+	err := a.fwd.ForwardRemote(context.Background(), "n-0000000000000000", "chat", req, []byte(big), &bufferedWriter{header: http.Header{}})
+	if e, ok := asError(err); !ok || e.Status != http.StatusRequestEntityTooLarge {
+		t.Errorf("ForwardRemote: %v, want 413", err)
+	}
+	if v, _ := metricValue(t, a.reg, "nodeld_mesh_streams_total", map[string]string{"kind": "infer", "result": "opened"}); v != 0 {
+		t.Errorf("infer streams opened: %v, want 0", v)
+	}
+	if up.Count() != 0 {
+		t.Errorf("upstream reached")
+	}
+}
+
+func TestMeshMalformedStreamReset(t *testing.T) {
+	up := proxytest.New(t, proxytest.Options{})
+	a, b := pairNodes(t, up, MeshDeps{})
+	tests := []struct {
+		name     string
+		give     []byte
+		wantRole string // role label on b: the head's role only once it validated
+		wantCode string // served_total code on b
+	}{
+		{"garbage first frame", frames(t, frameRespBody, "x"), unknownRole, servedMalformed},
+		{"oversized head", append([]byte{byte(frameReqHead), 0, 1, 0, 0}, make([]byte, 16)...), unknownRole, servedMalformed},
+		{"bad head json", frames(t, frameReqHead, `{"v":1,"role":"chat","x":1}`), unknownRole, RefuseBadRequest},
+		{"forbidden path", frames(t, frameReqHead, meshRequestHead{V: 1, Role: "chat", Method: "GET", Path: "/health"}), unknownRole, RefuseForbiddenPath},
+		{"body over the limit", frames(t, frameReqHead, meshRequestHead{V: 1, Role: "chat", Method: "POST", Path: "/v1/embeddings", BodyBytes: DefaultMeshMaxBodyBytes + 1}), "chat", RefuseTooLarge},
+		{"not an object", frames(t, frameReqHead, meshRequestHead{V: 1, Role: "chat", Method: "POST", Path: "/v1/embeddings", BodyBytes: 5}, frameReqBody, "[1,2]", frameReqEnd, nil), "chat", RefuseBadRequest},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+			defer cancel()
+			s, err := a.m.OpenStream(ctx, b.id(), mesh.KindInfer)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = s.Write(tt.give)
+			_ = s.Close()
+			_, _ = io.Copy(io.Discard, s) // until the refusal ends or the reset
+			waitFor(t, "outcome counted", func() bool {
+				v, _ := metricValue(t, b.reg, "nodeld_proxy_mesh_served_total", map[string]string{"role": tt.wantRole, "code": tt.wantCode})
+				return v >= 1
+			})
+		})
+	}
+	if up.Count() != 0 {
+		t.Errorf("upstream reached %d times", up.Count())
+	}
+	var payload []byte
+	for _, r := range b.audit.all() {
+		payload, _ = json.Marshal(r.payload)
+	}
+	if len(payload) == 0 {
+		t.Error("no refusal audited")
+	}
+}
