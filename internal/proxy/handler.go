@@ -70,11 +70,11 @@ func (h *roleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.refuse(w, role, routeNone, errNoInstance(role))
 		return
 	}
-	route := routeLocal
+	rm := &h.rs.local
 	switch target.Kind {
 	case table.TargetLocal:
 	case table.TargetRemote:
-		route = routeRemote
+		rm = &h.rs.peer
 		if p.remote == nil {
 			p.refuse(w, role, routeNone, errMeshNotRunning(role))
 			return
@@ -93,16 +93,15 @@ func (h *roleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Message: "role '" + role + "' has " + strconv.FormatInt(h.rs.capacity.Load(), 10) + " requests in flight; retry later"})
 		return
 	}
-	gauge := p.metrics.inflight.WithLabelValues(role)
-	gauge.Inc()
+	h.rs.gauge.Inc()
 	rec := &recorder{ResponseWriter: w, start: start, limit: set.MaxResponseBytes}
 	defer func() {
 		// Runs also when the stream is cut with http.ErrAbortHandler.
-		gauge.Dec()
+		h.rs.gauge.Dec()
 		h.rs.release()
-		p.observe(role, route, rec, start)
+		p.observe(role, rm, rec, start)
 	}()
-	if route == routeLocal {
+	if rm.route == routeLocal {
 		p.forwardLocal(rec, r, role, target, set)
 	} else {
 		p.forwardRemote(rec, r, role, target, set)
@@ -116,15 +115,18 @@ func (p *Proxy) refuse(w http.ResponseWriter, role, route string, e *Error) {
 }
 
 // observe records a forwarded request's metrics.
-func (p *Proxy) observe(role, route string, rec *recorder, start time.Time) {
-	code := rec.status
-	if code == 0 {
-		code = statusClientClosed
+func (p *Proxy) observe(role string, rm *routeMetrics, rec *recorder, start time.Time) {
+	switch code := rec.status; code {
+	case http.StatusOK:
+		rm.ok.Inc()
+	case 0:
+		p.metrics.requests.WithLabelValues(role, rm.route, strconv.Itoa(statusClientClosed)).Inc()
+	default:
+		p.metrics.requests.WithLabelValues(role, rm.route, strconv.Itoa(code)).Inc()
 	}
-	p.metrics.requests.WithLabelValues(role, route, strconv.Itoa(code)).Inc()
-	p.metrics.duration.WithLabelValues(role, route).Observe(time.Since(start).Seconds())
+	rm.duration.Observe(time.Since(start).Seconds())
 	if rec.firstByte > 0 {
-		p.metrics.ttfb.WithLabelValues(role, route).Observe(rec.firstByte.Seconds())
+		rm.ttfb.Observe(rec.firstByte.Seconds())
 	}
 }
 

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"net"
+	"net/http"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -66,7 +67,7 @@ func (a *fakeAudit) all() []auditRec {
 // on 127.0.0.1, a MeshForwarder serving KindInfer and a proxy with role
 // "chat" forwarding through it.
 type meshNode struct {
-	t      *testing.T
+	t      testing.TB
 	name   string
 	ident  *identity.Identity
 	listen string
@@ -84,7 +85,7 @@ type meshNode struct {
 
 // newMeshNodes makes nodes with identities and reserved UDP ports, so
 // every node can be configured with the others' keys and addresses.
-func newMeshNodes(t *testing.T, names ...string) []*meshNode {
+func newMeshNodes(t testing.TB, names ...string) []*meshNode {
 	t.Helper()
 	nodes := make([]*meshNode, len(names))
 	for i, name := range names {
@@ -129,7 +130,12 @@ func (n *meshNode) start(deps MeshDeps, peers ...*meshNode) {
 		n.t.Fatal(err)
 	}
 	m.Handle(mesh.KindInfer, n.fwd.ServeStream)
-	n.h = startProxy(n.t, Config{}, Deps{Resolver: n.tbl, Remote: n.fwd, Logger: lg, Registerer: n.reg})
+	pdeps := Deps{Resolver: n.tbl, Remote: n.fwd, Logger: lg, Registerer: n.reg}
+	if t, ok := n.t.(*testing.T); ok {
+		n.h = startProxy(t, Config{}, pdeps)
+	} else {
+		n.h = startProxyTB(n.t, pdeps)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
 	n.done = make(chan error, 1)
@@ -212,7 +218,7 @@ func (n *meshNode) serve(base, model string, consumers ...*meshNode) {
 }
 
 // waitFor polls cond until it holds, failing the test at testDeadline.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.NewTimer(testDeadline)
 	defer deadline.Stop()
@@ -247,4 +253,31 @@ func (n *meshNode) linked(peer *meshNode) {
 		}
 		return false
 	})
+}
+
+// startProxyTB runs a proxy with role "chat" for a benchmark: a harness
+// whose t is nil (its helper methods are for tests only).
+func startProxyTB(tb testing.TB, deps Deps) *harness {
+	tb.Helper()
+	deps.Logger = nil // benchmarks log nothing
+	p, err := New(Config{Roles: []RoleConfig{{Name: "chat", Listen: "127.0.0.1:0", Concurrency: 1024}}}, deps)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	select {
+	case <-p.Ready():
+	case err := <-done:
+		cancel()
+		tb.Fatalf("Run: %v", err)
+	}
+	tr := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 256, DisableCompression: true}
+	tb.Cleanup(func() {
+		tr.CloseIdleConnections()
+		cancel()
+		<-done
+	})
+	return &harness{p: p, client: &http.Client{Transport: tr}, done: done}
 }

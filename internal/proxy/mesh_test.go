@@ -20,7 +20,7 @@ import (
 
 // pairNodes starts consumer a and serving node b (serving "chat" from up
 // to a) and waits until a resolves chat to b.
-func pairNodes(t *testing.T, up *proxytest.Upstream, bDeps MeshDeps) (a, b *meshNode) {
+func pairNodes(t testing.TB, up *proxytest.Upstream, bDeps MeshDeps) (a, b *meshNode) {
 	t.Helper()
 	nodes := newMeshNodes(t, "a", "b")
 	a, b = nodes[0], nodes[1]

@@ -97,6 +97,27 @@ type roleServer struct {
 	handlers tracker
 	ln       net.Listener // nil until bound
 	srv      *http.Server
+	// Metric children resolved once, not per request.
+	gauge prometheus.Gauge
+	local routeMetrics
+	peer  routeMetrics
+}
+
+// routeMetrics are one role's metric children for one route.
+type routeMetrics struct {
+	route    string
+	duration prometheus.Observer
+	ttfb     prometheus.Observer
+	ok       prometheus.Counter // requests answered 200, the common case
+}
+
+func (m *metrics) forRoute(role, route string) routeMetrics {
+	return routeMetrics{
+		route:    route,
+		duration: m.duration.WithLabelValues(role, route),
+		ttfb:     m.ttfb.WithLabelValues(role, route),
+		ok:       m.requests.WithLabelValues(role, route, "200"),
+	}
 }
 
 // acquire takes an in-flight slot without waiting.
@@ -173,7 +194,12 @@ func New(cfg Config, deps Deps) (*Proxy, error) {
 }
 
 func (p *Proxy) newRoleServer(rc RoleConfig) *roleServer {
-	rs := &roleServer{name: rc.Name, listen: rc.Listen}
+	rs := &roleServer{
+		name: rc.Name, listen: rc.Listen,
+		gauge: p.metrics.inflight.WithLabelValues(rc.Name),
+		local: p.metrics.forRoute(rc.Name, routeLocal),
+		peer:  p.metrics.forRoute(rc.Name, routeRemote),
+	}
 	rs.capacity.Store(int64(rc.Concurrency))
 	return rs
 }

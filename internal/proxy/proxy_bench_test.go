@@ -42,7 +42,7 @@ type benchEnv struct {
 // added latency (microseconds), the throughput ratio and, for an SSE
 // stream, time to first chunk and per-chunk delay.
 //
-//	go test -run '^$' -bench BenchmarkProxy -benchtime 2000x ./internal/proxy/
+//	go test -run '^$' -bench BenchmarkProxy -benchtime 3s ./internal/proxy/
 func BenchmarkProxy(b *testing.B) {
 	env := &benchEnv{}
 	chatUp := proxytest.New(b, proxytest.Options{})
