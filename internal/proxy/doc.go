@@ -51,6 +51,24 @@
 // handed to RemoteForwarder with the same watchdog on the client writes;
 // every write of the forwarder is flushed to the client at once.
 //
+// # Mesh forwarding (MeshForwarder)
+//
+// ForwardRemote (consumer) opens one KindInfer stream per request on the
+// existing link (never dials; no handshake per request), after refusing a
+// body over the mesh limit or a path other than the four /v1 inference
+// paths, sends a versioned JSON head (method, path, query, Content-Type,
+// Accept only), the body in MeshChunkBytes frames and an end frame, and
+// relays the response head and each body frame as it arrives. Its ctx
+// ending resets the stream, which cancels the serving node's upstream
+// request. ServeStream (serving node) reads the head within
+// MeshFirstFrameTimeout, requires LocalForPeer, takes a per-peer and a
+// total slot (429 over them), pins "model", forwards to the local
+// instance only and streams back one frame per upstream read. Refusals
+// carry a stable code and a generic message and are audited
+// ("infer.mesh.refused", rate limited); broken framing resets the stream
+// with a mesh.StreamCode* code. Both are counted. MeshForwarder starts no
+// goroutine of its own; ServeStream runs on the mesh's stream goroutine.
+//
 // # Concurrency and goroutines
 //
 // Run owns one Serve goroutine per role and one drain goroutine per role
