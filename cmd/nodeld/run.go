@@ -79,7 +79,8 @@ type node struct {
 	chain     *chain.Chain
 	table     *table.Table
 	proxy     *proxy.Proxy
-	mesh      *mesh.Mesh // nil when mesh.listen is empty
+	mesh      *mesh.Mesh           // nil when mesh.listen is empty
+	forwarder *proxy.MeshForwarder // nil without a mesh
 	dispatch  *dispatch.Dispatcher
 	host      *host.Host
 	adopter   *runtime.Adopter
@@ -190,12 +191,27 @@ func runDaemon(ctx context.Context, o daemonOptions) (err error) {
 	}
 	n.table.ApplyPolicy(n.rolePolicies(cfg))
 
-	n.proxy, err = proxy.New(proxyConfig(cfg), proxy.Deps{
+	pdeps := proxy.Deps{
 		Resolver:   n.table,
 		Ports:      n.table,
 		Logger:     log.Named("proxy"),
 		Registerer: reg,
-	})
+	}
+	if n.mesh != nil {
+		n.forwarder, err = proxy.NewMeshForwarder(proxy.MeshDeps{
+			Mesh: n.mesh, Table: n.table, Audit: ch, Logger: log.Named("proxy.mesh"), Registerer: reg,
+			MaxInflightPerPeer: cfg.Mesh.MaxInflightPerPeer,
+			MaxInflightTotal:   cfg.Mesh.MaxInflightTotal,
+			MaxBodyBytes:       cfg.Inference.Limits.MeshMaxBodyBytes,
+		})
+		if err != nil {
+			return err
+		}
+		defer n.forwarder.CloseIdleConnections()
+		n.mesh.Handle(mesh.KindInfer, n.forwarder.ServeStream)
+		pdeps.Remote = n.forwarder
+	}
+	n.proxy, err = proxy.New(proxyConfig(cfg), pdeps)
 	if err != nil {
 		return err
 	}
@@ -412,6 +428,9 @@ func (n *node) applyReload() error {
 			_ = n.proxy.ApplyConfig(proxyConfig(old))
 			_ = n.adopter.ApplyConfig(adopterConfig(old))
 			return err
+		}
+		if err := n.forwarder.SetLimits(next.Mesh.MaxInflightPerPeer, next.Mesh.MaxInflightTotal, next.Inference.Limits.MeshMaxBodyBytes); err != nil {
+			n.log.Error("mesh forwarding limits not applied", zap.Error(err))
 		}
 	}
 	if err := n.host.ApplyConfig(hostCfg); err != nil {

@@ -78,6 +78,7 @@ func proxyConfig(cfg *config.Config) proxy.Config {
 	pc := proxy.Config{
 		MaxBodyBytes:     l.MaxBodyBytes,
 		MeshMaxBodyBytes: l.MeshMaxBodyBytes,
+		MaxResponseBytes: l.MaxResponseBytes,
 		StallTimeout:     l.StallTimeout.D,
 		RequestTimeout:   l.RequestTimeout.D,
 	}
