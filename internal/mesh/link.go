@@ -318,6 +318,12 @@ func readKind(r io.Reader) (StreamKind, error) {
 	return k, nil
 }
 
+// remoteRetainer is the optional part of AdvertTable that forgets roles a
+// peer stopped advertising (*table.Table has it).
+type remoteRetainer interface {
+	RetainRemote(nodeID string, roles []string)
+}
+
 // receiveAdverts takes one advert frame from l's peer. The sender id is
 // the link's verified id, whatever the advertisements say.
 func (m *Mesh) receiveAdverts(l *link, s *quic.Stream) {
@@ -353,8 +359,16 @@ func (m *Mesh) receiveAdverts(l *link, s *quic.Stream) {
 		fail(StreamCodeMalformed, resultMalformed, fmt.Errorf("data after the advert frame: %v", err))
 		return
 	}
+	var roles []string
 	for _, ad := range ads {
 		m.tbl.IngestAdvertisement(l.peerID, ad)
+		if role, ok := strings.CutPrefix(ad.Name, table.ServicePrefix); ok {
+			roles = append(roles, role)
+		}
+	}
+	// A frame is a whole round: what it no longer names was withdrawn.
+	if r, ok := m.tbl.(remoteRetainer); ok {
+		r.RetainRemote(l.peerID, roles)
 	}
 	_ = s.Close()
 	m.met.stream(KindAdvert, resultOK)

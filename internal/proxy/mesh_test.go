@@ -82,9 +82,12 @@ func TestMeshForwardInferencePaths(t *testing.T) {
 			}
 		})
 	}
-	if v, _ := metricValue(t, b.reg, "nodeld_proxy_mesh_served_total", map[string]string{"role": "chat", "code": "ok"}); v != 4 {
-		t.Errorf("served ok = %v, want 4", v)
-	}
+	// The serving side counts a request after its last frame is written,
+	// which can be after the client has read the whole response.
+	waitFor(t, "four requests counted as served ok", func() bool {
+		v, _ := metricValue(t, b.reg, "nodeld_proxy_mesh_served_total", map[string]string{"role": "chat", "code": "ok"})
+		return v == 4
+	})
 }
 
 func TestMeshAllowlistMatrix(t *testing.T) {
@@ -219,9 +222,10 @@ func TestMeshOverCapacity(t *testing.T) {
 	if got := wait(t, first, "first response"); got != 200 {
 		t.Errorf("first request: %d", got)
 	}
-	if v, _ := metricValue(t, b.reg, "nodeld_proxy_mesh_served_total", map[string]string{"role": "chat", "code": RefuseOverCapacity}); v != 1 {
-		t.Errorf("served over_capacity = %v, want 1", v)
-	}
+	waitFor(t, "one request counted as over capacity", func() bool {
+		v, _ := metricValue(t, b.reg, "nodeld_proxy_mesh_served_total", map[string]string{"role": "chat", "code": RefuseOverCapacity})
+		return v == 1
+	})
 }
 
 // readEvents reads SSE events ("data: ...\n\n") from r, sending each on

@@ -107,7 +107,8 @@ func TestRemoteForwarding(t *testing.T) {
 		t.Errorf("cut stream: err %v body %q, want unexpected EOF", err, body)
 	}
 	_ = res
-	if v, _ := metricValue(t, h.reg, "nodeld_proxy_requests_total", map[string]string{"role": "chat", "route": "remote", "code": "200"}); v != 2 {
-		t.Errorf("remote 200 count = %v, want 2 (ok and the cut stream)", v)
-	}
+	waitFor(t, "remote 200 counted twice (ok and the cut stream)", func() bool {
+		v, _ := metricValue(t, h.reg, "nodeld_proxy_requests_total", map[string]string{"role": "chat", "route": "remote", "code": "200"})
+		return v == 2
+	})
 }

@@ -237,6 +237,37 @@ func (t *Table) fresh(e remoteEntry, now time.Time) bool {
 	return now.Sub(e.received) <= t.ttl
 }
 
+// RetainRemote keeps only the given roles of what nodeID advertised and
+// forgets the rest. The mesh calls it with the roles of a complete round
+// of a peer's advertisements, so a role the peer stopped serving stops
+// resolving at once rather than when its TTL runs out.
+func (t *Table) RetainRemote(nodeID string, roles []string) {
+	keep := make(map[string]bool, len(roles))
+	for _, r := range roles {
+		keep[r] = true
+	}
+	var e effects
+	t.mu.Lock()
+	removed := false
+	for role, per := range t.remote {
+		if keep[role] {
+			continue
+		}
+		if _, ok := per[nodeID]; ok {
+			delete(per, nodeID)
+			removed = true
+		}
+		if len(per) == 0 {
+			delete(t.remote, role)
+		}
+	}
+	if removed {
+		t.bump(&e)
+	}
+	t.mu.Unlock()
+	t.finish(e)
+}
+
 // RemoveNode forgets every advertisement of nodeID (the peer left or was
 // revoked). It bumps the generation when anything was removed.
 func (t *Table) RemoveNode(nodeID string) {

@@ -321,3 +321,33 @@ func TestIngestMethodsChangeBumps(t *testing.T) {
 		t.Fatal("removed metadata key did not bump")
 	}
 }
+
+func TestRetainRemoteWithdrawsUnnamedRoles(t *testing.T) {
+	e := newEnv("n-b", "n-c")
+	for _, r := range []string{"chat", "embed"} {
+		e.t.AllowRemoteNode(r, "n-b", true)
+		e.t.AllowRemoteNode(r, "n-c", true)
+		e.t.IngestAdvertisement("n-b", ad(r, "n-b", MetaLoad, "0"))
+		e.t.IngestAdvertisement("n-c", ad(r, "n-c", MetaLoad, "0.5"))
+	}
+	gen := e.t.Generation()
+	e.t.RetainRemote("n-b", []string{"embed"}) // n-b withdrew chat
+	if e.t.Generation() == gen {
+		t.Fatal("withdrawing a role did not bump the generation")
+	}
+	if tg, _ := e.t.Resolve("chat"); tg.NodeID != "n-c" {
+		t.Fatalf("Resolve(chat) = %+v, want n-c after n-b withdrew it", tg)
+	}
+	if tg, _ := e.t.Resolve("embed"); tg.NodeID != "n-b" {
+		t.Fatalf("Resolve(embed) = %+v, want n-b still", tg)
+	}
+	gen = e.t.Generation()
+	e.t.RetainRemote("n-b", []string{"embed"})
+	if e.t.Generation() != gen {
+		t.Fatal("retaining what is there bumped the generation")
+	}
+	e.t.RetainRemote("n-c", nil)
+	if _, ok := e.t.Resolve("chat"); ok {
+		t.Fatal("chat resolves after every server withdrew it")
+	}
+}
