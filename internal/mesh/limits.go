@@ -46,6 +46,9 @@ const (
 	// after the current one means the peer lost the old link: the new one
 	// wins.
 	DuplicateSettleWindow = 5 * time.Second
+	// DuplicateDrain is how long the losing connection of a simultaneous
+	// dial is kept open for streams already started on it.
+	DuplicateDrain = 10 * time.Second
 
 	// MaxPeers bounds the configured peers.
 	MaxPeers = 1024

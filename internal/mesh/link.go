@@ -72,9 +72,9 @@ func (m *Mesh) adopt(conn *quic.Conn, dialed *peerEntry) bool {
 	low := min(self, p.id)
 	old := p.link
 	if old != nil && !preferNew(old.dialer, old.up, dialer, now, low) {
+		m.drainLocked(conn)
 		m.mu.Unlock()
 		m.met.handshakes.WithLabelValues(handshakeOK).Inc()
-		_ = conn.CloseWithError(CodeDuplicate, "duplicate link")
 		return false
 	}
 	l := &link{
@@ -83,6 +83,13 @@ func (m *Mesh) adopt(conn *quic.Conn, dialed *peerEntry) bool {
 	}
 	if old != nil {
 		close(old.done)
+		if now.Sub(old.up) <= DuplicateSettleWindow {
+			// A simultaneous dial: streams may already be open on the
+			// losing connection, so it is closed only after they had time
+			// to finish.
+			m.drainLocked(old.conn)
+			old = nil
+		}
 	}
 	p.link = l
 	p.state = StateConnected
@@ -100,6 +107,28 @@ func (m *Mesh) adopt(conn *quic.Conn, dialed *peerEntry) bool {
 		zap.Bool("outbound", l.outbound))
 	l.poke()
 	return true
+}
+
+// drainLocked closes a duplicate connection after DuplicateDrain, or at
+// once when the mesh stops. Streams opened on it while both sides settled
+// on the other link finish meanwhile; new ones go to the link. Run waits
+// for the goroutine. m.mu must be held.
+func (m *Mesh) drainLocked(conn *quic.Conn) {
+	runCtx := m.runCtx
+	if runCtx == nil {
+		_ = conn.CloseWithError(CodeDuplicate, "duplicate link")
+		return
+	}
+	m.wg.Go(func() {
+		t := time.NewTimer(DuplicateDrain)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-runCtx.Done():
+		case <-conn.Context().Done():
+		}
+		_ = conn.CloseWithError(CodeDuplicate, "duplicate link")
+	})
 }
 
 // serveLink accepts the link's streams until the connection ends, then
