@@ -58,9 +58,11 @@ func (m *Mesh) adopt(conn *quic.Conn, dialed *peerEntry) bool {
 	if p == nil && key != nil {
 		p = m.peerByKeyLocked(key)
 	}
+	m.met.bytes.track(conn)
 	if m.closing || p == nil || key == nil || m.peers[p.cfg.Addr] != p || !p.key.Equal(key) {
 		m.mu.Unlock()
 		_ = conn.CloseWithError(CodeNotAdmitted, "not admitted")
+		m.met.bytes.retire(conn)
 		return false
 	}
 	now := m.now()
@@ -117,6 +119,7 @@ func (m *Mesh) drainLocked(conn *quic.Conn) {
 	runCtx := m.runCtx
 	if runCtx == nil {
 		_ = conn.CloseWithError(CodeDuplicate, "duplicate link")
+		m.met.bytes.retire(conn)
 		return
 	}
 	m.wg.Go(func() {
@@ -128,6 +131,7 @@ func (m *Mesh) drainLocked(conn *quic.Conn) {
 		case <-conn.Context().Done():
 		}
 		_ = conn.CloseWithError(CodeDuplicate, "duplicate link")
+		m.met.bytes.retire(conn)
 	})
 }
 
@@ -148,6 +152,7 @@ func (m *Mesh) serveLink(l *link) {
 		m.wg.Go(func() { m.serveStream(ctx, l, s) })
 	}
 	cancel()
+	m.met.bytes.retire(l.conn)
 	m.linkLost(l, context.Cause(l.conn.Context()))
 }
 

@@ -363,7 +363,7 @@ func (m *Mesh) Run(ctx context.Context) error {
 		return fmt.Errorf("mesh listen %q: %w", listen, err)
 	}
 	tr := &quic.Transport{
-		Conn:              &countingConn{c: uc, m: m.met},
+		Conn:              uc,
 		StatelessResetKey: m.statelessResetKey(),
 	}
 	ln, err := tr.Listen(m.serverTLS(), qconf)

@@ -346,7 +346,7 @@ func TestBadStreamsResetOnlyThatStream(t *testing.T) {
 }
 
 func TestMetricsPresent(t *testing.T) {
-	a, _ := pair(t)
+	a, b := pair(t)
 	mfs, err := a.reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -364,7 +364,18 @@ func TestMetricsPresent(t *testing.T) {
 	if got := testutil.ToFloat64(a.m.met.peers.WithLabelValues(StateConnected)); got != 1 {
 		t.Errorf("connected peers = %v", got)
 	}
-	if testutil.ToFloat64(a.m.met.rx) == 0 || testutil.ToFloat64(a.m.met.tx) == 0 {
-		t.Error("bytes not counted")
+	rx, tx := a.m.met.bytes.totals()
+	if rx == 0 || tx == 0 {
+		t.Errorf("bytes not counted: rx %d tx %d", rx, tx)
+	}
+	// Ended connections keep counting: stop b, and a's totals never drop.
+	b.stop()
+	waitFor(t, "a losing b", func() bool { return a.link(b.id()) == nil })
+	rx2, tx2 := a.m.met.bytes.totals()
+	if rx2 < rx || tx2 < tx {
+		t.Errorf("byte totals went down after the link ended: rx %d -> %d, tx %d -> %d", rx, rx2, tx, tx2)
+	}
+	if n := len(a.m.met.bytes.live); n != 0 {
+		t.Errorf("%d connections still tracked after the link ended", n)
 	}
 }

@@ -42,8 +42,7 @@ type metrics struct {
 	peers      *prometheus.GaugeVec
 	handshakes *prometheus.CounterVec
 	streams    *prometheus.CounterVec
-	bytes      *prometheus.CounterVec
-	rx, tx     prometheus.Counter
+	bytes      *byteCounter
 	suppressed prometheus.Counter
 }
 
@@ -61,17 +60,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "nodeld_mesh_streams_total",
 			Help: "Mesh streams by kind and result.",
 		}, []string{"kind", "result"}),
-		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "nodeld_mesh_bytes_total",
-			Help: "UDP payload bytes of the mesh socket by direction (rx, tx).",
-		}, []string{"direction"}),
+		bytes: newByteCounter(),
 		suppressed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "nodeld_mesh_refusals_suppressed_total",
 			Help: "Refused handshakes not recorded in the audit chain because of its rate limit.",
 		}),
 	}
-	m.rx = m.bytes.WithLabelValues("rx")
-	m.tx = m.bytes.WithLabelValues("tx")
 	for _, s := range peerStates {
 		m.peers.WithLabelValues(s)
 	}
