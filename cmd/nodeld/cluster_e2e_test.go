@@ -96,6 +96,12 @@ func TestClusterServesRoleOverMesh(t *testing.T) {
 	}
 
 	c := nodes["c"]
+	// A node with the mesh exposes its metrics in valid exposition format.
+	code, metrics := httpGet(t, "http://"+c.admin+"/metrics")
+	if code != 200 || !strings.Contains(metrics, "nodeld_mesh_peers{") || !strings.Contains(metrics, "nodeld_mesh_bytes_total{") {
+		t.Fatalf("C /metrics = %d, mesh metrics missing", code)
+	}
+	promtoolCheck(t, metrics)
 	resolved := func() string {
 		st := c.status()
 		if len(st.Roles) == 0 {
