@@ -45,6 +45,12 @@ type logWait struct {
 // startDaemon writes cfg to a file and runs nodeld on it.
 func startDaemon(t *testing.T, dataDir, cfg string, extraArgs ...string) *proc {
 	t.Helper()
+	return startDaemonEnv(t, dataDir, cfg, nil, extraArgs...)
+}
+
+// startDaemonEnv is startDaemon with extra environment variables.
+func startDaemonEnv(t *testing.T, dataDir, cfg string, env []string, extraArgs ...string) *proc {
+	t.Helper()
 	cfgPath := filepath.Join(t.TempDir(), "nodeld.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -52,6 +58,9 @@ func startDaemon(t *testing.T, dataDir, cfg string, extraArgs ...string) *proc {
 	d := &proc{t: t, dataDir: dataDir, cfgPath: cfgPath, done: make(chan struct{})}
 	args := append([]string{"run", "--config", cfgPath}, extraArgs...)
 	d.cmd = exec.Command(nodeldBin, args...)
+	if env != nil {
+		d.cmd.Env = append(os.Environ(), env...)
+	}
 	stderr, err := d.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
