@@ -39,7 +39,7 @@ var tiers = map[string]int{
 
 // sideways lists the only imports allowed within one tier.
 var sideways = map[string][]string{
-	"internal/ctl": {"internal/ctl/engine"},
+	"internal/ctl": {"internal/ctl/engine", "internal/mesh"},
 	// The mesh carries the table's advertisements and hands received ones
 	// to it; the table stays free of internal imports.
 	"internal/mesh": {"internal/table"},

@@ -7,7 +7,8 @@
 //
 // Wire format. A stream carries one call: the request message, then the
 // response message. A message is one signed envelope, split into frames
-// of [type byte][u32 big-endian length][payload] (FrameMore... FrameLast).
+// of [type byte][u32 big-endian length][payload] (FrameMore... FrameLast):
+// mesh frames, written and read with mesh.WriteFrame and mesh.ReadFrame.
 // The envelope is the JSON object
 //
 //	{"payload":"<base64 of the exact payload bytes>","public_key":"<64 hex>","signature":"<128 hex>"}
@@ -19,6 +20,12 @@
 // ever re-serialised to verify. Hex is lower-case only. A response is
 // flat: version, method, responder, request_nonce, outcome ("ok" with
 // result, or "refused" with refusal {code, reason}).
+//
+// Artifact streams. The package fetch of a place (reference section
+// 2.11) runs on mesh.KindArtifact streams, one file per stream; its wire
+// format (FetchRequest, FetchHeader, pieces, ArtifactRefusal) and strict
+// decoders are in artifact.go, shared by the host (fetcher) and dispatch
+// (holder). Decoder errors wrap ErrArtifactMalformed.
 //
 // Invariants:
 //   - Verification runs in the order of Verifier.VerifyRequest (reference

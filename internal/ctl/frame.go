@@ -2,26 +2,25 @@ package ctl
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/nodeld/nodeld/internal/mesh"
 )
 
-// FrameType is the first byte of a frame on a workload.ctl stream.
-type FrameType byte
+// FrameType is the first byte of a frame on a workload.ctl stream: the
+// mesh's frame type, with values of ctl's own.
+type FrameType = mesh.FrameType
 
 // Frame types of a workload.ctl stream. A message (one signed envelope)
 // is a run of FrameMore frames, each non-empty, closed by one FrameLast
-// frame, so messages larger than MaxFrameBytes cross unchanged.
+// frame, so messages larger than MaxFrameBytes cross unchanged. Every
+// frame is a mesh frame (mesh.WriteFrame, mesh.ReadFrame).
 const (
 	FrameMore FrameType = 1
 	FrameLast FrameType = 2
 )
-
-// frameHeaderBytes is a frame's header: type (1 byte), then the payload
-// length (4 bytes, big endian); the layout of the mesh's frames.
-const frameHeaderBytes = 5
 
 var (
 	// ErrMessageTooLarge is returned by ReadMessage when a message
@@ -40,19 +39,18 @@ var (
 // received whole.
 func encodeMessage(msg []byte) []byte {
 	var buf bytes.Buffer
-	buf.Grow(len(msg) + (len(msg)/MaxFrameBytes+1)*frameHeaderBytes)
-	var hdr [frameHeaderBytes]byte
+	buf.Grow(len(msg) + (len(msg)/MaxFrameBytes+1)*mesh.FrameHeaderSize)
 	for {
 		n := min(len(msg), MaxFrameBytes)
-		hdr[0] = byte(FrameMore)
+		t := FrameMore
 		if n == len(msg) {
-			hdr[0] = byte(FrameLast)
+			t = FrameLast
 		}
-		binary.BigEndian.PutUint32(hdr[1:], uint32(n))
-		buf.Write(hdr[:])
-		buf.Write(msg[:n])
+		// Writes to a bytes.Buffer do not fail, and n is within the
+		// mesh's frame bound.
+		_ = mesh.WriteFrame(&buf, t, msg[:n])
 		msg = msg[n:]
-		if hdr[0] == byte(FrameLast) {
+		if t == FrameLast {
 			return buf.Bytes()
 		}
 	}
@@ -72,37 +70,36 @@ func WriteMessage(w io.Writer, msg []byte) error {
 func ReadMessage(r io.Reader, limit int) ([]byte, error) {
 	var msg []byte
 	for first := true; ; first = false {
-		var hdr [frameHeaderBytes]byte
-		if _, err := io.ReadFull(r, hdr[:]); err != nil {
-			if first && errors.Is(err, io.EOF) {
-				return nil, io.EOF
-			}
-			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-				return nil, ErrTruncatedMessage
-			}
+		// mesh.ReadFrame refuses, before allocating, a frame above the
+		// room left; with no room left (a bound of 0 means the mesh's
+		// own bound there) a one-byte frame is read and refused below.
+		room := min(MaxFrameBytes, limit-len(msg))
+		t, p, err := mesh.ReadFrame(r, max(room, 1))
+		switch {
+		case err == nil:
+		case first && errors.Is(err, io.EOF):
+			return nil, io.EOF
+		case errors.Is(err, io.EOF) || errors.Is(err, mesh.ErrTruncatedFrame):
+			return nil, ErrTruncatedMessage
+		case errors.Is(err, mesh.ErrFrameTooLarge):
+			return nil, ErrMessageTooLarge
+		default:
 			return nil, fmt.Errorf("read ctl frame: %w", err)
 		}
-		t, n := FrameType(hdr[0]), binary.BigEndian.Uint32(hdr[1:])
 		switch {
 		case t != FrameMore && t != FrameLast:
 			return nil, fmt.Errorf("frame type %d: %w", t, ErrMalformedMessage)
-		case t == FrameMore && n == 0:
+		case t == FrameMore && len(p) == 0:
 			return nil, fmt.Errorf("empty continuation frame: %w", ErrMalformedMessage)
-		case uint64(n) > MaxFrameBytes || uint64(len(msg))+uint64(n) > uint64(limit):
+		case len(p) > room:
 			return nil, ErrMessageTooLarge
 		}
-		start := len(msg)
-		msg = append(msg, make([]byte, n)...)
-		if _, err := io.ReadFull(r, msg[start:]); err != nil {
-			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-				return nil, ErrTruncatedMessage
-			}
-			return nil, fmt.Errorf("read ctl frame: %w", err)
+		if t == FrameLast && msg == nil {
+			// A message of one frame is that frame's payload.
+			return p, nil
 		}
+		msg = append(msg, p...)
 		if t == FrameLast {
-			if msg == nil {
-				msg = []byte{}
-			}
 			return msg, nil
 		}
 	}

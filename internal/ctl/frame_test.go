@@ -34,6 +34,14 @@ func TestMessageRoundTrip(t *testing.T) {
 	}
 }
 
+func TestReadMessageFillsLimit(t *testing.T) {
+	cat := bytes.Join([][]byte{frame(FrameMore, []byte("abcdefghij")), frame(FrameLast, nil)}, nil)
+	got, err := ReadMessage(bytes.NewReader(cat), 10)
+	if err != nil || string(got) != "abcdefghij" {
+		t.Fatalf("got %q %v", got, err)
+	}
+}
+
 func TestReadMessageErrors(t *testing.T) {
 	cat := func(bs ...[]byte) []byte { return bytes.Join(bs, nil) }
 	tests := []struct {
@@ -48,6 +56,7 @@ func TestReadMessageErrors(t *testing.T) {
 		{"ends after more", frame(FrameMore, []byte("abc")), 10, ErrTruncatedMessage},
 		{"over limit in one frame", frame(FrameLast, []byte("abcdefghijk")), 10, ErrMessageTooLarge},
 		{"over limit across frames", cat(frame(FrameMore, []byte("abcdef")), frame(FrameLast, []byte("ghijk"))), 10, ErrMessageTooLarge},
+		{"over limit with no room left", cat(frame(FrameMore, []byte("abcdefghij")), frame(FrameLast, []byte("k"))), 10, ErrMessageTooLarge},
 		{"frame above the frame bound", []byte{2, 0, 0x10, 0, 1}, MaxResponseBytes, ErrMessageTooLarge},
 		{"unknown frame type", frame(7, []byte("a")), 10, ErrMalformedMessage},
 		{"empty continuation", cat(frame(FrameMore, nil), frame(FrameLast, []byte("a"))), 10, ErrMalformedMessage},

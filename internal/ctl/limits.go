@@ -1,6 +1,10 @@
 package ctl
 
-import "time"
+import (
+	"time"
+
+	"github.com/nodeld/nodeld/internal/mesh"
+)
 
 // Protocol constants of workload.ctl (reference section 2.1). Changing a
 // wire value breaks compatibility between nodes.
@@ -54,7 +58,7 @@ const (
 	MaxResponseBytes = (MaxResponsePayloadBytes+2)/3*4 + envelopeOverheadBytes
 
 	// MaxFrameBytes bounds one frame's payload (the mesh's frame bound).
-	MaxFrameBytes = 1 << 20
+	MaxFrameBytes = mesh.MaxFrameSize
 
 	// MaxNonces is the nonce guard's capacity.
 	MaxNonces = 8192
@@ -96,4 +100,22 @@ const (
 	DefaultStopGrace = 2 * time.Second
 	// MaxStopGrace caps the grace a stop may ask for.
 	MaxStopGrace = 60 * time.Second
+)
+
+// Bounds of the artifact stream (artifact.go). Piece and control sizes
+// are part of the contract between holder and fetcher.
+const (
+	// MaxPieceBytes bounds the data of one artifact piece (FramePiece
+	// carries a PieceHashBytes SHA-256 before it); a holder sends full
+	// pieces of this size but the last.
+	MaxPieceBytes = 512 << 10
+	// PieceHashBytes is the SHA-256 in front of every piece.
+	PieceHashBytes = 32
+	// MaxArtifactControlBytes bounds the JSON of a fetch, header or
+	// refusal frame.
+	MaxArtifactControlBytes = 4 << 10
+	// MaxArtifactMessageBytes bounds a refusal message, sent or kept.
+	MaxArtifactMessageBytes = 256
+	// MaxArtifactPathBytes bounds a path in a fetch request (pkg.MaxPathLen).
+	MaxArtifactPathBytes = 512
 )

@@ -1,7 +1,6 @@
 package dispatch
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -20,95 +19,13 @@ import (
 	"github.com/nodeld/nodeld/internal/mesh"
 )
 
-// ArtifactVersion is the only fetch request version served.
-const ArtifactVersion = 1
-
-// Frame types of an artifact stream (mesh.KindArtifact). Wire values.
-const (
-	// FrameFetch: host to caller, JSON FetchRequest.
-	FrameFetch mesh.FrameType = 1
-	// FrameHeader: caller to host, JSON FetchHeader.
-	FrameHeader mesh.FrameType = 2
-	// FrameData: caller to host, 32 bytes SHA-256 of the piece, then the
-	// piece (at most PieceSize bytes).
-	FrameData mesh.FrameType = 3
-	// FrameEnd: caller to host, empty: the file is complete.
-	FrameEnd mesh.FrameType = 4
-	// FrameRefusal: caller to host, JSON ArtifactRefusal; ends the stream.
-	FrameRefusal mesh.FrameType = 5
-)
-
-// Artifact refusal codes. Wire values.
-const (
-	ArtifactNotOffered = "not_offered"
-	ArtifactNotListed  = "not_listed"
-	ArtifactBadRequest = "bad_request"
-	ArtifactIO         = "io"
-)
-
-// FetchRequest asks for one listed file of an offered package, from
-// Offset on.
-type FetchRequest struct {
-	V          int    `json:"v"`
-	DecisionID string `json:"decision_id"`
-	Path       string `json:"path"`
-	Offset     int64  `json:"offset"`
-}
-
-// FetchHeader answers a fetch: the file's total size and the offset the
-// data frames start at.
-type FetchHeader struct {
-	Size   int64 `json:"size"`
-	Offset int64 `json:"offset"`
-}
-
-// ArtifactRefusal ends a fetch that is not served.
-type ArtifactRefusal struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
-
-// Error renders the refusal.
-func (r *ArtifactRefusal) Error() string {
-	return fmt.Sprintf("artifact fetch refused: %s: %s", r.Code, r.Message)
-}
-
-func refuse(code, format string, args ...any) *ArtifactRefusal {
+// refuse builds a refusal, its message cut to ctl.MaxArtifactMessageBytes.
+func refuse(code, format string, args ...any) *ctl.ArtifactRefusal {
 	msg := fmt.Sprintf(format, args...)
-	if len(msg) > MaxArtifactRefusalBytes {
-		msg = strings.ToValidUTF8(msg[:MaxArtifactRefusalBytes], "")
+	if len(msg) > ctl.MaxArtifactMessageBytes {
+		msg = strings.ToValidUTF8(msg[:ctl.MaxArtifactMessageBytes], "")
 	}
-	return &ArtifactRefusal{Code: code, Message: msg}
-}
-
-// DecodeFetchRequest strictly decodes and checks a fetch frame's payload:
-// at most MaxFetchRequestBytes, no unknown fields or trailing data,
-// version ArtifactVersion, a decision id, a path, an offset not negative.
-// Its errors are *ArtifactRefusal with ArtifactBadRequest.
-func DecodeFetchRequest(p []byte) (FetchRequest, error) {
-	if len(p) > MaxFetchRequestBytes {
-		return FetchRequest{}, refuse(ArtifactBadRequest, "fetch request of %d bytes, bound %d", len(p), MaxFetchRequestBytes)
-	}
-	dec := json.NewDecoder(bytes.NewReader(p))
-	dec.DisallowUnknownFields()
-	var req FetchRequest
-	if err := dec.Decode(&req); err != nil {
-		return FetchRequest{}, refuse(ArtifactBadRequest, "decode fetch request: %v", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return FetchRequest{}, refuse(ArtifactBadRequest, "trailing data after the fetch request")
-	}
-	switch {
-	case req.V != ArtifactVersion:
-		return FetchRequest{}, refuse(ArtifactBadRequest, "fetch version %d, want %d", req.V, ArtifactVersion)
-	case !ctl.ValidDecisionID(req.DecisionID):
-		return FetchRequest{}, refuse(ArtifactBadRequest, "malformed decision id")
-	case req.Path == "":
-		return FetchRequest{}, refuse(ArtifactBadRequest, "no path")
-	case req.Offset < 0:
-		return FetchRequest{}, refuse(ArtifactBadRequest, "negative offset")
-	}
-	return req, nil
+	return &ctl.ArtifactRefusal{Code: code, Message: msg}
 }
 
 // deadliner is implemented by streams with I/O deadlines (quic streams,
@@ -148,29 +65,29 @@ func (d *Dispatcher) ServeArtifact(ctx context.Context, peerID string, rw io.Rea
 	if dl != nil {
 		_ = dl.SetReadDeadline(time.Now().Add(ArtifactRequestTimeout))
 	}
-	typ, payload, err := mesh.ReadFrame(rw, MaxFetchRequestBytes)
+	typ, payload, err := mesh.ReadFrame(rw, ctl.MaxArtifactControlBytes)
 	if err != nil {
 		d.met.artifactStreams.WithLabelValues("malformed").Inc()
 		if errors.Is(err, mesh.ErrFrameTooLarge) {
-			return d.writeRefusal(rw, dl, refuse(ArtifactBadRequest, "fetch request too large"))
+			return d.writeRefusal(rw, dl, refuse(ctl.ArtifactBadRequest, "fetch request too large"))
 		}
 		return fmt.Errorf("read fetch request: %w", err)
 	}
 	if dl != nil {
 		_ = dl.SetReadDeadline(time.Time{})
 	}
-	if typ != FrameFetch {
-		d.met.artifactStreams.WithLabelValues(ArtifactBadRequest).Inc()
-		return d.writeRefusal(rw, dl, refuse(ArtifactBadRequest, "frame type %d, want a fetch", typ))
+	if typ != ctl.FrameFetch {
+		d.met.artifactStreams.WithLabelValues(ctl.ArtifactBadRequest).Inc()
+		return d.writeRefusal(rw, dl, refuse(ctl.ArtifactBadRequest, "frame type %d, want a fetch", typ))
 	}
-	req, err := DecodeFetchRequest(payload)
+	req, err := ctl.DecodeFetchRequest(payload)
 	if err != nil {
-		d.met.artifactStreams.WithLabelValues(ArtifactBadRequest).Inc()
-		return d.writeRefusal(rw, dl, err.(*ArtifactRefusal))
+		d.met.artifactStreams.WithLabelValues(ctl.ArtifactBadRequest).Inc()
+		return d.writeRefusal(rw, dl, refuse(ctl.ArtifactBadRequest, "%v", err))
 	}
 	sent, err := d.serveFile(ctx, peerID, req, rw, dl)
 	d.met.artifactBytes.Add(float64(sent))
-	if r, ok := errors.AsType[*ArtifactRefusal](err); ok {
+	if r, ok := errors.AsType[*ctl.ArtifactRefusal](err); ok {
 		d.met.artifactStreams.WithLabelValues(r.Code).Inc()
 		d.log.Info("artifact fetch refused", zap.String("peer", peerID), zap.String("decision_id", req.DecisionID),
 			zap.String("path", req.Path), zap.String("code", r.Code))
@@ -195,67 +112,67 @@ func writeFrame(w io.Writer, dl deadliner, t mesh.FrameType, payload []byte) err
 	return mesh.WriteFrame(w, t, payload)
 }
 
-func (d *Dispatcher) writeRefusal(w io.Writer, dl deadliner, r *ArtifactRefusal) error {
+func (d *Dispatcher) writeRefusal(w io.Writer, dl deadliner, r *ctl.ArtifactRefusal) error {
 	b, _ := json.Marshal(r)
-	if err := writeFrame(w, dl, FrameRefusal, b); err != nil {
+	if err := writeFrame(w, dl, ctl.FrameRefusal, b); err != nil {
 		return fmt.Errorf("write artifact refusal: %w", err)
 	}
 	return nil
 }
 
 // serveFile checks the request against the offers and streams the file.
-// A refusal is returned as *ArtifactRefusal before anything is written,
+// A refusal is returned as *ctl.ArtifactRefusal before anything is written,
 // or, for a file that changed under us, after the header.
-func (d *Dispatcher) serveFile(ctx context.Context, peerID string, req FetchRequest, w io.Writer, dl deadliner) (int64, error) {
+func (d *Dispatcher) serveFile(ctx context.Context, peerID string, req ctl.FetchRequest, w io.Writer, dl deadliner) (int64, error) {
 	of, ok := d.offers.lookup(req.DecisionID)
 	// A peer other than the decision's target learns nothing more than
 	// it would of an unknown decision.
 	if !ok || of.target != peerID {
-		return 0, refuse(ArtifactNotOffered, "decision is not offered to this node")
+		return 0, refuse(ctl.ArtifactNotOffered, "decision is not offered to this node")
 	}
 	f, ok := of.files[req.Path]
 	if !ok {
-		return 0, refuse(ArtifactNotListed, "path is not listed in the decision's manifest")
+		return 0, refuse(ctl.ArtifactNotListed, "path is not listed in the decision's manifest")
 	}
 	if req.Offset > f.Size {
-		return 0, refuse(ArtifactBadRequest, "offset %d beyond the size %d", req.Offset, f.Size)
+		return 0, refuse(ctl.ArtifactBadRequest, "offset %d beyond the size %d", req.Offset, f.Size)
 	}
 	file, err := openListed(of.dir, f.Path)
 	if err != nil {
-		return 0, refuse(ArtifactIO, "open %s: %v", f.Path, err)
+		return 0, refuse(ctl.ArtifactIO, "open %s: %v", f.Path, err)
 	}
 	defer file.Close()
 	st, err := file.Stat()
 	if err != nil || !st.Mode().IsRegular() || st.Size() != f.Size {
-		return 0, refuse(ArtifactIO, "%s is not the listed file of %d bytes", f.Path, f.Size)
+		return 0, refuse(ctl.ArtifactIO, "%s is not the listed file of %d bytes", f.Path, f.Size)
 	}
 	if _, err := file.Seek(req.Offset, io.SeekStart); err != nil {
-		return 0, refuse(ArtifactIO, "seek %s: %v", f.Path, err)
+		return 0, refuse(ctl.ArtifactIO, "seek %s: %v", f.Path, err)
 	}
-	hdr, _ := json.Marshal(FetchHeader{Size: f.Size, Offset: req.Offset})
-	if err := writeFrame(w, dl, FrameHeader, hdr); err != nil {
+	hdr, _ := json.Marshal(ctl.FetchHeader{Size: f.Size, Offset: req.Offset})
+	if err := writeFrame(w, dl, ctl.FrameHeader, hdr); err != nil {
 		return 0, fmt.Errorf("write artifact header: %w", err)
 	}
-	buf := make([]byte, sha256.Size+PieceSize)
+	buf := make([]byte, sha256.Size+ctl.MaxPieceBytes)
 	var sent int64
 	for remaining := f.Size - req.Offset; remaining > 0; {
 		if err := ctx.Err(); err != nil {
 			return sent, err
 		}
-		n := min(remaining, PieceSize)
+		n := min(remaining, ctl.MaxPieceBytes)
 		piece := buf[sha256.Size : sha256.Size+n]
 		if _, err := io.ReadFull(file, piece); err != nil {
-			return sent, refuse(ArtifactIO, "read %s: %v", f.Path, err)
+			return sent, refuse(ctl.ArtifactIO, "read %s: %v", f.Path, err)
 		}
 		sum := sha256.Sum256(piece)
 		copy(buf, sum[:])
-		if err := writeFrame(w, dl, FrameData, buf[:sha256.Size+n]); err != nil {
+		if err := writeFrame(w, dl, ctl.FramePiece, buf[:sha256.Size+n]); err != nil {
 			return sent, fmt.Errorf("write artifact piece: %w", err)
 		}
 		sent += n
 		remaining -= n
 	}
-	if err := writeFrame(w, dl, FrameEnd, nil); err != nil {
+	if err := writeFrame(w, dl, ctl.FrameEnd, nil); err != nil {
 		return sent, fmt.Errorf("write artifact end: %w", err)
 	}
 	return sent, nil

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/mesh"
 )
 
@@ -26,7 +27,7 @@ const (
 
 // serveOnPipe runs ServeArtifact for peer on one end of a pipe and the
 // test fetcher with req on the other.
-func serveOnPipe(t *testing.T, d *Dispatcher, peer string, req FetchRequest) fetched {
+func serveOnPipe(t *testing.T, d *Dispatcher, peer string, req ctl.FetchRequest) fetched {
 	t.Helper()
 	got, err := serveRaw(t, d, peer, func(c net.Conn) (fetched, error) { return fetchFrom(c, req) })
 	if err != nil {
@@ -82,19 +83,19 @@ func TestServeArtifactRefusals(t *testing.T) {
 	tests := []struct {
 		name string
 		peer string
-		req  FetchRequest
+		req  ctl.FetchRequest
 		want string
 	}{
-		{"unknown decision", testTarget, FetchRequest{V: 1, DecisionID: strings.Repeat("2", 64), Path: "bin/echo"}, ArtifactNotOffered},
-		{"another peer", otherPeer, FetchRequest{V: 1, DecisionID: testDecided, Path: "bin/echo"}, ArtifactNotOffered},
-		{"unlisted path", testTarget, FetchRequest{V: 1, DecisionID: testDecided, Path: "bin/other"}, ArtifactNotListed},
-		{"manifest", testTarget, FetchRequest{V: 1, DecisionID: testDecided, Path: "manifest.sig"}, ArtifactNotListed},
-		{"escape", testTarget, FetchRequest{V: 1, DecisionID: testDecided, Path: "../../etc/passwd"}, ArtifactNotListed},
-		{"offset past the end", testTarget, FetchRequest{V: 1, DecisionID: testDecided, Path: "bin/echo", Offset: 11}, ArtifactBadRequest},
-		{"negative offset", testTarget, FetchRequest{V: 1, DecisionID: testDecided, Path: "bin/echo", Offset: -1}, ArtifactBadRequest},
-		{"version", testTarget, FetchRequest{V: 2, DecisionID: testDecided, Path: "bin/echo"}, ArtifactBadRequest},
-		{"malformed decision", testTarget, FetchRequest{V: 1, DecisionID: "ABC", Path: "bin/echo"}, ArtifactBadRequest},
-		{"symlinked directory", testTarget, FetchRequest{V: 1, DecisionID: testDecided, Path: "data/a.bin"}, ArtifactIO},
+		{"unknown decision", testTarget, ctl.FetchRequest{V: 1, DecisionID: strings.Repeat("2", 64), Path: "bin/echo"}, ctl.ArtifactNotOffered},
+		{"another peer", otherPeer, ctl.FetchRequest{V: 1, DecisionID: testDecided, Path: "bin/echo"}, ctl.ArtifactNotOffered},
+		{"unlisted path", testTarget, ctl.FetchRequest{V: 1, DecisionID: testDecided, Path: "bin/other"}, ctl.ArtifactNotListed},
+		{"manifest", testTarget, ctl.FetchRequest{V: 1, DecisionID: testDecided, Path: "manifest.sig"}, ctl.ArtifactNotListed},
+		{"escape", testTarget, ctl.FetchRequest{V: 1, DecisionID: testDecided, Path: "../../etc/passwd"}, ctl.ArtifactNotListed},
+		{"offset past the end", testTarget, ctl.FetchRequest{V: 1, DecisionID: testDecided, Path: "bin/echo", Offset: 11}, ctl.ArtifactBadRequest},
+		{"negative offset", testTarget, ctl.FetchRequest{V: 1, DecisionID: testDecided, Path: "bin/echo", Offset: -1}, ctl.ArtifactBadRequest},
+		{"version", testTarget, ctl.FetchRequest{V: 2, DecisionID: testDecided, Path: "bin/echo"}, ctl.ArtifactBadRequest},
+		{"malformed decision", testTarget, ctl.FetchRequest{V: 1, DecisionID: "ABC", Path: "bin/echo"}, ctl.ArtifactBadRequest},
+		{"symlinked directory", testTarget, ctl.FetchRequest{V: 1, DecisionID: testDecided, Path: "data/a.bin"}, ctl.ArtifactIO},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -114,8 +115,8 @@ func TestServeArtifactChangedFile(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "bin/echo"), []byte("longer than listed"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	got := serveOnPipe(t, d, testTarget, FetchRequest{V: 1, DecisionID: testDecided, Path: "bin/echo"})
-	if got.refusal == nil || got.refusal.Code != ArtifactIO {
+	got := serveOnPipe(t, d, testTarget, ctl.FetchRequest{V: 1, DecisionID: testDecided, Path: "bin/echo"})
+	if got.refusal == nil || got.refusal.Code != ctl.ArtifactIO {
 		t.Fatalf("got %+v, want io refusal", got)
 	}
 }
@@ -127,11 +128,11 @@ func TestServeArtifactMalformedFrames(t *testing.T) {
 		typ     mesh.FrameType
 		payload []byte
 	}{
-		{"wrong frame type", FrameData, []byte(`{}`)},
-		{"not json", FrameFetch, []byte(`{`)},
-		{"unknown field", FrameFetch, []byte(`{"v":1,"decision_id":"` + testDecided + `","path":"bin/echo","offset":0,"x":1}`)},
-		{"trailing data", FrameFetch, []byte(`{"v":1,"decision_id":"` + testDecided + `","path":"bin/echo","offset":0} {}`)},
-		{"too large", FrameFetch, bytes.Repeat([]byte(" "), MaxFetchRequestBytes+1)},
+		{"wrong frame type", ctl.FramePiece, []byte(`{}`)},
+		{"not json", ctl.FrameFetch, []byte(`{`)},
+		{"unknown field", ctl.FrameFetch, []byte(`{"v":1,"decision_id":"` + testDecided + `","path":"bin/echo","offset":0,"x":1}`)},
+		{"trailing data", ctl.FrameFetch, []byte(`{"v":1,"decision_id":"` + testDecided + `","path":"bin/echo","offset":0} {}`)},
+		{"too large", ctl.FrameFetch, bytes.Repeat([]byte(" "), ctl.MaxArtifactControlBytes+1)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -145,14 +146,14 @@ func TestServeArtifactMalformedFrames(t *testing.T) {
 					return fetched{}, err
 				}
 				c.Close()
-				if typ != FrameRefusal {
+				if typ != ctl.FrameRefusal {
 					return fetched{}, errors.New("not a refusal")
 				}
-				var r ArtifactRefusal
+				var r ctl.ArtifactRefusal
 				err = json.Unmarshal(p, &r)
 				return fetched{refusal: &r}, err
 			})
-			if err != nil || got.refusal.Code != ArtifactBadRequest {
+			if err != nil || got.refusal.Code != ctl.ArtifactBadRequest {
 				t.Fatalf("got %+v %v, want bad_request", got.refusal, err)
 			}
 		})
@@ -160,12 +161,12 @@ func TestServeArtifactMalformedFrames(t *testing.T) {
 }
 
 func TestServeArtifactPieces(t *testing.T) {
-	data := randomBytes(2*PieceSize + 5)
+	data := randomBytes(2*ctl.MaxPieceBytes + 5)
 	d, _, _ := offered(t, map[string][]byte{"bin/echo": []byte("x"), "model.bin": data})
 	var sizes []int
 	_, err := serveRaw(t, d, testTarget, func(c net.Conn) (fetched, error) {
-		b, _ := json.Marshal(FetchRequest{V: 1, DecisionID: testDecided, Path: "model.bin", Offset: 3})
-		if err := mesh.WriteFrame(c, FrameFetch, b); err != nil {
+		b, _ := json.Marshal(ctl.FetchRequest{V: 1, DecisionID: testDecided, Path: "model.bin", Offset: 3})
+		if err := mesh.WriteFrame(c, ctl.FrameFetch, b); err != nil {
 			return fetched{}, err
 		}
 		for {
@@ -174,13 +175,13 @@ func TestServeArtifactPieces(t *testing.T) {
 				return fetched{}, err
 			}
 			switch typ {
-			case FrameHeader:
+			case ctl.FrameHeader:
 				if string(p) != `{"size":1048581,"offset":3}` {
 					t.Errorf("header %s", p)
 				}
-			case FrameData:
+			case ctl.FramePiece:
 				sizes = append(sizes, len(p)-32)
-			case FrameEnd:
+			case ctl.FrameEnd:
 				return fetched{}, nil
 			}
 		}
@@ -188,11 +189,11 @@ func TestServeArtifactPieces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]int{PieceSize, PieceSize, 2}, sizes); diff != "" {
+	if diff := cmp.Diff([]int{ctl.MaxPieceBytes, ctl.MaxPieceBytes, 2}, sizes); diff != "" {
 		t.Fatalf("piece sizes (-want +got):\n%s", diff)
 	}
 	// The pieces reassemble to the file, each passing its hash check.
-	got := serveOnPipe(t, d, testTarget, FetchRequest{V: 1, DecisionID: testDecided, Path: "model.bin"})
+	got := serveOnPipe(t, d, testTarget, ctl.FetchRequest{V: 1, DecisionID: testDecided, Path: "model.bin"})
 	if !bytes.Equal(got.data, data) {
 		t.Fatal("data differs")
 	}

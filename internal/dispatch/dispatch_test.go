@@ -203,7 +203,7 @@ func TestCallDroppedStream(t *testing.T) {
 // and an offset past the end.
 func TestPlaceFetchesOverMesh(t *testing.T) {
 	c := newCluster(t)
-	model := randomBytes(3*PieceSize + 1234)
+	model := randomBytes(3*ctl.MaxPieceBytes + 1234)
 	dir := makePackage(t, map[string][]byte{"bin/echo": []byte("#!/bin/sh\n"), "model.bin": model})
 	var (
 		mu       sync.Mutex
@@ -231,7 +231,7 @@ func TestPlaceFetchesOverMesh(t *testing.T) {
 			return nil, ctl.NewRefusal(ctl.CodeVerify, err.Error())
 		}
 		for _, f := range m.Files {
-			got, err := fetchOverMesh(ctx, c.b, c.a.ident.ID(), FetchRequest{V: 1, DecisionID: req.DecisionID, Path: f.Path})
+			got, err := fetchOverMesh(ctx, c.b, c.a.ident.ID(), ctl.FetchRequest{V: 1, DecisionID: req.DecisionID, Path: f.Path})
 			if err != nil || got.refusal != nil {
 				fail("fetch %s: %v %v", f.Path, err, got.refusal)
 				continue
@@ -245,13 +245,13 @@ func TestPlaceFetchesOverMesh(t *testing.T) {
 			mu.Unlock()
 		}
 		// Resume the model from an offset inside a piece.
-		off := int64(PieceSize + 77)
-		got, err := fetchOverMesh(ctx, c.b, c.a.ident.ID(), FetchRequest{V: 1, DecisionID: req.DecisionID, Path: "model.bin", Offset: off})
+		off := int64(ctl.MaxPieceBytes + 77)
+		got, err := fetchOverMesh(ctx, c.b, c.a.ident.ID(), ctl.FetchRequest{V: 1, DecisionID: req.DecisionID, Path: "model.bin", Offset: off})
 		if err != nil || got.header.Offset != off || !bytes.Equal(got.data, model[off:]) {
 			fail("resume: %v %+v", err, got.header)
 		}
 		// An offset at the end is a complete, empty answer.
-		got, err = fetchOverMesh(ctx, c.b, c.a.ident.ID(), FetchRequest{V: 1, DecisionID: req.DecisionID, Path: "model.bin", Offset: int64(len(model))})
+		got, err = fetchOverMesh(ctx, c.b, c.a.ident.ID(), ctl.FetchRequest{V: 1, DecisionID: req.DecisionID, Path: "model.bin", Offset: int64(len(model))})
 		if err != nil || got.refusal != nil || len(got.data) != 0 {
 			fail("fetch at the end: %v %v", err, got.refusal)
 		}
@@ -260,11 +260,11 @@ func TestPlaceFetchesOverMesh(t *testing.T) {
 			offset int64
 			code   string
 		}{
-			{"manifest.json", 0, ArtifactNotListed},
-			{"other.bin", 0, ArtifactNotListed},
-			{"model.bin", int64(len(model)) + 1, ArtifactBadRequest},
+			{"manifest.json", 0, ctl.ArtifactNotListed},
+			{"other.bin", 0, ctl.ArtifactNotListed},
+			{"model.bin", int64(len(model)) + 1, ctl.ArtifactBadRequest},
 		} {
-			got, err := fetchOverMesh(ctx, c.b, c.a.ident.ID(), FetchRequest{V: 1, DecisionID: req.DecisionID, Path: tt.path, Offset: tt.offset})
+			got, err := fetchOverMesh(ctx, c.b, c.a.ident.ID(), ctl.FetchRequest{V: 1, DecisionID: req.DecisionID, Path: tt.path, Offset: tt.offset})
 			if err != nil || got.refusal == nil || got.refusal.Code != tt.code {
 				fail("fetch %s@%d: %v %+v, want %s", tt.path, tt.offset, err, got.refusal, tt.code)
 			}

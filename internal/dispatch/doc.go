@@ -25,10 +25,12 @@
 // chains the decision, and offers the package to the target under that
 // decision id while the call runs, plus OfferGrace for a host resuming a
 // fetch. The host opens a mesh.KindArtifact stream to this node and sends
-// one FrameFetch {v, decision_id, path, offset}; the answer is FrameHeader
-// {size, offset}, FrameData frames (32-byte SHA-256 of the piece, then at
-// most PieceSize bytes), FrameEnd; or one FrameRefusal {code, message}
-// with code not_offered, not_listed, bad_request or io. One file per
+// one ctl.FrameFetch {v, decision_id, path, offset}; the answer is
+// ctl.FrameHeader {size, offset}, ctl.FramePiece frames (32-byte SHA-256
+// of the piece, then at most ctl.MaxPieceBytes bytes), ctl.FrameEnd; or
+// one ctl.FrameRefusal {code, message} with code not_offered, not_listed,
+// bad_request or io. The wire format and its decoders are ctl's
+// (ctl/artifact.go), shared with the host's fetcher. One file per
 // stream. A file is served only for an offered decision, only to the
 // node that decision targets (the stream's authenticated id; any other
 // node is told not_offered, as for an unknown decision), only for a path

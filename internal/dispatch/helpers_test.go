@@ -210,16 +210,16 @@ func (h *farHost) setDrop(drop bool) {
 
 // fetched is what a test fetcher received.
 type fetched struct {
-	header  FetchHeader
+	header  ctl.FetchHeader
 	data    []byte
-	refusal *ArtifactRefusal
+	refusal *ctl.ArtifactRefusal
 }
 
 // fetchFrom runs the host side of the artifact protocol on rw: one fetch
 // request, then the answer, checking every piece's hash.
-func fetchFrom(rw io.ReadWriter, req FetchRequest) (fetched, error) {
+func fetchFrom(rw io.ReadWriter, req ctl.FetchRequest) (fetched, error) {
 	b, _ := json.Marshal(req)
-	if err := mesh.WriteFrame(rw, FrameFetch, b); err != nil {
+	if err := mesh.WriteFrame(rw, ctl.FrameFetch, b); err != nil {
 		return fetched{}, fmt.Errorf("write fetch: %w", err)
 	}
 	var out fetched
@@ -230,13 +230,13 @@ func fetchFrom(rw io.ReadWriter, req FetchRequest) (fetched, error) {
 			return out, fmt.Errorf("read frame: %w", err)
 		}
 		switch typ {
-		case FrameRefusal:
-			out.refusal = &ArtifactRefusal{}
+		case ctl.FrameRefusal:
+			out.refusal = &ctl.ArtifactRefusal{}
 			if err := json.Unmarshal(p, out.refusal); err != nil {
 				return out, err
 			}
 			return out, nil
-		case FrameHeader:
+		case ctl.FrameHeader:
 			if sawHeader {
 				return out, errors.New("second header")
 			}
@@ -244,8 +244,8 @@ func fetchFrom(rw io.ReadWriter, req FetchRequest) (fetched, error) {
 			if err := json.Unmarshal(p, &out.header); err != nil {
 				return out, err
 			}
-		case FrameData:
-			if !sawHeader || len(p) < sha256.Size || len(p)-sha256.Size > PieceSize {
+		case ctl.FramePiece:
+			if !sawHeader || len(p) < sha256.Size || len(p)-sha256.Size > ctl.MaxPieceBytes {
 				return out, fmt.Errorf("bad data frame of %d bytes", len(p))
 			}
 			sum := sha256.Sum256(p[sha256.Size:])
@@ -253,7 +253,7 @@ func fetchFrom(rw io.ReadWriter, req FetchRequest) (fetched, error) {
 				return out, errors.New("piece hash mismatch")
 			}
 			out.data = append(out.data, p[sha256.Size:]...)
-		case FrameEnd:
+		case ctl.FrameEnd:
 			if int64(len(out.data)) != out.header.Size-out.header.Offset {
 				return out, fmt.Errorf("got %d bytes, header says %d", len(out.data), out.header.Size-out.header.Offset)
 			}
@@ -265,7 +265,7 @@ func fetchFrom(rw io.ReadWriter, req FetchRequest) (fetched, error) {
 }
 
 // fetchOverMesh opens an artifact stream from far to the caller node.
-func fetchOverMesh(ctx context.Context, far *meshNode, caller string, req FetchRequest) (fetched, error) {
+func fetchOverMesh(ctx context.Context, far *meshNode, caller string, req ctl.FetchRequest) (fetched, error) {
 	s, err := far.m.OpenStream(ctx, caller, mesh.KindArtifact)
 	if err != nil {
 		return fetched{}, err

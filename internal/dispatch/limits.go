@@ -5,15 +5,9 @@ import (
 	"time"
 )
 
-// Artifact protocol bounds. The wire values (frame types, PieceSize) are
-// the contract with the host's fetcher; changing one breaks fetches.
+// Artifact serving bounds. The wire bounds (piece size, control frame
+// and refusal message sizes) are the protocol's, in package ctl.
 const (
-	// PieceSize is the most file bytes one data frame carries.
-	PieceSize = 512 << 10
-	// MaxFetchRequestBytes bounds the fetch frame a host sends.
-	MaxFetchRequestBytes = 4 << 10
-	// MaxArtifactRefusalBytes bounds a refusal frame's message.
-	MaxArtifactRefusalBytes = 256
 	// MaxConcurrentArtifactStreams bounds the files served at once, over
 	// every peer; further fetches wait for a slot (or their stream ends).
 	MaxConcurrentArtifactStreams = 8

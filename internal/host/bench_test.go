@@ -8,6 +8,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/mesh"
 	"github.com/nodeld/nodeld/internal/pkg"
 )
@@ -18,13 +19,13 @@ import (
 func BenchmarkArtifactFetch(b *testing.B) {
 	const size = 256 << 20
 	c := newCluster(b, clusterOpts{noRun: true})
-	block := make([]byte, MaxPieceBytes)
+	block := make([]byte, ctl.MaxPieceBytes)
 	for i := range block {
 		block[i] = byte(i*7 + i>>9)
 	}
 	g := &genFile{block: block, sum: sha256.Sum256(block), size: size}
 	whole := sha256.New()
-	for range size / MaxPieceBytes {
+	for range size / ctl.MaxPieceBytes {
 		whole.Write(block) // hashed once, for the manifest entry
 	}
 	c.srv.gen = g

@@ -15,7 +15,7 @@
 // admits the variant (OS, arch, runtime present in the node's facts,
 // memory against free memory, package size against MaxPackageBytes and
 // free disk), derives the deterministic instance id (InstanceID), marks
-// the decision in flight, fetches each listed file (artifact_wire.go) into
+// the decision in flight, fetches each listed file (ctl/artifact.go) into
 // <data_dir>/packages/.partial/<decision>/, moves the finished directory to
 // <data_dir>/packages/<id>-<version>-<16 hex of manifest hash>/ and runs
 // pkg.VerifyDir on it. A directory already there that still verifies is

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash"
@@ -165,7 +166,7 @@ func (st *fileFetch) once(ctx context.Context, open ArtifactOpener) error {
 	dl, _ := s.(deadliner)
 	br := bufio.NewReaderSize(s, readBufferBytes)
 	if st.buf == nil {
-		st.buf = make([]byte, pieceHashBytes+MaxPieceBytes)
+		st.buf = make([]byte, ctl.PieceHashBytes+ctl.MaxPieceBytes)
 	}
 	read := func(limit int) (mesh.FrameType, []byte, error) {
 		if dl != nil {
@@ -173,22 +174,22 @@ func (st *fileFetch) once(ctx context.Context, open ArtifactOpener) error {
 		}
 		return readFrameInto(br, st.buf, limit)
 	}
-	req := FetchRequest{V: ArtifactVersion, DecisionID: st.decision, Path: st.f.Path, Offset: st.off}
-	if err := mesh.WriteFrame(s, FrameFetch, encodeJSON(req)); err != nil {
+	req := ctl.FetchRequest{V: ctl.ArtifactVersion, DecisionID: st.decision, Path: st.f.Path, Offset: st.off}
+	if err := mesh.WriteFrame(s, ctl.FrameFetch, encodeJSON(req)); err != nil {
 		return transient("send fetch of %q: %w", st.f.Path, err)
 	}
-	typ, p, err := read(MaxArtifactControlBytes)
+	typ, p, err := read(ctl.MaxArtifactControlBytes)
 	if err != nil {
 		return transient("read header of %q: %w", st.f.Path, err)
 	}
 	switch typ {
-	case FrameHeader:
-	case FrameRefusal:
+	case ctl.FrameHeader:
+	case ctl.FrameRefusal:
 		return refusalError(st.f.Path, p)
 	default:
 		return permanent(ctl.CodeFetch, "%q: frame type %d where a header belongs", st.f.Path, typ)
 	}
-	hdr, err := DecodeFetchHeader(p)
+	hdr, err := ctl.DecodeFetchHeader(p)
 	if err != nil {
 		return permanent(ctl.CodeFetch, "%q: %w", st.f.Path, err)
 	}
@@ -199,13 +200,13 @@ func (st *fileFetch) once(ctx context.Context, open ArtifactOpener) error {
 		return permanent(ctl.CodeFetch, "%q: holder answered offset %d for %d", st.f.Path, hdr.Offset, st.off)
 	}
 	for {
-		typ, p, err := read(pieceHashBytes + MaxPieceBytes)
+		typ, p, err := read(ctl.PieceHashBytes + ctl.MaxPieceBytes)
 		if err != nil {
 			return transient("read %q at %d: %w", st.f.Path, st.off, err)
 		}
 		switch typ {
-		case FramePiece:
-			want, data, err := SplitPiece(p)
+		case ctl.FramePiece:
+			want, data, err := ctl.SplitPiece(p)
 			if err != nil {
 				return permanent(ctl.CodeFetch, "%q: %w", st.f.Path, err)
 			}
@@ -225,7 +226,7 @@ func (st *fileFetch) once(ctx context.Context, open ArtifactOpener) error {
 			if st.onBytes != nil {
 				st.onBytes(len(data))
 			}
-		case FrameEnd:
+		case ctl.FrameEnd:
 			if len(p) != 0 {
 				return permanent(ctl.CodeFetch, "%q: end frame with a payload", st.f.Path)
 			}
@@ -233,7 +234,7 @@ func (st *fileFetch) once(ctx context.Context, open ArtifactOpener) error {
 				return permanent(ctl.CodeVerify, "%q: holder ended at %d of %d bytes", st.f.Path, st.off, st.f.Size)
 			}
 			return nil
-		case FrameRefusal:
+		case ctl.FrameRefusal:
 			return refusalError(st.f.Path, p)
 		default:
 			return permanent(ctl.CodeFetch, "%q: unexpected frame type %d", st.f.Path, typ)
@@ -243,7 +244,7 @@ func (st *fileFetch) once(ctx context.Context, open ArtifactOpener) error {
 
 // refusalError turns a holder's refusal into a permanent fetch error.
 func refusalError(p string, payload []byte) error {
-	r, err := DecodeArtifactRefusal(payload)
+	r, err := ctl.DecodeArtifactRefusal(payload)
 	if err != nil {
 		return permanent(ctl.CodeFetch, "%q: %w", p, err)
 	}
@@ -282,4 +283,14 @@ func fetchPackage(ctx context.Context, open ArtifactOpener, decision string, v *
 		}
 	}
 	return resumes, nil
+}
+
+// encodeJSON marshals an artifact control payload (never fails for the
+// ctl artifact types).
+func encodeJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("marshal artifact frame: %v", err))
+	}
+	return b
 }

@@ -202,7 +202,7 @@ type genFile struct {
 }
 
 func newArtifactServer() *artifactServer {
-	return &artifactServer{pieceSize: MaxPieceBytes, offers: map[string]testPackage{}}
+	return &artifactServer{pieceSize: ctl.MaxPieceBytes, offers: map[string]testPackage{}}
 }
 
 func (a *artifactServer) offer(decision string, p testPackage) {
@@ -212,7 +212,7 @@ func (a *artifactServer) offer(decision string, p testPackage) {
 }
 
 func refuse(s io.Writer, code, msg string) {
-	_ = mesh.WriteFrame(s, FrameRefusal, encodeJSON(ArtifactRefusal{Code: code, Message: msg}))
+	_ = mesh.WriteFrame(s, ctl.FrameRefusal, encodeJSON(ctl.ArtifactRefusal{Code: code, Message: msg}))
 }
 
 func (a *artifactServer) handle(ctx context.Context, _ mesh.PeerInfo, s *quic.Stream) {
@@ -222,13 +222,13 @@ func (a *artifactServer) handle(ctx context.Context, _ mesh.PeerInfo, s *quic.St
 
 func (a *artifactServer) serve(ctx context.Context, s io.ReadWriter) {
 	a.fetches.Add(1)
-	typ, p, err := mesh.ReadFrame(s, MaxArtifactControlBytes)
-	if err != nil || typ != FrameFetch {
+	typ, p, err := mesh.ReadFrame(s, ctl.MaxArtifactControlBytes)
+	if err != nil || typ != ctl.FrameFetch {
 		return
 	}
-	req, err := DecodeFetchRequest(p)
+	req, err := ctl.DecodeFetchRequest(p)
 	if err != nil {
-		refuse(s, ArtifactBadRequest, err.Error())
+		refuse(s, ctl.ArtifactBadRequest, err.Error())
 		return
 	}
 	a.mu.Lock()
@@ -241,12 +241,12 @@ func (a *artifactServer) serve(ctx context.Context, s io.ReadWriter) {
 		return
 	}
 	if !ok {
-		refuse(s, ArtifactNotOffered, "decision not offered")
+		refuse(s, ctl.ArtifactNotOffered, "decision not offered")
 		return
 	}
 	f, listed := pk.m.File(req.Path)
 	if !listed {
-		refuse(s, ArtifactNotListed, "path not listed")
+		refuse(s, ctl.ArtifactNotListed, "path not listed")
 		return
 	}
 	if hold != nil {
@@ -261,28 +261,28 @@ func (a *artifactServer) serve(ctx context.Context, s io.ReadWriter) {
 	}
 	file, err := os.Open(filepath.Join(pk.dir, f.Path))
 	if err != nil {
-		refuse(s, ArtifactIO, "open")
+		refuse(s, ctl.ArtifactIO, "open")
 		return
 	}
 	defer file.Close()
 	if _, err := file.Seek(req.Offset, io.SeekStart); err != nil {
-		refuse(s, ArtifactIO, "seek")
+		refuse(s, ctl.ArtifactIO, "seek")
 		return
 	}
-	if err := mesh.WriteFrame(s, FrameHeader, encodeJSON(FetchHeader{Size: f.Size, Offset: req.Offset})); err != nil {
+	if err := mesh.WriteFrame(s, ctl.FrameHeader, encodeJSON(ctl.FetchHeader{Size: f.Size, Offset: req.Offset})); err != nil {
 		return
 	}
-	buf := make([]byte, pieceHashBytes+a.pieceSize)
+	buf := make([]byte, ctl.PieceHashBytes+a.pieceSize)
 	for {
-		n, err := io.ReadFull(file, buf[pieceHashBytes:])
+		n, err := io.ReadFull(file, buf[ctl.PieceHashBytes:])
 		if n > 0 {
-			data := buf[pieceHashBytes : pieceHashBytes+n]
+			data := buf[ctl.PieceHashBytes : ctl.PieceHashBytes+n]
 			if a.tamper.Load() {
 				data[0] ^= 0xff
 			}
 			sum := sha256.Sum256(data)
 			copy(buf, sum[:])
-			if mesh.WriteFrame(s, FramePiece, buf[:pieceHashBytes+n]) != nil {
+			if mesh.WriteFrame(s, ctl.FramePiece, buf[:ctl.PieceHashBytes+n]) != nil {
 				return
 			}
 			if a.dropOnce.CompareAndSwap(true, false) {
@@ -296,27 +296,27 @@ func (a *artifactServer) serve(ctx context.Context, s io.ReadWriter) {
 			break
 		}
 		if err != nil {
-			refuse(s, ArtifactIO, "read")
+			refuse(s, ctl.ArtifactIO, "read")
 			return
 		}
 	}
-	_ = mesh.WriteFrame(s, FrameEnd, nil)
+	_ = mesh.WriteFrame(s, ctl.FrameEnd, nil)
 }
 
 // serveGen serves the generated file from req.Offset (a multiple of the
 // block size).
-func (a *artifactServer) serveGen(s io.Writer, req FetchRequest) {
+func (a *artifactServer) serveGen(s io.Writer, req ctl.FetchRequest) {
 	g := a.gen
-	if mesh.WriteFrame(s, FrameHeader, encodeJSON(FetchHeader{Size: g.size, Offset: req.Offset})) != nil {
+	if mesh.WriteFrame(s, ctl.FrameHeader, encodeJSON(ctl.FetchHeader{Size: g.size, Offset: req.Offset})) != nil {
 		return
 	}
 	frame := append(append([]byte{}, g.sum[:]...), g.block...)
 	for off := req.Offset; off < g.size; off += int64(len(g.block)) {
-		if mesh.WriteFrame(s, FramePiece, frame) != nil {
+		if mesh.WriteFrame(s, ctl.FramePiece, frame) != nil {
 			return
 		}
 	}
-	_ = mesh.WriteFrame(s, FrameEnd, nil)
+	_ = mesh.WriteFrame(s, ctl.FrameEnd, nil)
 }
 
 // node is one in-process node: identity, table, mesh.

@@ -10,16 +10,13 @@ const (
 	// disk of the data directory bounds it further.
 	MaxPackageBytes = 64 << 30
 
-	// MaxPieceBytes bounds the data of one artifact piece (frame type 3
-	// carries a 32-byte SHA-256 before it).
-	MaxPieceBytes = 512 << 10
-	// pieceHashBytes is the SHA-256 in front of every piece.
-	pieceHashBytes = 32
-	// MaxArtifactControlBytes bounds the JSON of a fetch, header or
-	// refusal frame.
-	MaxArtifactControlBytes = 4 << 10
-	// MaxArtifactMessageBytes bounds a refusal message kept from a caller.
-	MaxArtifactMessageBytes = 256
+	// maxInstanceConfigBytes bounds the instance config of a place the
+	// host decodes (ctl.MaxInstanceConfigBytes bounds it on the wire).
+	maxInstanceConfigBytes = 4 << 10
+
+	// The artifact stream's piece and frame bounds are the protocol's:
+	// ctl.MaxPieceBytes, ctl.MaxArtifactControlBytes and
+	// ctl.MaxArtifactMessageBytes.
 
 	// FetchRetries is how many times a dropped artifact stream is resumed
 	// for one file before the fetch fails.

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -26,6 +27,23 @@ type InstanceConfig struct {
 	// Port is the loopback port of the instance's server; 0 picks a free
 	// one for each run.
 	Port int `json:"port,omitempty"`
+}
+
+// decodeInstanceConfig strictly decodes a place's instance config: at
+// most maxInstanceConfigBytes, no unknown fields, no trailing data.
+func decodeInstanceConfig(p []byte, c *InstanceConfig) error {
+	if len(p) > maxInstanceConfigBytes {
+		return fmt.Errorf("instance config of %d bytes, bound %d", len(p), maxInstanceConfigBytes)
+	}
+	dec := json.NewDecoder(bytes.NewReader(p))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(c); err != nil {
+		return fmt.Errorf("decode instance config: %w", err)
+	}
+	if dec.More() {
+		return errors.New("trailing data after the instance config")
+	}
+	return nil
 }
 
 // PackagesDir returns <data_dir>/packages.
@@ -64,7 +82,7 @@ func (h *Host) place(ctx context.Context, req ctl.Request, open ArtifactOpener) 
 	}
 	var icfg InstanceConfig
 	if len(p.Config) > 0 {
-		if err := decodeArtifactJSON(p.Config, &icfg); err != nil || icfg.Port < 0 || icfg.Port > 65535 {
+		if err := decodeInstanceConfig(p.Config, &icfg); err != nil || icfg.Port < 0 || icfg.Port > 65535 {
 			return nil, ctl.NewRefusal(ctl.CodeInvalidRequest, "instance config: unknown field or bad port")
 		}
 	}

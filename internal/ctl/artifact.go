@@ -1,18 +1,17 @@
-package host
+package ctl
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"unicode/utf8"
 
-	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/mesh"
 )
 
-// Artifact stream protocol (mesh.KindArtifact), the contract between the
-// host (fetcher) and the caller of a place (holder). One file per stream:
+// Artifact stream protocol (mesh.KindArtifact), the package fetch of a
+// place (reference section 2.11): the contract between the host placing a
+// package (fetcher) and the caller of the place holding it (holder). One
+// file per stream:
 //
 //	host   -> caller  FrameFetch   {"v":1,"decision_id":"<64 hex>","path":"<listed path>","offset":<int64>}
 //	caller -> host    FrameHeader  {"size":<total file size>,"offset":<echo>}
@@ -20,8 +19,10 @@ import (
 //	                  ... more pieces ...
 //	caller -> host    FrameEnd     (empty)
 //
-// or, at any point, caller -> host FrameRefusal {"code":"...","message":"..."}.
-// Every frame is mesh.WriteFrame / mesh.ReadFrame.
+// or, at any point, caller -> host FrameRefusal {"code":"...","message":"..."},
+// which ends the stream. Every frame is mesh.WriteFrame / mesh.ReadFrame.
+// The frame types are wire values of artifact streams only; they share
+// nothing with FrameMore and FrameLast of workload.ctl streams.
 const (
 	FrameFetch   mesh.FrameType = 1
 	FrameHeader  mesh.FrameType = 2
@@ -33,7 +34,7 @@ const (
 // ArtifactVersion is the only fetch request version.
 const ArtifactVersion = 1
 
-// Artifact refusal codes a caller may send.
+// Artifact refusal codes a holder may send. Wire values.
 const (
 	ArtifactNotOffered = "not_offered"
 	ArtifactNotListed  = "not_listed"
@@ -41,7 +42,8 @@ const (
 	ArtifactIO         = "io"
 )
 
-// FetchRequest is the payload of FrameFetch.
+// FetchRequest is the payload of FrameFetch: one listed file of an
+// offered package, from Offset on.
 type FetchRequest struct {
 	V          int    `json:"v"`
 	DecisionID string `json:"decision_id"`
@@ -49,13 +51,15 @@ type FetchRequest struct {
 	Offset     int64  `json:"offset"`
 }
 
-// FetchHeader is the payload of FrameHeader.
+// FetchHeader is the payload of FrameHeader: the file's total size and
+// the offset the pieces start at.
 type FetchHeader struct {
 	Size   int64 `json:"size"`
 	Offset int64 `json:"offset"`
 }
 
-// ArtifactRefusal is the payload of FrameRefusal. It implements error.
+// ArtifactRefusal is the payload of FrameRefusal; it ends a fetch that is
+// not served. It implements error.
 type ArtifactRefusal struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
@@ -69,24 +73,22 @@ func (r *ArtifactRefusal) Error() string {
 // ErrArtifactMalformed is wrapped by the artifact decoders' errors.
 var ErrArtifactMalformed = errors.New("malformed artifact frame")
 
-// decodeArtifactJSON strictly decodes one control frame payload.
+// decodeArtifactJSON strictly decodes one control frame payload: at most
+// MaxArtifactControlBytes, one JSON object, no unknown fields, no
+// trailing data.
 func decodeArtifactJSON(p []byte, v any) error {
 	if len(p) > MaxArtifactControlBytes {
 		return fmt.Errorf("%w: %d bytes, bound %d", ErrArtifactMalformed, len(p), MaxArtifactControlBytes)
 	}
-	dec := json.NewDecoder(bytes.NewReader(p))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	if err := decodeStrict(p, v); err != nil {
 		return fmt.Errorf("%w: %v", ErrArtifactMalformed, err)
-	}
-	if dec.More() {
-		return fmt.Errorf("%w: trailing data", ErrArtifactMalformed)
 	}
 	return nil
 }
 
-// DecodeFetchRequest decodes and checks a FrameFetch payload: version,
-// decision id form, a non-empty path of at most 512 bytes, offset >= 0.
+// DecodeFetchRequest decodes and checks a FrameFetch payload: version
+// ArtifactVersion, a decision id of DecisionIDHexLen lower hex, a
+// non-empty UTF-8 path of at most MaxArtifactPathBytes, offset >= 0.
 // Whether the path is listed is the holder's business.
 func DecodeFetchRequest(p []byte) (FetchRequest, error) {
 	var r FetchRequest
@@ -95,10 +97,10 @@ func DecodeFetchRequest(p []byte) (FetchRequest, error) {
 	}
 	switch {
 	case r.V != ArtifactVersion:
-		return FetchRequest{}, fmt.Errorf("%w: version %d", ErrArtifactMalformed, r.V)
-	case !ctl.ValidDecisionID(r.DecisionID):
+		return FetchRequest{}, fmt.Errorf("%w: fetch version %d, want %d", ErrArtifactMalformed, r.V, ArtifactVersion)
+	case !ValidDecisionID(r.DecisionID):
 		return FetchRequest{}, fmt.Errorf("%w: bad decision id", ErrArtifactMalformed)
-	case r.Path == "" || len(r.Path) > maxWirePathBytes || !utf8.ValidString(r.Path):
+	case r.Path == "" || len(r.Path) > MaxArtifactPathBytes || !utf8.ValidString(r.Path):
 		return FetchRequest{}, fmt.Errorf("%w: bad path", ErrArtifactMalformed)
 	case r.Offset < 0:
 		return FetchRequest{}, fmt.Errorf("%w: negative offset", ErrArtifactMalformed)
@@ -106,10 +108,8 @@ func DecodeFetchRequest(p []byte) (FetchRequest, error) {
 	return r, nil
 }
 
-// maxWirePathBytes bounds a path on the wire (pkg.MaxPathLen).
-const maxWirePathBytes = 512
-
-// DecodeFetchHeader decodes a FrameHeader payload.
+// DecodeFetchHeader decodes and checks a FrameHeader payload:
+// 0 <= offset <= size.
 func DecodeFetchHeader(p []byte) (FetchHeader, error) {
 	var h FetchHeader
 	if err := decodeArtifactJSON(p, &h); err != nil {
@@ -122,7 +122,8 @@ func DecodeFetchHeader(p []byte) (FetchHeader, error) {
 }
 
 // DecodeArtifactRefusal decodes a FrameRefusal payload; an unknown code
-// is kept as "io" and the message is cut to MaxArtifactMessageBytes.
+// is kept as ArtifactIO and the message is cut to MaxArtifactMessageBytes
+// on a UTF-8 boundary.
 func DecodeArtifactRefusal(p []byte) (*ArtifactRefusal, error) {
 	var r ArtifactRefusal
 	if err := decodeArtifactJSON(p, &r); err != nil {
@@ -133,36 +134,15 @@ func DecodeArtifactRefusal(p []byte) (*ArtifactRefusal, error) {
 	default:
 		r.Code = ArtifactIO
 	}
-	r.Message = clipUTF8Front(r.Message, MaxArtifactMessageBytes)
+	r.Message = clip(r.Message, MaxArtifactMessageBytes)
 	return &r, nil
 }
 
 // SplitPiece splits a FramePiece payload into its hash and data, checking
 // the data is 1..MaxPieceBytes long. It does not check the hash.
 func SplitPiece(p []byte) (sum, data []byte, err error) {
-	if len(p) <= pieceHashBytes || len(p) > pieceHashBytes+MaxPieceBytes {
+	if len(p) <= PieceHashBytes || len(p) > PieceHashBytes+MaxPieceBytes {
 		return nil, nil, fmt.Errorf("%w: piece frame of %d bytes", ErrArtifactMalformed, len(p))
 	}
-	return p[:pieceHashBytes], p[pieceHashBytes:], nil
-}
-
-// encodeJSON marshals a control payload (never fails for these types).
-func encodeJSON(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(fmt.Sprintf("marshal artifact frame: %v", err))
-	}
-	return b
-}
-
-// clipUTF8Front keeps the first n bytes of s, cut on a UTF-8 boundary.
-func clipUTF8Front(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	s = s[:n]
-	for len(s) > 0 && !utf8.ValidString(s) {
-		s = s[:len(s)-1]
-	}
-	return s
+	return p[:PieceHashBytes], p[PieceHashBytes:], nil
 }
