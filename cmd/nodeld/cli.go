@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/nodeld/nodeld/internal/config"
 )
@@ -118,14 +119,34 @@ func loadConfig(path string, allowEmbedded bool) (*config.Config, string, error)
 			if err != nil {
 				return nil, "", fmt.Errorf("embedded config: %w", err)
 			}
-			return cfg, "", nil
+			return cfg, "", absolutePaths(cfg)
 		}
 	}
 	cfg, err := config.Load(path)
 	if err != nil {
 		return nil, path, &exitError{code: 2, err: err}
 	}
+	if err := absolutePaths(cfg); err != nil {
+		return nil, path, err
+	}
 	return cfg, path, nil
+}
+
+// absolutePaths makes the data dir and socket absolute, so nothing the
+// daemon hands to a component (a package dir, a process's working dir)
+// depends on the directory it was started from.
+func absolutePaths(cfg *config.Config) error {
+	abs, err := filepath.Abs(cfg.Node.DataDir)
+	if err != nil {
+		return fmt.Errorf("node.data_dir: %w", err)
+	}
+	cfg.Node.DataDir = abs
+	if cfg.Admin.Socket != "" {
+		if cfg.Admin.Socket, err = filepath.Abs(cfg.Admin.Socket); err != nil {
+			return fmt.Errorf("admin.socket: %w", err)
+		}
+	}
+	return nil
 }
 
 func cmdConfigCheck(args []string, stdout, stderr io.Writer) error {

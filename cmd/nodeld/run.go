@@ -388,6 +388,9 @@ func (n *node) applyReload() error {
 	if err != nil {
 		return err
 	}
+	if err := absolutePaths(next); err != nil {
+		return err
+	}
 	n.mu.Lock()
 	old := n.cfg
 	n.mu.Unlock()
