@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"path/filepath"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -42,12 +40,8 @@ func hostConfig(cfg *config.Config) (host.Config, error) {
 // newHost builds the workload host with its revocation list and signed
 // facts source. It serves workload.ctl over the mesh when there is one,
 // and the local operator's calls to "self" always.
-func newHost(cfg *config.Config, id *identity.Identity, n *node, ch *chain.Chain, reg prometheus.Registerer, log *zap.Logger) (*host.Host, error) {
+func newHost(cfg *config.Config, id *identity.Identity, n *node, ch *chain.Chain, rev *pkg.Revocations, reg prometheus.Registerer, log *zap.Logger) (*host.Host, error) {
 	hc, err := hostConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
-	rev, err := pkg.OpenRevocations(filepath.Join(cfg.Node.DataDir, pkg.RevocationsFile), time.Now)
 	if err != nil {
 		return nil, err
 	}

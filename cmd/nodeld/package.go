@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/ed25519"
 	"encoding/hex"
 	"encoding/json"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nodeld/nodeld/internal/dispatch"
 	"github.com/nodeld/nodeld/internal/pkg"
 )
 
@@ -135,6 +137,31 @@ func cmdRevocations(verb string, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	if verb != "revocations" {
+		if len(pos) != 1 || *kind == "" {
+			return usageError("usage: nodeld package %s --kind package|signer|artifact VALUE [--reason TEXT] [--config FILE]", verb)
+		}
+		// A running daemon holds the list and tears down what a
+		// revocation hits: ask it first.
+		ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
+		defer cancel()
+		resp, err := dispatch.DialOperator(ctx, cfg.SocketPath(), dispatch.OperatorRequest{
+			Verb: verb, Node: dispatch.SelfRef,
+			Args: dispatch.OperatorArgs{Subject: &pkg.Subject{Kind: *kind, Value: pos[0], Reason: *reason}},
+		})
+		switch {
+		case err == nil && resp.OK:
+			var res dispatch.RevokeResult
+			_ = json.Unmarshal(resp.Result, &res)
+			fmt.Fprintf(stdout, "%sd %s %s%s (applied by the running daemon)\n", verb, *kind, pos[0], unchanged(res.Changed))
+			return nil
+		case err == nil:
+			return fmt.Errorf("%s: %s: %s", verb, resp.Code, resp.Reason)
+		case !errors.Is(err, dispatch.ErrDaemonNotRunning):
+			return err
+		}
+		// No daemon: edit the file; the daemon reads it when it starts.
+	}
 	if err := os.MkdirAll(cfg.Node.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
@@ -149,9 +176,6 @@ func cmdRevocations(verb string, args []string, stdout, stderr io.Writer) error 
 		}
 		return nil
 	case "revoke":
-		if len(pos) != 1 || *kind == "" {
-			return usageError("usage: nodeld package revoke --kind package|signer|artifact VALUE [--reason TEXT]")
-		}
 		changed, err := rev.Revoke(pkg.Subject{Kind: *kind, Value: pos[0], Reason: *reason, At: time.Now(), By: "operator"})
 		if err != nil {
 			return err
@@ -159,9 +183,6 @@ func cmdRevocations(verb string, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprintf(stdout, "revoked %s %s%s\n", *kind, pos[0], unchanged(changed))
 		return nil
 	default:
-		if len(pos) != 1 || *kind == "" {
-			return usageError("usage: nodeld package unrevoke --kind package|signer|artifact VALUE")
-		}
 		changed, err := rev.Unrevoke(*kind, pos[0])
 		if err != nil {
 			return err

@@ -88,6 +88,20 @@ func TestPlaceSelfThroughOperatorSocket(t *testing.T) {
 	if out, errOut, rc := runCLI(t, ctlArgs("unload", "self", inst)...); rc != 0 {
 		t.Fatalf("ctl unload = %d %q %q", rc, out, errOut)
 	}
+	// Revoking the publisher through the running daemon tears the
+	// instance down and refuses the package from then on.
+	if _, errOut, rc := runCLI(t, ctlArgs("place", "self", pkgDir)...); rc != 0 {
+		t.Fatalf("place again = %d %q", rc, errOut)
+	}
+	waitFor(t, "the placed instance to serve again", func() bool { return strings.HasPrefix(d.status().Roles[0].Resolved, "local ") })
+	out, errOut, rc = runCLI(t, "package", "revoke", "--config", d.cfgPath, "--kind", "signer", "--reason", "leaked", anchor)
+	if rc != 0 || !strings.Contains(out, "applied by the running daemon") {
+		t.Fatalf("package revoke = %d %q %q", rc, out, errOut)
+	}
+	waitFor(t, "the revoked instance to stop serving", func() bool { return d.status().Roles[0].Resolved == "" })
+	if _, errOut, rc := runCLI(t, ctlArgs("place", "self", pkgDir)...); rc != 1 || !strings.Contains(errOut, "governance") {
+		t.Fatalf("place of a revoked package = %d %q, want refused governance", rc, errOut)
+	}
 	// Unknown instance: a signed refusal, exit 1.
 	if _, errOut, rc := runCLI(t, ctlArgs("start", "self", "nope-00000000-n-0000000000000000")...); rc != 1 {
 		t.Fatalf("start unknown = %d %q", rc, errOut)
@@ -98,7 +112,7 @@ func TestPlaceSelfThroughOperatorSocket(t *testing.T) {
 	}
 	// The host chained each step.
 	kinds := strings.Join(chainKinds(t, filepath.Join(dataDir, chainFileName)), " ")
-	for _, k := range []string{"dispatch.decision", "host.place.begin", "host.place.ok", "host.stop", "host.unload"} {
+	for _, k := range []string{"dispatch.decision", "host.place.begin", "host.place.ok", "host.stop", "host.unload", "dispatch.revoke", "host.revoked.teardown"} {
 		if !strings.Contains(kinds, k) {
 			t.Errorf("chain lacks %s: %s", k, kinds)
 		}

@@ -27,6 +27,7 @@ import (
 	"github.com/nodeld/nodeld/internal/host"
 	"github.com/nodeld/nodeld/internal/identity"
 	"github.com/nodeld/nodeld/internal/mesh"
+	"github.com/nodeld/nodeld/internal/pkg"
 	"github.com/nodeld/nodeld/internal/proxy"
 	"github.com/nodeld/nodeld/internal/runtime"
 	"github.com/nodeld/nodeld/internal/table"
@@ -219,20 +220,25 @@ func runDaemon(ctx context.Context, o daemonOptions) (err error) {
 	if err != nil {
 		return err
 	}
-	n.host, err = newHost(cfg, id, n, ch, reg, log)
+	// One revocation list: the host enforces it, the operator edits it.
+	rev, err := pkg.OpenRevocations(filepath.Join(cfg.Node.DataDir, pkg.RevocationsFile), time.Now)
+	if err != nil {
+		return err
+	}
+	n.host, err = newHost(cfg, id, n, ch, rev, reg, log)
 	if err != nil {
 		return err
 	}
 	n.host.Register() // before the mesh runs; a no-op without a mesh
 	n.dispatch, err = dispatch.New(dispatch.Deps{
 		Identity: id, Mesh: n.mesh, Chain: ch, Logger: log, Registerer: reg,
-		Local: &localHost{n: n},
+		Local: &localHost{n: n}, Revocations: rev,
 	})
 	if err != nil {
 		return err
 	}
 	n.dispatch.Register() // before the mesh runs; a no-op without a mesh
-	operator, err := dispatch.NewOperatorServer(dispatch.OperatorConfig{Path: cfg.SocketPath()}, n.dispatch, log.Named("operator"))
+	operator, err := dispatch.NewOperatorServer(dispatch.OperatorConfig{Path: cfg.SocketPath()}, n.dispatch, log)
 	if err != nil {
 		return err
 	}

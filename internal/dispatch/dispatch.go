@@ -75,6 +75,9 @@ type Deps struct {
 	Chain Auditor
 	// Local serves calls to this node; nil refuses "self".
 	Local LocalHost
+	// Revocations is this node's revocation list, edited by the operator's
+	// revoke and unrevoke; nil refuses them.
+	Revocations Revoker
 	// Logger; nil logs nothing.
 	Logger *zap.Logger
 	// Registerer receives the metrics; nil registers none.
@@ -82,6 +85,14 @@ type Deps struct {
 	// Now is the clock of requests and offers; nil means time.Now.
 	Now func() time.Time
 }
+
+// Revoker edits a revocation list (*pkg.Revocations).
+type Revoker interface {
+	Revoke(s pkg.Subject) (changed bool, err error)
+	Unrevoke(kind, value string) (changed bool, err error)
+}
+
+var _ Revoker = (*pkg.Revocations)(nil)
 
 var (
 	// ErrUnknownNode is wrapped (in a ClassUnreachable *ctl.CallError) for
@@ -102,6 +113,7 @@ type Dispatcher struct {
 	mesh   Mesh
 	chain  Auditor
 	local  LocalHost
+	rev    Revoker
 	log    *zap.Logger
 	now    func() time.Time
 	client *ctl.Client
@@ -125,7 +137,7 @@ func New(deps Deps) (*Dispatcher, error) {
 		deps.Mesh = nil
 	}
 	d := &Dispatcher{
-		id: deps.Identity, mesh: deps.Mesh, chain: deps.Chain, local: deps.Local,
+		id: deps.Identity, mesh: deps.Mesh, chain: deps.Chain, local: deps.Local, rev: deps.Revocations,
 		log: deps.Logger, now: deps.Now,
 		slots: make(chan struct{}, MaxConcurrentArtifactStreams),
 	}

@@ -33,6 +33,10 @@ const (
 	VerbUnload   = "unload"
 	VerbStatus   = "status"
 	VerbLogs     = "logs"
+	// VerbRevoke and VerbUnrevoke edit this node's revocation list (node
+	// "self" only); the workload host tears down what a revocation hits.
+	VerbRevoke   = "revoke"
+	VerbUnrevoke = "unrevoke"
 )
 
 // Operator response classes.
@@ -68,6 +72,9 @@ type OperatorArgs struct {
 	NoStart bool `json:"no_start,omitempty"`
 	// GraceMS is stop's grace in milliseconds; 0 means the host's default.
 	GraceMS int64 `json:"grace_ms,omitempty"`
+	// Subject is what revoke and unrevoke name: kind (package, signer or
+	// artifact) and value; Reason is kept with a revocation.
+	Subject *pkg.Subject `json:"subject,omitempty"`
 	// Departed lists departed instances too (status without an instance).
 	Departed bool `json:"departed,omitempty"`
 }
@@ -308,7 +315,7 @@ func (o *OperatorServer) serveConn(ctx context.Context, conn net.Conn) {
 
 func knownVerb(v string) bool {
 	switch v {
-	case VerbDescribe, VerbPlace, VerbStart, VerbStop, VerbUnload, VerbStatus, VerbLogs:
+	case VerbDescribe, VerbPlace, VerbStart, VerbStop, VerbUnload, VerbStatus, VerbLogs, VerbRevoke, VerbUnrevoke:
 		return true
 	}
 	return false
@@ -384,6 +391,8 @@ func (d *Dispatcher) Operate(ctx context.Context, req OperatorRequest) OperatorR
 	case VerbStatus:
 		p := ctl.InstanceParams{InstanceID: a.Instance, IncludeDeparted: a.Departed && a.Instance == ""}
 		ans, err = d.Call(ctx, req.Node, ctl.MethodStatus, p)
+	case VerbRevoke, VerbUnrevoke:
+		return d.revoke(req)
 	default:
 		return bad("unknown verb %q", req.Verb)
 	}
@@ -471,4 +480,51 @@ func DialOperator(ctx context.Context, socketPath string, req OperatorRequest) (
 		return OperatorResponse{}, fmt.Errorf("decode operator response: %w", err)
 	}
 	return resp, nil
+}
+
+// RevokeResult is the result of revoke and unrevoke.
+type RevokeResult struct {
+	Subject pkg.Subject `json:"subject"`
+	// Changed is false when the list already said so.
+	Changed bool `json:"changed"`
+}
+
+// revoke edits this node's revocation list for the operator, chaining the
+// operator's request first (a revocation that cannot be recorded is not
+// made).
+func (d *Dispatcher) revoke(req OperatorRequest) OperatorResponse {
+	bad := func(format string, args ...any) OperatorResponse {
+		return OperatorResponse{Class: ClassError, Code: CodeBadRequest, Reason: fmt.Sprintf(format, args...)}
+	}
+	if req.Node != SelfRef {
+		return bad("%s applies to this node only (node %q)", req.Verb, SelfRef)
+	}
+	if d.rev == nil {
+		return OperatorResponse{Class: ClassError, Code: CodeInternal, Reason: "this node keeps no revocation list"}
+	}
+	s := req.Args.Subject
+	if s == nil {
+		return bad("%s needs a subject", req.Verb)
+	}
+	sub := pkg.Subject{Kind: s.Kind, Value: s.Value, Reason: s.Reason, At: d.now(), By: "operator"}
+	if err := sub.Validate(); err != nil {
+		return bad("%v", err)
+	}
+	if _, err := d.chain.Append(AuditSource, "dispatch."+req.Verb, map[string]any{
+		"kind": sub.Kind, "value": sub.Value, "reason": sub.Reason,
+	}); err != nil {
+		return OperatorResponse{Class: ClassError, Code: CodeInternal, Reason: "chain the revocation: " + err.Error()}
+	}
+	var changed bool
+	var err error
+	if req.Verb == VerbRevoke {
+		changed, err = d.rev.Revoke(sub)
+	} else {
+		changed, err = d.rev.Unrevoke(sub.Kind, sub.Value)
+	}
+	if err != nil {
+		return OperatorResponse{Class: ClassError, Code: CodeInternal, Reason: err.Error()}
+	}
+	res, _ := json.Marshal(RevokeResult{Subject: sub, Changed: changed})
+	return OperatorResponse{OK: true, Class: ClassOK, Node: d.id.ID(), Result: res}
 }
