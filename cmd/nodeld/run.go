@@ -271,19 +271,26 @@ func runDaemon(ctx context.Context, o daemonOptions) (err error) {
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 
+	// Shutdown order: the proxy drains its clients' requests first (the
+	// instances and links they use stay up meanwhile), then everything
+	// else stops; the chain is closed last, after g.Wait.
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return n.admin.Run(gctx) })
-	g.Go(func() error { return n.proxy.Run(gctx) })
-	g.Go(func() error { return n.adopter.Run(gctx) })
-	g.Go(func() error { return operator.Run(gctx) })
-	g.Go(func() error { return n.host.Run(gctx) })
-	if n.mesh != nil {
-		g.Go(func() error { return n.mesh.Run(gctx) })
-	}
+	rest, stopRest := context.WithCancel(context.WithoutCancel(gctx))
+	defer stopRest()
+	g.Go(func() error {
+		defer stopRest()
+		return n.proxy.Run(gctx)
+	})
 	g.Go(func() error { return n.supervise(gctx, hup) })
+	g.Go(func() error { return n.admin.Run(rest) })
+	g.Go(func() error { return n.adopter.Run(rest) })
+	g.Go(func() error { return operator.Run(rest) })
+	g.Go(func() error { return n.host.Run(rest) })
+	if n.mesh != nil {
+		g.Go(func() error { return n.mesh.Run(rest) })
+	}
 
 	runErr := g.Wait()
-	_, _ = daemon.SdNotify(false, daemon.SdNotifyStopping)
 	reason := "signal"
 	if runErr != nil {
 		reason = runErr.Error()
@@ -340,6 +347,11 @@ func (n *node) supervise(ctx context.Context, hup <-chan os.Signal) error {
 		watchdog = t.C
 		n.log.Info("systemd watchdog enabled", zap.Duration("interval", interval))
 	}
+	defer func() {
+		// Stopping: not ready any more while the proxy drains.
+		n.admin.SetReady(readyProxy, false)
+		_, _ = daemon.SdNotify(false, daemon.SdNotifyStopping)
+	}()
 	for {
 		select {
 		case <-ctx.Done():
