@@ -45,8 +45,9 @@
 // the link and the node carry on. KindAdvert is served by the mesh: one
 // frame (FrameAdverts) holding a JSON list of at most MaxAdvertsPerFrame
 // advertisements, handed to Table.IngestAdvertisement with the link's
-// verified node id as sender. Other kinds go to the Handler registered
-// with Handle, which owns the stream.
+// verified node id as sender. Other kinds (KindInfer, KindCtl,
+// KindArtifact, KindNotice) go to the Handler registered with Handle,
+// which owns the stream.
 //
 // Advertisements (the table's, filtered by the table's serving allowlist
 // when it has one, plus Deps.ExtraAdverts) are sent to each linked peer
@@ -56,10 +57,11 @@
 //
 // New starts nothing. Run binds the socket and owns every goroutine: the
 // accept loop, the advert loop, the OnPeersChanged notifier, one dial loop
-// per configured peer, and per link a stream-accept loop, an advert sender
-// and one goroutine per incoming stream (bounded by MaxStreamsPerPeer per
-// link). Run returns after closing every link and waiting for all of them.
+// per configured peer, and per link a stream-accept loop, an advert sender,
+// one goroutine per incoming stream (bounded by MaxStreamsPerPeer per
+// link) and, with Deps.OnLinkUp, one goroutine calling it (its context
+// ends when the link stops being the peer's link). Run returns after closing every link and waiting for all of them.
 // All methods are safe for concurrent use; Handle should be called before
-// Run. Table, Auditor and OnPeersChanged are never called with the mesh's
-// locks held.
+// Run. Table, Auditor, OnPeersChanged and OnLinkUp are never called with
+// the mesh's locks held.
 package mesh

@@ -17,6 +17,7 @@ const (
 	KindInfer    StreamKind = 2 // one forwarded inference request
 	KindCtl      StreamKind = 3 // one workload.ctl call
 	KindArtifact StreamKind = 4 // package artifact fetch during place
+	KindNotice   StreamKind = 5 // one signed revocation notice, sender to receiver
 )
 
 // String names the kind for metrics labels.
@@ -30,6 +31,8 @@ func (k StreamKind) String() string {
 		return "ctl"
 	case KindArtifact:
 		return "artifact"
+	case KindNotice:
+		return "notice"
 	default:
 		return "unknown"
 	}

@@ -99,6 +99,10 @@ func (m *Mesh) adopt(conn *quic.Conn, dialed *peerEntry) bool {
 	m.updateGaugeLocked()
 	m.wg.Go(func() { m.serveLink(l) })
 	m.wg.Go(func() { m.advertSender(l) })
+	if m.onLinkUp != nil && m.runCtx != nil {
+		runCtx, info := m.runCtx, m.peerInfoLocked(p)
+		m.wg.Go(func() { m.linkUpHook(runCtx, l, info) })
+	}
 	m.mu.Unlock()
 
 	m.met.handshakes.WithLabelValues(handshakeOK).Inc()
@@ -109,6 +113,21 @@ func (m *Mesh) adopt(conn *quic.Conn, dialed *peerEntry) bool {
 		zap.Bool("outbound", l.outbound))
 	l.poke()
 	return true
+}
+
+// linkUpHook calls OnLinkUp for l with a context that ends when l stops
+// being its peer's link or the mesh stops.
+func (m *Mesh) linkUpHook(runCtx context.Context, l *link, info PeerInfo) {
+	ctx, cancel := context.WithCancel(runCtx)
+	defer cancel()
+	m.wg.Go(func() {
+		select {
+		case <-l.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	})
+	m.onLinkUp(ctx, info)
 }
 
 // drainLocked closes a duplicate connection after DuplicateDrain, or at

@@ -74,6 +74,12 @@ type Deps struct {
 	// pin or a config change alters the name -> id map, so the caller can
 	// re-apply allowlists that name peers.
 	OnPeersChanged func()
+	// OnLinkUp, when set, is called each time a link becomes its peer's
+	// current link, with the verified peer. It runs on a goroutine the
+	// mesh owns (Run waits for it), never under the mesh's locks, and may
+	// block: ctx ends when that link stops being the peer's link or the
+	// mesh stops.
+	OnLinkUp func(ctx context.Context, peer PeerInfo)
 }
 
 // AuditSource is the source of the mesh's audit records.
@@ -180,6 +186,7 @@ type Mesh struct {
 	rand      func() float64
 	extra     func() []table.Advertisement
 	onPeers   func()
+	onLinkUp  func(ctx context.Context, peer PeerInfo)
 	cert      tls.Certificate
 	ready     chan struct{}
 	changed   chan struct{} // size 1: OnPeersChanged is due
@@ -228,6 +235,7 @@ func New(cfg Config, deps Deps) (*Mesh, error) {
 		rand:      deps.Rand,
 		extra:     deps.ExtraAdverts,
 		onPeers:   deps.OnPeersChanged,
+		onLinkUp:  deps.OnLinkUp,
 		ready:     make(chan struct{}),
 		changed:   make(chan struct{}, 1),
 		cfg:       cfg,
@@ -581,6 +589,20 @@ func (m *Mesh) Peer(nodeID string) (PeerInfo, bool) {
 		return PeerInfo{}, false
 	}
 	return m.peerInfoLocked(p), true
+}
+
+// LinkedPeers describes every peer with a live link, in configuration
+// order.
+func (m *Mesh) LinkedPeers() []PeerInfo {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []PeerInfo
+	for _, pc := range m.cfg.Peers {
+		if p := m.peers[pc.Addr]; p != nil && p.link != nil {
+			out = append(out, m.peerInfoLocked(p))
+		}
+	}
+	return out
 }
 
 func (m *Mesh) peerInfoLocked(p *peerEntry) PeerInfo {
