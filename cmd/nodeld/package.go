@@ -24,8 +24,10 @@ const packageUsage = `usage:
   nodeld package sign --key FILE DIR               sign DIR/manifest.json into DIR/manifest.sig
   nodeld package verify --anchor HEX [--anchor HEX...] DIR
                                                    verify signature, files and revocations (exit 0 or 1)
-  nodeld package revoke --kind package|signer|artifact VALUE [--reason TEXT] [--config FILE]
-  nodeld package unrevoke --kind package|signer|artifact VALUE [--config FILE]
+  nodeld package revoke --kind package|signer|artifact VALUE [--reason TEXT] [--mesh] [--config FILE]
+  nodeld package unrevoke --kind package|signer|artifact VALUE [--mesh] [--config FILE]
+                                                   --mesh: a notice signed by this node, sent to linked
+                                                   peers (needs the running daemon)
   nodeld package revocations [--config FILE]       list this node's revocations`
 
 // stringList is a repeatable string flag.
@@ -129,9 +131,13 @@ func cmdRevocations(verb string, args []string, stdout, stderr io.Writer) error 
 	cfgPath := fs.String("config", "", "config file, to find the data dir")
 	kind := fs.String("kind", "", "package | signer | artifact")
 	reason := fs.String("reason", "", "why (recorded with the revocation)")
+	viaMesh := fs.Bool("mesh", false, "sign a notice with this node's key and send it to linked peers (needs the running daemon)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
+	}
+	if *viaMesh && verb == "revocations" {
+		return usageError("usage: --mesh applies to revoke and unrevoke")
 	}
 	cfg, _, err := loadConfig(*cfgPath, true)
 	if err != nil {
@@ -139,7 +145,7 @@ func cmdRevocations(verb string, args []string, stdout, stderr io.Writer) error 
 	}
 	if verb != "revocations" {
 		if len(pos) != 1 || *kind == "" {
-			return usageError("usage: nodeld package %s --kind package|signer|artifact VALUE [--reason TEXT] [--config FILE]", verb)
+			return usageError("usage: nodeld package %s --kind package|signer|artifact VALUE [--reason TEXT] [--mesh] [--config FILE]", verb)
 		}
 		// A running daemon holds the list and tears down what a
 		// revocation hits: ask it first.
@@ -147,18 +153,24 @@ func cmdRevocations(verb string, args []string, stdout, stderr io.Writer) error 
 		defer cancel()
 		resp, err := dispatch.DialOperator(ctx, cfg.SocketPath(), dispatch.OperatorRequest{
 			Verb: verb, Node: dispatch.SelfRef,
-			Args: dispatch.OperatorArgs{Subject: &pkg.Subject{Kind: *kind, Value: pos[0], Reason: *reason}},
+			Args: dispatch.OperatorArgs{Subject: &pkg.Subject{Kind: *kind, Value: pos[0], Reason: *reason}, Notify: *viaMesh},
 		})
 		switch {
 		case err == nil && resp.OK:
 			var res dispatch.RevokeResult
 			_ = json.Unmarshal(resp.Result, &res)
+			if *viaMesh {
+				fmt.Fprintf(stdout, "%sd %s %s by notice %d (applied by the running daemon, sent to linked peers)\n", verb, *kind, pos[0], res.NoticeSeq)
+				return nil
+			}
 			fmt.Fprintf(stdout, "%sd %s %s%s (applied by the running daemon)\n", verb, *kind, pos[0], unchanged(res.Changed))
 			return nil
 		case err == nil:
 			return fmt.Errorf("%s: %s: %s", verb, resp.Code, resp.Reason)
 		case !errors.Is(err, dispatch.ErrDaemonNotRunning):
 			return err
+		case *viaMesh:
+			return fmt.Errorf("%s --mesh: %w (the notice is sent by the running daemon)", verb, err)
 		}
 		// No daemon: edit the file; the daemon reads it when it starts.
 	}

@@ -184,6 +184,9 @@ func runDaemon(ctx context.Context, o daemonOptions) (err error) {
 			ExtraAdverts: func() []table.Advertisement {
 				return []table.Advertisement{n.host.Advertisement(time.Now())}
 			},
+			// A peer that joins or comes back gets the revocation
+			// notices this node holds (n.host is set before the mesh runs).
+			OnLinkUp: func(ctx context.Context, p mesh.PeerInfo) { n.host.ReplayNotices(ctx, p) },
 		})
 		if err != nil {
 			return err
@@ -233,6 +236,7 @@ func runDaemon(ctx context.Context, o daemonOptions) (err error) {
 	n.dispatch, err = dispatch.New(dispatch.Deps{
 		Identity: id, Mesh: n.mesh, Chain: ch, Logger: log, Registerer: reg,
 		Local: &localHost{n: n}, Revocations: rev,
+		Notices: n.host, DataDir: cfg.Node.DataDir,
 	})
 	if err != nil {
 		return err

@@ -78,6 +78,11 @@ type Deps struct {
 	// Revocations is this node's revocation list, edited by the operator's
 	// revoke and unrevoke; nil refuses them.
 	Revocations Revoker
+	// Notices receives the signed notices of revoke and unrevoke with
+	// Notify (the host); nil refuses Notify.
+	Notices NoticeSubmitter
+	// DataDir holds NoticeSeqFile; required for Notify.
+	DataDir string
 	// Logger; nil logs nothing.
 	Logger *zap.Logger
 	// Registerer receives the metrics; nil registers none.
@@ -109,11 +114,17 @@ var (
 // Dispatcher signs workload.ctl calls and sends them, serves the
 // artifacts of the places it made, and feeds the operator socket.
 type Dispatcher struct {
-	id     *identity.Identity
-	mesh   Mesh
-	chain  Auditor
-	local  LocalHost
-	rev    Revoker
+	id    *identity.Identity
+	mesh  Mesh
+	chain Auditor
+	local LocalHost
+	rev   Revoker
+	// notices and dataDir serve revoke and unrevoke with Notify.
+	notices NoticeSubmitter
+	dataDir string
+	// seqMu serialises notice sequence numbers (held across the counter
+	// file write and the submit).
+	seqMu  sync.Mutex
 	log    *zap.Logger
 	now    func() time.Time
 	client *ctl.Client
@@ -138,6 +149,7 @@ func New(deps Deps) (*Dispatcher, error) {
 	}
 	d := &Dispatcher{
 		id: deps.Identity, mesh: deps.Mesh, chain: deps.Chain, local: deps.Local, rev: deps.Revocations,
+		notices: deps.Notices, dataDir: deps.DataDir,
 		log: deps.Logger, now: deps.Now,
 		slots: make(chan struct{}, MaxConcurrentArtifactStreams),
 	}

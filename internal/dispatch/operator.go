@@ -77,6 +77,9 @@ type OperatorArgs struct {
 	Subject *pkg.Subject `json:"subject,omitempty"`
 	// Departed lists departed instances too (status without an instance).
 	Departed bool `json:"departed,omitempty"`
+	// Notify makes revoke and unrevoke a notice signed with this node's
+	// key, applied here and gossiped to the mesh, instead of a local edit.
+	Notify bool `json:"notify,omitempty"`
 }
 
 // OperatorRequest is one request on the operator socket: one JSON line.
@@ -392,7 +395,7 @@ func (d *Dispatcher) Operate(ctx context.Context, req OperatorRequest) OperatorR
 		p := ctl.InstanceParams{InstanceID: a.Instance, IncludeDeparted: a.Departed && a.Instance == ""}
 		ans, err = d.Call(ctx, req.Node, ctl.MethodStatus, p)
 	case VerbRevoke, VerbUnrevoke:
-		return d.revoke(req)
+		return d.revoke(ctx, req)
 	default:
 		return bad("unknown verb %q", req.Verb)
 	}
@@ -487,20 +490,25 @@ type RevokeResult struct {
 	Subject pkg.Subject `json:"subject"`
 	// Changed is false when the list already said so.
 	Changed bool `json:"changed"`
+	// NoticeSeq is the sequence number of the signed notice sent (Notify).
+	NoticeSeq uint64 `json:"notice_seq,omitempty"`
 }
 
 // revoke edits this node's revocation list for the operator, chaining the
 // operator's request first (a revocation that cannot be recorded is not
 // made).
-func (d *Dispatcher) revoke(req OperatorRequest) OperatorResponse {
+func (d *Dispatcher) revoke(ctx context.Context, req OperatorRequest) OperatorResponse {
 	bad := func(format string, args ...any) OperatorResponse {
 		return OperatorResponse{Class: ClassError, Code: CodeBadRequest, Reason: fmt.Sprintf(format, args...)}
 	}
 	if req.Node != SelfRef {
 		return bad("%s applies to this node only (node %q)", req.Verb, SelfRef)
 	}
-	if d.rev == nil {
+	if d.rev == nil && !req.Args.Notify {
 		return OperatorResponse{Class: ClassError, Code: CodeInternal, Reason: "this node keeps no revocation list"}
+	}
+	if req.Args.Notify && d.notices == nil {
+		return OperatorResponse{Class: ClassError, Code: CodeInternal, Reason: "this node sends no revocation notices (no workload host)"}
 	}
 	s := req.Args.Subject
 	if s == nil {
@@ -511,9 +519,21 @@ func (d *Dispatcher) revoke(req OperatorRequest) OperatorResponse {
 		return bad("%v", err)
 	}
 	if _, err := d.chain.Append(AuditSource, "dispatch."+req.Verb, map[string]any{
-		"kind": sub.Kind, "value": sub.Value, "reason": sub.Reason,
+		"kind": sub.Kind, "value": sub.Value, "reason": sub.Reason, "notify": req.Args.Notify,
 	}); err != nil {
 		return OperatorResponse{Class: ClassError, Code: CodeInternal, Reason: "chain the revocation: " + err.Error()}
+	}
+	if req.Args.Notify {
+		action := pkg.NoticeRevoke
+		if req.Verb == VerbUnrevoke {
+			action = pkg.NoticeUnrevoke
+		}
+		seq, err := d.notifyRevoke(ctx, action, sub)
+		if err != nil {
+			return OperatorResponse{Class: ClassError, Code: CodeInternal, Reason: "revocation notice: " + err.Error()}
+		}
+		res, _ := json.Marshal(RevokeResult{Subject: sub, Changed: true, NoticeSeq: seq})
+		return OperatorResponse{OK: true, Class: ClassOK, Node: d.id.ID(), Result: res}
 	}
 	var changed bool
 	var err error

@@ -131,6 +131,10 @@ type Host struct {
 	verifier *ctl.Verifier
 	unauth   *ctl.RateLimiter
 	met      *metrics
+	// noticeRefusals rate-limits host.notice.refused records.
+	noticeRefusals *ctl.RateLimiter
+	// notes is the replay log of revocation notices (notice.go).
+	notes notices
 
 	// mu guards every field below. It is never held across I/O, a
 	// process start or stop, or a call into the table or the chain.
@@ -205,6 +209,10 @@ func New(cfg Config, deps Deps) (*Host, error) {
 		return nil, fmt.Errorf("new host: %w", err)
 	}
 	h.met = met
+	h.noticeRefusals = ctl.NewRateLimiter(ctl.UnauthRefusalsPerWindow, ctl.UnauthRefusalWindow, h.now)
+	if err := h.loadNotices(); err != nil {
+		return nil, fmt.Errorf("new host: %w", err)
+	}
 	return h, nil
 }
 
@@ -278,11 +286,12 @@ func (h *Host) config() Config {
 	return h.cfg
 }
 
-// Register installs the ctl handler on the mesh. Call it before the
-// mesh's Run.
+// Register installs the ctl and notice handlers on the mesh. Call it
+// before the mesh's Run.
 func (h *Host) Register() {
 	if h.mesh != nil {
 		h.mesh.Handle(mesh.KindCtl, h.serveCtl)
+		h.mesh.Handle(mesh.KindNotice, h.serveNotice)
 	}
 }
 

@@ -1,6 +1,10 @@
 package host
 
-import "time"
+import (
+	"time"
+
+	"github.com/nodeld/nodeld/internal/pkg"
+)
 
 // Size, count and time bounds of the workload host. Every size is checked
 // before the memory or disk it guards is used.
@@ -46,6 +50,24 @@ const (
 	RevocationSweep = 60 * time.Second
 	// TeardownRetry is the pause before retrying a failed forced teardown.
 	TeardownRetry = 5 * time.Second
+	// MaxNoticeLog bounds the notices kept in the replay log (one per
+	// subject, the newest); the oldest go first.
+	MaxNoticeLog = 1024
+	// maxNoticeLogBytes bounds the replay log file read at start: every
+	// notice in base64 plus its newline.
+	maxNoticeLogBytes = MaxNoticeLog * ((pkg.MaxNoticeBytes+2)/3*4 + 1)
+	// NoticeTimeout bounds sending one notice (open, write, the
+	// receiver's close) and reading one.
+	NoticeTimeout = 10 * time.Second
+	// NoticeForwardConcurrency bounds the peers a notice is sent to at
+	// once.
+	NoticeForwardConcurrency = 4
+	// NoticeReplayPace is the pause between notices replayed to a peer.
+	NoticeReplayPace = 20 * time.Millisecond
+	// NoticeReplayCooldown is the least time between two replays to the
+	// same peer (a flapping link does not replay the log each time).
+	NoticeReplayCooldown = 30 * time.Second
+
 	// shutdownGrace is the stop grace every instance gets when Run ends.
 	shutdownGrace = 2 * time.Second
 )

@@ -1,0 +1,427 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	"go.uber.org/zap"
+
+	"github.com/nodeld/nodeld/internal/identity"
+	"github.com/nodeld/nodeld/internal/mesh"
+	"github.com/nodeld/nodeld/internal/pkg"
+)
+
+// NoticesFile is the replay log of signed revocation notices in the data
+// directory: one standard base64 line per notice, oldest first, mode 0600.
+const NoticesFile = "notices.log"
+
+// NoticeFrame is the one frame of a mesh.KindNotice stream: the signed
+// notice exactly as pkg.SignNotice produced it.
+const NoticeFrame mesh.FrameType = 1
+
+// Chain record kinds of notices.
+const (
+	// KindNoticeApplied: a verified notice changed the list's sequence
+	// (issuer, seq, action, subject, from).
+	KindNoticeApplied = "host.notice.applied"
+	// KindNoticeRefused: a notice that does not verify (rate-limited,
+	// with the suppressed count).
+	KindNoticeRefused = "host.notice.refused"
+)
+
+// ErrNoticeRefused is wrapped by SubmitNotice for a notice that does not
+// verify against this node's key and controllers.
+var ErrNoticeRefused = errors.New("revocation notice refused")
+
+// peerLister is the optional part of Mesh that lists linked peers
+// (*mesh.Mesh has it); without it notices are not forwarded.
+type peerLister interface {
+	LinkedPeers() []mesh.PeerInfo
+}
+
+var _ peerLister = (*mesh.Mesh)(nil)
+
+// noticeEntry is one notice of the replay log.
+type noticeEntry struct {
+	raw         []byte
+	kind, value string
+}
+
+// notices is the host's replay log state.
+type notices struct {
+	// mu serialises applying a notice and rewriting the log, so the log
+	// follows the list's order; it is held across the log file write and
+	// never taken under Host.mu.
+	mu sync.Mutex
+	// entries is the log, oldest first; guarded by mu.
+	entries []noticeEntry
+	// lastReplay is when each peer was last replayed to; guarded by mu.
+	lastReplay map[string]time.Time
+}
+
+// noticeKeys are the keys whose notices this node applies: its own key
+// and its controllers'.
+func (h *Host) noticeKeys() []ed25519.PublicKey {
+	return append([]ed25519.PublicKey{h.self.PublicKey()}, h.config().Controllers...)
+}
+
+func (h *Host) noticesPath() string { return filepath.Join(h.config().DataDir, NoticesFile) }
+
+// loadNotices reads the replay log and applies every notice that still
+// verifies (stale ones are kept: the list already holds them); notices
+// that no longer verify are dropped from the log.
+func (h *Host) loadNotices() error {
+	path := h.noticesPath()
+	data, err := readNoticeLog(path)
+	if err != nil {
+		return err
+	}
+	raws, err := decodeNoticeLog(data)
+	if err != nil {
+		return fmt.Errorf("notice log %q: %w", path, err)
+	}
+	keys := h.noticeKeys()
+	h.notes.mu.Lock()
+	defer h.notes.mu.Unlock()
+	dropped := 0
+	for _, raw := range raws {
+		n, err := pkg.VerifyNotice(raw, keys)
+		if err != nil {
+			dropped++
+			h.log.Warn("notice in log no longer verifies", zap.Error(err))
+			continue
+		}
+		if _, err := h.rev.ApplyNotice(n); err != nil && !errors.Is(err, pkg.ErrStaleNotice) {
+			return fmt.Errorf("apply logged notice: %w", err)
+		}
+		h.notes.entries = addNoticeEntry(h.notes.entries, n)
+	}
+	if dropped > 0 {
+		return h.writeNoticeLogLocked()
+	}
+	return nil
+}
+
+func readNoticeLog(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open notice log: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxNoticeLogBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read notice log %q: %w", path, err)
+	}
+	if len(data) > maxNoticeLogBytes {
+		return nil, fmt.Errorf("notice log %q exceeds %d bytes", path, maxNoticeLogBytes)
+	}
+	return data, nil
+}
+
+// decodeNoticeLog splits the log into raw notices: at most MaxNoticeLog
+// lines of standard base64, each decoding to at most pkg.MaxNoticeBytes.
+// It does not verify them.
+func decodeNoticeLog(data []byte) ([][]byte, error) {
+	if len(data) > maxNoticeLogBytes {
+		return nil, fmt.Errorf("notice log has %d bytes, limit %d", len(data), maxNoticeLogBytes)
+	}
+	var out [][]byte
+	for i, line := range bytes.Split(data, []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		if len(out) == MaxNoticeLog {
+			return nil, fmt.Errorf("notice log has more than %d notices", MaxNoticeLog)
+		}
+		if base64.StdEncoding.DecodedLen(len(line)) > pkg.MaxNoticeBytes+2 {
+			return nil, fmt.Errorf("notice log line %d is longer than a notice", i+1)
+		}
+		raw := make([]byte, base64.StdEncoding.DecodedLen(len(line)))
+		n, err := base64.StdEncoding.Decode(raw, line)
+		if err != nil {
+			return nil, fmt.Errorf("notice log line %d: %w", i+1, err)
+		}
+		if n > pkg.MaxNoticeBytes {
+			return nil, fmt.Errorf("notice log line %d is longer than a notice", i+1)
+		}
+		out = append(out, raw[:n])
+	}
+	return out, nil
+}
+
+// addNoticeEntry keeps one notice per subject, the newest: a revoke or
+// unrevoke replaces any earlier notice about the same subject (so lifting
+// a revocation removes the revoke notice), and the oldest entries go
+// beyond MaxNoticeLog.
+func addNoticeEntry(entries []noticeEntry, n pkg.Notice) []noticeEntry {
+	out := entries[:0:0]
+	for _, e := range entries {
+		if e.kind != n.Subject.Kind || e.value != n.Subject.Value {
+			out = append(out, e)
+		}
+	}
+	out = append(out, noticeEntry{raw: n.Raw, kind: n.Subject.Kind, value: n.Subject.Value})
+	if len(out) > MaxNoticeLog {
+		out = out[len(out)-MaxNoticeLog:]
+	}
+	return out
+}
+
+// writeNoticeLogLocked replaces the log file with the entries (temp file,
+// fsync, rename, directory fsync). notes.mu must be held.
+func (h *Host) writeNoticeLogLocked() error {
+	var buf bytes.Buffer
+	for _, e := range h.notes.entries {
+		buf.WriteString(base64.StdEncoding.EncodeToString(e.raw))
+		buf.WriteByte('\n')
+	}
+	return writeFileAtomic(h.noticesPath(), buf.Bytes(), 0o600)
+}
+
+func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write %q: %w", path, err)
+	}
+	name := tmp.Name()
+	err = tmp.Chmod(perm)
+	if err == nil {
+		_, err = tmp.Write(data)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(name, path)
+	}
+	if err != nil {
+		_ = os.Remove(name)
+		return fmt.Errorf("write %q: %w", path, err)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync %q: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync %q: %w", dir, err)
+	}
+	return nil
+}
+
+// applyNotice verifies raw and applies it. applied is false, with a nil
+// error, for a stale or duplicate notice (ignored: that is what ends
+// gossip loops). A notice that does not verify is chained (rate-limited)
+// and its error wraps ErrNoticeRefused. from is the sending peer ("" for
+// the local operator).
+func (h *Host) applyNotice(raw []byte, from string) (applied bool, err error) {
+	n, err := pkg.VerifyNotice(raw, h.noticeKeys())
+	if err != nil {
+		h.refuseNotice(from, err)
+		return false, fmt.Errorf("%w: %w", ErrNoticeRefused, err)
+	}
+	h.notes.mu.Lock()
+	_, err = h.rev.ApplyNotice(n)
+	if errors.Is(err, pkg.ErrStaleNotice) {
+		h.notes.mu.Unlock()
+		return false, nil
+	}
+	if err != nil {
+		h.notes.mu.Unlock()
+		return false, fmt.Errorf("apply notice: %w", err)
+	}
+	h.notes.entries = addNoticeEntry(h.notes.entries, n)
+	if werr := h.writeNoticeLogLocked(); werr != nil {
+		h.log.Warn("notice log not written", zap.Error(werr))
+	}
+	h.notes.mu.Unlock()
+	src := from
+	if src == "" {
+		src = "local"
+	}
+	_ = h.record(KindNoticeApplied, map[string]any{
+		"issuer": identity.NodeID(n.Issuer), "seq": n.Seq, "action": n.Action,
+		"subject": map[string]string{"kind": n.Subject.Kind, "value": n.Subject.Value, "reason": n.Subject.Reason},
+		"from":    src,
+	})
+	return true, nil
+}
+
+func (h *Host) refuseNotice(from string, err error) {
+	ok, suppressed := h.noticeRefusals.Allow()
+	if !ok {
+		return
+	}
+	code := ""
+	if ve, isVE := errors.AsType[*pkg.VerifyError](err); isVE {
+		code = ve.Code
+	}
+	_ = h.record(KindNoticeRefused, map[string]any{"from": from, "code": code, "reason": err.Error(),
+		"suppressed": suppressed})
+}
+
+// SubmitNotice applies a signed notice from this node's operator and
+// forwards it to every linked peer. A notice signed by this node's own key
+// always verifies here; peers apply it only if that key is among their
+// controllers. A notice already applied (or older than the last one of its
+// issuer) returns an error wrapping pkg.ErrStaleNotice.
+func (h *Host) SubmitNotice(ctx context.Context, raw []byte) error {
+	if len(raw) > pkg.MaxNoticeBytes {
+		return fmt.Errorf("submit notice: %d bytes, limit %d", len(raw), pkg.MaxNoticeBytes)
+	}
+	applied, err := h.applyNotice(raw, "")
+	if err != nil {
+		return fmt.Errorf("submit notice: %w", err)
+	}
+	if !applied {
+		return fmt.Errorf("submit notice: %w", pkg.ErrStaleNotice)
+	}
+	h.forwardNotice(ctx, raw, "")
+	return nil
+}
+
+// serveNotice is the mesh handler of KindNotice: one NoticeFrame, applied
+// and, when new, forwarded to every other linked peer.
+func (h *Host) serveNotice(ctx context.Context, peer mesh.PeerInfo, s *quic.Stream) {
+	_ = s.SetReadDeadline(time.Now().Add(NoticeTimeout))
+	typ, raw, err := mesh.ReadFrame(s, pkg.MaxNoticeBytes)
+	if err != nil || typ != NoticeFrame {
+		s.CancelRead(mesh.StreamCodeMalformed)
+		s.CancelWrite(mesh.StreamCodeMalformed)
+		h.log.Debug("notice stream", zap.String("peer", peer.ID), zap.Error(err))
+		return
+	}
+	s.CancelRead(0)
+	applied, err := h.applyNotice(raw, peer.ID)
+	// The sender waits for this close: the notice is applied by then.
+	_ = s.Close()
+	if err != nil {
+		h.log.Info("notice not applied", zap.String("peer", peer.ID), zap.Error(err))
+		return
+	}
+	if applied {
+		h.forwardNotice(context.WithoutCancel(ctx), raw, peer.ID)
+	}
+}
+
+// forwardNotice sends raw to every linked peer but except, at most
+// NoticeForwardConcurrency at once; failures are logged.
+func (h *Host) forwardNotice(ctx context.Context, raw []byte, except string) {
+	pl, ok := h.mesh.(peerLister)
+	if h.mesh == nil || !ok {
+		return
+	}
+	slots := make(chan struct{}, NoticeForwardConcurrency)
+	var wg sync.WaitGroup
+	for _, p := range pl.LinkedPeers() {
+		if p.ID == except {
+			continue
+		}
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			if err := h.sendNotice(ctx, p.ID, raw); err != nil {
+				h.log.Info("notice not forwarded", zap.String("peer", p.ID), zap.Error(err))
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// sendNotice sends one notice on its own stream and waits (NoticeTimeout)
+// for the receiver to close it, which it does once it handled the notice.
+func (h *Host) sendNotice(ctx context.Context, peerID string, raw []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, NoticeTimeout)
+	defer cancel()
+	s, err := h.mesh.OpenStream(ctx, peerID, mesh.KindNotice)
+	if err != nil {
+		return err
+	}
+	_ = s.SetDeadline(time.Now().Add(NoticeTimeout))
+	stop := context.AfterFunc(ctx, func() {
+		s.CancelRead(mesh.StreamCodeCancelled)
+		s.CancelWrite(mesh.StreamCodeCancelled)
+	})
+	defer stop()
+	if err := mesh.WriteFrame(s, NoticeFrame, raw); err != nil {
+		s.CancelRead(mesh.StreamCodeCancelled)
+		return fmt.Errorf("send notice to %s: %w", peerID, err)
+	}
+	_ = s.Close()
+	if _, err := io.Copy(io.Discard, io.LimitReader(s, 1)); err != nil {
+		return fmt.Errorf("send notice to %s: %w", peerID, err)
+	}
+	return nil
+}
+
+// ReplayNotices sends the replay log to peer, oldest first,
+// NoticeReplayPace apart, unless peer was replayed to less than
+// NoticeReplayCooldown ago. It stops at the first failed send or when ctx
+// ends (the mesh's OnLinkUp context ends with the link).
+func (h *Host) ReplayNotices(ctx context.Context, peer mesh.PeerInfo) {
+	if h.mesh == nil {
+		return
+	}
+	now := h.now()
+	h.notes.mu.Lock()
+	if last, ok := h.notes.lastReplay[peer.ID]; ok && now.Sub(last) < NoticeReplayCooldown {
+		h.notes.mu.Unlock()
+		return
+	}
+	if h.notes.lastReplay == nil {
+		h.notes.lastReplay = map[string]time.Time{}
+	}
+	for id, t := range h.notes.lastReplay {
+		if now.Sub(t) >= NoticeReplayCooldown {
+			delete(h.notes.lastReplay, id)
+		}
+	}
+	entries := h.notes.entries
+	if len(entries) > 0 {
+		h.notes.lastReplay[peer.ID] = now
+	}
+	h.notes.mu.Unlock()
+	if err := h.replay(ctx, peer.ID, entries); err != nil {
+		// Cut short: the next link up replays again.
+		h.notes.mu.Lock()
+		delete(h.notes.lastReplay, peer.ID)
+		h.notes.mu.Unlock()
+		h.log.Info("notice replay stopped", zap.String("peer", peer.ID), zap.Error(err))
+	}
+}
+
+func (h *Host) replay(ctx context.Context, peerID string, entries []noticeEntry) error {
+	pace := time.NewTimer(NoticeReplayPace)
+	defer pace.Stop()
+	for i, e := range entries {
+		if i > 0 {
+			pace.Reset(NoticeReplayPace)
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-pace.C:
+			}
+		}
+		if err := h.sendNotice(ctx, peerID, e.raw); err != nil {
+			return err
+		}
+	}
+	return nil
+}
