@@ -17,6 +17,7 @@ import (
 
 	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/mesh"
+	"github.com/nodeld/nodeld/internal/mesh/meshtest"
 )
 
 const (
@@ -57,7 +58,7 @@ func serveRaw(t *testing.T, d *Dispatcher, peer string, client func(net.Conn) (f
 // under testDecided, with its directory.
 func offered(t *testing.T, files map[string][]byte) (*Dispatcher, string, func()) {
 	t.Helper()
-	d := newDispatcher(t, newIdentity(t), nil, nil)
+	d := newDispatcher(t, meshtest.NewIdentity(t), nil, nil)
 	dir := makePackage(t, files)
 	v, err := verifyLocal(context.Background(), dir)
 	if err != nil {

@@ -14,12 +14,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/mesh"
+	"github.com/nodeld/nodeld/internal/mesh/meshtest"
 	"github.com/nodeld/nodeld/internal/pkg"
 )
 
@@ -32,13 +32,13 @@ type cluster struct {
 
 func newCluster(t testing.TB) *cluster {
 	t.Helper()
-	a := startMesh(t, "a", newIdentity(t))
-	b := startMesh(t, "b", newIdentity(t))
+	a := startMesh(t, "a")
+	b := startMesh(t, "b")
 	c := &cluster{a: a, b: b}
-	c.d = newDispatcher(t, a.ident, a.m, nil)
+	c.d = newDispatcher(t, a.Ident, a.Mesh, nil)
 	c.d.Register()
-	c.far = newFarHost(t, b, a.ident.PublicKey())
-	link(t, a, b)
+	c.far = newFarHost(t, b, a.Ident.PublicKey())
+	meshtest.Pin(t, a, b)
 	return c
 }
 
@@ -56,13 +56,13 @@ func TestCallDescribe(t *testing.T) {
 		}
 		return ctl.DescribeResult{Facts: json.RawMessage(`null`), Advertisement: json.RawMessage(`{"x":1}`), ChainHead: "h"}, nil
 	})
-	for _, ref := range []string{"b", c.b.ident.ID()} {
+	for _, ref := range []string{"b", c.b.Ident.ID()} {
 		ans, err := c.d.Call(callCtx(t), ref, ctl.MethodDescribe, nil)
 		if err != nil {
 			t.Fatalf("describe %s: %v", ref, err)
 		}
-		if ans.Response.Responder != c.b.ident.ID() || !ans.ResponderKey.Equal(c.b.ident.PublicKey()) {
-			t.Fatalf("responder %s, want %s", ans.Response.Responder, c.b.ident.ID())
+		if ans.Response.Responder != c.b.Ident.ID() || !ans.ResponderKey.Equal(c.b.Ident.PublicKey()) {
+			t.Fatalf("responder %s, want %s", ans.Response.Responder, c.b.Ident.ID())
 		}
 		var got ctl.DescribeResult
 		if err := ctl.DecodeResult(ans.Response.Result, &got); err != nil {
@@ -123,7 +123,7 @@ func TestCallRefusedCarriesChainedDecision(t *testing.T) {
 		switch e["kind"] {
 		case KindDecision:
 			decisionHash = e["hash"].(string)
-			if p := e["payload"].(map[string]any); p["instance_id"] != "i-1" || p["node"] != c.b.ident.ID() {
+			if p := e["payload"].(map[string]any); p["instance_id"] != "i-1" || p["node"] != c.b.Ident.ID() {
 				t.Errorf("decision payload %v", p)
 			}
 		case KindOutcome:
@@ -136,22 +136,18 @@ func TestCallRefusedCarriesChainedDecision(t *testing.T) {
 	if decisionHash != decision {
 		t.Fatalf("decision id %s is not the chained entry's hash %s", decision, decisionHash)
 	}
-	want := map[string]any{"decision_id": decision, "method": "workload.start", "node": c.b.ident.ID(), "outcome": "refused", "code": "unknown_instance"}
+	want := map[string]any{"decision_id": decision, "method": "workload.start", "node": c.b.Ident.ID(), "outcome": "refused", "code": "unknown_instance"}
 	if diff := cmp.Diff(want, outcome); diff != "" {
 		t.Fatalf("outcome (-want +got):\n%s", diff)
 	}
 }
 
 func TestCallUnreachable(t *testing.T) {
-	a := startMesh(t, "a", newIdentity(t))
-	ghost := newIdentity(t)
+	a := startMesh(t, "a")
+	ghost := meshtest.NewIdentity(t)
 	// A configured peer with a pinned key that never answers: no link.
-	if err := a.m.ApplyConfig(mesh.Config{Listen: "127.0.0.1:0", Keepalive: time.Second, Peers: []mesh.PeerConfig{
-		{Name: "ghost", Addr: "127.0.0.1:9", Key: ghost.PublicKeyHex(), Tier: mesh.TierPaired},
-	}}); err != nil {
-		t.Fatal(err)
-	}
-	d := newDispatcher(t, a.ident, a.m, nil)
+	a.Apply(mesh.PeerConfig{Name: "ghost", Addr: "127.0.0.1:9", Key: ghost.PublicKeyHex(), Tier: mesh.TierPaired})
+	d := newDispatcher(t, a.Ident, a.Mesh, nil)
 	tests := []struct {
 		name    string
 		node    string
@@ -231,7 +227,7 @@ func TestPlaceFetchesOverMesh(t *testing.T) {
 			return nil, ctl.NewRefusal(ctl.CodeVerify, err.Error())
 		}
 		for _, f := range m.Files {
-			got, err := fetchOverMesh(ctx, c.b, c.a.ident.ID(), ctl.FetchRequest{V: 1, DecisionID: req.DecisionID, Path: f.Path})
+			got, err := fetchOverMesh(ctx, c.b, c.a.Ident.ID(), ctl.FetchRequest{V: 1, DecisionID: req.DecisionID, Path: f.Path})
 			if err != nil || got.refusal != nil {
 				fail("fetch %s: %v %v", f.Path, err, got.refusal)
 				continue
@@ -246,12 +242,12 @@ func TestPlaceFetchesOverMesh(t *testing.T) {
 		}
 		// Resume the model from an offset inside a piece.
 		off := int64(ctl.MaxPieceBytes + 77)
-		got, err := fetchOverMesh(ctx, c.b, c.a.ident.ID(), ctl.FetchRequest{V: 1, DecisionID: req.DecisionID, Path: "model.bin", Offset: off})
+		got, err := fetchOverMesh(ctx, c.b, c.a.Ident.ID(), ctl.FetchRequest{V: 1, DecisionID: req.DecisionID, Path: "model.bin", Offset: off})
 		if err != nil || got.header.Offset != off || !bytes.Equal(got.data, model[off:]) {
 			fail("resume: %v %+v", err, got.header)
 		}
 		// An offset at the end is a complete, empty answer.
-		got, err = fetchOverMesh(ctx, c.b, c.a.ident.ID(), ctl.FetchRequest{V: 1, DecisionID: req.DecisionID, Path: "model.bin", Offset: int64(len(model))})
+		got, err = fetchOverMesh(ctx, c.b, c.a.Ident.ID(), ctl.FetchRequest{V: 1, DecisionID: req.DecisionID, Path: "model.bin", Offset: int64(len(model))})
 		if err != nil || got.refusal != nil || len(got.data) != 0 {
 			fail("fetch at the end: %v %v", err, got.refusal)
 		}
@@ -264,12 +260,12 @@ func TestPlaceFetchesOverMesh(t *testing.T) {
 			{"other.bin", 0, ctl.ArtifactNotListed},
 			{"model.bin", int64(len(model)) + 1, ctl.ArtifactBadRequest},
 		} {
-			got, err := fetchOverMesh(ctx, c.b, c.a.ident.ID(), ctl.FetchRequest{V: 1, DecisionID: req.DecisionID, Path: tt.path, Offset: tt.offset})
+			got, err := fetchOverMesh(ctx, c.b, c.a.Ident.ID(), ctl.FetchRequest{V: 1, DecisionID: req.DecisionID, Path: tt.path, Offset: tt.offset})
 			if err != nil || got.refusal == nil || got.refusal.Code != tt.code {
 				fail("fetch %s@%d: %v %+v, want %s", tt.path, tt.offset, err, got.refusal, tt.code)
 			}
 		}
-		return ctl.PlaceResult{InstanceID: "echo-1", Package: p.Package, Variant: p.Variant, Status: ctl.InstanceState{State: "running"}, Node: c.b.ident.ID()}, nil
+		return ctl.PlaceResult{InstanceID: "echo-1", Package: p.Package, Variant: p.Variant, Status: ctl.InstanceState{State: "running"}, Node: c.b.Ident.ID()}, nil
 	})
 	ans, err := c.d.Place(callCtx(t), "b", dir, "big", true)
 	if err != nil {
@@ -328,7 +324,7 @@ func TestPlaceRefusesBadPackages(t *testing.T) {
 }
 
 func TestNewTreatsNilMeshAsNone(t *testing.T) {
-	ident := newIdentity(t)
+	ident := meshtest.NewIdentity(t)
 	var m *mesh.Mesh
 	d, err := New(Deps{Identity: ident, Mesh: m, Chain: openChain(t, ident)})
 	if err != nil {

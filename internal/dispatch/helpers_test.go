@@ -24,129 +24,19 @@ import (
 	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/identity"
 	"github.com/nodeld/nodeld/internal/mesh"
+	"github.com/nodeld/nodeld/internal/mesh/meshtest"
 	"github.com/nodeld/nodeld/internal/pkg"
 	"github.com/nodeld/nodeld/internal/table"
 )
 
 const waitTimeout = 15 * time.Second
 
-func newIdentity(t testing.TB) *identity.Identity {
+// startMesh runs a mesh node with a new identity until the test ends.
+func startMesh(t testing.TB, name string) *meshNode {
 	t.Helper()
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := identity.New(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id
-}
-
-// meshNode is one running mesh node with its own identity and table.
-type meshNode struct {
-	t      testing.TB
-	name   string
-	ident  *identity.Identity
-	m      *mesh.Mesh
-	cancel context.CancelFunc
-	done   chan error
-}
-
-func startMesh(t testing.TB, name string, ident *identity.Identity) *meshNode {
-	t.Helper()
-	tbl := table.New(ident.ID(), table.Options{})
-	m, err := mesh.New(mesh.Config{Listen: "127.0.0.1:0", Keepalive: time.Second}, mesh.Deps{
-		Identity: ident, DataDir: t.TempDir(), Table: tbl,
-		Logger: zaptest.NewLogger(t).Named(name),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := &meshNode{t: t, name: name, ident: ident, m: m, done: make(chan error, 1)}
-	ctx, cancel := context.WithCancel(context.Background())
-	n.cancel = cancel
-	go func() { n.done <- m.Run(ctx) }()
-	select {
-	case <-m.Ready():
-	case err := <-n.done:
-		t.Fatalf("run %s: %v", name, err)
-	case <-time.After(waitTimeout):
-		t.Fatalf("%s not ready", name)
-	}
-	t.Cleanup(n.stop)
+	n := meshtest.NewNode(t, name, meshtest.Options{}, plainTable)
+	n.Start()
 	return n
-}
-
-func (n *meshNode) stop() {
-	if n.cancel == nil {
-		return
-	}
-	n.cancel()
-	n.cancel = nil
-	select {
-	case err := <-n.done:
-		if err != nil {
-			n.t.Errorf("run %s: %v", n.name, err)
-		}
-	case <-time.After(waitTimeout):
-		n.t.Errorf("run %s did not return", n.name)
-	}
-}
-
-func (n *meshNode) peerConfig() mesh.PeerConfig {
-	return mesh.PeerConfig{Name: n.name, Addr: n.m.Addr().String(), Key: n.ident.PublicKeyHex(), Tier: mesh.TierPaired}
-}
-
-func (n *meshNode) connected(peer *meshNode) bool {
-	for _, st := range n.m.Status() {
-		if st.ID == peer.ident.ID() && st.State == mesh.StateConnected {
-			return true
-		}
-	}
-	return false
-}
-
-// link configures a and b as each other's pinned peers, one side after
-// the other so that only b's dial makes a link (a's first dial is refused
-// by b, which does not know a yet, and a then backs off), and waits until
-// both see it. Configuring both at once would race two links, one of
-// which the mesh closes as a duplicate, with streams on it.
-func link(t testing.TB, a, b *meshNode) {
-	t.Helper()
-	apply := func(n, peer *meshNode) {
-		if err := n.m.ApplyConfig(mesh.Config{Listen: "127.0.0.1:0", Keepalive: time.Second,
-			Peers: []mesh.PeerConfig{peer.peerConfig()}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	apply(a, b)
-	waitFor(t, "b refusing a", func() bool {
-		for _, st := range a.m.Status() {
-			if st.LastError != "" {
-				return true
-			}
-		}
-		return false
-	})
-	apply(b, a)
-	waitFor(t, "link", func() bool { return a.connected(b) && b.connected(a) })
-}
-
-// waitFor polls cond until it holds or waitTimeout passes.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.NewTimer(waitTimeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			t.Fatalf("timed out waiting for %s", what)
-		case <-tick.C:
-		}
-	}
 }
 
 // farHost is the test side of a workload host: a ctl server on a mesh
@@ -164,11 +54,11 @@ type farHost struct {
 func newFarHost(t testing.TB, node *meshNode, controllers ...ed25519.PublicKey) *farHost {
 	t.Helper()
 	h := &farHost{node: node}
-	v, err := ctl.NewVerifier(ctl.VerifierConfig{Self: node.ident.PublicKey(), Controllers: controllers})
+	v, err := ctl.NewVerifier(ctl.VerifierConfig{Self: node.Ident.PublicKey(), Controllers: controllers})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.server, err = ctl.NewServer(ctl.ServerConfig{Verifier: v, Key: node.ident.PrivateKey(),
+	h.server, err = ctl.NewServer(ctl.ServerConfig{Verifier: v, Key: node.Ident.PrivateKey(),
 		Handler: func(ctx context.Context, req ctl.Request) (any, *ctl.Refusal) {
 			h.mu.Lock()
 			fn := h.handler
@@ -181,7 +71,7 @@ func newFarHost(t testing.TB, node *meshNode, controllers ...ed25519.PublicKey) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	node.m.Handle(mesh.KindCtl, func(ctx context.Context, peer mesh.PeerInfo, s *quic.Stream) {
+	node.Mesh.Handle(mesh.KindCtl, func(ctx context.Context, peer mesh.PeerInfo, s *quic.Stream) {
 		h.mu.Lock()
 		drop := h.drop
 		h.mu.Unlock()
@@ -266,7 +156,7 @@ func fetchFrom(rw io.ReadWriter, req ctl.FetchRequest) (fetched, error) {
 
 // fetchOverMesh opens an artifact stream from far to the caller node.
 func fetchOverMesh(ctx context.Context, far *meshNode, caller string, req ctl.FetchRequest) (fetched, error) {
-	s, err := far.m.OpenStream(ctx, caller, mesh.KindArtifact)
+	s, err := far.Mesh.OpenStream(ctx, caller, mesh.KindArtifact)
 	if err != nil {
 		return fetched{}, err
 	}
@@ -346,4 +236,11 @@ func randomBytes(n int) []byte {
 		copy(b[i:], sum[:])
 	}
 	return b
+}
+
+// meshNode is a mesh node whose table admits no advertisements.
+type meshNode = meshtest.Node[*table.Table]
+
+func plainTable(id string, _ *meshtest.Admission) *table.Table {
+	return table.New(id, table.Options{})
 }

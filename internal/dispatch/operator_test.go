@@ -21,6 +21,7 @@ import (
 
 	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/identity"
+	"github.com/nodeld/nodeld/internal/mesh/meshtest"
 )
 
 // localHost is a test workload host served in-process for "self".
@@ -86,7 +87,7 @@ func describeHandler(ctx context.Context, req ctl.Request) (any, *ctl.Refusal) {
 }
 
 func TestOperatorSocket(t *testing.T) {
-	ident := newIdentity(t)
+	ident := meshtest.NewIdentity(t)
 	d := newDispatcher(t, ident, nil, newLocalHost(t, ident, describeHandler))
 	dir := filepath.Join(t.TempDir(), "run")
 	path := filepath.Join(dir, "nodeld.sock")
@@ -134,7 +135,7 @@ func TestOperatorSocket(t *testing.T) {
 }
 
 func TestOperatorRefusesOversizedRequest(t *testing.T) {
-	ident := newIdentity(t)
+	ident := meshtest.NewIdentity(t)
 	d := newDispatcher(t, ident, nil, newLocalHost(t, ident, describeHandler))
 	path := filepath.Join(t.TempDir(), "nodeld.sock")
 	runOperator(t, d, path)
@@ -166,7 +167,7 @@ func TestOperatorRefusesOversizedRequest(t *testing.T) {
 }
 
 func TestOperatorStaleAndBusySocket(t *testing.T) {
-	ident := newIdentity(t)
+	ident := meshtest.NewIdentity(t)
 	d := newDispatcher(t, ident, nil, newLocalHost(t, ident, describeHandler))
 	dir := t.TempDir()
 	path := filepath.Join(dir, "nodeld.sock")
@@ -211,7 +212,7 @@ func TestDialOperatorNoDaemon(t *testing.T) {
 }
 
 func TestOperatorSocketGroup(t *testing.T) {
-	ident := newIdentity(t)
+	ident := meshtest.NewIdentity(t)
 	d := newDispatcher(t, ident, nil, newLocalHost(t, ident, describeHandler))
 	path := filepath.Join(t.TempDir(), "nodeld.sock")
 	gid := os.Getgid()

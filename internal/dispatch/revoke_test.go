@@ -9,11 +9,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/nodeld/nodeld/internal/mesh/meshtest"
 	"github.com/nodeld/nodeld/internal/pkg"
 )
 
 func TestOperatorRevoke(t *testing.T) {
-	ident := newIdentity(t)
+	ident := meshtest.NewIdentity(t)
 	rev, err := pkg.OpenRevocations(filepath.Join(t.TempDir(), pkg.RevocationsFile), time.Now)
 	if err != nil {
 		t.Fatal(err)

@@ -31,7 +31,7 @@ func BenchmarkArtifactFetch(b *testing.B) {
 	c.srv.gen = g
 	f := pkg.File{Path: "model.bin", Size: size, SHA256: hex.EncodeToString(whole.Sum(nil))}
 	open := func(ctx context.Context) (io.ReadWriteCloser, error) {
-		s, err := c.hostNode.m.OpenStream(ctx, c.caller.ident.ID(), mesh.KindArtifact)
+		s, err := c.hostNode.Mesh.OpenStream(ctx, c.caller.Ident.ID(), mesh.KindArtifact)
 		if err != nil {
 			return nil, err
 		}

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -23,30 +22,14 @@ import (
 
 	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/facts"
-	"github.com/nodeld/nodeld/internal/identity"
 	"github.com/nodeld/nodeld/internal/mesh"
+	"github.com/nodeld/nodeld/internal/mesh/meshtest"
 	"github.com/nodeld/nodeld/internal/pkg"
 	"github.com/nodeld/nodeld/internal/runtime"
 	"github.com/nodeld/nodeld/internal/table"
 )
 
 const waitTimeout = 20 * time.Second
-
-// waitFor polls cond until it holds or waitTimeout passes.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.NewTimer(waitTimeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			t.Fatalf("timed out waiting for %s", what)
-		case <-tick.C:
-		}
-	}
-}
 
 func newKey(t testing.TB) ed25519.PrivateKey {
 	t.Helper()
@@ -319,84 +302,9 @@ func (a *artifactServer) serveGen(s io.Writer, req ctl.FetchRequest) {
 	_ = mesh.WriteFrame(s, ctl.FrameEnd, nil)
 }
 
-// node is one in-process node: identity, table, mesh.
-type node struct {
-	ident  *identity.Identity
-	dir    string
-	addr   string
-	tbl    *table.Table
-	m      *mesh.Mesh
-	cancel context.CancelFunc
-	done   chan error
-}
-
-func freeUDP(t testing.TB) string {
-	t.Helper()
-	c, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := c.LocalAddr().String()
-	_ = c.Close()
-	return addr
-}
-
-func newNode(t testing.TB) *node {
-	t.Helper()
-	id, err := identity.New(newKey(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := &node{ident: id, dir: t.TempDir(), addr: freeUDP(t)}
-	n.tbl = table.New(id.ID(), table.Options{})
-	return n
-}
-
-func (n *node) peerConfig(peer *node) mesh.Config {
-	return mesh.Config{Listen: n.addr, Keepalive: time.Second, Peers: []mesh.PeerConfig{{
-		Name: "peer", Addr: peer.addr, Key: peer.ident.PublicKeyHex(), Tier: mesh.TierPaired,
-	}}}
-}
-
-// build makes n's mesh; with peer nil it knows no peer yet.
-func (n *node) build(t testing.TB, peer *node) {
-	t.Helper()
-	cfg := mesh.Config{Listen: n.addr, Keepalive: time.Second}
-	if peer != nil {
-		cfg = n.peerConfig(peer)
-	}
-	m, err := mesh.New(cfg, mesh.Deps{Identity: n.ident, DataDir: n.dir, Table: n.tbl, Logger: zaptest.NewLogger(t).Named(n.ident.ID())})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.m = m
-}
-
-func (n *node) run(t testing.TB) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	n.cancel, n.done = cancel, make(chan error, 1)
-	go func() { n.done <- n.m.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-n.done; err != nil {
-			t.Errorf("mesh run: %v", err)
-		}
-	})
-}
-
-func connected(n *node, peer *node) bool {
-	for _, st := range n.m.Status() {
-		if st.ID == peer.ident.ID() && st.State == mesh.StateConnected {
-			return true
-		}
-	}
-	return false
-}
-
 // cluster is a host node and a caller node over real QUIC.
 type cluster struct {
-	hostNode, caller *node
+	hostNode, caller *meshNode
 	h                *Host
 	audit            *fakeAudit
 	rev              *pkg.Revocations
@@ -413,39 +321,39 @@ type clusterOpts struct {
 
 func newCluster(t testing.TB, opts clusterOpts) *cluster {
 	t.Helper()
-	c := &cluster{hostNode: newNode(t), caller: newNode(t), audit: &fakeAudit{}, srv: newArtifactServer(), publisher: newKey(t)}
+	c := &cluster{hostNode: meshtest.NewNode(t, "host", meshtest.Options{}, plainTable), caller: meshtest.NewNode(t, "caller", meshtest.Options{}, plainTable), audit: &fakeAudit{}, srv: newArtifactServer(), publisher: newKey(t)}
 	// One dial only (the caller's), so no duplicate link is settled
 	// under a test: the host dials first and is refused, then the caller
 	// learns the host and dials while the host backs off.
-	c.hostNode.build(t, c.caller)
-	c.caller.build(t, nil)
-	rev, err := pkg.OpenRevocations(filepath.Join(c.hostNode.dir, pkg.RevocationsFile), nil)
+	c.hostNode.Build(c.caller.Peer())
+	c.caller.Build()
+	rev, err := pkg.OpenRevocations(filepath.Join(c.hostNode.Dir, pkg.RevocationsFile), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.rev = rev
-	seq, err := facts.OpenSeqStore(c.hostNode.dir)
+	seq, err := facts.OpenSeqStore(c.hostNode.Dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := facts.NewSource(facts.DefaultProbeDeps(), c.hostNode.ident.PrivateKey(), nil, seq, facts.SourceOptions{})
+	src, err := facts.NewSource(facts.DefaultProbeDeps(), c.hostNode.Ident.PrivateKey(), nil, seq, facts.SourceOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	h, err := New(Config{
-		Enabled: true, Controllers: []ed25519.PublicKey{c.caller.ident.PublicKey()},
-		TrustAnchors: pkg.Anchors{pubOf(c.publisher)}, DataDir: c.hostNode.dir,
+		Enabled: true, Controllers: []ed25519.PublicKey{c.caller.Ident.PublicKey()},
+		TrustAnchors: pkg.Anchors{pubOf(c.publisher)}, DataDir: c.hostNode.Dir,
 		RestartPolicy: opts.policy, HealthInterval: 50 * time.Millisecond,
-	}, Deps{Identity: c.hostNode.ident, Mesh: c.hostNode.m, Table: c.hostNode.tbl, Audit: c.audit,
+	}, Deps{Identity: c.hostNode.Ident, Mesh: c.hostNode.Mesh, Table: c.hostNode.Table, Audit: c.audit,
 		Revocations: rev, Facts: src, Logger: zaptest.NewLogger(t).Named("host"), Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.h = h
 	h.Register()
-	c.caller.m.Handle(mesh.KindArtifact, c.srv.handle)
-	c.hostNode.run(t)
-	c.caller.run(t)
+	c.caller.Mesh.Handle(mesh.KindArtifact, c.srv.handle)
+	c.hostNode.Run()
+	c.caller.Run()
 	if !opts.noRun {
 		ctx, cancel := context.WithCancel(context.Background())
 		c.hostDone = make(chan error, 1)
@@ -457,19 +365,8 @@ func newCluster(t testing.TB, opts clusterOpts) *cluster {
 			}
 		})
 	}
-	waitFor(t, "caller refusing the host", func() bool {
-		for _, st := range c.hostNode.m.Status() {
-			if st.LastError != "" {
-				return true
-			}
-		}
-		return false
-	})
-	if err := c.caller.m.ApplyConfig(c.caller.peerConfig(c.hostNode)); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "link", func() bool { return connected(c.hostNode, c.caller) && connected(c.caller, c.hostNode) })
-	cl, err := ctl.NewClient(ctl.ClientConfig{Key: c.caller.ident.PrivateKey()})
+	meshtest.AdmitLater(t, c.caller, c.hostNode)
+	cl, err := ctl.NewClient(ctl.ClientConfig{Key: c.caller.Ident.PrivateKey()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -479,7 +376,7 @@ func newCluster(t testing.TB, opts clusterOpts) *cluster {
 
 func (c *cluster) opener() ctl.Opener {
 	return func(ctx context.Context) (ctl.Stream, error) {
-		s, err := c.caller.m.OpenStream(ctx, c.hostNode.ident.ID(), mesh.KindCtl)
+		s, err := c.caller.Mesh.OpenStream(ctx, c.hostNode.Ident.ID(), mesh.KindCtl)
 		if err != nil {
 			return nil, err
 		}
@@ -488,7 +385,7 @@ func (c *cluster) opener() ctl.Opener {
 }
 
 func (c *cluster) target() ctl.Target {
-	return ctl.Target{ID: c.hostNode.ident.ID(), Key: c.hostNode.ident.PublicKey()}
+	return ctl.Target{ID: c.hostNode.Ident.ID(), Key: c.hostNode.Ident.PublicKey()}
 }
 
 // callWith sends one call with client cl.
@@ -566,4 +463,11 @@ func (c *cluster) state(id string) string {
 		return ""
 	}
 	return in.snapshot().state
+}
+
+// meshNode is a mesh node whose table admits no advertisements.
+type meshNode = meshtest.Node[*table.Table]
+
+func plainTable(id string, _ *meshtest.Admission) *table.Table {
+	return table.New(id, table.Options{})
 }

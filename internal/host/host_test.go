@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/nodeld/nodeld/internal/ctl"
+	"github.com/nodeld/nodeld/internal/mesh/meshtest"
 	"github.com/nodeld/nodeld/internal/pkg"
 	"github.com/nodeld/nodeld/internal/runtime"
 	"github.com/nodeld/nodeld/internal/table"
@@ -27,14 +28,14 @@ func TestPlaceServeStopUnload(t *testing.T) {
 	if err != nil {
 		t.Fatalf("place: %v", err)
 	}
-	wantID := InstanceID(p.m.ID, p.m.Version, "default", pkg.ManifestHash(p.manifest), InstanceConfig{}, c.hostNode.ident.ID())
+	wantID := InstanceID(p.m.ID, p.m.Version, "default", pkg.ManifestHash(p.manifest), InstanceConfig{}, c.hostNode.Ident.ID())
 	if diff := cmp.Diff(ctl.PlaceResult{InstanceID: wantID, Runtime: "process", Variant: "default", Package: "echo-llm",
-		Status: ctl.InstanceState{State: StateRunning}, Node: c.hostNode.ident.ID()}, res); diff != "" {
+		Status: ctl.InstanceState{State: StateRunning}, Node: c.hostNode.Ident.ID()}, res); diff != "" {
 		t.Errorf("place result (-want +got):\n%s", diff)
 	}
 	var target table.Target
-	waitFor(t, "chat registered", func() bool {
-		tg, ok := c.hostNode.tbl.Resolve("chat")
+	meshtest.WaitFor(t, "chat registered", func() bool {
+		tg, ok := c.hostNode.Table.Resolve("chat")
 		target = tg
 		return ok && tg.Kind == table.TargetLocal
 	})
@@ -64,7 +65,7 @@ func TestPlaceServeStopUnload(t *testing.T) {
 	if stopped.Stopped != wantID {
 		t.Errorf("stop result %+v", stopped)
 	}
-	if _, ok := c.hostNode.tbl.Resolve("chat"); ok {
+	if _, ok := c.hostNode.Table.Resolve("chat"); ok {
 		t.Error("chat still resolves after stop")
 	}
 	if err := syscall.Kill(pid, 0); err == nil {
@@ -81,10 +82,10 @@ func TestPlaceServeStopUnload(t *testing.T) {
 
 	// start again, then unload from running.
 	c.mustCall(t, ctl.MethodStart, ctl.InstanceParams{InstanceID: wantID}, newDecision(), nil)
-	waitFor(t, "chat registered again", func() bool { _, ok := c.hostNode.tbl.Resolve("chat"); return ok })
+	meshtest.WaitFor(t, "chat registered again", func() bool { _, ok := c.hostNode.Table.Resolve("chat"); return ok })
 	var un ctl.UnloadResult
 	c.mustCall(t, ctl.MethodUnload, ctl.InstanceParams{InstanceID: wantID}, newDecision(), &un)
-	if _, ok := c.hostNode.tbl.Resolve("chat"); ok {
+	if _, ok := c.hostNode.Table.Resolve("chat"); ok {
 		t.Error("chat still resolves after unload")
 	}
 	st = c.statusList(t, true)
@@ -125,8 +126,8 @@ func TestPlaceRefusals(t *testing.T) {
 	c := newCluster(t, clusterOpts{})
 	stranger := newKey(t)
 	revokedKey := newKey(t)
-	if err := c.h.ApplyConfig(Config{Enabled: true, Controllers: []ed25519.PublicKey{c.caller.ident.PublicKey()},
-		TrustAnchors: pkg.Anchors{pubOf(c.publisher), pubOf(revokedKey)}, DataDir: c.hostNode.dir, HealthInterval: 50 * time.Millisecond}); err != nil {
+	if err := c.h.ApplyConfig(Config{Enabled: true, Controllers: []ed25519.PublicKey{c.caller.Ident.PublicKey()},
+		TrustAnchors: pkg.Anchors{pubOf(c.publisher), pubOf(revokedKey)}, DataDir: c.hostNode.Dir, HealthInterval: 50 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.rev.Revoke(pkg.Subject{Kind: pkg.SubjectSigner, Value: hex.EncodeToString(pubOf(revokedKey))}); err != nil {
@@ -154,7 +155,7 @@ func TestPlaceRefusals(t *testing.T) {
 			if got := refusalCode(err); got != tt.want {
 				t.Fatalf("place: %v, want %s", err, tt.want)
 			}
-			waitFor(t, "refusal chained", func() bool { return len(c.audit.ofKind(KindPlaceRefused)) == before+1 })
+			meshtest.WaitFor(t, "refusal chained", func() bool { return len(c.audit.ofKind(KindPlaceRefused)) == before+1 })
 		})
 	}
 	if st := c.statusList(t, false); len(st.Instances) != 0 || len(st.InFlight) != 0 {
@@ -167,9 +168,9 @@ func TestRequestRefusals(t *testing.T) {
 	other := newKey(t)
 	otherClient, _ := ctl.NewClient(ctl.ClientConfig{Key: other})
 	past := func() time.Time { return time.Now().Add(-10 * time.Minute) }
-	expiredClient, _ := ctl.NewClient(ctl.ClientConfig{Key: c.caller.ident.PrivateKey(), Now: past})
+	expiredClient, _ := ctl.NewClient(ctl.ClientConfig{Key: c.caller.Ident.PrivateKey(), Now: past})
 	fixed := make([]byte, 64)
-	replayClient, _ := ctl.NewClient(ctl.ClientConfig{Key: c.caller.ident.PrivateKey(), Rand: &repeatReader{b: fixed[:16]}})
+	replayClient, _ := ctl.NewClient(ctl.ClientConfig{Key: c.caller.Ident.PrivateKey(), Rand: &repeatReader{b: fixed[:16]}})
 
 	if _, err := c.callWith(t, replayClient, ctl.MethodStatus, nil, ""); err != nil {
 		t.Fatalf("first status: %v", err)
@@ -186,7 +187,7 @@ func TestRequestRefusals(t *testing.T) {
 	// The caller stops being a controller: mutations are unauthorized,
 	// reads still served to the admitted peer.
 	if err := c.h.ApplyConfig(Config{Enabled: true, Controllers: []ed25519.PublicKey{pubOf(other)},
-		TrustAnchors: pkg.Anchors{pubOf(c.publisher)}, DataDir: c.hostNode.dir}); err != nil {
+		TrustAnchors: pkg.Anchors{pubOf(c.publisher)}, DataDir: c.hostNode.Dir}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.call(t, ctl.MethodStop, ctl.InstanceParams{InstanceID: "x"}, newDecision()); refusalCode(err) != ctl.CodeUnauthorized {
@@ -195,7 +196,7 @@ func TestRequestRefusals(t *testing.T) {
 	if _, err := c.call(t, ctl.MethodStatus, nil, ""); err != nil {
 		t.Errorf("admitted peer status: %v", err)
 	}
-	waitFor(t, "4 ctl refusals chained", func() bool { return len(c.audit.ofKind(KindCtlRefused)) == 4 })
+	meshtest.WaitFor(t, "4 ctl refusals chained", func() bool { return len(c.audit.ofKind(KindCtlRefused)) == 4 })
 }
 
 // repeatReader returns the same bytes forever: every nonce is the same.
@@ -223,7 +224,7 @@ func TestUnauthenticatedRefusalsRateLimited(t *testing.T) {
 	}
 	// Refusals are chained after the answer: wait for all of them to be
 	// counted (chained or suppressed).
-	waitFor(t, "refusals accounted", func() bool {
+	meshtest.WaitFor(t, "refusals accounted", func() bool {
 		return len(c.audit.ofKind(KindCtlRefused))+c.h.unauth.Suppressed() == ctl.UnauthRefusalsPerWindow+4
 	})
 	if got := len(c.audit.ofKind(KindCtlRefused)); got != ctl.UnauthRefusalsPerWindow {
@@ -233,7 +234,7 @@ func TestUnauthenticatedRefusalsRateLimited(t *testing.T) {
 	if _, err := c.callWith(t, stranger, ctl.MethodStatus, nil, ""); err == nil {
 		t.Fatal("stranger served")
 	}
-	waitFor(t, "next refusal chained", func() bool { return len(c.audit.ofKind(KindCtlRefused)) == ctl.UnauthRefusalsPerWindow+1 })
+	meshtest.WaitFor(t, "next refusal chained", func() bool { return len(c.audit.ofKind(KindCtlRefused)) == ctl.UnauthRefusalsPerWindow+1 })
 	recs := c.audit.ofKind(KindCtlRefused)
 	if got := recs[len(recs)-1]["suppressed"]; got != float64(4) {
 		t.Errorf("suppressed = %v, want 4", got)
@@ -271,7 +272,7 @@ func TestLostAnswerStaysVisible(t *testing.T) {
 	}
 	close(hold)
 	var st ctl.StatusList
-	waitFor(t, "instance listed", func() bool {
+	meshtest.WaitFor(t, "instance listed", func() bool {
 		st = c.statusList(t, false)
 		return len(st.InFlight) == 0 && len(st.Instances) == 1
 	})
@@ -288,7 +289,7 @@ func TestCrashingInstanceRestartsThenFails(t *testing.T) {
 	if err != nil {
 		t.Fatalf("place: %v", err)
 	}
-	waitFor(t, "failed", func() bool { return c.state(res.InstanceID) == StateFailed })
+	meshtest.WaitFor(t, "failed", func() bool { return c.state(res.InstanceID) == StateFailed })
 	var st ctl.InstanceStatus
 	c.mustCall(t, ctl.MethodStatus, ctl.InstanceParams{InstanceID: res.InstanceID}, "", &st)
 	if st.Lifecycle != StateFailed || st.Restarts != 2 {
@@ -330,13 +331,13 @@ func TestRevocationTearsDownRunningInstance(t *testing.T) {
 	if err != nil {
 		t.Fatalf("place: %v", err)
 	}
-	waitFor(t, "chat registered", func() bool { _, ok := c.hostNode.tbl.Resolve("chat"); return ok })
+	meshtest.WaitFor(t, "chat registered", func() bool { _, ok := c.hostNode.Table.Resolve("chat"); return ok })
 	pid := c.instance(res.InstanceID).managed.PID()
 	if _, err := c.rev.Revoke(pkg.Subject{Kind: pkg.SubjectSigner, Value: hex.EncodeToString(pubOf(c.publisher))}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "teardown", func() bool { return c.instance(res.InstanceID) == nil })
-	if _, ok := c.hostNode.tbl.Resolve("chat"); ok {
+	meshtest.WaitFor(t, "teardown", func() bool { return c.instance(res.InstanceID) == nil })
+	if _, ok := c.hostNode.Table.Resolve("chat"); ok {
 		t.Error("chat resolves after the teardown")
 	}
 	if err := syscall.Kill(pid, 0); err == nil {

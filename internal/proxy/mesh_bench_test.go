@@ -193,7 +193,7 @@ func streamArrivals(tb testing.TB, client *http.Client, url string) []time.Time 
 // metricValueTB reads a counter from n's registry.
 func metricValueTB(tb testing.TB, n *meshNode, name string, labels map[string]string) (float64, bool) {
 	tb.Helper()
-	families, err := n.reg.Gather()
+	families, err := n.Registry.Gather()
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -2,43 +2,19 @@ package proxy
 
 import (
 	"context"
-	"net"
 	"net/http"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap/zaptest"
-
-	"github.com/nodeld/nodeld/internal/identity"
 	"github.com/nodeld/nodeld/internal/mesh"
+	"github.com/nodeld/nodeld/internal/mesh/meshtest"
 	"github.com/nodeld/nodeld/internal/table"
 )
 
 // testKeepalive is the mesh keep-alive of test nodes: a dead peer is
 // noticed after mesh.IdleTimeoutFactor times it.
 const testKeepalive = 300 * time.Millisecond
-
-// admitRef lets a table consult a mesh built after it.
-type admitRef struct {
-	mu sync.Mutex // guards m
-	m  *mesh.Mesh
-}
-
-func (a *admitRef) set(m *mesh.Mesh) {
-	a.mu.Lock()
-	a.m = m
-	a.mu.Unlock()
-}
-
-func (a *admitRef) IsAdmitted(id string) bool {
-	a.mu.Lock()
-	m := a.m
-	a.mu.Unlock()
-	return m != nil && m.IsAdmitted(id)
-}
 
 type auditRec struct {
 	source, kind string
@@ -63,24 +39,15 @@ func (a *fakeAudit) all() []auditRec {
 	return append([]auditRec(nil), a.recs...)
 }
 
-// meshNode is one nodeld node in the test process: identity, table, mesh
-// on 127.0.0.1, a MeshForwarder serving KindInfer and a proxy with role
-// "chat" forwarding through it.
+// meshNode is one nodeld node in the test process: a meshtest node (its
+// table admitting what its mesh admits), a MeshForwarder serving
+// KindInfer and a proxy with role "chat" forwarding through it.
 type meshNode struct {
-	t      testing.TB
-	name   string
-	ident  *identity.Identity
-	listen string
-	tbl    *table.Table
-	admit  *admitRef
-	m      *mesh.Mesh
-	fwd    *MeshForwarder
-	reg    *prometheus.Registry
-	audit  *fakeAudit
-	h      *harness
-	cfg    mesh.Config
-	cancel context.CancelFunc
-	done   chan error
+	*meshtest.Node[*table.Table]
+	t     testing.TB
+	fwd   *MeshForwarder
+	audit *fakeAudit
+	h     *harness
 }
 
 // newMeshNodes makes nodes with identities and reserved UDP ports, so
@@ -89,74 +56,48 @@ func newMeshNodes(t testing.TB, names ...string) []*meshNode {
 	t.Helper()
 	nodes := make([]*meshNode, len(names))
 	for i, name := range names {
-		id, err := identity.Generate(filepath.Join(t.TempDir(), identity.KeyFileName))
-		if err != nil {
-			t.Fatal(err)
-		}
-		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		listen := pc.LocalAddr().String()
-		_ = pc.Close() // the port is only reserved; the mesh binds it
-		n := &meshNode{t: t, name: name, ident: id, listen: listen, admit: &admitRef{}}
-		n.tbl = table.New(id.ID(), table.Options{Admission: n.admit})
-		nodes[i] = n
+		nodes[i] = &meshNode{Node: meshtest.NewNode(t, name, meshtest.Options{Keepalive: testKeepalive}, admittingTable), t: t}
 	}
 	return nodes
 }
-
-func (n *meshNode) id() string { return n.ident.ID() }
 
 // start runs n's mesh (admitting exactly peers, keys pinned), its
 // forwarder and its proxy until the test ends. deps may set limits.
 func (n *meshNode) start(deps MeshDeps, peers ...*meshNode) {
 	n.t.Helper()
-	n.reg = prometheus.NewRegistry()
 	n.audit = &fakeAudit{}
-	n.cfg = mesh.Config{Listen: n.listen, Keepalive: testKeepalive, Peers: peerConfigs(peers)}
-	lg := zaptest.NewLogger(n.t).Named(n.name)
-	m, err := mesh.New(n.cfg, mesh.Deps{
-		Identity: n.ident, DataDir: n.t.TempDir(), Table: n.tbl, Logger: lg, Registerer: n.reg,
-	})
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	n.m = m
-	n.admit.set(m)
-	deps.Mesh, deps.Table, deps.Audit, deps.Logger, deps.Registerer = m, n.tbl, n.audit, lg, n.reg
+	n.Build(peerConfigs(peers)...)
+	lg := n.Logger
+	deps.Mesh, deps.Table, deps.Audit, deps.Logger, deps.Registerer = n.Mesh, n.Table, n.audit, lg, n.Registry
+	var err error
 	n.fwd, err = NewMeshForwarder(deps)
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	m.Handle(mesh.KindInfer, n.fwd.ServeStream)
-	pdeps := Deps{Resolver: n.tbl, Remote: n.fwd, Logger: lg, Registerer: n.reg}
+	n.Mesh.Handle(mesh.KindInfer, n.fwd.ServeStream)
+	pdeps := Deps{Resolver: n.Table, Remote: n.fwd, Logger: lg, Registerer: n.Registry}
 	if t, ok := n.t.(*testing.T); ok {
 		n.h = startProxy(t, Config{}, pdeps)
 	} else {
 		n.h = startProxyTB(n.t, pdeps)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	n.cancel = cancel
-	n.done = make(chan error, 1)
-	go func() { n.done <- m.Run(ctx) }()
-	select {
-	case <-m.Ready():
-	case err := <-n.done:
-		n.t.Fatalf("mesh %s: %v", n.name, err)
-	case <-time.After(testDeadline):
-		n.t.Fatalf("mesh %s not ready", n.name)
-	}
+	n.Run()
 	n.t.Cleanup(func() {
-		n.stop()
+		n.Stop()
 		n.fwd.CloseIdleConnections()
 	})
+}
+
+// admittingTable is a table admitting advertisements from the peers its
+// node's mesh admits.
+func admittingTable(id string, admit *meshtest.Admission) *table.Table {
+	return table.New(id, table.Options{Admission: admit})
 }
 
 func peerConfigs(peers []*meshNode) []mesh.PeerConfig {
 	var pcs []mesh.PeerConfig
 	for _, p := range peers {
-		pcs = append(pcs, mesh.PeerConfig{Name: p.name, Addr: p.listen, Key: p.ident.PublicKeyHex(), Tier: mesh.TierPaired})
+		pcs = append(pcs, p.Peer())
 	}
 	return pcs
 }
@@ -167,91 +108,35 @@ func peerConfigs(peers []*meshNode) []mesh.PeerConfig {
 // one (which would fail a stream opened on the loser).
 func (n *meshNode) admitLater(peers ...*meshNode) {
 	n.t.Helper()
+	var nodes []*meshtest.Node[*table.Table]
 	for _, p := range peers {
-		waitFor(n.t, p.name+" refused by "+n.name, func() bool {
-			for _, st := range p.m.Status() {
-				if st.Addr == n.listen && st.LastError != "" {
-					return true
-				}
-			}
-			return false
-		})
+		nodes = append(nodes, p.Node)
 	}
-	n.cfg.Peers = peerConfigs(peers)
-	if err := n.m.ApplyConfig(n.cfg); err != nil {
-		n.t.Fatal(err)
-	}
-	for _, p := range peers {
-		p.linked(n)
-		n.linked(p)
-	}
+	meshtest.AdmitLater(n.t, n.Node, nodes...)
 }
 
 // stop stops n's mesh (its peers see the link close).
-func (n *meshNode) stop() {
-	if n.cancel == nil {
-		return
-	}
-	n.cancel()
-	n.cancel = nil
-	select {
-	case err := <-n.done:
-		if err != nil {
-			n.t.Errorf("mesh %s: %v", n.name, err)
-		}
-	case <-time.After(testDeadline):
-		n.t.Errorf("mesh %s did not stop", n.name)
-	}
-}
+func (n *meshNode) stop() { n.Stop() }
 
 // serve registers base as n's "chat" instance serving model, exposed to
 // the consumers.
 func (n *meshNode) serve(base, model string, consumers ...*meshNode) {
 	n.t.Helper()
-	if err := n.tbl.RegisterLocal("chat", base, model, "openai", "llama.cpp"); err != nil {
+	if err := n.Table.RegisterLocal("chat", base, model, "openai", "llama.cpp"); err != nil {
 		n.t.Fatal(err)
 	}
-	n.tbl.ExposeToMesh("chat", true)
+	n.Table.ExposeToMesh("chat", true)
 	for _, c := range consumers {
-		n.tbl.AllowMeshPeer("chat", c.id(), true)
-	}
-}
-
-// waitFor polls cond until it holds, failing the test at testDeadline.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.NewTimer(testDeadline)
-	defer deadline.Stop()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			t.Fatalf("timed out waiting for %s", what)
-		case <-tick.C:
-		}
+		n.Table.AllowMeshPeer("chat", c.ID(), true)
 	}
 }
 
 // resolvesTo waits until n resolves "chat" to peer.
 func (n *meshNode) resolvesTo(peer *meshNode) {
 	n.t.Helper()
-	waitFor(n.t, n.name+" resolving chat to "+peer.name, func() bool {
-		tg, ok := n.tbl.Resolve("chat")
-		return ok && tg.Kind == table.TargetRemote && tg.NodeID == peer.id()
-	})
-}
-
-// linked waits until n has a live link to peer.
-func (n *meshNode) linked(peer *meshNode) {
-	n.t.Helper()
-	waitFor(n.t, n.name+" linked to "+peer.name, func() bool {
-		for _, st := range n.m.Status() {
-			if st.ID == peer.id() && st.State == mesh.StateConnected {
-				return true
-			}
-		}
-		return false
+	meshtest.WaitFor(n.t, n.Name+" resolving chat to "+peer.Name, func() bool {
+		tg, ok := n.Table.Resolve("chat")
+		return ok && tg.Kind == table.TargetRemote && tg.NodeID == peer.ID()
 	})
 }
 

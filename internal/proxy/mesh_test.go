@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/nodeld/nodeld/internal/mesh"
+	"github.com/nodeld/nodeld/internal/mesh/meshtest"
 	"github.com/nodeld/nodeld/internal/proxy/proxytest"
 )
 
@@ -25,7 +26,7 @@ func pairNodes(t testing.TB, up *proxytest.Upstream, bDeps MeshDeps) (a, b *mesh
 	nodes := newMeshNodes(t, "a", "b")
 	a, b = nodes[0], nodes[1]
 	b.serve(up.URL, "served-model", a)
-	a.tbl.AllowRemoteNode("chat", b.id(), true)
+	a.Table.AllowRemoteNode("chat", b.ID(), true)
 	a.start(MeshDeps{}, b)
 	b.start(bDeps)
 	b.admitLater(a)
@@ -62,8 +63,8 @@ func TestMeshForwardInferencePaths(t *testing.T) {
 			if res.StatusCode != 200 || !strings.Contains(string(body), tt.wantInBody) {
 				t.Fatalf("%d %s", res.StatusCode, body)
 			}
-			if got := res.Header.Get(RouteHeader); got != b.id() {
-				t.Errorf("%s = %q, want %s", RouteHeader, got, b.id())
+			if got := res.Header.Get(RouteHeader); got != b.ID() {
+				t.Errorf("%s = %q, want %s", RouteHeader, got, b.ID())
 			}
 			got := up.Requests()[i]
 			if string(got.Body) != tt.wantUpstreamBody {
@@ -84,8 +85,8 @@ func TestMeshForwardInferencePaths(t *testing.T) {
 	}
 	// The serving side counts a request after its last frame is written,
 	// which can be after the client has read the whole response.
-	waitFor(t, "four requests counted as served ok", func() bool {
-		v, _ := metricValue(t, b.reg, "nodeld_proxy_mesh_served_total", map[string]string{"role": "chat", "code": "ok"})
+	meshtest.WaitFor(t, "four requests counted as served ok", func() bool {
+		v, _ := metricValue(t, b.Registry, "nodeld_proxy_mesh_served_total", map[string]string{"role": "chat", "code": "ok"})
 		return v == 4
 	})
 }
@@ -109,12 +110,12 @@ func allowlistCase(t *testing.T, useFrom, serveTo, expose, admitted bool) {
 	up := proxytest.New(t, proxytest.Options{Model: "served-model"})
 	nodes := newMeshNodes(t, "a", "b")
 	a, b := nodes[0], nodes[1]
-	if err := b.tbl.RegisterLocal("chat", up.URL, "served-model", "openai", "llama.cpp"); err != nil {
+	if err := b.Table.RegisterLocal("chat", up.URL, "served-model", "openai", "llama.cpp"); err != nil {
 		t.Fatal(err)
 	}
-	b.tbl.ExposeToMesh("chat", expose)
-	b.tbl.AllowMeshPeer("chat", a.id(), serveTo)
-	a.tbl.AllowRemoteNode("chat", b.id(), useFrom)
+	b.Table.ExposeToMesh("chat", expose)
+	b.Table.AllowMeshPeer("chat", a.ID(), serveTo)
+	a.Table.AllowRemoteNode("chat", b.ID(), useFrom)
 	a.start(MeshDeps{}) // admits b later, or never
 	b.start(MeshDeps{}, a)
 	if admitted {
@@ -137,7 +138,7 @@ func allowlistCase(t *testing.T, useFrom, serveTo, expose, admitted bool) {
 	req, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1/v1/chat/completions", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
 	defer cancel()
-	err := a.fwd.ForwardRemote(ctx, b.id(), "chat", req, []byte(chatBody(false)), rec)
+	err := a.fwd.ForwardRemote(ctx, b.ID(), "chat", req, []byte(chatBody(false)), rec)
 	e, ok := asError(err)
 	switch {
 	case !admitted:
@@ -148,9 +149,9 @@ func allowlistCase(t *testing.T, useFrom, serveTo, expose, admitted bool) {
 		if !ok || e.Code != CodePeerRefused {
 			t.Errorf("direct forward: %v, want %s", err, CodePeerRefused)
 		}
-		waitFor(t, "refusal audited", func() bool { return len(b.audit.all()) > 0 })
+		meshtest.WaitFor(t, "refusal audited", func() bool { return len(b.audit.all()) > 0 })
 		got := b.audit.all()[0]
-		want := auditRec{AuditSource, AuditKindMeshRefused, MeshRefusedEvent{Peer: a.id(), Role: "chat", Code: RefuseNotServed}}
+		want := auditRec{AuditSource, AuditKindMeshRefused, MeshRefusedEvent{Peer: a.ID(), Role: "chat", Code: RefuseNotServed}}
 		if diff := cmp.Diff(want, got, cmp.AllowUnexported(auditRec{})); diff != "" {
 			t.Errorf("audit (-want +got):\n%s", diff)
 		}
@@ -222,8 +223,8 @@ func TestMeshOverCapacity(t *testing.T) {
 	if got := wait(t, first, "first response"); got != 200 {
 		t.Errorf("first request: %d", got)
 	}
-	waitFor(t, "one request counted as over capacity", func() bool {
-		v, _ := metricValue(t, b.reg, "nodeld_proxy_mesh_served_total", map[string]string{"role": "chat", "code": RefuseOverCapacity})
+	meshtest.WaitFor(t, "one request counted as over capacity", func() bool {
+		v, _ := metricValue(t, b.Registry, "nodeld_proxy_mesh_served_total", map[string]string{"role": "chat", "code": RefuseOverCapacity})
 		return v == 1
 	})
 }
@@ -318,7 +319,7 @@ func TestMeshClientCancelReachesUpstream(t *testing.T) {
 	wait(t, received, "chunk 0")
 	cancel()
 	wait(t, upstreamDone, "upstream request context cancelled")
-	waitFor(t, "serving slot released", func() bool { n, _ := b.fwd.Inflight(); return n == 0 })
+	meshtest.WaitFor(t, "serving slot released", func() bool { n, _ := b.fwd.Inflight(); return n == 0 })
 }
 
 func TestMeshPeerDiesMidStream(t *testing.T) {
@@ -383,23 +384,23 @@ func TestMeshFailover(t *testing.T) {
 	a, b, c := nodes[0], nodes[1], nodes[2]
 	b.serve(upB.URL, "b-model", a)
 	c.serve(upC.URL, "c-model", a)
-	a.tbl.AllowRemoteNode("chat", b.id(), true)
-	a.tbl.AllowRemoteNode("chat", c.id(), true)
+	a.Table.AllowRemoteNode("chat", b.ID(), true)
+	a.Table.AllowRemoteNode("chat", c.ID(), true)
 	a.start(MeshDeps{}, b, c)
 	b.start(MeshDeps{})
 	c.start(MeshDeps{})
 	b.admitLater(a)
 	c.admitLater(a)
-	waitFor(t, "both peers advertised", func() bool {
-		return len(a.tbl.Snapshot().Roles) > 0 && len(a.tbl.Snapshot().Roles[0].Remote) == 2
+	meshtest.WaitFor(t, "both peers advertised", func() bool {
+		return len(a.Table.Snapshot().Roles) > 0 && len(a.Table.Snapshot().Roles[0].Remote) == 2
 	})
 	res, body := a.h.post("chat", "/v1/chat/completions", chatBody(false))
 	first := res.Header.Get(RouteHeader)
-	if res.StatusCode != 200 || (first != b.id() && first != c.id()) {
+	if res.StatusCode != 200 || (first != b.ID() && first != c.ID()) {
 		t.Fatalf("%d %s via %q", res.StatusCode, body, first)
 	}
 	gone, other := b, c
-	if first == c.id() {
+	if first == c.ID() {
 		gone, other = c, b
 	}
 	gone.stop()
@@ -407,8 +408,8 @@ func TestMeshFailover(t *testing.T) {
 	// the link close; the next request then goes to the other peer.
 	a.resolvesTo(other)
 	res, body = a.h.post("chat", "/v1/chat/completions", chatBody(false))
-	if res.StatusCode != 200 || res.Header.Get(RouteHeader) != other.id() {
-		t.Fatalf("after %s stopped: %d %s via %q, want %s", gone.name, res.StatusCode, body, res.Header.Get(RouteHeader), other.name)
+	if res.StatusCode != 200 || res.Header.Get(RouteHeader) != other.ID() {
+		t.Fatalf("after %s stopped: %d %s via %q, want %s", gone.Name, res.StatusCode, body, res.Header.Get(RouteHeader), other.Name)
 	}
 }
 
@@ -425,7 +426,7 @@ func TestMeshBodyTooLargeNoStream(t *testing.T) {
 	if e, ok := asError(err); !ok || e.Status != http.StatusRequestEntityTooLarge {
 		t.Errorf("ForwardRemote: %v, want 413", err)
 	}
-	if v, _ := metricValue(t, a.reg, "nodeld_mesh_streams_total", map[string]string{"kind": "infer", "result": "opened"}); v != 0 {
+	if v, _ := metricValue(t, a.Registry, "nodeld_mesh_streams_total", map[string]string{"kind": "infer", "result": "opened"}); v != 0 {
 		t.Errorf("infer streams opened: %v, want 0", v)
 	}
 	if up.Count() != 0 {
@@ -453,15 +454,15 @@ func TestMeshMalformedStreamReset(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
 			defer cancel()
-			s, err := a.m.OpenStream(ctx, b.id(), mesh.KindInfer)
+			s, err := a.Mesh.OpenStream(ctx, b.ID(), mesh.KindInfer)
 			if err != nil {
 				t.Fatal(err)
 			}
 			_, _ = s.Write(tt.give)
 			_ = s.Close()
 			_, _ = io.Copy(io.Discard, s) // until the refusal ends or the reset
-			waitFor(t, "outcome counted", func() bool {
-				v, _ := metricValue(t, b.reg, "nodeld_proxy_mesh_served_total", map[string]string{"role": tt.wantRole, "code": tt.wantCode})
+			meshtest.WaitFor(t, "outcome counted", func() bool {
+				v, _ := metricValue(t, b.Registry, "nodeld_proxy_mesh_served_total", map[string]string{"role": tt.wantRole, "code": tt.wantCode})
 				return v >= 1
 			})
 		})

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/nodeld/nodeld/internal/mesh/meshtest"
 	"github.com/nodeld/nodeld/internal/proxy/proxytest"
 	"github.com/nodeld/nodeld/internal/table"
 )
@@ -486,7 +487,7 @@ func TestMetrics(t *testing.T) {
 	// A request is counted when its handler returns, which can be just
 	// after the client has read the whole response.
 	for _, tt := range tests {
-		waitFor(t, fmt.Sprintf("%s%v = %v", tt.name, tt.labels, tt.want), func() bool {
+		meshtest.WaitFor(t, fmt.Sprintf("%s%v = %v", tt.name, tt.labels, tt.want), func() bool {
 			got, ok := metricValue(t, h.reg, tt.name, tt.labels)
 			return ok && got == tt.want
 		})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/nodeld/nodeld/internal/mesh/meshtest"
 	"github.com/nodeld/nodeld/internal/table"
 )
 
@@ -107,7 +108,7 @@ func TestRemoteForwarding(t *testing.T) {
 		t.Errorf("cut stream: err %v body %q, want unexpected EOF", err, body)
 	}
 	_ = res
-	waitFor(t, "remote 200 counted twice (ok and the cut stream)", func() bool {
+	meshtest.WaitFor(t, "remote 200 counted twice (ok and the cut stream)", func() bool {
 		v, _ := metricValue(t, h.reg, "nodeld_proxy_requests_total", map[string]string{"role": "chat", "route": "remote", "code": "200"})
 		return v == 2
 	})
