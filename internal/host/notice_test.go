@@ -159,18 +159,28 @@ func (n *ntNode) start(controllers ...*ntNode) {
 	})
 }
 
-// ntLink configures a and b as peers of each other (before or after they
-// start).
-func ntLink(a, b *ntNode) {
+// ntLink links two running nodes by one dial (b's), so no duplicate link
+// is settled under a test: a's first dial is refused by b, which does not
+// know a yet, and a backs off while b dials.
+func ntLink(t *testing.T, a, b *ntNode) {
+	t.Helper()
 	a.peers = append(a.peers, b.peerCfg())
-	b.peers = append(b.peers, a.peerCfg())
-	for _, n := range []*ntNode{a, b} {
-		if n.m != nil {
-			if err := n.m.ApplyConfig(n.meshCfg()); err != nil {
-				n.t.Fatal(err)
+	if err := a.m.ApplyConfig(a.meshCfg()); err != nil {
+		t.Fatal(err)
+	}
+	ntWait(t, b.name+" refusing "+a.name, func() bool {
+		for _, st := range a.m.Status() {
+			if st.ID == b.ident.ID() && st.LastError != "" {
+				return true
 			}
 		}
+		return false
+	})
+	b.peers = append(b.peers, a.peerCfg())
+	if err := b.m.ApplyConfig(b.meshCfg()); err != nil {
+		t.Fatal(err)
 	}
+	ntWaitLinked(t, a, b)
 }
 
 func (n *ntNode) linked(peer *ntNode) bool {
@@ -222,16 +232,13 @@ func (n *ntNode) logged() [][]byte {
 func TestNoticeGossipReplayAndLift(t *testing.T) {
 	a, b, c, d := ntNewNode(t, "a"), ntNewNode(t, "b"), ntNewNode(t, "c"), ntNewNode(t, "d")
 	// a - b - c, b - d: a is not linked to c; d does not take a's notices.
-	ntLink(a, b)
-	ntLink(b, c)
-	ntLink(b, d)
 	a.start()
 	b.start(a)
 	c.start(a)
 	d.start()
-	ntWaitLinked(t, a, b)
-	ntWaitLinked(t, b, c)
-	ntWaitLinked(t, b, d)
+	ntLink(t, a, b)
+	ntLink(t, b, c)
+	ntLink(t, b, d)
 
 	ctx, cancel := context.WithTimeout(context.Background(), ntTimeout)
 	defer cancel()
@@ -280,9 +287,8 @@ func TestNoticeGossipReplayAndLift(t *testing.T) {
 
 	// A node that joins later gets the notice by replay from c.
 	e := ntNewNode(t, "e")
-	ntLink(c, e)
 	e.start(a)
-	ntWaitLinked(t, c, e)
+	ntLink(t, c, e)
 	ntWait(t, "e revokes evil by replay", func() bool { return e.revoked("evil") })
 
 	// Lifting it reaches every node and replaces the revoke in the logs.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"sync"
 	"testing"
 	"time"
 
@@ -61,12 +62,21 @@ func (n *linkUpNode) peerCfg() PeerConfig {
 }
 
 func TestOnLinkUpAndNoticeKind(t *testing.T) {
-	ups := make(chan PeerInfo, 4)
-	ended := make(chan string, 4)
+	// A dial can be adopted and then refused by the other side, so the
+	// hook may run for a short-lived link too: every call is counted, and
+	// every call's context must end with its link.
+	var mu sync.Mutex
+	var ups []string
+	running := 0
 	a := startLinkUpNode(t, func(ctx context.Context, p PeerInfo) {
-		ups <- p
+		mu.Lock()
+		ups = append(ups, p.ID)
+		running++
+		mu.Unlock()
 		<-ctx.Done()
-		ended <- p.ID
+		mu.Lock()
+		running--
+		mu.Unlock()
 	})
 	got := make(chan string, 1)
 	a.m.Handle(KindNotice, func(ctx context.Context, peer PeerInfo, s *quic.Stream) {
@@ -77,38 +87,35 @@ func TestOnLinkUpAndNoticeKind(t *testing.T) {
 		}
 	})
 	b := startLinkUpNode(t, nil)
+	// One dial only (b's): a's first dial is refused by b, which does not
+	// know a yet, and a backs off while b dials.
 	if err := a.m.ApplyConfig(Config{Listen: a.m.cfg.Listen, Keepalive: time.Second, Peers: []PeerConfig{b.peerCfg()}}); err != nil {
 		t.Fatal(err)
 	}
+	waitFor(t, "b refusing a", func() bool { st := a.m.Status(); return len(st) == 1 && st[0].LastError != "" })
 	if err := b.m.ApplyConfig(Config{Listen: b.m.cfg.Listen, Keepalive: time.Second, Peers: []PeerConfig{a.peerCfg()}}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.After(waitTimeout)
-	select {
-	case p := <-ups:
-		if p.ID != b.ident.ID() || !p.Key.Equal(b.ident.PublicKey()) {
-			t.Fatalf("OnLinkUp peer = %s, want %s", p.ID, b.ident.ID())
+	waitFor(t, "a linked to b", func() bool { p := a.m.LinkedPeers(); return len(p) == 1 && p[0].ID == b.ident.ID() })
+	waitFor(t, "b linked to a", func() bool { return len(b.m.LinkedPeers()) == 1 })
+	waitFor(t, "OnLinkUp for the link", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return running == 1
+	})
+	mu.Lock()
+	for _, id := range ups {
+		if id != b.ident.ID() {
+			t.Errorf("OnLinkUp peer = %s, want %s", id, b.ident.ID())
 		}
-	case <-deadline:
-		t.Fatal("OnLinkUp not called")
 	}
-	if peers := a.m.LinkedPeers(); len(peers) != 1 || peers[0].ID != b.ident.ID() {
-		t.Fatalf("LinkedPeers = %+v", peers)
-	}
+	mu.Unlock()
 
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	var s *quic.Stream
-	for {
-		var err error
-		if s, err = b.m.OpenStream(ctx, a.ident.ID(), KindNotice); err == nil {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("open notice stream: %v", err)
-		case <-time.After(5 * time.Millisecond):
-		}
+	s, err := b.m.OpenStream(ctx, a.ident.ID(), KindNotice)
+	if err != nil {
+		t.Fatalf("open notice stream: %v", err)
 	}
 	if err := WriteFrame(s, 1, []byte("n")); err != nil {
 		t.Fatal(err)
@@ -119,7 +126,7 @@ func TestOnLinkUpAndNoticeKind(t *testing.T) {
 		if p != "n" {
 			t.Fatalf("notice frame = %q", p)
 		}
-	case <-deadline:
+	case <-ctx.Done():
 		t.Fatal("notice stream not served")
 	}
 	if KindNotice.String() != "notice" {
@@ -130,12 +137,9 @@ func TestOnLinkUpAndNoticeKind(t *testing.T) {
 	if err := a.m.ApplyConfig(Config{Listen: a.m.cfg.Listen, Keepalive: time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case id := <-ended:
-		if id != b.ident.ID() {
-			t.Fatalf("ended for %s", id)
-		}
-	case <-deadline:
-		t.Fatal("OnLinkUp context did not end with the link")
-	}
+	waitFor(t, "OnLinkUp context ended with the link", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return running == 0
+	})
 }
