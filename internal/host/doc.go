@@ -24,6 +24,24 @@
 // a status listing. For place with start, a failed start is rolled back
 // (unloaded); if that fails too the instance stays listed (failed).
 //
+// # Revocation notices
+//
+// Register also serves mesh.KindNotice: one NoticeFrame holding a signed
+// pkg notice (at most pkg.MaxNoticeBytes), verified against this node's
+// key and its controllers, then Revocations.ApplyNotice. A notice applied
+// is kept in the replay log <data_dir>/notices.log (NoticesFile: base64
+// lines, mode 0600, rewritten atomically; one notice per subject, the
+// newest, so an unrevoke replaces the revoke; at most MaxNoticeLog),
+// chained host.notice.applied and forwarded to every other linked peer
+// (NoticeForwardConcurrency at once). A stale or duplicate notice is
+// ignored and not forwarded, which ends gossip loops; one that does not
+// verify is chained host.notice.refused (rate-limited). SubmitNotice is
+// the local operator's entry (dispatch's revoke --notify). ReplayNotices,
+// wired to mesh.Deps.OnLinkUp, sends the log to a peer whose link comes
+// up, NoticeReplayPace apart, at most once per NoticeReplayCooldown, until
+// its link goes. New loads the log and applies every notice that still
+// verifies, dropping the rest.
+//
 // # Invariants
 //
 //   - Nothing is written outside the partial directory but the listed
@@ -56,5 +74,7 @@
 // returns nil. Places need Run to be running to start instances. h.mu
 // guards the host's maps and is never held across I/O; each instance's
 // opMu serialises its verbs so a process is never started and stopped at
-// once.
+// once. notes.mu serialises applying a notice with its log rewrite (held
+// across that file write, never under h.mu). Notice forwarding and replay
+// run on the mesh's goroutines (stream handlers, OnLinkUp).
 package host
