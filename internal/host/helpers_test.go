@@ -317,6 +317,8 @@ type cluster struct {
 type clusterOpts struct {
 	policy runtime.RestartPolicy
 	noRun  bool
+	// now is the host's clock; nil means time.Now.
+	now func() time.Time
 }
 
 func newCluster(t testing.TB, opts clusterOpts) *cluster {
@@ -345,7 +347,8 @@ func newCluster(t testing.TB, opts clusterOpts) *cluster {
 		TrustAnchors: pkg.Anchors{pubOf(c.publisher)}, DataDir: c.hostNode.Dir,
 		RestartPolicy: opts.policy, HealthInterval: 50 * time.Millisecond,
 	}, Deps{Identity: c.hostNode.Ident, Mesh: c.hostNode.Mesh, Table: c.hostNode.Table, Audit: c.audit,
-		Revocations: rev, Facts: src, Logger: zaptest.NewLogger(t).Named("host"), Registerer: prometheus.NewRegistry()})
+		Revocations: rev, Facts: src, Logger: zaptest.NewLogger(t).Named("host"), Registerer: prometheus.NewRegistry(),
+		Now: opts.now})
 	if err != nil {
 		t.Fatal(err)
 	}

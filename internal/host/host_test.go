@@ -210,12 +210,13 @@ func (r *repeatReader) Read(p []byte) (int, error) {
 }
 
 func TestUnauthenticatedRefusalsRateLimited(t *testing.T) {
-	c := newCluster(t, clusterOpts{noRun: true})
+	// The host's clock (and so its refusal rate limiter) is moved by the
+	// test; it is given before the host serves anything, so no stream
+	// handler races with setting it.
 	var offset atomic.Int64
-	start := time.Now()
-	c.h.unauth = ctl.NewRateLimiter(ctl.UnauthRefusalsPerWindow, ctl.UnauthRefusalWindow, func() time.Time {
-		return start.Add(time.Duration(offset.Load()))
-	})
+	c := newCluster(t, clusterOpts{noRun: true, now: func() time.Time {
+		return time.Now().Add(time.Duration(offset.Load()))
+	}})
 	stranger, _ := ctl.NewClient(ctl.ClientConfig{Key: newKey(t)})
 	for range ctl.UnauthRefusalsPerWindow + 4 {
 		if _, err := c.callWith(t, stranger, ctl.MethodStatus, nil, ""); refusalCode(err) != ctl.CodePeerMismatch {
