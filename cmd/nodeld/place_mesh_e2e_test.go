@@ -120,12 +120,18 @@ func TestPlaceOnPeerServedToThirdNode(t *testing.T) {
 	if out, errOut, rc := runCLI(t, "ctl", "--config", a.cfgPath, "status", "b"); rc != 0 || !strings.Contains(out, inst) {
 		t.Fatalf("status b = %d %q %q", rc, out, errOut)
 	}
-	if _, errOut, rc := runCLI(t, "ctl", "--config", a.cfgPath, "stop", "b", inst); rc != 0 {
-		t.Fatalf("stop = %d %q", rc, errOut)
+	// A, B's controller, revokes the publisher with a signed notice over
+	// the mesh: B applies it, tears the instance down, and C loses chat.
+	out, errOut, rc = runCLI(t, "package", "revoke", "--config", a.cfgPath, "--mesh", "--kind", "signer", "--reason", "leaked", anchor)
+	if rc != 0 {
+		t.Fatalf("revoke --mesh = %d %q %q", rc, out, errOut)
 	}
-	waitFor(t, "C to lose chat", func() bool { return resolved() == "" })
+	waitFor(t, "C to lose chat after the revocation", func() bool { return resolved() == "" })
 	if code, body := httpGet(t, base+"/v1/models"); code != 503 {
-		t.Fatalf("C after stop: %d %q", code, body)
+		t.Fatalf("C after the revocation: %d %q", code, body)
+	}
+	if _, errOut, rc := runCLI(t, "ctl", "--config", a.cfgPath, "place", "b", pkgDir); rc != 1 || !strings.Contains(errOut, "governance") {
+		t.Fatalf("place of the revoked package on b = %d %q, want refused governance", rc, errOut)
 	}
 	for _, n := range []string{"a", "b", "c"} {
 		nodes[n].signal(syscall.SIGTERM)
