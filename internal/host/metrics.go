@@ -15,7 +15,16 @@ type metrics struct {
 	restarts      prometheus.Counter
 	teardowns     prometheus.Counter
 	auditFailures prometheus.Counter
+	notices       *prometheus.CounterVec
 }
+
+// Results of a received notice (nodeld_host_notices_total).
+const (
+	noticeApplied = "applied"
+	noticeStale   = "stale"
+	noticeRefused = "refused"
+	noticeError   = "error"
+)
 
 func newMetrics(reg prometheus.Registerer, instances func() float64) (*metrics, error) {
 	m := &metrics{
@@ -43,11 +52,18 @@ func newMetrics(reg prometheus.Registerer, instances func() float64) (*metrics, 
 			Name: "nodeld_host_audit_failures_total",
 			Help: "Chain records that could not be written.",
 		}),
+		notices: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodeld_host_notices_total",
+			Help: "Signed revocation notices received, by result (applied, stale, refused, error).",
+		}, []string{"result"}),
+	}
+	for _, r := range []string{noticeApplied, noticeStale, noticeRefused, noticeError} {
+		m.notices.WithLabelValues(r)
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.calls, m.fetchBytes, m.fetchResumes, m.restarts, m.teardowns, m.auditFailures,
+	for _, c := range []prometheus.Collector{m.calls, m.fetchBytes, m.fetchResumes, m.restarts, m.teardowns, m.auditFailures, m.notices,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "nodeld_host_instances",
 			Help: "Instances listed by the host (loaded, running, stopped or failed).",

@@ -234,6 +234,7 @@ func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
 func (h *Host) applyNotice(raw []byte, from string) (applied bool, err error) {
 	n, err := pkg.VerifyNotice(raw, h.noticeKeys())
 	if err != nil {
+		h.met.notices.WithLabelValues(noticeRefused).Inc()
 		h.refuseNotice(from, err)
 		return false, fmt.Errorf("%w: %w", ErrNoticeRefused, err)
 	}
@@ -241,12 +242,15 @@ func (h *Host) applyNotice(raw []byte, from string) (applied bool, err error) {
 	_, err = h.rev.ApplyNotice(n)
 	if errors.Is(err, pkg.ErrStaleNotice) {
 		h.notes.mu.Unlock()
+		h.met.notices.WithLabelValues(noticeStale).Inc()
 		return false, nil
 	}
 	if err != nil {
 		h.notes.mu.Unlock()
+		h.met.notices.WithLabelValues(noticeError).Inc()
 		return false, fmt.Errorf("apply notice: %w", err)
 	}
+	h.met.notices.WithLabelValues(noticeApplied).Inc()
 	h.notes.entries = addNoticeEntry(h.notes.entries, n)
 	if werr := h.writeNoticeLogLocked(); werr != nil {
 		h.log.Warn("notice log not written", zap.Error(werr))
