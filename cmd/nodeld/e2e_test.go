@@ -84,10 +84,7 @@ func (d *proc) readLogs(r io.Reader) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		var m map[string]any
-		if json.Unmarshal(sc.Bytes(), &m) != nil {
-			m = map[string]any{"raw": sc.Text()}
-		}
+		m := parseLogLine(sc.Text())
 		d.mu.Lock()
 		d.lines = append(d.lines, m)
 		kept := d.waits[:0]
@@ -103,6 +100,28 @@ func (d *proc) readLogs(r io.Reader) {
 	}
 	d.exit = d.cmd.Wait()
 	close(d.done)
+}
+
+// parseLogLine reads a json log line, or a console one ("time\tlevel\t
+// [logger\t]message\t{fields}"), into its fields with "msg" set; other
+// lines come back as {"raw": line}.
+func parseLogLine(line string) map[string]any {
+	var m map[string]any
+	if json.Unmarshal([]byte(line), &m) == nil {
+		return m
+	}
+	parts := strings.Split(line, "\t")
+	if len(parts) < 3 {
+		return map[string]any{"raw": line}
+	}
+	m = map[string]any{}
+	msg := parts[len(parts)-1]
+	if last := parts[len(parts)-1]; strings.HasPrefix(last, "{") && json.Unmarshal([]byte(last), &m) == nil {
+		msg = parts[len(parts)-2]
+	}
+	m["msg"] = msg
+	m["raw"] = line
+	return m
 }
 
 // waitLog waits for a log line (past or future) whose msg is msg.
