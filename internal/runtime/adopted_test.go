@@ -296,10 +296,12 @@ func TestAdopterOllamaModelMissing(t *testing.T) {
 }
 
 func TestAdopterFirstHealthyWins(t *testing.T) {
-	addrA := freeAddr(t)
 	b := runtimetest.NewServer(t, "openai", "model-b")
 	c := runtimetest.NewServer(t, "openai", "model-c")
 	other := runtimetest.NewServer(t, "openai", "embed-1")
+	// Reserved after the other servers are listening, so none of them can
+	// be given the port A comes up on later.
+	addrA := freeAddr(t)
 	cfg := AdopterConfig{Instances: []AdoptedInstance{
 		{Role: "chat", Kind: KindOpenAI, URL: "http://" + addrA},
 		{Role: "chat", Kind: KindOpenAI, URL: b.URL},
