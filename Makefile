@@ -4,7 +4,7 @@ GO        ?= go
 BIN       := build/nodeld
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X main.version=$(VERSION)
-FUZZTIME  ?= 3s
+FUZZTIME  ?= 3000x
 BENCHTIME ?= 1x
 
 .PHONY: all build run test test-deps fuzz bench lint clean example-package
@@ -29,7 +29,7 @@ test: test-deps
 	FUZZTIME=$(FUZZTIME) bash scripts/fuzz.sh
 
 fuzz:
-	FUZZTIME=$(or $(FUZZ),30s) bash scripts/fuzz.sh
+	FUZZTIME=$(or $(FUZZ),100000x) bash scripts/fuzz.sh
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
