@@ -211,6 +211,20 @@ func printStatus(w io.Writer, st *statusDoc) {
 			fmt.Fprintf(w, "peer     %-12s %-21s %-18s %-12s %-8s rtt %.2fms%s\n", p.Name, p.Addr, id, p.State, p.Tier, p.RTTMillis, extra)
 		}
 	}
+	if st.Host != nil {
+		state := "disabled"
+		if st.Host.Enabled {
+			state = "enabled"
+		}
+		fmt.Fprintf(w, "host     %s, %d in flight, %d instances, %d departed\n", state, len(st.Host.InFlight), len(st.Host.Instances), len(st.Host.Departed))
+		for _, in := range st.Host.Instances {
+			role := in.Role
+			if role == "" {
+				role = "-"
+			}
+			fmt.Fprintf(w, "placed   %-40s %s %s role %s %s restarts %d\n", in.ID, in.Package, in.Version, role, in.State, in.Restarts)
+		}
+	}
 	insts := append([]instanceDoc(nil), st.Instances...)
 	sort.SliceStable(insts, func(i, j int) bool { return insts[i].Role < insts[j].Role })
 	for _, in := range insts {

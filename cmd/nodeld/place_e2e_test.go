@@ -74,6 +74,9 @@ func TestPlaceSelfThroughOperatorSocket(t *testing.T) {
 	if out, errOut, rc := runCLI(t, ctlArgs("status", "self")...); rc != 0 || !strings.Contains(out, inst) {
 		t.Fatalf("ctl status = %d %q %q", rc, out, errOut)
 	}
+	if out, errOut, rc := runCLI(t, "status", "--addr", d.admin); rc != 0 || !strings.Contains(out, "placed   "+inst) {
+		t.Fatalf("nodeld status = %d %q %q, want the placed instance listed", rc, out, errOut)
+	}
 	if out, errOut, rc := runCLI(t, ctlArgs("--json", "describe", "self")...); rc != 0 || !strings.Contains(out, "mem_total_bytes") {
 		t.Fatalf("ctl describe = %d %q %q", rc, out, errOut)
 	}
