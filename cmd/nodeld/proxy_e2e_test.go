@@ -95,9 +95,13 @@ func TestRoleServedByAdoptedInstance(t *testing.T) {
 `, interval, upstream)))
 	d.waitReady()
 	d.waitLogN("role registered", 1)
-	role := d.status().Roles[0]
+	st := d.status()
+	role := st.Roles[0]
 	if !strings.HasPrefix(role.Resolved, "local http://"+upstream) {
 		t.Fatalf("role resolves to %q, want the echo server", role.Resolved)
+	}
+	if len(st.Instances) != 1 || st.Instances[0].Health != "up" || !st.Instances[0].Serving || st.Instances[0].Model != "echo-e2e" {
+		t.Fatalf("status instances = %+v, want the echo server up, serving echo-e2e", st.Instances)
 	}
 	base := "http://" + role.Listen
 
@@ -140,6 +144,9 @@ func TestRoleServedByAdoptedInstance(t *testing.T) {
 	code, body := httpGet(t, base+"/v1/models")
 	if code != 503 || !strings.Contains(body, "no instance serves role 'chat'") {
 		t.Fatalf("after kill: %d %q, want 503", code, body)
+	}
+	if in := d.status().Instances[0]; in.Health != "down" || in.Serving || in.LastError == "" {
+		t.Fatalf("status instance after kill = %+v, want down with its error", in)
 	}
 
 	// Restart it on the same address: served again, nodeld untouched.
