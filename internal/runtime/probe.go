@@ -193,14 +193,9 @@ func (p prober) llamaCpp(ctx context.Context, model string) (ProbeResult, error)
 		}
 		return down(fmt.Errorf("GET /health: HTTP %d", status))
 	case http.StatusNotFound:
-		status, listBody, err = p.get(ctx, "/v1/models")
-		switch {
-		case err != nil:
-			return down(err)
-		case status == http.StatusServiceUnavailable:
-			return ProbeResult{Health: HealthLoading}, fmt.Errorf("GET /v1/models: %w", errLoading)
-		case status != http.StatusOK:
-			return down(fmt.Errorf("GET /v1/models: HTTP %d", status))
+		var res ProbeResult
+		if listBody, res, err = p.fetchUp(ctx, "/v1/models"); err != nil {
+			return res, err
 		}
 	default:
 		return down(fmt.Errorf("GET /health: HTTP %d", status))
@@ -217,14 +212,8 @@ func (p prober) llamaCpp(ctx context.Context, model string) (ProbeResult, error)
 	if listBody != nil {
 		names, _ = decodeModelList(listBody)
 	}
-	if model != "" {
-		if len(names) > 0 && !modelListed(model, names, modelMatches) {
-			return ProbeResult{Health: HealthModelMissing}, fmt.Errorf("model %q is not listed by the server", model)
-		}
-		return ProbeResult{Health: HealthUp, Model: model}, nil
-	}
-	if len(names) > 0 {
-		return ProbeResult{Health: HealthUp, Model: names[0]}, nil
+	if res, decided, err := listedModel(model, names); decided {
+		return res, err
 	}
 	if st, b, err := p.get(ctx, "/props"); err == nil && st == http.StatusOK {
 		if name, err := decodeProps(b); err == nil {
@@ -235,14 +224,8 @@ func (p prober) llamaCpp(ctx context.Context, model string) (ProbeResult, error)
 }
 
 func (p prober) ollama(ctx context.Context, model string) (ProbeResult, error) {
-	status, _, err := p.get(ctx, "/api/version")
-	switch {
-	case err != nil:
-		return down(err)
-	case status == http.StatusServiceUnavailable:
-		return ProbeResult{Health: HealthLoading}, fmt.Errorf("GET /api/version: %w", errLoading)
-	case status != http.StatusOK:
-		return down(fmt.Errorf("GET /api/version: HTTP %d", status))
+	if _, res, err := p.fetchUp(ctx, "/api/version"); err != nil {
+		return res, err
 	}
 	status, body, err := p.get(ctx, "/api/tags")
 	switch {
@@ -271,28 +254,51 @@ func (p prober) ollama(ctx context.Context, model string) (ProbeResult, error) {
 }
 
 func (p prober) openAI(ctx context.Context, model string) (ProbeResult, error) {
-	status, body, err := p.get(ctx, "/v1/models")
-	switch {
-	case err != nil:
-		return down(err)
-	case status == http.StatusServiceUnavailable:
-		return ProbeResult{Health: HealthLoading}, fmt.Errorf("GET /v1/models: %w", errLoading)
-	case status != http.StatusOK:
-		return down(fmt.Errorf("GET /v1/models: HTTP %d", status))
+	body, res, err := p.fetchUp(ctx, "/v1/models")
+	if err != nil {
+		return res, err
 	}
 	names, err := decodeModelList(body)
 	if err != nil {
 		return down(fmt.Errorf("decode /v1/models: %w", err))
 	}
+	if res, decided, err := listedModel(model, names); decided {
+		return res, err
+	}
+	return ProbeResult{Health: HealthUp}, nil
+}
+
+// fetchUp GETs path and returns its body when the server answers 200. A
+// 503 is a server still loading; any other status, or no answer, is down:
+// then err is set and res says which.
+func (p prober) fetchUp(ctx context.Context, path string) (body []byte, res ProbeResult, err error) {
+	status, body, err := p.get(ctx, path)
+	switch {
+	case err != nil:
+		res, err = down(err)
+		return nil, res, err
+	case status == http.StatusServiceUnavailable:
+		return nil, ProbeResult{Health: HealthLoading}, fmt.Errorf("GET %s: %w", path, errLoading)
+	case status != http.StatusOK:
+		res, err = down(fmt.Errorf("GET %s: HTTP %d", path, status))
+		return nil, res, err
+	}
+	return body, ProbeResult{}, nil
+}
+
+// listedModel decides the served model of an up server from the models it
+// lists: a configured model must be among them (when it lists any), and
+// without one the first listed is served. decided is false when neither
+// applies (no model configured, none listed).
+func listedModel(model string, names []string) (res ProbeResult, decided bool, err error) {
 	switch {
 	case model != "":
 		if len(names) > 0 && !modelListed(model, names, modelMatches) {
-			return ProbeResult{Health: HealthModelMissing}, fmt.Errorf("model %q is not listed by the server", model)
+			return ProbeResult{Health: HealthModelMissing}, true, fmt.Errorf("model %q is not listed by the server", model)
 		}
-		return ProbeResult{Health: HealthUp, Model: model}, nil
+		return ProbeResult{Health: HealthUp, Model: model}, true, nil
 	case len(names) > 0:
-		return ProbeResult{Health: HealthUp, Model: names[0]}, nil
-	default:
-		return ProbeResult{Health: HealthUp}, nil
+		return ProbeResult{Health: HealthUp, Model: names[0]}, true, nil
 	}
+	return ProbeResult{}, false, nil
 }
