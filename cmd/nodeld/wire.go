@@ -2,11 +2,9 @@ package main
 
 import (
 	"runtime/debug"
-	"strings"
 	"time"
 
 	"github.com/nodeld/nodeld/internal/config"
-	"github.com/nodeld/nodeld/internal/identity"
 	"github.com/nodeld/nodeld/internal/mesh"
 	"github.com/nodeld/nodeld/internal/proxy"
 	"github.com/nodeld/nodeld/internal/runtime"
@@ -33,29 +31,19 @@ func buildGoVersion() string {
 	return "unknown"
 }
 
-// peerIDs turns allowlist entries (peer names or node ids) into node ids.
-// A named peer without a pinned key has no id until the mesh pins it on
-// first contact, so it is left out until then (OnPeersChanged re-applies).
-func (n *node) peerIDs(cfg *config.Config, refs []string) []string {
+// peerIDs turns allowlist entries (peer names or node ids) into node ids
+// through the mesh, which knows every configured peer's pinned key. A
+// named peer not yet pinned has no id until its first contact, so it is
+// left out until then (OnPeersChanged re-applies). Without a mesh there
+// are no peers: config validation refuses allowlists that name none.
+func (n *node) peerIDs(refs []string) []string {
+	if n.mesh == nil {
+		return nil
+	}
 	var ids []string
 	for _, ref := range refs {
-		if n.mesh != nil {
-			if id, ok := n.mesh.ResolveRef(ref); ok {
-				ids = append(ids, id)
-			}
-			continue
-		}
-		if strings.HasPrefix(ref, "n-") {
-			ids = append(ids, ref)
-			continue
-		}
-		for _, p := range cfg.Mesh.Peers {
-			if p.Name != ref || p.Key == "" {
-				continue
-			}
-			if pub, err := identity.ParsePublicKeyHex(p.Key); err == nil {
-				ids = append(ids, identity.NodeID(pub))
-			}
+		if id, ok := n.mesh.ResolveRef(ref); ok {
+			ids = append(ids, id)
 		}
 	}
 	return ids
@@ -66,8 +54,8 @@ func (n *node) rolePolicies(cfg *config.Config) map[string]table.RolePolicy {
 	for _, r := range cfg.Inference.Roles {
 		p[r.Name] = table.RolePolicy{
 			Expose:  r.Expose,
-			ServeTo: n.peerIDs(cfg, r.ServeTo),
-			UseFrom: n.peerIDs(cfg, r.UseFrom),
+			ServeTo: n.peerIDs(r.ServeTo),
+			UseFrom: n.peerIDs(r.UseFrom),
 		}
 	}
 	return p
