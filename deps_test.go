@@ -28,7 +28,7 @@ var tiers = map[string]int{
 	"internal/ctl/engine": 2,
 	"internal/mesh":       2,
 	"internal/table":      2,
-	"internal/runtime":    2,
+	"internal/runner":     2,
 	"internal/facts":      2,
 	"internal/pkg":        2,
 
@@ -150,10 +150,10 @@ func TestImportFlow(t *testing.T) {
 
 func TestOwnerOfTestDoubles(t *testing.T) {
 	for give, want := range map[string]string{
-		"internal/proxy/proxytest":     "internal/proxy",
-		"internal/runtime/runtimetest": "internal/runtime",
-		"internal/proxy":               "",
-		"internal/ctl/engine":          "",
+		"internal/proxy/proxytest":   "internal/proxy",
+		"internal/runner/runnertest": "internal/runner",
+		"internal/proxy":             "",
+		"internal/ctl/engine":        "",
 	} {
 		got, _ := owner(give)
 		if got != want {

@@ -29,7 +29,7 @@ import (
 	"github.com/nodeld/nodeld/internal/mesh"
 	"github.com/nodeld/nodeld/internal/pkg"
 	"github.com/nodeld/nodeld/internal/proxy"
-	"github.com/nodeld/nodeld/internal/runtime"
+	"github.com/nodeld/nodeld/internal/runner"
 	"github.com/nodeld/nodeld/internal/table"
 )
 
@@ -84,7 +84,7 @@ type node struct {
 	forwarder *proxy.MeshForwarder // nil without a mesh
 	dispatch  *dispatch.Dispatcher
 	host      *host.Host
-	adopter   *runtime.Adopter
+	adopter   *runner.Adopter
 	admin     *admin.Server
 	log       *zap.Logger
 	level     zap.AtomicLevel
@@ -219,7 +219,7 @@ func runDaemon(ctx context.Context, o daemonOptions) (err error) {
 	if err != nil {
 		return err
 	}
-	n.adopter, err = runtime.NewAdopter(adopterConfig(cfg), n.table, log.Named("runtime"), reg)
+	n.adopter, err = runner.NewAdopter(adopterConfig(cfg), n.table, log.Named("runner"), reg)
 	if err != nil {
 		return err
 	}

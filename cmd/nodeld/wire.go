@@ -7,7 +7,7 @@ import (
 	"github.com/nodeld/nodeld/internal/config"
 	"github.com/nodeld/nodeld/internal/mesh"
 	"github.com/nodeld/nodeld/internal/proxy"
-	"github.com/nodeld/nodeld/internal/runtime"
+	"github.com/nodeld/nodeld/internal/runner"
 	"github.com/nodeld/nodeld/internal/table"
 )
 
@@ -84,11 +84,11 @@ func meshConfig(cfg *config.Config) mesh.Config {
 	return mc
 }
 
-func adopterConfig(cfg *config.Config) runtime.AdopterConfig {
-	ac := runtime.AdopterConfig{Interval: cfg.Inference.ProbeInterval.D}
+func adopterConfig(cfg *config.Config) runner.AdopterConfig {
+	ac := runner.AdopterConfig{Interval: cfg.Inference.ProbeInterval.D}
 	for _, in := range cfg.Inference.Instances {
-		ac.Instances = append(ac.Instances, runtime.AdoptedInstance{
-			Role: in.Role, Kind: runtime.Kind(in.Runtime), URL: in.URL, Model: in.Model,
+		ac.Instances = append(ac.Instances, runner.AdoptedInstance{
+			Role: in.Role, Kind: runner.Kind(in.Runtime), URL: in.URL, Model: in.Model,
 		})
 	}
 	return ac

@@ -9,7 +9,7 @@ import (
 	"maps"
 	"os"
 	"os/exec"
-	goruntime "runtime"
+	"runtime"
 	"sort"
 	"strings"
 	"time"
@@ -57,9 +57,9 @@ func DefaultProbeDeps() ProbeDeps {
 		LookPath:     exec.LookPath,
 		RunNvidiaSMI: runNvidiaSMI,
 		Hostname:     os.Hostname,
-		NumCPU:       goruntime.NumCPU,
-		GOOS:         goruntime.GOOS,
-		GOARCH:       goruntime.GOARCH,
+		NumCPU:       runtime.NumCPU,
+		GOOS:         runtime.GOOS,
+		GOARCH:       runtime.GOARCH,
 	}
 }
 

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
-	goruntime "runtime"
+	"runtime"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -278,10 +278,10 @@ func TestProbeRealMachine(t *testing.T) {
 	if f.CPUs <= 0 {
 		t.Errorf("CPUs = %d, want > 0", f.CPUs)
 	}
-	if f.OS != goruntime.GOOS || f.Arch != goruntime.GOARCH {
+	if f.OS != runtime.GOOS || f.Arch != runtime.GOARCH {
 		t.Errorf("OS/Arch = %s/%s", f.OS, f.Arch)
 	}
-	if goruntime.GOOS == "linux" {
+	if runtime.GOOS == "linux" {
 		if f.MemTotalBytes == 0 || f.MemFreeBytes > f.MemTotalBytes {
 			t.Errorf("memory total %d free %d", f.MemTotalBytes, f.MemFreeBytes)
 		}

@@ -69,7 +69,7 @@
 // New starts nothing. Register installs the ctl handler; calls are served
 // on the mesh's stream goroutines (or the ServeLocal caller's). Run owns
 // the revocation watcher and one supervisor goroutine per started
-// instance (runtime.Supervisor.Run); when ctx ends it stops every
+// instance (runner.Supervisor.Run); when ctx ends it stops every
 // instance, deregisters their roles, waits for every supervisor and
 // returns nil. Places need Run to be running to start instances. h.mu
 // guards the host's maps and is never held across I/O; each instance's

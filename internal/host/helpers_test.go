@@ -25,7 +25,7 @@ import (
 	"github.com/nodeld/nodeld/internal/mesh"
 	"github.com/nodeld/nodeld/internal/mesh/meshtest"
 	"github.com/nodeld/nodeld/internal/pkg"
-	"github.com/nodeld/nodeld/internal/runtime"
+	"github.com/nodeld/nodeld/internal/runner"
 	"github.com/nodeld/nodeld/internal/table"
 )
 
@@ -315,7 +315,7 @@ type cluster struct {
 }
 
 type clusterOpts struct {
-	policy runtime.RestartPolicy
+	policy runner.RestartPolicy
 	noRun  bool
 	// now is the host's clock; nil means time.Now.
 	now func() time.Time

@@ -20,7 +20,7 @@ import (
 	"github.com/nodeld/nodeld/internal/identity"
 	"github.com/nodeld/nodeld/internal/mesh"
 	"github.com/nodeld/nodeld/internal/pkg"
-	"github.com/nodeld/nodeld/internal/runtime"
+	"github.com/nodeld/nodeld/internal/runner"
 	"github.com/nodeld/nodeld/internal/table"
 )
 
@@ -59,10 +59,10 @@ type Config struct {
 	// Labels ride on the advertisement (label.<k>).
 	Labels map[string]string
 	// RestartPolicy bounds supervised restarts; zero means
-	// runtime.DefaultRestartPolicy (3 in 10 minutes, 1 s doubling to 30 s).
-	RestartPolicy runtime.RestartPolicy
+	// runner.DefaultRestartPolicy (3 in 10 minutes, 1 s doubling to 30 s).
+	RestartPolicy runner.RestartPolicy
 	// HealthInterval is the supervisors' health poll period; zero means
-	// runtime.DefaultHealthInterval. Not reloadable for running instances.
+	// runner.DefaultHealthInterval. Not reloadable for running instances.
 	HealthInterval time.Duration
 }
 
@@ -232,7 +232,7 @@ func checkConfig(cfg Config) error {
 			errs = append(errs, fmt.Errorf("trust anchor %d has %d bytes", i, len(k)))
 		}
 	}
-	if cfg.RestartPolicy != (runtime.RestartPolicy{}) {
+	if cfg.RestartPolicy != (runner.RestartPolicy{}) {
 		if err := cfg.RestartPolicy.Validate(); err != nil {
 			errs = append(errs, err)
 		}

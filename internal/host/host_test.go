@@ -17,7 +17,7 @@ import (
 	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/mesh/meshtest"
 	"github.com/nodeld/nodeld/internal/pkg"
-	"github.com/nodeld/nodeld/internal/runtime"
+	"github.com/nodeld/nodeld/internal/runner"
 	"github.com/nodeld/nodeld/internal/table"
 )
 
@@ -283,7 +283,7 @@ func TestLostAnswerStaysVisible(t *testing.T) {
 }
 
 func TestCrashingInstanceRestartsThenFails(t *testing.T) {
-	policy := runtime.RestartPolicy{Max: 2, Window: time.Minute, Backoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond}
+	policy := runner.RestartPolicy{Max: 2, Window: time.Minute, Backoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond}
 	c := newCluster(t, clusterOpts{policy: policy})
 	p := buildCrash(t, c.publisher)
 	res, _, err := c.place(t, p, true)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/pkg"
-	"github.com/nodeld/nodeld/internal/runtime"
+	"github.com/nodeld/nodeld/internal/runner"
 )
 
 // Lifecycle states the host reports (reference 4.3).
@@ -40,10 +40,10 @@ type instance struct {
 	h                                                *Host
 	id, decision, requester, pkgID, version, variant string
 	role, model, manifestHash                        string
-	kind                                             runtime.Kind
+	kind                                             runner.Kind
 	inference                                        bool
 	verified                                         *pkg.Verified
-	managed                                          *runtime.Managed
+	managed                                          *runner.Managed
 	adapter                                          *supervised
 
 	// opMu serialises the verbs and the forced teardown of this instance,
@@ -57,7 +57,7 @@ type instance struct {
 	detail   string
 	restarts int
 	started  bool // a run was ever started, so Wait answers at once after a stop
-	sup      *runtime.Supervisor
+	sup      *runner.Supervisor
 	supDone  chan struct{}
 }
 
@@ -84,7 +84,7 @@ func (in *instance) setState(state, detail string) {
 // and the Supervisor then adopts the running process instead of starting
 // it again; stops use the grace of the verb that asked for them.
 type supervised struct {
-	m     *runtime.Managed
+	m     *runner.Managed
 	adopt atomic.Bool
 	grace atomic.Int64 // time.Duration; 0 means ctl.DefaultStopGrace
 }
@@ -104,10 +104,10 @@ func (s *supervised) Stop(ctx context.Context, _ time.Duration) error {
 	return s.m.Stop(ctx, g)
 }
 
-func (s *supervised) Health(ctx context.Context) (runtime.Health, error) { return s.m.Health(ctx) }
-func (s *supervised) Wait() <-chan runtime.ExitStatus                    { return s.m.Wait() }
+func (s *supervised) Health(ctx context.Context) (runner.Health, error) { return s.m.Health(ctx) }
+func (s *supervised) Wait() <-chan runner.ExitStatus                    { return s.m.Wait() }
 
-var _ runtime.Instance = (*supervised)(nil)
+var _ runner.Instance = (*supervised)(nil)
 
 // startRun starts the instance's process and hands it to a supervisor.
 // The caller holds in.opMu.
@@ -142,15 +142,15 @@ func (h *Host) startRun(ctx context.Context, in *instance) error {
 // instance.
 func (h *Host) supervise(in *instance) error {
 	cfg := h.config()
-	sup, err := runtime.NewSupervisor(in.adapter, runtime.SupervisorConfig{
+	sup, err := runner.NewSupervisor(in.adapter, runner.SupervisorConfig{
 		Policy:         cfg.RestartPolicy,
 		HealthInterval: cfg.HealthInterval,
 		// The adapter applies the verb's grace; this only bounds the wait.
 		StopGrace: ctl.MaxStopGrace,
-	}, runtime.SupervisorDeps{
+	}, runner.SupervisorDeps{
 		Logger:   h.log.Named("supervisor").With(zap.String("instance", in.id)),
 		Now:      h.now,
-		OnChange: func(st runtime.State, _ runtime.Health) { h.onChange(in, st) },
+		OnChange: func(st runner.State, _ runner.Health) { h.onChange(in, st) },
 	})
 	if err != nil {
 		return fmt.Errorf("supervise %s: %w", in.id, err)
@@ -196,7 +196,7 @@ func (in *instance) stopSupervisor(grace time.Duration) bool {
 // onChange follows a supervisor's state: the role is registered while
 // running and deregistered otherwise, and restarts and failures are
 // chained.
-func (h *Host) onChange(in *instance, st runtime.State) {
+func (h *Host) onChange(in *instance, st runner.State) {
 	in.mu.Lock()
 	sup := in.sup
 	in.mu.Unlock()
@@ -205,9 +205,9 @@ func (h *Host) onChange(in *instance, st runtime.State) {
 		_, restarts, reason = sup.State()
 	}
 	switch st {
-	case runtime.StateStarting:
+	case runner.StateStarting:
 		return
-	case runtime.StateRunning:
+	case runner.StateRunning:
 		in.mu.Lock()
 		in.state, in.detail, in.restarts = StateRunning, "", restarts
 		in.mu.Unlock()
@@ -218,13 +218,13 @@ func (h *Host) onChange(in *instance, st runtime.State) {
 	in.mu.Lock()
 	in.restarts = restarts
 	switch st {
-	case runtime.StateUnhealthy:
+	case runner.StateUnhealthy:
 		in.state, in.detail = StateUnhealthy, reason
-	case runtime.StateRestarting:
+	case runner.StateRestarting:
 		in.state, in.detail = StateRestarting, reason
-	case runtime.StateFailed:
+	case runner.StateFailed:
 		in.state, in.detail = StateFailed, reason
-	case runtime.StateStopped:
+	case runner.StateStopped:
 		// A verb or shutdown stopped it; the verb sets its own state.
 		if in.state != StateFailed {
 			in.state, in.detail = StateStopped, reason
@@ -232,11 +232,11 @@ func (h *Host) onChange(in *instance, st runtime.State) {
 	}
 	in.mu.Unlock()
 	switch st {
-	case runtime.StateRestarting:
+	case runner.StateRestarting:
 		h.met.restarts.Inc()
 		_ = h.record(KindRestart, map[string]any{"instance_id": in.id, "decision_id": in.decision,
 			"package": in.pkgID, "version": in.version, "restarts": restarts, "reason": reason})
-	case runtime.StateFailed:
+	case runner.StateFailed:
 		_ = h.record(KindFailed, map[string]any{"instance_id": in.id, "decision_id": in.decision,
 			"package": in.pkgID, "version": in.version, "restarts": restarts, "reason": reason})
 	}
@@ -250,7 +250,7 @@ func (h *Host) registerRole(in *instance) {
 	if !alive || ep == "" {
 		return
 	}
-	if err := h.table.RegisterLocal(in.role, ep, in.model, runtime.APIOpenAI, string(in.kind)); err != nil {
+	if err := h.table.RegisterLocal(in.role, ep, in.model, runner.APIOpenAI, string(in.kind)); err != nil {
 		h.log.Warn("register role", zap.String("role", in.role), zap.String("instance", in.id), zap.Error(err))
 		return
 	}
@@ -293,14 +293,14 @@ func (h *Host) stopRun(ctx context.Context, in *instance, grace time.Duration) e
 }
 
 // lastExit returns how the last run ended, if one was started and ended.
-func (in *instance) lastExit() (runtime.ExitStatus, bool) {
+func (in *instance) lastExit() (runner.ExitStatus, bool) {
 	if !in.snapshot().started || in.managed.Alive() {
-		return runtime.ExitStatus{}, false
+		return runner.ExitStatus{}, false
 	}
 	select {
 	case st, ok := <-in.managed.Wait():
 		return st, ok
 	default:
-		return runtime.ExitStatus{}, false
+		return runner.ExitStatus{}, false
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	goruntime "runtime"
+	"runtime"
 	"slices"
 	"time"
 
@@ -18,7 +18,7 @@ import (
 
 	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/pkg"
-	"github.com/nodeld/nodeld/internal/runtime"
+	"github.com/nodeld/nodeld/internal/runner"
 )
 
 // InstanceConfig is the instance configuration a place may carry (the
@@ -130,14 +130,14 @@ func (h *Host) place(ctx context.Context, req ctl.Request, open ArtifactOpener) 
 		return nil, ctl.NewRefusal(ctl.CodeVerify, "fetched package has another manifest")
 	}
 
-	managed, err := runtime.NewManaged(specOf(m, dir, icfg), runtime.ManagedDeps{Logger: h.log.Named("runtime"), Now: h.now})
+	managed, err := runner.NewManaged(specOf(m, dir, icfg), runner.ManagedDeps{Logger: h.log.Named("runtime"), Now: h.now})
 	if err != nil {
 		return nil, ctl.NewRefusal(ctl.CodeRuntime, "runtime: "+err.Error())
 	}
 	in := &instance{
 		h: h, id: id, decision: req.DecisionID, requester: req.Requester, pkgID: m.ID, version: m.Version,
 		variant: variant.Name, role: m.Role, model: m.Runtime.Model, manifestHash: v.ManifestHash,
-		kind: runtime.Kind(m.Runtime.Type), inference: m.Kind == pkg.KindInference, verified: dv,
+		kind: runner.Kind(m.Runtime.Type), inference: m.Kind == pkg.KindInference, verified: dv,
 		managed: managed, adapter: &supervised{m: managed}, state: StateLoaded,
 	}
 	in.opMu.Lock()
@@ -224,11 +224,11 @@ func (h *Host) end(decision, id string) {
 // admit checks that the node can run the variant: OS and arch, the
 // runtime on this node, and memory against the node's free memory.
 func (h *Host) admit(ctx context.Context, m *pkg.Manifest, v pkg.Variant, cfg Config) *ctl.Refusal {
-	if len(v.Requires.OS) > 0 && !slices.Contains(v.Requires.OS, goruntime.GOOS) {
-		return ctl.NewRefusal(ctl.CodeAdmission, "variant needs another OS than "+goruntime.GOOS)
+	if len(v.Requires.OS) > 0 && !slices.Contains(v.Requires.OS, runtime.GOOS) {
+		return ctl.NewRefusal(ctl.CodeAdmission, "variant needs another OS than "+runtime.GOOS)
 	}
-	if len(v.Requires.Arch) > 0 && !slices.Contains(v.Requires.Arch, goruntime.GOARCH) {
-		return ctl.NewRefusal(ctl.CodeAdmission, "variant needs another architecture than "+goruntime.GOARCH)
+	if len(v.Requires.Arch) > 0 && !slices.Contains(v.Requires.Arch, runtime.GOARCH) {
+		return ctl.NewRefusal(ctl.CodeAdmission, "variant needs another architecture than "+runtime.GOARCH)
 	}
 	if m.TotalSize() > MaxPackageBytes {
 		return ctl.NewRefusal(ctl.CodeAdmission, fmt.Sprintf("package of %d bytes exceeds %d", m.TotalSize(), int64(MaxPackageBytes)))
@@ -305,16 +305,16 @@ func syncDir(dir string) {
 }
 
 // specOf builds the runtime spec of a package in dir.
-func specOf(m *pkg.Manifest, dir string, icfg InstanceConfig) runtime.Spec {
-	s := runtime.Spec{
-		Kind: runtime.Kind(m.Runtime.Type), Dir: dir, Command: m.Runtime.Command,
+func specOf(m *pkg.Manifest, dir string, icfg InstanceConfig) runner.Spec {
+	s := runner.Spec{
+		Kind: runner.Kind(m.Runtime.Type), Dir: dir, Command: m.Runtime.Command,
 		Args: m.Runtime.Args, Env: m.Runtime.Env, ModelFile: m.Runtime.ModelFile, Model: m.Runtime.Model,
 		Port: icfg.Port, LogCap: MaxLogBytes * 4,
 	}
 	if m.Runtime.Health != nil {
 		s.HealthPath = m.Runtime.Health.Path
 	}
-	if s.Kind == runtime.KindOllama {
+	if s.Kind == runner.KindOllama {
 		s.Port = 0
 	}
 	return s

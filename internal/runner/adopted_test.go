@@ -1,4 +1,4 @@
-package runtime
+package runner
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/nodeld/nodeld/internal/runtime/runtimetest"
+	"github.com/nodeld/nodeld/internal/runner/runnertest"
 )
 
 // reg is one registration as the fake registrar holds it.
@@ -218,7 +218,7 @@ func TestAdopterRegistersAndDiscovers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.kind)+"/"+tt.model, func(t *testing.T) {
-			srv := runtimetest.NewServer(t, string(tt.kind), tt.models...)
+			srv := runnertest.NewServer(t, string(tt.kind), tt.models...)
 			url := "http://localhost:" + srv.Addr[strings.LastIndexByte(srv.Addr, ':')+1:]
 			h := startAdopter(t, AdopterConfig{Instances: []AdoptedInstance{{Role: "chat", Kind: tt.kind, URL: url, Model: tt.model}}}, nil)
 			// localhost is registered as the IP literal the table accepts.
@@ -237,7 +237,7 @@ func TestAdopterRegistersAndDiscovers(t *testing.T) {
 
 func TestAdopterDownAndBackWithinOneInterval(t *testing.T) {
 	addr := freeAddr(t)
-	srv := runtimetest.NewServerAt(t, addr, "llama.cpp", "/m/q.gguf")
+	srv := runnertest.NewServerAt(t, addr, "llama.cpp", "/m/q.gguf")
 	h := startAdopter(t, AdopterConfig{Instances: []AdoptedInstance{{Role: "chat", Kind: KindLlamaCpp, URL: srv.URL}}}, nil)
 	up := map[string]reg{"chat": {srv.URL, "/m/q.gguf", "openai", "llama.cpp"}}
 	h.wantRegs(t, up)
@@ -250,7 +250,7 @@ func TestAdopterDownAndBackWithinOneInterval(t *testing.T) {
 		t.Errorf("after close: status %+v, want down, not serving, with an error", st)
 	}
 
-	runtimetest.NewServerAt(t, addr, "llama.cpp", "/m/q.gguf")
+	runnertest.NewServerAt(t, addr, "llama.cpp", "/m/q.gguf")
 	h.tickRound(t)
 	h.wantRegs(t, up)
 	want := []regCall{{"register", "chat", srv.URL}, {"deregister", "chat", ""}, {"register", "chat", srv.URL}}
@@ -266,7 +266,7 @@ func TestAdopterDownAndBackWithinOneInterval(t *testing.T) {
 }
 
 func TestAdopterLoadingIsNotUp(t *testing.T) {
-	srv := runtimetest.NewServer(t, "llama.cpp", "/m/q.gguf")
+	srv := runnertest.NewServer(t, "llama.cpp", "/m/q.gguf")
 	srv.SetLoading(true)
 	h := startAdopter(t, AdopterConfig{Instances: []AdoptedInstance{{Role: "chat", Kind: KindLlamaCpp, URL: srv.URL}}}, nil)
 	h.wantRegs(t, nil)
@@ -284,7 +284,7 @@ func TestAdopterLoadingIsNotUp(t *testing.T) {
 }
 
 func TestAdopterOllamaModelMissing(t *testing.T) {
-	srv := runtimetest.NewServer(t, "ollama", "qwen2.5:7b")
+	srv := runnertest.NewServer(t, "ollama", "qwen2.5:7b")
 	h := startAdopter(t, AdopterConfig{Instances: []AdoptedInstance{{Role: "chat", Kind: KindOllama, URL: srv.URL, Model: "llama3"}}}, nil)
 	h.wantRegs(t, nil)
 	if diff := cmp.Diff([]Health{HealthModelMissing}, h.health(t)); diff != "" {
@@ -296,9 +296,9 @@ func TestAdopterOllamaModelMissing(t *testing.T) {
 }
 
 func TestAdopterFirstHealthyWins(t *testing.T) {
-	b := runtimetest.NewServer(t, "openai", "model-b")
-	c := runtimetest.NewServer(t, "openai", "model-c")
-	other := runtimetest.NewServer(t, "openai", "embed-1")
+	b := runnertest.NewServer(t, "openai", "model-b")
+	c := runnertest.NewServer(t, "openai", "model-c")
+	other := runnertest.NewServer(t, "openai", "embed-1")
 	// Reserved after the other servers are listening, so none of them can
 	// be given the port A comes up on later.
 	addrA := freeAddr(t)
@@ -323,7 +323,7 @@ func TestAdopterFirstHealthyWins(t *testing.T) {
 	}
 
 	// A, earlier in config order, comes up and takes over.
-	a := runtimetest.NewServerAt(t, addrA, "openai", "model-a")
+	a := runnertest.NewServerAt(t, addrA, "openai", "model-a")
 	h.tickRound(t)
 	h.wantRegs(t, map[string]reg{"chat": {a.URL, "model-a", "openai", "openai"}, "embed": embed})
 	if diff := cmp.Diff([]bool{true, false, true, false}, serving()); diff != "" {
@@ -347,8 +347,8 @@ func TestAdopterFirstHealthyWins(t *testing.T) {
 }
 
 func TestAdopterApplyConfig(t *testing.T) {
-	chat := runtimetest.NewServer(t, "llama.cpp", "/m/chat.gguf")
-	coder := runtimetest.NewServer(t, "ollama", "coder:7b")
+	chat := runnertest.NewServer(t, "llama.cpp", "/m/chat.gguf")
+	coder := runnertest.NewServer(t, "ollama", "coder:7b")
 	h := startAdopter(t, AdopterConfig{Instances: []AdoptedInstance{{Role: "chat", Kind: KindLlamaCpp, URL: chat.URL}}}, nil)
 	h.wantRegs(t, map[string]reg{"chat": {chat.URL, "/m/chat.gguf", "openai", "llama.cpp"}})
 
@@ -407,8 +407,8 @@ func TestAdopterApplyConfig(t *testing.T) {
 }
 
 func TestAdopterRunDeregistersOnShutdown(t *testing.T) {
-	chat := runtimetest.NewServer(t, "openai", "m1")
-	embed := runtimetest.NewServer(t, "openai", "m2")
+	chat := runnertest.NewServer(t, "openai", "m1")
+	embed := runnertest.NewServer(t, "openai", "m2")
 	fr := &fakeRegistrar{}
 	h := startAdopter(t, AdopterConfig{Instances: []AdoptedInstance{
 		{Role: "chat", Kind: KindOpenAI, URL: chat.URL},
@@ -434,8 +434,8 @@ func TestAdopterRunTwice(t *testing.T) {
 }
 
 func TestAdopterRegistrationRefused(t *testing.T) {
-	a := runtimetest.NewServer(t, "openai", "m-a")
-	b := runtimetest.NewServer(t, "openai", "m-b")
+	a := runnertest.NewServer(t, "openai", "m-a")
+	b := runnertest.NewServer(t, "openai", "m-b")
 	fr := &fakeRegistrar{}
 	h := startAdopter(t, AdopterConfig{Instances: []AdoptedInstance{
 		{Role: "chat", Kind: KindOpenAI, URL: a.URL},
@@ -463,7 +463,7 @@ func TestAdopterRegistrationRefused(t *testing.T) {
 
 func TestAdopterMetrics(t *testing.T) {
 	addr := freeAddr(t)
-	srv := runtimetest.NewServerAt(t, addr, "openai", "m")
+	srv := runnertest.NewServerAt(t, addr, "openai", "m")
 	h := startAdopter(t, AdopterConfig{Instances: []AdoptedInstance{{Role: "chat", Kind: KindOpenAI, URL: srv.URL}}}, nil)
 	srv.Close()
 	h.tickRound(t)
@@ -557,8 +557,8 @@ func TestAdopterIntervalRealTicker(t *testing.T) {
 // TestApplyConfigWithoutRun drives rounds by hand (no Run), so the state
 // between a reload and the next round can be checked deterministically.
 func TestApplyConfigWithoutRun(t *testing.T) {
-	chat := runtimetest.NewServer(t, "openai", "m-chat")
-	coder := runtimetest.NewServer(t, "openai", "m-coder")
+	chat := runnertest.NewServer(t, "openai", "m-chat")
+	coder := runnertest.NewServer(t, "openai", "m-coder")
 	fr := &fakeRegistrar{}
 	keep := AdoptedInstance{Role: "chat", Kind: KindOpenAI, URL: chat.URL}
 	a, err := NewAdopter(AdopterConfig{Instances: []AdoptedInstance{keep}}, fr, zaptest.NewLogger(t), nil)

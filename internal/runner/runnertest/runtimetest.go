@@ -1,4 +1,4 @@
-package runtimetest
+package runnertest
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-// Package runtime runs and observes the model servers behind nodeld's roles.
+// Package runner runs and observes the model servers behind nodeld's roles.
 //
 // It covers two kinds of servers. Adopted servers (adopted.go, probe.go)
 // are listed in inference.instances; nodeld probes them but never starts,
@@ -125,4 +125,4 @@
 // nil once ctx ends, Stop is called, or the instance failed; the instance
 // is stopped when Run returns. Time is injectable: ManagedDeps.Now,
 // SupervisorDeps.Now, Ticks and After.
-package runtime
+package runner

@@ -1,4 +1,4 @@
-package runtime
+package runner
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/nodeld/nodeld/internal/runtime/runtimetest"
+	"github.com/nodeld/nodeld/internal/runner/runnertest"
 )
 
 func probeOnce(t *testing.T, inst AdoptedInstance) (ProbeResult, error) {
@@ -55,7 +55,7 @@ func TestProbeRuntimes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := runtimetest.NewServer(t, string(tt.kind), tt.models...)
+			srv := runnertest.NewServer(t, string(tt.kind), tt.models...)
 			srv.SetLoading(tt.loading)
 			got, err := probeOnce(t, AdoptedInstance{Role: "chat", Kind: tt.kind, URL: srv.URL, Model: tt.model})
 			if diff := cmp.Diff(tt.want, got); diff != "" {

@@ -1,4 +1,4 @@
-package runtime
+package runner
 
 // Kind names a model-server runtime. The strings are the ones operators write
 // in inference.instances[].runtime and the ones passed to the placement table
