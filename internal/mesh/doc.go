@@ -13,7 +13,11 @@
 // rename and directory fsync, mode 0600). Any other key is refused inside
 // the handshake (VerifyPeerCertificate), before a stream can exist; a
 // different key at a pinned address is refused and shown in Status until
-// the operator pins it in config. Refusals are counted and recorded in
+// the operator pins it in config. A configured key supersedes a first-use
+// pin for good: the pin is dropped from known_peers.json when the key
+// appears in config (at New or ApplyConfig), so removing the key later
+// leaves the address unpinned rather than trusting the replaced key again.
+// Refusals are counted and recorded in
 // the audit chain (KindPeerRefused) at most RefusalAuditBurst per
 // RefusalAuditWindow, then as a suppressed count.
 //

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -257,6 +258,12 @@ func New(cfg Config, deps Deps) (*Mesh, error) {
 		return nil, fmt.Errorf("mesh: %w", err)
 	}
 	m.pins = pins
+	if dropped := m.dropSupersededPinsLocked(cfg); len(dropped) > 0 {
+		if err := writeKnownPeers(m.knownPath, m.pins); err != nil {
+			return nil, fmt.Errorf("mesh: drop first-use pins superseded by configured keys: %w", err)
+		}
+		m.log.Info("dropped first-use pins superseded by configured keys", zap.Strings("addrs", dropped))
+	}
 	cert, err := deps.Identity.TLSCertificate(m.now())
 	if err != nil {
 		return nil, fmt.Errorf("mesh certificate: %w", err)
@@ -268,6 +275,25 @@ func New(cfg Config, deps Deps) (*Mesh, error) {
 	m.met = newMetrics(deps.Registerer)
 	m.updateGaugeLocked()
 	return m, nil
+}
+
+// dropSupersededPinsLocked removes the first-use pins of addresses whose
+// configured peer now names a key: the operator's key supersedes the pin
+// for good, so removing that key later must not bring the old pin back.
+// It returns the addresses dropped, sorted; the caller persists the pins.
+func (m *Mesh) dropSupersededPinsLocked(cfg Config) []string {
+	var dropped []string
+	for _, pc := range cfg.Peers {
+		if pc.Key == "" {
+			continue
+		}
+		if _, ok := m.pins[pc.Addr]; ok {
+			delete(m.pins, pc.Addr)
+			dropped = append(dropped, pc.Addr)
+		}
+	}
+	slices.Sort(dropped)
+	return dropped
 }
 
 // newPeerLocked builds a peer entry; the config was validated.
@@ -473,10 +499,27 @@ func (m *Mesh) ApplyConfig(cfg Config) error {
 	for _, pc := range cfg.Peers {
 		want[pc.Addr] = pc
 	}
+	// pinMu before mu: a configured key that supersedes a first-use pin
+	// drops the pin from known_peers.json in this same step.
+	m.pinMu.Lock()
+	defer m.pinMu.Unlock()
 	m.mu.Lock()
 	if cfg.Listen != m.cfg.Listen {
 		m.mu.Unlock()
 		return fmt.Errorf("mesh listen %q -> %q: %w", m.cfg.Listen, cfg.Listen, ErrListenChanged)
+	}
+	oldPins := maps.Clone(m.pins)
+	if dropped := m.dropSupersededPinsLocked(cfg); len(dropped) > 0 {
+		snapshot := maps.Clone(m.pins)
+		m.mu.Unlock()
+		if err := writeKnownPeers(m.knownPath, snapshot); err != nil {
+			m.mu.Lock()
+			m.pins = oldPins
+			m.mu.Unlock()
+			return fmt.Errorf("mesh: drop first-use pins superseded by configured keys: %w", err)
+		}
+		m.log.Info("dropped first-use pins superseded by configured keys", zap.Strings("addrs", dropped))
+		m.mu.Lock()
 	}
 	before := m.nameIDsLocked()
 	var closing []*link

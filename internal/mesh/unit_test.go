@@ -292,3 +292,74 @@ func FuzzReadKind(f *testing.F) {
 		}
 	})
 }
+
+// A configured key supersedes a first-use pin for good: taking the key out
+// of the config again must not bring the old pin back (it would admit a
+// key the operator replaced).
+func TestConfiguredKeyDropsSupersededPin(t *testing.T) {
+	self, old, replacement := newIdentity(t), newIdentity(t), newIdentity(t)
+	const addr = "10.0.0.2:7400"
+	pinsAt := func(dir string) map[string]knownPeer {
+		t.Helper()
+		pins, err := loadKnownPeers(filepath.Join(dir, KnownPeersFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pins
+	}
+	seed := func(t *testing.T) string {
+		t.Helper()
+		dir := t.TempDir()
+		if err := writeKnownPeers(filepath.Join(dir, KnownPeersFile), map[string]knownPeer{
+			addr: {Addr: addr, Key: old.PublicKeyHex(), ID: old.ID()},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	tofu := Config{Listen: "127.0.0.1:0", Peers: []PeerConfig{{Name: "p", Addr: addr}}}
+	keyed := Config{Listen: "127.0.0.1:0", Peers: []PeerConfig{{Name: "p", Addr: addr, Key: replacement.PublicKeyHex()}}}
+
+	t.Run("reload", func(t *testing.T) {
+		dir := seed(t)
+		m, err := New(tofu, Deps{Identity: self, DataDir: dir, Table: table.New(self.ID(), table.Options{})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !m.IsAdmitted(old.ID()) {
+			t.Fatal("first-use pin not admitted before the key was configured")
+		}
+		if err := m.ApplyConfig(keyed); err != nil {
+			t.Fatal(err)
+		}
+		if len(pinsAt(dir)) != 0 {
+			t.Errorf("known_peers.json still holds the superseded pin: %v", pinsAt(dir))
+		}
+		if err := m.ApplyConfig(tofu); err != nil {
+			t.Fatal(err)
+		}
+		if m.IsAdmitted(old.ID()) {
+			t.Error("the replaced first-use key is admitted again after the configured key was removed")
+		}
+		st := m.Status()
+		if len(st) != 1 || st[0].Key != "" || st[0].PinnedFrom != "" {
+			t.Errorf("peer after removing its key = %+v, want unpinned", st)
+		}
+	})
+	t.Run("start", func(t *testing.T) {
+		dir := seed(t)
+		if _, err := New(keyed, Deps{Identity: self, DataDir: dir, Table: table.New(self.ID(), table.Options{})}); err != nil {
+			t.Fatal(err)
+		}
+		if len(pinsAt(dir)) != 0 {
+			t.Errorf("known_peers.json still holds the superseded pin after start: %v", pinsAt(dir))
+		}
+		m, err := New(tofu, Deps{Identity: self, DataDir: dir, Table: table.New(self.ID(), table.Options{})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.IsAdmitted(old.ID()) {
+			t.Error("the replaced first-use key is admitted again after a restart without the configured key")
+		}
+	})
+}
