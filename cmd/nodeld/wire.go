@@ -77,7 +77,7 @@ func proxyConfig(cfg *config.Config) proxy.Config {
 }
 
 func meshConfig(cfg *config.Config) mesh.Config {
-	mc := mesh.Config{Listen: cfg.Mesh.Listen, Keepalive: cfg.Mesh.Keepalive.D}
+	mc := mesh.Config{Listen: cfg.Mesh.Listen, Keepalive: cfg.Mesh.Keepalive.D, LivenessTimeout: cfg.Mesh.LivenessTimeout.D}
 	for _, p := range cfg.Mesh.Peers {
 		mc.Peers = append(mc.Peers, mesh.PeerConfig{Name: p.Name, Addr: p.Addr, Key: p.Key, Tier: p.Tier})
 	}

@@ -22,6 +22,7 @@ func Default() *Config {
 		Admin: Admin{Listen: DefaultAdminListen},
 		Mesh: Mesh{
 			Keepalive:          Duration{D: 15 * time.Second},
+			LivenessTimeout:    Duration{D: 2 * time.Second},
 			MaxInflightPerPeer: DefaultMaxInflightPerPeer,
 			MaxInflightTotal:   DefaultMaxInflightTotal,
 		},

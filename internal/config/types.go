@@ -45,7 +45,11 @@ type Admin struct {
 type Mesh struct {
 	Listen    string   `yaml:"listen"` // empty = no mesh
 	Keepalive Duration `yaml:"keepalive"`
-	Peers     []Peer   `yaml:"peers"`
+	// LivenessTimeout is how long a link may hear no liveness heartbeat
+	// from its peer before it is closed as dead (independent of the
+	// keep-alive, which only keeps NAT and idle timers open).
+	LivenessTimeout Duration `yaml:"liveness_timeout"`
+	Peers           []Peer   `yaml:"peers"`
 	// MaxInflightPerPeer bounds the forwarded requests one peer may have
 	// in flight on this node at once.
 	MaxInflightPerPeer int `yaml:"max_inflight_per_peer"`

@@ -117,6 +117,7 @@ func (v *validator) mesh() {
 		}
 	}
 	v.positive("mesh.keepalive", m.Keepalive)
+	v.positive("mesh.liveness_timeout", m.LivenessTimeout) // its range is the mesh's (mesh.Config.Validate)
 	v.intRange("mesh.max_inflight_per_peer", int64(m.MaxInflightPerPeer), MaxConcurrency)
 	v.intRange("mesh.max_inflight_total", int64(m.MaxInflightTotal), MaxConcurrency)
 	if m.MaxInflightPerPeer > m.MaxInflightTotal && m.MaxInflightTotal > 0 {

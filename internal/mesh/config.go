@@ -45,6 +45,17 @@ type Config struct {
 	// AdvertInterval is the advertisement period; 0 means
 	// DefaultAdvertInterval.
 	AdvertInterval time.Duration
+	// LivenessTimeout is how long a link may hear no heartbeat before it
+	// is closed as dead; 0 means DefaultLivenessTimeout. A change applies
+	// to new links.
+	LivenessTimeout time.Duration
+}
+
+func (c Config) livenessTimeout() time.Duration {
+	if c.LivenessTimeout <= 0 {
+		return DefaultLivenessTimeout
+	}
+	return c.LivenessTimeout
 }
 
 func (c Config) keepalive() time.Duration {
@@ -70,6 +81,9 @@ func (c Config) Validate(self ed25519.PublicKey) error {
 	}
 	if c.Keepalive < 0 {
 		errs = append(errs, fmt.Errorf("mesh.keepalive %v is negative", c.Keepalive))
+	}
+	if c.LivenessTimeout != 0 && (c.LivenessTimeout < MinLivenessTimeout || c.LivenessTimeout > MaxLivenessTimeout) {
+		errs = append(errs, fmt.Errorf("mesh.liveness_timeout %v is outside [%v, %v]", c.LivenessTimeout, MinLivenessTimeout, MaxLivenessTimeout))
 	}
 	if c.AdvertInterval < 0 {
 		errs = append(errs, fmt.Errorf("mesh advert interval %v is negative", c.AdvertInterval))

@@ -46,4 +46,6 @@ const (
 	CodeRemoved quic.ApplicationErrorCode = 0x2
 	// CodeNotAdmitted: the peer's key is not (or no longer) admitted.
 	CodeNotAdmitted quic.ApplicationErrorCode = 0x3
+	// CodeDead: no liveness heartbeat was heard within the timeout.
+	CodeDead quic.ApplicationErrorCode = 0x4
 )

@@ -110,6 +110,17 @@ type testNode struct {
 	done   chan error
 	// peersChanged counts OnPeersChanged calls.
 	peersChanged atomic.Int64
+	// keepalive and liveness override the test defaults (1 s, the
+	// package default) when set before start.
+	keepalive, liveness time.Duration
+}
+
+func (n *testNode) config(peers []PeerConfig) Config {
+	ka := n.keepalive
+	if ka == 0 {
+		ka = time.Second
+	}
+	return Config{Listen: n.listen, Keepalive: ka, LivenessTimeout: n.liveness, Peers: peers}
 }
 
 // newNode builds a node with its own identity, data dir and table; start
@@ -125,7 +136,7 @@ func (n *testNode) start(peers ...PeerConfig) {
 	n.t.Helper()
 	n.reg = prometheus.NewRegistry()
 	n.audit = &fakeAudit{}
-	m, err := New(Config{Listen: n.listen, Keepalive: time.Second, Peers: peers}, Deps{
+	m, err := New(n.config(peers), Deps{
 		Identity: n.ident, DataDir: n.dir, Table: n.tbl, Audit: n.audit,
 		Logger: zaptest.NewLogger(n.t).Named(n.name), Registerer: n.reg,
 		OnPeersChanged: func() { n.peersChanged.Add(1) },
@@ -179,7 +190,9 @@ func (n *testNode) peer(pinned bool) PeerConfig {
 
 func (n *testNode) apply(peers ...PeerConfig) {
 	n.t.Helper()
-	if err := n.m.ApplyConfig(Config{Listen: n.m.cfg.Listen, Keepalive: time.Second, Peers: peers}); err != nil {
+	cfg := n.config(peers)
+	cfg.Listen = n.m.cfg.Listen
+	if err := n.m.ApplyConfig(cfg); err != nil {
 		n.t.Fatal(err)
 	}
 }

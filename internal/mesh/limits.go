@@ -13,6 +13,22 @@ const (
 	// IdleTimeoutFactor times the keep-alive period is the idle timeout
 	// after which a silent link is dropped.
 	IdleTimeoutFactor = 3
+	// DefaultLivenessTimeout is how long a link may go without hearing a
+	// liveness heartbeat from its peer before it is closed as dead, when
+	// Config.LivenessTimeout is 0. It is independent of the keep-alive:
+	// a peer killed with SIGKILL, frozen or cut off is noticed within it,
+	// not after IdleTimeoutFactor keep-alive periods.
+	DefaultLivenessTimeout = 2 * time.Second
+	// MinLivenessTimeout and MaxLivenessTimeout bound a configured
+	// liveness timeout.
+	MinLivenessTimeout = 200 * time.Millisecond
+	MaxLivenessTimeout = 60 * time.Second
+	// LivenessHeartbeatsPerTimeout heartbeats are sent per liveness
+	// timeout (one datagram of one byte each), so a link is closed only
+	// after that many in a row were lost.
+	LivenessHeartbeatsPerTimeout = 8
+	// MinLivenessInterval floors the heartbeat period.
+	MinLivenessInterval = 25 * time.Millisecond
 	// HandshakeTimeout bounds a QUIC handshake (idle time before it
 	// completes).
 	HandshakeTimeout = 5 * time.Second

@@ -99,6 +99,8 @@ func (m *Mesh) adopt(conn *quic.Conn, dialed *peerEntry) bool {
 	m.updateGaugeLocked()
 	m.wg.Go(func() { m.serveLink(l) })
 	m.wg.Go(func() { m.advertSender(l) })
+	liveness := m.cfg.livenessTimeout()
+	m.wg.Go(func() { m.watchLiveness(l, liveness) })
 	if m.onLinkUp != nil && m.runCtx != nil {
 		runCtx, info := m.runCtx, m.peerInfoLocked(p)
 		m.wg.Go(func() { m.linkUpHook(runCtx, l, info) })

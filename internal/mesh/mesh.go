@@ -371,6 +371,7 @@ func (m *Mesh) quicConfigLocked() *quic.Config {
 		KeepAlivePeriod:       ka,
 		MaxIncomingStreams:    MaxStreamsPerPeer,
 		MaxIncomingUniStreams: -1,
+		EnableDatagrams:       true, // liveness heartbeats
 	}
 }
 

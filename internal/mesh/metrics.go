@@ -44,6 +44,7 @@ type metrics struct {
 	streams    *prometheus.CounterVec
 	bytes      *byteCounter
 	suppressed prometheus.Counter
+	dead       prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -65,6 +66,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "nodeld_mesh_refusals_suppressed_total",
 			Help: "Refused handshakes not recorded in the audit chain because of its rate limit.",
 		}),
+		dead: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nodeld_mesh_links_dead_total",
+			Help: "Links closed because no liveness heartbeat was heard within mesh.liveness_timeout.",
+		}),
 	}
 	for _, s := range peerStates {
 		m.peers.WithLabelValues(s)
@@ -73,7 +78,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.handshakes.WithLabelValues(r)
 	}
 	if reg != nil {
-		reg.MustRegister(m.peers, m.handshakes, m.streams, m.bytes, m.suppressed)
+		reg.MustRegister(m.peers, m.handshakes, m.streams, m.bytes, m.suppressed, m.dead)
 	}
 	return m
 }
