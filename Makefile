@@ -1,5 +1,6 @@
 # nodeld. `make run` starts a node on the embedded default config;
-# `make test` runs every test (vet, race tests, short fuzzing).
+# `make test` runs every test (vet, race tests, short fuzzing);
+# `make build && sudo make install` installs it for systemd.
 GO        ?= go
 BIN       := build/nodeld
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -12,7 +13,20 @@ BUILDFLAGS := -trimpath -ldflags '$(LDFLAGS)'
 FUZZTIME  ?= 3000x
 BENCHTIME ?= 1x
 
-.PHONY: all build run test test-deps fuzz bench lint clean example-package
+# Where `make install` puts things, under DESTDIR (empty: this host; a
+# scratch root when staging a package). The unit, sysusers.d and tmpfiles.d
+# files go where systemd looks whatever PREFIX is. The config directory is
+# not a variable: the unit's ConfigurationDirectory= and --config fix it.
+DESTDIR     ?=
+PREFIX      ?= /usr/local
+BINDIR      ?= $(PREFIX)/bin
+DOCDIR      ?= $(PREFIX)/share/doc/nodeld
+UNITDIR     ?= /usr/lib/systemd/system
+SYSUSERSDIR ?= /usr/lib/sysusers.d
+TMPFILESDIR ?= /usr/lib/tmpfiles.d
+CONFDIR     := /etc/nodeld
+
+.PHONY: all build run test test-deps fuzz bench lint clean example-package install uninstall
 
 all: build
 
@@ -45,6 +59,52 @@ lint:
 
 clean:
 	rm -rf build
+
+# install copies what `make build` made (or BIN=FILE, e.g. a release binary)
+# and the systemd files; it builds nothing, so `sudo make install` does not
+# need Go on root's PATH nor leave root-owned files in build/. It starts and
+# enables nothing, and never overwrites an existing /etc/nodeld/nodeld.yaml
+# (the example stays in DOCDIR to compare with after an upgrade).
+install:
+	@test -f '$(BIN)' || { echo >&2 "$(BIN) does not exist: run make build first (as yourself), then make install"; exit 1; }
+	install -D -m 0755 '$(BIN)' '$(DESTDIR)$(BINDIR)/nodeld'
+	install -d '$(DESTDIR)$(UNITDIR)'
+	sed -e 's|/usr/local/bin/nodeld|$(BINDIR)/nodeld|' \
+	    -e 's|/usr/local/share/doc/nodeld|$(DOCDIR)|' \
+	    deploy/systemd/nodeld.service > '$(DESTDIR)$(UNITDIR)/.nodeld.service.tmp'
+	chmod 0644 '$(DESTDIR)$(UNITDIR)/.nodeld.service.tmp'
+	mv -f '$(DESTDIR)$(UNITDIR)/.nodeld.service.tmp' '$(DESTDIR)$(UNITDIR)/nodeld.service'
+	install -D -m 0644 deploy/systemd/nodeld.sysusers '$(DESTDIR)$(SYSUSERSDIR)/nodeld.conf'
+	install -D -m 0644 deploy/systemd/nodeld.tmpfiles '$(DESTDIR)$(TMPFILESDIR)/nodeld.conf'
+	install -D -m 0644 README.md '$(DESTDIR)$(DOCDIR)/README.md'
+	install -D -m 0644 configs/nodeld.yaml '$(DESTDIR)$(DOCDIR)/nodeld.yaml'
+	@if [ -e '$(DESTDIR)$(CONFDIR)/nodeld.yaml' ] || [ -L '$(DESTDIR)$(CONFDIR)/nodeld.yaml' ]; then \
+		echo "kept $(DESTDIR)$(CONFDIR)/nodeld.yaml: an existing config is never overwritten (the new example is $(DOCDIR)/nodeld.yaml)"; \
+	else \
+		set -e; \
+		[ -d '$(DESTDIR)$(CONFDIR)' ] || install -d -m 0750 '$(DESTDIR)$(CONFDIR)'; \
+		install -m 0640 configs/nodeld.yaml '$(DESTDIR)$(CONFDIR)/nodeld.yaml'; \
+		echo "installed the example config as $(DESTDIR)$(CONFDIR)/nodeld.yaml: edit it"; \
+	fi
+	@echo
+	@echo "Installed; nothing was started or enabled. Next, as root:"
+	@echo "  systemd-sysusers nodeld.conf              # the nodeld user and group"
+	@echo "  systemd-tmpfiles --create nodeld.conf     # $(CONFDIR) root:nodeld 0750, its config 0640"
+	@echo "  $(BINDIR)/nodeld config check $(CONFDIR)/nodeld.yaml"
+	@echo "  systemctl daemon-reload"
+	@echo "  systemctl enable --now nodeld"
+
+# uninstall removes what install put outside /etc. It keeps /etc/nodeld (the
+# config), /var/lib/nodeld (key, audit chain, packages) and the nodeld user:
+# stop the service first (systemctl disable --now nodeld).
+uninstall:
+	rm -f '$(DESTDIR)$(BINDIR)/nodeld' '$(DESTDIR)$(UNITDIR)/nodeld.service' \
+	      '$(DESTDIR)$(SYSUSERSDIR)/nodeld.conf' '$(DESTDIR)$(TMPFILESDIR)/nodeld.conf' \
+	      '$(DESTDIR)$(DOCDIR)/README.md' '$(DESTDIR)$(DOCDIR)/nodeld.yaml'
+	@rmdir '$(DESTDIR)$(DOCDIR)' 2>/dev/null || true
+	@echo
+	@echo "Removed. Kept $(CONFDIR) (config), /var/lib/nodeld (key, audit chain, packages)"
+	@echo "and the nodeld user; delete them by hand if you mean to. Then: systemctl daemon-reload"
 
 # example-package builds the echo-llm example into build/packages/echo-llm/
 # with its manifest, ready to sign (nodeld package sign --key K DIR).

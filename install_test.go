@@ -2,12 +2,18 @@ package nodeld_test
 
 import (
 	"debug/elf"
+	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // testVersion is the VERSION the make tests build with; `nodeld version`
@@ -94,14 +100,287 @@ func checkVersion(t *testing.T, path string) {
 	}
 }
 
-// TestMakeBuildStatic builds nodeld with the Makefile's own recipe and checks
-// that the binary is static and carries the version.
-func TestMakeBuildStatic(t *testing.T) {
+// TestMakeInstall builds nodeld once with the Makefile's own recipe, checks
+// that the binary is static, then drives `make install` and `make uninstall`
+// in scratch roots (DESTDIR) as an operator would: a first install, an
+// upgrade over an edited config, an uninstall, and another PREFIX.
+func TestMakeInstall(t *testing.T) {
 	if runtime.GOOS != "linux" {
-		t.Skip("the static check reads ELF; make build is checked on Linux")
+		t.Skip("make install is for Linux with systemd")
 	}
 	bin := filepath.Join(t.TempDir(), "nodeld")
 	runMake(t, "build", "BIN="+bin, "VERSION="+testVersion)
 	checkStatic(t, bin)
 	checkVersion(t, bin)
+
+	repo := func(path string) string {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	example := repo("configs/nodeld.yaml")
+	// What a default install puts in DESTDIR. The shipped unit names the
+	// default paths, so it is installed unchanged.
+	installed := map[string]wantFile{
+		"usr/local/bin/nodeld":                   {0o755, repo(bin)},
+		"usr/lib/systemd/system/nodeld.service":  {0o644, repo("deploy/systemd/nodeld.service")},
+		"usr/lib/sysusers.d/nodeld.conf":         {0o644, repo("deploy/systemd/nodeld.sysusers")},
+		"usr/lib/tmpfiles.d/nodeld.conf":         {0o644, repo("deploy/systemd/nodeld.tmpfiles")},
+		"usr/local/share/doc/nodeld/README.md":   {0o644, repo("README.md")},
+		"usr/local/share/doc/nodeld/nodeld.yaml": {0o644, example},
+		"etc/nodeld/nodeld.yaml":                 {0o640, example},
+	}
+	root := t.TempDir()
+	unitPath := filepath.Join(root, "usr/lib/systemd/system/nodeld.service")
+	confPath := filepath.Join(root, "etc/nodeld/nodeld.yaml")
+
+	t.Run("install", func(t *testing.T) {
+		out := runMake(t, "install", "DESTDIR="+root, "BIN="+bin)
+		checkTree(t, root, installed)
+		if fi, err := os.Stat(filepath.Dir(confPath)); err != nil || fi.Mode().Perm() != 0o750 {
+			t.Errorf("etc/nodeld: %v, want a directory with mode 0750", fi.Mode())
+		}
+		for _, want := range []string{
+			"nothing was started or enabled", "systemd-sysusers nodeld.conf",
+			"systemd-tmpfiles --create nodeld.conf", "systemctl daemon-reload",
+			"systemctl enable --now nodeld",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("make install output lacks %q:\n%s", want, out)
+			}
+		}
+		if tool, err := exec.LookPath("systemd-analyze"); err == nil {
+			verifyUnit(t, tool, repo(unitPath), "/usr/local/bin/nodeld", filepath.Join(root, "usr/local/bin/nodeld"))
+		}
+		checkAccounts(t, root)
+	})
+
+	t.Run("upgrade keeps the operator's config", func(t *testing.T) {
+		edited := "# the operator's own\n" + example
+		if err := os.WriteFile(confPath, []byte(edited), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(confPath, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		// Stale copies of what an upgrade replaces.
+		for _, rel := range []string{"usr/local/bin/nodeld", "usr/lib/systemd/system/nodeld.service"} {
+			if err := os.WriteFile(filepath.Join(root, rel), []byte("old\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out := runMake(t, "install", "DESTDIR="+root, "BIN="+bin)
+		want := maps.Clone(installed)
+		want["etc/nodeld/nodeld.yaml"] = wantFile{0o600, edited}
+		checkTree(t, root, want)
+		if !strings.Contains(out, "never overwritten") {
+			t.Errorf("make install does not say it kept the config:\n%s", out)
+		}
+	})
+
+	t.Run("uninstall keeps the config", func(t *testing.T) {
+		out := runMake(t, "uninstall", "DESTDIR="+root)
+		checkTree(t, root, map[string]wantFile{
+			"etc/nodeld/nodeld.yaml": {0o600, "# the operator's own\n" + example},
+		})
+		if !strings.Contains(out, "Kept /etc/nodeld") {
+			t.Errorf("make uninstall does not say what it kept:\n%s", out)
+		}
+	})
+
+	t.Run("PREFIX=/usr", func(t *testing.T) {
+		root := t.TempDir()
+		runMake(t, "install", "DESTDIR="+root, "BIN="+bin, "PREFIX=/usr")
+		unit := repo(filepath.Join(root, "usr/lib/systemd/system/nodeld.service"))
+		if diff := cmp.Diff([]string{"/usr/bin/nodeld run --config /etc/nodeld/nodeld.yaml"}, unitValues(unit, "ExecStart")); diff != "" {
+			t.Errorf("installed ExecStart= (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]string{"file:///usr/share/doc/nodeld/README.md"}, unitValues(unit, "Documentation")); diff != "" {
+			t.Errorf("installed Documentation= (-want +got):\n%s", diff)
+		}
+		for _, rel := range []string{"usr/bin/nodeld", "usr/share/doc/nodeld/README.md", "etc/nodeld/nodeld.yaml"} {
+			if _, err := os.Stat(filepath.Join(root, rel)); err != nil {
+				t.Error(err)
+			}
+		}
+		runMake(t, "uninstall", "DESTDIR="+root, "PREFIX=/usr")
+		checkTree(t, root, map[string]wantFile{"etc/nodeld/nodeld.yaml": {0o640, example}})
+	})
+
+	t.Run("install without a binary", func(t *testing.T) {
+		root := t.TempDir()
+		out, err := makeCmd(t, "install", "DESTDIR="+root, "BIN="+filepath.Join(root, "missing")).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "run make build first") {
+			t.Errorf("make install with no binary: err %v, output:\n%s", err, out)
+		}
+		checkTree(t, root, nil)
+	})
+}
+
+// wantFile is a regular file a test expects: its permission bits and content.
+type wantFile struct {
+	mode    os.FileMode
+	content string
+}
+
+// checkTree fails unless the regular files under root are exactly want, each
+// with its mode and content.
+func checkTree(t *testing.T, root string, want map[string]wantFile) {
+	t.Helper()
+	got := map[string]bool{}
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(root, path)
+		if err != nil {
+			return err
+		}
+		got[rel] = true
+		w, ok := want[rel]
+		if !ok {
+			t.Errorf("unexpected %s", rel)
+			return nil
+		}
+		fi, err := os.Lstat(path)
+		if err != nil {
+			return err
+		}
+		if !fi.Mode().IsRegular() || fi.Mode().Perm() != w.mode {
+			t.Errorf("%s: mode %v, want a regular file with mode %04o", rel, fi.Mode(), w.mode)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if string(b) != w.content {
+			t.Errorf("%s: content differs from what was installed", rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rel := range want {
+		if !got[rel] {
+			t.Errorf("missing %s", rel)
+		}
+	}
+}
+
+// checkAccounts checks that the installed sysusers.d and tmpfiles.d files
+// name the user and group the installed unit runs as, and, where systemd's
+// tools exist, applies them to a second scratch root: systemd-sysusers must
+// make a system user with no login shell, and systemd-tmpfiles (as root, to
+// chown) must leave /etc/nodeld and its config readable by that group only.
+func checkAccounts(t *testing.T, root string) {
+	t.Helper()
+	read := func(rel string) string {
+		b, err := os.ReadFile(filepath.Join(root, rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	unit := read("usr/lib/systemd/system/nodeld.service")
+	user, group := unitValues(unit, "User"), unitValues(unit, "Group")
+	if len(user) != 1 || len(group) != 1 || user[0] != group[0] {
+		t.Fatalf("unit has User=%v Group=%v; want one user with a group of the same name (a sysusers.d u line makes both)", user, group)
+	}
+	name := user[0]
+	sysusers := read("usr/lib/sysusers.d/nodeld.conf")
+	tmpfiles := read("usr/lib/tmpfiles.d/nodeld.conf")
+	if diff := cmp.Diff([][]string{{"u", name, "-", `"nodeld`, `node`, `daemon"`, "/var/lib/nodeld"}}, configLines(sysusers)); diff != "" {
+		t.Errorf("sysusers.d lines (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([][]string{
+		{"d", "/etc/nodeld", "0750", "root", name, "-"},
+		{"z", "/etc/nodeld/nodeld.yaml", "0640", "root", name, "-"},
+	}, configLines(tmpfiles)); diff != "" {
+		t.Errorf("tmpfiles.d lines (-want +got):\n%s", diff)
+	}
+
+	tool, err := exec.LookPath("systemd-sysusers")
+	if err != nil {
+		t.Log("systemd-sysusers not installed; checked the sysusers.d line by hand")
+		return
+	}
+	sys := t.TempDir()
+	for rel, content := range map[string]string{
+		"usr/lib/sysusers.d/nodeld.conf": sysusers,
+		"usr/lib/tmpfiles.d/nodeld.conf": tmpfiles,
+		"etc/nodeld/nodeld.yaml":         "node:\n  name: a\n",
+	} {
+		path := filepath.Join(sys, rel)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// systemd-sysusers reports a bad line on stderr and still exits 0.
+	out, err := exec.Command(tool, "--root="+sys).CombinedOutput()
+	if err != nil || strings.Contains(string(out), "nodeld.conf:") {
+		t.Fatalf("systemd-sysusers: %v\n%s", err, out)
+	}
+	pw := findEntry(t, filepath.Join(sys, "etc/passwd"), name)
+	if len(pw) != 7 || !strings.HasSuffix(pw[6], "/nologin") {
+		t.Errorf("passwd entry %q: want a user with a nologin shell", pw)
+	}
+	gr := findEntry(t, filepath.Join(sys, "etc/group"), name)
+	if len(pw) < 4 || len(gr) < 3 || pw[3] != gr[2] {
+		t.Fatalf("passwd %q and group %q: want the user's primary group to be %s", pw, gr, name)
+	}
+
+	tool, err = exec.LookPath("systemd-tmpfiles")
+	if err != nil || os.Geteuid() != 0 {
+		t.Log("systemd-tmpfiles not installed or not root; checked the tmpfiles.d lines by hand")
+		return
+	}
+	if out, err := exec.Command(tool, "--root="+sys, "--create", "nodeld.conf").CombinedOutput(); err != nil || len(out) != 0 {
+		t.Fatalf("systemd-tmpfiles: %v\n%s", err, out)
+	}
+	for rel, mode := range map[string]os.FileMode{"etc/nodeld": 0o750, "etc/nodeld/nodeld.yaml": 0o640} {
+		fi, err := os.Stat(filepath.Join(sys, rel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		if fi.Mode().Perm() != mode || st.Uid != 0 || strconv.FormatUint(uint64(st.Gid), 10) != gr[2] {
+			t.Errorf("/%s after systemd-tmpfiles: mode %04o uid %d gid %d, want %04o root:%s (gid %s)",
+				rel, fi.Mode().Perm(), st.Uid, st.Gid, mode, name, gr[2])
+		}
+	}
+}
+
+// configLines returns the whitespace-separated fields of each line of a
+// sysusers.d or tmpfiles.d file that is not blank or a comment.
+func configLines(text string) [][]string {
+	var lines [][]string
+	for _, line := range strings.Split(text, "\n") {
+		if f := strings.Fields(line); len(f) > 0 && !strings.HasPrefix(f[0], "#") {
+			lines = append(lines, f)
+		}
+	}
+	return lines
+}
+
+// findEntry returns the colon-separated fields of name's line in an
+// /etc/passwd or /etc/group file.
+func findEntry(t *testing.T, path, name string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Split(line, ":"); f[0] == name {
+			return f
+		}
+	}
+	t.Fatalf("%s has no entry for %s:\n%s", path, name, b)
+	return nil
 }
