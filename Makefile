@@ -26,7 +26,13 @@ SYSUSERSDIR ?= /usr/lib/sysusers.d
 TMPFILESDIR ?= /usr/lib/tmpfiles.d
 CONFDIR     := /etc/nodeld
 
-.PHONY: all build run test test-deps fuzz bench lint clean example-package install uninstall
+# `make release` cross-builds these GOOS/GOARCH targets (darwin/arm64: Apple
+# silicon, where mlx-lm runs) into RELEASE_DIR.
+RELEASE_TARGETS ?= linux/amd64 linux/arm64 darwin/arm64
+RELEASE_DIR     ?= build/release
+SHA256SUM       ?= $(shell command -v sha256sum >/dev/null 2>&1 && echo sha256sum || echo 'shasum -a 256')
+
+.PHONY: all build run test test-deps fuzz bench lint clean example-package install uninstall release
 
 all: build
 
@@ -105,6 +111,20 @@ uninstall:
 	@echo
 	@echo "Removed. Kept $(CONFDIR) (config), /var/lib/nodeld (key, audit chain, packages)"
 	@echo "and the nodeld user; delete them by hand if you mean to. Then: systemctl daemon-reload"
+
+# release builds one static binary per target, nodeld-VERSION-GOOS-GOARCH,
+# and SHA256SUMS over them (check with sha256sum -c SHA256SUMS). It first
+# removes the nodeld-* files and SHA256SUMS a previous release left there.
+release:
+	mkdir -p '$(RELEASE_DIR)'
+	rm -f '$(RELEASE_DIR)'/nodeld-* '$(RELEASE_DIR)/SHA256SUMS'
+	@for t in $(RELEASE_TARGETS); do \
+		os=$${t%/*}; arch=$${t#*/}; out='$(RELEASE_DIR)'/nodeld-$(VERSION)-$$os-$$arch; \
+		echo "CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build $(BUILDFLAGS) -o $$out ./cmd/nodeld"; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build $(BUILDFLAGS) -o "$$out" ./cmd/nodeld || exit 1; \
+	done
+	cd '$(RELEASE_DIR)' && $(SHA256SUM) nodeld-$(VERSION)-* > SHA256SUMS
+	@cat '$(RELEASE_DIR)/SHA256SUMS'
 
 # example-package builds the echo-llm example into build/packages/echo-llm/
 # with its manifest, ready to sign (nodeld package sign --key K DIR).

@@ -1,7 +1,9 @@
 package nodeld_test
 
 import (
+	"crypto/sha256"
 	"debug/elf"
+	"fmt"
 	"io/fs"
 	"maps"
 	"os"
@@ -383,4 +385,69 @@ func findEntry(t *testing.T, path, name string) []string {
 	}
 	t.Fatalf("%s has no entry for %s:\n%s", path, name, b)
 	return nil
+}
+
+// TestMakeRelease runs `make release` for this host's target only (the three
+// default targets are three full builds, too slow for `make test`) and checks
+// the binary and SHA256SUMS; that the default targets are the three shipped
+// ones is read from make's dry run.
+func TestMakeRelease(t *testing.T) {
+	out, err := makeCmd(t, "-n", "release", "RELEASE_DIR="+t.TempDir()).CombinedOutput()
+	if err != nil {
+		t.Fatalf("make -n release: %v\n%s", err, out)
+	}
+	for _, target := range []string{"linux/amd64", "linux/arm64", "darwin/arm64"} {
+		if !strings.Contains(string(out), target) {
+			t.Errorf("make release does not build %s by default:\n%s", target, out)
+		}
+	}
+
+	dir := t.TempDir()
+	// A previous release's files go; anything else stays.
+	for name, content := range map[string]string{
+		"nodeld-v0.0.0-old-linux-amd64": "old", "SHA256SUMS": "old", "NOTES": "mine",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	target := runtime.GOOS + "/" + runtime.GOARCH
+	runMake(t, "release", "RELEASE_DIR="+dir, "RELEASE_TARGETS="+target, "VERSION="+testVersion)
+	name := "nodeld-" + testVersion + "-" + runtime.GOOS + "-" + runtime.GOARCH
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if diff := cmp.Diff([]string{"NOTES", "SHA256SUMS", name}, names); diff != "" {
+		t.Errorf("release dir (-want +got):\n%s", diff)
+	}
+
+	// SHA256SUMS in sha256sum's own format: "<hex>  <name>", one per binary.
+	bin, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sums, err := os.ReadFile(filepath.Join(dir, "SHA256SUMS"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("%x  %s\n", sha256.Sum256(bin), name); string(sums) != want {
+		t.Errorf("SHA256SUMS = %q, want %q", sums, want)
+	}
+	if tool, err := exec.LookPath("sha256sum"); err == nil {
+		check := exec.Command(tool, "-c", "SHA256SUMS")
+		check.Dir = dir
+		if out, err := check.CombinedOutput(); err != nil {
+			t.Errorf("sha256sum -c SHA256SUMS: %v\n%s", err, out)
+		}
+	}
+
+	if runtime.GOOS == "linux" {
+		checkStatic(t, filepath.Join(dir, name))
+	}
+	checkVersion(t, filepath.Join(dir, name))
 }
