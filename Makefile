@@ -1,18 +1,43 @@
 # nodeld. `make run` starts a node on the embedded default config;
-# `make test` runs every test (vet, race tests, short fuzzing).
+# `make test` runs every test (vet, race tests, short fuzzing);
+# `make build && sudo make install` installs it for systemd.
 GO        ?= go
 BIN       := build/nodeld
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X main.version=$(VERSION)
+# Every nodeld binary is built without cgo: static, no dynamic loader and no
+# libc, so one file runs on any Linux of its architecture. The pure-Go DNS
+# resolver and group lookup (/etc/group, no NSS) are all nodeld needs. Only
+# the build recipes set CGO_ENABLED: the race detector in `make test` needs cgo.
+BUILDFLAGS := -trimpath -ldflags '$(LDFLAGS)'
 FUZZTIME  ?= 3000x
 BENCHTIME ?= 1x
 
-.PHONY: all build run test test-deps fuzz bench lint clean example-package
+# Where `make install` puts things, under DESTDIR (empty: this host; a
+# scratch root when staging a package). The unit, sysusers.d and tmpfiles.d
+# files go where systemd looks whatever PREFIX is. The config directory is
+# not a variable: the unit's ConfigurationDirectory= and --config fix it.
+DESTDIR     ?=
+PREFIX      ?= /usr/local
+BINDIR      ?= $(PREFIX)/bin
+DOCDIR      ?= $(PREFIX)/share/doc/nodeld
+UNITDIR     ?= /usr/lib/systemd/system
+SYSUSERSDIR ?= /usr/lib/sysusers.d
+TMPFILESDIR ?= /usr/lib/tmpfiles.d
+CONFDIR     := /etc/nodeld
+
+# `make release` cross-builds these GOOS/GOARCH targets (darwin/arm64: Apple
+# silicon, where mlx-lm runs) into RELEASE_DIR.
+RELEASE_TARGETS ?= linux/amd64 linux/arm64 darwin/arm64
+RELEASE_DIR     ?= build/release
+SHA256SUM       ?= $(shell command -v sha256sum >/dev/null 2>&1 && echo sha256sum || echo 'shasum -a 256')
+
+.PHONY: all build run test test-deps fuzz bench lint clean example-package install uninstall release
 
 all: build
 
 build:
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/nodeld
+	CGO_ENABLED=0 $(GO) build $(BUILDFLAGS) -o $(BIN) ./cmd/nodeld
 
 run: build
 	$(BIN) run
@@ -40,6 +65,66 @@ lint:
 
 clean:
 	rm -rf build
+
+# install copies what `make build` made (or BIN=FILE, e.g. a release binary)
+# and the systemd files; it builds nothing, so `sudo make install` does not
+# need Go on root's PATH nor leave root-owned files in build/. It starts and
+# enables nothing, and never overwrites an existing /etc/nodeld/nodeld.yaml
+# (the example stays in DOCDIR to compare with after an upgrade).
+install:
+	@test -f '$(BIN)' || { echo >&2 "$(BIN) does not exist: run make build first (as yourself), then make install"; exit 1; }
+	install -D -m 0755 '$(BIN)' '$(DESTDIR)$(BINDIR)/nodeld'
+	install -d '$(DESTDIR)$(UNITDIR)'
+	sed -e 's|/usr/local/bin/nodeld|$(BINDIR)/nodeld|' \
+	    -e 's|/usr/local/share/doc/nodeld|$(DOCDIR)|' \
+	    deploy/systemd/nodeld.service > '$(DESTDIR)$(UNITDIR)/.nodeld.service.tmp'
+	chmod 0644 '$(DESTDIR)$(UNITDIR)/.nodeld.service.tmp'
+	mv -f '$(DESTDIR)$(UNITDIR)/.nodeld.service.tmp' '$(DESTDIR)$(UNITDIR)/nodeld.service'
+	install -D -m 0644 deploy/systemd/nodeld.sysusers '$(DESTDIR)$(SYSUSERSDIR)/nodeld.conf'
+	install -D -m 0644 deploy/systemd/nodeld.tmpfiles '$(DESTDIR)$(TMPFILESDIR)/nodeld.conf'
+	install -D -m 0644 README.md '$(DESTDIR)$(DOCDIR)/README.md'
+	install -D -m 0644 configs/nodeld.yaml '$(DESTDIR)$(DOCDIR)/nodeld.yaml'
+	@if [ -e '$(DESTDIR)$(CONFDIR)/nodeld.yaml' ] || [ -L '$(DESTDIR)$(CONFDIR)/nodeld.yaml' ]; then \
+		echo "kept $(DESTDIR)$(CONFDIR)/nodeld.yaml: an existing config is never overwritten (the new example is $(DOCDIR)/nodeld.yaml)"; \
+	else \
+		set -e; \
+		[ -d '$(DESTDIR)$(CONFDIR)' ] || install -d -m 0750 '$(DESTDIR)$(CONFDIR)'; \
+		install -m 0640 configs/nodeld.yaml '$(DESTDIR)$(CONFDIR)/nodeld.yaml'; \
+		echo "installed the example config as $(DESTDIR)$(CONFDIR)/nodeld.yaml: edit it"; \
+	fi
+	@echo
+	@echo "Installed; nothing was started or enabled. Next, as root:"
+	@echo "  systemd-sysusers nodeld.conf              # the nodeld user and group"
+	@echo "  systemd-tmpfiles --create nodeld.conf     # $(CONFDIR) root:nodeld 0750, its config 0640"
+	@echo "  $(BINDIR)/nodeld config check $(CONFDIR)/nodeld.yaml"
+	@echo "  systemctl daemon-reload"
+	@echo "  systemctl enable --now nodeld"
+
+# uninstall removes what install put outside /etc. It keeps /etc/nodeld (the
+# config), /var/lib/nodeld (key, audit chain, packages) and the nodeld user:
+# stop the service first (systemctl disable --now nodeld).
+uninstall:
+	rm -f '$(DESTDIR)$(BINDIR)/nodeld' '$(DESTDIR)$(UNITDIR)/nodeld.service' \
+	      '$(DESTDIR)$(SYSUSERSDIR)/nodeld.conf' '$(DESTDIR)$(TMPFILESDIR)/nodeld.conf' \
+	      '$(DESTDIR)$(DOCDIR)/README.md' '$(DESTDIR)$(DOCDIR)/nodeld.yaml'
+	@rmdir '$(DESTDIR)$(DOCDIR)' 2>/dev/null || true
+	@echo
+	@echo "Removed. Kept $(CONFDIR) (config), /var/lib/nodeld (key, audit chain, packages)"
+	@echo "and the nodeld user; delete them by hand if you mean to. Then: systemctl daemon-reload"
+
+# release builds one static binary per target, nodeld-VERSION-GOOS-GOARCH,
+# and SHA256SUMS over them (check with sha256sum -c SHA256SUMS). It first
+# removes the nodeld-* files and SHA256SUMS a previous release left there.
+release:
+	mkdir -p '$(RELEASE_DIR)'
+	rm -f '$(RELEASE_DIR)'/nodeld-* '$(RELEASE_DIR)/SHA256SUMS'
+	@for t in $(RELEASE_TARGETS); do \
+		os=$${t%/*}; arch=$${t#*/}; out='$(RELEASE_DIR)'/nodeld-$(VERSION)-$$os-$$arch; \
+		echo "CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build $(BUILDFLAGS) -o $$out ./cmd/nodeld"; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build $(BUILDFLAGS) -o "$$out" ./cmd/nodeld || exit 1; \
+	done
+	cd '$(RELEASE_DIR)' && $(SHA256SUM) nodeld-$(VERSION)-* > SHA256SUMS
+	@cat '$(RELEASE_DIR)/SHA256SUMS'
 
 # example-package builds the echo-llm example into build/packages/echo-llm/
 # with its manifest, ready to sign (nodeld package sign --key K DIR).

@@ -34,13 +34,34 @@ func TestSystemdUnitVerifies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	verifyUnit(t, tool, string(unit), "/usr/local/bin/nodeld", self)
+}
+
+// verifyUnit runs `systemd-analyze verify` on the unit text with its binary
+// path bin replaced by an executable that exists here (verify checks that
+// ExecStart= can run), and fails on any complaint.
+func verifyUnit(t *testing.T, tool, text, bin, here string) {
+	t.Helper()
+	if !strings.Contains(text, "ExecStart="+bin+" ") {
+		t.Fatalf("unit's ExecStart= does not run %s", bin)
+	}
 	path := filepath.Join(t.TempDir(), "nodeld.service")
-	text := strings.ReplaceAll(string(unit), "/usr/local/bin/nodeld", self)
-	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(strings.ReplaceAll(text, bin, here)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	out, err := exec.Command(tool, "verify", path).CombinedOutput()
 	if err != nil || len(strings.TrimSpace(string(out))) != 0 {
 		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
 	}
+}
+
+// unitValues returns the values of every KEY= line of a unit, in order.
+func unitValues(text, key string) []string {
+	var vals []string
+	for _, line := range strings.Split(text, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), key+"="); ok {
+			vals = append(vals, v)
+		}
+	}
+	return vals
 }
