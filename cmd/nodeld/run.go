@@ -219,7 +219,7 @@ func runDaemon(ctx context.Context, o daemonOptions) (err error) {
 	if err != nil {
 		return err
 	}
-	n.adopter, err = runner.NewAdopter(adopterConfig(cfg), n.table, log.Named("runner"), reg)
+	n.adopter, err = runner.NewAdopter(adopterConfig(cfg), adoptedSlots{n.table}, log.Named("runner"), reg)
 	if err != nil {
 		return err
 	}

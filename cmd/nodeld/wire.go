@@ -94,6 +94,22 @@ func adopterConfig(cfg *config.Config) runner.AdopterConfig {
 	return ac
 }
 
+// adoptedSlots is the table as the Adopter's registrar: it registers the
+// Adopter's instances as adopted ones, which a placed instance of the same
+// role serves before.
+type adoptedSlots struct{ t *table.Table }
+
+var _ runner.Registrar = adoptedSlots{}
+
+// RegisterLocal registers role as served by an adopted server at base.
+func (a adoptedSlots) RegisterLocal(role, base, model, api, runtime string) (runner.LocalSlot, error) {
+	s, err := a.t.RegisterLocal(table.OriginAdopted, role, base, model, api, runtime)
+	if err != nil {
+		return nil, err // not a nil *table.LocalSlot in a non-nil interface
+	}
+	return s, nil
+}
+
 // status assembles /v1/status from the components' own snapshots.
 func (n *node) status() any {
 	n.mu.Lock()

@@ -58,8 +58,11 @@
 //     unauthenticated ones at most ctl.UnauthRefusalsPerWindow per window,
 //     with the suppressed count on the next one. place begins only once
 //     host.place.begin is written (fail closed).
-//   - An instance's role is in the table exactly while its supervisor
-//     reports it running.
+//   - An inference instance holds its own registration of its role in the
+//     table (table.OriginPlaced) exactly while its supervisor reports it
+//     running, and releases only that one: with two instances of a role,
+//     stopping either leaves the other serving, and an adopted server of
+//     the role going down never withdraws a placed instance.
 //   - A disabled host (Config.Enabled false) answers describe, status and
 //     logs (controllers and admitted peers) and refuses the mutating
 //     methods with unauthorized.
@@ -70,7 +73,7 @@
 // on the mesh's stream goroutines (or the ServeLocal caller's). Run owns
 // the revocation watcher and one supervisor goroutine per started
 // instance (runner.Supervisor.Run); when ctx ends it stops every
-// instance, deregisters their roles, waits for every supervisor and
+// instance, waits for every supervisor, releases their registrations and
 // returns nil. Places need Run to be running to start instances. h.mu
 // guards the host's maps and is never held across I/O; each instance's
 // opMu serialises its verbs so a process is never started and stopped at

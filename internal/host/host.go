@@ -77,10 +77,10 @@ type Mesh interface {
 var _ Mesh = (*mesh.Mesh)(nil)
 
 // Table is where inference instances register their role while healthy;
-// *table.Table implements it.
+// *table.Table implements it. Each instance holds its own registration
+// (the returned slot) and releases only that one.
 type Table interface {
-	RegisterLocal(role, base, model, api, runtime string) error
-	DeregisterLocal(role string)
+	RegisterLocal(origin table.Origin, role, base, model, api, runtime string) (*table.LocalSlot, error)
 }
 
 var _ Table = (*table.Table)(nil)
@@ -144,7 +144,6 @@ type Host struct {
 	reserved map[string]string    // instance id -> decision id of a place in progress
 	insts    map[string]*instance // by instance id
 	departed []ctl.Departed       // newest last, at most MaxDeparted
-	roles    map[string]string    // role -> instance id registered in the table
 	runCtx   context.Context      // nil until Run; then Run's ctx
 	stopping bool                 // Run is ending: no new supervisors
 	wg       sync.WaitGroup       // supervisor goroutines
@@ -185,7 +184,6 @@ func New(cfg Config, deps Deps) (*Host, error) {
 		inflight: map[string]*inflight{},
 		reserved: map[string]string{},
 		insts:    map[string]*instance{},
-		roles:    map[string]string{},
 	}
 	if h.log == nil {
 		h.log = zap.NewNop()
@@ -332,7 +330,7 @@ func (h *Host) Run(ctx context.Context) error {
 	return nil
 }
 
-// shutdown stops every instance and deregisters every role.
+// shutdown stops every instance and releases every role registration.
 func (h *Host) shutdown() {
 	h.mu.Lock()
 	h.stopping = true
@@ -347,14 +345,8 @@ func (h *Host) shutdown() {
 		cancel()
 	}
 	h.wg.Wait()
-	h.mu.Lock()
-	roles := slices.Collect(maps.Keys(h.roles))
-	clear(h.roles)
-	h.mu.Unlock()
-	if h.table != nil {
-		for _, r := range roles {
-			h.table.DeregisterLocal(r)
-		}
+	for _, in := range insts {
+		h.deregisterRole(in)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/pkg"
 	"github.com/nodeld/nodeld/internal/runner"
+	"github.com/nodeld/nodeld/internal/table"
 )
 
 // Lifecycle states the host reports (reference 4.3).
@@ -59,6 +60,14 @@ type instance struct {
 	started  bool // a run was ever started, so Wait answers at once after a stop
 	sup      *runner.Supervisor
 	supDone  chan struct{}
+
+	// slotMu guards slot. It is held across the table's RegisterLocal,
+	// Update and Release, which never block or call back into the host,
+	// so a registration and a release of one instance never interleave.
+	slotMu sync.Mutex
+	// slot is this instance's registration of its role, held while its
+	// supervisor reports it running; nil otherwise.
+	slot *table.LocalSlot
 }
 
 type instanceSnapshot struct {
@@ -193,9 +202,9 @@ func (in *instance) stopSupervisor(grace time.Duration) bool {
 	return true
 }
 
-// onChange follows a supervisor's state: the role is registered while
-// running and deregistered otherwise, and restarts and failures are
-// chained.
+// onChange follows a supervisor's state: the instance's registration of
+// its role is held while running and released otherwise, and restarts and
+// failures are chained.
 func (h *Host) onChange(in *instance, st runner.State) {
 	in.mu.Lock()
 	sup := in.sup
@@ -242,6 +251,9 @@ func (h *Host) onChange(in *instance, st runner.State) {
 	}
 }
 
+// registerRole registers in's role as served by in, through in's own
+// registration: another instance of the role keeps its own, and the table
+// elects which one serves.
 func (h *Host) registerRole(in *instance) {
 	if h.table == nil || !in.inference {
 		return
@@ -250,29 +262,29 @@ func (h *Host) registerRole(in *instance) {
 	if !alive || ep == "" {
 		return
 	}
-	if err := h.table.RegisterLocal(in.role, ep, in.model, runner.APIOpenAI, string(in.kind)); err != nil {
-		h.log.Warn("register role", zap.String("role", in.role), zap.String("instance", in.id), zap.Error(err))
-		return
+	in.slotMu.Lock()
+	defer in.slotMu.Unlock()
+	var err error
+	if in.slot != nil {
+		if err = in.slot.Update(ep, in.model, runner.APIOpenAI, string(in.kind)); err != nil {
+			in.slot.Release()
+			in.slot = nil
+		}
+	} else {
+		in.slot, err = h.table.RegisterLocal(table.OriginPlaced, in.role, ep, in.model, runner.APIOpenAI, string(in.kind))
 	}
-	h.mu.Lock()
-	h.roles[in.role] = in.id
-	h.mu.Unlock()
+	if err != nil {
+		h.log.Warn("register role", zap.String("role", in.role), zap.String("instance", in.id), zap.Error(err))
+	}
 }
 
+// deregisterRole releases in's registration of its role, and only it: the
+// role stays served by any other instance registered for it.
 func (h *Host) deregisterRole(in *instance) {
-	if h.table == nil || !in.inference {
-		return
-	}
-	h.mu.Lock()
-	owner, ok := h.roles[in.role]
-	mine := ok && owner == in.id
-	if mine {
-		delete(h.roles, in.role)
-	}
-	h.mu.Unlock()
-	if mine {
-		h.table.DeregisterLocal(in.role)
-	}
+	in.slotMu.Lock()
+	defer in.slotMu.Unlock()
+	in.slot.Release()
+	in.slot = nil
 }
 
 // stopRun stops a running instance with grace: through its supervisor

@@ -218,7 +218,7 @@ func (n *testNode) link(peerID string) *link {
 // serveChat registers and exposes role on n for peer.
 func (n *testNode) serveChat(role, peer string) {
 	n.t.Helper()
-	if err := n.tbl.RegisterLocal(role, "http://127.0.0.1:8080", "m", "openai", "openai"); err != nil {
+	if _, err := n.tbl.RegisterLocal(table.OriginAdopted, role, "http://127.0.0.1:8080", "m", "openai", "openai"); err != nil {
 		n.t.Fatal(err)
 	}
 	n.tbl.ExposeToMesh(role, true)

@@ -122,7 +122,7 @@ func (n *meshNode) stop() { n.Stop() }
 // the consumers.
 func (n *meshNode) serve(base, model string, consumers ...*meshNode) {
 	n.t.Helper()
-	if err := n.Table.RegisterLocal("chat", base, model, "openai", "llama.cpp"); err != nil {
+	if _, err := n.Table.RegisterLocal(table.OriginAdopted, "chat", base, model, "openai", "llama.cpp"); err != nil {
 		n.t.Fatal(err)
 	}
 	n.Table.ExposeToMesh("chat", true)

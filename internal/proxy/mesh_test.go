@@ -17,6 +17,7 @@ import (
 	"github.com/nodeld/nodeld/internal/mesh"
 	"github.com/nodeld/nodeld/internal/mesh/meshtest"
 	"github.com/nodeld/nodeld/internal/proxy/proxytest"
+	"github.com/nodeld/nodeld/internal/table"
 )
 
 // pairNodes starts consumer a and serving node b (serving "chat" from up
@@ -110,7 +111,7 @@ func allowlistCase(t *testing.T, useFrom, serveTo, expose, admitted bool) {
 	up := proxytest.New(t, proxytest.Options{Model: "served-model"})
 	nodes := newMeshNodes(t, "a", "b")
 	a, b := nodes[0], nodes[1]
-	if err := b.Table.RegisterLocal("chat", up.URL, "served-model", "openai", "llama.cpp"); err != nil {
+	if _, err := b.Table.RegisterLocal(table.OriginAdopted, "chat", up.URL, "served-model", "openai", "llama.cpp"); err != nil {
 		t.Fatal(err)
 	}
 	b.Table.ExposeToMesh("chat", expose)

@@ -13,14 +13,28 @@ import (
 	"go.uber.org/zap"
 )
 
-// Registrar is where the Adopter puts the roles its instances serve; the
-// placement table implements it. Both methods are called with the Adopter's
-// lock held, so they must not block on I/O or call back into the Adopter.
+// Registrar is where the Adopter puts the roles its instances serve: the
+// placement table, registering them as adopted (cmd/nodeld adapts it).
+// Every method, the LocalSlot's included, is called with the Adopter's lock
+// held, so none may block on I/O or call back into the Adopter.
 type Registrar interface {
-	// RegisterLocal serves role from the loopback server at base.
-	RegisterLocal(role, base, model, api, runtime string) error
-	// DeregisterLocal stops serving role locally.
-	DeregisterLocal(role string)
+	// RegisterLocal adds a registration of role served by the loopback
+	// server at base and returns it. The role may have other
+	// registrations (placed instances); the Registrar elects which serves.
+	RegisterLocal(role, base, model, api, runtime string) (LocalSlot, error)
+}
+
+// LocalSlot is one registration the Adopter holds. The Adopter changes and
+// withdraws only its own, so it never withdraws a role another writer (a
+// placed instance) registered.
+type LocalSlot interface {
+	// Update replaces what the registration serves; on error it is
+	// unchanged.
+	Update(base, model, api, runtime string) error
+	// Release withdraws the registration; releasing twice does nothing.
+	Release()
+	// Serving reports whether the registration is the one serving its role.
+	Serving() bool
 }
 
 // AdoptedInstance is one model server nodeld probes but does not start
@@ -61,7 +75,9 @@ type InstanceStatus struct {
 	LastProbe time.Time
 	// LastError says why the last probe was not up; "" when it was.
 	LastError string
-	// Serving is true while this instance is the one registered for Role.
+	// Serving is true while this instance is the Adopter's registration
+	// for Role and the Registrar elected it to serve the role (a placed
+	// instance of the role serves before it).
 	Serving bool
 }
 
@@ -94,7 +110,7 @@ type Adopter struct {
 	// current config is discarded.
 	gen    uint64
 	states []instanceState
-	// serving maps a role to what is registered for it now.
+	// serving maps a role to the Adopter's registration of it.
 	serving map[string]registration
 }
 
@@ -120,10 +136,11 @@ func (s *instanceState) key() instanceKey {
 	return instanceKey{role: s.inst.Role, kind: s.inst.Kind, base: s.ep.base, model: s.inst.Model}
 }
 
-// registration is what the Adopter registered for a role.
+// registration is what the Adopter registered for a role, and its slot.
 type registration struct {
 	key   instanceKey
 	model string
+	slot  LocalSlot
 }
 
 // probeOutcome is one instance's result within a round.
@@ -196,7 +213,7 @@ func (a *Adopter) newStates(cfg AdopterConfig, eps []endpoint, old []instanceSta
 
 // Run probes every instance at once, then every Interval and immediately
 // after each ApplyConfig, registering and deregistering roles as instances
-// come and go. When ctx is done it deregisters every role it registered and
+// come and go. When ctx is done it releases every registration it holds and
 // returns nil. It returns ErrAlreadyRunning if Run is already running.
 func (a *Adopter) Run(ctx context.Context) error {
 	if !a.running.CompareAndSwap(false, true) {
@@ -298,7 +315,7 @@ func (a *Adopter) Status() []InstanceStatus {
 			Health:    s.health,
 			LastProbe: s.lastProbe,
 			LastError: s.lastErr,
-			Serving:   ok && r.key == s.key(),
+			Serving:   ok && r.key == s.key() && r.slot.Serving(),
 		}
 	}
 	return out
@@ -370,9 +387,10 @@ func (a *Adopter) apply(gen uint64, outs []probeOutcome) {
 	a.syncRolesLocked()
 }
 
-// syncRolesLocked registers, for each configured role, the first instance
-// in config order that is up, and deregisters roles with none up. mu must
-// be held.
+// syncRolesLocked keeps one registration per configured role on the first
+// instance in config order that is up (updating the registration it holds
+// when that instance changes), and releases its registration of roles with
+// none up. mu must be held.
 func (a *Adopter) syncRolesLocked() {
 	first := make(map[string]int)
 	var roles []string
@@ -402,10 +420,19 @@ func (a *Adopter) syncRolesLocked() {
 		}
 		s := &a.states[i]
 		want := registration{key: s.key(), model: s.model}
-		if had && cur == want {
+		if had && cur.key == want.key && cur.model == want.model {
 			continue
 		}
-		if err := a.reg.RegisterLocal(role, s.ep.base, s.model, APIOpenAI, string(s.inst.Kind)); err != nil {
+		var err error
+		if had {
+			// The Adopter's own registration moves to the new instance;
+			// it is never withdrawn on the way.
+			want.slot = cur.slot
+			err = cur.slot.Update(s.ep.base, s.model, APIOpenAI, string(s.inst.Kind))
+		} else {
+			want.slot, err = a.reg.RegisterLocal(role, s.ep.base, s.model, APIOpenAI, string(s.inst.Kind))
+		}
+		if err != nil {
 			a.log.Warn("role registration refused", zap.String("role", role), zap.String("url", s.ep.base), zap.Error(err))
 			if had {
 				a.deregisterLocked(role, "registration refused")
@@ -421,8 +448,10 @@ func (a *Adopter) syncRolesLocked() {
 	}
 }
 
+// deregisterLocked releases the Adopter's registration of role, and only
+// it: a placed instance of the role keeps serving. mu must be held.
 func (a *Adopter) deregisterLocked(role, reason string) {
-	a.reg.DeregisterLocal(role)
+	a.serving[role].slot.Release()
 	delete(a.serving, role)
 	a.log.Info("role deregistered", zap.String("role", role), zap.String("reason", reason))
 }

@@ -23,42 +23,83 @@ type reg struct {
 	Base, Model, API, Runtime string
 }
 
-// regCall is one call the fake registrar received.
+// regCall is one call the fake registrar or one of its slots received.
 type regCall struct {
-	Op   string // "register" or "deregister"
+	Op   string // "register", "update" or "release"
 	Role string
 	Base string
 }
 
-// fakeRegistrar records calls and keeps the current registrations.
+// fakeRegistrar records calls and keeps the current registrations. The
+// Adopter is its only writer, so a role has at most one registration and it
+// always serves.
 type fakeRegistrar struct {
-	mu      sync.Mutex // guards the fields below
+	mu      sync.Mutex // guards the fields below and every fakeSlot's
 	current map[string]reg
 	calls   []regCall
-	refuse  map[string]error // role -> error RegisterLocal returns
+	refuse  map[string]error // role -> error RegisterLocal and Update return
+	// outranked roles are served by another writer's registration (a
+	// placed instance): the Adopter's stands by.
+	outranked map[string]bool
 }
 
 var _ Registrar = (*fakeRegistrar)(nil)
 
-func (f *fakeRegistrar) RegisterLocal(role, base, model, api, runtime string) error {
+func (f *fakeRegistrar) RegisterLocal(role, base, model, api, runtime string) (LocalSlot, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, regCall{"register", role, base})
 	if err := f.refuse[role]; err != nil {
-		return err
+		return nil, err
 	}
 	if f.current == nil {
 		f.current = make(map[string]reg)
 	}
+	if _, dup := f.current[role]; dup {
+		return nil, errors.New("fake registrar: a second registration of " + role + " by the adopter")
+	}
 	f.current[role] = reg{base, model, api, runtime}
+	return &fakeSlot{f: f, role: role}, nil
+}
+
+// fakeSlot is a registration the fake registrar handed out.
+type fakeSlot struct {
+	f        *fakeRegistrar
+	role     string
+	released bool // guarded by f.mu
+}
+
+func (s *fakeSlot) Update(base, model, api, runtime string) error {
+	f := s.f
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, regCall{"update", s.role, base})
+	if s.released {
+		return errors.New("fake slot released")
+	}
+	if err := f.refuse[s.role]; err != nil {
+		return err
+	}
+	f.current[s.role] = reg{base, model, api, runtime}
 	return nil
 }
 
-func (f *fakeRegistrar) DeregisterLocal(role string) {
+func (s *fakeSlot) Release() {
+	f := s.f
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.calls = append(f.calls, regCall{"deregister", role, ""})
-	delete(f.current, role)
+	if s.released {
+		return
+	}
+	s.released = true
+	f.calls = append(f.calls, regCall{"release", s.role, ""})
+	delete(f.current, s.role)
+}
+
+func (s *fakeSlot) Serving() bool {
+	s.f.mu.Lock()
+	defer s.f.mu.Unlock()
+	return !s.released && !s.f.outranked[s.role]
 }
 
 func (f *fakeRegistrar) snapshot() map[string]reg {
@@ -253,7 +294,7 @@ func TestAdopterDownAndBackWithinOneInterval(t *testing.T) {
 	runnertest.NewServerAt(t, addr, "llama.cpp", "/m/q.gguf")
 	h.tickRound(t)
 	h.wantRegs(t, up)
-	want := []regCall{{"register", "chat", srv.URL}, {"deregister", "chat", ""}, {"register", "chat", srv.URL}}
+	want := []regCall{{"register", "chat", srv.URL}, {"release", "chat", ""}, {"register", "chat", srv.URL}}
 	if diff := cmp.Diff(want, h.reg.takeCalls()); diff != "" {
 		t.Errorf("calls (-want +got):\n%s", diff)
 	}
@@ -330,13 +371,14 @@ func TestAdopterFirstHealthyWins(t *testing.T) {
 		t.Errorf("serving (-want +got):\n%s", diff)
 	}
 
-	// A and B go: C serves. The role is never deregistered on the way.
+	// A and B go: C serves. The role is never released on the way: the
+	// Adopter's registration moves to C.
 	a.Close()
 	b.Close()
 	h.reg.takeCalls()
 	h.tickRound(t)
 	h.wantRegs(t, map[string]reg{"chat": {c.URL, "model-c", "openai", "openai"}, "embed": embed})
-	if diff := cmp.Diff([]regCall{{"register", "chat", c.URL}}, h.reg.takeCalls()); diff != "" {
+	if diff := cmp.Diff([]regCall{{"update", "chat", c.URL}}, h.reg.takeCalls()); diff != "" {
 		t.Errorf("calls (-want +got):\n%s", diff)
 	}
 
@@ -459,6 +501,25 @@ func TestAdopterRegistrationRefused(t *testing.T) {
 	fr.mu.Unlock()
 	h.tickRound(t)
 	h.wantRegs(t, map[string]reg{"chat": {a.URL, "m-a2", "openai", "openai"}, "embed": {b.URL, "m-b", "openai", "openai"}})
+}
+
+// TestAdopterServingFollowsTheElection: an instance whose registration
+// stands by for another writer's (a placed instance) is not reported
+// serving, and is again once it is elected.
+func TestAdopterServingFollowsTheElection(t *testing.T) {
+	srv := runnertest.NewServer(t, "openai", "m")
+	fr := &fakeRegistrar{outranked: map[string]bool{"chat": true}}
+	h := startAdopter(t, AdopterConfig{Instances: []AdoptedInstance{{Role: "chat", Kind: KindOpenAI, URL: srv.URL}}}, fr)
+	h.wantRegs(t, map[string]reg{"chat": {srv.URL, "m", "openai", "openai"}})
+	if st := h.a.Status()[0]; st.Serving {
+		t.Errorf("status %+v: serving while another registration is elected", st)
+	}
+	fr.mu.Lock()
+	fr.outranked = nil
+	fr.mu.Unlock()
+	if st := h.a.Status()[0]; !st.Serving {
+		t.Errorf("status %+v: not serving once elected", st)
+	}
 }
 
 func TestAdopterMetrics(t *testing.T) {

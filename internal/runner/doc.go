@@ -15,11 +15,16 @@
 // /api/version then /api/tags, mlx-lm and openai GET /v1/models) and
 // discovers the served model when the config names none. For each role, the
 // first instance in config order whose probe is up is registered with the
-// Registrar (the placement table); a role with no instance up is
-// deregistered. So an instance that goes down stops resolving within one
-// probe interval plus the round's probing time (ProbeTimeout per batch of
+// Registrar (the placement table, as an adopted instance): the Adopter holds
+// one registration (a LocalSlot) per role, moves it with Update when
+// another instance becomes the first one up, and releases it when none is
+// up. So an instance that goes down stops resolving within one probe
+// interval plus the round's probing time (ProbeTimeout per batch of
 // maxConcurrentProbes instances), and one that comes back resolves again on
-// the next round. The runtime string registered is the Kind ("llama.cpp",
+// the next round. The table elects which of a role's registrations serves:
+// a placed instance of the role serves before the adopted one, which stands
+// by meanwhile (InstanceStatus.Serving is false) and takes over at once
+// when the placed one stops. The runtime string registered is the Kind ("llama.cpp",
 // "ollama", "mlx-lm", "openai"); the api string is always "openai".
 //
 // # Invariants
@@ -32,9 +37,11 @@
 //     maxProbeBodyBytes are read, lists are counted while decoding and cut
 //     at maxListedModels, and names that are not bounded printable ASCII are
 //     dropped (limits.go).
-//   - A role is registered only while an instance for it is up; the Adopter
-//     deregisters only roles it registered itself, and all of them when Run
-//     returns.
+//   - The Adopter holds a registration of a role only while an instance
+//     for it is up, at most one per role, and updates or releases only the
+//     registrations it holds (never a role by name), so an adopted
+//     instance going down never withdraws a placed instance of its role.
+//     It releases all of them when Run returns.
 //   - Metric label values come from the validated config only.
 //
 // # Ollama without a configured model
@@ -51,10 +58,10 @@
 // NewAdopter starts nothing. Run owns the probe loop and, during a round, up
 // to maxConcurrentProbes probe goroutines that it waits for before the round
 // ends; Run returns nil once ctx is done. ApplyConfig and Status are safe to
-// call from any goroutine, before, during or after Run. Registrar methods
-// are called with the Adopter's mutex held (never during network I/O), so a
-// round and a reload cannot interleave registrations; a round that raced a
-// reload is discarded and redone.
+// call from any goroutine, before, during or after Run. Registrar and
+// LocalSlot methods are called with the Adopter's mutex held (never during
+// network I/O), so a round and a reload cannot interleave registrations; a
+// round that raced a reload is discarded and redone.
 //
 // # Managed runtimes
 //
@@ -111,7 +118,8 @@
 // for the operator: a new Run gives a fresh budget. States are starting,
 // running, unhealthy, restarting, stopped and failed, the names of the
 // workload.ctl instance states; OnChange reports each one so the host
-// registers the inference role while running and deregisters otherwise.
+// holds a registration of the inference role while running and releases
+// it otherwise.
 //
 // # Concurrency of managed runtimes
 //

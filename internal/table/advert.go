@@ -46,11 +46,11 @@ type Advertisement struct {
 }
 
 // Advertisement returns the infer.<role> advertisement of this node, only
-// when role is served locally and exposed to the mesh. now stamps
-// LastUpdated.
+// when role is served locally and exposed to the mesh; it describes the
+// elected registration. now stamps LastUpdated.
 func (t *Table) Advertisement(role string, now time.Time) (Advertisement, bool) {
 	t.mu.RLock()
-	l, ok := t.local[role]
+	l, ok := t.localLocked(role)
 	_, exposed := t.exposed[role]
 	t.mu.RUnlock()
 	if !ok || !exposed {

@@ -11,13 +11,13 @@ func TestAdvertisement(t *testing.T) {
 	now := time.Unix(1700000000, 0)
 	loads := map[string][2]int{"chat": {1, 4}, "coder": {1, 3}}
 	tb := New(self, Options{Load: func(role string) (int, int) { l := loads[role]; return l[0], l[1] }})
-	if err := tb.RegisterLocal("chat", "http://127.0.0.1:8080", "qwen", "openai", "llama.cpp"); err != nil {
+	if _, err := tb.RegisterLocal(OriginPlaced, "chat", "http://127.0.0.1:8080", "qwen", "openai", "llama.cpp"); err != nil {
 		t.Fatal(err)
 	}
-	if err := tb.RegisterLocal("coder", "http://127.0.0.1:8081", "", "ollama", "ollama"); err != nil {
+	if _, err := tb.RegisterLocal(OriginPlaced, "coder", "http://127.0.0.1:8081", "", "ollama", "ollama"); err != nil {
 		t.Fatal(err)
 	}
-	if err := tb.RegisterLocal("embed", "http://127.0.0.1:8082", "e5", "openai", "x"); err != nil {
+	if _, err := tb.RegisterLocal(OriginPlaced, "embed", "http://127.0.0.1:8082", "e5", "openai", "x"); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := tb.Advertisement("chat", now); ok {
@@ -88,7 +88,7 @@ func TestAdvertisementRoundTripsThroughAPeer(t *testing.T) {
 	// What one table advertises another table (that allowlists it) takes
 	// and resolves, with the model it carries.
 	a := New("n-a", Options{})
-	if err := a.RegisterLocal("chat", "http://127.0.0.1:8080", "qwen", "openai", "llama.cpp"); err != nil {
+	if _, err := a.RegisterLocal(OriginPlaced, "chat", "http://127.0.0.1:8080", "qwen", "openai", "llama.cpp"); err != nil {
 		t.Fatal(err)
 	}
 	a.ExposeToMesh("chat", true)

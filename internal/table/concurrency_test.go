@@ -29,12 +29,20 @@ func TestConcurrentUse(t *testing.T) {
 			defer wg.Done()
 			role := []string{"chat", "embed"}[w%2]
 			node := []string{"n-b", "n-c"}[w%2]
+			origin := []Origin{OriginPlaced, OriginAdopted}[w/2%2]
+			var slot *LocalSlot
 			for i := range rounds {
 				switch i % 12 {
 				case 0:
-					_ = tb.RegisterLocal(role, fmt.Sprintf("http://127.0.0.1:%d", 1000+i), "m", "openai", "x")
+					slot.Release()
+					slot, _ = tb.RegisterLocal(origin, role, fmt.Sprintf("http://127.0.0.1:%d", 1000+i), "m", "openai", "x")
 				case 1:
-					tb.DeregisterLocal(role)
+					if i%24 == 1 {
+						_ = slot.Update(fmt.Sprintf("http://127.0.0.1:%d", 2000+i), "m2", "openai", "x")
+						slot.Serving()
+					} else {
+						slot.Release()
+					}
 				case 2:
 					tb.AllowRemoteNode(role, node, i%24 == 2)
 				case 3:
@@ -66,6 +74,7 @@ func TestConcurrentUse(t *testing.T) {
 					}
 				}
 			}
+			slot.Release()
 		}()
 	}
 	done := make(chan struct{})
@@ -74,6 +83,12 @@ func TestConcurrentUse(t *testing.T) {
 	case <-done:
 	case <-time.After(30 * time.Second):
 		t.Fatal("concurrent use did not finish: deadlock?")
+	}
+	// Every worker released what it registered: nothing is left.
+	for _, role := range []string{"chat", "embed"} {
+		if b, ok := tb.LocalBaseForRole(role); ok {
+			t.Errorf("%s still served locally at %s after every release", role, b)
+		}
 	}
 }
 

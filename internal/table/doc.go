@@ -2,12 +2,31 @@
 // instance serves it right now, an instance on this host (reached over
 // loopback HTTP) or an admitted peer node (reached over the mesh).
 //
-// Local instances are registered by whoever runs or probes them (the host's
-// supervision, through SyncLocal and a Probe); remote ones come from the
-// infer.<role> advertisements of peers, handed over by the mesh with the
-// sender id it verified (IngestAdvertisement). The proxy resolves a role on
-// every request (Resolve), and the serving side of the mesh asks what a
-// peer may reach (LocalForPeer).
+// Local instances are registered by whoever runs or probes them: the host
+// for the instances it places (OriginPlaced), the runner's Adopter for the
+// servers it adopts (OriginAdopted), or any caller through SyncLocal and a
+// Probe. Remote ones come from the infer.<role> advertisements of peers,
+// handed over by the mesh with the sender id it verified
+// (IngestAdvertisement). The proxy resolves a role on every request
+// (Resolve), and the serving side of the mesh asks what a peer may reach
+// (LocalForPeer).
+//
+// # Local registrations
+//
+// RegisterLocal returns a LocalSlot: the registration belongs to its
+// holder, who alone updates it (LocalSlot.Update) and withdraws it
+// (LocalSlot.Release). A role may have several registrations at once (an
+// adopted server and a placed instance, or two placed instances); it is
+// served locally while any remains, and exactly one, the elected, serves
+// it. The election is deterministic: the lowest Origin first, so a placed
+// instance before an adopted server, then the oldest registration. A placed
+// instance serves first because it is what a controller decided to run
+// here, with memory reserved and supervision behind it; the adopted server
+// an operator configured stands by and takes over at once when no placed
+// instance is up. Within one origin the oldest keeps the role, so a new
+// registration never moves traffic off a warm instance. Releasing the
+// elected registration elects the next one in the same step, so a survivor
+// serves with no gap; releasing one never withdraws another's.
 //
 // # Invariants
 //
@@ -28,6 +47,11 @@
 //     TTL. Expired entries are kept but never resolve.
 //   - Admission is re-checked on every resolution, so a revoked peer stops
 //     resolving at once, before its entry is removed.
+//   - A LocalSlot changes only through its holder; releasing it twice, or
+//     a nil one, does nothing, and a released slot cannot be updated
+//     (ErrReleased). Resolve, LocalBaseForRole, LocalForPeer,
+//     Advertisement(s) and Snapshot's Local all read the elected
+//     registration; Snapshot lists the others as Standby.
 //   - Resolution prefers the local instance (warm KV cache), then the best
 //     remote candidate: healthy first, lowest advertised load, ties by node
 //     id ascending. The original took the first by node id; with equal
@@ -35,7 +59,9 @@
 //   - LocalForPeer never returns a remote target, so a forwarded request
 //     cannot bounce from node to node.
 //   - The generation counts resolution-relevant changes (see the methods
-//     for exactly which); a cache keyed on it is never stale.
+//     for exactly which); a cache keyed on it is never stale. For local
+//     registrations that is a change of the elected base: registering,
+//     updating or releasing a registration that stands by bumps nothing.
 //
 // # Audit
 //

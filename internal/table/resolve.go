@@ -74,14 +74,15 @@ func candidateOrder(cs []candidate) []string {
 }
 
 // Resolve returns where role is served now. A local instance wins (sticky:
-// its KV cache stays warm). Otherwise, when there is a mesh, the best
+// its KV cache stays warm): the elected one of its registrations (see
+// RegisterLocal). Otherwise, when there is a mesh, the best
 // remote candidate (see compareCandidates) that is on role's use_from
 // allowlist, fresh by TTL and admitted at this very call: admission is
 // re-checked every time, so a revoked peer stops resolving at once, before
 // its entry is removed.
 func (t *Table) Resolve(role string) (Target, bool) {
 	t.mu.RLock()
-	l, ok := t.local[role]
+	l, ok := t.localLocked(role)
 	var cs []candidate
 	if !ok && t.admit != nil {
 		cs = t.candidatesLocked(role, t.now())
@@ -132,7 +133,7 @@ func (t *Table) BaseURLForRole(role string) (string, bool) {
 func (t *Table) LocalBaseForRole(role string) (string, bool) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	l, ok := t.local[role]
+	l, ok := t.localLocked(role)
 	if !ok {
 		return "", false
 	}

@@ -11,7 +11,8 @@ func TestLocalBeatsRemote(t *testing.T) {
 	e := newEnv("n-b")
 	e.t.AllowRemoteNode("chat", "n-b", true)
 	e.t.IngestAdvertisement("n-b", ad("chat", "n-b"))
-	if err := e.t.RegisterLocal("chat", "http://127.0.0.1:8080", "local-m", "openai", "x"); err != nil {
+	slot, err := e.t.RegisterLocal(OriginPlaced, "chat", "http://127.0.0.1:8080", "local-m", "openai", "x")
+	if err != nil {
 		t.Fatal(err)
 	}
 	calls := e.adm.calls
@@ -22,10 +23,10 @@ func TestLocalBeatsRemote(t *testing.T) {
 	if e.adm.calls != calls {
 		t.Fatal("a local resolution consulted admission")
 	}
-	e.t.DeregisterLocal("chat")
+	slot.Release()
 	got, _ = e.t.Resolve("chat")
 	if diff := cmp.Diff(Target{Kind: TargetRemote, NodeID: "n-b"}, got); diff != "" {
-		t.Fatalf("Resolve after deregister (-want +got):\n%s", diff)
+		t.Fatalf("Resolve after release (-want +got):\n%s", diff)
 	}
 }
 

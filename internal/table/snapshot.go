@@ -17,9 +17,13 @@ type Snapshot struct {
 // RoleSnapshot is one role in a Snapshot.
 type RoleSnapshot struct {
 	Role string `json:"role"`
-	// Local is the instance on this node, nil when there is none.
-	Local   *LocalSnapshot `json:"local,omitempty"`
-	Exposed bool           `json:"exposed"`
+	// Local is the instance on this node that serves the role (the
+	// elected registration), nil when there is none.
+	Local *LocalSnapshot `json:"local,omitempty"`
+	// Standby lists the role's other local registrations, in election
+	// order: the first takes over when Local is released.
+	Standby []LocalSnapshot `json:"standby,omitempty"`
+	Exposed bool            `json:"exposed"`
 	// ServeTo and UseFrom are the serving and consumer allowlists, sorted.
 	ServeTo []string `json:"serve_to"`
 	UseFrom []string `json:"use_from"`
@@ -35,6 +39,8 @@ type RoleSnapshot struct {
 
 // LocalSnapshot is a local instance in a Snapshot.
 type LocalSnapshot struct {
+	// Origin says who registered the instance.
+	Origin  Origin `json:"origin"`
 	Base    string `json:"base"`
 	Model   string `json:"model,omitempty"`
 	API     string `json:"api,omitempty"`
@@ -81,8 +87,13 @@ func (t *Table) Snapshot() Snapshot {
 		}
 		_, rs.Exposed = t.exposed[role]
 		var cs []candidate
-		if l, ok := t.local[role]; ok {
-			rs.Local = &LocalSnapshot{Base: l.base, Model: l.model, API: l.api, Runtime: l.runtime}
+		if slots := t.electionOrderLocked(role); len(slots) > 0 {
+			l := slots[0].entry
+			rs.Local = &LocalSnapshot{Origin: slots[0].origin, Base: l.base, Model: l.model, API: l.api, Runtime: l.runtime}
+			for _, o := range slots[1:] {
+				rs.Standby = append(rs.Standby, LocalSnapshot{Origin: o.origin, Base: o.entry.base,
+					Model: o.entry.model, API: o.entry.api, Runtime: o.entry.runtime})
+			}
 			rs.Resolved = &Target{Kind: TargetLocal, Base: l.base, Model: l.model}
 		} else {
 			cs = t.candidatesLocked(role, now)

@@ -11,7 +11,11 @@ import (
 
 func TestSnapshot(t *testing.T) {
 	e := newEnv("n-b", "n-c")
-	if err := e.t.RegisterLocal("chat", "http://127.0.0.1:8080", "qwen", "openai", "llama.cpp"); err != nil {
+	// An adopted server registered first stands by for the placed one.
+	if _, err := e.t.RegisterLocal(OriginAdopted, "chat", "http://127.0.0.1:11434", "qwen2", "openai", "ollama"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.t.RegisterLocal(OriginPlaced, "chat", "http://127.0.0.1:8080", "qwen", "openai", "llama.cpp"); err != nil {
 		t.Fatal(err)
 	}
 	e.t.ExposeToMesh("chat", true)
@@ -32,7 +36,8 @@ func TestSnapshot(t *testing.T) {
 		Roles: []RoleSnapshot{
 			{
 				Role:      "chat",
-				Local:     &LocalSnapshot{Base: "http://127.0.0.1:8080", Model: "qwen", API: "openai", Runtime: "llama.cpp"},
+				Local:     &LocalSnapshot{Origin: OriginPlaced, Base: "http://127.0.0.1:8080", Model: "qwen", API: "openai", Runtime: "llama.cpp"},
+				Standby:   []LocalSnapshot{{Origin: OriginAdopted, Base: "http://127.0.0.1:11434", Model: "qwen2", API: "openai", Runtime: "ollama"}},
 				Exposed:   true,
 				ServeTo:   []string{"n-b"},
 				UseFrom:   []string{},
@@ -61,7 +66,7 @@ func TestSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{`"kind":"local"`, `"kind":"remote"`, `"serve_to":[]`, `"age_seconds":63`} {
+	for _, s := range []string{`"kind":"local"`, `"kind":"remote"`, `"origin":"placed"`, `"standby":[{"origin":"adopted"`, `"serve_to":[]`, `"age_seconds":63`} {
 		if !strings.Contains(string(b), s) {
 			t.Errorf("status JSON lacks %s: %s", s, b)
 		}

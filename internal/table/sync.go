@@ -32,8 +32,13 @@ type Probe interface {
 
 // SyncOutcome is what SyncLocal found and did.
 type SyncOutcome struct {
-	// Registered is whether role is now served locally.
+	// Registered is whether the caller holds a registration of the role
+	// now (Slot is not nil). Whether that registration serves the role is
+	// the election's (LocalSlot.Serving).
 	Registered bool
+	// Slot is the caller's registration after the sync: pass it to the
+	// next SyncLocal. Nil when not Registered.
+	Slot *LocalSlot
 	// Result is the probe's answer (zero when the probe failed).
 	Result ProbeResult
 	// Err says why role is not registered: the probe's error, a refused
@@ -42,23 +47,28 @@ type SyncOutcome struct {
 	Err error
 }
 
-// SyncLocal probes role's local instance and serves role from it only while
-// it is up: an up instance is registered (RegisterLocal), anything else (a
-// probe error, an instance not up, a refused registration) deregisters the
-// role. The caller owns restarting instances; the table only follows them.
-func (t *Table) SyncLocal(ctx context.Context, role string, p Probe) SyncOutcome {
+// SyncLocal probes an instance of role and keeps the caller's registration
+// of it in line: held is that registration (nil when there is none, as
+// before the first sync; otherwise a registration of role made by t). While
+// the instance is up, held is updated, or a registration of role by origin
+// is made; anything else (a probe error, an instance not up, a refused
+// registration) releases held, and only held: other registrations of role
+// stay. The caller owns restarting instances; the table only follows them.
+func (t *Table) SyncLocal(ctx context.Context, held *LocalSlot, origin Origin, role string, p Probe) SyncOutcome {
 	res, err := p.Probe(ctx)
 	switch {
 	case err != nil:
 		err = fmt.Errorf("probe %q: %w", role, err)
 	case !res.Up:
 		err = fmt.Errorf("probe %q: %w", role, errNotUp)
+	case held != nil:
+		err = held.Update(res.Base, res.Model, res.API, res.Runtime)
 	default:
-		err = t.RegisterLocal(role, res.Base, res.Model, res.API, res.Runtime)
+		held, err = t.RegisterLocal(origin, role, res.Base, res.Model, res.API, res.Runtime)
 	}
 	if err != nil {
-		t.DeregisterLocal(role)
+		held.Release()
 		return SyncOutcome{Result: res, Err: err}
 	}
-	return SyncOutcome{Registered: true, Result: res}
+	return SyncOutcome{Registered: true, Slot: held, Result: res}
 }

@@ -1,7 +1,6 @@
 package table
 
 import (
-	"fmt"
 	"maps"
 	"slices"
 	"sync"
@@ -98,11 +97,13 @@ type Table struct {
 	metrics *metrics
 
 	// mu guards every field below it: local, remote, allow, serveAllow,
-	// exposed, proxyPorts and gen. It is never held while calling the
-	// Auditor, the Admission, Options.Load or while waking subscribers.
+	// exposed, proxyPorts and gen, and the state of this table's
+	// LocalSlots. It is never held while calling the Auditor, the
+	// Admission, Options.Load or while waking subscribers.
 	mu sync.RWMutex
-	// local: role -> instance on this host.
-	local map[string]localEntry
+	// local: role -> its registrations of an instance on this host, in
+	// registration order, never empty; the elected one serves (local.go).
+	local map[string][]*LocalSlot
 	// remote: role -> sender node id -> its latest advertisement.
 	remote map[string]map[string]remoteEntry
 	// allow (use_from, consumer side): role -> nodes that may serve this
@@ -135,7 +136,7 @@ func New(nodeID string, opts Options) *Table {
 		ttl:        opts.AdvertTTL,
 		now:        opts.Now,
 		load:       opts.Load,
-		local:      make(map[string]localEntry),
+		local:      make(map[string][]*LocalSlot),
 		remote:     make(map[string]map[string]remoteEntry),
 		allow:      make(map[string]map[string]struct{}),
 		serveAllow: make(map[string]map[string]struct{}),
@@ -201,44 +202,6 @@ func (t *Table) record(kind string, payload any) {
 			t.auditFn(kind, err)
 		}
 	}
-}
-
-// RegisterLocal serves role from the loopback server at base. It refuses
-// an invalid role (ErrBadRole) and a base that ParseLoopbackBase refuses
-// (ErrNotLoopback). The base is stored in canonical form. Replacing an
-// entry bumps the generation only when the base changed: a new model, api
-// or runtime replaces the entry silently.
-func (t *Table) RegisterLocal(role, base, model, api, runtime string) error {
-	if !ValidRole(role) {
-		return fmt.Errorf("register %q: %w", role, ErrBadRole)
-	}
-	canon, err := ParseLoopbackBase(base)
-	if err != nil {
-		return fmt.Errorf("register %q: %w", role, err)
-	}
-	var e effects
-	t.mu.Lock()
-	prev, had := t.local[role]
-	t.local[role] = localEntry{base: canon, model: model, api: api, runtime: runtime}
-	if !had || prev.base != canon {
-		t.bump(&e)
-	}
-	t.mu.Unlock()
-	t.finish(e)
-	return nil
-}
-
-// DeregisterLocal stops serving role locally. It bumps the generation when
-// an entry existed.
-func (t *Table) DeregisterLocal(role string) {
-	var e effects
-	t.mu.Lock()
-	if _, ok := t.local[role]; ok {
-		delete(t.local, role)
-		t.bump(&e)
-	}
-	t.mu.Unlock()
-	t.finish(e)
 }
 
 // AllowRemoteNode allows (on) or stops allowing node to serve role to this
@@ -375,15 +338,16 @@ func (t *Table) ProxyPort(role string) (uint16, bool) {
 
 // LocalForPeer returns the local instance of role that peer's forwarded
 // request may reach: only when role is exposed, peer is on role's serve
-// allowlist and an instance is registered locally. It never returns a
-// remote target, so a request cannot be bounced from node to node.
+// allowlist and an instance is registered locally (the elected
+// registration). It never returns a remote target, so a request cannot be
+// bounced from node to node.
 func (t *Table) LocalForPeer(role, peer string) (MeshLocal, bool) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	if _, ok := t.exposed[role]; !ok || !hasMember(t.serveAllow, role, peer) {
 		return MeshLocal{}, false
 	}
-	l, ok := t.local[role]
+	l, ok := t.localLocked(role)
 	if !ok {
 		return MeshLocal{}, false
 	}

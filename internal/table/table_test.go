@@ -31,7 +31,7 @@ func TestRegisterLocalRefuses(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv()
-			err := e.t.RegisterLocal(tt.role, tt.base, "m", "openai", "llama.cpp")
+			_, err := e.t.RegisterLocal(OriginPlaced, tt.role, tt.base, "m", "openai", "llama.cpp")
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("RegisterLocal(%q, %q) = %v, want %v", tt.role, tt.base, err, tt.wantErr)
 			}
@@ -58,7 +58,7 @@ func TestRegisterLocalAccepts(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.base, func(t *testing.T) {
 			e := newEnv()
-			if err := e.t.RegisterLocal("chat", tt.base, "qwen", "openai", "llama.cpp"); err != nil {
+			if _, err := e.t.RegisterLocal(OriginPlaced, "chat", tt.base, "qwen", "openai", "llama.cpp"); err != nil {
 				t.Fatal(err)
 			}
 			got, ok := e.t.Resolve("chat")
@@ -79,18 +79,20 @@ func TestRegisterLocalAccepts(t *testing.T) {
 func TestGenerationBumpsExactlyOnChange(t *testing.T) {
 	e := newEnv("n-b")
 	tb := e.t
+	var slot *LocalSlot
 	steps := []struct {
 		name string
 		do   func()
 		bump bool
 	}{
-		{"register new", func() { _ = tb.RegisterLocal("chat", "http://127.0.0.1:1", "a", "openai", "x") }, true},
-		{"same base again", func() { _ = tb.RegisterLocal("chat", "http://127.0.0.1:1/", "a", "openai", "x") }, false},
-		{"only model changes", func() { _ = tb.RegisterLocal("chat", "http://127.0.0.1:1", "b", "ollama", "y") }, false},
-		{"base changes", func() { _ = tb.RegisterLocal("chat", "http://127.0.0.1:2", "b", "ollama", "y") }, true},
-		{"refused register", func() { _ = tb.RegisterLocal("chat", "http://10.0.0.1:2", "b", "o", "y") }, false},
-		{"deregister", func() { tb.DeregisterLocal("chat") }, true},
-		{"deregister again", func() { tb.DeregisterLocal("chat") }, false},
+		{"register new", func() { slot, _ = tb.RegisterLocal(OriginPlaced, "chat", "http://127.0.0.1:1", "a", "openai", "x") }, true},
+		{"same base again", func() { _ = slot.Update("http://127.0.0.1:1/", "a", "openai", "x") }, false},
+		{"only model changes", func() { _ = slot.Update("http://127.0.0.1:1", "b", "ollama", "y") }, false},
+		{"base changes", func() { _ = slot.Update("http://127.0.0.1:2", "b", "ollama", "y") }, true},
+		{"refused update", func() { _ = slot.Update("http://10.0.0.1:2", "b", "o", "y") }, false},
+		{"refused register", func() { _, _ = tb.RegisterLocal(OriginPlaced, "chat", "http://10.0.0.1:2", "b", "o", "y") }, false},
+		{"release", func() { slot.Release() }, true},
+		{"release again", func() { slot.Release() }, false},
 		{"expose", func() { tb.ExposeToMesh("chat", true) }, true},
 		{"expose again", func() { tb.ExposeToMesh("chat", true) }, false},
 		{"unexpose", func() { tb.ExposeToMesh("chat", false) }, true},
@@ -175,7 +177,7 @@ func TestNilAuditAndAdmission(t *testing.T) {
 	if _, ok := tb.Resolve("chat"); ok {
 		t.Fatal("resolved without local instance or mesh")
 	}
-	if err := tb.RegisterLocal("chat", "http://127.0.0.1:5", "", "openai", "x"); err != nil {
+	if _, err := tb.RegisterLocal(OriginPlaced, "chat", "http://127.0.0.1:5", "", "openai", "x"); err != nil {
 		t.Fatal(err)
 	}
 	if tg, ok := tb.Resolve("chat"); !ok || tg.Kind != TargetLocal {
@@ -203,7 +205,7 @@ func TestLocalForPeer(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv("n-c")
 			if tt.give.local {
-				if err := e.t.RegisterLocal("chat", "http://127.0.0.1:8080/", "qwen", "openai", "llama.cpp"); err != nil {
+				if _, err := e.t.RegisterLocal(OriginPlaced, "chat", "http://127.0.0.1:8080/", "qwen", "openai", "llama.cpp"); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -291,7 +293,7 @@ func TestProxyPortAndBaseURL(t *testing.T) {
 	if u, ok := e.t.LocalBaseForRole("chat"); ok {
 		t.Fatalf("LocalBaseForRole = %q for a remote role", u)
 	}
-	if err := e.t.RegisterLocal("chat", "http://[::1]:7000", "", "openai", "x"); err != nil {
+	if _, err := e.t.RegisterLocal(OriginPlaced, "chat", "http://[::1]:7000", "", "openai", "x"); err != nil {
 		t.Fatal(err)
 	}
 	if u, _ := e.t.BaseURLForRole("chat"); u != "http://[::1]:7000/v1" {

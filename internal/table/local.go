@@ -1,0 +1,226 @@
+package table
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// ErrReleased reports an Update of a LocalSlot that was already released.
+var ErrReleased = errors.New("local slot released")
+
+// Origin says who registered a local instance. It decides, before
+// registration order, which of a role's local registrations serves it.
+type Origin int
+
+const (
+	// OriginPlaced is an instance this node started from a placed package
+	// and supervises (the host). It serves before any adopted server.
+	OriginPlaced Origin = iota + 1
+	// OriginAdopted is a server this node only probes
+	// (inference.instances, the runner's Adopter).
+	OriginAdopted
+)
+
+// String returns "placed" or "adopted" ("unknown" for any other value).
+func (o Origin) String() string {
+	switch o {
+	case OriginPlaced:
+		return "placed"
+	case OriginAdopted:
+		return "adopted"
+	default:
+		return "unknown"
+	}
+}
+
+// MarshalText encodes the origin as its String form, for status JSON.
+func (o Origin) MarshalText() ([]byte, error) {
+	return []byte(o.String()), nil
+}
+
+// UnmarshalText decodes the String form, so status JSON reads back.
+func (o *Origin) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "placed":
+		*o = OriginPlaced
+	case "adopted":
+		*o = OriginAdopted
+	default:
+		return fmt.Errorf("unknown origin %q", b)
+	}
+	return nil
+}
+
+func (o Origin) valid() bool { return o == OriginPlaced || o == OriginAdopted }
+
+// LocalSlot is one registration of a local instance for a role, held by
+// whoever registered it (RegisterLocal). Only its holder changes it
+// (Update) or withdraws it (Release), so two writers of one role never undo
+// each other. A role is served locally while it has any registration; which
+// one serves is elected (see RegisterLocal). The methods are safe for
+// concurrent use.
+type LocalSlot struct {
+	t      *Table
+	role   string
+	origin Origin
+
+	// entry and released are guarded by t.mu.
+	entry    localEntry
+	released bool
+}
+
+// RegisterLocal adds a registration of role served by the loopback server
+// at base, made by origin, and returns it: the caller holds it, updates it
+// while the instance changes (LocalSlot.Update) and releases it when the
+// instance stops serving (LocalSlot.Release). It refuses an unknown origin,
+// an invalid role (ErrBadRole) and a base that ParseLoopbackBase refuses
+// (ErrNotLoopback); the base is stored in canonical form.
+//
+// A role with several registrations is served by exactly one, elected
+// deterministically: the lowest Origin first (OriginPlaced before
+// OriginAdopted), then the oldest registration. A new registration
+// therefore never displaces an older one of its origin (the serving
+// instance keeps its warm cache), and releasing the elected one elects the
+// next at once. The generation is bumped, and subscribers woken, only when
+// the elected base of the role changes (a registration that stands by, or
+// a change of model, api or runtime alone, bumps nothing).
+func (t *Table) RegisterLocal(origin Origin, role, base, model, api, runtime string) (*LocalSlot, error) {
+	if !origin.valid() {
+		return nil, fmt.Errorf("register %q: unknown origin %d", role, origin)
+	}
+	if !ValidRole(role) {
+		return nil, fmt.Errorf("register %q: %w", role, ErrBadRole)
+	}
+	canon, err := ParseLoopbackBase(base)
+	if err != nil {
+		return nil, fmt.Errorf("register %q: %w", role, err)
+	}
+	s := &LocalSlot{t: t, role: role, origin: origin,
+		entry: localEntry{base: canon, model: model, api: api, runtime: runtime}}
+	var e effects
+	t.mu.Lock()
+	before := t.electedBaseLocked(role)
+	t.local[role] = append(t.local[role], s)
+	t.localChangedLocked(&e, role, before)
+	t.mu.Unlock()
+	t.finish(e)
+	return s, nil
+}
+
+// Role returns the role s registers.
+func (s *LocalSlot) Role() string { return s.role }
+
+// Origin returns who registered s.
+func (s *LocalSlot) Origin() Origin { return s.origin }
+
+// Update replaces what s registers, keeping its place in the election. It
+// refuses a base that ParseLoopbackBase refuses (ErrNotLoopback) and a
+// released slot (ErrReleased), and then leaves s as it was. It bumps the
+// generation only when s is elected and its base changes.
+func (s *LocalSlot) Update(base, model, api, runtime string) error {
+	canon, err := ParseLoopbackBase(base)
+	if err != nil {
+		return fmt.Errorf("update %q: %w", s.role, err)
+	}
+	t := s.t
+	var e effects
+	t.mu.Lock()
+	if s.released {
+		t.mu.Unlock()
+		return fmt.Errorf("update %q: %w", s.role, ErrReleased)
+	}
+	before := t.electedBaseLocked(s.role)
+	s.entry = localEntry{base: canon, model: model, api: api, runtime: runtime}
+	t.localChangedLocked(&e, s.role, before)
+	t.mu.Unlock()
+	t.finish(e)
+	return nil
+}
+
+// Release withdraws s and only s: the role stays served while another
+// registration of it remains, re-elected at once. Releasing a released
+// slot, or a nil one, does nothing.
+func (s *LocalSlot) Release() {
+	if s == nil {
+		return
+	}
+	t := s.t
+	var e effects
+	t.mu.Lock()
+	if !s.released {
+		s.released = true
+		before := t.electedBaseLocked(s.role)
+		slots := t.local[s.role]
+		for i, o := range slots {
+			if o == s {
+				slots = append(slots[:i:i], slots[i+1:]...)
+				break
+			}
+		}
+		if len(slots) == 0 {
+			delete(t.local, s.role)
+		} else {
+			t.local[s.role] = slots
+		}
+		t.localChangedLocked(&e, s.role, before)
+	}
+	t.mu.Unlock()
+	t.finish(e)
+}
+
+// Serving reports whether s is the registration elected to serve its role
+// now. A released slot never serves.
+func (s *LocalSlot) Serving() bool {
+	t := s.t
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return !s.released && t.electedLocked(s.role) == s
+}
+
+// electedLocked returns the registration that serves role locally, nil
+// when there is none: the lowest origin, then the oldest (t.local[role] is
+// kept in registration order). Call with mu held.
+func (t *Table) electedLocked(role string) *LocalSlot {
+	var best *LocalSlot
+	for _, s := range t.local[role] {
+		if best == nil || s.origin < best.origin {
+			best = s
+		}
+	}
+	return best
+}
+
+// electionOrderLocked returns role's registrations in election order, the
+// elected one first. Call with mu held.
+func (t *Table) electionOrderLocked(role string) []*LocalSlot {
+	slots := slices.Clone(t.local[role])
+	slices.SortStableFunc(slots, func(a, b *LocalSlot) int { return cmp.Compare(a.origin, b.origin) })
+	return slots
+}
+
+// localLocked returns the entry of role's elected registration. Call with
+// mu held.
+func (t *Table) localLocked(role string) (localEntry, bool) {
+	s := t.electedLocked(role)
+	if s == nil {
+		return localEntry{}, false
+	}
+	return s.entry, true
+}
+
+// electedBaseLocked returns the base of role's elected registration, ""
+// when there is none (a registered base is never empty). Call with mu held.
+func (t *Table) electedBaseLocked(role string) string {
+	l, _ := t.localLocked(role)
+	return l.base
+}
+
+// localChangedLocked bumps the generation when role's elected base is no
+// longer before. Call with mu held for writing.
+func (t *Table) localChangedLocked(e *effects, role, before string) {
+	if t.electedBaseLocked(role) != before {
+		t.bump(e)
+	}
+}
