@@ -60,9 +60,13 @@
 //     host.place.begin is written (fail closed).
 //   - An instance's role is in the table exactly while its supervisor
 //     reports it running.
-//   - A disabled host (Config.Enabled false) answers describe, status and
-//     logs (controllers and admitted peers) and refuses the mutating
-//     methods with unauthorized.
+//   - Every admitted peer may call describe; status and logs (instance
+//     lists and their output) only this node, its controllers and its
+//     readers (Config.ReaderKeys, ReaderPeers); the mutating methods only
+//     its controllers. Anyone else is refused unauthorized by the verifier
+//     (before the nonce is burned), chained as an unauthenticated refusal.
+//     A disabled host (Config.Enabled false) applies the same rule and
+//     refuses the mutating methods to its controllers too (unauthorized).
 //
 // # Concurrency
 //

@@ -184,8 +184,8 @@ func TestRequestRefusals(t *testing.T) {
 	if _, err := c.callWith(t, otherClient, ctl.MethodStatus, nil, ""); refusalCode(err) != ctl.CodePeerMismatch {
 		t.Errorf("other key on the caller's link: %v", err)
 	}
-	// The caller stops being a controller: mutations are unauthorized,
-	// reads still served to the admitted peer.
+	// The caller stops being a controller: mutations and status are
+	// unauthorized, describe still served to the admitted peer.
 	if err := c.h.ApplyConfig(Config{Enabled: true, Controllers: []ed25519.PublicKey{pubOf(other)},
 		TrustAnchors: pkg.Anchors{pubOf(c.publisher)}, DataDir: c.hostNode.Dir}); err != nil {
 		t.Fatal(err)
@@ -193,10 +193,13 @@ func TestRequestRefusals(t *testing.T) {
 	if _, err := c.call(t, ctl.MethodStop, ctl.InstanceParams{InstanceID: "x"}, newDecision()); refusalCode(err) != ctl.CodeUnauthorized {
 		t.Errorf("non-controller stop: %v", err)
 	}
-	if _, err := c.call(t, ctl.MethodStatus, nil, ""); err != nil {
+	if _, err := c.call(t, ctl.MethodStatus, nil, ""); refusalCode(err) != ctl.CodeUnauthorized {
 		t.Errorf("admitted peer status: %v", err)
 	}
-	meshtest.WaitFor(t, "4 ctl refusals chained", func() bool { return len(c.audit.ofKind(KindCtlRefused)) == 4 })
+	if _, err := c.call(t, ctl.MethodDescribe, nil, ""); err != nil {
+		t.Errorf("admitted peer describe: %v", err)
+	}
+	meshtest.WaitFor(t, "5 ctl refusals chained", func() bool { return len(c.audit.ofKind(KindCtlRefused)) == 5 })
 }
 
 // repeatReader returns the same bytes forever: every nonce is the same.
