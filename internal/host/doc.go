@@ -57,7 +57,10 @@
 //     authenticated requests are always chained; refusals of
 //     unauthenticated ones at most ctl.UnauthRefusalsPerWindow per window,
 //     with the suppressed count on the next one. place begins only once
-//     host.place.begin is written (fail closed).
+//     host.place.begin is written, and start only once host.start.begin
+//     is (fail closed: refused runtime otherwise). stop, unload and
+//     revocation teardowns reduce risk, so they proceed when their record
+//     cannot be written and count it in nodeld_host_audit_failures_total.
 //   - An instance's role is in the table exactly while its supervisor
 //     reports it running.
 //   - Every admitted peer may call describe; status and logs (instance

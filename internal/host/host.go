@@ -36,6 +36,7 @@ const (
 	KindFetchDone       = "host.fetch.done"
 	KindPlaceOK         = "host.place.ok"
 	KindPlaceRefused    = "host.place.refused"
+	KindStartBegin      = "host.start.begin"
 	KindStart           = "host.start"
 	KindStop            = "host.stop"
 	KindUnload          = "host.unload"
