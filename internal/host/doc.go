@@ -19,7 +19,12 @@
 // <data_dir>/packages/.partial/<decision>/, moves the finished directory to
 // <data_dir>/packages/<id>-<version>-<16 hex of manifest hash>/ and runs
 // pkg.VerifyDir on it. A directory already there that still verifies is
-// reused without a fetch. The instance is listed (loaded) before the
+// reused without a fetch: instances of the same manifest (other variants
+// or configs) share it. It is removed once nothing uses it (no listed
+// instance, no place in flight): by the unload or revocation teardown of
+// its last instance, and by a place that fails. Only a directory directly
+// under packages/ is removed, never a hidden one or a symbolic link, and
+// through an os.Root; a place that begins meanwhile waits for the removal. The instance is listed (loaded) before the
 // decision leaves the in-flight set, so a lost answer is always visible to
 // a status listing. For place with start, a failed start is rolled back
 // (unloaded); if that fails too the instance stays listed (failed).

@@ -158,6 +158,10 @@ type Host struct {
 	runCtx   context.Context      // nil until Run; then Run's ctx
 	stopping bool                 // Run is ending: no new supervisors
 	wg       sync.WaitGroup       // supervisor goroutines
+
+	// removing maps a package directory name being removed to a channel
+	// closed once it is gone (package.go).
+	removing map[string]chan struct{}
 }
 
 // inflight is a place or load being handled.
@@ -166,6 +170,7 @@ type inflight struct {
 	pkgID      string
 	version    string
 	instanceID string
+	pkgDir     string // its package directory's name (packageDirName)
 	since      time.Time
 }
 
@@ -196,6 +201,7 @@ func New(cfg Config, deps Deps) (*Host, error) {
 		reserved: map[string]string{},
 		insts:    map[string]*instance{},
 		roles:    map[string]string{},
+		removing: map[string]chan struct{}{},
 	}
 	if h.log == nil {
 		h.log = zap.NewNop()

@@ -97,15 +97,15 @@ func TestPlaceServeStopUnload(t *testing.T) {
 		t.Errorf("start after unload: %v", err)
 	}
 
-	// The same workload placed again gets the same id, from the package
-	// already on disk, and leaves the departed list.
+	// The same workload placed again gets the same id, fetched again (the
+	// unload removed its package directory), and leaves the departed list.
 	fetches := c.srv.fetches.Load()
 	res2, _, err := c.place(t, p, false)
 	if err != nil || res2.InstanceID != wantID || res2.Status.State != StateLoaded {
 		t.Fatalf("place again: %+v %v", res2, err)
 	}
-	if c.srv.fetches.Load() != fetches {
-		t.Error("a verified package on disk was fetched again")
+	if c.srv.fetches.Load() == fetches {
+		t.Error("a package was placed again without a fetch after its directory was removed")
 	}
 	if st := c.statusList(t, true); len(st.Departed) != 0 {
 		t.Errorf("departed after a fresh placement: %+v", st.Departed)
@@ -340,7 +340,10 @@ func TestRevocationTearsDownRunningInstance(t *testing.T) {
 	if _, err := c.rev.Revoke(pkg.Subject{Kind: pkg.SubjectSigner, Value: hex.EncodeToString(pubOf(c.publisher))}); err != nil {
 		t.Fatal(err)
 	}
-	meshtest.WaitFor(t, "teardown", func() bool { return c.instance(res.InstanceID) == nil })
+	// The record follows the instance's removal from the list.
+	meshtest.WaitFor(t, "teardown", func() bool {
+		return c.instance(res.InstanceID) == nil && len(c.audit.ofKind(KindRevokedTeardown)) > 0
+	})
 	if _, ok := c.hostNode.Table.Resolve("chat"); ok {
 		t.Error("chat resolves after the teardown")
 	}
@@ -351,6 +354,8 @@ func TestRevocationTearsDownRunningInstance(t *testing.T) {
 	if len(recs) != 1 || recs[0]["unloaded"] != true || recs[0]["instance_id"] != res.InstanceID {
 		t.Errorf("teardown records = %v", recs)
 	}
+	// The package directory goes last, after the record.
+	meshtest.WaitFor(t, "package directory removed", func() bool { return !exists(t, c.packageDir(p)) })
 	st := c.statusList(t, true)
 	if diff := cmp.Diff([]ctl.Departed{{InstanceID: res.InstanceID, Reason: DepartedRevoked}}, st.Departed); diff != "" {
 		t.Errorf("departed (-want +got):\n%s", diff)

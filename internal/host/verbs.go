@@ -167,7 +167,8 @@ func (h *Host) stop(ctx context.Context, req ctl.Request, p ctl.InstanceParams) 
 }
 
 // unload stops an instance if it runs and removes it, remembering it as
-// departed.
+// departed, and removes its package directory unless another instance or
+// a place in flight uses it.
 func (h *Host) unload(ctx context.Context, req ctl.Request, p ctl.InstanceParams) (any, *ctl.Refusal) {
 	in, r := h.lookup(p.InstanceID)
 	if r != nil {
@@ -184,6 +185,7 @@ func (h *Host) unload(ctx context.Context, req ctl.Request, p ctl.InstanceParams
 	h.remove(in, DepartedUnloaded)
 	_ = h.record(KindUnload, map[string]any{"decision_id": req.DecisionID, "requester": req.Requester,
 		"instance_id": in.id, "package": in.pkgID, "version": in.version})
+	h.releasePackage(in.pkgDir())
 	return ctl.UnloadResult{Unloaded: in.id}, nil
 }
 
