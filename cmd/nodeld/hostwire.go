@@ -29,6 +29,15 @@ func hostConfig(cfg *config.Config) (host.Config, error) {
 		}
 		hc.Controllers = append(hc.Controllers, pub)
 	}
+	// A reader is a key, or a configured peer's name that the host
+	// resolves through the mesh (its key may be pinned on first contact).
+	for _, r := range cfg.Host.Readers {
+		if pub, err := identity.ParsePublicKeyHex(r); err == nil {
+			hc.ReaderKeys = append(hc.ReaderKeys, pub)
+		} else {
+			hc.ReaderPeers = append(hc.ReaderPeers, r)
+		}
+	}
 	anchors, err := pkg.ParseAnchors(cfg.Host.TrustAnchors)
 	if err != nil {
 		return hc, fmt.Errorf("host.trust_anchors: %w", err)

@@ -279,6 +279,51 @@ func TestValidateWithoutLines(t *testing.T) {
 	}
 }
 
+func TestValidateReaders(t *testing.T) {
+	tests := []struct {
+		name string
+		give []string
+		want []string
+	}{
+		{name: "keys and names", give: []string{keyA, "a", "b"}},
+		{name: "none", give: nil},
+		{
+			name: "unknown name, node id and short key",
+			give: []string{"nobody", idB, "abcd", ""},
+			want: []string{
+				`host.readers[0]: "nobody" is neither a key (64 hex characters) nor the name of a configured peer`,
+				`host.readers[1]: "n-4ca14526b2751b64" is neither a key (64 hex characters) nor the name of a configured peer`,
+				`host.readers[2]: "abcd" is neither a key (64 hex characters) nor the name of a configured peer`,
+				`host.readers[3]: "" is neither a key (64 hex characters) nor the name of a configured peer`,
+			},
+		},
+		{
+			name: "the same node twice",
+			give: []string{"a", "a", keyB, "b", strings.ToUpper(keyA), keyA},
+			want: []string{
+				`host.readers[1]: "a" names the same node as host.readers[0]`,
+				`host.readers[3]: "b" names the same node as host.readers[2]`,
+				`host.readers[5]: "` + keyA + `" names the same node as host.readers[4]`,
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Default()
+			c.Mesh.Listen = "127.0.0.1:0"
+			c.Mesh.Peers = []Peer{{Name: "a", Addr: "h:1", Tier: TierPaired}, {Name: "b", Addr: "h:2", Key: keyB, Tier: TierPaired}}
+			c.Host.Readers = tt.give
+			var got []string
+			if err := c.Validate(); err != nil {
+				got = strings.Split(err.Error(), "\n")
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("Validate (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 func TestLoopbackListen(t *testing.T) {
 	tests := []struct {
 		give     string

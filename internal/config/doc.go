@@ -28,7 +28,8 @@
 // A Config returned by Load, Check or LoadEmbedded has passed Validate:
 // every role and admin listener is loopback, every instance URL is a
 // loopback http URL, every serve_to and use_from entry names a configured
-// peer (see PeerByRef), every duration and limit is positive, and no
+// peer (see PeerByRef), every host.readers entry is a key or a
+// configured peer's name, every duration and limit is positive, and no
 // peer has an empty tier. Validate is static: it opens no file and
 // resolves no host name.
 //

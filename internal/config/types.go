@@ -119,6 +119,11 @@ type Host struct {
 	Enabled      bool     `yaml:"enabled"`
 	Controllers  []string `yaml:"controllers"`
 	TrustAnchors []string `yaml:"trust_anchors"`
+	// Readers are the peers, besides the controllers, that may call
+	// workload.status and workload.logs: each a 64-hex public key or the
+	// name of a configured mesh peer. Every other admitted peer may call
+	// describe only.
+	Readers []string `yaml:"readers"`
 }
 
 // Controller configures the controller loop.

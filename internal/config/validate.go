@@ -270,6 +270,34 @@ func (v *validator) peerRefs(path string, refs []string) {
 func (v *validator) host() {
 	v.keyList("host.controllers", v.c.Host.Controllers)
 	v.keyList("host.trust_anchors", v.c.Host.TrustAnchors)
+	v.readers("host.readers", v.c.Host.Readers)
+}
+
+// readers checks host.readers: every entry is a 64-hex key or the name of
+// a configured peer, and no two entries name the same node (a name and
+// the key its peer is configured with count as the same).
+func (v *validator) readers(path string, refs []string) {
+	seen := map[string]string{}
+	for i, ref := range refs {
+		p := path + "[" + strconv.Itoa(i) + "]"
+		var who string
+		if checkKey(ref) == nil {
+			who = "key " + strings.ToLower(ref)
+		} else if idx, ok := v.peers.byName[ref]; ok && ref != "" {
+			who = "peer " + strconv.Itoa(idx)
+			if k := v.c.Mesh.Peers[idx].Key; checkKey(k) == nil {
+				who = "key " + strings.ToLower(k)
+			}
+		} else {
+			v.addf(p, "%q is neither a key (64 hex characters) nor the name of a configured peer", ref)
+			continue
+		}
+		if first, dup := seen[who]; dup {
+			v.addf(p, "%q names the same node as %s", ref, first)
+		} else {
+			seen[who] = p
+		}
+	}
 }
 
 func (v *validator) keyList(path string, keys []string) {

@@ -85,7 +85,7 @@ func newTestEnv(t testing.TB, h Handler) *testEnv {
 	v, err := NewVerifier(VerifierConfig{
 		Self:        pubOf(selfKey),
 		Controllers: []ed25519.PublicKey{pubOf(controllerKey)},
-		ReadOnly:    func(k ed25519.PublicKey) bool { return bytes.Equal(k, pubOf(peerKey)) },
+		ReadOnly:    func(k ed25519.PublicKey, _ Method) bool { return bytes.Equal(k, pubOf(peerKey)) },
 		Now:         e.clock.Now,
 	})
 	if err != nil {

@@ -62,7 +62,7 @@ func TestVerifierNonceGuardFull(t *testing.T) {
 	v, err := NewVerifier(VerifierConfig{
 		Self:          pubOf(selfKey),
 		Controllers:   []ed25519.PublicKey{pubOf(controllerKey)},
-		ReadOnly:      func(ed25519.PublicKey) bool { return true },
+		ReadOnly:      func(ed25519.PublicKey, Method) bool { return true },
 		Now:           clock.Now,
 		NonceCapacity: 2,
 	})

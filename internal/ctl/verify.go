@@ -17,9 +17,10 @@ type VerifierConfig struct {
 	// Controllers are the keys that may call every method.
 	Controllers []ed25519.PublicKey
 	// ReadOnly reports whether a key that is not a controller may call
-	// the read-only methods (describe, status, logs), typically "is an
-	// admitted peer". Nil admits nobody beyond the controllers.
-	ReadOnly func(ed25519.PublicKey) bool
+	// one of the read-only methods (describe, status, logs): the host
+	// admits every admitted peer to describe and only its readers to
+	// status and logs. Nil admits nobody beyond the controllers.
+	ReadOnly func(ed25519.PublicKey, Method) bool
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// NonceCapacity bounds each nonce guard; 0 means MaxNonces.
@@ -30,7 +31,7 @@ type VerifierConfig struct {
 // 2.7, plus the QUIC peer binding). It is safe for concurrent use.
 type Verifier struct {
 	selfID   string
-	readOnly func(ed25519.PublicKey) bool
+	readOnly func(ed25519.PublicKey, Method) bool
 	now      func() time.Time
 
 	// Controllers and read-only peers have separate nonce guards, so that
@@ -144,7 +145,7 @@ func (v *Verifier) VerifyRequest(wire []byte, peerKey ed25519.PublicKey) (Reques
 	switch {
 	case v.isController(pub):
 		guard = v.controllerNonces
-	case !IsMutating(req.Method) && v.readOnly != nil && v.readOnly(pub):
+	case !IsMutating(req.Method) && v.readOnly != nil && v.readOnly(pub, req.Method):
 	default:
 		return Request{}, NewRefusal(CodeUnauthorized, "key may not call this method")
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/mesh"
+	"github.com/nodeld/nodeld/internal/pkg"
 )
 
 // refuse builds a refusal, its message cut to ctl.MaxArtifactMessageBytes.
@@ -51,16 +52,16 @@ func (d *Dispatcher) serveArtifact(ctx context.Context, peer mesh.PeerInfo, s *q
 // kind byte, from peerID (the stream's authenticated node id). It is the
 // mesh handler's body, exported so a host on this same node can fetch
 // through an in-memory stream. A refusal is an answer, not an error; the
-// error reports a stream that failed (the caller resets it).
+// error reports a stream that failed or found no slot in time (the caller
+// resets it, and the fetcher resumes).
+//
+// The request is read (within ArtifactRequestTimeout) and authorised
+// before a slot is taken: a peer's slot (MaxArtifactStreamsPerPeer), then
+// one of the MaxConcurrentArtifactStreams, waiting at most
+// ArtifactSlotWait. So streams that send nothing, or ask for what they
+// are not offered, hold no slot, and one peer's fetches leave slots for
+// the others.
 func (d *Dispatcher) ServeArtifact(ctx context.Context, peerID string, rw io.ReadWriter) error {
-	select {
-	case d.slots <- struct{}{}:
-	case <-ctx.Done():
-		d.met.artifactStreams.WithLabelValues("cancelled").Inc()
-		return ctx.Err()
-	}
-	defer func() { <-d.slots }()
-
 	dl, _ := rw.(deadliner)
 	if dl != nil {
 		_ = dl.SetReadDeadline(time.Now().Add(ArtifactRequestTimeout))
@@ -85,7 +86,23 @@ func (d *Dispatcher) ServeArtifact(ctx context.Context, peerID string, rw io.Rea
 		d.met.artifactStreams.WithLabelValues(ctl.ArtifactBadRequest).Inc()
 		return d.writeRefusal(rw, dl, refuse(ctl.ArtifactBadRequest, "%v", err))
 	}
-	sent, err := d.serveFile(ctx, peerID, req, rw, dl)
+	var sent int64
+	of, f, err := d.authorize(peerID, req)
+	if err == nil {
+		release, serr := d.takeSlots(ctx, peerID)
+		if serr != nil {
+			result := "cancelled"
+			if errors.Is(serr, errArtifactBusy) {
+				result = "busy"
+			}
+			d.met.artifactStreams.WithLabelValues(result).Inc()
+			d.log.Debug("artifact fetch found no slot", zap.String("peer", peerID), zap.String("decision_id", req.DecisionID),
+				zap.String("path", req.Path), zap.Error(serr))
+			return serr
+		}
+		defer release()
+		sent, err = d.serveFile(ctx, of, f, req, rw, dl)
+	}
 	d.met.artifactBytes.Add(float64(sent))
 	if r, ok := errors.AsType[*ctl.ArtifactRefusal](err); ok {
 		d.met.artifactStreams.WithLabelValues(r.Code).Inc()
@@ -120,23 +137,61 @@ func (d *Dispatcher) writeRefusal(w io.Writer, dl deadliner, r *ctl.ArtifactRefu
 	return nil
 }
 
-// serveFile checks the request against the offers and streams the file.
-// A refusal is returned as *ctl.ArtifactRefusal before anything is written,
-// or, for a file that changed under us, after the header.
-func (d *Dispatcher) serveFile(ctx context.Context, peerID string, req ctl.FetchRequest, w io.Writer, dl deadliner) (int64, error) {
+// errArtifactBusy: no artifact slot came free within ArtifactSlotWait.
+var errArtifactBusy = errors.New("no artifact slot free")
+
+// authorize checks a request against the offers, without I/O: the
+// decision is offered to peerID, the path is listed, the offset is
+// within the file. A refusal is a *ctl.ArtifactRefusal.
+func (d *Dispatcher) authorize(peerID string, req ctl.FetchRequest) (*offer, pkg.File, error) {
 	of, ok := d.offers.lookup(req.DecisionID)
 	// A peer other than the decision's target learns nothing more than
 	// it would of an unknown decision.
 	if !ok || of.target != peerID {
-		return 0, refuse(ctl.ArtifactNotOffered, "decision is not offered to this node")
+		return nil, pkg.File{}, refuse(ctl.ArtifactNotOffered, "decision is not offered to this node")
 	}
 	f, ok := of.files[req.Path]
 	if !ok {
-		return 0, refuse(ctl.ArtifactNotListed, "path is not listed in the decision's manifest")
+		return nil, pkg.File{}, refuse(ctl.ArtifactNotListed, "path is not listed in the decision's manifest")
 	}
 	if req.Offset > f.Size {
-		return 0, refuse(ctl.ArtifactBadRequest, "offset %d beyond the size %d", req.Offset, f.Size)
+		return nil, pkg.File{}, refuse(ctl.ArtifactBadRequest, "offset %d beyond the size %d", req.Offset, f.Size)
 	}
+	return of, f, nil
+}
+
+// takeSlots takes one of peerID's slots, then a global one, waiting at
+// most ArtifactSlotWait for both. It returns errArtifactBusy when that
+// wait ends, ctx's error when ctx does.
+func (d *Dispatcher) takeSlots(ctx context.Context, peerID string) (release func(), err error) {
+	wctx, cancel := context.WithTimeout(ctx, ArtifactSlotWait)
+	defer cancel()
+	fail := func() error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return errArtifactBusy
+	}
+	releasePeer, ok := d.peerSlots.take(wctx, peerID)
+	if !ok {
+		return nil, fail()
+	}
+	select {
+	case d.slots <- struct{}{}:
+	case <-wctx.Done():
+		releasePeer()
+		return nil, fail()
+	}
+	return func() {
+		<-d.slots
+		releasePeer()
+	}, nil
+}
+
+// serveFile streams an authorised file. A refusal is returned as
+// *ctl.ArtifactRefusal before anything is written, or, for a file that
+// changed under us, after the header.
+func (d *Dispatcher) serveFile(ctx context.Context, of *offer, f pkg.File, req ctl.FetchRequest, w io.Writer, dl deadliner) (int64, error) {
 	file, err := openListed(of.dir, f.Path)
 	if err != nil {
 		return 0, refuse(ctl.ArtifactIO, "open %s: %v", f.Path, err)

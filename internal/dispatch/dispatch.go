@@ -130,8 +130,10 @@ type Dispatcher struct {
 	client *ctl.Client
 	met    *metrics
 	offers *offers
-	// slots bounds the artifact streams served at once.
-	slots chan struct{}
+	// slots bounds the artifact streams served at once; peerSlots bounds
+	// those of each peer.
+	slots     chan struct{}
+	peerSlots *peerSlots
 }
 
 // New validates deps and returns a Dispatcher. It starts nothing.
@@ -151,7 +153,8 @@ func New(deps Deps) (*Dispatcher, error) {
 		id: deps.Identity, mesh: deps.Mesh, chain: deps.Chain, local: deps.Local, rev: deps.Revocations,
 		notices: deps.Notices, dataDir: deps.DataDir,
 		log: deps.Logger, now: deps.Now,
-		slots: make(chan struct{}, MaxConcurrentArtifactStreams),
+		slots:     make(chan struct{}, MaxConcurrentArtifactStreams),
+		peerSlots: newPeerSlots(MaxArtifactStreamsPerPeer),
 	}
 	if d.log == nil {
 		d.log = zap.NewNop()

@@ -36,8 +36,15 @@
 // node is told not_offered, as for an unknown decision), only for a path
 // the decision's verified manifest lists, only from an offset within the
 // file, through an os.Root with no symbolic link on the way, and only if
-// the file still has its listed size. At most MaxConcurrentArtifactStreams
-// files are served at once.
+// the file still has its listed size. The request frame is read (within
+// ArtifactRequestTimeout) and checked against the offers before any slot
+// is taken, so a stream that sends nothing, or asks for what its peer is
+// not offered, holds none; an authorised fetch then takes one of its
+// peer's MaxArtifactStreamsPerPeer slots and one of the
+// MaxConcurrentArtifactStreams, waiting at most ArtifactSlotWait. A fetch
+// that finds no slot in time has its stream reset, without a refusal (a
+// refusal would end the host's fetch; a reset is resumed with backoff),
+// and is counted busy in nodeld_dispatch_artifact_streams_total.
 //
 // # Operator socket
 //

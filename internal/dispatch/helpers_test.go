@@ -112,10 +112,15 @@ func fetchFrom(rw io.ReadWriter, req ctl.FetchRequest) (fetched, error) {
 	if err := mesh.WriteFrame(rw, ctl.FrameFetch, b); err != nil {
 		return fetched{}, fmt.Errorf("write fetch: %w", err)
 	}
+	return readFetched(rw)
+}
+
+// readFetched reads the answer to one fetch request from r.
+func readFetched(r io.Reader) (fetched, error) {
 	var out fetched
 	sawHeader := false
 	for {
-		typ, p, err := mesh.ReadFrame(rw, mesh.MaxFrameSize)
+		typ, p, err := mesh.ReadFrame(r, mesh.MaxFrameSize)
 		if err != nil {
 			return out, fmt.Errorf("read frame: %w", err)
 		}

@@ -9,9 +9,19 @@ import (
 // and refusal message sizes) are the protocol's, in package ctl.
 const (
 	// MaxConcurrentArtifactStreams bounds the files served at once, over
-	// every peer; further fetches wait for a slot (or their stream ends).
+	// every peer; further authorised fetches wait for a slot.
 	MaxConcurrentArtifactStreams = 8
-	// ArtifactRequestTimeout bounds the wait for a fetch frame.
+	// MaxArtifactStreamsPerPeer bounds the files served at once to one
+	// peer (a host fetches one file at a time per place), so one peer
+	// never holds every slot.
+	MaxArtifactStreamsPerPeer = 2
+	// ArtifactSlotWait bounds an authorised fetch's wait for its slots;
+	// then its stream is reset and the fetcher resumes later. It is
+	// shorter than the host's wait for an answer (30 s), so the host sees
+	// the reset rather than its own timeout.
+	ArtifactSlotWait = 20 * time.Second
+	// ArtifactRequestTimeout bounds the wait for a fetch frame. No slot is
+	// held meanwhile.
 	ArtifactRequestTimeout = 10 * time.Second
 	// ArtifactWriteTimeout bounds the write of one frame to a fetcher; a
 	// fetcher that stops reading loses its stream, not a slot forever.

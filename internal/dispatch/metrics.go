@@ -30,7 +30,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		artifactStreams: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nodeld_dispatch_artifact_streams_total",
-			Help: "Artifact fetch streams served, by result (served, a refusal code, malformed, error, cancelled).",
+			Help: "Artifact fetch streams served, by result (served, a refusal code, malformed, error, cancelled, busy: no slot in time).",
 		}, []string{"result"}),
 		artifactBytes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "nodeld_dispatch_artifact_sent_bytes_total",

@@ -19,7 +19,12 @@
 // <data_dir>/packages/.partial/<decision>/, moves the finished directory to
 // <data_dir>/packages/<id>-<version>-<16 hex of manifest hash>/ and runs
 // pkg.VerifyDir on it. A directory already there that still verifies is
-// reused without a fetch. The instance is listed (loaded) before the
+// reused without a fetch: instances of the same manifest (other variants
+// or configs) share it. It is removed once nothing uses it (no listed
+// instance, no place in flight): by the unload or revocation teardown of
+// its last instance, and by a place that fails. Only a directory directly
+// under packages/ is removed, never a hidden one or a symbolic link, and
+// through an os.Root; a place that begins meanwhile waits for the removal. The instance is listed (loaded) before the
 // decision leaves the in-flight set, so a lost answer is always visible to
 // a status listing. For place with start, a failed start is rolled back
 // (unloaded); if that fails too the instance stays listed (failed).
@@ -57,15 +62,22 @@
 //     authenticated requests are always chained; refusals of
 //     unauthenticated ones at most ctl.UnauthRefusalsPerWindow per window,
 //     with the suppressed count on the next one. place begins only once
-//     host.place.begin is written (fail closed).
+//     host.place.begin is written, and start only once host.start.begin
+//     is (fail closed: refused runtime otherwise). stop, unload and
+//     revocation teardowns reduce risk, so they proceed when their record
+//     cannot be written and count it in nodeld_host_audit_failures_total.
 //   - An inference instance holds its own registration of its role in the
 //     table (table.OriginPlaced) exactly while its supervisor reports it
 //     running, and releases only that one: with two instances of a role,
 //     stopping either leaves the other serving, and an adopted server of
 //     the role going down never withdraws a placed instance.
-//   - A disabled host (Config.Enabled false) answers describe, status and
-//     logs (controllers and admitted peers) and refuses the mutating
-//     methods with unauthorized.
+//   - Every admitted peer may call describe; status and logs (instance
+//     lists and their output) only this node, its controllers and its
+//     readers (Config.ReaderKeys, ReaderPeers); the mutating methods only
+//     its controllers. Anyone else is refused unauthorized by the verifier
+//     (before the nonce is burned), chained as an unauthenticated refusal.
+//     A disabled host (Config.Enabled false) applies the same rule and
+//     refuses the mutating methods to its controllers too (unauthorized).
 //
 // # Concurrency
 //

@@ -50,11 +50,15 @@ func newDecision() string {
 	return hex.EncodeToString(sum[:])
 }
 
-// fakeAudit records chain entries in memory.
+// fakeAudit records chain entries in memory; while down is set, every
+// Record fails (a chain that cannot be written).
 type fakeAudit struct {
+	down atomic.Bool
 	mu   sync.Mutex
 	recs []auditRec
 }
+
+var errAuditDown = errors.New("chain unavailable")
 
 type auditRec struct {
 	kind    string
@@ -62,6 +66,9 @@ type auditRec struct {
 }
 
 func (a *fakeAudit) Record(source, kind string, payload any) error {
+	if a.down.Load() {
+		return errAuditDown
+	}
 	b, _ := json.Marshal(payload)
 	var m map[string]any
 	_ = json.Unmarshal(b, &m)

@@ -36,6 +36,7 @@ const (
 	KindFetchDone       = "host.fetch.done"
 	KindPlaceOK         = "host.place.ok"
 	KindPlaceRefused    = "host.place.refused"
+	KindStartBegin      = "host.start.begin"
 	KindStart           = "host.start"
 	KindStop            = "host.stop"
 	KindUnload          = "host.unload"
@@ -48,10 +49,18 @@ const (
 // Config is the host's reloadable configuration.
 type Config struct {
 	// Enabled serves the mutating methods; a disabled host still answers
-	// describe, status and logs, and refuses the rest (unauthorized).
+	// describe, status and logs (to the callers below), and refuses the
+	// rest (unauthorized).
 	Enabled bool
 	// Controllers are the keys that may call every method.
 	Controllers []ed25519.PublicKey
+	// ReaderKeys and ReaderPeers are who, besides the controllers, may
+	// call status and logs; every other admitted peer may call describe
+	// only. ReaderPeers are names of configured mesh peers, resolved
+	// through the mesh at each call, so a peer pinned on first contact
+	// becomes a reader once its key is known.
+	ReaderKeys  []ed25519.PublicKey
+	ReaderPeers []string
 	// TrustAnchors are the package publishers this node accepts.
 	TrustAnchors pkg.Anchors
 	// DataDir holds packages/ (fetched packages and .partial/).
@@ -72,6 +81,7 @@ type Mesh interface {
 	OpenStream(ctx context.Context, nodeID string, kind mesh.StreamKind) (*quic.Stream, error)
 	Peer(nodeID string) (mesh.PeerInfo, bool)
 	IsAdmitted(nodeID string) bool
+	ResolveRef(ref string) (string, bool)
 }
 
 var _ Mesh = (*mesh.Mesh)(nil)
@@ -147,6 +157,10 @@ type Host struct {
 	runCtx   context.Context      // nil until Run; then Run's ctx
 	stopping bool                 // Run is ending: no new supervisors
 	wg       sync.WaitGroup       // supervisor goroutines
+
+	// removing maps a package directory name being removed to a channel
+	// closed once it is gone (package.go).
+	removing map[string]chan struct{}
 }
 
 // inflight is a place or load being handled.
@@ -155,6 +169,7 @@ type inflight struct {
 	pkgID      string
 	version    string
 	instanceID string
+	pkgDir     string // its package directory's name (packageDirName)
 	since      time.Time
 }
 
@@ -184,6 +199,7 @@ func New(cfg Config, deps Deps) (*Host, error) {
 		inflight: map[string]*inflight{},
 		reserved: map[string]string{},
 		insts:    map[string]*instance{},
+		removing: map[string]chan struct{}{},
 	}
 	if h.log == nil {
 		h.log = zap.NewNop()
@@ -230,6 +246,11 @@ func checkConfig(cfg Config) error {
 			errs = append(errs, fmt.Errorf("trust anchor %d has %d bytes", i, len(k)))
 		}
 	}
+	for i, k := range cfg.ReaderKeys {
+		if len(k) != ed25519.PublicKeySize {
+			errs = append(errs, fmt.Errorf("reader key %d has %d bytes", i, len(k)))
+		}
+	}
 	if cfg.RestartPolicy != (runner.RestartPolicy{}) {
 		if err := cfg.RestartPolicy.Validate(); err != nil {
 			errs = append(errs, err)
@@ -244,21 +265,51 @@ func checkConfig(cfg Config) error {
 func cloneConfig(cfg Config) Config {
 	cfg.Controllers = slices.Clone(cfg.Controllers)
 	cfg.TrustAnchors = slices.Clone(cfg.TrustAnchors)
+	cfg.ReaderKeys = slices.Clone(cfg.ReaderKeys)
+	cfg.ReaderPeers = slices.Clone(cfg.ReaderPeers)
 	cfg.Labels = maps.Clone(cfg.Labels)
 	return cfg
 }
 
-// readOnly admits admitted mesh peers (and this node) to describe, status
-// and logs.
-func (h *Host) readOnly(k ed25519.PublicKey) bool {
+// readOnly is the verifier's rule for callers that are not controllers:
+// this node (the local operator) may call describe, status and logs; an
+// admitted mesh peer may call describe, and status and logs only if it is
+// a reader. It holds whether the host is enabled or not.
+func (h *Host) readOnly(k ed25519.PublicKey, m ctl.Method) bool {
 	if k.Equal(h.self.PublicKey()) {
 		return true
 	}
-	return h.mesh != nil && h.mesh.IsAdmitted(identity.NodeID(k))
+	if h.mesh == nil || !h.mesh.IsAdmitted(identity.NodeID(k)) {
+		return false
+	}
+	return m == ctl.MethodDescribe || h.isReader(k)
 }
 
-// ApplyConfig reloads controllers, anchors, labels, Enabled and the
-// restart policy (for supervisors started later). DataDir cannot change.
+// isReader reports whether k is a configured reader: one of ReaderKeys,
+// or the key of an admitted peer that ReaderPeers names.
+func (h *Host) isReader(k ed25519.PublicKey) bool {
+	cfg := h.config()
+	if slices.ContainsFunc(cfg.ReaderKeys, func(r ed25519.PublicKey) bool { return r.Equal(k) }) {
+		return true
+	}
+	if h.mesh == nil {
+		return false
+	}
+	for _, name := range cfg.ReaderPeers {
+		id, ok := h.mesh.ResolveRef(name)
+		if !ok {
+			continue
+		}
+		if p, ok := h.mesh.Peer(id); ok && p.Key.Equal(k) {
+			return true
+		}
+	}
+	return false
+}
+
+// ApplyConfig reloads controllers, readers, anchors, labels, Enabled and
+// the restart policy (for supervisors started later). DataDir cannot
+// change.
 func (h *Host) ApplyConfig(cfg Config) error {
 	if err := checkConfig(cfg); err != nil {
 		return fmt.Errorf("apply host config: %w", err)

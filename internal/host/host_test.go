@@ -97,15 +97,15 @@ func TestPlaceServeStopUnload(t *testing.T) {
 		t.Errorf("start after unload: %v", err)
 	}
 
-	// The same workload placed again gets the same id, from the package
-	// already on disk, and leaves the departed list.
+	// The same workload placed again gets the same id, fetched again (the
+	// unload removed its package directory), and leaves the departed list.
 	fetches := c.srv.fetches.Load()
 	res2, _, err := c.place(t, p, false)
 	if err != nil || res2.InstanceID != wantID || res2.Status.State != StateLoaded {
 		t.Fatalf("place again: %+v %v", res2, err)
 	}
-	if c.srv.fetches.Load() != fetches {
-		t.Error("a verified package on disk was fetched again")
+	if c.srv.fetches.Load() == fetches {
+		t.Error("a package was placed again without a fetch after its directory was removed")
 	}
 	if st := c.statusList(t, true); len(st.Departed) != 0 {
 		t.Errorf("departed after a fresh placement: %+v", st.Departed)
@@ -184,8 +184,8 @@ func TestRequestRefusals(t *testing.T) {
 	if _, err := c.callWith(t, otherClient, ctl.MethodStatus, nil, ""); refusalCode(err) != ctl.CodePeerMismatch {
 		t.Errorf("other key on the caller's link: %v", err)
 	}
-	// The caller stops being a controller: mutations are unauthorized,
-	// reads still served to the admitted peer.
+	// The caller stops being a controller: mutations and status are
+	// unauthorized, describe still served to the admitted peer.
 	if err := c.h.ApplyConfig(Config{Enabled: true, Controllers: []ed25519.PublicKey{pubOf(other)},
 		TrustAnchors: pkg.Anchors{pubOf(c.publisher)}, DataDir: c.hostNode.Dir}); err != nil {
 		t.Fatal(err)
@@ -193,10 +193,13 @@ func TestRequestRefusals(t *testing.T) {
 	if _, err := c.call(t, ctl.MethodStop, ctl.InstanceParams{InstanceID: "x"}, newDecision()); refusalCode(err) != ctl.CodeUnauthorized {
 		t.Errorf("non-controller stop: %v", err)
 	}
-	if _, err := c.call(t, ctl.MethodStatus, nil, ""); err != nil {
+	if _, err := c.call(t, ctl.MethodStatus, nil, ""); refusalCode(err) != ctl.CodeUnauthorized {
 		t.Errorf("admitted peer status: %v", err)
 	}
-	meshtest.WaitFor(t, "4 ctl refusals chained", func() bool { return len(c.audit.ofKind(KindCtlRefused)) == 4 })
+	if _, err := c.call(t, ctl.MethodDescribe, nil, ""); err != nil {
+		t.Errorf("admitted peer describe: %v", err)
+	}
+	meshtest.WaitFor(t, "5 ctl refusals chained", func() bool { return len(c.audit.ofKind(KindCtlRefused)) == 5 })
 }
 
 // repeatReader returns the same bytes forever: every nonce is the same.
@@ -337,7 +340,10 @@ func TestRevocationTearsDownRunningInstance(t *testing.T) {
 	if _, err := c.rev.Revoke(pkg.Subject{Kind: pkg.SubjectSigner, Value: hex.EncodeToString(pubOf(c.publisher))}); err != nil {
 		t.Fatal(err)
 	}
-	meshtest.WaitFor(t, "teardown", func() bool { return c.instance(res.InstanceID) == nil })
+	// The record follows the instance's removal from the list.
+	meshtest.WaitFor(t, "teardown", func() bool {
+		return c.instance(res.InstanceID) == nil && len(c.audit.ofKind(KindRevokedTeardown)) > 0
+	})
 	if _, ok := c.hostNode.Table.Resolve("chat"); ok {
 		t.Error("chat resolves after the teardown")
 	}
@@ -348,6 +354,8 @@ func TestRevocationTearsDownRunningInstance(t *testing.T) {
 	if len(recs) != 1 || recs[0]["unloaded"] != true || recs[0]["instance_id"] != res.InstanceID {
 		t.Errorf("teardown records = %v", recs)
 	}
+	// The package directory goes last, after the record.
+	meshtest.WaitFor(t, "package directory removed", func() bool { return !exists(t, c.packageDir(p)) })
 	st := c.statusList(t, true)
 	if diff := cmp.Diff([]ctl.Departed{{InstanceID: res.InstanceID, Reason: DepartedRevoked}}, st.Departed); diff != "" {
 		t.Errorf("departed (-want +got):\n%s", diff)

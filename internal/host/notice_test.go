@@ -375,7 +375,10 @@ func TestNoticeTearsDownRunningInstance(t *testing.T) {
 	if err := c.h.SubmitNotice(ctx, raw); err != nil {
 		t.Fatal(err)
 	}
-	ntWait(t, "teardown", func() bool { return c.instance(res.InstanceID) == nil })
+	// The record follows the instance's removal from the list.
+	ntWait(t, "teardown", func() bool {
+		return c.instance(res.InstanceID) == nil && len(c.audit.ofKind(KindRevokedTeardown)) > 0
+	})
 	recs := c.audit.ofKind(KindRevokedTeardown)
 	if len(recs) != 1 || recs[0]["unloaded"] != true || recs[0]["instance_id"] != res.InstanceID {
 		t.Errorf("teardown records = %v", recs)

@@ -49,6 +49,13 @@ func decodeInstanceConfig(p []byte, c *InstanceConfig) error {
 // PackagesDir returns <data_dir>/packages.
 func PackagesDir(dataDir string) string { return filepath.Join(dataDir, "packages") }
 
+// packageDirName is the name, under PackagesDir, of the directory of a
+// package with this manifest: <id>-<version>-<16 hex of manifest hash>.
+// Instances of the same manifest (other variants or configs) share it.
+func packageDirName(pkgID, version, manifestHash string) string {
+	return pkgID + "-" + version + "-" + manifestHash[:16]
+}
+
 // InstanceID returns the deterministic instance id of a package placed
 // with cfg on node: <package>-<8 hex of SHA-256 over package, version,
 // variant, manifest hash and config>-<node>. The same workload and config
@@ -73,7 +80,7 @@ func revocationRefusal(prefix string, err error) *ctl.Refusal {
 }
 
 // place serves place and load (reference 6.1).
-func (h *Host) place(ctx context.Context, req ctl.Request, open ArtifactOpener) (any, *ctl.Refusal) {
+func (h *Host) place(ctx context.Context, req ctl.Request, open ArtifactOpener) (_ any, refusal *ctl.Refusal) {
 	cfg := h.config()
 	gen := h.rev.Generation()
 	p, err := ctl.DecodePlaceParams(req.Body)
@@ -105,11 +112,19 @@ func (h *Host) place(ctx context.Context, req ctl.Request, open ArtifactOpener) 
 	}
 	id := InstanceID(m.ID, m.Version, variant.Name, v.ManifestHash, icfg, h.self.ID())
 
-	// Mark the decision in flight and reserve the id.
-	if r := h.begin(req.DecisionID, id, m); r != nil {
+	// Mark the decision in flight and reserve the id (and so its package
+	// directory, which no unload removes while the place runs).
+	pkgDir := packageDirName(m.ID, m.Version, v.ManifestHash)
+	if r := h.begin(req.DecisionID, id, pkgDir, m); r != nil {
 		return nil, r
 	}
-	defer h.end(req.DecisionID, id)
+	defer func() {
+		h.end(req.DecisionID, id)
+		// A failed place leaves no package directory that nothing uses.
+		if refusal != nil {
+			h.releasePackage(pkgDir)
+		}
+	}()
 	if err := h.record(KindPlaceBegin, map[string]any{
 		"decision_id": req.DecisionID, "method": req.Method, "requester": req.Requester, "instance_id": id,
 		"package": m.ID, "version": m.Version, "variant": variant.Name, "manifest_hash": v.ManifestHash,
@@ -117,6 +132,11 @@ func (h *Host) place(ctx context.Context, req ctl.Request, open ArtifactOpener) 
 		return nil, ctl.NewRefusal(ctl.CodeRuntime, "audit chain unavailable")
 	}
 
+	// An unload that was removing the directory before this place began
+	// finishes first.
+	if err := h.awaitRemoval(ctx, pkgDir); err != nil {
+		return nil, ctl.NewRefusal(ctl.CodeFetch, "wait for the package directory's removal: "+err.Error())
+	}
 	dir, r := h.obtain(ctx, req.DecisionID, v, open, cfg)
 	if r != nil {
 		return nil, r
@@ -195,8 +215,9 @@ func (h *Host) rollback(ctx context.Context, in *instance, startErr error) *ctl.
 	return ctl.NewRefusal(ctl.CodeRuntime, fmt.Sprintf("start failed: %v; unload of %s failed too (%v), it stays listed", startErr, in.id, serr))
 }
 
-// begin marks a decision in flight and reserves its instance id.
-func (h *Host) begin(decision, id string, m *pkg.Manifest) *ctl.Refusal {
+// begin marks a decision in flight and reserves its instance id and its
+// package directory.
+func (h *Host) begin(decision, id, pkgDir string, m *pkg.Manifest) *ctl.Refusal {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch {
@@ -209,7 +230,7 @@ func (h *Host) begin(decision, id string, m *pkg.Manifest) *ctl.Refusal {
 	case len(h.insts)+len(h.inflight) >= MaxInstances:
 		return ctl.NewRefusal(ctl.CodeAdmission, "too many instances on this node")
 	}
-	h.inflight[decision] = &inflight{decision: decision, pkgID: m.ID, version: m.Version, instanceID: id, since: h.now()}
+	h.inflight[decision] = &inflight{decision: decision, pkgID: m.ID, version: m.Version, instanceID: id, pkgDir: pkgDir, since: h.now()}
 	h.reserved[id] = decision
 	return nil
 }
@@ -260,7 +281,7 @@ func (h *Host) admit(ctx context.Context, m *pkg.Manifest, v pkg.Variant, cfg Co
 // into place.
 func (h *Host) obtain(ctx context.Context, decision string, v *pkg.Verified, open ArtifactOpener, cfg Config) (string, *ctl.Refusal) {
 	m := v.Manifest
-	final := filepath.Join(PackagesDir(cfg.DataDir), m.ID+"-"+m.Version+"-"+v.ManifestHash[:16])
+	final := filepath.Join(PackagesDir(cfg.DataDir), packageDirName(m.ID, m.Version, v.ManifestHash))
 	if _, err := os.Stat(final); err == nil {
 		if _, err := pkg.VerifyDirContext(ctx, final, cfg.TrustAnchors, h.rev); err == nil {
 			_ = h.record(KindFetchDone, map[string]any{"decision_id": decision, "package": m.ID, "version": m.Version,

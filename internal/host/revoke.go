@@ -55,5 +55,6 @@ func (h *Host) teardown(ctx context.Context, in *instance, subject string) bool 
 	h.met.teardowns.Inc()
 	payload["unloaded"] = true
 	_ = h.record(KindRevokedTeardown, payload)
+	h.releasePackage(in.pkgDir())
 	return true
 }

@@ -105,7 +105,7 @@ func tailUTF8(b []byte, n int) (string, bool) {
 }
 
 // start starts a loaded, stopped or failed instance with a fresh restart
-// budget.
+// budget: host.start.begin is chained first, and host.start once it runs.
 func (h *Host) start(ctx context.Context, req ctl.Request, p ctl.InstanceParams) (any, *ctl.Refusal) {
 	in, r := h.lookup(p.InstanceID)
 	if r != nil {
@@ -122,6 +122,12 @@ func (h *Host) start(ctx context.Context, req ctl.Request, p ctl.InstanceParams)
 	switch in.snapshot().state {
 	case StateRunning, StateUnhealthy, StateRestarting:
 		return nil, ctl.NewRefusal(ctl.CodeRuntime, "instance "+in.id+" is already running")
+	}
+	// A start is taken only once its begin record is written (fail
+	// closed); stop and unload reduce risk and proceed without theirs.
+	if err := h.record(KindStartBegin, map[string]any{"decision_id": req.DecisionID, "requester": req.Requester,
+		"instance_id": in.id, "package": in.pkgID, "version": in.version}); err != nil {
+		return nil, ctl.NewRefusal(ctl.CodeRuntime, "audit chain unavailable")
 	}
 	// A failed instance may still have a supervisor that ended; clear it.
 	in.stopSupervisor(ctl.DefaultStopGrace)
@@ -161,7 +167,8 @@ func (h *Host) stop(ctx context.Context, req ctl.Request, p ctl.InstanceParams) 
 }
 
 // unload stops an instance if it runs and removes it, remembering it as
-// departed.
+// departed, and removes its package directory unless another instance or
+// a place in flight uses it.
 func (h *Host) unload(ctx context.Context, req ctl.Request, p ctl.InstanceParams) (any, *ctl.Refusal) {
 	in, r := h.lookup(p.InstanceID)
 	if r != nil {
@@ -178,6 +185,7 @@ func (h *Host) unload(ctx context.Context, req ctl.Request, p ctl.InstanceParams
 	h.remove(in, DepartedUnloaded)
 	_ = h.record(KindUnload, map[string]any{"decision_id": req.DecisionID, "requester": req.Requester,
 		"instance_id": in.id, "package": in.pkgID, "version": in.version})
+	h.releasePackage(in.pkgDir())
 	return ctl.UnloadResult{Unloaded: in.id}, nil
 }
 
