@@ -38,9 +38,24 @@
 //   - An entry is acknowledged (Append returns it) only after its whole line
 //     has been written and fsynced; Head and Entries only ever show
 //     acknowledged entries.
-//   - After any write or sync error the chain fails closed: every later
-//     Append returns ErrFailed until the file is reopened with Open, which
-//     re-verifies it (a partly written line is then a torn tail).
+//   - The chain keeps the byte offset just after the last acknowledged
+//     line. After a write or sync error, under the append lock and before
+//     the failed Append returns, it closes the descriptor that failed
+//     (never syncing it again: after EIO from fsync the kernel may have
+//     dropped the dirty pages), opens the file again, checks that it is
+//     the same file and at least that long, truncates it to that offset
+//     and fsyncs the truncation. The failed Append returns ErrWriteFailed:
+//     its entry is not acknowledged, and the next entry takes its seq and
+//     prev, so the file never holds a torn tail or a duplicate after a
+//     successful recovery. If the recovery fails, appends keep failing
+//     closed with ErrWriteFailed, each first retrying the recovery once
+//     (one attempt per Append, no retry loop), and nothing is written
+//     until a recovery succeeds. Healthy reports the state from the first
+//     failure until an Append succeeds again.
+//   - An entry whose append failed can still be on disk after a crash
+//     (the process stopped before its truncation reached the disk): it is
+//     then a torn tail that Open cuts, or a complete entry that records an
+//     attempt whose caller was told it failed and did not act.
 //   - Open refuses a file with any break other than a torn last line
 //     (*VerifyError, errors.Is(err, ErrBroken)); the operator's way out is
 //     Archive, which moves the file aside so Open starts a fresh chain.
@@ -52,10 +67,11 @@
 // # Concurrency
 //
 // A *Chain is safe for concurrent use. Appends are serialised: appendMu is
-// held across one append's write and fsync (that is the point of an ordered
-// log); Head and Entries read state under a separate mutex that is never
-// held across I/O, so they never wait for a disk. Each append pays one
-// fsync; group commit was not needed (see the benchmarks in bench_test.go).
+// held across one append's write and fsync, and its recovery if it needs
+// one (that is the point of an ordered log); Head, Entries and Healthy
+// read state under a separate mutex that is never held across I/O, so
+// they never wait for a disk. Each append pays one fsync; group commit was
+// not needed (see the benchmarks in bench_test.go).
 //
 // The package starts no goroutines and imports no other nodeld package.
 package chain
