@@ -64,6 +64,24 @@
 //   - Reading is bounded: no line may exceed MaxEntryBytes, and Verify
 //     streams its input.
 //
+// # Remotely triggered records
+//
+// Records that a remote party can trigger (refused advertisements, ctl
+// calls, handshakes, notices) go through one shared Recorder, so that a
+// flood grows the chain by a bounded number of entries and costs the
+// append lock (and the disk) no more than that. Per window
+// (default one minute, aligned to multiples of the window) it chains the
+// first PerKey events of each RecordKey {Sender, Kind, Reason} as given
+// and counts the rest; after the window closes it appends one summary
+// entry, of kind Kind+".suppressed", per key that had events counted.
+// At most MaxKeys keys are tracked per window; the events of further keys
+// are only counted, into one OverflowKind summary. The bound: the events
+// of one window, however many, make at most MaxKeys*(PerKey+1)+1 chain
+// entries (513 with the defaults), and the recorder holds at most MaxKeys
+// keys of at most MaxRecordKeyBytes per field. Every event is accounted
+// for: chained, counted in exactly one summary, or (if an Append fails)
+// reported to the caller or logged.
+//
 // # Concurrency
 //
 // A *Chain is safe for concurrent use. Appends are serialised: appendMu is
@@ -73,5 +91,15 @@
 // they never wait for a disk. Each append pays one fsync; group commit was
 // not needed (see the benchmarks in bench_test.go).
 //
-// The package starts no goroutines and imports no other nodeld package.
+// A *Recorder is safe for concurrent use. Its mutex guards only its
+// counts and is never held across Append: it collects what to append
+// under the lock and appends outside it, so it never holds up another
+// caller of the chain, and a suppressed event never waits for a disk.
+// Summaries of a window are appended by whichever Record, Flush or Run
+// tick first sees the window closed, so they may interleave with entries
+// of the next window; each names its window.
+//
+// The package starts no goroutines: Recorder.Run runs its ticker loop in
+// the caller's goroutine and returns nil once its context is done. It
+// imports no other nodeld package.
 package chain

@@ -65,3 +65,23 @@ func (m *metrics) unregister() {
 		m.reg.Unregister(c)
 	}
 }
+
+// recorderMetrics are a Recorder's collectors on an injected registry.
+type recorderMetrics struct {
+	suppressed *prometheus.CounterVec
+}
+
+// newRecorderMetrics builds and registers the recorder metrics. The kind
+// label takes the RecordKey kinds, a fixed set in the callers' code.
+func newRecorderMetrics(reg prometheus.Registerer) (*recorderMetrics, error) {
+	m := &recorderMetrics{
+		suppressed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodeld_chain_records_suppressed_total",
+			Help: "Remotely triggered events counted into a summary entry of the audit chain instead of chained one by one, by kind.",
+		}, []string{"kind"}),
+	}
+	if err := reg.Register(m.suppressed); err != nil {
+		return nil, fmt.Errorf("register chain recorder metrics: %w", err)
+	}
+	return m, nil
+}
