@@ -386,7 +386,7 @@ func (c *Chain) append(source, kind string, payload any) (Entry, error) {
 	recovered := false // this Append already made its one recovery attempt
 	if c.f == nil {
 		if err := c.recoverFile(); err != nil {
-			c.noteFailure(err, false)
+			c.noteFailure(err, false, msgRetryFailed)
 			return Entry{}, fmt.Errorf("append %s/%s: %w: %w", source, kind, ErrWriteFailed, err)
 		}
 		c.noteRecovered()
@@ -407,14 +407,14 @@ func (c *Chain) append(source, kind string, payload any) (Entry, error) {
 		c.f.Close()
 		c.f = nil
 		if recovered {
-			c.noteFailure(err, false)
+			c.noteFailure(err, false, msgDeferred)
 			return Entry{}, fmt.Errorf("append %s/%s: %w: %w", source, kind, ErrWriteFailed, err)
 		}
 		if rerr := c.recoverFile(); rerr != nil {
-			c.noteFailure(fmt.Errorf("%w; %w", err, rerr), false)
+			c.noteFailure(fmt.Errorf("%w; %w", err, rerr), false, msgNotRecovered)
 			return Entry{}, fmt.Errorf("append %s/%s: %w: %w; %w", source, kind, ErrWriteFailed, err, rerr)
 		}
-		c.noteFailure(err, true)
+		c.noteFailure(err, true, msgTruncated)
 		return Entry{}, fmt.Errorf("append %s/%s: %w: %w", source, kind, ErrWriteFailed, err)
 	}
 	c.size += int64(len(c.buf))

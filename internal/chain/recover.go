@@ -89,11 +89,20 @@ func (c *Chain) Healthy() error {
 	return c.health
 }
 
+// Log messages of failures, by what happened.
+const (
+	msgTruncated    = "chain write failed; truncated to last acknowledged entry"
+	msgNotRecovered = "chain write failed; recovery failed"
+	msgDeferred     = "chain write failed; recovery left to the next append"
+	msgRetryFailed  = "chain recovery failed"
+)
+
 // noteFailure records that appends fail with err; recovered says whether
 // the file now holds exactly the acknowledged entries behind an open
-// descriptor. It logs a change of state (repeats only at debug level, the
-// metrics count every one). Called with appendMu held.
-func (c *Chain) noteFailure(err error, recovered bool) {
+// descriptor, and msg says what happened. It logs a change of state at
+// error level and a repeat at debug level (the metrics count every one).
+// Called with appendMu held.
+func (c *Chain) noteFailure(err error, recovered bool, msg string) {
 	now := c.now()
 	c.mu.Lock()
 	prev, _ := c.health.(*NotWritableError)
@@ -108,10 +117,6 @@ func (c *Chain) noteFailure(err error, recovered bool) {
 		c.m.writable.Set(0)
 	}
 
-	msg := "chain write failed; recovery failed"
-	if recovered {
-		msg = "chain write failed; truncated to last acknowledged entry"
-	}
 	level := zap.ErrorLevel
 	if prev != nil && prev.Recovered == recovered {
 		level = zap.DebugLevel

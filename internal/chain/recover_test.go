@@ -259,7 +259,7 @@ func TestRecoveryFailsUntilCleared(t *testing.T) {
 				want  int
 			}{
 				{"chain write failed; recovery failed", zap.ErrorLevel, 1},
-				{"chain write failed; recovery failed", zap.DebugLevel, 3},
+				{"chain recovery failed", zap.DebugLevel, 3},
 				{"chain recovered; truncated to last acknowledged entry", zap.InfoLevel, 1},
 				{"chain writable again", zap.InfoLevel, 1},
 			} {
@@ -299,6 +299,9 @@ func TestOneRecoveryPerAppend(t *testing.T) {
 	want := health{Since: failedAt, Entries: 3, AppendErrors: 2, RecoveriesOK: 1, RecoveriesFailed: 1}
 	if diff := cmp.Diff(want, env.health(t)); diff != "" {
 		t.Errorf("health (-want +got):\n%s", diff)
+	}
+	if n := env.logged("chain write failed; recovery left to the next append", zap.ErrorLevel); n != 1 {
+		t.Errorf("logged the deferred recovery %d times, want 1", n)
 	}
 
 	env.appendOK(t, before)
