@@ -383,7 +383,7 @@ func (c *Chain) append(source, kind string, payload any) (Entry, error) {
 	if c.closed {
 		return Entry{}, fmt.Errorf("append %s/%s: %w", source, kind, ErrClosed)
 	}
-	recovered := false // this Append already made its one recovery attempt
+	recovered := false // set once this Append has made its one recovery attempt
 	if c.f == nil {
 		if err := c.recoverFile(); err != nil {
 			c.noteFailure(err, false, msgRetryFailed)
