@@ -35,6 +35,10 @@ type Options struct {
 	// Registerer receives the chain metrics; nil means no metrics. Close
 	// unregisters them, so a chain may be reopened on the same registry.
 	Registerer prometheus.Registerer
+	// OpenFile opens the chain file at Open and at each recovery; nil
+	// means os.OpenFile. It exists so tests can inject write, sync and
+	// open failures; the daemon leaves it nil.
+	OpenFile OpenFileFunc
 }
 
 // OpenReport says what Open found.
@@ -61,26 +65,41 @@ type TornTail struct {
 
 // Chain is an open chain file that entries are appended to.
 type Chain struct {
-	path string
-	key  ed25519.PrivateKey
-	now  func() time.Time
-	m    *metrics
+	path     string
+	key      ed25519.PrivateKey
+	now      func() time.Time
+	log      *zap.Logger
+	openFile OpenFileFunc
+	m        *metrics
 
-	// appendMu serialises appends and Close. It is held across one entry's
-	// write and fsync, deliberately: the log is ordered and each entry
-	// links to the one before. Nothing else waits on it.
+	// appendMu serialises appends, recoveries and Close. It is held across
+	// one entry's write and fsync, and across a recovery, deliberately:
+	// the log is ordered and each entry links to the one before. Nothing
+	// else waits on it.
 	appendMu sync.Mutex
-	// f is the open file (O_APPEND); guarded by appendMu.
-	f *os.File
-	// err is ErrClosed or ErrFailed (wrapped) once appends must stop;
-	// guarded by appendMu.
-	err error
+	// f is the open file (O_APPEND), or nil once closed or while a
+	// recovery is owed: a descriptor that returned a write or sync error
+	// is closed at once and never used again. Guarded by appendMu.
+	f File
+	// size is the byte offset just after the last acknowledged entry's
+	// line, where a recovery cuts the file. Guarded by appendMu.
+	size int64
+	// ident is the chain file as opened at Open, so a recovery never
+	// writes to another file that has taken its path. Set by Open.
+	ident fs.FileInfo
+	// closed is set by Close; guarded by appendMu.
+	closed bool
 	// buf is the line being written, reused; guarded by appendMu.
 	buf []byte
 
-	// mu guards head. It is never held across I/O.
+	// mu guards head and health. It is never held across I/O, so Head,
+	// Entries and Healthy never wait for a disk.
 	mu   sync.Mutex
 	head Entry // last acknowledged entry
+	// health is nil while writable, a *NotWritableError while appends
+	// fail, and ErrClosed after Close. A stored value is never modified,
+	// only replaced.
+	health error
 
 	// entries mirrors head.Seq for the metrics, read without locks.
 	entries atomic.Uint64
@@ -107,10 +126,14 @@ func Open(path string, key ed25519.PrivateKey, opts Options) (*Chain, *OpenRepor
 	if log == nil {
 		log = zap.NewNop()
 	}
-	c := &Chain{path: path, key: key, now: now}
+	openFile := opts.OpenFile
+	if openFile == nil {
+		openFile = openOSFile
+	}
+	c := &Chain{path: path, key: key, now: now, log: log, openFile: openFile}
 	report := &OpenReport{}
 
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND, 0)
+	f, err := openFile(path, os.O_RDWR|os.O_APPEND, 0)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		if f, err = c.create(); err != nil {
@@ -120,12 +143,17 @@ func Open(path string, key ed25519.PrivateKey, opts Options) (*Chain, *OpenRepor
 	case err != nil:
 		return nil, nil, fmt.Errorf("open chain %q: %w", path, err)
 	default:
-		if err := c.recover(f, report, now()); err != nil {
+		if err := c.verifyOpened(f, report, now()); err != nil {
 			f.Close()
 			return nil, nil, fmt.Errorf("open chain %q: %w", path, err)
 		}
 	}
-	c.f = f
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("open chain %q: %w", path, err)
+	}
+	c.f, c.ident = f, st
 
 	if opts.Registerer != nil {
 		m, err := newMetrics(opts.Registerer, func() float64 { return float64(c.entries.Load()) })
@@ -155,7 +183,7 @@ func Open(path string, key ed25519.PrivateKey, opts Options) (*Chain, *OpenRepor
 // create writes a new chain holding only the genesis to a temporary file,
 // fsyncs it and renames it into place, so a crash never leaves a chain
 // without its genesis.
-func (c *Chain) create() (*os.File, error) {
+func (c *Chain) create() (File, error) {
 	payload, err := json.Marshal(genesisPayload{PublicKey: hex.EncodeToString(c.key.Public().(ed25519.PublicKey))})
 	if err != nil {
 		return nil, err
@@ -167,9 +195,10 @@ func (c *Chain) create() (*os.File, error) {
 		return nil, err
 	}
 	defer os.Remove(tmp.Name()) // no-op once renamed
+	line := appendLine(nil, &g)
 	werr := tmp.Chmod(fileMode)
 	if werr == nil {
-		_, werr = tmp.Write(appendLine(nil, &g))
+		_, werr = tmp.Write(line)
 	}
 	if werr == nil {
 		werr = tmp.Sync()
@@ -186,17 +215,18 @@ func (c *Chain) create() (*os.File, error) {
 	if err := syncDir(dir); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(c.path, os.O_RDWR|os.O_APPEND, 0)
+	f, err := c.openFile(c.path, os.O_RDWR|os.O_APPEND, 0)
 	if err != nil {
 		return nil, err
 	}
+	c.size = int64(len(line))
 	c.setHead(g)
 	return f, nil
 }
 
-// recover verifies an existing chain file and cuts a torn last line after
-// keeping a copy of the whole file.
-func (c *Chain) recover(f *os.File, report *OpenReport, now time.Time) error {
+// verifyOpened verifies an existing chain file and cuts a torn last line
+// after keeping a copy of the whole file.
+func (c *Chain) verifyOpened(f File, report *OpenReport, now time.Time) error {
 	res, good, err := verifyStream(f, c.key.Public().(ed25519.PublicKey))
 	var ve *VerifyError
 	if errors.As(err, &ve) && ve.Reason == ReasonTorn && ve.Index > 0 {
@@ -218,13 +248,14 @@ func (c *Chain) recover(f *os.File, report *OpenReport, now time.Time) error {
 	} else if err != nil {
 		return err
 	}
+	c.size = good
 	c.setHead(res.Head)
 	return nil
 }
 
 // keepCopy copies all of src to a new file at path (mode 0600, never
 // overwriting), fsyncs it and its directory, and returns path.
-func keepCopy(src *os.File, path string) (string, error) {
+func keepCopy(src io.ReaderAt, path string) (string, error) {
 	dst, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, fileMode)
 	if err != nil {
 		return "", err
@@ -305,9 +336,16 @@ func (c *Chain) seal(source, kind string, payload []byte, prev Entry, t time.Tim
 // is written as {}). Source and kind are 1 to MaxIdentBytes of ASCII
 // letters, digits and . _ - : /, and kind must not start with "chain.".
 // It is safe for concurrent callers; entries are ordered by the time they
-// take the append lock. After Close it returns ErrClosed; after a write or
-// sync error it returns ErrFailed (the entry may or may not be on disk)
-// until the file is reopened with Open.
+// take the append lock. After Close it returns ErrClosed.
+//
+// When the write or the fsync fails, Append closes that descriptor, cuts
+// the file back to the last acknowledged entry through a freshly opened
+// one, and returns an error matching ErrWriteFailed: the entry is not
+// acknowledged and Head does not move. If that recovery fails too, the
+// next Append retries it before writing, and refuses with ErrWriteFailed
+// while it keeps failing. Each Append makes at most one recovery attempt,
+// so an Append whose retried recovery succeeds but whose write fails
+// again leaves the recovery to the next Append. Healthy reports the state.
 func (c *Chain) Append(source, kind string, payload any) (Entry, error) {
 	e, err := c.append(source, kind, payload)
 	if err != nil && c.m != nil && !errors.Is(err, ErrClosed) {
@@ -342,8 +380,17 @@ func (c *Chain) append(source, kind string, payload any) (Entry, error) {
 
 	c.appendMu.Lock()
 	defer c.appendMu.Unlock()
-	if c.err != nil {
-		return Entry{}, fmt.Errorf("append %s/%s: %w", source, kind, c.err)
+	if c.closed {
+		return Entry{}, fmt.Errorf("append %s/%s: %w", source, kind, ErrClosed)
+	}
+	recovered := false // set once this Append has made its one recovery attempt
+	if c.f == nil {
+		if err := c.recoverFile(); err != nil {
+			c.noteFailure(err, false, msgRetryFailed)
+			return Entry{}, fmt.Errorf("append %s/%s: %w: %w", source, kind, ErrWriteFailed, err)
+		}
+		c.noteRecovered()
+		recovered = true
 	}
 	c.mu.Lock()
 	prev := c.head
@@ -353,16 +400,42 @@ func (c *Chain) append(source, kind string, payload any) (Entry, error) {
 	if len(c.buf) > MaxEntryBytes {
 		return Entry{}, fmt.Errorf("append %s/%s: %w: line of %d bytes exceeds %d", source, kind, ErrInvalidEntry, len(c.buf), MaxEntryBytes)
 	}
-	_, err := c.f.Write(c.buf)
-	if err == nil {
-		err = c.f.Sync()
+	if err := c.writeLine(); err != nil {
+		// Never touch this descriptor again: after a failed fsync the
+		// kernel may have dropped the dirty pages and a later fsync on it
+		// can report success for data that is gone.
+		c.f.Close()
+		c.f = nil
+		if recovered {
+			c.noteFailure(err, false, msgDeferred)
+			return Entry{}, fmt.Errorf("append %s/%s: %w: %w", source, kind, ErrWriteFailed, err)
+		}
+		if rerr := c.recoverFile(); rerr != nil {
+			c.noteFailure(fmt.Errorf("%w; %w", err, rerr), false, msgNotRecovered)
+			return Entry{}, fmt.Errorf("append %s/%s: %w: %w; %w", source, kind, ErrWriteFailed, err, rerr)
+		}
+		c.noteFailure(err, true, msgTruncated)
+		return Entry{}, fmt.Errorf("append %s/%s: %w: %w", source, kind, ErrWriteFailed, err)
+	}
+	c.size += int64(len(c.buf))
+	c.setHead(e)
+	c.noteWritable()
+	return e, nil
+}
+
+// writeLine writes c.buf to c.f and fsyncs it. Called with appendMu held.
+func (c *Chain) writeLine() error {
+	n, err := c.f.Write(c.buf)
+	if err == nil && n != len(c.buf) {
+		err = io.ErrShortWrite
 	}
 	if err != nil {
-		c.err = fmt.Errorf("%w: %w", ErrFailed, err)
-		return Entry{}, fmt.Errorf("append %s/%s: %w", source, kind, c.err)
+		return fmt.Errorf("write %d of %d bytes: %w", n, len(c.buf), err)
 	}
-	c.setHead(e)
-	return e, nil
+	if err := c.f.Sync(); err != nil {
+		return fmt.Errorf("sync: %w", err)
+	}
+	return nil
 }
 
 // Record appends an entry and drops it: the adapter for components that
@@ -394,16 +467,23 @@ func (c *Chain) Entries() uint64 { return c.entries.Load() }
 func (c *Chain) Path() string { return c.path }
 
 // Close waits for an append in progress, closes the file and unregisters
-// the metrics. Later appends return ErrClosed. Close is idempotent.
+// the metrics. Later appends return ErrClosed, and so does Healthy. Close
+// is idempotent.
 func (c *Chain) Close() error {
 	c.appendMu.Lock()
 	defer c.appendMu.Unlock()
-	if c.f == nil {
+	if c.closed {
 		return nil
 	}
-	err := c.f.Close()
-	c.f = nil
-	c.err = ErrClosed
+	c.closed = true
+	var err error
+	if c.f != nil {
+		err = c.f.Close()
+		c.f = nil
+	}
+	c.mu.Lock()
+	c.health = ErrClosed
+	c.mu.Unlock()
 	if c.m != nil {
 		c.m.unregister()
 	}

@@ -431,43 +431,6 @@ func TestAppendAfterClose(t *testing.T) {
 	}
 }
 
-// TestFailClosed breaks the file under the chain: the failed append and
-// every later one error, the head does not move, and the error counter
-// counts them.
-func TestFailClosed(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	c, path := openNew(t, Options{Registerer: reg})
-	if _, err := c.Append("s", "k", nil); err != nil {
-		t.Fatal(err)
-	}
-	seq, hash := c.Head()
-	c.f.Close() // the next write fails
-	for range 2 {
-		if _, err := c.Append("s", "k", nil); !errors.Is(err, ErrFailed) {
-			t.Errorf("Append on a failed chain = %v, want ErrFailed", err)
-		}
-	}
-	if s, h := c.Head(); s != seq || h != hash {
-		t.Errorf("head moved to %d %s after failed appends", s, h)
-	}
-	if got := testutil.ToFloat64(c.m.appendErrors); got != 2 {
-		t.Errorf("append errors = %v, want 2", got)
-	}
-	c.Close()
-
-	c2, rep, err := Open(path, testKey(1), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c2.Close()
-	if rep.Entries != 2 {
-		t.Errorf("reopened entries = %d, want 2", rep.Entries)
-	}
-	if _, err := c2.Append("s", "k", nil); err != nil {
-		t.Errorf("Append after reopen = %v", err)
-	}
-}
-
 func TestMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	c, path := openNew(t, Options{Registerer: reg})
@@ -484,6 +447,13 @@ nodeld_chain_append_errors_total 1
 # HELP nodeld_chain_entries_total Entries in the audit chain, the genesis included.
 # TYPE nodeld_chain_entries_total counter
 nodeld_chain_entries_total 4
+# HELP nodeld_chain_recoveries_total Attempts to cut the audit chain back to its last acknowledged entry after a write or sync error, by result (ok, failed).
+# TYPE nodeld_chain_recoveries_total counter
+nodeld_chain_recoveries_total{result="failed"} 0
+nodeld_chain_recoveries_total{result="ok"} 0
+# HELP nodeld_chain_writable 1 while the audit chain is writable, 0 from a write, sync or recovery error until an append succeeds.
+# TYPE nodeld_chain_writable gauge
+nodeld_chain_writable 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
 		t.Error(err)

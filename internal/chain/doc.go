@@ -38,9 +38,24 @@
 //   - An entry is acknowledged (Append returns it) only after its whole line
 //     has been written and fsynced; Head and Entries only ever show
 //     acknowledged entries.
-//   - After any write or sync error the chain fails closed: every later
-//     Append returns ErrFailed until the file is reopened with Open, which
-//     re-verifies it (a partly written line is then a torn tail).
+//   - The chain keeps the byte offset just after the last acknowledged
+//     line. After a write or sync error, under the append lock and before
+//     the failed Append returns, it closes the descriptor that failed
+//     (never syncing it again: after EIO from fsync the kernel may have
+//     dropped the dirty pages), opens the file again, checks that it is
+//     the same file and at least that long, truncates it to that offset
+//     and fsyncs the truncation. The failed Append returns ErrWriteFailed:
+//     its entry is not acknowledged, and the next entry takes its seq and
+//     prev, so the file never holds a torn tail or a duplicate after a
+//     successful recovery. If the recovery fails, appends keep failing
+//     closed with ErrWriteFailed, each first retrying the recovery once
+//     (one attempt per Append, no retry loop), and nothing is written
+//     until a recovery succeeds. Healthy reports the state from the first
+//     failure until an Append succeeds again.
+//   - An entry whose append failed can still be on disk after a crash
+//     (the process stopped before its truncation reached the disk): it is
+//     then a torn tail that Open cuts, or a complete entry that records an
+//     attempt whose caller was told it failed and did not act.
 //   - Open refuses a file with any break other than a torn last line
 //     (*VerifyError, errors.Is(err, ErrBroken)); the operator's way out is
 //     Archive, which moves the file aside so Open starts a fresh chain.
@@ -49,13 +64,42 @@
 //   - Reading is bounded: no line may exceed MaxEntryBytes, and Verify
 //     streams its input.
 //
+// # Remotely triggered records
+//
+// Records that a remote party can trigger (refused advertisements, ctl
+// calls, handshakes, notices) go through one shared Recorder, so that a
+// flood grows the chain by a bounded number of entries and costs the
+// append lock (and the disk) no more than that. Per window
+// (default one minute, aligned to multiples of the window) it chains the
+// first PerKey events of each RecordKey {Sender, Kind, Reason} as given
+// and counts the rest; after the window closes it appends one summary
+// entry, of kind Kind+".suppressed", per key that had events counted.
+// At most MaxKeys keys are tracked per window; the events of further keys
+// are only counted, into one OverflowKind summary. The bound: the events
+// of one window, however many, make at most MaxKeys*(PerKey+1)+1 chain
+// entries (513 with the defaults), and the recorder holds at most MaxKeys
+// keys of at most MaxRecordKeyBytes per field. Every event is accounted
+// for: chained, counted in exactly one summary, or (if an Append fails)
+// reported to the caller or logged.
+//
 // # Concurrency
 //
 // A *Chain is safe for concurrent use. Appends are serialised: appendMu is
-// held across one append's write and fsync (that is the point of an ordered
-// log); Head and Entries read state under a separate mutex that is never
-// held across I/O, so they never wait for a disk. Each append pays one
-// fsync; group commit was not needed (see the benchmarks in bench_test.go).
+// held across one append's write and fsync, and its recovery if it needs
+// one (that is the point of an ordered log); Head, Entries and Healthy
+// read state under a separate mutex that is never held across I/O, so
+// they never wait for a disk. Each append pays one fsync; group commit was
+// not needed (see the benchmarks in bench_test.go).
 //
-// The package starts no goroutines and imports no other nodeld package.
+// A *Recorder is safe for concurrent use. Its mutex guards only its
+// counts and is never held across Append: it collects what to append
+// under the lock and appends outside it, so it never holds up another
+// caller of the chain, and a suppressed event never waits for a disk.
+// Summaries of a window are appended by whichever Record, Flush or Run
+// tick first sees the window closed, so they may interleave with entries
+// of the next window; each names its window.
+//
+// The package starts no goroutines: Recorder.Run runs its ticker loop in
+// the caller's goroutine and returns nil once its context is done. It
+// imports no other nodeld package.
 package chain

@@ -10,9 +10,13 @@ var (
 	ErrBroken = errors.New("chain broken")
 	// ErrClosed is returned by Append after Close.
 	ErrClosed = errors.New("chain closed")
-	// ErrFailed is returned by Append after an earlier write or sync error:
-	// the chain fails closed until it is reopened.
-	ErrFailed = errors.New("chain failed")
+	// ErrWriteFailed is returned by Append when its entry could not be
+	// written and fsynced, or when the recovery owed by an earlier such
+	// failure failed again. The entry is not acknowledged: Head does not
+	// show it and a caller that fails closed must not take its action.
+	// The chain stays open; a later Append may succeed. Healthy's
+	// *NotWritableError matches it too.
+	ErrWriteFailed = errors.New("chain write failed")
 	// ErrInvalidEntry is returned by Append for an entry it will not write
 	// (bad source or kind, reserved kind, payload not a JSON object, or a
 	// line longer than MaxEntryBytes). The chain stays usable.

@@ -36,6 +36,29 @@ func (c *fakeClock) Now() time.Time {
 	return c.t
 }
 
+// manualClock stands still until the test moves it.
+type manualClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newManualClock() *manualClock {
+	return &manualClock{t: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)}
+}
+
+func (c *manualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *manualClock) Advance(d time.Duration) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+	return c.t
+}
+
 // buildChain returns the bytes of a valid chain signed by key: the genesis
 // and n entries with payload {"n":i}, built in memory without a file.
 func buildChain(tb testing.TB, key ed25519.PrivateKey, n int) []byte {

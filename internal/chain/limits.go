@@ -9,6 +9,10 @@ const (
 	// MaxIdentBytes bounds the source and kind of an entry.
 	MaxIdentBytes = 128
 
+	// MaxRecordKeyBytes bounds the Sender and the Reason of a RecordKey,
+	// so the keys a Recorder tracks take bounded memory (MaxKeys of them).
+	MaxRecordKeyBytes = 256
+
 	// readBufferBytes is the bufio buffer Verify reads through; lines longer
 	// than this are assembled in a separate buffer bounded by MaxEntryBytes.
 	readBufferBytes = 64 << 10
