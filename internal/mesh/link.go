@@ -371,12 +371,6 @@ func readKind(r io.Reader) (StreamKind, error) {
 	return k, nil
 }
 
-// remoteRetainer is the optional part of AdvertTable that forgets roles a
-// peer stopped advertising (*table.Table has it).
-type remoteRetainer interface {
-	RetainRemote(nodeID string, roles []string)
-}
-
 // receiveAdverts takes one advert frame from l's peer. The sender id is
 // the link's verified id, whatever the advertisements say.
 func (m *Mesh) receiveAdverts(l *link, s *quic.Stream) {
@@ -420,9 +414,7 @@ func (m *Mesh) receiveAdverts(l *link, s *quic.Stream) {
 		}
 	}
 	// A frame is a whole round: what it no longer names was withdrawn.
-	if r, ok := m.tbl.(remoteRetainer); ok {
-		r.RetainRemote(l.peerID, roles)
-	}
+	m.tbl.RetainRemote(l.peerID, roles)
 	_ = s.Close()
 	m.met.stream(KindAdvert, resultOK)
 }
@@ -442,16 +434,16 @@ func (m *Mesh) advertSender(l *link) {
 	}
 }
 
+// advertsFor is the advert frame for a peer: the table's advertisements of
+// the roles it serves to that peer (by id or configured name; default
+// deny), then the extra advertisements every peer gets.
 func (m *Mesh) advertsFor(peerID, peerName string) []table.Advertisement {
 	all := m.tbl.Advertisements(m.now())
 	ads := all[:0:0]
-	pol, filter := m.tbl.(servePolicy)
 	for _, ad := range all {
-		if filter {
-			role, _ := strings.CutPrefix(ad.Name, table.ServicePrefix)
-			if !pol.MeshPeerAllowed(role, peerID) && (peerName == "" || !pol.MeshPeerAllowed(role, peerName)) {
-				continue
-			}
+		role, _ := strings.CutPrefix(ad.Name, table.ServicePrefix)
+		if !m.tbl.MeshPeerAllowed(role, peerID) && (peerName == "" || !m.tbl.MeshPeerAllowed(role, peerName)) {
+			continue
 		}
 		ads = append(ads, ad)
 	}
