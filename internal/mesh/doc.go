@@ -50,6 +50,13 @@
 // KindArtifact, KindNotice) go to the Handler registered with Handle,
 // which owns the stream.
 //
+// Handlers and the callers of OpenStream get a *Stream, never a quic-go
+// type: quic-go is imported by this package alone. A Stream ends cleanly
+// on the write side (CloseWrite), as a whole (Close: stop reading, which
+// unblocks a pending Read, and end the write side cleanly), or with a
+// StreamCode: both directions (Reset) or one (StopReading, AbortWrite).
+// ResetCode tells the code a peer aborted with from other errors.
+//
 // Advertisements are sent to each linked peer when its link comes up, on
 // every table change and every AdvertInterval: the table's, each only to
 // the peers its serving allowlist names (Table.MeshPeerAllowed, by node id

@@ -144,9 +144,9 @@ type PeerInfo struct {
 }
 
 // Handler serves one incoming stream of a kind. The kind byte is already
-// consumed; the handler owns the stream and must close or reset it. ctx
-// ends when the link closes or the mesh stops.
-type Handler func(ctx context.Context, peer PeerInfo, s *quic.Stream)
+// consumed; the handler owns the stream and must end it (Close, CloseWrite
+// or Reset). ctx ends when the link closes or the mesh stops.
+type Handler func(ctx context.Context, peer PeerInfo, s *Stream)
 
 type peerEntry struct {
 	cfg    PeerConfig

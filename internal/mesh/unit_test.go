@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/quic-go/quic-go"
 
 	"github.com/nodeld/nodeld/internal/table"
 )
@@ -242,7 +241,7 @@ func TestHandlePanicsOnMisuse(t *testing.T) {
 					t.Errorf("Handle(%d) did not panic", k)
 				}
 			}()
-			m.Handle(k, func(ctx context.Context, peer PeerInfo, s *quic.Stream) {})
+			m.Handle(k, func(ctx context.Context, peer PeerInfo, s *Stream) {})
 		}()
 	}
 }
