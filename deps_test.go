@@ -3,6 +3,7 @@ package nodeld_test
 import (
 	"encoding/json"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -49,8 +50,10 @@ var sideways = map[string][]string{
 var isolated = []string{"internal/table", "internal/chain"}
 
 type goPackage struct {
-	ImportPath string
-	Imports    []string
+	ImportPath   string
+	Imports      []string
+	TestImports  []string
+	XTestImports []string
 }
 
 func listPackages(t *testing.T) []goPackage {
@@ -158,6 +161,27 @@ func TestOwnerOfTestDoubles(t *testing.T) {
 		got, _ := owner(give)
 		if got != want {
 			t.Errorf("owner(%q) = %q, want %q", give, got, want)
+		}
+	}
+}
+
+// quicModule is imported by internal/mesh alone: every other package,
+// tests included, sees mesh.Stream and mesh.StreamCode instead.
+const quicModule = "github.com/quic-go/quic-go"
+
+func TestQUICOnlyInMesh(t *testing.T) {
+	for _, p := range listPackages(t) {
+		from, _ := rel(p.ImportPath)
+		if double, ok := owner(from); ok {
+			from = double // a test double may import what its owner may
+		}
+		if from == "internal/mesh" {
+			continue
+		}
+		for _, imp := range slices.Concat(p.Imports, p.TestImports, p.XTestImports) {
+			if imp == quicModule || strings.HasPrefix(imp, quicModule+"/") {
+				t.Errorf("%s imports %s; only internal/mesh may", p.ImportPath, imp)
+			}
 		}
 	}
 }

@@ -2,8 +2,9 @@
 // request and response envelopes, request verification on the target, the
 // nonce guard, refusal codes, response binding on the caller, outcome
 // classification, and a transport-agnostic framing of one call per stream
-// (Server.Serve on the target, Client.Call on the controller). The host
-// and controller adapt mesh streams to Stream; ctl knows nothing of QUIC.
+// (Server.Serve on the target, Client.Call on the controller). A
+// *mesh.Stream is a Stream (its Close ends both directions); ctl knows
+// nothing of QUIC.
 //
 // Wire format. A stream carries one call: the request message, then the
 // response message. A message is one signed envelope, split into frames

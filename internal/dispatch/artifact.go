@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/quic-go/quic-go"
 	"go.uber.org/zap"
 
 	"github.com/nodeld/nodeld/internal/ctl"
@@ -29,7 +28,7 @@ func refuse(code, format string, args ...any) *ctl.ArtifactRefusal {
 	return &ctl.ArtifactRefusal{Code: code, Message: msg}
 }
 
-// deadliner is implemented by streams with I/O deadlines (quic streams,
+// deadliner is implemented by streams with I/O deadlines (mesh streams,
 // net.Conn).
 type deadliner interface {
 	SetReadDeadline(time.Time) error
@@ -37,14 +36,12 @@ type deadliner interface {
 }
 
 // serveArtifact is the mesh handler of KindArtifact.
-func (d *Dispatcher) serveArtifact(ctx context.Context, peer mesh.PeerInfo, s *quic.Stream) {
+func (d *Dispatcher) serveArtifact(ctx context.Context, peer mesh.PeerInfo, s *mesh.Stream) {
 	err := d.ServeArtifact(ctx, peer.ID, s)
 	if err != nil {
-		s.CancelRead(mesh.StreamCodeCancelled)
-		s.CancelWrite(mesh.StreamCodeCancelled)
+		s.Reset(mesh.StreamCodeCancelled)
 		return
 	}
-	s.CancelRead(mesh.StreamCodeCancelled)
 	_ = s.Close()
 }
 

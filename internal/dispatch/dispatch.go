@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/quic-go/quic-go"
 	"go.uber.org/zap"
 
 	"github.com/nodeld/nodeld/internal/chain"
@@ -39,7 +38,7 @@ const (
 // Mesh is the part of the mesh the dispatcher uses. *mesh.Mesh
 // implements it.
 type Mesh interface {
-	OpenStream(ctx context.Context, nodeID string, kind mesh.StreamKind) (*quic.Stream, error)
+	OpenStream(ctx context.Context, nodeID string, kind mesh.StreamKind) (*mesh.Stream, error)
 	Handle(kind mesh.StreamKind, h mesh.Handler)
 	Peer(nodeID string) (mesh.PeerInfo, bool)
 	ResolveRef(ref string) (string, bool)
@@ -347,19 +346,10 @@ func (d *Dispatcher) opener(nodeID string) ctl.Opener {
 		if dl, ok := ctx.Deadline(); ok {
 			_ = s.SetDeadline(dl)
 		}
-		return &quicStream{s: s}, nil
+		// The stream's Close also stops reading, which unblocks a
+		// pending Read.
+		return s, nil
 	}
-}
-
-// quicStream adapts a quic stream to ctl.Stream: Close also stops reading,
-// which unblocks a pending Read (quic's Close only ends the write side).
-type quicStream struct{ s *quic.Stream }
-
-func (q *quicStream) Read(p []byte) (int, error)  { return q.s.Read(p) }
-func (q *quicStream) Write(p []byte) (int, error) { return q.s.Write(p) }
-func (q *quicStream) Close() error {
-	q.s.CancelRead(mesh.StreamCodeCancelled)
-	return q.s.Close()
 }
 
 // callLocal runs the call against the local host over an in-memory pipe.

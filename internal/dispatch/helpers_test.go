@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/quic-go/quic-go"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/nodeld/nodeld/internal/chain"
@@ -71,17 +70,16 @@ func newFarHost(t testing.TB, node *meshNode, controllers ...ed25519.PublicKey) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	node.Mesh.Handle(mesh.KindCtl, func(ctx context.Context, peer mesh.PeerInfo, s *quic.Stream) {
+	node.Mesh.Handle(mesh.KindCtl, func(ctx context.Context, peer mesh.PeerInfo, s *mesh.Stream) {
 		h.mu.Lock()
 		drop := h.drop
 		h.mu.Unlock()
 		if drop {
 			_, _ = ctl.ReadMessage(s, ctl.MaxRequestBytes)
-			s.CancelRead(mesh.StreamCodeCancelled)
-			s.CancelWrite(mesh.StreamCodeCancelled)
+			s.Reset(mesh.StreamCodeCancelled)
 			return
 		}
-		_, _ = h.server.Serve(ctx, &quicStream{s: s}, peer.Key)
+		_, _ = h.server.Serve(ctx, s, peer.Key)
 	})
 	return h
 }
@@ -165,10 +163,7 @@ func fetchOverMesh(ctx context.Context, far *meshNode, caller string, req ctl.Fe
 	if err != nil {
 		return fetched{}, err
 	}
-	defer func() {
-		s.CancelRead(mesh.StreamCodeCancelled)
-		_ = s.Close()
-	}()
+	defer s.Close()
 	if dl, ok := ctx.Deadline(); ok {
 		_ = s.SetDeadline(dl)
 	}

@@ -35,7 +35,7 @@ func BenchmarkArtifactFetch(b *testing.B) {
 		if err != nil {
 			return nil, err
 		}
-		return quicStream{s}, nil
+		return s, nil
 	}
 	b.SetBytes(size)
 	b.ResetTimer()

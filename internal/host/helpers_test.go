@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/quic-go/quic-go"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/nodeld/nodeld/internal/ctl"
@@ -205,8 +204,8 @@ func refuse(s io.Writer, code, msg string) {
 	_ = mesh.WriteFrame(s, ctl.FrameRefusal, encodeJSON(ctl.ArtifactRefusal{Code: code, Message: msg}))
 }
 
-func (a *artifactServer) handle(ctx context.Context, _ mesh.PeerInfo, s *quic.Stream) {
-	defer s.Close()
+func (a *artifactServer) handle(ctx context.Context, _ mesh.PeerInfo, s *mesh.Stream) {
+	defer s.CloseWrite()
 	a.serve(ctx, s)
 }
 
@@ -276,8 +275,8 @@ func (a *artifactServer) serve(ctx context.Context, s io.ReadWriter) {
 				return
 			}
 			if a.dropOnce.CompareAndSwap(true, false) {
-				if qs, ok := s.(*quic.Stream); ok {
-					qs.CancelWrite(mesh.StreamCodeCancelled)
+				if ms, ok := s.(*mesh.Stream); ok {
+					ms.AbortWrite(mesh.StreamCodeCancelled)
 				}
 				return
 			}
@@ -390,7 +389,7 @@ func (c *cluster) opener() ctl.Opener {
 		if err != nil {
 			return nil, err
 		}
-		return quicStream{s}, nil
+		return s, nil
 	}
 }
 

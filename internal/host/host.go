@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/quic-go/quic-go"
 	"go.uber.org/zap"
 
 	"github.com/nodeld/nodeld/internal/ctl"
@@ -78,7 +77,7 @@ type Config struct {
 // Mesh is the part of the mesh the host uses; *mesh.Mesh implements it.
 type Mesh interface {
 	Handle(kind mesh.StreamKind, h mesh.Handler)
-	OpenStream(ctx context.Context, nodeID string, kind mesh.StreamKind) (*quic.Stream, error)
+	OpenStream(ctx context.Context, nodeID string, kind mesh.StreamKind) (*mesh.Stream, error)
 	Peer(nodeID string) (mesh.PeerInfo, bool)
 	IsAdmitted(nodeID string) bool
 	ResolveRef(ref string) (string, bool)

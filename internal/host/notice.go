@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/quic-go/quic-go"
 	"go.uber.org/zap"
 
 	"github.com/nodeld/nodeld/internal/identity"
@@ -303,19 +302,18 @@ func (h *Host) SubmitNotice(ctx context.Context, raw []byte) error {
 
 // serveNotice is the mesh handler of KindNotice: one NoticeFrame, applied
 // and, when new, forwarded to every other linked peer.
-func (h *Host) serveNotice(ctx context.Context, peer mesh.PeerInfo, s *quic.Stream) {
+func (h *Host) serveNotice(ctx context.Context, peer mesh.PeerInfo, s *mesh.Stream) {
 	_ = s.SetReadDeadline(time.Now().Add(NoticeTimeout))
 	typ, raw, err := mesh.ReadFrame(s, pkg.MaxNoticeBytes)
 	if err != nil || typ != NoticeFrame {
-		s.CancelRead(mesh.StreamCodeMalformed)
-		s.CancelWrite(mesh.StreamCodeMalformed)
+		s.Reset(mesh.StreamCodeMalformed)
 		h.log.Debug("notice stream", zap.String("peer", peer.ID), zap.Error(err))
 		return
 	}
-	s.CancelRead(0)
+	s.StopReading(0)
 	applied, err := h.applyNotice(raw, peer.ID)
 	// The sender waits for this close: the notice is applied by then.
-	_ = s.Close()
+	_ = s.CloseWrite()
 	if err != nil {
 		h.log.Info("notice not applied", zap.String("peer", peer.ID), zap.Error(err))
 		return
@@ -360,15 +358,14 @@ func (h *Host) sendNotice(ctx context.Context, peerID string, raw []byte) error 
 	}
 	_ = s.SetDeadline(time.Now().Add(NoticeTimeout))
 	stop := context.AfterFunc(ctx, func() {
-		s.CancelRead(mesh.StreamCodeCancelled)
-		s.CancelWrite(mesh.StreamCodeCancelled)
+		s.Reset(mesh.StreamCodeCancelled)
 	})
 	defer stop()
 	if err := mesh.WriteFrame(s, NoticeFrame, raw); err != nil {
-		s.CancelRead(mesh.StreamCodeCancelled)
+		s.StopReading(mesh.StreamCodeCancelled)
 		return fmt.Errorf("send notice to %s: %w", peerID, err)
 	}
-	_ = s.Close()
+	_ = s.CloseWrite()
 	if _, err := io.Copy(io.Discard, io.LimitReader(s, 1)); err != nil {
 		return fmt.Errorf("send notice to %s: %w", peerID, err)
 	}

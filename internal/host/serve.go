@@ -6,34 +6,25 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/quic-go/quic-go"
 	"go.uber.org/zap"
 
 	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/mesh"
 )
 
-// quicStream adapts a mesh stream: Close ends both directions, so a
-// handler blocked on a read returns when its call is over.
-type quicStream struct{ *quic.Stream }
-
-func (q quicStream) Close() error {
-	q.CancelRead(mesh.StreamCodeCancelled)
-	return q.Stream.Close()
-}
-
 // serveCtl is the mesh handler of KindCtl: one call per stream, verified
 // against the key the QUIC peer authenticated with. Artifacts for a place
-// are fetched from that same peer.
-func (h *Host) serveCtl(ctx context.Context, peer mesh.PeerInfo, s *quic.Stream) {
+// are fetched from that same peer. The streams' Close ends both
+// directions, so a read blocked on one returns when its call is over.
+func (h *Host) serveCtl(ctx context.Context, peer mesh.PeerInfo, s *mesh.Stream) {
 	open := func(ctx context.Context) (io.ReadWriteCloser, error) {
 		st, err := h.mesh.OpenStream(ctx, peer.ID, mesh.KindArtifact)
 		if err != nil {
 			return nil, err
 		}
-		return quicStream{st}, nil
+		return st, nil
 	}
-	if err := h.serve(ctx, quicStream{s}, peer.Key, peer.ID, open); err != nil {
+	if err := h.serve(ctx, s, peer.Key, peer.ID, open); err != nil {
 		h.log.Debug("ctl stream", zap.String("peer", peer.ID), zap.Error(err))
 	}
 }

@@ -49,13 +49,24 @@
 // the link and the node carry on. KindAdvert is served by the mesh: one
 // frame (FrameAdverts) holding a JSON list of at most MaxAdvertsPerFrame
 // advertisements, handed to Table.IngestAdvertisement with the link's
-// verified node id as sender. Other kinds (KindInfer, KindCtl,
+// verified node id as sender; the roles the frame no longer names are
+// dropped (Table.RetainRemote). Other kinds (KindInfer, KindCtl,
 // KindArtifact, KindNotice) go to the Handler registered with Handle,
 // which owns the stream.
 //
-// Advertisements (the table's, filtered by the table's serving allowlist
-// when it has one, plus Deps.ExtraAdverts) are sent to each linked peer
-// when its link comes up, on every table change and every AdvertInterval.
+// Handlers and the callers of OpenStream get a *Stream, never a quic-go
+// type: quic-go is imported by this package alone. A Stream ends cleanly
+// on the write side (CloseWrite), as a whole (Close: stop reading, which
+// unblocks a pending Read, and end the write side cleanly), or with a
+// StreamCode: both directions (Reset) or one (StopReading, AbortWrite).
+// ResetCode tells the code a peer aborted with from other errors.
+//
+// Advertisements are sent to each linked peer when its link comes up, on
+// every table change and every AdvertInterval: the table's, each only to
+// the peers its serving allowlist names (Table.MeshPeerAllowed, by node id
+// or configured name; default deny), plus Deps.ExtraAdverts to every peer.
+// The table is a required dependency whose interface (AdvertTable) holds
+// the serving policy, so no table can leave default deny out.
 //
 // # Concurrency
 //

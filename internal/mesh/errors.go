@@ -18,22 +18,27 @@ var (
 	ErrRefused = errors.New("peer key not admitted")
 )
 
+// StreamCode is the code a stream is aborted with (Stream.Reset,
+// StopReading, AbortWrite), as the peer sees it (ResetCode). Codes are
+// numbers on the wire, stable across versions.
+type StreamCode uint64
+
 // Stream error codes, sent when the mesh resets a stream. Stable on the
 // wire: never reuse a value.
 const (
 	// StreamCodeMalformed: a frame or its payload could not be decoded.
-	StreamCodeMalformed quic.StreamErrorCode = 0x101
+	StreamCodeMalformed StreamCode = 0x101
 	// StreamCodeTooLarge: a declared size exceeded its bound.
-	StreamCodeTooLarge quic.StreamErrorCode = 0x102
+	StreamCodeTooLarge StreamCode = 0x102
 	// StreamCodeUnknownKind: the kind byte names no stream kind.
-	StreamCodeUnknownKind quic.StreamErrorCode = 0x103
+	StreamCodeUnknownKind StreamCode = 0x103
 	// StreamCodeNoHandler: the kind is known but this node serves no
 	// handler for it.
-	StreamCodeNoHandler quic.StreamErrorCode = 0x104
+	StreamCodeNoHandler StreamCode = 0x104
 	// StreamCodeTimeout: the peer did not send in time.
-	StreamCodeTimeout quic.StreamErrorCode = 0x105
+	StreamCodeTimeout StreamCode = 0x105
 	// StreamCodeCancelled: the local side gave up (shutdown, context).
-	StreamCodeCancelled quic.StreamErrorCode = 0x106
+	StreamCodeCancelled StreamCode = 0x106
 )
 
 // Connection (application) error codes, sent when the mesh closes a link.

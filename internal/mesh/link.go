@@ -170,7 +170,7 @@ func (m *Mesh) serveLink(l *link) {
 		if err != nil {
 			break
 		}
-		m.wg.Go(func() { m.serveStream(ctx, l, s) })
+		m.wg.Go(func() { m.serveStream(ctx, l, newStream(s)) })
 	}
 	cancel()
 	m.met.bytes.retire(l.conn)
@@ -316,13 +316,8 @@ func resolveAddr(ctx context.Context, addr string) (netip.AddrPort, error) {
 	return normAddrPort(netip.AddrPortFrom(ips[0], uint16(pn))), nil
 }
 
-func resetStream(s *quic.Stream, code quic.StreamErrorCode) {
-	s.CancelRead(code)
-	s.CancelWrite(code)
-}
-
 // serveStream reads the kind byte of an incoming stream and dispatches it.
-func (m *Mesh) serveStream(ctx context.Context, l *link, s *quic.Stream) {
+func (m *Mesh) serveStream(ctx context.Context, l *link, s *Stream) {
 	_ = s.SetReadDeadline(time.Now().Add(StreamHeadTimeout))
 	kind, err := readKind(s)
 	if err != nil {
@@ -334,7 +329,7 @@ func (m *Mesh) serveStream(ctx context.Context, l *link, s *quic.Stream) {
 		case errors.As(err, &ne) && ne.Timeout():
 			code, result = StreamCodeTimeout, resultTimeout
 		}
-		resetStream(s, code)
+		s.Reset(code)
 		m.met.stream(kind, result)
 		return
 	}
@@ -348,7 +343,7 @@ func (m *Mesh) serveStream(ctx context.Context, l *link, s *quic.Stream) {
 	info := m.peerInfoLocked(l.peer)
 	m.mu.Unlock()
 	if h == nil {
-		resetStream(s, StreamCodeNoHandler)
+		s.Reset(StreamCodeNoHandler)
 		m.met.stream(kind, resultNoHandler)
 		return
 	}
@@ -373,18 +368,12 @@ func readKind(r io.Reader) (StreamKind, error) {
 	return k, nil
 }
 
-// remoteRetainer is the optional part of AdvertTable that forgets roles a
-// peer stopped advertising (*table.Table has it).
-type remoteRetainer interface {
-	RetainRemote(nodeID string, roles []string)
-}
-
 // receiveAdverts takes one advert frame from l's peer. The sender id is
 // the link's verified id, whatever the advertisements say.
-func (m *Mesh) receiveAdverts(l *link, s *quic.Stream) {
+func (m *Mesh) receiveAdverts(l *link, s *Stream) {
 	_ = s.SetReadDeadline(time.Now().Add(AdvertSendTimeout))
-	fail := func(code quic.StreamErrorCode, result string, err error) {
-		resetStream(s, code)
+	fail := func(code StreamCode, result string, err error) {
+		s.Reset(code)
 		m.met.stream(KindAdvert, result)
 		m.log.Debug("advert stream refused", zap.String("peer", l.peerID), zap.Error(err))
 	}
@@ -422,10 +411,8 @@ func (m *Mesh) receiveAdverts(l *link, s *quic.Stream) {
 		}
 	}
 	// A frame is a whole round: what it no longer names was withdrawn.
-	if r, ok := m.tbl.(remoteRetainer); ok {
-		r.RetainRemote(l.peerID, roles)
-	}
-	_ = s.Close()
+	m.tbl.RetainRemote(l.peerID, roles)
+	_ = s.CloseWrite()
 	m.met.stream(KindAdvert, resultOK)
 }
 
@@ -444,16 +431,16 @@ func (m *Mesh) advertSender(l *link) {
 	}
 }
 
+// advertsFor is the advert frame for a peer: the table's advertisements of
+// the roles it serves to that peer (by id or configured name; default
+// deny), then the extra advertisements every peer gets.
 func (m *Mesh) advertsFor(peerID, peerName string) []table.Advertisement {
 	all := m.tbl.Advertisements(m.now())
 	ads := all[:0:0]
-	pol, filter := m.tbl.(servePolicy)
 	for _, ad := range all {
-		if filter {
-			role, _ := strings.CutPrefix(ad.Name, table.ServicePrefix)
-			if !pol.MeshPeerAllowed(role, peerID) && (peerName == "" || !pol.MeshPeerAllowed(role, peerName)) {
-				continue
-			}
+		role, _ := strings.CutPrefix(ad.Name, table.ServicePrefix)
+		if !m.tbl.MeshPeerAllowed(role, peerID) && (peerName == "" || !m.tbl.MeshPeerAllowed(role, peerName)) {
+			continue
 		}
 		ads = append(ads, ad)
 	}
@@ -482,26 +469,27 @@ func (m *Mesh) sendAdverts(l *link) error {
 	defer cancel()
 	stop := context.AfterFunc(l.conn.Context(), cancel)
 	defer stop()
-	s, err := l.conn.OpenStreamSync(ctx)
+	qs, err := l.conn.OpenStreamSync(ctx)
 	if err != nil {
 		return fmt.Errorf("open advert stream: %w", err)
 	}
+	s := newStream(qs)
 	m.met.stream(KindAdvert, resultOpened)
 	deadline, _ := ctx.Deadline()
 	_ = s.SetDeadline(deadline)
 	if _, err := s.Write([]byte{byte(KindAdvert)}); err != nil {
-		resetStream(s, StreamCodeCancelled)
+		s.Reset(StreamCodeCancelled)
 		return fmt.Errorf("write advert stream: %w", err)
 	}
 	if err := WriteFrame(s, FrameAdverts, payload); err != nil {
-		resetStream(s, StreamCodeCancelled)
+		s.Reset(StreamCodeCancelled)
 		return fmt.Errorf("write advert frame: %w", err)
 	}
-	_ = s.Close()
+	_ = s.CloseWrite()
 	// The receiver closes its side once it has taken the frame.
 	var one [1]byte
 	if n, err := s.Read(one[:]); n > 0 || !errors.Is(err, io.EOF) {
-		s.CancelRead(StreamCodeMalformed)
+		s.StopReading(StreamCodeMalformed)
 		return fmt.Errorf("advert stream not acknowledged: %v", err)
 	}
 	return nil
@@ -547,8 +535,9 @@ func (m *Mesh) pokeAll() {
 
 // OpenStream opens a stream of kind on the existing link to nodeID and
 // writes the kind byte. It never dials: without a live link it returns
-// ErrNoLink. The caller owns the stream.
-func (m *Mesh) OpenStream(ctx context.Context, nodeID string, kind StreamKind) (*quic.Stream, error) {
+// ErrNoLink. The caller owns the stream and must end it (Close, CloseWrite
+// or Reset).
+func (m *Mesh) OpenStream(ctx context.Context, nodeID string, kind StreamKind) (*Stream, error) {
 	if kind == KindAdvert || kind.String() == "unknown" {
 		return nil, fmt.Errorf("open stream of kind %d: not a handler kind", kind)
 	}
@@ -561,13 +550,14 @@ func (m *Mesh) OpenStream(ctx context.Context, nodeID string, kind StreamKind) (
 	if l == nil {
 		return nil, fmt.Errorf("open %s stream to %s: %w", kind, nodeID, ErrNoLink)
 	}
-	s, err := l.conn.OpenStreamSync(ctx)
+	qs, err := l.conn.OpenStreamSync(ctx)
 	if err != nil {
 		m.met.stream(kind, resultError)
 		return nil, fmt.Errorf("open %s stream to %s: %w", kind, nodeID, err)
 	}
+	s := newStream(qs)
 	if _, err := s.Write([]byte{byte(kind)}); err != nil {
-		resetStream(s, StreamCodeCancelled)
+		s.Reset(StreamCodeCancelled)
 		m.met.stream(kind, resultError)
 		return nil, fmt.Errorf("open %s stream to %s: %w", kind, nodeID, err)
 	}

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/quic-go/quic-go"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/nodeld/nodeld/internal/identity"
@@ -79,8 +78,8 @@ func TestOnLinkUpAndNoticeKind(t *testing.T) {
 		mu.Unlock()
 	})
 	got := make(chan string, 1)
-	a.m.Handle(KindNotice, func(ctx context.Context, peer PeerInfo, s *quic.Stream) {
-		defer s.Close()
+	a.m.Handle(KindNotice, func(ctx context.Context, peer PeerInfo, s *Stream) {
+		defer s.CloseWrite()
 		_, p, err := ReadFrame(s, 64)
 		if err == nil {
 			got <- string(p)
@@ -120,7 +119,7 @@ func TestOnLinkUpAndNoticeKind(t *testing.T) {
 	if err := WriteFrame(s, 1, []byte("n")); err != nil {
 		t.Fatal(err)
 	}
-	_ = s.Close()
+	_ = s.CloseWrite()
 	select {
 	case p := <-got:
 		if p != "n" {

@@ -24,20 +24,33 @@ import (
 	"github.com/nodeld/nodeld/internal/table"
 )
 
-// AdvertTable is the part of the placement table the mesh uses.
-// *table.Table implements it.
+// AdvertTable is the placement table as the mesh uses it: the source of
+// this node's advertisements together with the serving policy that
+// filters them per peer, and the sink of the peers' advertisements.
+// *table.Table implements it. Every method is required, so that a table
+// (or a fake) cannot leave the serving policy out and with it default
+// deny: the mesh sends a role's advertisement only to a peer for which
+// MeshPeerAllowed holds.
 type AdvertTable interface {
+	// Advertisements are this node's infer advertisements, before the
+	// serving policy.
 	Advertisements(now time.Time) []table.Advertisement
-	IngestAdvertisement(sender string, ad table.Advertisement) bool
-	RemoveNode(nodeID string)
-	Subscribe() (<-chan struct{}, func())
-}
-
-// servePolicy is implemented by a table that keeps serving allowlists
-// (*table.Table does): infer advertisements then go only to peers allowed
-// to use the role.
-type servePolicy interface {
+	// MeshPeerAllowed reports whether role may be served (and so
+	// advertised) to peer, a node id or a configured peer name. It must
+	// deny what no policy allows.
 	MeshPeerAllowed(role, peer string) bool
+	// Subscribe wakes the advert loop on every change of this node's
+	// advertisements.
+	Subscribe() (<-chan struct{}, func())
+	// IngestAdvertisement takes one advertisement from sender, the
+	// link's verified node id.
+	IngestAdvertisement(sender string, ad table.Advertisement) bool
+	// RetainRemote forgets the roles of nodeID not named in roles: an
+	// advert frame is a whole round, so what it leaves out was withdrawn.
+	RetainRemote(nodeID string, roles []string)
+	// RemoveNode forgets every advertisement of nodeID (its link was lost
+	// or it was removed).
+	RemoveNode(nodeID string)
 }
 
 // Auditor records an audit event. The chain implements it.
@@ -46,7 +59,6 @@ type Auditor interface {
 }
 
 var _ AdvertTable = (*table.Table)(nil)
-var _ servePolicy = (*table.Table)(nil)
 
 // Deps are the mesh's collaborators.
 type Deps struct {
@@ -54,8 +66,8 @@ type Deps struct {
 	Identity *identity.Identity
 	// DataDir holds KnownPeersFile; required.
 	DataDir string
-	// Table receives peers' advertisements and provides this node's;
-	// required.
+	// Table receives peers' advertisements and provides this node's with
+	// its serving policy; required (New refuses nil).
 	Table AdvertTable
 	// Audit records refusals and pins (source AuditSource); nil disables.
 	Audit Auditor
@@ -133,9 +145,9 @@ type PeerInfo struct {
 }
 
 // Handler serves one incoming stream of a kind. The kind byte is already
-// consumed; the handler owns the stream and must close or reset it. ctx
-// ends when the link closes or the mesh stops.
-type Handler func(ctx context.Context, peer PeerInfo, s *quic.Stream)
+// consumed; the handler owns the stream and must end it (Close, CloseWrite
+// or Reset). ctx ends when the link closes or the mesh stops.
+type Handler func(ctx context.Context, peer PeerInfo, s *Stream)
 
 type peerEntry struct {
 	cfg    PeerConfig

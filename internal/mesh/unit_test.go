@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/quic-go/quic-go"
 
 	"github.com/nodeld/nodeld/internal/table"
 )
@@ -242,8 +241,61 @@ func TestHandlePanicsOnMisuse(t *testing.T) {
 					t.Errorf("Handle(%d) did not panic", k)
 				}
 			}()
-			m.Handle(k, func(ctx context.Context, peer PeerInfo, s *quic.Stream) {})
+			m.Handle(k, func(ctx context.Context, peer PeerInfo, s *Stream) {})
 		}()
+	}
+}
+
+func TestNewRefusesNoTable(t *testing.T) {
+	self := newIdentity(t)
+	// Without a table there would be no serving policy to filter
+	// advertisements with: the mesh refuses rather than send them all.
+	if _, err := New(Config{Listen: "127.0.0.1:0"}, Deps{Identity: self, DataDir: t.TempDir()}); err == nil {
+		t.Error("New accepted deps without a table")
+	}
+}
+
+// TestAdvertsForDefaultDeny: a peer gets the advertisement of a role only
+// when the role's serving allowlist names it, by node id or by configured
+// name; a role served to nobody goes to nobody. The extra advertisements
+// (the workload host's) go to every peer.
+func TestAdvertsForDefaultDeny(t *testing.T) {
+	self := newIdentity(t)
+	tbl := table.New(self.ID(), table.Options{})
+	host := table.Advertisement{Name: "workload-host", NodeID: self.ID()}
+	m, err := New(Config{Listen: "127.0.0.1:0"}, Deps{Identity: self, DataDir: t.TempDir(), Table: tbl,
+		ExtraAdverts: func() []table.Advertisement { return []table.Advertisement{host} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, role := range []string{"chat", "coder", "embed"} {
+		if err := tbl.RegisterLocal(role, "http://127.0.0.1:8080", "m", "openai", "openai"); err != nil {
+			t.Fatal(err)
+		}
+		tbl.ExposeToMesh(role, true)
+	}
+	tbl.AllowMeshPeer("chat", "n-00000000000000aa", true) // by id
+	tbl.AllowMeshPeer("coder", "b", true)                 // by configured name
+	// embed is exposed but served to nobody.
+	tests := []struct {
+		name, peerID, peerName string
+		want                   []string
+	}{
+		{"allowed by id", "n-00000000000000aa", "a", []string{"infer.chat", "workload-host"}},
+		{"allowed by name", "n-00000000000000bb", "b", []string{"infer.coder", "workload-host"}},
+		{"name not configured", "n-00000000000000bb", "", []string{"workload-host"}},
+		{"not on any allowlist", "n-00000000000000cc", "c", []string{"workload-host"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			for _, ad := range m.advertsFor(tt.peerID, tt.peerName) {
+				got = append(got, ad.Name)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("advertsFor(%s, %q) (-want +got):\n%s", tt.peerID, tt.peerName, diff)
+			}
+		})
 	}
 }
 

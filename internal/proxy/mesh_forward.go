@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/quic-go/quic-go"
 	"go.uber.org/zap"
 
 	"github.com/nodeld/nodeld/internal/mesh"
@@ -19,7 +18,7 @@ import (
 
 // MeshStreams opens streams to peers; *mesh.Mesh implements it.
 type MeshStreams interface {
-	OpenStream(ctx context.Context, nodeID string, kind mesh.StreamKind) (*quic.Stream, error)
+	OpenStream(ctx context.Context, nodeID string, kind mesh.StreamKind) (*mesh.Stream, error)
 }
 
 // MeshTable is the serving side's view of the placement table;
@@ -273,22 +272,21 @@ func (f *MeshForwarder) ForwardRemote(ctx context.Context, nodeID, role string, 
 			Message: "mesh: the peer serving role '" + role + "' is unreachable"}, err)
 	}
 	stop := context.AfterFunc(ctx, func() {
-		s.CancelRead(mesh.StreamCodeCancelled)
-		s.CancelWrite(mesh.StreamCodeCancelled)
+		s.Reset(mesh.StreamCodeCancelled)
 	})
 	defer stop()
 	werr := sendRequest(s, head, body)
 	// Read even after a failed send: a serving node that refuses early
 	// stops reading the body and answers with a refusal.
 	err = relayResponse(s, w)
-	s.CancelRead(mesh.StreamCodeCancelled) // nothing more is expected
+	s.StopReading(mesh.StreamCodeCancelled) // nothing more is expected
 	var ref *peerRefusal
 	switch {
 	case err == nil:
 		f.met.forwarded(fwdOK)
 		return nil
 	case ctx.Err() != nil:
-		s.CancelWrite(mesh.StreamCodeCancelled)
+		s.AbortWrite(mesh.StreamCodeCancelled)
 		f.met.forwarded(fwdCancelled)
 		return context.Cause(ctx)
 	case errors.As(err, &ref):
@@ -302,11 +300,11 @@ func (f *MeshForwarder) ForwardRemote(ctx context.Context, nodeID, role string, 
 		}
 		return &e
 	case errors.Is(err, errMalformedFrames):
-		s.CancelWrite(mesh.StreamCodeMalformed)
+		s.AbortWrite(mesh.StreamCodeMalformed)
 		f.met.forwarded(fwdMalformed)
 		return fmt.Errorf("peer %s: %w", nodeID, err)
 	default:
-		s.CancelWrite(mesh.StreamCodeCancelled)
+		s.AbortWrite(mesh.StreamCodeCancelled)
 		f.met.forwarded(fwdError)
 		if werr != nil {
 			return fmt.Errorf("send to peer %s: %w", nodeID, werr)
@@ -317,7 +315,7 @@ func (f *MeshForwarder) ForwardRemote(ctx context.Context, nodeID, role string, 
 
 // sendRequest writes the head, the body frames and the end frame, then
 // closes the write side.
-func sendRequest(s *quic.Stream, head meshRequestHead, body []byte) error {
+func sendRequest(s *mesh.Stream, head meshRequestHead, body []byte) error {
 	if err := writeJSONFrame(s, frameReqHead, head); err != nil {
 		return err
 	}
@@ -327,7 +325,7 @@ func sendRequest(s *quic.Stream, head meshRequestHead, body []byte) error {
 	if err := mesh.WriteFrame(s, frameReqEnd, nil); err != nil {
 		return err
 	}
-	return s.Close()
+	return s.CloseWrite()
 }
 
 // meshMetrics are the forwarder's collectors. Labels are bounded: role is

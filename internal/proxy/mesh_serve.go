@@ -11,7 +11,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/quic-go/quic-go"
 	"go.uber.org/zap"
 
 	"github.com/nodeld/nodeld/internal/mesh"
@@ -54,7 +53,7 @@ var genericMessages = map[string]string{
 // another node) and streams the response back chunk by chunk. Refusals
 // carry a stable code and a generic message and are audited (rate
 // limited); broken framing resets the stream.
-func (f *MeshForwarder) ServeStream(ctx context.Context, peer mesh.PeerInfo, s *quic.Stream) {
+func (f *MeshForwarder) ServeStream(ctx context.Context, peer mesh.PeerInfo, s *mesh.Stream) {
 	_ = s.SetReadDeadline(time.Now().Add(MeshFirstFrameTimeout))
 	head, err := readRequestHead(s)
 	if err != nil {
@@ -91,7 +90,7 @@ func (f *MeshForwarder) ServeStream(ctx context.Context, peer mesh.PeerInfo, s *
 }
 
 // forward sends the request to the local instance and streams the answer.
-func (f *MeshForwarder) forward(ctx context.Context, s *quic.Stream, peer mesh.PeerInfo, head meshRequestHead, body []byte, local table.MeshLocal) {
+func (f *MeshForwarder) forward(ctx context.Context, s *mesh.Stream, peer mesh.PeerInfo, head meshRequestHead, body []byte, local table.MeshLocal) {
 	ctx, cancel := context.WithTimeout(ctx, MeshServeTimeout)
 	defer cancel()
 	// The consumer resetting the stream (its client went away) cancels the
@@ -174,14 +173,14 @@ func (f *MeshForwarder) forward(ctx context.Context, s *quic.Stream, peer mesh.P
 		f.reset(s, peer, head.Role, mesh.StreamCodeCancelled, servedCancelled, err)
 		return
 	}
-	_ = s.Close() // the peer has every byte or will see the stream reset
-	s.CancelRead(mesh.StreamCodeCancelled)
+	_ = s.CloseWrite() // the peer has every byte or will see the stream reset
+	s.StopReading(mesh.StreamCodeCancelled)
 	f.met.served.WithLabelValues(f.roleLabel(head.Role), servedOK).Inc()
 }
 
 // readFailed answers a request that could not be read: a refusal for a
 // head that does not validate, a reset for broken framing or silence.
-func (f *MeshForwarder) readFailed(s *quic.Stream, peer mesh.PeerInfo, role string, err error) {
+func (f *MeshForwarder) readFailed(s *mesh.Stream, peer mesh.PeerInfo, role string, err error) {
 	var we *wireError
 	var ne net.Error
 	switch {
@@ -199,23 +198,22 @@ func (f *MeshForwarder) readFailed(s *quic.Stream, peer mesh.PeerInfo, role stri
 }
 
 // reset ends the stream with an error code and counts it.
-func (f *MeshForwarder) reset(s *quic.Stream, peer mesh.PeerInfo, role string, code quic.StreamErrorCode, outcome string, err error) {
-	s.CancelRead(code)
-	s.CancelWrite(code)
+func (f *MeshForwarder) reset(s *mesh.Stream, peer mesh.PeerInfo, role string, code mesh.StreamCode, outcome string, err error) {
+	s.Reset(code)
 	f.met.served.WithLabelValues(f.roleLabel(role), outcome).Inc()
 	f.log.Debug("mesh infer stream reset", zap.String("peer", peer.ID), zap.String("outcome", outcome), zap.Error(err))
 }
 
 // refuse sends a refusal with its generic message, ends the stream,
 // counts it and records it in the audit chain (rate limited).
-func (f *MeshForwarder) refuse(s *quic.Stream, peer mesh.PeerInfo, role, code string) {
+func (f *MeshForwarder) refuse(s *mesh.Stream, peer mesh.PeerInfo, role, code string) {
 	_ = s.SetWriteDeadline(time.Now().Add(MeshFrameTimeout))
 	if err := writeJSONFrame(s, frameRefusal, meshRefusal{V: MeshWireVersion, Code: code, Message: genericMessages[code]}); err != nil {
-		s.CancelWrite(mesh.StreamCodeCancelled)
+		s.AbortWrite(mesh.StreamCodeCancelled)
 	} else {
-		_ = s.Close()
+		_ = s.CloseWrite()
 	}
-	s.CancelRead(mesh.StreamCodeCancelled) // the rest of the request is not wanted
+	s.StopReading(mesh.StreamCodeCancelled) // the rest of the request is not wanted
 	f.met.served.WithLabelValues(f.roleLabel(role), code).Inc()
 	f.log.Debug("mesh infer request refused", zap.String("peer", peer.ID), zap.String("role", role), zap.String("code", code))
 	if f.audit == nil {

@@ -460,7 +460,7 @@ func TestMeshMalformedStreamReset(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, _ = s.Write(tt.give)
-			_ = s.Close()
+			_ = s.CloseWrite()
 			_, _ = io.Copy(io.Discard, s) // until the refusal ends or the reset
 			meshtest.WaitFor(t, "outcome counted", func() bool {
 				v, _ := metricValue(t, b.Registry, "nodeld_proxy_mesh_served_total", map[string]string{"role": tt.wantRole, "code": tt.wantCode})
