@@ -269,7 +269,7 @@ func TestAdvertsForDefaultDeny(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, role := range []string{"chat", "coder", "embed"} {
-		if err := tbl.RegisterLocal(role, "http://127.0.0.1:8080", "m", "openai", "openai"); err != nil {
+		if _, err := tbl.RegisterLocal(table.OriginAdopted, role, "http://127.0.0.1:8080", "m", "openai", "openai"); err != nil {
 			t.Fatal(err)
 		}
 		tbl.ExposeToMesh(role, true)
