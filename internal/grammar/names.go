@@ -21,8 +21,8 @@ const (
 // Short statements of the rules, for error messages, so that every package
 // describes a rule the same way.
 const (
-	NameSyntax     = "1 to 64 bytes of a-z 0-9 . _ -, starting with a-z or 0-9, no empty part between dots"
-	NodeNameSyntax = "1 to 64 bytes of A-Z a-z 0-9 . _ -, starting with a letter or digit, no empty part between dots"
+	NameSyntax     = "1 to 64 bytes of a-z 0-9 . _ -, each dot-separated part starting with a-z or 0-9"
+	NodeNameSyntax = "1 to 64 bytes of A-Z a-z 0-9 . _ -, each dot-separated part starting with a letter or digit"
 	VersionSyntax  = "1 to 64 bytes of A-Z a-z 0-9 . _ + -, starting with a letter or digit"
 )
 
