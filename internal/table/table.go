@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nodeld/nodeld/internal/grammar"
 )
 
 // ServicePrefix prefixes the advertised service name: role "chat" is
@@ -204,18 +206,25 @@ func (t *Table) record(kind string, payload any) {
 }
 
 // RegisterLocal serves role from the loopback server at base. It refuses
-// an invalid role (ErrBadRole) and a base that ParseLoopbackBase refuses
-// (ErrNotLoopback). The base is stored in canonical form. Replacing an
+// a role that is not a grammar.ValidName (ErrBadRole) and a base that
+// grammar.ParseLoopbackURL refuses (ErrNotLoopback). The base is stored in
+// canonical form, "http://<loopback IP>:<port>" ("localhost" stored as
+// 127.0.0.1), so nothing registered is ever resolved by name. Replacing an
 // entry bumps the generation only when the base changed: a new model, api
 // or runtime replaces the entry silently.
 func (t *Table) RegisterLocal(role, base, model, api, runtime string) error {
-	if !ValidRole(role) {
+	if !grammar.ValidName(role) {
 		return fmt.Errorf("register %q: %w", role, ErrBadRole)
 	}
-	canon, err := ParseLoopbackBase(base)
+	ap, err := grammar.ParseLoopbackURL(base)
 	if err != nil {
-		return fmt.Errorf("register %q: %w", role, err)
+		// %q keeps control bytes of a hostile base out of log lines.
+		if len(base) > grammar.MaxLoopbackURLLen {
+			base = base[:grammar.MaxLoopbackURLLen] + "..."
+		}
+		return fmt.Errorf("register %q: %w: %q: %w", role, ErrNotLoopback, base, err)
 	}
+	canon := "http://" + ap.String()
 	var e effects
 	t.mu.Lock()
 	prev, had := t.local[role]
