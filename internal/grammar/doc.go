@@ -1,8 +1,8 @@
 // Package grammar holds the syntax rules that more than one package
 // enforces: names (roles, peers, workloads, packages, variants, label keys,
 // runtime names), node names, versions, instance ids, label values,
-// capability ids, the runtime kinds nodeld knows, and what counts as a
-// loopback address. Each rule has exactly one home here, so config check
+// environment variable names, health check paths, capability ids, the
+// runtime kinds nodeld knows, and what counts as a loopback address. Each rule has exactly one home here, so config check
 // refuses what the component that later consumes a value would refuse.
 //
 // It is a leaf: it imports the standard library only, and every package of

@@ -16,6 +16,10 @@ const (
 	// MaxCapabilitySegments bounds the dot-separated words of a capability
 	// id.
 	MaxCapabilitySegments = 8
+	// MaxEnvNameLen bounds an environment variable name.
+	MaxEnvNameLen = 128
+	// MaxHealthPathLen bounds a health check path.
+	MaxHealthPathLen = 256
 )
 
 // Short statements of the rules, for error messages, so that every package
@@ -74,6 +78,36 @@ func ValidVersion(s string) bool {
 	for i := 1; i < len(s); i++ {
 		c := s[i]
 		if !isAlnum(c, true) && c != '.' && c != '_' && c != '+' && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidEnvName reports whether s may name an environment variable given
+// to a process: 1 to MaxEnvNameLen bytes of A-Z a-z 0-9 _, not starting
+// with a digit.
+func ValidEnvName(s string) bool {
+	if len(s) == 0 || len(s) > MaxEnvNameLen || '0' <= s[0] && s[0] <= '9' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !isAlnum(c, true) && c != '_' {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidHealthPath reports whether s may be the path a health check asks
+// a loopback server for: "/" and then printable ASCII without space, '?'
+// or '#', at most MaxHealthPathLen bytes.
+func ValidHealthPath(s string) bool {
+	if len(s) == 0 || len(s) > MaxHealthPathLen || s[0] != '/' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c > '~' || c == '?' || c == '#' {
 			return false
 		}
 	}

@@ -166,6 +166,31 @@ func TestValidCapabilityID(t *testing.T) {
 	}
 }
 
+func TestValidEnvName(t *testing.T) {
+	for s, want := range map[string]bool{
+		"PATH": true, "_x": true, "HF_HOME": true, "a1": true, strings.Repeat("A", MaxEnvNameLen): true,
+		"": false, "1A": false, "A-B": false, "A=B": false, "A B": false, "É": false,
+		strings.Repeat("A", MaxEnvNameLen+1): false,
+	} {
+		if got := ValidEnvName(s); got != want {
+			t.Errorf("ValidEnvName(%q) = %v, want %v", s, got, want)
+		}
+	}
+}
+
+func TestValidHealthPath(t *testing.T) {
+	for s, want := range map[string]bool{
+		"/": true, "/health": true, "/v1/models": true, "/%41": true, "/a\\b": true,
+		"/" + strings.Repeat("h", MaxHealthPathLen-1): true,
+		"": false, "health": false, "/a b": false, "/h?x": false, "/h#f": false, "/\u00e9": false,
+		"/h\x7f": false, "/h\n": false, "/h\x00": false, "/" + strings.Repeat("h", MaxHealthPathLen): false,
+	} {
+		if got := ValidHealthPath(s); got != want {
+			t.Errorf("ValidHealthPath(%q) = %v, want %v", s, got, want)
+		}
+	}
+}
+
 func TestValidLabelValue(t *testing.T) {
 	for s, want := range map[string]bool{
 		"": true, "rack 7": true, "~!": true, strings.Repeat("v", MaxLabelValueLen): true,
