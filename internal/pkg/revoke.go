@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/nodeld/nodeld/internal/grammar"
 )
 
 // RevocationsFile is the revocation list's file name in the data dir.
@@ -61,7 +63,7 @@ func (s Subject) String() string { return s.Kind + " '" + s.Value + "'" }
 func (s Subject) Validate() error {
 	switch s.Kind {
 	case SubjectPackage:
-		if !validToken(s.Value) {
+		if !grammar.ValidName(s.Value) {
 			return fmt.Errorf("revocation: %q is not a package id", clip(s.Value))
 		}
 	case SubjectSigner:
