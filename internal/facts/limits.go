@@ -55,13 +55,6 @@ const (
 	// MaxLabels bounds the labels in facts.
 	MaxLabels = 64
 
-	// MaxLabelKeyBytes bounds a label key (as config's MaxNameLen).
-	MaxLabelKeyBytes = 64
-
-	// MaxLabelValueBytes bounds a label value (as config's
-	// MaxLabelValueLen).
-	MaxLabelValueBytes = 128
-
 	// MaxNotes bounds the probe notes in facts; further notes are
 	// dropped.
 	MaxNotes = 16
