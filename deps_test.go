@@ -37,7 +37,8 @@ var tiers = map[string]int{
 	"internal/config":   3,
 
 	// Leaves (leafTier): they import the standard library only.
-	"internal/grammar": 4,
+	"internal/grammar":    4,
+	"internal/atomicfile": 4,
 }
 
 // leafTier is the tier of the leaves, which import nothing but the
