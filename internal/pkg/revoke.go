@@ -15,6 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/nodeld/nodeld/internal/atomicfile"
 	"github.com/nodeld/nodeld/internal/grammar"
 )
 
@@ -247,7 +248,7 @@ func (r *Revocations) mutate(keepOnWriteError bool, fn func(*revState) (bool, er
 	next.gen++
 	data, err := encodeRevocations(next)
 	if err == nil {
-		err = writeFileAtomic(r.path, data, 0o600)
+		err = atomicfile.WriteFile(r.path, data, 0o600)
 	}
 	if err != nil && !keepOnWriteError {
 		return false, fmt.Errorf("persist revocations: %w", err)
