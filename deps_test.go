@@ -35,6 +35,7 @@ var tiers = map[string]int{
 	"internal/chain":    3,
 	"internal/identity": 3,
 	"internal/config":   3,
+	"internal/seqfile":  3,
 
 	// Leaves (leafTier): they import the standard library only.
 	"internal/grammar":    4,

@@ -84,9 +84,6 @@ const (
 	// Verify refuses the facts.
 	MaxFutureSkew = 60 * time.Second
 
-	// maxSeqFileBytes bounds the facts.seq file read.
-	maxSeqFileBytes = 64
-
 	// seqReserveBlock is how many seq values one durable write reserves.
 	// A crash skips at most this many values, never reuses one.
 	seqReserveBlock = 64
