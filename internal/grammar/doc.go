@@ -17,7 +17,8 @@
 //     starting with a-z or 0-9, joined by single dots ("qwen2.5-7b"). So a
 //     Name is never "." or "..", never starts with '-', '_' or '.', never
 //     holds '/', upper case or a byte that JSON, a URL path or a log line
-//     would escape, and is itself a valid capability id suffix.
+//     would escape, and "label." + a Name is a capability id whenever the
+//     capability bounds allow it.
 //   - A node name is a Name in which letters may also be upper case (it is
 //     often a host name); compare node names with strings.EqualFold.
 //   - A capability id is 1 to MaxCapabilitySegments Name words joined by
