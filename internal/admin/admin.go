@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/netip"
 	"slices"
 	"sync"
 	"time"
@@ -15,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
+
+	"github.com/nodeld/nodeld/internal/grammar"
 )
 
 // Limits of the admin server. Requests carry no bodies worth reading.
@@ -57,7 +58,9 @@ type Server struct {
 
 // New validates cfg. It binds nothing.
 func New(cfg Config, deps Deps) (*Server, error) {
-	if err := checkLoopback(cfg.Listen); err != nil {
+	// The same rule as config's admin.listen: a loopback IP literal, so
+	// what is bound is what was written.
+	if _, err := grammar.ParseLoopbackAddrPort(cfg.Listen); err != nil {
 		return nil, fmt.Errorf("admin listen %q: %w", cfg.Listen, err)
 	}
 	if deps.Gatherer == nil || deps.Status == nil {
@@ -68,21 +71,6 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		log = zap.NewNop()
 	}
 	return &Server{cfg: cfg, deps: deps, log: log, pending: map[string]bool{}, bound: make(chan struct{})}, nil
-}
-
-func checkLoopback(hostport string) error {
-	host, _, err := net.SplitHostPort(hostport)
-	if err != nil {
-		return err
-	}
-	if host == "localhost" {
-		return nil
-	}
-	ip, err := netip.ParseAddr(host)
-	if err != nil || !ip.IsLoopback() {
-		return errors.New("not a loopback address")
-	}
-	return nil
 }
 
 // Require adds a readiness condition that starts unmet. Call it before Run

@@ -14,12 +14,12 @@ import (
 
 func TestNewRefusesNonLoopback(t *testing.T) {
 	deps := Deps{Gatherer: prometheus.NewRegistry(), Status: func() any { return nil }}
-	for _, addr := range []string{"0.0.0.0:9464", "10.0.0.1:9464", "example.com:9464", "nope"} {
+	for _, addr := range []string{"0.0.0.0:9464", "10.0.0.1:9464", "example.com:9464", "nope", "localhost:0"} {
 		if _, err := New(Config{Listen: addr}, deps); err == nil {
 			t.Errorf("New accepted %q", addr)
 		}
 	}
-	for _, addr := range []string{"127.0.0.1:0", "[::1]:0", "localhost:0"} {
+	for _, addr := range []string{"127.0.0.1:0", "[::1]:0", "[::ffff:127.0.0.1]:0"} {
 		if _, err := New(Config{Listen: addr}, deps); err != nil {
 			t.Errorf("New refused %q: %v", addr, err)
 		}

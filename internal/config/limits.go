@@ -11,12 +11,6 @@ const (
 	// the rest are counted in one last problem.
 	MaxProblems = 100
 
-	// MaxNameLen bounds role, peer, workload and label names.
-	MaxNameLen = 64
-
-	// MaxLabelValueLen bounds a node label value.
-	MaxLabelValueLen = 128
-
 	// MaxSocketPathLen bounds the operator socket path (sun_path is 104
 	// bytes on the BSDs and macOS, 108 on Linux; the smaller one wins).
 	MaxSocketPathLen = 103

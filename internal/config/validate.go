@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/nodeld/nodeld/internal/grammar"
 )
 
 // ValidationError is one problem found by Validate. Line is the line the
@@ -58,19 +59,19 @@ func (c *Config) validate() []error {
 
 func (v *validator) node() {
 	n := v.c.Node
-	if n.Name != "" && !validNodeName(n.Name) {
-		v.addf("node.name", "%q is not a valid name: use 1 to %d of A-Z a-z 0-9 . _ -", n.Name, MaxNameLen)
+	if n.Name != "" && !grammar.ValidNodeName(n.Name) {
+		v.addf("node.name", "%q is not a valid node name: use %s", n.Name, grammar.NodeNameSyntax)
 	}
 	if strings.TrimSpace(n.DataDir) == "" {
 		v.addf("node.data_dir", "must not be empty")
 	}
 	for _, k := range sortedKeys(n.Labels) {
 		p := "node.labels." + k
-		if !validToken(k) {
-			v.addf(p, "label key %q is not a valid name: use 1 to %d of a-z 0-9 . _ -", k, MaxNameLen)
+		if !grammar.ValidName(k) {
+			v.addf(p, "label key %q is not a valid name: use %s", k, grammar.NameSyntax)
 		}
-		if val := n.Labels[k]; len(val) > MaxLabelValueLen || !printableASCII(val) {
-			v.addf(p, "label value must be at most %d printable ASCII characters", MaxLabelValueLen)
+		if !grammar.ValidLabelValue(n.Labels[k]) {
+			v.addf(p, "label value must be at most %d printable ASCII characters", grammar.MaxLabelValueLen)
 		}
 	}
 }
@@ -94,10 +95,10 @@ func (v *validator) admin() int {
 	port := 0
 	if a.Listen == "" {
 		v.addf("admin.listen", "must not be empty")
-	} else if p, err := loopbackListen(a.Listen); err != nil {
-		v.addf("admin.listen", "%v", err)
+	} else if ap, err := grammar.ParseLoopbackAddrPort(a.Listen); err != nil {
+		v.addf("admin.listen", "%q: %v", a.Listen, err)
 	} else {
-		port = p
+		port = int(ap.Port())
 	}
 	sock := v.c.SocketPath()
 	switch {
@@ -133,8 +134,8 @@ func (v *validator) mesh() {
 		base := "mesh.peers[" + strconv.Itoa(i) + "]"
 		if p.Name != "" {
 			switch {
-			case !validToken(p.Name):
-				v.addf(base+".name", "%q is not a valid name: use 1 to %d of a-z 0-9 . _ -", p.Name, MaxNameLen)
+			case !grammar.ValidName(p.Name):
+				v.addf(base+".name", "%q is not a valid name: use %s", p.Name, grammar.NameSyntax)
 			case isNodeIDRef(p.Name):
 				v.addf(base+".name", "%q has the form of a node id; peer names must not", p.Name)
 			}
@@ -185,8 +186,8 @@ func (v *validator) inference(adminPort int) {
 	}
 	for i, r := range inf.Roles {
 		base := "inference.roles[" + strconv.Itoa(i) + "]"
-		if !validToken(r.Name) {
-			v.addf(base+".name", "%q is not a valid role name: use 1 to %d of a-z 0-9 . _ -", r.Name, MaxNameLen)
+		if !grammar.ValidName(r.Name) {
+			v.addf(base+".name", "%q is not a valid role name: use %s", r.Name, grammar.NameSyntax)
 		} else if first, dup := roles[r.Name]; dup {
 			v.addf(base+".name", "duplicate role %q (first at %s)", r.Name, first)
 		} else {
@@ -194,9 +195,9 @@ func (v *validator) inference(adminPort int) {
 		}
 		if r.Listen == "" {
 			v.addf(base+".listen", "must not be empty")
-		} else if port, err := loopbackListen(r.Listen); err != nil {
-			v.addf(base+".listen", "%v", err)
-		} else if port > 0 {
+		} else if ap, err := grammar.ParseLoopbackAddrPort(r.Listen); err != nil {
+			v.addf(base+".listen", "%q: %v", r.Listen, err)
+		} else if port := int(ap.Port()); port > 0 {
 			if first, dup := ports[port]; dup {
 				v.addf(base+".listen", "port %d is already used by %s", port, first)
 			} else {
@@ -209,7 +210,10 @@ func (v *validator) inference(adminPort int) {
 		v.peerRefs(base+".serve_to", r.ServeTo)
 		v.peerRefs(base+".use_from", r.UseFrom)
 	}
-	type instKey struct{ role, url string }
+	type instKey struct {
+		role string
+		addr netip.AddrPort
+	}
 	insts := map[instKey]string{}
 	for i, in := range inf.Instances {
 		base := "inference.instances[" + strconv.Itoa(i) + "]"
@@ -218,19 +222,19 @@ func (v *validator) inference(adminPort int) {
 		} else if _, ok := roles[in.Role]; !ok {
 			v.addf(base+".role", "%q names no configured role", in.Role)
 		}
-		switch in.Runtime {
-		case "llama.cpp", "ollama", "mlx-lm", "openai":
-		default:
-			v.addf(base+".runtime", "%q is not a runtime: use llama.cpp, ollama, mlx-lm or openai", in.Runtime)
+		if k, ok := grammar.LookupRuntime(in.Runtime); !ok || !k.Adoptable {
+			v.addf(base+".runtime", "%q is not a runtime: use %s", in.Runtime, orList(grammar.AdoptableRuntimes()))
 		}
-		if err := checkInstanceURL(in.URL); err != nil {
-			v.addf(base+".url", "%v", err)
-		}
-		k := instKey{in.Role, in.URL}
-		if first, dup := insts[k]; dup {
+		// The runner refuses what ParseLoopbackURL refuses, and two
+		// instances of a role at one address, however spelled.
+		if in.URL == "" {
+			v.addf(base+".url", "must not be empty")
+		} else if ap, err := grammar.ParseLoopbackURL(in.URL); err != nil {
+			v.addf(base+".url", "%q: %v", in.URL, err)
+		} else if first, dup := insts[instKey{in.Role, ap}]; dup {
 			v.addf(base, "duplicate instance %q for role %q (first at %s)", in.URL, in.Role, first)
 		} else {
-			insts[k] = base
+			insts[instKey{in.Role, ap}] = base
 		}
 	}
 	v.positive("inference.probe_interval", inf.ProbeInterval)
@@ -328,8 +332,8 @@ func (v *validator) controller() {
 	names := map[string]string{}
 	for i, w := range c.Workloads {
 		base := "controller.workloads[" + strconv.Itoa(i) + "]"
-		if !validToken(w.Name) {
-			v.addf(base+".name", "%q is not a valid workload name: use 1 to %d of a-z 0-9 . _ -", w.Name, MaxNameLen)
+		if !grammar.ValidName(w.Name) {
+			v.addf(base+".name", "%q is not a valid workload name: use %s", w.Name, grammar.NameSyntax)
 		} else if first, dup := names[w.Name]; dup {
 			v.addf(base+".name", "duplicate workload %q (first at %s)", w.Name, first)
 		} else {
@@ -338,7 +342,7 @@ func (v *validator) controller() {
 		if w.Package == "" {
 			v.addf(base+".package", "must not be empty")
 		}
-		if w.Node != "" && !validToken(w.Node) {
+		if w.Node != "" && !grammar.ValidNodeName(w.Node) {
 			v.addf(base+".node", "%q is neither a node name nor a node id", w.Node)
 		}
 	}
@@ -357,34 +361,6 @@ func (v *validator) intRange(path string, n, hi int64) {
 	if n < 1 || n > hi {
 		v.addf(path, "%d is out of range: use 1 to %d", n, hi)
 	}
-}
-
-// validToken reports whether s is a role, peer, workload or label name:
-// 1 to MaxNameLen of a-z 0-9 . _ -, and not "." or "..".
-func validToken(s string) bool {
-	if len(s) == 0 || len(s) > MaxNameLen || s == "." || s == ".." {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		b := s[i]
-		if !(b >= 'a' && b <= 'z' || b >= '0' && b <= '9' || b == '.' || b == '_' || b == '-') {
-			return false
-		}
-	}
-	return true
-}
-
-// validNodeName is validToken with upper case allowed, since node.name
-// is often a host name.
-func validNodeName(s string) bool { return validToken(strings.ToLower(s)) }
-
-func printableASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x20 || s[i] > 0x7e {
-			return false
-		}
-	}
-	return true
 }
 
 // checkKey checks an ed25519 public key written as 64 hex characters.
@@ -421,53 +397,12 @@ func hostPort(addr string, listen bool) (string, int, error) {
 	return host, port, nil
 }
 
-// loopbackListen checks a listen address that must be loopback and
-// returns its port (0 = any free port, allowed for tests).
-func loopbackListen(addr string) (int, error) {
-	host, port, err := hostPort(addr, true)
-	if err != nil {
-		return 0, err
+// orList joins names as "a, b or c".
+func orList(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
 	}
-	if !isLoopbackHost(host) {
-		return 0, fmt.Errorf("%q is not a loopback address: use 127.0.0.1, [::1] or localhost", addr)
-	}
-	return port, nil
-}
-
-func isLoopbackHost(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.Zone() == "" && ip.Unmap().IsLoopback()
-}
-
-// checkInstanceURL checks an adopted instance URL: http, a loopback
-// host, an explicit port, no credentials, query or fragment.
-func checkInstanceURL(s string) error {
-	if s == "" {
-		return errors.New("must not be empty")
-	}
-	u, err := url.Parse(s)
-	if err != nil || u.Opaque != "" {
-		return fmt.Errorf("%q is not a URL", s)
-	}
-	switch {
-	case u.Scheme != "http":
-		return fmt.Errorf("%q must use http://", s)
-	case u.User != nil:
-		return fmt.Errorf("%q must not carry credentials", s)
-	case u.RawQuery != "" || u.Fragment != "" || u.ForceQuery:
-		return fmt.Errorf("%q must not have a query or fragment", s)
-	case !isLoopbackHost(u.Hostname()):
-		return fmt.Errorf("%q is not a loopback URL: use 127.0.0.1, [::1] or localhost", s)
-	case u.Port() == "":
-		return fmt.Errorf("%q must name a port", s)
-	}
-	if p, err := strconv.Atoi(u.Port()); err != nil || p < 1 || p > 65535 {
-		return fmt.Errorf("%q has an invalid port", s)
-	}
-	return nil
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
 
 func sortedKeys(m map[string]string) []string {

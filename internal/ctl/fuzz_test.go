@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+
+	"github.com/nodeld/nodeld/internal/grammar"
 )
 
 // FuzzVerifyRequest feeds arbitrary envelope bytes to the verifier: it
@@ -67,7 +69,7 @@ func FuzzDecodeParams(f *testing.F) {
 	methods := Methods()
 	f.Fuzz(func(t *testing.T, which uint8, body []byte) {
 		if p, err := DecodePlaceParams(body); err == nil {
-			if len(p.Manifest) == 0 || len(p.Manifest) > MaxManifestBytes || !isToken(p.Package, MaxNameBytes) {
+			if len(p.Manifest) == 0 || len(p.Manifest) > MaxManifestBytes || !grammar.ValidName(p.Package) {
 				t.Fatalf("accepted %+v", p)
 			}
 		}

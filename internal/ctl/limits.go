@@ -85,10 +85,6 @@ const (
 
 // Bounds of method parameters (params.go).
 const (
-	// MaxNameBytes bounds a package id, version or variant.
-	MaxNameBytes = 64
-	// MaxInstanceIDBytes bounds an instance id.
-	MaxInstanceIDBytes = 160
 	// MaxManifestBytes bounds the manifest.json carried by place.
 	MaxManifestBytes = 64 << 10
 	// MaxManifestSigBytes bounds the manifest.sig carried by place.

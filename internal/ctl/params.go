@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/nodeld/nodeld/internal/grammar"
 )
 
 // DescribeResult is the result of describe. The host owns the shape of
@@ -150,11 +152,11 @@ func DecodePlaceParams(body json.RawMessage) (PlaceParams, error) {
 		return PlaceParams{}, invalidParams("place body: %v", err)
 	}
 	switch {
-	case !isToken(p.Package, MaxNameBytes):
+	case !grammar.ValidName(p.Package):
 		return PlaceParams{}, invalidParams("place body: bad package id")
-	case !isToken(p.Version, MaxNameBytes):
+	case !grammar.ValidVersion(p.Version):
 		return PlaceParams{}, invalidParams("place body: bad version")
-	case !isToken(p.Variant, MaxNameBytes):
+	case !grammar.ValidName(p.Variant):
 		return PlaceParams{}, invalidParams("place body: bad variant")
 	case len(p.Manifest) == 0 || len(p.Manifest) > MaxManifestBytes:
 		return PlaceParams{}, invalidParams("place body: manifest of %d bytes, want 1..%d", len(p.Manifest), MaxManifestBytes)
@@ -190,7 +192,7 @@ func DecodeInstanceParams(method Method, body json.RawMessage) (InstanceParams, 
 	switch {
 	case p.InstanceID == "" && method != MethodStatus:
 		return InstanceParams{}, invalidParams("instance_id required")
-	case p.InstanceID != "" && !isToken(p.InstanceID, MaxInstanceIDBytes):
+	case p.InstanceID != "" && !grammar.ValidInstanceID(p.InstanceID):
 		return InstanceParams{}, invalidParams("bad instance_id")
 	case p.GraceMS != 0 && method != MethodStop:
 		return InstanceParams{}, invalidParams("grace_ms is only for stop")
@@ -209,22 +211,4 @@ func DecodeResult(raw json.RawMessage, v any) error {
 		return fmt.Errorf("decode ctl result: %w", err)
 	}
 	return nil
-}
-
-// isToken reports whether s is 1..n bytes of [A-Za-z0-9._+-], starting
-// with a letter or digit: safe in paths, unit names and logs.
-func isToken(s string, n int) bool {
-	if s == "" || len(s) > n {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case i > 0 && (c == '.' || c == '_' || c == '-' || c == '+'):
-		default:
-			return false
-		}
-	}
-	return true
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/nodeld/nodeld/internal/grammar"
 )
 
 func TestDecodeInstanceParams(t *testing.T) {
@@ -32,7 +34,8 @@ func TestDecodeInstanceParams(t *testing.T) {
 		{"negative grace", MethodStop, `{"instance_id":"a","grace_ms":-1}`, InstanceParams{}, false},
 		{"departed with id", MethodStatus, `{"instance_id":"a","include_departed":true}`, InstanceParams{}, false},
 		{"path in id", MethodUnload, `{"instance_id":"../etc"}`, InstanceParams{}, false},
-		{"long id", MethodUnload, `{"instance_id":"` + strings.Repeat("a", MaxInstanceIDBytes+1) + `"}`, InstanceParams{}, false},
+		{"upper case id", MethodUnload, `{"instance_id":"Echo-1"}`, InstanceParams{}, false},
+		{"long id", MethodUnload, `{"instance_id":"` + strings.Repeat("a", grammar.MaxInstanceIDLen+1) + `"}`, InstanceParams{}, false},
 		{"place is not an instance verb", MethodPlace, `{}`, InstanceParams{}, false},
 	}
 	for _, tt := range tests {

@@ -20,6 +20,7 @@ import (
 	"github.com/nodeld/nodeld/internal/identity"
 	"github.com/nodeld/nodeld/internal/mesh"
 	"github.com/nodeld/nodeld/internal/pkg"
+	"github.com/nodeld/nodeld/internal/seqfile"
 )
 
 // SelfRef names this node in Call and Place.
@@ -122,8 +123,11 @@ type Dispatcher struct {
 	notices NoticeSubmitter
 	dataDir string
 	// seqMu serialises notice sequence numbers (held across the counter
-	// file write and the submit).
-	seqMu  sync.Mutex
+	// file write and the submit) and guards noticeSeq, opened on first
+	// use.
+	seqMu     sync.Mutex
+	noticeSeq *seqfile.Counter
+
 	log    *zap.Logger
 	now    func() time.Time
 	client *ctl.Client

@@ -21,6 +21,7 @@ import (
 
 	"github.com/nodeld/nodeld/internal/chain"
 	"github.com/nodeld/nodeld/internal/ctl"
+	"github.com/nodeld/nodeld/internal/grammar"
 	"github.com/nodeld/nodeld/internal/identity"
 	"github.com/nodeld/nodeld/internal/mesh"
 	"github.com/nodeld/nodeld/internal/mesh/meshtest"
@@ -210,7 +211,7 @@ func makePackage(t testing.TB, files map[string][]byte) string {
 	}
 	m := pkg.Manifest{
 		ID: "echo", Version: "1.0.0", Kind: pkg.KindService,
-		Runtime:  pkg.Runtime{Type: pkg.RuntimeProcess, Command: "bin/echo"},
+		Runtime:  pkg.Runtime{Type: grammar.RuntimeProcess, Command: "bin/echo"},
 		Variants: []pkg.Variant{{Name: "default"}, {Name: "big"}},
 	}
 	if _, err := pkg.Build(dir, m); err != nil {

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/nodeld/nodeld/internal/grammar"
 )
 
 // meminfo is what Probe takes from /proc/meminfo, in bytes.
@@ -163,7 +165,7 @@ func parseGPULine(line []byte) (GPU, bool) {
 	if notAvailable(uuid) {
 		uuid = ""
 	}
-	if len(uuid) > MaxGPUUUIDBytes || !printableASCII(uuid) {
+	if len(uuid) > MaxGPUUUIDBytes || !grammar.PrintableASCII(uuid) {
 		return GPU{}, false
 	}
 	total, ok := parseMiB(fields[n-2])

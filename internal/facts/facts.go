@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/nodeld/nodeld/internal/grammar"
 )
 
 // Facts is what a node says about itself. It carries no trust: tiers are
@@ -29,8 +31,8 @@ type Facts struct {
 	MemFreeBytes uint64 `json:"mem_free_bytes"`
 	// GPUs are the GPUs nvidia-smi reported, sorted by index.
 	GPUs []GPU `json:"gpus,omitempty"`
-	// Runtimes are the runtime kinds this node can start, sorted; always
-	// includes RuntimeProcess.
+	// Runtimes are the runtime kinds this node can start (grammar's
+	// runtime names), sorted; always includes grammar.RuntimeProcess.
 	Runtimes []string `json:"runtimes"`
 	// Labels are the operator's node.labels from config.
 	Labels map[string]string `json:"labels,omitempty"`
@@ -64,15 +66,6 @@ const (
 	ProbeNvidiaSMI = "nvidia-smi"
 )
 
-// Runtime kinds reported in Facts.Runtimes.
-const (
-	RuntimeLlamaCPP = "llama.cpp"
-	RuntimeOllama   = "ollama"
-	RuntimeMLXLM    = "mlx-lm"
-	// RuntimeProcess is a plain supervised process; always available.
-	RuntimeProcess = "process"
-)
-
 // ErrInvalidFacts is wrapped by every structural validation error.
 var ErrInvalidFacts = errors.New("invalid facts")
 
@@ -84,7 +77,7 @@ func (f *Facts) Validate() error {
 	add := func(format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrInvalidFacts}, args...)...))
 	}
-	if f.NodeID == "" || len(f.NodeID) > MaxShortStringBytes || !printableASCII(f.NodeID) {
+	if f.NodeID == "" || len(f.NodeID) > MaxShortStringBytes || !grammar.PrintableASCII(f.NodeID) {
 		add("node_id must be 1 to %d printable ASCII characters", MaxShortStringBytes)
 	}
 	for _, s := range []struct{ name, v string }{
@@ -118,7 +111,7 @@ func (f *Facts) Validate() error {
 			if len(g.Name) > MaxGPUNameBytes || !utf8.ValidString(g.Name) {
 				add("gpus[%d]: name must be at most %d bytes of UTF-8", i, MaxGPUNameBytes)
 			}
-			if len(g.UUID) > MaxGPUUUIDBytes || !printableASCII(g.UUID) {
+			if len(g.UUID) > MaxGPUUUIDBytes || !grammar.PrintableASCII(g.UUID) {
 				add("gpus[%d]: uuid must be at most %d printable ASCII characters", i, MaxGPUUUIDBytes)
 			}
 			if g.VRAMTotalBytes > MaxVRAMMiB<<20 || g.VRAMFreeBytes > g.VRAMTotalBytes {
@@ -130,8 +123,9 @@ func (f *Facts) Validate() error {
 		add("%d runtimes, at most %d", len(f.Runtimes), MaxRuntimes)
 	} else {
 		for i, r := range f.Runtimes {
-			if !validToken(r, MaxShortStringBytes) {
-				add("runtimes[%d]: %q is not a name of a-z 0-9 . _ -", i, r)
+			// Any Name: a newer node may know a runtime this one does not.
+			if !grammar.ValidName(r) {
+				add("runtimes[%d]: %q is not %s", i, r, grammar.NameSyntax)
 			}
 		}
 	}
@@ -152,8 +146,8 @@ func (f *Facts) Validate() error {
 }
 
 // ValidateLabels checks operator labels: at most MaxLabels; keys of 1 to
-// MaxLabelKeyBytes of a-z 0-9 . _ -; values of at most MaxLabelValueBytes
-// printable ASCII; and no key that would assert trust (IsTrustLabel).
+// grammar Names; values of at most grammar.MaxLabelValueLen printable
+// ASCII; and no key that would assert trust (IsTrustLabel).
 func ValidateLabels(labels map[string]string) error {
 	if len(labels) > MaxLabels {
 		return fmt.Errorf("%w: %d labels, at most %d", ErrInvalidFacts, len(labels), MaxLabels)
@@ -166,13 +160,13 @@ func ValidateLabels(labels map[string]string) error {
 	var errs []error
 	for _, k := range keys {
 		switch {
-		case !validToken(k, MaxLabelKeyBytes):
-			errs = append(errs, fmt.Errorf("%w: label key %q is not 1 to %d of a-z 0-9 . _ -", ErrInvalidFacts, k, MaxLabelKeyBytes))
+		case !grammar.ValidName(k):
+			errs = append(errs, fmt.Errorf("%w: label key %q is not %s", ErrInvalidFacts, k, grammar.NameSyntax))
 		case IsTrustLabel(k):
 			errs = append(errs, fmt.Errorf("%w: label %q would assert trust; tiers come only from the operator", ErrInvalidFacts, k))
 		}
-		if v := labels[k]; len(v) > MaxLabelValueBytes || !printableASCII(v) {
-			errs = append(errs, fmt.Errorf("%w: label %q value must be at most %d printable ASCII characters", ErrInvalidFacts, k, MaxLabelValueBytes))
+		if !grammar.ValidLabelValue(labels[k]) {
+			errs = append(errs, fmt.Errorf("%w: label %q value must be at most %d printable ASCII characters", ErrInvalidFacts, k, grammar.MaxLabelValueLen))
 		}
 	}
 	return errors.Join(errs...)
@@ -188,30 +182,6 @@ func IsTrustLabel(k string) bool {
 		}
 	}
 	return false
-}
-
-// validToken reports whether s is 1 to max bytes of a-z 0-9 . _ - and not
-// "." or "..".
-func validToken(s string, max int) bool {
-	if len(s) == 0 || len(s) > max || s == "." || s == ".." {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		b := s[i]
-		if !(b >= 'a' && b <= 'z' || b >= '0' && b <= '9' || b == '.' || b == '_' || b == '-') {
-			return false
-		}
-	}
-	return true
-}
-
-func printableASCII(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x20 || s[i] > 0x7e {
-			return false
-		}
-	}
-	return true
 }
 
 // truncateUTF8 cuts s to at most max bytes without splitting a rune, and

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/nodeld/nodeld/internal/grammar"
 )
 
 func TestValidate(t *testing.T) {
@@ -12,7 +14,7 @@ func TestValidate(t *testing.T) {
 			NodeID: "n-0123456789abcdef", OS: "linux", Arch: "amd64", CPUs: 4,
 			MemTotalBytes: 1 << 30, MemFreeBytes: 1 << 29,
 			GPUs:     []GPU{{Index: 0, Name: "X", UUID: "GPU-1", VRAMTotalBytes: 1 << 30, VRAMFreeBytes: 1 << 20}},
-			Runtimes: []string{RuntimeProcess},
+			Runtimes: []string{grammar.RuntimeProcess},
 			Labels:   map[string]string{"rack": "a"},
 			Notes:    []Note{{Probe: ProbeKernel, Message: "missing"}},
 		}

@@ -55,13 +55,6 @@ const (
 	// MaxLabels bounds the labels in facts.
 	MaxLabels = 64
 
-	// MaxLabelKeyBytes bounds a label key (as config's MaxNameLen).
-	MaxLabelKeyBytes = 64
-
-	// MaxLabelValueBytes bounds a label value (as config's
-	// MaxLabelValueLen).
-	MaxLabelValueBytes = 128
-
 	// MaxNotes bounds the probe notes in facts; further notes are
 	// dropped.
 	MaxNotes = 16
@@ -90,9 +83,6 @@ const (
 	// MaxFutureSkew is how far in the future issued_at may be before
 	// Verify refuses the facts.
 	MaxFutureSkew = 60 * time.Second
-
-	// maxSeqFileBytes bounds the facts.seq file read.
-	maxSeqFileBytes = 64
 
 	// seqReserveBlock is how many seq values one durable write reserves.
 	// A crash skips at most this many values, never reuses one.

@@ -13,6 +13,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/nodeld/nodeld/internal/grammar"
 )
 
 // ProbeDeps are the machine as Probe sees it. Tests replace any of them.
@@ -113,9 +115,9 @@ func runNvidiaSMI(ctx context.Context, path string) ([]byte, error) {
 // runtimeBinaries maps a runtime kind to the executable that reveals it.
 func runtimeBinaries() []struct{ kind, binary string } {
 	return []struct{ kind, binary string }{
-		{RuntimeLlamaCPP, "llama-server"},
-		{RuntimeOllama, "ollama"},
-		{RuntimeMLXLM, "mlx_lm.server"},
+		{grammar.RuntimeLlamaCpp, "llama-server"},
+		{grammar.RuntimeOllama, "ollama"},
+		{grammar.RuntimeMLXLM, "mlx_lm.server"},
 	}
 }
 
@@ -148,7 +150,7 @@ func Probe(ctx context.Context, deps ProbeDeps, labels map[string]string) (Facts
 		OS:       truncateUTF8(deps.GOOS, MaxShortStringBytes),
 		Arch:     truncateUTF8(deps.GOARCH, MaxShortStringBytes),
 		CPUs:     min(max(deps.NumCPU(), 0), MaxCPUs),
-		Runtimes: []string{RuntimeProcess},
+		Runtimes: []string{grammar.RuntimeProcess},
 	}
 	if len(labels) > 0 {
 		f.Labels = maps.Clone(labels)

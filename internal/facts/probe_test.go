@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/nodeld/nodeld/internal/grammar"
 )
 
 // fakeMachine is a machine for Probe: files, executables on PATH and the
@@ -78,7 +80,7 @@ func TestProbe(t *testing.T) {
 		CPUs:          16,
 		MemTotalBytes: 24684092 * 1024,
 		MemFreeBytes:  24254004 * 1024,
-		Runtimes:      []string{RuntimeProcess},
+		Runtimes:      []string{grammar.RuntimeProcess},
 	}
 	tests := []struct {
 		name   string
@@ -101,13 +103,13 @@ func TestProbe(t *testing.T) {
 				m.onPath["vllm"] = true
 			},
 			want: func(f *Facts) {
-				f.Runtimes = []string{RuntimeLlamaCPP, RuntimeMLXLM, RuntimeOllama, RuntimeProcess}
+				f.Runtimes = []string{grammar.RuntimeLlamaCpp, grammar.RuntimeMLXLM, grammar.RuntimeOllama, grammar.RuntimeProcess}
 			},
 		},
 		{
 			name:  "one runtime",
 			setup: func(m *fakeMachine) { m.onPath["ollama"] = true },
-			want:  func(f *Facts) { f.Runtimes = []string{RuntimeOllama, RuntimeProcess} },
+			want:  func(f *Facts) { f.Runtimes = []string{grammar.RuntimeOllama, grammar.RuntimeProcess} },
 		},
 		{
 			name: "gpus from nvidia-smi",
@@ -172,7 +174,7 @@ func TestProbe(t *testing.T) {
 				t.Fatalf("Probe: %v", err)
 			}
 			want := base
-			want.Runtimes = []string{RuntimeProcess}
+			want.Runtimes = []string{grammar.RuntimeProcess}
 			tt.want(&want)
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("Probe (-want +got):\n%s", diff)
@@ -197,7 +199,7 @@ func TestProbeNonLinuxReadsNoProc(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Facts{Hostname: "gpu-1", OS: "darwin", Arch: "arm64", CPUs: 16, Runtimes: []string{RuntimeProcess}}
+	want := Facts{Hostname: "gpu-1", OS: "darwin", Arch: "arm64", CPUs: 16, Runtimes: []string{grammar.RuntimeProcess}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Probe (-want +got):\n%s", diff)
 	}
@@ -252,7 +254,7 @@ func TestProbeRefuses(t *testing.T) {
 		{name: "trust label", labels: map[string]string{"trust.level": "high"}},
 		{name: "bad label key", labels: map[string]string{"Rack": "a"}},
 		{name: "bad label value", labels: map[string]string{"rack": "a\n"}},
-		{name: "long label value", labels: map[string]string{"rack": strings.Repeat("a", MaxLabelValueBytes+1)}},
+		{name: "long label value", labels: map[string]string{"rack": strings.Repeat("a", grammar.MaxLabelValueLen+1)}},
 		{name: "missing dep", deps: func(d *ProbeDeps) { d.LookPath = nil }},
 	}
 	for _, tt := range tests {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/nodeld/nodeld/internal/grammar"
 	"github.com/nodeld/nodeld/internal/identity"
 )
 
@@ -380,7 +381,7 @@ func TestFactsCarryNoTrust(t *testing.T) {
 // reaches the payload decoder behind the signature check.
 func FuzzVerify(f *testing.F) {
 	key := testKey(1)
-	good, err := Sign(key, Facts{OS: "linux", Arch: "amd64", CPUs: 1, Runtimes: []string{RuntimeProcess}}, 1, t0, DefaultTTL)
+	good, err := Sign(key, Facts{OS: "linux", Arch: "amd64", CPUs: 1, Runtimes: []string{grammar.RuntimeProcess}}, 1, t0, DefaultTTL)
 	if err != nil {
 		f.Fatal(err)
 	}

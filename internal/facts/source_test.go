@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/nodeld/nodeld/internal/grammar"
 )
 
 // fakeClock is a settable clock.
@@ -181,7 +183,7 @@ func TestSourceFactsIsACopy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again.Labels["rack"] != "a" || again.Runtimes[0] != RuntimeProcess {
+	if again.Labels["rack"] != "a" || again.Runtimes[0] != grammar.RuntimeProcess {
 		t.Errorf("a caller's change leaked into the cache: %+v", again)
 	}
 }

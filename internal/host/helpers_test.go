@@ -21,6 +21,7 @@ import (
 
 	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/facts"
+	"github.com/nodeld/nodeld/internal/grammar"
 	"github.com/nodeld/nodeld/internal/mesh"
 	"github.com/nodeld/nodeld/internal/mesh/meshtest"
 	"github.com/nodeld/nodeld/internal/pkg"
@@ -132,7 +133,7 @@ func buildCrash(t testing.TB, key ed25519.PrivateKey) testPackage {
 		t.Fatal(err)
 	}
 	m := pkg.Manifest{ID: "crasher", Version: "1.0.0", Kind: pkg.KindService,
-		Runtime:  pkg.Runtime{Type: pkg.RuntimeProcess, Command: "crash.sh"},
+		Runtime:  pkg.Runtime{Type: grammar.RuntimeProcess, Command: "crash.sh"},
 		Variants: []pkg.Variant{{Name: "default"}}}
 	return signPackage(t, dir, m, key)
 }

@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/nodeld/nodeld/internal/atomicfile"
 	"github.com/nodeld/nodeld/internal/identity"
 	"github.com/nodeld/nodeld/internal/mesh"
 	"github.com/nodeld/nodeld/internal/pkg"
@@ -187,42 +188,7 @@ func (h *Host) writeNoticeLogLocked() error {
 		buf.WriteString(base64.StdEncoding.EncodeToString(e.raw))
 		buf.WriteByte('\n')
 	}
-	return writeFileAtomic(h.noticesPath(), buf.Bytes(), 0o600)
-}
-
-func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write %q: %w", path, err)
-	}
-	name := tmp.Name()
-	err = tmp.Chmod(perm)
-	if err == nil {
-		_, err = tmp.Write(data)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(name, path)
-	}
-	if err != nil {
-		_ = os.Remove(name)
-		return fmt.Errorf("write %q: %w", path, err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync %q: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync %q: %w", dir, err)
-	}
-	return nil
+	return atomicfile.WriteFile(h.noticesPath(), buf.Bytes(), 0o600)
 }
 
 // applyNotice verifies raw and applies it. applied is false, with a nil

@@ -8,11 +8,11 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/nodeld/nodeld/internal/atomicfile"
 	"github.com/nodeld/nodeld/internal/identity"
 )
 
@@ -91,42 +91,5 @@ func writeKnownPeers(path string, pins map[string]knownPeer) error {
 		return fmt.Errorf("encode known peers: %w", err)
 	}
 	data = append(data, '\n')
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, KnownPeersFile+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("create known peers temp file: %w", err)
-	}
-	tmpName := tmp.Name()
-	ok := false
-	defer func() {
-		if !ok {
-			_ = tmp.Close()
-			_ = os.Remove(tmpName)
-		}
-	}()
-	if err := tmp.Chmod(0o600); err != nil {
-		return fmt.Errorf("chmod known peers temp file: %w", err)
-	}
-	if _, err := tmp.Write(data); err != nil {
-		return fmt.Errorf("write known peers temp file: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fmt.Errorf("sync known peers temp file: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("close known peers temp file: %w", err)
-	}
-	if err := os.Rename(tmpName, path); err != nil {
-		return fmt.Errorf("rename known peers: %w", err)
-	}
-	ok = true
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("open data dir for sync: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync data dir: %w", err)
-	}
-	return nil
+	return atomicfile.WriteFile(path, data, 0o600)
 }

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/nodeld/nodeld/internal/atomicfile"
 )
 
 // UpdateFiles sets m.Files from the regular files under dir (every file
@@ -33,7 +35,7 @@ func UpdateFiles(dir string, m *Manifest) error {
 			return nil
 		}
 		if rel == ManifestFile || rel == SignatureFile ||
-			strings.HasPrefix(rel, "."+ManifestFile+".tmp-") || strings.HasPrefix(rel, "."+SignatureFile+".tmp-") {
+			strings.HasPrefix(rel, atomicfile.TempPrefix(ManifestFile)) || strings.HasPrefix(rel, atomicfile.TempPrefix(SignatureFile)) {
 			return nil
 		}
 		if !d.Type().IsRegular() {
@@ -103,7 +105,7 @@ func Build(dir string, m Manifest) ([]byte, error) {
 	if len(data) > MaxManifestBytes {
 		return nil, fmt.Errorf("build manifest for %q: %d bytes, limit %d", dir, len(data), MaxManifestBytes)
 	}
-	if err := writeFileAtomic(filepath.Join(dir, ManifestFile), data, 0o644); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(dir, ManifestFile), data, 0o644); err != nil {
 		return nil, fmt.Errorf("build manifest for %q: %w", dir, err)
 	}
 	return data, nil

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/nodeld/nodeld/internal/grammar"
 )
 
 // testKey makes a fresh ed25519 key.
@@ -29,7 +31,7 @@ func testManifest() Manifest {
 		Kind:    KindInference,
 		Role:    "chat",
 		Runtime: Runtime{
-			Type:    RuntimeProcess,
+			Type:    grammar.RuntimeProcess,
 			Command: "bin/serve",
 			Args:    []string{"--port", "{port}"},
 			Env:     map[string]string{"MODE": "test"},

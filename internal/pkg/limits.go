@@ -12,9 +12,6 @@ const (
 	// MaxSignatures bounds the signatures in manifest.sig.
 	MaxSignatures = 16
 
-	// MaxTokenLen bounds ids, versions, role, variant, arch, os and
-	// runtime names.
-	MaxTokenLen = 64
 	// MaxFiles bounds the files a package lists.
 	MaxFiles = 1024
 	// MaxFileSize bounds one listed file (a large GGUF model fits).
@@ -32,16 +29,13 @@ const (
 	// MaxArgs bounds runtime.args and MaxArgLen each argument.
 	MaxArgs   = 128
 	MaxArgLen = 4096
-	// MaxEnv bounds runtime.env; MaxEnvKeyLen and MaxEnvValueLen its
-	// entries.
+	// MaxEnv bounds runtime.env and MaxEnvValueLen its values (names:
+	// grammar.MaxEnvNameLen).
 	MaxEnv         = 64
-	MaxEnvKeyLen   = 128
 	MaxEnvValueLen = 4096
 	// MaxCommandLen bounds runtime.command, runtime.model and
 	// runtime.model_file.
 	MaxCommandLen = 1024
-	// MaxHealthPathLen bounds runtime.health.path.
-	MaxHealthPathLen = 256
 
 	// MaxRevocationsFileBytes bounds revocations.json.
 	MaxRevocationsFileBytes = 8 << 20

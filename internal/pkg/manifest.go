@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/nodeld/nodeld/internal/grammar"
 )
 
 // File names inside a package directory.
@@ -28,24 +30,15 @@ const (
 	KindService   = "service"
 )
 
-// Runtime types.
-const (
-	RuntimeProcess  = "process"
-	RuntimeLlamaCpp = "llama.cpp"
-	RuntimeOllama   = "ollama"
-	RuntimeMLXLM    = "mlx-lm"
-)
-
 // Manifest is the decoded manifest.json of a package. It is only ever
 // decoded from the exact bytes that were signed; it is never re-marshalled
 // to be verified.
 type Manifest struct {
 	// Schema is SchemaVersion.
 	Schema int `json:"schema"`
-	// ID names the package: 1 to MaxTokenLen of a-z 0-9 . _ -.
+	// ID names the package: a grammar.ValidName.
 	ID string `json:"id"`
-	// Version is a semver-like token: 1 to MaxTokenLen of A-Z a-z 0-9 . _ + -,
-	// starting with a letter or digit.
+	// Version is a semver-like token: a grammar.ValidVersion.
 	Version string `json:"version"`
 	// Kind is KindInference or KindService.
 	Kind string `json:"kind"`
@@ -63,8 +56,8 @@ type Manifest struct {
 
 // Runtime says how a package is run.
 type Runtime struct {
-	// Type is RuntimeProcess, RuntimeLlamaCpp, RuntimeOllama or
-	// RuntimeMLXLM.
+	// Type is a runtime a package may be run with
+	// (grammar.RunnableRuntimes): process, llama.cpp, ollama or mlx-lm.
 	Type string `json:"type"`
 	// Command is the program: a listed file (relative path) or an absolute
 	// path on the host. Required for process; optional for llama.cpp and
@@ -202,16 +195,16 @@ func (m *Manifest) Validate() error {
 	if m.Schema != SchemaVersion {
 		add("schema: %d is not supported, want %d", m.Schema, SchemaVersion)
 	}
-	if !validToken(m.ID) {
-		add("id: %q is not 1 to %d of a-z 0-9 . _ -", clip(m.ID), MaxTokenLen)
+	if !grammar.ValidName(m.ID) {
+		add("id: %q is not %s", clip(m.ID), grammar.NameSyntax)
 	}
-	if !validVersion(m.Version) {
-		add("version: %q is not 1 to %d of A-Z a-z 0-9 . _ + - starting with a letter or digit", clip(m.Version), MaxTokenLen)
+	if !grammar.ValidVersion(m.Version) {
+		add("version: %q is not %s", clip(m.Version), grammar.VersionSyntax)
 	}
 	switch m.Kind {
 	case KindInference:
-		if !validToken(m.Role) {
-			add("role: %q is not a role name (1 to %d of a-z 0-9 . _ -); an inference package needs one", clip(m.Role), MaxTokenLen)
+		if !grammar.ValidName(m.Role) {
+			add("role: %q is not a role name (%s); an inference package needs one", clip(m.Role), grammar.NameSyntax)
 		}
 	case KindService:
 		if m.Role != "" {
@@ -272,8 +265,8 @@ func (m *Manifest) Validate() error {
 		names := map[string]bool{}
 		for i, v := range m.Variants {
 			base := "variants[" + strconv.Itoa(i) + "]"
-			if !validToken(v.Name) {
-				add("%s.name: %q is not 1 to %d of a-z 0-9 . _ -", base, clip(v.Name), MaxTokenLen)
+			if !grammar.ValidName(v.Name) {
+				add("%s.name: %q is not %s", base, clip(v.Name), grammar.NameSyntax)
 			} else if names[v.Name] {
 				add("%s.name: duplicate %q", base, v.Name)
 			}
@@ -307,7 +300,7 @@ func (r *Runtime) validate(files map[string]File, add func(string, ...any)) {
 			if required {
 				add("runtime.command: required for runtime %q", r.Type)
 			}
-		case len(r.Command) > MaxCommandLen || !printable(r.Command):
+		case len(r.Command) > MaxCommandLen || !grammar.PrintableASCII(r.Command):
 			add("runtime.command: longer than %d or not printable", MaxCommandLen)
 		case strings.HasPrefix(r.Command, "/"):
 			if path.Clean(r.Command) != r.Command {
@@ -318,19 +311,19 @@ func (r *Runtime) validate(files map[string]File, add func(string, ...any)) {
 		}
 	}
 	switch r.Type {
-	case RuntimeProcess:
+	case grammar.RuntimeProcess:
 		command(true)
 		if r.ModelFile != "" {
 			listed("model_file", r.ModelFile, false)
 		}
-	case RuntimeLlamaCpp:
+	case grammar.RuntimeLlamaCpp:
 		command(false)
 		if r.ModelFile == "" {
 			add("runtime.model_file: required for runtime %q", r.Type)
 		} else {
 			listed("model_file", r.ModelFile, false)
 		}
-	case RuntimeOllama:
+	case grammar.RuntimeOllama:
 		if r.Command != "" {
 			add("runtime.command: not allowed for runtime %q (the node's ollama serves it)", r.Type)
 		}
@@ -340,7 +333,7 @@ func (r *Runtime) validate(files map[string]File, add func(string, ...any)) {
 		if r.Model == "" {
 			add("runtime.model: required for runtime %q", r.Type)
 		}
-	case RuntimeMLXLM:
+	case grammar.RuntimeMLXLM:
 		command(false)
 		if r.ModelFile != "" {
 			listed("model_file", r.ModelFile, false)
@@ -348,9 +341,9 @@ func (r *Runtime) validate(files map[string]File, add func(string, ...any)) {
 			add("runtime.model: runtime %q needs model or model_file", r.Type)
 		}
 	default:
-		add("runtime.type: %q is not one of %s, %s, %s, %s", clip(r.Type), RuntimeProcess, RuntimeLlamaCpp, RuntimeOllama, RuntimeMLXLM)
+		add("runtime.type: %q is not one of %s", clip(r.Type), strings.Join(grammar.RunnableRuntimes(), ", "))
 	}
-	if len(r.Model) > MaxCommandLen || !printable(r.Model) {
+	if len(r.Model) > MaxCommandLen || !grammar.PrintableASCII(r.Model) {
 		add("runtime.model: longer than %d or not printable", MaxCommandLen)
 	}
 	if len(r.Args) > MaxArgs {
@@ -367,8 +360,8 @@ func (r *Runtime) validate(files map[string]File, add func(string, ...any)) {
 	} else {
 		for _, k := range slices.Sorted(maps.Keys(r.Env)) {
 			v := r.Env[k]
-			if !validEnvKey(k) {
-				add("runtime.env: %q is not a variable name ([A-Za-z_][A-Za-z0-9_]*, at most %d)", clip(k), MaxEnvKeyLen)
+			if !grammar.ValidEnvName(k) {
+				add("runtime.env: %q is not a variable name ([A-Za-z_][A-Za-z0-9_]*, at most %d)", clip(k), grammar.MaxEnvNameLen)
 			}
 			if len(v) > MaxEnvValueLen || !utf8.ValidString(v) || strings.ContainsRune(v, 0) {
 				add("runtime.env[%q]: value longer than %d, not UTF-8 or holds NUL", clip(k), MaxEnvValueLen)
@@ -377,8 +370,8 @@ func (r *Runtime) validate(files map[string]File, add func(string, ...any)) {
 	}
 	if r.Health != nil {
 		p := r.Health.Path
-		if len(p) > MaxHealthPathLen || !strings.HasPrefix(p, "/") || !printable(p) || strings.ContainsAny(p, " ?#") {
-			add("runtime.health.path: %q is not an absolute URL path of at most %d printable characters", clip(p), MaxHealthPathLen)
+		if !grammar.ValidHealthPath(p) {
+			add("runtime.health.path: %q is not an absolute URL path of at most %d printable characters without space, ? or #", clip(p), grammar.MaxHealthPathLen)
 		}
 	}
 }
@@ -390,8 +383,8 @@ func checkList(field string, list []string, add func(string, ...any)) {
 	}
 	seen := map[string]bool{}
 	for _, s := range list {
-		if !validToken(s) {
-			add("%s: %q is not 1 to %d of a-z 0-9 . _ -", field, clip(s), MaxTokenLen)
+		if !grammar.ValidName(s) {
+			add("%s: %q is not %s", field, clip(s), grammar.NameSyntax)
 		} else if seen[s] {
 			add("%s: duplicate %q", field, s)
 		}
@@ -439,51 +432,6 @@ func validFilePath(p string) error {
 	return nil
 }
 
-// validToken reports whether s is 1 to MaxTokenLen of a-z 0-9 . _ - and
-// not "." or "..", the rule config uses for role names.
-func validToken(s string) bool {
-	if len(s) == 0 || len(s) > MaxTokenLen || s == "." || s == ".." {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		b := s[i]
-		if !(b >= 'a' && b <= 'z' || b >= '0' && b <= '9' || b == '.' || b == '_' || b == '-') {
-			return false
-		}
-	}
-	return true
-}
-
-func validVersion(s string) bool {
-	if len(s) == 0 || len(s) > MaxTokenLen || !isAlnum(s[0]) {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		b := s[i]
-		if !(isAlnum(b) || b == '.' || b == '_' || b == '+' || b == '-') {
-			return false
-		}
-	}
-	return true
-}
-
-func isAlnum(b byte) bool {
-	return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9'
-}
-
-func validEnvKey(k string) bool {
-	if len(k) == 0 || len(k) > MaxEnvKeyLen || k[0] >= '0' && k[0] <= '9' {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		b := k[i]
-		if !(isAlnum(b) || b == '_') {
-			return false
-		}
-	}
-	return true
-}
-
 // validSHA256 reports whether s is 64 lower-case hex characters.
 func validSHA256(s string) bool { return validHex(s, sha256.Size) }
 
@@ -494,16 +442,6 @@ func validHex(s string, n int) bool {
 	for i := 0; i < len(s); i++ {
 		b := s[i]
 		if !(b >= '0' && b <= '9' || b >= 'a' && b <= 'f') {
-			return false
-		}
-	}
-	return true
-}
-
-// printable reports whether s is printable ASCII.
-func printable(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x20 || s[i] > 0x7e {
 			return false
 		}
 	}

@@ -14,6 +14,9 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/nodeld/nodeld/internal/atomicfile"
+	"github.com/nodeld/nodeld/internal/grammar"
 )
 
 // RevocationsFile is the revocation list's file name in the data dir.
@@ -61,7 +64,7 @@ func (s Subject) String() string { return s.Kind + " '" + s.Value + "'" }
 func (s Subject) Validate() error {
 	switch s.Kind {
 	case SubjectPackage:
-		if !validToken(s.Value) {
+		if !grammar.ValidName(s.Value) {
 			return fmt.Errorf("revocation: %q is not a package id", clip(s.Value))
 		}
 	case SubjectSigner:
@@ -245,7 +248,7 @@ func (r *Revocations) mutate(keepOnWriteError bool, fn func(*revState) (bool, er
 	next.gen++
 	data, err := encodeRevocations(next)
 	if err == nil {
-		err = writeFileAtomic(r.path, data, 0o600)
+		err = atomicfile.WriteFile(r.path, data, 0o600)
 	}
 	if err != nil && !keepOnWriteError {
 		return false, fmt.Errorf("persist revocations: %w", err)

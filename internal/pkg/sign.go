@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/nodeld/nodeld/internal/atomicfile"
 	"github.com/nodeld/nodeld/internal/identity"
 )
 
@@ -248,7 +249,7 @@ func Sign(dir string, key ed25519.PrivateKey) error {
 		return fmt.Errorf("sign package %q: %w", dir, err)
 	}
 	data = append(data, '\n')
-	if err := writeFileAtomic(sigPath, data, 0o644); err != nil {
+	if err := atomicfile.WriteFile(sigPath, data, 0o644); err != nil {
 		return fmt.Errorf("sign package %q: %w", dir, err)
 	}
 	return nil

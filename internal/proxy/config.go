@@ -3,10 +3,9 @@ package proxy
 import (
 	"errors"
 	"fmt"
-	"net"
-	"net/netip"
-	"strconv"
 	"time"
+
+	"github.com/nodeld/nodeld/internal/grammar"
 )
 
 // RoleConfig is one role's loopback listener.
@@ -88,15 +87,15 @@ func (cfg Config) Validate() error {
 	names := make(map[string]bool, len(cfg.Roles))
 	addrs := make(map[string]string, len(cfg.Roles))
 	for i, rc := range cfg.Roles {
-		if err := validateRoleName(rc.Name); err != nil {
-			errs = append(errs, fmt.Errorf("roles[%d]: %w", i, err))
+		if !grammar.ValidName(rc.Name) {
+			errs = append(errs, fmt.Errorf("roles[%d]: role name %q is not %s", i, rc.Name, grammar.NameSyntax))
 		} else if names[rc.Name] {
 			errs = append(errs, fmt.Errorf("roles[%d]: duplicate role %q", i, rc.Name))
 		}
 		names[rc.Name] = true
-		ap, err := parseListen(rc.Listen)
+		ap, err := grammar.ParseLoopbackAddrPort(rc.Listen)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("roles[%d] (%s): %w", i, rc.Name, err))
+			errs = append(errs, fmt.Errorf("roles[%d] (%s): listen %q: %w", i, rc.Name, rc.Listen, err))
 		} else if ap.Port() != 0 {
 			if other, ok := addrs[ap.String()]; ok {
 				errs = append(errs, fmt.Errorf("roles[%d] (%s): listen %s already used by role %q", i, rc.Name, rc.Listen, other))
@@ -127,44 +126,4 @@ func (cfg Config) Validate() error {
 	checkDur("header timeout", cfg.HeaderTimeout)
 	checkDur("drain timeout", cfg.DrainTimeout)
 	return errors.Join(errs...)
-}
-
-// validateRoleName accepts 1..MaxRoleNameBytes of [A-Za-z0-9._-].
-func validateRoleName(name string) error {
-	if name == "" {
-		return errors.New("empty role name")
-	}
-	if len(name) > MaxRoleNameBytes {
-		return fmt.Errorf("role name longer than %d bytes", MaxRoleNameBytes)
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.'
-		if !ok {
-			return fmt.Errorf("role name %q: only letters, digits, '.', '_' and '-'", name)
-		}
-	}
-	return nil
-}
-
-// parseListen accepts a loopback IP literal with a port ("127.0.0.1:8090",
-// "[::1]:0"). Host names, including "localhost", are refused so that what
-// is bound is exactly what was written.
-func parseListen(s string) (netip.AddrPort, error) {
-	host, port, err := net.SplitHostPort(s)
-	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("listen %q: %w", s, err)
-	}
-	ip, err := netip.ParseAddr(host)
-	if err != nil || ip.Zone() != "" {
-		return netip.AddrPort{}, fmt.Errorf("listen %q: host must be a loopback IP literal", s)
-	}
-	if !ip.Unmap().IsLoopback() {
-		return netip.AddrPort{}, fmt.Errorf("listen %q: not a loopback address", s)
-	}
-	n, err := strconv.ParseUint(port, 10, 16)
-	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("listen %q: bad port", s)
-	}
-	return netip.AddrPortFrom(ip.Unmap(), uint16(n)), nil
 }

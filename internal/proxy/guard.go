@@ -2,10 +2,11 @@ package proxy
 
 import (
 	"net/http"
-	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/nodeld/nodeld/internal/grammar"
 )
 
 // routeClass says how a request path may be forwarded.
@@ -116,7 +117,7 @@ func classifyPath(requestURI string) (routeClass, *Error) {
 // checkAuthority is the DNS-rebinding and cross-origin guard: Host must be
 // a loopback host and a present Origin must be http://<loopback host>.
 func checkAuthority(r *http.Request) *Error {
-	if !isLoopbackHost(r.Host) {
+	if !grammar.IsLoopbackAuthority(r.Host) {
 		return &Error{Status: http.StatusForbidden, Type: TypePermission, Code: CodeForbiddenHost,
 			Message: "forbidden: Host is not loopback"}
 	}
@@ -124,62 +125,9 @@ func checkAuthority(r *http.Request) *Error {
 	if !present {
 		return nil
 	}
-	if len(origins) != 1 || !isLoopbackOrigin(origins[0]) {
+	if len(origins) != 1 || !grammar.IsLoopbackOrigin(origins[0]) {
 		return &Error{Status: http.StatusForbidden, Type: TypePermission, Code: CodeForbiddenOrigin,
 			Message: "forbidden: cross-origin request"}
 	}
 	return nil
-}
-
-// isLoopbackOrigin accepts exactly "http://" followed by a loopback host.
-func isLoopbackOrigin(origin string) bool {
-	rest, ok := strings.CutPrefix(origin, "http://")
-	return ok && isLoopbackHost(rest)
-}
-
-// isLoopbackHost accepts "localhost" (any case), an IPv4 loopback literal or
-// a bracketed IPv6 loopback literal, each with an optional port of 1 to 5
-// digits. Everything else, including names under localhost
-// ("localhost.evil.example") and unbracketed IPv6, is refused.
-func isLoopbackHost(hostport string) bool {
-	host, port := hostport, ""
-	if strings.HasPrefix(hostport, "[") {
-		end := strings.IndexByte(hostport, ']')
-		if end < 0 {
-			return false
-		}
-		host, port = hostport[1:end], hostport[end+1:]
-		if port != "" {
-			p, ok := strings.CutPrefix(port, ":")
-			if !ok || !isPort(p) {
-				return false
-			}
-		}
-		ip, err := netip.ParseAddr(host)
-		return err == nil && ip.Is6() && ip.Zone() == "" && ip.IsLoopback()
-	}
-	if i := strings.IndexByte(hostport, ':'); i >= 0 {
-		host, port = hostport[:i], hostport[i+1:]
-		if !isPort(port) {
-			return false
-		}
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.Is4() && ip.IsLoopback()
-}
-
-// isPort accepts 1 to 5 ASCII digits.
-func isPort(s string) bool {
-	if len(s) == 0 || len(s) > 5 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
 }

@@ -4,18 +4,18 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
-	"net/netip"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/nodeld/nodeld/internal/grammar"
 	"github.com/nodeld/nodeld/internal/table"
 )
 
@@ -133,8 +133,11 @@ func (p *Proxy) observe(role string, rm *routeMetrics, rec *recorder, start time
 // forwardLocal relays r to a local instance through the shared
 // ReverseProxy.
 func (p *Proxy) forwardLocal(rec *recorder, r *http.Request, role string, target table.Target, set *Config) {
-	upstream, err := parseLocalBase(target.Base)
+	// The destination of a forward never leaves the host, whatever the
+	// table holds.
+	ap, err := grammar.ParseLoopbackURL(target.Base)
 	if err != nil {
+		err = fmt.Errorf("local base %q: %w", target.Base, err)
 		p.log.Warn("local target refused", zap.String("role", role), zap.Error(err))
 		rec.Header().Set(RouteHeader, routeLocal)
 		writeError(rec, &Error{Status: http.StatusBadGateway, Type: TypeUpstream, Code: CodeBadTarget,
@@ -146,7 +149,7 @@ func (p *Proxy) forwardLocal(rec *recorder, r *http.Request, role string, target
 	wd := startWatchdog(set.StallTimeout, set.RequestTimeout, cancel)
 	defer wd.stop()
 	rec.wd = wd
-	ex := &exchange{role: role, upstream: upstream, client: r.Context(), wd: wd}
+	ex := &exchange{role: role, upstream: ap.String(), client: r.Context(), wd: wd}
 	out := r.WithContext(context.WithValue(ctx, exchangeKey{}, ex))
 	if r.ContentLength != 0 {
 		out.Body = &activityReader{r: http.MaxBytesReader(rec.ResponseWriter, r.Body, set.MaxBodyBytes), wd: wd}
@@ -293,24 +296,6 @@ func isDialError(err error) bool {
 		return true
 	}
 	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
-}
-
-// parseLocalBase accepts exactly "http://<loopback IP>:<port>" (IPv6 in
-// brackets, port not 0) and returns its "ip:port". The destination of a
-// forward therefore never leaves the host, whatever the table holds.
-func parseLocalBase(base string) (string, error) {
-	hostport, ok := strings.CutPrefix(base, "http://")
-	if !ok {
-		return "", errors.New("local base " + strconv.Quote(base) + " is not http://")
-	}
-	ap, err := netip.ParseAddrPort(hostport)
-	if err != nil {
-		return "", errors.New("local base " + strconv.Quote(base) + " is not an ip:port")
-	}
-	if !ap.Addr().Unmap().IsLoopback() || ap.Addr().Zone() != "" || ap.Port() == 0 {
-		return "", errors.New("local base " + strconv.Quote(base) + " is not a loopback address with a port")
-	}
-	return hostport, nil
 }
 
 // activityReader feeds the watchdog while a request body is uploaded.

@@ -33,8 +33,6 @@ const (
 	MaxHeaderBytes = 16 << 10
 	// MaxPathBytes bounds the request target (path and query).
 	MaxPathBytes = 2048
-	// MaxRoleNameBytes bounds a role name.
-	MaxRoleNameBytes = 64
 	// MaxRoles bounds the number of roles (and so listeners) in a config.
 	MaxRoles = 256
 

@@ -8,8 +8,8 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/nodeld/nodeld/internal/grammar"
 	"github.com/nodeld/nodeld/internal/mesh"
-	"github.com/nodeld/nodeld/internal/table"
 )
 
 // The KindInfer stream, after the kind byte, carries mesh frames
@@ -125,7 +125,7 @@ func decodeRequestHead(b []byte) (meshRequestHead, error) {
 	switch {
 	case h.V != MeshWireVersion:
 		return meshRequestHead{}, badRequest("request head version %d", h.V)
-	case !table.ValidRole(h.Role):
+	case !grammar.ValidName(h.Role):
 		return meshRequestHead{}, badRequest("bad role")
 	case h.Method != http.MethodGet && h.Method != http.MethodPost:
 		return meshRequestHead{}, badRequest("method not allowed")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/nodeld/nodeld/internal/grammar"
 	"github.com/nodeld/nodeld/internal/mesh"
 	"github.com/nodeld/nodeld/internal/table"
 )
@@ -251,7 +252,7 @@ func FuzzDecodeRequestHead(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if !meshPaths[h.Path] || !table.ValidRole(h.Role) || h.BodyBytes < 0 || (h.ContentType != "" && !validHeaderValue(h.ContentType)) {
+		if !meshPaths[h.Path] || !grammar.ValidName(h.Role) || h.BodyBytes < 0 || (h.ContentType != "" && !validHeaderValue(h.ContentType)) {
 			t.Fatalf("accepted %+v", h)
 		}
 	})

@@ -23,15 +23,9 @@ const (
 	// listed name that is longer (or not printable ASCII) is skipped.
 	maxModelNameBytes = 256
 
-	// maxRoleBytes caps a role token (the placement table's rule).
-	maxRoleBytes = 64
-
 	// maxAdoptedInstances caps inference.instances, which also bounds the
 	// label sets of the per-instance metrics.
 	maxAdoptedInstances = 64
-
-	// maxURLBytes caps a configured instance URL.
-	maxURLBytes = 256
 
 	// maxConcurrentProbes caps the probes in flight during one round.
 	maxConcurrentProbes = 8
@@ -69,9 +63,6 @@ const (
 
 	// maxSpecEnv caps the environment variables a Spec sets.
 	maxSpecEnv = 64
-
-	// maxEnvKeyBytes caps an environment variable name.
-	maxEnvKeyBytes = 128
 
 	// maxEnvValueBytes caps an environment variable value.
 	maxEnvValueBytes = 4096

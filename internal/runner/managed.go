@@ -16,12 +16,14 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/nodeld/nodeld/internal/grammar"
 )
 
 // KindProcess is any command from a package manifest, supervised as a
 // process (services, and the echo-llm test server). It is a managed-only
 // kind: adopted instances cannot name it.
-const KindProcess Kind = "process"
+const KindProcess Kind = grammar.RuntimeProcess
 
 // DefaultOllamaURL is the Ollama daemon a managed ollama instance drives
 // when its Spec names none.
@@ -236,7 +238,7 @@ func (m *Managed) resolve(spec Spec, lookPath func(string) (string, error)) erro
 		return errors.Join(errs...)
 	case KindProcess, KindLlamaCpp, KindMLXLM:
 	default:
-		bad("%w %q (want process, llama.cpp, ollama or mlx-lm)", ErrUnknownKind, spec.Kind)
+		bad("%w %q (want %s)", ErrUnknownKind, spec.Kind, strings.Join(grammar.RunnableRuntimes(), ", "))
 		return errors.Join(errs...)
 	}
 	if spec.URL != "" {
@@ -249,7 +251,7 @@ func (m *Managed) resolve(spec Spec, lookPath func(string) (string, error)) erro
 	if fi, err := os.Stat(spec.Dir); err != nil || !fi.IsDir() {
 		bad("dir %q is not a directory", spec.Dir)
 	}
-	if spec.HealthPath != "" && (spec.Kind != KindProcess || !validHealthPath(spec.HealthPath)) {
+	if spec.HealthPath != "" && (spec.Kind != KindProcess || !grammar.ValidHealthPath(spec.HealthPath)) {
 		bad("health path %q: only for process, and must be /path without query", spec.HealthPath)
 	}
 	if spec.ModelFile != "" {
@@ -392,20 +394,6 @@ func ownedFlag(args []string, owned ...string) string {
 	return ""
 }
 
-// validHealthPath accepts "/" followed by printable ASCII without space,
-// "?" or "#", at most maxURLBytes.
-func validHealthPath(p string) bool {
-	if len(p) == 0 || len(p) > maxURLBytes || p[0] != '/' {
-		return false
-	}
-	for i := 0; i < len(p); i++ {
-		if c := p[i]; c <= ' ' || c > '~' || c == '?' || c == '#' {
-			return false
-		}
-	}
-	return true
-}
-
 // buildEnv checks env and returns it as sorted "K=V" entries with PATH
 // defaulted. NODELD_PORT is added per run.
 func buildEnv(env map[string]string) ([]string, error) {
@@ -416,7 +404,7 @@ func buildEnv(env map[string]string) ([]string, error) {
 	out := make([]string, 0, len(env)+2)
 	for k, v := range env {
 		switch {
-		case !validEnvKey(k):
+		case !grammar.ValidEnvName(k):
 			errs = append(errs, fmt.Errorf("env: bad name %q", k))
 		case k == "NODELD_PORT":
 			errs = append(errs, errors.New("env: NODELD_PORT is set by nodeld"))
@@ -431,19 +419,6 @@ func buildEnv(env map[string]string) ([]string, error) {
 	}
 	slices.Sort(out)
 	return out, errors.Join(errs...)
-}
-
-// validEnvKey accepts [A-Za-z_][A-Za-z0-9_]*, at most maxEnvKeyBytes.
-func validEnvKey(k string) bool {
-	if len(k) == 0 || len(k) > maxEnvKeyBytes || ('0' <= k[0] && k[0] <= '9') {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		if c := k[i]; !isAlnum(c) && c != '_' {
-			return false
-		}
-	}
-	return true
 }
 
 // Kind returns the instance's runtime kind.

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/nodeld/nodeld/internal/grammar"
 )
 
 // tcpListenState is the st column of a LISTEN socket in /proc/net/tcp.
@@ -134,7 +136,7 @@ func nonLoopbackListeners(socks []procSocket, inodes map[uint64]bool) []netip.Ad
 		if s.State != tcpListenState || !inodes[s.Inode] {
 			continue
 		}
-		if s.Local.Addr().Unmap().IsLoopback() {
+		if grammar.IsLoopbackAddr(s.Local.Addr()) {
 			continue
 		}
 		out = append(out, s.Local)

@@ -11,6 +11,8 @@ import (
 	"net/netip"
 	"syscall"
 	"time"
+
+	"github.com/nodeld/nodeld/internal/grammar"
 )
 
 // Health is what a probe found.
@@ -62,7 +64,7 @@ func NewProbeClient(timeout time.Duration) *http.Client {
 		Timeout: timeout,
 		Control: func(_, address string, _ syscall.RawConn) error {
 			ap, err := netip.ParseAddrPort(address)
-			if err != nil || !ap.Addr().Unmap().IsLoopback() {
+			if err != nil || !grammar.IsLoopbackAddr(ap.Addr()) {
 				return fmt.Errorf("%w: dial %s refused", ErrNotLoopback, address)
 			}
 			return nil

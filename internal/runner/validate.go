@@ -3,11 +3,9 @@ package runner
 import (
 	"errors"
 	"fmt"
-	"net"
-	"net/netip"
-	"net/url"
-	"strconv"
 	"strings"
+
+	"github.com/nodeld/nodeld/internal/grammar"
 )
 
 // ErrNotLoopback reports an instance URL that is not http://<loopback>:<port>.
@@ -23,66 +21,25 @@ var ErrUnknownKind = errors.New("unknown runtime kind")
 
 // endpoint is a validated loopback instance address.
 type endpoint struct {
-	// base is "http://<ip>:<port>" with an IP literal, the only form the
-	// placement table accepts ("localhost" is mapped to 127.0.0.1).
+	// base is "http://<ip>:<port>" with an IP literal, the form the
+	// placement table stores ("localhost" is mapped to 127.0.0.1).
 	base string
 	// hostPort is "<ip>:<port>", used as the metrics instance label.
 	hostPort string
 }
 
-// parseLoopbackURL accepts http://<loopback ip or localhost>:<port> with an
-// optional trailing "/" and nothing else: no userinfo, path, query or
-// fragment, no zone, no port 0.
+// parseLoopbackURL applies grammar.ParseLoopbackURL: http://<loopback ip
+// or localhost>:<port>, an optional trailing "/" and nothing else.
 func parseLoopbackURL(raw string) (endpoint, error) {
-	if len(raw) > maxURLBytes {
-		return endpoint{}, fmt.Errorf("%w: longer than %d bytes", ErrNotLoopback, maxURLBytes)
-	}
-	u, err := url.Parse(raw)
+	ap, err := grammar.ParseLoopbackURL(raw)
 	if err != nil {
-		return endpoint{}, fmt.Errorf("%w: %q does not parse", ErrNotLoopback, raw)
-	}
-	if u.Scheme != "http" || u.Opaque != "" || u.User != nil || u.RawQuery != "" ||
-		u.ForceQuery || u.Fragment != "" || (u.Path != "" && u.Path != "/") {
-		return endpoint{}, fmt.Errorf("%w: %q must be http://<loopback ip>:<port>", ErrNotLoopback, raw)
-	}
-	host, portStr, err := net.SplitHostPort(u.Host)
-	if err != nil {
-		return endpoint{}, fmt.Errorf("%w: %q needs an explicit port", ErrNotLoopback, raw)
-	}
-	port, err := strconv.ParseUint(portStr, 10, 16)
-	if err != nil || port == 0 {
-		return endpoint{}, fmt.Errorf("%w: %q has a bad port", ErrNotLoopback, raw)
-	}
-	var ip netip.Addr
-	if strings.EqualFold(host, "localhost") {
-		ip = netip.AddrFrom4([4]byte{127, 0, 0, 1})
-	} else {
-		ip, err = netip.ParseAddr(host)
-		if err != nil || ip.Zone() != "" {
-			return endpoint{}, fmt.Errorf("%w: %q: host must be an IP literal or localhost", ErrNotLoopback, raw)
+		if len(raw) > grammar.MaxLoopbackURLLen {
+			raw = raw[:grammar.MaxLoopbackURLLen] + "..."
 		}
-		ip = ip.Unmap()
+		return endpoint{}, fmt.Errorf("%w: %q: %w", ErrNotLoopback, raw, err)
 	}
-	if !ip.IsLoopback() {
-		return endpoint{}, fmt.Errorf("%w: %q", ErrNotLoopback, raw)
-	}
-	hp := net.JoinHostPort(ip.String(), strconv.FormatUint(port, 10))
+	hp := ap.String()
 	return endpoint{base: "http://" + hp, hostPort: hp}, nil
-}
-
-// validRole applies the placement table's role rule: 1..64 bytes, first an
-// ASCII letter or digit, then letters, digits or one of "._+:-".
-func validRole(role string) bool {
-	if len(role) == 0 || len(role) > maxRoleBytes || !isAlnum(role[0]) {
-		return false
-	}
-	for i := 1; i < len(role); i++ {
-		c := role[i]
-		if !isAlnum(c) && !strings.ContainsRune("._+:-", rune(c)) {
-			return false
-		}
-	}
-	return true
 }
 
 // validModelName accepts 1..maxModelNameBytes bytes of printable ASCII
@@ -103,18 +60,14 @@ func validModelName(name string) bool {
 	return true
 }
 
-func isAlnum(c byte) bool {
-	return ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') || ('0' <= c && c <= '9')
-}
-
 // validateInstance checks one configured instance and returns its endpoint.
 func validateInstance(inst AdoptedInstance) (endpoint, error) {
 	var errs []error
-	if !validRole(inst.Role) {
+	if !grammar.ValidName(inst.Role) {
 		errs = append(errs, fmt.Errorf("bad role %q", inst.Role))
 	}
 	if !inst.Kind.Valid() {
-		errs = append(errs, fmt.Errorf("%w %q (want llama.cpp, ollama, mlx-lm or openai)", ErrUnknownKind, inst.Kind))
+		errs = append(errs, fmt.Errorf("%w %q (want %s)", ErrUnknownKind, inst.Kind, strings.Join(grammar.AdoptableRuntimes(), ", ")))
 	}
 	if inst.Model != "" && !validModelName(inst.Model) {
 		errs = append(errs, fmt.Errorf("bad model %q", inst.Model))

@@ -2,50 +2,37 @@ package runner
 
 import (
 	"errors"
-	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/nodeld/nodeld/internal/grammar"
 )
 
+// parseLoopbackURL builds the endpoint from grammar.ParseLoopbackURL (whose
+// cases live in internal/grammar): the base and the metrics label are the
+// canonical IP form, and every refusal wraps ErrNotLoopback.
 func TestParseLoopbackURL(t *testing.T) {
 	tests := []struct {
 		give     string
 		wantBase string // "" = refused
 	}{
-		{"http://127.0.0.1:8080", "http://127.0.0.1:8080"},
 		{"http://127.0.0.1:8080/", "http://127.0.0.1:8080"},
-		{"http://127.9.8.7:9", "http://127.9.8.7:9"},
 		{"http://[::1]:11434", "http://[::1]:11434"},
-		{"http://localhost:8081", "http://127.0.0.1:8081"},
 		{"http://LocalHost:8081", "http://127.0.0.1:8081"},
 		{"http://[::ffff:127.0.0.1]:80", "http://127.0.0.1:80"},
 		{"http://10.0.0.5:8090", ""},
-		{"http://0.0.0.0:8090", ""},
-		{"http://example.com:8090", ""},
-		{"http://localhost.example.com:8090", ""},
-		{"https://127.0.0.1:8090", ""},
-		{"http://127.0.0.1", ""},
-		{"http://127.0.0.1:0", ""},
-		{"http://127.0.0.1:65536", ""},
 		{"http://127.0.0.1:8090/v1", ""},
-		{"http://127.0.0.1:8090?x=1", ""},
-		{"http://127.0.0.1:8090/#frag", ""},
-		{"http://user:pw@127.0.0.1:8090", ""},
-		{"http://[fe80::1%25lo]:8090", ""},
-		{"http://[::1%25lo]:8090", ""},
-		{"127.0.0.1:8090", ""},
-		{"", ""},
-		{"http://127.0.0.1:" + strings.Repeat("1", maxURLBytes), ""},
+		{"http://127.0.0.1:" + strings.Repeat("1", 300), ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.give, func(t *testing.T) {
 			ep, err := parseLoopbackURL(tt.give)
 			if tt.wantBase == "" {
-				if !errors.Is(err, ErrNotLoopback) {
-					t.Fatalf("parseLoopbackURL(%q) = %+v, %v; want ErrNotLoopback", tt.give, ep, err)
+				if !errors.Is(err, ErrNotLoopback) || !errors.Is(err, grammar.ErrNotLoopback) || len(err.Error()) > 3*grammar.MaxLoopbackURLLen {
+					t.Fatalf("parseLoopbackURL(%q) = %+v, %v; want a bounded ErrNotLoopback", tt.give, ep, err)
 				}
 				return
 			}
@@ -59,30 +46,6 @@ func TestParseLoopbackURL(t *testing.T) {
 				t.Errorf("hostPort (-want +got):\n%s", diff)
 			}
 		})
-	}
-}
-
-func TestValidRole(t *testing.T) {
-	tests := []struct {
-		give string
-		want bool
-	}{
-		{"chat", true},
-		{"Coder2", true},
-		{"embed.v1_a+b:c-d", true},
-		{strings.Repeat("r", maxRoleBytes), true},
-		{strings.Repeat("r", maxRoleBytes+1), false},
-		{"", false},
-		{"-chat", false},
-		{".chat", false},
-		{"chat/x", false},
-		{"chat x", false},
-		{"chät", false},
-	}
-	for _, tt := range tests {
-		if got := validRole(tt.give); got != tt.want {
-			t.Errorf("validRole(%q) = %v, want %v", tt.give, got, tt.want)
-		}
 	}
 }
 
@@ -187,26 +150,4 @@ func TestNewAdopterDefaults(t *testing.T) {
 	if _, err := NewAdopter(AdopterConfig{}, nil, nil, nil); err == nil {
 		t.Error("NewAdopter accepted a nil registrar")
 	}
-}
-
-func FuzzParseLoopbackURL(f *testing.F) {
-	for _, s := range []string{"http://127.0.0.1:8080", "http://[::1]:1/", "http://localhost:9", "http://10.0.0.1:80", "http://[::ffff:7f00:1]:5"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, raw string) {
-		ep, err := parseLoopbackURL(raw)
-		if err != nil {
-			return
-		}
-		// Whatever was accepted is a loopback IP literal and re-parses as
-		// itself.
-		ap, err := netip.ParseAddrPort(ep.hostPort)
-		if err != nil || !ap.Addr().IsLoopback() || ap.Port() == 0 {
-			t.Fatalf("accepted %q as %+v: not loopback ip:port (%v)", raw, ep, err)
-		}
-		again, err := parseLoopbackURL(ep.base)
-		if err != nil || again != ep {
-			t.Fatalf("accepted %q as %+v, which re-parses as %+v, %v", raw, ep, again, err)
-		}
-	})
 }

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/nodeld/nodeld/internal/grammar"
 )
 
 // AdvertVersion is the version of the advertisements this table builds.
@@ -143,7 +145,7 @@ func parseLoad(s string) float64 {
 // changes cannot feed each other.
 func (t *Table) IngestAdvertisement(sender string, ad Advertisement) bool {
 	role, ok := strings.CutPrefix(ad.Name, ServicePrefix)
-	if !ok || !ValidRole(role) || sender == t.nodeID {
+	if !ok || !grammar.ValidName(role) || sender == t.nodeID {
 		return false
 	}
 	refuse := func(why string) bool {

@@ -31,9 +31,10 @@
 // # Invariants
 //
 //   - Only loopback endpoints are registered locally: a base URL is exactly
-//     http://<loopback IP or "localhost">:<port> (ParseLoopbackBase), so
-//     nothing registered can make the proxy reach another machine. Role
-//     names are tokens without '/' (ValidRole).
+//     http://<loopback IP or "localhost">:<port> (grammar.ParseLoopbackURL)
+//     and is stored as http://<loopback IP>:<port>, so nothing registered
+//     can make the proxy reach another machine. Role names, local or
+//     advertised, are grammar Names (never a '/').
 //   - Default deny on both sides. A remote node serves this node a role
 //     only when listed in the role's use_from (AllowRemoteNode); this node
 //     serves a peer only when the role is exposed (ExposeToMesh) and the

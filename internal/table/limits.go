@@ -5,16 +5,6 @@ import "time"
 // Bounds the table enforces. Every value here is checked before the table
 // allocates or stores anything derived from the bounded input.
 const (
-	// MaxRoleLen is the longest role name, in bytes. A remote
-	// advertisement's role obeys the same bound.
-	MaxRoleLen = 64
-
-	// MaxBaseURLLen is the longest base URL RegisterLocal and
-	// ParseLoopbackBase accept, in bytes. The longest canonical loopback
-	// base ("http://[" + a fully written IPv6 address + "]:65535/") is 55
-	// bytes; anything much longer is not a loopback base.
-	MaxBaseURLLen = 128
-
 	// MaxAdvertMethods is the most methods a received advertisement may
 	// list.
 	MaxAdvertMethods = 16

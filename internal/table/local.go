@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/nodeld/nodeld/internal/grammar"
 )
 
 // ErrReleased reports an Update of a LocalSlot that was already released.
@@ -75,7 +77,8 @@ type LocalSlot struct {
 // at base, made by origin, and returns it: the caller holds it, updates it
 // while the instance changes (LocalSlot.Update) and releases it when the
 // instance stops serving (LocalSlot.Release). It refuses an unknown origin,
-// an invalid role (ErrBadRole) and a base that ParseLoopbackBase refuses
+// a role that is not a grammar.ValidName (ErrBadRole) and a base that
+// grammar.ParseLoopbackURL refuses
 // (ErrNotLoopback); the base is stored in canonical form.
 //
 // A role with several registrations is served by exactly one, elected
@@ -90,10 +93,10 @@ func (t *Table) RegisterLocal(origin Origin, role, base, model, api, runtime str
 	if !origin.valid() {
 		return nil, fmt.Errorf("register %q: unknown origin %d", role, origin)
 	}
-	if !ValidRole(role) {
+	if !grammar.ValidName(role) {
 		return nil, fmt.Errorf("register %q: %w", role, ErrBadRole)
 	}
-	canon, err := ParseLoopbackBase(base)
+	canon, err := canonicalBase(base)
 	if err != nil {
 		return nil, fmt.Errorf("register %q: %w", role, err)
 	}
@@ -116,11 +119,11 @@ func (s *LocalSlot) Role() string { return s.role }
 func (s *LocalSlot) Origin() Origin { return s.origin }
 
 // Update replaces what s registers, keeping its place in the election. It
-// refuses a base that ParseLoopbackBase refuses (ErrNotLoopback) and a
+// refuses a base that grammar.ParseLoopbackURL refuses (ErrNotLoopback) and a
 // released slot (ErrReleased), and then leaves s as it was. It bumps the
 // generation only when s is elected and its base changes.
 func (s *LocalSlot) Update(base, model, api, runtime string) error {
-	canon, err := ParseLoopbackBase(base)
+	canon, err := canonicalBase(base)
 	if err != nil {
 		return fmt.Errorf("update %q: %w", s.role, err)
 	}
@@ -223,4 +226,19 @@ func (t *Table) localChangedLocked(e *effects, role, before string) {
 	if t.electedBaseLocked(role) != before {
 		t.bump(e)
 	}
+}
+
+// canonicalBase returns base as "http://<loopback IP>:<port>" ("localhost"
+// stored as 127.0.0.1), so nothing registered is ever resolved by name, or
+// an error wrapping ErrNotLoopback.
+func canonicalBase(base string) (string, error) {
+	ap, err := grammar.ParseLoopbackURL(base)
+	if err != nil {
+		// %q keeps control bytes of a hostile base out of log lines.
+		if len(base) > grammar.MaxLoopbackURLLen {
+			base = base[:grammar.MaxLoopbackURLLen] + "..."
+		}
+		return "", fmt.Errorf("%w: %q: %w", ErrNotLoopback, base, err)
+	}
+	return "http://" + ap.String(), nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
 )
 
 // ServicePrefix prefixes the advertised service name: role "chat" is

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/nodeld/nodeld/internal/grammar"
 )
 
 func TestRegisterLocalRefuses(t *testing.T) {
@@ -26,7 +28,8 @@ func TestRegisterLocalRefuses(t *testing.T) {
 		{"bad role", "ch at", "http://127.0.0.1:8080", ErrBadRole},
 		{"role with slash", "chat/x", "http://127.0.0.1:8080", ErrBadRole},
 		{"empty role", "", "http://127.0.0.1:8080", ErrBadRole},
-		{"over-long role", strings.Repeat("r", MaxRoleLen+1), "http://127.0.0.1:8080", ErrBadRole},
+		{"over-long role", strings.Repeat("r", grammar.MaxNameLen+1), "http://127.0.0.1:8080", ErrBadRole},
+		{"upper-case role", "Chat", "http://127.0.0.1:8080", ErrBadRole},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -53,7 +56,10 @@ func TestRegisterLocalAccepts(t *testing.T) {
 		{"http://127.0.0.1:8080/", "http://127.0.0.1:8080"},
 		{"http://127.9.8.7:1", "http://127.9.8.7:1"},
 		{"http://[::1]:8080", "http://[::1]:8080"},
-		{"http://localhost:11434", "http://localhost:11434"},
+		// The proxy forwards to IP literals only: localhost and
+		// IPv4-mapped loopback are stored as the address they stand for.
+		{"http://localhost:11434", "http://127.0.0.1:11434"},
+		{"http://[::ffff:127.0.0.1]:8080", "http://127.0.0.1:8080"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.base, func(t *testing.T) {
@@ -73,6 +79,13 @@ func TestRegisterLocalAccepts(t *testing.T) {
 				t.Fatalf("LocalBaseForRole = %q", b)
 			}
 		})
+	}
+}
+
+func TestRegisterLocalErrorIsBounded(t *testing.T) {
+	_, err := newEnv().t.RegisterLocal(OriginAdopted, "chat", "http://"+strings.Repeat("a", 10000), "m", "openai", "llama.cpp")
+	if !errors.Is(err, ErrNotLoopback) || !errors.Is(err, grammar.ErrNotLoopback) || len(err.Error()) > 3*grammar.MaxLoopbackURLLen {
+		t.Fatalf("RegisterLocal = %v, want a bounded ErrNotLoopback", err)
 	}
 }
 
