@@ -4,8 +4,8 @@
 // are listed in inference.instances; nodeld probes them but never starts,
 // stops or restarts them (llama.cpp's llama-server, Ollama, mlx_lm.server,
 // or any OpenAI-compatible server). Managed servers (managed.go,
-// process.go, ollama.go, supervise.go) are started by nodeld from a
-// package: see "Managed runtimes" below.
+// process.go, prockind.go, ollama.go, supervise.go) are started by nodeld
+// from a package: see "Managed runtimes" below.
 //
 // # Job
 //
@@ -81,6 +81,18 @@
 //     it (keep_alive 0) only if this instance loaded it; health is "/api/ps
 //     lists it".
 //
+// Each kind has one driver behind the unexported driver interface (start,
+// stop, health, endpoint, lastRun), and newDriver is the only place a kind
+// is mapped to one. process, llama.cpp and mlx-lm share procDriver
+// (process.go), which holds all the process machinery below and is told by
+// its kind's procKind (prockind.go) what that server needs: its default
+// program, the flags nodeld owns, the arguments before the Spec's, whether
+// HealthPath applies, and its health probe. ollama has ollamaDriver
+// (ollama.go). Managed itself keeps only what every kind shares: one start
+// at a time, the loopback refusal, and the waiters for a run's end. Adding
+// a server program is adding a procKind and a case in newDriver; any
+// other runtime is a driver of its own and a case there.
+//
 // A process run gets its own process group (Setpgid; Pdeathsig SIGKILL on
 // Linux, so a dying nodeld takes it along), an environment of the Spec's
 // Env, PATH (default /usr/local/bin:/usr/bin:/bin) and NODELD_PORT only,
@@ -129,6 +141,9 @@
 // Managed, or see its Wait channel deliver, before dropping it. Methods of
 // Managed are safe for concurrent use; Start and Stop of the same instance
 // should not race each other (Start refuses while a run is in progress).
+// Managed's mutex may be held while asking its driver for the endpoint;
+// each driver's own mutex is taken after it and never held while the
+// driver reports back (a run's end, a listener beyond loopback).
 // Supervisor.Run does all its work on the calling goroutine and returns
 // nil once ctx ends, Stop is called, or the instance failed; the instance
 // is stopped when Run returns. Time is injectable: ManagedDeps.Now,

@@ -106,9 +106,10 @@ func TestManagedArgv(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		d := m.drv.(*procDriver)
 		var got []string
-		for _, a := range m.argv {
-			got = append(got, m.expand(a, 8090))
+		for _, a := range d.argv {
+			got = append(got, d.expand(a, 8090))
 		}
 		if diff := cmp.Diff(tt.want, got); diff != "" {
 			t.Errorf("%s argv (-want +got):\n%s", tt.spec.Kind, diff)

@@ -6,10 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
-	"os"
 	"os/exec"
-	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -139,53 +136,102 @@ func (s ExitStatus) String() string {
 
 // Managed is one instance nodeld starts, observes and stops. See the package
 // documentation for its contract.
+//
+// Managed keeps what every kind shares (one start at a time, the loopback
+// refusal, the waiters for a run's end) and hands the rest to its driver.
 type Managed struct {
-	spec      Spec
-	command   string   // resolved program (process kinds)
-	modelFile string   // resolved ModelFile, "" if none
-	argv      []string // argument template, before substitution
-	env       []string // "K=V" template, sorted, before substitution
-	base      string   // ollama daemon base URL
-	log       *zap.Logger
-	now       func() time.Time
-	listeners func(pgid int) ([]netip.AddrPort, error)
-	client    *http.Client
+	kind Kind
+	drv  driver
 
 	// mu guards the fields below. It is never held across process waits or
-	// network I/O.
+	// network I/O. It may be held while calling the driver's endpoint,
+	// never its other methods; a driver never calls back into Managed with
+	// its own lock held.
 	mu sync.Mutex
-	// run is the current or last process run (process kinds).
-	run *procRun
 	// starting is true while Start is launching or loading.
 	starting bool
-	// port is the current or last run's port.
-	port int
 	// exposed holds the addresses found listening beyond loopback; once
 	// set, Start refuses.
 	exposed []netip.AddrPort
-	// loaded is true while an ollama model is loaded by this instance;
-	// ownsLoad is true when this instance asked for the load.
-	loaded, ownsLoad bool
 	// last is the last ended run's status; waiters wait for the next end.
 	last    *ExitStatus
 	waiters []chan ExitStatus
 }
 
+// driver runs a Managed's server the way its runtime kind needs. newDriver
+// builds one per kind; Managed is its only consumer.
+type driver interface {
+	// start begins a run and returns once the server is up, or has been
+	// stopped again because it did not come up. Managed calls it only
+	// when no run is in progress, one call at a time.
+	start(ctx context.Context) error
+	// stop ends the current run, if any, and reports its end through
+	// driverDeps.ended; with no run in progress it does nothing.
+	stop(ctx context.Context, grace time.Duration) error
+	// health probes the current run (ErrNotRunning when there is none).
+	health(ctx context.Context) (Health, error)
+	// endpoint returns the server's base URL ("" before it has one) and
+	// whether a run is in progress. It does no I/O.
+	endpoint() (base string, alive bool)
+	// lastRun returns the current or last process run, nil before the
+	// first one and for kinds that run no process.
+	lastRun() *procRun
+}
+
+// driverDeps are what a Managed gives its driver.
+type driverDeps struct {
+	log      *zap.Logger
+	now      func() time.Time
+	client   *http.Client // the probe client
+	lookPath func(file string) (string, error)
+	// listeners is ManagedDeps.Listeners, defaulted; nil skips the check.
+	listeners func(pgid int) ([]netip.AddrPort, error)
+	// ended reports how a run ended, once per run, after the driver's
+	// state shows the run over.
+	ended func(ExitStatus)
+	// exposed records listeners found beyond loopback; every later Start
+	// refuses.
+	exposed func([]netip.AddrPort)
+}
+
+// newDriver is the one place a runtime kind maps to its driver: adding a
+// runtime is adding a driver (or, for a server program, a procKind) and a
+// case here. It reports every problem of spec for that kind at once.
+func newDriver(spec Spec, deps driverDeps) (driver, error) {
+	switch spec.Kind {
+	case KindProcess:
+		return newProcDriver(spec, processKind(spec.HealthPath), deps)
+	case KindLlamaCpp:
+		return newProcDriver(spec, llamaCppKind(), deps)
+	case KindMLXLM:
+		return newProcDriver(spec, mlxLMKind(), deps)
+	case KindOllama:
+		return newOllamaDriver(spec, deps)
+	default:
+		return nil, fmt.Errorf("%w %q (want %s)", ErrUnknownKind, spec.Kind, strings.Join(grammar.RunnableRuntimes(), ", "))
+	}
+}
+
 // NewManaged validates spec and resolves its command. It starts nothing.
 func NewManaged(spec Spec, deps ManagedDeps) (*Managed, error) {
-	m := &Managed{log: deps.Logger, now: deps.Now, listeners: deps.Listeners}
-	if m.log == nil {
-		m.log = zap.NewNop()
+	dd := driverDeps{
+		log:       deps.Logger,
+		now:       deps.Now,
+		client:    NewProbeClient(DefaultProbeTimeout),
+		lookPath:  deps.LookPath,
+		listeners: deps.Listeners,
 	}
-	if m.now == nil {
-		m.now = time.Now
+	if dd.log == nil {
+		dd.log = zap.NewNop()
 	}
-	if m.listeners == nil && isLinux {
-		m.listeners = procFS{root: "/proc"}.groupListeners
+	if dd.now == nil {
+		dd.now = time.Now
 	}
-	lookPath := deps.LookPath
-	if lookPath == nil {
-		lookPath = exec.LookPath
+	if dd.lookPath == nil {
+		dd.lookPath = exec.LookPath
+	}
+	if dd.listeners == nil && isLinux {
+		dd.listeners = procFS{root: "/proc"}.groupListeners
 	}
 	if spec.LogCap == 0 {
 		spec.LogCap = DefaultLogCap
@@ -193,17 +239,19 @@ func NewManaged(spec Spec, deps ManagedDeps) (*Managed, error) {
 	if spec.StartTimeout == 0 {
 		spec.StartTimeout = DefaultStartTimeout
 	}
-	if err := m.resolve(spec, lookPath); err != nil {
+	m := &Managed{kind: spec.Kind}
+	dd.ended, dd.exposed = m.ended, m.expose
+	drv, err := newDriver(spec, dd)
+	if err := errors.Join(checkSpec(spec), err); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidSpec, err)
 	}
-	m.spec = spec
-	m.client = NewProbeClient(DefaultProbeTimeout)
+	m.drv = drv
 	return m, nil
 }
 
-// resolve checks spec and fills the resolved fields of m, reporting every
-// problem at once.
-func (m *Managed) resolve(spec Spec, lookPath func(string) (string, error)) error {
+// checkSpec checks what every kind's Spec shares, reporting every problem
+// at once.
+func checkSpec(spec Spec) error {
 	var errs []error
 	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
 	if spec.LogCap < 0 || spec.LogCap > maxLogCap {
@@ -218,271 +266,38 @@ func (m *Managed) resolve(spec Spec, lookPath func(string) (string, error)) erro
 	if spec.Port < 0 || spec.Port > 65535 {
 		bad("port %d outside 0..65535", spec.Port)
 	}
-	switch spec.Kind {
-	case KindOllama:
-		if spec.Command != "" || len(spec.Args) > 0 || len(spec.Env) > 0 || spec.ModelFile != "" || spec.HealthPath != "" {
-			bad("ollama takes no command, args, env, model file or health path: nodeld drives a running daemon")
-		}
-		if spec.Model == "" {
-			bad("ollama needs a model")
-		}
-		raw := spec.URL
-		if raw == "" {
-			raw = DefaultOllamaURL
-		}
-		ep, err := parseLoopbackURL(raw)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		m.base = ep.base
-		return errors.Join(errs...)
-	case KindProcess, KindLlamaCpp, KindMLXLM:
-	default:
-		bad("%w %q (want %s)", ErrUnknownKind, spec.Kind, strings.Join(grammar.RunnableRuntimes(), ", "))
-		return errors.Join(errs...)
-	}
-	if spec.URL != "" {
-		bad("url is for ollama only")
-	}
-	if len(spec.Dir) > maxPathBytes || !filepath.IsAbs(spec.Dir) {
-		bad("dir %q must be an absolute path", spec.Dir)
-		return errors.Join(errs...)
-	}
-	if fi, err := os.Stat(spec.Dir); err != nil || !fi.IsDir() {
-		bad("dir %q is not a directory", spec.Dir)
-	}
-	if spec.HealthPath != "" && (spec.Kind != KindProcess || !grammar.ValidHealthPath(spec.HealthPath)) {
-		bad("health path %q: only for process, and must be /path without query", spec.HealthPath)
-	}
-	if spec.ModelFile != "" {
-		p, err := inDir(spec.Dir, spec.ModelFile)
-		if err != nil {
-			bad("model file: %w", err)
-		} else if _, err := os.Stat(p); err != nil {
-			bad("model file: %w", err)
-		}
-		m.modelFile = p
-	}
-	m.command, m.argv = m.commandLine(spec, lookPath, bad)
-	if len(m.argv) > maxSpecArgs {
-		bad("%d arguments, at most %d", len(m.argv), maxSpecArgs)
-	}
-	for i, a := range spec.Args {
-		if len(a) > maxSpecArgBytes || strings.IndexByte(a, 0) >= 0 {
-			bad("args[%d]: longer than %d bytes or holds NUL", i, maxSpecArgBytes)
-		}
-	}
-	env, err := buildEnv(spec.Env)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	m.env = env
 	return errors.Join(errs...)
 }
 
-// commandLine resolves the program and builds the argument template.
-func (m *Managed) commandLine(spec Spec, lookPath func(string) (string, error), bad func(string, ...any)) (string, []string) {
-	var (
-		cmd  string
-		argv []string
-		err  error
-	)
-	switch spec.Kind {
-	case KindProcess:
-		if spec.Command == "" {
-			bad("process needs a command")
-			return "", nil
-		}
-		if filepath.IsAbs(spec.Command) {
-			cmd = filepath.Clean(spec.Command)
-		} else if cmd, err = inDir(spec.Dir, spec.Command); err != nil {
-			bad("command: %w", err)
-			return "", nil
-		}
-		argv = slices.Clone(spec.Args)
-	case KindLlamaCpp:
-		if m.modelFile == "" {
-			bad("llama.cpp needs a model file")
-		}
-		cmd, err = resolveProgram(spec.Command, "llama-server", lookPath)
-		argv = append([]string{"--model", "{model_file}", "--host", "127.0.0.1", "--port", "{port}"}, spec.Args...)
-		if f := ownedFlag(spec.Args, "--model", "-m", "--host", "--port"); f != "" {
-			bad("args: %s is set by nodeld", f)
-		}
-	case KindMLXLM:
-		model := "{model_file}"
-		switch {
-		case m.modelFile != "":
-		case spec.Model != "":
-			model = spec.Model
-		default:
-			model = "{dir}"
-		}
-		cmd, err = resolveProgram(spec.Command, "mlx_lm.server", lookPath)
-		argv = append([]string{"--model", model, "--host", "127.0.0.1", "--port", "{port}"}, spec.Args...)
-		if f := ownedFlag(spec.Args, "--model", "--host", "--port"); f != "" {
-			bad("args: %s is set by nodeld", f)
-		}
-	}
-	if err != nil {
-		bad("command: %w", err)
-		return "", argv
-	}
-	if err := checkExecutable(cmd); err != nil {
-		bad("command: %w", err)
-	}
-	return cmd, argv
-}
-
-// resolveProgram finds a runtime's server program: name (or def when name
-// is "") on PATH when it has no slash, else the absolute path given.
-func resolveProgram(name, def string, lookPath func(string) (string, error)) (string, error) {
-	if name == "" {
-		name = def
-	}
-	if len(name) > maxPathBytes {
-		return "", fmt.Errorf("longer than %d bytes", maxPathBytes)
-	}
-	if strings.ContainsRune(name, '/') {
-		if !filepath.IsAbs(name) {
-			return "", fmt.Errorf("%q must be a bare name or an absolute path", name)
-		}
-		return filepath.Clean(name), nil
-	}
-	p, err := lookPath(name)
-	if err != nil {
-		return "", fmt.Errorf("%s not found: %w", name, err)
-	}
-	return p, nil
-}
-
-// inDir resolves rel against dir and refuses a result outside dir.
-func inDir(dir, rel string) (string, error) {
-	if len(rel) > maxPathBytes {
-		return "", fmt.Errorf("longer than %d bytes", maxPathBytes)
-	}
-	if filepath.IsAbs(rel) {
-		return filepath.Clean(rel), nil
-	}
-	if !filepath.IsLocal(rel) {
-		return "", fmt.Errorf("%q leaves the package directory", rel)
-	}
-	return filepath.Join(dir, rel), nil
-}
-
-// checkExecutable requires a regular file with an execute bit.
-func checkExecutable(p string) error {
-	fi, err := os.Stat(p)
-	if err != nil {
-		return err
-	}
-	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
-		return fmt.Errorf("%s is not an executable file", p)
-	}
-	return nil
-}
-
-// ownedFlag returns the first argument that sets one of the flags nodeld
-// owns ("--port" or "--port=1"), or "".
-func ownedFlag(args []string, owned ...string) string {
-	for _, a := range args {
-		name, _, _ := strings.Cut(a, "=")
-		if slices.Contains(owned, name) {
-			return name
-		}
-	}
-	return ""
-}
-
-// buildEnv checks env and returns it as sorted "K=V" entries with PATH
-// defaulted. NODELD_PORT is added per run.
-func buildEnv(env map[string]string) ([]string, error) {
-	if len(env) > maxSpecEnv {
-		return nil, fmt.Errorf("%d environment variables, at most %d", len(env), maxSpecEnv)
-	}
-	var errs []error
-	out := make([]string, 0, len(env)+2)
-	for k, v := range env {
-		switch {
-		case !grammar.ValidEnvName(k):
-			errs = append(errs, fmt.Errorf("env: bad name %q", k))
-		case k == "NODELD_PORT":
-			errs = append(errs, errors.New("env: NODELD_PORT is set by nodeld"))
-		case len(v) > maxEnvValueBytes || strings.IndexByte(v, 0) >= 0:
-			errs = append(errs, fmt.Errorf("env %s: longer than %d bytes or holds NUL", k, maxEnvValueBytes))
-		default:
-			out = append(out, k+"="+v)
-		}
-	}
-	if _, ok := env["PATH"]; !ok {
-		out = append(out, "PATH="+defaultPath)
-	}
-	slices.Sort(out)
-	return out, errors.Join(errs...)
-}
-
 // Kind returns the instance's runtime kind.
-func (m *Managed) Kind() Kind { return m.spec.Kind }
+func (m *Managed) Kind() Kind { return m.kind }
 
 // Endpoint returns the base URL of the instance's server,
 // http://127.0.0.1:<port> (for ollama, the daemon's URL), and whether the
 // instance is alive.
-func (m *Managed) Endpoint() (string, bool) {
-	if m.spec.Kind == KindOllama {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		return m.base, m.loaded
-	}
-	m.mu.Lock()
-	port, alive := m.port, m.aliveLocked()
-	m.mu.Unlock()
-	if port == 0 {
-		return "", false
-	}
-	return fmt.Sprintf("http://127.0.0.1:%d", port), alive
-}
+func (m *Managed) Endpoint() (string, bool) { return m.drv.endpoint() }
 
 // Alive reports whether a run is in progress: the process has not exited
 // (ollama: the model is loaded by this instance).
 func (m *Managed) Alive() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.spec.Kind == KindOllama {
-		return m.loaded
-	}
-	return m.aliveLocked()
-}
-
-func (m *Managed) aliveLocked() bool {
-	if m.run == nil {
-		return false
-	}
-	select {
-	case <-m.run.done:
-		return false
-	default:
-		return true
-	}
+	_, alive := m.drv.endpoint()
+	return alive
 }
 
 // PID returns the process id of the current or last run (also its process
 // group id), 0 if none (and always for ollama).
 func (m *Managed) PID() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.run == nil {
-		return 0
+	if r := m.drv.lastRun(); r != nil {
+		return r.pid
 	}
-	return m.run.pid
+	return 0
 }
 
 // Logs returns the last run's stdout and stderr: at most the Spec's LogCap
 // bytes each, the newest kept, the front cut on a UTF-8 boundary. Both are
 // nil before the first run and for ollama.
 func (m *Managed) Logs() (stdout, stderr []byte) {
-	m.mu.Lock()
-	r := m.run
-	m.mu.Unlock()
+	r := m.drv.lastRun()
 	if r == nil {
 		return nil, nil
 	}
@@ -496,8 +311,8 @@ func (m *Managed) Wait() <-chan ExitStatus {
 	ch := make(chan ExitStatus, 1)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	inProgress := m.starting || m.aliveLocked() || (m.spec.Kind == KindOllama && m.loaded)
-	if !inProgress && m.last != nil {
+	_, alive := m.drv.endpoint()
+	if !m.starting && !alive && m.last != nil {
 		ch <- *m.last
 		close(ch)
 		return ch
@@ -519,6 +334,14 @@ func (m *Managed) ended(st ExitStatus) {
 	}
 }
 
+// expose records listeners found beyond loopback: every later Start
+// refuses.
+func (m *Managed) expose(addrs []netip.AddrPort) {
+	m.mu.Lock()
+	m.exposed = addrs
+	m.mu.Unlock()
+}
+
 // Start launches the instance's server (ollama: loads its model) and, for
 // servers with an HTTP health, waits until it is up, bounded by ctx and the
 // Spec's StartTimeout. A server found listening beyond loopback is stopped
@@ -527,11 +350,12 @@ func (m *Managed) ended(st ExitStatus) {
 // why (ErrExited when the process ended by itself).
 func (m *Managed) Start(ctx context.Context) error {
 	m.mu.Lock()
+	_, alive := m.drv.endpoint()
 	switch {
 	case m.exposed != nil:
 		m.mu.Unlock()
 		return fmt.Errorf("start: %w: the server listened on %v", ErrNotLoopback, m.exposed)
-	case m.starting || m.aliveLocked() || m.loaded:
+	case m.starting || alive:
 		m.mu.Unlock()
 		return ErrAlreadyStarted
 	}
@@ -542,10 +366,7 @@ func (m *Managed) Start(ctx context.Context) error {
 		m.starting = false
 		m.mu.Unlock()
 	}()
-	if m.spec.Kind == KindOllama {
-		return m.ollamaLoad(ctx)
-	}
-	return m.startProcess(ctx)
+	return m.drv.start(ctx)
 }
 
 // Stop ends the current run: for a process, SIGTERM to its process group,
@@ -554,10 +375,7 @@ func (m *Managed) Start(ctx context.Context) error {
 // process has been reaped. For ollama it unloads the model if this instance
 // loaded it. Stop with no run in progress does nothing and returns nil.
 func (m *Managed) Stop(ctx context.Context, grace time.Duration) error {
-	if m.spec.Kind == KindOllama {
-		return m.ollamaUnload(ctx)
-	}
-	return m.stopProcess(ctx, grace)
+	return m.drv.stop(ctx, grace)
 }
 
 // Health probes the instance. For a process it first checks that the
@@ -567,66 +385,5 @@ func (m *Managed) Stop(ctx context.Context, grace time.Duration) error {
 // loading; none means up while alive). err is non-nil exactly when the
 // Health is not up.
 func (m *Managed) Health(ctx context.Context) (Health, error) {
-	if m.spec.Kind == KindOllama {
-		return m.ollamaHealth(ctx)
-	}
-	m.mu.Lock()
-	r, port, alive := m.run, m.port, m.aliveLocked()
-	m.mu.Unlock()
-	if !alive {
-		return HealthDown, ErrNotRunning
-	}
-	if err := m.checkLoopback(ctx, r); err != nil {
-		return HealthDown, err
-	}
-	return m.probe(ctx, port)
-}
-
-// probe asks the server on port for its health.
-func (m *Managed) probe(ctx context.Context, port int) (Health, error) {
-	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	switch m.spec.Kind {
-	case KindLlamaCpp, KindMLXLM:
-		res, err := Probe(ctx, m.client, AdoptedInstance{Kind: m.spec.Kind, URL: base, Model: m.spec.Model})
-		return res.Health, err
-	}
-	if m.spec.HealthPath == "" {
-		return HealthUp, nil
-	}
-	status, _, err := prober{c: m.client, base: base}.get(ctx, m.spec.HealthPath)
-	switch {
-	case err != nil:
-		return HealthDown, err
-	case status == http.StatusOK:
-		return HealthUp, nil
-	case status == http.StatusServiceUnavailable:
-		return HealthLoading, fmt.Errorf("GET %s: %w", m.spec.HealthPath, errLoading)
-	default:
-		return HealthDown, fmt.Errorf("GET %s: HTTP %d", m.spec.HealthPath, status)
-	}
-}
-
-// checkLoopback stops run and returns ErrNotLoopback if its process group
-// listens beyond loopback.
-func (m *Managed) checkLoopback(ctx context.Context, r *procRun) error {
-	if m.listeners == nil {
-		return nil
-	}
-	addrs, err := m.listeners(r.pid)
-	if err != nil {
-		// The check cannot be made: the server is not trusted as up.
-		return fmt.Errorf("check listeners: %w", err)
-	}
-	if len(addrs) == 0 {
-		return nil
-	}
-	m.mu.Lock()
-	m.exposed = addrs
-	m.mu.Unlock()
-	m.log.Warn("managed server listens beyond loopback, stopping it",
-		zap.Int("pid", r.pid), zap.Stringers("addrs", addrs))
-	if err := m.stopRun(ctx, r, DefaultStopGrace); err != nil {
-		return fmt.Errorf("%w: listened on %v; stop: %w", ErrNotLoopback, addrs, err)
-	}
-	return fmt.Errorf("%w: the server listened on %v and was stopped", ErrNotLoopback, addrs)
+	return m.drv.health(ctx)
 }

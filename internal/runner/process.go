@@ -8,6 +8,8 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,7 +17,33 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/nodeld/nodeld/internal/grammar"
 )
+
+// procDriver is the driver of every kind whose server nodeld runs as a
+// process: the process machinery they share (command line, environment,
+// process group, tail logs, loopback listener check, stop grace), told by
+// a procKind what its kind's server needs.
+type procDriver struct {
+	driverDeps
+	kind      procKind
+	spec      Spec
+	command   string   // resolved program
+	modelFile string   // resolved ModelFile, "" if none
+	argv      []string // argument template, before substitution
+	env       []string // "K=V" template, sorted, before substitution
+
+	// mu guards the fields below. It is never held across process waits or
+	// network I/O.
+	mu sync.Mutex
+	// run is the current or last run.
+	run *procRun
+	// port is the current or last run's port.
+	port int
+}
+
+var _ driver = (*procDriver)(nil)
 
 // procRun is one run of a managed process.
 type procRun struct {
@@ -30,9 +58,125 @@ type procRun struct {
 	stopped, killed bool
 }
 
-// startProcess spawns a run and waits for its server to come up.
-func (m *Managed) startProcess(ctx context.Context) error {
-	port := m.spec.Port
+// newProcDriver checks spec for a process-backed kind and resolves its
+// command line, reporting every problem at once.
+func newProcDriver(spec Spec, kind procKind, deps driverDeps) (driver, error) {
+	d := &procDriver{driverDeps: deps, kind: kind, spec: spec}
+	var errs []error
+	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	if spec.URL != "" {
+		bad("url is for ollama only")
+	}
+	if len(spec.Dir) > maxPathBytes || !filepath.IsAbs(spec.Dir) {
+		bad("dir %q must be an absolute path", spec.Dir)
+		return nil, errors.Join(errs...)
+	}
+	if fi, err := os.Stat(spec.Dir); err != nil || !fi.IsDir() {
+		bad("dir %q is not a directory", spec.Dir)
+	}
+	if spec.HealthPath != "" && (!kind.healthPath || !grammar.ValidHealthPath(spec.HealthPath)) {
+		bad("health path %q: only for process, and must be /path without query", spec.HealthPath)
+	}
+	if spec.ModelFile != "" {
+		p, err := inDir(spec.Dir, spec.ModelFile)
+		if err != nil {
+			bad("model file: %w", err)
+		} else if _, err := os.Stat(p); err != nil {
+			bad("model file: %w", err)
+		}
+		d.modelFile = p
+	}
+	owned, err := kind.args(spec, d.modelFile)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if f := ownedFlag(spec.Args, kind.owned...); f != "" {
+		bad("args: %s is set by nodeld", f)
+	}
+	d.argv = append(owned, spec.Args...)
+	if len(d.argv) > maxSpecArgs {
+		bad("%d arguments, at most %d", len(d.argv), maxSpecArgs)
+	}
+	for i, a := range spec.Args {
+		if len(a) > maxSpecArgBytes || strings.IndexByte(a, 0) >= 0 {
+			bad("args[%d]: longer than %d bytes or holds NUL", i, maxSpecArgBytes)
+		}
+	}
+	if d.command, err = d.program(); err != nil {
+		errs = append(errs, err)
+	}
+	if d.env, err = buildEnv(spec.Env); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// program resolves the server program: for a kind with a program of its
+// own, that program (or Spec.Command) as resolveProgram finds it; for the
+// others, Spec.Command, absolute or inside Spec.Dir.
+func (d *procDriver) program() (string, error) {
+	var (
+		cmd string
+		err error
+	)
+	switch {
+	case d.kind.program != "":
+		cmd, err = resolveProgram(d.spec.Command, d.kind.program, d.lookPath)
+	case d.spec.Command == "":
+		return "", fmt.Errorf("%s needs a command", d.spec.Kind)
+	case filepath.IsAbs(d.spec.Command):
+		cmd = filepath.Clean(d.spec.Command)
+	default:
+		cmd, err = inDir(d.spec.Dir, d.spec.Command)
+	}
+	if err != nil {
+		return "", fmt.Errorf("command: %w", err)
+	}
+	if err := checkExecutable(cmd); err != nil {
+		return "", fmt.Errorf("command: %w", err)
+	}
+	return cmd, nil
+}
+
+// endpoint returns http://127.0.0.1:<port> of the current or last run.
+func (d *procDriver) endpoint() (string, bool) {
+	d.mu.Lock()
+	port, alive := d.port, d.aliveLocked()
+	d.mu.Unlock()
+	if port == 0 {
+		return "", false
+	}
+	return fmt.Sprintf("http://127.0.0.1:%d", port), alive
+}
+
+// aliveLocked reports whether the current run's process has not been
+// reaped. d.mu must be held.
+func (d *procDriver) aliveLocked() bool {
+	if d.run == nil {
+		return false
+	}
+	select {
+	case <-d.run.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// lastRun returns the current or last run, nil before the first.
+func (d *procDriver) lastRun() *procRun {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.run
+}
+
+// start spawns a run and, when the kind has an HTTP health, waits for its
+// server to come up.
+func (d *procDriver) start(ctx context.Context) error {
+	port := d.spec.Port
 	if port == 0 {
 		p, err := freeLoopbackPort()
 		if err != nil {
@@ -40,31 +184,78 @@ func (m *Managed) startProcess(ctx context.Context) error {
 		}
 		port = p
 	}
-	r, err := m.spawn(port)
+	r, err := d.spawn(port)
 	if err != nil {
-		return fmt.Errorf("start %s: %w", m.command, err)
+		return fmt.Errorf("start %s: %w", d.command, err)
 	}
-	m.mu.Lock()
-	m.run, m.port = r, port
-	m.mu.Unlock()
-	m.log.Info("managed process started", zap.String("kind", string(m.spec.Kind)),
+	d.mu.Lock()
+	d.run, d.port = r, port
+	d.mu.Unlock()
+	d.log.Info("managed process started", zap.String("kind", string(d.spec.Kind)),
 		zap.Int("pid", r.pid), zap.Int("port", port))
-	if m.spec.Kind == KindProcess && m.spec.HealthPath == "" {
+	if d.kind.probe == nil {
 		return nil
 	}
-	if err := m.waitUp(ctx, r, port); err != nil {
+	if err := d.waitUp(ctx, r, port); err != nil {
 		if !errors.Is(err, ErrNotLoopback) {
-			_ = m.stopRun(context.WithoutCancel(ctx), r, DefaultStopGrace)
+			_ = d.stopRun(context.WithoutCancel(ctx), r, DefaultStopGrace)
 		}
 		return fmt.Errorf("start: %w", err)
 	}
 	return nil
 }
 
+// health checks that the run's process group listens on loopback only,
+// then probes its server.
+func (d *procDriver) health(ctx context.Context) (Health, error) {
+	d.mu.Lock()
+	r, port, alive := d.run, d.port, d.aliveLocked()
+	d.mu.Unlock()
+	if !alive {
+		return HealthDown, ErrNotRunning
+	}
+	if err := d.checkLoopback(ctx, r); err != nil {
+		return HealthDown, err
+	}
+	return d.probe(ctx, port)
+}
+
+// probe asks the server on port for its health the kind's way; a kind
+// with no HTTP health is up while its process runs.
+func (d *procDriver) probe(ctx context.Context, port int) (Health, error) {
+	if d.kind.probe == nil {
+		return HealthUp, nil
+	}
+	return d.kind.probe(ctx, d.client, d.spec, fmt.Sprintf("http://127.0.0.1:%d", port))
+}
+
+// checkLoopback stops run and returns ErrNotLoopback if its process group
+// listens beyond loopback.
+func (d *procDriver) checkLoopback(ctx context.Context, r *procRun) error {
+	if d.listeners == nil {
+		return nil
+	}
+	addrs, err := d.listeners(r.pid)
+	if err != nil {
+		// The check cannot be made: the server is not trusted as up.
+		return fmt.Errorf("check listeners: %w", err)
+	}
+	if len(addrs) == 0 {
+		return nil
+	}
+	d.exposed(addrs)
+	d.log.Warn("managed server listens beyond loopback, stopping it",
+		zap.Int("pid", r.pid), zap.Stringers("addrs", addrs))
+	if err := d.stopRun(ctx, r, DefaultStopGrace); err != nil {
+		return fmt.Errorf("%w: listened on %v; stop: %w", ErrNotLoopback, addrs, err)
+	}
+	return fmt.Errorf("%w: the server listened on %v and was stopped", ErrNotLoopback, addrs)
+}
+
 // waitUp polls the run's health until it is up, the process exits, or ctx
 // or the start timeout ends.
-func (m *Managed) waitUp(ctx context.Context, r *procRun, port int) error {
-	ctx, cancel := context.WithTimeout(ctx, m.spec.StartTimeout)
+func (d *procDriver) waitUp(ctx context.Context, r *procRun, port int) error {
+	ctx, cancel := context.WithTimeout(ctx, d.spec.StartTimeout)
 	defer cancel()
 	t := time.NewTimer(0)
 	defer t.Stop()
@@ -77,9 +268,9 @@ func (m *Managed) waitUp(ctx context.Context, r *procRun, port int) error {
 			return fmt.Errorf("server not up: %w (last: %v)", ctx.Err(), last)
 		case <-t.C:
 		}
-		h, err := m.probe(ctx, port)
+		h, err := d.probe(ctx, port)
 		if h == HealthUp {
-			return m.checkLoopback(ctx, r)
+			return d.checkLoopback(ctx, r)
 		}
 		last = err
 		t.Reset(startPollInterval)
@@ -102,27 +293,27 @@ func freeLoopbackPort() (int, error) {
 }
 
 // expand replaces {port}, {dir} and {model_file} in s.
-func (m *Managed) expand(s string, port int) string {
+func (d *procDriver) expand(s string, port int) string {
 	if !strings.Contains(s, "{") {
 		return s
 	}
-	return strings.NewReplacer("{port}", strconv.Itoa(port), "{dir}", m.spec.Dir,
-		"{model_file}", m.modelFile).Replace(s)
+	return strings.NewReplacer("{port}", strconv.Itoa(port), "{dir}", d.spec.Dir,
+		"{model_file}", d.modelFile).Replace(s)
 }
 
 // spawn starts the process in its own group with its output captured, and
 // the goroutines that drain and reap it.
-func (m *Managed) spawn(port int) (*procRun, error) {
-	args := make([]string, len(m.argv))
-	for i, a := range m.argv {
-		args[i] = m.expand(a, port)
+func (d *procDriver) spawn(port int) (*procRun, error) {
+	args := make([]string, len(d.argv))
+	for i, a := range d.argv {
+		args[i] = d.expand(a, port)
 		if len(args[i]) > maxSpecArgBytes {
 			return nil, fmt.Errorf("argument %d exceeds %d bytes after substitution", i, maxSpecArgBytes)
 		}
 	}
-	env := make([]string, 0, len(m.env)+1)
-	for _, kv := range m.env {
-		env = append(env, m.expand(kv, port))
+	env := make([]string, 0, len(d.env)+1)
+	for _, kv := range d.env {
+		env = append(env, d.expand(kv, port))
 	}
 	env = append(env, "NODELD_PORT="+strconv.Itoa(port))
 
@@ -136,8 +327,8 @@ func (m *Managed) spawn(port int) (*procRun, error) {
 		outW.Close()
 		return nil, fmt.Errorf("stderr pipe: %w", err)
 	}
-	cmd := exec.Command(m.command, args...)
-	cmd.Dir = m.spec.Dir
+	cmd := exec.Command(d.command, args...)
+	cmd.Dir = d.spec.Dir
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = outW, errW
 	cmd.SysProcAttr = procAttr()
@@ -153,20 +344,20 @@ func (m *Managed) spawn(port int) (*procRun, error) {
 	}
 	r := &procRun{
 		pid:    cmd.Process.Pid,
-		stdout: newTailBuffer(m.spec.LogCap),
-		stderr: newTailBuffer(m.spec.LogCap),
+		stdout: newTailBuffer(d.spec.LogCap),
+		stderr: newTailBuffer(d.spec.LogCap),
 		done:   make(chan struct{}),
 	}
 	var drain sync.WaitGroup
 	drain.Go(func() { _, _ = io.Copy(r.stdout, outR) })
 	drain.Go(func() { _, _ = io.Copy(r.stderr, errR) })
-	go m.reap(cmd, r, &drain, outR, errR)
+	go d.reap(cmd, r, &drain, outR, errR)
 	return r, nil
 }
 
 // reap waits for the process, kills what is left of its group, drains its
 // output (bounded by outputDrainTimeout), and publishes the status.
-func (m *Managed) reap(cmd *exec.Cmd, r *procRun, drain *sync.WaitGroup, outR, errR *os.File) {
+func (d *procDriver) reap(cmd *exec.Cmd, r *procRun, drain *sync.WaitGroup, outR, errR *os.File) {
 	werr := cmd.Wait()
 	// Descendants must not outlive the leader. ESRCH means none is left.
 	_ = syscall.Kill(-r.pid, syscall.SIGKILL)
@@ -185,7 +376,7 @@ func (m *Managed) reap(cmd *exec.Cmd, r *procRun, drain *sync.WaitGroup, outR, e
 	errR.Close()
 	<-drained
 
-	st := ExitStatus{Code: -1, At: m.now()}
+	st := ExitStatus{Code: -1, At: d.now()}
 	if ps := cmd.ProcessState; ps != nil {
 		st.Code = ps.ExitCode()
 		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
@@ -201,25 +392,23 @@ func (m *Managed) reap(cmd *exec.Cmd, r *procRun, drain *sync.WaitGroup, outR, e
 	r.mu.Unlock()
 	r.status = st
 	close(r.done)
-	m.log.Info("managed process ended", zap.Int("pid", r.pid), zap.Stringer("status", st),
+	d.log.Info("managed process ended", zap.Int("pid", r.pid), zap.Stringer("status", st),
 		zap.Bool("stopped", st.Stopped))
-	m.ended(st)
+	d.ended(st)
 }
 
-// stopProcess stops the current run, if any.
-func (m *Managed) stopProcess(ctx context.Context, grace time.Duration) error {
-	m.mu.Lock()
-	r := m.run
-	m.mu.Unlock()
+// stop stops the current run, if any.
+func (d *procDriver) stop(ctx context.Context, grace time.Duration) error {
+	r := d.lastRun()
 	if r == nil {
 		return nil
 	}
-	return m.stopRun(ctx, r, grace)
+	return d.stopRun(ctx, r, grace)
 }
 
 // stopRun sends SIGTERM to r's group, SIGKILL after grace or when ctx
 // ends, and returns once r is reaped.
-func (m *Managed) stopRun(ctx context.Context, r *procRun, grace time.Duration) error {
+func (d *procDriver) stopRun(ctx context.Context, r *procRun, grace time.Duration) error {
 	select {
 	case <-r.done:
 		return nil
@@ -253,4 +442,91 @@ func (m *Managed) stopRun(ctx context.Context, r *procRun, grace time.Duration) 
 	// outputDrainTimeout after that.
 	<-r.done
 	return nil
+}
+
+// resolveProgram finds a runtime's server program: name (or def when name
+// is "") on PATH when it has no slash, else the absolute path given.
+func resolveProgram(name, def string, lookPath func(string) (string, error)) (string, error) {
+	if name == "" {
+		name = def
+	}
+	if len(name) > maxPathBytes {
+		return "", fmt.Errorf("longer than %d bytes", maxPathBytes)
+	}
+	if strings.ContainsRune(name, '/') {
+		if !filepath.IsAbs(name) {
+			return "", fmt.Errorf("%q must be a bare name or an absolute path", name)
+		}
+		return filepath.Clean(name), nil
+	}
+	p, err := lookPath(name)
+	if err != nil {
+		return "", fmt.Errorf("%s not found: %w", name, err)
+	}
+	return p, nil
+}
+
+// inDir resolves rel against dir and refuses a result outside dir.
+func inDir(dir, rel string) (string, error) {
+	if len(rel) > maxPathBytes {
+		return "", fmt.Errorf("longer than %d bytes", maxPathBytes)
+	}
+	if filepath.IsAbs(rel) {
+		return filepath.Clean(rel), nil
+	}
+	if !filepath.IsLocal(rel) {
+		return "", fmt.Errorf("%q leaves the package directory", rel)
+	}
+	return filepath.Join(dir, rel), nil
+}
+
+// checkExecutable requires a regular file with an execute bit.
+func checkExecutable(p string) error {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+		return fmt.Errorf("%s is not an executable file", p)
+	}
+	return nil
+}
+
+// ownedFlag returns the first argument that sets one of the flags nodeld
+// owns ("--port" or "--port=1"), or "".
+func ownedFlag(args []string, owned ...string) string {
+	for _, a := range args {
+		name, _, _ := strings.Cut(a, "=")
+		if slices.Contains(owned, name) {
+			return name
+		}
+	}
+	return ""
+}
+
+// buildEnv checks env and returns it as sorted "K=V" entries with PATH
+// defaulted. NODELD_PORT is added per run.
+func buildEnv(env map[string]string) ([]string, error) {
+	if len(env) > maxSpecEnv {
+		return nil, fmt.Errorf("%d environment variables, at most %d", len(env), maxSpecEnv)
+	}
+	var errs []error
+	out := make([]string, 0, len(env)+2)
+	for k, v := range env {
+		switch {
+		case !grammar.ValidEnvName(k):
+			errs = append(errs, fmt.Errorf("env: bad name %q", k))
+		case k == "NODELD_PORT":
+			errs = append(errs, errors.New("env: NODELD_PORT is set by nodeld"))
+		case len(v) > maxEnvValueBytes || strings.IndexByte(v, 0) >= 0:
+			errs = append(errs, fmt.Errorf("env %s: longer than %d bytes or holds NUL", k, maxEnvValueBytes))
+		default:
+			out = append(out, k+"="+v)
+		}
+	}
+	if _, ok := env["PATH"]; !ok {
+		out = append(out, "PATH="+defaultPath)
+	}
+	slices.Sort(out)
+	return out, errors.Join(errs...)
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
 )
 
 // ServicePrefix prefixes the advertised service name: role "chat" is
