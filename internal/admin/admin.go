@@ -144,7 +144,22 @@ func (s *Server) Handler() http.Handler {
 			s.log.Warn("status encode", zap.Error(err))
 		}
 	})
-	return mux
+	return loopbackOnly(mux)
+}
+
+// loopbackOnly applies the role ports' DNS-rebinding and cross-origin guard
+// to every admin route: the status document names keys, peers, models and
+// paths, and a web page must not read it through a name it rebinds to
+// 127.0.0.1.
+func loopbackOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		origins, present := r.Header["Origin"]
+		if err := grammar.CheckLoopbackRequest(r.Host, origins, present); err != nil {
+			http.Error(w, err.Error(), http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // Run binds the listener and serves until ctx is cancelled, then shuts

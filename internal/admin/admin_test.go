@@ -108,3 +108,65 @@ func TestRunBindError(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// The admin listener refuses requests a web page could make through DNS
+// rebinding or cross-origin, as the role ports do: /v1/status names keys,
+// peers, models and paths.
+func TestRebindingGuard(t *testing.T) {
+	s, err := New(Config{Listen: "127.0.0.1:0"}, Deps{
+		Gatherer: prometheus.NewRegistry(),
+		Status:   func() any { return map[string]string{"node_id": "n-0123456789abcdef"} },
+		Logger:   zaptest.NewLogger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	<-s.Bound()
+	addr := s.Addr().String()
+	tests := []struct {
+		name, path, host, origin string
+		want                     int
+	}{
+		{"loopback host", "/v1/status", addr, "", http.StatusOK},
+		{"localhost host", "/v1/status", "localhost", "", http.StatusOK},
+		{"rebinding host on status", "/v1/status", "attacker.example:9464", "", http.StatusForbidden},
+		{"rebinding host on metrics", "/metrics", "attacker.example", "", http.StatusForbidden},
+		{"rebinding host on readyz", "/readyz", "attacker.example", "", http.StatusForbidden},
+		{"cross origin", "/v1/status", addr, "http://attacker.example", http.StatusForbidden},
+		{"null origin", "/v1/status", addr, "null", http.StatusForbidden},
+		{"loopback origin", "/v1/status", addr, "http://" + addr, http.StatusOK},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req, err := http.NewRequest(http.MethodGet, "http://"+addr+tt.path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Host = tt.host
+			if tt.origin != "" {
+				req.Header.Set("Origin", tt.origin)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tt.want {
+				t.Fatalf("GET %s with Host %q Origin %q = %d %q, want %d", tt.path, tt.host, tt.origin, resp.StatusCode, body, tt.want)
+			}
+			if tt.want == http.StatusForbidden && strings.Contains(string(body), "n-0123456789abcdef") {
+				t.Errorf("a refused request leaked the status: %q", body)
+			}
+		})
+	}
+}

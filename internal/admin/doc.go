@@ -6,7 +6,11 @@
 // Invariants: nothing served here mutates the node; mutating operator
 // calls go over the local unix socket, never this port. The listen
 // address must be loopback (config validation enforces it; New checks
-// again).
+// again). Every route applies the role ports' DNS-rebinding and
+// cross-origin guard (grammar.CheckLoopbackRequest): a Host that is not a
+// loopback authority, or an Origin that is not one loopback origin, is 403
+// before any handler runs, so a web page cannot read /v1/status through a
+// name it rebinds to 127.0.0.1.
 //
 // Concurrency: Server is safe for concurrent use. Run owns the HTTP
 // server's goroutines and returns after a graceful shutdown once its

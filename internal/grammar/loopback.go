@@ -76,6 +76,31 @@ func IsLoopbackOrigin(origin string) bool {
 	return ok && IsLoopbackAuthority(rest)
 }
 
+// Why CheckLoopbackRequest refuses a request.
+var (
+	// ErrForbiddenHost: the Host header is not a loopback authority (a
+	// DNS-rebinding page reaching a loopback port under its own name).
+	ErrForbiddenHost = errors.New("forbidden: Host is not loopback")
+	// ErrForbiddenOrigin: an Origin header is present and is not exactly
+	// one loopback origin (a cross-origin page).
+	ErrForbiddenOrigin = errors.New("forbidden: cross-origin request")
+)
+
+// CheckLoopbackRequest is the DNS-rebinding and cross-origin guard of every
+// loopback HTTP listener (role ports, admin): host, the request's Host
+// header, must be a loopback authority, and the Origin header, when
+// present (origins holds its values), must be exactly one loopback origin.
+// It returns nil, ErrForbiddenHost or ErrForbiddenOrigin.
+func CheckLoopbackRequest(host string, origins []string, originPresent bool) error {
+	if !IsLoopbackAuthority(host) {
+		return ErrForbiddenHost
+	}
+	if originPresent && (len(origins) != 1 || !IsLoopbackOrigin(origins[0])) {
+		return ErrForbiddenOrigin
+	}
+	return nil
+}
+
 // ParseLoopbackAddrPort parses a loopback listen address, "ip:port" with a
 // loopback IP literal (IsLoopbackAddr; IPv6 in brackets) and a port of 0
 // (any free port) to 65535. Names, "localhost" included, are refused so

@@ -380,3 +380,27 @@ func FuzzIsLoopbackAuthority(f *testing.F) {
 		}
 	})
 }
+
+func TestCheckLoopbackRequest(t *testing.T) {
+	tests := []struct {
+		name    string
+		host    string
+		origins []string
+		present bool
+		want    error
+	}{
+		{"loopback, no origin", "127.0.0.1:9464", nil, false, nil},
+		{"localhost, loopback origin", "localhost:8090", []string{"http://localhost:8090"}, true, nil},
+		{"rebinding host", "attacker.example:9464", nil, false, ErrForbiddenHost},
+		{"empty host", "", nil, false, ErrForbiddenHost},
+		{"foreign origin", "127.0.0.1", []string{"http://attacker.example"}, true, ErrForbiddenOrigin},
+		{"two origins", "127.0.0.1", []string{"http://127.0.0.1", "http://127.0.0.1"}, true, ErrForbiddenOrigin},
+		{"empty origin header", "127.0.0.1", []string{""}, true, ErrForbiddenOrigin},
+		{"https origin", "127.0.0.1", []string{"https://127.0.0.1"}, true, ErrForbiddenOrigin},
+	}
+	for _, tt := range tests {
+		if got := CheckLoopbackRequest(tt.host, tt.origins, tt.present); got != tt.want {
+			t.Errorf("%s: CheckLoopbackRequest(%q, %q, %v) = %v, want %v", tt.name, tt.host, tt.origins, tt.present, got, tt.want)
+		}
+	}
+}

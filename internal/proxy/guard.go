@@ -117,17 +117,15 @@ func classifyPath(requestURI string) (routeClass, *Error) {
 // checkAuthority is the DNS-rebinding and cross-origin guard: Host must be
 // a loopback host and a present Origin must be http://<loopback host>.
 func checkAuthority(r *http.Request) *Error {
-	if !grammar.IsLoopbackAuthority(r.Host) {
-		return &Error{Status: http.StatusForbidden, Type: TypePermission, Code: CodeForbiddenHost,
-			Message: "forbidden: Host is not loopback"}
-	}
 	origins, present := r.Header["Origin"]
-	if !present {
+	switch grammar.CheckLoopbackRequest(r.Host, origins, present) {
+	case nil:
 		return nil
-	}
-	if len(origins) != 1 || !grammar.IsLoopbackOrigin(origins[0]) {
+	case grammar.ErrForbiddenHost:
+		return &Error{Status: http.StatusForbidden, Type: TypePermission, Code: CodeForbiddenHost,
+			Message: grammar.ErrForbiddenHost.Error()}
+	default:
 		return &Error{Status: http.StatusForbidden, Type: TypePermission, Code: CodeForbiddenOrigin,
-			Message: "forbidden: cross-origin request"}
+			Message: grammar.ErrForbiddenOrigin.Error()}
 	}
-	return nil
 }
