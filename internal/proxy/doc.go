@@ -42,6 +42,8 @@
 // are flushed on every write (FlushInterval -1), so SSE and chunked
 // responses are never buffered. One shared http.Transport keeps
 // connections alive to upstreams; the servers keep them alive to clients.
+// An upstream response head over MaxUpstreamHeaderBytes (64 KiB) is 502,
+// on this transport and on the one serving peers' requests.
 // A client that goes away cancels the upstream request. A watchdog cancels
 // a request after StallTimeout without upstream bytes (head or body) or
 // after RequestTimeout: 504 before the response head, a cut stream after

@@ -31,6 +31,12 @@ const (
 	// MaxHeaderBytes bounds a client's request head (request line and
 	// headers), enforced by net/http.
 	MaxHeaderBytes = 16 << 10
+	// MaxUpstreamHeaderBytes bounds the response head of a local instance
+	// (status line and headers), on the transport of the loopback proxy and
+	// on the one a serving node uses for peers' requests, like the
+	// runtime probes' bound. A longer head fails the exchange: 502 on a
+	// role port, an upstream_error refusal to a peer.
+	MaxUpstreamHeaderBytes = 64 << 10
 	// MaxPathBytes bounds the request target (path and query).
 	MaxPathBytes = 2048
 	// MaxRoleNameBytes bounds a role name.
