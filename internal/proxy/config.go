@@ -37,6 +37,10 @@ type Config struct {
 	RequestTimeout time.Duration
 	// HeaderTimeout bounds reading a client's request head.
 	HeaderTimeout time.Duration
+	// BodyTimeout bounds reading a client's request body, from the end of
+	// its head to its last byte, on both paths: a client still sending
+	// when it passes is answered 408 and its concurrency slot is freed.
+	BodyTimeout time.Duration
 	// DrainTimeout bounds a graceful shutdown of a listener.
 	DrainTimeout time.Duration
 	// MaxResponseBytes caps the response body relayed to a client; a
@@ -68,6 +72,9 @@ func (cfg Config) withDefaults() Config {
 	}
 	if out.HeaderTimeout == 0 {
 		out.HeaderTimeout = DefaultHeaderTimeout
+	}
+	if out.BodyTimeout == 0 {
+		out.BodyTimeout = DefaultBodyTimeout
 	}
 	if out.MaxResponseBytes == 0 {
 		out.MaxResponseBytes = DefaultMaxResponseBytes
@@ -125,6 +132,7 @@ func (cfg Config) Validate() error {
 	checkDur("stall timeout", cfg.StallTimeout)
 	checkDur("request timeout", cfg.RequestTimeout)
 	checkDur("header timeout", cfg.HeaderTimeout)
+	checkDur("body timeout", cfg.BodyTimeout)
 	checkDur("drain timeout", cfg.DrainTimeout)
 	return errors.Join(errs...)
 }

@@ -29,8 +29,14 @@
 // "no instance serves role 'X'", a peer target while the mesh is not
 // running 503 mesh_not_running (503 like no instance: this node cannot
 // reach anything that serves the role, and clients retry both alike), over
-// the role's concurrency 429 (admission never queues). Errors are
-// OpenAI-style JSON {"error":{"message","type","code"}}; codes are stable.
+// the role's concurrency 429 (admission never queues). Once admitted, the
+// body must arrive within BodyTimeout of the request (the connection's
+// read deadline, on both paths), else 408 body_timeout and the slot is
+// free: the watchdog counts body bytes as activity, so without it a client
+// trickling its body held the slot until RequestTimeout on the local path,
+// and for as long as it kept sending on the remote path, where the body is
+// read before forwarding. Errors are OpenAI-style JSON
+// {"error":{"message","type","code"}}; codes are stable.
 //
 // # Forwarding
 //
@@ -49,9 +55,10 @@
 // after RequestTimeout: 504 before the response head, a cut stream after
 // it. Any failure after the head is sent cuts the stream
 // (http.ErrAbortHandler); responses over MaxResponseBytes are cut too.
-// Remote: the body is read into memory, bounded by MeshMaxBodyBytes, and
-// handed to RemoteForwarder with the same watchdog on the client writes;
-// every write of the forwarder is flushed to the client at once.
+// Remote: the body is read into memory, bounded by MeshMaxBodyBytes and
+// BodyTimeout, and handed to RemoteForwarder with the same watchdog on
+// the client writes; every write of the forwarder is flushed to the
+// client at once.
 //
 // # Mesh forwarding (MeshForwarder)
 //

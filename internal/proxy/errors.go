@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 )
 
 // Error types (the "type" field of an error body), following OpenAI's
@@ -30,6 +31,7 @@ const (
 	CodeNotFound         = "not_found"
 	CodeMethodNotAllowed = "method_not_allowed"
 	CodeBodyTooLarge     = "body_too_large"
+	CodeBodyTimeout      = "body_timeout"
 	CodeOverCapacity     = "over_capacity"
 	CodeNoInstance       = "no_instance"
 	CodeMeshNotRunning   = "mesh_not_running"
@@ -106,6 +108,11 @@ func errMeshNotRunning(role string) *Error {
 func errTooLarge(limit int64) *Error {
 	return &Error{Status: http.StatusRequestEntityTooLarge, Type: TypeInvalidRequest, Code: CodeBodyTooLarge,
 		Message: "request body over " + strconv.FormatInt(limit, 10) + " bytes"}
+}
+
+func errBodyTimeout(d time.Duration) *Error {
+	return &Error{Status: http.StatusRequestTimeout, Type: TypeTimeout, Code: CodeBodyTimeout,
+		Message: "request timeout: the request body did not arrive within " + d.String()}
 }
 
 // asError returns err's *Error if it wraps one.

@@ -9,8 +9,10 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/netip"
+	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -32,6 +34,7 @@ type exchange struct {
 	upstream string // "ip:port" of the local instance
 	client   context.Context
 	wd       *watchdog
+	body     *bodyReader // nil when the request has no body
 }
 
 // roleHandler serves one role's listener.
@@ -101,10 +104,16 @@ func (h *roleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.rs.release()
 		p.observe(role, rm, rec, start)
 	}()
+	// The slot is held from here: a client trickling its body must not
+	// keep it past BodyTimeout.
+	var body *bodyReader
+	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+		body = newBodyReader(rec, r.Body, start, set.BodyTimeout)
+	}
 	if rm.route == routeLocal {
-		p.forwardLocal(rec, r, role, target, set)
+		p.forwardLocal(rec, r, role, target, set, body)
 	} else {
-		p.forwardRemote(rec, r, role, target, set)
+		p.forwardRemote(rec, r, role, target, set, body)
 	}
 }
 
@@ -131,8 +140,8 @@ func (p *Proxy) observe(role string, rm *routeMetrics, rec *recorder, start time
 }
 
 // forwardLocal relays r to a local instance through the shared
-// ReverseProxy.
-func (p *Proxy) forwardLocal(rec *recorder, r *http.Request, role string, target table.Target, set *Config) {
+// ReverseProxy; body (nil when there is none) streams to the instance.
+func (p *Proxy) forwardLocal(rec *recorder, r *http.Request, role string, target table.Target, set *Config, body *bodyReader) {
 	upstream, err := parseLocalBase(target.Base)
 	if err != nil {
 		p.log.Warn("local target refused", zap.String("role", role), zap.Error(err))
@@ -146,32 +155,26 @@ func (p *Proxy) forwardLocal(rec *recorder, r *http.Request, role string, target
 	wd := startWatchdog(set.StallTimeout, set.RequestTimeout, cancel)
 	defer wd.stop()
 	rec.wd = wd
-	ex := &exchange{role: role, upstream: upstream, client: r.Context(), wd: wd}
+	ex := &exchange{role: role, upstream: upstream, client: r.Context(), wd: wd, body: body}
 	out := r.WithContext(context.WithValue(ctx, exchangeKey{}, ex))
-	if r.ContentLength != 0 {
-		out.Body = &activityReader{r: http.MaxBytesReader(rec.ResponseWriter, r.Body, set.MaxBodyBytes), wd: wd}
+	if body != nil {
+		body.wd = wd
+		out.Body = http.MaxBytesReader(rec.ResponseWriter, body, set.MaxBodyBytes)
 	}
 	p.rp.ServeHTTP(rec, out)
 }
 
 // forwardRemote hands r to the mesh with its body read into memory (bounded
-// by MeshMaxBodyBytes).
-func (p *Proxy) forwardRemote(rec *recorder, r *http.Request, role string, target table.Target, set *Config) {
+// by MeshMaxBodyBytes and BodyTimeout).
+func (p *Proxy) forwardRemote(rec *recorder, r *http.Request, role string, target table.Target, set *Config, in *bodyReader) {
 	rec.Header().Set(RouteHeader, target.NodeID)
 	if r.ContentLength > set.MeshMaxBodyBytes {
 		writeError(rec, errTooLarge(set.MeshMaxBodyBytes))
 		return
 	}
-	body, err := readBody(rec.ResponseWriter, r, set.MeshMaxBodyBytes)
+	body, err := readBody(rec.ResponseWriter, in, r.ContentLength, set.MeshMaxBodyBytes)
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			writeError(rec, errTooLarge(mbe.Limit))
-			return
-		}
-		// The client went away or sent a broken body; tell it if it can hear.
-		writeError(rec, &Error{Status: http.StatusBadRequest, Type: TypeInvalidRequest, Code: CodeBadPath,
-			Message: "bad request: reading request body"})
+		writeError(rec, bodyError(err, in))
 		return
 	}
 	ctx, cancel := context.WithCancelCause(r.Context())
@@ -209,20 +212,35 @@ func (p *Proxy) forwardRemote(rec *recorder, r *http.Request, role string, targe
 	writeError(rec, e)
 }
 
-// readBody reads r's body, at most limit bytes, allocating for the declared
-// length only after it was checked against the limit.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	if r.ContentLength == 0 || r.Body == nil {
+// readBody reads body (nil: none), at most limit bytes, allocating for the
+// declared length only after it was checked against the limit.
+func readBody(w http.ResponseWriter, body *bodyReader, declared, limit int64) ([]byte, error) {
+	if body == nil {
 		return nil, nil
 	}
 	var buf bytes.Buffer
-	if r.ContentLength > 0 && r.ContentLength <= limit {
-		buf.Grow(int(r.ContentLength))
+	if declared > 0 && declared <= limit {
+		buf.Grow(int(declared))
 	}
-	if _, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit)); err != nil {
+	if _, err := buf.ReadFrom(http.MaxBytesReader(w, body, limit)); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// bodyError is the answer to a request body that could not be read.
+func bodyError(err error, body *bodyReader) *Error {
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return errTooLarge(mbe.Limit)
+	case body.expired():
+		return errBodyTimeout(body.timeout)
+	default:
+		// The client went away or sent a broken body; tell it if it can hear.
+		return &Error{Status: http.StatusBadRequest, Type: TypeInvalidRequest, Code: CodeBadPath,
+			Message: "bad request: reading request body"}
+	}
 }
 
 // rewrite points the outbound request at the local instance. Headers go
@@ -251,10 +269,16 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 // head was sent.
 func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
 	ex := r.Context().Value(exchangeKey{}).(*exchange)
+	w.Header().Set(RouteHeader, routeLocal)
+	// Before the client check: the body deadline cancels the client's
+	// context too (net/http does on any read error from the connection).
+	if ex.body != nil && ex.body.expired() {
+		writeError(w, errBodyTimeout(ex.body.timeout))
+		return
+	}
 	if ex.client.Err() != nil {
 		return // the client went away; counted as statusClientClosed
 	}
-	w.Header().Set(RouteHeader, routeLocal)
 	set := p.settings.Load()
 	var e *Error
 	var mbe *http.MaxBytesError
@@ -313,21 +337,47 @@ func parseLocalBase(base string) (string, error) {
 	return hostport, nil
 }
 
-// activityReader feeds the watchdog while a request body is uploaded.
-type activityReader struct {
-	r  io.ReadCloser
-	wd *watchdog
+// bodyReader reads a client's request body within its deadline (the
+// request's start plus BodyTimeout) and, on the local path, feeds the
+// watchdog while the body is uploaded. The deadline is the connection's
+// read deadline, so it also ends a read waiting on a client that sends
+// nothing at all; a read that fails on it cancels the request's context
+// (net/http does so on any read error), which is why expired is asked
+// before the context. net/http clears the deadline itself once the body
+// has been read to its end, when its background read (watching for the
+// client going away) starts, so a long response is not cut by it.
+// Read may run on the transport's goroutine; the transport returns only
+// after that goroutine is done, so expired is current when the handler
+// asks.
+type bodyReader struct {
+	r        io.ReadCloser
+	timeout  time.Duration
+	wd       *watchdog   // nil, or set before the first Read
+	timedOut atomic.Bool // a read failed on the deadline
 }
 
-func (a *activityReader) Read(b []byte) (int, error) {
-	n, err := a.r.Read(b)
-	if n > 0 {
-		a.wd.touch()
+func newBodyReader(w http.ResponseWriter, r io.ReadCloser, start time.Time, timeout time.Duration) *bodyReader {
+	// Only a ResponseWriter that is not net/http's (a test's recorder)
+	// has no deadline to set; its body is then bounded by size alone.
+	_ = http.NewResponseController(w).SetReadDeadline(start.Add(timeout))
+	return &bodyReader{r: r, timeout: timeout}
+}
+
+func (b *bodyReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if n > 0 && b.wd != nil {
+		b.wd.touch()
+	}
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		b.timedOut.Store(true)
 	}
 	return n, err
 }
 
-func (a *activityReader) Close() error { return a.r.Close() }
+func (b *bodyReader) Close() error { return b.r.Close() }
+
+// expired reports whether reading the body failed on its deadline.
+func (b *bodyReader) expired() bool { return b.timedOut.Load() }
 
 // errResponseTooLarge cuts a response over MaxResponseBytes.
 var errResponseTooLarge = errors.New("response body over the relay limit")

@@ -25,6 +25,9 @@ const (
 	DefaultRequestTimeout = 900 * time.Second
 	// DefaultHeaderTimeout bounds reading a client's request head.
 	DefaultHeaderTimeout = 10 * time.Second
+	// DefaultBodyTimeout bounds reading a client's request body, counted
+	// from the end of its head (the reference's body_timeout).
+	DefaultBodyTimeout = 30 * time.Second
 	// DefaultDrainTimeout bounds a graceful shutdown: in-flight requests
 	// still running after it are cut.
 	DefaultDrainTimeout = 10 * time.Second
