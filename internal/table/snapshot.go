@@ -83,7 +83,7 @@ func (t *Table) Snapshot() Snapshot {
 		var cs []candidate
 		if l, ok := t.local[role]; ok {
 			rs.Local = &LocalSnapshot{Base: l.base, Model: l.model, API: l.api, Runtime: l.runtime}
-			rs.Resolved = &Target{Kind: TargetLocal, Base: l.base, Model: l.model}
+			rs.Resolved = &Target{Kind: TargetLocal, Base: l.base, Model: l.model, Runtime: l.runtime}
 		} else {
 			cs = t.candidatesLocked(role, now)
 		}
