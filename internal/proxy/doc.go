@@ -12,8 +12,12 @@
 // /api/tags, /api/show, /api/version, /api/ps) go local or remote; any other
 // /v1/... path goes to local instances only (404 local_only_path when the
 // role is served by a peer). Ollama's management API (/api/pull,
-// /api/delete, /api/create, /api/push, /api/copy, /api/blobs/...) is 403;
-// anything else 404. A request target not in canonical origin form (not
+// /api/delete, /api/create, /api/push, /api/copy, /api/blobs/...) is 403
+// whatever the method; anything else 404. When the role's instance is an
+// Ollama (its table runtime, local or on a peer), HEAD and GET / (and
+// only "/") are answered here as Ollama answers them, 200 "Ollama is
+// running", since Ollama's CLI checks HEAD / before list, run or ps;
+// otherwise they keep the 405 and 404 above. A request target not in canonical origin form (not
 // starting with one '/', "//", "." or ".." segments, %2e/%2f/%5c/%00 in any
 // case, backslash, controls, or a percent-encoding other than the one Go
 // produces) is 400, so what is checked is exactly what is forwarded.
@@ -36,7 +40,9 @@
 // trickling its body held the slot until RequestTimeout on the local path,
 // and for as long as it kept sending on the remote path, where the body is
 // read before forwarding. Errors are OpenAI-style JSON
-// {"error":{"message","type","code"}}; codes are stable.
+// {"error":{"message","type","code"}}; codes are stable. On Ollama's /api/
+// paths they take Ollama's shape, {"error":"<message>"}, which its clients
+// print (they fail to decode the OpenAI shape there).
 //
 // # Forwarding
 //

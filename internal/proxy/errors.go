@@ -47,9 +47,10 @@ const (
 const statusClientClosed = 499
 
 // Error is a refusal or failure answered to the client as an OpenAI-style
-// JSON error. A RemoteForwarder may return one (possibly wrapped) to choose
-// the status and code the client sees; any other error it returns before
-// writing a head becomes 502.
+// JSON error (Ollama's shape on Ollama's paths: see writeError). A
+// RemoteForwarder may return one (possibly wrapped) to choose the status
+// and code the client sees; any other error it returns before writing a
+// head becomes 502.
 type Error struct {
 	Status  int
 	Type    string
@@ -73,13 +74,24 @@ type errorFields struct {
 	Code    string `json:"code"`
 }
 
-// writeError answers e as JSON. Extra headers already set on w (Allow,
-// X-Nodeld-Route) are kept.
-func writeError(w http.ResponseWriter, e *Error) {
-	b, err := json.Marshal(errorBody{Error: errorFields{Message: e.Message, Type: e.Type, Code: e.Code}})
+// ollamaErrorBody is the JSON shape of an error from Ollama's API: its
+// clients read the "error" string and print it.
+type ollamaErrorBody struct {
+	Error string `json:"error"`
+}
+
+// writeError answers e to r as JSON in the shape of the API r speaks:
+// Ollama's {"error":"<message>"} on its /api/ paths, OpenAI's everywhere
+// else. Extra headers already set on w (Allow, X-Nodeld-Route) are kept.
+func writeError(w http.ResponseWriter, r *http.Request, e *Error) {
+	var v any = errorBody{Error: errorFields{Message: e.Message, Type: e.Type, Code: e.Code}}
+	if isOllamaPath(r.URL.Path) {
+		v = ollamaErrorBody{Error: e.Message}
+	}
+	b, err := json.Marshal(v)
 	if err != nil {
-		// Marshalling three strings cannot fail; keep a valid body anyway.
-		b = []byte(`{"error":{"message":"internal error","type":"server_error","code":"internal"}}`)
+		// Marshalling strings cannot fail; keep a valid body anyway.
+		b = []byte(`{"error":"internal error"}`)
 	}
 	b = append(b, '\n')
 	h := w.Header()

@@ -49,28 +49,40 @@ func (h *roleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.rs.handlers.add()
 	defer h.rs.handlers.done()
 
+	if r.RequestURI == "/" && (r.Method == http.MethodGet || r.Method == http.MethodHead) && checkAuthority(r) == nil {
+		if target, ok := p.resolver.Resolve(role); ok && answerOllamaRoot(w, r, target) {
+			p.metrics.requests.WithLabelValues(role, routeNone, "200").Inc()
+			return
+		}
+	}
 	if e := checkMethod(r); e != nil {
-		w.Header().Set("Allow", "GET, POST")
-		p.refuse(w, role, routeNone, e)
+		// A management path is refused as such whatever the method
+		// (Ollama's CLI deletes with DELETE), so its client says why.
+		if _, pe := classifyPath(r.RequestURI); pe != nil && pe.Code == CodeForbiddenPath {
+			e = pe
+		} else {
+			w.Header().Set("Allow", "GET, POST")
+		}
+		p.refuse(w, r, role, routeNone, e)
 		return
 	}
 	class, e := classifyPath(r.RequestURI)
 	if e != nil {
-		p.refuse(w, role, routeNone, e)
+		p.refuse(w, r, role, routeNone, e)
 		return
 	}
 	if e := checkAuthority(r); e != nil {
-		p.refuse(w, role, routeNone, e)
+		p.refuse(w, r, role, routeNone, e)
 		return
 	}
 	set := p.settings.Load()
 	if r.ContentLength > set.MaxBodyBytes {
-		p.refuse(w, role, routeNone, errTooLarge(set.MaxBodyBytes))
+		p.refuse(w, r, role, routeNone, errTooLarge(set.MaxBodyBytes))
 		return
 	}
 	target, ok := p.resolver.Resolve(role)
 	if !ok {
-		p.refuse(w, role, routeNone, errNoInstance(role))
+		p.refuse(w, r, role, routeNone, errNoInstance(role))
 		return
 	}
 	rm := &h.rs.local
@@ -79,20 +91,20 @@ func (h *roleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case table.TargetRemote:
 		rm = &h.rs.peer
 		if p.remote == nil {
-			p.refuse(w, role, routeNone, errMeshNotRunning(role))
+			p.refuse(w, r, role, routeNone, errMeshNotRunning(role))
 			return
 		}
 		if class == routeLocalOnly {
-			p.refuse(w, role, routeNone, &Error{Status: http.StatusNotFound, Type: TypeNotFound, Code: CodeLocalOnly,
+			p.refuse(w, r, role, routeNone, &Error{Status: http.StatusNotFound, Type: TypeNotFound, Code: CodeLocalOnly,
 				Message: "role '" + role + "' is served by a peer, which is not asked for " + r.URL.Path})
 			return
 		}
 	default:
-		p.refuse(w, role, routeNone, errNoInstance(role))
+		p.refuse(w, r, role, routeNone, errNoInstance(role))
 		return
 	}
 	if !h.rs.acquire() {
-		p.refuse(w, role, routeNone, &Error{Status: http.StatusTooManyRequests, Type: TypeRateLimit, Code: CodeOverCapacity,
+		p.refuse(w, r, role, routeNone, &Error{Status: http.StatusTooManyRequests, Type: TypeRateLimit, Code: CodeOverCapacity,
 			Message: "role '" + role + "' has " + strconv.FormatInt(h.rs.capacity.Load(), 10) + " requests in flight; retry later"})
 		return
 	}
@@ -118,8 +130,8 @@ func (h *roleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // refuse answers a request that is not forwarded and counts it.
-func (p *Proxy) refuse(w http.ResponseWriter, role, route string, e *Error) {
-	writeError(w, e)
+func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, role, route string, e *Error) {
+	writeError(w, r, e)
 	p.metrics.requests.WithLabelValues(role, route, strconv.Itoa(e.Status)).Inc()
 }
 
@@ -146,7 +158,7 @@ func (p *Proxy) forwardLocal(rec *recorder, r *http.Request, role string, target
 	if err != nil {
 		p.log.Warn("local target refused", zap.String("role", role), zap.Error(err))
 		rec.Header().Set(RouteHeader, routeLocal)
-		writeError(rec, &Error{Status: http.StatusBadGateway, Type: TypeUpstream, Code: CodeBadTarget,
+		writeError(rec, r, &Error{Status: http.StatusBadGateway, Type: TypeUpstream, Code: CodeBadTarget,
 			Message: "the local instance of role '" + role + "' has an invalid address"})
 		return
 	}
@@ -169,12 +181,12 @@ func (p *Proxy) forwardLocal(rec *recorder, r *http.Request, role string, target
 func (p *Proxy) forwardRemote(rec *recorder, r *http.Request, role string, target table.Target, set *Config, in *bodyReader) {
 	rec.Header().Set(RouteHeader, target.NodeID)
 	if r.ContentLength > set.MeshMaxBodyBytes {
-		writeError(rec, errTooLarge(set.MeshMaxBodyBytes))
+		writeError(rec, r, errTooLarge(set.MeshMaxBodyBytes))
 		return
 	}
 	body, err := readBody(rec.ResponseWriter, in, r.ContentLength, set.MeshMaxBodyBytes)
 	if err != nil {
-		writeError(rec, bodyError(err, in))
+		writeError(rec, r, bodyError(err, in))
 		return
 	}
 	ctx, cancel := context.WithCancelCause(r.Context())
@@ -209,7 +221,7 @@ func (p *Proxy) forwardRemote(rec *recorder, r *http.Request, role string, targe
 		}
 	}
 	p.log.Warn("remote forward failed", zap.String("role", role), zap.String("node", target.NodeID), zap.Error(err))
-	writeError(rec, e)
+	writeError(rec, r, e)
 }
 
 // readBody reads body (nil: none), at most limit bytes, allocating for the
@@ -273,7 +285,7 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 	// Before the client check: the body deadline cancels the client's
 	// context too (net/http does on any read error from the connection).
 	if ex.body != nil && ex.body.expired() {
-		writeError(w, errBodyTimeout(ex.body.timeout))
+		writeError(w, r, errBodyTimeout(ex.body.timeout))
 		return
 	}
 	if ex.client.Err() != nil {
@@ -284,7 +296,7 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 	var mbe *http.MaxBytesError
 	switch cause := context.Cause(r.Context()); {
 	case errors.As(err, &mbe):
-		writeError(w, errTooLarge(mbe.Limit))
+		writeError(w, r, errTooLarge(mbe.Limit))
 		return
 	case cause == errStalled:
 		e = &Error{Status: http.StatusGatewayTimeout, Type: TypeTimeout, Code: CodeUpstreamTimeout,
@@ -303,7 +315,7 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 			Message: "upstream: the local instance of role '" + ex.role + "' failed to answer"}
 	}
 	p.log.Warn("local forward failed", zap.String("role", ex.role), zap.String("upstream", ex.upstream), zap.Error(err))
-	writeError(w, e)
+	writeError(w, r, e)
 }
 
 func isTimeout(err error) bool {
