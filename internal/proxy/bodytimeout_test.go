@@ -66,8 +66,10 @@ func (h *harness) trickle(role, path string, size int, gap time.Duration) (*http
 
 // TestTrickledBodyFreesSlot checks that a client sending its body a byte at
 // a time is answered 408 once BodyTimeout has passed and that its
-// concurrency slot is then free, on both paths. On the local path the
-// stall timeout does not cover it: every body byte counts as activity.
+// concurrency slot is then free, on both paths (and on the local one both
+// when the body streams to the instance and when it is read to pin its
+// model). On the local path the stall timeout does not cover it: every
+// body byte counts as activity.
 func TestTrickledBodyFreesSlot(t *testing.T) {
 	const bodyTimeout = 300 * time.Millisecond
 	cfg := Config{
@@ -83,15 +85,21 @@ func TestTrickledBodyFreesSlot(t *testing.T) {
 		_, _ = io.WriteString(w, `{"from":"`+nodeID+`"}`)
 		return nil
 	})
-	for _, route := range []string{routeLocal, routeRemote} {
-		t.Run(route, func(t *testing.T) {
+	for _, tt := range []struct {
+		name, route string
+		target      func(base string) table.Target
+	}{
+		{"local streamed", routeLocal, func(base string) table.Target { return table.Target{Kind: table.TargetLocal, Base: base} }},
+		{"local pinned", routeLocal, func(base string) table.Target {
+			return table.Target{Kind: table.TargetLocal, Base: base, Model: "m"}
+		}},
+		{"remote", routeRemote, func(string) table.Target { return table.Target{Kind: table.TargetRemote, NodeID: "node-b"} }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			route := tt.route
 			up := proxytest.New(t, proxytest.Options{})
 			h := startProxy(t, cfg, Deps{Remote: remote})
-			if route == routeLocal {
-				h.resolver.local("chat", up.URL)
-			} else {
-				h.resolver.set("chat", table.Target{Kind: table.TargetRemote, NodeID: "node-b"})
-			}
+			h.resolver.set("chat", tt.target(up.URL))
 			forwarded.Store(0)
 
 			res, body, took := h.trickle("chat", "/v1/chat/completions", 1000, 20*time.Millisecond)

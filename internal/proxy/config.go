@@ -19,6 +19,10 @@ type RoleConfig struct {
 	// Concurrency is the most requests in flight on this role; one more is
 	// answered 429. 0 means DefaultConcurrency.
 	Concurrency int
+	// ModelPassthrough keeps the client's "model" on requests to a local
+	// instance, for servers that host several models. By default it is
+	// pinned to the instance's model, as on requests served to peers.
+	ModelPassthrough bool
 }
 
 // Config is the proxy's configuration. Zero fields take the Default values

@@ -49,7 +49,15 @@
 // Local: Rewrite (never Director) sets only the destination; request
 // headers go unchanged (Authorization included) except hop-by-hop ones and
 // Upgrade; Host becomes the instance's address; X-Forwarded-* are not
-// added. The response head is relayed as is (minus hop-by-hop headers)
+// added. The body streams to the instance, except on the inference POST
+// paths (OpenAI's and Ollama's, pinnedPaths) when the instance's model is
+// known and the role has no ModelPassthrough: the body is then read into
+// memory (MaxBodyBytes, BodyTimeout) and its "model" pinned to the
+// instance's by pinModel, the rule of the serving side of the mesh, so a
+// request gets the same answer wherever the role is served (the original
+// pinned over the mesh only; this departs from it on purpose). A body
+// naming that model already, or that is not one JSON object, goes as
+// sent. The response head is relayed as is (minus hop-by-hop headers)
 // plus X-Nodeld-Route: local (or the peer's node id for remote). Bodies
 // are flushed on every write (FlushInterval -1), so SSE and chunked
 // responses are never buffered. One shared http.Transport keeps

@@ -123,7 +123,7 @@ func (h *roleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		body = newBodyReader(rec, r.Body, start, set.BodyTimeout)
 	}
 	if rm.route == routeLocal {
-		p.forwardLocal(rec, r, role, target, set, body)
+		p.forwardLocal(rec, r, role, target, set, body, pinsModel(r, target, h.rs.passthrough.Load()))
 	} else {
 		p.forwardRemote(rec, r, role, target, set, body)
 	}
@@ -152,8 +152,10 @@ func (p *Proxy) observe(role string, rm *routeMetrics, rec *recorder, start time
 }
 
 // forwardLocal relays r to a local instance through the shared
-// ReverseProxy; body (nil when there is none) streams to the instance.
-func (p *Proxy) forwardLocal(rec *recorder, r *http.Request, role string, target table.Target, set *Config, body *bodyReader) {
+// ReverseProxy; body (nil when there is none) streams to the instance,
+// unless its "model" is pinned: it is then read into memory (bounded by
+// MaxBodyBytes and BodyTimeout) and pinned first.
+func (p *Proxy) forwardLocal(rec *recorder, r *http.Request, role string, target table.Target, set *Config, body *bodyReader, pin bool) {
 	upstream, err := parseLocalBase(target.Base)
 	if err != nil {
 		p.log.Warn("local target refused", zap.String("role", role), zap.Error(err))
@@ -169,7 +171,21 @@ func (p *Proxy) forwardLocal(rec *recorder, r *http.Request, role string, target
 	rec.wd = wd
 	ex := &exchange{role: role, upstream: upstream, client: r.Context(), wd: wd, body: body}
 	out := r.WithContext(context.WithValue(ctx, exchangeKey{}, ex))
-	if body != nil {
+	switch {
+	case body == nil:
+	case pin:
+		body.wd = wd
+		data, err := readBody(rec.ResponseWriter, body, r.ContentLength, set.MaxBodyBytes)
+		if err != nil {
+			rec.Header().Set(RouteHeader, routeLocal)
+			writeError(rec, r, bodyError(err, body))
+			return
+		}
+		data = pinLocal(data, target)
+		out.Body = io.NopCloser(bytes.NewReader(data))
+		out.ContentLength = int64(len(data))
+		out.TransferEncoding = nil
+	default:
 		body.wd = wd
 		out.Body = http.MaxBytesReader(rec.ResponseWriter, body, set.MaxBodyBytes)
 	}
