@@ -35,7 +35,7 @@ func pinsModel(r *http.Request, target table.Target, passthrough bool) bool {
 // already (no copy), and body itself when it is not one JSON object (the
 // instance answers it as it always did; a peer refuses it).
 func pinLocal(body []byte, target table.Target) []byte {
-	pinned, err := pinModel(body, table.MeshLocal{Base: target.Base, Model: target.Model, Runtime: target.Runtime})
+	pinned, err := pinModel(body, table.MeshLocal{Model: target.Model, Runtime: target.Runtime})
 	if err != nil {
 		return body
 	}

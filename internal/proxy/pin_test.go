@@ -3,6 +3,7 @@ package proxy
 import (
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -153,5 +154,24 @@ func TestPinModelKeepsPinnedBody(t *testing.T) {
 	got, err = pinModel(dup, local)
 	if err != nil || string(got) != `{"model":"m","MODEL":"m"}` {
 		t.Errorf("pinModel(%s) = %s, %v", dup, got, err)
+	}
+}
+
+// BenchmarkPinLocal measures pinning a chat body of a typical and of a
+// large size, naming the instance's model already or another one.
+func BenchmarkPinLocal(b *testing.B) {
+	target := table.Target{Kind: table.TargetLocal, Model: "served"}
+	for _, size := range []int{4 << 10, 1 << 20} {
+		for _, model := range []string{"served", "client-pick"} {
+			body := []byte(`{"model":"` + model + `","messages":[{"role":"user","content":"` +
+				strings.Repeat("x", size) + `"}],"stream":true}`)
+			b.Run(strings.Join([]string{model, strconv.Itoa(size >> 10), "KiB"}, "_"), func(b *testing.B) {
+				b.SetBytes(int64(len(body)))
+				b.ReportAllocs()
+				for b.Loop() {
+					pinLocal(body, target)
+				}
+			})
+		}
 	}
 }
