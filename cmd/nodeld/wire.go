@@ -71,7 +71,8 @@ func proxyConfig(cfg *config.Config) proxy.Config {
 		RequestTimeout:   l.RequestTimeout.D,
 	}
 	for _, r := range cfg.Inference.Roles {
-		pc.Roles = append(pc.Roles, proxy.RoleConfig{Name: r.Name, Listen: r.Listen, Concurrency: l.ConcurrencyFor(r)})
+		pc.Roles = append(pc.Roles, proxy.RoleConfig{Name: r.Name, Listen: r.Listen, Concurrency: l.ConcurrencyFor(r),
+			ModelPassthrough: r.ModelPassthrough})
 	}
 	return pc
 }

@@ -75,7 +75,7 @@ func TestParse(t *testing.T) {
 node: {labels: {rack: a}}
 inference:
   roles:
-    - {name: chat, listen: 127.0.0.1:1, expose: true, serve_to: [x], use_from: [y, z], concurrency: 3}
+    - {name: chat, listen: 127.0.0.1:1, expose: true, serve_to: [x], use_from: [y, z], concurrency: 3, model_passthrough: true}
   instances:
     - {role: chat, runtime: ollama, url: "http://127.0.0.1:2", model: m}
   limits: {max_body_bytes: 0x10, stall_timeout: 1s, concurrency: 2}
@@ -84,7 +84,7 @@ controller: {enabled: true, workloads: [{name: w, package: p, variant: v, node: 
 `,
 			want: func(c *Config) {
 				c.Node.Labels = map[string]string{"rack": "a"}
-				c.Inference.Roles = []Role{{Name: "chat", Listen: "127.0.0.1:1", Expose: true, ServeTo: []string{"x"}, UseFrom: []string{"y", "z"}, Concurrency: 3}}
+				c.Inference.Roles = []Role{{Name: "chat", Listen: "127.0.0.1:1", Expose: true, ServeTo: []string{"x"}, UseFrom: []string{"y", "z"}, Concurrency: 3, ModelPassthrough: true}}
 				c.Inference.Instances = []Instance{{Role: "chat", Runtime: "ollama", URL: "http://127.0.0.1:2", Model: "m"}}
 				c.Inference.Limits.MaxBodyBytes = 16
 				c.Inference.Limits.StallTimeout = Duration{D: time.Second}

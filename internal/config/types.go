@@ -104,6 +104,11 @@ type Role struct {
 	// Concurrency overrides Limits.Concurrency for this role; 0 means
 	// the default.
 	Concurrency int `yaml:"concurrency"`
+	// ModelPassthrough keeps the client's "model" on requests to this
+	// node's instance, for servers that host several models. By default
+	// it is pinned to the instance's model, as on requests served to
+	// peers, so a request gets the same answer wherever the role is served.
+	ModelPassthrough bool `yaml:"model_passthrough"`
 }
 
 // Instance is an adopted model server nodeld probes but does not start.

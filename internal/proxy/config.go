@@ -18,6 +18,10 @@ type RoleConfig struct {
 	// Concurrency is the most requests in flight on this role; one more is
 	// answered 429. 0 means DefaultConcurrency.
 	Concurrency int
+	// ModelPassthrough keeps the client's "model" on requests to a local
+	// instance, for servers that host several models. By default it is
+	// pinned to the instance's model, as on requests served to peers.
+	ModelPassthrough bool
 }
 
 // Config is the proxy's configuration. Zero fields take the Default values
@@ -36,6 +40,10 @@ type Config struct {
 	RequestTimeout time.Duration
 	// HeaderTimeout bounds reading a client's request head.
 	HeaderTimeout time.Duration
+	// BodyTimeout bounds reading a client's request body, from the end of
+	// its head to its last byte, on both paths: a client still sending
+	// when it passes is answered 408 and its concurrency slot is freed.
+	BodyTimeout time.Duration
 	// DrainTimeout bounds a graceful shutdown of a listener.
 	DrainTimeout time.Duration
 	// MaxResponseBytes caps the response body relayed to a client; a
@@ -67,6 +75,9 @@ func (cfg Config) withDefaults() Config {
 	}
 	if out.HeaderTimeout == 0 {
 		out.HeaderTimeout = DefaultHeaderTimeout
+	}
+	if out.BodyTimeout == 0 {
+		out.BodyTimeout = DefaultBodyTimeout
 	}
 	if out.MaxResponseBytes == 0 {
 		out.MaxResponseBytes = DefaultMaxResponseBytes
@@ -124,6 +135,7 @@ func (cfg Config) Validate() error {
 	checkDur("stall timeout", cfg.StallTimeout)
 	checkDur("request timeout", cfg.RequestTimeout)
 	checkDur("header timeout", cfg.HeaderTimeout)
+	checkDur("body timeout", cfg.BodyTimeout)
 	checkDur("drain timeout", cfg.DrainTimeout)
 	return errors.Join(errs...)
 }

@@ -25,7 +25,7 @@ func TestValidate(t *testing.T) {
 				role("dup", "localhost:80", -1),
 				role("dup", "127.0.0.1:1", MaxConcurrency+1),
 			},
-			MaxBodyBytes: -1, StallTimeout: -time.Second,
+			MaxBodyBytes: -1, StallTimeout: -time.Second, BodyTimeout: -time.Millisecond,
 		}, []string{
 			`roles[0]: role name ""`,
 			`roles[1]: role name "bad/name"`,
@@ -37,6 +37,7 @@ func TestValidate(t *testing.T) {
 			"concurrency 4097",
 			"max body bytes -1",
 			"stall timeout -1s is negative",
+			"body timeout -1ms is negative",
 		}},
 	}
 	for _, tt := range tests {
@@ -63,7 +64,7 @@ func TestValidate(t *testing.T) {
 func TestDefaults(t *testing.T) {
 	got := Config{Roles: []RoleConfig{{Name: "a", Listen: "127.0.0.1:0"}}}.withDefaults()
 	if got.Roles[0].Concurrency != DefaultConcurrency || got.MaxBodyBytes != 8<<20 || got.MeshMaxBodyBytes != 2<<20 ||
-		got.StallTimeout != 120*time.Second || got.RequestTimeout != 900*time.Second {
+		got.StallTimeout != 120*time.Second || got.RequestTimeout != 900*time.Second || got.BodyTimeout != 30*time.Second {
 		t.Errorf("defaults %+v", got)
 	}
 }

@@ -12,8 +12,12 @@
 // /api/tags, /api/show, /api/version, /api/ps) go local or remote; any other
 // /v1/... path goes to local instances only (404 local_only_path when the
 // role is served by a peer). Ollama's management API (/api/pull,
-// /api/delete, /api/create, /api/push, /api/copy, /api/blobs/...) is 403;
-// anything else 404. A request target not in canonical origin form (not
+// /api/delete, /api/create, /api/push, /api/copy, /api/blobs/...) is 403
+// whatever the method; anything else 404. When the role's instance is an
+// Ollama (its table runtime, local or on a peer), HEAD and GET / (and
+// only "/") are answered here as Ollama answers them, 200 "Ollama is
+// running", since Ollama's CLI checks HEAD / before list, run or ps;
+// otherwise they keep the 405 and 404 above. A request target not in canonical origin form (not
 // starting with one '/', "//", "." or ".." segments, %2e/%2f/%5c/%00 in any
 // case, backslash, controls, or a percent-encoding other than the one Go
 // produces) is 400, so what is checked is exactly what is forwarded.
@@ -29,27 +33,46 @@
 // "no instance serves role 'X'", a peer target while the mesh is not
 // running 503 mesh_not_running (503 like no instance: this node cannot
 // reach anything that serves the role, and clients retry both alike), over
-// the role's concurrency 429 (admission never queues). Errors are
-// OpenAI-style JSON {"error":{"message","type","code"}}; codes are stable.
+// the role's concurrency 429 (admission never queues). Once admitted, the
+// body must arrive within BodyTimeout of the request (the connection's
+// read deadline, on both paths), else 408 body_timeout and the slot is
+// free: the watchdog counts body bytes as activity, so without it a client
+// trickling its body held the slot until RequestTimeout on the local path,
+// and for as long as it kept sending on the remote path, where the body is
+// read before forwarding. Errors are OpenAI-style JSON
+// {"error":{"message","type","code"}}; codes are stable. On Ollama's /api/
+// paths they take Ollama's shape, {"error":"<message>"}, which its clients
+// print (they fail to decode the OpenAI shape there).
 //
 // # Forwarding
 //
 // Local: Rewrite (never Director) sets only the destination; request
 // headers go unchanged (Authorization included) except hop-by-hop ones and
 // Upgrade; Host becomes the instance's address; X-Forwarded-* are not
-// added. The response head is relayed as is (minus hop-by-hop headers)
+// added. The body streams to the instance, except on the inference POST
+// paths (OpenAI's and Ollama's, pinnedPaths) when the instance's model is
+// known and the role has no ModelPassthrough: the body is then read into
+// memory (MaxBodyBytes, BodyTimeout) and its "model" pinned to the
+// instance's by pinModel, the rule of the serving side of the mesh, so a
+// request gets the same answer wherever the role is served (the original
+// pinned over the mesh only; this departs from it on purpose). A body
+// naming that model already, or that is not one JSON object, goes as
+// sent. The response head is relayed as is (minus hop-by-hop headers)
 // plus X-Nodeld-Route: local (or the peer's node id for remote). Bodies
 // are flushed on every write (FlushInterval -1), so SSE and chunked
 // responses are never buffered. One shared http.Transport keeps
 // connections alive to upstreams; the servers keep them alive to clients.
+// An upstream response head over MaxUpstreamHeaderBytes (64 KiB) is 502,
+// on this transport and on the one serving peers' requests.
 // A client that goes away cancels the upstream request. A watchdog cancels
 // a request after StallTimeout without upstream bytes (head or body) or
 // after RequestTimeout: 504 before the response head, a cut stream after
 // it. Any failure after the head is sent cuts the stream
 // (http.ErrAbortHandler); responses over MaxResponseBytes are cut too.
-// Remote: the body is read into memory, bounded by MeshMaxBodyBytes, and
-// handed to RemoteForwarder with the same watchdog on the client writes;
-// every write of the forwarder is flushed to the client at once.
+// Remote: the body is read into memory, bounded by MeshMaxBodyBytes and
+// BodyTimeout, and handed to RemoteForwarder with the same watchdog on
+// the client writes; every write of the forwarder is flushed to the
+// client at once.
 //
 // # Mesh forwarding (MeshForwarder)
 //

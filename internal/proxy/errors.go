@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 )
 
 // Error types (the "type" field of an error body), following OpenAI's
@@ -30,6 +31,7 @@ const (
 	CodeNotFound         = "not_found"
 	CodeMethodNotAllowed = "method_not_allowed"
 	CodeBodyTooLarge     = "body_too_large"
+	CodeBodyTimeout      = "body_timeout"
 	CodeOverCapacity     = "over_capacity"
 	CodeNoInstance       = "no_instance"
 	CodeMeshNotRunning   = "mesh_not_running"
@@ -45,9 +47,10 @@ const (
 const statusClientClosed = 499
 
 // Error is a refusal or failure answered to the client as an OpenAI-style
-// JSON error. A RemoteForwarder may return one (possibly wrapped) to choose
-// the status and code the client sees; any other error it returns before
-// writing a head becomes 502.
+// JSON error (Ollama's shape on Ollama's paths: see writeError). A
+// RemoteForwarder may return one (possibly wrapped) to choose the status
+// and code the client sees; any other error it returns before writing a
+// head becomes 502.
 type Error struct {
 	Status  int
 	Type    string
@@ -71,13 +74,24 @@ type errorFields struct {
 	Code    string `json:"code"`
 }
 
-// writeError answers e as JSON. Extra headers already set on w (Allow,
-// X-Nodeld-Route) are kept.
-func writeError(w http.ResponseWriter, e *Error) {
-	b, err := json.Marshal(errorBody{Error: errorFields{Message: e.Message, Type: e.Type, Code: e.Code}})
+// ollamaErrorBody is the JSON shape of an error from Ollama's API: its
+// clients read the "error" string and print it.
+type ollamaErrorBody struct {
+	Error string `json:"error"`
+}
+
+// writeError answers e to r as JSON in the shape of the API r speaks:
+// Ollama's {"error":"<message>"} on its /api/ paths, OpenAI's everywhere
+// else. Extra headers already set on w (Allow, X-Nodeld-Route) are kept.
+func writeError(w http.ResponseWriter, r *http.Request, e *Error) {
+	var v any = errorBody{Error: errorFields{Message: e.Message, Type: e.Type, Code: e.Code}}
+	if isOllamaPath(r.URL.Path) {
+		v = ollamaErrorBody{Error: e.Message}
+	}
+	b, err := json.Marshal(v)
 	if err != nil {
-		// Marshalling three strings cannot fail; keep a valid body anyway.
-		b = []byte(`{"error":{"message":"internal error","type":"server_error","code":"internal"}}`)
+		// Marshalling strings cannot fail; keep a valid body anyway.
+		b = []byte(`{"error":"internal error"}`)
 	}
 	b = append(b, '\n')
 	h := w.Header()
@@ -106,6 +120,11 @@ func errMeshNotRunning(role string) *Error {
 func errTooLarge(limit int64) *Error {
 	return &Error{Status: http.StatusRequestEntityTooLarge, Type: TypeInvalidRequest, Code: CodeBodyTooLarge,
 		Message: "request body over " + strconv.FormatInt(limit, 10) + " bytes"}
+}
+
+func errBodyTimeout(d time.Duration) *Error {
+	return &Error{Status: http.StatusRequestTimeout, Type: TypeTimeout, Code: CodeBodyTimeout,
+		Message: "request timeout: the request body did not arrive within " + d.String()}
 }
 
 // asError returns err's *Error if it wraps one.

@@ -107,7 +107,7 @@ func classifyPath(requestURI string) (routeClass, *Error) {
 		return routeLocalOnly, nil
 	case managementPaths[raw] || strings.HasPrefix(raw, "/api/blobs/"):
 		return 0, &Error{Status: http.StatusForbidden, Type: TypePermission, Code: CodeForbiddenPath,
-			Message: "forbidden: " + raw + " is a model management path"}
+			Message: "forbidden: " + raw + " manages models, which a nodeld role port does not do: manage them on the model server itself"}
 	default:
 		return 0, &Error{Status: http.StatusNotFound, Type: TypeNotFound, Code: CodeNotFound,
 			Message: "no route for " + raw}

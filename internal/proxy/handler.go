@@ -9,7 +9,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"os"
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -32,6 +34,7 @@ type exchange struct {
 	upstream string // "ip:port" of the local instance
 	client   context.Context
 	wd       *watchdog
+	body     *bodyReader // nil when the request has no body
 }
 
 // roleHandler serves one role's listener.
@@ -46,28 +49,40 @@ func (h *roleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.rs.handlers.add()
 	defer h.rs.handlers.done()
 
+	if r.RequestURI == "/" && (r.Method == http.MethodGet || r.Method == http.MethodHead) && checkAuthority(r) == nil {
+		if target, ok := p.resolver.Resolve(role); ok && answerOllamaRoot(w, r, target) {
+			p.metrics.requests.WithLabelValues(role, routeNone, "200").Inc()
+			return
+		}
+	}
 	if e := checkMethod(r); e != nil {
-		w.Header().Set("Allow", "GET, POST")
-		p.refuse(w, role, routeNone, e)
+		// A management path is refused as such whatever the method
+		// (Ollama's CLI deletes with DELETE), so its client says why.
+		if _, pe := classifyPath(r.RequestURI); pe != nil && pe.Code == CodeForbiddenPath {
+			e = pe
+		} else {
+			w.Header().Set("Allow", "GET, POST")
+		}
+		p.refuse(w, r, role, routeNone, e)
 		return
 	}
 	class, e := classifyPath(r.RequestURI)
 	if e != nil {
-		p.refuse(w, role, routeNone, e)
+		p.refuse(w, r, role, routeNone, e)
 		return
 	}
 	if e := checkAuthority(r); e != nil {
-		p.refuse(w, role, routeNone, e)
+		p.refuse(w, r, role, routeNone, e)
 		return
 	}
 	set := p.settings.Load()
 	if r.ContentLength > set.MaxBodyBytes {
-		p.refuse(w, role, routeNone, errTooLarge(set.MaxBodyBytes))
+		p.refuse(w, r, role, routeNone, errTooLarge(set.MaxBodyBytes))
 		return
 	}
 	target, ok := p.resolver.Resolve(role)
 	if !ok {
-		p.refuse(w, role, routeNone, errNoInstance(role))
+		p.refuse(w, r, role, routeNone, errNoInstance(role))
 		return
 	}
 	rm := &h.rs.local
@@ -76,20 +91,20 @@ func (h *roleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case table.TargetRemote:
 		rm = &h.rs.peer
 		if p.remote == nil {
-			p.refuse(w, role, routeNone, errMeshNotRunning(role))
+			p.refuse(w, r, role, routeNone, errMeshNotRunning(role))
 			return
 		}
 		if class == routeLocalOnly {
-			p.refuse(w, role, routeNone, &Error{Status: http.StatusNotFound, Type: TypeNotFound, Code: CodeLocalOnly,
+			p.refuse(w, r, role, routeNone, &Error{Status: http.StatusNotFound, Type: TypeNotFound, Code: CodeLocalOnly,
 				Message: "role '" + role + "' is served by a peer, which is not asked for " + r.URL.Path})
 			return
 		}
 	default:
-		p.refuse(w, role, routeNone, errNoInstance(role))
+		p.refuse(w, r, role, routeNone, errNoInstance(role))
 		return
 	}
 	if !h.rs.acquire() {
-		p.refuse(w, role, routeNone, &Error{Status: http.StatusTooManyRequests, Type: TypeRateLimit, Code: CodeOverCapacity,
+		p.refuse(w, r, role, routeNone, &Error{Status: http.StatusTooManyRequests, Type: TypeRateLimit, Code: CodeOverCapacity,
 			Message: "role '" + role + "' has " + strconv.FormatInt(h.rs.capacity.Load(), 10) + " requests in flight; retry later"})
 		return
 	}
@@ -101,16 +116,22 @@ func (h *roleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.rs.release()
 		p.observe(role, rm, rec, start)
 	}()
+	// The slot is held from here: a client trickling its body must not
+	// keep it past BodyTimeout.
+	var body *bodyReader
+	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+		body = newBodyReader(rec, r.Body, start, set.BodyTimeout)
+	}
 	if rm.route == routeLocal {
-		p.forwardLocal(rec, r, role, target, set)
+		p.forwardLocal(rec, r, role, target, set, body, pinsModel(r, target, h.rs.passthrough.Load()))
 	} else {
-		p.forwardRemote(rec, r, role, target, set)
+		p.forwardRemote(rec, r, role, target, set, body)
 	}
 }
 
 // refuse answers a request that is not forwarded and counts it.
-func (p *Proxy) refuse(w http.ResponseWriter, role, route string, e *Error) {
-	writeError(w, e)
+func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, role, route string, e *Error) {
+	writeError(w, r, e)
 	p.metrics.requests.WithLabelValues(role, route, strconv.Itoa(e.Status)).Inc()
 }
 
@@ -131,8 +152,10 @@ func (p *Proxy) observe(role string, rm *routeMetrics, rec *recorder, start time
 }
 
 // forwardLocal relays r to a local instance through the shared
-// ReverseProxy.
-func (p *Proxy) forwardLocal(rec *recorder, r *http.Request, role string, target table.Target, set *Config) {
+// ReverseProxy; body (nil when there is none) streams to the instance,
+// unless its "model" is pinned: it is then read into memory (bounded by
+// MaxBodyBytes and BodyTimeout) and pinned first.
+func (p *Proxy) forwardLocal(rec *recorder, r *http.Request, role string, target table.Target, set *Config, body *bodyReader, pin bool) {
 	// The destination of a forward never leaves the host, whatever the
 	// table holds.
 	ap, err := grammar.ParseLoopbackURL(target.Base)
@@ -140,7 +163,7 @@ func (p *Proxy) forwardLocal(rec *recorder, r *http.Request, role string, target
 		err = fmt.Errorf("local base %q: %w", target.Base, err)
 		p.log.Warn("local target refused", zap.String("role", role), zap.Error(err))
 		rec.Header().Set(RouteHeader, routeLocal)
-		writeError(rec, &Error{Status: http.StatusBadGateway, Type: TypeUpstream, Code: CodeBadTarget,
+		writeError(rec, r, &Error{Status: http.StatusBadGateway, Type: TypeUpstream, Code: CodeBadTarget,
 			Message: "the local instance of role '" + role + "' has an invalid address"})
 		return
 	}
@@ -149,32 +172,40 @@ func (p *Proxy) forwardLocal(rec *recorder, r *http.Request, role string, target
 	wd := startWatchdog(set.StallTimeout, set.RequestTimeout, cancel)
 	defer wd.stop()
 	rec.wd = wd
-	ex := &exchange{role: role, upstream: ap.String(), client: r.Context(), wd: wd}
+	ex := &exchange{role: role, upstream: ap.String(), client: r.Context(), wd: wd, body: body}
 	out := r.WithContext(context.WithValue(ctx, exchangeKey{}, ex))
-	if r.ContentLength != 0 {
-		out.Body = &activityReader{r: http.MaxBytesReader(rec.ResponseWriter, r.Body, set.MaxBodyBytes), wd: wd}
+	switch {
+	case body == nil:
+	case pin:
+		body.wd = wd
+		data, err := readBody(rec.ResponseWriter, body, r.ContentLength, set.MaxBodyBytes)
+		if err != nil {
+			rec.Header().Set(RouteHeader, routeLocal)
+			writeError(rec, r, bodyError(err, body))
+			return
+		}
+		data = pinLocal(data, target)
+		out.Body = io.NopCloser(bytes.NewReader(data))
+		out.ContentLength = int64(len(data))
+		out.TransferEncoding = nil
+	default:
+		body.wd = wd
+		out.Body = http.MaxBytesReader(rec.ResponseWriter, body, set.MaxBodyBytes)
 	}
 	p.rp.ServeHTTP(rec, out)
 }
 
 // forwardRemote hands r to the mesh with its body read into memory (bounded
-// by MeshMaxBodyBytes).
-func (p *Proxy) forwardRemote(rec *recorder, r *http.Request, role string, target table.Target, set *Config) {
+// by MeshMaxBodyBytes and BodyTimeout).
+func (p *Proxy) forwardRemote(rec *recorder, r *http.Request, role string, target table.Target, set *Config, in *bodyReader) {
 	rec.Header().Set(RouteHeader, target.NodeID)
 	if r.ContentLength > set.MeshMaxBodyBytes {
-		writeError(rec, errTooLarge(set.MeshMaxBodyBytes))
+		writeError(rec, r, errTooLarge(set.MeshMaxBodyBytes))
 		return
 	}
-	body, err := readBody(rec.ResponseWriter, r, set.MeshMaxBodyBytes)
+	body, err := readBody(rec.ResponseWriter, in, r.ContentLength, set.MeshMaxBodyBytes)
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			writeError(rec, errTooLarge(mbe.Limit))
-			return
-		}
-		// The client went away or sent a broken body; tell it if it can hear.
-		writeError(rec, &Error{Status: http.StatusBadRequest, Type: TypeInvalidRequest, Code: CodeBadPath,
-			Message: "bad request: reading request body"})
+		writeError(rec, r, bodyError(err, in))
 		return
 	}
 	ctx, cancel := context.WithCancelCause(r.Context())
@@ -209,23 +240,38 @@ func (p *Proxy) forwardRemote(rec *recorder, r *http.Request, role string, targe
 		}
 	}
 	p.log.Warn("remote forward failed", zap.String("role", role), zap.String("node", target.NodeID), zap.Error(err))
-	writeError(rec, e)
+	writeError(rec, r, e)
 }
 
-// readBody reads r's body, at most limit bytes, allocating for the declared
-// length only after it was checked against the limit.
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
-	if r.ContentLength == 0 || r.Body == nil {
+// readBody reads body (nil: none), at most limit bytes, allocating for the
+// declared length only after it was checked against the limit.
+func readBody(w http.ResponseWriter, body *bodyReader, declared, limit int64) ([]byte, error) {
+	if body == nil {
 		return nil, nil
 	}
 	var buf bytes.Buffer
-	if r.ContentLength > 0 && r.ContentLength <= limit {
-		buf.Grow(int(r.ContentLength))
+	if declared > 0 && declared <= limit {
+		buf.Grow(int(declared))
 	}
-	if _, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit)); err != nil {
+	if _, err := buf.ReadFrom(http.MaxBytesReader(w, body, limit)); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// bodyError is the answer to a request body that could not be read.
+func bodyError(err error, body *bodyReader) *Error {
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return errTooLarge(mbe.Limit)
+	case body.expired():
+		return errBodyTimeout(body.timeout)
+	default:
+		// The client went away or sent a broken body; tell it if it can hear.
+		return &Error{Status: http.StatusBadRequest, Type: TypeInvalidRequest, Code: CodeBadPath,
+			Message: "bad request: reading request body"}
+	}
 }
 
 // rewrite points the outbound request at the local instance. Headers go
@@ -254,16 +300,22 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 // head was sent.
 func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
 	ex := r.Context().Value(exchangeKey{}).(*exchange)
+	w.Header().Set(RouteHeader, routeLocal)
+	// Before the client check: the body deadline cancels the client's
+	// context too (net/http does on any read error from the connection).
+	if ex.body != nil && ex.body.expired() {
+		writeError(w, r, errBodyTimeout(ex.body.timeout))
+		return
+	}
 	if ex.client.Err() != nil {
 		return // the client went away; counted as statusClientClosed
 	}
-	w.Header().Set(RouteHeader, routeLocal)
 	set := p.settings.Load()
 	var e *Error
 	var mbe *http.MaxBytesError
 	switch cause := context.Cause(r.Context()); {
 	case errors.As(err, &mbe):
-		writeError(w, errTooLarge(mbe.Limit))
+		writeError(w, r, errTooLarge(mbe.Limit))
 		return
 	case cause == errStalled:
 		e = &Error{Status: http.StatusGatewayTimeout, Type: TypeTimeout, Code: CodeUpstreamTimeout,
@@ -282,7 +334,7 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 			Message: "upstream: the local instance of role '" + ex.role + "' failed to answer"}
 	}
 	p.log.Warn("local forward failed", zap.String("role", ex.role), zap.String("upstream", ex.upstream), zap.Error(err))
-	writeError(w, e)
+	writeError(w, r, e)
 }
 
 func isTimeout(err error) bool {
@@ -298,21 +350,47 @@ func isDialError(err error) bool {
 	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
 }
 
-// activityReader feeds the watchdog while a request body is uploaded.
-type activityReader struct {
-	r  io.ReadCloser
-	wd *watchdog
+// bodyReader reads a client's request body within its deadline (the
+// request's start plus BodyTimeout) and, on the local path, feeds the
+// watchdog while the body is uploaded. The deadline is the connection's
+// read deadline, so it also ends a read waiting on a client that sends
+// nothing at all; a read that fails on it cancels the request's context
+// (net/http does so on any read error), which is why expired is asked
+// before the context. net/http clears the deadline itself once the body
+// has been read to its end, when its background read (watching for the
+// client going away) starts, so a long response is not cut by it.
+// Read may run on the transport's goroutine; the transport returns only
+// after that goroutine is done, so expired is current when the handler
+// asks.
+type bodyReader struct {
+	r        io.ReadCloser
+	timeout  time.Duration
+	wd       *watchdog   // nil, or set before the first Read
+	timedOut atomic.Bool // a read failed on the deadline
 }
 
-func (a *activityReader) Read(b []byte) (int, error) {
-	n, err := a.r.Read(b)
-	if n > 0 {
-		a.wd.touch()
+func newBodyReader(w http.ResponseWriter, r io.ReadCloser, start time.Time, timeout time.Duration) *bodyReader {
+	// Only a ResponseWriter that is not net/http's (a test's recorder)
+	// has no deadline to set; its body is then bounded by size alone.
+	_ = http.NewResponseController(w).SetReadDeadline(start.Add(timeout))
+	return &bodyReader{r: r, timeout: timeout}
+}
+
+func (b *bodyReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if n > 0 && b.wd != nil {
+		b.wd.touch()
+	}
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		b.timedOut.Store(true)
 	}
 	return n, err
 }
 
-func (a *activityReader) Close() error { return a.r.Close() }
+func (b *bodyReader) Close() error { return b.r.Close() }
+
+// expired reports whether reading the body failed on its deadline.
+func (b *bodyReader) expired() bool { return b.timedOut.Load() }
 
 // errResponseTooLarge cuts a response over MaxResponseBytes.
 var errResponseTooLarge = errors.New("response body over the relay limit")

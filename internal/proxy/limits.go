@@ -25,12 +25,21 @@ const (
 	DefaultRequestTimeout = 900 * time.Second
 	// DefaultHeaderTimeout bounds reading a client's request head.
 	DefaultHeaderTimeout = 10 * time.Second
+	// DefaultBodyTimeout bounds reading a client's request body, counted
+	// from the end of its head (the reference's body_timeout).
+	DefaultBodyTimeout = 30 * time.Second
 	// DefaultDrainTimeout bounds a graceful shutdown: in-flight requests
 	// still running after it are cut.
 	DefaultDrainTimeout = 10 * time.Second
 	// MaxHeaderBytes bounds a client's request head (request line and
 	// headers), enforced by net/http.
 	MaxHeaderBytes = 16 << 10
+	// MaxUpstreamHeaderBytes bounds the response head of a local instance
+	// (status line and headers), on the transport of the loopback proxy and
+	// on the one a serving node uses for peers' requests, like the
+	// runtime probes' bound. A longer head fails the exchange: 502 on a
+	// role port, an upstream_error refusal to a peer.
+	MaxUpstreamHeaderBytes = 64 << 10
 	// MaxPathBytes bounds the request target (path and query).
 	MaxPathBytes = 2048
 	// MaxRoles bounds the number of roles (and so listeners) in a config.

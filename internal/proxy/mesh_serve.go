@@ -268,10 +268,11 @@ var errNotObject = errors.New("request body is not a JSON object")
 // instance's model: the served model when known ("default_model" for
 // mlx-lm, whose server would fetch any model named), every "model" member
 // (any case; duplicates included) replaced in place and the rest of the
-// body byte-identical, or a member added first when there was none. When
-// the model is unknown the client's model members are removed, never
-// passed through. An empty body stays empty; anything other than one JSON
-// object is errNotObject.
+// body byte-identical, or a member added first when there was none; body
+// itself, not a copy, when it names that model already. When the model is
+// unknown the client's model members are removed, never passed through.
+// An empty body stays empty; anything other than one JSON object is
+// errNotObject. The local path pins with it too (pinLocal).
 func pinModel(body []byte, local table.MeshLocal) ([]byte, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return body, nil
@@ -293,6 +294,17 @@ func pinModel(body []byte, local table.MeshLocal) ([]byte, error) {
 	value, err := json.Marshal(model)
 	if err != nil {
 		return nil, err
+	}
+	pinned := false
+	for _, m := range members {
+		if m.model {
+			if pinned = bytes.Equal(body[m.valueStart:m.end], value); !pinned {
+				break
+			}
+		}
+	}
+	if pinned {
+		return body, nil
 	}
 	out := make([]byte, 0, len(body)+len(value)+16)
 	found := false

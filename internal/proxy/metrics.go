@@ -6,8 +6,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Route label values. routeNone marks requests refused before a target was
-// chosen (guards, 503 with nothing resolving, 429).
+// Route label values. routeNone marks requests answered by the proxy
+// itself: refused before a target was chosen (guards, 503 with nothing
+// resolving, 429), or Ollama's HEAD and GET / (see answerOllamaRoot).
 const (
 	routeLocal  = "local"
 	routeRemote = "remote"

@@ -101,6 +101,8 @@ type roleServer struct {
 	gauge prometheus.Gauge
 	local routeMetrics
 	peer  routeMetrics
+
+	passthrough atomic.Bool // the role's ModelPassthrough
 }
 
 // routeMetrics are one role's metric children for one route.
@@ -201,6 +203,7 @@ func (p *Proxy) newRoleServer(rc RoleConfig) *roleServer {
 		peer:  p.metrics.forRoute(rc.Name, routeRemote),
 	}
 	rs.capacity.Store(int64(rc.Concurrency))
+	rs.passthrough.Store(rc.ModelPassthrough)
 	return rs
 }
 
@@ -369,12 +372,12 @@ func (p *Proxy) Inflight(role string) (inflight, capacity int) {
 	return int(rs.inflight.Load()), int(rs.capacity.Load())
 }
 
-// ApplyConfig reloads the configuration. Limits apply to new requests at
-// once; concurrency changes apply to a role's next admission. Added roles
-// (and roles whose listen address changed) get new listeners and removed
-// ones are drained. Binding is all or nothing: if any new listener cannot
-// be bound, nothing changes and the error is returned. HeaderTimeout
-// applies to listeners started after the reload.
+// ApplyConfig reloads the configuration. Limits and ModelPassthrough apply
+// to new requests at once; concurrency changes apply to a role's next
+// admission. Added roles (and roles whose listen address changed) get new
+// listeners and removed ones are drained. Binding is all or nothing: if
+// any new listener cannot be bound, nothing changes and the error is
+// returned. HeaderTimeout applies to listeners started after the reload.
 func (p *Proxy) ApplyConfig(cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("proxy config: %w", err)
@@ -411,6 +414,7 @@ func (p *Proxy) ApplyConfig(cfg Config) error {
 	}
 	for _, rc := range full.Roles {
 		next[rc.Name].capacity.Store(int64(rc.Concurrency))
+		next[rc.Name].passthrough.Store(rc.ModelPassthrough)
 	}
 	p.settings.Store(&full)
 	p.mu.Lock()

@@ -10,7 +10,8 @@ import (
 // instances: keep-alive with an idle pool sized for the roles'
 // concurrency, no proxy from the environment, bounded dials, no HTTP/2 and
 // no transparent compression (the client's Accept-Encoding goes through and
-// the upstream's encoding comes back untouched).
+// the upstream's encoding comes back untouched). The MeshForwarder's own
+// transport is built here too.
 func newTransport(maxIdlePerHost int) *http.Transport {
 	d := &net.Dialer{Timeout: upstreamDialTimeout, KeepAlive: -1}
 	return &http.Transport{
@@ -23,6 +24,9 @@ func newTransport(maxIdlePerHost int) *http.Transport {
 		ForceAttemptHTTP2:   false,
 		WriteBufferSize:     transportBufferBytes,
 		ReadBufferSize:      transportBufferBytes,
+
+		// Not net/http's 10 MiB default.
+		MaxResponseHeaderBytes: MaxUpstreamHeaderBytes,
 	}
 }
 

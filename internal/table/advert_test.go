@@ -100,7 +100,7 @@ func TestAdvertisementRoundTripsThroughAPeer(t *testing.T) {
 		}
 	}
 	got, _ := b.Resolve("chat")
-	if diff := cmp.Diff(Target{Kind: TargetRemote, NodeID: "n-a", Model: "qwen"}, got); diff != "" {
+	if diff := cmp.Diff(Target{Kind: TargetRemote, NodeID: "n-a", Model: "qwen", Runtime: "llama.cpp"}, got); diff != "" {
 		t.Fatalf("Resolve (-want +got):\n%s", diff)
 	}
 }

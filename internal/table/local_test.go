@@ -209,7 +209,7 @@ func TestLocalUpdateChangesWhatIsServed(t *testing.T) {
 		t.Fatal(err)
 	}
 	const base = "http://127.0.0.1:2"
-	if tg, _ := e.t.Resolve("chat"); tg != (Target{Kind: TargetLocal, Base: base, Model: "qwen"}) {
+	if tg, _ := e.t.Resolve("chat"); tg != (Target{Kind: TargetLocal, Base: base, Model: "qwen", Runtime: "llama.cpp"}) {
 		t.Errorf("Resolve = %+v", tg)
 	}
 	if b, _ := e.t.LocalBaseForRole("chat"); b != base+"/v1" {

@@ -12,6 +12,7 @@ import (
 type candidate struct {
 	node    string
 	model   string
+	runtime string
 	healthy bool
 	load    float64
 }
@@ -60,6 +61,7 @@ func candidateOf(node string, ad Advertisement) candidate {
 	return candidate{
 		node:    node,
 		model:   ad.Metadata[MetaModel],
+		runtime: ad.Metadata[MetaRuntime],
 		healthy: !ok || h == HealthUp,
 		load:    load,
 	}
@@ -89,7 +91,7 @@ func (t *Table) Resolve(role string) (Target, bool) {
 	}
 	t.mu.RUnlock()
 	if ok {
-		return Target{Kind: TargetLocal, Base: l.base, Model: l.model}, true
+		return Target{Kind: TargetLocal, Base: l.base, Model: l.model, Runtime: l.runtime}, true
 	}
 	return t.pickAdmitted(cs)
 }
@@ -102,7 +104,7 @@ func (t *Table) pickAdmitted(cs []candidate) (Target, bool) {
 	}
 	for _, c := range cs {
 		if t.admit.IsAdmitted(c.node) {
-			return Target{Kind: TargetRemote, NodeID: c.node, Model: c.model}, true
+			return Target{Kind: TargetRemote, NodeID: c.node, Model: c.model, Runtime: c.runtime}, true
 		}
 	}
 	return Target{}, false

@@ -17,7 +17,7 @@ func TestLocalBeatsRemote(t *testing.T) {
 	}
 	calls := e.adm.calls
 	got, _ := e.t.Resolve("chat")
-	if diff := cmp.Diff(Target{Kind: TargetLocal, Base: "http://127.0.0.1:8080", Model: "local-m"}, got); diff != "" {
+	if diff := cmp.Diff(Target{Kind: TargetLocal, Base: "http://127.0.0.1:8080", Model: "local-m", Runtime: "x"}, got); diff != "" {
 		t.Fatalf("Resolve (-want +got):\n%s", diff)
 	}
 	if e.adm.calls != calls {
@@ -136,9 +136,9 @@ func TestRemoteChoice(t *testing.T) {
 func TestRemoteTargetCarriesAdvertisedModel(t *testing.T) {
 	e := newEnv("n-b")
 	e.t.AllowRemoteNode("chat", "n-b", true)
-	e.t.IngestAdvertisement("n-b", ad("chat", "n-b", MetaModel, "qwen"))
+	e.t.IngestAdvertisement("n-b", ad("chat", "n-b", MetaModel, "qwen", MetaRuntime, "ollama"))
 	got, _ := e.t.Resolve("chat")
-	if diff := cmp.Diff(Target{Kind: TargetRemote, NodeID: "n-b", Model: "qwen"}, got); diff != "" {
+	if diff := cmp.Diff(Target{Kind: TargetRemote, NodeID: "n-b", Model: "qwen", Runtime: "ollama"}, got); diff != "" {
 		t.Fatalf("Resolve (-want +got):\n%s", diff)
 	}
 }

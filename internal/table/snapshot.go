@@ -94,7 +94,7 @@ func (t *Table) Snapshot() Snapshot {
 				rs.Standby = append(rs.Standby, LocalSnapshot{Origin: o.origin, Base: o.entry.base,
 					Model: o.entry.model, API: o.entry.api, Runtime: o.entry.runtime})
 			}
-			rs.Resolved = &Target{Kind: TargetLocal, Base: l.base, Model: l.model}
+			rs.Resolved = &Target{Kind: TargetLocal, Base: l.base, Model: l.model, Runtime: l.runtime}
 		} else {
 			cs = t.candidatesLocked(role, now)
 		}

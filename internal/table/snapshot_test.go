@@ -42,7 +42,7 @@ func TestSnapshot(t *testing.T) {
 				ServeTo:   []string{"n-b"},
 				UseFrom:   []string{},
 				Remote:    []RemoteSnapshot{},
-				Resolved:  &Target{Kind: TargetLocal, Base: "http://127.0.0.1:8080", Model: "qwen"},
+				Resolved:  &Target{Kind: TargetLocal, Base: "http://127.0.0.1:8080", Model: "qwen", Runtime: "llama.cpp"},
 				ProxyPort: 8090,
 			},
 			{

@@ -53,7 +53,7 @@ func TestSyncLocal(t *testing.T) {
 				t.Fatalf("Resolve ok = %v after sync, want %v", ok, tt.wantReg)
 			}
 			if ok {
-				want := Target{Kind: TargetLocal, Base: "http://127.0.0.1:8080", Model: "qwen"}
+				want := Target{Kind: TargetLocal, Base: "http://127.0.0.1:8080", Model: "qwen", Runtime: "llama.cpp"}
 				if diff := cmp.Diff(want, tg); diff != "" {
 					t.Fatalf("Resolve (-want +got):\n%s", diff)
 				}

@@ -68,7 +68,7 @@ func TestRegisterLocalAccepts(t *testing.T) {
 				t.Fatal(err)
 			}
 			got, ok := e.t.Resolve("chat")
-			want := Target{Kind: TargetLocal, Base: tt.wantBase, Model: "qwen"}
+			want := Target{Kind: TargetLocal, Base: tt.wantBase, Model: "qwen", Runtime: "llama.cpp"}
 			if !ok {
 				t.Fatal("registered role does not resolve")
 			}

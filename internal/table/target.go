@@ -54,4 +54,10 @@ type Target struct {
 	Model string `json:"model,omitempty"`
 	// NodeID is the serving peer's node id for remote targets.
 	NodeID string `json:"node_id,omitempty"`
+	// Runtime names the instance's server software ("llama.cpp",
+	// "ollama", ...), when known: the local registration's, or the remote
+	// advertisement's "runtime" metadata. The proxy answers as Ollama does
+	// where the instance is one, and pins mlx-lm requests to its default
+	// model.
+	Runtime string `json:"runtime,omitempty"`
 }

@@ -42,6 +42,8 @@ type Options struct {
 	Chunks int
 	// Hooks steer the upstream.
 	Hooks Hooks
+	// Header is added to every response head.
+	Header http.Header
 }
 
 // Request is what the upstream received.
@@ -140,6 +142,9 @@ func (u *Upstream) serve(w http.ResponseWriter, r *http.Request) {
 		})
 	}
 	u.mu.Unlock()
+	for k, vs := range u.opts.Header {
+		w.Header()[k] = vs
+	}
 
 	switch r.URL.Path {
 	case "/v1/chat/completions":

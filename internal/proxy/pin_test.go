@@ -1,0 +1,177 @@
+package proxy
+
+import (
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/nodeld/nodeld/internal/proxy/proxytest"
+	"github.com/nodeld/nodeld/internal/table"
+)
+
+// TestLocalPathPinsModel checks what body a local instance receives: the
+// client's, with "model" pinned to the instance's model on the inference
+// paths (as the mesh's serving side does), and untouched everywhere else.
+func TestLocalPathPinsModel(t *testing.T) {
+	up := proxytest.New(t, proxytest.Options{Model: "served"})
+	h := startProxy(t, Config{Roles: []RoleConfig{
+		{Name: "chat", Listen: "127.0.0.1:0"},
+		{Name: "multi", Listen: "127.0.0.1:0", ModelPassthrough: true},
+	}}, Deps{})
+	served := table.Target{Kind: table.TargetLocal, Base: up.URL, Model: "served", Runtime: "llama.cpp"}
+	h.resolver.set("chat", served)
+	h.resolver.set("multi", served)
+
+	const chat = `{"model":"client-pick","messages":[{"role":"user","content":"hi"}],"stream":false}`
+	tests := []struct {
+		name, role, path, body string
+		target                 *table.Target // nil: served
+		chunked                bool          // no Content-Length
+		want                   string        // what the instance receives
+		wantStatus             int           // 0: 200
+	}{
+		{name: "chat", path: "/v1/chat/completions", body: chat,
+			want: `{"model":"served","messages":[{"role":"user","content":"hi"}],"stream":false}`},
+		{name: "already pinned", path: "/v1/chat/completions", body: `{"model":"served", "messages":[]}`,
+			want: `{"model":"served", "messages":[]}`},
+		{name: "no model member", path: "/v1/completions", body: `{"prompt":"hi"}`, want: `{"model":"served","prompt":"hi"}`},
+		{name: "model in another case", path: "/v1/embeddings", body: `{"input":"x","Model":"m"}`, want: `{"input":"x","Model":"served"}`},
+		{name: "ollama chat", path: "/api/chat", body: `{"model":"llama3","messages":[]}`, want: `{"model":"served","messages":[]}`},
+		{name: "ollama embed", path: "/api/embed", body: `{"model":"e5","input":"x"}`, want: `{"model":"served","input":"x"}`},
+		{name: "chunked body", path: "/v1/chat/completions", body: chat, chunked: true,
+			want: `{"model":"served","messages":[{"role":"user","content":"hi"}],"stream":false}`},
+		{name: "ollama show is not inference", path: "/api/show", body: `{"model":"other"}`, want: `{"model":"other"}`},
+		{name: "other v1 path", path: "/v1/responses", body: `{"model":"other"}`, want: `{"model":"other"}`},
+		// The instance answers these as it always did.
+		{name: "not json", path: "/v1/chat/completions", body: `model=other`, want: `model=other`, wantStatus: 400},
+		{name: "json array", path: "/v1/chat/completions", body: `[{"model":"other"}]`, want: `[{"model":"other"}]`, wantStatus: 400},
+		{name: "passthrough role", role: "multi", path: "/v1/chat/completions", body: chat, want: chat},
+		{name: "model unknown", path: "/v1/chat/completions", body: chat, want: chat,
+			target: &table.Target{Kind: table.TargetLocal, Base: up.URL, Runtime: "llama.cpp"}},
+		{name: "mlx-lm", path: "/v1/chat/completions", body: chat,
+			want:   `{"model":"default_model","messages":[{"role":"user","content":"hi"}],"stream":false}`,
+			target: &table.Target{Kind: table.TargetLocal, Base: up.URL, Model: "mlx-community/x", Runtime: "mlx-lm"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			role := tt.role
+			if role == "" {
+				role = "chat"
+			}
+			if tt.target != nil {
+				h.resolver.set(role, *tt.target)
+				defer h.resolver.set(role, served)
+			}
+			var body io.Reader = strings.NewReader(tt.body)
+			if tt.chunked {
+				body = io.MultiReader(body) // hides the length: sent chunked
+			}
+			req, _ := http.NewRequest(http.MethodPost, h.url(role)+tt.path, body)
+			req.Header.Set("Content-Type", "application/json")
+			n := up.Count()
+			res, rb := h.do(req)
+			if want := max(tt.wantStatus, http.StatusOK); res.StatusCode != want {
+				t.Fatalf("status %d, want %d (body %s)", res.StatusCode, want, rb)
+			}
+			if up.Count() != n+1 {
+				t.Fatalf("upstream saw %d requests, want %d", up.Count(), n+1)
+			}
+			reqs := up.Requests()
+			if got := string(reqs[len(reqs)-1].Body); got != tt.want {
+				t.Errorf("instance received %s\nwant                 %s", got, tt.want)
+			}
+		})
+	}
+
+	t.Run("passthrough reloads", func(t *testing.T) {
+		// Same listen addresses: the listeners stay.
+		cfg := Config{Roles: []RoleConfig{{Name: "chat", Listen: "127.0.0.1:0"}, {Name: "multi", Listen: "127.0.0.1:0"}}}
+		if err := h.p.ApplyConfig(cfg); err != nil {
+			t.Fatal(err)
+		}
+		if res, rb := h.post("multi", "/v1/chat/completions", chat); res.StatusCode != http.StatusOK {
+			t.Fatalf("status %d (body %s)", res.StatusCode, rb)
+		}
+		reqs := up.Requests()
+		if got := string(reqs[len(reqs)-1].Body); !strings.HasPrefix(got, `{"model":"served"`) {
+			t.Errorf("after model_passthrough was turned off, the instance received %s", got)
+		}
+	})
+
+	t.Run("oversized", func(t *testing.T) {
+		h := startProxy(t, Config{MaxBodyBytes: 64}, Deps{})
+		h.resolver.set("chat", served)
+		n := up.Count()
+		req, _ := http.NewRequest(http.MethodPost, h.url("chat")+"/v1/chat/completions",
+			io.MultiReader(strings.NewReader(`{"model":"x","prompt":"`+strings.Repeat("y", 100)+`"}`)))
+		res, rb := h.do(req)
+		if res.StatusCode != http.StatusRequestEntityTooLarge {
+			t.Fatalf("status %d, want 413 (body %s)", res.StatusCode, rb)
+		}
+		if got := apiError(t, res, rb); got.Code != CodeBodyTooLarge {
+			t.Errorf("code %q", got.Code)
+		}
+		if up.Count() != n {
+			t.Error("an oversized body reached the instance")
+		}
+	})
+}
+
+// TestSameModelOnBothPaths is the issue's case: a role served by node b
+// to node a, a request naming another model. The instance receives the
+// same pinned body whether the request came to b's own port (local path)
+// or to a's (mesh path).
+func TestSameModelOnBothPaths(t *testing.T) {
+	up := proxytest.New(t, proxytest.Options{Model: "served-model"})
+	a, b := pairNodes(t, up, MeshDeps{})
+	const body = `{"model":"another-model","messages":[{"role":"user","content":"hi"}]}`
+	const want = `{"model":"served-model","messages":[{"role":"user","content":"hi"}]}`
+	for _, n := range []*meshNode{b, a} {
+		res, rb := n.h.post("chat", "/v1/chat/completions", body)
+		if res.StatusCode != http.StatusOK || !strings.Contains(string(rb), "hello from served-model") {
+			t.Fatalf("through %s: %d %s", n.Name, res.StatusCode, rb)
+		}
+		reqs := up.Requests()
+		if got := string(reqs[len(reqs)-1].Body); got != want {
+			t.Errorf("through %s the instance received %s, want %s", n.Name, got, want)
+		}
+	}
+}
+
+// TestPinModelKeepsPinnedBody checks that a body naming the instance's
+// model already is returned as is, not copied, and that any other "model"
+// member still gets it rewritten.
+func TestPinModelKeepsPinnedBody(t *testing.T) {
+	local := table.MeshLocal{Model: "m"}
+	body := []byte(`{"model":"m","x":1}`)
+	got, err := pinModel(body, local)
+	if err != nil || string(got) != string(body) || &got[0] != &body[0] {
+		t.Errorf("pinModel(%s) = %s, %v; want the same slice", body, got, err)
+	}
+	dup := []byte(`{"model":"m","MODEL":"x"}`)
+	got, err = pinModel(dup, local)
+	if err != nil || string(got) != `{"model":"m","MODEL":"m"}` {
+		t.Errorf("pinModel(%s) = %s, %v", dup, got, err)
+	}
+}
+
+// BenchmarkPinLocal measures pinning a chat body of a typical and of a
+// large size, naming the instance's model already or another one.
+func BenchmarkPinLocal(b *testing.B) {
+	target := table.Target{Kind: table.TargetLocal, Model: "served"}
+	for _, size := range []int{4 << 10, 1 << 20} {
+		for _, model := range []string{"served", "client-pick"} {
+			body := []byte(`{"model":"` + model + `","messages":[{"role":"user","content":"` +
+				strings.Repeat("x", size) + `"}],"stream":true}`)
+			b.Run(strings.Join([]string{model, strconv.Itoa(size >> 10), "KiB"}, "_"), func(b *testing.B) {
+				b.SetBytes(int64(len(body)))
+				b.ReportAllocs()
+				for b.Loop() {
+					pinLocal(body, target)
+				}
+			})
+		}
+	}
+}
