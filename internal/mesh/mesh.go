@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -461,23 +462,45 @@ func (m *Mesh) nameIDsLocked() map[string]string {
 	return out
 }
 
-// ApplyConfig applies a new peer list, keep-alive and advert interval.
-// A removed peer, or one whose configured key changed, loses its link and
-// its advertisements at once. A new listen address is refused
-// (ErrListenChanged). Keep-alive changes apply to new links.
+// ApplyConfig applies a new peer list, keep-alive and advert interval:
+// Prepare, then its commit. A removed peer, or one whose configured key
+// changed, loses its link and its advertisements at once. A new listen
+// address is refused (ErrListenChanged). Keep-alive changes apply to new
+// links.
 func (m *Mesh) ApplyConfig(cfg Config) error {
-	if err := cfg.Validate(m.ident.PublicKey()); err != nil {
-		return fmt.Errorf("mesh config: %w", err)
+	commit, err := m.Prepare(cfg)
+	if err != nil {
+		return err
 	}
+	commit()
+	return nil
+}
+
+// Prepare checks cfg against this mesh (Validate with this node's key, and
+// an unchanged listen address) and returns the function that applies it as
+// ApplyConfig does. Prepare changes nothing; the commit cannot fail. Only
+// one reload may be between Prepare and commit at a time.
+func (m *Mesh) Prepare(cfg Config) (commit func(), err error) {
+	if err := cfg.Validate(m.ident.PublicKey()); err != nil {
+		return nil, fmt.Errorf("mesh config: %w", err)
+	}
+	m.mu.Lock()
+	listen := m.cfg.Listen
+	m.mu.Unlock()
+	if cfg.Listen != listen {
+		return nil, fmt.Errorf("mesh listen %q -> %q: %w", listen, cfg.Listen, ErrListenChanged)
+	}
+	cfg.Peers = slices.Clone(cfg.Peers)
+	return func() { m.applyConfig(cfg) }, nil
+}
+
+// applyConfig puts a prepared config in force.
+func (m *Mesh) applyConfig(cfg Config) {
 	want := make(map[string]PeerConfig, len(cfg.Peers))
 	for _, pc := range cfg.Peers {
 		want[pc.Addr] = pc
 	}
 	m.mu.Lock()
-	if cfg.Listen != m.cfg.Listen {
-		m.mu.Unlock()
-		return fmt.Errorf("mesh listen %q -> %q: %w", m.cfg.Listen, cfg.Listen, ErrListenChanged)
-	}
 	before := m.nameIDsLocked()
 	var closing []*link
 	var gone []string
@@ -521,7 +544,6 @@ func (m *Mesh) ApplyConfig(cfg Config) error {
 	if !maps.Equal(before, after) && m.onPeers != nil {
 		m.onPeers()
 	}
-	return nil
 }
 
 func sameKeyConfig(a, b string) bool {
