@@ -1,6 +1,8 @@
 package table
 
 import (
+	"errors"
+	"fmt"
 	"maps"
 	"slices"
 )
@@ -51,6 +53,24 @@ func (t *Table) ApplyPolicy(p map[string]RolePolicy) {
 	}
 	t.mu.Unlock()
 	t.finish(e)
+}
+
+// CheckPolicy reports every problem of a policy ApplyPolicy would take
+// without complaint but that could never resolve: a role that is not
+// ValidRole (RegisterLocal refuses it) and an empty node id. Roles are
+// reported in sorted order.
+func CheckPolicy(p map[string]RolePolicy) error {
+	var errs []error
+	for _, role := range slices.Sorted(maps.Keys(p)) {
+		if !ValidRole(role) {
+			errs = append(errs, fmt.Errorf("role %q: %w: use 1 to %d of A-Z a-z 0-9 . _ + : -, a letter or digit first", role, ErrBadRole, MaxRoleLen))
+		}
+		rp := p[role]
+		if slices.Contains(rp.ServeTo, "") || slices.Contains(rp.UseFrom, "") {
+			errs = append(errs, fmt.Errorf("role %q: empty node id in an allowlist", role))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 type setChange struct {
