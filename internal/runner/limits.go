@@ -30,6 +30,10 @@ const (
 	// label sets of the per-instance metrics.
 	maxAdoptedInstances = 64
 
+	// maxDiscoverCandidates caps AdopterConfig.DiscoverCandidates, which
+	// also bounds the instance label values discovery can add.
+	maxDiscoverCandidates = 16
+
 	// maxURLBytes caps a configured instance URL.
 	maxURLBytes = 256
 
