@@ -162,8 +162,13 @@ func cmdConfigCheck(args []string, stdout, stderr io.Writer) error {
 	if len(pos) == 1 {
 		path = pos[0]
 	}
-	if _, err := config.Load(path); err != nil {
-		// Every problem on its own line (the error names the file).
+	// The static checks run does: the config's own, then each
+	// component's. Every problem on its own line (the error names the file).
+	cfg, err := config.Load(path)
+	if err == nil {
+		err = checkComponents(cfg, path)
+	}
+	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return errSilent(2)
 	}

@@ -236,6 +236,9 @@ func printStatus(w io.Writer, st *statusDoc) {
 		if model == "" {
 			model = "-"
 		}
+		if in.Discovered {
+			extra = "  (discovered)" + extra
+		}
 		fmt.Fprintf(w, "instance %-12s %-9s %-28s %-8s model %s%s\n", in.Role, in.Kind, in.URL, in.Health, model, extra)
 	}
 }

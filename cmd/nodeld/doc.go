@@ -1,10 +1,15 @@
 // Command nodeld is the node daemon and its operator commands.
 //
 // main only calls run and exits once; run dispatches the subcommands.
-// All wiring of the daemon is in run.go (runDaemon): it builds the
-// logger, identity, chain, metrics registry and components, supervises
-// them with an errgroup under signal.NotifyContext, reloads on SIGHUP,
-// drains on SIGTERM or SIGINT, and closes the chain last.
+// All wiring of the daemon is in run.go: runDaemon makes the logger, data
+// dir, identity, metrics registry and chain; newNode builds every
+// component on them in dependency order, starting nothing; node.run starts
+// them in one errgroup under signal.NotifyContext, reloads on SIGHUP,
+// drains the proxy first on SIGTERM or SIGINT, and runDaemon closes the
+// chain last. A reload (reload.go) is all or nothing: every component
+// checks the new config (check.go, the checks config check runs too), then
+// prepares it without side effects but the proxy's new ports, then all
+// commit or all abort.
 //
 // Exit status: 0 on success, 1 when the command failed (one line on
 // stderr), 2 on a usage error or an invalid config.

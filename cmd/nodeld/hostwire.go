@@ -46,19 +46,21 @@ func hostConfig(cfg *config.Config) (host.Config, error) {
 	return hc, nil
 }
 
-// newHost builds the workload host with its revocation list and signed
-// facts source. It serves workload.ctl over the mesh when there is one,
-// and the local operator's calls to "self" always.
-func newHost(cfg *config.Config, id *identity.Identity, n *node, ch *chain.Chain, rev *pkg.Revocations, reg prometheus.Registerer, log *zap.Logger) (*host.Host, error) {
-	hc, err := hostConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
+// newFacts builds the node's signed facts source: node.labels, signed
+// with the node key under a seq kept in the data dir.
+func newFacts(cfg *config.Config, id *identity.Identity) (*facts.Source, error) {
 	seq, err := facts.OpenSeqStore(cfg.Node.DataDir)
 	if err != nil {
 		return nil, err
 	}
-	src, err := facts.NewSource(facts.DefaultProbeDeps(), id.PrivateKey(), cfg.Node.Labels, seq, facts.SourceOptions{})
+	return facts.NewSource(facts.DefaultProbeDeps(), id.PrivateKey(), cfg.Node.Labels, seq, facts.SourceOptions{})
+}
+
+// newHost builds the workload host with its revocation list and signed
+// facts source. It serves workload.ctl over the mesh when there is one,
+// and the local operator's calls to "self" always.
+func newHost(cfg *config.Config, id *identity.Identity, n *node, ch *chain.Chain, rev *pkg.Revocations, src *facts.Source, reg prometheus.Registerer, log *zap.Logger) (*host.Host, error) {
+	hc, err := hostConfig(cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -249,6 +249,40 @@ inference:
 			t.Errorf("config check output lacks %q:\n%s", want, errOut)
 		}
 	}
+	// A file the config accepts but components refuse: labels the signed
+	// facts refuse, an instance URL with a path the runner refuses. config
+	// check names each line, and run refuses the same file the same way.
+	dataDir := filepath.Join(t.TempDir(), "data")
+	refused := filepath.Join(t.TempDir(), "refused.yaml")
+	if err := os.WriteFile(refused, []byte(`node:
+  data_dir: `+dataDir+`
+  labels: {tier: gold}
+admin: {listen: "127.0.0.1:0"}
+inference:
+  roles:
+    - name: chat
+      listen: 127.0.0.1:0
+  instances:
+    - role: chat
+      runtime: openai
+      url: http://127.0.0.1:8080/v1
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, rc = runCLI(t, "config", "check", refused)
+	if rc != 2 {
+		t.Fatalf("config check of a file components refuse = %d %q, want 2", rc, errOut)
+	}
+	for _, want := range []string{"2 problems", "line 3: node.labels:", "trust", "line 12: inference.instances[0].url:", "http://127.0.0.1:8080/v1"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("config check output lacks %q:\n%s", want, errOut)
+		}
+	}
+	out, runErr, rc := runCLI(t, "run", "--config", refused)
+	if rc != 2 || !strings.Contains(runErr, "line 12: inference.instances[0].url:") {
+		t.Errorf("run on that file = %d %q %q, want exit 2 with the same problems", rc, out, runErr)
+	}
+
 	if _, _, rc := runCLI(t, "frobnicate"); rc != 2 {
 		t.Errorf("unknown command exit = %d, want 2", rc)
 	}

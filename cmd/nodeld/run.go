@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -24,6 +23,7 @@ import (
 	"github.com/nodeld/nodeld/internal/chain"
 	"github.com/nodeld/nodeld/internal/config"
 	"github.com/nodeld/nodeld/internal/dispatch"
+	"github.com/nodeld/nodeld/internal/facts"
 	"github.com/nodeld/nodeld/internal/host"
 	"github.com/nodeld/nodeld/internal/identity"
 	"github.com/nodeld/nodeld/internal/mesh"
@@ -74,32 +74,14 @@ type daemonOptions struct {
 	stderr     io.Writer
 }
 
-// node is the running daemon: the components and what reload changes.
-type node struct {
-	id        *identity.Identity
-	chain     *chain.Chain
-	table     *table.Table
-	proxy     *proxy.Proxy
-	mesh      *mesh.Mesh           // nil when mesh.listen is empty
-	forwarder *proxy.MeshForwarder // nil without a mesh
-	dispatch  *dispatch.Dispatcher
-	host      *host.Host
-	adopter   *runner.Adopter
-	admin     *admin.Server
-	log       *zap.Logger
-	level     zap.AtomicLevel
-	cfgPath   string
-	started   time.Time
-	reloadOK  prometheus.Gauge
-	reloadSum *prometheus.CounterVec
-
-	mu      sync.Mutex // guards cfg, lastErr
-	cfg     *config.Config
-	lastErr string
-}
-
+// runDaemon makes what every component shares (logger, data dir, node
+// key, metrics registry, audit chain), builds the node on them, runs it
+// until a signal or a failure, and closes the chain last.
 func runDaemon(ctx context.Context, o daemonOptions) (err error) {
 	cfg := o.cfg
+	if err := checkComponents(cfg, configSource(o.cfgPath)); err != nil {
+		return &exitError{code: 2, err: err}
+	}
 	level := zap.NewAtomicLevel()
 	if err := level.UnmarshalText([]byte(cfg.Log.Level)); err != nil {
 		return usageError("log.level: %v", err)
@@ -107,8 +89,8 @@ func runDaemon(ctx context.Context, o daemonOptions) (err error) {
 	log := newLogger(cfg.Log.Format, level, o.stderr)
 	defer func() { _ = log.Sync() }()
 
-	if err := os.MkdirAll(cfg.Node.DataDir, 0o700); err != nil {
-		return fmt.Errorf("data dir: %w", err)
+	if err := ensureDataDir(cfg.Node.DataDir, log); err != nil {
+		return err
 	}
 	id, created, err := identity.LoadOrGenerate(identity.KeyPath(cfg.Node.DataDir))
 	if err != nil {
@@ -129,19 +111,9 @@ func runDaemon(ctx context.Context, o daemonOptions) (err error) {
 		Help: "Build of the running nodeld; the value is always 1.",
 	}, []string{"version", "goversion"})
 	buildInfo.WithLabelValues(buildVersion(), buildGoVersion()).Set(1)
-	reloadOK := prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "nodeld_config_last_reload_successful",
-		Help: "Whether the last config load or reload succeeded (1) or was refused (0).",
-	})
-	reloadSum := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "nodeld_config_reloads_total",
-		Help: "Config reloads by result (ok, refused).",
-	}, []string{"result"})
-	reg.MustRegister(buildInfo, reloadOK, reloadSum)
-	reloadOK.Set(1)
+	reg.MustRegister(buildInfo)
 
-	chainPath := filepath.Join(cfg.Node.DataDir, chainFileName)
-	ch, err := openChain(chainPath, id, o.chainReset, reg, log)
+	ch, err := openChain(filepath.Join(cfg.Node.DataDir, chainFileName), id, o.chainReset, reg, log)
 	if err != nil {
 		return err
 	}
@@ -151,117 +123,13 @@ func runDaemon(ctx context.Context, o daemonOptions) (err error) {
 		}
 	}()
 
-	n := &node{
-		id: id, chain: ch, log: log, level: level, cfgPath: o.cfgPath,
-		started: time.Now(), reloadOK: reloadOK, reloadSum: reloadSum, cfg: cfg,
-	}
-	// The table asks the mesh who is admitted, and the mesh feeds the
-	// table: the admission is bound once both exist.
-	admission := &meshAdmission{}
-	n.table = table.New(id.ID(), table.Options{
-		Admission:  admission,
-		Audit:      ch,
-		Registerer: reg,
-		Load: func(role string) (int, int) {
-			if n.proxy == nil {
-				return 0, 0
-			}
-			return n.proxy.Inflight(role)
-		},
-	})
-	if cfg.Mesh.Listen != "" {
-		n.mesh, err = mesh.New(meshConfig(cfg), mesh.Deps{
-			Identity:   id,
-			DataDir:    cfg.Node.DataDir,
-			Table:      n.table,
-			Audit:      ch,
-			Logger:     log.Named("mesh"),
-			Registerer: reg,
-			// A peer pinned on first contact gets an id: allowlists that
-			// name it can now be applied.
-			OnPeersChanged: func() { n.table.ApplyPolicy(n.rolePolicies(n.config())) },
-			// The workload-host advertisement goes to every peer.
-			ExtraAdverts: func() []table.Advertisement {
-				return []table.Advertisement{n.host.Advertisement(time.Now())}
-			},
-			// A peer that joins or comes back gets the revocation
-			// notices this node holds (n.host is set before the mesh runs).
-			OnLinkUp: func(ctx context.Context, p mesh.PeerInfo) { n.host.ReplayNotices(ctx, p) },
-		})
-		if err != nil {
-			return err
-		}
-		admission.m = n.mesh
-	}
-	n.table.ApplyPolicy(n.rolePolicies(cfg))
-
-	pdeps := proxy.Deps{
-		Resolver:   n.table,
-		Ports:      n.table,
-		Logger:     log.Named("proxy"),
-		Registerer: reg,
-	}
-	if n.mesh != nil {
-		n.forwarder, err = proxy.NewMeshForwarder(proxy.MeshDeps{
-			Mesh: n.mesh, Table: n.table, Audit: ch, Logger: log.Named("proxy.mesh"), Registerer: reg,
-			MaxInflightPerPeer: cfg.Mesh.MaxInflightPerPeer,
-			MaxInflightTotal:   cfg.Mesh.MaxInflightTotal,
-			MaxBodyBytes:       cfg.Inference.Limits.MeshMaxBodyBytes,
-		})
-		if err != nil {
-			return err
-		}
-		defer n.forwarder.CloseIdleConnections()
-		n.mesh.Handle(mesh.KindInfer, n.forwarder.ServeStream)
-		pdeps.Remote = n.forwarder
-	}
-	n.proxy, err = proxy.New(proxyConfig(cfg), pdeps)
-	if err != nil {
-		return err
-	}
-	n.adopter, err = runner.NewAdopter(adopterConfig(cfg), adoptedSlots{n.table}, log.Named("runner"), reg)
-	if err != nil {
-		return err
-	}
-	// One revocation list: the host enforces it, the operator edits it.
-	rev, err := pkg.OpenRevocations(filepath.Join(cfg.Node.DataDir, pkg.RevocationsFile), time.Now)
-	if err != nil {
-		return err
-	}
-	n.host, err = newHost(cfg, id, n, ch, rev, reg, log)
-	if err != nil {
-		return err
-	}
-	n.host.Register() // before the mesh runs; a no-op without a mesh
-	n.dispatch, err = dispatch.New(dispatch.Deps{
-		Identity: id, Mesh: n.mesh, Chain: ch, Logger: log, Registerer: reg,
-		Local: &localHost{n: n}, Revocations: rev,
-		Notices: n.host, DataDir: cfg.Node.DataDir,
+	n, err := newNode(cfg, nodeDeps{
+		id: id, chain: ch, reg: reg, log: log, level: level, cfgPath: o.cfgPath,
+		load: func() (*config.Config, error) { return reloadConfig(o.cfgPath) },
 	})
 	if err != nil {
 		return err
 	}
-	n.dispatch.Register() // before the mesh runs; a no-op without a mesh
-	operator, err := dispatch.NewOperatorServer(dispatch.OperatorConfig{Path: cfg.SocketPath()}, n.dispatch, log)
-	if err != nil {
-		return err
-	}
-	n.admin, err = admin.New(admin.Config{Listen: cfg.Admin.Listen}, admin.Deps{
-		Gatherer: reg,
-		Status:   n.status,
-		Logger:   log.Named("admin"),
-	})
-	if err != nil {
-		return err
-	}
-	for _, c := range []string{readyAdmin, readyProxy, readyChain} {
-		n.admin.Require(c)
-	}
-	if n.mesh != nil {
-		n.admin.Require(readyMesh)
-	}
-	n.admin.SetReady(readyChain, true)
-
 	if _, err := ch.Append(chainSource, "node.start", map[string]any{
 		"node_id": id.ID(), "name": cfg.Node.Name, "version": buildVersion(),
 		"config": configSource(o.cfgPath), "pid": os.Getpid(),
@@ -275,26 +143,7 @@ func runDaemon(ctx context.Context, o daemonOptions) (err error) {
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 
-	// Shutdown order: the proxy drains its clients' requests first (the
-	// instances and links they use stay up meanwhile), then everything
-	// else stops; the chain is closed last, after g.Wait.
-	g, gctx := errgroup.WithContext(ctx)
-	rest, stopRest := context.WithCancel(context.WithoutCancel(gctx))
-	defer stopRest()
-	g.Go(func() error {
-		defer stopRest()
-		return n.proxy.Run(gctx)
-	})
-	g.Go(func() error { return n.supervise(gctx, hup) })
-	g.Go(func() error { return n.admin.Run(rest) })
-	g.Go(func() error { return n.adopter.Run(rest) })
-	g.Go(func() error { return operator.Run(rest) })
-	g.Go(func() error { return n.host.Run(rest) })
-	if n.mesh != nil {
-		g.Go(func() error { return n.mesh.Run(rest) })
-	}
-
-	runErr := g.Wait()
+	runErr := n.run(ctx, hup)
 	reason := "signal"
 	if runErr != nil {
 		reason = runErr.Error()
@@ -310,6 +159,250 @@ func runDaemon(ctx context.Context, o daemonOptions) (err error) {
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// nodeDeps are what a node is built on besides its config: what runDaemon
+// makes first and closes last.
+type nodeDeps struct {
+	id      *identity.Identity
+	chain   *chain.Chain
+	reg     *prometheus.Registry
+	log     *zap.Logger
+	level   zap.AtomicLevel
+	cfgPath string // "" = embedded default
+	// load reads and validates the config again for a reload.
+	load func() (*config.Config, error)
+	// discover replaces runner.DefaultDiscoverCandidates (tests: never
+	// the real well-known ports); nil keeps them.
+	discover []runner.DiscoverCandidate
+}
+
+// node is the running daemon: its components, in the order newNode builds
+// them, and what reload changes.
+type node struct {
+	id        *identity.Identity
+	chain     *chain.Chain
+	log       *zap.Logger
+	level     zap.AtomicLevel
+	cfgPath   string
+	load      func() (*config.Config, error)
+	discover  []runner.DiscoverCandidate // nil: the runner's defaults
+	started   time.Time
+	reloadOK  prometheus.Gauge
+	reloadSum *prometheus.CounterVec
+
+	table     *table.Table
+	mesh      *mesh.Mesh           // nil when mesh.listen is empty
+	forwarder *proxy.MeshForwarder // nil without a mesh
+	proxy     *proxy.Proxy
+	adopter   *runner.Adopter
+	facts     *facts.Source // the host signs them; a labels reload changes them
+	host      *host.Host
+	dispatch  *dispatch.Dispatcher
+	operator  *dispatch.OperatorServer
+	admin     *admin.Server
+
+	mu      sync.Mutex // guards cfg, lastErr
+	cfg     *config.Config
+	lastErr string
+}
+
+// late binds the callbacks of components built early to the components
+// they reach, which need the early ones to be built first: the table asks
+// the mesh who is admitted and the proxy for its load; the mesh asks the
+// host for its advertisement and hands it every new link. newNode sets
+// each field as soon as its component exists, and every field is set
+// before run starts anything, so no callback reaches a component that is
+// not built.
+type late struct {
+	mesh  *mesh.Mesh // stays nil without a mesh: nobody is admitted
+	proxy *proxy.Proxy
+	host  *host.Host
+}
+
+var _ table.Admission = (*late)(nil)
+
+func (l *late) IsAdmitted(nodeID string) bool { return l.mesh != nil && l.mesh.IsAdmitted(nodeID) }
+
+func (l *late) load(role string) (int, int) { return l.proxy.Inflight(role) }
+
+func (l *late) hostAdverts() []table.Advertisement {
+	return []table.Advertisement{l.host.Advertisement(time.Now())}
+}
+
+func (l *late) replayNotices(ctx context.Context, p mesh.PeerInfo) { l.host.ReplayNotices(ctx, p) }
+
+// newNode builds every component from cfg in dependency order: table,
+// mesh, mesh forwarder, proxy, adopter, facts, host, dispatcher, operator
+// socket, admin. Each validates its part; nothing is bound and no
+// goroutine starts until run.
+func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
+	n := &node{
+		id: d.id, chain: d.chain, log: d.log, level: d.level, cfgPath: d.cfgPath,
+		load: d.load, discover: d.discover, started: time.Now(), cfg: cfg,
+	}
+	n.reloadOK = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "nodeld_config_last_reload_successful",
+		Help: "Whether the last config load or reload succeeded (1) or was refused (0).",
+	})
+	n.reloadSum = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "nodeld_config_reloads_total",
+		Help: "Config reloads by result (ok, refused).",
+	}, []string{"result"})
+	if err := registerAll(d.reg, n.reloadOK, n.reloadSum); err != nil {
+		return nil, err
+	}
+	n.reloadOK.Set(1)
+
+	l := &late{}
+	n.table = table.New(d.id.ID(), table.Options{
+		Admission:  l,
+		Audit:      d.chain,
+		Registerer: d.reg,
+		Load:       l.load,
+	})
+	var err error
+	if cfg.Mesh.Listen != "" {
+		n.mesh, err = mesh.New(meshConfig(cfg), mesh.Deps{
+			Identity:   d.id,
+			DataDir:    cfg.Node.DataDir,
+			Table:      n.table,
+			Audit:      d.chain,
+			Logger:     d.log.Named("mesh"),
+			Registerer: d.reg,
+			// A peer pinned on first contact gets an id: allowlists that
+			// name it can now be applied.
+			OnPeersChanged: n.applyRolePolicy,
+			// The workload-host advertisement goes to every peer.
+			ExtraAdverts: l.hostAdverts,
+			// A peer that joins or comes back gets the revocation notices
+			// this node holds.
+			OnLinkUp: l.replayNotices,
+		})
+		if err != nil {
+			return nil, err
+		}
+		l.mesh = n.mesh
+	}
+
+	pdeps := proxy.Deps{
+		Resolver:   n.table,
+		Ports:      n.table,
+		Logger:     d.log.Named("proxy"),
+		Registerer: d.reg,
+	}
+	if n.mesh != nil {
+		n.forwarder, err = proxy.NewMeshForwarder(proxy.MeshDeps{
+			Mesh: n.mesh, Table: n.table, Audit: d.chain, Logger: d.log.Named("proxy.mesh"), Registerer: d.reg,
+			MaxInflightPerPeer: cfg.Mesh.MaxInflightPerPeer,
+			MaxInflightTotal:   cfg.Mesh.MaxInflightTotal,
+			MaxBodyBytes:       cfg.Inference.Limits.MeshMaxBodyBytes,
+		})
+		if err != nil {
+			return nil, err
+		}
+		n.mesh.Handle(mesh.KindInfer, n.forwarder.ServeStream)
+		pdeps.Remote = n.forwarder
+	}
+	n.proxy, err = proxy.New(proxyConfig(cfg), pdeps)
+	if err != nil {
+		return nil, err
+	}
+	l.proxy = n.proxy
+
+	n.adopter, err = runner.NewAdopter(adopterConfig(cfg, d.discover), adoptedSlots{n.table}, d.log.Named("runner"), d.reg)
+	if err != nil {
+		return nil, err
+	}
+	// One revocation list: the host enforces it, the operator edits it.
+	rev, err := pkg.OpenRevocations(filepath.Join(cfg.Node.DataDir, pkg.RevocationsFile), time.Now)
+	if err != nil {
+		return nil, err
+	}
+	n.facts, err = newFacts(cfg, d.id)
+	if err != nil {
+		return nil, err
+	}
+	n.host, err = newHost(cfg, d.id, n, d.chain, rev, n.facts, d.reg, d.log)
+	if err != nil {
+		return nil, err
+	}
+	l.host = n.host
+	n.host.Register() // a no-op without a mesh
+	ddeps := dispatch.Deps{
+		Identity: d.id, Chain: d.chain, Logger: d.log, Registerer: d.reg,
+		Local: &localHost{n: n}, Revocations: rev,
+		Notices: n.host, DataDir: cfg.Node.DataDir,
+	}
+	if n.mesh != nil { // never a typed nil in the interface
+		ddeps.Mesh = n.mesh
+	}
+	n.dispatch, err = dispatch.New(ddeps)
+	if err != nil {
+		return nil, err
+	}
+	n.dispatch.Register() // a no-op without a mesh
+	n.operator, err = dispatch.NewOperatorServer(dispatch.OperatorConfig{Path: cfg.SocketPath()}, n.dispatch, d.log)
+	if err != nil {
+		return nil, err
+	}
+	n.admin, err = admin.New(admin.Config{Listen: cfg.Admin.Listen}, admin.Deps{
+		Gatherer: d.reg,
+		Status:   n.status,
+		Logger:   d.log.Named("admin"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range []string{readyAdmin, readyProxy, readyChain} {
+		n.admin.Require(c)
+	}
+	if n.mesh != nil {
+		n.admin.Require(readyMesh)
+	}
+	n.admin.SetReady(readyChain, true)
+	n.table.ApplyPolicy(n.rolePolicies(cfg))
+	return n, nil
+}
+
+// run starts every component in one errgroup and returns when they have
+// all stopped: at ctx's end, or when one fails (which stops the others).
+// Shutdown order: the proxy drains its clients' requests first (the
+// instances and links they use stay up meanwhile), then everything else
+// stops; the caller closes the chain after run returns.
+func (n *node) run(ctx context.Context, hup <-chan os.Signal) error {
+	g, gctx := errgroup.WithContext(ctx)
+	rest, stopRest := context.WithCancel(context.WithoutCancel(gctx))
+	defer stopRest()
+	g.Go(func() error {
+		defer stopRest()
+		return n.proxy.Run(gctx)
+	})
+	g.Go(func() error { return n.supervise(gctx, hup) })
+	for _, c := range n.components() {
+		g.Go(func() error { return c.Run(rest) })
+	}
+	err := g.Wait()
+	if n.forwarder != nil {
+		n.forwarder.CloseIdleConnections()
+	}
+	return err
+}
+
+// component is what run starts: Run owns its goroutines and returns nil
+// once ctx ends.
+type component interface {
+	Run(ctx context.Context) error
+}
+
+// components are what run starts besides the proxy and supervise, which
+// it orders itself.
+func (n *node) components() []component {
+	cs := []component{n.admin, n.adopter, n.operator, n.host}
+	if n.mesh != nil {
+		cs = append(cs, n.mesh)
+	}
+	return cs
 }
 
 // supervise waits for readiness, tells systemd, pings its watchdog, and
@@ -361,117 +454,13 @@ func (n *node) supervise(ctx context.Context, hup <-chan os.Signal) error {
 		case <-ctx.Done():
 			return nil
 		case <-hup:
-			n.reload(ctx)
+			n.reload()
 		case <-watchdog:
 			if ok, _ := n.admin.Ready(); ok {
 				_, _ = daemon.SdNotify(false, daemon.SdNotifyWatchdog)
 			}
 		}
 	}
-}
-
-// reload re-reads the config file and applies it all or nothing: a file
-// that does not load or validate, or that changes what needs a restart,
-// keeps the old config and sets the reload gauge to 0.
-func (n *node) reload(ctx context.Context) {
-	_, _ = daemon.SdNotify(false, daemon.SdNotifyReloading)
-	defer func() { _, _ = daemon.SdNotify(false, daemon.SdNotifyReady) }()
-	err := n.applyReload()
-	if err != nil {
-		n.reloadOK.Set(0)
-		n.reloadSum.WithLabelValues("refused").Inc()
-		n.mu.Lock()
-		n.lastErr = err.Error()
-		n.mu.Unlock()
-		n.log.Error("config reload refused; keeping the old config", zap.Error(err))
-		if _, cerr := n.chain.Append(chainSource, "config.reload", map[string]any{
-			"ok": false, "config": configSource(n.cfgPath), "error": err.Error(),
-		}); cerr != nil {
-			n.log.Error("chain config.reload", zap.Error(cerr))
-		}
-		return
-	}
-	n.reloadOK.Set(1)
-	n.reloadSum.WithLabelValues("ok").Inc()
-	n.mu.Lock()
-	n.lastErr = ""
-	n.mu.Unlock()
-	n.log.Info("config reloaded", zap.String("config", configSource(n.cfgPath)))
-}
-
-func (n *node) applyReload() error {
-	var next *config.Config
-	var err error
-	if n.cfgPath == "" {
-		next, err = config.LoadEmbedded()
-	} else {
-		next, err = config.Load(n.cfgPath)
-	}
-	if err != nil {
-		return err
-	}
-	if err := absolutePaths(next); err != nil {
-		return err
-	}
-	n.mu.Lock()
-	old := n.cfg
-	n.mu.Unlock()
-	diff := config.Changed(old, next)
-	if diff.NeedsRestart() {
-		return fmt.Errorf("%s change only with a restart", strings.Join(diff.Restart, ", "))
-	}
-	level := zap.NewAtomicLevel()
-	if err := level.UnmarshalText([]byte(next.Log.Level)); err != nil {
-		return fmt.Errorf("log.level: %w", err)
-	}
-	if next.Log.Format != old.Log.Format {
-		return errors.New("log.format changes only with a restart")
-	}
-	if n.mesh != nil {
-		if err := meshConfig(next).Validate(n.id.PublicKey()); err != nil {
-			return err
-		}
-	}
-	// The proxy is the only part that can fail to apply (a port in use):
-	// apply it first, and nothing else changes when it fails.
-	if err := n.proxy.ApplyConfig(proxyConfig(next)); err != nil {
-		return err
-	}
-	if err := n.adopter.ApplyConfig(adopterConfig(next)); err != nil {
-		// Validation already passed, so this is a bug; undo the proxy.
-		_ = n.proxy.ApplyConfig(proxyConfig(old))
-		return err
-	}
-	hostCfg, err := hostConfig(next)
-	if err != nil {
-		_ = n.proxy.ApplyConfig(proxyConfig(old))
-		_ = n.adopter.ApplyConfig(adopterConfig(old))
-		return err
-	}
-	if n.mesh != nil {
-		if err := n.mesh.ApplyConfig(meshConfig(next)); err != nil {
-			_ = n.proxy.ApplyConfig(proxyConfig(old))
-			_ = n.adopter.ApplyConfig(adopterConfig(old))
-			return err
-		}
-		if err := n.forwarder.SetLimits(next.Mesh.MaxInflightPerPeer, next.Mesh.MaxInflightTotal, next.Inference.Limits.MeshMaxBodyBytes); err != nil {
-			n.log.Error("mesh forwarding limits not applied", zap.Error(err))
-		}
-	}
-	if err := n.host.ApplyConfig(hostCfg); err != nil {
-		n.log.Error("host config not applied", zap.Error(err))
-	}
-	n.level.SetLevel(level.Level())
-	n.mu.Lock()
-	n.cfg = next
-	n.mu.Unlock()
-	n.table.ApplyPolicy(n.rolePolicies(next))
-	if _, err := n.chain.Append(chainSource, "config.reload", map[string]any{
-		"ok": true, "config": configSource(n.cfgPath), "changed": diff.Fields,
-	}); err != nil {
-		n.log.Error("chain config.reload", zap.Error(err))
-	}
-	return nil
 }
 
 // openChain opens the audit chain, archiving a broken one first when the
@@ -518,19 +507,74 @@ func (n *node) config() *config.Config {
 	return n.cfg
 }
 
-// meshAdmission lets the table ask the mesh who is admitted; with no mesh
-// nobody is.
-type meshAdmission struct{ m *mesh.Mesh }
+// registerAll registers cs on reg, or reports the first that fails.
+func registerAll(reg prometheus.Registerer, cs ...prometheus.Collector) error {
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("register metrics: %w", err)
+		}
+	}
+	return nil
+}
 
-func (a *meshAdmission) IsAdmitted(nodeID string) bool {
-	return a.m != nil && a.m.IsAdmitted(nodeID)
+// ensureDataDir makes the data directory with mode 0700, and tightens one
+// that exists with any group or other permission to 0700, saying so: it
+// holds the node key and the audit chain.
+func ensureDataDir(dir string, log *zap.Logger) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("data dir %s is not a directory", dir)
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return fmt.Errorf("data dir: tighten %s from %#o to 0700: %w", dir, perm, err)
+		}
+		log.Warn("tightened the data dir's mode to 0700", zap.String("path", dir), zap.String("was", fmt.Sprintf("%#o", perm)))
+	}
+	return nil
+}
+
+// Log encodings: the values of log.format other than auto.
+const (
+	logJSON    = "json"
+	logConsole = "console"
+)
+
+// logEncoding is the encoding of log.format: json or console as forced,
+// and for auto console on a terminal, json otherwise (a pipe, a file, the
+// journal).
+func logEncoding(format string, terminal bool) string {
+	switch {
+	case format == logJSON, format == logConsole:
+		return format
+	case terminal:
+		return logConsole
+	default:
+		return logJSON
+	}
+}
+
+// isTerminal reports whether w is a character device, as a terminal is.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 func newLogger(format string, level zap.AtomicLevel, w io.Writer) *zap.Logger {
 	encCfg := zap.NewProductionEncoderConfig()
 	encCfg.EncodeTime = zapcore.ISO8601TimeEncoder
 	var enc zapcore.Encoder
-	if format == "console" {
+	if logEncoding(format, isTerminal(w)) == logConsole {
 		encCfg.EncodeLevel = zapcore.CapitalLevelEncoder
 		enc = zapcore.NewConsoleEncoder(encCfg)
 	} else {

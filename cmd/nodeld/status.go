@@ -67,7 +67,7 @@ type roleDoc struct {
 	Exposed     bool   `json:"exposed"`
 }
 
-// instanceDoc is one adopted instance.
+// instanceDoc is one adopted instance, configured or discovered.
 type instanceDoc struct {
 	Role      string `json:"role"`
 	Kind      string `json:"kind"`
@@ -77,4 +77,6 @@ type instanceDoc struct {
 	Serving   bool   `json:"serving"`
 	LastProbe string `json:"last_probe,omitempty"`
 	LastError string `json:"last_error,omitempty"`
+	// Discovered marks an instance inference.discover found.
+	Discovered bool `json:"discovered,omitempty"`
 }

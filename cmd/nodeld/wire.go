@@ -49,6 +49,10 @@ func (n *node) peerIDs(refs []string) []string {
 	return ids
 }
 
+// applyRolePolicy applies the role policies of the config in force, with
+// the allowlists' peers as the mesh resolves them now (OnPeersChanged).
+func (n *node) applyRolePolicy() { n.table.ApplyPolicy(n.rolePolicies(n.config())) }
+
 func (n *node) rolePolicies(cfg *config.Config) map[string]table.RolePolicy {
 	p := make(map[string]table.RolePolicy, len(cfg.Inference.Roles))
 	for _, r := range cfg.Inference.Roles {
@@ -85,8 +89,14 @@ func meshConfig(cfg *config.Config) mesh.Config {
 	return mc
 }
 
-func adopterConfig(cfg *config.Config) runner.AdopterConfig {
-	ac := runner.AdopterConfig{Interval: cfg.Inference.ProbeInterval.D}
+// adopterConfig maps the inference section to the adopter's config. With
+// inference.discover set, a discovered server serves the first role;
+// discover replaces the runner's well-known candidates when not nil.
+func adopterConfig(cfg *config.Config, discover []runner.DiscoverCandidate) runner.AdopterConfig {
+	ac := runner.AdopterConfig{Interval: cfg.Inference.ProbeInterval.D, DiscoverCandidates: discover}
+	if cfg.Inference.Discover && len(cfg.Inference.Roles) > 0 {
+		ac.Discover, ac.DiscoverRole = true, cfg.Inference.Roles[0].Name
+	}
 	for _, in := range cfg.Inference.Instances {
 		ac.Instances = append(ac.Instances, runner.AdoptedInstance{
 			Role: in.Role, Kind: runner.Kind(in.Runtime), URL: in.URL, Model: in.Model,
@@ -168,6 +178,7 @@ func (n *node) status() any {
 		d := instanceDoc{
 			Role: in.Role, Kind: in.Kind, URL: in.URL, Model: in.Model,
 			Health: string(in.Health), Serving: in.Serving, LastError: in.LastError,
+			Discovered: in.Discovered,
 		}
 		if !in.LastProbe.IsZero() {
 			d.LastProbe = in.LastProbe.UTC().Format(time.RFC3339)

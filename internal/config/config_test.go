@@ -41,6 +41,11 @@ func TestParse(t *testing.T) {
 			want: func(c *Config) { c.Log.Level = "debug" },
 		},
 		{
+			name: "discovery and a forced log format",
+			give: "log: {format: console}\ninference: {discover: true}\n",
+			want: func(c *Config) { c.Log.Format = "console"; c.Inference.Discover = true },
+		},
+		{
 			name: "null scalar is empty",
 			give: "admin:\n  listen:\n",
 			want: func(c *Config) { c.Admin.Listen = "" },
@@ -477,6 +482,7 @@ func TestEmbedded(t *testing.T) {
 	want.Node.DataDir = "./nodeld-data"
 	want.Inference.Roles = []Role{{Name: "chat", Listen: "127.0.0.1:8090"}}
 	want.Inference.Instances = []Instance{}
+	want.Inference.Discover = true
 	if diff := cmp.Diff(want, c, ignoreUnexported, cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("embedded default mismatch (-want +got):\n%s", diff)
 	}

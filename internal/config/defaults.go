@@ -18,7 +18,7 @@ var defaultYAML string
 func Default() *Config {
 	return &Config{
 		Node:  Node{DataDir: DefaultDataDir},
-		Log:   Log{Level: "info", Format: "json"},
+		Log:   Log{Level: "info", Format: "auto"},
 		Admin: Admin{Listen: DefaultAdminListen},
 		Mesh: Mesh{
 			Keepalive:          Duration{D: 15 * time.Second},
@@ -44,8 +44,9 @@ func Default() *Config {
 
 // Embedded returns a copy of the embedded default config file: a single
 // node, loopback only, data in ./nodeld-data, admin on 127.0.0.1:9464, no
-// mesh, one role "chat" on 127.0.0.1:8090 with no instance, host and
-// controller disabled.
+// mesh, one role "chat" on 127.0.0.1:8090 with no instance configured but
+// discovery on (a local model server on a well-known port serves it), host
+// and controller disabled.
 func Embedded() []byte { return []byte(defaultYAML) }
 
 // LoadEmbedded decodes and validates the embedded default config.

@@ -30,7 +30,7 @@ type Node struct {
 // Log configures the zap logger.
 type Log struct {
 	Level  string `yaml:"level"`  // debug | info | warn | error
-	Format string `yaml:"format"` // json | console
+	Format string `yaml:"format"` // auto (console on a terminal, else json) | json | console
 }
 
 // Admin configures the read-only admin HTTP listener.
@@ -74,6 +74,11 @@ type Inference struct {
 	// ProbeInterval is how often adopted instances are probed; an
 	// instance that goes down stops resolving within one interval.
 	ProbeInterval Duration `yaml:"probe_interval"`
+	// Discover, while Instances is empty, adopts for the first role a
+	// model server answering on a well-known loopback port (Ollama,
+	// llama-server, LM Studio, vLLM). On in the embedded default, off
+	// unless set in a file.
+	Discover bool `yaml:"discover"`
 }
 
 // Limits bounds the loopback inference proxy. Every value must be positive.

@@ -83,9 +83,9 @@ func (v *validator) log() {
 		v.addf("log.level", "%q is not a log level: use debug, info, warn or error", v.c.Log.Level)
 	}
 	switch v.c.Log.Format {
-	case "json", "console":
+	case "auto", "json", "console":
 	default:
-		v.addf("log.format", "%q is not a log format: use json or console", v.c.Log.Format)
+		v.addf("log.format", "%q is not a log format: use auto, json or console", v.c.Log.Format)
 	}
 }
 

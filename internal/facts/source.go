@@ -30,7 +30,6 @@ type Source struct {
 	deps   ProbeDeps
 	key    ed25519.PrivateKey
 	id     string
-	labels map[string]string
 	seq    *SeqStore
 	ttl    time.Duration
 	maxAge time.Duration
@@ -40,9 +39,10 @@ type Source struct {
 	// others wait, or give up when their ctx ends.
 	probeSem chan struct{}
 
-	// mu guards cached, probedAt and have. It is never held across a
-	// probe.
+	// mu guards labels, cached, probedAt and have. It is never held
+	// across a probe.
 	mu       sync.Mutex
+	labels   map[string]string
 	cached   Facts
 	probedAt time.Time
 	have     bool
@@ -134,15 +134,46 @@ func (s *Source) facts(ctx context.Context) (Facts, error) {
 	if f, ok := s.fresh(); ok {
 		return f, nil
 	}
-	f, err := Probe(ctx, s.deps, s.labels)
+	s.mu.Lock()
+	labels := s.labels
+	s.mu.Unlock()
+	f, err := Probe(ctx, s.deps, labels)
 	if err != nil {
 		return Facts{}, fmt.Errorf("probe facts: %w", err)
 	}
 	f.NodeID = s.id
 	s.mu.Lock()
+	// Labels set while this probe ran win over the ones it was given.
+	f.Labels = labelsOf(s.labels)
 	s.cached, s.probedAt, s.have = f, s.now(), true
 	s.mu.Unlock()
 	return f, nil
+}
+
+// SetLabels replaces the operator labels (a config reload): the next
+// Facts and Signed carry them, without waiting for the next probe. Invalid
+// labels (ValidateLabels) are refused and nothing changes.
+func (s *Source) SetLabels(labels map[string]string) error {
+	if err := ValidateLabels(labels); err != nil {
+		return fmt.Errorf("set facts labels: %w", err)
+	}
+	labels = maps.Clone(labels)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.labels = labels
+	if s.have {
+		// A new map, never the old one changed: callers may hold it.
+		s.cached.Labels = labelsOf(labels)
+	}
+	return nil
+}
+
+// labelsOf is labels as Probe puts them in Facts: a copy, nil when empty.
+func labelsOf(labels map[string]string) map[string]string {
+	if len(labels) == 0 {
+		return nil
+	}
+	return maps.Clone(labels)
 }
 
 // fresh returns the cached facts when they are younger than maxAge. A

@@ -102,6 +102,65 @@ func TestSourceCachesAndReprobes(t *testing.T) {
 	}
 }
 
+// TestSourceSetLabels: new labels (a config reload) are in the next signed
+// facts, with a higher seq and without a new probe; invalid ones are
+// refused and the old ones stay.
+func TestSourceSetLabels(t *testing.T) {
+	deps, probes := countingDeps(linuxMachine())
+	clock := &fakeClock{now: t0}
+	src := newTestSource(t, deps, clock)
+	ctx := context.Background()
+	signed := func() (Facts, uint64) {
+		t.Helper()
+		s, err := src.Signed(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, meta, err := Verify(s, pubOf(testKey(1)), clock.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f, meta.Seq
+	}
+	f, seq1 := signed()
+	if diff := cmp.Diff(map[string]string{"rack": "a"}, f.Labels); diff != "" {
+		t.Fatalf("labels before (-want +got):\n%s", diff)
+	}
+	if err := src.SetLabels(map[string]string{"rack": "b", "zone": "z1"}); err != nil {
+		t.Fatal(err)
+	}
+	f, seq2 := signed()
+	if diff := cmp.Diff(map[string]string{"rack": "b", "zone": "z1"}, f.Labels); diff != "" {
+		t.Errorf("labels after SetLabels (-want +got):\n%s", diff)
+	}
+	if seq2 <= seq1 {
+		t.Errorf("seq %d after SetLabels, want more than %d", seq2, seq1)
+	}
+	if got := probes.Load(); got != 1 {
+		t.Errorf("%d probes, want 1 (labels need no probe)", got)
+	}
+	if err := src.SetLabels(map[string]string{"tier": "pinned"}); err == nil {
+		t.Error("SetLabels accepted a tier label")
+	}
+	if f, _ := signed(); f.Labels["rack"] != "b" {
+		t.Errorf("labels after a refused SetLabels = %v, want the old ones", f.Labels)
+	}
+	if err := src.SetLabels(nil); err != nil {
+		t.Fatal(err)
+	}
+	if f, _ := signed(); f.Labels != nil {
+		t.Errorf("labels after SetLabels(nil) = %v, want none", f.Labels)
+	}
+	// A reprobe keeps the labels last set.
+	if err := src.SetLabels(map[string]string{"rack": "c"}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Set(t0.Add(DefaultMaxProbeAge))
+	if f, _ := signed(); f.Labels["rack"] != "c" || probes.Load() != 2 {
+		t.Errorf("after a reprobe: labels %v, %d probes; want rack c, 2 probes", f.Labels, probes.Load())
+	}
+}
+
 func TestSourceConcurrentCallersProbeOnce(t *testing.T) {
 	deps, probes := countingDeps(linuxMachine())
 	src := newTestSource(t, deps, &fakeClock{now: t0})

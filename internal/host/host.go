@@ -185,7 +185,7 @@ func New(cfg Config, deps Deps) (*Host, error) {
 	if deps.Revocations == nil {
 		errs = append(errs, errors.New("revocation list is required"))
 	}
-	if err := checkConfig(cfg); err != nil {
+	if err := CheckConfig(cfg); err != nil {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -229,11 +229,17 @@ func New(cfg Config, deps Deps) (*Host, error) {
 	return h, nil
 }
 
-// checkConfig is the static check of a Config.
-func checkConfig(cfg Config) error {
+// CheckConfig is the static check of a Config, the one New and Prepare
+// make: it reads nothing and needs no Host, so a config can be checked
+// before a node runs. Labels must be valid facts labels
+// (facts.ValidateLabels: no tier or trust labels).
+func CheckConfig(cfg Config) error {
 	var errs []error
 	if cfg.DataDir == "" {
 		errs = append(errs, errors.New("data dir is required"))
+	}
+	if err := facts.ValidateLabels(cfg.Labels); err != nil {
+		errs = append(errs, err)
 	}
 	for i, k := range cfg.Controllers {
 		if len(k) != ed25519.PublicKeySize {
@@ -307,25 +313,48 @@ func (h *Host) isReader(k ed25519.PublicKey) bool {
 }
 
 // ApplyConfig reloads controllers, readers, anchors, labels, Enabled and
-// the restart policy (for supervisors started later). DataDir cannot
-// change.
+// the restart policy (for supervisors started later): Prepare, then its
+// commit. DataDir cannot change.
 func (h *Host) ApplyConfig(cfg Config) error {
-	if err := checkConfig(cfg); err != nil {
-		return fmt.Errorf("apply host config: %w", err)
+	commit, err := h.Prepare(cfg)
+	if err != nil {
+		return err
+	}
+	commit()
+	return nil
+}
+
+// Prepare checks cfg (CheckConfig, and the same DataDir) and returns the
+// function that puts it in force: the controllers the verifier accepts, the
+// config, and the labels of the advertisement and of the signed facts
+// (the next describe signs them with a new seq). Prepare changes nothing;
+// the commit cannot fail.
+func (h *Host) Prepare(cfg Config) (commit func(), err error) {
+	if err := CheckConfig(cfg); err != nil {
+		return nil, fmt.Errorf("apply host config: %w", err)
 	}
 	h.mu.Lock()
 	old := h.cfg.DataDir
 	h.mu.Unlock()
 	if cfg.DataDir != old {
-		return fmt.Errorf("apply host config: data dir cannot change without a restart")
+		return nil, fmt.Errorf("apply host config: data dir cannot change without a restart")
 	}
-	if err := h.verifier.SetControllers(cfg.Controllers); err != nil {
-		return fmt.Errorf("apply host config: %w", err)
-	}
-	h.mu.Lock()
-	h.cfg = cloneConfig(cfg)
-	h.mu.Unlock()
-	return nil
+	cfg = cloneConfig(cfg)
+	return func() {
+		// Neither call can fail: CheckConfig checked the keys' sizes and
+		// the labels as these check them.
+		if err := h.verifier.SetControllers(cfg.Controllers); err != nil {
+			h.log.DPanic("checked controllers refused", zap.Error(err))
+		}
+		if h.facts != nil {
+			if err := h.facts.SetLabels(cfg.Labels); err != nil {
+				h.log.DPanic("checked labels refused", zap.Error(err))
+			}
+		}
+		h.mu.Lock()
+		h.cfg = cfg
+		h.mu.Unlock()
+	}, nil
 }
 
 func (h *Host) config() Config {

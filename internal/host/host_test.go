@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/hex"
+	"encoding/json"
 	"io"
 	"net/http"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/nodeld/nodeld/internal/ctl"
+	"github.com/nodeld/nodeld/internal/facts"
 	"github.com/nodeld/nodeld/internal/mesh/meshtest"
 	"github.com/nodeld/nodeld/internal/pkg"
 	"github.com/nodeld/nodeld/internal/runner"
@@ -363,5 +365,68 @@ func TestRevocationTearsDownRunningInstance(t *testing.T) {
 	// And it cannot be placed again.
 	if _, _, err := c.place(t, p, true); refusalCode(err) != ctl.CodeGovernance {
 		t.Errorf("place of a revoked package: %v", err)
+	}
+}
+
+// TestApplyConfigLabelsReachSignedFacts: a labels reload is in the next
+// describe, in the signed facts (with a higher seq) and the advertisement;
+// a config the host refuses (a tier label, another data dir) changes
+// neither.
+func TestApplyConfigLabelsReachSignedFacts(t *testing.T) {
+	c := newCluster(t, clusterOpts{})
+	describe := func() (facts.Facts, uint64, table.Advertisement) {
+		t.Helper()
+		var desc ctl.DescribeResult
+		c.mustCall(t, ctl.MethodDescribe, nil, "", &desc)
+		var signed facts.Signed
+		if err := json.Unmarshal(desc.Facts, &signed); err != nil {
+			t.Fatal(err)
+		}
+		f, meta, err := facts.Verify(signed, c.hostNode.Ident.PublicKey(), time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ad table.Advertisement
+		if err := json.Unmarshal(desc.Advertisement, &ad); err != nil {
+			t.Fatal(err)
+		}
+		return f, meta.Seq, ad
+	}
+	_, seq1, _ := describe()
+	cfg := Config{Enabled: true, Controllers: []ed25519.PublicKey{c.caller.Ident.PublicKey()},
+		TrustAnchors: pkg.Anchors{pubOf(c.publisher)}, DataDir: c.hostNode.Dir,
+		HealthInterval: 50 * time.Millisecond, Labels: map[string]string{"rack": "b"}}
+	if err := c.h.ApplyConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	f, seq2, ad := describe()
+	if diff := cmp.Diff(map[string]string{"rack": "b"}, f.Labels); diff != "" {
+		t.Errorf("signed facts labels (-want +got):\n%s", diff)
+	}
+	if seq2 <= seq1 {
+		t.Errorf("facts seq %d after the reload, want more than %d", seq2, seq1)
+	}
+	if ad.Metadata["label.rack"] != "b" {
+		t.Errorf("advertisement metadata = %v, want label.rack b", ad.Metadata)
+	}
+
+	bad := cfg
+	bad.Labels = map[string]string{"tier": "pinned"}
+	if err := c.h.ApplyConfig(bad); err == nil {
+		t.Error("ApplyConfig accepted a tier label")
+	}
+	moved := cfg
+	moved.DataDir = t.TempDir()
+	moved.Labels = map[string]string{"rack": "c"}
+	if _, err := c.h.Prepare(moved); err == nil {
+		t.Error("Prepare accepted a new data dir")
+	}
+	// Prepared, never committed: nothing may change.
+	if _, err := c.h.Prepare(Config{DataDir: c.hostNode.Dir, Labels: map[string]string{"rack": "d"}}); err != nil {
+		t.Fatal(err)
+	}
+	if f, _, ad := describe(); f.Labels["rack"] != "b" || ad.Metadata["label.rack"] != "b" || !c.h.Status().Enabled {
+		t.Errorf("after refused and uncommitted configs: facts labels %v, advertisement %v, enabled %v; want rack b, enabled",
+			f.Labels, ad.Metadata, c.h.Status().Enabled)
 	}
 }

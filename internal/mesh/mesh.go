@@ -500,14 +500,40 @@ func (m *Mesh) nameIDsLocked() map[string]string {
 	return out
 }
 
-// ApplyConfig applies a new peer list, keep-alive and advert interval.
-// A removed peer, or one whose configured key changed, loses its link and
-// its advertisements at once. A new listen address is refused
-// (ErrListenChanged). Keep-alive changes apply to new links.
+// ApplyConfig applies a new peer list, keep-alive and advert interval:
+// Prepare, then its commit. A removed peer, or one whose configured key
+// changed, loses its link and its advertisements at once. A new listen
+// address is refused (ErrListenChanged). Keep-alive changes apply to new
+// links.
 func (m *Mesh) ApplyConfig(cfg Config) error {
-	if err := cfg.Validate(m.ident.PublicKey()); err != nil {
-		return fmt.Errorf("mesh config: %w", err)
+	commit, err := m.Prepare(cfg)
+	if err != nil {
+		return err
 	}
+	commit()
+	return nil
+}
+
+// Prepare checks cfg against this mesh (Validate with this node's key, and
+// an unchanged listen address) and returns the function that applies it as
+// ApplyConfig does. Prepare changes nothing; the commit cannot fail. Only
+// one reload may be between Prepare and commit at a time.
+func (m *Mesh) Prepare(cfg Config) (commit func(), err error) {
+	if err := cfg.Validate(m.ident.PublicKey()); err != nil {
+		return nil, fmt.Errorf("mesh config: %w", err)
+	}
+	m.mu.Lock()
+	listen := m.cfg.Listen
+	m.mu.Unlock()
+	if cfg.Listen != listen {
+		return nil, fmt.Errorf("mesh listen %q -> %q: %w", listen, cfg.Listen, ErrListenChanged)
+	}
+	cfg.Peers = slices.Clone(cfg.Peers)
+	return func() { m.applyConfig(cfg) }, nil
+}
+
+// applyConfig puts a prepared config in force.
+func (m *Mesh) applyConfig(cfg Config) {
 	want := make(map[string]PeerConfig, len(cfg.Peers))
 	for _, pc := range cfg.Peers {
 		want[pc.Addr] = pc
@@ -517,21 +543,17 @@ func (m *Mesh) ApplyConfig(cfg Config) error {
 	m.pinMu.Lock()
 	defer m.pinMu.Unlock()
 	m.mu.Lock()
-	if cfg.Listen != m.cfg.Listen {
-		m.mu.Unlock()
-		return fmt.Errorf("mesh listen %q -> %q: %w", m.cfg.Listen, cfg.Listen, ErrListenChanged)
-	}
-	oldPins := maps.Clone(m.pins)
 	if dropped := m.dropSupersededPinsLocked(cfg); len(dropped) > 0 {
+		// The commit cannot fail: the pins are dropped in memory at once
+		// and a failed write is logged. New drops the same pins again at
+		// the next start, while the configured key is still there.
 		snapshot := maps.Clone(m.pins)
 		m.mu.Unlock()
 		if err := writeKnownPeers(m.knownPath, snapshot); err != nil {
-			m.mu.Lock()
-			m.pins = oldPins
-			m.mu.Unlock()
-			return fmt.Errorf("mesh: drop first-use pins superseded by configured keys: %w", err)
+			m.log.Error("known peers not written; superseded first-use pins dropped in memory only", zap.Strings("addrs", dropped), zap.Error(err))
+		} else {
+			m.log.Info("dropped first-use pins superseded by configured keys", zap.Strings("addrs", dropped))
 		}
-		m.log.Info("dropped first-use pins superseded by configured keys", zap.Strings("addrs", dropped))
 		m.mu.Lock()
 	}
 	before := m.nameIDsLocked()
@@ -577,7 +599,6 @@ func (m *Mesh) ApplyConfig(cfg Config) error {
 	if !maps.Equal(before, after) && m.onPeers != nil {
 		m.onPeers()
 	}
-	return nil
 }
 
 func sameKeyConfig(a, b string) bool {

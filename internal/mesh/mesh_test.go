@@ -272,6 +272,36 @@ func TestApplyConfigRemovesPeerAtOnce(t *testing.T) {
 	}
 }
 
+// TestPrepareChangesNothing: a refused config (this node's own key as a
+// peer, a new listen address) and a prepared one not yet committed leave
+// the peers, their links and the config as they were.
+func TestPrepareChangesNothing(t *testing.T) {
+	a, b := pair(t)
+	waitFor(t, "a linked to b", func() bool { return a.link(b.id()) != nil })
+	self := a.peer(true)
+	self.Addr = "127.0.0.1:9"
+	if _, err := a.m.Prepare(Config{Listen: a.m.cfg.Listen, Peers: []PeerConfig{b.peer(true), self}}); err == nil {
+		t.Error("Prepare accepted this node's own key as a peer")
+	}
+	if _, err := a.m.Prepare(Config{Listen: "127.0.0.1:1", Peers: []PeerConfig{b.peer(true)}}); !errors.Is(err, ErrListenChanged) {
+		t.Errorf("Prepare of a new listen address = %v, want ErrListenChanged", err)
+	}
+	commit, err := a.m.Prepare(Config{Listen: a.m.cfg.Listen, Keepalive: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := a.state(b.listen); st.State != StateConnected || len(a.m.Status()) != 1 {
+		t.Errorf("status before commit = %+v, want b alone, connected", a.m.Status())
+	}
+	if !a.m.IsAdmitted(b.id()) || a.link(b.id()) == nil {
+		t.Fatal("b lost before commit")
+	}
+	commit()
+	if a.m.IsAdmitted(b.id()) || len(a.m.Status()) != 0 {
+		t.Errorf("b still configured after the commit: %+v", a.m.Status())
+	}
+}
+
 func TestBadStreamsResetOnlyThatStream(t *testing.T) {
 	a, b := pair(t)
 	a.m.Handle(KindCtl, func(ctx context.Context, peer PeerInfo, s *Stream) {

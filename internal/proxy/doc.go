@@ -98,7 +98,10 @@
 // being stopped, and waits for all of them (and for the roles' handlers)
 // before returning. Handlers run on net/http's goroutines and share only
 // atomics (limits, in-flight counts) and the Resolver, which must be safe
-// for concurrent use. ApplyConfig, Addr, Inflight and Ready are safe to
-// call from any goroutine; ApplyConfig calls are serialised. Ports and
-// Resolver are never called with the proxy's lock held.
+// for concurrent use. ApplyConfig, Prepare, Addr, Inflight and Ready are
+// safe to call from any goroutine; reloads are serialised: a Prepared
+// reload holds the reload lock until its Commit or Abort, so Run's start
+// and stop, and the next Prepare, wait for it (a reload binds new role
+// ports in Prepare, so that a port in use fails before anything changed).
+// Ports and Resolver are never called with the proxy's lock held.
 package proxy

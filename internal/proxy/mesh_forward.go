@@ -155,16 +155,36 @@ func NewMeshForwarder(d MeshDeps) (*MeshForwarder, error) {
 
 // SetLimits applies new slot counts and body limit (0: the defaults) to
 // requests that arrive from now on; requests in flight keep their slots.
+// On error nothing changes.
 func (f *MeshForwarder) SetLimits(perPeer, total int, maxBody int64) error {
-	if perPeer == 0 {
-		perPeer = DefaultMeshMaxInflightPerPeer
+	commit, err := f.PrepareLimits(perPeer, total, maxBody)
+	if err != nil {
+		return err
 	}
-	if total == 0 {
-		total = DefaultMeshMaxInflightTotal
+	commit()
+	return nil
+}
+
+// PrepareLimits checks new limits (CheckMeshLimits) and returns the
+// function that applies them, as SetLimits would; it changes nothing
+// itself. The commit cannot fail.
+func (f *MeshForwarder) PrepareLimits(perPeer, total int, maxBody int64) (commit func(), err error) {
+	if err := CheckMeshLimits(perPeer, total, maxBody); err != nil {
+		return nil, err
 	}
-	if maxBody == 0 {
-		maxBody = DefaultMeshMaxBodyBytes
-	}
+	perPeer, total, maxBody = meshLimitDefaults(perPeer, total, maxBody)
+	return func() {
+		f.perPeer.Store(int64(perPeer))
+		f.total.Store(int64(total))
+		f.maxBody.Store(maxBody)
+	}, nil
+}
+
+// CheckMeshLimits reports every problem of a forwarder's limits (0: the
+// defaults) at once, without a forwarder: slot counts within
+// 0..MaxMeshInflight, the body limit within 0..MaxBodyBytesLimit.
+func CheckMeshLimits(perPeer, total int, maxBody int64) error {
+	perPeer, total, maxBody = meshLimitDefaults(perPeer, total, maxBody)
 	var errs []error
 	if perPeer < 0 || perPeer > MaxMeshInflight {
 		errs = append(errs, fmt.Errorf("mesh max in-flight per peer %d: want 0..%d", perPeer, MaxMeshInflight))
@@ -178,10 +198,20 @@ func (f *MeshForwarder) SetLimits(perPeer, total int, maxBody int64) error {
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("proxy: %w", err)
 	}
-	f.perPeer.Store(int64(perPeer))
-	f.total.Store(int64(total))
-	f.maxBody.Store(maxBody)
 	return nil
+}
+
+func meshLimitDefaults(perPeer, total int, maxBody int64) (int, int, int64) {
+	if perPeer == 0 {
+		perPeer = DefaultMeshMaxInflightPerPeer
+	}
+	if total == 0 {
+		total = DefaultMeshMaxInflightTotal
+	}
+	if maxBody == 0 {
+		maxBody = DefaultMeshMaxBodyBytes
+	}
+	return perPeer, total, maxBody
 }
 
 // Inflight returns the peers' requests being served now and the total

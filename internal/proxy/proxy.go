@@ -190,21 +190,27 @@ func New(cfg Config, deps Deps) (*Proxy, error) {
 		ErrorHandler:   p.upstreamError,
 	}
 	for _, rc := range full.Roles {
-		p.roles[rc.Name] = p.newRoleServer(rc)
+		rs := newRoleServer(rc)
+		p.withMetrics(rs)
+		p.roles[rc.Name] = rs
 	}
 	return p, nil
 }
 
-func (p *Proxy) newRoleServer(rc RoleConfig) *roleServer {
-	rs := &roleServer{
-		name: rc.Name, listen: rc.Listen,
-		gauge: p.metrics.inflight.WithLabelValues(rc.Name),
-		local: p.metrics.forRoute(rc.Name, routeLocal),
-		peer:  p.metrics.forRoute(rc.Name, routeRemote),
-	}
+// newRoleServer builds a role's server without its metrics, so that a
+// prepared reload that is aborted leaves no trace in them.
+func newRoleServer(rc RoleConfig) *roleServer {
+	rs := &roleServer{name: rc.Name, listen: rc.Listen}
 	rs.capacity.Store(int64(rc.Concurrency))
 	rs.passthrough.Store(rc.ModelPassthrough)
 	return rs
+}
+
+// withMetrics resolves a role server's metric children.
+func (p *Proxy) withMetrics(rs *roleServer) {
+	rs.gauge = p.metrics.inflight.WithLabelValues(rs.name)
+	rs.local = p.metrics.forRoute(rs.name, routeLocal)
+	rs.peer = p.metrics.forRoute(rs.name, routeRemote)
 }
 
 // Run binds one listener per role, serves until ctx is done, then drains
@@ -372,68 +378,125 @@ func (p *Proxy) Inflight(role string) (inflight, capacity int) {
 	return int(rs.inflight.Load()), int(rs.capacity.Load())
 }
 
-// ApplyConfig reloads the configuration. Limits and ModelPassthrough apply
-// to new requests at once; concurrency changes apply to a role's next
-// admission. Added roles (and roles whose listen address changed) get new
-// listeners and removed ones are drained. Binding is all or nothing: if
-// any new listener cannot be bound, nothing changes and the error is
+// ApplyConfig reloads the configuration: Prepare, then Commit. Limits and
+// ModelPassthrough apply to new requests at once; concurrency changes apply to a role's
+// next admission. Added roles (and roles whose listen address changed) get
+// new listeners and removed ones are drained. Binding is all or nothing:
+// if any new listener cannot be bound, nothing changes and the error is
 // returned. HeaderTimeout applies to listeners started after the reload.
 func (p *Proxy) ApplyConfig(cfg Config) error {
+	prep, err := p.Prepare(cfg)
+	if err != nil {
+		return err
+	}
+	prep.Commit()
+	return nil
+}
+
+// Prepared is a configuration checked and bound but not yet in force: the
+// listeners of its added roles are bound (so a port in use has already
+// failed) and serve nothing. Exactly one of Commit and Abort must be
+// called, once; until then the proxy's reload lock is held, so Run's start
+// and stop, and other reloads, wait for it.
+type Prepared struct {
+	p       *Proxy
+	full    Config
+	next    map[string]*roleServer
+	added   []*roleServer
+	removed []*roleServer
+	state   int
+	done    bool
+}
+
+// Prepare checks cfg and binds the listeners of the roles it adds (all or
+// none), changing nothing else: the old configuration stays in force until
+// Commit. On error nothing is bound and nothing changed.
+func (p *Proxy) Prepare(cfg Config) (*Prepared, error) {
 	if err := cfg.Validate(); err != nil {
-		return fmt.Errorf("proxy config: %w", err)
+		return nil, fmt.Errorf("proxy config: %w", err)
 	}
 	full := cfg.withDefaults()
 	p.applyMu.Lock()
-	defer p.applyMu.Unlock()
 	p.mu.Lock()
 	state, old := p.state, p.roles
 	p.mu.Unlock()
 	if state == stateStopped {
-		return errors.New("proxy: stopped")
+		p.applyMu.Unlock()
+		return nil, errors.New("proxy: stopped")
 	}
-	next := make(map[string]*roleServer, len(full.Roles))
-	var added, removed []*roleServer
+	r := &Prepared{p: p, full: full, next: make(map[string]*roleServer, len(full.Roles)), state: state}
 	for _, rc := range full.Roles {
 		if rs, ok := old[rc.Name]; ok && rs.listen == rc.Listen {
-			next[rc.Name] = rs
+			r.next[rc.Name] = rs
 			continue
 		}
-		rs := p.newRoleServer(rc)
-		next[rc.Name] = rs
-		added = append(added, rs)
+		rs := newRoleServer(rc)
+		r.next[rc.Name] = rs
+		r.added = append(r.added, rs)
 	}
 	for name, rs := range old {
-		if next[name] != rs {
-			removed = append(removed, rs)
+		if r.next[name] != rs {
+			r.removed = append(r.removed, rs)
 		}
 	}
 	if state == stateRunning {
-		if err := bindAll(added); err != nil {
-			return err
+		if err := bindAll(r.added); err != nil {
+			p.applyMu.Unlock()
+			return nil, err
 		}
 	}
+	return r, nil
+}
+
+// Commit puts the prepared configuration in force: new limits and
+// capacities, the added roles served, the removed ones drained.
+func (r *Prepared) Commit() {
+	if r.done {
+		return
+	}
+	r.done = true
+	p, full := r.p, r.full
+	defer p.applyMu.Unlock()
+	for _, rs := range r.added {
+		p.withMetrics(rs)
+	}
 	for _, rc := range full.Roles {
-		next[rc.Name].capacity.Store(int64(rc.Concurrency))
-		next[rc.Name].passthrough.Store(rc.ModelPassthrough)
+		r.next[rc.Name].capacity.Store(int64(rc.Concurrency))
+		r.next[rc.Name].passthrough.Store(rc.ModelPassthrough)
 	}
 	p.settings.Store(&full)
 	p.mu.Lock()
-	p.cfg, p.roles = full, next
-	if state == stateRunning {
-		for _, rs := range removed {
+	p.cfg, p.roles = full, r.next
+	if r.state == stateRunning {
+		for _, rs := range r.removed {
 			p.drainLocked(rs)
 		}
-		for _, rs := range added {
+		for _, rs := range r.added {
 			p.startLocked(rs, &full)
 		}
 	}
 	p.mu.Unlock()
-	if state == stateRunning {
-		p.reportPorts(removed, true)
-		p.reportPorts(added, false)
-		p.log.Info("proxy config applied", zap.Int("added", len(added)), zap.Int("removed", len(removed)))
+	if r.state == stateRunning {
+		p.reportPorts(r.removed, true)
+		p.reportPorts(r.added, false)
+		p.log.Info("proxy config applied", zap.Int("added", len(r.added)), zap.Int("removed", len(r.removed)))
 	}
-	return nil
+}
+
+// Abort closes the listeners Prepare bound; the old configuration stays
+// in force, unchanged.
+func (r *Prepared) Abort() {
+	if r.done {
+		return
+	}
+	r.done = true
+	defer r.p.applyMu.Unlock()
+	for _, rs := range r.added {
+		if rs.ln != nil {
+			_ = rs.ln.Close() // never served; nothing to report
+			rs.ln = nil
+		}
+	}
 }
 
 // tracker counts running handlers so a drain can wait for them after

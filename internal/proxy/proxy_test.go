@@ -556,6 +556,102 @@ func TestPortsRecordedAndApplyConfig(t *testing.T) {
 	}
 }
 
+// TestPrepareAbortAndCommit: a prepared reload binds its new role's port
+// and changes nothing else; Abort frees the port and leaves no trace;
+// Commit of a new Prepare serves the role on that port.
+func TestPrepareAbortAndCommit(t *testing.T) {
+	up := proxytest.New(t, proxytest.Options{})
+	h := startProxy(t, Config{}, Deps{})
+	h.resolver.local("chat", up.URL)
+	h.resolver.local("embed", up.URL)
+	chatAddr, _ := h.p.Addr("chat")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	embedAddr := ln.Addr().String()
+	ln.Close()
+	next := Config{Roles: []RoleConfig{
+		{Name: "chat", Listen: "127.0.0.1:0", Concurrency: 3},
+		{Name: "embed", Listen: embedAddr},
+	}}
+
+	prep, err := h.p.Prepare(next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if busy, err := net.Listen("tcp", embedAddr); err == nil {
+		busy.Close()
+		prep.Abort()
+		t.Fatal("Prepare did not bind the added role's port")
+	}
+	if _, ok := h.p.Addr("embed"); ok {
+		t.Error("embed in force before Commit")
+	}
+	if _, c := h.p.Inflight("chat"); c != DefaultConcurrency {
+		t.Errorf("chat capacity %d before Commit, want %d", c, DefaultConcurrency)
+	}
+	prep.Abort()
+	prep.Abort() // idempotent
+
+	free, err := net.Listen("tcp", embedAddr)
+	if err != nil {
+		t.Fatalf("embed port still bound after Abort: %v", err)
+	}
+	free.Close()
+	if _, ok := h.ports.get("embed"); ok {
+		t.Error("an aborted role's port was reported")
+	}
+	if _, ok := metricValue(t, h.reg, "nodeld_proxy_inflight_requests", map[string]string{"role": "embed"}); ok {
+		t.Error("an aborted role left a metric series")
+	}
+	if res, body := h.get("chat", "/v1/models"); res.StatusCode != 200 {
+		t.Fatalf("chat after Abort: %d %s", res.StatusCode, body)
+	}
+
+	prep, err = h.p.Prepare(next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prep.Commit()
+	prep.Abort() // after Commit: no effect
+	if addr, ok := h.p.Addr("embed"); !ok || addr.String() != embedAddr {
+		t.Fatalf("embed after Commit on %v (%v), want %s", addr, ok, embedAddr)
+	}
+	if res, body := h.get("embed", "/v1/models"); res.StatusCode != 200 {
+		t.Fatalf("embed after Commit: %d %s", res.StatusCode, body)
+	}
+	if after, _ := h.p.Addr("chat"); after.String() != chatAddr.String() {
+		t.Errorf("chat moved from %s to %s", chatAddr, after)
+	}
+	if _, c := h.p.Inflight("chat"); c != 3 {
+		t.Errorf("chat capacity %d after Commit, want 3", c)
+	}
+}
+
+func TestCheckMeshLimits(t *testing.T) {
+	tests := []struct {
+		name           string
+		perPeer, total int
+		maxBody        int64
+		wantErr        bool
+	}{
+		{"defaults", 0, 0, 0, false},
+		{"at the bounds", MaxMeshInflight, MaxMeshInflight, MaxBodyBytesLimit, false},
+		{"per peer over", MaxMeshInflight + 1, 0, 0, true},
+		{"total over", 0, MaxMeshInflight + 1, 0, true},
+		{"negative", -1, 0, 0, true},
+		{"body over", 0, 0, MaxBodyBytesLimit + 1, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := CheckMeshLimits(tt.perPeer, tt.total, tt.maxBody); (err != nil) != tt.wantErr {
+				t.Errorf("CheckMeshLimits(%d, %d, %d) = %v, want error %v", tt.perPeer, tt.total, tt.maxBody, err, tt.wantErr)
+			}
+		})
+	}
+}
+
 func TestRunBindFailure(t *testing.T) {
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -60,6 +60,36 @@ type AdopterConfig struct {
 	// ProbeTimeout bounds one instance's probe; zero means
 	// DefaultProbeTimeout.
 	ProbeTimeout time.Duration
+	// Discover, while Instances is empty, adopts for DiscoverRole the first
+	// of DiscoverCandidates that answers like the runtime it is tried as
+	// (see "Discovery" in the package documentation).
+	Discover bool
+	// DiscoverRole is the role a discovered server serves; required when
+	// Discover is set.
+	DiscoverRole string
+	// DiscoverCandidates are the loopback servers discovery tries, in
+	// order; nil means DefaultDiscoverCandidates.
+	DiscoverCandidates []DiscoverCandidate
+}
+
+// DiscoverCandidate is a well-known loopback address of a model server and
+// the runtime it is probed as there.
+type DiscoverCandidate struct {
+	Kind Kind
+	URL  string
+}
+
+// DefaultDiscoverCandidates returns the usual local model servers on their
+// default ports, in the order discovery tries them: Ollama (11434),
+// llama.cpp's llama-server (8080), LM Studio (1234) and vLLM (8000), the
+// last two as OpenAI-compatible servers.
+func DefaultDiscoverCandidates() []DiscoverCandidate {
+	return []DiscoverCandidate{
+		{Kind: KindOllama, URL: "http://127.0.0.1:11434"},
+		{Kind: KindLlamaCpp, URL: "http://127.0.0.1:8080"},
+		{Kind: KindOpenAI, URL: "http://127.0.0.1:1234"},
+		{Kind: KindOpenAI, URL: "http://127.0.0.1:8000"},
+	}
 }
 
 // InstanceStatus is one instance as the Adopter last saw it.
@@ -79,6 +109,8 @@ type InstanceStatus struct {
 	// for Role and the Registrar elected it to serve the role (a placed
 	// instance of the role serves before it).
 	Serving bool
+	// Discovered marks an instance found by discovery, not configured.
+	Discovered bool
 }
 
 // ErrAlreadyRunning is returned by a second concurrent call to Run.
@@ -110,6 +142,9 @@ type Adopter struct {
 	// current config is discarded.
 	gen    uint64
 	states []instanceState
+	// cands are the discovery candidates while discovery is on (Discover
+	// and no configured instance), else nil.
+	cands []candidate
 	// serving maps a role to the Adopter's registration of it.
 	serving map[string]registration
 }
@@ -130,6 +165,9 @@ type instanceState struct {
 	model     string // last model served while up ("" if none learned)
 	lastProbe time.Time
 	lastErr   string
+	// discovered is set for the instance discovery adopted; it is the only
+	// state while it lasts, and is dropped once its probe finds it down.
+	discovered bool
 }
 
 func (s *instanceState) key() instanceKey {
@@ -159,7 +197,7 @@ func NewAdopter(cfg AdopterConfig, reg Registrar, log *zap.Logger, registerer pr
 		return nil, errors.New("new adopter: nil registrar")
 	}
 	cfg = cfg.withDefaults()
-	eps, err := cfg.validate()
+	eps, cands, err := cfg.validate()
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +221,17 @@ func NewAdopter(cfg AdopterConfig, reg Registrar, log *zap.Logger, registerer pr
 	}
 	a.cfg.Instances = slices.Clone(cfg.Instances)
 	a.states = a.newStates(a.cfg, eps, nil)
+	a.cands = discovering(cfg, cands)
 	return a, nil
+}
+
+// discovering returns the candidates when discovery is on for cfg: Discover
+// set and no instance configured.
+func discovering(cfg AdopterConfig, cands []candidate) []candidate {
+	if !cfg.Discover || len(cfg.Instances) > 0 {
+		return nil
+	}
+	return cands
 }
 
 // newStates builds the state list for cfg, carrying over the last probe of
@@ -200,6 +248,7 @@ func (a *Adopter) newStates(cfg AdopterConfig, eps []endpoint, old []instanceSta
 		if p, ok := prev[s.key()]; ok {
 			s = p
 			s.inst = inst
+			s.discovered = false // configured now
 		}
 		states[i] = s
 		up := 0.0
@@ -252,23 +301,49 @@ func (a *Adopter) interval() time.Duration {
 }
 
 // ApplyConfig validates cfg and, only if it is valid, swaps the instance
-// set: instances that stay keep their last probe, roles whose registered
-// instance is gone are deregistered before ApplyConfig returns, and a probe
-// round is requested at once (without blocking). On error nothing changes.
+// set: Prepare, then its commit. Instances that stay keep their last probe,
+// roles whose registered instance is gone are deregistered before
+// ApplyConfig returns, and a probe round is requested at once (without
+// blocking). On error nothing changes.
 func (a *Adopter) ApplyConfig(cfg AdopterConfig) error {
-	cfg = cfg.withDefaults()
-	eps, err := cfg.validate()
+	commit, err := a.Prepare(cfg)
 	if err != nil {
 		return err
 	}
-	cfg.Instances = slices.Clone(cfg.Instances)
+	commit()
+	return nil
+}
 
+// Prepare validates cfg (as Validate does) and returns the function that
+// swaps it in as ApplyConfig does. Prepare changes nothing; the commit
+// cannot fail.
+func (a *Adopter) Prepare(cfg AdopterConfig) (commit func(), err error) {
+	cfg = cfg.withDefaults()
+	eps, cands, err := cfg.validate()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Instances = slices.Clone(cfg.Instances)
+	cfg.DiscoverCandidates = slices.Clone(cfg.DiscoverCandidates)
+	return func() { a.applyConfig(cfg, eps, discovering(cfg, cands)) }, nil
+}
+
+// applyConfig swaps in a validated config.
+func (a *Adopter) applyConfig(cfg AdopterConfig, eps []endpoint, cands []candidate) {
 	a.mu.Lock()
-	kept := make(map[instanceKey]bool, len(cfg.Instances))
-	labels := make(map[[2]string]bool, len(cfg.Instances))
-	for i, inst := range cfg.Instances {
-		kept[instanceKey{role: inst.Role, kind: inst.Kind, base: eps[i].base, model: inst.Model}] = true
-		labels[[2]string{inst.Role, eps[i].hostPort}] = true
+	states := a.newStates(cfg, eps, a.states)
+	// A discovered instance stays while discovery goes on for the same role
+	// and still lists its address and runtime.
+	for _, s := range a.states {
+		if s.discovered && slices.ContainsFunc(cands, func(c candidate) bool { return c.inst == s.inst }) {
+			states = append(states, s)
+		}
+	}
+	kept := make(map[instanceKey]bool, len(states))
+	labels := make(map[[2]string]bool, len(states))
+	for _, s := range states {
+		kept[s.key()] = true
+		labels[[2]string{s.inst.Role, s.ep.hostPort}] = true
 	}
 	for _, s := range a.states {
 		if !labels[[2]string{s.inst.Role, s.ep.hostPort}] {
@@ -278,7 +353,8 @@ func (a *Adopter) ApplyConfig(cfg AdopterConfig) error {
 	if cfg.ProbeTimeout != a.cfg.ProbeTimeout {
 		a.client = NewProbeClient(cfg.ProbeTimeout)
 	}
-	a.states = a.newStates(cfg, eps, a.states)
+	a.states = states
+	a.cands = cands
 	a.cfg = cfg
 	a.gen++
 	for role, r := range a.serving {
@@ -292,10 +368,10 @@ func (a *Adopter) ApplyConfig(cfg AdopterConfig) error {
 	case a.reload <- struct{}{}:
 	default: // a round is already requested
 	}
-	return nil
 }
 
-// Status returns every configured instance in config order.
+// Status returns every configured instance in config order, or the
+// instance discovery adopted.
 func (a *Adopter) Status() []InstanceStatus {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -308,28 +384,37 @@ func (a *Adopter) Status() []InstanceStatus {
 		}
 		r, ok := a.serving[s.inst.Role]
 		out[i] = InstanceStatus{
-			Role:      s.inst.Role,
-			Kind:      string(s.inst.Kind),
-			URL:       s.inst.URL,
-			Model:     model,
-			Health:    s.health,
-			LastProbe: s.lastProbe,
-			LastError: s.lastErr,
-			Serving:   ok && r.key == s.key() && r.slot.Serving(),
+			Role:       s.inst.Role,
+			Kind:       string(s.inst.Kind),
+			URL:        s.inst.URL,
+			Model:      model,
+			Health:     s.health,
+			LastProbe:  s.lastProbe,
+			LastError:  s.lastErr,
+			Serving:    ok && r.key == s.key() && r.slot.Serving(),
+			Discovered: s.discovered,
 		}
 	}
 	return out
 }
 
 // round probes every instance (at most maxConcurrentProbes at a time, each
-// bounded by ProbeTimeout) and applies the results. It returns once every
-// probe has returned.
+// bounded by ProbeTimeout), and, while discovery is on and has found
+// nothing, every discovery candidate, then applies the results. It returns
+// once every probe has returned.
 func (a *Adopter) round(ctx context.Context) {
 	a.mu.Lock()
 	gen, client, timeout := a.gen, a.client, a.cfg.ProbeTimeout
-	insts := make([]AdoptedInstance, len(a.states))
+	insts := make([]AdoptedInstance, 0, len(a.states)+len(a.cands))
 	for i := range a.states {
-		insts[i] = a.states[i].inst
+		insts = append(insts, a.states[i].inst)
+	}
+	var cands []candidate
+	if len(a.states) == 0 {
+		cands = a.cands
+		for _, c := range cands {
+			insts = append(insts, c.inst)
+		}
 	}
 	a.mu.Unlock()
 
@@ -350,11 +435,13 @@ func (a *Adopter) round(ctx context.Context) {
 	if ctx.Err() != nil {
 		return // shutting down: the results may be cancellations, not findings
 	}
-	a.apply(gen, outs)
+	n := len(insts) - len(cands)
+	a.apply(gen, outs[:n], cands, outs[n:])
 }
 
-// apply records a round's outcomes and brings the registrations in line.
-func (a *Adopter) apply(gen uint64, outs []probeOutcome) {
+// apply records a round's outcomes (outs for the states, candOuts for the
+// discovery candidates probed) and brings the registrations in line.
+func (a *Adopter) apply(gen uint64, outs []probeOutcome, cands []candidate, candOuts []probeOutcome) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if gen != a.gen {
@@ -384,7 +471,55 @@ func (a *Adopter) apply(gen uint64, outs []probeOutcome) {
 				zap.String("reason", s.lastErr))
 		}
 	}
+	a.dropGoneLocked()
+	a.discoverLocked(cands, candOuts)
 	a.syncRolesLocked()
+}
+
+// dropGoneLocked drops a discovered instance its last probe found down, so
+// the next round discovers again. mu must be held.
+func (a *Adopter) dropGoneLocked() {
+	a.states = slices.DeleteFunc(a.states, func(s instanceState) bool {
+		if !s.discovered || s.health != HealthDown {
+			return false
+		}
+		a.metrics.up.DeleteLabelValues(s.inst.Role, s.ep.hostPort)
+		a.log.Info("discovered model server gone",
+			zap.String("role", s.inst.Role),
+			zap.String("runtime", string(s.inst.Kind)),
+			zap.String("url", s.ep.base),
+			zap.String("reason", s.lastErr))
+		return true
+	})
+}
+
+// discoverLocked adopts the first candidate, in order, that answers like
+// the runtime it was probed as: its probe is up and it names a model
+// (Ollama: lists at least one, which its probe already requires). A server
+// that answers a health path but names no model is some other service on
+// that port. mu must be held.
+func (a *Adopter) discoverLocked(cands []candidate, outs []probeOutcome) {
+	if len(a.states) > 0 || len(a.cands) == 0 {
+		return
+	}
+	for i, c := range cands {
+		o := outs[i]
+		if o.res.Health != HealthUp || (o.res.Model == "" && c.inst.Kind != KindOllama) {
+			continue
+		}
+		a.states = append(a.states, instanceState{
+			inst: c.inst, ep: c.ep, health: HealthUp, model: o.res.Model,
+			lastProbe: o.at, discovered: true,
+		})
+		a.metrics.up.WithLabelValues(c.inst.Role, c.ep.hostPort).Set(1)
+		a.metrics.probes.WithLabelValues(c.inst.Role, string(HealthUp)).Inc()
+		a.log.Info("discovered model server",
+			zap.String("role", c.inst.Role),
+			zap.String("runtime", string(c.inst.Kind)),
+			zap.String("url", c.ep.base),
+			zap.String("model", o.res.Model))
+		return
+	}
 }
 
 // syncRolesLocked keeps one registration per configured role on the first

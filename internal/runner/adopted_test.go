@@ -640,7 +640,7 @@ func TestApplyConfigWithoutRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	upOutcome := probeOutcome{res: ProbeResult{Health: HealthUp, Model: "x"}, at: time.Now()}
-	a.apply(staleGen, []probeOutcome{upOutcome})
+	a.apply(staleGen, []probeOutcome{upOutcome}, nil, nil)
 	if _, ok := fr.snapshot()["coder"]; ok {
 		t.Error("a stale round registered coder")
 	}

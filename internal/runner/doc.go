@@ -27,6 +27,20 @@
 // when the placed one stops. The runtime string registered is the Kind ("llama.cpp",
 // "ollama", "mlx-lm", "openai"); the api string is always "openai".
 //
+// # Discovery
+//
+// With AdopterConfig.Discover set and no instance configured, each round
+// that has no discovered instance also probes DiscoverCandidates (by
+// default Ollama on 127.0.0.1:11434, llama-server on :8080, LM Studio on
+// :1234 and vLLM on :8000, each with its own runtime's probe) and adopts
+// for DiscoverRole the first, in order, that answers like one: its probe
+// is up and it names a model (Ollama: lists one), so some other service
+// answering a health path is passed over. A discovered instance is then
+// probed like a configured one and shown in Status as Discovered; once its
+// probe finds it down it is dropped and the next round discovers again, so
+// a server started after nodeld is found within one interval. Configuring
+// any instance turns discovery off.
+//
 // # Invariants
 //
 //   - Only loopback servers are adopted: instance URLs must be
@@ -42,7 +56,8 @@
 //     registrations it holds (never a role by name), so an adopted
 //     instance going down never withdraws a placed instance of its role.
 //     It releases all of them when Run returns.
-//   - Metric label values come from the validated config only.
+//   - Metric label values come from the validated config only (instances
+//     and discovery candidates, both bounded).
 //
 // # Ollama without a configured model
 //
@@ -57,11 +72,13 @@
 //
 // NewAdopter starts nothing. Run owns the probe loop and, during a round, up
 // to maxConcurrentProbes probe goroutines that it waits for before the round
-// ends; Run returns nil once ctx is done. ApplyConfig and Status are safe to
-// call from any goroutine, before, during or after Run. Registrar and
-// LocalSlot methods are called with the Adopter's mutex held (never during
-// network I/O), so a round and a reload cannot interleave registrations; a
-// round that raced a reload is discarded and redone.
+// ends; Run returns nil once ctx is done. ApplyConfig, Prepare (which changes
+// nothing), the commit Prepare returns, and Status are safe to call from any
+// goroutine, before, during or after Run; AdopterConfig.Validate is
+// Prepare's check without an Adopter. Registrar and LocalSlot methods are
+// called with the Adopter's mutex held (never during network I/O), so a
+// round and a reload cannot interleave registrations; a round that raced a
+// reload is discarded and redone.
 //
 // # Managed runtimes
 //

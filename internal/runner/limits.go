@@ -27,6 +27,10 @@ const (
 	// label sets of the per-instance metrics.
 	maxAdoptedInstances = 64
 
+	// maxDiscoverCandidates caps AdopterConfig.DiscoverCandidates, which
+	// also bounds the instance label values discovery can add.
+	maxDiscoverCandidates = 16
+
 	// maxConcurrentProbes caps the probes in flight during one round.
 	maxConcurrentProbes = 8
 

@@ -60,26 +60,63 @@ func validModelName(name string) bool {
 	return true
 }
 
+// InstanceError is one problem of AdopterConfig.Instances[Index]. Field
+// names the AdoptedInstance field at fault (FieldRole, FieldKind, FieldURL,
+// FieldModel), or is "" when the instance as a whole is (it repeats an
+// earlier one).
+type InstanceError struct {
+	Index int
+	Field string
+	Err   error
+}
+
+// The fields an InstanceError names.
+const (
+	FieldRole  = "Role"
+	FieldKind  = "Kind"
+	FieldURL   = "URL"
+	FieldModel = "Model"
+)
+
+func (e *InstanceError) Error() string { return fmt.Sprintf("instances[%d]: %v", e.Index, e.Err) }
+
+// Unwrap returns the problem.
+func (e *InstanceError) Unwrap() error { return e.Err }
+
+// ConfigError is every problem AdopterConfig.Validate found, in order. It
+// wraps ErrInvalidConfig and each problem; a problem of one instance is an
+// *InstanceError.
+type ConfigError struct {
+	Problems []error
+}
+
+func (e *ConfigError) Error() string {
+	return ErrInvalidConfig.Error() + ": " + errors.Join(e.Problems...).Error()
+}
+
+// Unwrap returns ErrInvalidConfig and the problems.
+func (e *ConfigError) Unwrap() []error { return append([]error{ErrInvalidConfig}, e.Problems...) }
+
 // validateInstance checks one configured instance and returns its endpoint.
-func validateInstance(inst AdoptedInstance) (endpoint, error) {
+func validateInstance(i int, inst AdoptedInstance) (endpoint, []error) {
 	var errs []error
 	if !grammar.ValidName(inst.Role) {
-		errs = append(errs, fmt.Errorf("bad role %q", inst.Role))
+		errs = append(errs, &InstanceError{i, FieldRole, fmt.Errorf("bad role %q", inst.Role)})
 	}
 	if !inst.Kind.Valid() {
-		errs = append(errs, fmt.Errorf("%w %q (want %s)", ErrUnknownKind, inst.Kind, strings.Join(grammar.AdoptableRuntimes(), ", ")))
+		errs = append(errs, &InstanceError{i, FieldKind, fmt.Errorf("%w %q (want %s)", ErrUnknownKind, inst.Kind, strings.Join(grammar.AdoptableRuntimes(), ", "))})
 	}
 	if inst.Model != "" && !validModelName(inst.Model) {
-		errs = append(errs, fmt.Errorf("bad model %q", inst.Model))
+		errs = append(errs, &InstanceError{i, FieldModel, fmt.Errorf("bad model %q", inst.Model)})
 	}
 	ep, err := parseLoopbackURL(inst.URL)
 	if err != nil {
-		errs = append(errs, err)
+		errs = append(errs, &InstanceError{i, FieldURL, err})
 	}
-	return ep, errors.Join(errs...)
+	return ep, errs
 }
 
-// withDefaults fills zero durations.
+// withDefaults fills zero durations and the discovery candidates.
 func (c AdopterConfig) withDefaults() AdopterConfig {
 	if c.Interval == 0 {
 		c.Interval = DefaultProbeInterval
@@ -87,12 +124,31 @@ func (c AdopterConfig) withDefaults() AdopterConfig {
 	if c.ProbeTimeout == 0 {
 		c.ProbeTimeout = DefaultProbeTimeout
 	}
+	if c.DiscoverCandidates == nil {
+		c.DiscoverCandidates = DefaultDiscoverCandidates()
+	}
 	return c
 }
 
+// Validate checks the whole config (zero values take their defaults) as
+// NewAdopter, Prepare and ApplyConfig do, without an Adopter, and reports
+// every problem at once as a *ConfigError. It reads and dials nothing.
+func (c AdopterConfig) Validate() error {
+	_, _, err := c.withDefaults().validate()
+	return err
+}
+
+// candidate is a validated discovery candidate, as the instance it would
+// be adopted as.
+type candidate struct {
+	inst AdoptedInstance
+	ep   endpoint
+}
+
 // validate checks the whole config (defaults applied) and reports every
-// problem at once. It returns the endpoints in instance order.
-func (c AdopterConfig) validate() ([]endpoint, error) {
+// problem at once. It returns the endpoints in instance order and, when
+// discovery is on, the candidates in order.
+func (c AdopterConfig) validate() ([]endpoint, []candidate, error) {
 	var errs []error
 	if c.Interval < minProbeInterval {
 		errs = append(errs, fmt.Errorf("interval %s is shorter than %s", c.Interval, minProbeInterval))
@@ -102,27 +158,57 @@ func (c AdopterConfig) validate() ([]endpoint, error) {
 	}
 	if len(c.Instances) > maxAdoptedInstances {
 		errs = append(errs, fmt.Errorf("%d instances, at most %d", len(c.Instances), maxAdoptedInstances))
-		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(errs...))
+		return nil, nil, &ConfigError{Problems: errs}
 	}
 	eps := make([]endpoint, len(c.Instances))
 	type roleAddr struct{ role, hostPort string }
 	seen := make(map[roleAddr]int, len(c.Instances))
 	for i, inst := range c.Instances {
-		ep, err := validateInstance(inst)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("instances[%d]: %w", i, err))
+		ep, ierrs := validateInstance(i, inst)
+		if len(ierrs) > 0 {
+			errs = append(errs, ierrs...)
 			continue
 		}
 		k := roleAddr{inst.Role, ep.hostPort}
 		if j, dup := seen[k]; dup {
-			errs = append(errs, fmt.Errorf("instances[%d]: role %q at %s repeats instances[%d]", i, inst.Role, ep.hostPort, j))
+			errs = append(errs, &InstanceError{i, "", fmt.Errorf("role %q at %s repeats instances[%d]", inst.Role, ep.hostPort, j)})
 			continue
 		}
 		seen[k] = i
 		eps[i] = ep
 	}
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, errors.Join(errs...))
+	var cands []candidate
+	if c.Discover {
+		var cerrs []error
+		cands, cerrs = c.validateDiscovery()
+		errs = append(errs, cerrs...)
 	}
-	return eps, nil
+	if len(errs) > 0 {
+		return nil, nil, &ConfigError{Problems: errs}
+	}
+	return eps, cands, nil
+}
+
+// validateDiscovery checks DiscoverRole and DiscoverCandidates.
+func (c AdopterConfig) validateDiscovery() ([]candidate, []error) {
+	var errs []error
+	if !grammar.ValidName(c.DiscoverRole) {
+		errs = append(errs, fmt.Errorf("discover role: bad role %q", c.DiscoverRole))
+	}
+	if len(c.DiscoverCandidates) > maxDiscoverCandidates {
+		return nil, append(errs, fmt.Errorf("%d discovery candidates, at most %d", len(c.DiscoverCandidates), maxDiscoverCandidates))
+	}
+	cands := make([]candidate, 0, len(c.DiscoverCandidates))
+	for i, dc := range c.DiscoverCandidates {
+		inst := AdoptedInstance{Role: c.DiscoverRole, Kind: dc.Kind, URL: dc.URL}
+		if !dc.Kind.Valid() {
+			errs = append(errs, fmt.Errorf("discover candidates[%d]: %w %q", i, ErrUnknownKind, dc.Kind))
+		}
+		ep, err := parseLoopbackURL(dc.URL)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("discover candidates[%d]: %w", i, err))
+		}
+		cands = append(cands, candidate{inst: inst, ep: ep})
+	}
+	return cands, errs
 }

@@ -1,8 +1,12 @@
 package table
 
 import (
+	"errors"
+	"fmt"
 	"maps"
 	"slices"
+
+	"github.com/nodeld/nodeld/internal/grammar"
 )
 
 // RolePolicy is the configured mesh policy of one role.
@@ -51,6 +55,24 @@ func (t *Table) ApplyPolicy(p map[string]RolePolicy) {
 	}
 	t.mu.Unlock()
 	t.finish(e)
+}
+
+// CheckPolicy reports every problem of a policy ApplyPolicy would take
+// without complaint but that could never resolve: a role that is not
+// a grammar.ValidName (RegisterLocal refuses it) and an empty node id. Roles are
+// reported in sorted order.
+func CheckPolicy(p map[string]RolePolicy) error {
+	var errs []error
+	for _, role := range slices.Sorted(maps.Keys(p)) {
+		if !grammar.ValidName(role) {
+			errs = append(errs, fmt.Errorf("role %q: %w: %s", role, ErrBadRole, grammar.NameSyntax))
+		}
+		rp := p[role]
+		if slices.Contains(rp.ServeTo, "") || slices.Contains(rp.UseFrom, "") {
+			errs = append(errs, fmt.Errorf("role %q: empty node id in an allowlist", role))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 type setChange struct {

@@ -1,6 +1,7 @@
 package table
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -95,5 +96,41 @@ func TestApplyPolicyWakesSubscribersOnce(t *testing.T) {
 	case <-ch:
 		t.Fatal("second wake-up for one ApplyPolicy")
 	default:
+	}
+}
+
+func TestCheckPolicy(t *testing.T) {
+	tests := []struct {
+		name string
+		give map[string]RolePolicy
+		want []string // substrings of the error, in order; none = valid
+	}{
+		{"empty", nil, nil},
+		{"valid", map[string]RolePolicy{"chat": {Expose: true, ServeTo: []string{"n-0123456789abcdef"}}, "embed.v2": {}}, nil},
+		{"leading underscore", map[string]RolePolicy{"_chat": {}}, []string{`role "_chat": bad role`}},
+		{"two bad roles", map[string]RolePolicy{"-b": {}, "a/b": {}}, []string{`"-b"`, `"a/b"`}},
+		{"empty node", map[string]RolePolicy{"chat": {UseFrom: []string{""}}}, []string{"empty node id"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := CheckPolicy(tt.give)
+			if len(tt.want) == 0 {
+				if err != nil {
+					t.Fatalf("CheckPolicy = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("CheckPolicy = nil, want an error")
+			}
+			rest := err.Error()
+			for _, w := range tt.want {
+				i := strings.Index(rest, w)
+				if i < 0 {
+					t.Fatalf("CheckPolicy = %q, want %q (in order)", err, w)
+				}
+				rest = rest[i+len(w):]
+			}
+		})
 	}
 }
