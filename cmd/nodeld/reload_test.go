@@ -166,7 +166,7 @@ func TestReloadIsAllOrNothing(t *testing.T) {
 		{
 			"a role the table refuses",
 			func(c string) string { return c + "    - {name: _chat2, listen: \"127.0.0.1:0\"}\n" },
-			`role "_chat2"`,
+			`"_chat2" is not a valid role name`,
 		},
 	}
 	for _, tt := range tests {
