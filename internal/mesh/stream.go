@@ -98,3 +98,28 @@ func ResetCode(err error) (StreamCode, bool) {
 	}
 	return 0, false
 }
+
+// LinkFailed reports whether err says the link itself failed rather than
+// one stream: there was no link (ErrNoLink), or the connection ended (closed
+// by either side, a liveness or idle timeout, a stateless reset, a
+// transport error). A stream that failed this way was never answered by a
+// peer that chose to: the request may be tried on another node when
+// nothing of its response was relayed yet. A stream reset by the peer
+// (ResetCode) is not a link failure.
+func LinkFailed(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, ErrNoLink) {
+		return true
+	}
+	var (
+		app   *quic.ApplicationError
+		idle  *quic.IdleTimeoutError
+		reset *quic.StatelessResetError
+		tr    *quic.TransportError
+		hs    *quic.HandshakeTimeoutError
+	)
+	return errors.As(err, &app) || errors.As(err, &idle) || errors.As(err, &reset) ||
+		errors.As(err, &tr) || errors.As(err, &hs)
+}

@@ -7,6 +7,8 @@ import (
 	"io"
 	"testing"
 	"time"
+
+	"github.com/quic-go/quic-go"
 )
 
 // seen is what a's handler observed of one stream.
@@ -150,6 +152,28 @@ func TestResetCodeOfOtherErrors(t *testing.T) {
 	for _, err := range []error{nil, io.EOF, context.DeadlineExceeded, errors.New("x"), fmt.Errorf("wrapped: %w", io.ErrUnexpectedEOF)} {
 		if code, ok := ResetCode(err); ok {
 			t.Errorf("ResetCode(%v) = %#x, true", err, code)
+		}
+	}
+}
+
+func TestLinkFailed(t *testing.T) {
+	tests := []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{io.EOF, false},
+		{context.DeadlineExceeded, false},
+		{&quic.StreamError{StreamID: 4, ErrorCode: quic.StreamErrorCode(StreamCodeCancelled), Remote: true}, false},
+		{ErrNoLink, true},
+		{fmt.Errorf("open: %w", ErrNoLink), true},
+		{fmt.Errorf("read: %w", &quic.ApplicationError{ErrorCode: CodeDead, ErrorMessage: "liveness timeout"}), true},
+		{&quic.IdleTimeoutError{}, true},
+		{&quic.StatelessResetError{}, true},
+	}
+	for _, tt := range tests {
+		if got := LinkFailed(tt.err); got != tt.want {
+			t.Errorf("LinkFailed(%v) = %v, want %v", tt.err, got, tt.want)
 		}
 	}
 }

@@ -215,6 +215,25 @@ func (p *Proxy) forwardRemote(rec *recorder, r *http.Request, role string, targe
 	rec.wd = wd
 	rec.autoFlush = true
 	err = p.remote.ForwardRemote(ctx, target.NodeID, role, r.WithContext(ctx), body, rec)
+	if err != nil && rec.status == 0 && ctx.Err() == nil && errors.Is(err, errNotAnswered) {
+		// The link to the peer failed before it answered and nothing was
+		// relayed: try the next candidate, once (the body is held).
+		next, ok := p.resolver.ResolveExcept(role, target.NodeID)
+		if !ok || next.Kind != table.TargetRemote {
+			p.metrics.retries.WithLabelValues(retryNoCandidate).Inc()
+		} else {
+			p.log.Info("forward failed before an answer; retrying on the next peer", zap.String("role", role),
+				zap.String("failed", target.NodeID), zap.String("next", next.NodeID), zap.Error(err))
+			target = next
+			rec.Header().Set(RouteHeader, target.NodeID)
+			err = p.remote.ForwardRemote(ctx, target.NodeID, role, r.WithContext(ctx), body, rec)
+			if err == nil {
+				p.metrics.retries.WithLabelValues(retryOK).Inc()
+			} else {
+				p.metrics.retries.WithLabelValues(retryFailed).Inc()
+			}
+		}
+	}
 	if err == nil {
 		return
 	}

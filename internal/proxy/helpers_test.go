@@ -38,6 +38,16 @@ func (f *fakeResolver) Resolve(role string) (table.Target, bool) {
 	return t, ok
 }
 
+// ResolveExcept resolves role unless its target is node: the fake has one
+// target per role.
+func (f *fakeResolver) ResolveExcept(role, node string) (table.Target, bool) {
+	t, ok := f.Resolve(role)
+	if ok && t.Kind == table.TargetRemote && t.NodeID == node {
+		return table.Target{}, false
+	}
+	return t, ok
+}
+
 func (f *fakeResolver) set(role string, t table.Target) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

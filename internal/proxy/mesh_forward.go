@@ -298,8 +298,8 @@ func (f *MeshForwarder) ForwardRemote(ctx context.Context, nodeID, role string, 
 			return context.Cause(ctx)
 		}
 		f.met.forwarded(fwdNoLink)
-		return fmt.Errorf("%w (%w)", &Error{Status: http.StatusBadGateway, Type: TypeUpstream, Code: CodePeerUnreachable,
-			Message: "mesh: the peer serving role '" + role + "' is unreachable"}, err)
+		return fmt.Errorf("%w (%w: %w)", &Error{Status: http.StatusBadGateway, Type: TypeUpstream, Code: CodePeerUnreachable,
+			Message: "mesh: the peer serving role '" + role + "' is unreachable"}, errNotAnswered, err)
 	}
 	stop := context.AfterFunc(ctx, func() {
 		s.Reset(mesh.StreamCodeCancelled)
@@ -336,12 +336,23 @@ func (f *MeshForwarder) ForwardRemote(ctx context.Context, nodeID, role string, 
 	default:
 		s.AbortWrite(mesh.StreamCodeCancelled)
 		f.met.forwarded(fwdError)
+		if mesh.LinkFailed(err) {
+			// The link died (a dead or frozen peer is cut by the mesh's
+			// liveness check) before the peer chose to answer or refuse:
+			// another node may serve the request if nothing was relayed.
+			err = fmt.Errorf("%w: %w", errNotAnswered, err)
+		}
 		if werr != nil {
 			return fmt.Errorf("send to peer %s: %w", nodeID, werr)
 		}
 		return fmt.Errorf("read from peer %s: %w", nodeID, err)
 	}
 }
+
+// errNotAnswered marks a forward that failed because the link to the peer
+// failed (none, or it died) before the peer answered: ForwardRemote wraps
+// it so the proxy may try the next candidate.
+var errNotAnswered = errors.New("the link to the peer failed before it answered")
 
 // sendRequest writes the head, the body frames and the end frame, then
 // closes the write side.

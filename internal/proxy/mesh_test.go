@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/nodeld/nodeld/internal/mesh"
 	"github.com/nodeld/nodeld/internal/mesh/meshtest"
@@ -477,5 +478,58 @@ func TestMeshMalformedStreamReset(t *testing.T) {
 	}
 	if len(payload) == 0 {
 		t.Error("no refusal audited")
+	}
+}
+
+// A forward whose link fails before the peer answered (here the serving
+// node stops with the request at its model server) is retried once on the
+// next candidate, and the client gets that peer's answer: nothing of the
+// first forward was relayed, and the body is held.
+func TestMeshRetriesNextPeerWhenLinkFails(t *testing.T) {
+	nodes := newMeshNodes(t, "a", "b", "c")
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	// Candidates of equal health and load resolve by node id: the lower
+	// id is tried first, and its model server never answers.
+	first, second := b, c
+	if c.ID() < b.ID() {
+		first, second = c, b
+	}
+	entered := make(chan struct{}, 1)
+	hung := proxytest.New(t, proxytest.Options{Model: "first", Hooks: proxytest.Hooks{OnRequest: func(ctx context.Context, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		entered <- struct{}{}
+		<-ctx.Done()
+	}}})
+	good := proxytest.New(t, proxytest.Options{Model: "second"})
+	first.serve(hung.URL, "first", a)
+	second.serve(good.URL, "second", a)
+	a.Table.AllowRemoteNode("chat", b.ID(), true)
+	a.Table.AllowRemoteNode("chat", c.ID(), true)
+	a.start(MeshDeps{}, b, c)
+	b.start(MeshDeps{})
+	c.start(MeshDeps{})
+	b.admitLater(a)
+	c.admitLater(a)
+	meshtest.WaitFor(t, "both peers advertised", func() bool {
+		return len(a.Table.Snapshot().Roles) > 0 && len(a.Table.Snapshot().Roles[0].Remote) == 2
+	})
+	a.resolvesTo(first)
+
+	got := make(chan *http.Response, 1)
+	bodies := make(chan []byte, 1)
+	go func() {
+		res, body := a.h.post("chat", "/v1/chat/completions", chatBody(false))
+		got <- res
+		bodies <- body
+	}()
+	wait(t, entered, "request at the first peer's model server")
+	first.stop()
+	res := wait(t, got, "response")
+	body := <-bodies
+	if res.StatusCode != http.StatusOK || res.Header.Get(RouteHeader) != second.ID() || !strings.Contains(string(body), "second") {
+		t.Fatalf("after %s failed mid-request: %d %s via %q, want 200 from %s", first.Name, res.StatusCode, body, res.Header.Get(RouteHeader), second.Name)
+	}
+	if got := testutil.ToFloat64(a.h.p.metrics.retries.WithLabelValues(retryOK)); got != 1 {
+		t.Errorf("nodeld_proxy_mesh_retries_total{result=ok} = %v, want 1", got)
 	}
 }

@@ -22,7 +22,15 @@ type metrics struct {
 	duration *prometheus.HistogramVec // role, route
 	ttfb     *prometheus.HistogramVec // role, route
 	inflight *prometheus.GaugeVec     // role
+	retries  *prometheus.CounterVec   // result
 }
+
+// Results of a retry on the next peer (nodeld_proxy_mesh_retries_total).
+const (
+	retryOK          = "ok"
+	retryFailed      = "failed"
+	retryNoCandidate = "no_candidate"
+)
 
 // latencyBuckets span a fast embedding call to a long generation.
 var latencyBuckets = []float64{0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900}
@@ -47,11 +55,18 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "nodeld_proxy_inflight_requests",
 			Help: "Requests being forwarded right now, by role.",
 		}, []string{"role"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodeld_proxy_mesh_retries_total",
+			Help: "Requests whose forward failed because the link to the peer failed before it answered, by what the one retry on the next peer did (ok, failed, no_candidate).",
+		}, []string{"result"}),
+	}
+	for _, r := range []string{retryOK, retryFailed, retryNoCandidate} {
+		m.retries.WithLabelValues(r)
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.ttfb, m.inflight} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.ttfb, m.inflight, m.retries} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register proxy metrics: %w", err)
 		}

@@ -22,6 +22,9 @@ import (
 // implements it. It is called once per request.
 type Resolver interface {
 	Resolve(role string) (table.Target, bool)
+	// ResolveExcept resolves role without node among the remote
+	// candidates: the next choice when a forward to node failed.
+	ResolveExcept(role, node string) (table.Target, bool)
 }
 
 // PortRecorder learns the port each role's listener is bound to (port 0

@@ -82,12 +82,20 @@ func candidateOrder(cs []candidate) []string {
 // allowlist, fresh by TTL and admitted at this very call: admission is
 // re-checked every time, so a revoked peer stops resolving at once, before
 // its entry is removed.
-func (t *Table) Resolve(role string) (Target, bool) {
+func (t *Table) Resolve(role string) (Target, bool) { return t.ResolveExcept(role, "") }
+
+// ResolveExcept is Resolve without node among the remote candidates ("" =
+// none left out): the next choice after a forward to node failed before any
+// answer came back. A local instance still wins.
+func (t *Table) ResolveExcept(role, node string) (Target, bool) {
 	t.mu.RLock()
 	l, ok := t.localLocked(role)
 	var cs []candidate
 	if !ok && t.admit != nil {
 		cs = t.candidatesLocked(role, t.now())
+		if node != "" {
+			cs = slices.DeleteFunc(cs, func(c candidate) bool { return c.node == node })
+		}
 	}
 	t.mu.RUnlock()
 	if ok {
