@@ -38,6 +38,12 @@
 // IdleTimeoutFactor times it); a lost link is redialed with capped
 // exponential backoff and jitter. The stateless reset key is derived from
 // the node key, so a restarted node resets its peers' stale links.
+// Failure detection does not wait for the idle timeout: each end of a link
+// sends a one-byte QUIC datagram LivenessHeartbeatsPerTimeout times per
+// Config.LivenessTimeout (default 2 s), and a link that hears none for the
+// timeout is closed with CodeDead (watchLiveness), so a peer killed,
+// frozen or cut off is retired within the timeout. LinkFailed tells a
+// stream error caused by the link dying from a reset by the peer.
 // Losing a link or removing a peer calls Table.RemoveNode for it, so its
 // roles stop resolving at once.
 //

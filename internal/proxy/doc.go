@@ -83,7 +83,11 @@
 // Accept only), the body in MeshChunkBytes frames and an end frame, and
 // relays the response head and each body frame as it arrives. Its ctx
 // ending resets the stream, which cancels the serving node's upstream
-// request. ServeStream (serving node) reads the head within
+// request. A forward that fails because the link failed before the peer
+// answered (no link, or the mesh closed it as dead: mesh.LinkFailed) is
+// marked errNotAnswered; the handler then tries the next candidate once
+// (Resolver.ResolveExcept), only while nothing was relayed to the client,
+// with the body it holds. ServeStream (serving node) reads the head within
 // MeshFirstFrameTimeout, requires LocalForPeer, takes a per-peer and a
 // total slot (429 over them), pins "model", forwards to the local
 // instance only and streams back one frame per upstream read. Refusals
