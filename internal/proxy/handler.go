@@ -94,9 +94,9 @@ func (h *roleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			p.refuse(w, r, role, routeNone, errMeshNotRunning(role))
 			return
 		}
-		if class == routeLocalOnly {
+		if why := meshPathRefusal(r.URL.Path, target.Runtime); class == routeLocalOnly || why != "" {
 			p.refuse(w, r, role, routeNone, &Error{Status: http.StatusNotFound, Type: TypeNotFound, Code: CodeLocalOnly,
-				Message: "role '" + role + "' is served by a peer, which is not asked for " + r.URL.Path})
+				Message: "role '" + role + "' is served by a peer, " + why})
 			return
 		}
 	default:
@@ -219,7 +219,7 @@ func (p *Proxy) forwardRemote(rec *recorder, r *http.Request, role string, targe
 		// The link to the peer failed before it answered and nothing was
 		// relayed: try the next candidate, once (the body is held).
 		next, ok := p.resolver.ResolveExcept(role, target.NodeID)
-		if !ok || next.Kind != table.TargetRemote {
+		if !ok || next.Kind != table.TargetRemote || meshPathRefusal(r.URL.Path, next.Runtime) != "" {
 			p.metrics.retries.WithLabelValues(retryNoCandidate).Inc()
 		} else {
 			p.log.Info("forward failed before an answer; retrying on the next peer", zap.String("role", role),

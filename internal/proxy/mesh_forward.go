@@ -278,7 +278,7 @@ func (f *MeshForwarder) ForwardRemote(ctx context.Context, nodeID, role string, 
 		f.met.forwarded(fwdTooLarge)
 		return errTooLarge(limit)
 	}
-	if !meshPaths[r.URL.Path] || !validQuery(r.URL.RawQuery) || (r.Method != http.MethodGet && r.Method != http.MethodPost) {
+	if (!meshPaths[r.URL.Path] && !ollamaMeshPaths[r.URL.Path]) || !validQuery(r.URL.RawQuery) || (r.Method != http.MethodGet && r.Method != http.MethodPost) {
 		f.met.forwarded(fwdBadPath)
 		return &Error{Status: http.StatusNotFound, Type: TypeNotFound, Code: CodeLocalOnly,
 			Message: "role '" + role + "' is served by a peer, which is not asked for " + r.URL.Path}

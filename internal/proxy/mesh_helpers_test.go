@@ -122,7 +122,13 @@ func (n *meshNode) stop() { n.Stop() }
 // the consumers.
 func (n *meshNode) serve(base, model string, consumers ...*meshNode) {
 	n.t.Helper()
-	if _, err := n.Table.RegisterLocal(table.OriginAdopted, "chat", base, model, "openai", "llama.cpp"); err != nil {
+	n.serveAs("llama.cpp", base, model, consumers...)
+}
+
+// serveAs is serve with the instance's runtime.
+func (n *meshNode) serveAs(runtime, base, model string, consumers ...*meshNode) {
+	n.t.Helper()
+	if _, err := n.Table.RegisterLocal(table.OriginAdopted, "chat", base, model, "openai", runtime); err != nil {
 		n.t.Fatal(err)
 	}
 	n.Table.ExposeToMesh("chat", true)

@@ -65,6 +65,12 @@ func (f *MeshForwarder) ServeStream(ctx context.Context, peer mesh.PeerInfo, s *
 		f.refuse(s, peer, head.Role, RefuseNotServed)
 		return
 	}
+	if meshPathRefusal(head.Path, local.Runtime) != "" {
+		// An Ollama path for an instance that is not an Ollama (the
+		// consumer's view of the advertisement was stale).
+		f.refuse(s, peer, head.Role, RefuseForbiddenPath)
+		return
+	}
 	if head.BodyBytes > f.maxBody.Load() {
 		f.refuse(s, peer, head.Role, RefuseTooLarge)
 		return

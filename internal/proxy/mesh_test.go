@@ -533,3 +533,80 @@ func TestMeshRetriesNextPeerWhenLinkFails(t *testing.T) {
 		t.Errorf("nodeld_proxy_mesh_retries_total{result=ok} = %v, want 1", got)
 	}
 }
+
+// Ollama's inference paths cross the mesh when the peer's instance is an
+// Ollama, pinned and stripped like the /v1 paths, streaming as NDJSON; its
+// read and management paths never do, and a peer whose instance is not an
+// Ollama is not asked for them at all (404 saying why, in Ollama's error
+// shape on /api/ paths).
+func TestMeshOllamaPaths(t *testing.T) {
+	setup := func(t *testing.T, runtime string) (*meshNode, *proxytest.Upstream) {
+		up := proxytest.New(t, proxytest.Options{Model: "served-model", Chunks: 3})
+		nodes := newMeshNodes(t, "a", "b")
+		a, b := nodes[0], nodes[1]
+		b.serveAs(runtime, up.URL, "served-model", a)
+		a.Table.AllowRemoteNode("chat", b.ID(), true)
+		a.start(MeshDeps{}, b)
+		b.start(MeshDeps{})
+		b.admitLater(a)
+		meshtest.WaitFor(t, "a resolving chat to b's "+runtime, func() bool {
+			tg, ok := a.Table.Resolve("chat")
+			return ok && tg.Kind == table.TargetRemote && tg.NodeID == b.ID() && tg.Runtime == runtime
+		})
+		return a, up
+	}
+	ollamaError := func(t *testing.T, body []byte) string {
+		t.Helper()
+		var e struct {
+			Error string `json:"error"`
+		}
+		if err := json.Unmarshal(body, &e); err != nil || e.Error == "" {
+			t.Fatalf("body %q is not Ollama's error shape", body)
+		}
+		return e.Error
+	}
+
+	t.Run("ollama instance", func(t *testing.T) {
+		a, up := setup(t, "ollama")
+		req, _ := http.NewRequest(http.MethodPost, a.h.url("chat")+"/api/chat", strings.NewReader(`{"model":"llama3:latest","messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("Authorization", "Bearer never-forwarded")
+		res, err := a.h.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK || res.Header.Get("Content-Type") != "application/x-ndjson" {
+			t.Fatalf("POST /api/chat via the mesh = %d %q %s", res.StatusCode, res.Header.Get("Content-Type"), body)
+		}
+		want := proxytest.NDJSONChunk("served-model", 0) + proxytest.NDJSONChunk("served-model", 1) + proxytest.NDJSONChunk("served-model", 2) +
+			`{"model":"served-model","done":true}` + "\n"
+		if string(body) != want {
+			t.Errorf("NDJSON stream (-want +got):\n%s", cmp.Diff(want, string(body)))
+		}
+		reqs := up.Requests()
+		if len(reqs) != 1 || string(reqs[0].Body) != `{"model":"served-model","messages":[{"role":"user","content":"hi"}]}` || reqs[0].Header.Get("Authorization") != "" {
+			t.Fatalf("upstream saw %+v, want the model pinned and no Authorization", reqs)
+		}
+		for path, want := range map[string]int{"/api/show": http.StatusNotFound, "/api/pull": http.StatusForbidden} {
+			res, body := a.h.post("chat", path, `{"model":"served-model"}`)
+			if res.StatusCode != want {
+				t.Errorf("POST %s = %d %s, want %d", path, res.StatusCode, body, want)
+			}
+			ollamaError(t, body)
+		}
+		if n := len(up.Requests()); n != 1 {
+			t.Errorf("the upstream saw %d requests, want only the chat", n)
+		}
+	})
+	t.Run("other instance", func(t *testing.T) {
+		a, up := setup(t, "llama.cpp")
+		res, body := a.h.post("chat", "/api/chat", `{"model":"x","messages":[]}`)
+		if res.StatusCode != http.StatusNotFound || !strings.Contains(ollamaError(t, body), "not an Ollama") {
+			t.Errorf("POST /api/chat to a peer's llama.cpp = %d %s, want 404 saying why", res.StatusCode, body)
+		}
+		if n := len(up.Requests()); n != 0 {
+			t.Errorf("the upstream saw %d requests, want none", n)
+		}
+	})
+}

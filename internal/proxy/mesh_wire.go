@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 
 	"github.com/nodeld/nodeld/internal/grammar"
 	"github.com/nodeld/nodeld/internal/mesh"
@@ -50,6 +51,33 @@ var meshPaths = map[string]bool{
 	"/v1/completions":      true,
 	"/v1/embeddings":       true,
 	"/v1/models":           true,
+}
+
+// ollamaMeshPaths are Ollama's inference paths: carried to a peer, with
+// the same model pinning and header stripping as the /v1 paths, only when
+// the peer's instance of the role is an Ollama (its advertisement says so,
+// and the serving node checks again). Ollama's read and management paths
+// never cross the mesh.
+var ollamaMeshPaths = map[string]bool{
+	"/api/chat":       true,
+	"/api/generate":   true,
+	"/api/embed":      true,
+	"/api/embeddings": true,
+}
+
+// meshPathRefusal says why path is not carried to a peer whose instance
+// of the role runs runtime, or "" when it is.
+func meshPathRefusal(path, runtime string) string {
+	switch {
+	case meshPaths[path]:
+		return ""
+	case ollamaMeshPaths[path] && runtime == ollamaRuntime:
+		return ""
+	case ollamaMeshPaths[path]:
+		return "whose instance is not an Ollama (runtime " + strconv.Quote(runtime) + "), so Ollama's API is not forwarded to it: use the /v1 paths"
+	default:
+		return "which is not asked for " + path + ": peers serve /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/models, and Ollama's inference paths when their instance is an Ollama"
+	}
 }
 
 // relayedResponseHeaders are the upstream response headers carried back
@@ -129,7 +157,7 @@ func decodeRequestHead(b []byte) (meshRequestHead, error) {
 		return meshRequestHead{}, badRequest("bad role")
 	case h.Method != http.MethodGet && h.Method != http.MethodPost:
 		return meshRequestHead{}, badRequest("method not allowed")
-	case !meshPaths[h.Path]:
+	case !meshPaths[h.Path] && !ollamaMeshPaths[h.Path]:
 		return meshRequestHead{}, &wireError{code: RefuseForbiddenPath, msg: "path is not served to peers"}
 	case !validQuery(h.Query):
 		return meshRequestHead{}, badRequest("bad query")
