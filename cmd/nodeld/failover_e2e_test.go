@@ -167,4 +167,31 @@ func TestFailoverOnKill(t *testing.T) {
 	if code := c.wait(); code != 0 {
 		t.Fatalf("node c exit = %d", code)
 	}
+	checkLoggerNames(t, c)
+}
+
+// checkLoggerNames fails on a logger name that repeats a segment
+// ("mesh.mesh"): cmd/nodeld names each component once, and components do
+// not name themselves again.
+func checkLoggerNames(t *testing.T, d *proc) {
+	t.Helper()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	seen := map[string]bool{}
+	for _, line := range d.lines {
+		name, _ := line["logger"].(string)
+		if name == "" || seen[name] {
+			continue
+		}
+		seen[name] = true
+		parts := strings.Split(name, ".")
+		for i := 1; i < len(parts); i++ {
+			if parts[i] == parts[i-1] {
+				t.Errorf("logger name %q repeats %q", name, parts[i])
+			}
+		}
+	}
+	if !seen["mesh"] || !seen["proxy"] {
+		t.Errorf("logger names seen %v, want mesh and proxy among them", seen)
+	}
 }

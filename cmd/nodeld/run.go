@@ -310,7 +310,7 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 	}
 	l.proxy = n.proxy
 
-	n.adopter, err = runner.NewAdopter(adopterConfig(cfg, d.discover), adoptedSlots{n.table}, d.log.Named("runner"), d.reg)
+	n.adopter, err = runner.NewAdopter(adopterConfig(cfg, d.discover), adoptedSlots{n.table}, d.log.Named("adopter"), d.reg)
 	if err != nil {
 		return nil, err
 	}
@@ -330,7 +330,7 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 	l.host = n.host
 	n.host.Register() // a no-op without a mesh
 	ddeps := dispatch.Deps{
-		Identity: d.id, Chain: d.chain, Logger: d.log, Registerer: d.reg,
+		Identity: d.id, Chain: d.chain, Logger: d.log.Named("dispatch"), Registerer: d.reg,
 		Local: &localHost{n: n}, Revocations: rev,
 		Notices: n.host, DataDir: cfg.Node.DataDir,
 	}
@@ -342,7 +342,7 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 		return nil, err
 	}
 	n.dispatch.Register() // a no-op without a mesh
-	n.operator, err = dispatch.NewOperatorServer(dispatch.OperatorConfig{Path: cfg.SocketPath()}, n.dispatch, d.log)
+	n.operator, err = dispatch.NewOperatorServer(dispatch.OperatorConfig{Path: cfg.SocketPath()}, n.dispatch, d.log.Named("operator"))
 	if err != nil {
 		return nil, err
 	}

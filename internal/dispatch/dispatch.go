@@ -162,7 +162,6 @@ func New(deps Deps) (*Dispatcher, error) {
 	if d.log == nil {
 		d.log = zap.NewNop()
 	}
-	d.log = d.log.Named("dispatch")
 	if d.now == nil {
 		d.now = time.Now
 	}

@@ -147,7 +147,7 @@ func NewOperatorServer(cfg OperatorConfig, d *Dispatcher, log *zap.Logger) (*Ope
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &OperatorServer{cfg: cfg, d: d, log: log.Named("operator"),
+	return &OperatorServer{cfg: cfg, d: d, log: log,
 		ready: make(chan struct{}), slots: make(chan struct{}, MaxOperatorConns)}, nil
 }
 

@@ -150,7 +150,7 @@ func (h *Host) place(ctx context.Context, req ctl.Request, open ArtifactOpener) 
 		return nil, ctl.NewRefusal(ctl.CodeVerify, "fetched package has another manifest")
 	}
 
-	managed, err := runner.NewManaged(specOf(m, dir, icfg), runner.ManagedDeps{Logger: h.log.Named("runtime"), Now: h.now})
+	managed, err := runner.NewManaged(specOf(m, dir, icfg), runner.ManagedDeps{Logger: h.log.Named("runner"), Now: h.now})
 	if err != nil {
 		return nil, ctl.NewRefusal(ctl.CodeRuntime, "runtime: "+err.Error())
 	}

@@ -258,7 +258,6 @@ func New(cfg Config, deps Deps) (*Mesh, error) {
 	if m.log == nil {
 		m.log = zap.NewNop()
 	}
-	m.log = m.log.Named("mesh")
 	if m.now == nil {
 		m.now = time.Now
 	}

@@ -127,7 +127,7 @@ func NewMeshForwarder(d MeshDeps) (*MeshForwarder, error) {
 		lg = zap.NewNop()
 	}
 	f := &MeshForwarder{
-		log:       lg.Named("proxy").Named("mesh"),
+		log:       lg,
 		streams:   d.Mesh,
 		table:     d.Table,
 		audit:     d.Audit,

@@ -157,7 +157,6 @@ func New(cfg Config, deps Deps) (*Proxy, error) {
 	if lg == nil {
 		lg = zap.NewNop()
 	}
-	lg = lg.Named("proxy")
 	errorLog, err := zap.NewStdLogAt(lg.Named("http"), zap.DebugLevel)
 	if err != nil {
 		return nil, fmt.Errorf("proxy error log: %w", err)

@@ -210,7 +210,7 @@ func NewAdopter(cfg AdopterConfig, reg Registrar, log *zap.Logger, registerer pr
 	}
 	a := &Adopter{
 		reg:       reg,
-		log:       log.Named("adopter"),
+		log:       log,
 		metrics:   m,
 		now:       time.Now,
 		newTicker: newRealTicker,
