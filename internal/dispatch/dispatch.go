@@ -170,7 +170,9 @@ func New(deps Deps) (*Dispatcher, error) {
 		return nil, fmt.Errorf("dispatch: %w", err)
 	}
 	d.client = client
-	d.met = newMetrics(deps.Registerer)
+	if d.met, err = newMetrics(deps.Registerer); err != nil {
+		return nil, fmt.Errorf("dispatch: %w", err)
+	}
 	d.offers = newOffers(d.now)
 	return d, nil
 }

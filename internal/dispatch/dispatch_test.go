@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/mesh"
@@ -333,5 +334,18 @@ func TestNewTreatsNilMeshAsNone(t *testing.T) {
 	d.Register() // must not panic
 	if _, err := d.Call(callCtx(t), "gpu-2", ctl.MethodDescribe, nil); !errors.Is(err, ErrUnknownNode) {
 		t.Fatalf("err = %v, want ErrUnknownNode", err)
+	}
+}
+
+// A metric name already taken is New's error, never a panic: every
+// component registers its metrics the same way.
+func TestNewReportsMetricConflict(t *testing.T) {
+	ident := meshtest.NewIdentity(t)
+	reg := prometheus.NewRegistry()
+	if _, err := New(Deps{Identity: ident, Chain: &noticeChain{}, Registerer: reg}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(Deps{Identity: ident, Chain: &noticeChain{}, Registerer: reg}); err == nil {
+		t.Fatal("a second New on the same registry succeeded, want a registration error")
 	}
 }

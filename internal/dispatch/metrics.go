@@ -1,6 +1,10 @@
 package dispatch
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // metrics are the dispatcher's and operator socket's metrics. Labels are
 // bounded: method names, outcome classes, artifact results, verbs.
@@ -13,7 +17,9 @@ type metrics struct {
 	operatorRequests *prometheus.CounterVec
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+// newMetrics builds the metrics and registers them on reg (nil: kept, not
+// exported); a registration error (a name taken) is returned.
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nodeld_dispatch_calls_total",
@@ -41,8 +47,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Operator socket requests, by verb and class.",
 		}, []string{"verb", "class"}),
 	}
-	if reg != nil {
-		reg.MustRegister(m.calls, m.duration, m.offers, m.artifactStreams, m.artifactBytes, m.operatorRequests)
+	if reg == nil {
+		return m, nil
 	}
-	return m
+	for _, c := range []prometheus.Collector{m.calls, m.duration, m.offers, m.artifactStreams, m.artifactBytes, m.operatorRequests} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register dispatch metrics: %w", err)
+		}
+	}
+	return m, nil
 }
