@@ -23,7 +23,13 @@
 //     often a host name); compare node names with strings.EqualFold.
 //   - A capability id is 1 to MaxCapabilitySegments Name words joined by
 //     dots, at most MaxCapabilityLen bytes ("cpu.arch.amd64",
-//     "runtime.llamacpp").
+//     "runtime.llamacpp"). A capability record's id has at least
+//     MinCapabilityRecordSegments words; a requirement selector selects an
+//     id exactly or as a dot-prefix (SelectorMatches). The capability
+//     vocabulary (provenances claimed < probed < measured, states, the
+//     predicate operators eq gte lte in has, attribute names, the trust
+//     family no node may claim) is defined in capability.go, once, for
+//     facts, manifests and the placement engine.
 //   - A loopback host is "localhost" (ASCII case-insensitive, nothing more
 //     or less), an IPv4 address in 127.0.0.0/8 in dotted decimal without
 //     leading zeros, the IPv6 address ::1 in any spelling, or an IPv4-mapped
