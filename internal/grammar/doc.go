@@ -29,7 +29,16 @@
 //     vocabulary (provenances claimed < probed < measured, states, the
 //     predicate operators eq gte lte in has, attribute names, the trust
 //     family no node may claim) is defined in capability.go, once, for
-//     facts, manifests and the placement engine.
+//     facts, manifests and the placement engine; the well-known ids and
+//     attribute names that facts emit and manifests select (cpu.arch.*,
+//     mem.system, mem.unified, mem.vram, accel.gpu.*, runtime.*, label.*,
+//     perf.infer.*), label keys (one capability word) and the runtime
+//     spelling rule in capids.go.
+//   - A Value (an attribute value or predicate operand) is a bool, an
+//     int64, a finite float, a string of at most MaxValueStringLen bytes
+//     of UTF-8, or a list of at most MaxValueListLen of those scalars; its
+//     JSON form keeps the kind across a round trip, and decoding refuses
+//     anything else before building it.
 //   - A loopback host is "localhost" (ASCII case-insensitive, nothing more
 //     or less), an IPv4 address in 127.0.0.0/8 in dotted decimal without
 //     leading zeros, the IPv6 address ::1 in any spelling, or an IPv4-mapped
