@@ -22,9 +22,11 @@ type Config struct {
 
 // Node describes this node.
 type Node struct {
-	Name    string            `yaml:"name"`
-	DataDir string            `yaml:"data_dir"`
-	Labels  map[string]string `yaml:"labels"`
+	Name    string `yaml:"name"`
+	DataDir string `yaml:"data_dir"`
+	// Labels become capability records label.<key> in the node's signed
+	// facts, so each key is one capability word (grammar.ValidLabelKey).
+	Labels map[string]string `yaml:"labels"`
 }
 
 // Log configures the zap logger.

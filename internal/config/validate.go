@@ -67,8 +67,9 @@ func (v *validator) node() {
 	}
 	for _, k := range sortedKeys(n.Labels) {
 		p := "node.labels." + k
-		if !grammar.ValidName(k) {
-			v.addf(p, "label key %q is not a valid name: use %s", k, grammar.NameSyntax)
+		if !grammar.ValidLabelKey(k) {
+			// One capability word: the key becomes capability label.<key>.
+			v.addf(p, "label key %q is not a valid label key: use %s", k, grammar.LabelKeySyntax)
 		}
 		if !grammar.ValidLabelValue(n.Labels[k]) {
 			v.addf(p, "label value must be at most %d printable ASCII characters", grammar.MaxLabelValueLen)
