@@ -38,6 +38,13 @@ type Facts struct {
 	Labels map[string]string `json:"labels,omitempty"`
 	// Notes explain sub-probes that failed or were cut short.
 	Notes []Note `json:"notes,omitempty"`
+	// Capabilities describe the node to the placement engine (reference
+	// 3.3): what the fields above say, in the capability grammar, and
+	// more (GPU state, runtime versions, operator labels as label.<key>,
+	// measured serving speed as perf.infer.<role>). At most
+	// MaxCapabilities; facts signed before capabilities existed have
+	// none, and their load is unknown.
+	Capabilities []Capability `json:"capabilities,omitempty"`
 }
 
 // GPU is one GPU as nvidia-smi reports it.
@@ -64,6 +71,8 @@ const (
 	ProbeKernel    = "kernel"
 	ProbeHostname  = "hostname"
 	ProbeNvidiaSMI = "nvidia-smi"
+	ProbeSysctl    = "sysctl"
+	ProbeVMStat    = "vm_stat"
 )
 
 // ErrInvalidFacts is wrapped by every structural validation error.
@@ -129,7 +138,9 @@ func (f *Facts) Validate() error {
 			}
 		}
 	}
-	if err := ValidateLabels(f.Labels); err != nil {
+	// Label keys of older nodes may be any Name; the capability records
+	// carry them as label.<key> only when they are one word.
+	if err := validateLabels(f.Labels, grammar.ValidName, grammar.NameSyntax); err != nil {
 		errs = append(errs, err)
 	}
 	if len(f.Notes) > MaxNotes {
@@ -142,13 +153,29 @@ func (f *Facts) Validate() error {
 			}
 		}
 	}
+	if len(f.Capabilities) > MaxCapabilities {
+		add("%d capabilities, at most %d", len(f.Capabilities), MaxCapabilities)
+	} else {
+		for i, c := range f.Capabilities {
+			if err := c.validate(); err != nil {
+				add("capabilities[%d]: %v", i, err)
+			}
+		}
+	}
 	return errors.Join(errs...)
 }
 
-// ValidateLabels checks operator labels: at most MaxLabels; keys of 1 to
-// grammar Names; values of at most grammar.MaxLabelValueLen printable
-// ASCII; and no key that would assert trust (IsTrustLabel).
+// ValidateLabels checks operator labels: at most MaxLabels; keys that are
+// one capability word (grammar.ValidLabelKey), so each becomes the
+// capability label.<key>; values of at most grammar.MaxLabelValueLen
+// printable ASCII; and no key that would assert trust (IsTrustLabel).
 func ValidateLabels(labels map[string]string) error {
+	return validateLabels(labels, grammar.ValidLabelKey, grammar.LabelKeySyntax)
+}
+
+// validateLabels is ValidateLabels with the key rule given: Verify
+// accepts the dotted keys older nodes may sign.
+func validateLabels(labels map[string]string, validKey func(string) bool, keySyntax string) error {
 	if len(labels) > MaxLabels {
 		return fmt.Errorf("%w: %d labels, at most %d", ErrInvalidFacts, len(labels), MaxLabels)
 	}
@@ -160,8 +187,8 @@ func ValidateLabels(labels map[string]string) error {
 	var errs []error
 	for _, k := range keys {
 		switch {
-		case !grammar.ValidName(k):
-			errs = append(errs, fmt.Errorf("%w: label key %q is not %s", ErrInvalidFacts, k, grammar.NameSyntax))
+		case !validKey(k):
+			errs = append(errs, fmt.Errorf("%w: label key %q is not %s", ErrInvalidFacts, k, keySyntax))
 		case IsTrustLabel(k):
 			errs = append(errs, fmt.Errorf("%w: label %q would assert trust; tiers come only from the operator", ErrInvalidFacts, k))
 		}

@@ -70,10 +70,24 @@ func TestValidate(t *testing.T) {
 
 func TestLabelsNamedLikeTrustButNotTrust(t *testing.T) {
 	// Only tier and trust themselves and keys under them are refused.
-	for _, k := range []string{"tiered", "trustworthy-rack", "gpu.tier", "x.trust"} {
+	for _, k := range []string{"tiered", "trustworthy-rack"} {
 		if err := ValidateLabels(map[string]string{k: "v"}); err != nil {
 			t.Errorf("ValidateLabels(%q) = %v, want ok", k, err)
 		}
+	}
+	// Dotted keys are no longer label keys (each label is one capability
+	// word), but facts an older node signed with one still validate.
+	for _, k := range []string{"gpu.tier", "x.trust"} {
+		if err := ValidateLabels(map[string]string{k: "v"}); err == nil {
+			t.Errorf("ValidateLabels(%q) accepted a dotted key", k)
+		}
+		f := Facts{NodeID: "n-0", OS: "linux", Arch: "amd64", Labels: map[string]string{k: "v"}}
+		if err := f.Validate(); err != nil {
+			t.Errorf("facts with label %q: %v", k, err)
+		}
+	}
+	if err := (&Facts{NodeID: "n-0", OS: "linux", Arch: "amd64", Labels: map[string]string{"trust.level": "v"}}).Validate(); err == nil {
+		t.Error("facts with a dotted trust label validate")
 	}
 }
 

@@ -15,10 +15,50 @@ const (
 
 	// MaxNvidiaSMIOutputBytes bounds the nvidia-smi output kept; more is
 	// an error (the child's stdout is cut off at this size).
-	MaxNvidiaSMIOutputBytes = 64 << 10
+	MaxNvidiaSMIOutputBytes = MaxCommandOutputBytes
+
+	// MaxCommandOutputBytes bounds the output Probe keeps of any command
+	// it runs (nvidia-smi, sysctl, vm_stat, a runtime's --version); more
+	// is an error.
+	MaxCommandOutputBytes = 64 << 10
 
 	// NvidiaSMITimeout bounds one nvidia-smi run.
 	NvidiaSMITimeout = 5 * time.Second
+
+	// CommandTimeout bounds one run of sysctl or vm_stat (macOS).
+	CommandTimeout = 5 * time.Second
+
+	// RuntimeVersionTimeout bounds one "<runtime> --version" run; a
+	// runtime that does not answer in time is listed without a version.
+	RuntimeVersionTimeout = 2 * time.Second
+
+	// RuntimeVersionMaxAge is how long a Source reuses a runtime's
+	// version before asking the binary again: versions change only when
+	// the operator upgrades, and each ask starts a process.
+	RuntimeVersionMaxAge = 10 * time.Minute
+
+	// GPUBusyPercent is the utilisation at or above which a GPU's
+	// capability record is busy rather than available.
+	GPUBusyPercent = 80
+
+	// MaxModelWordBytes bounds the model word of an accelerator's
+	// capability id ("accel.gpu.nvidia.<model>"); a longer one is cut.
+	MaxModelWordBytes = 48
+
+	// MaxCapabilities bounds the capability records in facts; Verify
+	// counts them while decoding and refuses the 513th before decoding
+	// it. Attributes per record are bounded by grammar.MaxCapabilityAttrs
+	// (counted while decoding too), and each attribute value by
+	// grammar.MaxValueStringLen and grammar.MaxValueListLen.
+	MaxCapabilities = 512
+
+	// MinPerfSamples is the fewest requests a measured performance
+	// metric must rest on before facts carry it (PerfSource
+	// implementations apply it; Source drops anything below it).
+	MinPerfSamples = 20
+
+	// MaxPerfRecords bounds the perf.infer records one node signs.
+	MaxPerfRecords = 64
 
 	// MaxGPUs bounds the GPUs of one node; further GPUs are dropped with
 	// a note.

@@ -11,12 +11,13 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/nodeld/nodeld/internal/grammar"
 )
 
-// fakeMachine is a machine for Probe: files, executables on PATH and the
-// nvidia-smi answer.
+// fakeMachine is a machine for Probe: files, executables on PATH and
+// what the programs Probe runs answer.
 type fakeMachine struct {
 	files   map[string]string
 	onPath  map[string]bool
@@ -25,6 +26,11 @@ type fakeMachine struct {
 	smiRuns int
 	// smiBlock, when set, makes nvidia-smi wait for its ctx.
 	smiBlock bool
+	// outputs answer other programs, by path and arguments joined by
+	// spaces ("/usr/sbin/sysctl -n hw.memsize"); a missing one fails.
+	outputs map[string]string
+	// runs counts the runs of other programs, by the same key.
+	runs map[string]int
 }
 
 func (m *fakeMachine) deps() ProbeDeps {
@@ -42,16 +48,28 @@ func (m *fakeMachine) deps() ProbeDeps {
 			}
 			return "", errors.New("executable file not found in $PATH")
 		},
-		RunNvidiaSMI: func(ctx context.Context, path string) ([]byte, error) {
-			m.smiRuns++
-			if path != "/usr/bin/nvidia-smi" {
-				return nil, errors.New("wrong path " + path)
+		Run: func(ctx context.Context, path string, args []string, stderr bool) ([]byte, error) {
+			if path == "/usr/bin/nvidia-smi" {
+				m.smiRuns++
+				if strings.Join(args, " ") != strings.Join(NvidiaSMIArgs(), " ") || stderr {
+					return nil, errors.New("wrong nvidia-smi arguments")
+				}
+				if m.smiBlock {
+					<-ctx.Done()
+					return nil, ctx.Err()
+				}
+				return []byte(m.smiOut), m.smiErr
 			}
-			if m.smiBlock {
-				<-ctx.Done()
-				return nil, ctx.Err()
+			key := strings.Join(append([]string{path}, args...), " ")
+			if m.runs == nil {
+				m.runs = map[string]int{}
 			}
-			return []byte(m.smiOut), m.smiErr
+			m.runs[key]++
+			out, ok := m.outputs[key]
+			if !ok {
+				return nil, errors.New("exit status 1")
+			}
+			return []byte(out), nil
 		},
 		Hostname: func() (string, error) { return "gpu-1", nil },
 		NumCPU:   func() int { return 16 },
@@ -136,7 +154,7 @@ func TestProbe(t *testing.T) {
 			name: "nvidia-smi junk is noted",
 			setup: func(m *fakeMachine) {
 				m.onPath["nvidia-smi"] = true
-				m.smiOut = "No devices were found\n0, X, GPU-1, 10, 5\n"
+				m.smiOut = "No devices were found\n0, X, GPU-1, 10, 5, 0\n"
 			},
 			want: func(f *Facts) {
 				f.GPUs = []GPU{{Index: 0, Name: "X", UUID: "GPU-1", VRAMTotalBytes: 10 * mib, VRAMFreeBytes: 5 * mib}}
@@ -176,7 +194,8 @@ func TestProbe(t *testing.T) {
 			want := base
 			want.Runtimes = []string{grammar.RuntimeProcess}
 			tt.want(&want)
-			if diff := cmp.Diff(want, got); diff != "" {
+			// TestProbeCapabilities checks the records.
+			if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(Facts{}, "Capabilities")); diff != "" {
 				t.Errorf("Probe (-want +got):\n%s", diff)
 			}
 			got.NodeID = "n-0"
@@ -187,21 +206,104 @@ func TestProbe(t *testing.T) {
 	}
 }
 
-func TestProbeNonLinuxReadsNoProc(t *testing.T) {
+// realVMStat is vm_stat output of a 16 KiB-page Mac.
+const realVMStat = `Mach Virtual Memory Statistics: (page size of 16384 bytes)
+Pages free:                                3000.
+Pages active:                            200000.
+Pages inactive:                          100000.
+Pages speculative:                         2000.
+Pages throttled:                              0.
+Pages wired down:                        150000.
+Pages purgeable:                           1000.
+"Translation faults":                 987654321.
+Pages copy-on-write:                    1234567.
+Pages zero filled:                    123456789.
+Pages reactivated:                       123456.
+Pages purged:                             12345.
+File-backed pages:                        90000.
+Anonymous pages:                         210000.
+Pages stored in compressor:              300000.
+Pages occupied by compressor:            100000.
+Decompressions:                          111111.
+Compressions:                            222222.
+Pageins:                                 333333.
+Pageouts:                                  4444.
+Swapins:                                      0.
+Swapouts:                                     0.
+`
+
+// macMachine is a Mac: sysctl and vm_stat answer, /proc does not exist.
+func macMachine(t *testing.T, arch string) (*fakeMachine, ProbeDeps) {
 	m := linuxMachine()
+	m.outputs = map[string]string{
+		SysctlPath + " -n hw.memsize":               "34359738368\n",
+		SysctlPath + " -n machdep.cpu.brand_string": "Apple M2 Max\n",
+		VMStatPath: realVMStat,
+	}
 	d := m.deps()
-	d.GOOS, d.GOARCH = "darwin", "arm64"
+	d.GOOS, d.GOARCH = "darwin", arch
 	d.ReadFile = func(path string) ([]byte, error) {
 		t.Errorf("ReadFile(%q) on darwin", path)
 		return nil, fs.ErrNotExist
 	}
-	got, err := Probe(context.Background(), d, nil)
-	if err != nil {
-		t.Fatal(err)
+	return m, d
+}
+
+func TestProbeDarwin(t *testing.T) {
+	const avail = (3000 + 100000) * 16384
+	tests := []struct {
+		name  string
+		arch  string
+		setup func(m *fakeMachine)
+		want  Facts
+	}{
+		{
+			name: "apple silicon",
+			arch: "arm64",
+			want: Facts{Hostname: "gpu-1", OS: "darwin", Arch: "arm64", CPUs: 16, Runtimes: []string{grammar.RuntimeProcess},
+				MemTotalBytes: 32 << 30, MemFreeBytes: avail},
+		},
+		{
+			name: "intel mac asks no chip name",
+			arch: "amd64",
+			setup: func(m *fakeMachine) {
+				delete(m.outputs, SysctlPath+" -n machdep.cpu.brand_string")
+			},
+			want: Facts{Hostname: "gpu-1", OS: "darwin", Arch: "amd64", CPUs: 16, Runtimes: []string{grammar.RuntimeProcess},
+				MemTotalBytes: 32 << 30, MemFreeBytes: avail},
+		},
+		{
+			name:  "sysctl failing is a note",
+			arch:  "arm64",
+			setup: func(m *fakeMachine) { m.outputs = nil },
+			want: Facts{Hostname: "gpu-1", OS: "darwin", Arch: "arm64", CPUs: 16, Runtimes: []string{grammar.RuntimeProcess},
+				Notes: []Note{{Probe: ProbeSysctl, Message: "exit status 1"}}},
+		},
+		{
+			name:  "vm_stat junk is a note",
+			arch:  "arm64",
+			setup: func(m *fakeMachine) { m.outputs[VMStatPath] = "Pages free: 12.\n" },
+			want: Facts{Hostname: "gpu-1", OS: "darwin", Arch: "arm64", CPUs: 16, Runtimes: []string{grammar.RuntimeProcess},
+				MemTotalBytes: 32 << 30, Notes: []Note{{Probe: ProbeVMStat, Message: "vm_stat has no page size or no free pages"}}},
+		},
 	}
-	want := Facts{Hostname: "gpu-1", OS: "darwin", Arch: "arm64", CPUs: 16, Runtimes: []string{grammar.RuntimeProcess}}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("Probe (-want +got):\n%s", diff)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, d := macMachine(t, tt.arch)
+			if tt.setup != nil {
+				tt.setup(m)
+			}
+			got, err := Probe(context.Background(), d, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got, cmpopts.IgnoreFields(Facts{}, "Capabilities")); diff != "" {
+				t.Errorf("Probe (-want +got):\n%s", diff)
+			}
+			if tt.arch != "arm64" && m.runs[SysctlPath+" -n machdep.cpu.brand_string"] != 0 {
+				t.Error("asked an Intel Mac for its Apple chip")
+			}
+		})
 	}
 }
 
@@ -234,10 +336,10 @@ func TestProbeCancelled(t *testing.T) {
 	m.smiBlock = true
 	ctx, cancel := context.WithCancel(context.Background())
 	d := m.deps()
-	run := d.RunNvidiaSMI
-	d.RunNvidiaSMI = func(c context.Context, path string) ([]byte, error) {
+	run := d.Run
+	d.Run = func(c context.Context, path string, args []string, stderr bool) ([]byte, error) {
 		cancel()
-		return run(c, path)
+		return run(c, path, args, stderr)
 	}
 	if _, err := Probe(ctx, d, nil); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Probe error = %v, want context.Canceled", err)

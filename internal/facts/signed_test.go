@@ -332,7 +332,12 @@ func TestSignRefuses(t *testing.T) {
 // names a tier or trust.
 func TestFactsCarryNoTrust(t *testing.T) {
 	var walkType func(reflect.Type, string)
+	seen := map[reflect.Type]bool{} // grammar.Value holds a list of itself
 	walkType = func(ty reflect.Type, path string) {
+		if seen[ty] {
+			return
+		}
+		seen[ty] = true
 		switch ty.Kind() {
 		case reflect.Pointer, reflect.Slice, reflect.Map:
 			walkType(ty.Elem(), path)

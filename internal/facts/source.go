@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodeld/nodeld/internal/grammar"
 	"github.com/nodeld/nodeld/internal/identity"
 )
 
@@ -22,6 +23,9 @@ type SourceOptions struct {
 	MaxProbeAge time.Duration
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// Perf, when set, is read at every probe: its measurements become
+	// perf.infer.<role> capability records.
+	Perf PerfSource
 }
 
 // Source serves this node's facts, probing at most once per MaxProbeAge
@@ -34,10 +38,12 @@ type Source struct {
 	ttl    time.Duration
 	maxAge time.Duration
 	now    func() time.Time
+	perf   PerfSource // nil: no measured performance
 
 	// probeSem (capacity 1) lets one caller probe at a time while the
-	// others wait, or give up when their ctx ends.
+	// others wait, or give up when their ctx ends. It guards versions.
 	probeSem chan struct{}
+	versions *versionCache
 
 	// mu guards labels, cached, probedAt and have. It is never held
 	// across a probe.
@@ -91,7 +97,9 @@ func NewSource(deps ProbeDeps, key ed25519.PrivateKey, labels map[string]string,
 		ttl:      opts.TTL,
 		maxAge:   opts.MaxProbeAge,
 		now:      opts.Now,
+		perf:     opts.Perf,
 		probeSem: make(chan struct{}, 1),
+		versions: &versionCache{now: opts.Now},
 	}, nil
 }
 
@@ -137,14 +145,18 @@ func (s *Source) facts(ctx context.Context) (Facts, error) {
 	s.mu.Lock()
 	labels := s.labels
 	s.mu.Unlock()
-	f, err := Probe(ctx, s.deps, labels)
+	f, err := probe(ctx, s.deps, labels, s.versions)
 	if err != nil {
 		return Facts{}, fmt.Errorf("probe facts: %w", err)
 	}
 	f.NodeID = s.id
+	if s.perf != nil {
+		f.Capabilities = append(f.Capabilities, perfRecords(s.perf.InferPerf())...)
+	}
 	s.mu.Lock()
 	// Labels set while this probe ran win over the ones it was given.
 	f.Labels = labelsOf(s.labels)
+	f.Capabilities = replaceFamily(f.Capabilities, grammar.CapLabel, labelRecords(s.labels))
 	s.cached, s.probedAt, s.have = f, s.now(), true
 	s.mu.Unlock()
 	return f, nil
@@ -162,8 +174,10 @@ func (s *Source) SetLabels(labels map[string]string) error {
 	defer s.mu.Unlock()
 	s.labels = labels
 	if s.have {
-		// A new map, never the old one changed: callers may hold it.
+		// A new map and slice, never the old ones changed: callers may
+		// hold them.
 		s.cached.Labels = labelsOf(labels)
+		s.cached.Capabilities = replaceFamily(s.cached.Capabilities, grammar.CapLabel, labelRecords(labels))
 	}
 	return nil
 }
@@ -195,5 +209,12 @@ func (f Facts) clone() Facts {
 	f.Runtimes = slices.Clone(f.Runtimes)
 	f.Labels = maps.Clone(f.Labels)
 	f.Notes = slices.Clone(f.Notes)
+	if f.Capabilities != nil {
+		caps := make([]Capability, len(f.Capabilities))
+		for i, c := range f.Capabilities {
+			caps[i] = c.clone()
+		}
+		f.Capabilities = caps
+	}
 	return f
 }

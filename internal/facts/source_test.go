@@ -203,7 +203,7 @@ func TestSourceWaiterGivesUpWithItsContext(t *testing.T) {
 	m.onPath["nvidia-smi"] = true
 	deps := m.deps()
 	entered, release := make(chan struct{}), make(chan struct{})
-	deps.RunNvidiaSMI = func(ctx context.Context, path string) ([]byte, error) {
+	deps.Run = func(ctx context.Context, path string, args []string, stderr bool) ([]byte, error) {
 		close(entered)
 		<-release
 		return []byte(realNvidiaSMI), nil
