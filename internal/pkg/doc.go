@@ -8,10 +8,27 @@
 // (id, version), its kind (inference, with the role it serves, or
 // service), its runtime (process, llama.cpp, ollama or mlx-lm, with
 // command, args, env, model or model_file and an optional health path),
-// one or more variants (requirements: arch, os, gpu, runtimes; resources:
-// mem_bytes, vram_bytes, cpu_millis) and every file with its size,
-// SHA-256 and exec bit. The design brief's "mode" is the boolean "exec":
-// packages carry no other permission bits.
+// one or more variants and every file with its size, SHA-256 and exec
+// bit. The design brief's "mode" is the boolean "exec": packages carry no
+// other permission bits.
+//
+// # Requirements
+//
+// A variant is a route: requirements (in the grammar of the capability
+// records nodes sign, internal/grammar: a selector exact or dot-prefix,
+// predicates eq gte lte in has on attributes, a count, exclusive use, a
+// minimum provenance), an execution (native, or emulated: placed only
+// when emulation is allowed) and resources, its own memory demand
+// (mem_bytes on the host, vram_bytes on accelerators, cpu_millis). The
+// first manifest grammar's requires block (arch, os, gpu, runtimes) keeps
+// working: EffectiveRequirements reads it as the equivalent requirements
+// (cpu.arch.<a>, os.<o>, accel.gpu, runtime.<kind> with the runtime
+// spelled as its capability word), followed by the declared ones;
+// CommonRequirements adds the package's own runtime. A package also
+// carries labels and excludes (co-residency), an optional perf target
+// (id, param, param_value, better, budget) over measured capabilities,
+// and sticky. Manifests without these fields encode exactly as before,
+// so packages signed before requirements existed still verify.
 //
 // manifest.sig is {"signatures":[{"key": hex, "sig": hex}]}: ed25519
 // signatures by publisher keys over "nodeld.pkg.manifest.v1\x00" followed
@@ -30,7 +47,11 @@
 //
 //   - Decoding is strict and bounded: unknown fields, duplicate keys and
 //     trailing data are errors; every size and count is bounded by a
-//     constant in limits.go and checked before the bytes are read.
+//     constant in limits.go and checked before the bytes are read; a
+//     predicate value is a grammar.Value (bool, integer, float, string or
+//     a bounded list of those), refused while decoding when it is
+//     anything else; the trust family can be neither required nor a perf
+//     target (tiers are the operator's).
 //   - Listed paths are relative, clean, slash-separated, without "..",
 //     backslashes, colons or control characters, unique, never a
 //     directory of another listed path, and never manifest.json or

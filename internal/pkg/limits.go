@@ -24,8 +24,17 @@ const (
 	MaxPathDepth = 16
 	// MaxVariants bounds the variants of a package.
 	MaxVariants = 32
-	// MaxListLen bounds each list in a variant's requirements.
+	// MaxListLen bounds each list in a variant's requires block.
 	MaxListLen = 16
+	// MaxRequirements bounds a variant's requirements, MaxPredicates the
+	// predicates of one requirement, and MaxRequirementCount its count.
+	// Predicate values are bounded by grammar.MaxValueStringLen and
+	// grammar.MaxValueListLen as they are decoded.
+	MaxRequirements     = 64
+	MaxPredicates       = 32
+	MaxRequirementCount = 64
+	// MaxPackageLabels bounds a package's labels and its excludes.
+	MaxPackageLabels = 64
 	// MaxArgs bounds runtime.args and MaxArgLen each argument.
 	MaxArgs   = 128
 	MaxArgLen = 4096

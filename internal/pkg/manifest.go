@@ -52,6 +52,21 @@ type Manifest struct {
 	Variants []Variant `json:"variants"`
 	// Files lists every file of the package with its size and SHA-256.
 	Files []File `json:"files"`
+
+	// Labels name what the package is, for co-residency: another
+	// package's Excludes may name one of them. Names, at most
+	// MaxPackageLabels.
+	Labels []string `json:"labels,omitempty"`
+	// Excludes name labels of packages this one must not share a node
+	// with (either side's exclusion keeps them apart). Names, at most
+	// MaxPackageLabels.
+	Excludes []string `json:"excludes,omitempty"`
+	// PerfTarget, when set, ranks nodes by a measured performance metric
+	// and may reject those that miss its budget.
+	PerfTarget *PerfTarget `json:"perf_target,omitempty"`
+	// Sticky asks the controller to keep an instance on its current node
+	// unless that node no longer fits.
+	Sticky bool `json:"sticky,omitempty"`
 }
 
 // Runtime says how a package is run.
@@ -86,17 +101,29 @@ type Health struct {
 	Path string `json:"path"`
 }
 
-// Variant is one way of placing a package.
+// Variant is one way of placing a package: a route. Its requirements are
+// EffectiveRequirements (the requires block read in the requirement
+// grammar, then Requirements); its memory demand is Resources.
 type Variant struct {
 	// Name is a token unique within the manifest.
 	Name string `json:"name"`
-	// Requires are hard constraints on the node.
+	// Requires are hard constraints on the node in the first manifest
+	// grammar, kept so packages signed before requirements existed stay
+	// valid; EffectiveRequirements reads them as requirements.
 	Requires Requires `json:"requires"`
+	// Requirements select capabilities of the node (at most
+	// MaxRequirements), in addition to Requires.
+	Requirements []Requirement `json:"requirements,omitempty"`
+	// Execution is grammar.ExecutionNative (the default when empty) or
+	// grammar.ExecutionEmulated: an emulated route is placed only when
+	// emulation is explicitly allowed, and never over a native one.
+	Execution string `json:"execution,omitempty"`
 	// Resources are what an instance reserves on the node.
 	Resources Resources `json:"resources"`
 }
 
-// Requires are a variant's hard constraints. An empty list means any.
+// Requires are a variant's hard constraints in the first manifest
+// grammar. An empty list means any.
 type Requires struct {
 	// Arch lists acceptable CPU architectures (GOARCH names).
 	Arch []string `json:"arch,omitempty"`
@@ -108,10 +135,16 @@ type Requires struct {
 	Runtimes []string `json:"runtimes,omitempty"`
 }
 
-// Resources are what an instance of a variant reserves.
+// Resources are what an instance of a variant reserves: its memory
+// demand, per route (each variant says its own). The placement engine
+// fits MemBytes and VRAMBytes together into a node's mem.unified pool, or
+// MemBytes into mem.system and VRAMBytes into the sum of its mem.vram.
 type Resources struct {
-	MemBytes  uint64 `json:"mem_bytes,omitempty"`
+	// MemBytes is the host memory demand in bytes.
+	MemBytes uint64 `json:"mem_bytes,omitempty"`
+	// VRAMBytes is the accelerator memory demand in bytes.
 	VRAMBytes uint64 `json:"vram_bytes,omitempty"`
+	// CPUMillis is the CPU share, in thousandths of a core.
 	CPUMillis uint64 `json:"cpu_millis,omitempty"`
 }
 
@@ -274,7 +307,13 @@ func (m *Manifest) Validate() error {
 			checkList(base+".requires.arch", v.Requires.Arch, add)
 			checkList(base+".requires.os", v.Requires.OS, add)
 			checkList(base+".requires.runtimes", v.Requires.Runtimes, add)
+			v.validateRequirements(base, add)
 		}
+	}
+	checkNames("labels", m.Labels, add)
+	checkNames("excludes", m.Excludes, add)
+	if m.PerfTarget != nil {
+		m.PerfTarget.validate(add)
 	}
 	return errors.Join(errs...)
 }

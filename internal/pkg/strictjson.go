@@ -9,7 +9,9 @@ import (
 )
 
 // maxJSONDepth bounds the nesting of any JSON document this package
-// decodes; the deepest legitimate one (a manifest) nests four levels.
+// decodes; the deepest legitimate one (a manifest: variants, a variant,
+// its requirements, a requirement, its predicates, a predicate, an "in"
+// list) nests eight levels.
 const maxJSONDepth = 16
 
 // decodeStrict decodes one JSON value from data into v: unknown fields,
