@@ -96,13 +96,29 @@
 // with a mesh.StreamCode* code. Both are counted. MeshForwarder starts no
 // goroutine of its own; ServeStream runs on the mesh's stream goroutine.
 //
+// # Measured performance
+//
+// For each role the proxy keeps the time to first byte of the last
+// PerfWindow inference requests (POST to an inference path) its local
+// instance answered 200, and, for OpenAI completions, the tokens per
+// second their final usage report implies (completion_tokens over the
+// time from first to last byte of a stream, over the whole exchange
+// otherwise; at least MinPerfTokens). Finding the usage costs a copy of
+// at most 1 KiB per response write into a pooled ring holding the
+// response's end, and one search of it when the response ends; no chunk
+// is parsed. Requests served to peers over the mesh are not measured.
+// LocalPerf returns the medians, computed when asked, for roles whose
+// local instance is still the one the samples came from; cmd/nodeld
+// hands them to the signed facts as perf.infer.<role> records.
+//
 // # Concurrency and goroutines
 //
 // Run owns one Serve goroutine per role and one drain goroutine per role
 // being stopped, and waits for all of them (and for the roles' handlers)
 // before returning. Handlers run on net/http's goroutines and share only
-// atomics (limits, in-flight counts) and the Resolver, which must be safe
-// for concurrent use. ApplyConfig, Prepare, Addr, Inflight and Ready are
+// atomics (limits, in-flight counts), the Resolver, which must be safe
+// for concurrent use, and each role's performance samples, under a mutex
+// held for a few stores. ApplyConfig, Prepare, Addr, Inflight and Ready are
 // safe to call from any goroutine; reloads are serialised: a Prepared
 // reload holds the reload lock until its Commit or Abort, so Run's start
 // and stop, and the next Prepare, wait for it (a reload binds new role

@@ -110,11 +110,20 @@ func (h *roleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.rs.gauge.Inc()
 	rec := &recorder{ResponseWriter: w, start: start, limit: set.MaxResponseBytes}
+	measure, usage := measured(r)
+	measure = measure && rm.route == routeLocal
+	if measure && usage {
+		rec.tail = getTail()
+	}
 	defer func() {
 		// Runs also when the stream is cut with http.ErrAbortHandler.
 		h.rs.gauge.Dec()
 		h.rs.release()
 		p.observe(role, rm, rec, start)
+		if measure {
+			observePerf(h.rs, target, rec, time.Since(start))
+			putTail(rec.tail)
+		}
 	}()
 	// The slot is held from here: a client trickling its body must not
 	// keep it past BodyTimeout.
@@ -426,6 +435,7 @@ type recorder struct {
 	written   int64
 	autoFlush bool          // flush after every write (remote: the forwarder need not)
 	firstByte time.Duration // 0 until the first body byte or empty final head
+	tail      *tailBuf      // the response's end, for its usage report; nil when not measured
 }
 
 func (w *recorder) WriteHeader(code int) {
@@ -462,6 +472,9 @@ func (w *recorder) Write(b []byte) (int, error) {
 	}
 	n, err := w.ResponseWriter.Write(b)
 	w.written += int64(n)
+	if w.tail != nil {
+		w.tail.keep(b[:n])
+	}
 	if err == nil && w.autoFlush {
 		w.Flush()
 	}

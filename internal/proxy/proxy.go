@@ -106,6 +106,8 @@ type roleServer struct {
 	peer  routeMetrics
 
 	passthrough atomic.Bool // the role's ModelPassthrough
+
+	perf perfRecorder // the local instance's measured speed (perf.go)
 }
 
 // routeMetrics are one role's metric children for one route.

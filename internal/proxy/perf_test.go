@@ -1,0 +1,227 @@
+package proxy
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/nodeld/nodeld/internal/table"
+)
+
+func TestPerfRing(t *testing.T) {
+	var r perfRing
+	for _, v := range []float64{5, 1, 3} {
+		r.add(v)
+	}
+	if got := r.median(); got != 3 {
+		t.Errorf("median of 5 1 3 = %v", got)
+	}
+	r.add(10)
+	if got := r.median(); got != 4 {
+		t.Errorf("median of 5 1 3 10 = %v, want 4", got)
+	}
+	// Past PerfWindow, the oldest values go.
+	for range PerfWindow {
+		r.add(100)
+	}
+	if r.n != PerfWindow || r.median() != 100 {
+		t.Errorf("after a full window: %d values, median %v", r.n, r.median())
+	}
+}
+
+func TestPerfRecorder(t *testing.T) {
+	var pr perfRecorder
+	if _, ok := pr.stats("a", 1); ok {
+		t.Fatal("stats with no samples")
+	}
+	for i := range 5 {
+		pr.record("a", time.Duration(i+1)*time.Millisecond, float64(10*(i+1)))
+	}
+	pr.record("a", 3*time.Millisecond, 0) // no token count
+	got, ok := pr.stats("a", 5)
+	want := RolePerf{TTFB: 3 * time.Millisecond, TTFBSamples: 6, TokensPerSecond: 30, TokensSamples: 5}
+	if !ok || got != want {
+		t.Errorf("stats = %+v, %v; want %+v", got, ok, want)
+	}
+	// Below the minimum: counts without a median.
+	got, _ = pr.stats("a", 6)
+	if want := (RolePerf{TTFB: 3 * time.Millisecond, TTFBSamples: 6, TokensSamples: 5}); got != want {
+		t.Errorf("stats(min 6) = %+v, want %+v", got, want)
+	}
+	if _, ok := pr.stats("b", 1); ok {
+		t.Error("samples of instance a reported for instance b")
+	}
+	// Another instance starts afresh.
+	pr.record("b", time.Second, 0)
+	if got, _ := pr.stats("b", 1); got.TTFBSamples != 1 || got.TTFB != time.Second || got.TokensSamples != 0 {
+		t.Errorf("after the instance changed: %+v", got)
+	}
+}
+
+func TestTailBufKeepsTheEnd(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for trial := range 200 {
+		tail := getTail()
+		var all []byte
+		for range rng.IntN(20) {
+			chunk := make([]byte, rng.IntN(3*perfTailBytes/2))
+			for i := range chunk {
+				chunk[i] = byte('a' + rng.IntN(26))
+			}
+			all = append(all, chunk...)
+			tail.keep(chunk)
+		}
+		want := all[max(0, len(all)-perfTailBytes):]
+		if got := tail.bytes(); !bytes.Equal(got, want) {
+			t.Fatalf("trial %d: tail of %d bytes holds %d bytes, not the last ones", trial, len(all), len(got))
+		}
+		putTail(tail)
+	}
+}
+
+func TestCompletionTokens(t *testing.T) {
+	tests := []struct {
+		give   string
+		want   int
+		wantOK bool
+	}{
+		{`"usage":{"prompt_tokens":12,"completion_tokens":345,"total_tokens":357}}`, 345, true},
+		{`"completion_tokens" :  7 }`, 7, true},
+		{"data: {\"usage\":{\"completion_tokens\":1}}\n\ndata: {\"usage\":{\"completion_tokens\":99}}\n\ndata: [DONE]\n\n", 99, true},
+		{`"completion_tokens_details":{"reasoning_tokens":5}}`, 0, false},
+		{`"completion_tokens":null}`, 0, false},
+		{`"completion_tokens":"5"}`, 0, false},
+		{`"completion_tokens":-5}`, 0, false},
+		{`"completion_tokens":12`, 0, false}, // cut off: maybe longer
+		{`"completion_tokens":1234567890}`, 0, false},
+		{`"prompt_tokens":3}`, 0, false},
+		{``, 0, false},
+	}
+	for _, tt := range tests {
+		got, ok := completionTokens([]byte(tt.give))
+		if got != tt.want || ok != tt.wantOK {
+			t.Errorf("completionTokens(%q) = %d, %v; want %d, %v", tt.give, got, ok, tt.want, tt.wantOK)
+		}
+	}
+}
+
+func FuzzCompletionTokens(f *testing.F) {
+	f.Add([]byte(`{"usage":{"completion_tokens":345}}`))
+	f.Add([]byte(`"completion_tokens": 999999999,`))
+	f.Fuzz(func(t *testing.T, tail []byte) {
+		n, ok := completionTokens(tail)
+		if !ok {
+			return
+		}
+		if n < 0 || n > 999999999 {
+			t.Fatalf("count %d", n)
+		}
+		if !bytes.Contains(tail, []byte(`"completion_tokens"`)) || !bytes.Contains(tail, []byte(strconv.Itoa(n))) {
+			t.Fatalf("count %d is not in %q", n, tail)
+		}
+	})
+}
+
+// perfUpstream answers completions with a usage report, streamed when
+// asked; "fail" in the body gets a 500.
+func perfUpstream(t *testing.T, tokens int) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body bytes.Buffer
+		_, _ = body.ReadFrom(r.Body)
+		usage := fmt.Sprintf(`"usage":{"prompt_tokens":3,"completion_tokens":%d,"total_tokens":%d}`, tokens, tokens+3)
+		switch {
+		case r.URL.Path == "/v1/models":
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"object":"list","data":[]}`))
+		case strings.Contains(body.String(), "fail"):
+			http.Error(w, "boom", http.StatusInternalServerError)
+		case strings.Contains(body.String(), `"stream":true`):
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = w.Write([]byte("data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n"))
+			w.(http.Flusher).Flush()
+			time.Sleep(15 * time.Millisecond) // generation time between first and last byte
+			_, _ = w.Write([]byte("data: {\"choices\":[]," + usage + "}\n\ndata: [DONE]\n\n"))
+		default:
+			time.Sleep(15 * time.Millisecond) // generation time before the first byte
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"choices":[{"message":{"content":"a"}}],` + usage + `}`))
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestLocalPerf(t *testing.T) {
+	h := startProxy(t, Config{Roles: []RoleConfig{{Name: "chat", Listen: "127.0.0.1:0"}, {Name: "embed", Listen: "127.0.0.1:0"}}}, Deps{})
+	up := perfUpstream(t, 64)
+	h.resolver.set("chat", table.Target{Kind: table.TargetLocal, Base: up.URL, Model: "m"})
+	if got := h.p.LocalPerf(1); len(got) != 0 {
+		t.Fatalf("LocalPerf before any request = %+v", got)
+	}
+	for i := range 4 {
+		if res, _ := h.post("chat", "/v1/chat/completions", `{"model":"m","stream":true}`); res.StatusCode != 200 {
+			t.Fatalf("stream %d: %d", i, res.StatusCode)
+		}
+		if res, _ := h.post("chat", "/v1/completions", `{"model":"m"}`); res.StatusCode != 200 {
+			t.Fatalf("one-shot %d: %d", i, res.StatusCode)
+		}
+	}
+	// Not measured: reads, failures, and requests without usage.
+	h.get("chat", "/v1/models")
+	h.post("chat", "/v1/chat/completions", `{"model":"m","fail":1}`)
+	if res, _ := h.post("chat", "/v1/embeddings", `{"model":"m","input":"x"}`); res.StatusCode != 200 {
+		t.Fatalf("embeddings: %d", res.StatusCode)
+	}
+
+	got := h.p.LocalPerf(4)
+	if len(got) != 1 || got[0].Role != "chat" {
+		t.Fatalf("LocalPerf = %+v, want chat only", got)
+	}
+	rp := got[0]
+	// Embeddings count for time to first byte; their usage is not read.
+	if rp.TTFBSamples != 9 || rp.TokensSamples != 8 {
+		t.Errorf("samples: ttfb %d tokens %d, want 9 and 8", rp.TTFBSamples, rp.TokensSamples)
+	}
+	if rp.TTFB <= 0 || rp.TTFB > testDeadline {
+		t.Errorf("median TTFB %s", rp.TTFB)
+	}
+	// 64 tokens in at least 15ms: at most about 4267 tokens per second.
+	if rp.TokensPerSecond <= 0 || rp.TokensPerSecond > 64/0.015+1 {
+		t.Errorf("median tokens per second %v", rp.TokensPerSecond)
+	}
+	if got := h.p.LocalPerf(10); got[0].TTFB != 0 || got[0].TokensPerSecond != 0 || got[0].TTFBSamples != 9 {
+		t.Errorf("below the minimum: %+v", got[0])
+	}
+
+	// A role now served by a peer has no local performance; a new local
+	// instance starts afresh.
+	h.resolver.set("chat", table.Target{Kind: table.TargetRemote, NodeID: "n-1"})
+	if got := h.p.LocalPerf(1); len(got) != 0 {
+		t.Errorf("LocalPerf for a remote role = %+v", got)
+	}
+	h.resolver.set("chat", table.Target{Kind: table.TargetLocal, Base: up.URL, Model: "other"})
+	if got := h.p.LocalPerf(1); len(got) != 0 {
+		t.Errorf("LocalPerf of a new instance before its first request = %+v", got)
+	}
+	h.post("chat", "/v1/completions", `{"model":"other"}`)
+	got = h.p.LocalPerf(1)
+	if diff := cmp.Diff([]string{"chat"}, roles(got)); diff != "" || got[0].TTFBSamples != 1 {
+		t.Errorf("after the new instance's first request: %+v", got)
+	}
+}
+
+func roles(rps []RolePerf) []string {
+	var out []string
+	for _, rp := range rps {
+		out = append(out, rp.Role)
+	}
+	return out
+}
