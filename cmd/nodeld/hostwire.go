@@ -46,14 +46,15 @@ func hostConfig(cfg *config.Config) (host.Config, error) {
 	return hc, nil
 }
 
-// newFacts builds the node's signed facts source: node.labels, signed
-// with the node key under a seq kept in the data dir.
-func newFacts(cfg *config.Config, id *identity.Identity) (*facts.Source, error) {
+// newFacts builds the node's signed facts source: node.labels and the
+// proxy's measurements of local instances (perf), signed with the node
+// key under a seq kept in the data dir.
+func newFacts(cfg *config.Config, id *identity.Identity, perf facts.PerfSource) (*facts.Source, error) {
 	seq, err := facts.OpenSeqStore(cfg.Node.DataDir)
 	if err != nil {
 		return nil, err
 	}
-	return facts.NewSource(facts.DefaultProbeDeps(), id.PrivateKey(), cfg.Node.Labels, seq, facts.SourceOptions{})
+	return facts.NewSource(facts.DefaultProbeDeps(), id.PrivateKey(), cfg.Node.Labels, seq, facts.SourceOptions{Perf: perf})
 }
 
 // newHost builds the workload host with its revocation list and signed

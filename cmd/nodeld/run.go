@@ -319,7 +319,7 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n.facts, err = newFacts(cfg, d.id)
+	n.facts, err = newFacts(cfg, d.id, proxyPerf{n.proxy})
 	if err != nil {
 		return nil, err
 	}
