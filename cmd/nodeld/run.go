@@ -150,6 +150,12 @@ func runDaemon(ctx context.Context, o daemonOptions) (err error) {
 			err = fmt.Errorf("close chain: %w", cerr)
 		}
 	}()
+	// Every record a remote party can trigger goes through this one
+	// recorder, so a peer cannot fill the chain.
+	rec, err := chain.NewRecorder(ch, chain.RecorderOptions{Logger: log.Named("chain"), Registerer: reg})
+	if err != nil {
+		return err
+	}
 
 	n := &node{
 		id: id, chain: ch, log: log, level: level, cfgPath: o.cfgPath,
@@ -159,8 +165,12 @@ func runDaemon(ctx context.Context, o daemonOptions) (err error) {
 	// table: the admission is bound once both exist.
 	admission := &meshAdmission{}
 	n.table = table.New(id.ID(), table.Options{
-		Admission:  admission,
-		Audit:      ch,
+		Admission: admission,
+		Audit:     ch,
+		RecordRefusal: func(sender, kind, reason string, payload any) error {
+			_, err := rec.Record(chain.RecordKey{Sender: sender, Kind: kind, Reason: reason}, table.AuditSource, payload)
+			return err
+		},
 		Registerer: reg,
 		Load: func(role string) (int, int) {
 			if n.proxy == nil {
@@ -290,6 +300,7 @@ func runDaemon(ctx context.Context, o daemonOptions) (err error) {
 	g.Go(func() error { return n.adopter.Run(rest) })
 	g.Go(func() error { return operator.Run(rest) })
 	g.Go(func() error { return n.host.Run(rest) })
+	g.Go(func() error { return rec.Run(rest) })
 	if n.mesh != nil {
 		g.Go(func() error { return n.mesh.Run(rest) })
 	}
