@@ -185,6 +185,7 @@ func runDaemon(ctx context.Context, o daemonOptions) (err error) {
 			DataDir:    cfg.Node.DataDir,
 			Table:      n.table,
 			Audit:      ch,
+			Recorder:   rec,
 			Logger:     log.Named("mesh"),
 			Registerer: reg,
 			// A peer pinned on first contact gets an id: allowlists that
