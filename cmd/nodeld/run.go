@@ -239,7 +239,7 @@ func runDaemon(ctx context.Context, o daemonOptions) (err error) {
 	if err != nil {
 		return err
 	}
-	n.host, err = newHost(cfg, id, n, ch, rev, reg, log)
+	n.host, err = newHost(cfg, id, n, ch, rec, rev, reg, log)
 	if err != nil {
 		return err
 	}
