@@ -214,7 +214,7 @@ func runDaemon(ctx context.Context, o daemonOptions) (err error) {
 	}
 	if n.mesh != nil {
 		n.forwarder, err = proxy.NewMeshForwarder(proxy.MeshDeps{
-			Mesh: n.mesh, Table: n.table, Audit: ch, Logger: log.Named("proxy.mesh"), Registerer: reg,
+			Mesh: n.mesh, Table: n.table, Recorder: rec, Logger: log.Named("proxy.mesh"), Registerer: reg,
 			MaxInflightPerPeer: cfg.Mesh.MaxInflightPerPeer,
 			MaxInflightTotal:   cfg.Mesh.MaxInflightTotal,
 			MaxBodyBytes:       cfg.Inference.Limits.MeshMaxBodyBytes,
