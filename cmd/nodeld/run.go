@@ -265,13 +265,14 @@ func runDaemon(ctx context.Context, o daemonOptions) (err error) {
 	if err != nil {
 		return err
 	}
-	for _, c := range []string{readyAdmin, readyProxy, readyChain} {
+	for _, c := range []string{readyAdmin, readyProxy} {
 		n.admin.Require(c)
 	}
 	if n.mesh != nil {
 		n.admin.Require(readyMesh)
 	}
-	n.admin.SetReady(readyChain, true)
+	// Not ready while appends fail; /readyz shows the chain's error.
+	n.admin.Check(readyChain, ch.Healthy)
 
 	if _, err := ch.Append(chainSource, "node.start", map[string]any{
 		"node_id": id.ID(), "name": cfg.Node.Name, "version": buildVersion(),
