@@ -134,8 +134,8 @@ type SuppressedEvent struct {
 // summary per tracked key whose period closed, and one for the overflow.
 // The steady growth: a key repeating more often than its budget lets
 // through, forever, adds at most PerKey+1 entries per MaxPeriod once
-// backed off (two an hour with the defaults, after about two hours'
-// ramp: periods of 1, 1, 2, 4, 8, 16, 32, then 60 minutes).
+// backed off: two an hour with the defaults, after a ramp of 64 minutes
+// (periods of 1, 1, 2, 4, 8, 16 and 32 minutes, then 60).
 //
 // A period closes lazily, when a Record or Flush sees a time past it. Run
 // flushes every Window, so the summaries of a flood followed by silence

@@ -476,11 +476,11 @@ func TestRecordInvalid(t *testing.T) {
 }
 
 func TestNewRecorderRefuses(t *testing.T) {
-	_, err := NewRecorder(nil, RecorderOptions{Window: -1, PerKey: -1, MaxKeys: -1})
+	_, err := NewRecorder(nil, RecorderOptions{Window: -1, PerKey: -1, MaxKeys: -1, MaxPeriod: -1})
 	if err == nil {
 		t.Fatal("NewRecorder accepted a nil appender and negative options")
 	}
-	for _, want := range []string{"appender is nil", "window", "per-key", "max keys"} {
+	for _, want := range []string{"appender is nil", "window", "per-key", "max keys", "max period"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("NewRecorder error %q does not report %q", err, want)
 		}
