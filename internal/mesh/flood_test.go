@@ -45,8 +45,8 @@ type floodTable struct {
 }
 
 func (f *floodTable) Advertisements(time.Time) []table.Advertisement { return f.ads }
-func (f *floodTable) MeshPeerAllowed(string, string) bool             { return true }
-func (f *floodTable) Subscribe() (<-chan struct{}, func())            { return f.wake, func() {} }
+func (f *floodTable) MeshPeerAllowed(string, string) bool            { return true }
+func (f *floodTable) Subscribe() (<-chan struct{}, func())           { return f.wake, func() {} }
 func (f *floodTable) IngestAdvertisement(string, table.Advertisement) bool {
 	return false
 }
