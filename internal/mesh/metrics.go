@@ -64,7 +64,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		bytes: newByteCounter(),
 		suppressed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "nodeld_mesh_refusals_suppressed_total",
-			Help: "Refused handshakes not recorded in the audit chain because of its rate limit.",
+			Help: "Refused handshakes counted into a summary entry of the audit chain instead of chained one by one.",
 		}),
 		dead: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "nodeld_mesh_links_dead_total",

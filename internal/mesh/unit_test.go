@@ -38,34 +38,6 @@ func TestBackoffDelay(t *testing.T) {
 	}
 }
 
-func TestRefusalLimiter(t *testing.T) {
-	var l refusalLimiter
-	t0 := time.Unix(1000, 0)
-	for i := range RefusalAuditBurst {
-		if ok, _ := l.allow(t0.Add(time.Duration(i) * time.Second)); !ok {
-			t.Fatalf("refusal %d suppressed", i)
-		}
-	}
-	for range 5 {
-		if ok, _ := l.allow(t0.Add(30 * time.Second)); ok {
-			t.Fatal("refusal over the burst recorded")
-		}
-	}
-	if n := l.flush(t0.Add(59 * time.Second)); n != 0 {
-		t.Errorf("flush inside the window = %d", n)
-	}
-	ok, flushed := l.allow(t0.Add(RefusalAuditWindow))
-	if !ok || flushed != 5 {
-		t.Errorf("first refusal of the next window = %v, %d suppressed; want true, 5", ok, flushed)
-	}
-	for range RefusalAuditBurst {
-		l.allow(t0.Add(RefusalAuditWindow + time.Second))
-	}
-	if n := l.flush(t0.Add(2 * RefusalAuditWindow)); n != 1 {
-		t.Errorf("flush after the window = %d, want 1", n)
-	}
-}
-
 func TestPreferNew(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	tests := []struct {

@@ -40,9 +40,18 @@ type Options struct {
 	// Audit receives the table's audit events (source AuditSource). Nil
 	// disables audit.
 	Audit Auditor
-	// AuditError, when set, is told about every audit record that could
-	// not be written. The change it describes has already been applied:
-	// the table's audit is after the fact, never a gate.
+	// RecordRefusal receives every refused advertisement: sender is the
+	// verified sender, kind KindAdvertRefused, reason one of the Reason*
+	// constants and payload an AdvertRefusedEvent. A peer decides how
+	// often it advertises, so the daemon passes its shared rate-limited
+	// recorder here (chain.Recorder, keyed by sender, kind and reason),
+	// never Audit itself. Its errors are counted and reported like
+	// Audit's. Nil means refusals are not recorded.
+	RecordRefusal func(sender, kind, reason string, payload any) error
+	// AuditError, when set, is told about every audit record (or refusal
+	// record) that could not be written. The change it describes has
+	// already been applied: the table's audit is after the fact, never a
+	// gate.
 	AuditError func(kind string, err error)
 	// AdvertTTL is how long a received advertisement counts after its
 	// local receipt. Zero or negative means DefaultAdvertTTL.
@@ -90,6 +99,7 @@ type Table struct {
 	nodeID  string
 	admit   Admission
 	audit   Auditor
+	refusal func(sender, kind, reason string, payload any) error
 	auditFn func(kind string, err error)
 	ttl     time.Duration
 	now     func() time.Time
@@ -132,6 +142,7 @@ func New(nodeID string, opts Options) *Table {
 		nodeID:     nodeID,
 		admit:      opts.Admission,
 		audit:      opts.Audit,
+		refusal:    opts.RecordRefusal,
 		auditFn:    opts.AuditError,
 		ttl:        opts.AdvertTTL,
 		now:        opts.Now,
@@ -197,10 +208,25 @@ func (t *Table) record(kind string, payload any) {
 		return
 	}
 	if err := t.audit.Record(AuditSource, kind, payload); err != nil {
-		t.metrics.auditFailed()
-		if t.auditFn != nil {
-			t.auditFn(kind, err)
-		}
+		t.auditFailed(kind, err)
+	}
+}
+
+// recordRefusal hands a refused advertisement to Options.RecordRefusal.
+// Call without mu.
+func (t *Table) recordRefusal(sender, reason string, ev AdvertRefusedEvent) {
+	if t.refusal == nil {
+		return
+	}
+	if err := t.refusal(sender, KindAdvertRefused, reason, ev); err != nil {
+		t.auditFailed(KindAdvertRefused, err)
+	}
+}
+
+func (t *Table) auditFailed(kind string, err error) {
+	t.metrics.auditFailed()
+	if t.auditFn != nil {
+		t.auditFn(kind, err)
 	}
 }
 
