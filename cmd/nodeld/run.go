@@ -268,9 +268,11 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 			_, err := n.rec.Record(chain.RecordKey{Sender: sender, Kind: kind, Reason: reason}, table.AuditSource, payload)
 			return err
 		},
-		Registerer: d.reg,
-		Load:       l.load,
+		Load: l.load,
 	})
+	if err := n.table.Register(d.reg); err != nil {
+		return nil, err
+	}
 	if cfg.Mesh.Listen != "" {
 		n.mesh, err = mesh.New(meshConfig(cfg), mesh.Deps{
 			Identity:   d.id,

@@ -303,7 +303,9 @@ func New(cfg Config, deps Deps) (*Mesh, error) {
 	for _, pc := range cfg.Peers {
 		m.peers[pc.Addr] = m.newPeerLocked(pc)
 	}
-	m.met = newMetrics(deps.Registerer)
+	if m.met, err = newMetrics(deps.Registerer); err != nil {
+		return nil, fmt.Errorf("mesh: %w", err)
+	}
 	m.updateGaugeLocked()
 	return m, nil
 }

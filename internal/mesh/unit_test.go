@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nodeld/nodeld/internal/table"
 )
@@ -386,4 +387,19 @@ func TestConfiguredKeyDropsSupersededPin(t *testing.T) {
 			t.Error("the replaced first-use key is admitted again after a restart without the configured key")
 		}
 	})
+}
+
+// A metric name already taken is New's error, never a panic.
+func TestNewReportsMetricConflict(t *testing.T) {
+	self := newIdentity(t)
+	reg := prometheus.NewRegistry()
+	deps := func() Deps {
+		return Deps{Identity: self, DataDir: t.TempDir(), Table: table.New(self.ID(), table.Options{}), Registerer: reg}
+	}
+	if _, err := New(Config{Listen: "127.0.0.1:0"}, deps()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(Config{Listen: "127.0.0.1:0"}, deps()); err == nil {
+		t.Fatal("a second mesh registered on the same registry, want an error")
+	}
 }

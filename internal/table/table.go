@@ -5,8 +5,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // ServicePrefix prefixes the advertised service name: role "chat" is
@@ -63,8 +61,6 @@ type Options struct {
 	// "load" metadata of outgoing advertisements. It is called without the
 	// table's lock held. Nil advertises load "0".
 	Load func(role string) (inflight, capacity int)
-	// Registerer receives the table's metrics. Nil registers none.
-	Registerer prometheus.Registerer
 }
 
 // MeshLocal is a local instance a peer's forwarded request may reach.
@@ -135,8 +131,8 @@ type Table struct {
 	nextSub uint64
 }
 
-// New returns an empty table for node nodeID. It starts nothing. It panics
-// only if opts.Registerer already holds the table's metrics (a wiring bug).
+// New returns an empty table for node nodeID. It starts nothing and
+// registers no metrics (Register does).
 func New(nodeID string, opts Options) *Table {
 	t := &Table{
 		nodeID:     nodeID,
@@ -161,7 +157,7 @@ func New(nodeID string, opts Options) *Table {
 	if t.now == nil {
 		t.now = time.Now
 	}
-	t.metrics = newMetrics(opts.Registerer, t.Generation)
+	t.metrics = newMetrics(t.Generation)
 	return t
 }
 
