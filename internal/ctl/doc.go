@@ -28,6 +28,15 @@
 // decoders are in artifact.go, shared by the host (fetcher) and dispatch
 // (holder). Decoder errors wrap ErrArtifactMalformed.
 //
+// Host contract. Besides the calls, ctl holds what a controller reads
+// from workload hosts, so both sides take it from one place: the lifecycle
+// states of an instance (StateLoaded, StateRunning, ...), the reasons of a
+// departed one (DepartedUnloaded, DepartedRevoked), the instance config a
+// place carries and the deterministic instance id it yields (InstanceConfig,
+// InstanceID: a controller knows the id before it sends the place), and
+// the workload-host advertisement's name and metadata (HostAdvertName,
+// HostMetadata, ParseHostMetadata; instance.go and hostadvert.go).
+//
 // Invariants:
 //   - Verification runs in the order of Verifier.VerifyRequest (reference
 //     section 2.7 with the QUIC peer binding after the requester check);

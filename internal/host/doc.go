@@ -14,7 +14,7 @@
 // revoked; a revoked subject is refused governance, anything else verify),
 // admits the variant (OS, arch, runtime present in the node's facts,
 // memory against free memory, package size against MaxPackageBytes and
-// free disk), derives the deterministic instance id (InstanceID), marks
+// free disk), derives the deterministic instance id (ctl.InstanceID), marks
 // the decision in flight, fetches each listed file (ctl/artifact.go) into
 // <data_dir>/packages/.partial/<decision>/, moves the finished directory to
 // <data_dir>/packages/<id>-<version>-<16 hex of manifest hash>/ and runs
@@ -28,6 +28,15 @@
 // decision leaves the in-flight set, so a lost answer is always visible to
 // a status listing. For place with start, a failed start is rolled back
 // (unloaded); if that fails too the instance stays listed (failed).
+//
+// The wire contract a controller reads from hosts is ctl's, not this
+// package's: the lifecycle states an instance is reported in
+// (ctl.StateLoaded ...), the reasons of a departed instance
+// (ctl.DepartedUnloaded, ctl.DepartedRevoked), the derivation of instance
+// ids from package, variant and config (ctl.InstanceID, ctl.InstanceConfig)
+// and the workload-host advertisement (Advertisement: ctl.HostAdvertName
+// with ctl.HostMetadata), so a controller predicts and reads them
+// without importing the host.
 //
 // # Revocation notices
 //

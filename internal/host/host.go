@@ -24,9 +24,6 @@ import (
 	"github.com/nodeld/nodeld/internal/table"
 )
 
-// AdvertName is the name of the host's advertisement.
-const AdvertName = "workload-host"
-
 // AuditSource is the chain source of every host record.
 const AuditSource = "host"
 
@@ -442,25 +439,24 @@ func (h *Host) shutdown() {
 	}
 }
 
-// Advertisement returns the workload-host advertisement: the methods and
-// metadata "instances", "in_flight", "enabled" and label.<k>.
+// Advertisement returns the workload-host advertisement (ctl.HostAdvertName):
+// the methods, ctl.Version and the metadata of ctl.HostMetadata (instances,
+// in_flight, enabled and label.<k>).
 func (h *Host) Advertisement(now time.Time) table.Advertisement {
 	h.mu.Lock()
-	md := map[string]string{
-		"instances": strconv.Itoa(len(h.insts)),
-		"in_flight": strconv.Itoa(len(h.inflight)),
-		"enabled":   strconv.FormatBool(h.cfg.Enabled),
-	}
-	for k, v := range h.cfg.Labels {
-		md["label."+k] = v
-	}
+	md := ctl.HostMetadata{
+		Instances: len(h.insts),
+		InFlight:  len(h.inflight),
+		Enabled:   h.cfg.Enabled,
+		Labels:    h.cfg.Labels,
+	}.Metadata()
 	h.mu.Unlock()
 	methods := make([]string, 0, 8)
 	for _, m := range ctl.Methods() {
 		methods = append(methods, string(m))
 	}
 	return table.Advertisement{
-		Name: AdvertName, NodeID: h.self.ID(), Methods: methods, Version: strconv.Itoa(ctl.Version),
+		Name: ctl.HostAdvertName, NodeID: h.self.ID(), Methods: methods, Version: strconv.Itoa(ctl.Version),
 		Metadata: md, LastUpdated: now.Unix(),
 	}
 }

@@ -22,19 +22,3 @@ func TestTailUTF8(t *testing.T) {
 		}
 	}
 }
-
-func TestInstanceIDDeterministic(t *testing.T) {
-	a := InstanceID("echo", "1.0", "default", testDecision, InstanceConfig{}, "n-1")
-	if b := InstanceID("echo", "1.0", "default", testDecision, InstanceConfig{}, "n-1"); a != b {
-		t.Errorf("same input, ids %q and %q", a, b)
-	}
-	for _, other := range []string{
-		InstanceID("echo", "1.1", "default", testDecision, InstanceConfig{}, "n-1"),
-		InstanceID("echo", "1.0", "default", testDecision, InstanceConfig{Port: 8080}, "n-1"),
-		InstanceID("echo", "1.0", "default", testDecision, InstanceConfig{}, "n-2"),
-	} {
-		if other == a {
-			t.Errorf("different input, same id %q", a)
-		}
-	}
-}
