@@ -143,7 +143,7 @@ func (n *node) status() any {
 	st.Config.LastReloadError = lastErr
 
 	snap := n.table.Snapshot()
-	st.Table = tableDoc{Generation: snap.Generation, Roles: snap.Roles}
+	st.Table = tableDoc{Generation: snap.Generation, Roles: snap.Roles, Hosts: snap.Hosts}
 	byRole := make(map[string]table.RoleSnapshot, len(snap.Roles))
 	for _, r := range snap.Roles {
 		byRole[r.Role] = r

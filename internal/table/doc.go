@@ -11,6 +11,13 @@
 // (Resolve), and the serving side of the mesh asks what a peer may reach
 // (LocalForPeer).
 //
+// The same ingestion keeps each admitted peer's latest workload-host
+// advertisement (HostAdvertName: its instance and in-flight counts,
+// whether its host is enabled, its labels), one per peer, so a controller
+// sees every node's load beside its routes (HostAdverts, and Snapshot's
+// Hosts for status). It names no role and never resolves: it bumps no
+// generation and wakes no subscriber.
+//
 // # Local registrations
 //
 // RegisterLocal returns a LocalSlot: the registration belongs to its
@@ -42,10 +49,14 @@
 //     never helps another.
 //   - An advertisement is taken only when it is the sender's own
 //     (ad.NodeID equals the verified sender), the sender is admitted and the
-//     sender is allowed for the role. Refusals are recorded (see Audit).
+//     sender is allowed for the role (a workload-host advertisement has no
+//     role and no allowlist, the rest holds). Refusals are recorded (see
+//     Audit).
 //   - Freshness is measured from local receipt (Options.Now) against the
 //     TTL; the peer's timestamp is never trusted. A repeat refreshes the
-//     TTL. Expired entries are kept but never resolve.
+//     TTL. Expired entries are kept but never resolve, and HostAdverts
+//     leaves out expired workload-host advertisements and those of peers
+//     no longer admitted. RemoveNode drops all of a peer's.
 //   - Admission is re-checked on every resolution, so a revoked peer stops
 //     resolving at once, before its entry is removed.
 //   - A LocalSlot changes only through its holder; releasing it twice, or

@@ -75,9 +75,9 @@ func TestIngestRefusals(t *testing.T) {
 			wantAudit: []rec{{KindAdvertRefused, AdvertRefusedEvent{
 				Role: "chat", Sender: "n-b", AdvertisedNode: "n-b", Why: ReasonTooLarge}}},
 		},
-		{name: "non-infer name (silent)", sender: "n-b", ad: func() Advertisement {
+		{name: "other name (silent)", sender: "n-b", ad: func() Advertisement {
 			a := ad("chat", "n-b")
-			a.Name = "workload-host"
+			a.Name = "other-service"
 			return a
 		}()},
 		{name: "role with slash (silent)", sender: "n-b", ad: ad("chat/x", "n-b")},

@@ -102,8 +102,8 @@ type Table struct {
 	load    func(role string) (int, int)
 	metrics *metrics
 
-	// mu guards every field below it: local, remote, allow, serveAllow,
-	// exposed, proxyPorts and gen, and the state of this table's
+	// mu guards every field below it: local, remote, hosts, allow,
+	// serveAllow, exposed, proxyPorts and gen, and the state of this table's
 	// LocalSlots. It is never held while calling the Auditor, the
 	// Admission, Options.Load or while waking subscribers.
 	mu sync.RWMutex
@@ -112,6 +112,9 @@ type Table struct {
 	local map[string][]*LocalSlot
 	// remote: role -> sender node id -> its latest advertisement.
 	remote map[string]map[string]remoteEntry
+	// hosts: sender node id -> its latest workload-host advertisement;
+	// one per admitted sender, dropped by RemoveNode.
+	hosts map[string]remoteEntry
 	// allow (use_from, consumer side): role -> nodes that may serve this
 	// node. Default deny.
 	allow map[string]map[string]struct{}
@@ -145,6 +148,7 @@ func New(nodeID string, opts Options) *Table {
 		load:       opts.Load,
 		local:      make(map[string][]*LocalSlot),
 		remote:     make(map[string]map[string]remoteEntry),
+		hosts:      make(map[string]remoteEntry),
 		allow:      make(map[string]map[string]struct{}),
 		serveAllow: make(map[string]map[string]struct{}),
 		exposed:    make(map[string]struct{}),
