@@ -354,7 +354,8 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 		return nil, err
 	}
 	n.dispatch.Register() // a no-op without a mesh
-	n.operator, err = dispatch.NewOperatorServer(dispatch.OperatorConfig{Path: cfg.SocketPath()}, n.dispatch, d.log.Named("operator"))
+	n.operator, err = dispatch.NewOperatorServer(dispatch.OperatorConfig{Path: cfg.SocketPath()},
+		dispatch.OperatorDeps{Backend: n.dispatch, Logger: d.log.Named("operator"), Registerer: d.reg})
 	if err != nil {
 		return nil, err
 	}

@@ -74,7 +74,11 @@
 // only when nothing answers on it. Each connection carries one JSON line
 // request (OperatorRequest, at most MaxOperatorRequestBytes) and gets one
 // JSON line answer (OperatorResponse) with the class ok, refused,
-// unreachable, indeterminate or error. DialOperator is the client.
+// unreachable, indeterminate or error. DialOperator is the client. The
+// server reads, bounds and answers; what a verb does is its
+// OperatorBackend's: the Dispatcher serves the per-node verbs, and a
+// controller plugs its own verbs in with a backend that serves them and
+// hands the rest to the Dispatcher, without a change here.
 //
 // # Concurrency
 //
