@@ -69,8 +69,9 @@ func (p VerifiedPackage) Dir() string {
 // the manifest's.
 //
 // Errors wrap ErrBadPackage, and the *pkg.VerifyError when there is one
-// (pkg.ErrorCode: revoked, untrusted_signer, file_hash, ...). Calls for
-// the same new package at once may each hash it.
+// (pkg.ErrorCode: revoked, untrusted_signer, file_hash, ...), or ctx's
+// error when it ended the hashing. Calls for the same new package at once
+// may each hash it.
 func (d *Dispatcher) VerifyPackage(ctx context.Context, dir string, anchors pkg.Anchors, rev *pkg.Revocations) (VerifiedPackage, error) {
 	bad := func(err error) (VerifiedPackage, error) {
 		return VerifiedPackage{}, fmt.Errorf("package %s: %w: %w", dir, ErrBadPackage, err)
@@ -109,9 +110,6 @@ func (d *Dispatcher) VerifyPackage(ctx context.Context, dir string, anchors pkg.
 
 	v, err := d.hashPackage(ctx, dir, anchors, rev)
 	if err != nil {
-		if ctx.Err() != nil {
-			return VerifiedPackage{}, ctx.Err()
-		}
 		return bad(err)
 	}
 	// Remember the result only for files that did not change while they
