@@ -10,18 +10,19 @@ import (
 // requirement: how far its capabilities got through the filters of
 // reference 3.6.2 (selector, provenance, predicates, state, count).
 type reqStat struct {
-	selected int
-	best     int // best provenance rank among the selected
-	provOK   int
-	maxFail  int // the predicate at which the last candidates dropped out
-	predOK   int
-	blocked  string // state of the first capability usable but for its state
-	nonExcl  int    // usable capabilities that are not exclusive
+	selected int32
+	provOK   int32
+	predOK   int32
+	nonExcl  int32 // usable capabilities that are not exclusive
+	blocked  int32 // 1 + index of the first capability usable but for its state; 0 if none
+	maxFail  int16 // the predicate at which the last candidates dropped out
+	best     int8  // best provenance rank among the selected
 }
 
 // failure returns the memo key of the requirement's failure on its own,
-// and whether it fails; an unknown blocking state is returned as text.
-func (st *reqStat) failure(ri int, usable, count int) (k msgKey, unknownState string, fails bool) {
+// and whether it fails; a blocking state that is not a grammar state is
+// returned as text.
+func (st *reqStat) failure(ri int, usable, count int, caps []Capability) (k msgKey, unknownState string, fails bool) {
 	k.req = int32(ri)
 	switch {
 	case st.selected == 0:
@@ -32,9 +33,10 @@ func (st *reqStat) failure(ri int, usable, count int) (k msgKey, unknownState st
 		k.kind, k.a = msgPredicate, int32(st.maxFail)
 	case usable == 0:
 		k.kind = msgUnavailable
-		i := slices.Index(blockingStates[:], st.blocked)
+		state := caps[st.blocked-1].State
+		i := slices.Index(blockingStates[:], state)
 		if i < 0 {
-			return k, st.blocked, true
+			return k, state, true
 		}
 		k.a = int32(i)
 	case usable < count:
@@ -51,75 +53,125 @@ type nodeScan struct {
 	stats []reqStat
 	cands [][]int32 // per requirement: usable capabilities, in node order
 
-	busy      int
-	isDev     bool
-	hasAccel  bool
-	perf      float64
-	hasPerf   bool
-	perfCount int
+	scanned  bool // table 1 was scanned for this node
+	busy     int
+	isDev    bool
+	hasAccel bool
+	perf     float64
+	hasPerf  bool
 }
 
 func newNodeScan(n int) *nodeScan {
 	return &nodeScan{stats: make([]reqStat, n), cands: make([][]int32, n)}
 }
 
-// scan makes one pass over the node's capabilities: load, the dev class,
-// accelerators, the perf figure, and every requirement's candidates.
+// scan makes one pass over the node's capabilities against table 0: load,
+// the dev class, accelerators, the perf figure, and the candidates of the
+// common requirements, the preferences and the first variant. The loop is
+// kept small; what a selected capability costs is in match.
 func (s *nodeScan) scan(p *plan, caps []Capability) {
-	for i := range s.stats {
-		s.stats[i] = reqStat{maxFail: -1}
+	s.scanned = false
+	clear(s.stats)
+	for i := range s.cands {
 		s.cands[i] = s.cands[i][:0]
 	}
 	s.busy, s.isDev, s.hasAccel, s.hasPerf = 0, false, false, false
-	devClass := p.w.DevFallbackClass
+	t := &p.tables[0]
+	for ci := range caps {
+		c := &caps[ci]
+		if st := c.State; len(st) == len(grammar.StateBusy) || len(st) == len(grammar.StateReserved) {
+			if st == grammar.StateBusy || st == grammar.StateReserved {
+				s.busy++
+			}
+		}
+		id := c.ID
+		if id == "" {
+			continue
+		}
+		for i, b := 0, t.bucket(id[0]); i < len(b); i++ {
+			// Most selectors of a bucket differ from the id at their last
+			// byte or are longer: reject those here, inline.
+			if sel := &b[i]; len(id) >= sel.n && id[sel.n-1] == sel.last && selects(sel, id) {
+				s.match(p, sel.req, ci, c)
+			}
+		}
+	}
+}
+
+// ensure scans the node's capabilities against the table that holds
+// variant v's requirements, once.
+func (s *nodeScan) ensure(p *plan, caps []Capability, v int) {
+	if v == 0 || s.scanned {
+		return
+	}
+	s.scanned = true
+	t := &p.tables[1]
 	for ci := range caps {
 		c := &caps[ci]
 		id := c.ID
 		if id == "" {
 			continue
 		}
-		state := c.State
-		if state == grammar.StateBusy || state == grammar.StateReserved {
-			s.busy++
-		}
-		if id == devClass {
-			s.isDev = true
-		}
-		if grammar.SelectorMatches(accelFamily, id) {
-			s.hasAccel = true
-		}
-		if p.perf != nil && id == p.perf.ID {
-			s.perfCandidate(p.perf, c)
-		}
-		for _, ri := range p.candidatesFor(id[0]) {
-			r := &p.reqs[ri]
-			if !grammar.SelectorMatches(r.sel, id) {
-				continue
-			}
-			st := &s.stats[ri]
-			st.selected++
-			rank, _ := grammar.ProvenanceRank(c.Provenance)
-			st.best = max(st.best, rank)
-			if rank < r.minRank {
-				continue
-			}
-			st.provOK++
-			if f := firstFailing(r.preds, c); f >= 0 {
-				st.maxFail = max(st.maxFail, f)
-				continue
-			}
-			st.predOK++
-			if !usable(state, r.exclusive, c.Exclusive) {
-				if st.blocked == "" {
-					st.blocked = state
-				}
-				continue
-			}
-			s.cands[ri] = append(s.cands[ri], int32(ci))
-			if !c.Exclusive {
-				st.nonExcl++
+		for i, b := 0, t.bucket(id[0]); i < len(b); i++ {
+			// Most selectors of a bucket differ from the id at their last
+			// byte or are longer: reject those here, inline.
+			if sel := &b[i]; len(id) >= sel.n && id[sel.n-1] == sel.last && selects(sel, id) {
+				s.match(p, sel.req, ci, c)
 			}
 		}
+	}
+}
+
+// selects is grammar.SelectorMatches, or equality for an exact
+// pseudo-selector, once the caller has checked the first byte (by
+// bucket), the length and the selector's last byte.
+func selects(s *selector, id string) bool {
+	if s.exact {
+		return len(id) == s.n && id == s.sel
+	}
+	if len(id) > s.n && id[s.n] != '.' {
+		return false
+	}
+	return grammar.SelectorMatches(s.sel, id)
+}
+
+// match takes capability ci, selected by requirement (or pseudo-selector)
+// ri, through the filters of reference 3.6.2.
+func (s *nodeScan) match(p *plan, ri int32, ci int, c *Capability) {
+	switch ri {
+	case selDev:
+		s.isDev = true
+		return
+	case selAccel:
+		s.hasAccel = true
+		return
+	case selPerf:
+		s.perfCandidate(p.perf, c)
+		return
+	}
+	r := &p.reqs[ri]
+	st := &s.stats[ri]
+	st.selected++
+	rank, _ := grammar.ProvenanceRank(c.Provenance)
+	st.best = max(st.best, int8(rank))
+	if rank < r.minRank {
+		return
+	}
+	st.provOK++
+	if f := firstFailing(r.cpreds, c); f >= 0 {
+		st.maxFail = max(st.maxFail, int16(f))
+		return
+	}
+	st.predOK++
+	if !usable(c.State, r.exclusive, c.Exclusive) {
+		if st.blocked == 0 {
+			st.blocked = int32(ci) + 1
+		}
+		return
+	}
+	s.cands[ri] = append(s.cands[ri], int32(ci))
+	if !c.Exclusive {
+		st.nonExcl++
 	}
 }
 
@@ -139,24 +191,25 @@ func usable(state string, reqExclusive, capExclusive bool) bool {
 
 // firstFailing returns the index of the first predicate that does not hold
 // on c, or -1 when all hold.
-func firstFailing(preds []Predicate, c *Capability) int {
+func firstFailing(preds []cpred, c *Capability) int {
 	for i := range preds {
 		pr := &preds[i]
-		v, ok := attr(c, pr.Attr)
-		if !ok || !holds(pr.Op, v, pr.Value) {
+		v := attr(c, pr.attr)
+		if v == nil || !holds(pr.op, v, pr.v) {
 			return i
 		}
 	}
 	return -1
 }
 
-func attr(c *Capability, name string) (Value, bool) {
+// attr returns the named attribute of c, or nil.
+func attr(c *Capability, name string) *Value {
 	for i := range c.Attrs {
 		if c.Attrs[i].Name == name {
-			return c.Attrs[i].Value, true
+			return &c.Attrs[i].Value
 		}
 	}
-	return Value{}, false
+	return nil
 }
 
 // perfCandidate folds one capability into the node's perf figure: the
@@ -167,13 +220,13 @@ func (s *nodeScan) perfCandidate(t *PerfTarget, c *Capability) {
 		return
 	}
 	if t.Param != "" {
-		v, ok := attr(c, t.Param)
-		if !ok || !v.equal(t.ParamValue) {
+		v := attr(c, t.Param)
+		if v == nil || !v.equal(t.ParamValue) {
 			return
 		}
 	}
-	v, ok := attr(c, AttrValue)
-	if !ok {
+	v := attr(c, AttrValue)
+	if v == nil {
 		return
 	}
 	f, ok := v.number()
@@ -196,17 +249,30 @@ func (s *nodeScan) perfCandidate(t *PerfTarget, c *Capability) {
 // requirement, or because the capability is exclusive) serves one
 // requirement once; other capabilities may be shared by any number of
 // shared requirements.
+//
+// A greedy pass in declaration order settles the usual case (nothing
+// contested) in one step per capability; when it fails, a backtracking
+// search decides, bounded by MaxJointSteps.
 type joint struct {
 	caps  []Capability
 	reqs  []int32   // plan indices of the route's requirements
 	cands [][]int32 // per plan index (nodeScan.cands)
 
-	assign  [][]int32 // per plan index: the chosen capabilities
-	owner   []int32   // per capability: the requirement holding it exclusively, or -1
-	contest []int32   // per capability: how many of the route's requirements list it
-	order   []int32   // requirements in search order
-	sorted  [][]int32 // per plan index: candidates, least contested first
-	steps   int
+	assign [][]int32 // per plan index: the chosen capabilities
+
+	// Greedy pass: stamp[ci] == gen marks a capability used in this pass;
+	// held[ci] says whether exclusively.
+	gen   uint32
+	stamp []uint32
+	held  []bool
+
+	// Search.
+	owner    []int32   // per capability: the requirement holding it exclusively, or -1
+	contest  []int32   // per capability: how many of the route's requirements list it
+	order    []int32   // requirements in search order
+	sorted   [][]int32 // per plan index: candidates, least contested first
+	steps    int
+	searched bool // contest is valid (the search ran)
 }
 
 func newJoint(nreqs int) *joint {
@@ -216,36 +282,77 @@ func newJoint(nreqs int) *joint {
 // solve assigns the requirements in j.reqs, returning false when no
 // assignment exists or MaxJointSteps ran out.
 func (j *joint) solve(p *plan, s *nodeScan, caps []Capability) bool {
-	j.caps, j.cands = caps, s.cands
-	for _, ri := range j.reqs {
-		j.assign[ri] = j.assign[ri][:0]
+	j.caps, j.cands, j.searched = caps, s.cands, false
+	if j.greedy(p, caps) {
+		return true
 	}
-	// Fast path: with no exclusive requirement and enough shared
-	// capabilities for each, nothing competes.
-	fast := true
+	return j.search(p, caps)
+}
+
+// greedy gives each requirement, in declaration order, its first usable
+// candidates: shared capabilities first for a shared requirement. It
+// reports false at the first requirement it cannot satisfy.
+func (j *joint) greedy(p *plan, caps []Capability) bool {
+	if len(j.stamp) < len(caps) {
+		j.stamp = make([]uint32, len(caps))
+		j.held = make([]bool, len(caps))
+		j.gen = 0
+	}
+	j.gen++
+	if j.gen == 0 { // wrapped: old stamps could look current
+		clear(j.stamp)
+		j.gen = 1
+	}
 	for _, ri := range j.reqs {
 		r := &p.reqs[ri]
-		if r.exclusive || s.stats[ri].nonExcl < r.count {
-			fast = false
-			break
-		}
-	}
-	if fast {
-		for _, ri := range j.reqs {
-			need := p.reqs[ri].count
-			for _, ci := range s.cands[ri] {
+		a := j.assign[ri][:0]
+		need := r.count
+		if r.exclusive {
+			for _, ci := range j.cands[ri] {
 				if need == 0 {
 					break
 				}
-				if !caps[ci].Exclusive {
-					j.assign[ri] = append(j.assign[ri], ci)
+				if j.stamp[ci] != j.gen {
+					j.stamp[ci], j.held[ci] = j.gen, true
+					a = append(a, ci)
+					need--
+				}
+			}
+		} else {
+			for _, ci := range j.cands[ri] { // shared capabilities, shareable
+				if need == 0 {
+					break
+				}
+				if !caps[ci].Exclusive && (j.stamp[ci] != j.gen || !j.held[ci]) {
+					j.stamp[ci], j.held[ci] = j.gen, false
+					a = append(a, ci)
+					need--
+				}
+			}
+			for _, ci := range j.cands[ri] { // then exclusive ones, free
+				if need == 0 {
+					break
+				}
+				if caps[ci].Exclusive && j.stamp[ci] != j.gen {
+					j.stamp[ci], j.held[ci] = j.gen, true
+					a = append(a, ci)
 					need--
 				}
 			}
 		}
-		return true
+		j.assign[ri] = a
+		if need > 0 {
+			return false
+		}
 	}
+	return true
+}
 
+// search is the complete, bounded backtracking search.
+func (j *joint) search(p *plan, caps []Capability) bool {
+	for _, ri := range j.reqs {
+		j.assign[ri] = j.assign[ri][:0]
+	}
 	if cap(j.owner) < len(caps) {
 		j.owner = make([]int32, len(caps))
 		j.contest = make([]int32, len(caps))
@@ -255,10 +362,11 @@ func (j *joint) solve(p *plan, s *nodeScan, caps []Capability) bool {
 		j.owner[i], j.contest[i] = -1, 0
 	}
 	for _, ri := range j.reqs {
-		for _, ci := range s.cands[ri] {
+		for _, ci := range j.cands[ri] {
 			j.contest[ci]++
 		}
 	}
+	j.searched = true
 	// Exclusive requirements first, most constrained (fewest candidates)
 	// first; then shared ones. Within a requirement, the least contested
 	// capability first. Ties fall back to declaration and node order, so
@@ -272,12 +380,12 @@ func (j *joint) solve(p *plan, s *nodeScan, caps []Capability) bool {
 		case eb && !ea:
 			return 1
 		case ea:
-			return len(s.cands[a]) - len(s.cands[b])
+			return len(j.cands[a]) - len(j.cands[b])
 		}
 		return 0
 	})
 	for _, ri := range j.reqs {
-		j.sorted[ri] = append(j.sorted[ri][:0], s.cands[ri]...)
+		j.sorted[ri] = append(j.sorted[ri][:0], j.cands[ri]...)
 		slices.SortStableFunc(j.sorted[ri], func(a, b int32) int { return int(j.contest[a] - j.contest[b]) })
 	}
 	j.steps = 0
@@ -347,8 +455,11 @@ func (j *joint) choose(p *plan, k int, ri int32, need, from int, exclusiveReq bo
 // competing reports whether requirement ri competes for a capability held
 // exclusively: one of its candidates is listed by another of the route's
 // requirements and is exclusive or listed by an exclusive requirement.
-// Only meaningful after a failed solve outside the fast path.
+// Only meaningful after a failed solve.
 func (j *joint) competing(p *plan, ri int32) bool {
+	if !j.searched {
+		return false
+	}
 	for _, ci := range j.cands[ri] {
 		if j.contest[ci] < 2 {
 			continue

@@ -29,20 +29,19 @@ func Place(req Request, nodes []Node, cluster Cluster, w Weights) (Decision, err
 	if err := errors.Join(req.Validate(), w.Validate()); err != nil {
 		return Decision{}, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
-	// One sort by node id: it finds repeated ids, makes every later step
-	// independent of the input order, and leaves ties and rejected nodes
-	// in id order.
-	byID := make([]int32, len(nodes))
+	// One sort by node id finds repeated ids and later orders ties and
+	// rejected nodes; it is done on compact references, not the nodes.
+	byID := make([]nodeRef, len(nodes))
 	for i := range byID {
-		byID[i] = int32(i)
+		byID[i] = nodeRef{id: nodes[i].ID, i: int32(i)}
 	}
-	slices.SortFunc(byID, func(a, b int32) int { return strings.Compare(nodes[a].ID, nodes[b].ID) })
-	if err := validateNodes(nodes, byID); err != nil {
+	slices.SortFunc(byID, func(a, b nodeRef) int { return strings.Compare(a.id, b.id) })
+	if err := validateNodes(byID); err != nil {
 		return Decision{}, err
 	}
 	if req.Pin != "" {
-		if _, found := slices.BinarySearchFunc(byID, req.Pin, func(i int32, id string) int {
-			return strings.Compare(nodes[i].ID, id)
+		if _, found := slices.BinarySearchFunc(byID, req.Pin, func(r nodeRef, id string) int {
+			return strings.Compare(r.id, id)
 		}); !found {
 			return Decision{}, fmt.Errorf("%w: %q", ErrUnknownPin, clip(req.Pin))
 		}
@@ -50,41 +49,55 @@ func Place(req Request, nodes []Node, cluster Cluster, w Weights) (Decision, err
 
 	p := compile(&req, &w, &cluster)
 	e := newEvaluator(p, len(nodes))
-	cands := make([]Candidate, len(nodes)) // in node id order
-	var eligible []raw
-	for k, i := range byID {
-		if r, ok := e.evaluate(&nodes[i], &cands[k]); ok {
-			r.cand = int32(k)
+	// Nodes are evaluated in the order given, which is the order their
+	// data lies in memory; nothing in a node's evaluation depends on
+	// another node, and the order of the output is decided by the sorts
+	// below alone.
+	cands := make([]Candidate, len(nodes))
+	eligible := make([]raw, 0, len(nodes))
+	for i := range nodes {
+		if r, ok := e.evaluate(&nodes[i], &cands[i]); ok {
+			r.cand = int32(i)
 			eligible = append(eligible, r)
 		}
 	}
 	p.score(cands, eligible)
 
-	// Eligible first by tier then score (a stable sort keeps node id order
-	// among ties), then the rejected in node id order.
-	slices.SortStableFunc(eligible, func(a, b raw) int {
-		ca, cb := &cands[a.cand], &cands[b.cand]
-		if ca.Tier != cb.Tier {
-			return int(ca.Tier) - int(cb.Tier)
-		}
+	// Eligible first by tier, then score, then node id (its rank in
+	// byID); then the rejected in node id order. The candidates are put
+	// in that order in place.
+	perm := make([]int32, len(nodes)) // node index -> rank by id, then position -> node index
+	for k, r := range byID {
+		perm[r.i] = int32(k)
+	}
+	keys := make([]rankKey, len(eligible))
+	for k := range eligible {
+		i := eligible[k].cand
+		keys[k] = rankKey{score: cands[i].Score.Total, tier: cands[i].Tier, rank: perm[i], i: i}
+	}
+	slices.SortFunc(keys, func(a, b rankKey) int {
 		switch {
-		case ca.Score.Total > cb.Score.Total:
+		case a.tier != b.tier:
+			return int(a.tier) - int(b.tier)
+		case a.score > b.score:
 			return -1
-		case ca.Score.Total < cb.Score.Total:
+		case a.score < b.score:
 			return 1
 		}
-		return 0
+		return int(a.rank - b.rank)
 	})
-	d := Decision{Kind: req.Kind, Name: req.Name, AllowEmulated: req.AllowEmulated, Pin: req.Pin,
-		Candidates: make([]Candidate, 0, len(nodes))}
-	for _, r := range eligible {
-		d.Candidates = append(d.Candidates, cands[r.cand])
+	perm = perm[:0]
+	for _, k := range keys {
+		perm = append(perm, k.i)
 	}
-	for k := range cands {
-		if !cands[k].Eligible() {
-			d.Candidates = append(d.Candidates, cands[k])
+	for _, r := range byID {
+		if !cands[r.i].Eligible() {
+			perm = append(perm, r.i)
 		}
 	}
+	permute(cands, perm)
+	d := Decision{Kind: req.Kind, Name: req.Name, AllowEmulated: req.AllowEmulated, Pin: req.Pin,
+		Candidates: cands}
 
 	chosen, flag := -1, Flags(0)
 	switch {
@@ -149,9 +162,47 @@ func firstAccelerator(assigned [][]string) string {
 	return ""
 }
 
+// nodeRef is a node id and the node's index, sorted by id: compact, so
+// that sorting does not walk the nodes.
+type nodeRef struct {
+	id string
+	i  int32
+}
+
+// rankKey orders eligible candidates: tier, then score descending, then
+// node id (its rank among the ids).
+type rankKey struct {
+	score float64
+	tier  Tier
+	rank  int32
+	i     int32
+}
+
+// permute reorders cs in place so that position k holds what was at
+// perm[k]; perm is consumed.
+func permute(cs []Candidate, perm []int32) {
+	for k := range perm {
+		if perm[k] < 0 || int(perm[k]) == k {
+			continue
+		}
+		tmp := cs[k]
+		j := k
+		for {
+			next := int(perm[j])
+			perm[j] = -1
+			if next == k {
+				cs[j] = tmp
+				break
+			}
+			cs[j] = cs[next]
+			j = next
+		}
+	}
+}
+
 // raw holds what phase B needs of an eligible node beyond its Candidate.
 type raw struct {
-	cand          int32
+	cand          int32   // index of the node and its candidate
 	accelAssigned bool    // an accel.* capability was assigned
 	accelCap      float64 // their summed mem_bytes; 0 when unknown
 	hasAccel      bool    // the node has any accel.* capability
@@ -165,6 +216,7 @@ type raw struct {
 // evaluator runs phase A node by node, reusing its scratch space.
 type evaluator struct {
 	p     *plan
+	caps  []Capability // the node's, while it is evaluated
 	scan  *nodeScan
 	joint *joint
 	rej   []Rejection
@@ -229,6 +281,7 @@ func (e *evaluator) evaluate(n *Node, c *Candidate) (raw, bool) {
 	}
 
 	s := e.scan
+	e.caps = n.Capabilities
 	s.scan(p, n.Capabilities)
 	variant, tier := e.route(n)
 
@@ -245,7 +298,7 @@ func (e *evaluator) evaluate(n *Node, c *Candidate) (raw, bool) {
 	}
 	if t := p.perf; t != nil && t.HasBudget && s.hasPerf {
 		if (t.Better == BetterLower && s.perf > t.Budget) || (t.Better == BetterHigher && s.perf < t.Budget) {
-			e.reject(CodePerfBudget, "measured "+t.ID+" "+formatFloat(s.perf)+" misses budget "+formatFloat(t.Budget))
+			e.reject(CodePerfBudget, p.perfHead+formatFloat(s.perf)+p.perfTail)
 		}
 	}
 
@@ -280,7 +333,7 @@ func (e *evaluator) evaluate(n *Node, c *Candidate) (raw, bool) {
 				continue
 			}
 			r.accelAssigned = true
-			if mb, ok := attr(cp, AttrMemBytes); ok {
+			if mb := attr(cp, AttrMemBytes); mb != nil {
 				if f, ok := mb.number(); ok && f > 0 && !math.IsInf(f, 0) {
 					capacity += f
 					continue
@@ -307,27 +360,25 @@ func (e *evaluator) reject(code Code, detail string) {
 
 // route is reference 3.6.2 route selection: the first native variant
 // that fits, else the first emulated one when allowed. It records the
-// chosen assignment in bestIDs/bestAt, or the failures as rejections.
+// chosen assignment in bestIDs/bestAt. Only when no route is chosen does
+// it go through the variants again to record why each fails: a node that
+// fits pays for no text.
 func (e *evaluator) route(n *Node) (variant int, tier Tier) {
 	p, s := e.p, e.scan
 	commonOK := true
-	for ri := range p.nCommon {
-		commonOK = e.requirementPasses(ri) && commonOK
+	for ri := 0; ri < p.nCommon && commonOK; ri++ {
+		commonOK = e.requirementPasses(ri, false)
 	}
-	mark := len(e.rej)
 	native, emulated, emulatedFit := -1, -1, int32(0)
 	mem := nodeMemory(n)
-	for vi := range p.variants {
+	for vi := 0; vi < len(p.variants) && commonOK; vi++ {
 		v := &p.variants[vi]
-		ok := commonOK
-		for ri := v.start; ri < v.end; ri++ {
-			ok = e.requirementPasses(ri) && ok
+		s.ensure(p, n.Capabilities, vi)
+		ok := true
+		for ri := v.start; ri < v.end && ok; ri++ {
+			ok = e.requirementPasses(ri, false)
 		}
-		if ok {
-			ok = e.jointly(vi, n.Capabilities)
-		}
-		ok = e.memoryFits(&mem, v) && ok
-		if !ok {
+		if !ok || !e.memoryFits(&mem, v, false) || !e.jointly(vi, n.Capabilities, false) {
 			continue
 		}
 		if !v.emulated {
@@ -342,28 +393,46 @@ func (e *evaluator) route(n *Node) (variant int, tier Tier) {
 		}
 	}
 	switch {
+	case native >= 0 && s.isDev:
+		return native, TierDevFallback
 	case native >= 0:
-		e.rej = e.rej[:mark]
-		if s.isDev {
-			return native, TierDevFallback
-		}
 		return native, TierNative
 	case emulated >= 0 && p.req.AllowEmulated:
-		e.rej = e.rej[:mark]
 		return emulated, TierEmulated
-	case emulated >= 0:
+	}
+
+	// No route: record every failure.
+	for ri := range p.nCommon {
+		e.requirementPasses(ri, true)
+	}
+	for vi := range p.variants {
+		v := &p.variants[vi]
+		s.ensure(p, n.Capabilities, vi)
+		ok := commonOK
+		for ri := v.start; ri < v.end; ri++ {
+			ok = e.requirementPasses(ri, true) && ok
+		}
+		if ok {
+			e.jointly(vi, n.Capabilities, true)
+		}
+		e.memoryFits(&mem, v, true)
+	}
+	if emulated >= 0 {
 		e.reject(CodeEmulationNotAllowed, p.detail(msgKey{kind: msgEmulation, a: emulatedFit}))
 	}
 	return -1, 0
 }
 
-// requirementPasses records requirement ri's failure on its own, if any,
-// and reports whether it passes.
-func (e *evaluator) requirementPasses(ri int) bool {
+// requirementPasses reports whether requirement ri passes on its own,
+// recording its failure when record is set.
+func (e *evaluator) requirementPasses(ri int, record bool) bool {
 	r := &e.p.reqs[ri]
-	k, state, fails := e.scan.stats[ri].failure(ri, len(e.scan.cands[ri]), r.count)
+	k, state, fails := e.scan.stats[ri].failure(ri, len(e.scan.cands[ri]), r.count, e.caps)
 	if !fails {
 		return true
+	}
+	if !record {
+		return false
 	}
 	code := CodeRequirements
 	if k.kind == msgProvenance {
@@ -377,9 +446,9 @@ func (e *evaluator) requirementPasses(ri int) bool {
 	return false
 }
 
-// jointly matches the common requirements and variant vi's together, and
-// records a contention failure.
-func (e *evaluator) jointly(vi int, caps []Capability) bool {
+// jointly matches the common requirements and variant vi's together,
+// recording a contention failure when record is set.
+func (e *evaluator) jointly(vi int, caps []Capability, record bool) bool {
 	p, j := e.p, e.joint
 	v := &p.variants[vi]
 	j.reqs = j.reqs[:0]
@@ -391,6 +460,9 @@ func (e *evaluator) jointly(vi int, caps []Capability) bool {
 	}
 	if j.solve(p, e.scan, caps) {
 		return true
+	}
+	if !record {
+		return false
 	}
 	any := false
 	for _, ri := range j.reqs {
@@ -447,8 +519,8 @@ func nodeMemory(n *Node) memory {
 }
 
 // memoryFits checks variant v's demand, with pending reservations, against
-// the node's pools, recording each pool that is short.
-func (e *evaluator) memoryFits(m *memory, v *variantPlan) bool {
+// the node's pools, recording each pool that is short when record is set.
+func (e *evaluator) memoryFits(m *memory, v *variantPlan, record bool) bool {
 	ok := true
 	check := func(pool string, host, accel, pending, free uint64) {
 		if host == 0 && accel == 0 {
@@ -457,8 +529,11 @@ func (e *evaluator) memoryFits(m *memory, v *variantPlan) bool {
 		if fits(free, host, accel, pending) {
 			return
 		}
-		need := satAdd(satAdd(host, accel), pending)
 		ok = false
+		if !record {
+			return
+		}
+		need := satAdd(satAdd(host, accel), pending)
 		var b strings.Builder
 		b.Grow(96)
 		b.WriteString(v.prefix)

@@ -21,19 +21,23 @@ type plan struct {
 	variants  []variantPlan
 	prefStart int
 
-	// byFirst lists, for each first byte of a capability id, the
-	// requirements whose selector starts with it: a capability is tested
-	// only against selectors that can select it. firstAt[b] ..
-	// firstAt[b+1] indexes firstReqs.
-	firstAt   [257]int32
-	firstReqs []int32
+	// tables hold the selectors a capability is tested against, bucketed
+	// by the first byte of its id. Table 0 has the pseudo-selectors (dev
+	// class, accelerator family, perf target), the common requirements,
+	// the preferences and the first variant's requirements; table 1 has
+	// the other variants'. A node's capabilities are scanned against
+	// table 0, and against table 1 only if route selection gets past the
+	// first variant: a node that fits it never matches the others.
+	tables [2]bucketTable
 
 	revokedNodes    map[string]struct{}
 	workloadRevoked string // the detail when a revocable ref is revoked
 	trustDetail     [TrustPinned + 1]string
 
-	perf    *PerfTarget
-	perfMul float64 // the perf weight, with the interactive multiplier
+	perf     *PerfTarget
+	perfMul  float64 // the perf weight, with the interactive multiplier
+	perfHead string  // "measured <id> ", of a perf_budget rejection
+	perfTail string  // " misses budget <b>"
 
 	// msgs memoises rejection details that depend only on the request
 	// (a requirement's selector, variant, predicate), so that rejecting
@@ -43,13 +47,21 @@ type plan struct {
 
 type reqPlan struct {
 	sel       string
-	preds     []Predicate
+	preds     []Predicate // as given, for rejection texts
+	cpreds    []cpred     // compiled, for matching
 	count     int
 	exclusive bool
 	minRank   int
 	// prefix is "variant <name>: " for a variant's requirement, "" for a
 	// common one.
 	prefix string
+}
+
+// cpred is a compiled predicate.
+type cpred struct {
+	attr string
+	op   uint8
+	v    *Value
 }
 
 type variantPlan struct {
@@ -69,8 +81,13 @@ func compile(req *Request, w *Weights, cl *Cluster) *plan {
 		if count == 0 {
 			count = 1
 		}
+		cp := make([]cpred, len(q.Predicates))
+		for i := range q.Predicates {
+			pr := &q.Predicates[i]
+			cp[i] = cpred{attr: pr.Attr, op: opCode(pr.Op), v: &pr.Value}
+		}
 		p.reqs = append(p.reqs, reqPlan{
-			sel: q.Selector, preds: q.Predicates, count: count, exclusive: q.Exclusive,
+			sel: q.Selector, preds: q.Predicates, cpreds: cp, count: count, exclusive: q.Exclusive,
 			minRank: max(rank, floor), prefix: prefix,
 		})
 	}
@@ -99,23 +116,7 @@ func compile(req *Request, w *Weights, cl *Cluster) *plan {
 		add(&req.Preferences[i].Requirement, "")
 	}
 
-	// Bucket requirements by the first byte of their selector (validated
-	// non-empty).
-	var counts [256]int32
-	for _, r := range p.reqs {
-		counts[r.sel[0]]++
-	}
-	for b := range 256 {
-		p.firstAt[b+1] = p.firstAt[b] + counts[b]
-	}
-	p.firstReqs = make([]int32, len(p.reqs))
-	next := p.firstAt
-	for i, r := range p.reqs {
-		b := r.sel[0]
-		p.firstReqs[next[b]] = int32(i)
-		next[b]++
-	}
-
+	p.tables[0], p.tables[1] = p.buildTable(0), p.buildTable(1)
 	if len(cl.RevokedNodes) > 0 {
 		p.revokedNodes = make(map[string]struct{}, len(cl.RevokedNodes))
 		for _, id := range cl.RevokedNodes {
@@ -137,6 +138,10 @@ func compile(req *Request, w *Weights, cl *Cluster) *plan {
 	for t := range p.trustDetail {
 		p.trustDetail[t] = "tier " + Trust(t).String() + " below required " + req.MinTrust.String()
 	}
+	if t := req.Perf; t != nil {
+		p.perfHead = "measured " + t.ID + " "
+		p.perfTail = " misses budget " + formatFloat(t.Budget)
+	}
 	p.perfMul = w.Perf
 	if req.Interactive {
 		p.perfMul *= w.InteractivePerfMultiplier
@@ -144,9 +149,77 @@ func compile(req *Request, w *Weights, cl *Cluster) *plan {
 	return p
 }
 
-// candidatesFor returns the requirements whose selector starts with b.
-func (p *plan) candidatesFor(b byte) []int32 {
-	return p.firstReqs[p.firstAt[b]:p.firstAt[int(b)+1]]
+// selector is one entry of a bucket: a requirement's selector, or a
+// pseudo-selector.
+type selector struct {
+	sel   string
+	n     int   // len(sel)
+	last  byte  // sel[n-1]
+	exact bool  // matches the id exactly only (dev class, perf target)
+	req   int32 // index in plan.reqs, or one of the sel* kinds below
+}
+
+// Pseudo-selectors.
+const (
+	selDev   int32 = -1 - iota // Weights.DevFallbackClass, exactly
+	selAccel                   // the accelerator family, as a prefix
+	selPerf                    // the perf target's id, exactly
+)
+
+// bucketTable lists, for each first byte of a capability id, the
+// selectors that may select an id starting with it: at[b] .. at[b+1]
+// indexes sel.
+type bucketTable struct {
+	at  [257]int32
+	sel []selector
+}
+
+// buildTable builds table 0 or table 1 (see plan.tables).
+func (p *plan) buildTable(table int) bucketTable {
+	var all []selector
+	addReqs := func(from, to int) {
+		for ri := from; ri < to; ri++ {
+			all = append(all, selector{sel: p.reqs[ri].sel, req: int32(ri)})
+		}
+	}
+	if table == 0 {
+		if p.w.DevFallbackClass != "" {
+			all = append(all, selector{sel: p.w.DevFallbackClass, req: selDev, exact: true})
+		}
+		all = append(all, selector{sel: accelFamily, req: selAccel})
+		if p.perf != nil {
+			all = append(all, selector{sel: p.perf.ID, req: selPerf, exact: true})
+		}
+		addReqs(0, p.nCommon)
+		addReqs(p.prefStart, len(p.reqs))
+	}
+	if table == 0 {
+		addReqs(p.variants[0].start, p.variants[0].end)
+	} else {
+		addReqs(p.variants[0].end, p.prefStart)
+	}
+	for i := range all {
+		all[i].n, all[i].last = len(all[i].sel), all[i].sel[len(all[i].sel)-1]
+	}
+	var t bucketTable
+	for _, s := range all {
+		t.at[int(s.sel[0])+1]++
+	}
+	for b := range 256 {
+		t.at[b+1] += t.at[b]
+	}
+	t.sel = make([]selector, len(all))
+	next := t.at
+	for _, s := range all {
+		t.sel[next[s.sel[0]]] = s
+		next[s.sel[0]]++
+	}
+	return t
+}
+
+// bucket returns the selectors that may select an id starting with b.
+func (t *bucketTable) bucket(b byte) []selector {
+	return t.sel[t.at[b]:t.at[int(b)+1]]
 }
 
 // Kinds of memoised rejection details.

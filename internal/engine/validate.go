@@ -28,21 +28,23 @@ func (r *Request) Validate() error {
 	case len(r.Variants) > MaxVariants:
 		add("variants: %d, at most %d", len(r.Variants), MaxVariants)
 	}
-	for i, v := range r.Variants {
-		at := fmt.Sprintf("variants[%d]", i)
+	for i := range r.Variants {
+		v := &r.Variants[i]
 		if !grammar.ValidName(v.Name) {
-			add("%s.name %q: want %s", at, clip(v.Name), grammar.NameSyntax)
+			add("variants[%d].name %q: want %s", i, clip(v.Name), grammar.NameSyntax)
 		}
 		for _, w := range r.Variants[:i] {
 			if w.Name == v.Name {
-				add("%s.name %q: given twice", at, clip(v.Name))
+				add("variants[%d].name %q: given twice", i, clip(v.Name))
 				break
 			}
 		}
 		if v.Execution != Native && v.Execution != Emulated {
-			add("%s.execution: %d is neither native nor emulated", at, v.Execution)
+			add("variants[%d].execution: %d is neither native nor emulated", i, v.Execution)
 		}
-		validateRequirements(add, at+".requirements", v.Requirements)
+		if len(v.Requirements) > 0 {
+			validateRequirements(add, fmt.Sprintf("variants[%d].requirements", i), v.Requirements)
+		}
 	}
 	validateTexts(add, "labels", r.Labels)
 	validateTexts(add, "excludes", r.Excludes)
@@ -58,11 +60,11 @@ func (r *Request) Validate() error {
 	if len(r.Preferences) > MaxListLen {
 		add("preferences: %d, at most %d", len(r.Preferences), MaxListLen)
 	}
-	for i, p := range r.Preferences {
-		at := fmt.Sprintf("preferences[%d]", i)
-		validateRequirement(add, at+".requirement", p.Requirement)
+	for i := range r.Preferences {
+		p := &r.Preferences[i]
+		validateRequirement(add, func() string { return fmt.Sprintf("preferences[%d].requirement", i) }, &p.Requirement)
 		if !finiteNonNegative(p.Weight) {
-			add("%s.weight: %v is not a finite number >= 0", at, p.Weight)
+			add("preferences[%d].weight: %v is not a finite number >= 0", i, p.Weight)
 		}
 	}
 	if p := r.Perf; p != nil {
@@ -98,36 +100,38 @@ func validateRequirements(add func(string, ...any), at string, reqs []Requiremen
 	if len(reqs) > MaxRequirements {
 		add("%s: %d, at most %d", at, len(reqs), MaxRequirements)
 	}
-	for i, q := range reqs {
-		validateRequirement(add, fmt.Sprintf("%s[%d]", at, i), q)
+	for i := range reqs {
+		validateRequirement(add, func() string { return fmt.Sprintf("%s[%d]", at, i) }, &reqs[i])
 	}
 }
 
-func validateRequirement(add func(string, ...any), at string, q Requirement) {
+// validateRequirement checks one requirement; at gives its path, only
+// formatted for a problem, since valid requests are the rule.
+func validateRequirement(add func(string, ...any), at func() string, q *Requirement) {
 	switch {
 	case !grammar.ValidCapabilityID(q.Selector):
-		add("%s.selector %q: not a capability id", at, clip(q.Selector))
+		add("%s.selector %q: not a capability id", at(), clip(q.Selector))
 	case grammar.CapabilityFamily(q.Selector) == grammar.TrustFamily:
-		add("%s.selector %q: trust is assigned by operators, never a capability", at, q.Selector)
+		add("%s.selector %q: trust is assigned by operators, never a capability", at(), q.Selector)
 	}
 	if q.Count < 0 || q.Count > MaxCount {
-		add("%s.count: %d, want 1 to %d (0 means 1)", at, q.Count, MaxCount)
+		add("%s.count: %d, want 1 to %d (0 means 1)", at(), q.Count, MaxCount)
 	}
 	if q.MinProvenance != "" {
 		if _, ok := grammar.ProvenanceRank(q.MinProvenance); !ok {
-			add("%s.min_provenance %q: want claimed, probed or measured", at, clip(q.MinProvenance))
+			add("%s.min_provenance %q: want claimed, probed or measured", at(), clip(q.MinProvenance))
 		}
 	}
 	if len(q.Predicates) > MaxPredicates {
-		add("%s.predicates: %d, at most %d", at, len(q.Predicates), MaxPredicates)
+		add("%s.predicates: %d, at most %d", at(), len(q.Predicates), MaxPredicates)
 	}
-	for j, p := range q.Predicates {
-		pat := fmt.Sprintf("%s.predicates[%d]", at, j)
+	for j := range q.Predicates {
+		p := &q.Predicates[j]
 		if !grammar.ValidAttrName(p.Attr) {
-			add("%s.attr %q: not an attribute name", pat, clip(p.Attr))
+			add("%s.predicates[%d].attr %q: not an attribute name", at(), j, clip(p.Attr))
 		}
 		if problem := operandProblem(p.Op, p.Value); problem != "" {
-			add("%s: %s", pat, problem)
+			add("%s.predicates[%d]: %s", at(), j, problem)
 		}
 	}
 }
@@ -188,17 +192,15 @@ func clip(s string) string {
 	return s
 }
 
-// validateNodes checks node ids, given ids sorted by node id: each valid,
-// none twice.
-func validateNodes(nodes []Node, byID []int32) error {
+// validateNodes checks node ids, given sorted: each valid, none twice.
+func validateNodes(byID []nodeRef) error {
 	var errs []error
-	for k, i := range byID {
-		id := nodes[i].ID
-		if !validText(id) {
-			errs = append(errs, fmt.Errorf("node[%d] id %q: want 1 to %d bytes of printable ASCII", i, clip(id), MaxTextLen))
+	for k, r := range byID {
+		if !validText(r.id) {
+			errs = append(errs, fmt.Errorf("node[%d] id %q: want 1 to %d bytes of printable ASCII", r.i, clip(r.id), MaxTextLen))
 		}
-		if k > 0 && nodes[byID[k-1]].ID == id {
-			errs = append(errs, fmt.Errorf("node id %q given twice", clip(id)))
+		if k > 0 && byID[k-1].id == r.id {
+			errs = append(errs, fmt.Errorf("node id %q given twice", clip(r.id)))
 		}
 	}
 	if len(errs) > 0 {

@@ -134,35 +134,62 @@ func (v Value) String() string {
 	}
 }
 
-// holds evaluates the predicate operator op with attribute value attr and
-// operand v. Operators are grammar's; an unknown one never holds.
-func holds(op string, attr, v Value) bool {
+// Predicate operators compiled from grammar's names, so that matching
+// compares small integers rather than strings.
+const (
+	codeEq uint8 = iota + 1
+	codeGte
+	codeLte
+	codeIn
+	codeHas
+)
+
+func opCode(op string) uint8 {
 	switch op {
 	case opEq:
-		return attr.equal(v)
-	case opGte, opLte:
+		return codeEq
+	case opGte:
+		return codeGte
+	case opLte:
+		return codeLte
+	case opIn:
+		return codeIn
+	case opHas:
+		return codeHas
+	default:
+		return 0
+	}
+}
+
+// holds evaluates a compiled predicate operator with attribute value attr
+// and operand v. An unknown operator never holds.
+func holds(op uint8, attr, v *Value) bool {
+	switch op {
+	case codeEq:
+		return attr.equal(*v)
+	case codeGte, codeLte:
 		a, ok := attr.number()
 		b, ok2 := v.number()
 		if !ok || !ok2 {
 			return false
 		}
-		if op == opGte {
+		if op == codeGte {
 			return a >= b
 		}
 		return a <= b
-	case opIn:
-		for _, e := range v.list {
-			if attr.equal(e) {
+	case codeIn:
+		for i := range v.list {
+			if attr.equal(v.list[i]) {
 				return true
 			}
 		}
 		return false
-	case opHas:
+	case codeHas:
 		if attr.kind != KindList {
 			return false
 		}
-		for _, e := range attr.list {
-			if e.equal(v) {
+		for i := range attr.list {
+			if attr.list[i].equal(*v) {
 				return true
 			}
 		}
