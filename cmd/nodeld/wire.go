@@ -73,6 +73,7 @@ func proxyConfig(cfg *config.Config) proxy.Config {
 		MaxResponseBytes: l.MaxResponseBytes,
 		StallTimeout:     l.StallTimeout.D,
 		RequestTimeout:   l.RequestTimeout.D,
+		BodyTimeout:      l.BodyTimeout.D,
 	}
 	for _, r := range cfg.Inference.Roles {
 		pc.Roles = append(pc.Roles, proxy.RoleConfig{Name: r.Name, Listen: r.Listen, Concurrency: l.ConcurrencyFor(r),

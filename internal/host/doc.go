@@ -40,7 +40,8 @@
 // chained host.notice.applied and forwarded to every other linked peer
 // (NoticeForwardConcurrency at once). A stale or duplicate notice is
 // ignored and not forwarded, which ends gossip loops; one that does not
-// verify is chained host.notice.refused (rate-limited). SubmitNotice is
+// verify is recorded host.notice.refused through Deps.Recorder (see
+// Invariants). SubmitNotice is
 // the local operator's entry (dispatch's revoke --notify). ReplayNotices,
 // wired to mesh.Deps.OnLinkUp, sends the log to a peer whose link comes
 // up, NoticeReplayPace apart, at most once per NoticeReplayCooldown, until
@@ -58,10 +59,15 @@
 //     of the list, every RevocationSweep, and TeardownRetry after a failed
 //     teardown). Teardowns are chained and idempotent.
 //   - Every step is chained with source AuditSource (the Kind* constants),
-//     never request bodies or environment values. Refusals of
-//     authenticated requests are always chained; refusals of
-//     unauthenticated ones at most ctl.UnauthRefusalsPerWindow per window,
-//     with the suppressed count on the next one. place begins only once
+//     never request bodies or environment values. A controller's refused
+//     mutation (place, load, start, stop, unload) is always chained: it
+//     names the decision. The refusals a caller can repeat at will (of an
+//     unauthenticated call, of describe, status and logs, of a notice
+//     that does not verify) go through Deps.Recorder, the daemon's shared
+//     rate-limited recorder, keyed by the peer the stream authenticated
+//     (this node for the local operator), the kind and the refusal code
+//     (ctl.Code, pkg.VerifyError.Code): it chains the first of a key per
+//     period and counts the rest in a summary entry. place begins only once
 //     host.place.begin is written, and start only once host.start.begin
 //     is (fail closed: refused runtime otherwise). stop, unload and
 //     revocation teardowns reduce risk, so they proceed when their record

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"slices"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -212,39 +211,6 @@ func (r *repeatReader) Read(p []byte) (int, error) {
 		p[i] = r.b[i%len(r.b)]
 	}
 	return len(p), nil
-}
-
-func TestUnauthenticatedRefusalsRateLimited(t *testing.T) {
-	// The host's clock (and so its refusal rate limiter) is moved by the
-	// test; it is given before the host serves anything, so no stream
-	// handler races with setting it.
-	var offset atomic.Int64
-	c := newCluster(t, clusterOpts{noRun: true, now: func() time.Time {
-		return time.Now().Add(time.Duration(offset.Load()))
-	}})
-	stranger, _ := ctl.NewClient(ctl.ClientConfig{Key: newKey(t)})
-	for range ctl.UnauthRefusalsPerWindow + 4 {
-		if _, err := c.callWith(t, stranger, ctl.MethodStatus, nil, ""); refusalCode(err) != ctl.CodePeerMismatch {
-			t.Fatalf("stranger: %v", err)
-		}
-	}
-	// Refusals are chained after the answer: wait for all of them to be
-	// counted (chained or suppressed).
-	meshtest.WaitFor(t, "refusals accounted", func() bool {
-		return len(c.audit.ofKind(KindCtlRefused))+c.h.unauth.Suppressed() == ctl.UnauthRefusalsPerWindow+4
-	})
-	if got := len(c.audit.ofKind(KindCtlRefused)); got != ctl.UnauthRefusalsPerWindow {
-		t.Fatalf("chained %d, want %d", got, ctl.UnauthRefusalsPerWindow)
-	}
-	offset.Store(int64(ctl.UnauthRefusalWindow))
-	if _, err := c.callWith(t, stranger, ctl.MethodStatus, nil, ""); err == nil {
-		t.Fatal("stranger served")
-	}
-	meshtest.WaitFor(t, "next refusal chained", func() bool { return len(c.audit.ofKind(KindCtlRefused)) == ctl.UnauthRefusalsPerWindow+1 })
-	recs := c.audit.ofKind(KindCtlRefused)
-	if got := recs[len(recs)-1]["suppressed"]; got != float64(4) {
-		t.Errorf("suppressed = %v, want 4", got)
-	}
 }
 
 func TestLostAnswerStaysVisible(t *testing.T) {

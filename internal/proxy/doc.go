@@ -91,8 +91,10 @@
 // MeshFirstFrameTimeout, requires LocalForPeer, takes a per-peer and a
 // total slot (429 over them), pins "model", forwards to the local
 // instance only and streams back one frame per upstream read. Refusals
-// carry a stable code and a generic message and are audited
-// ("infer.mesh.refused", rate limited); broken framing resets the stream
+// carry a stable code and a generic message and are recorded
+// ("infer.mesh.refused") through MeshDeps.Recorder, the daemon's shared
+// rate-limited recorder, keyed by the peer and the code; broken framing
+// resets the stream
 // with a mesh.StreamCode* code. Both are counted. MeshForwarder starts no
 // goroutine of its own; ServeStream runs on the mesh's stream goroutine.
 //

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http/httptest"
 	"testing"
-	"time"
 	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
@@ -224,24 +223,6 @@ func TestPinModel(t *testing.T) {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
-	}
-}
-
-func TestAuditLimiter(t *testing.T) {
-	var l auditLimiter
-	now := time.Unix(1000, 0)
-	for i := range MeshRefusalAuditBurst {
-		if ok, s := l.allow(now); !ok || s != 0 {
-			t.Fatalf("record %d: allow = %v, %d", i, ok, s)
-		}
-	}
-	for range 5 {
-		if ok, _ := l.allow(now.Add(time.Second)); ok {
-			t.Fatal("over the burst allowed")
-		}
-	}
-	if ok, s := l.allow(now.Add(MeshRefusalAuditWindow)); !ok || s != 5 {
-		t.Errorf("after the window: allow = %v, suppressed %d, want true, 5", ok, s)
 	}
 }
 

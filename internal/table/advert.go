@@ -130,9 +130,10 @@ func parseLoad(s string) float64 {
 // It returns whether the advertisement was taken.
 //
 // Ignored silently: a name without ServicePrefix, an invalid role, and
-// sender == this node. Refused and audited (KindAdvertRefused), in this
-// order: ad.NodeID != sender (ReasonOtherNode); no Admission or sender not
-// admitted (ReasonNotAdmitted); sender not on role's use_from allowlist
+// sender == this node. Refused and handed to Options.RecordRefusal
+// (KindAdvertRefused), in this order: ad.NodeID != sender
+// (ReasonOtherNode); no Admission or sender not admitted
+// (ReasonNotAdmitted); sender not on role's use_from allowlist
 // (ReasonNotAllowed); oversized methods or metadata (ReasonTooLarge).
 //
 // A taken advertisement replaces the sender's previous one for the role,
@@ -149,7 +150,7 @@ func (t *Table) IngestAdvertisement(sender string, ad Advertisement) bool {
 		return false
 	}
 	refuse := func(why string) bool {
-		t.record(KindAdvertRefused, AdvertRefusedEvent{
+		t.recordRefusal(sender, why, AdvertRefusedEvent{
 			Role: role, Sender: sender, AdvertisedNode: ad.NodeID, Why: why,
 		})
 		return false

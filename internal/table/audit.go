@@ -15,7 +15,9 @@ const (
 	KindAdvertRefused = "infer.advert.refused"
 )
 
-// Reasons an advertisement is refused, as recorded in AdvertRefusedEvent.Why.
+// Reasons an advertisement is refused, as recorded in AdvertRefusedEvent.Why
+// and passed as the reason to Options.RecordRefusal: a fixed set, so that
+// a recorder can count repeats of one reason together.
 const (
 	// ReasonOtherNode: the advertisement names a node other than the
 	// verified sender.
