@@ -39,9 +39,10 @@
 //
 //   - Pure: no clock, no I/O, no logger, no goroutines, no randomness,
 //     no package-level mutable state, no dependence on map iteration or
-//     on the order of nodes (nodes are processed in node id order). The
-//     same input gives the same Decision. Place never modifies its
-//     arguments; it is safe to call concurrently.
+//     on the order of nodes (each node is evaluated on its own, and the
+//     output is ordered by tier, score and node id alone). The same input
+//     gives the same Decision. Place never modifies its arguments; it is
+//     safe to call concurrently.
 //   - Every node given to Place appears in Decision.Candidates, with its
 //     score breakdown or every constraint it fails.
 //   - The chosen node passes every constraint; its route's memory demand
@@ -55,9 +56,13 @@
 // # Cost
 //
 // Work is linear in nodes × capabilities, plus one sort of node ids and
-// one of the eligible candidates. The request is compiled once per call
-// (selectors bucketed by first byte, rejection texts memoised), per-node
-// scratch space is reused, and the Decision's slices are carved from a
-// few shared chunks. Decision.Explain formats text on demand; its cost is
-// not part of Place's. BENCHMARKS.md has the figures.
+// one of the eligible candidates. The request is compiled once per call:
+// selectors are bucketed by the first byte of the ids they can select,
+// predicate operators compiled, rejection texts memoised. A node's
+// capabilities are matched against the common requirements and the first
+// variant in one pass, and against the other variants only when the first
+// does not fit; the text of failures is built only for rejected nodes.
+// Per-node scratch space is reused, and the Decision's slices are carved
+// from a few shared chunks. Decision.Explain formats text on demand; its
+// cost is not part of Place's. BENCHMARKS.md has the figures.
 package engine
