@@ -16,6 +16,7 @@ import (
 //	  tier order (strict): native > emulated > dev_fallback (candidates rank by tier, then score)
 //	decision: PLACED on <node> via <variant> (tier <tier>, emulated <bool>) score <t>[, accelerator <id>]
 //	decision: UNPLACEABLE (no eligible node)
+//	decision: UNPLACEABLE (pinned node <pin> is not eligible)
 //	candidates:
 //	  <rank>. <node> eligible via <variant> (tier <tier>) score <t>[ [flag, flag]]
 //	       execution <e> + locality <l> + accel_fit <a> + perf <p> + load <d> + stickiness <s>
@@ -53,6 +54,12 @@ func (d Decision) Explain() string {
 			b.WriteString(c.Accelerator)
 		}
 		b.WriteByte('\n')
+	} else if pinRejected(d) {
+		// Place returned a *PinIneligibleError with this decision: other
+		// nodes may be eligible, but the pin is not.
+		b.WriteString("decision: UNPLACEABLE (pinned node ")
+		b.WriteString(d.Pin)
+		b.WriteString(" is not eligible)\n")
 	} else {
 		b.WriteString("decision: UNPLACEABLE (no eligible node)\n")
 	}
@@ -104,6 +111,19 @@ func (d Decision) Explain() string {
 		b.WriteByte('\n')
 	}
 	return b.String()
+}
+
+// pinRejected reports whether the decision's pin names a rejected node.
+func pinRejected(d Decision) bool {
+	if d.Pin == "" {
+		return false
+	}
+	for _, c := range d.Candidates {
+		if c.Node == d.Pin {
+			return !c.Eligible()
+		}
+	}
+	return false
 }
 
 func score2(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
@@ -100,6 +101,7 @@ func TestExplainGolden(t *testing.T) {
 		{name: "pinned", req: func(r *Request) { r.AllowEmulated, r.Pin = true, "n-board" }},
 		{name: "affinity", req: func(r *Request) { r.Avoid, r.CurrentNode = []string{"n-gpu-1"}, "n-cpu" }},
 		{name: "unplaceable", req: func(r *Request) { r.MinTrust, r.RevocableRefs = TrustPinned, []string{"sha256:feed"} }},
+		{name: "pin_ineligible", req: func(r *Request) { r.Pin = "n-full" }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -112,7 +114,7 @@ func TestExplainGolden(t *testing.T) {
 			}
 			cl := Cluster{RevokedRefs: []string{"sha256:feed"}}
 			d, err := Place(req, fleet(), cl, w)
-			if err != nil {
+			if err != nil && !errors.Is(err, ErrPinIneligible) {
 				t.Fatal(err)
 			}
 			got := d.Explain()
