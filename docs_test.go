@@ -12,7 +12,7 @@ import (
 
 // forbiddenDocPaths are paths that exist on a developer's machine but not
 // in a user's checkout: the documentation must stand alone.
-var forbiddenDocPaths = []string{"../shared", "/work/"}
+var forbiddenDocPaths = []string{"../shared", "/work/", "shared/reference", "shared/seeds", "STYLE.md", "DESIGN.md"}
 
 // markdownLink matches the target of an inline Markdown link or image,
 // "](target)" or "](target "title")".

@@ -81,7 +81,9 @@
 // body over the mesh limit or a path other than the four /v1 inference
 // paths, sends a versioned JSON head (method, path, query, Content-Type,
 // Accept only), the body in MeshChunkBytes frames and an end frame, and
-// relays the response head and each body frame as it arrives. Its ctx
+// relays each body frame as it arrives; the response head of a stream
+// (SSE, NDJSON) is relayed at once, any other head with its first body
+// byte, so a link that dies between the two leaves nothing written. Its ctx
 // ending resets the stream, which cancels the serving node's upstream
 // request. A forward that fails because the link failed before the peer
 // answered (no link, or the mesh closed it as dead: mesh.LinkFailed) is
