@@ -24,19 +24,21 @@ var tiers = map[string]int{
 	"internal/host":     1,
 	"internal/dispatch": 1,
 
-	"internal/admin":      2,
-	"internal/ctl":        2,
-	"internal/ctl/engine": 2,
-	"internal/mesh":       2,
-	"internal/table":      2,
-	"internal/runner":     2,
-	"internal/facts":      2,
-	"internal/pkg":        2,
+	"internal/admin":  2,
+	"internal/ctl":    2,
+	"internal/mesh":   2,
+	"internal/table":  2,
+	"internal/runner": 2,
+	"internal/facts":  2,
+	"internal/pkg":    2,
 
 	"internal/chain":    3,
 	"internal/identity": 3,
 	"internal/config":   3,
 	"internal/seqfile":  3,
+	// The pure placement engine: the controller (plane) converts facts,
+	// packages and tiers into its own types; it imports only the grammar.
+	"internal/engine": 3,
 
 	// Leaves (leafTier): they import the standard library only.
 	"internal/grammar":    4,
@@ -49,7 +51,7 @@ const leafTier = 4
 
 // sideways lists the only imports allowed within one tier.
 var sideways = map[string][]string{
-	"internal/ctl": {"internal/ctl/engine", "internal/mesh"},
+	"internal/ctl": {"internal/mesh"},
 	// The mesh carries the table's advertisements and hands received ones
 	// to it; the table stays free of internal imports.
 	"internal/mesh": {"internal/table"},
@@ -57,7 +59,7 @@ var sideways = map[string][]string{
 
 // isolated packages import no other internal package except the leaf
 // that holds the shared grammar.
-var isolated = []string{"internal/table", "internal/chain"}
+var isolated = []string{"internal/table", "internal/chain", "internal/engine"}
 
 // leaf is the one internal package every package may import, isolated ones
 // included; it imports no internal package itself.
@@ -180,7 +182,7 @@ func TestOwnerOfTestDoubles(t *testing.T) {
 		"internal/proxy/proxytest":   "internal/proxy",
 		"internal/runner/runnertest": "internal/runner",
 		"internal/proxy":             "",
-		"internal/ctl/engine":        "",
+		"internal/engine":            "",
 	} {
 		got, _ := owner(give)
 		if got != want {

@@ -12,6 +12,7 @@ require (
 	go.uber.org/zap v1.28.0
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/sync v0.25.0
+	pgregory.net/rapid v1.3.0
 )
 
 require (

@@ -2,6 +2,8 @@
 # Installs what nodeld's tests need besides Go, when it is missing:
 #   promtool      Debian package "prometheus" (checks /metrics exposition)
 #   openai (npm)  the official OpenAI Node client, in test/e2e/node_modules
+#   systemd       systemd-analyze, systemd-sysusers, systemd-tmpfiles: the
+#                 unit, sysusers.d and tmpfiles.d files are checked with them
 # Needs root (or sudo) for apt-get and network access to Debian and npm.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,6 +26,10 @@ fi
 if ! command -v curl >/dev/null; then
 	echo "test-deps: installing curl"
 	apt_install curl
+fi
+if ! command -v systemd-analyze >/dev/null || ! command -v systemd-sysusers >/dev/null; then
+	echo "test-deps: installing systemd (systemd-analyze, systemd-sysusers, systemd-tmpfiles)"
+	apt_install systemd
 fi
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
 	echo "test-deps: installing nodejs and npm"

@@ -76,7 +76,7 @@ func startOperator(t *testing.T) (string, *identity.Identity) {
 		t.Fatal(err)
 	}
 	sock := filepath.Join(dir, "nodeld.sock")
-	o, err := dispatch.NewOperatorServer(dispatch.OperatorConfig{Path: sock}, d, nil)
+	o, err := dispatch.NewOperatorServer(dispatch.OperatorConfig{Path: sock}, dispatch.OperatorDeps{Backend: d})
 	if err != nil {
 		t.Fatal(err)
 	}

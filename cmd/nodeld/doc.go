@@ -9,7 +9,9 @@
 // chain last. A reload (reload.go) is all or nothing: every component
 // checks the new config (check.go, the checks config check runs too), then
 // prepares it without side effects but the proxy's new ports, then all
-// commit or all abort.
+// commit or all abort. One chain.Recorder, run in the errgroup, takes
+// every record a remote party can trigger (table, mesh, host, proxy);
+// /readyz's "chain" condition is the chain's Healthy.
 //
 // Exit status: 0 on success, 1 when the command failed (one line on
 // stderr), 2 on a usage error or an invalid config.

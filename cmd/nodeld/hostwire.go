@@ -60,13 +60,13 @@ func newFacts(cfg *config.Config, id *identity.Identity, perf facts.PerfSource) 
 // newHost builds the workload host with its revocation list and signed
 // facts source. It serves workload.ctl over the mesh when there is one,
 // and the local operator's calls to "self" always.
-func newHost(cfg *config.Config, id *identity.Identity, n *node, ch *chain.Chain, rev *pkg.Revocations, src *facts.Source, reg prometheus.Registerer, log *zap.Logger) (*host.Host, error) {
+func newHost(cfg *config.Config, id *identity.Identity, n *node, ch *chain.Chain, rec *chain.Recorder, rev *pkg.Revocations, src *facts.Source, reg prometheus.Registerer, log *zap.Logger) (*host.Host, error) {
 	hc, err := hostConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
 	deps := host.Deps{
-		Identity: id, Table: n.table, Audit: ch, Revocations: rev, Facts: src,
+		Identity: id, Table: n.table, Audit: ch, Recorder: rec, Revocations: rev, Facts: src,
 		Logger: log.Named("host"), Registerer: reg,
 	}
 	if n.mesh != nil { // never a typed nil in the interface

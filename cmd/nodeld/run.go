@@ -182,6 +182,7 @@ type nodeDeps struct {
 type node struct {
 	id        *identity.Identity
 	chain     *chain.Chain
+	rec       *chain.Recorder // every record a remote party can trigger
 	log       *zap.Logger
 	level     zap.AtomicLevel
 	cfgPath   string
@@ -254,20 +255,31 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 	}
 	n.reloadOK.Set(1)
 
+	var err error
+	n.rec, err = chain.NewRecorder(d.chain, chain.RecorderOptions{Logger: d.log.Named("chain"), Registerer: d.reg})
+	if err != nil {
+		return nil, err
+	}
 	l := &late{}
 	n.table = table.New(d.id.ID(), table.Options{
-		Admission:  l,
-		Audit:      d.chain,
-		Registerer: d.reg,
-		Load:       l.load,
+		Admission: l,
+		Audit:     d.chain,
+		RecordRefusal: func(sender, kind, reason string, payload any) error {
+			_, err := n.rec.Record(chain.RecordKey{Sender: sender, Kind: kind, Reason: reason}, table.AuditSource, payload)
+			return err
+		},
+		Load: l.load,
 	})
-	var err error
+	if err := n.table.Register(d.reg); err != nil {
+		return nil, err
+	}
 	if cfg.Mesh.Listen != "" {
 		n.mesh, err = mesh.New(meshConfig(cfg), mesh.Deps{
 			Identity:   d.id,
 			DataDir:    cfg.Node.DataDir,
 			Table:      n.table,
 			Audit:      d.chain,
+			Recorder:   n.rec,
 			Logger:     d.log.Named("mesh"),
 			Registerer: d.reg,
 			// A peer pinned on first contact gets an id: allowlists that
@@ -293,7 +305,7 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 	}
 	if n.mesh != nil {
 		n.forwarder, err = proxy.NewMeshForwarder(proxy.MeshDeps{
-			Mesh: n.mesh, Table: n.table, Audit: d.chain, Logger: d.log.Named("proxy.mesh"), Registerer: d.reg,
+			Mesh: n.mesh, Table: n.table, Recorder: n.rec, Logger: d.log.Named("proxy.mesh"), Registerer: d.reg,
 			MaxInflightPerPeer: cfg.Mesh.MaxInflightPerPeer,
 			MaxInflightTotal:   cfg.Mesh.MaxInflightTotal,
 			MaxBodyBytes:       cfg.Inference.Limits.MeshMaxBodyBytes,
@@ -323,7 +335,7 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n.host, err = newHost(cfg, d.id, n, d.chain, rev, n.facts, d.reg, d.log)
+	n.host, err = newHost(cfg, d.id, n, d.chain, n.rec, rev, n.facts, d.reg, d.log)
 	if err != nil {
 		return nil, err
 	}
@@ -342,7 +354,8 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 		return nil, err
 	}
 	n.dispatch.Register() // a no-op without a mesh
-	n.operator, err = dispatch.NewOperatorServer(dispatch.OperatorConfig{Path: cfg.SocketPath()}, n.dispatch, d.log.Named("operator"))
+	n.operator, err = dispatch.NewOperatorServer(dispatch.OperatorConfig{Path: cfg.SocketPath()},
+		dispatch.OperatorDeps{Backend: n.dispatch, Logger: d.log.Named("operator"), Registerer: d.reg})
 	if err != nil {
 		return nil, err
 	}
@@ -354,13 +367,14 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, c := range []string{readyAdmin, readyProxy, readyChain} {
+	for _, c := range []string{readyAdmin, readyProxy} {
 		n.admin.Require(c)
 	}
 	if n.mesh != nil {
 		n.admin.Require(readyMesh)
 	}
-	n.admin.SetReady(readyChain, true)
+	// Not ready while appends fail; /readyz shows the chain's error.
+	n.admin.Check(readyChain, d.chain.Healthy)
 	n.table.ApplyPolicy(n.rolePolicies(cfg))
 	return n, nil
 }
@@ -398,7 +412,7 @@ type component interface {
 // components are what run starts besides the proxy and supervise, which
 // it orders itself.
 func (n *node) components() []component {
-	cs := []component{n.admin, n.adopter, n.operator, n.host}
+	cs := []component{n.admin, n.adopter, n.operator, n.host, n.rec}
 	if n.mesh != nil {
 		cs = append(cs, n.mesh)
 	}
@@ -456,7 +470,10 @@ func (n *node) supervise(ctx context.Context, hup <-chan os.Signal) error {
 		case <-hup:
 			n.reload()
 		case <-watchdog:
-			if ok, _ := n.admin.Ready(); ok {
+			// Listeners up, whatever a Check says: a chain that cannot be
+			// written (a full disk) makes the node not ready, but a
+			// restart would not bring the disk space back.
+			if n.admin.RequiredMet() {
 				_, _ = daemon.SdNotify(false, daemon.SdNotifyWatchdog)
 			}
 		}

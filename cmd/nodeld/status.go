@@ -55,6 +55,8 @@ type peerDoc struct {
 type tableDoc struct {
 	Generation uint64               `json:"generation"`
 	Roles      []table.RoleSnapshot `json:"roles"`
+	// Hosts are the peers' workload-host advertisements.
+	Hosts []table.HostSnapshot `json:"hosts"`
 }
 
 // roleDoc is one configured role as an operator reads it.

@@ -73,6 +73,7 @@ func proxyConfig(cfg *config.Config) proxy.Config {
 		MaxResponseBytes: l.MaxResponseBytes,
 		StallTimeout:     l.StallTimeout.D,
 		RequestTimeout:   l.RequestTimeout.D,
+		BodyTimeout:      l.BodyTimeout.D,
 	}
 	for _, r := range cfg.Inference.Roles {
 		pc.Roles = append(pc.Roles, proxy.RoleConfig{Name: r.Name, Listen: r.Listen, Concurrency: l.ConcurrencyFor(r),
@@ -142,7 +143,7 @@ func (n *node) status() any {
 	st.Config.LastReloadError = lastErr
 
 	snap := n.table.Snapshot()
-	st.Table = tableDoc{Generation: snap.Generation, Roles: snap.Roles}
+	st.Table = tableDoc{Generation: snap.Generation, Roles: snap.Roles, Hosts: snap.Hosts}
 	byRole := make(map[string]table.RoleSnapshot, len(snap.Roles))
 	for _, r := range snap.Roles {
 		byRole[r.Role] = r

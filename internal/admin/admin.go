@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -49,8 +50,9 @@ type Server struct {
 	deps Deps
 	log  *zap.Logger
 
-	mu      sync.Mutex // guards pending, addr
+	mu      sync.Mutex // guards pending, checks, addr
 	pending map[string]bool
+	checks  map[string]func() error
 	addr    net.Addr
 
 	bound chan struct{} // closed once the listener is bound
@@ -70,7 +72,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Server{cfg: cfg, deps: deps, log: log, pending: map[string]bool{}, bound: make(chan struct{})}, nil
+	return &Server{cfg: cfg, deps: deps, log: log, pending: map[string]bool{}, checks: map[string]func() error{}, bound: make(chan struct{})}, nil
 }
 
 // Require adds a readiness condition that starts unmet. Call it before Run
@@ -90,18 +92,51 @@ func (s *Server) SetReady(name string, ok bool) {
 	s.pending[name] = ok
 }
 
-// Ready reports whether every condition is met, and the unmet ones.
-func (s *Server) Ready() (bool, []string) {
+// Check adds a readiness condition that holds while check returns nil.
+// Ready (and so /readyz) calls check each time and shows its error, so
+// check must be cheap, must not block and must be safe for concurrent use
+// (chain.Chain.Healthy is such a check).
+func (s *Server) Check(name string, check func() error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.checks[name] = check
+}
+
+// Ready reports whether every condition is met, and the unmet ones: the
+// name, followed for a failing Check by ": " and its error.
+func (s *Server) Ready() (bool, []string) {
+	s.mu.Lock()
 	var unmet []string
 	for name, ok := range s.pending {
 		if !ok {
 			unmet = append(unmet, name)
 		}
 	}
+	checks := maps.Clone(s.checks)
+	s.mu.Unlock()
+	for name, check := range checks {
+		if err := check(); err != nil {
+			unmet = append(unmet, name+": "+err.Error())
+		}
+	}
 	slices.Sort(unmet)
 	return len(unmet) == 0, unmet
+}
+
+// RequiredMet reports whether every Require'd condition holds, leaving the
+// Check conditions aside: the process is up and serving, even if a
+// subsystem (the chain on a full disk) is degraded. The systemd watchdog
+// follows it, so a degraded node is shown not ready but not restarted
+// in a loop.
+func (s *Server) RequiredMet() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ok := range s.pending {
+		if !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // Bound is closed once the listener is bound.

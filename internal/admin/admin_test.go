@@ -3,9 +3,11 @@ package admin
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -63,6 +65,9 @@ func TestServerEndpoints(t *testing.T) {
 	if code, body := get("/readyz"); code != 503 || !strings.Contains(body, "chain") || !strings.Contains(body, "proxy") {
 		t.Fatalf("/readyz before ready = %d %q", code, body)
 	}
+	if s.RequiredMet() {
+		t.Fatal("RequiredMet = true before the required conditions are set")
+	}
 	s.SetReady("proxy", true)
 	if code, body := get("/readyz"); code != 503 || strings.Contains(body, "proxy") {
 		t.Fatalf("/readyz half ready = %d %q", code, body)
@@ -70,6 +75,32 @@ func TestServerEndpoints(t *testing.T) {
 	s.SetReady("chain", true)
 	if code, _ := get("/readyz"); code != 200 {
 		t.Fatalf("/readyz ready = %d", code)
+	}
+	// A check is evaluated on every request and says why it fails.
+	var disk atomic.Pointer[error]
+	s.Check("disk", func() error {
+		if p := disk.Load(); p != nil {
+			return *p
+		}
+		return nil
+	})
+	if code, _ := get("/readyz"); code != 200 {
+		t.Fatalf("/readyz with a passing check = %d", code)
+	}
+	full := errors.New("no space left on device")
+	disk.Store(&full)
+	if code, body := get("/readyz"); code != 503 || !strings.Contains(body, "disk: no space left on device") {
+		t.Fatalf("/readyz with a failing check = %d %q", code, body)
+	}
+	if ok, unmet := s.Ready(); ok || len(unmet) != 1 || unmet[0] != "disk: no space left on device" {
+		t.Fatalf("Ready = %v, %q", ok, unmet)
+	}
+	if !s.RequiredMet() {
+		t.Fatal("RequiredMet = false with every required condition set and only a check failing")
+	}
+	disk.Store(nil)
+	if code, _ := get("/readyz"); code != 200 {
+		t.Fatalf("/readyz after the check passes again = %d", code)
 	}
 	if code, body := get("/metrics"); code != 200 || !strings.Contains(body, "nodeld_test_things_total 1") {
 		t.Fatalf("/metrics = %d %q", code, body)

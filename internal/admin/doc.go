@@ -1,6 +1,7 @@
 // Package admin serves the node's read-only admin HTTP API on loopback:
 // /healthz (the process is alive), /readyz (every listener is bound and
-// the chain is open), /metrics (the registry made in run) and /v1/status
+// the chain is writable; it names the conditions not met, with the error
+// of a failing check), /metrics (the registry made in run) and /v1/status
 // (a JSON document the caller assembles).
 //
 // Invariants: nothing served here mutates the node; mutating operator
@@ -15,5 +16,6 @@
 // Concurrency: Server is safe for concurrent use. Run owns the HTTP
 // server's goroutines and returns after a graceful shutdown once its
 // context is cancelled. Readiness is a set of named conditions, each
-// flipped by its owner with SetReady.
+// flipped by its owner with SetReady, or evaluated on every Ready call
+// from a Check function that must not block.
 package admin

@@ -67,20 +67,27 @@
 // # Remotely triggered records
 //
 // Records that a remote party can trigger (refused advertisements, ctl
-// calls, handshakes, notices) go through one shared Recorder, so that a
-// flood grows the chain by a bounded number of entries and costs the
-// append lock (and the disk) no more than that. Per window
-// (default one minute, aligned to multiples of the window) it chains the
-// first PerKey events of each RecordKey {Sender, Kind, Reason} as given
-// and counts the rest; after the window closes it appends one summary
-// entry, of kind Kind+".suppressed", per key that had events counted.
-// At most MaxKeys keys are tracked per window; the events of further keys
-// are only counted, into one OverflowKind summary. The bound: the events
+// calls, handshakes, notices, inference requests) go through one shared
+// Recorder, so that a flood grows the chain by a bounded number of
+// entries and costs the append lock (and the disk) no more than that, and
+// an honest repeat (a peer refused every 20 s, forever) grows it ever more
+// slowly. Each RecordKey {Sender, Kind, Reason} has a period, aligned to
+// multiples of the window (default one minute): the first PerKey events
+// of the period are chained as given and the rest counted; after the
+// period closes one summary entry, of kind Kind+".suppressed", records the
+// count. A key that has events period after period backs off: periods of
+// one window, one window, then twice as long each time up to MaxPeriod
+// (default one hour); a period without events forgets the key. At most
+// MaxKeys keys are tracked at once; the events of further keys are only
+// counted, into one OverflowKind summary per window. The bound: the events
 // of one window, however many, make at most MaxKeys*(PerKey+1)+1 chain
-// entries (513 with the defaults), and the recorder holds at most MaxKeys
-// keys of at most MaxRecordKeyBytes per field. Every event is accounted
-// for: chained, counted in exactly one summary, or (if an Append fails)
-// reported to the caller or logged.
+// entries (513 with the defaults), and the recorder appends no more than
+// that in any one window; it holds at most MaxKeys keys of at most
+// MaxRecordKeyBytes per field. The steady growth of a key that repeats
+// forever is PerKey+1 entries per MaxPeriod once backed off (two an hour
+// with the defaults). Every event is accounted for: chained, counted in
+// exactly one summary, or (if an Append fails) reported to the caller or
+// logged.
 //
 // # Concurrency
 //
@@ -95,9 +102,9 @@
 // counts and is never held across Append: it collects what to append
 // under the lock and appends outside it, so it never holds up another
 // caller of the chain, and a suppressed event never waits for a disk.
-// Summaries of a window are appended by whichever Record, Flush or Run
-// tick first sees the window closed, so they may interleave with entries
-// of the next window; each names its window.
+// Summaries of a period are appended by whichever Record, Flush or Run
+// tick first sees the period closed, so they may interleave with entries
+// of the next one; each names its period.
 //
 // The package starts no goroutines: Recorder.Run runs its ticker loop in
 // the caller's goroutine and returns nil once its context is done. It

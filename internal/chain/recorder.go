@@ -32,6 +32,8 @@ const (
 	DefaultRecordsPerKey = 1
 	// DefaultRecordMaxKeys is the default RecorderOptions.MaxKeys.
 	DefaultRecordMaxKeys = 256
+	// DefaultRecordMaxPeriod is the default RecorderOptions.MaxPeriod.
+	DefaultRecordMaxPeriod = time.Hour
 )
 
 // Appender appends one entry to a chain; *Chain implements it.
@@ -71,10 +73,15 @@ type RecorderOptions struct {
 	// PerKey is how many events of one key are chained per window; 0
 	// means DefaultRecordsPerKey.
 	PerKey int
-	// MaxKeys is how many distinct keys are tracked per window; 0 means
+	// MaxKeys is how many distinct keys are tracked at once; 0 means
 	// DefaultRecordMaxKeys. Events of further keys are counted together
-	// and summed up in one OverflowKind entry.
+	// and summed up in one OverflowKind entry per window.
 	MaxKeys int
+	// MaxPeriod is the longest period a key that keeps repeating backs
+	// off to; 0 means DefaultRecordMaxPeriod. It is rounded down to a
+	// multiple of Window; a value below twice Window turns backoff off
+	// (every period is one Window).
+	MaxPeriod time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Logger receives summaries that could not be chained; nil means no
@@ -96,8 +103,10 @@ type SuppressedEvent struct {
 	Reason string `json:"reason"`
 	// Suppressed is the number of events counted and not chained.
 	Suppressed uint64 `json:"suppressed"`
-	// WindowStart and WindowEnd bound the window, in UTC. WindowEnd is
-	// WindowStart+Window, or the time Run stopped for the last window.
+	// WindowStart and WindowEnd bound the period counted, in UTC: the
+	// key's period (one Window, or longer for a key that kept repeating;
+	// see Recorder), or the overflow's Window. WindowEnd is the period's
+	// end, or the time Run stopped for the last one.
 	WindowStart time.Time `json:"window_start"`
 	WindowEnd   time.Time `json:"window_end"`
 	// Overflow marks the summary of the keys beyond MaxKeys.
@@ -106,49 +115,78 @@ type SuppressedEvent struct {
 
 // Recorder chains events that a remote party can trigger (refused
 // advertisements, ctl calls, handshakes, notices) without letting a flood
-// of them grow the chain without bound. Within a window the first PerKey
-// events of each key are appended as given and the rest only counted;
-// once the window has closed, one summary entry per key that had events
-// counted records how many. Events of one window therefore make at most
-// MaxKeys*(PerKey+1)+1 entries, whatever their number: PerKey per tracked
-// key while it is open, then one summary per tracked key and one for the
-// overflow.
+// of them grow the chain without bound, or an honest repeat grow it at a
+// steady pace forever.
 //
-// A window closes lazily, when a Record or Flush sees a time past it. Run
+// Each key has a period, aligned to multiples of Window: within it the
+// first PerKey events of the key are appended as given and the rest only
+// counted; once it has closed, one summary entry records how many were
+// counted, if any. A key's first period is one Window. A key that had
+// events in a period is watched for the next one; a key that has events
+// in period after period backs off: its second period is one Window
+// again, and each further period twice as long as the one before, up to
+// MaxPeriod. A period without events forgets the key, so its next event
+// starts again at one Window.
+//
+// The bound: the events of one Window, however many, make at most
+// MaxKeys*(PerKey+1)+1 entries, and the recorder appends at most that many
+// in any one Window: PerKey per tracked key whose period covers it, one
+// summary per tracked key whose period closed, and one for the overflow.
+// The steady growth: a key repeating more often than its budget lets
+// through, forever, adds at most PerKey+1 entries per MaxPeriod once
+// backed off: two an hour with the defaults, after a ramp of 64 minutes
+// (periods of 1, 1, 2, 4, 8, 16 and 32 minutes, then 60).
+//
+// A period closes lazily, when a Record or Flush sees a time past it. Run
 // flushes every Window, so the summaries of a flood followed by silence
-// still land, at most one Window after its window ended.
+// still land, at most one Window after its period ended.
 //
 // It is safe for concurrent use. Its mutex is never held across Append,
 // so neither the recorder nor a slow disk under it holds up a suppressed
 // event, and the recorder never delays other callers of the chain.
 type Recorder struct {
-	app     Appender
-	window  time.Duration
-	perKey  int
-	maxKeys int
-	now     func() time.Time
-	log     *zap.Logger
-	m       *recorderMetrics
+	app       Appender
+	window    time.Duration
+	maxPeriod time.Duration
+	perKey    int
+	maxKeys   int
+	now       func() time.Time
+	log       *zap.Logger
+	m         *recorderMetrics
 
-	// mu guards start, index, keys and overflow.
+	// mu guards index, keys, next, first and overflow.
 	mu sync.Mutex
-	// start is the start of the open window; zero while none is open.
-	start time.Time
-	// index maps each key tracked in the open window to its place in keys.
-	index map[RecordKey]int
-	// keys are the tracked keys in the order first seen, so summaries are
-	// appended in a stable order; at most maxKeys.
-	keys []keyCount
-	// overflow counts the events of keys beyond maxKeys.
-	overflow keyCount
+	// index maps each tracked key to its state in keys.
+	index map[RecordKey]*keyState
+	// keys are the tracked keys in the order first tracked, so summaries
+	// are appended in a stable order; at most maxKeys.
+	keys []*keyState
+	// next is the earliest end and first the earliest start of the
+	// tracked periods and the overflow's window: nothing closes while
+	// now lies in [first, next). Both are zero while nothing is tracked.
+	next, first time.Time
+	// overflow counts the events of keys beyond maxKeys, per Window.
+	overflow overflowCount
 }
 
-// keyCount is what a Recorder knows of one key in the open window.
-type keyCount struct {
-	key        RecordKey
-	source     string // source of the key's first event, for its summary
-	chained    int    // events handed to Append
-	suppressed uint64 // events counted instead
+// keyState is what a Recorder knows of one tracked key.
+type keyState struct {
+	key RecordKey
+	// start and end bound the key's current period.
+	start, end time.Time
+	// repeats is the number of periods in a row, right before this one,
+	// in which the key had events; it sets the period's length.
+	repeats    int
+	source     string // source of the period's first event, for its summary
+	chained    int    // events of the period handed to Append
+	suppressed uint64 // events of the period counted instead
+}
+
+// overflowCount counts the events of untracked keys in one Window.
+type overflowCount struct {
+	start      time.Time // zero while nothing is counted
+	source     string    // source of the window's first such event
+	suppressed uint64
 }
 
 // summary is a summary entry to append.
@@ -173,6 +211,9 @@ func NewRecorder(app Appender, opts RecorderOptions) (*Recorder, error) {
 	if opts.MaxKeys < 0 {
 		errs = append(errs, fmt.Errorf("max keys %d is negative", opts.MaxKeys))
 	}
+	if opts.MaxPeriod < 0 {
+		errs = append(errs, fmt.Errorf("max period %v is negative", opts.MaxPeriod))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("new chain recorder: %w", err)
 	}
@@ -183,8 +224,9 @@ func NewRecorder(app Appender, opts RecorderOptions) (*Recorder, error) {
 		maxKeys: cmp.Or(opts.MaxKeys, DefaultRecordMaxKeys),
 		now:     opts.Now,
 		log:     opts.Logger,
-		index:   map[RecordKey]int{},
+		index:   map[RecordKey]*keyState{},
 	}
+	r.maxPeriod = max(cmp.Or(opts.MaxPeriod, DefaultRecordMaxPeriod).Truncate(r.window), r.window)
 	if r.now == nil {
 		r.now = time.Now
 	}
@@ -202,13 +244,13 @@ func NewRecorder(app Appender, opts RecorderOptions) (*Recorder, error) {
 }
 
 // Record counts one event of key and appends it with source, key.Kind and
-// payload if it is within the key's budget for the window. It returns
+// payload if it is within the key's budget for its period. It returns
 // whether the event was appended. A suppressed event returns (false, nil):
 // it will be counted in the key's summary. An error is ErrInvalidEntry
 // for a key or source that cannot be chained (nothing is counted), or the
 // error of Append (the event used its budget but is not in the chain).
-// If the event falls after the open window, that window's summaries are
-// appended first; one that cannot be is logged, not returned.
+// The summaries of periods that closed before the event are appended
+// first; one that cannot be is logged, not returned.
 func (r *Recorder) Record(key RecordKey, source string, payload any) (chained bool, err error) {
 	if err := checkRecord(key, source); err != nil {
 		return false, err
@@ -250,10 +292,10 @@ func checkRecord(key RecordKey, source string) error {
 	return nil
 }
 
-// Flush closes the open window if now is outside it (at or after its end,
-// or before its start after the clock stepped back) and appends its
-// summaries. Run calls it every Window; a caller with its own loop, or a
-// test with a fake clock, may call it instead. The error says which
+// Flush closes the periods that now lies outside of (at or after their
+// end, or before their start after the clock stepped back) and appends
+// their summaries. Run calls it every Window; a caller with its own loop,
+// or a test with a fake clock, may call it instead. The error says which
 // summaries could not be chained; their counts are lost.
 func (r *Recorder) Flush(now time.Time) error {
 	r.mu.Lock()
@@ -263,10 +305,10 @@ func (r *Recorder) Flush(now time.Time) error {
 }
 
 // Run flushes every Window until ctx is done, so that the summaries of a
-// flood are chained within a Window of its window's end even if no event
-// follows. When ctx is done it closes the open window early (its summaries
-// end at that time), so a flood just before shutdown is still summed up,
-// and returns nil. It runs in the caller's goroutine and starts none;
+// flood are chained within a Window of its period's end even if no event
+// follows. When ctx is done it closes every open period early (their
+// summaries end at that time), so a flood just before shutdown is still
+// summed up, and returns nil. It runs in the caller's goroutine and starts none;
 // failures to chain summaries are logged.
 func (r *Recorder) Run(ctx context.Context) error {
 	t := time.NewTicker(r.window)
@@ -289,66 +331,120 @@ func (r *Recorder) Run(ctx context.Context) error {
 	}
 }
 
-// closeLocked closes the open window if now lies outside it, or in any
-// case when force is set, and returns its summaries: one per tracked key
-// with suppressed events, in the order first seen, then the overflow's.
+// closeLocked closes every period that now lies outside of, or every
+// period when force is set, and returns their summaries: one per key with
+// suppressed events, in the order the keys were first tracked, then the
+// overflow's. A closed key that had events gets its next period unless
+// force is set or the clock stepped back; one without is forgotten.
 // Called with mu held.
 func (r *Recorder) closeLocked(now time.Time, force bool) []summary {
-	if r.start.IsZero() {
+	if r.next.IsZero() || !force && now.Before(r.next) && !now.Before(r.first) {
 		return nil
-	}
-	end := r.start.Add(r.window)
-	inside := !now.Before(r.start) && now.Before(end)
-	if inside && !force {
-		return nil
-	}
-	if inside {
-		end = now
 	}
 	var due []summary
+	kept := r.keys[:0]
 	for _, k := range r.keys {
-		if k.suppressed == 0 {
+		back := now.Before(k.start)
+		if !force && !back && now.Before(k.end) {
+			kept = append(kept, k)
 			continue
 		}
-		due = append(due, summary{source: k.source, kind: k.key.Kind + SuppressedSuffix, event: SuppressedEvent{
-			Sender: k.key.Sender, Kind: k.key.Kind, Reason: k.key.Reason, Suppressed: k.suppressed,
-			WindowStart: r.start.UTC(), WindowEnd: end.UTC(),
-		}})
+		end := k.end
+		if force && !back && now.Before(end) {
+			end = now
+		}
+		if k.suppressed > 0 {
+			due = append(due, summary{source: k.source, kind: k.key.Kind + SuppressedSuffix, event: SuppressedEvent{
+				Sender: k.key.Sender, Kind: k.key.Kind, Reason: k.key.Reason, Suppressed: k.suppressed,
+				WindowStart: k.start.UTC(), WindowEnd: end.UTC(),
+			}})
+		}
+		// The next period starts where this one ended. No event fell in
+		// it so far (one would have closed this period), so a next period
+		// that has ended too would close empty: forget the key now.
+		next := k.end.Add(r.period(k.repeats + 1))
+		if force || back || k.chained == 0 && k.suppressed == 0 || !now.Before(next) {
+			delete(r.index, k.key)
+			continue
+		}
+		k.repeats++
+		k.start, k.end = k.end, next
+		k.source, k.chained, k.suppressed = "", 0, 0
+		kept = append(kept, k)
 	}
-	if r.overflow.suppressed > 0 {
-		due = append(due, summary{source: r.overflow.source, kind: OverflowKind, event: SuppressedEvent{
-			Suppressed: r.overflow.suppressed, WindowStart: r.start.UTC(), WindowEnd: end.UTC(), Overflow: true,
-		}})
+	clear(r.keys[len(kept):])
+	r.keys = kept
+
+	if o := r.overflow; !o.start.IsZero() {
+		end := o.start.Add(r.window)
+		inside := !now.Before(o.start) && now.Before(end)
+		if !inside || force {
+			if inside {
+				end = now
+			}
+			due = append(due, summary{source: o.source, kind: OverflowKind, event: SuppressedEvent{
+				Suppressed: o.suppressed, WindowStart: o.start.UTC(), WindowEnd: end.UTC(), Overflow: true,
+			}})
+			r.overflow = overflowCount{}
+		}
 	}
-	clear(r.index)
-	clear(r.keys)
-	r.keys = r.keys[:0]
-	r.overflow = keyCount{}
-	r.start = time.Time{}
+
+	r.next, r.first = time.Time{}, time.Time{}
+	for _, k := range r.keys {
+		r.extendLocked(k.start, k.end)
+	}
+	if !r.overflow.start.IsZero() {
+		r.extendLocked(r.overflow.start, r.overflow.start.Add(r.window))
+	}
 	return due
 }
 
-// admitLocked counts one event of key at now, opening a window if none is
-// open, and reports whether it is within the key's budget. Called with mu
-// held.
-func (r *Recorder) admitLocked(now time.Time, key RecordKey, source string) bool {
-	if r.start.IsZero() {
-		r.start = now.Truncate(r.window)
+// period returns the length of a key's period after repeats periods in a
+// row with events: one Window for the first two, then doubling up to
+// maxPeriod.
+func (r *Recorder) period(repeats int) time.Duration {
+	d := r.window
+	for i := 1; i < repeats && d < r.maxPeriod; i++ {
+		d *= 2
 	}
-	i, ok := r.index[key]
+	return min(d, r.maxPeriod)
+}
+
+// extendLocked widens [first, next) to take in a period from start to end.
+// Called with mu held.
+func (r *Recorder) extendLocked(start, end time.Time) {
+	if r.next.IsZero() || end.Before(r.next) {
+		r.next = end
+	}
+	if r.first.IsZero() || start.Before(r.first) {
+		r.first = start
+	}
+}
+
+// admitLocked counts one event of key at now, tracking the key with a
+// period of one Window if it is not tracked yet, and reports whether the
+// event is within the key's budget. Called with mu held, after
+// closeLocked(now).
+func (r *Recorder) admitLocked(now time.Time, key RecordKey, source string) bool {
+	k, ok := r.index[key]
 	if !ok {
 		if len(r.keys) >= r.maxKeys {
-			if r.overflow.suppressed == 0 {
-				r.overflow.source = source
+			if r.overflow.start.IsZero() {
+				r.overflow = overflowCount{start: now.Truncate(r.window), source: source}
+				r.extendLocked(r.overflow.start, r.overflow.start.Add(r.window))
 			}
 			r.overflow.suppressed++
 			return false
 		}
-		i = len(r.keys)
-		r.index[key] = i
-		r.keys = append(r.keys, keyCount{key: key, source: source})
+		start := now.Truncate(r.window)
+		k = &keyState{key: key, start: start, end: start.Add(r.window)}
+		r.index[key] = k
+		r.keys = append(r.keys, k)
+		r.extendLocked(k.start, k.end)
 	}
-	k := &r.keys[i]
+	if k.chained == 0 && k.suppressed == 0 {
+		k.source = source
+	}
 	if k.chained < r.perKey {
 		k.chained++
 		return true

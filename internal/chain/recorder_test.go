@@ -476,11 +476,11 @@ func TestRecordInvalid(t *testing.T) {
 }
 
 func TestNewRecorderRefuses(t *testing.T) {
-	_, err := NewRecorder(nil, RecorderOptions{Window: -1, PerKey: -1, MaxKeys: -1})
+	_, err := NewRecorder(nil, RecorderOptions{Window: -1, PerKey: -1, MaxKeys: -1, MaxPeriod: -1})
 	if err == nil {
 		t.Fatal("NewRecorder accepted a nil appender and negative options")
 	}
-	for _, want := range []string{"appender is nil", "window", "per-key", "max keys"} {
+	for _, want := range []string{"appender is nil", "window", "per-key", "max keys", "max period"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("NewRecorder error %q does not report %q", err, want)
 		}
@@ -555,4 +555,210 @@ func TestRecorderRun(t *testing.T) {
 // floodEvent is the payload of a flood event.
 type floodEvent struct {
 	I int `json:"i"`
+}
+
+// stampAppender keeps the time of every Append on the recorder's clock.
+type stampAppender struct {
+	now     func() time.Time
+	stamps  []time.Time
+	entries []appended
+}
+
+func (a *stampAppender) Append(source, kind string, payload any) (Entry, error) {
+	raw, err := json.Marshal(payload)
+	if err != nil {
+		return Entry{}, err
+	}
+	a.stamps = append(a.stamps, a.now())
+	a.entries = append(a.entries, appended{source, kind, string(raw)})
+	return Entry{Seq: uint64(len(a.entries))}, nil
+}
+
+// suppressedIn sums the summaries of kind among entries.
+func suppressedIn(t *testing.T, entries []appended) (chained, suppressed uint64, periods []SuppressedEvent) {
+	t.Helper()
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Kind, SuppressedSuffix) {
+			chained++
+			continue
+		}
+		var ev SuppressedEvent
+		if err := json.Unmarshal([]byte(e.Payload), &ev); err != nil {
+			t.Fatal(err)
+		}
+		suppressed += ev.Suppressed
+		periods = append(periods, ev)
+	}
+	return chained, suppressed, periods
+}
+
+// TestRecorderBackoff: a key repeating every 20 s (an honest peer whose
+// advertisements are refused, forever) backs off to one period an hour:
+// after the ramp it adds two entries an hour, every event is accounted
+// for, and a silent period forgets the key.
+func TestRecorderBackoff(t *testing.T) {
+	now := base
+	app := &stampAppender{now: func() time.Time { return now }}
+	r, err := NewRecorder(app, RecorderOptions{Now: func() time.Time { return now }, Logger: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := RecordKey{Sender: "n-b", Kind: "infer.advert.refused", Reason: "not_allowed"}
+	const hours = 8
+	events := 0
+	for ; now.Before(base.Add(hours * time.Hour)); now = now.Add(20 * time.Second) {
+		if _, err := r.Record(key, "table", nil); err != nil {
+			t.Fatal(err)
+		}
+		events++
+	}
+	now = now.Add(time.Hour) // past the end of the last period
+	if err := r.Flush(now); err != nil {
+		t.Fatal(err)
+	}
+	chained, suppressed, periods := suppressedIn(t, app.entries)
+	if chained+suppressed != uint64(events) {
+		t.Errorf("%d chained and %d suppressed, want %d events in all", chained, suppressed, events)
+	}
+	var got []time.Duration
+	for _, p := range periods {
+		got = append(got, p.WindowEnd.Sub(p.WindowStart))
+		if !p.WindowStart.Equal(p.WindowStart.Truncate(time.Minute)) {
+			t.Errorf("period starting %v is not aligned to the window", p.WindowStart)
+		}
+	}
+	m := time.Minute
+	want := []time.Duration{m, m, 2 * m, 4 * m, 8 * m, 16 * m, 32 * m} // the ramp: 64 minutes
+	for range (hours*60 - 64 + 59) / 60 {
+		want = append(want, time.Hour)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("period lengths (-want +got):\n%s", diff)
+	}
+	// Steady growth: two entries in each hour after the ramp.
+	for h := 2; h < hours; h++ {
+		from, to := base.Add(time.Duration(h)*time.Hour), base.Add(time.Duration(h+1)*time.Hour)
+		n := 0
+		for _, s := range app.stamps {
+			if !s.Before(from) && s.Before(to) {
+				n++
+			}
+		}
+		if n > 2 {
+			t.Errorf("hour %d: %d entries appended, want at most 2", h, n)
+		}
+	}
+
+	// Silence for longer than the key's next period forgets it: it starts
+	// again at one Window.
+	before := len(app.entries)
+	now = now.Add(3 * time.Hour)
+	for range 3 {
+		if _, err := r.Record(key, "table", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now = now.Truncate(time.Minute).Add(time.Minute)
+	if err := r.Flush(now); err != nil {
+		t.Fatal(err)
+	}
+	_, _, periods = suppressedIn(t, app.entries[before:])
+	if len(periods) != 1 || periods[0].WindowEnd.Sub(periods[0].WindowStart) != time.Minute || periods[0].Suppressed != 2 {
+		t.Errorf("after silence: summaries %+v, want one of 2 events over one minute", periods)
+	}
+}
+
+// TestRecorderBackoffOff: a MaxPeriod below two Windows keeps every
+// period one Window long.
+func TestRecorderBackoffOff(t *testing.T) {
+	now := base
+	app := &stampAppender{now: func() time.Time { return now }}
+	r, err := NewRecorder(app, RecorderOptions{MaxPeriod: time.Minute + time.Second, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := RecordKey{Sender: "n-b", Kind: "infer.advert.refused", Reason: "not_allowed"}
+	for ; now.Before(base.Add(time.Hour)); now = now.Add(20 * time.Second) {
+		if _, err := r.Record(key, "table", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Flush(now); err != nil {
+		t.Fatal(err)
+	}
+	_, _, periods := suppressedIn(t, app.entries)
+	if len(periods) != 60 {
+		t.Errorf("%d summaries in an hour, want 60", len(periods))
+	}
+	for _, p := range periods {
+		if d := p.WindowEnd.Sub(p.WindowStart); d != time.Minute {
+			t.Errorf("period of %v, want one minute", d)
+		}
+	}
+}
+
+// TestRecorderBoundWithBackoff drives random events of more keys than
+// MaxKeys over many windows, some keys repeating, some not: in every
+// Window the recorder appends at most MaxKeys*(PerKey+1)+1 entries, and
+// every event is chained or counted in exactly one summary.
+func TestRecorderBoundWithBackoff(t *testing.T) {
+	for _, perKey := range []int{1, 3} {
+		t.Run(fmt.Sprintf("per key %d", perKey), func(t *testing.T) {
+			const maxKeys = 4
+			now := base
+			app := &stampAppender{now: func() time.Time { return now }}
+			r, err := NewRecorder(app, RecorderOptions{PerKey: perKey, MaxKeys: maxKeys, MaxPeriod: 8 * time.Minute,
+				Now: func() time.Time { return now }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A fixed linear congruential sequence: the same run every time.
+			seed := uint64(1)
+			rnd := func(n int) int {
+				seed = seed*6364136223846793005 + 1442695040888963407
+				return int(seed>>33) % n
+			}
+			events := 0
+			for range 20_000 {
+				now = now.Add(time.Duration(rnd(4000)) * time.Millisecond)
+				if rnd(50) == 0 {
+					if err := r.Flush(now); err != nil {
+						t.Fatal(err)
+					}
+					continue
+				}
+				// Keys 0-2 repeat often; keys 3-9 now and then.
+				k := rnd(3)
+				if rnd(4) == 0 {
+					k = 3 + rnd(7)
+				}
+				key := RecordKey{Sender: fmt.Sprintf("peer-%d", k), Kind: "mesh.peer.refused", Reason: "unknown_key"}
+				if _, err := r.Record(key, "mesh", nil); err != nil {
+					t.Fatal(err)
+				}
+				events++
+			}
+			now = now.Add(time.Hour)
+			if err := r.Flush(now); err != nil {
+				t.Fatal(err)
+			}
+			chained, suppressed, _ := suppressedIn(t, app.entries)
+			if chained+suppressed != uint64(events) {
+				t.Errorf("%d chained and %d suppressed, want %d events in all", chained, suppressed, events)
+			}
+			perWindow := map[time.Time]int{}
+			for _, s := range app.stamps {
+				perWindow[s.Truncate(time.Minute)]++
+			}
+			bound := maxKeys*(perKey+1) + 1
+			for w, n := range perWindow {
+				if n > bound {
+					t.Errorf("window %v: %d entries appended, bound %d", w, n, bound)
+				}
+			}
+			if len(r.index) != 0 || len(r.keys) != 0 || !r.next.IsZero() {
+				t.Errorf("after an hour of silence the recorder still tracks %d keys", len(r.keys))
+			}
+		})
+	}
 }

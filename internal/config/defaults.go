@@ -32,6 +32,7 @@ func Default() *Config {
 			MaxResponseBytes: DefaultMaxResponseBytes,
 			StallTimeout:     Duration{D: 120 * time.Second},
 			RequestTimeout:   Duration{D: 900 * time.Second},
+			BodyTimeout:      Duration{D: 30 * time.Second},
 			Concurrency:      DefaultConcurrency,
 		}},
 		Controller: Controller{

@@ -96,6 +96,9 @@ type Limits struct {
 	StallTimeout Duration `yaml:"stall_timeout"`
 	// RequestTimeout bounds one forwarded request end to end.
 	RequestTimeout Duration `yaml:"request_timeout"`
+	// BodyTimeout bounds receiving a client's request body, from the
+	// request's start: a client trickling it gets 408 and frees its slot.
+	BodyTimeout Duration `yaml:"body_timeout"`
 	// Concurrency is the default number of requests one role serves at
 	// once; more are answered 429. Role.Concurrency overrides it.
 	Concurrency int `yaml:"concurrency"`

@@ -245,6 +245,7 @@ func (v *validator) inference(adminPort int) {
 	v.intRange("inference.limits.max_response_bytes", l.MaxResponseBytes, MaxBodyLimit)
 	v.positive("inference.limits.stall_timeout", l.StallTimeout)
 	v.positive("inference.limits.request_timeout", l.RequestTimeout)
+	v.positive("inference.limits.body_timeout", l.BodyTimeout)
 	v.intRange("inference.limits.concurrency", int64(l.Concurrency), MaxConcurrency)
 }
 

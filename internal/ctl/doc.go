@@ -28,6 +28,15 @@
 // decoders are in artifact.go, shared by the host (fetcher) and dispatch
 // (holder). Decoder errors wrap ErrArtifactMalformed.
 //
+// Host contract. Besides the calls, ctl holds what a controller reads
+// from workload hosts, so both sides take it from one place: the lifecycle
+// states of an instance (StateLoaded, StateRunning, ...), the reasons of a
+// departed one (DepartedUnloaded, DepartedRevoked), the instance config a
+// place carries and the deterministic instance id it yields (InstanceConfig,
+// InstanceID: a controller knows the id before it sends the place), and
+// the workload-host advertisement's name and metadata (HostAdvertName,
+// HostMetadata, ParseHostMetadata; instance.go and hostadvert.go).
+//
 // Invariants:
 //   - Verification runs in the order of Verifier.VerifyRequest (reference
 //     section 2.7 with the QUIC peer binding after the requester check);
@@ -38,8 +47,10 @@
 //     when full; expired entries are pruned to make room.
 //   - Every request read whole gets a signed answer, refusals of
 //     unauthenticated requests included; Serve then closes the stream.
-//     Serve reports whether the request was authenticated so the host
-//     chains its refusals always, and others through a RateLimiter.
+//     Serve reports whether the request was authenticated, and the
+//     verified request, so the host can tell a controller's refused
+//     decision (chained as such) from refusals any peer can repeat
+//     (chained through its rate-limited recorder).
 //   - A response is accepted only for its own request: nonce, method,
 //     responder node id (= the target unless *), and the expected key.
 //   - A mutating call that left without a valid signed answer is
@@ -54,8 +65,8 @@
 // refusal code peer_mismatch is new; the node-admin methods and the
 // response's trailing raw frame are not carried.
 //
-// Concurrency: Verifier, NonceGuard, RateLimiter, Server and Client are
-// safe for concurrent use. The package starts no goroutines of its own;
+// Concurrency: Verifier, NonceGuard, Server and Client are safe for
+// concurrent use. The package starts no goroutines of its own;
 // Serve and Call use context.AfterFunc to close their stream when ctx is
 // done and wait for that close before returning.
 package ctl

@@ -75,12 +75,6 @@ const (
 	// MaxReasonBytes bounds a refusal reason; longer reasons are cut on a
 	// UTF-8 boundary by NewRefusal.
 	MaxReasonBytes = 512
-
-	// UnauthRefusalsPerWindow is how many refusals of unauthenticated
-	// requests a host chains per UnauthRefusalWindow.
-	UnauthRefusalsPerWindow = 16
-	// UnauthRefusalWindow is the fixed window of that budget.
-	UnauthRefusalWindow = time.Minute
 )
 
 // Bounds of method parameters (params.go).

@@ -59,9 +59,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 
 // Served reports what Serve did, for the host's chain and metrics.
 type Served struct {
-	// Authenticated is true when the request passed VerifyRequest; its
-	// refusals are always chained. Refusals of unauthenticated requests
-	// go through a RateLimiter.
+	// Authenticated is true when the request passed VerifyRequest.
 	Authenticated bool
 	// Request is the verified request; zero unless Authenticated.
 	Request Request

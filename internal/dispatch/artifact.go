@@ -141,10 +141,11 @@ var errArtifactBusy = errors.New("no artifact slot free")
 // decision is offered to peerID, the path is listed, the offset is
 // within the file. A refusal is a *ctl.ArtifactRefusal.
 func (d *Dispatcher) authorize(peerID string, req ctl.FetchRequest) (*offer, pkg.File, error) {
-	of, ok := d.offers.lookup(req.DecisionID)
-	// A peer other than the decision's target learns nothing more than
-	// it would of an unknown decision.
-	if !ok || of.target != peerID {
+	// Offers are keyed by decision and target: a peer other than the
+	// decision's target learns nothing more than it would of an unknown
+	// decision.
+	of, ok := d.offers.lookup(req.DecisionID, peerID)
+	if !ok {
 		return nil, pkg.File{}, refuse(ctl.ArtifactNotOffered, "decision is not offered to this node")
 	}
 	f, ok := of.files[req.Path]

@@ -64,7 +64,7 @@ func offered(t *testing.T, files map[string][]byte) (*Dispatcher, string, func()
 	if err != nil {
 		t.Fatal(err)
 	}
-	release, err := d.offers.add(testDecided, testTarget, v)
+	release, err := d.offers.add(testDecided, testTarget, v, OfferGrace)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,32 +210,32 @@ func TestOfferGrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	release, err := o.add(testDecided, testTarget, v)
+	release, err := o.add(testDecided, testTarget, v, OfferGrace)
 	if err != nil {
 		t.Fatal(err)
 	}
 	advance(time.Hour)
-	if _, ok := o.lookup(testDecided); !ok {
+	if _, ok := o.lookup(testDecided, testTarget); !ok {
 		t.Fatal("a live offer expired")
 	}
 	release()
 	release() // idempotent
 	advance(OfferGrace - time.Second)
-	if _, ok := o.lookup(testDecided); !ok {
+	if _, ok := o.lookup(testDecided, testTarget); !ok {
 		t.Fatal("offer dropped inside its grace")
 	}
 	advance(time.Second)
-	if _, ok := o.lookup(testDecided); ok || o.len() != 0 {
+	if _, ok := o.lookup(testDecided, testTarget); ok || o.len() != 0 {
 		t.Fatal("offer kept after its grace")
 	}
 	for i := range MaxOffers {
 		id := strings.Repeat("0", 60) + strings.Repeat("f", 4)
 		id = id[:60] + string("0123456789abcdef"[i%16]) + string("0123456789abcdef"[i/16%16]) + "00"
-		if _, err := o.add(id, testTarget, v); err != nil {
+		if _, err := o.add(id, testTarget, v, OfferGrace); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := o.add(testDecided, testTarget, v); !errors.Is(err, ErrTooManyOffers) {
+	if _, err := o.add(testDecided, testTarget, v, OfferGrace); !errors.Is(err, ErrTooManyOffers) {
 		t.Fatalf("err = %v, want ErrTooManyOffers", err)
 	}
 }

@@ -3,12 +3,12 @@ package dispatch
 import (
 	"context"
 	"crypto/ed25519"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -106,8 +106,9 @@ var (
 	// ErrNoLocalHost is wrapped (in a ClassUnreachable *ctl.CallError) for
 	// a call to "self" on a node that runs no workload host.
 	ErrNoLocalHost = errors.New("this node runs no workload host")
-	// ErrBadPackage is wrapped by Place for a package directory that does
-	// not verify locally or cannot be carried by place; nothing was sent.
+	// ErrBadPackage is wrapped by VerifyPackage, Place and PlaceDecided for
+	// a package directory that does not verify locally, is revoked, lacks
+	// the variant, or cannot be carried by place; nothing was sent.
 	ErrBadPackage = errors.New("package refused before dispatch")
 )
 
@@ -133,6 +134,10 @@ type Dispatcher struct {
 	client *ctl.Client
 	met    *metrics
 	offers *offers
+	// verified remembers the packages VerifyPackage hashed;
+	// hashPackage is that full verification (a seam for tests).
+	verified    *verifiedCache
+	hashPackage hashFunc
 	// slots bounds the artifact streams served at once; peerSlots bounds
 	// those of each peer.
 	slots     chan struct{}
@@ -174,6 +179,8 @@ func New(deps Deps) (*Dispatcher, error) {
 		return nil, fmt.Errorf("dispatch: %w", err)
 	}
 	d.offers = newOffers(d.now)
+	d.verified = newVerifiedCache()
+	d.hashPackage = pkg.VerifyDirContext
 	return d, nil
 }
 
@@ -373,31 +380,27 @@ func (d *Dispatcher) callLocal(ctx context.Context, tg target, method ctl.Method
 	return d.client.Call(ctx, open, ctl.Target{ID: tg.id, Key: tg.key}, method, params, decisionID)
 }
 
-// Place verifies the package in pkgDir locally (signed by at least one of
-// the keys in its manifest.sig, every listed file intact: the host checks
-// its own trust anchors), makes the decision, offers the package's files
-// to the target for the length of the call, and sends place (or load when
-// !start) with the manifest, its signatures and variant. Errors wrapping
+// Place is the operator's place: it verifies the package in pkgDir
+// locally (VerifyPackage with the keys its own manifest.sig names as
+// anchors and no revocation list: the package must be intact and signed
+// by someone, whom to trust is the host's decision), makes and chains the
+// decision, offers the package's files to the target for the length of
+// the call and OfferGrace after, and sends place (or load when !start)
+// with the manifest, its signatures and variant. Errors wrapping
 // ErrBadPackage mean nothing was sent; call errors are *ctl.CallError.
 func (d *Dispatcher) Place(ctx context.Context, node, pkgDir, variant string, start bool) (*ctl.Answer, error) {
-	method := ctl.MethodLoad
-	if start {
-		method = ctl.MethodPlace
-	}
-	v, err := verifyLocal(ctx, pkgDir)
+	method := placeMethod(start)
+	anchors, err := ownSigners(pkgDir)
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := v.Manifest.Variant(variant); !ok {
-		return nil, fmt.Errorf("package %s has no variant %q: %w", v.Manifest.ID, variant, ErrBadPackage)
+	p, err := d.VerifyPackage(ctx, pkgDir, anchors, nil)
+	if err != nil {
+		return nil, err
 	}
-	if len(v.ManifestBytes) > ctl.MaxManifestBytes || len(v.SigBytes) > ctl.MaxManifestSigBytes {
-		return nil, fmt.Errorf("package %s: manifest of %d bytes or signatures of %d bytes exceed what place carries (%d, %d): %w",
-			v.Manifest.ID, len(v.ManifestBytes), len(v.SigBytes), ctl.MaxManifestBytes, ctl.MaxManifestSigBytes, ErrBadPackage)
-	}
-	params := ctl.PlaceParams{
-		Package: v.Manifest.ID, Version: v.Manifest.Version, Variant: variant,
-		Manifest: v.ManifestBytes, ManifestSig: v.SigBytes, Start: start,
+	params, err := placeParams(p, variant, ctl.InstanceConfig{}, start)
+	if err != nil {
+		return nil, err
 	}
 	tg, err := d.resolve(node)
 	if err != nil {
@@ -408,7 +411,85 @@ func (d *Dispatcher) Place(ctx context.Context, node, pkgDir, variant string, st
 	if err != nil {
 		return nil, err
 	}
-	release, err := d.offers.add(decisionID, tg.id, v)
+	return d.sendPlace(ctx, tg, p, params, decisionID, OfferGrace)
+}
+
+// PlaceDecided places a verified package on node under a decision the
+// caller already made and chained (a controller's: decisionID is its
+// chain entry's hash; PlaceDecided makes none). It sends place (or load
+// when !start) with variant and cfg, serving the package's files to that
+// node only, and only while the call runs: when the call ends the offer
+// is withdrawn, so the same decision can fall through to the next
+// candidate at once, and a candidate given up on cannot fetch it later.
+//
+// Before anything is sent, the package is checked again against the
+// revocation list it was verified against (a package, signer or artifact
+// revoked since is refused), and variant and cfg are checked. Errors
+// wrapping ErrBadPackage or ctl.ErrInvalidCall mean nothing was sent; call
+// errors are *ctl.CallError, their outcome chained (KindOutcome) with
+// decisionID.
+func (d *Dispatcher) PlaceDecided(ctx context.Context, node string, p VerifiedPackage, variant string, cfg ctl.InstanceConfig, start bool, decisionID string) (*ctl.Answer, error) {
+	method := placeMethod(start)
+	if !ctl.ValidDecisionID(decisionID) {
+		return nil, fmt.Errorf("%s: decision id %q is not 64 lower-case hex: %w", method, decisionID, ctl.ErrInvalidCall)
+	}
+	if p.v == nil {
+		return nil, fmt.Errorf("%s: no verified package: %w", method, ErrBadPackage)
+	}
+	if p.rev != nil {
+		if err := p.rev.CheckVerified(p.v); err != nil {
+			return nil, fmt.Errorf("package %s: %w: %w", p.v.Manifest.ID, ErrBadPackage, err)
+		}
+	}
+	params, err := placeParams(p, variant, cfg, start)
+	if err != nil {
+		return nil, err
+	}
+	tg, err := d.resolve(node)
+	if err != nil {
+		d.met.calls.WithLabelValues(string(method), ctl.ClassUnreachable.String()).Inc()
+		return nil, &ctl.CallError{Class: ctl.ClassUnreachable, Method: method, Err: err}
+	}
+	return d.sendPlace(ctx, tg, p, params, decisionID, 0)
+}
+
+func placeMethod(start bool) ctl.Method {
+	if start {
+		return ctl.MethodPlace
+	}
+	return ctl.MethodLoad
+}
+
+// placeParams builds the body of place or load. The config travels only
+// when it is not the zero value, so a place without one is the same
+// request it always was (and names the same instance).
+func placeParams(p VerifiedPackage, variant string, cfg ctl.InstanceConfig, start bool) (ctl.PlaceParams, error) {
+	m := p.v.Manifest
+	if _, ok := m.Variant(variant); !ok {
+		return ctl.PlaceParams{}, fmt.Errorf("package %s has no variant %q: %w", m.ID, variant, ErrBadPackage)
+	}
+	if err := cfg.Validate(); err != nil {
+		return ctl.PlaceParams{}, fmt.Errorf("%w: %w", err, ctl.ErrInvalidCall)
+	}
+	params := ctl.PlaceParams{
+		Package: m.ID, Version: m.Version, Variant: variant,
+		Manifest: p.v.ManifestBytes, ManifestSig: p.v.SigBytes, Start: start,
+	}
+	if cfg != (ctl.InstanceConfig{}) {
+		b, err := json.Marshal(cfg)
+		if err != nil {
+			return ctl.PlaceParams{}, fmt.Errorf("encode instance config: %w", err)
+		}
+		params.Config = b
+	}
+	return params, nil
+}
+
+// sendPlace offers p to tg under decisionID while the call runs (and for
+// grace after) and sends it.
+func (d *Dispatcher) sendPlace(ctx context.Context, tg target, p VerifiedPackage, params ctl.PlaceParams, decisionID string, grace time.Duration) (*ctl.Answer, error) {
+	method := placeMethod(params.Start)
+	release, err := d.offers.add(decisionID, tg.id, p.v, grace)
 	if err != nil {
 		// Nothing was sent: the target cannot have acted.
 		return nil, &ctl.CallError{Class: ctl.ClassUnreachable, Method: method, Err: err}
@@ -419,36 +500,6 @@ func (d *Dispatcher) Place(ctx context.Context, node, pkgDir, variant string, st
 		d.met.offers.Dec()
 	}()
 	return d.send(ctx, tg, method, params, decisionID)
-}
-
-// verifyLocal verifies pkgDir against the keys its own manifest.sig names:
-// the package must be intact and signed by someone; whether that signer is
-// trusted is for the host.
-func verifyLocal(ctx context.Context, pkgDir string) (*pkg.Verified, error) {
-	if !filepath.IsAbs(pkgDir) {
-		return nil, fmt.Errorf("package directory %q is not absolute: %w", pkgDir, ErrBadPackage)
-	}
-	sigBytes, err := readBounded(filepath.Join(pkgDir, pkg.SignatureFile), pkg.MaxSigFileBytes)
-	if err != nil {
-		return nil, fmt.Errorf("package %s: %w: %w", pkgDir, ErrBadPackage, err)
-	}
-	sf, err := pkg.ParseSigFile(sigBytes)
-	if err != nil {
-		return nil, fmt.Errorf("package %s: %w: %w", pkgDir, ErrBadPackage, err)
-	}
-	var keys []string
-	for _, s := range sf.Signatures {
-		keys = append(keys, s.Key)
-	}
-	anchors, err := pkg.ParseAnchors(keys)
-	if err != nil {
-		return nil, fmt.Errorf("package %s: %w: %w", pkgDir, ErrBadPackage, err)
-	}
-	v, err := pkg.VerifyDirContext(ctx, pkgDir, anchors, nil)
-	if err != nil {
-		return nil, fmt.Errorf("package %s: %w: %w", pkgDir, ErrBadPackage, err)
-	}
-	return v, nil
 }
 
 // readBounded reads a regular file of at most limit bytes.

@@ -288,7 +288,7 @@ func TestPlaceFetchesOverMesh(t *testing.T) {
 		t.Fatalf("request %s %q", ans.Request.Method, ans.Request.DecisionID)
 	}
 	// The offer stays for its grace after the call.
-	if _, ok := c.d.offers.lookup(ans.Request.DecisionID); !ok {
+	if _, ok := c.d.offers.lookup(ans.Request.DecisionID, c.b.Ident.ID()); !ok {
 		t.Fatal("offer dropped before its grace")
 	}
 }

@@ -18,22 +18,41 @@
 // ClassUnreachable, and a mutating call that left without a valid answer
 // is ClassIndeterminate.
 //
+// # Places
+//
+// VerifyPackage checks a package directory for its callers: the
+// signatures against the anchors it is given and the revocation list on
+// every call (cheap), the files' sizes and SHA-256 once per manifest hash
+// (MaxVerifiedPackages are remembered; a listed file whose size, mode or
+// modification time changed since is hashed again). The VerifiedPackage
+// it returns is an immutable value.
+//
+// PlaceDecided places a VerifiedPackage under a decision its caller made
+// and chained (a controller's), after checking the package against its
+// revocation list again. Place is the operator's: it verifies with the
+// package's own signers as anchors and no revocation list (the package
+// must be intact and signed by someone; the host checks its own trust
+// anchors and revocations), chains its own decision, and sends through
+// the same path.
+//
 // # Artifacts
 //
-// Place verifies the package directory locally (intact, signed by a key
-// its own manifest.sig names; the host checks its own trust anchors),
-// chains the decision, and offers the package to the target under that
-// decision id while the call runs, plus OfferGrace for a host resuming a
-// fetch. The host opens a mesh.KindArtifact stream to this node and sends
+// A package is offered to the target under the call's decision id while
+// the call runs. Offers are keyed by decision and target, so a
+// controller's decision can fall through to its next candidate at once.
+// A PlaceDecided offer is withdrawn when its call ends, so a candidate the
+// controller moved on from cannot fetch and load later; an operator
+// Place keeps its offer OfferGrace longer, for a host resuming a fetch.
+// The host opens a mesh.KindArtifact stream to this node and sends
 // one ctl.FrameFetch {v, decision_id, path, offset}; the answer is
 // ctl.FrameHeader {size, offset}, ctl.FramePiece frames (32-byte SHA-256
 // of the piece, then at most ctl.MaxPieceBytes bytes), ctl.FrameEnd; or
 // one ctl.FrameRefusal {code, message} with code not_offered, not_listed,
 // bad_request or io. The wire format and its decoders are ctl's
 // (ctl/artifact.go), shared with the host's fetcher. One file per
-// stream. A file is served only for an offered decision, only to the
-// node that decision targets (the stream's authenticated id; any other
-// node is told not_offered, as for an unknown decision), only for a path
+// stream. A file is served only for a decision offered to the node
+// asking (the stream's authenticated id; any other node is told
+// not_offered, as for an unknown decision), only for a path
 // the decision's verified manifest lists, only from an offset within the
 // file, through an os.Root with no symbolic link on the way, and only if
 // the file still has its listed size. The request frame is read (within
@@ -55,7 +74,11 @@
 // only when nothing answers on it. Each connection carries one JSON line
 // request (OperatorRequest, at most MaxOperatorRequestBytes) and gets one
 // JSON line answer (OperatorResponse) with the class ok, refused,
-// unreachable, indeterminate or error. DialOperator is the client.
+// unreachable, indeterminate or error. DialOperator is the client. The
+// server reads, bounds and answers; what a verb does is its
+// OperatorBackend's: the Dispatcher serves the per-node verbs, and a
+// controller plugs its own verbs in with a backend that serves them and
+// hands the rest to the Dispatcher, without a change here.
 //
 // # Concurrency
 //

@@ -245,3 +245,14 @@ type meshNode = meshtest.Node[*table.Table]
 func plainTable(id string, _ *meshtest.Admission) *table.Table {
 	return table.New(id, table.Options{})
 }
+
+// verifyLocal verifies dir as the operator's Place does (anchors: the
+// package's own signers; no revocations), for tests that offer a package
+// directly.
+func verifyLocal(ctx context.Context, dir string) (*pkg.Verified, error) {
+	anchors, err := ownSigners(dir)
+	if err != nil {
+		return nil, err
+	}
+	return pkg.VerifyDirContext(ctx, dir, anchors, nil)
+}

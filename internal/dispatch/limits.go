@@ -26,12 +26,19 @@ const (
 	// ArtifactWriteTimeout bounds the write of one frame to a fetcher; a
 	// fetcher that stops reading loses its stream, not a slot forever.
 	ArtifactWriteTimeout = 30 * time.Second
-	// OfferGrace keeps an offer after its place call returned, so that a
-	// host resuming a fetch it already started is not refused at once.
+	// OfferGrace keeps an offer of the operator's Place after its call
+	// returned, so that a host resuming a fetch it already started is not
+	// refused at once. PlaceDecided offers have none: a controller's
+	// target that it moved on from must not fetch and load later.
 	OfferGrace = 30 * time.Second
 	// MaxOffers bounds the offers held at once (places in flight plus
-	// those in their grace).
+	// those in their grace), each a decision offered to one node.
 	MaxOffers = 256
+	// MaxVerifiedPackages bounds the packages whose file hashes
+	// VerifyPackage remembers (one entry per manifest hash: its directory
+	// and its files' sizes, modes and modification times); the least
+	// recently used is dropped first.
+	MaxVerifiedPackages = 64
 )
 
 // Operator socket bounds.

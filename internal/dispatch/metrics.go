@@ -6,15 +6,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// metrics are the dispatcher's and operator socket's metrics. Labels are
-// bounded: method names, outcome classes, artifact results, verbs.
+// metrics are the dispatcher's metrics. Labels are bounded: method names,
+// outcome classes, artifact results.
 type metrics struct {
-	calls            *prometheus.CounterVec
-	duration         *prometheus.HistogramVec
-	offers           prometheus.Gauge
-	artifactStreams  *prometheus.CounterVec
-	artifactBytes    prometheus.Counter
-	operatorRequests *prometheus.CounterVec
+	calls           *prometheus.CounterVec
+	duration        *prometheus.HistogramVec
+	offers          prometheus.Gauge
+	artifactStreams *prometheus.CounterVec
+	artifactBytes   prometheus.Counter
 }
 
 // newMetrics builds the metrics and registers them on reg (nil: kept, not
@@ -42,18 +41,30 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "nodeld_dispatch_artifact_sent_bytes_total",
 			Help: "Package file bytes sent to fetching hosts.",
 		}),
-		operatorRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "nodeld_dispatch_operator_requests_total",
-			Help: "Operator socket requests, by verb and class.",
-		}, []string{"verb", "class"}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.calls, m.duration, m.offers, m.artifactStreams, m.artifactBytes, m.operatorRequests} {
+	for _, c := range []prometheus.Collector{m.calls, m.duration, m.offers, m.artifactStreams, m.artifactBytes} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register dispatch metrics: %w", err)
 		}
 	}
 	return m, nil
+}
+
+// newOperatorMetrics builds the operator socket's request counter, by verb
+// (the backend's verbs, else "unknown") and class, and registers it on reg
+// (nil: kept, not exported).
+func newOperatorMetrics(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "nodeld_dispatch_operator_requests_total",
+		Help: "Operator socket requests, by verb and class.",
+	}, []string{"verb", "class"})
+	if reg != nil {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register operator socket metrics: %w", err)
+		}
+	}
+	return c, nil
 }

@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/nodeld/nodeld/internal/ctl"
@@ -125,30 +126,74 @@ type OperatorConfig struct {
 	Group string
 }
 
+// OperatorBackend serves the verbs of the operator socket: the server
+// reads and bounds one request, hands it to Operate, and writes the
+// answer, so the wire format and its bounds stay the server's. The
+// Dispatcher is the backend of the per-node verbs (VerbDescribe ...
+// VerbUnrevoke). A controller adds its own verbs (a place that picks the
+// node, explain, placements, nodes) with a backend that serves those and
+// hands every other request to the Dispatcher, wired in cmd/nodeld; the
+// server needs no change for it.
+type OperatorBackend interface {
+	// Verbs lists the verbs Operate serves. The server counts requests by
+	// verb for these and as "unknown" for any other, so it is a small
+	// fixed set.
+	Verbs() []string
+	// Operate runs one request and classifies its outcome. It answers
+	// every request: an unknown verb or bad arguments with ClassError and
+	// CodeBadRequest.
+	Operate(ctx context.Context, req OperatorRequest) OperatorResponse
+}
+
+var _ OperatorBackend = (*Dispatcher)(nil)
+
+// OperatorDeps are the operator server's collaborators.
+type OperatorDeps struct {
+	// Backend serves the verbs; required.
+	Backend OperatorBackend
+	// Logger; nil logs nothing.
+	Logger *zap.Logger
+	// Registerer receives nodeld_dispatch_operator_requests_total; nil
+	// registers none.
+	Registerer prometheus.Registerer
+}
+
 // OperatorServer serves operator requests on a unix socket, never TCP.
 type OperatorServer struct {
-	cfg OperatorConfig
-	d   *Dispatcher
-	log *zap.Logger
+	cfg     OperatorConfig
+	backend OperatorBackend
+	// verbs are the backend's verbs, the metric's label values.
+	verbs    map[string]bool
+	log      *zap.Logger
+	requests *prometheus.CounterVec
 
 	ready chan struct{}
 	// slots bounds the connections served at once.
 	slots chan struct{}
 }
 
-// NewOperatorServer validates cfg; it binds nothing.
-func NewOperatorServer(cfg OperatorConfig, d *Dispatcher, log *zap.Logger) (*OperatorServer, error) {
-	if d == nil {
-		return nil, errors.New("operator socket: no dispatcher")
+// NewOperatorServer validates cfg and deps and registers the server's
+// metric; it binds nothing.
+func NewOperatorServer(cfg OperatorConfig, deps OperatorDeps) (*OperatorServer, error) {
+	if deps.Backend == nil {
+		return nil, errors.New("operator socket: no backend")
 	}
 	if cfg.Path == "" || !filepath.IsAbs(cfg.Path) && !filepath.IsLocal(cfg.Path) {
 		return nil, fmt.Errorf("operator socket: bad path %q", cfg.Path)
 	}
-	if log == nil {
-		log = zap.NewNop()
+	o := &OperatorServer{cfg: cfg, backend: deps.Backend, verbs: make(map[string]bool), log: deps.Logger,
+		ready: make(chan struct{}), slots: make(chan struct{}, MaxOperatorConns)}
+	for _, v := range deps.Backend.Verbs() {
+		o.verbs[v] = true
 	}
-	return &OperatorServer{cfg: cfg, d: d, log: log,
-		ready: make(chan struct{}), slots: make(chan struct{}, MaxOperatorConns)}, nil
+	if o.log == nil {
+		o.log = zap.NewNop()
+	}
+	var err error
+	if o.requests, err = newOperatorMetrics(deps.Registerer); err != nil {
+		return nil, fmt.Errorf("operator socket: %w", err)
+	}
+	return o, nil
 }
 
 // Ready is closed once the socket is listening.
@@ -291,7 +336,7 @@ func (o *OperatorServer) serveConn(ctx context.Context, conn net.Conn) {
 		if errors.Is(err, errLineTooLong) {
 			code = CodeTooLarge
 		}
-		o.d.met.operatorRequests.WithLabelValues("unknown", ClassError).Inc()
+		o.requests.WithLabelValues("unknown", ClassError).Inc()
 		writeResponse(conn, OperatorResponse{Class: ClassError, Code: code, Reason: err.Error()})
 		return
 	}
@@ -300,28 +345,25 @@ func (o *OperatorServer) serveConn(ctx context.Context, conn net.Conn) {
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		o.d.met.operatorRequests.WithLabelValues("unknown", ClassError).Inc()
+		o.requests.WithLabelValues("unknown", ClassError).Inc()
 		writeResponse(conn, OperatorResponse{Class: ClassError, Code: CodeBadRequest, Reason: "decode request: " + err.Error()})
 		return
 	}
-	resp := o.d.Operate(ctx, req)
+	resp := o.backend.Operate(ctx, req)
 	verb := req.Verb
-	if !knownVerb(verb) {
+	if !o.verbs[verb] {
 		verb = "unknown"
 	}
-	o.d.met.operatorRequests.WithLabelValues(verb, resp.Class).Inc()
+	o.requests.WithLabelValues(verb, resp.Class).Inc()
 	o.log.Info("operator request", zap.String("verb", verb), zap.String("node", req.Node),
 		zap.String("class", resp.Class), zap.String("code", resp.Code))
 	_ = conn.SetWriteDeadline(time.Now().Add(OperatorWriteTimeout))
 	writeResponse(conn, resp)
 }
 
-func knownVerb(v string) bool {
-	switch v {
-	case VerbDescribe, VerbPlace, VerbStart, VerbStop, VerbUnload, VerbStatus, VerbLogs, VerbRevoke, VerbUnrevoke:
-		return true
-	}
-	return false
+// Verbs returns the verbs the Dispatcher serves (OperatorBackend).
+func (d *Dispatcher) Verbs() []string {
+	return []string{VerbDescribe, VerbPlace, VerbStart, VerbStop, VerbUnload, VerbStatus, VerbLogs, VerbRevoke, VerbUnrevoke}
 }
 
 func writeResponse(w io.Writer, resp OperatorResponse) {
@@ -354,8 +396,9 @@ func readLine(r *bufio.Reader, limit int) ([]byte, error) {
 	}
 }
 
-// Operate runs one operator request and classifies its outcome. It is
-// what the socket serves, exported for in-process callers and tests.
+// Operate runs one operator request and classifies its outcome
+// (OperatorBackend). It is what the socket serves, exported for
+// in-process callers and tests.
 func (d *Dispatcher) Operate(ctx context.Context, req OperatorRequest) OperatorResponse {
 	bad := func(format string, args ...any) OperatorResponse {
 		return OperatorResponse{Class: ClassError, Code: CodeBadRequest, Reason: fmt.Sprintf(format, args...)}

@@ -51,7 +51,15 @@ func (l *localHost) ServeLocal(ctx context.Context, s ctl.Stream) {
 // cleanup.
 func runOperator(t *testing.T, d *Dispatcher, path string) *OperatorServer {
 	t.Helper()
-	o, err := NewOperatorServer(OperatorConfig{Path: path}, d, zaptest.NewLogger(t))
+	return runOperatorWith(t, OperatorDeps{Backend: d}, path)
+}
+
+// runOperatorWith starts an operator socket with deps at path and stops it
+// at cleanup.
+func runOperatorWith(t *testing.T, deps OperatorDeps, path string) *OperatorServer {
+	t.Helper()
+	deps.Logger = zaptest.NewLogger(t)
+	o, err := NewOperatorServer(OperatorConfig{Path: path}, deps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +193,7 @@ func TestOperatorStaleAndBusySocket(t *testing.T) {
 	}
 
 	// A live one is not.
-	o2, err := NewOperatorServer(OperatorConfig{Path: path}, d, nil)
+	o2, err := NewOperatorServer(OperatorConfig{Path: path}, OperatorDeps{Backend: d})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +206,7 @@ func TestOperatorStaleAndBusySocket(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	o3, _ := NewOperatorServer(OperatorConfig{Path: file}, d, nil)
+	o3, _ := NewOperatorServer(OperatorConfig{Path: file}, OperatorDeps{Backend: d})
 	if err := o3.Run(callCtx(t)); err == nil || !strings.Contains(err.Error(), "not a socket") {
 		t.Fatalf("run on a regular file: %v", err)
 	}
@@ -216,7 +224,7 @@ func TestOperatorSocketGroup(t *testing.T) {
 	d := newDispatcher(t, ident, nil, newLocalHost(t, ident, describeHandler))
 	path := filepath.Join(t.TempDir(), "nodeld.sock")
 	gid := os.Getgid()
-	o, err := NewOperatorServer(OperatorConfig{Path: path, Group: strconv.Itoa(gid)}, d, nil)
+	o, err := NewOperatorServer(OperatorConfig{Path: path, Group: strconv.Itoa(gid)}, OperatorDeps{Backend: d})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -69,7 +69,7 @@ func slotDispatcher(t *testing.T) (*Dispatcher, []byte, string) {
 	}
 	other := strings.Repeat("2", 64)
 	for decision, peer := range map[string]string{testDecided: testTarget, other: otherPeer} {
-		if _, err := d.offers.add(decision, peer, v); err != nil {
+		if _, err := d.offers.add(decision, peer, v, OfferGrace); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -14,7 +14,7 @@
 // revoked; a revoked subject is refused governance, anything else verify),
 // admits the variant (OS, arch, runtime present in the node's facts,
 // memory against free memory, package size against MaxPackageBytes and
-// free disk), derives the deterministic instance id (InstanceID), marks
+// free disk), derives the deterministic instance id (ctl.InstanceID), marks
 // the decision in flight, fetches each listed file (ctl/artifact.go) into
 // <data_dir>/packages/.partial/<decision>/, moves the finished directory to
 // <data_dir>/packages/<id>-<version>-<16 hex of manifest hash>/ and runs
@@ -29,6 +29,15 @@
 // a status listing. For place with start, a failed start is rolled back
 // (unloaded); if that fails too the instance stays listed (failed).
 //
+// The wire contract a controller reads from hosts is ctl's, not this
+// package's: the lifecycle states an instance is reported in
+// (ctl.StateLoaded ...), the reasons of a departed instance
+// (ctl.DepartedUnloaded, ctl.DepartedRevoked), the derivation of instance
+// ids from package, variant and config (ctl.InstanceID, ctl.InstanceConfig)
+// and the workload-host advertisement (Advertisement: ctl.HostAdvertName
+// with ctl.HostMetadata), so a controller predicts and reads them
+// without importing the host.
+//
 // # Revocation notices
 //
 // Register also serves mesh.KindNotice: one NoticeFrame holding a signed
@@ -40,7 +49,8 @@
 // chained host.notice.applied and forwarded to every other linked peer
 // (NoticeForwardConcurrency at once). A stale or duplicate notice is
 // ignored and not forwarded, which ends gossip loops; one that does not
-// verify is chained host.notice.refused (rate-limited). SubmitNotice is
+// verify is recorded host.notice.refused through Deps.Recorder (see
+// Invariants). SubmitNotice is
 // the local operator's entry (dispatch's revoke --notify). ReplayNotices,
 // wired to mesh.Deps.OnLinkUp, sends the log to a peer whose link comes
 // up, NoticeReplayPace apart, at most once per NoticeReplayCooldown, until
@@ -58,10 +68,15 @@
 //     of the list, every RevocationSweep, and TeardownRetry after a failed
 //     teardown). Teardowns are chained and idempotent.
 //   - Every step is chained with source AuditSource (the Kind* constants),
-//     never request bodies or environment values. Refusals of
-//     authenticated requests are always chained; refusals of
-//     unauthenticated ones at most ctl.UnauthRefusalsPerWindow per window,
-//     with the suppressed count on the next one. place begins only once
+//     never request bodies or environment values. A controller's refused
+//     mutation (place, load, start, stop, unload) is always chained: it
+//     names the decision. The refusals a caller can repeat at will (of an
+//     unauthenticated call, of describe, status and logs, of a notice
+//     that does not verify) go through Deps.Recorder, the daemon's shared
+//     rate-limited recorder, keyed by the peer the stream authenticated
+//     (this node for the local operator), the kind and the refusal code
+//     (ctl.Code, pkg.VerifyError.Code): it chains the first of a key per
+//     period and counts the rest in a summary entry. place begins only once
 //     host.place.begin is written, and start only once host.start.begin
 //     is (fail closed: refused runtime otherwise). stop, unload and
 //     revocation teardowns reduce risk, so they proceed when their record

@@ -32,7 +32,7 @@ func TestStartFailsClosedStopAndUnloadProceed(t *testing.T) {
 	if err := call(ctl.MethodStart, ctl.InstanceParams{InstanceID: id}); refusalCode(err) != ctl.CodeRuntime {
 		t.Fatalf("start with the chain down: %v, want a runtime refusal", err)
 	}
-	if in.managed.Alive() || in.snapshot().started || c.state(id) != StateLoaded {
+	if in.managed.Alive() || in.snapshot().started || c.state(id) != ctl.StateLoaded {
 		t.Errorf("instance after a refused start: alive %v, %+v", in.managed.Alive(), in.snapshot())
 	}
 	// The begin record and the refusal's record are both lost.
@@ -52,7 +52,7 @@ func TestStartFailsClosedStopAndUnloadProceed(t *testing.T) {
 	if err := call(ctl.MethodStop, ctl.InstanceParams{InstanceID: id, GraceMS: 1000}); err != nil {
 		t.Fatalf("stop with the chain down: %v", err)
 	}
-	if err := syscall.Kill(pid, 0); err == nil || c.state(id) != StateStopped {
+	if err := syscall.Kill(pid, 0); err == nil || c.state(id) != ctl.StateStopped {
 		t.Errorf("after stop: process %d still exists or state %q", pid, c.state(id))
 	}
 	if got := lost(); got != before+1 {

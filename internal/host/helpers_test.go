@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/nodeld/nodeld/internal/chain"
 	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/facts"
 	"github.com/nodeld/nodeld/internal/grammar"
@@ -76,6 +77,19 @@ func (a *fakeAudit) Record(source, kind string, payload any) error {
 	defer a.mu.Unlock()
 	a.recs = append(a.recs, auditRec{kind, m})
 	return nil
+}
+
+// passRecorder is a Recorder that chains every event to a, one entry
+// each, so tests that count refusals see every one (the flood tests use
+// a real chain.Recorder instead).
+type passRecorder struct {
+	a interface {
+		Record(source, kind string, payload any) error
+	}
+}
+
+func (r passRecorder) Record(key chain.RecordKey, source string, payload any) (bool, error) {
+	return true, r.a.Record(source, key.Kind, payload)
 }
 
 func (a *fakeAudit) Head() (uint64, string) {
@@ -326,6 +340,10 @@ type clusterOpts struct {
 	noRun  bool
 	// now is the host's clock; nil means time.Now.
 	now func() time.Time
+	// audit and recorder, when set, replace the fake audit (which then
+	// stays empty) and the recorder that chains every event to it.
+	audit    Auditor
+	recorder Recorder
 }
 
 func newCluster(t testing.TB, opts clusterOpts) *cluster {
@@ -349,11 +367,19 @@ func newCluster(t testing.TB, opts clusterOpts) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var audit Auditor = c.audit
+	if opts.audit != nil {
+		audit = opts.audit
+	}
+	var rec Recorder = passRecorder{c.audit}
+	if opts.recorder != nil {
+		rec = opts.recorder
+	}
 	h, err := New(Config{
 		Enabled: true, Controllers: []ed25519.PublicKey{c.caller.Ident.PublicKey()},
 		TrustAnchors: pkg.Anchors{pubOf(c.publisher)}, DataDir: c.hostNode.Dir,
 		RestartPolicy: opts.policy, HealthInterval: 50 * time.Millisecond,
-	}, Deps{Identity: c.hostNode.Ident, Mesh: c.hostNode.Mesh, Table: c.hostNode.Table, Audit: c.audit,
+	}, Deps{Identity: c.hostNode.Ident, Mesh: c.hostNode.Mesh, Table: c.hostNode.Table, Audit: audit, Recorder: rec,
 		Revocations: rev, Facts: src, Logger: zaptest.NewLogger(t).Named("host"), Registerer: prometheus.NewRegistry(),
 		Now: opts.now})
 	if err != nil {

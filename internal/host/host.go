@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/nodeld/nodeld/internal/chain"
 	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/facts"
 	"github.com/nodeld/nodeld/internal/identity"
@@ -22,9 +23,6 @@ import (
 	"github.com/nodeld/nodeld/internal/runner"
 	"github.com/nodeld/nodeld/internal/table"
 )
-
-// AdvertName is the name of the host's advertisement.
-const AdvertName = "workload-host"
 
 // AuditSource is the chain source of every host record.
 const AuditSource = "host"
@@ -100,6 +98,14 @@ type Auditor interface {
 	Head() (seq uint64, hash string)
 }
 
+// Recorder chains events that a remote party can trigger, counting the
+// repeats of a key instead of chaining each (*chain.Recorder).
+type Recorder interface {
+	Record(key chain.RecordKey, source string, payload any) (chained bool, err error)
+}
+
+var _ Recorder = (*chain.Recorder)(nil)
+
 // Deps are the host's collaborators.
 type Deps struct {
 	// Identity is this node's key; required.
@@ -112,6 +118,11 @@ type Deps struct {
 	// Audit is the chain; required (a control action whose record cannot
 	// be written is not taken).
 	Audit Auditor
+	// Recorder records the refusals a caller can repeat at will (of
+	// unauthenticated and of read-only calls, of notices), keyed by the
+	// authenticated peer, kind and refusal code, so that a flood of them
+	// grows the chain by a bounded number of entries; required.
+	Recorder Recorder
 	// Revocations is the node's revocation list; required.
 	Revocations *pkg.Revocations
 	// Facts signs describe's facts and gives the free memory and runtimes
@@ -133,15 +144,13 @@ type Host struct {
 	mesh     Mesh
 	table    Table
 	audit    Auditor
+	rec      Recorder
 	rev      *pkg.Revocations
 	facts    *facts.Source
 	log      *zap.Logger
 	now      func() time.Time
 	verifier *ctl.Verifier
-	unauth   *ctl.RateLimiter
 	met      *metrics
-	// noticeRefusals rate-limits host.notice.refused records.
-	noticeRefusals *ctl.RateLimiter
 	// notes is the replay log of revocation notices (notice.go).
 	notes notices
 
@@ -182,6 +191,9 @@ func New(cfg Config, deps Deps) (*Host, error) {
 	if deps.Audit == nil {
 		errs = append(errs, errors.New("audit chain is required"))
 	}
+	if deps.Recorder == nil {
+		errs = append(errs, errors.New("recorder is required"))
+	}
 	if deps.Revocations == nil {
 		errs = append(errs, errors.New("revocation list is required"))
 	}
@@ -192,7 +204,7 @@ func New(cfg Config, deps Deps) (*Host, error) {
 		return nil, fmt.Errorf("new host: %w", err)
 	}
 	h := &Host{
-		self: deps.Identity, mesh: deps.Mesh, table: deps.Table, audit: deps.Audit,
+		self: deps.Identity, mesh: deps.Mesh, table: deps.Table, audit: deps.Audit, rec: deps.Recorder,
 		rev: deps.Revocations, facts: deps.Facts, log: deps.Logger, now: deps.Now,
 		cfg:      cloneConfig(cfg),
 		inflight: map[string]*inflight{},
@@ -216,13 +228,11 @@ func New(cfg Config, deps Deps) (*Host, error) {
 		return nil, fmt.Errorf("new host: %w", err)
 	}
 	h.verifier = v
-	h.unauth = ctl.NewRateLimiter(ctl.UnauthRefusalsPerWindow, ctl.UnauthRefusalWindow, h.now)
 	met, err := newMetrics(deps.Registerer, h.instanceCount)
 	if err != nil {
 		return nil, fmt.Errorf("new host: %w", err)
 	}
 	h.met = met
-	h.noticeRefusals = ctl.NewRateLimiter(ctl.UnauthRefusalsPerWindow, ctl.UnauthRefusalWindow, h.now)
 	if err := h.loadNotices(); err != nil {
 		return nil, fmt.Errorf("new host: %w", err)
 	}
@@ -429,25 +439,24 @@ func (h *Host) shutdown() {
 	}
 }
 
-// Advertisement returns the workload-host advertisement: the methods and
-// metadata "instances", "in_flight", "enabled" and label.<k>.
+// Advertisement returns the workload-host advertisement (ctl.HostAdvertName):
+// the methods, ctl.Version and the metadata of ctl.HostMetadata (instances,
+// in_flight, enabled and label.<k>).
 func (h *Host) Advertisement(now time.Time) table.Advertisement {
 	h.mu.Lock()
-	md := map[string]string{
-		"instances": strconv.Itoa(len(h.insts)),
-		"in_flight": strconv.Itoa(len(h.inflight)),
-		"enabled":   strconv.FormatBool(h.cfg.Enabled),
-	}
-	for k, v := range h.cfg.Labels {
-		md["label."+k] = v
-	}
+	md := ctl.HostMetadata{
+		Instances: len(h.insts),
+		InFlight:  len(h.inflight),
+		Enabled:   h.cfg.Enabled,
+		Labels:    h.cfg.Labels,
+	}.Metadata()
 	h.mu.Unlock()
 	methods := make([]string, 0, 8)
 	for _, m := range ctl.Methods() {
 		methods = append(methods, string(m))
 	}
 	return table.Advertisement{
-		Name: AdvertName, NodeID: h.self.ID(), Methods: methods, Version: strconv.Itoa(ctl.Version),
+		Name: ctl.HostAdvertName, NodeID: h.self.ID(), Methods: methods, Version: strconv.Itoa(ctl.Version),
 		Metadata: md, LastUpdated: now.Unix(),
 	}
 }
@@ -548,4 +557,15 @@ func (h *Host) record(kind string, payload any) error {
 		return fmt.Errorf("chain %s: %w", kind, err)
 	}
 	return nil
+}
+
+// recordRepeatable hands a record its sender can repeat at will to the
+// Recorder with source AuditSource, keyed by sender (the authenticated
+// peer), kind and reason (a fixed code). It chains the first of a key per
+// period and counts the rest.
+func (h *Host) recordRepeatable(sender, kind, reason string, payload any) {
+	if _, err := h.rec.Record(chain.RecordKey{Sender: sender, Kind: kind, Reason: reason}, AuditSource, payload); err != nil {
+		h.met.auditFailures.Inc()
+		h.log.Error("chain record", zap.String("kind", kind), zap.Error(err))
+	}
 }

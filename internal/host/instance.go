@@ -16,22 +16,6 @@ import (
 	"github.com/nodeld/nodeld/internal/table"
 )
 
-// Lifecycle states the host reports (reference 4.3).
-const (
-	StateLoaded     = "loaded"
-	StateRunning    = "running"
-	StateUnhealthy  = "unhealthy"
-	StateRestarting = "restarting"
-	StateStopped    = "stopped"
-	StateFailed     = "failed"
-)
-
-// Departed reasons.
-const (
-	DepartedUnloaded = "unloaded"
-	DepartedRevoked  = "revoked"
-)
-
 // errNotRunning: Run has not started or is ending, so nothing can be
 // supervised.
 var errNotRunning = errors.New("host is not running")
@@ -135,7 +119,7 @@ func (h *Host) startRun(ctx context.Context, in *instance) error {
 	if err := in.managed.Start(sctx); err != nil {
 		return err
 	}
-	in.setState(StateRunning, "")
+	in.setState(ctl.StateRunning, "")
 	if err := h.supervise(in); err != nil {
 		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ctl.DefaultStopGrace+5*time.Second)
 		defer cancel()
@@ -218,7 +202,7 @@ func (h *Host) onChange(in *instance, st runner.State) {
 		return
 	case runner.StateRunning:
 		in.mu.Lock()
-		in.state, in.detail, in.restarts = StateRunning, "", restarts
+		in.state, in.detail, in.restarts = ctl.StateRunning, "", restarts
 		in.mu.Unlock()
 		h.registerRole(in)
 		return
@@ -228,15 +212,15 @@ func (h *Host) onChange(in *instance, st runner.State) {
 	in.restarts = restarts
 	switch st {
 	case runner.StateUnhealthy:
-		in.state, in.detail = StateUnhealthy, reason
+		in.state, in.detail = ctl.StateUnhealthy, reason
 	case runner.StateRestarting:
-		in.state, in.detail = StateRestarting, reason
+		in.state, in.detail = ctl.StateRestarting, reason
 	case runner.StateFailed:
-		in.state, in.detail = StateFailed, reason
+		in.state, in.detail = ctl.StateFailed, reason
 	case runner.StateStopped:
 		// A verb or shutdown stopped it; the verb sets its own state.
-		if in.state != StateFailed {
-			in.state, in.detail = StateStopped, reason
+		if in.state != ctl.StateFailed {
+			in.state, in.detail = ctl.StateStopped, reason
 		}
 	}
 	in.mu.Unlock()

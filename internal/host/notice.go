@@ -34,8 +34,8 @@ const (
 	// KindNoticeApplied: a verified notice changed the list's sequence
 	// (issuer, seq, action, subject, from).
 	KindNoticeApplied = "host.notice.applied"
-	// KindNoticeRefused: a notice that does not verify (rate-limited,
-	// with the suppressed count).
+	// KindNoticeRefused: a notice that does not verify (through the
+	// Recorder, keyed by sender and code).
 	KindNoticeRefused = "host.notice.refused"
 )
 
@@ -193,8 +193,8 @@ func (h *Host) writeNoticeLogLocked() error {
 
 // applyNotice verifies raw and applies it. applied is false, with a nil
 // error, for a stale or duplicate notice (ignored: that is what ends
-// gossip loops). A notice that does not verify is chained (rate-limited)
-// and its error wraps ErrNoticeRefused. from is the sending peer ("" for
+// gossip loops). A notice that does not verify is recorded (through the
+// Recorder) and its error wraps ErrNoticeRefused. from is the sending peer ("" for
 // the local operator).
 func (h *Host) applyNotice(raw []byte, from string) (applied bool, err error) {
 	n, err := pkg.VerifyNotice(raw, h.noticeKeys())
@@ -233,17 +233,20 @@ func (h *Host) applyNotice(raw []byte, from string) (applied bool, err error) {
 	return true, nil
 }
 
+// refuseNotice records a notice from peer from ("" for the local
+// operator) that does not verify. Any linked peer can send notices at
+// will, so it goes through the Recorder, keyed by the sender and the
+// pkg.VerifyError code.
 func (h *Host) refuseNotice(from string, err error) {
-	ok, suppressed := h.noticeRefusals.Allow()
-	if !ok {
-		return
-	}
 	code := ""
 	if ve, isVE := errors.AsType[*pkg.VerifyError](err); isVE {
 		code = ve.Code
 	}
-	_ = h.record(KindNoticeRefused, map[string]any{"from": from, "code": code, "reason": err.Error(),
-		"suppressed": suppressed})
+	sender := from
+	if sender == "" {
+		sender = h.self.ID()
+	}
+	h.recordRepeatable(sender, KindNoticeRefused, code, map[string]any{"from": from, "code": code, "reason": err.Error()})
 }
 
 // SubmitNotice applies a signed notice from this node's operator and

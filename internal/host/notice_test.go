@@ -141,7 +141,7 @@ func (n *ntNode) start(controllers ...*ntNode) {
 		keys = append(keys, c.ident.PublicKey())
 	}
 	h, err := New(Config{Enabled: true, Controllers: keys, DataDir: n.dir},
-		Deps{Identity: n.ident, Mesh: m, Audit: n.audit, Revocations: rev, Logger: log.Named("host"),
+		Deps{Identity: n.ident, Mesh: m, Audit: n.audit, Recorder: passRecorder{n.audit}, Revocations: rev, Logger: log.Named("host"),
 			Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)

@@ -3,8 +3,6 @@ package host
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,17 +19,9 @@ import (
 	"github.com/nodeld/nodeld/internal/runner"
 )
 
-// InstanceConfig is the instance configuration a place may carry (the
-// PlaceParams.Config object), strictly decoded.
-type InstanceConfig struct {
-	// Port is the loopback port of the instance's server; 0 picks a free
-	// one for each run.
-	Port int `json:"port,omitempty"`
-}
-
 // decodeInstanceConfig strictly decodes a place's instance config: at
 // most maxInstanceConfigBytes, no unknown fields, no trailing data.
-func decodeInstanceConfig(p []byte, c *InstanceConfig) error {
+func decodeInstanceConfig(p []byte, c *ctl.InstanceConfig) error {
 	if len(p) > maxInstanceConfigBytes {
 		return fmt.Errorf("instance config of %d bytes, bound %d", len(p), maxInstanceConfigBytes)
 	}
@@ -56,20 +46,6 @@ func packageDirName(pkgID, version, manifestHash string) string {
 	return pkgID + "-" + version + "-" + manifestHash[:16]
 }
 
-// InstanceID returns the deterministic instance id of a package placed
-// with cfg on node: <package>-<8 hex of SHA-256 over package, version,
-// variant, manifest hash and config>-<node>. The same workload and config
-// on the same node always get the same id.
-func InstanceID(pkgID, version, variant, manifestHash string, cfg InstanceConfig, node string) string {
-	c, _ := json.Marshal(cfg)
-	h := sha256.New()
-	for _, s := range []string{pkgID, version, variant, manifestHash, string(c)} {
-		h.Write([]byte(s))
-		h.Write([]byte{0x1f})
-	}
-	return pkgID + "-" + hex.EncodeToString(h.Sum(nil))[:8] + "-" + node
-}
-
 // revocationRefusal maps a verification error: a revoked subject is
 // governance, anything else verify.
 func revocationRefusal(prefix string, err error) *ctl.Refusal {
@@ -87,9 +63,9 @@ func (h *Host) place(ctx context.Context, req ctl.Request, open ArtifactOpener) 
 	if err != nil {
 		return nil, asRefusal(err)
 	}
-	var icfg InstanceConfig
+	var icfg ctl.InstanceConfig
 	if len(p.Config) > 0 {
-		if err := decodeInstanceConfig(p.Config, &icfg); err != nil || icfg.Port < 0 || icfg.Port > 65535 {
+		if err := decodeInstanceConfig(p.Config, &icfg); err != nil || icfg.Validate() != nil {
 			return nil, ctl.NewRefusal(ctl.CodeInvalidRequest, "instance config: unknown field or bad port")
 		}
 	}
@@ -110,7 +86,7 @@ func (h *Host) place(ctx context.Context, req ctl.Request, open ArtifactOpener) 
 	if r := h.admit(ctx, m, variant, cfg); r != nil {
 		return nil, r
 	}
-	id := InstanceID(m.ID, m.Version, variant.Name, v.ManifestHash, icfg, h.self.ID())
+	id := ctl.InstanceID(m.ID, m.Version, variant.Name, v.ManifestHash, icfg, h.self.ID())
 
 	// Mark the decision in flight and reserve the id (and so its package
 	// directory, which no unload removes while the place runs).
@@ -158,7 +134,7 @@ func (h *Host) place(ctx context.Context, req ctl.Request, open ArtifactOpener) 
 		h: h, id: id, decision: req.DecisionID, requester: req.Requester, pkgID: m.ID, version: m.Version,
 		variant: variant.Name, role: m.Role, model: m.Runtime.Model, manifestHash: v.ManifestHash,
 		kind: runner.Kind(m.Runtime.Type), inference: m.Kind == pkg.KindInference, verified: dv,
-		managed: managed, adapter: &supervised{m: managed}, state: StateLoaded,
+		managed: managed, adapter: &supervised{m: managed}, state: ctl.StateLoaded,
 	}
 	in.opMu.Lock()
 	defer in.opMu.Unlock()
@@ -211,7 +187,7 @@ func (h *Host) rollback(ctx context.Context, in *instance, startErr error) *ctl.
 		h.mu.Unlock()
 		return ctl.NewRefusal(ctl.CodeRuntime, fmt.Sprintf("start failed: %v; loaded instance %s unloaded", startErr, in.id))
 	}
-	in.setState(StateFailed, "start failed and unload failed")
+	in.setState(ctl.StateFailed, "start failed and unload failed")
 	return ctl.NewRefusal(ctl.CodeRuntime, fmt.Sprintf("start failed: %v; unload of %s failed too (%v), it stays listed", startErr, in.id, serr))
 }
 
@@ -326,7 +302,7 @@ func syncDir(dir string) {
 }
 
 // specOf builds the runtime spec of a package in dir.
-func specOf(m *pkg.Manifest, dir string, icfg InstanceConfig) runner.Spec {
+func specOf(m *pkg.Manifest, dir string, icfg ctl.InstanceConfig) runner.Spec {
 	s := runner.Spec{
 		Kind: runner.Kind(m.Runtime.Type), Dir: dir, Command: m.Runtime.Command,
 		Args: m.Runtime.Args, Env: m.Runtime.Env, ModelFile: m.Runtime.ModelFile, Model: m.Runtime.Model,

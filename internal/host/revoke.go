@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/pkg"
 )
 
@@ -51,7 +52,7 @@ func (h *Host) teardown(ctx context.Context, in *instance, subject string) bool 
 		h.log.Warn("revocation teardown", zap.String("instance", in.id), zap.Error(err))
 		return false
 	}
-	h.remove(in, DepartedRevoked)
+	h.remove(in, ctl.DepartedRevoked)
 	h.met.teardowns.Inc()
 	payload["unloaded"] = true
 	_ = h.record(KindRevokedTeardown, payload)

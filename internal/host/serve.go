@@ -40,8 +40,7 @@ func (h *Host) ServeLocal(ctx context.Context, s ctl.Stream, artifacts ArtifactO
 	return h.serve(ctx, s, h.self.PublicKey(), h.self.ID(), artifacts)
 }
 
-// serve answers one call and chains its refusal: always for an
-// authenticated request, within the unauthenticated budget otherwise.
+// serve answers one call and chains its refusal (see account).
 func (h *Host) serve(ctx context.Context, s ctl.Stream, peerKey []byte, peerID string, open ArtifactOpener) error {
 	srv, err := ctl.NewServer(ctl.ServerConfig{
 		Verifier: h.verifier,
@@ -61,7 +60,12 @@ func (h *Host) serve(ctx context.Context, s ctl.Stream, peerKey []byte, peerID s
 	return err
 }
 
-// account counts a served call and chains its refusal.
+// account counts a served call and chains its refusal. A controller's
+// refused mutation names its decision and is chained as such; every other
+// refusal (of an unauthenticated call, or of describe, status or logs,
+// which any admitted peer may repeat at will: 11,000 logs calls for a
+// missing instance added 3,500 entries) goes through the Recorder, keyed
+// by the peer the stream authenticated, the kind and the refusal code.
 func (h *Host) account(served ctl.Served, peerID string) {
 	method := string(served.Method)
 	if !served.Method.Known() {
@@ -79,13 +83,9 @@ func (h *Host) account(served ctl.Served, peerID string) {
 		"method": method, "code": served.Refusal.Code, "reason": served.Refusal.Reason, "peer": peerID,
 		"authenticated": served.Authenticated,
 	}
+	code := string(served.Refusal.Code)
 	if !served.Authenticated {
-		ok, suppressed := h.unauth.Allow()
-		if !ok {
-			return
-		}
-		payload["suppressed"] = suppressed
-		_ = h.record(KindCtlRefused, payload)
+		h.recordRepeatable(peerID, KindCtlRefused, code, payload)
 		return
 	}
 	req := served.Request
@@ -102,6 +102,11 @@ func (h *Host) account(served ctl.Served, peerID string) {
 	} else if p, err := ctl.DecodeInstanceParams(req.Method, req.Body); err == nil && p.InstanceID != "" {
 		payload["instance_id"] = p.InstanceID
 	}
+	if !ctl.IsMutating(req.Method) {
+		h.recordRepeatable(peerID, kind, code, payload)
+		return
+	}
+	// Only a controller's request passes verification for a mutation.
 	_ = h.record(kind, payload)
 }
 

@@ -120,7 +120,7 @@ func (h *Host) start(ctx context.Context, req ctl.Request, p ctl.InstanceParams)
 		return nil, revocationRefusal("", err)
 	}
 	switch in.snapshot().state {
-	case StateRunning, StateUnhealthy, StateRestarting:
+	case ctl.StateRunning, ctl.StateUnhealthy, ctl.StateRestarting:
 		return nil, ctl.NewRefusal(ctl.CodeRuntime, "instance "+in.id+" is already running")
 	}
 	// A start is taken only once its begin record is written (fail
@@ -132,7 +132,7 @@ func (h *Host) start(ctx context.Context, req ctl.Request, p ctl.InstanceParams)
 	// A failed instance may still have a supervisor that ended; clear it.
 	in.stopSupervisor(ctl.DefaultStopGrace)
 	if err := h.startRun(ctx, in); err != nil {
-		in.setState(StateStopped, "start failed: "+err.Error())
+		in.setState(ctl.StateStopped, "start failed: "+err.Error())
 		return nil, ctl.NewRefusal(ctl.CodeRuntime, "start failed: "+err.Error())
 	}
 	_ = h.record(KindStart, map[string]any{"decision_id": req.DecisionID, "requester": req.Requester,
@@ -154,7 +154,7 @@ func (h *Host) stop(ctx context.Context, req ctl.Request, p ctl.InstanceParams) 
 	if err := h.stopRun(ctx, in, p.Grace()); err != nil {
 		return nil, ctl.NewRefusal(ctl.CodeRuntime, "stop failed: "+err.Error())
 	}
-	in.setState(StateStopped, "stopped by "+req.Requester)
+	in.setState(ctl.StateStopped, "stopped by "+req.Requester)
 	res := ctl.StopResult{Stopped: in.id}
 	ev := map[string]any{}
 	if ex, ok := in.lastExit(); ok {
@@ -182,7 +182,7 @@ func (h *Host) unload(ctx context.Context, req ctl.Request, p ctl.InstanceParams
 	if err := h.stopRun(ctx, in, ctl.DefaultStopGrace); err != nil {
 		return nil, ctl.NewRefusal(ctl.CodeRuntime, "unload failed: "+err.Error())
 	}
-	h.remove(in, DepartedUnloaded)
+	h.remove(in, ctl.DepartedUnloaded)
 	_ = h.record(KindUnload, map[string]any{"decision_id": req.DecisionID, "requester": req.Requester,
 		"instance_id": in.id, "package": in.pkgID, "version": in.version})
 	h.releasePackage(in.pkgDir())

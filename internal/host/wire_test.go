@@ -1,6 +1,17 @@
 package host
 
-import "testing"
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/nodeld/nodeld/internal/ctl"
+	"github.com/nodeld/nodeld/internal/mesh/meshtest"
+	"github.com/nodeld/nodeld/internal/pkg"
+	"github.com/nodeld/nodeld/internal/table"
+)
 
 const testDecision = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 
@@ -23,18 +34,44 @@ func TestTailUTF8(t *testing.T) {
 	}
 }
 
-func TestInstanceIDDeterministic(t *testing.T) {
-	a := InstanceID("echo", "1.0", "default", testDecision, InstanceConfig{}, "n-1")
-	if b := InstanceID("echo", "1.0", "default", testDecision, InstanceConfig{}, "n-1"); a != b {
-		t.Errorf("same input, ids %q and %q", a, b)
+type admitAll struct{}
+
+func (admitAll) IsAdmitted(string) bool { return true }
+
+// The host's advertisement is what a peer's table keeps as its
+// workload-host advertisement (the table spells the name itself, as it
+// imports no ctl), and its metadata reads back through ctl's parser, as a
+// controller reads it.
+func TestAdvertisementKeptByPeerTable(t *testing.T) {
+	if table.HostAdvertName != ctl.HostAdvertName {
+		t.Fatalf("table.HostAdvertName %q, ctl.HostAdvertName %q", table.HostAdvertName, ctl.HostAdvertName)
 	}
-	for _, other := range []string{
-		InstanceID("echo", "1.1", "default", testDecision, InstanceConfig{}, "n-1"),
-		InstanceID("echo", "1.0", "default", testDecision, InstanceConfig{Port: 8080}, "n-1"),
-		InstanceID("echo", "1.0", "default", testDecision, InstanceConfig{}, "n-2"),
-	} {
-		if other == a {
-			t.Errorf("different input, same id %q", a)
-		}
+	ident := meshtest.NewIdentity(t)
+	dir := t.TempDir()
+	rev, err := pkg.OpenRevocations(filepath.Join(dir, pkg.RevocationsFile), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	audit := &fakeAudit{}
+	h, err := New(Config{Enabled: true, DataDir: dir, Labels: map[string]string{"rack": "a"}},
+		Deps{Identity: ident, Audit: audit, Recorder: passRecorder{audit}, Revocations: rev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ad := h.Advertisement(time.Now())
+	peer := table.New("n-peer", table.Options{Admission: admitAll{}})
+	if !peer.IngestAdvertisement(ident.ID(), ad) {
+		t.Fatal("a peer's table refused the host's advertisement")
+	}
+	kept, ok := peer.HostAdverts()[ident.ID()]
+	if !ok {
+		t.Fatal("a peer's table did not keep the host's advertisement")
+	}
+	got, err := ctl.ParseHostMetadata(kept.Advertisement.Metadata)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(ctl.HostMetadata{Enabled: true, Labels: map[string]string{"rack": "a"}}, got); diff != "" {
+		t.Fatalf("host metadata (-want +got):\n%s", diff)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/nodeld/nodeld/internal/chain"
 	"github.com/nodeld/nodeld/internal/identity"
 )
 
@@ -19,7 +20,11 @@ type refusal struct {
 	key       ed25519.PublicKey
 	addr      string
 	direction string
-	reason    string
+	reason    string // one of the Refusal* reasons
+	// sender keys the record: the remote IP for an inbound handshake
+	// (not its port, which a caller picks anew for every attempt), the
+	// configured address for an outbound one.
+	sender string
 }
 
 func (r *refusal) error() error {
@@ -79,16 +84,14 @@ func (m *Mesh) clientTLS(p *peerEntry, refused *bool) *tls.Config {
 func (m *Mesh) admitInbound(raw [][]byte, remote netip.AddrPort) error {
 	key, err := identity.PeerKey(raw)
 	if err != nil {
-		r := &refusal{addr: remote.String(), direction: "inbound", reason: "bad certificate"}
-		m.recordRefusal(r)
-		return r.error()
+		return m.refuse(nil, remote, "inbound", RefusalBadCertificate)
 	}
 	m.pinMu.Lock()
 	defer m.pinMu.Unlock()
 	m.mu.Lock()
 	if key.Equal(m.ident.PublicKey()) {
 		m.mu.Unlock()
-		return m.refuse(key, remote.String(), "inbound", "own key")
+		return m.refuse(key, remote, "inbound", RefusalOwnKey)
 	}
 	if m.peerByKeyLocked(key) != nil {
 		m.mu.Unlock()
@@ -105,12 +108,12 @@ func (m *Mesh) admitInbound(raw [][]byte, remote netip.AddrPort) error {
 	}
 	if at == nil {
 		m.mu.Unlock()
-		return m.refuse(key, remote.String(), "inbound", "key not admitted")
+		return m.refuse(key, remote, "inbound", RefusalNotAdmitted)
 	}
 	if at.key != nil {
 		m.markRefusedKeyLocked(at, key)
 		m.mu.Unlock()
-		return m.refuse(key, remote.String(), "inbound", "key differs from the key pinned for this address")
+		return m.refuse(key, remote, "inbound", RefusalKeyDiffers)
 	}
 	return m.pinLocked(at, key) // unlocks mu
 }
@@ -120,9 +123,7 @@ func (m *Mesh) admitInbound(raw [][]byte, remote netip.AddrPort) error {
 func (m *Mesh) admitOutbound(raw [][]byte, p *peerEntry) error {
 	key, err := identity.PeerKey(raw)
 	if err != nil {
-		r := &refusal{addr: p.cfg.Addr, direction: "outbound", reason: "bad certificate"}
-		m.recordRefusal(r)
-		return r.error()
+		return m.refuseOutbound(nil, p.cfg.Addr, RefusalBadCertificate)
 	}
 	m.pinMu.Lock()
 	defer m.pinMu.Unlock()
@@ -130,20 +131,20 @@ func (m *Mesh) admitOutbound(raw [][]byte, p *peerEntry) error {
 	switch {
 	case m.peers[p.cfg.Addr] != p:
 		m.mu.Unlock()
-		return m.refuse(key, p.cfg.Addr, "outbound", "peer removed")
+		return m.refuseOutbound(key, p.cfg.Addr, RefusalPeerRemoved)
 	case key.Equal(m.ident.PublicKey()):
 		m.mu.Unlock()
-		return m.refuse(key, p.cfg.Addr, "outbound", "own key")
+		return m.refuseOutbound(key, p.cfg.Addr, RefusalOwnKey)
 	case p.key != nil && p.key.Equal(key):
 		m.mu.Unlock()
 		return nil
 	case p.key != nil:
 		m.markRefusedKeyLocked(p, key)
 		m.mu.Unlock()
-		return m.refuse(key, p.cfg.Addr, "outbound", "key differs from the key pinned for this address")
+		return m.refuseOutbound(key, p.cfg.Addr, RefusalKeyDiffers)
 	case m.peerByKeyLocked(key) != nil:
 		m.mu.Unlock()
-		return m.refuse(key, p.cfg.Addr, "outbound", "key is pinned for another peer")
+		return m.refuseOutbound(key, p.cfg.Addr, RefusalPinnedElse)
 	}
 	return m.pinLocked(p, key)
 }
@@ -188,52 +189,50 @@ func (m *Mesh) pinLocked(p *peerEntry, key ed25519.PublicKey) error {
 	return nil
 }
 
-// refuse records a refusal and returns the handshake error. Called without
-// mu.
-func (m *Mesh) refuse(key ed25519.PublicKey, addr, direction, reason string) error {
-	r := &refusal{key: key, addr: addr, direction: direction, reason: reason}
+// refuse records the refusal of an inbound handshake from remote and
+// returns the handshake error. Called without mu.
+func (m *Mesh) refuse(key ed25519.PublicKey, remote netip.AddrPort, direction, reason string) error {
+	sender := "unknown"
+	if remote.IsValid() {
+		sender = remote.Addr().String()
+	}
+	r := &refusal{key: key, addr: remote.String(), direction: direction, reason: reason, sender: sender}
 	m.recordRefusal(r)
 	return r.error()
 }
 
-// recordRefusal counts a refusal and, within the rate limit, logs and
-// chains it. Called without mu.
+// refuseOutbound records the refusal of the handshake of a dial to the
+// configured address addr and returns the handshake error. Called without
+// mu.
+func (m *Mesh) refuseOutbound(key ed25519.PublicKey, addr, reason string) error {
+	r := &refusal{key: key, addr: addr, direction: "outbound", reason: reason, sender: addr}
+	m.recordRefusal(r)
+	return r.error()
+}
+
+// recordRefusal counts a refusal and hands it to the Recorder, which
+// chains the first of its key per period and counts the rest; it is
+// logged when chained. Called without mu.
 func (m *Mesh) recordRefusal(r *refusal) {
 	m.met.handshakes.WithLabelValues(handshakeRefused).Inc()
-	m.mu.Lock()
-	ok, flushed := m.limiter.allow(m.now())
-	m.mu.Unlock()
-	if !ok {
-		m.met.suppressed.Inc()
-		return
-	}
-	ev := RefusedEvent{Addr: r.addr, Direction: r.direction, Reason: r.reason, Suppressed: flushed}
+	ev := RefusedEvent{Addr: r.addr, Direction: r.direction, Reason: r.reason}
 	if r.key != nil {
 		ev.Key = hex.EncodeToString(r.key)
 	}
-	m.log.Warn("peer refused", zap.String("addr", ev.Addr), zap.String("key", ev.Key),
-		zap.String("direction", ev.Direction), zap.String("reason", ev.Reason), zap.Int("suppressed", flushed))
-	if m.audit != nil {
-		if err := m.audit.Record(AuditSource, KindPeerRefused, ev); err != nil {
-			m.log.Error("audit record not written", zap.String("kind", KindPeerRefused), zap.Error(err))
-		}
-	}
-}
-
-// flushRefusals records the count of refusals suppressed in a window
-// that has ended.
-func (m *Mesh) flushRefusals() {
-	m.mu.Lock()
-	n := m.limiter.flush(m.now())
-	m.mu.Unlock()
-	if n == 0 {
+	fields := []zap.Field{zap.String("addr", ev.Addr), zap.String("key", ev.Key),
+		zap.String("direction", ev.Direction), zap.String("reason", ev.Reason)}
+	if m.rec == nil {
+		m.log.Debug("peer refused", fields...)
 		return
 	}
-	m.log.Warn("peer refusals suppressed", zap.Int("count", n))
-	if m.audit != nil {
-		if err := m.audit.Record(AuditSource, KindPeerRefusalsSuppressed, SuppressedEvent{Count: n}); err != nil {
-			m.log.Error("audit record not written", zap.String("kind", KindPeerRefusalsSuppressed), zap.Error(err))
-		}
+	chained, err := m.rec.Record(chain.RecordKey{Sender: r.sender, Kind: KindPeerRefused, Reason: r.reason}, AuditSource, ev)
+	switch {
+	case err != nil:
+		m.log.Error("audit record not written", append(fields, zap.String("kind", KindPeerRefused), zap.Error(err))...)
+	case chained:
+		m.log.Warn("peer refused", fields...)
+	default:
+		m.met.suppressed.Inc()
 	}
 }
 

@@ -17,9 +17,14 @@
 // pin for good: the pin is dropped from known_peers.json when the key
 // appears in config (at New or ApplyConfig), so removing the key later
 // leaves the address unpinned rather than trusting the replaced key again.
-// Refusals are counted and recorded in
-// the audit chain (KindPeerRefused) at most RefusalAuditBurst per
-// RefusalAuditWindow, then as a suppressed count.
+// Refusals are counted (nodeld_mesh_handshakes_total) and handed to
+// Deps.Recorder (KindPeerRefused), the daemon's shared rate-limited chain
+// recorder: anyone who can reach the listener can make handshakes fail,
+// so the record is keyed by the remote IP (without its port) or, for a
+// dial, the configured address, and by the fixed Refusal* reason, never
+// by the key presented. The recorder chains the first of a key per period
+// and sums up the rest (KindPeerRefusalsSuppressed); a refusal is logged
+// when chained.
 //
 // Inbound admission on first use needs the remote address during the
 // handshake: the listener's tls.Config.GetConfigForClient builds a
@@ -83,6 +88,6 @@
 // link) and, with Deps.OnLinkUp, one goroutine calling it (its context
 // ends when the link stops being the peer's link). Run returns after closing every link and waiting for all of them.
 // All methods are safe for concurrent use; Handle should be called before
-// Run. Table, Auditor, OnPeersChanged and OnLinkUp are never called with
-// the mesh's locks held.
+// Run. Table, Auditor, Recorder, OnPeersChanged and OnLinkUp are never
+// called with the mesh's locks held.
 package mesh

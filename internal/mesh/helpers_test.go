@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/nodeld/nodeld/internal/chain"
 	"github.com/nodeld/nodeld/internal/identity"
 	"github.com/nodeld/nodeld/internal/table"
 )
@@ -55,6 +56,7 @@ type auditRec struct {
 type fakeAudit struct {
 	mu   sync.Mutex
 	recs []auditRec
+	keys []chain.RecordKey
 }
 
 func (a *fakeAudit) Record(source, kind string, payload any) error {
@@ -62,6 +64,25 @@ func (a *fakeAudit) Record(source, kind string, payload any) error {
 	defer a.mu.Unlock()
 	a.recs = append(a.recs, auditRec{source, kind, payload})
 	return nil
+}
+
+// recorder is a Recorder that chains every event into a, keeping its key.
+func (a *fakeAudit) recorder() Recorder { return auditRecorder{a} }
+
+type auditRecorder struct{ a *fakeAudit }
+
+func (r auditRecorder) Record(key chain.RecordKey, source string, payload any) (bool, error) {
+	r.a.mu.Lock()
+	r.a.keys = append(r.a.keys, key)
+	r.a.mu.Unlock()
+	return true, r.a.Record(source, key.Kind, payload)
+}
+
+// recordKeys returns the keys of the events recorded through recorder.
+func (a *fakeAudit) recordKeys() []chain.RecordKey {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]chain.RecordKey(nil), a.keys...)
 }
 
 func (a *fakeAudit) ofKind(kind string) []any {
@@ -137,7 +158,7 @@ func (n *testNode) start(peers ...PeerConfig) {
 	n.reg = prometheus.NewRegistry()
 	n.audit = &fakeAudit{}
 	m, err := New(n.config(peers), Deps{
-		Identity: n.ident, DataDir: n.dir, Table: n.tbl, Audit: n.audit,
+		Identity: n.ident, DataDir: n.dir, Table: n.tbl, Audit: n.audit, Recorder: n.audit.recorder(),
 		Logger: zaptest.NewLogger(n.t).Named(n.name), Registerer: n.reg,
 		OnPeersChanged: func() { n.peersChanged.Add(1) },
 	})

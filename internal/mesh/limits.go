@@ -70,11 +70,4 @@ const (
 	MaxPeers = 1024
 	// MaxKnownPeersFileBytes bounds known_peers.json when it is read.
 	MaxKnownPeersFileBytes = 1 << 20
-
-	// RefusalAuditBurst is the most refusals recorded in the audit chain
-	// (and logged) per RefusalAuditWindow; further ones are only counted
-	// and their number recorded once the window ends.
-	RefusalAuditBurst = 16
-	// RefusalAuditWindow is the window of RefusalAuditBurst.
-	RefusalAuditWindow = time.Minute
 )

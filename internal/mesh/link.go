@@ -511,7 +511,6 @@ func (m *Mesh) advertLoop(ctx context.Context) {
 			return
 		case <-sub:
 		case <-t.C:
-			m.flushRefusals()
 			m.mu.Lock()
 			if iv := m.cfg.advertInterval(); iv != interval {
 				interval = iv

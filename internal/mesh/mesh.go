@@ -20,6 +20,7 @@ import (
 	"github.com/quic-go/quic-go"
 	"go.uber.org/zap"
 
+	"github.com/nodeld/nodeld/internal/chain"
 	"github.com/nodeld/nodeld/internal/identity"
 	"github.com/nodeld/nodeld/internal/table"
 )
@@ -58,6 +59,14 @@ type Auditor interface {
 	Record(source, kind string, payload any) error
 }
 
+// Recorder chains events that a remote party can trigger, counting the
+// repeats of a key instead of chaining each (*chain.Recorder).
+type Recorder interface {
+	Record(key chain.RecordKey, source string, payload any) (chained bool, err error)
+}
+
+var _ Recorder = (*chain.Recorder)(nil)
+
 var _ AdvertTable = (*table.Table)(nil)
 
 // Deps are the mesh's collaborators.
@@ -69,14 +78,20 @@ type Deps struct {
 	// Table receives peers' advertisements and provides this node's with
 	// its serving policy; required (New refuses nil).
 	Table AdvertTable
-	// Audit records refusals and pins (source AuditSource); nil disables.
+	// Audit records pins (source AuditSource); nil disables.
 	Audit Auditor
+	// Recorder records refused handshakes (source AuditSource, kind
+	// KindPeerRefused), keyed by the remote IP (inbound) or the configured
+	// address (outbound) and the refusal reason: anyone who can reach the
+	// listener can make handshakes fail. Nil means they are only counted
+	// and logged.
+	Recorder Recorder
 	// Logger; nil logs nothing.
 	Logger *zap.Logger
 	// Registerer receives the metrics; nil registers none.
 	Registerer prometheus.Registerer
-	// Now is the clock for pins, refusal rate limits and advertisement
-	// stamps; nil means time.Now.
+	// Now is the clock for pins and advertisement stamps; nil means
+	// time.Now.
 	Now func() time.Time
 	// Rand returns jitter in [0, 1); nil means math/rand/v2.
 	Rand func() float64
@@ -102,9 +117,9 @@ const AuditSource = "mesh"
 const (
 	// KindPeerRefused: a handshake was refused (RefusedEvent).
 	KindPeerRefused = "mesh.peer.refused"
-	// KindPeerRefusalsSuppressed: refusals over the rate limit
-	// (SuppressedEvent).
-	KindPeerRefusalsSuppressed = "mesh.peer.refused.suppressed"
+	// KindPeerRefusalsSuppressed: the count of refusals of one key that
+	// the Recorder did not chain one by one (chain.SuppressedEvent).
+	KindPeerRefusalsSuppressed = KindPeerRefused + chain.SuppressedSuffix
 	// KindPeerPinned: a key was pinned on first use (PinnedEvent).
 	KindPeerPinned = "mesh.peer.pinned"
 )
@@ -114,15 +129,19 @@ type RefusedEvent struct {
 	Key       string `json:"key,omitempty"`
 	Addr      string `json:"addr"`
 	Direction string `json:"direction"` // inbound | outbound
-	Reason    string `json:"reason"`
-	// Suppressed counts the refusals not recorded since the last record.
-	Suppressed int `json:"suppressed,omitempty"`
+	Reason    string `json:"reason"`    // one of the Refusal* reasons
 }
 
-// SuppressedEvent is the payload of KindPeerRefusalsSuppressed.
-type SuppressedEvent struct {
-	Count int `json:"count"`
-}
+// Reasons a handshake is refused (RefusedEvent.Reason), a fixed set so
+// that the Recorder counts the repeats of one together.
+const (
+	RefusalBadCertificate = "bad certificate"
+	RefusalOwnKey         = "own key"
+	RefusalNotAdmitted    = "key not admitted"
+	RefusalKeyDiffers     = "key differs from the key pinned for this address"
+	RefusalPeerRemoved    = "peer removed"
+	RefusalPinnedElse     = "key is pinned for another peer"
+)
 
 // PinnedEvent is the payload of KindPeerPinned.
 type PinnedEvent struct {
@@ -193,6 +212,7 @@ type Mesh struct {
 	knownPath string
 	tbl       AdvertTable
 	audit     Auditor
+	rec       Recorder
 	log       *zap.Logger
 	met       *metrics
 	now       func() time.Time
@@ -215,7 +235,6 @@ type Mesh struct {
 	peers    map[string]*peerEntry // by configured address
 	pins     map[string]knownPeer  // TOFU pins by configured address
 	handlers map[StreamKind]Handler
-	limiter  refusalLimiter
 	addr     net.Addr
 	tr       *quic.Transport
 	runCtx   context.Context // non-nil while Run runs
@@ -243,6 +262,7 @@ func New(cfg Config, deps Deps) (*Mesh, error) {
 		knownPath: filepath.Join(deps.DataDir, KnownPeersFile),
 		tbl:       deps.Table,
 		audit:     deps.Audit,
+		rec:       deps.Recorder,
 		log:       deps.Logger,
 		now:       deps.Now,
 		rand:      deps.Rand,
@@ -283,7 +303,9 @@ func New(cfg Config, deps Deps) (*Mesh, error) {
 	for _, pc := range cfg.Peers {
 		m.peers[pc.Addr] = m.newPeerLocked(pc)
 	}
-	m.met = newMetrics(deps.Registerer)
+	if m.met, err = newMetrics(deps.Registerer); err != nil {
+		return nil, fmt.Errorf("mesh: %w", err)
+	}
 	m.updateGaugeLocked()
 	return m, nil
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/nodeld/nodeld/internal/chain"
 )
 
 func TestAdvertsResolveRemote(t *testing.T) {
@@ -107,8 +109,14 @@ func TestUnadmittedKeyRefused(t *testing.T) {
 			len(a.audit.ofKind(KindPeerRefused)) >= 1
 	})
 	ev := a.audit.ofKind(KindPeerRefused)[0].(RefusedEvent)
-	if ev.Key != c.ident.PublicKeyHex() || ev.Addr != c.listen || ev.Direction != "inbound" {
+	if ev.Key != c.ident.PublicKeyHex() || ev.Addr != c.listen || ev.Direction != "inbound" || ev.Reason != RefusalNotAdmitted {
 		t.Errorf("refusal record = %+v", ev)
+	}
+	// Keyed by the remote IP without its port (a caller picks a new one
+	// for every attempt) and the fixed reason, never by the key it shows.
+	want := chain.RecordKey{Sender: "127.0.0.1", Kind: KindPeerRefused, Reason: RefusalNotAdmitted}
+	if got := a.audit.recordKeys()[0]; got != want {
+		t.Errorf("refusal key = %+v, want %+v", got, want)
 	}
 	if a.m.IsAdmitted(c.id()) {
 		t.Error("c admitted")

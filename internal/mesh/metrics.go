@@ -1,6 +1,10 @@
 package mesh
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // Peer states, the bounded label set of nodeld_mesh_peers and Status.
 const (
@@ -47,7 +51,9 @@ type metrics struct {
 	dead       prometheus.Counter
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+// newMetrics builds the mesh's metrics and registers them on reg (nil:
+// kept, not exported); a name already taken is an error, never a panic.
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		peers: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "nodeld_mesh_peers",
@@ -64,7 +70,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		bytes: newByteCounter(),
 		suppressed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "nodeld_mesh_refusals_suppressed_total",
-			Help: "Refused handshakes not recorded in the audit chain because of its rate limit.",
+			Help: "Refused handshakes counted into a summary entry of the audit chain instead of chained one by one.",
 		}),
 		dead: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "nodeld_mesh_links_dead_total",
@@ -77,10 +83,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, r := range []string{handshakeOK, handshakeRefused, handshakeError} {
 		m.handshakes.WithLabelValues(r)
 	}
-	if reg != nil {
-		reg.MustRegister(m.peers, m.handshakes, m.streams, m.bytes, m.suppressed, m.dead)
+	if reg == nil {
+		return m, nil
 	}
-	return m
+	for _, c := range []prometheus.Collector{m.peers, m.handshakes, m.streams, m.bytes, m.suppressed, m.dead} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register mesh metrics: %w", err)
+		}
+	}
+	return m, nil
 }
 
 func (m *metrics) stream(kind StreamKind, result string) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nodeld/nodeld/internal/table"
 )
@@ -35,34 +36,6 @@ func TestBackoffDelay(t *testing.T) {
 				t.Errorf("backoffDelay(%d, %v) = %v, want %v", tt.attempt, tt.r, got, tt.want)
 			}
 		})
-	}
-}
-
-func TestRefusalLimiter(t *testing.T) {
-	var l refusalLimiter
-	t0 := time.Unix(1000, 0)
-	for i := range RefusalAuditBurst {
-		if ok, _ := l.allow(t0.Add(time.Duration(i) * time.Second)); !ok {
-			t.Fatalf("refusal %d suppressed", i)
-		}
-	}
-	for range 5 {
-		if ok, _ := l.allow(t0.Add(30 * time.Second)); ok {
-			t.Fatal("refusal over the burst recorded")
-		}
-	}
-	if n := l.flush(t0.Add(59 * time.Second)); n != 0 {
-		t.Errorf("flush inside the window = %d", n)
-	}
-	ok, flushed := l.allow(t0.Add(RefusalAuditWindow))
-	if !ok || flushed != 5 {
-		t.Errorf("first refusal of the next window = %v, %d suppressed; want true, 5", ok, flushed)
-	}
-	for range RefusalAuditBurst {
-		l.allow(t0.Add(RefusalAuditWindow + time.Second))
-	}
-	if n := l.flush(t0.Add(2 * RefusalAuditWindow)); n != 1 {
-		t.Errorf("flush after the window = %d, want 1", n)
 	}
 }
 
@@ -414,4 +387,19 @@ func TestConfiguredKeyDropsSupersededPin(t *testing.T) {
 			t.Error("the replaced first-use key is admitted again after a restart without the configured key")
 		}
 	})
+}
+
+// A metric name already taken is New's error, never a panic.
+func TestNewReportsMetricConflict(t *testing.T) {
+	self := newIdentity(t)
+	reg := prometheus.NewRegistry()
+	deps := func() Deps {
+		return Deps{Identity: self, DataDir: t.TempDir(), Table: table.New(self.ID(), table.Options{}), Registerer: reg}
+	}
+	if _, err := New(Config{Listen: "127.0.0.1:0"}, deps()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(Config{Listen: "127.0.0.1:0"}, deps()); err == nil {
+		t.Fatal("a second mesh registered on the same registry, want an error")
+	}
 }

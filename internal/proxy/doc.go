@@ -81,7 +81,9 @@
 // body over the mesh limit or a path other than the four /v1 inference
 // paths, sends a versioned JSON head (method, path, query, Content-Type,
 // Accept only), the body in MeshChunkBytes frames and an end frame, and
-// relays the response head and each body frame as it arrives. Its ctx
+// relays each body frame as it arrives; the response head of a stream
+// (SSE, NDJSON) is relayed at once, any other head with its first body
+// byte, so a link that dies between the two leaves nothing written. Its ctx
 // ending resets the stream, which cancels the serving node's upstream
 // request. A forward that fails because the link failed before the peer
 // answered (no link, or the mesh closed it as dead: mesh.LinkFailed) is
@@ -91,8 +93,10 @@
 // MeshFirstFrameTimeout, requires LocalForPeer, takes a per-peer and a
 // total slot (429 over them), pins "model", forwards to the local
 // instance only and streams back one frame per upstream read. Refusals
-// carry a stable code and a generic message and are audited
-// ("infer.mesh.refused", rate limited); broken framing resets the stream
+// carry a stable code and a generic message and are recorded
+// ("infer.mesh.refused") through MeshDeps.Recorder, the daemon's shared
+// rate-limited recorder, keyed by the peer and the code; broken framing
+// resets the stream
 // with a mesh.StreamCode* code. Both are counted. MeshForwarder starts no
 // goroutine of its own; ServeStream runs on the mesh's stream goroutine.
 //

@@ -7,11 +7,11 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/nodeld/nodeld/internal/chain"
 	"github.com/nodeld/nodeld/internal/mesh"
 	"github.com/nodeld/nodeld/internal/table"
 )
@@ -34,12 +34,14 @@ type exposedRoles interface {
 	ExposedRoles() []string
 }
 
-// Auditor records an audit event; the chain implements it.
-type Auditor interface {
-	Record(source, kind string, payload any) error
+// Recorder chains events that a remote party can trigger, counting the
+// repeats of a key instead of chaining each (*chain.Recorder).
+type Recorder interface {
+	Record(key chain.RecordKey, source string, payload any) (chained bool, err error)
 }
 
 var (
+	_ Recorder        = (*chain.Recorder)(nil)
 	_ MeshStreams     = (*mesh.Mesh)(nil)
 	_ MeshTable       = (*table.Table)(nil)
 	_ exposedRoles    = (*table.Table)(nil)
@@ -58,9 +60,6 @@ type MeshRefusedEvent struct {
 	Peer string `json:"peer"`
 	Role string `json:"role,omitempty"`
 	Code string `json:"code"`
-	// Suppressed counts the refusals not recorded (rate limit) since the
-	// previous record.
-	Suppressed int `json:"suppressed,omitempty"`
 }
 
 // MeshDeps are a MeshForwarder's collaborators and limits.
@@ -69,8 +68,10 @@ type MeshDeps struct {
 	Mesh MeshStreams
 	// Table decides what a peer may reach (serving side); required.
 	Table MeshTable
-	// Audit records refusals; nil disables.
-	Audit Auditor
+	// Recorder records refusals of peers' requests, keyed by peer and
+	// refusal code: a peer sends as many requests as it likes. Nil
+	// disables.
+	Recorder Recorder
 	// Logger may be nil (no logs).
 	Logger *zap.Logger
 	// Registerer may be nil (metrics kept, not exported).
@@ -84,8 +85,6 @@ type MeshDeps struct {
 	// MaxBodyBytes bounds a request body over the mesh, on both sides
 	// (0: DefaultMeshMaxBodyBytes).
 	MaxBodyBytes int64
-	// Now is the clock of the audit rate limit; nil means time.Now.
-	Now func() time.Time
 }
 
 // MeshForwarder carries inference requests over the mesh: as a consumer
@@ -95,8 +94,7 @@ type MeshForwarder struct {
 	log       *zap.Logger
 	streams   MeshStreams
 	table     MeshTable
-	audit     Auditor
-	now       func() time.Time
+	rec       Recorder
 	transport http.RoundTripper
 	ownTrans  *http.Transport // set when the forwarder built transport
 	met       *meshMetrics
@@ -109,8 +107,6 @@ type MeshForwarder struct {
 	mu       sync.Mutex // guards inflight and byPeer
 	inflight int
 	byPeer   map[string]int
-
-	limiter auditLimiter
 }
 
 // NewMeshForwarder validates d and builds a forwarder; it starts nothing.
@@ -130,8 +126,7 @@ func NewMeshForwarder(d MeshDeps) (*MeshForwarder, error) {
 		log:       lg,
 		streams:   d.Mesh,
 		table:     d.Table,
-		audit:     d.Audit,
-		now:       d.Now,
+		rec:       d.Recorder,
 		transport: d.Transport,
 		met:       met,
 		byPeer:    make(map[string]int),
@@ -139,9 +134,6 @@ func NewMeshForwarder(d MeshDeps) (*MeshForwarder, error) {
 	f.bufs.New = func() any {
 		b := make([]byte, MeshChunkBytes)
 		return &b
-	}
-	if f.now == nil {
-		f.now = time.Now
 	}
 	if f.transport == nil {
 		f.ownTrans = newTransport(DefaultMeshMaxInflightTotal)
@@ -405,31 +397,3 @@ func newMeshMetrics(reg prometheus.Registerer) (*meshMetrics, error) {
 }
 
 func (m *meshMetrics) forwarded(result string) { m.forwardsV.WithLabelValues(result).Inc() }
-
-// auditLimiter allows MeshRefusalAuditBurst records per
-// MeshRefusalAuditWindow and counts the rest; the next allowed record
-// carries that count.
-type auditLimiter struct {
-	mu          sync.Mutex // guards the fields below
-	windowStart time.Time
-	n           int
-	suppressed  int
-}
-
-// allow reports whether a record may be written now and, if so, how many
-// were suppressed before it.
-func (l *auditLimiter) allow(now time.Time) (bool, int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.windowStart.IsZero() || now.Sub(l.windowStart) >= MeshRefusalAuditWindow || now.Before(l.windowStart) {
-		l.windowStart, l.n = now, 0
-	}
-	if l.n >= MeshRefusalAuditBurst {
-		l.suppressed++
-		return false, 0
-	}
-	l.n++
-	s := l.suppressed
-	l.suppressed = 0
-	return true, s
-}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodeld/nodeld/internal/chain"
 	"github.com/nodeld/nodeld/internal/mesh"
 	"github.com/nodeld/nodeld/internal/mesh/meshtest"
 	"github.com/nodeld/nodeld/internal/table"
@@ -22,15 +23,19 @@ type auditRec struct {
 }
 
 type fakeAudit struct {
-	mu   sync.Mutex // guards recs
+	mu   sync.Mutex // guards recs, keys
 	recs []auditRec
+	keys []chain.RecordKey
 }
 
-func (a *fakeAudit) Record(source, kind string, payload any) error {
+// Record chains every event, one entry each, so tests that count
+// refusals see every one (the flood test uses a real chain.Recorder).
+func (a *fakeAudit) Record(key chain.RecordKey, source string, payload any) (bool, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.recs = append(a.recs, auditRec{source, kind, payload})
-	return nil
+	a.recs = append(a.recs, auditRec{source, key.Kind, payload})
+	a.keys = append(a.keys, key)
+	return true, nil
 }
 
 func (a *fakeAudit) all() []auditRec {
@@ -68,7 +73,10 @@ func (n *meshNode) start(deps MeshDeps, peers ...*meshNode) {
 	n.audit = &fakeAudit{}
 	n.Build(peerConfigs(peers)...)
 	lg := n.Logger
-	deps.Mesh, deps.Table, deps.Audit, deps.Logger, deps.Registerer = n.Mesh, n.Table, n.audit, lg, n.Registry
+	deps.Mesh, deps.Table, deps.Logger, deps.Registerer = n.Mesh, n.Table, lg, n.Registry
+	if deps.Recorder == nil {
+		deps.Recorder = n.audit
+	}
 	var err error
 	n.fwd, err = NewMeshForwarder(deps)
 	if err != nil {

@@ -33,10 +33,4 @@ const (
 	DefaultMeshMaxInflightTotal = 64
 	// MaxMeshInflight caps both configurable slot counts.
 	MaxMeshInflight = 4096
-	// MeshRefusalAuditBurst is the most "infer.mesh.refused" records per
-	// MeshRefusalAuditWindow; further refusals are counted and their
-	// number is carried by the next record.
-	MeshRefusalAuditBurst = 16
-	// MeshRefusalAuditWindow is the window of MeshRefusalAuditBurst.
-	MeshRefusalAuditWindow = time.Minute
 )

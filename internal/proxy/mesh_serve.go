@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/nodeld/nodeld/internal/chain"
 	"github.com/nodeld/nodeld/internal/mesh"
 	"github.com/nodeld/nodeld/internal/table"
 )
@@ -51,8 +52,8 @@ var genericMessages = map[string]string{
 // checks it and LocalForPeer, takes a per-peer and a total slot, reads the
 // body, pins "model", forwards to the local instance only (never onward to
 // another node) and streams the response back chunk by chunk. Refusals
-// carry a stable code and a generic message and are audited (rate
-// limited); broken framing resets the stream.
+// carry a stable code and a generic message and are recorded (through the
+// Recorder); broken framing resets the stream.
 func (f *MeshForwarder) ServeStream(ctx context.Context, peer mesh.PeerInfo, s *mesh.Stream) {
 	_ = s.SetReadDeadline(time.Now().Add(MeshFirstFrameTimeout))
 	head, err := readRequestHead(s)
@@ -211,7 +212,8 @@ func (f *MeshForwarder) reset(s *mesh.Stream, peer mesh.PeerInfo, role string, c
 }
 
 // refuse sends a refusal with its generic message, ends the stream,
-// counts it and records it in the audit chain (rate limited).
+// counts it and hands it to the Recorder, keyed by the peer and the
+// refusal code (the role is the peer's choice: it stays out of the key).
 func (f *MeshForwarder) refuse(s *mesh.Stream, peer mesh.PeerInfo, role, code string) {
 	_ = s.SetWriteDeadline(time.Now().Add(MeshFrameTimeout))
 	if err := writeJSONFrame(s, frameRefusal, meshRefusal{V: MeshWireVersion, Code: code, Message: genericMessages[code]}); err != nil {
@@ -222,15 +224,11 @@ func (f *MeshForwarder) refuse(s *mesh.Stream, peer mesh.PeerInfo, role, code st
 	s.StopReading(mesh.StreamCodeCancelled) // the rest of the request is not wanted
 	f.met.served.WithLabelValues(f.roleLabel(role), code).Inc()
 	f.log.Debug("mesh infer request refused", zap.String("peer", peer.ID), zap.String("role", role), zap.String("code", code))
-	if f.audit == nil {
+	if f.rec == nil {
 		return
 	}
-	ok, suppressed := f.limiter.allow(f.now())
-	if !ok {
-		return
-	}
-	ev := MeshRefusedEvent{Peer: peer.ID, Role: role, Code: code, Suppressed: suppressed}
-	if err := f.audit.Record(AuditSource, AuditKindMeshRefused, ev); err != nil {
+	ev := MeshRefusedEvent{Peer: peer.ID, Role: role, Code: code}
+	if _, err := f.rec.Record(chain.RecordKey{Sender: peer.ID, Kind: AuditKindMeshRefused, Reason: code}, AuditSource, ev); err != nil {
 		f.log.Warn("audit record not written", zap.String("kind", AuditKindMeshRefused), zap.Error(err))
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/nodeld/nodeld/internal/chain"
 	"github.com/nodeld/nodeld/internal/mesh"
 	"github.com/nodeld/nodeld/internal/mesh/meshtest"
 	"github.com/nodeld/nodeld/internal/proxy/proxytest"
@@ -156,6 +157,13 @@ func allowlistCase(t *testing.T, useFrom, serveTo, expose, admitted bool) {
 		want := auditRec{AuditSource, AuditKindMeshRefused, MeshRefusedEvent{Peer: a.ID(), Role: "chat", Code: RefuseNotServed}}
 		if diff := cmp.Diff(want, got, cmp.AllowUnexported(auditRec{})); diff != "" {
 			t.Errorf("audit (-want +got):\n%s", diff)
+		}
+		// Keyed by the peer and the code; the role is the peer's choice.
+		b.audit.mu.Lock()
+		key := b.audit.keys[0]
+		b.audit.mu.Unlock()
+		if key != (chain.RecordKey{Sender: a.ID(), Kind: AuditKindMeshRefused, Reason: RefuseNotServed}) {
+			t.Errorf("refusal key = %+v", key)
 		}
 	default: // only use_from is missing: the serving side allows it
 		if err != nil || rec.status != 200 {

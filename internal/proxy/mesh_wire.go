@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/nodeld/nodeld/internal/grammar"
 	"github.com/nodeld/nodeld/internal/mesh"
@@ -335,6 +336,21 @@ var errMalformedFrames = errors.New("malformed KindInfer frames")
 // returns *peerRefusal.
 func relayResponse(r io.Reader, w http.ResponseWriter) error {
 	headSeen := false
+	// held is a response head not yet written to w: a response that is
+	// not a stream is committed with its first body byte (or its end), so
+	// a link that dies between the head and the body leaves nothing
+	// written and the request can still go to another peer. A stream's
+	// head is written at once: its client may wait long for the first
+	// token, and should know the request was taken.
+	var held *meshResponseHead
+	commit := func(h *meshResponseHead) {
+		hdr := w.Header()
+		for name, v := range h.Headers {
+			hdr.Set(name, v)
+		}
+		hdr.Set("X-Content-Type-Options", "nosniff")
+		w.WriteHeader(h.Status)
+	}
 	for {
 		t, p, err := mesh.ReadFrame(r, max(MeshChunkBytes, MaxMeshHeadBytes))
 		if err != nil {
@@ -356,18 +372,21 @@ func relayResponse(r io.Reader, w http.ResponseWriter) error {
 				return fmt.Errorf("%w: %w", errMalformedFrames, err)
 			}
 			headSeen = true
-			hdr := w.Header()
-			for name, v := range h.Headers {
-				hdr.Set(name, v)
+			if isStreamType(h.Headers["Content-Type"]) {
+				commit(&h)
+			} else {
+				held = &h
 			}
-			hdr.Set("X-Content-Type-Options", "nosniff")
-			w.WriteHeader(h.Status)
 		case frameRespBody:
 			if !headSeen {
 				return fmt.Errorf("%w: body before head", errMalformedFrames)
 			}
 			if len(p) > MeshChunkBytes {
 				return fmt.Errorf("%w: body chunk of %d bytes", errMalformedFrames, len(p))
+			}
+			if held != nil {
+				commit(held)
+				held = nil
 			}
 			if _, err := w.Write(p); err != nil {
 				return fmt.Errorf("relay to client: %w", err)
@@ -378,6 +397,9 @@ func relayResponse(r io.Reader, w http.ResponseWriter) error {
 			}
 			if len(p) != 0 {
 				return fmt.Errorf("%w: end frame with data", errMalformedFrames)
+			}
+			if held != nil {
+				commit(held)
 			}
 			return nil
 		case frameRefusal:
@@ -390,4 +412,13 @@ func relayResponse(r io.Reader, w http.ResponseWriter) error {
 			return fmt.Errorf("%w: unexpected frame %#x", errMalformedFrames, byte(t))
 		}
 	}
+}
+
+// isStreamType reports whether a response Content-Type is a stream whose
+// head is relayed before its body: server-sent events (OpenAI streaming)
+// or newline-delimited JSON (Ollama streaming).
+func isStreamType(contentType string) bool {
+	mt, _, _ := strings.Cut(contentType, ";")
+	mt = strings.ToLower(strings.TrimSpace(mt))
+	return mt == "text/event-stream" || mt == "application/x-ndjson"
 }

@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"testing"
-	"time"
 	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
@@ -227,24 +227,6 @@ func TestPinModel(t *testing.T) {
 	}
 }
 
-func TestAuditLimiter(t *testing.T) {
-	var l auditLimiter
-	now := time.Unix(1000, 0)
-	for i := range MeshRefusalAuditBurst {
-		if ok, s := l.allow(now); !ok || s != 0 {
-			t.Fatalf("record %d: allow = %v, %d", i, ok, s)
-		}
-	}
-	for range 5 {
-		if ok, _ := l.allow(now.Add(time.Second)); ok {
-			t.Fatal("over the burst allowed")
-		}
-	}
-	if ok, s := l.allow(now.Add(MeshRefusalAuditWindow)); !ok || s != 5 {
-		t.Errorf("after the window: allow = %v, suppressed %d, want true, 5", ok, s)
-	}
-}
-
 func FuzzDecodeRequestHead(f *testing.F) {
 	f.Add([]byte(`{"v":1,"role":"chat","method":"POST","path":"/v1/chat/completions","query":"a=b","content_type":"application/json","body_bytes":3}`))
 	f.Add([]byte(`{"v":1,"role":"chat","method":"GET","path":"/v1/models","body_bytes":0}`))
@@ -355,4 +337,81 @@ func FuzzPinModel(f *testing.F) {
 			}
 		}
 	})
+}
+
+// headWriter is a ResponseWriter that records whether the head was
+// written.
+type headWriter struct {
+	h      http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (w *headWriter) Header() http.Header         { return w.h }
+func (w *headWriter) WriteHeader(code int)        { w.status = code }
+func (w *headWriter) Write(p []byte) (int, error) { return w.body.Write(p) }
+
+// failingReader yields r, then err.
+type failingReader struct {
+	r   io.Reader
+	err error
+}
+
+func (f *failingReader) Read(p []byte) (int, error) {
+	n, err := f.r.Read(p)
+	if err == io.EOF {
+		return n, f.err
+	}
+	return n, err
+}
+
+// A response that is not a stream is committed with its first body byte:
+// a link that dies between the head and the body leaves nothing written,
+// so the proxy may still try another peer. A stream's head is written at
+// once.
+func TestRelayResponseHoldsHeadUntilBody(t *testing.T) {
+	linkDied := errors.New("link died")
+	frames := func(contentType string, withBody bool) io.Reader {
+		var b bytes.Buffer
+		if err := writeJSONFrame(&b, frameRespHead, meshResponseHead{V: MeshWireVersion, Status: 200, Headers: map[string]string{"Content-Type": contentType}}); err != nil {
+			t.Fatal(err)
+		}
+		if withBody {
+			if err := mesh.WriteFrame(&b, frameRespBody, []byte(`{"ok":true}`)); err != nil {
+				t.Fatal(err)
+			}
+			if err := mesh.WriteFrame(&b, frameRespEnd, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return &failingReader{r: &b, err: linkDied}
+	}
+	for _, tt := range []struct {
+		name        string
+		contentType string
+		withBody    bool
+		wantStatus  int
+	}{
+		{"json, link dies after the head", "application/json", false, 0},
+		{"json, whole answer", "application/json", true, 200},
+		{"sse, link dies after the head", "text/event-stream; charset=utf-8", false, 200},
+		{"ndjson, link dies after the head", "application/x-ndjson", false, 200},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := &headWriter{h: http.Header{}}
+			err := relayResponse(frames(tt.contentType, tt.withBody), w)
+			if tt.withBody && err != nil {
+				t.Fatalf("relayResponse = %v", err)
+			}
+			if !tt.withBody && !errors.Is(err, linkDied) {
+				t.Fatalf("relayResponse = %v, want the link's error", err)
+			}
+			if w.status != tt.wantStatus {
+				t.Errorf("status written = %d, want %d", w.status, tt.wantStatus)
+			}
+			if tt.wantStatus == 0 && len(w.h) != 0 {
+				t.Errorf("headers set on a response that was not committed: %v", w.h)
+			}
+		})
+	}
 }

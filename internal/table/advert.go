@@ -129,10 +129,15 @@ func parseLoad(s string) float64 {
 // id the mesh connection was verified as (never a field of the message).
 // It returns whether the advertisement was taken.
 //
-// Ignored silently: a name without ServicePrefix, an invalid role, and
-// sender == this node. Refused and audited (KindAdvertRefused), in this
-// order: ad.NodeID != sender (ReasonOtherNode); no Admission or sender not
-// admitted (ReasonNotAdmitted); sender not on role's use_from allowlist
+// A workload-host advertisement (HostAdvertName) is kept apart, one per
+// sender, under the same sender binding and admission rules but with no
+// allowlist (see ingestHost and HostAdverts).
+//
+// Ignored silently: another name without ServicePrefix, an invalid role,
+// and sender == this node. Refused and handed to Options.RecordRefusal
+// (KindAdvertRefused), in this order: ad.NodeID != sender
+// (ReasonOtherNode); no Admission or sender not admitted
+// (ReasonNotAdmitted); sender not on role's use_from allowlist
 // (ReasonNotAllowed); oversized methods or metadata (ReasonTooLarge).
 //
 // A taken advertisement replaces the sender's previous one for the role,
@@ -144,12 +149,15 @@ func parseLoad(s string) float64 {
 // resolution does not bump, so advertisement exchanges triggered by table
 // changes cannot feed each other.
 func (t *Table) IngestAdvertisement(sender string, ad Advertisement) bool {
+	if ad.Name == HostAdvertName && sender != t.nodeID {
+		return t.ingestHost(sender, ad)
+	}
 	role, ok := strings.CutPrefix(ad.Name, ServicePrefix)
 	if !ok || !grammar.ValidName(role) || sender == t.nodeID {
 		return false
 	}
 	refuse := func(why string) bool {
-		t.record(KindAdvertRefused, AdvertRefusedEvent{
+		t.recordRefusal(sender, why, AdvertRefusedEvent{
 			Role: role, Sender: sender, AdvertisedNode: ad.NodeID, Why: why,
 		})
 		return false
@@ -165,7 +173,7 @@ func (t *Table) IngestAdvertisement(sender string, ad Advertisement) bool {
 		t.mu.Unlock()
 		return refuse(ReasonNotAllowed)
 	}
-	if !advertWithinLimits(ad) {
+	if !withinLimits(ad, MaxAdvertMetadata) {
 		t.mu.Unlock()
 		return refuse(ReasonTooLarge)
 	}
@@ -193,8 +201,10 @@ func (t *Table) IngestAdvertisement(sender string, ad Advertisement) bool {
 	return true
 }
 
-func advertWithinLimits(ad Advertisement) bool {
-	if len(ad.Methods) > MaxAdvertMethods || len(ad.Metadata) > MaxAdvertMetadata {
+// withinLimits checks a received advertisement against MaxAdvertMethods,
+// MaxAdvertFieldLen and maxMetadata entries.
+func withinLimits(ad Advertisement, maxMetadata int) bool {
+	if len(ad.Methods) > MaxAdvertMethods || len(ad.Metadata) > maxMetadata {
 		return false
 	}
 	for _, m := range ad.Methods {
@@ -240,7 +250,8 @@ func (t *Table) fresh(e remoteEntry, now time.Time) bool {
 }
 
 // RetainRemote keeps only the given roles of what nodeID advertised and
-// forgets the rest. The mesh calls it with the roles of a complete round
+// forgets the rest; its workload-host advertisement is not a role and is
+// left alone (it goes with its TTL or RemoveNode). The mesh calls it with the roles of a complete round
 // of a peer's advertisements, so a role the peer stopped serving stops
 // resolving at once rather than when its TTL runs out.
 func (t *Table) RetainRemote(nodeID string, roles []string) {
@@ -271,10 +282,12 @@ func (t *Table) RetainRemote(nodeID string, roles []string) {
 }
 
 // RemoveNode forgets every advertisement of nodeID (the peer left or was
-// revoked). It bumps the generation when anything was removed.
+// revoked), its workload-host advertisement included. It bumps the
+// generation when an infer advertisement was removed.
 func (t *Table) RemoveNode(nodeID string) {
 	var e effects
 	t.mu.Lock()
+	delete(t.hosts, nodeID)
 	removed := false
 	for role, per := range t.remote {
 		if _, ok := per[nodeID]; ok {

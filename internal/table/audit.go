@@ -15,7 +15,9 @@ const (
 	KindAdvertRefused = "infer.advert.refused"
 )
 
-// Reasons an advertisement is refused, as recorded in AdvertRefusedEvent.Why.
+// Reasons an advertisement is refused, as recorded in AdvertRefusedEvent.Why
+// and passed as the reason to Options.RecordRefusal: a fixed set, so that
+// a recorder can count repeats of one reason together.
 const (
 	// ReasonOtherNode: the advertisement names a node other than the
 	// verified sender.
@@ -26,7 +28,8 @@ const (
 	// ReasonNotAllowed: the sender is not on the role's use_from allowlist.
 	ReasonNotAllowed = "node is not allowed to serve this role"
 	// ReasonTooLarge: the advertisement exceeds MaxAdvertMethods,
-	// MaxAdvertMetadata or MaxAdvertFieldLen.
+	// MaxAdvertMetadata (MaxHostAdvertMetadata for a workload host's) or
+	// MaxAdvertFieldLen.
 	ReasonTooLarge = "advertisement exceeds the size limits"
 )
 
@@ -57,7 +60,10 @@ type RemoteAllowEvent struct {
 
 // AdvertRefusedEvent is the payload of KindAdvertRefused.
 type AdvertRefusedEvent struct {
+	// Role is the role of an infer.<role> advertisement; empty for a
+	// workload-host one, which Name names instead.
 	Role string `json:"role"`
+	Name string `json:"name,omitempty"`
 	// Sender is the node id the connection was verified as.
 	Sender string `json:"sender"`
 	// AdvertisedNode is the node id the advertisement claims.

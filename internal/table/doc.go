@@ -11,6 +11,13 @@
 // (Resolve), and the serving side of the mesh asks what a peer may reach
 // (LocalForPeer).
 //
+// The same ingestion keeps each admitted peer's latest workload-host
+// advertisement (HostAdvertName: its instance and in-flight counts,
+// whether its host is enabled, its labels), one per peer, so a controller
+// sees every node's load beside its routes (HostAdverts, and Snapshot's
+// Hosts for status). It names no role and never resolves: it bumps no
+// generation and wakes no subscriber.
+//
 // # Local registrations
 //
 // RegisterLocal returns a LocalSlot: the registration belongs to its
@@ -42,10 +49,14 @@
 //     never helps another.
 //   - An advertisement is taken only when it is the sender's own
 //     (ad.NodeID equals the verified sender), the sender is admitted and the
-//     sender is allowed for the role. Refusals are audited.
+//     sender is allowed for the role (a workload-host advertisement has no
+//     role and no allowlist, the rest holds). Refusals are recorded (see
+//     Audit).
 //   - Freshness is measured from local receipt (Options.Now) against the
 //     TTL; the peer's timestamp is never trusted. A repeat refreshes the
-//     TTL. Expired entries are kept but never resolve.
+//     TTL. Expired entries are kept but never resolve, and HostAdverts
+//     leaves out expired workload-host advertisements and those of peers
+//     no longer admitted. RemoveNode drops all of a peer's.
 //   - Admission is re-checked on every resolution, so a revoked peer stops
 //     resolving at once, before its entry is removed.
 //   - A LocalSlot changes only through its holder; releasing it twice, or
@@ -66,18 +77,27 @@
 //
 // # Audit
 //
-// Every change of exposure or of either allowlist and every refused
-// advertisement is recorded through Options.Audit with source AuditSource
-// and the kinds KindMeshExpose, KindMeshAllow, KindRemoteAllow and
-// KindAdvertRefused. Records are written after the change is applied; a
-// failed record is counted (nodeld_table_audit_failures_total) and reported
-// to Options.AuditError, never undone.
+// Every change of exposure or of either allowlist is recorded through
+// Options.Audit with source AuditSource and the kinds KindMeshExpose,
+// KindMeshAllow and KindRemoteAllow: the operator's config or a pin
+// causes them, so they are few. Every refused advertisement goes to
+// Options.RecordRefusal instead, with the verified sender, the kind
+// KindAdvertRefused and a Reason* constant: a peer decides how often it
+// advertises (a peer listed in serve_to but missing from use_from is
+// refused every advertisement interval, forever), so the daemon hands
+// these to its shared rate-limited recorder, keyed by sender, kind and
+// reason, which chains the first of a key and counts the rest. Records
+// are written after the change is applied; a failed record is counted
+// (nodeld_table_audit_failures_total) and reported to Options.AuditError,
+// never undone. The table imports no other nodeld package, so the hook
+// takes plain strings.
 //
 // # Concurrency
 //
 // A Table is safe for concurrent use. One RWMutex guards the state; it is
-// never held while calling the Auditor, the Admission, Options.Load or
-// while waking subscribers, so those may call back into the table.
+// never held while calling the Auditor, Options.RecordRefusal, the
+// Admission, Options.Load or while waking subscribers, so those may call
+// back into the table.
 // Subscribers (Subscribe) are woken after every change with a non-blocking,
 // coalescing send. The package starts no goroutines.
 package table

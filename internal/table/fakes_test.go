@@ -44,7 +44,30 @@ type fakeAuditor struct {
 	mu      sync.Mutex
 	recs    []rec
 	sources []string
+	keys    []refusalKey // of the records made through refusal
 	err     error
+}
+
+// refusalKey is what the table hands Options.RecordRefusal besides the
+// payload.
+type refusalKey struct{ Sender, Kind, Reason string }
+
+// refusal is an Options.RecordRefusal that keeps its key and a record of
+// its kind and payload.
+func (f *fakeAuditor) refusal(sender, kind, reason string, payload any) error {
+	f.mu.Lock()
+	f.keys = append(f.keys, refusalKey{sender, kind, reason})
+	f.mu.Unlock()
+	return f.Record(AuditSource, kind, payload)
+}
+
+// takeKeys returns and clears the refusal keys.
+func (f *fakeAuditor) takeKeys() []refusalKey {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k := f.keys
+	f.keys = nil
+	return k
 }
 
 func (f *fakeAuditor) Record(source, kind string, payload any) error {
@@ -98,7 +121,7 @@ type env struct {
 
 func newEnv(admitted ...string) *env {
 	e := &env{adm: newAdmission(admitted...), audit: &fakeAuditor{}, clock: newClock()}
-	e.t = New(self, Options{Admission: e.adm, Audit: e.audit, Now: e.clock.now})
+	e.t = New(self, Options{Admission: e.adm, Audit: e.audit, RecordRefusal: e.audit.refusal, Now: e.clock.now})
 	return e
 }
 

@@ -1,6 +1,7 @@
 package table
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -74,9 +75,9 @@ func TestIngestRefusals(t *testing.T) {
 			wantAudit: []rec{{KindAdvertRefused, AdvertRefusedEvent{
 				Role: "chat", Sender: "n-b", AdvertisedNode: "n-b", Why: ReasonTooLarge}}},
 		},
-		{name: "non-infer name (silent)", sender: "n-b", ad: func() Advertisement {
+		{name: "other name (silent)", sender: "n-b", ad: func() Advertisement {
 			a := ad("chat", "n-b")
-			a.Name = "workload-host"
+			a.Name = "other-service"
 			return a
 		}()},
 		{name: "role with slash (silent)", sender: "n-b", ad: ad("chat/x", "n-b")},
@@ -99,6 +100,15 @@ func TestIngestRefusals(t *testing.T) {
 			if diff := cmp.Diff(tt.wantAudit, e.audit.take()); diff != "" {
 				t.Fatalf("audit (-want +got):\n%s", diff)
 			}
+			// Keyed by the verified sender and the fixed reason, so that
+			// a recorder counts a peer's repeats together.
+			var wantKeys []refusalKey
+			for _, r := range tt.wantAudit {
+				wantKeys = append(wantKeys, refusalKey{tt.sender, KindAdvertRefused, r.Payload.(AdvertRefusedEvent).Why})
+			}
+			if diff := cmp.Diff(wantKeys, e.audit.takeKeys()); diff != "" {
+				t.Fatalf("refusal keys (-want +got):\n%s", diff)
+			}
 			if g := e.t.Generation(); g != gen {
 				t.Fatalf("generation moved %d -> %d", gen, g)
 			}
@@ -115,7 +125,7 @@ func TestIngestRefusals(t *testing.T) {
 
 func TestIngestWithoutAdmissionIsRefused(t *testing.T) {
 	audit := &fakeAuditor{}
-	tb := New(self, Options{Audit: audit})
+	tb := New(self, Options{Audit: audit, RecordRefusal: audit.refusal})
 	tb.AllowRemoteNode("chat", "n-b", true)
 	audit.take()
 	if tb.IngestAdvertisement("n-b", ad("chat", "n-b")) {
@@ -124,6 +134,41 @@ func TestIngestWithoutAdmissionIsRefused(t *testing.T) {
 	want := []rec{{KindAdvertRefused, AdvertRefusedEvent{Role: "chat", Sender: "n-b", AdvertisedNode: "n-b", Why: ReasonNotAdmitted}}}
 	if diff := cmp.Diff(want, audit.take()); diff != "" {
 		t.Fatalf("audit (-want +got):\n%s", diff)
+	}
+}
+
+// TestRefusalsNeverGoToAudit: a peer decides how often it advertises, so
+// its refusals go only to RecordRefusal (rate-limited by the daemon),
+// never to the Auditor one entry each.
+func TestRefusalsNeverGoToAudit(t *testing.T) {
+	audit := &fakeAuditor{}
+	tb := New(self, Options{Admission: newAdmission("n-b"), Audit: audit})
+	tb.AllowRemoteNode("chat", "n-b", true)
+	audit.take()
+	for range 100 {
+		if tb.IngestAdvertisement("n-b", ad("chat", "n-c")) {
+			t.Fatal("advertisement for another node taken")
+		}
+	}
+	if got := audit.take(); len(got) != 0 {
+		t.Fatalf("%d refusals written to the Auditor, want none", len(got))
+	}
+}
+
+// TestRefusalRecordFailure: a refusal that cannot be recorded is counted
+// and reported like an audit record.
+func TestRefusalRecordFailure(t *testing.T) {
+	var kinds []string
+	tb := New(self, Options{
+		Admission:     newAdmission("n-b"),
+		RecordRefusal: func(string, string, string, any) error { return errors.New("disk full") },
+		AuditError:    func(kind string, err error) { kinds = append(kinds, kind) },
+	})
+	if tb.IngestAdvertisement("n-b", ad("chat", "n-c")) {
+		t.Fatal("advertisement for another node taken")
+	}
+	if diff := cmp.Diff([]string{KindAdvertRefused}, kinds); diff != "" {
+		t.Fatalf("AuditError kinds (-want +got):\n%s", diff)
 	}
 }
 

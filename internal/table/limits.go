@@ -13,6 +13,12 @@ const (
 	// advertisement may carry.
 	MaxAdvertMetadata = 16
 
+	// MaxHostAdvertMetadata is the most metadata entries a received
+	// workload-host advertisement may carry: its three counts and flags
+	// and one entry per node label (facts allow 64), with room for keys a
+	// newer host adds.
+	MaxHostAdvertMetadata = 96
+
 	// MaxAdvertFieldLen bounds each method name, metadata key and metadata
 	// value of a received advertisement, in bytes.
 	MaxAdvertFieldLen = 256

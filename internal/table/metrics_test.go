@@ -11,7 +11,13 @@ import (
 
 func TestMetrics(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
-	tb := New(self, Options{Registerer: reg, Audit: &fakeAuditor{err: errors.New("full")}})
+	tb := New(self, Options{Audit: &fakeAuditor{err: errors.New("full")}})
+	if err := tb.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	if err := New(self, Options{}).Register(reg); err == nil {
+		t.Error("a second table registered on the same registry, want an error")
+	}
 	tb.ExposeToMesh("chat", true)
 	tb.AllowRemoteNode("chat", "n-b", true)
 	want := `

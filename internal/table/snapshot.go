@@ -12,6 +12,9 @@ type Snapshot struct {
 	Generation uint64 `json:"generation"`
 	// Roles holds every role the table knows anything about, sorted.
 	Roles []RoleSnapshot `json:"roles"`
+	// Hosts lists the peers' workload-host advertisements, sorted by node
+	// id, including the ones that no longer count (stale, not admitted).
+	Hosts []HostSnapshot `json:"hosts"`
 }
 
 // RoleSnapshot is one role in a Snapshot.
@@ -114,9 +117,13 @@ func (t *Table) Snapshot() Snapshot {
 		s.Roles = append(s.Roles, rs)
 		cands = append(cands, cs)
 	}
+	s.Hosts = t.hostsSnapshotLocked(now)
 	t.mu.RUnlock()
 
 	// Admission is the mesh's and is asked without mu held.
+	for i := range s.Hosts {
+		s.Hosts[i].Admitted = t.admit != nil && t.admit.IsAdmitted(s.Hosts[i].Node)
+	}
 	for i := range s.Roles {
 		rs := &s.Roles[i]
 		for j := range rs.Remote {

@@ -29,6 +29,7 @@ func TestSnapshot(t *testing.T) {
 	e.clock.advance(DefaultAdvertTTL + time.Second)
 	e.t.IngestAdvertisement("n-b", ad("embed", "n-b", MetaLoad, "0"))
 	e.clock.advance(2 * time.Second)
+	e.t.IngestAdvertisement("n-c", hostAd("n-c", 1))
 	e.adm.set("n-c", false)
 
 	want := Snapshot{
@@ -57,6 +58,7 @@ func TestSnapshot(t *testing.T) {
 				ProxyPort: 8091,
 			},
 		},
+		Hosts: []HostSnapshot{{Node: "n-c", Version: "1", Metadata: hostAd("n-c", 1).Metadata, AgeSeconds: 0, Fresh: true, Admitted: false}},
 	}
 	got := e.t.Snapshot()
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -66,7 +68,7 @@ func TestSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{`"kind":"local"`, `"kind":"remote"`, `"origin":"placed"`, `"standby":[{"origin":"adopted"`, `"serve_to":[]`, `"age_seconds":63`} {
+	for _, s := range []string{`"kind":"local"`, `"kind":"remote"`, `"origin":"placed"`, `"standby":[{"origin":"adopted"`, `"serve_to":[]`, `"age_seconds":63`, `"hosts":[{"node":"n-c"`} {
 		if !strings.Contains(string(b), s) {
 			t.Errorf("status JSON lacks %s: %s", s, b)
 		}
@@ -75,7 +77,7 @@ func TestSnapshot(t *testing.T) {
 
 func TestSnapshotEmpty(t *testing.T) {
 	got := New(self, Options{}).Snapshot()
-	if diff := cmp.Diff(Snapshot{Roles: []RoleSnapshot{}}, got); diff != "" {
+	if diff := cmp.Diff(Snapshot{Roles: []RoleSnapshot{}, Hosts: []HostSnapshot{}}, got); diff != "" {
 		t.Fatalf("Snapshot (-want +got):\n%s", diff)
 	}
 }

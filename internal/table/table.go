@@ -5,8 +5,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // ServicePrefix prefixes the advertised service name: role "chat" is
@@ -40,9 +38,18 @@ type Options struct {
 	// Audit receives the table's audit events (source AuditSource). Nil
 	// disables audit.
 	Audit Auditor
-	// AuditError, when set, is told about every audit record that could
-	// not be written. The change it describes has already been applied:
-	// the table's audit is after the fact, never a gate.
+	// RecordRefusal receives every refused advertisement: sender is the
+	// verified sender, kind KindAdvertRefused, reason one of the Reason*
+	// constants and payload an AdvertRefusedEvent. A peer decides how
+	// often it advertises, so the daemon passes its shared rate-limited
+	// recorder here (chain.Recorder, keyed by sender, kind and reason),
+	// never Audit itself. Its errors are counted and reported like
+	// Audit's. Nil means refusals are not recorded.
+	RecordRefusal func(sender, kind, reason string, payload any) error
+	// AuditError, when set, is told about every audit record (or refusal
+	// record) that could not be written. The change it describes has
+	// already been applied: the table's audit is after the fact, never a
+	// gate.
 	AuditError func(kind string, err error)
 	// AdvertTTL is how long a received advertisement counts after its
 	// local receipt. Zero or negative means DefaultAdvertTTL.
@@ -54,8 +61,6 @@ type Options struct {
 	// "load" metadata of outgoing advertisements. It is called without the
 	// table's lock held. Nil advertises load "0".
 	Load func(role string) (inflight, capacity int)
-	// Registerer receives the table's metrics. Nil registers none.
-	Registerer prometheus.Registerer
 }
 
 // MeshLocal is a local instance a peer's forwarded request may reach.
@@ -90,14 +95,15 @@ type Table struct {
 	nodeID  string
 	admit   Admission
 	audit   Auditor
+	refusal func(sender, kind, reason string, payload any) error
 	auditFn func(kind string, err error)
 	ttl     time.Duration
 	now     func() time.Time
 	load    func(role string) (int, int)
 	metrics *metrics
 
-	// mu guards every field below it: local, remote, allow, serveAllow,
-	// exposed, proxyPorts and gen, and the state of this table's
+	// mu guards every field below it: local, remote, hosts, allow,
+	// serveAllow, exposed, proxyPorts and gen, and the state of this table's
 	// LocalSlots. It is never held while calling the Auditor, the
 	// Admission, Options.Load or while waking subscribers.
 	mu sync.RWMutex
@@ -106,6 +112,9 @@ type Table struct {
 	local map[string][]*LocalSlot
 	// remote: role -> sender node id -> its latest advertisement.
 	remote map[string]map[string]remoteEntry
+	// hosts: sender node id -> its latest workload-host advertisement;
+	// one per admitted sender, dropped by RemoveNode.
+	hosts map[string]remoteEntry
 	// allow (use_from, consumer side): role -> nodes that may serve this
 	// node. Default deny.
 	allow map[string]map[string]struct{}
@@ -125,19 +134,21 @@ type Table struct {
 	nextSub uint64
 }
 
-// New returns an empty table for node nodeID. It starts nothing. It panics
-// only if opts.Registerer already holds the table's metrics (a wiring bug).
+// New returns an empty table for node nodeID. It starts nothing and
+// registers no metrics (Register does).
 func New(nodeID string, opts Options) *Table {
 	t := &Table{
 		nodeID:     nodeID,
 		admit:      opts.Admission,
 		audit:      opts.Audit,
+		refusal:    opts.RecordRefusal,
 		auditFn:    opts.AuditError,
 		ttl:        opts.AdvertTTL,
 		now:        opts.Now,
 		load:       opts.Load,
 		local:      make(map[string][]*LocalSlot),
 		remote:     make(map[string]map[string]remoteEntry),
+		hosts:      make(map[string]remoteEntry),
 		allow:      make(map[string]map[string]struct{}),
 		serveAllow: make(map[string]map[string]struct{}),
 		exposed:    make(map[string]struct{}),
@@ -150,7 +161,7 @@ func New(nodeID string, opts Options) *Table {
 	if t.now == nil {
 		t.now = time.Now
 	}
-	t.metrics = newMetrics(opts.Registerer, t.Generation)
+	t.metrics = newMetrics(t.Generation)
 	return t
 }
 
@@ -197,10 +208,25 @@ func (t *Table) record(kind string, payload any) {
 		return
 	}
 	if err := t.audit.Record(AuditSource, kind, payload); err != nil {
-		t.metrics.auditFailed()
-		if t.auditFn != nil {
-			t.auditFn(kind, err)
-		}
+		t.auditFailed(kind, err)
+	}
+}
+
+// recordRefusal hands a refused advertisement to Options.RecordRefusal.
+// Call without mu.
+func (t *Table) recordRefusal(sender, reason string, ev AdvertRefusedEvent) {
+	if t.refusal == nil {
+		return
+	}
+	if err := t.refusal(sender, KindAdvertRefused, reason, ev); err != nil {
+		t.auditFailed(KindAdvertRefused, err)
+	}
+}
+
+func (t *Table) auditFailed(kind string, err error) {
+	t.metrics.auditFailed()
+	if t.auditFn != nil {
+		t.auditFn(kind, err)
 	}
 }
 

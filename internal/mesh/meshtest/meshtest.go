@@ -77,6 +77,8 @@ type Options struct {
 	Keepalive time.Duration
 	// Audit, when set, is the mesh's auditor.
 	Audit mesh.Auditor
+	// Recorder, when set, is the mesh's recorder of refused handshakes.
+	Recorder mesh.Recorder
 }
 
 // NewTable makes a node's table from its id. admit reports, once the
@@ -108,6 +110,7 @@ type Node[T mesh.AdvertTable] struct {
 
 	tb     testing.TB
 	audit  mesh.Auditor
+	rec    mesh.Recorder
 	admit  *Admission
 	cancel context.CancelFunc
 	done   chan error
@@ -146,7 +149,7 @@ func NewNode[T mesh.AdvertTable](tb testing.TB, name string, opts Options, newTa
 		keepalive = DefaultKeepalive
 	}
 	n := &Node[T]{Name: name, Ident: id, Dir: tb.TempDir(), Listen: FreeUDP(tb),
-		Logger: zaptest.NewLogger(tb).Named(name), tb: tb, audit: opts.Audit}
+		Logger: zaptest.NewLogger(tb).Named(name), tb: tb, audit: opts.Audit, rec: opts.Recorder}
 	n.Config = mesh.Config{Listen: n.Listen, Keepalive: keepalive}
 	n.admit = &Admission{}
 	n.Table = newTable(id.ID(), n.admit)
@@ -177,7 +180,7 @@ func (n *Node[T]) Build(peers ...mesh.PeerConfig) {
 	n.Registry = prometheus.NewRegistry()
 	n.Config.Peers = peers
 	m, err := mesh.New(n.Config, mesh.Deps{Identity: n.Ident, DataDir: n.Dir, Table: n.Table,
-		Audit: n.audit, Logger: n.Logger, Registerer: n.Registry})
+		Audit: n.audit, Recorder: n.rec, Logger: n.Logger, Registerer: n.Registry})
 	if err != nil {
 		n.tb.Fatal(err)
 	}

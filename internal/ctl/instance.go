@@ -1,0 +1,76 @@
+package ctl
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+)
+
+// Lifecycle states a workload host reports for an instance
+// (InstanceStatus.Lifecycle, InstanceState.State; reference 4.3). The
+// host sets them; a controller reads them, so both take them from here.
+const (
+	// StateLoaded: the package is fetched and verified and the instance
+	// listed, but no run was started (load, or a place without start).
+	StateLoaded = "loaded"
+	// StateRunning: its supervisor reports it up and healthy.
+	StateRunning = "running"
+	// StateUnhealthy: running but failing its health checks.
+	StateUnhealthy = "unhealthy"
+	// StateRestarting: its supervisor is restarting it within the
+	// restart budget.
+	StateRestarting = "restarting"
+	// StateStopped: stopped by a verb, by a start that failed, or by the
+	// host's shutdown; it may be started again.
+	StateStopped = "stopped"
+	// StateFailed: the restart budget ran out, or a failed start could
+	// not be rolled back. It stays listed until unloaded.
+	StateFailed = "failed"
+)
+
+// Reasons of a Departed instance: why the host took it down on purpose.
+const (
+	// DepartedUnloaded: a controller's unload.
+	DepartedUnloaded = "unloaded"
+	// DepartedRevoked: the host's revocation teardown (a subject of its
+	// package was revoked).
+	DepartedRevoked = "revoked"
+)
+
+// InstanceConfig is the instance configuration a place may carry (the
+// PlaceParams.Config object). It is part of the instance's identity
+// (InstanceID), so the controller that sends it and the host that decodes
+// it use this one type.
+type InstanceConfig struct {
+	// Port is the loopback port of the instance's server; 0 picks a free
+	// one for each run.
+	Port int `json:"port,omitempty"`
+}
+
+// Validate reports a config no host accepts: a port outside 0..65535.
+func (c InstanceConfig) Validate() error {
+	if c.Port < 0 || c.Port > 65535 {
+		return fmt.Errorf("instance config: port %d outside 0..65535", c.Port)
+	}
+	return nil
+}
+
+// InstanceID returns the deterministic instance id of a package placed
+// with cfg on node: <package>-<8 hex of SHA-256 over package, version,
+// variant, manifest hash and config>-<node>. The same workload and config
+// on the same node always get the same id, so a controller knows the id a
+// host will report before it sends the place.
+//
+// The encoding is a wire contract: each of package, version, variant,
+// manifest hash and the JSON of cfg, each followed by one 0x1f byte.
+// Changing it renames every instance placed by an older node.
+func InstanceID(pkgID, version, variant, manifestHash string, cfg InstanceConfig, node string) string {
+	c, _ := json.Marshal(cfg)
+	h := sha256.New()
+	for _, s := range []string{pkgID, version, variant, manifestHash, string(c)} {
+		h.Write([]byte(s))
+		h.Write([]byte{0x1f})
+	}
+	return pkgID + "-" + hex.EncodeToString(h.Sum(nil))[:8] + "-" + node
+}

@@ -1,0 +1,82 @@
+package engine_test
+
+import (
+	"fmt"
+
+	"github.com/nodeld/nodeld/internal/engine"
+)
+
+// A chat model with a GPU route and a CPU route, placed over a GPU
+// server, a CPU server, a developer's laptop and a dead, untrusted node.
+// docs/architecture.md walks through this output.
+func ExamplePlace() {
+	const gib = 1 << 30
+	req := engine.Request{
+		Kind: "inference", Name: "chat-qwen-7b",
+		Requirements: []engine.Requirement{{Selector: "os.linux"}, {Selector: "runtime.llamacpp"}},
+		Variants: []engine.Variant{
+			{Name: "cuda", Requirements: []engine.Requirement{{Selector: "accel.gpu", Exclusive: true,
+				Predicates: []engine.Predicate{{Attr: engine.AttrMemBytes, Op: "gte", Value: engine.Int(16 * gib)}}}},
+				Resources: engine.Resources{HostBytes: 4 * gib, AccelBytes: 9 * gib}},
+			{Name: "cpu", Requirements: []engine.Requirement{{Selector: "cpu.cores",
+				Predicates: []engine.Predicate{{Attr: "count", Op: "gte", Value: engine.Int(8)}}}},
+				Resources: engine.Resources{HostBytes: 12 * gib}},
+		},
+		MinTrust: engine.TrustPaired,
+		Perf: &engine.PerfTarget{ID: "perf.infer.chat", Param: "model", ParamValue: engine.String("qwen-7b"),
+			Better: engine.BetterLower},
+	}
+	linux := engine.Capability{ID: "os.linux", Provenance: "probed"}
+	llama := engine.Capability{ID: "runtime.llamacpp", Provenance: "probed"}
+	speed := func(ms float64) engine.Capability {
+		return engine.Capability{ID: "perf.infer.chat", Provenance: "measured",
+			Attrs: []engine.Attr{{Name: "model", Value: engine.String("qwen-7b")}, {Name: engine.AttrValue, Value: engine.Float(ms)}}}
+	}
+	nodes := []engine.Node{
+		{ID: "n-gpu", Trust: engine.TrustPinned, Liveness: engine.Alive, Gate: engine.VerdictAllow,
+			Capabilities: []engine.Capability{linux, llama, speed(38),
+				{ID: "accel.gpu.nvidia.0", Provenance: "probed", Exclusive: true,
+					Attrs: []engine.Attr{{Name: engine.AttrMemBytes, Value: engine.Int(24 * gib)}}}},
+			Memory: engine.Memory{HostFree: 64 * gib, VRAMFree: []uint64{22 * gib}}},
+		{ID: "n-cpu", Trust: engine.TrustPaired, Liveness: engine.Alive, Gate: engine.VerdictAllow,
+			Capabilities: []engine.Capability{linux, llama, speed(95),
+				{ID: "cpu.cores", Provenance: "probed", Attrs: []engine.Attr{{Name: "count", Value: engine.Int(32)}}}},
+			Memory: engine.Memory{HostFree: 48 * gib}},
+		{ID: "n-mac", Trust: engine.TrustPaired, Liveness: engine.Alive, Gate: engine.VerdictAllow,
+			Capabilities: []engine.Capability{linux, llama, {ID: "node.class.dev-mac", Provenance: "claimed"},
+				{ID: "cpu.cores", Provenance: "probed", Attrs: []engine.Attr{{Name: "count", Value: engine.Int(10)}}}},
+			Memory: engine.Memory{Unified: true, HostFree: 24 * gib}},
+		{ID: "n-old", Trust: engine.TrustDiscovered, Liveness: engine.Dead,
+			Gate: engine.VerdictDeny, GateReason: "node tier discovered below paired",
+			Capabilities: []engine.Capability{linux}, Memory: engine.Memory{HostFree: 8 * gib}},
+	}
+	d, err := engine.Place(req, nodes, engine.Cluster{}, engine.DefaultWeights())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(d.Chosen.Node, d.Chosen.Variant, d.Chosen.Accelerator)
+	fmt.Print(d.Explain())
+	// Output:
+	// n-gpu cuda accel.gpu.nvidia.0
+	// workload chat-qwen-7b (kind inference)
+	//   allow_emulated: false   pin: -
+	//   tier order (strict): native > emulated > dev_fallback (candidates rank by tier, then score)
+	// decision: PLACED on n-gpu via cuda (tier native, emulated false) score 150.00, accelerator accel.gpu.nvidia.0
+	// candidates:
+	//   1. n-gpu eligible via cuda (tier native) score 150.00
+	//        execution 100.00 + locality 0.00 + accel_fit 10.00 + perf 30.00 + load 10.00 + stickiness 0.00
+	//   2. n-cpu eligible via cpu (tier native) score 132.00
+	//        execution 100.00 + locality 0.00 + accel_fit 10.00 + perf 12.00 + load 10.00 + stickiness 0.00
+	//   3. n-mac eligible via cpu (tier dev_fallback) score 40.00 [unmeasured]
+	//        execution 20.00 + locality 0.00 + accel_fit 10.00 + perf 0.00 + load 10.00 + stickiness 0.00
+	//   -  n-old rejected
+	//        liveness: node is dead
+	//        trust: tier discovered below required paired
+	//        requirements: `runtime.llamacpp`: not advertised
+	//        requirements: variant cuda: `accel.gpu`: not advertised
+	//        memory: variant cuda: vram pool: need 9663676416 bytes, free 0 bytes
+	//        requirements: variant cpu: `cpu.cores`: not advertised
+	//        memory: variant cpu: system pool: need 12884901888 bytes, free 8589934592 bytes
+	//        gate: workload.place denied: node tier discovered below paired
+}

@@ -1,0 +1,93 @@
+package engine
+
+import "testing"
+
+const gib = 1 << 30
+
+// chatRequest is a workload that places on chatNode: Linux, one exclusive
+// GPU with at least 8 GiB, 2 GiB host and 6 GiB VRAM.
+func chatRequest() Request {
+	return Request{
+		Kind: "inference", Name: "chat-7b",
+		Requirements: []Requirement{{Selector: "os.linux"}},
+		Variants: []Variant{{
+			Name: "cuda",
+			Requirements: []Requirement{{
+				Selector: "accel.gpu", Exclusive: true,
+				Predicates: []Predicate{{Attr: AttrMemBytes, Op: "gte", Value: Int(8 * gib)}},
+			}},
+			Resources: Resources{HostBytes: 2 * gib, AccelBytes: 6 * gib},
+		}},
+		MinTrust: TrustPaired,
+	}
+}
+
+// chatNode is an alive, paired Linux node with one free 24 GiB GPU that
+// the gate allows.
+func chatNode(id string) Node {
+	return Node{
+		ID: id, Trust: TrustPaired, Liveness: Alive, Gate: VerdictAllow,
+		Capabilities: []Capability{
+			{ID: "os.linux", Provenance: "probed"},
+			{ID: "accel.gpu.nvidia.0", Provenance: "probed", Exclusive: true,
+				Attrs: []Attr{{AttrMemBytes, Int(24 * gib)}}},
+		},
+		Memory: Memory{HostFree: 16 * gib, VRAMFree: []uint64{20 * gib}},
+	}
+}
+
+// cpuRequest needs nothing but Linux and 1 GiB of host memory.
+func cpuRequest() Request {
+	return Request{
+		Kind: "service", Name: "echo",
+		Requirements: []Requirement{{Selector: "os.linux"}},
+		Variants:     []Variant{{Name: "default", Resources: Resources{HostBytes: gib}}},
+		MinTrust:     TrustPaired,
+	}
+}
+
+// cpuNode is an alive, paired Linux node without accelerators.
+func cpuNode(id string) Node {
+	return Node{
+		ID: id, Trust: TrustPaired, Liveness: Alive, Gate: VerdictAllow,
+		Capabilities: []Capability{{ID: "os.linux", Provenance: "probed"}},
+		Memory:       Memory{HostFree: 8 * gib},
+	}
+}
+
+func mustPlace(t *testing.T, req Request, nodes []Node, cl Cluster, w Weights) Decision {
+	t.Helper()
+	d, err := Place(req, nodes, cl, w)
+	if err != nil {
+		t.Fatalf("Place: %v", err)
+	}
+	return d
+}
+
+// order returns the node ids of the candidates, eligible ones first, as
+// ranked.
+func order(d Decision) []string {
+	var ids []string
+	for _, c := range d.Candidates {
+		ids = append(ids, c.Node)
+	}
+	return ids
+}
+
+func chosen(d Decision) string {
+	if d.Chosen == nil {
+		return ""
+	}
+	return d.Chosen.Node
+}
+
+func candidate(t *testing.T, d Decision, node string) Candidate {
+	t.Helper()
+	for _, c := range d.Candidates {
+		if c.Node == node {
+			return c
+		}
+	}
+	t.Fatalf("no candidate %s", node)
+	return Candidate{}
+}

@@ -1,0 +1,477 @@
+package engine
+
+import (
+	"slices"
+
+	"github.com/nodeld/nodeld/internal/grammar"
+)
+
+// reqStat is what one scan of a node's capabilities found for one
+// requirement: how far its capabilities got through the filters of
+// reference 3.6.2 (selector, provenance, predicates, state, count).
+type reqStat struct {
+	selected int32
+	provOK   int32
+	predOK   int32
+	nonExcl  int32 // usable capabilities that are not exclusive
+	blocked  int32 // 1 + index of the first capability usable but for its state; 0 if none
+	maxFail  int16 // the predicate at which the last candidates dropped out
+	best     int8  // best provenance rank among the selected
+}
+
+// failure returns the memo key of the requirement's failure on its own,
+// and whether it fails; a blocking state that is not a grammar state is
+// returned as text.
+func (st *reqStat) failure(ri int, usable, count int, caps []Capability) (k msgKey, unknownState string, fails bool) {
+	k.req = int32(ri)
+	switch {
+	case st.selected == 0:
+		k.kind = msgNotAdvertised
+	case st.provOK == 0:
+		k.kind, k.a = msgProvenance, int32(st.best)
+	case st.predOK == 0:
+		k.kind, k.a = msgPredicate, int32(st.maxFail)
+	case usable == 0:
+		k.kind = msgUnavailable
+		state := caps[st.blocked-1].State
+		i := slices.Index(blockingStates[:], state)
+		if i < 0 {
+			return k, state, true
+		}
+		k.a = int32(i)
+	case usable < count:
+		k.kind, k.a = msgUsable, int32(usable)
+	default:
+		return k, "", false
+	}
+	return k, "", true
+}
+
+// nodeScan is the per-node result of one pass over its capabilities,
+// and the scratch space reused from node to node.
+type nodeScan struct {
+	stats []reqStat
+	cands [][]int32 // per requirement: usable capabilities, in node order
+
+	scanned  bool // table 1 was scanned for this node
+	busy     int
+	isDev    bool
+	hasAccel bool
+	perf     float64
+	hasPerf  bool
+}
+
+func newNodeScan(n int) *nodeScan {
+	return &nodeScan{stats: make([]reqStat, n), cands: make([][]int32, n)}
+}
+
+// scan makes one pass over the node's capabilities against table 0: load,
+// the dev class, accelerators, the perf figure, and the candidates of the
+// common requirements, the preferences and the first variant. The loop is
+// kept small; what a selected capability costs is in match.
+func (s *nodeScan) scan(p *plan, caps []Capability) {
+	s.scanned = false
+	clear(s.stats)
+	for i := range s.cands {
+		s.cands[i] = s.cands[i][:0]
+	}
+	s.busy, s.isDev, s.hasAccel, s.hasPerf = 0, false, false, false
+	t := &p.tables[0]
+	for ci := range caps {
+		c := &caps[ci]
+		if st := c.State; len(st) == len(grammar.StateBusy) || len(st) == len(grammar.StateReserved) {
+			if st == grammar.StateBusy || st == grammar.StateReserved {
+				s.busy++
+			}
+		}
+		id := c.ID
+		if id == "" {
+			continue
+		}
+		for i, b := 0, t.bucket(id[0]); i < len(b); i++ {
+			// Most selectors of a bucket differ from the id at their last
+			// byte or are longer: reject those here, inline.
+			if sel := &b[i]; len(id) >= sel.n && id[sel.n-1] == sel.last && selects(sel, id) {
+				s.match(p, sel.req, ci, c)
+			}
+		}
+	}
+}
+
+// ensure scans the node's capabilities against the table that holds
+// variant v's requirements, once.
+func (s *nodeScan) ensure(p *plan, caps []Capability, v int) {
+	if v == 0 || s.scanned {
+		return
+	}
+	s.scanned = true
+	t := &p.tables[1]
+	for ci := range caps {
+		c := &caps[ci]
+		id := c.ID
+		if id == "" {
+			continue
+		}
+		for i, b := 0, t.bucket(id[0]); i < len(b); i++ {
+			// Most selectors of a bucket differ from the id at their last
+			// byte or are longer: reject those here, inline.
+			if sel := &b[i]; len(id) >= sel.n && id[sel.n-1] == sel.last && selects(sel, id) {
+				s.match(p, sel.req, ci, c)
+			}
+		}
+	}
+}
+
+// selects is grammar.SelectorMatches, or equality for an exact
+// pseudo-selector, once the caller has checked the first byte (by
+// bucket), the length and the selector's last byte.
+func selects(s *selector, id string) bool {
+	if s.exact {
+		return len(id) == s.n && id == s.sel
+	}
+	if len(id) > s.n && id[s.n] != '.' {
+		return false
+	}
+	return grammar.SelectorMatches(s.sel, id)
+}
+
+// match takes capability ci, selected by requirement (or pseudo-selector)
+// ri, through the filters of reference 3.6.2.
+func (s *nodeScan) match(p *plan, ri int32, ci int, c *Capability) {
+	switch ri {
+	case selDev:
+		s.isDev = true
+		return
+	case selAccel:
+		s.hasAccel = true
+		return
+	case selPerf:
+		s.perfCandidate(p.perf, c)
+		return
+	}
+	r := &p.reqs[ri]
+	st := &s.stats[ri]
+	st.selected++
+	rank, _ := grammar.ProvenanceRank(c.Provenance)
+	st.best = max(st.best, int8(rank))
+	if rank < r.minRank {
+		return
+	}
+	st.provOK++
+	if f := firstFailing(r.cpreds, c); f >= 0 {
+		st.maxFail = max(st.maxFail, int16(f))
+		return
+	}
+	st.predOK++
+	if !usable(c.State, r.exclusive, c.Exclusive) {
+		if st.blocked == 0 {
+			st.blocked = int32(ci) + 1
+		}
+		return
+	}
+	s.cands[ri] = append(s.cands[ri], int32(ci))
+	if !c.Exclusive {
+		st.nonExcl++
+	}
+}
+
+// usable is reference 3.6.2 step 4: available yes; busy only when
+// neither the requirement nor the capability is exclusive; reserved,
+// degraded and unknown states never.
+func usable(state string, reqExclusive, capExclusive bool) bool {
+	switch state {
+	case "", grammar.StateAvailable:
+		return true
+	case grammar.StateBusy:
+		return !reqExclusive && !capExclusive
+	default:
+		return false
+	}
+}
+
+// firstFailing returns the index of the first predicate that does not hold
+// on c, or -1 when all hold.
+func firstFailing(preds []cpred, c *Capability) int {
+	for i := range preds {
+		pr := &preds[i]
+		v := attr(c, pr.attr)
+		if v == nil || !holds(pr.op, v, pr.v) {
+			return i
+		}
+	}
+	return -1
+}
+
+// attr returns the named attribute of c, or nil.
+func attr(c *Capability, name string) *Value {
+	for i := range c.Attrs {
+		if c.Attrs[i].Name == name {
+			return &c.Attrs[i].Value
+		}
+	}
+	return nil
+}
+
+// perfCandidate folds one capability into the node's perf figure: the
+// best "value" over measured capabilities with the target's id whose
+// parameter matches.
+func (s *nodeScan) perfCandidate(t *PerfTarget, c *Capability) {
+	if c.Provenance != grammar.ProvenanceMeasured {
+		return
+	}
+	if t.Param != "" {
+		v := attr(c, t.Param)
+		if v == nil || !v.equal(t.ParamValue) {
+			return
+		}
+	}
+	v := attr(c, AttrValue)
+	if v == nil {
+		return
+	}
+	f, ok := v.number()
+	if !ok || !finitePerf(f) {
+		return
+	}
+	switch {
+	case !s.hasPerf:
+		s.perf, s.hasPerf = f, true
+	case t.Better == BetterLower:
+		s.perf = min(s.perf, f)
+	default:
+		s.perf = max(s.perf, f)
+	}
+}
+
+// joint finds an assignment of a node's capabilities to one route's
+// requirements (reference 3.6.2 "joint matching"): each requirement gets
+// Count of its candidates; a capability held exclusively (by an exclusive
+// requirement, or because the capability is exclusive) serves one
+// requirement once; other capabilities may be shared by any number of
+// shared requirements.
+//
+// A greedy pass in declaration order settles the usual case (nothing
+// contested) in one step per capability; when it fails, a backtracking
+// search decides, bounded by MaxJointSteps.
+type joint struct {
+	caps  []Capability
+	reqs  []int32   // plan indices of the route's requirements
+	cands [][]int32 // per plan index (nodeScan.cands)
+
+	assign [][]int32 // per plan index: the chosen capabilities
+
+	// Greedy pass: stamp[ci] == gen marks a capability used in this pass;
+	// held[ci] says whether exclusively.
+	gen   uint32
+	stamp []uint32
+	held  []bool
+
+	// Search.
+	owner    []int32   // per capability: the requirement holding it exclusively, or -1
+	contest  []int32   // per capability: how many of the route's requirements list it
+	order    []int32   // requirements in search order
+	sorted   [][]int32 // per plan index: candidates, least contested first
+	steps    int
+	searched bool // contest is valid (the search ran)
+}
+
+func newJoint(nreqs int) *joint {
+	return &joint{assign: make([][]int32, nreqs), sorted: make([][]int32, nreqs)}
+}
+
+// solve assigns the requirements in j.reqs, returning false when no
+// assignment exists or MaxJointSteps ran out.
+func (j *joint) solve(p *plan, s *nodeScan, caps []Capability) bool {
+	j.caps, j.cands, j.searched = caps, s.cands, false
+	if j.greedy(p, caps) {
+		return true
+	}
+	return j.search(p, caps)
+}
+
+// greedy gives each requirement, in declaration order, its first usable
+// candidates: shared capabilities first for a shared requirement. It
+// reports false at the first requirement it cannot satisfy.
+func (j *joint) greedy(p *plan, caps []Capability) bool {
+	if len(j.stamp) < len(caps) {
+		j.stamp = make([]uint32, len(caps))
+		j.held = make([]bool, len(caps))
+		j.gen = 0
+	}
+	j.gen++
+	if j.gen == 0 { // wrapped: old stamps could look current
+		clear(j.stamp)
+		j.gen = 1
+	}
+	for _, ri := range j.reqs {
+		r := &p.reqs[ri]
+		a := j.assign[ri][:0]
+		need := r.count
+		if r.exclusive {
+			for _, ci := range j.cands[ri] {
+				if need == 0 {
+					break
+				}
+				if j.stamp[ci] != j.gen {
+					j.stamp[ci], j.held[ci] = j.gen, true
+					a = append(a, ci)
+					need--
+				}
+			}
+		} else {
+			for _, ci := range j.cands[ri] { // shared capabilities, shareable
+				if need == 0 {
+					break
+				}
+				if !caps[ci].Exclusive && (j.stamp[ci] != j.gen || !j.held[ci]) {
+					j.stamp[ci], j.held[ci] = j.gen, false
+					a = append(a, ci)
+					need--
+				}
+			}
+			for _, ci := range j.cands[ri] { // then exclusive ones, free
+				if need == 0 {
+					break
+				}
+				if caps[ci].Exclusive && j.stamp[ci] != j.gen {
+					j.stamp[ci], j.held[ci] = j.gen, true
+					a = append(a, ci)
+					need--
+				}
+			}
+		}
+		j.assign[ri] = a
+		if need > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// search is the complete, bounded backtracking search.
+func (j *joint) search(p *plan, caps []Capability) bool {
+	for _, ri := range j.reqs {
+		j.assign[ri] = j.assign[ri][:0]
+	}
+	if cap(j.owner) < len(caps) {
+		j.owner = make([]int32, len(caps))
+		j.contest = make([]int32, len(caps))
+	}
+	j.owner, j.contest = j.owner[:len(caps)], j.contest[:len(caps)]
+	for i := range j.owner {
+		j.owner[i], j.contest[i] = -1, 0
+	}
+	for _, ri := range j.reqs {
+		for _, ci := range j.cands[ri] {
+			j.contest[ci]++
+		}
+	}
+	j.searched = true
+	// Exclusive requirements first, most constrained (fewest candidates)
+	// first; then shared ones. Within a requirement, the least contested
+	// capability first. Ties fall back to declaration and node order, so
+	// the search does not depend on the order of nodes.
+	j.order = append(j.order[:0], j.reqs...)
+	slices.SortStableFunc(j.order, func(a, b int32) int {
+		ea, eb := p.reqs[a].exclusive, p.reqs[b].exclusive
+		switch {
+		case ea && !eb:
+			return -1
+		case eb && !ea:
+			return 1
+		case ea:
+			return len(j.cands[a]) - len(j.cands[b])
+		}
+		return 0
+	})
+	for _, ri := range j.reqs {
+		j.sorted[ri] = append(j.sorted[ri][:0], j.cands[ri]...)
+		slices.SortStableFunc(j.sorted[ri], func(a, b int32) int { return int(j.contest[a] - j.contest[b]) })
+	}
+	j.steps = 0
+	return j.place(p, 0)
+}
+
+// place assigns j.order[k:] given the assignments before k.
+func (j *joint) place(p *plan, k int) bool {
+	if k == len(j.order) {
+		return true
+	}
+	ri := j.order[k]
+	r := &p.reqs[ri]
+	if r.exclusive {
+		return j.choose(p, k, ri, r.count, 0, true)
+	}
+	// A shared requirement uses free shared capabilities first: they cost
+	// nothing to anyone, since exclusive requirements were placed before.
+	need := r.count
+	base := len(j.assign[ri])
+	for _, ci := range j.sorted[ri] {
+		if need == 0 {
+			break
+		}
+		if !j.caps[ci].Exclusive && j.owner[ci] < 0 {
+			j.assign[ri] = append(j.assign[ri], ci)
+			need--
+		}
+	}
+	if j.choose(p, k, ri, need, 0, false) {
+		return true
+	}
+	j.assign[ri] = j.assign[ri][:base]
+	return false
+}
+
+// choose picks need more capabilities for requirement ri from its sorted
+// candidates at or after from, holding each exclusively, then places the
+// rest. A shared requirement only takes exclusive capabilities here.
+func (j *joint) choose(p *plan, k int, ri int32, need, from int, exclusiveReq bool) bool {
+	if need == 0 {
+		return j.place(p, k+1)
+	}
+	list := j.sorted[ri]
+	for i := from; i < len(list) && len(list)-i >= need; i++ {
+		ci := list[i]
+		if j.owner[ci] >= 0 || (!exclusiveReq && !j.caps[ci].Exclusive) {
+			continue
+		}
+		if j.steps++; j.steps > MaxJointSteps {
+			return false
+		}
+		j.owner[ci] = ri
+		j.assign[ri] = append(j.assign[ri], ci)
+		if j.choose(p, k, ri, need-1, i+1, exclusiveReq) {
+			return true
+		}
+		j.assign[ri] = j.assign[ri][:len(j.assign[ri])-1]
+		j.owner[ci] = -1
+		if j.steps > MaxJointSteps {
+			return false
+		}
+	}
+	return false
+}
+
+// competing reports whether requirement ri competes for a capability held
+// exclusively: one of its candidates is listed by another of the route's
+// requirements and is exclusive or listed by an exclusive requirement.
+// Only meaningful after a failed solve.
+func (j *joint) competing(p *plan, ri int32) bool {
+	if !j.searched {
+		return false
+	}
+	for _, ci := range j.cands[ri] {
+		if j.contest[ci] < 2 {
+			continue
+		}
+		if j.caps[ci].Exclusive || p.reqs[ri].exclusive {
+			return true
+		}
+		for _, rj := range j.reqs {
+			if rj != ri && p.reqs[rj].exclusive && slices.Contains(j.cands[rj], ci) {
+				return true
+			}
+		}
+	}
+	return false
+}

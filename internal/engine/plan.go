@@ -1,0 +1,287 @@
+package engine
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/nodeld/nodeld/internal/grammar"
+)
+
+// plan is a Request compiled once per Place call, so that the per-node
+// work does no parsing, no lookups by name and few allocations.
+type plan struct {
+	req *Request
+	w   *Weights
+
+	// reqs are every requirement the engine matches: the common ones
+	// [0, nCommon), then each variant's (variants[v].start..end), then the
+	// preferences' [prefStart, len).
+	reqs      []reqPlan
+	nCommon   int
+	variants  []variantPlan
+	prefStart int
+
+	// tables hold the selectors a capability is tested against, bucketed
+	// by the first byte of its id. Table 0 has the pseudo-selectors (dev
+	// class, accelerator family, perf target), the common requirements,
+	// the preferences and the first variant's requirements; table 1 has
+	// the other variants'. A node's capabilities are scanned against
+	// table 0, and against table 1 only if route selection gets past the
+	// first variant: a node that fits it never matches the others.
+	tables [2]bucketTable
+
+	revokedNodes    map[string]struct{}
+	workloadRevoked string // the detail when a revocable ref is revoked
+	trustDetail     [TrustPinned + 1]string
+
+	perf     *PerfTarget
+	perfMul  float64 // the perf weight, with the interactive multiplier
+	perfHead string  // "measured <id> ", of a perf_budget rejection
+	perfTail string  // " misses budget <b>"
+
+	// msgs memoises rejection details that depend only on the request
+	// (a requirement's selector, variant, predicate), so that rejecting
+	// many nodes for the same reason allocates the text once.
+	msgs map[msgKey]string
+}
+
+type reqPlan struct {
+	sel       string
+	preds     []Predicate // as given, for rejection texts
+	cpreds    []cpred     // compiled, for matching
+	count     int
+	exclusive bool
+	minRank   int
+	// prefix is "variant <name>: " for a variant's requirement, "" for a
+	// common one.
+	prefix string
+}
+
+// cpred is a compiled predicate.
+type cpred struct {
+	attr string
+	op   uint8
+	v    *Value
+}
+
+type variantPlan struct {
+	name       string
+	start, end int // its requirements in plan.reqs
+	emulated   bool
+	res        Resources
+	prefix     string
+}
+
+func compile(req *Request, w *Weights, cl *Cluster) *plan {
+	p := &plan{req: req, w: w, perf: req.Perf, msgs: make(map[msgKey]string)}
+	floor, _ := grammar.ProvenanceRank(req.MinProvenance)
+	add := func(q *Requirement, prefix string) {
+		rank, _ := grammar.ProvenanceRank(q.MinProvenance)
+		count := q.Count
+		if count == 0 {
+			count = 1
+		}
+		cp := make([]cpred, len(q.Predicates))
+		for i := range q.Predicates {
+			pr := &q.Predicates[i]
+			cp[i] = cpred{attr: pr.Attr, op: opCode(pr.Op), v: &pr.Value}
+		}
+		p.reqs = append(p.reqs, reqPlan{
+			sel: q.Selector, preds: q.Predicates, cpreds: cp, count: count, exclusive: q.Exclusive,
+			minRank: max(rank, floor), prefix: prefix,
+		})
+	}
+	n := len(req.Requirements) + len(req.Preferences)
+	for _, v := range req.Variants {
+		n += len(v.Requirements)
+	}
+	p.reqs = make([]reqPlan, 0, n)
+	for i := range req.Requirements {
+		add(&req.Requirements[i], "")
+	}
+	p.nCommon = len(p.reqs)
+	p.variants = make([]variantPlan, len(req.Variants))
+	for vi := range req.Variants {
+		v := &req.Variants[vi]
+		prefix := "variant " + v.Name + ": "
+		start := len(p.reqs)
+		for i := range v.Requirements {
+			add(&v.Requirements[i], prefix)
+		}
+		p.variants[vi] = variantPlan{name: v.Name, start: start, end: len(p.reqs),
+			emulated: v.Execution == Emulated, res: v.Resources, prefix: prefix}
+	}
+	p.prefStart = len(p.reqs)
+	for i := range req.Preferences {
+		add(&req.Preferences[i].Requirement, "")
+	}
+
+	p.tables[0], p.tables[1] = p.buildTable(0), p.buildTable(1)
+	if len(cl.RevokedNodes) > 0 {
+		p.revokedNodes = make(map[string]struct{}, len(cl.RevokedNodes))
+		for _, id := range cl.RevokedNodes {
+			p.revokedNodes[id] = struct{}{}
+		}
+	}
+	if len(req.RevocableRefs) > 0 && len(cl.RevokedRefs) > 0 {
+		revoked := make(map[string]struct{}, len(cl.RevokedRefs))
+		for _, r := range cl.RevokedRefs {
+			revoked[r] = struct{}{}
+		}
+		for _, r := range req.RevocableRefs {
+			if _, ok := revoked[r]; ok {
+				p.workloadRevoked = "workload ref " + r + " is revoked"
+				break
+			}
+		}
+	}
+	for t := range p.trustDetail {
+		p.trustDetail[t] = "tier " + Trust(t).String() + " below required " + req.MinTrust.String()
+	}
+	if t := req.Perf; t != nil {
+		p.perfHead = "measured " + t.ID + " "
+		p.perfTail = " misses budget " + formatFloat(t.Budget)
+	}
+	p.perfMul = w.Perf
+	if req.Interactive {
+		p.perfMul *= w.InteractivePerfMultiplier
+	}
+	return p
+}
+
+// selector is one entry of a bucket: a requirement's selector, or a
+// pseudo-selector.
+type selector struct {
+	sel   string
+	n     int   // len(sel)
+	last  byte  // sel[n-1]
+	exact bool  // matches the id exactly only (dev class, perf target)
+	req   int32 // index in plan.reqs, or one of the sel* kinds below
+}
+
+// Pseudo-selectors.
+const (
+	selDev   int32 = -1 - iota // Weights.DevFallbackClass, exactly
+	selAccel                   // the accelerator family, as a prefix
+	selPerf                    // the perf target's id, exactly
+)
+
+// bucketTable lists, for each first byte of a capability id, the
+// selectors that may select an id starting with it: at[b] .. at[b+1]
+// indexes sel.
+type bucketTable struct {
+	at  [257]int32
+	sel []selector
+}
+
+// buildTable builds table 0 or table 1 (see plan.tables).
+func (p *plan) buildTable(table int) bucketTable {
+	var all []selector
+	addReqs := func(from, to int) {
+		for ri := from; ri < to; ri++ {
+			all = append(all, selector{sel: p.reqs[ri].sel, req: int32(ri)})
+		}
+	}
+	if table == 0 {
+		if p.w.DevFallbackClass != "" {
+			all = append(all, selector{sel: p.w.DevFallbackClass, req: selDev, exact: true})
+		}
+		all = append(all, selector{sel: accelFamily, req: selAccel})
+		if p.perf != nil {
+			all = append(all, selector{sel: p.perf.ID, req: selPerf, exact: true})
+		}
+		addReqs(0, p.nCommon)
+		addReqs(p.prefStart, len(p.reqs))
+	}
+	if table == 0 {
+		addReqs(p.variants[0].start, p.variants[0].end)
+	} else {
+		addReqs(p.variants[0].end, p.prefStart)
+	}
+	for i := range all {
+		all[i].n, all[i].last = len(all[i].sel), all[i].sel[len(all[i].sel)-1]
+	}
+	var t bucketTable
+	for _, s := range all {
+		t.at[int(s.sel[0])+1]++
+	}
+	for b := range 256 {
+		t.at[b+1] += t.at[b]
+	}
+	t.sel = make([]selector, len(all))
+	next := t.at
+	for _, s := range all {
+		t.sel[next[s.sel[0]]] = s
+		next[s.sel[0]]++
+	}
+	return t
+}
+
+// bucket returns the selectors that may select an id starting with b.
+func (t *bucketTable) bucket(b byte) []selector {
+	return t.sel[t.at[b]:t.at[int(b)+1]]
+}
+
+// Kinds of memoised rejection details.
+const (
+	msgNotAdvertised uint8 = iota
+	msgProvenance          // a: best provenance rank found
+	msgPredicate           // a: index of the predicate that fails
+	msgUnavailable         // a: index of the state in blockingStates
+	msgUsable              // a: usable capabilities found
+	msgContended           // a: variant index
+	msgEmulation           // a: bit set of fitting emulated variants
+)
+
+type msgKey struct {
+	kind uint8
+	req  int32
+	a    int32
+}
+
+var provenanceNames = [...]string{"unknown", grammar.ProvenanceClaimed, grammar.ProvenanceProbed, grammar.ProvenanceMeasured}
+
+// blockingStates are the states that make a capability unusable.
+var blockingStates = [...]string{grammar.StateBusy, grammar.StateReserved, grammar.StateDegraded}
+
+// detail returns the memoised text of a requirement failure.
+func (p *plan) detail(k msgKey) string {
+	if s, ok := p.msgs[k]; ok {
+		return s
+	}
+	var s string
+	if k.kind == msgEmulation {
+		var names []string
+		for vi, v := range p.variants {
+			if k.a&(1<<vi) != 0 {
+				names = append(names, v.name)
+			}
+		}
+		s = "only emulated route(s) fit (" + strings.Join(names, ", ") + "); emulation needs explicit allow_emulated"
+		p.msgs[k] = s
+		return s
+	}
+	r := &p.reqs[k.req]
+	head := r.prefix + "`" + r.sel + "`: "
+	switch k.kind {
+	case msgNotAdvertised:
+		s = head + "not advertised"
+	case msgProvenance:
+		s = head + "provenance " + provenanceNames[k.a] + " below " + provenanceNames[r.minRank]
+	case msgPredicate:
+		pr := r.preds[k.a]
+		s = head + "predicate `" + pr.Attr + " " + pr.Op + " " + pr.Value.String() + "` failed"
+	case msgUnavailable:
+		s = head + "unavailable (" + blockingStates[k.a] + ")"
+	case msgUsable:
+		s = head + strconv.Itoa(int(k.a)) + " usable, need " + strconv.Itoa(r.count)
+	case msgContended:
+		s = p.variants[k.a].prefix + "`" + r.sel + "`: contended (need " + strconv.Itoa(r.count)
+		if r.exclusive {
+			s += " exclusive"
+		}
+		s += ")"
+	}
+	p.msgs[k] = s
+	return s
+}
