@@ -90,6 +90,9 @@ type Placement struct {
 	Node       string `json:"node"`
 	Variant    string `json:"variant"`
 	InstanceID string `json:"instance_id"`
+	// Reserved is the memory the variant reserves on Node, counted as
+	// pending there while the place is unanswered.
+	Reserved engine.Resources `json:"reserved"`
 	// Life is the controller's lifecycle; HostState mirrors the node's.
 	Life      Lifecycle `json:"life"`
 	HostState string    `json:"host_state,omitempty"`
