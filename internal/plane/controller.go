@@ -12,6 +12,7 @@ import (
 	"github.com/nodeld/nodeld/internal/engine"
 	"github.com/nodeld/nodeld/internal/grammar"
 	"github.com/nodeld/nodeld/internal/pkg"
+	"go.uber.org/zap"
 )
 
 // ChainSource is the source of the controller's chain entries.
@@ -41,6 +42,7 @@ type Controller struct {
 	disp      Dispatcher
 	statePath string
 	met       *metrics
+	log       *zap.Logger
 
 	// opMu serialises Place, Tick and Run's ticks; it is held across
 	// their calls on purpose.
@@ -66,8 +68,12 @@ func New(cfg Config, targets []Target, deps Deps) (*Controller, error) {
 	if now == nil {
 		now = time.Now
 	}
+	log := deps.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
 	c := &Controller{
-		cfg: cfg, now: now, chain: deps.Chain, disp: deps.Dispatcher, statePath: deps.StatePath,
+		log: log.Named("plane"), cfg: cfg, now: now, chain: deps.Chain, disp: deps.Dispatcher, statePath: deps.StatePath,
 		nodes: map[string]*nodeState{}, placements: map[string]*Placement{},
 	}
 	if err := c.setTargets(targets, now()); err != nil {
@@ -94,6 +100,17 @@ func New(cfg Config, targets []Target, deps Deps) (*Controller, error) {
 }
 
 func (c *Controller) setTargets(ts []Target, now time.Time) error {
+	if err := checkTargets(ts); err != nil {
+		return err
+	}
+	for _, t := range ts {
+		c.nodes[t.ID] = &nodeState{target: t, lastContact: now}
+	}
+	return nil
+}
+
+// checkTargets reports every problem of a target list.
+func checkTargets(ts []Target) error {
 	var errs []error
 	seen := map[string]bool{}
 	for i, t := range ts {
@@ -111,13 +128,7 @@ func (c *Controller) setTargets(ts []Target, now time.Time) error {
 			errs = append(errs, fmt.Errorf("targets[%d]: node %s has no tier", i, t.ID))
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	for _, t := range ts {
-		c.nodes[t.ID] = &nodeState{target: t, lastContact: now}
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Placements returns a copy of every placement, by decision id.
@@ -126,10 +137,60 @@ func (c *Controller) Placements() []Placement {
 	defer c.mu.Unlock()
 	out := make([]Placement, 0, len(c.placements))
 	for _, p := range c.placements {
-		out = append(out, *p)
+		out = append(out, p.clone())
 	}
 	slices.SortFunc(out, func(a, b Placement) int { return cmpString(a.DecisionID, b.DecisionID) })
 	return out
+}
+
+// clone is a deep copy of p.
+func (p *Placement) clone() Placement {
+	cp := *p
+	cp.Candidates = slices.Clone(p.Candidates)
+	if p.Order != nil {
+		o := *p.Order
+		o.Prefer, o.Avoid = slices.Clone(o.Prefer), slices.Clone(o.Avoid)
+		cp.Order = &o
+	}
+	return cp
+}
+
+// SetTargets replaces the targets (a config reload). A target whose key is
+// unchanged keeps its cached facts and liveness; a new or re-keyed one
+// starts unheard from now. Placements on a node no longer a target are
+// kept, and left alone by the lifecycle, until it is a target again.
+func (c *Controller) SetTargets(ts []Target) error {
+	c.opMu.Lock()
+	defer c.opMu.Unlock()
+	if err := checkTargets(ts); err != nil {
+		return err
+	}
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	nodes := make(map[string]*nodeState, len(ts))
+	for _, t := range ts {
+		if old, ok := c.nodes[t.ID]; ok && old.target.Key.Equal(t.Key) {
+			old.target = t
+			nodes[t.ID] = old
+			continue
+		}
+		nodes[t.ID] = &nodeState{target: t, lastContact: now}
+	}
+	c.nodes = nodes
+	return nil
+}
+
+// ApplyConfig validates cfg and applies it from the next operation on;
+// on error the old config stays.
+func (c *Controller) ApplyConfig(cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("controller config: %w", err)
+	}
+	c.opMu.Lock()
+	defer c.opMu.Unlock()
+	c.cfg = cfg
+	return nil
 }
 
 // Run runs the lifecycle tick every cfg.Tick until ctx ends, then returns
@@ -142,7 +203,9 @@ func (c *Controller) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-			c.Tick(ctx)
+			if err := c.Tick(ctx); err != nil {
+				c.log.Warn("lifecycle tick", zap.Error(err))
+			}
 		}
 	}
 }

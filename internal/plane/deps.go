@@ -9,6 +9,7 @@ import (
 	"github.com/nodeld/nodeld/internal/facts"
 	"github.com/nodeld/nodeld/internal/pkg"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
 )
 
 // Package is a verified package, ready to place. dispatch.VerifiedPackage
@@ -67,6 +68,8 @@ type Deps struct {
 	Dispatcher Dispatcher
 	// StatePath is the controller.json state file. Required.
 	StatePath string
+	// Logger is for Run's tick errors; nil logs nothing.
+	Logger *zap.Logger
 	// Registerer receives the nodeld_plane_* metrics; nil registers none.
 	Registerer prometheus.Registerer
 }

@@ -174,6 +174,10 @@ func (c *Controller) settled(pl *Placement, kind, iid, hostState string, attempt
 // abandon drops a placement whose decision placed nothing, and frees the
 // placement it would have replaced for a later attempt.
 func (c *Controller) abandon(pl *Placement, why string) {
+	// Best effort: the placement is dropped whether or not this is chained
+	// (every attempt of it was chained already).
+	_, _ = c.appendChain(KindDispatch, dispatchRecord{DecisionID: pl.DecisionID, Node: pl.Node, Variant: pl.Variant,
+		Outcome: "abandoned", Reason: why, Next: nextNone})
 	c.mu.Lock()
 	delete(c.placements, pl.DecisionID)
 	var old *Placement

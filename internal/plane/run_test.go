@@ -1,0 +1,64 @@
+package plane
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nodeld/nodeld/internal/engine"
+)
+
+func TestRunReturnsNilOnCancel(t *testing.T) {
+	r, _ := newRig(t, 8)
+	r.cfg.Tick = time.Millisecond
+	r.cfg.DeadAfter = time.Second
+	r.restart()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.c.Run(ctx) }()
+	// Wait until a tick has run: the node is alive.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r.c.mu.Lock()
+		alive := r.c.nodes[r.targets[0].ID].alive
+		r.c.mu.Unlock()
+		if alive {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no tick ran")
+		}
+		time.Sleep(time.Millisecond) // polling a condition with a deadline
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v, want nil", err)
+	}
+}
+
+func TestSetTargetsAndApplyConfig(t *testing.T) {
+	r, _ := newRig(t, 8, 8)
+	r.tick()
+	// Demote one target below the floor: it keeps its facts, loses
+	// eligibility.
+	ts := append([]Target(nil), r.targets...)
+	ts[0].Tier = engine.TrustDiscovered
+	if err := r.c.SetTargets(ts); err != nil {
+		t.Fatal(err)
+	}
+	rep := r.place(echo)
+	if rep.Placed == nil || rep.Placed.Node != ts[1].ID {
+		t.Fatalf("placed %+v, want on %s", rep.Placed, ts[1].ID)
+	}
+	if err := r.c.SetTargets([]Target{{ID: "x"}}); err == nil {
+		t.Error("a target without key or tier accepted")
+	}
+	bad := r.cfg
+	bad.Tick = 0
+	if err := r.c.ApplyConfig(bad); err == nil {
+		t.Error("invalid config applied")
+	}
+	if r.c.cfg.Tick != r.cfg.Tick {
+		t.Error("a refused config changed the controller")
+	}
+}
