@@ -10,8 +10,7 @@ import (
 	"github.com/nodeld/nodeld/internal/grammar"
 )
 
-// Defaults of Config (shared/reference/ctl-original.md 3.1, DESIGN.md
-// "Configuration").
+// Defaults of Config, the original controller's.
 const (
 	DefaultTick              = 5 * time.Second
 	DefaultDeadAfter         = 30 * time.Second

@@ -1,5 +1,5 @@
-// Package plane is the controller (DESIGN.md "Controller", the seed 002,
-// shared/reference/ctl-original.md sections 3 to 5): it learns the nodes
+// Package plane is the controller loop (docs/architecture.md; a Go
+// rendering of the original implementation's controller): it learns the nodes
 // it may place on from their signed facts, asks the pure placement engine
 // (internal/engine) where a workload goes, chains every decision, sends
 // the place down the ranked candidates, watches what it placed, and moves
@@ -9,8 +9,8 @@
 //
 //   - Targets are given by the operator (Target: id, pinned key, tier,
 //     self). Each tick describes every target; facts verify against the
-//     pinned key and are cached under the seq and TTL rules of reference
-//     3.3. The tier the engine sees is always the operator's, never one a
+//     pinned key and are cached under the seq and TTL rules the
+//     original used. The tier the engine sees is always the operator's, never one a
 //     node claims.
 //   - Place runs governance (default deny: a kind absent from
 //     Policy.Kinds goes nowhere; its MinTier is the engine's trust floor;
