@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nodeld/nodeld/internal/ctl"
@@ -36,7 +37,8 @@ var ErrNoPackage = errors.New("package not placeable")
 
 // Controller is the placement controller. See the package doc.
 type Controller struct {
-	cfg       Config
+	// cfg is replaced whole by ApplyConfig; each use loads it.
+	cfg       atomic.Pointer[Config]
 	now       func() time.Time
 	chain     Appender
 	disp      Dispatcher
@@ -44,15 +46,25 @@ type Controller struct {
 	met       *metrics
 	log       *zap.Logger
 
-	// opMu serialises Place, Tick and Run's ticks; it is held across
-	// their calls on purpose.
-	opMu sync.Mutex
+	// tickMu serialises Tick and SetTargets; it is held across a tick's
+	// calls on purpose (one lifecycle pass at a time). Place does not take
+	// it, so a long place never holds up the lifecycle.
+	tickMu sync.Mutex
+	// persistMu is held across encoding and writing the state file, so
+	// the last write holds the latest state.
+	persistMu sync.Mutex
 
-	// mu guards nodes and placements; never held across I/O.
+	// mu guards nodes, placements and busy; never held across I/O.
 	mu         sync.Mutex
 	nodes      map[string]*nodeState
 	placements map[string]*Placement
+	// busy holds the decision ids being dispatched by a call in progress;
+	// the lifecycle leaves them alone until it returns.
+	busy map[string]bool
 }
+
+// conf returns the current config.
+func (c *Controller) conf() *Config { return c.cfg.Load() }
 
 // New validates cfg and targets, restores the placements of the state
 // file, and returns a Controller. It starts nothing. A state file it
@@ -73,9 +85,10 @@ func New(cfg Config, targets []Target, deps Deps) (*Controller, error) {
 		log = zap.NewNop()
 	}
 	c := &Controller{
-		log: log.Named("plane"), cfg: cfg, now: now, chain: deps.Chain, disp: deps.Dispatcher, statePath: deps.StatePath,
+		log: log.Named("plane"), now: now, busy: map[string]bool{}, chain: deps.Chain, disp: deps.Dispatcher, statePath: deps.StatePath,
 		nodes: map[string]*nodeState{}, placements: map[string]*Placement{},
 	}
+	c.cfg.Store(&cfg)
 	if err := c.setTargets(targets, now()); err != nil {
 		return nil, err
 	}
@@ -160,8 +173,8 @@ func (p *Placement) clone() Placement {
 // starts unheard from now. Placements on a node no longer a target are
 // kept, and left alone by the lifecycle, until it is a target again.
 func (c *Controller) SetTargets(ts []Target) error {
-	c.opMu.Lock()
-	defer c.opMu.Unlock()
+	c.tickMu.Lock()
+	defer c.tickMu.Unlock()
 	if err := checkTargets(ts); err != nil {
 		return err
 	}
@@ -187,16 +200,14 @@ func (c *Controller) ApplyConfig(cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("controller config: %w", err)
 	}
-	c.opMu.Lock()
-	defer c.opMu.Unlock()
-	c.cfg = cfg
+	c.cfg.Store(&cfg)
 	return nil
 }
 
 // Run runs the lifecycle tick every cfg.Tick until ctx ends, then returns
 // nil. Tick errors are reported through the chain and metrics only.
 func (c *Controller) Run(ctx context.Context) error {
-	t := time.NewTicker(c.cfg.Tick)
+	t := time.NewTicker(c.conf().Tick)
 	defer t.Stop()
 	for {
 		select {
@@ -244,9 +255,10 @@ func (c *Controller) encodeLocked() ([]byte, error) {
 	return encodeState(ps)
 }
 
-// persist writes the state file. Callers hold opMu (so writes are
-// serialised) and not mu.
+// persist writes the state file. Callers do not hold mu.
 func (c *Controller) persist() error {
+	c.persistMu.Lock()
+	defer c.persistMu.Unlock()
 	c.mu.Lock()
 	data, err := c.encodeLocked()
 	c.mu.Unlock()
@@ -289,14 +301,14 @@ func (c *Controller) decide(p Package, o Order, reason, replaces string) (engine
 	v := p.Verified()
 	m := v.Manifest
 	now := c.now()
-	rule, admitted := c.cfg.Policy.Kinds[m.Kind]
+	rule, admitted := c.conf().Policy.Kinds[m.Kind]
 	minTrust := rule.MinTier
 	if !admitted {
 		minTrust = engine.TrustPinned
 	}
 	req := request(v, o, minTrust)
 	nodes := c.view(now, m.Kind, req.Name)
-	dec, err := engine.Place(req, nodes, engine.Cluster{}, c.cfg.Weights)
+	dec, err := engine.Place(req, nodes, engine.Cluster{}, c.conf().Weights)
 	rec := decisionRecord{
 		Workload: req.Name, Kind: m.Kind, Package: m.ID, Version: m.Version,
 		ManifestHash: v.ManifestHash, DryRun: o.DryRun, Reason: reason, Replaces: replaces,
@@ -364,8 +376,8 @@ func (c *Controller) view(now time.Time, kind, name string) []engine.Node {
 	out := make([]engine.Node, 0, len(ids))
 	for _, id := range ids {
 		n := c.nodes[id]
-		verdict, why := gate(c.cfg.Policy, kind, n)
-		out = append(out, engineNode(n, now, c.cfg.DeadAfter, instances[id], pending[id], verdict, why))
+		verdict, why := gate(c.conf().Policy, kind, n)
+		out = append(out, engineNode(n, now, c.conf().DeadAfter, instances[id], pending[id], verdict, why))
 	}
 	return out
 }
@@ -374,18 +386,16 @@ func (c *Controller) view(now time.Time, kind, name string) []engine.Node {
 // is nil when a decision was made, whatever its outcome: Report says
 // what happened.
 func (c *Controller) Place(ctx context.Context, o Order) (Report, error) {
-	c.opMu.Lock()
-	defer c.opMu.Unlock()
 	p, err := c.disp.VerifyPackage(ctx, o.PackageDir)
 	if err != nil {
 		c.met.placements.WithLabelValues(outError).Inc()
 		return Report{}, fmt.Errorf("%w: %w", ErrNoPackage, err)
 	}
-	return c.place(ctx, p, o, "operator", nil, c.cfg.PlaceTimeout)
+	return c.place(ctx, p, o, "operator", nil, c.conf().PlaceTimeout)
 }
 
 // place decides and dispatches; replaces, when set, is the placement the
-// new one replaces (a reschedule). Callers hold opMu.
+// new one replaces (a reschedule, called by Tick).
 func (c *Controller) place(ctx context.Context, p Package, o Order, reason string, replaces *Placement, timeout time.Duration) (Report, error) {
 	replID := ""
 	if replaces != nil {
@@ -424,6 +434,7 @@ func (c *Controller) place(ctx context.Context, p Package, o Order, reason strin
 	pl.aim(v, 0)
 	c.mu.Lock()
 	c.placements[id] = pl
+	c.busy[id] = true
 	if replaces != nil {
 		replaces.ReplacedBy = id
 	}
@@ -432,6 +443,7 @@ func (c *Controller) place(ctx context.Context, p Package, o Order, reason strin
 	if err := c.persist(); err != nil {
 		c.mu.Lock()
 		delete(c.placements, id)
+		delete(c.busy, id)
 		if replaces != nil {
 			replaces.ReplacedBy = ""
 		}
@@ -441,6 +453,7 @@ func (c *Controller) place(ctx context.Context, p Package, o Order, reason strin
 	}
 	rep.Attempts, err = c.dispatch(ctx, p, o, pl, timeout)
 	c.mu.Lock()
+	delete(c.busy, id)
 	switch pl.Life {
 	case LifePlaced:
 		cp := *pl

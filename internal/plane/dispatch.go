@@ -37,7 +37,7 @@ const (
 )
 
 // dispatch sends the place down pl's candidates from pl.Cursor (see the
-// package doc). Callers hold opMu. Before each place, pl names the node
+// package doc). The caller marks pl busy for the call. Before each place, pl names the node
 // being tried and is persisted, so a crash leaves a decision that a
 // restart treats as unsettled on that node.
 func (c *Controller) dispatch(ctx context.Context, p Package, o Order, pl *Placement, timeout time.Duration) ([]Attempt, error) {
@@ -196,7 +196,7 @@ func (c *Controller) abandon(pl *Placement, why string) {
 // && !found: it does not and is not handling the decision (try the next
 // candidate); !settled: it cannot say now.
 func (c *Controller) reconcile(ctx context.Context, node, decisionID, iid string) (found bool, state string, settled bool, note string) {
-	cctx, cancel := context.WithTimeout(ctx, c.cfg.DescribeTimeout)
+	cctx, cancel := context.WithTimeout(ctx, c.conf().DescribeTimeout)
 	defer cancel()
 	st, err := c.disp.Status(cctx, node)
 	if err != nil {

@@ -46,12 +46,15 @@
 //
 // # Concurrency
 //
-// A *Controller is safe for concurrent use. Place and Tick are serialised
-// by opMu, which is held across their calls on purpose (one operation on
-// the placement set at a time); mu guards the in-memory state and is
-// never held across I/O. Tick describes the targets on goroutines it
-// waits for before it returns. Run owns the ticker loop and returns nil
-// when its ctx ends. New starts nothing.
+// A *Controller is safe for concurrent use. Ticks are serialised (tickMu,
+// held across a tick's calls on purpose); Place runs beside them and
+// beside other Places, so a long place never holds up the lifecycle. A
+// placement being dispatched is marked busy and left alone by the
+// lifecycle until its call returns. mu guards the in-memory state and is
+// never held across I/O; persistMu serialises the state file writes.
+// Tick describes the targets on goroutines it waits for before it
+// returns. Run owns the ticker loop and returns nil when its ctx ends.
+// New starts nothing. ApplyConfig swaps the config atomically.
 //
 // # Not yet done
 //

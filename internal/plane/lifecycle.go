@@ -52,8 +52,8 @@ type described struct {
 // and retried on later ticks; Tick returns the joined errors of the
 // chain and the state file only.
 func (c *Controller) Tick(ctx context.Context) error {
-	c.opMu.Lock()
-	defer c.opMu.Unlock()
+	c.tickMu.Lock()
+	defer c.tickMu.Unlock()
 	start := c.now()
 	defer func() { c.met.tick.Observe(c.now().Sub(start).Seconds()) }()
 
@@ -91,7 +91,7 @@ func (c *Controller) describeAll(ctx context.Context) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cctx, cancel := context.WithTimeout(ctx, c.cfg.DescribeTimeout)
+			cctx, cancel := context.WithTimeout(ctx, c.conf().DescribeTimeout)
 			defer cancel()
 			d, err := c.disp.Describe(cctx, id)
 			r := described{id: id, err: err, desc: d, status: d.Status}
@@ -109,7 +109,10 @@ func (c *Controller) describeAll(ctx context.Context) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, r := range out {
-		n := c.nodes[r.id]
+		n, ok := c.nodes[r.id]
+		if !ok {
+			continue
+		}
 		n.alive, n.status = false, nil
 		if r.err != nil {
 			continue
@@ -147,13 +150,13 @@ func (c *Controller) nodeOf(id string, now time.Time) nodeView {
 	if !ok {
 		return nodeView{}
 	}
-	return nodeView{known: true, alive: n.alive, dead: n.dead(now, c.cfg.DeadAfter), status: n.status}
+	return nodeView{known: true, alive: n.alive, dead: n.dead(now, c.conf().DeadAfter), status: n.status}
 }
 
 // step advances one placement.
 func (c *Controller) step(ctx context.Context, pl *Placement, now time.Time) error {
 	c.mu.Lock()
-	if _, still := c.placements[pl.DecisionID]; !still {
+	if _, still := c.placements[pl.DecisionID]; !still || c.busy[pl.DecisionID] {
 		c.mu.Unlock()
 		return nil
 	}
@@ -334,7 +337,7 @@ func (c *Controller) reschedule(ctx context.Context, pl *Placement, nodeDead boo
 		block = "lost, not placed again: it was not running when it was lost"
 	case order == nil:
 		block = "lost, not placed again: no stored placement order (adopted instance)"
-	case n >= c.cfg.MaxReschedules:
+	case n >= c.conf().MaxReschedules:
 		block = fmt.Sprintf("lost, not placed again: already rescheduled %d times", n)
 	case order.Pin != "" && nodeDead:
 		block = "lost, not placed again: pinned to " + order.Pin
@@ -358,7 +361,7 @@ func (c *Controller) reschedule(ctx context.Context, pl *Placement, nodeDead boo
 		c.rescheduleFailed(pl, "package: "+err.Error())
 		return nil
 	}
-	rep, err := c.place(ctx, p, o, reason, pl, c.cfg.RescheduleTimeout)
+	rep, err := c.place(ctx, p, o, reason, pl, c.conf().RescheduleTimeout)
 	if err != nil && rep.DecisionID == "" {
 		c.rescheduleFailed(pl, err.Error())
 		return nil
@@ -382,7 +385,7 @@ func (c *Controller) rescheduleFailed(pl *Placement, why string) {
 	c.mu.Lock()
 	pl.ReplacedBy = ""
 	pl.Attempts++
-	pl.NextAttempt = now.Add(backoff(c.cfg.RetryBackoff, pl.Attempts))
+	pl.NextAttempt = now.Add(backoff(c.conf().RetryBackoff, pl.Attempts))
 	attempt := pl.Attempts
 	isNew := pl.LastError != why
 	pl.LastError = why
@@ -394,7 +397,7 @@ func (c *Controller) rescheduleFailed(pl *Placement, why string) {
 		// Best effort: the backoff holds whether or not this is chained.
 		_, _ = c.appendChain(KindRefuse, rec)
 	}
-	if attempt == c.cfg.MaxReschedules {
+	if attempt == c.conf().MaxReschedules {
 		rec.Reason = fmt.Sprintf("no node after %d attempts; still retrying with backoff (at most every %s)", attempt, MaxBackoff)
 		_, _ = c.appendChain(KindAlert, rec)
 	}
@@ -438,7 +441,7 @@ func (c *Controller) orphanUnload(ctx context.Context, pl *Placement, now time.T
 	if wait {
 		return nil
 	}
-	cctx, cancel := context.WithTimeout(ctx, c.cfg.DescribeTimeout)
+	cctx, cancel := context.WithTimeout(ctx, c.conf().DescribeTimeout)
 	err := c.disp.Unload(cctx, node, iid)
 	cancel()
 	var ce *ctl.CallError
@@ -453,7 +456,7 @@ func (c *Controller) orphanUnload(ctx context.Context, pl *Placement, now time.T
 	}
 	c.mu.Lock()
 	pl.Attempts++
-	pl.NextAttempt = now.Add(backoff(c.cfg.RetryBackoff, pl.Attempts))
+	pl.NextAttempt = now.Add(backoff(c.conf().RetryBackoff, pl.Attempts))
 	c.mu.Unlock()
 	return c.alert(pl, "replaced copy not unloaded on the returned node: "+err.Error())
 }
@@ -474,7 +477,7 @@ func (c *Controller) settle(ctx context.Context, pl *Placement, nv nodeView) err
 	if nv.status != nil {
 		st = *nv.status
 	} else {
-		cctx, cancel := context.WithTimeout(ctx, c.cfg.DescribeTimeout)
+		cctx, cancel := context.WithTimeout(ctx, c.conf().DescribeTimeout)
 		s, err := c.disp.Status(cctx, pl.Node)
 		cancel()
 		if err != nil {
@@ -505,8 +508,12 @@ func (c *Controller) settle(ctx context.Context, pl *Placement, nv nodeView) err
 	}
 	c.mu.Lock()
 	pl.Cursor = next
+	c.busy[id] = true
 	c.mu.Unlock()
-	_, err = c.dispatch(ctx, p, *order, pl, c.cfg.RescheduleTimeout)
+	_, err = c.dispatch(ctx, p, *order, pl, c.conf().RescheduleTimeout)
+	c.mu.Lock()
+	delete(c.busy, id)
+	c.mu.Unlock()
 	return err
 }
 
@@ -517,7 +524,7 @@ func (c *Controller) updateGauges() {
 	defer c.mu.Unlock()
 	counts := map[engine.Liveness]int{}
 	for _, n := range c.nodes {
-		counts[n.liveness(now, c.cfg.DeadAfter)]++
+		counts[n.liveness(now, c.conf().DeadAfter)]++
 	}
 	unsettled := 0
 	for _, p := range c.placements {

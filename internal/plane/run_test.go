@@ -58,7 +58,53 @@ func TestSetTargetsAndApplyConfig(t *testing.T) {
 	if err := r.c.ApplyConfig(bad); err == nil {
 		t.Error("invalid config applied")
 	}
-	if r.c.cfg.Tick != r.cfg.Tick {
+	if r.c.conf().Tick != r.cfg.Tick {
 		t.Error("a refused config changed the controller")
 	}
+}
+
+// TestTickRunsBesideALongPlace: a place that takes long holds up no tick,
+// and the lifecycle leaves its placement alone until the call returns.
+func TestTickRunsBesideALongPlace(t *testing.T) {
+	r, _ := newRig(t, 8, 8)
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	hook := &hookDispatcher{fakeCluster: r.cl, before: func() {
+		close(entered)
+		<-release
+	}}
+	c, err := New(r.cfg, r.targets, Deps{Now: r.clk.Now, Chain: r.chain, Dispatcher: hook, StatePath: r.state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Tick(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan Report, 1)
+	go func() {
+		rep, err := c.Place(context.Background(), echo)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- rep
+	}()
+	<-entered
+	for range 3 {
+		r.clk.Advance(r.cfg.Tick)
+		if err := c.Tick(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(r.cl.calls); n != 0 {
+		t.Fatalf("the lifecycle sent %v while the place was under way", r.cl.calls)
+	}
+	close(release)
+	rep := <-done
+	if rep.Placed == nil {
+		t.Fatalf("not placed: %+v", rep)
+	}
+	if err := c.Tick(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r.wantCopies("echo", 1)
 }
