@@ -307,17 +307,17 @@ func (c *Controller) replacementPending(pl *Placement) bool {
 }
 
 // alert chains an alert for pl when the reason is new.
-func (c *Controller) alert(pl *Placement, reason string) error {
+func (c *Controller) alert(pl *Placement, reason string) (isNew bool, err error) {
 	c.mu.Lock()
 	if pl.LastError == reason {
 		c.mu.Unlock()
-		return nil
+		return false, nil
 	}
 	pl.LastError = reason
 	rec := lifecycleRecord{DecisionID: pl.DecisionID, InstanceID: pl.InstanceID, Node: pl.Node, Workload: pl.Workload, Reason: reason}
 	c.mu.Unlock()
-	_, err := c.appendChain(KindAlert, rec)
-	return err
+	_, err = c.appendChain(KindAlert, rec)
+	return true, err
 }
 
 // reschedule places a lost instance again (reference 4.5): avoiding its
@@ -343,8 +343,11 @@ func (c *Controller) reschedule(ctx context.Context, pl *Placement, nodeDead boo
 		block = "lost, not placed again: pinned to " + order.Pin
 	}
 	if block != "" {
-		c.met.reschedule.WithLabelValues(outBlocked).Inc()
-		return c.alert(pl, block)
+		isNew, err := c.alert(pl, block)
+		if isNew {
+			c.met.reschedule.WithLabelValues(outBlocked).Inc()
+		}
+		return err
 	}
 	o := *order
 	o.DryRun = false
@@ -458,7 +461,8 @@ func (c *Controller) orphanUnload(ctx context.Context, pl *Placement, now time.T
 	pl.Attempts++
 	pl.NextAttempt = now.Add(backoff(c.conf().RetryBackoff, pl.Attempts))
 	c.mu.Unlock()
-	return c.alert(pl, "replaced copy not unloaded on the returned node: "+err.Error())
+	_, aerr := c.alert(pl, "replaced copy not unloaded on the returned node: "+err.Error())
+	return aerr
 }
 
 // settle settles a decision whose place went unanswered (or was under way
