@@ -362,6 +362,11 @@ func (c *Controller) view(now time.Time, kind, name string) []engine.Node {
 		switch p.Life {
 		case LifePlaced, LifeLost, LifeRescheduled:
 			instances[p.Node] = append(instances[p.Node], engine.Instance{Kind: p.Kind, Name: p.Workload})
+			// Placed after the node's facts were issued: their free
+			// memory does not show it yet.
+			if n, ok := c.nodes[p.Node]; ok && p.Life == LifePlaced && (n.facts == nil || !p.PlacedAt.Before(n.facts.meta.IssuedAt)) {
+				pending[p.Node] = append(pending[p.Node], p.Reserved)
+			}
 		case LifeDispatching, LifeUnsettled:
 			// A decision not yet reflected in the node's facts holds its
 			// memory there.

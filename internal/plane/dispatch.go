@@ -141,6 +141,7 @@ func (c *Controller) setLife(pl *Placement, l Lifecycle) {
 func (c *Controller) settled(pl *Placement, kind, iid, hostState string, attempt int) error {
 	c.mu.Lock()
 	pl.Life = LifePlaced
+	pl.PlacedAt = c.now()
 	pl.InstanceID = iid
 	pl.HostState = hostState
 	if pl.HostState == "" {

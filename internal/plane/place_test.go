@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
@@ -402,5 +403,24 @@ func TestMetrics(t *testing.T) {
 	}
 	if n, err := testutil.GatherAndCount(reg, "nodeld_plane_tick_duration_seconds"); err != nil || n != 1 {
 		t.Errorf("tick histogram: %d, %v", n, err)
+	}
+}
+
+// TestPlacedMemoryPendingUntilFacts: an instance placed after a node's
+// facts were issued holds its memory there until newer facts arrive.
+func TestPlacedMemoryPendingUntilFacts(t *testing.T) {
+	r, hs := newRig(t, 1, 1)
+	r.cl.set(hs[0], func(h *fakeHost) { h.facts.MemFreeBytes = 3 << 29 }) // 1.5 GiB
+	r.cl.set(hs[1], func(h *fakeHost) { h.facts.MemFreeBytes = 3 << 29 })
+	r.tick()
+	r.clk.Advance(time.Second)
+	a := r.place(echo)
+	b := r.place(Order{PackageDir: "/pkg/echo", Start: true, Name: "echo-2"})
+	if a.Placed == nil || b.Placed == nil || a.Placed.Node == b.Placed.Node {
+		t.Fatalf("two 1 GiB instances on 1.5 GiB nodes: %+v / %+v", a.Placed, b.Placed)
+	}
+	c := r.place(Order{PackageDir: "/pkg/echo", Start: true, Name: "echo-3"})
+	if c.Placed != nil {
+		t.Fatalf("a third placed on %s: memory over-committed", c.Placed.Node)
 	}
 }

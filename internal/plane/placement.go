@@ -93,6 +93,9 @@ type Placement struct {
 	// Reserved is the memory the variant reserves on Node, counted as
 	// pending there while the place is unanswered.
 	Reserved engine.Resources `json:"reserved"`
+	// PlacedAt is when the controller learnt the instance was placed;
+	// until facts issued later arrive, its memory counts as pending.
+	PlacedAt time.Time `json:"placed_at,omitzero"`
 	// Life is the controller's lifecycle; HostState mirrors the node's.
 	Life      Lifecycle `json:"life"`
 	HostState string    `json:"host_state,omitempty"`
