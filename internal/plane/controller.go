@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -483,4 +484,32 @@ func (pl *Placement) aim(v *pkg.Verified, i int) {
 	}
 	pl.InstanceID = ctl.InstanceID(v.Manifest.ID, v.Manifest.Version, cd.Variant, v.ManifestHash, cfg, cd.Node)
 	pl.Reserved = variantResources(v.Manifest, cd.Variant)
+}
+
+// Explain renders the report: the engine's explanation, the decision id,
+// and one line per place call.
+func (r Report) Explain() string {
+	var b strings.Builder
+	b.WriteString(r.Decision.Explain())
+	if !strings.HasSuffix(b.String(), "\n") {
+		b.WriteByte('\n')
+	}
+	fmt.Fprintf(&b, "decision_id: %s\n", r.DecisionID)
+	if len(r.Attempts) > 0 {
+		b.WriteString("dispatch:\n")
+	}
+	for i, a := range r.Attempts {
+		fmt.Fprintf(&b, "  %d. %s via %s: %s", i+1, a.Node, a.Variant, a.Outcome)
+		switch {
+		case a.Code != "":
+			fmt.Fprintf(&b, " (%s: %s)", a.Code, a.Reason)
+		case a.Reason != "":
+			fmt.Fprintf(&b, " (%s)", a.Reason)
+		}
+		b.WriteByte('\n')
+	}
+	if r.Unsettled {
+		b.WriteString("unsettled: the node may hold the instance; settled on a later tick\n")
+	}
+	return b.String()
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,6 +111,12 @@ func TestRefusedAndUnreachableFallThrough(t *testing.T) {
 	r.wantCopies("echo", 1)
 	if n := len(r.entries(KindDispatch)); n != 2 {
 		t.Errorf("%d dispatch failures chained, want 2", n)
+	}
+	ex := rep.Explain()
+	for _, w := range []string{"decision_id: " + rep.DecisionID, "1. " + order[0] + " via cpu: refused (admission: ", "3. " + order[2] + " via cpu: placed"} {
+		if !strings.Contains(ex, w) {
+			t.Errorf("explanation lacks %q:\n%s", w, ex)
+		}
 	}
 }
 
