@@ -58,9 +58,19 @@
 //
 // # Not yet done
 //
-// Revocation (reference 4.8), the instance verbs for operators (3.5.2),
-// lease-stopped restarts, declared workloads (controller.workloads), the
-// wiring in cmd/nodeld and the ctl verbs. Capabilities are derived from
-// today's facts (arch, os, runtimes, GPUs, labels) in convert.go, which
-// will read the facts' capability records once they exist.
+//   - Revocation (reference 4.8), the operator's instance verbs (3.5.2;
+//     Dispatcher.Stop is declared for them), lease-stopped restarts,
+//     declared workloads (controller.workloads) and replicas.
+//   - The wiring in cmd/nodeld (an adapter from internal/dispatch to
+//     Dispatcher: describe plus a status listing for Describe, the
+//     VerifiedPackage as Package, "self" for the Self target) and the ctl
+//     verbs.
+//   - Capabilities are derived from today's facts (arch, OS, runtimes,
+//     GPUs, labels) in convert.go, which will read the facts' capability
+//     records and the manifests' requirements once they exist.
+//   - Placements on a node that is no longer a target are kept and left
+//     alone; an unsettled decision whose node never answers again stays
+//     unsettled (nothing else is placed for it).
+//   - The fake cluster of the tests lives in the package's _test files,
+//     not yet in a planetest package.
 package plane
