@@ -345,3 +345,106 @@ func TestCrashDuringRescheduleNeverTwoCopies(t *testing.T) {
 	r.step()
 	r.wantCopies("echo", 1)
 }
+
+func TestRefusedOrphanUnloadBacksOff(t *testing.T) {
+	r, hs := newRig(t, 8, 8)
+	r.tick()
+	rep := r.place(echo)
+	old := hostOf(hs, rep.Placed.Node)
+	r.cl.set(old, func(h *fakeHost) { h.down = true })
+	for range 10 {
+		r.step()
+	}
+	refusal := ctl.NewRefusal(ctl.CodeGovernance, "not now")
+	r.cl.set(old, func(h *fakeHost) { h.down = false; h.unloadErr = refusal })
+	unloads := func() int {
+		r.cl.mu.Lock()
+		defer r.cl.mu.Unlock()
+		n := 0
+		for _, c := range r.cl.calls {
+			if c == "unload "+old.id {
+				n++
+			}
+		}
+		return n
+	}
+	r.step() // first attempt fails; next in 10 s
+	if unloads() != 1 {
+		t.Fatalf("%d unloads, want 1", unloads())
+	}
+	r.step() // 5 s later: inside the backoff
+	if unloads() != 1 {
+		t.Fatalf("unload retried during the backoff")
+	}
+	r.step() // 10 s: retried, fails again (20 s backoff)
+	if unloads() != 2 {
+		t.Fatalf("%d unloads, want 2", unloads())
+	}
+	alerts := 0
+	for _, e := range r.entries(KindAlert) {
+		if strings.Contains(string(e.Payload), "not unloaded") {
+			alerts++
+		}
+	}
+	if alerts != 1 {
+		t.Errorf("the same failure chained %d times, want once", alerts)
+	}
+	r.cl.set(old, func(h *fakeHost) { h.unloadErr = nil })
+	for range 5 {
+		r.step()
+	}
+	r.wantCopies("echo", 1)
+	if n := len(r.c.Placements()); n != 1 {
+		t.Errorf("%d placements, want 1", n)
+	}
+}
+
+func TestPinnedInstanceAlertsThenRecovers(t *testing.T) {
+	r, hs := newRig(t, 8, 8)
+	r.tick()
+	o := echo
+	o.Pin = hs[0].id
+	rep := r.place(o)
+	if rep.Placed == nil || rep.Placed.Node != hs[0].id {
+		t.Fatalf("placed %+v", rep.Placed)
+	}
+	r.cl.set(hs[0], func(h *fakeHost) { h.down = true })
+	for range 10 {
+		r.step()
+	}
+	if r.liveCopies("echo") != 0 {
+		t.Fatal("a pinned instance moved")
+	}
+	if !chainHas(r.entries(KindAlert), "pinned to") || len(r.entries(KindAlert)) != 1 {
+		t.Errorf("alerts: %d", len(r.entries(KindAlert)))
+	}
+	r.cl.set(hs[0], func(h *fakeHost) { h.down = false })
+	r.step()
+	if p := r.c.Placements()[0]; p.Life != LifePlaced || p.Node != hs[0].id {
+		t.Fatalf("after the return: %+v", p)
+	}
+	r.wantCopies("echo", 1)
+}
+
+func TestStoppedInstanceNotPlacedAgain(t *testing.T) {
+	r, hs := newRig(t, 8, 8)
+	r.tick()
+	rep := r.place(echo)
+	h := hostOf(hs, rep.Placed.Node)
+	r.cl.set(h, func(h *fakeHost) {
+		in := h.instances[rep.Placed.InstanceID]
+		in.Lifecycle = ctl.StateStopped
+		h.instances[rep.Placed.InstanceID] = in
+	})
+	r.step()
+	r.cl.set(h, func(h *fakeHost) { h.down = true })
+	for range 10 {
+		r.step()
+	}
+	if r.liveCopies("echo") != 0 {
+		t.Fatal("a stopped instance was started elsewhere")
+	}
+	if !chainHas(r.entries(KindAlert), "not running") {
+		t.Error("no not-running alert")
+	}
+}
