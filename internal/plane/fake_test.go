@@ -271,6 +271,7 @@ type rig struct {
 	clk     *clock
 	cl      *fakeCluster
 	chain   *chain.Chain
+	app     Appender // what the controller appends to: chain unless set
 	key     ed25519.PrivateKey
 	state   string
 	cfg     Config
@@ -306,7 +307,11 @@ func newRig(t *testing.T, hosts ...uint64) (*rig, []*fakeHost) {
 // as a crash and restart would.
 func (r *rig) restart() {
 	r.t.Helper()
-	c, err := New(r.cfg, r.targets, Deps{Now: r.clk.Now, Chain: r.chain, Dispatcher: r.cl, StatePath: r.state})
+	var app Appender = r.chain
+	if r.app != nil {
+		app = r.app
+	}
+	c, err := New(r.cfg, r.targets, Deps{Now: r.clk.Now, Chain: app, Dispatcher: r.cl, StatePath: r.state})
 	if err != nil {
 		r.t.Fatalf("New: %v", err)
 	}
