@@ -64,7 +64,7 @@ func (c *Controller) dispatch(ctx context.Context, p Package, o Order, pl *Place
 			}
 			attempts = append(attempts, Attempt{Node: node, Variant: variant, Outcome: outPlaced})
 			c.met.dispatches.WithLabelValues(outPlaced).Inc()
-			return attempts, c.settled(pl, KindPlaced, iid, res.Status.State, len(attempts))
+			return attempts, c.settled(ctx, pl, KindPlaced, iid, res.Status.State, len(attempts))
 		}
 		var ce *ctl.CallError
 		if !errors.As(err, &ce) {
@@ -97,7 +97,7 @@ func (c *Controller) dispatch(ctx context.Context, p Package, o Order, pl *Place
 				if _, err := c.appendChain(KindDispatch, rec); err != nil {
 					return attempts, err
 				}
-				return attempts, c.settled(pl, KindAdopted, iid, state, len(attempts))
+				return attempts, c.settled(ctx, pl, KindAdopted, iid, state, len(attempts))
 			case !settled:
 				attempts = append(attempts, at)
 				rec.Next = nextStopped
@@ -138,7 +138,7 @@ func (c *Controller) setLife(pl *Placement, l Lifecycle) {
 // settled records that pl's instance iid is on pl.Node (placed, or
 // adopted after an unanswered place), finishes the replacement it is part
 // of, chains it and persists.
-func (c *Controller) settled(pl *Placement, kind, iid, hostState string, attempt int) error {
+func (c *Controller) settled(ctx context.Context, pl *Placement, kind, iid, hostState string, attempt int) error {
 	c.mu.Lock()
 	pl.Life = LifePlaced
 	pl.PlacedAt = c.now()
@@ -167,7 +167,7 @@ func (c *Controller) settled(pl *Placement, kind, iid, hostState string, attempt
 	}
 	_, err := c.appendChain(kind, rec)
 	if old != nil {
-		err = errors.Join(err, c.replaced(old, pl))
+		err = errors.Join(err, c.replaced(ctx, old, pl))
 	}
 	return err
 }

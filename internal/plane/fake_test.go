@@ -73,6 +73,15 @@ type fakeCluster struct {
 	hosts map[string]*fakeHost
 	pkgs  map[string]*pkg.Verified
 	calls []string
+	// A crash: when crashArmed, the next place captures the state file
+	// (crashState, as the crash leaves it), reaches its node or not
+	// (crashActs), and from then on every call fails without effect
+	// (crashed) until the test restarts the controller.
+	crashArmed bool
+	crashActs  bool
+	crashed    bool
+	crashPath  string
+	crashState []byte
 }
 
 type fakePkg struct{ v *pkg.Verified }
@@ -117,6 +126,9 @@ func (f *fakeCluster) set(h *fakeHost, fn func(h *fakeHost)) {
 }
 
 func (f *fakeCluster) host(node string) (*fakeHost, error) {
+	if f.crashed {
+		return nil, &ctl.CallError{Class: ctl.ClassUnreachable, Err: errors.New("the controller crashed")}
+	}
 	h, ok := f.hosts[node]
 	if !ok || h.down {
 		return nil, &ctl.CallError{Class: ctl.ClassUnreachable, Err: errors.New("no link")}
@@ -170,8 +182,17 @@ func (f *fakeCluster) PlaceDecided(_ context.Context, node string, p Package, va
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, "place "+node)
+	armed := f.crashArmed
+	if armed {
+		b, err := os.ReadFile(f.crashPath)
+		if err != nil {
+			return ctl.PlaceResult{}, err
+		}
+		f.crashArmed, f.crashState = false, b
+	}
 	h, err := f.host(node)
 	if err != nil {
+		f.crashed = f.crashed || armed
 		return ctl.PlaceResult{}, err
 	}
 	v := p.Verified()
@@ -185,6 +206,13 @@ func (f *fakeCluster) PlaceDecided(_ context.Context, node string, p Package, va
 		h.departed = slices.DeleteFunc(h.departed, func(d ctl.Departed) bool { return d.InstanceID == iid })
 	}
 	lost := &ctl.CallError{Class: ctl.ClassIndeterminate, Method: ctl.MethodPlace, Err: errors.New("answer lost")}
+	if armed {
+		if f.crashActs && h.place != placeRefuse {
+			act()
+		}
+		f.crashed = true
+		return ctl.PlaceResult{}, lost
+	}
 	switch h.place {
 	case placeRefuse:
 		r := ctl.NewRefusal(ctl.CodeAdmission, "no room")

@@ -294,6 +294,20 @@ func (c *Controller) rejoin(ctx context.Context, pl *Placement, nv nodeView, now
 	return c.reschedule(ctx, pl, false, now)
 }
 
+// replacedNodeAnswers reports whether pl replaces a lost instance whose
+// node answered in this tick.
+func (c *Controller) replacedNodeAnswers(pl *Placement) bool {
+	c.mu.Lock()
+	old, ok := c.placements[pl.Replaces]
+	lost := ok && pl.Replaces != "" && old.Life == LifeLost
+	var node string
+	if lost {
+		node = old.Node
+	}
+	c.mu.Unlock()
+	return lost && c.nodeOf(node, c.now()).alive
+}
+
 // replacementPending reports whether pl's replacement is still being
 // placed.
 func (c *Controller) replacementPending(pl *Placement) bool {
@@ -407,10 +421,11 @@ func (c *Controller) rescheduleFailed(pl *Placement, why string) {
 }
 
 // replaced finishes a successful reschedule: the new placement is
-// persisted already; now the old one is marked rescheduled (its node is
-// not answering: unloaded when it returns) or forgotten (its node
-// answered without it).
-func (c *Controller) replaced(old, nu *Placement) error {
+// persisted already; now the old one is marked rescheduled (its copy is
+// unloaded at once if its node answers with it, else when it returns) or
+// forgotten (its node answered without it, or the new instance is the
+// same one).
+func (c *Controller) replaced(ctx context.Context, old, nu *Placement) error {
 	now := c.now()
 	nv := c.nodeOf(old.Node, now)
 	c.mu.Lock()
@@ -421,17 +436,30 @@ func (c *Controller) replaced(old, nu *Placement) error {
 	c.mu.Unlock()
 	c.met.reschedule.WithLabelValues(outPlaced).Inc()
 	var err error
+	present := false
 	if nv.alive && nv.status != nil {
-		if _, present := findInstance(nv.status, old.InstanceID); !present {
-			rec.Reason = "instance_lost"
-			err = c.forget(old, "replaced after loss on "+nu.Node)
-		}
+		_, present = findInstance(nv.status, old.InstanceID)
 	}
-	if err == nil && rec.Reason == "node_dead" {
+	switch {
+	case old.Node == nu.Node && old.InstanceID == nu.InstanceID:
+		// The node names instances after the workload: the new one is the
+		// old one; there is nothing to unload.
+		rec.Reason = "instance_lost"
+		err = c.forget(old, "replaced by the same instance on "+nu.Node)
+	case nv.alive && nv.status != nil && !present:
+		rec.Reason = "instance_lost"
+		err = c.forget(old, "replaced after loss on "+nu.Node)
+	default:
 		err = c.transition(old, LifeRescheduled, "replaced on "+nu.Node)
 	}
 	_, cerr := c.appendChain(KindMigrate, rec)
-	return errors.Join(err, cerr, c.persist())
+	err = errors.Join(err, cerr, c.persist())
+	if present && old.Life == LifeRescheduled {
+		// Its node answers with the old copy: unload it now rather than
+		// run two copies until the next tick.
+		err = errors.Join(err, c.orphanUnload(ctx, old, c.now()))
+	}
+	return err
 }
 
 // orphanUnload unloads a replaced copy from a node that answers again
@@ -493,8 +521,13 @@ func (c *Controller) settle(ctx context.Context, pl *Placement, nv nodeView) err
 	switch {
 	case found:
 		c.met.dispatches.WithLabelValues(outAdopted).Inc()
-		return c.settled(pl, KindAdopted, iid, state, 0)
+		return c.settled(ctx, pl, KindAdopted, iid, state, 0)
 	case !settled:
+		return nil
+	case c.replacedNodeAnswers(pl):
+		// The node of the instance this one would replace answers again:
+		// it rejoins or is placed again from there, not here.
+		c.abandon(pl, "the node of the replaced instance answers again")
 		return nil
 	}
 	c.mu.Lock()

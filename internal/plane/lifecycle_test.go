@@ -448,3 +448,46 @@ func TestStoppedInstanceNotPlacedAgain(t *testing.T) {
 		t.Error("no not-running alert")
 	}
 }
+
+// TestUnsettledReplacementYieldsToReturningNode: a replacement whose place
+// went unanswered is not carried on to the next candidate once the node
+// of the instance it replaces answers again (found by the property test,
+// seed 80: the returning copy and the carried-on replacement both ran).
+func TestUnsettledReplacementYieldsToReturningNode(t *testing.T) {
+	r, hs := newRig(t, 8, 8, 8)
+	r.tick()
+	rep := r.place(echo)
+	old := hostOf(hs, rep.Placed.Node)
+	r.cl.set(old, func(h *fakeHost) { h.down = true })
+	for _, h := range hs {
+		if h != old {
+			r.cl.set(h, func(h *fakeHost) { h.place = placeLostNoAct; h.statusErr = true })
+		}
+	}
+	unsettled := false
+	for range 10 {
+		r.step()
+		for _, p := range r.c.Placements() {
+			unsettled = unsettled || p.Life == LifeUnsettled
+		}
+		if unsettled {
+			break
+		}
+	}
+	if !unsettled {
+		t.Fatalf("no unsettled replacement: %+v", r.c.Placements())
+	}
+	for _, h := range hs {
+		r.cl.set(h, func(h *fakeHost) { h.down = false; h.place = placeOK; h.statusErr = false })
+	}
+	for range 3 {
+		r.step()
+		if n := r.liveCopies("echo"); n != 1 {
+			t.Fatalf("%d copies", n)
+		}
+	}
+	ps := r.c.Placements()
+	if len(ps) != 1 || ps[0].DecisionID != rep.DecisionID || ps[0].Life != LifePlaced {
+		t.Fatalf("placements %+v, want the original back", ps)
+	}
+}

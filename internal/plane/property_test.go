@@ -47,10 +47,10 @@ func onePropertyRun(t *testing.T, seed uint64) {
 	r.tick()
 	r.place(echo)
 	modes := []placeMode{placeOK, placeRefuse, placeLostAfterActing, placeLostNoAct}
-	for range 1 + rnd.IntN(24) {
+	for range 1 + rnd.IntN(32) {
 		i := rnd.IntN(len(hs))
 		h := hs[i]
-		switch rnd.IntN(6) {
+		switch rnd.IntN(9) {
 		case 0:
 			log = append(log, fmt.Sprint("kill ", i))
 			r.cl.set(h, func(h *fakeHost) { h.down = true })
@@ -64,6 +64,24 @@ func onePropertyRun(t *testing.T, seed uint64) {
 		case 3:
 			log = append(log, "restart")
 			r.restart()
+		case 4:
+			acts := rnd.IntN(2) == 0
+			log = append(log, fmt.Sprint("crash at the next place, acts ", acts))
+			r.cl.mu.Lock()
+			r.cl.crashArmed, r.cl.crashActs, r.cl.crashPath = true, acts, r.state
+			r.cl.mu.Unlock()
+		case 6:
+			// Kill the node that holds the instance: the move is what
+			// the invariant is about.
+			for _, p := range r.c.Placements() {
+				if p.Life == LifePlaced {
+					log = append(log, "kill the holder")
+					r.cl.set(hostOf(hs, p.Node), func(h *fakeHost) { h.down = true })
+				}
+			}
+		case 5:
+			log = append(log, fmt.Sprint("status flaky ", i))
+			r.cl.set(h, func(h *fakeHost) { h.statusErr = !h.statusErr })
 		default:
 			n := []int{1, 1, 2, 7}[rnd.IntN(4)]
 			log = append(log, fmt.Sprint("tick ", n))
@@ -71,14 +89,20 @@ func onePropertyRun(t *testing.T, seed uint64) {
 			if err := r.c.Tick(context.Background()); err != nil {
 				fail("Tick: %v", err)
 			}
+			if r.crashRestart() {
+				log = append(log, "crashed")
+			}
 			if n := r.liveCopies("echo"); n > 1 {
 				fail("%d copies on the answering nodes", n)
 			}
 		}
 	}
 	// Heal: every node back and well behaved.
+	r.cl.mu.Lock()
+	r.cl.crashArmed = false
+	r.cl.mu.Unlock()
 	for _, h := range hs {
-		r.cl.set(h, func(h *fakeHost) { h.down = false; h.place = placeOK })
+		r.cl.set(h, func(h *fakeHost) { h.down = false; h.place = placeOK; h.statusErr = false })
 	}
 	for range 12 {
 		r.clk.Advance(r.cfg.Tick)
@@ -125,4 +149,22 @@ func shmPath(t *testing.T) string {
 		}
 	}
 	return filepath.Join(t.TempDir(), "controller.json")
+}
+
+// crashRestart, after a crash in the last tick, puts back the state file
+// as the crash left it and restarts the controller.
+func (r *rig) crashRestart() bool {
+	r.t.Helper()
+	r.cl.mu.Lock()
+	crashed, state := r.cl.crashed, r.cl.crashState
+	r.cl.crashed = false
+	r.cl.mu.Unlock()
+	if !crashed {
+		return false
+	}
+	if err := os.WriteFile(r.state, state, StateFileMode); err != nil {
+		r.t.Fatal(err)
+	}
+	r.restart()
+	return true
 }
