@@ -1,6 +1,7 @@
 package plane
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -8,17 +9,17 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-
-	"context"
-	"github.com/nodeld/nodeld/internal/chain"
 	"testing"
 	"time"
+
+	"github.com/nodeld/nodeld/internal/chain"
 )
 
 // TestPropertyOneCopy drives a three-node cluster through random kills,
-// returns, lost answers, refusals, restarts and ticks (propertySeeds runs,
-// each reproducible from its seed, which a failure names with the actions
-// taken). After every tick no workload runs twice on the nodes that
+// returns, reboots, lost answers, refusals, flaky status listings,
+// restarts, crashes in the middle of a place and ticks (propertySeeds
+// runs, each reproducible from its seed, which a failure names with the
+// actions taken). After every tick no workload runs twice on the nodes that
 // answer (a returning node's replaced copy is unloaded in the tick that
 // sees it return), and once every node is back and behaves, exactly the
 // placement the controller holds runs, once.
@@ -50,7 +51,7 @@ func onePropertyRun(t *testing.T, seed uint64) {
 	for range 1 + rnd.IntN(32) {
 		i := rnd.IntN(len(hs))
 		h := hs[i]
-		switch rnd.IntN(9) {
+		switch rnd.IntN(10) {
 		case 0:
 			log = append(log, fmt.Sprint("kill ", i))
 			r.cl.set(h, func(h *fakeHost) { h.down = true })
@@ -79,6 +80,9 @@ func onePropertyRun(t *testing.T, seed uint64) {
 					r.cl.set(hostOf(hs, p.Node), func(h *fakeHost) { h.down = true })
 				}
 			}
+		case 7:
+			log = append(log, fmt.Sprint("reboot ", i))
+			r.cl.set(h, func(h *fakeHost) { clear(h.instances) })
 		case 5:
 			log = append(log, fmt.Sprint("status flaky ", i))
 			r.cl.set(h, func(h *fakeHost) { h.statusErr = !h.statusErr })
