@@ -59,6 +59,7 @@ type fakeHost struct {
 	down      bool // killed: every call is unreachable
 	frozen    bool // describe blocks until ctx ends
 	statusErr bool // status unreachable (while describe works)
+	noListing bool // describe carries no instance listing
 	place     placeMode
 	unloadErr *ctl.Refusal
 	instances map[string]ctl.InstanceStatus
@@ -163,6 +164,9 @@ func (f *fakeCluster) Describe(ctx context.Context, node string) (Description, e
 	s, err := facts.Sign(h.key, h.facts, h.seq, f.clock.Now(), 5*time.Minute)
 	if err != nil {
 		return Description{}, err
+	}
+	if h.noListing {
+		return Description{Facts: s}, nil
 	}
 	st := f.status(h)
 	return Description{Facts: s, Status: &st}, nil

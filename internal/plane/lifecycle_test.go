@@ -491,3 +491,48 @@ func TestUnsettledReplacementYieldsToReturningNode(t *testing.T) {
 		t.Fatalf("placements %+v, want the original back", ps)
 	}
 }
+
+// TestListingByStatusWhenDescribeHasNone: a node whose describe carries no
+// instance listing is asked for one, so its reboot is still seen.
+func TestListingByStatusWhenDescribeHasNone(t *testing.T) {
+	r, hs := newRig(t, 8, 8)
+	for _, h := range hs {
+		r.cl.set(h, func(h *fakeHost) { h.noListing = true })
+	}
+	r.tick()
+	rep := r.place(echo)
+	r.cl.set(hostOf(hs, rep.Placed.Node), func(h *fakeHost) { clear(h.instances) })
+	r.step()
+	r.wantCopies("echo", 1)
+	if ps := r.c.Placements(); len(ps) != 1 || ps[0].DecisionID == rep.DecisionID {
+		t.Fatalf("reboot not seen: %+v", ps)
+	}
+}
+
+// TestOtherKeyIsNotContact: a node answering with facts signed by another
+// key than its pinned one is not alive, and goes dead in time.
+func TestOtherKeyIsNotContact(t *testing.T) {
+	r, hs := newRig(t, 8, 8)
+	r.tick()
+	rep := r.place(echo)
+	h := hostOf(hs, rep.Placed.Node)
+	other, _ := testKey(t, 77)
+	r.cl.set(h, func(h *fakeHost) { h.key = other })
+	for range 10 {
+		r.step()
+	}
+	r.c.mu.Lock()
+	alive := r.c.nodes[h.id].alive
+	r.c.mu.Unlock()
+	if alive {
+		t.Fatal("a node answering with another key counts as alive")
+	}
+	ps := r.c.Placements()
+	moved := false
+	for _, p := range ps {
+		moved = moved || (p.Life == LifePlaced && p.Node != h.id)
+	}
+	if !moved {
+		t.Fatalf("not rescheduled off the re-keyed node: %+v", ps)
+	}
+}
