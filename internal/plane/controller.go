@@ -2,6 +2,7 @@ package plane
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/engine"
 	"github.com/nodeld/nodeld/internal/grammar"
+	"github.com/nodeld/nodeld/internal/identity"
 	"github.com/nodeld/nodeld/internal/pkg"
 	"go.uber.org/zap"
 )
@@ -135,8 +137,11 @@ func checkTargets(ts []Target) error {
 			errs = append(errs, fmt.Errorf("targets[%d]: node %s given twice", i, t.ID))
 		}
 		seen[t.ID] = true
-		if len(t.Key) != 32 {
+		switch {
+		case len(t.Key) != ed25519.PublicKeySize:
 			errs = append(errs, fmt.Errorf("targets[%d]: node %s has no ed25519 key", i, t.ID))
+		case identity.NodeID(t.Key) != t.ID:
+			errs = append(errs, fmt.Errorf("targets[%d]: node %s: its key is node %s's", i, t.ID, identity.NodeID(t.Key)))
 		}
 		if t.Tier < engine.TrustDiscovered || t.Tier > engine.TrustPinned {
 			errs = append(errs, fmt.Errorf("targets[%d]: node %s has no tier", i, t.ID))
@@ -247,7 +252,7 @@ type Report struct {
 	Unsettled bool
 }
 
-// persistLocked encodes the placements; the caller holds mu.
+// encodeLocked encodes the placements; the caller holds mu.
 func (c *Controller) encodeLocked() ([]byte, error) {
 	ps := make([]*Placement, 0, len(c.placements))
 	for _, p := range c.placements {

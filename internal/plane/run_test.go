@@ -2,6 +2,8 @@ package plane
 
 import (
 	"context"
+	"crypto/ed25519"
+	"strings"
 	"testing"
 	"time"
 
@@ -107,4 +109,30 @@ func TestTickRunsBesideALongPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.wantCopies("echo", 1)
+}
+
+func TestTargetsChecked(t *testing.T) {
+	k1, id1 := testKey(t, 1)
+	_, id2 := testKey(t, 2)
+	pub := k1.Public().(ed25519.PublicKey)
+	tests := []struct {
+		name string
+		give []Target
+		want string
+	}{
+		{"ok", []Target{{ID: id1, Key: pub, Tier: engine.TrustPaired}}, ""},
+		{"key of another node", []Target{{ID: id2, Key: pub, Tier: engine.TrustPaired}}, "its key is node"},
+		{"no key", []Target{{ID: id1, Tier: engine.TrustPaired}}, "no ed25519 key"},
+		{"no tier", []Target{{ID: id1, Key: pub}}, "no tier"},
+		{"twice", []Target{{ID: id1, Key: pub, Tier: engine.TrustPaired}, {ID: id1, Key: pub, Tier: engine.TrustPaired}}, "given twice"},
+	}
+	for _, tt := range tests {
+		err := checkTargets(tt.give)
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%s: %v", tt.name, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%s: %v, want %q", tt.name, err, tt.want)
+		}
+	}
 }
