@@ -313,8 +313,14 @@ func TestCrashOnThePlacePathNeverTwoCopies(t *testing.T) {
 				t.Fatal(err)
 			}
 			c.Tick(context.Background())
-			if _, err := c.Place(context.Background(), echo); err != nil {
+			rep, err := c.Place(context.Background(), echo)
+			if err != nil {
 				t.Fatal(err)
+			}
+			// The decision and its candidates were on disk before the place.
+			if !bytes.Contains(atCall, []byte(rep.DecisionID)) || !bytes.Contains(atCall, []byte(`"candidates"`)) ||
+				!bytes.Contains(atCall, []byte(`"life": "dispatching"`)) {
+				t.Fatalf("state at the place call:\n%s", atCall)
 			}
 			if tt.mode != placeOK {
 				// Crash during the call: the file holds what it held then.
