@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nodeld/nodeld/internal/ctl"
@@ -86,4 +87,35 @@ func (n *nodeState) liveness(now time.Time, deadAfter time.Duration) engine.Live
 // that answered in the latest tick is never dead.
 func (n *nodeState) dead(now time.Time, deadAfter time.Duration) bool {
 	return !n.alive && now.Sub(n.lastContact) >= deadAfter
+}
+
+// NodeStatus is one target as the controller sees it, for status pages.
+type NodeStatus struct {
+	ID       string
+	Tier     engine.Trust
+	Liveness engine.Liveness
+	// LastContact is the last verified describe (the controller's start
+	// for a node not heard from since).
+	LastContact time.Time
+	// FactsSeq and FactsExpire describe the cached facts; zero when none.
+	FactsSeq    uint64
+	FactsExpire time.Time
+}
+
+// Nodes returns every target's status, by node id.
+func (c *Controller) Nodes() []NodeStatus {
+	now := c.now()
+	dead := c.conf().DeadAfter
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]NodeStatus, 0, len(c.nodes))
+	for _, n := range c.nodes {
+		s := NodeStatus{ID: n.target.ID, Tier: n.target.Tier, Liveness: n.liveness(now, dead), LastContact: n.lastContact}
+		if n.facts != nil {
+			s.FactsSeq, s.FactsExpire = n.facts.meta.Seq, n.facts.meta.ExpiresAt
+		}
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b NodeStatus) int { return cmpString(a.ID, b.ID) })
+	return out
 }

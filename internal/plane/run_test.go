@@ -136,3 +136,20 @@ func TestTargetsChecked(t *testing.T) {
 		}
 	}
 }
+
+func TestNodes(t *testing.T) {
+	r, hs := newRig(t, 8, 8)
+	r.tick()
+	r.cl.set(hs[0], func(h *fakeHost) { h.down = true })
+	r.step()
+	got := map[string]engine.Liveness{}
+	for _, n := range r.c.Nodes() {
+		got[n.ID] = n.Liveness
+		if n.FactsSeq == 0 {
+			t.Errorf("%s: no facts", n.ID)
+		}
+	}
+	if got[hs[0].id] != engine.Suspect || got[hs[1].id] != engine.Alive {
+		t.Errorf("liveness %v", got)
+	}
+}
