@@ -371,12 +371,12 @@ func (c *Controller) view(now time.Time, kind, name string) []engine.Node {
 			// Placed after the node's facts were issued: their free
 			// memory does not show it yet.
 			if n, ok := c.nodes[p.Node]; ok && p.Life == LifePlaced && (n.facts == nil || !p.PlacedAt.Before(n.facts.meta.IssuedAt)) {
-				pending[p.Node] = append(pending[p.Node], p.Reserved)
+				pending[p.Node] = append(pending[p.Node], p.Reserved.engine())
 			}
 		case LifeDispatching, LifeUnsettled:
 			// A decision not yet reflected in the node's facts holds its
 			// memory there.
-			pending[p.Node] = append(pending[p.Node], p.Reserved)
+			pending[p.Node] = append(pending[p.Node], p.Reserved.engine())
 		}
 	}
 	ids := make([]string, 0, len(c.nodes))

@@ -127,12 +127,12 @@ func workloadName(m *pkg.Manifest, o Order) string {
 
 // variantResources is what a variant of m reserves, for pending
 // placements.
-func variantResources(m *pkg.Manifest, variant string) engine.Resources {
+func variantResources(m *pkg.Manifest, variant string) Reservation {
 	va, ok := m.Variant(variant)
 	if !ok {
-		return engine.Resources{}
+		return Reservation{}
 	}
-	return engine.Resources{HostBytes: va.Resources.MemBytes, AccelBytes: va.Resources.VRAMBytes}
+	return Reservation{HostBytes: va.Resources.MemBytes, AccelBytes: va.Resources.VRAMBytes}
 }
 
 // gate is governance's verdict for placing a workload of kind on node n

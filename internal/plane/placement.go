@@ -92,7 +92,7 @@ type Placement struct {
 	InstanceID string `json:"instance_id"`
 	// Reserved is the memory the variant reserves on Node, counted as
 	// pending there while the place is unanswered.
-	Reserved engine.Resources `json:"reserved"`
+	Reserved Reservation `json:"reserved"`
 	// PlacedAt is when the controller learnt the instance was placed;
 	// until facts issued later arrive, its memory counts as pending.
 	PlacedAt time.Time `json:"placed_at,omitzero"`
@@ -127,4 +127,14 @@ func live(hostState string) bool {
 		return true
 	}
 	return false
+}
+
+// Reservation is memory an instance reserves on its node, in bytes.
+type Reservation struct {
+	HostBytes  uint64 `json:"host_bytes"`
+	AccelBytes uint64 `json:"accel_bytes"`
+}
+
+func (r Reservation) engine() engine.Resources {
+	return engine.Resources{HostBytes: r.HostBytes, AccelBytes: r.AccelBytes}
 }
