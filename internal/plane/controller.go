@@ -1,0 +1,520 @@
+package plane
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nodeld/nodeld/internal/ctl"
+	"github.com/nodeld/nodeld/internal/engine"
+	"github.com/nodeld/nodeld/internal/grammar"
+	"github.com/nodeld/nodeld/internal/identity"
+	"github.com/nodeld/nodeld/internal/pkg"
+	"go.uber.org/zap"
+)
+
+// ChainSource is the source of the controller's chain entries.
+const ChainSource = "plane"
+
+// Chain entry kinds of the controller.
+const (
+	KindDecision  = "plane.decision"
+	KindRefuse    = "plane.refuse"
+	KindDispatch  = "plane.dispatch"
+	KindPlaced    = "plane.placed"
+	KindAdopted   = "plane.adopted"
+	KindLifecycle = "plane.lifecycle"
+	KindAlert     = "plane.alert"
+	KindMigrate   = "plane.migrate"
+	KindOrphan    = "plane.orphan"
+)
+
+// ErrNoPackage is wrapped by Place when the package cannot be verified.
+var ErrNoPackage = errors.New("package not placeable")
+
+// Controller is the placement controller. See the package doc.
+type Controller struct {
+	// cfg is replaced whole by ApplyConfig; each use loads it.
+	cfg       atomic.Pointer[Config]
+	now       func() time.Time
+	chain     Appender
+	disp      Dispatcher
+	statePath string
+	met       *metrics
+	log       *zap.Logger
+
+	// tickMu serialises Tick and SetTargets; it is held across a tick's
+	// calls on purpose (one lifecycle pass at a time). Place does not take
+	// it, so a long place never holds up the lifecycle.
+	tickMu sync.Mutex
+	// persistMu is held across encoding and writing the state file, so
+	// the last write holds the latest state.
+	persistMu sync.Mutex
+
+	// mu guards nodes, placements and busy; never held across I/O.
+	mu         sync.Mutex
+	nodes      map[string]*nodeState
+	placements map[string]*Placement
+	// busy holds the decision ids being dispatched by a call in progress;
+	// the lifecycle leaves them alone until it returns.
+	busy map[string]bool
+}
+
+// conf returns the current config.
+func (c *Controller) conf() *Config { return c.cfg.Load() }
+
+// New validates cfg and targets, restores the placements of the state
+// file, and returns a Controller. It starts nothing. A state file it
+// refuses (ErrBadState) is left untouched.
+func New(cfg Config, targets []Target, deps Deps) (*Controller, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("controller config: %w", err)
+	}
+	if deps.Chain == nil || deps.Dispatcher == nil || deps.StatePath == "" {
+		return nil, errors.New("controller: Chain, Dispatcher and StatePath are required")
+	}
+	now := deps.Now
+	if now == nil {
+		now = time.Now
+	}
+	log := deps.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	c := &Controller{
+		log: log.Named("plane"), now: now, busy: map[string]bool{}, chain: deps.Chain, disp: deps.Dispatcher, statePath: deps.StatePath,
+		nodes: map[string]*nodeState{}, placements: map[string]*Placement{},
+	}
+	c.cfg.Store(&cfg)
+	if err := c.setTargets(targets, now()); err != nil {
+		return nil, err
+	}
+	ps, err := loadState(deps.StatePath)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range ps {
+		if p.Life == LifeDispatching {
+			// The node may have acted on a place sent before the crash.
+			p.Life = LifeUnsettled
+		}
+		c.placements[p.DecisionID] = p
+	}
+	met, err := newMetrics(deps.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	c.met = met
+	c.updateGauges()
+	return c, nil
+}
+
+func (c *Controller) setTargets(ts []Target, now time.Time) error {
+	if err := checkTargets(ts); err != nil {
+		return err
+	}
+	for _, t := range ts {
+		c.nodes[t.ID] = &nodeState{target: t, lastContact: now}
+	}
+	return nil
+}
+
+// checkTargets reports every problem of a target list.
+func checkTargets(ts []Target) error {
+	var errs []error
+	seen := map[string]bool{}
+	for i, t := range ts {
+		if t.ID == "" || len(t.ID) > engine.MaxTextLen || !grammar.PrintableASCII(t.ID) {
+			errs = append(errs, fmt.Errorf("targets[%d]: bad node id %q", i, t.ID))
+		}
+		if seen[t.ID] {
+			errs = append(errs, fmt.Errorf("targets[%d]: node %s given twice", i, t.ID))
+		}
+		seen[t.ID] = true
+		switch {
+		case len(t.Key) != ed25519.PublicKeySize:
+			errs = append(errs, fmt.Errorf("targets[%d]: node %s has no ed25519 key", i, t.ID))
+		case identity.NodeID(t.Key) != t.ID:
+			errs = append(errs, fmt.Errorf("targets[%d]: node %s: its key is node %s's", i, t.ID, identity.NodeID(t.Key)))
+		}
+		if t.Tier < engine.TrustDiscovered || t.Tier > engine.TrustPinned {
+			errs = append(errs, fmt.Errorf("targets[%d]: node %s has no tier", i, t.ID))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Placements returns a copy of every placement, by decision id.
+func (c *Controller) Placements() []Placement {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]Placement, 0, len(c.placements))
+	for _, p := range c.placements {
+		out = append(out, p.clone())
+	}
+	slices.SortFunc(out, func(a, b Placement) int { return cmpString(a.DecisionID, b.DecisionID) })
+	return out
+}
+
+// clone is a deep copy of p.
+func (p *Placement) clone() Placement {
+	cp := *p
+	cp.Candidates = slices.Clone(p.Candidates)
+	if p.Order != nil {
+		o := *p.Order
+		o.Prefer, o.Avoid = slices.Clone(o.Prefer), slices.Clone(o.Avoid)
+		cp.Order = &o
+	}
+	return cp
+}
+
+// SetTargets replaces the targets (a config reload). A target whose key is
+// unchanged keeps its cached facts and liveness; a new or re-keyed one
+// starts unheard from now. Placements on a node no longer a target are
+// kept, and left alone by the lifecycle, until it is a target again.
+func (c *Controller) SetTargets(ts []Target) error {
+	c.tickMu.Lock()
+	defer c.tickMu.Unlock()
+	if err := checkTargets(ts); err != nil {
+		return err
+	}
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	nodes := make(map[string]*nodeState, len(ts))
+	for _, t := range ts {
+		if old, ok := c.nodes[t.ID]; ok && old.target.Key.Equal(t.Key) {
+			old.target = t
+			nodes[t.ID] = old
+			continue
+		}
+		nodes[t.ID] = &nodeState{target: t, lastContact: now}
+	}
+	c.nodes = nodes
+	return nil
+}
+
+// ApplyConfig validates cfg and applies it from the next operation on;
+// on error the old config stays.
+func (c *Controller) ApplyConfig(cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("controller config: %w", err)
+	}
+	c.cfg.Store(&cfg)
+	return nil
+}
+
+// Run runs the lifecycle tick every cfg.Tick until ctx ends, then returns
+// nil. Tick errors are reported through the chain and metrics only.
+func (c *Controller) Run(ctx context.Context) error {
+	t := time.NewTicker(c.conf().Tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			if err := c.Tick(ctx); err != nil {
+				c.log.Warn("lifecycle tick", zap.Error(err))
+			}
+		}
+	}
+}
+
+// Attempt is one place call of a decision.
+type Attempt struct {
+	Node    string
+	Variant string
+	// Outcome is placed, refused, unreachable, indeterminate, adopted or
+	// error.
+	Outcome string
+	Code    ctl.Code
+	Reason  string
+}
+
+// Report is the result of Place.
+type Report struct {
+	DecisionID string
+	Decision   engine.Decision
+	Attempts   []Attempt
+	// Placed is the placement made, nil if none (dry run, unplaceable,
+	// every candidate refused, or unsettled: see Unsettled).
+	Placed *Placement
+	// Unsettled is true when a place went without an answer and the node
+	// could not say whether it holds the instance: nothing else is tried
+	// until a later tick settles it.
+	Unsettled bool
+}
+
+// encodeLocked encodes the placements; the caller holds mu.
+func (c *Controller) encodeLocked() ([]byte, error) {
+	ps := make([]*Placement, 0, len(c.placements))
+	for _, p := range c.placements {
+		ps = append(ps, p)
+	}
+	return encodeState(ps)
+}
+
+// persist writes the state file. Callers do not hold mu.
+func (c *Controller) persist() error {
+	c.persistMu.Lock()
+	defer c.persistMu.Unlock()
+	c.mu.Lock()
+	data, err := c.encodeLocked()
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return writeState(c.statePath, data)
+}
+
+// appendChain chains one record.
+func (c *Controller) appendChain(kind string, payload any) (string, error) {
+	e, err := c.chain.Append(ChainSource, kind, payload)
+	if err != nil {
+		return "", fmt.Errorf("chain %s: %w", kind, err)
+	}
+	return e.Hash, nil
+}
+
+// decisionRecord is the payload of KindDecision.
+type decisionRecord struct {
+	Workload     string   `json:"workload"`
+	Kind         string   `json:"kind"`
+	Package      string   `json:"package"`
+	Version      string   `json:"version"`
+	ManifestHash string   `json:"manifest_hash"`
+	DryRun       bool     `json:"dry_run"`
+	Reason       string   `json:"reason"`
+	Replaces     string   `json:"replaces,omitempty"`
+	Chosen       string   `json:"chosen,omitempty"`
+	Variant      string   `json:"variant,omitempty"`
+	Candidates   []string `json:"candidates"`
+	Rejected     []string `json:"rejected,omitempty"`
+	Error        string   `json:"error,omitempty"`
+}
+
+// decide runs governance and the engine for order o and chains the
+// decision. It returns the decision, its id and the ranked dispatch
+// candidates.
+func (c *Controller) decide(p Package, o Order, reason, replaces string) (engine.Decision, string, []Candidate, error) {
+	v := p.Verified()
+	m := v.Manifest
+	now := c.now()
+	rule, admitted := c.conf().Policy.Kinds[m.Kind]
+	minTrust := rule.MinTier
+	if !admitted {
+		minTrust = engine.TrustPinned
+	}
+	req := request(v, o, minTrust)
+	nodes := c.view(now, m.Kind, req.Name)
+	dec, err := engine.Place(req, nodes, engine.Cluster{}, c.conf().Weights)
+	rec := decisionRecord{
+		Workload: req.Name, Kind: m.Kind, Package: m.ID, Version: m.Version,
+		ManifestHash: v.ManifestHash, DryRun: o.DryRun, Reason: reason, Replaces: replaces,
+		Candidates: []string{},
+	}
+	var pinErr *engine.PinIneligibleError
+	if err != nil && !errors.As(err, &pinErr) {
+		rec.Error = err.Error()
+		if _, cerr := c.appendChain(KindRefuse, rec); cerr != nil {
+			return engine.Decision{}, "", nil, errors.Join(err, cerr)
+		}
+		return engine.Decision{}, "", nil, fmt.Errorf("placement of %s: %w", req.Name, err)
+	}
+	if err != nil {
+		rec.Error = err.Error()
+	}
+	var cands []Candidate
+	if dec.Chosen != nil {
+		rec.Chosen, rec.Variant = dec.Chosen.Node, dec.Chosen.Variant
+		cands = append(cands, Candidate{Node: dec.Chosen.Node, Variant: dec.Chosen.Variant})
+		if o.Pin == "" {
+			for _, cd := range dec.Candidates {
+				if cd.Eligible() && cd.Node != dec.Chosen.Node {
+					cands = append(cands, Candidate{Node: cd.Node, Variant: cd.Variant})
+				}
+			}
+		}
+	}
+	for _, cd := range cands {
+		rec.Candidates = append(rec.Candidates, cd.Node)
+	}
+	for _, cd := range dec.Candidates {
+		if !cd.Eligible() {
+			rec.Rejected = append(rec.Rejected, cd.Node)
+		}
+	}
+	id, cerr := c.appendChain(KindDecision, rec)
+	if cerr != nil {
+		return engine.Decision{}, "", nil, cerr
+	}
+	return dec, id, cands, nil
+}
+
+// view builds the engine's nodes for a workload of kind named name.
+func (c *Controller) view(now time.Time, kind, name string) []engine.Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	instances := map[string][]engine.Instance{}
+	pending := map[string][]engine.Resources{}
+	for _, p := range c.placements {
+		switch p.Life {
+		case LifePlaced, LifeLost, LifeRescheduled:
+			instances[p.Node] = append(instances[p.Node], engine.Instance{Kind: p.Kind, Name: p.Workload})
+			// Placed after the node's facts were issued: their free
+			// memory does not show it yet.
+			if n, ok := c.nodes[p.Node]; ok && p.Life == LifePlaced && (n.facts == nil || !p.PlacedAt.Before(n.facts.meta.IssuedAt)) {
+				pending[p.Node] = append(pending[p.Node], p.Reserved.engine())
+			}
+		case LifeDispatching, LifeUnsettled:
+			// A decision not yet reflected in the node's facts holds its
+			// memory there.
+			pending[p.Node] = append(pending[p.Node], p.Reserved.engine())
+		}
+	}
+	ids := make([]string, 0, len(c.nodes))
+	for id := range c.nodes {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	out := make([]engine.Node, 0, len(ids))
+	for _, id := range ids {
+		n := c.nodes[id]
+		verdict, why := gate(c.conf().Policy, kind, n)
+		out = append(out, engineNode(n, now, c.conf().DeadAfter, instances[id], pending[id], verdict, why))
+	}
+	return out
+}
+
+// Place places the workload of order o (see the package doc). The error
+// is nil when a decision was made, whatever its outcome: Report says
+// what happened.
+func (c *Controller) Place(ctx context.Context, o Order) (Report, error) {
+	p, err := c.disp.VerifyPackage(ctx, o.PackageDir)
+	if err != nil {
+		c.met.placements.WithLabelValues(outError).Inc()
+		return Report{}, fmt.Errorf("%w: %w", ErrNoPackage, err)
+	}
+	return c.place(ctx, p, o, "operator", nil, c.conf().PlaceTimeout)
+}
+
+// place decides and dispatches; replaces, when set, is the placement the
+// new one replaces (a reschedule, called by Tick).
+func (c *Controller) place(ctx context.Context, p Package, o Order, reason string, replaces *Placement, timeout time.Duration) (Report, error) {
+	replID := ""
+	if replaces != nil {
+		replID = replaces.DecisionID
+	}
+	dec, id, cands, err := c.decide(p, o, reason, replID)
+	if err != nil {
+		c.met.placements.WithLabelValues(outError).Inc()
+		return Report{}, err
+	}
+	rep := Report{DecisionID: id, Decision: dec}
+	switch {
+	case o.DryRun:
+		c.met.placements.WithLabelValues(outDryRun).Inc()
+		return rep, nil
+	case len(cands) == 0:
+		c.met.placements.WithLabelValues(outUnplaceable).Inc()
+		return rep, nil
+	}
+	v := p.Verified()
+	m := v.Manifest
+	stored := o
+	stored.DryRun = false
+	if replaces != nil && replaces.Order != nil {
+		stored = *replaces.Order
+	}
+	pl := &Placement{
+		DecisionID: id, Kind: m.Kind, Workload: dec.Name, Package: m.ID, Version: m.Version,
+		ManifestHash: v.ManifestHash, Candidates: cands, Life: LifeDispatching,
+		Order: &stored,
+	}
+	if replaces != nil {
+		pl.Replaces = replaces.DecisionID
+		pl.Reschedules = replaces.Reschedules + 1
+	}
+	pl.aim(v, 0)
+	c.mu.Lock()
+	c.placements[id] = pl
+	c.busy[id] = true
+	if replaces != nil {
+		replaces.ReplacedBy = id
+	}
+	c.mu.Unlock()
+	// The decision and its candidates are on disk before the first place.
+	if err := c.persist(); err != nil {
+		c.mu.Lock()
+		delete(c.placements, id)
+		delete(c.busy, id)
+		if replaces != nil {
+			replaces.ReplacedBy = ""
+		}
+		c.mu.Unlock()
+		c.met.placements.WithLabelValues(outError).Inc()
+		return rep, err
+	}
+	rep.Attempts, err = c.dispatch(ctx, p, o, pl, timeout)
+	c.mu.Lock()
+	delete(c.busy, id)
+	switch pl.Life {
+	case LifePlaced:
+		cp := *pl
+		rep.Placed = &cp
+	case LifeUnsettled:
+		rep.Unsettled = true
+	}
+	c.mu.Unlock()
+	return rep, err
+}
+
+// aim points pl at candidate i: node, variant, the instance id the node
+// will give it, and the memory it reserves there. The caller holds mu or
+// owns pl alone.
+func (pl *Placement) aim(v *pkg.Verified, i int) {
+	cd := pl.Candidates[i]
+	pl.Cursor = i
+	pl.Node, pl.Variant = cd.Node, cd.Variant
+	var cfg ctl.InstanceConfig
+	if pl.Order != nil {
+		cfg = pl.Order.Config
+	}
+	pl.InstanceID = ctl.InstanceID(v.Manifest.ID, v.Manifest.Version, cd.Variant, v.ManifestHash, cfg, cd.Node)
+	pl.Reserved = variantResources(v.Manifest, cd.Variant)
+}
+
+// Explain renders the report: the engine's explanation, the decision id,
+// and one line per place call.
+func (r Report) Explain() string {
+	var b strings.Builder
+	b.WriteString(r.Decision.Explain())
+	if !strings.HasSuffix(b.String(), "\n") {
+		b.WriteByte('\n')
+	}
+	fmt.Fprintf(&b, "decision_id: %s\n", r.DecisionID)
+	if len(r.Attempts) > 0 {
+		b.WriteString("dispatch:\n")
+	}
+	for i, a := range r.Attempts {
+		fmt.Fprintf(&b, "  %d. %s via %s: %s", i+1, a.Node, a.Variant, a.Outcome)
+		switch {
+		case a.Code != "":
+			fmt.Fprintf(&b, " (%s: %s)", a.Code, a.Reason)
+		case a.Reason != "":
+			fmt.Fprintf(&b, " (%s)", a.Reason)
+		}
+		b.WriteByte('\n')
+	}
+	if r.Unsettled {
+		b.WriteString("unsettled: the node may hold the instance; settled on a later tick\n")
+	}
+	return b.String()
+}

@@ -1,0 +1,75 @@
+package plane
+
+import (
+	"context"
+	"time"
+
+	"github.com/nodeld/nodeld/internal/chain"
+	"github.com/nodeld/nodeld/internal/ctl"
+	"github.com/nodeld/nodeld/internal/facts"
+	"github.com/nodeld/nodeld/internal/pkg"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+)
+
+// Package is a verified package, ready to place. dispatch.VerifiedPackage
+// implements it; the adapter in cmd/nodeld hands it back to
+// dispatch.PlaceDecided.
+type Package interface {
+	Verified() *pkg.Verified
+}
+
+// Description is what one describe round trip tells the controller: the
+// node's signed facts and, when the node lets it read them, its instances.
+type Description struct {
+	// Facts are the node's signed facts as received.
+	Facts facts.Signed
+	// Status lists the node's instances (with departed ones), nil when
+	// the node did not say.
+	Status *ctl.StatusList
+}
+
+// Dispatcher is the caller side of workload.ctl, as the controller uses
+// it. Errors of attempted calls are *ctl.CallError with their class
+// (refused, unreachable, indeterminate); any other error means nothing was
+// sent. internal/dispatch implements it through an adapter in cmd/nodeld.
+type Dispatcher interface {
+	// Describe returns node's signed facts and instances.
+	Describe(ctx context.Context, node string) (Description, error)
+	// VerifyPackage verifies the package in dir against the controller's
+	// anchors and revocations.
+	VerifyPackage(ctx context.Context, dir string) (Package, error)
+	// PlaceDecided sends place (start) or load under decisionID, a
+	// decision the controller chained.
+	PlaceDecided(ctx context.Context, node string, p Package, variant string, cfg ctl.InstanceConfig, start bool, decisionID string) (ctl.PlaceResult, error)
+	// Status lists node's instances, in-flight decisions and departed
+	// instances.
+	Status(ctx context.Context, node string) (ctl.StatusList, error)
+	// Stop and Unload take an instance down; the dispatcher chains its
+	// own decision for them.
+	Stop(ctx context.Context, node, instanceID string) error
+	Unload(ctx context.Context, node, instanceID string) error
+}
+
+// Appender appends to the audit chain; *chain.Chain implements it. The
+// entry's Hash is the decision id.
+type Appender interface {
+	Append(source, kind string, payload any) (chain.Entry, error)
+}
+
+// Deps are the controller's dependencies.
+type Deps struct {
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+	// Chain receives every decision; a decision that cannot be chained is
+	// not taken. Required.
+	Chain Appender
+	// Dispatcher sends the calls. Required.
+	Dispatcher Dispatcher
+	// StatePath is the controller.json state file. Required.
+	StatePath string
+	// Logger is for Run's tick errors; nil logs nothing.
+	Logger *zap.Logger
+	// Registerer receives the nodeld_plane_* metrics; nil registers none.
+	Registerer prometheus.Registerer
+}

@@ -1,0 +1,93 @@
+package plane
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/nodeld/nodeld/internal/chain"
+)
+
+// brokenChain refuses every append.
+type brokenChain struct{}
+
+func (brokenChain) Append(string, string, any) (chain.Entry, error) {
+	return chain.Entry{}, errors.New("disk full")
+}
+
+func TestUnchainedDecisionNotTaken(t *testing.T) {
+	r, _ := newRig(t, 8)
+	c, err := New(r.cfg, r.targets, Deps{Now: r.clk.Now, Chain: brokenChain{}, Dispatcher: r.cl, StatePath: r.state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Tick(context.Background())
+	if _, err := c.Place(context.Background(), echo); err == nil {
+		t.Fatal("Place with a broken chain: no error")
+	}
+	if len(r.cl.calls) != 0 || len(c.Placements()) != 0 {
+		t.Fatalf("calls %v, placements %d", r.cl.calls, len(c.Placements()))
+	}
+}
+
+func TestUnpersistedPlacementNotDispatched(t *testing.T) {
+	r, _ := newRig(t, 8)
+	state := filepath.Join(t.TempDir(), "missing", "controller.json")
+	c, err := New(r.cfg, r.targets, Deps{Now: r.clk.Now, Chain: r.chain, Dispatcher: r.cl, StatePath: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Tick(context.Background())
+	rep, err := c.Place(context.Background(), echo)
+	if err == nil || rep.Placed != nil {
+		t.Fatalf("Place without a writable state file: %+v, %v", rep, err)
+	}
+	if len(r.cl.calls) != 0 || len(c.Placements()) != 0 {
+		t.Fatalf("calls %v, placements %d", r.cl.calls, len(c.Placements()))
+	}
+}
+
+func FuzzLoadState(f *testing.F) {
+	f.Add([]byte(`{"version":1,"placements":[]}`))
+	f.Add([]byte(`{"version":1,"placements":[{"decision_id":"` + string(make64('a')) + `","node":"n","life":"placed","candidates":[{"node":"n","variant":"v"}],"cursor":0}]}`))
+	f.Add([]byte(`{"version":2}`))
+	dir := f.TempDir()
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path := filepath.Join(dir, "controller.json")
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		ps, err := loadState(path)
+		if err != nil {
+			if !errors.Is(err, ErrBadState) {
+				t.Fatalf("error %v does not wrap ErrBadState", err)
+			}
+			return
+		}
+		// What loads encodes and loads again to the same placements.
+		b, err := encodeState(ps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		again, err := loadState(path)
+		if err != nil {
+			t.Fatalf("re-encoded state refused: %v", err)
+		}
+		if len(again) != len(ps) {
+			t.Fatalf("%d placements, then %d", len(ps), len(again))
+		}
+	})
+}
+
+func make64(c byte) []byte {
+	b := make([]byte, 64)
+	for i := range b {
+		b[i] = c
+	}
+	return b
+}

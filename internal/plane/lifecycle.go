@@ -1,0 +1,576 @@
+package plane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nodeld/nodeld/internal/ctl"
+	"github.com/nodeld/nodeld/internal/engine"
+)
+
+// lifecycleRecord is the payload of KindLifecycle, KindAlert and
+// KindOrphan.
+type lifecycleRecord struct {
+	DecisionID string `json:"decision_id"`
+	InstanceID string `json:"instance_id"`
+	Node       string `json:"node"`
+	Workload   string `json:"workload"`
+	From       string `json:"from,omitempty"`
+	To         string `json:"to,omitempty"`
+	Reason     string `json:"reason"`
+	Attempt    int    `json:"attempt,omitempty"`
+}
+
+// migrateRecord is the payload of KindMigrate.
+type migrateRecord struct {
+	Reason       string `json:"reason"`
+	Workload     string `json:"workload"`
+	FromNode     string `json:"from_node"`
+	FromInstance string `json:"from_instance"`
+	ToNode       string `json:"to_node"`
+	ToInstance   string `json:"to_instance"`
+	DecisionID   string `json:"decision_id"`
+}
+
+// described is one target's answer in a tick.
+type described struct {
+	id     string
+	err    error
+	status *ctl.StatusList
+	desc   Description
+}
+
+// Tick runs one lifecycle pass (reference 4.4): describe every target at
+// once, each within DescribeTimeout; settle unsettled decisions; mirror
+// instance states; mark the instances of dead nodes lost and reschedule
+// them; unload replaced copies on returning nodes; take back instances
+// whose node returns with them; persist. Failures are chained, counted
+// and retried on later ticks; Tick returns the joined errors of the
+// chain and the state file only.
+func (c *Controller) Tick(ctx context.Context) error {
+	c.tickMu.Lock()
+	defer c.tickMu.Unlock()
+	start := c.now()
+	defer func() { c.met.tick.Observe(c.now().Sub(start).Seconds()) }()
+
+	c.describeAll(ctx)
+	now := c.now()
+	var errs []error
+	for _, pl := range c.sortedPlacements() {
+		if ctx.Err() != nil {
+			break
+		}
+		errs = append(errs, c.step(ctx, pl, now))
+	}
+	c.updateGauges()
+	errs = append(errs, c.persist())
+	return errors.Join(errs...)
+}
+
+// describeAll describes every target concurrently and records liveness,
+// facts and instance listings.
+func (c *Controller) describeAll(ctx context.Context) {
+	c.mu.Lock()
+	ids := make([]string, 0, len(c.nodes))
+	holds := map[string]bool{}
+	for id := range c.nodes {
+		ids = append(ids, id)
+	}
+	for _, p := range c.placements {
+		holds[p.Node] = true
+	}
+	c.mu.Unlock()
+	slices.Sort(ids)
+	out := make([]described, len(ids))
+	var wg sync.WaitGroup
+	for i, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, c.conf().DescribeTimeout)
+			defer cancel()
+			d, err := c.disp.Describe(cctx, id)
+			r := described{id: id, err: err, desc: d, status: d.Status}
+			if err == nil && r.status == nil && holds[id] {
+				st, serr := c.disp.Status(cctx, id)
+				if serr == nil {
+					r.status = &st
+				}
+			}
+			out[i] = r
+		}()
+	}
+	wg.Wait()
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range out {
+		n, ok := c.nodes[r.id]
+		if !ok {
+			continue
+		}
+		n.alive, n.status = false, nil
+		if r.err != nil {
+			continue
+		}
+		if err := n.ingestFacts(r.desc.Facts, now); err != nil && !errors.Is(err, ErrStaleFacts) {
+			continue
+		}
+		n.alive, n.lastContact, n.status = true, now, r.status
+	}
+}
+
+func (c *Controller) sortedPlacements() []*Placement {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ps := make([]*Placement, 0, len(c.placements))
+	for _, p := range c.placements {
+		ps = append(ps, p)
+	}
+	slices.SortFunc(ps, func(a, b *Placement) int { return cmpString(a.DecisionID, b.DecisionID) })
+	return ps
+}
+
+// nodeView is what a tick knows of a placement's node.
+type nodeView struct {
+	known  bool
+	alive  bool
+	dead   bool
+	status *ctl.StatusList
+}
+
+func (c *Controller) nodeOf(id string, now time.Time) nodeView {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n, ok := c.nodes[id]
+	if !ok {
+		return nodeView{}
+	}
+	return nodeView{known: true, alive: n.alive, dead: n.dead(now, c.conf().DeadAfter), status: n.status}
+}
+
+// step advances one placement.
+func (c *Controller) step(ctx context.Context, pl *Placement, now time.Time) error {
+	c.mu.Lock()
+	if _, still := c.placements[pl.DecisionID]; !still || c.busy[pl.DecisionID] {
+		c.mu.Unlock()
+		return nil
+	}
+	life := pl.Life
+	c.mu.Unlock()
+	nv := c.nodeOf(pl.Node, now)
+	if !nv.known {
+		return nil
+	}
+	switch life {
+	case LifeDispatching, LifeUnsettled:
+		return c.settle(ctx, pl, nv)
+	case LifePlaced:
+		switch {
+		case nv.alive:
+			return c.mirror(ctx, pl, nv, now)
+		case nv.dead:
+			c.mu.Lock()
+			pl.WasRunning = live(pl.HostState)
+			c.mu.Unlock()
+			if err := c.transition(pl, LifeLost, "node is dead"); err != nil {
+				return err
+			}
+			return c.reschedule(ctx, pl, true, now)
+		}
+	case LifeLost:
+		switch {
+		case nv.alive:
+			return c.rejoin(ctx, pl, nv, now)
+		case nv.dead:
+			return c.reschedule(ctx, pl, true, now)
+		}
+	case LifeRescheduled:
+		if nv.alive {
+			return c.orphanUnload(ctx, pl, now)
+		}
+	}
+	return nil
+}
+
+// transition moves pl to life and chains it.
+func (c *Controller) transition(pl *Placement, to Lifecycle, reason string) error {
+	c.mu.Lock()
+	from := pl.Life
+	pl.Life = to
+	rec := lifecycleRecord{DecisionID: pl.DecisionID, InstanceID: pl.InstanceID, Node: pl.Node, Workload: pl.Workload,
+		From: string(from), To: string(to), Reason: reason}
+	c.mu.Unlock()
+	_, err := c.appendChain(KindLifecycle, rec)
+	return err
+}
+
+// forget removes pl and chains why.
+func (c *Controller) forget(pl *Placement, reason string) error {
+	c.mu.Lock()
+	delete(c.placements, pl.DecisionID)
+	rec := lifecycleRecord{DecisionID: pl.DecisionID, InstanceID: pl.InstanceID, Node: pl.Node, Workload: pl.Workload,
+		From: string(pl.Life), To: "unloaded", Reason: reason}
+	c.mu.Unlock()
+	_, err := c.appendChain(KindLifecycle, rec)
+	return err
+}
+
+// departedReason says whether a listing names iid as taken down on
+// purpose.
+func departedReason(st *ctl.StatusList, iid string) (string, bool) {
+	for _, d := range st.Departed {
+		if d.InstanceID == iid {
+			return d.Reason, true
+		}
+	}
+	return "", false
+}
+
+func findInstance(st *ctl.StatusList, iid string) (ctl.InstanceStatus, bool) {
+	for _, in := range st.Instances {
+		if in.InstanceID == iid {
+			return in, true
+		}
+	}
+	return ctl.InstanceStatus{}, false
+}
+
+// mirror copies the host's state of a placed instance on a node that
+// answers (reference 4.4 step 3).
+func (c *Controller) mirror(ctx context.Context, pl *Placement, nv nodeView, now time.Time) error {
+	if nv.status == nil {
+		return nil
+	}
+	if in, ok := findInstance(nv.status, pl.InstanceID); ok {
+		c.mu.Lock()
+		pl.HostState = in.Lifecycle
+		if live(in.Lifecycle) {
+			pl.WasRunning = true
+		}
+		c.mu.Unlock()
+		return nil
+	}
+	if why, ok := departedReason(nv.status, pl.InstanceID); ok {
+		return c.forget(pl, "no longer on its node: "+why)
+	}
+	c.mu.Lock()
+	wasLive := live(pl.HostState)
+	pl.WasRunning = wasLive
+	c.mu.Unlock()
+	if !wasLive {
+		return c.forget(pl, "no longer on its node")
+	}
+	if err := c.transition(pl, LifeLost, "instance missing though its node is up (restart?)"); err != nil {
+		return err
+	}
+	return c.reschedule(ctx, pl, false, now)
+}
+
+// rejoin handles a lost instance whose node answers again (reference 4.7).
+func (c *Controller) rejoin(ctx context.Context, pl *Placement, nv nodeView, now time.Time) error {
+	if nv.status == nil {
+		return nil
+	}
+	if c.replacementPending(pl) {
+		// A replacement is being placed; whatever it becomes, this copy is
+		// settled by it (an orphan unload if it places).
+		return nil
+	}
+	if in, ok := findInstance(nv.status, pl.InstanceID); ok {
+		c.mu.Lock()
+		pl.HostState = in.Lifecycle
+		pl.Attempts, pl.LastError, pl.NextAttempt = 0, "", time.Time{}
+		c.mu.Unlock()
+		return c.transition(pl, LifePlaced, "node rejoined with the instance")
+	}
+	if why, ok := departedReason(nv.status, pl.InstanceID); ok {
+		return c.forget(pl, "taken down while unreachable: "+why)
+	}
+	return c.reschedule(ctx, pl, false, now)
+}
+
+// replacedNodeAnswers reports whether pl replaces a lost instance whose
+// node answered in this tick.
+func (c *Controller) replacedNodeAnswers(pl *Placement) bool {
+	c.mu.Lock()
+	old, ok := c.placements[pl.Replaces]
+	lost := ok && pl.Replaces != "" && old.Life == LifeLost
+	var node string
+	if lost {
+		node = old.Node
+	}
+	c.mu.Unlock()
+	return lost && c.nodeOf(node, c.now()).alive
+}
+
+// replacementPending reports whether pl's replacement is still being
+// placed.
+func (c *Controller) replacementPending(pl *Placement) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if pl.ReplacedBy == "" {
+		return false
+	}
+	r, ok := c.placements[pl.ReplacedBy]
+	return ok && (r.Life == LifeDispatching || r.Life == LifeUnsettled)
+}
+
+// alert chains an alert for pl when the reason is new.
+func (c *Controller) alert(pl *Placement, reason string) (isNew bool, err error) {
+	c.mu.Lock()
+	if pl.LastError == reason {
+		c.mu.Unlock()
+		return false, nil
+	}
+	pl.LastError = reason
+	rec := lifecycleRecord{DecisionID: pl.DecisionID, InstanceID: pl.InstanceID, Node: pl.Node, Workload: pl.Workload, Reason: reason}
+	c.mu.Unlock()
+	_, err = c.appendChain(KindAlert, rec)
+	return true, err
+}
+
+// reschedule places a lost instance again (reference 4.5): avoiding its
+// node when that is dead, with backoff after failures. Failed attempts
+// never stop; successful moves stop at MaxReschedules.
+func (c *Controller) reschedule(ctx context.Context, pl *Placement, nodeDead bool, now time.Time) error {
+	c.mu.Lock()
+	wait := now.Before(pl.NextAttempt)
+	wasRunning, order, n := pl.WasRunning, pl.Order, pl.Reschedules
+	c.mu.Unlock()
+	if wait || c.replacementPending(pl) {
+		return nil
+	}
+	var block string
+	switch {
+	case !wasRunning:
+		block = "lost, not placed again: it was not running when it was lost"
+	case order == nil:
+		block = "lost, not placed again: no stored placement order (adopted instance)"
+	case n >= c.conf().MaxReschedules:
+		block = fmt.Sprintf("lost, not placed again: already rescheduled %d times", n)
+	case order.Pin != "" && nodeDead:
+		block = "lost, not placed again: pinned to " + order.Pin
+	}
+	if block != "" {
+		isNew, err := c.alert(pl, block)
+		if isNew {
+			c.met.reschedule.WithLabelValues(outBlocked).Inc()
+		}
+		return err
+	}
+	o := *order
+	o.DryRun = false
+	o.Avoid = slices.Clone(o.Avoid)
+	if nodeDead {
+		o.Avoid = append(o.Avoid, pl.Node)
+	}
+	reason := "instance_lost"
+	if nodeDead {
+		reason = "node_dead"
+	}
+	p, err := c.disp.VerifyPackage(ctx, o.PackageDir)
+	if err != nil {
+		c.rescheduleFailed(pl, "package: "+err.Error())
+		return nil
+	}
+	rep, err := c.place(ctx, p, o, reason, pl, c.conf().RescheduleTimeout)
+	if err != nil && rep.DecisionID == "" {
+		c.rescheduleFailed(pl, err.Error())
+		return nil
+	}
+	if rep.DecisionID != "" && rep.Placed == nil && !rep.Unsettled {
+		c.mu.Lock()
+		_, inFlight := c.placements[rep.DecisionID]
+		c.mu.Unlock()
+		if !inFlight && (rep.Decision.Chosen == nil) {
+			c.rescheduleFailed(pl, "no eligible node")
+		}
+	}
+	return err
+}
+
+// rescheduleFailed records a failed reschedule: backoff doubling to
+// MaxBackoff, a refusal chained when the reason is new, and an alert when
+// the attempts reach MaxReschedules. It never gives up.
+func (c *Controller) rescheduleFailed(pl *Placement, why string) {
+	now := c.now()
+	c.mu.Lock()
+	pl.ReplacedBy = ""
+	pl.Attempts++
+	pl.NextAttempt = now.Add(backoff(c.conf().RetryBackoff, pl.Attempts))
+	attempt := pl.Attempts
+	isNew := pl.LastError != why
+	pl.LastError = why
+	rec := lifecycleRecord{DecisionID: pl.DecisionID, InstanceID: pl.InstanceID, Node: pl.Node, Workload: pl.Workload,
+		Reason: "reschedule failed: " + why, Attempt: attempt}
+	c.mu.Unlock()
+	c.met.reschedule.WithLabelValues(outFailed).Inc()
+	if isNew {
+		// Best effort: the backoff holds whether or not this is chained.
+		_, _ = c.appendChain(KindRefuse, rec)
+	}
+	if attempt == c.conf().MaxReschedules {
+		rec.Reason = fmt.Sprintf("no node after %d attempts; still retrying with backoff (at most every %s)", attempt, MaxBackoff)
+		_, _ = c.appendChain(KindAlert, rec)
+	}
+}
+
+// replaced finishes a successful reschedule: the new placement is
+// persisted already; now the old one is marked rescheduled (its copy is
+// unloaded at once if its node answers with it, else when it returns) or
+// forgotten (its node answered without it, or the new instance is the
+// same one).
+func (c *Controller) replaced(ctx context.Context, old, nu *Placement) error {
+	now := c.now()
+	nv := c.nodeOf(old.Node, now)
+	c.mu.Lock()
+	old.ReplacedBy = nu.DecisionID
+	old.Attempts, old.NextAttempt = 0, time.Time{}
+	rec := migrateRecord{Workload: old.Workload, FromNode: old.Node, FromInstance: old.InstanceID,
+		ToNode: nu.Node, ToInstance: nu.InstanceID, DecisionID: nu.DecisionID, Reason: "node_dead"}
+	c.mu.Unlock()
+	c.met.reschedule.WithLabelValues(outPlaced).Inc()
+	var err error
+	present := false
+	if nv.alive && nv.status != nil {
+		_, present = findInstance(nv.status, old.InstanceID)
+	}
+	switch {
+	case old.Node == nu.Node && old.InstanceID == nu.InstanceID:
+		// The node names instances after the workload: the new one is the
+		// old one; there is nothing to unload.
+		rec.Reason = "instance_lost"
+		err = c.forget(old, "replaced by the same instance on "+nu.Node)
+	case nv.alive && nv.status != nil && !present:
+		rec.Reason = "instance_lost"
+		err = c.forget(old, "replaced after loss on "+nu.Node)
+	default:
+		err = c.transition(old, LifeRescheduled, "replaced on "+nu.Node)
+	}
+	_, cerr := c.appendChain(KindMigrate, rec)
+	err = errors.Join(err, cerr, c.persist())
+	if present && old.Life == LifeRescheduled {
+		// Its node answers with the old copy: unload it now rather than
+		// run two copies until the next tick.
+		err = errors.Join(err, c.orphanUnload(ctx, old, c.now()))
+	}
+	return err
+}
+
+// orphanUnload unloads a replaced copy from a node that answers again
+// (reference 4.6).
+func (c *Controller) orphanUnload(ctx context.Context, pl *Placement, now time.Time) error {
+	c.mu.Lock()
+	wait := now.Before(pl.NextAttempt)
+	node, iid := pl.Node, pl.InstanceID
+	c.mu.Unlock()
+	if wait {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, c.conf().DescribeTimeout)
+	err := c.disp.Unload(cctx, node, iid)
+	cancel()
+	var ce *ctl.CallError
+	if err == nil || (errors.As(err, &ce) && ce.Refusal != nil && ce.Refusal.Code == ctl.CodeUnknownInstance) {
+		c.mu.Lock()
+		delete(c.placements, pl.DecisionID)
+		rec := lifecycleRecord{DecisionID: pl.DecisionID, InstanceID: iid, Node: node, Workload: pl.Workload,
+			From: string(LifeRescheduled), To: "unloaded", Reason: "orphan unloaded"}
+		c.mu.Unlock()
+		_, cerr := c.appendChain(KindOrphan, rec)
+		return cerr
+	}
+	c.mu.Lock()
+	pl.Attempts++
+	pl.NextAttempt = now.Add(backoff(c.conf().RetryBackoff, pl.Attempts))
+	c.mu.Unlock()
+	_, aerr := c.alert(pl, "replaced copy not unloaded on the returned node: "+err.Error())
+	return aerr
+}
+
+// settle settles a decision whose place went unanswered (or was under way
+// at a crash), once its node answers: the instance is there (adopt it),
+// the node is still handling it (wait), or it is not (carry on down the
+// candidates).
+func (c *Controller) settle(ctx context.Context, pl *Placement, nv nodeView) error {
+	if !nv.alive {
+		return nil
+	}
+	c.mu.Lock()
+	pl.Life = LifeUnsettled
+	id, iid := pl.DecisionID, pl.InstanceID
+	c.mu.Unlock()
+	var st ctl.StatusList
+	if nv.status != nil {
+		st = *nv.status
+	} else {
+		cctx, cancel := context.WithTimeout(ctx, c.conf().DescribeTimeout)
+		s, err := c.disp.Status(cctx, pl.Node)
+		cancel()
+		if err != nil {
+			return nil
+		}
+		st = s
+	}
+	found, state, settled, _ := matchStatus(st, id, iid)
+	switch {
+	case found:
+		c.met.dispatches.WithLabelValues(outAdopted).Inc()
+		return c.settled(ctx, pl, KindAdopted, iid, state, 0)
+	case !settled:
+		return nil
+	case c.replacedNodeAnswers(pl):
+		// The node of the instance this one would replace answers again:
+		// it rejoins or is placed again from there, not here.
+		c.abandon(pl, "the node of the replaced instance answers again")
+		return nil
+	}
+	c.mu.Lock()
+	next := pl.Cursor + 1
+	order := pl.Order
+	c.mu.Unlock()
+	if order == nil || next >= len(pl.Candidates) {
+		c.abandon(pl, "the unanswered place did not place the instance")
+		return nil
+	}
+	p, err := c.disp.VerifyPackage(ctx, order.PackageDir)
+	if err != nil {
+		c.abandon(pl, "package: "+err.Error())
+		return nil
+	}
+	c.mu.Lock()
+	pl.Cursor = next
+	c.busy[id] = true
+	c.mu.Unlock()
+	_, err = c.dispatch(ctx, p, *order, pl, c.conf().RescheduleTimeout)
+	c.mu.Lock()
+	delete(c.busy, id)
+	c.mu.Unlock()
+	return err
+}
+
+// updateGauges sets the liveness and unsettled gauges.
+func (c *Controller) updateGauges() {
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	counts := map[engine.Liveness]int{}
+	for _, n := range c.nodes {
+		counts[n.liveness(now, c.conf().DeadAfter)]++
+	}
+	unsettled := 0
+	for _, p := range c.placements {
+		if p.Life == LifeUnsettled {
+			unsettled++
+		}
+	}
+	for _, l := range []engine.Liveness{engine.Alive, engine.Suspect, engine.Dead} {
+		c.met.nodes.WithLabelValues(l.String()).Set(float64(counts[l]))
+	}
+	c.met.unsettled.Set(float64(unsettled))
+}

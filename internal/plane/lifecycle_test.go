@@ -1,0 +1,538 @@
+package plane
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nodeld/nodeld/internal/chain"
+	"github.com/nodeld/nodeld/internal/ctl"
+)
+
+// hostOf returns the fake host of a node id.
+func hostOf(hs []*fakeHost, id string) *fakeHost {
+	for _, h := range hs {
+		if h.id == id {
+			return h
+		}
+	}
+	return nil
+}
+
+// liveCopies counts the copies of pkgID on hosts that are not killed.
+func (r *rig) liveCopies(pkgID string) int {
+	r.cl.mu.Lock()
+	defer r.cl.mu.Unlock()
+	n := 0
+	for _, h := range r.cl.hosts {
+		if h.down {
+			continue
+		}
+		for _, in := range h.instances {
+			if in.Package == pkgID {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func (r *rig) step() {
+	r.t.Helper()
+	r.clk.Advance(r.cfg.Tick)
+	r.tick()
+}
+
+func chainHas(es []chain.Entry, frag string) bool {
+	for _, e := range es {
+		if strings.Contains(string(e.Payload), frag) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestDeadNodeRescheduledThenOrphanUnloaded(t *testing.T) {
+	r, hs := newRig(t, 8, 8)
+	r.tick()
+	rep := r.place(echo)
+	old := hostOf(hs, rep.Placed.Node)
+	r.cl.set(old, func(h *fakeHost) { h.down = true })
+	killed := r.clk.Now()
+
+	// Unreachable is not dead: nothing happens on the first ticks.
+	r.step()
+	if ps := r.c.Placements(); ps[0].Life != LifePlaced {
+		t.Fatalf("acted on a node that is merely unreachable: %+v", ps[0])
+	}
+	limit := killed.Add(r.cfg.DeadAfter + 2*r.cfg.Tick)
+	for r.liveCopies("echo") == 0 && !r.clk.Now().After(limit) {
+		r.step()
+	}
+	if r.liveCopies("echo") != 1 {
+		t.Fatalf("not rescheduled within dead_after + 2 ticks (now %s after the kill)", r.clk.Now().Sub(killed))
+	}
+	// Nothing more while the node stays down.
+	for range 5 {
+		r.step()
+	}
+	if n := r.liveCopies("echo"); n != 1 {
+		t.Fatalf("%d live copies", n)
+	}
+	if n := len(r.entries(KindMigrate)); n != 1 {
+		t.Errorf("%d migrations chained, want 1", n)
+	}
+	if !chainHas(r.entries(KindLifecycle), "node is dead") {
+		t.Errorf("loss not chained")
+	}
+	var lives []Lifecycle
+	for _, p := range r.c.Placements() {
+		lives = append(lives, p.Life)
+		if p.DecisionID == rep.DecisionID && p.Life != LifeRescheduled {
+			t.Errorf("old placement %s, want rescheduled", p.Life)
+		}
+	}
+	if len(lives) != 2 {
+		t.Fatalf("placements %v", lives)
+	}
+
+	// The node returns with its copy: it is unloaded; one copy remains.
+	r.cl.set(old, func(h *fakeHost) { h.down = false })
+	r.step()
+	r.wantCopies("echo", 1)
+	ps := r.c.Placements()
+	if len(ps) != 1 || ps[0].Life != LifePlaced || ps[0].Node == old.id || ps[0].Reschedules != 1 {
+		t.Fatalf("after the return: %+v", ps)
+	}
+	if len(r.entries(KindOrphan)) != 1 {
+		t.Errorf("orphan unload not chained")
+	}
+}
+
+func TestFrozenNodeDoesNotStallTick(t *testing.T) {
+	r, hs := newRig(t, 8, 8)
+	r.cfg.DescribeTimeout = 50 * time.Millisecond
+	r.restart()
+	r.cl.set(hs[0], func(h *fakeHost) { h.frozen = true })
+	done := make(chan error, 1)
+	go func() { done <- r.c.Tick(context.Background()) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a frozen node stalled the tick")
+	}
+	rep := r.place(echo)
+	if rep.Placed == nil || rep.Placed.Node != hs[1].id {
+		t.Fatalf("placed %+v, want on the answering node", rep.Placed)
+	}
+}
+
+func TestRescheduleBackoffDoublesAndNeverStops(t *testing.T) {
+	r, hs := newRig(t, 8, 0)
+	r.tick()
+	rep := r.place(echo)
+	if rep.Placed == nil || rep.Placed.Node != hs[0].id {
+		t.Fatalf("placed %+v", rep.Placed)
+	}
+	r.cl.set(hs[0], func(h *fakeHost) { h.down = true })
+	var prev time.Time
+	var gaps []time.Duration
+	attempts := 0
+	for len(gaps) < 7 {
+		r.step()
+		p := r.c.Placements()[0]
+		if p.Attempts != attempts {
+			if p.Attempts != attempts+1 {
+				t.Fatalf("attempts jumped from %d to %d", attempts, p.Attempts)
+			}
+			if !prev.IsZero() {
+				gaps = append(gaps, r.clk.Now().Sub(prev))
+			}
+			prev, attempts = r.clk.Now(), p.Attempts
+			if want := r.clk.Now().Add(backoff(r.cfg.RetryBackoff, attempts)); !p.NextAttempt.Equal(want) {
+				t.Errorf("attempt %d: next %s, want %s", attempts, p.NextAttempt, want)
+			}
+		}
+		if r.clk.Now().Sub(t0) > 2*time.Hour {
+			t.Fatal("reschedule attempts stopped")
+		}
+	}
+	want := []time.Duration{10, 20, 40, 80, 160, 300, 300}
+	for i, g := range gaps {
+		if g != want[i]*time.Second {
+			t.Errorf("gap %d = %s, want %s", i+1, g, want[i]*time.Second)
+		}
+	}
+	// The same failure is chained once; the cap raises one alert.
+	if n := len(r.entries(KindRefuse)); n != 1 {
+		t.Errorf("%d reschedule refusals chained, want 1", n)
+	}
+	if !chainHas(r.entries(KindAlert), "still retrying") {
+		t.Errorf("no still-retrying alert")
+	}
+	// Capacity returns: placed on the next attempt.
+	r.cl.set(hs[1], func(h *fakeHost) { h.facts.MemFreeBytes = 8 << 30 })
+	for range 70 {
+		r.step()
+		if r.liveCopies("echo") == 1 {
+			break
+		}
+	}
+	if r.liveCopies("echo") != 1 {
+		t.Fatal("not placed once capacity returned")
+	}
+}
+
+func TestMaxReschedulesAlert(t *testing.T) {
+	r, hs := newRig(t, 8, 8, 8)
+	r.cfg.MaxReschedules = 1
+	r.restart()
+	r.tick()
+	rep := r.place(echo)
+	first := hostOf(hs, rep.Placed.Node)
+	r.cl.set(first, func(h *fakeHost) { h.down = true })
+	for range 10 {
+		r.step()
+	}
+	if r.liveCopies("echo") != 1 {
+		t.Fatal("first loss not rescheduled")
+	}
+	var second *fakeHost
+	for _, p := range r.c.Placements() {
+		if p.Life == LifePlaced {
+			second = hostOf(hs, p.Node)
+		}
+	}
+	r.cl.set(second, func(h *fakeHost) { h.down = true })
+	for range 10 {
+		r.step()
+	}
+	if n := r.liveCopies("echo"); n != 0 {
+		t.Fatalf("moved past max_reschedules: %d live copies", n)
+	}
+	if !chainHas(r.entries(KindAlert), "already rescheduled 1 times") {
+		t.Errorf("no max-reschedules alert")
+	}
+	if n := len(r.entries(KindAlert)); n != 1 {
+		t.Errorf("%d alerts, want 1", n)
+	}
+}
+
+func TestRejoin(t *testing.T) {
+	r, hs := newRig(t, 8)
+	r.tick()
+	r.place(echo)
+	r.cl.set(hs[0], func(h *fakeHost) { h.down = true })
+	for range 10 {
+		r.step()
+	}
+	if p := r.c.Placements()[0]; p.Life != LifeLost || p.Attempts == 0 {
+		t.Fatalf("after the node died: %+v", p)
+	}
+	calls := len(r.cl.calls)
+	r.cl.set(hs[0], func(h *fakeHost) { h.down = false })
+	r.step()
+	p := r.c.Placements()[0]
+	if p.Life != LifePlaced || p.Attempts != 0 || p.HostState != ctl.StateRunning {
+		t.Fatalf("after the rejoin: %+v", p)
+	}
+	if len(r.cl.calls) != calls {
+		t.Errorf("calls on rejoin: %v", r.cl.calls[calls:])
+	}
+	r.wantCopies("echo", 1)
+}
+
+func TestRebootWithoutInstanceReplaced(t *testing.T) {
+	r, hs := newRig(t, 8, 8)
+	r.tick()
+	rep := r.place(echo)
+	h := hostOf(hs, rep.Placed.Node)
+	r.cl.set(h, func(h *fakeHost) { clear(h.instances) })
+	r.step()
+	r.wantCopies("echo", 1)
+	ps := r.c.Placements()
+	if len(ps) != 1 || ps[0].Life != LifePlaced || ps[0].DecisionID == rep.DecisionID || ps[0].Reschedules != 1 {
+		t.Fatalf("after the reboot: %+v", ps)
+	}
+	if !chainHas(r.entries(KindMigrate), "instance_lost") {
+		t.Errorf("migration not chained as instance_lost")
+	}
+}
+
+func TestUnloadedBehindTheBackIsGone(t *testing.T) {
+	r, _ := newRig(t, 8, 8)
+	r.tick()
+	rep := r.place(echo)
+	if err := r.cl.Unload(context.Background(), rep.Placed.Node, rep.Placed.InstanceID); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		r.step()
+	}
+	if ps := r.c.Placements(); len(ps) != 0 {
+		t.Fatalf("placements %+v", ps)
+	}
+	r.wantCopies("echo", 0)
+}
+
+func TestRestartThenRescheduleAfterDeath(t *testing.T) {
+	r, hs := newRig(t, 8, 8)
+	r.tick()
+	rep := r.place(echo)
+	r.cl.set(hostOf(hs, rep.Placed.Node), func(h *fakeHost) { h.down = true })
+	r.restart()
+	for range 10 {
+		r.step()
+	}
+	if r.liveCopies("echo") != 1 {
+		t.Fatal("a restarted controller did not reschedule")
+	}
+}
+
+func TestCrashDuringRescheduleNeverTwoCopies(t *testing.T) {
+	r, hs := newRig(t, 8, 8)
+	r.tick()
+	rep := r.place(echo)
+	old := hostOf(hs, rep.Placed.Node)
+	other := hs[0]
+	if other == old {
+		other = hs[1]
+	}
+	r.cl.set(old, func(h *fakeHost) { h.down = true })
+	// The replacement's place is made, the host acts, and the controller
+	// crashes before the answer: the file holds the new placement
+	// (dispatching) and the old one (lost, replaced by it).
+	var atCall []byte
+	r.cl.set(other, func(h *fakeHost) { h.place = placeLostAfterActing })
+	hook := &hookDispatcher{fakeCluster: r.cl, before: func() {
+		b, err := os.ReadFile(r.state)
+		if err != nil {
+			t.Error(err)
+		}
+		atCall = b
+	}}
+	c, err := New(r.cfg, r.targets, Deps{Now: r.clk.Now, Chain: r.chain, Dispatcher: hook, StatePath: r.state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		r.clk.Advance(r.cfg.Tick)
+		c.Tick(context.Background())
+		if atCall != nil {
+			break
+		}
+	}
+	if atCall == nil {
+		t.Fatal("no reschedule happened")
+	}
+	if err := os.WriteFile(r.state, atCall, StateFileMode); err != nil {
+		t.Fatal(err)
+	}
+	r.cl.set(other, func(h *fakeHost) { h.place = placeOK })
+	r.restart()
+	for range 5 {
+		r.step()
+	}
+	if n := r.liveCopies("echo"); n != 1 {
+		t.Fatalf("%d live copies after the crash", n)
+	}
+	r.cl.set(old, func(h *fakeHost) { h.down = false })
+	r.step()
+	r.wantCopies("echo", 1)
+}
+
+func TestRefusedOrphanUnloadBacksOff(t *testing.T) {
+	r, hs := newRig(t, 8, 8)
+	r.tick()
+	rep := r.place(echo)
+	old := hostOf(hs, rep.Placed.Node)
+	r.cl.set(old, func(h *fakeHost) { h.down = true })
+	for range 10 {
+		r.step()
+	}
+	refusal := ctl.NewRefusal(ctl.CodeGovernance, "not now")
+	r.cl.set(old, func(h *fakeHost) { h.down = false; h.unloadErr = refusal })
+	unloads := func() int {
+		r.cl.mu.Lock()
+		defer r.cl.mu.Unlock()
+		n := 0
+		for _, c := range r.cl.calls {
+			if c == "unload "+old.id {
+				n++
+			}
+		}
+		return n
+	}
+	r.step() // first attempt fails; next in 10 s
+	if unloads() != 1 {
+		t.Fatalf("%d unloads, want 1", unloads())
+	}
+	r.step() // 5 s later: inside the backoff
+	if unloads() != 1 {
+		t.Fatalf("unload retried during the backoff")
+	}
+	r.step() // 10 s: retried, fails again (20 s backoff)
+	if unloads() != 2 {
+		t.Fatalf("%d unloads, want 2", unloads())
+	}
+	alerts := 0
+	for _, e := range r.entries(KindAlert) {
+		if strings.Contains(string(e.Payload), "not unloaded") {
+			alerts++
+		}
+	}
+	if alerts != 1 {
+		t.Errorf("the same failure chained %d times, want once", alerts)
+	}
+	r.cl.set(old, func(h *fakeHost) { h.unloadErr = nil })
+	for range 5 {
+		r.step()
+	}
+	r.wantCopies("echo", 1)
+	if n := len(r.c.Placements()); n != 1 {
+		t.Errorf("%d placements, want 1", n)
+	}
+}
+
+func TestPinnedInstanceAlertsThenRecovers(t *testing.T) {
+	r, hs := newRig(t, 8, 8)
+	r.tick()
+	o := echo
+	o.Pin = hs[0].id
+	rep := r.place(o)
+	if rep.Placed == nil || rep.Placed.Node != hs[0].id {
+		t.Fatalf("placed %+v", rep.Placed)
+	}
+	r.cl.set(hs[0], func(h *fakeHost) { h.down = true })
+	for range 10 {
+		r.step()
+	}
+	if r.liveCopies("echo") != 0 {
+		t.Fatal("a pinned instance moved")
+	}
+	if !chainHas(r.entries(KindAlert), "pinned to") || len(r.entries(KindAlert)) != 1 {
+		t.Errorf("alerts: %d", len(r.entries(KindAlert)))
+	}
+	r.cl.set(hs[0], func(h *fakeHost) { h.down = false })
+	r.step()
+	if p := r.c.Placements()[0]; p.Life != LifePlaced || p.Node != hs[0].id {
+		t.Fatalf("after the return: %+v", p)
+	}
+	r.wantCopies("echo", 1)
+}
+
+func TestStoppedInstanceNotPlacedAgain(t *testing.T) {
+	r, hs := newRig(t, 8, 8)
+	r.tick()
+	rep := r.place(echo)
+	h := hostOf(hs, rep.Placed.Node)
+	r.cl.set(h, func(h *fakeHost) {
+		in := h.instances[rep.Placed.InstanceID]
+		in.Lifecycle = ctl.StateStopped
+		h.instances[rep.Placed.InstanceID] = in
+	})
+	r.step()
+	r.cl.set(h, func(h *fakeHost) { h.down = true })
+	for range 10 {
+		r.step()
+	}
+	if r.liveCopies("echo") != 0 {
+		t.Fatal("a stopped instance was started elsewhere")
+	}
+	if !chainHas(r.entries(KindAlert), "not running") {
+		t.Error("no not-running alert")
+	}
+}
+
+// TestUnsettledReplacementYieldsToReturningNode: a replacement whose place
+// went unanswered is not carried on to the next candidate once the node
+// of the instance it replaces answers again (found by the property test,
+// seed 80: the returning copy and the carried-on replacement both ran).
+func TestUnsettledReplacementYieldsToReturningNode(t *testing.T) {
+	r, hs := newRig(t, 8, 8, 8)
+	r.tick()
+	rep := r.place(echo)
+	old := hostOf(hs, rep.Placed.Node)
+	r.cl.set(old, func(h *fakeHost) { h.down = true })
+	for _, h := range hs {
+		if h != old {
+			r.cl.set(h, func(h *fakeHost) { h.place = placeLostNoAct; h.statusErr = true })
+		}
+	}
+	unsettled := false
+	for range 10 {
+		r.step()
+		for _, p := range r.c.Placements() {
+			unsettled = unsettled || p.Life == LifeUnsettled
+		}
+		if unsettled {
+			break
+		}
+	}
+	if !unsettled {
+		t.Fatalf("no unsettled replacement: %+v", r.c.Placements())
+	}
+	for _, h := range hs {
+		r.cl.set(h, func(h *fakeHost) { h.down = false; h.place = placeOK; h.statusErr = false })
+	}
+	for range 3 {
+		r.step()
+		if n := r.liveCopies("echo"); n != 1 {
+			t.Fatalf("%d copies", n)
+		}
+	}
+	ps := r.c.Placements()
+	if len(ps) != 1 || ps[0].DecisionID != rep.DecisionID || ps[0].Life != LifePlaced {
+		t.Fatalf("placements %+v, want the original back", ps)
+	}
+}
+
+// TestListingByStatusWhenDescribeHasNone: a node whose describe carries no
+// instance listing is asked for one, so its reboot is still seen.
+func TestListingByStatusWhenDescribeHasNone(t *testing.T) {
+	r, hs := newRig(t, 8, 8)
+	for _, h := range hs {
+		r.cl.set(h, func(h *fakeHost) { h.noListing = true })
+	}
+	r.tick()
+	rep := r.place(echo)
+	r.cl.set(hostOf(hs, rep.Placed.Node), func(h *fakeHost) { clear(h.instances) })
+	r.step()
+	r.wantCopies("echo", 1)
+	if ps := r.c.Placements(); len(ps) != 1 || ps[0].DecisionID == rep.DecisionID {
+		t.Fatalf("reboot not seen: %+v", ps)
+	}
+}
+
+// TestOtherKeyIsNotContact: a node answering with facts signed by another
+// key than its pinned one is not alive, and goes dead in time.
+func TestOtherKeyIsNotContact(t *testing.T) {
+	r, hs := newRig(t, 8, 8)
+	r.tick()
+	rep := r.place(echo)
+	h := hostOf(hs, rep.Placed.Node)
+	other, _ := testKey(t, 77)
+	r.cl.set(h, func(h *fakeHost) { h.key = other })
+	for range 10 {
+		r.step()
+	}
+	r.c.mu.Lock()
+	alive := r.c.nodes[h.id].alive
+	r.c.mu.Unlock()
+	if alive {
+		t.Fatal("a node answering with another key counts as alive")
+	}
+	ps := r.c.Placements()
+	moved := false
+	for _, p := range ps {
+		moved = moved || (p.Life == LifePlaced && p.Node != h.id)
+	}
+	if !moved {
+		t.Fatalf("not rescheduled off the re-keyed node: %+v", ps)
+	}
+}

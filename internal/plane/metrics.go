@@ -1,0 +1,72 @@
+package plane
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the nodeld_plane_* metrics.
+type metrics struct {
+	placements *prometheus.CounterVec
+	dispatches *prometheus.CounterVec
+	reschedule *prometheus.CounterVec
+	nodes      *prometheus.GaugeVec
+	unsettled  prometheus.Gauge
+	tick       prometheus.Histogram
+}
+
+// Outcome label values.
+const (
+	outPlaced      = "placed"
+	outUnplaceable = "unplaceable"
+	outDryRun      = "dry_run"
+	outExhausted   = "exhausted"
+	outUnsettled   = "unsettled"
+	outError       = "error"
+	outRefused     = "refused"
+	outUnreachable = "unreachable"
+	outIndeterm    = "indeterminate"
+	outAdopted     = "adopted"
+	outFailed      = "failed"
+	outBlocked     = "blocked"
+)
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		placements: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodeld_plane_placements_total",
+			Help: "Placement decisions by outcome: placed, unplaceable, dry_run, exhausted, unsettled, error.",
+		}, []string{"outcome"}),
+		dispatches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodeld_plane_dispatch_attempts_total",
+			Help: "Place calls by outcome: placed, refused, unreachable, indeterminate, adopted, error.",
+		}, []string{"outcome"}),
+		reschedule: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodeld_plane_reschedules_total",
+			Help: "Reschedules of lost instances by outcome: placed, failed, blocked.",
+		}, []string{"outcome"}),
+		nodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "nodeld_plane_nodes",
+			Help: "Targets by liveness: alive, suspect, dead.",
+		}, []string{"liveness"}),
+		unsettled: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "nodeld_plane_unsettled_decisions",
+			Help: "Decisions whose place went without an answer and are not reconciled yet.",
+		}),
+		tick: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "nodeld_plane_tick_duration_seconds",
+			Help:    "Duration of one lifecycle tick.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 12),
+		}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.placements, m.dispatches, m.reschedule, m.nodes, m.unsettled, m.tick} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register plane metrics: %w", err)
+		}
+	}
+	return m, nil
+}

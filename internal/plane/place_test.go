@@ -1,0 +1,439 @@
+package plane
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/nodeld/nodeld/internal/ctl"
+	"github.com/nodeld/nodeld/internal/engine"
+	"github.com/nodeld/nodeld/internal/pkg"
+)
+
+// rankOrder returns the ranked candidates of a dry run.
+func (r *rig) rankOrder() []string {
+	r.t.Helper()
+	o := echo
+	o.DryRun = true
+	rep := r.place(o)
+	var out []string
+	for _, c := range rep.Decision.Candidates {
+		if c.Eligible() {
+			out = append(out, c.Node)
+		}
+	}
+	return out
+}
+
+func outcomes(as []Attempt) []string {
+	var out []string
+	for _, a := range as {
+		out = append(out, a.Node+" "+a.Outcome)
+	}
+	return out
+}
+
+func TestPlaceGoesToBestNode(t *testing.T) {
+	r, hs := newRig(t, 8, 16, 0)
+	r.tick()
+	rep := r.place(echo)
+	if rep.Decision.Chosen == nil || rep.Placed == nil {
+		t.Fatalf("not placed:\n%s", rep.Decision.Explain())
+	}
+	if rep.Placed.Node != rep.Decision.Chosen.Node {
+		t.Errorf("placed on %s, engine chose %s", rep.Placed.Node, rep.Decision.Chosen.Node)
+	}
+	if rep.Placed.Node == hs[2].id {
+		t.Errorf("placed on the node without free memory")
+	}
+	r.wantCopies("echo", 1)
+	// The decision id is the chain hash of the decision entry.
+	ds := r.entries(KindDecision)
+	if len(ds) != 1 || ds[0].Hash != rep.DecisionID || rep.Placed.DecisionID != rep.DecisionID {
+		t.Errorf("decision id %s, chained decisions %d", rep.DecisionID, len(ds))
+	}
+	if len(r.entries(KindPlaced)) != 1 {
+		t.Errorf("placement not chained")
+	}
+	// Persisted, 0600.
+	fi, err := os.Stat(r.state)
+	if err != nil || fi.Mode().Perm() != StateFileMode {
+		t.Fatalf("state file: %v mode %v", err, fi.Mode())
+	}
+}
+
+func TestDryRunAndUnplaceableAreChained(t *testing.T) {
+	r, _ := newRig(t, 8)
+	// Before any tick no node is alive: unplaceable, still chained.
+	rep := r.place(echo)
+	if rep.Decision.Chosen != nil || rep.Placed != nil || rep.DecisionID == "" {
+		t.Fatalf("placed with no live node: %+v", rep)
+	}
+	r.tick()
+	o := echo
+	o.DryRun = true
+	rep = r.place(o)
+	if rep.Decision.Chosen == nil || rep.Placed != nil {
+		t.Fatalf("dry run: chosen %v placed %v", rep.Decision.Chosen, rep.Placed)
+	}
+	if n := len(r.entries(KindDecision)); n != 2 {
+		t.Errorf("%d decisions chained, want 2", n)
+	}
+	r.wantCopies("echo", 0)
+}
+
+func TestRefusedAndUnreachableFallThrough(t *testing.T) {
+	r, hs := newRig(t, 8, 8, 8)
+	r.tick()
+	order := r.rankOrder()
+	byID := map[string]*fakeHost{}
+	for _, h := range hs {
+		byID[h.id] = h
+	}
+	r.cl.set(byID[order[0]], func(h *fakeHost) { h.place = placeRefuse })
+	r.cl.set(byID[order[1]], func(h *fakeHost) { h.down = true })
+	rep := r.place(echo)
+	want := []string{order[0] + " refused", order[1] + " unreachable", order[2] + " placed"}
+	if d := cmp.Diff(want, outcomes(rep.Attempts)); d != "" {
+		t.Errorf("attempts (-want +got):\n%s", d)
+	}
+	if rep.Placed == nil || rep.Placed.Node != order[2] {
+		t.Fatalf("placed %+v", rep.Placed)
+	}
+	r.wantCopies("echo", 1)
+	if n := len(r.entries(KindDispatch)); n != 2 {
+		t.Errorf("%d dispatch failures chained, want 2", n)
+	}
+	ex := rep.Explain()
+	for _, w := range []string{"decision_id: " + rep.DecisionID, "1. " + order[0] + " via cpu: refused (admission: ", "3. " + order[2] + " via cpu: placed"} {
+		if !strings.Contains(ex, w) {
+			t.Errorf("explanation lacks %q:\n%s", w, ex)
+		}
+	}
+}
+
+func TestEveryCandidateRefuses(t *testing.T) {
+	r, hs := newRig(t, 8, 8)
+	r.tick()
+	for _, h := range hs {
+		r.cl.set(h, func(h *fakeHost) { h.place = placeRefuse })
+	}
+	rep := r.place(echo)
+	if rep.Placed != nil || len(rep.Attempts) != 2 || len(r.c.Placements()) != 0 {
+		t.Fatalf("report %+v, placements %d", rep, len(r.c.Placements()))
+	}
+}
+
+func TestIndeterminateReconciles(t *testing.T) {
+	tests := []struct {
+		name      string
+		mode      placeMode
+		statusErr bool
+		want      []string // attempt outcomes by rank index
+		placedAt  int      // rank index, -1 none
+		unsettled bool
+	}{
+		{name: "found is adopted", mode: placeLostAfterActing, want: []string{"0 indeterminate"}, placedAt: 0},
+		{name: "not found goes to the next", mode: placeLostNoAct, want: []string{"0 indeterminate", "1 placed"}, placedAt: 1},
+		{name: "in flight stops", mode: placeInFlight, want: []string{"0 indeterminate"}, placedAt: -1, unsettled: true},
+		{name: "status unreachable stops", mode: placeLostAfterActing, statusErr: true, want: []string{"0 indeterminate"}, placedAt: -1, unsettled: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, hs := newRig(t, 8, 8)
+			r.tick()
+			order := r.rankOrder()
+			idx := map[string]string{order[0]: "0", order[1]: "1"}
+			first := hs[0]
+			if hs[1].id == order[0] {
+				first = hs[1]
+			}
+			r.cl.set(first, func(h *fakeHost) { h.place = tt.mode; h.statusErr = tt.statusErr })
+			rep := r.place(echo)
+			var got []string
+			for _, a := range rep.Attempts {
+				got = append(got, idx[a.Node]+" "+a.Outcome)
+			}
+			if d := cmp.Diff(tt.want, got); d != "" {
+				t.Errorf("attempts (-want +got):\n%s", d)
+			}
+			if rep.Unsettled != tt.unsettled {
+				t.Errorf("unsettled = %v, want %v", rep.Unsettled, tt.unsettled)
+			}
+			if tt.placedAt >= 0 {
+				if rep.Placed == nil || rep.Placed.Node != order[tt.placedAt] {
+					t.Fatalf("placed %+v, want on %s", rep.Placed, order[tt.placedAt])
+				}
+			} else if rep.Placed != nil {
+				t.Fatalf("placed %+v while unsettled", rep.Placed)
+			}
+			n, _ := r.cl.copies("echo")
+			if n > 1 {
+				t.Fatalf("%d copies", n)
+			}
+			if !tt.unsettled {
+				return
+			}
+			// Nothing else is sent while unsettled.
+			calls := len(r.cl.calls)
+			r.clk.Advance(r.cfg.Tick)
+			r.tick()
+			if len(r.cl.calls) != calls {
+				t.Errorf("calls while unsettled: %v", r.cl.calls[calls:])
+			}
+			// The node settles: the in-flight decision placed, or status
+			// answers again. The next tick adopts it.
+			r.cl.set(first, func(h *fakeHost) {
+				h.statusErr = false
+				if len(h.inFlight) > 0 {
+					h.inFlight = nil
+					h.place = placeOK
+				}
+			})
+			if tt.mode == placeInFlight {
+				// The host finished the place after all.
+				r.cl.mu.Lock()
+				p := r.cl.pkgs["/pkg/echo"]
+				r.cl.mu.Unlock()
+				pl := r.c.Placements()[0]
+				if _, err := r.cl.PlaceDecided(context.Background(), first.id, fakePkg{p}, pl.Variant, pl.Order.Config, true, pl.DecisionID); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r.clk.Advance(r.cfg.Tick)
+			r.tick()
+			ps := r.c.Placements()
+			if len(ps) != 1 || ps[0].Life != LifePlaced || ps[0].Node != first.id {
+				t.Fatalf("after settling: %+v", ps)
+			}
+			r.wantCopies("echo", 1)
+			if len(r.entries(KindAdopted)) != 1 {
+				t.Errorf("adoption not chained")
+			}
+		})
+	}
+}
+
+func TestUnsettledNotFoundResumesNextCandidate(t *testing.T) {
+	r, hs := newRig(t, 8, 8)
+	r.tick()
+	order := r.rankOrder()
+	first := hs[0]
+	if hs[1].id == order[0] {
+		first = hs[1]
+	}
+	r.cl.set(first, func(h *fakeHost) { h.place = placeLostNoAct; h.statusErr = true })
+	if rep := r.place(echo); !rep.Unsettled {
+		t.Fatalf("not unsettled: %+v", rep)
+	}
+	r.cl.set(first, func(h *fakeHost) { h.statusErr = false })
+	r.clk.Advance(r.cfg.Tick)
+	r.tick()
+	ps := r.c.Placements()
+	if len(ps) != 1 || ps[0].Life != LifePlaced || ps[0].Node != order[1] {
+		t.Fatalf("after settling: %+v", ps)
+	}
+	r.wantCopies("echo", 1)
+}
+
+func TestGovernanceDefaultDeny(t *testing.T) {
+	r, _ := newRig(t, 8, 8)
+	r.cl.addPackage("/pkg/chat", "chat", pkg.KindInference, 1)
+	r.tick()
+	rep := r.place(Order{PackageDir: "/pkg/chat", Start: true})
+	if rep.Decision.Chosen != nil || rep.Placed != nil {
+		t.Fatalf("a kind outside the policy was placed")
+	}
+	for _, c := range rep.Decision.Candidates {
+		if len(c.Rejections) == 0 || c.Rejections[len(c.Rejections)-1].Code != engine.CodeGate {
+			t.Errorf("%s: rejections %v, want gate", c.Node, c.Rejections)
+		}
+	}
+	// MinTier is the trust floor.
+	r.cfg.Policy.Kinds[pkg.KindService] = KindRule{MinTier: engine.TrustPinned}
+	r.restart()
+	r.tick()
+	rep = r.place(echo)
+	if rep.Decision.Chosen != nil {
+		t.Fatalf("placed below the kind's min tier")
+	}
+	if c := rep.Decision.Candidates[0]; c.Rejections[0].Code != engine.CodeTrust {
+		t.Errorf("rejections %v, want trust", c.Rejections)
+	}
+	// deny_nodes
+	r.cfg.Policy.Kinds[pkg.KindService] = KindRule{MinTier: engine.TrustPaired}
+	r.cfg.Policy.DenyNodes = []string{r.targets[0].ID, r.targets[1].ID}
+	r.restart()
+	r.tick()
+	if rep = r.place(echo); rep.Decision.Chosen != nil {
+		t.Fatalf("placed on a denied node")
+	}
+	r.wantCopies("echo", 0)
+}
+
+func TestCrashOnThePlacePathNeverTwoCopies(t *testing.T) {
+	tests := []struct {
+		name string
+		mode placeMode // what the first candidate did when the crash came
+	}{
+		{"before the place reached the node", placeLostNoAct},
+		{"after the node placed, before the answer", placeLostAfterActing},
+		{"after the answer", placeOK},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, hs := newRig(t, 8, 8)
+			r.tick()
+			order := r.rankOrder()
+			first := hs[0]
+			if hs[1].id == order[0] {
+				first = hs[1]
+			}
+			// The state file as the crash left it: captured when the place
+			// call is made (decision persisted, first candidate named).
+			var atCall []byte
+			r.cl.set(first, func(h *fakeHost) { h.place = tt.mode })
+			hook := &hookDispatcher{fakeCluster: r.cl, before: func() {
+				b, err := os.ReadFile(r.state)
+				if err != nil {
+					t.Error(err)
+				}
+				atCall = b
+			}}
+			c, err := New(r.cfg, r.targets, Deps{Now: r.clk.Now, Chain: r.chain, Dispatcher: hook, StatePath: r.state})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Tick(context.Background())
+			rep, err := c.Place(context.Background(), echo)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The decision and its candidates were on disk before the place.
+			if !bytes.Contains(atCall, []byte(rep.DecisionID)) || !bytes.Contains(atCall, []byte(`"candidates"`)) ||
+				!bytes.Contains(atCall, []byte(`"life": "dispatching"`)) {
+				t.Fatalf("state at the place call:\n%s", atCall)
+			}
+			if tt.mode != placeOK {
+				// Crash during the call: the file holds what it held then.
+				if err := os.WriteFile(r.state, atCall, StateFileMode); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r.cl.set(first, func(h *fakeHost) { h.place = placeOK })
+			r.restart()
+			for range 3 {
+				r.clk.Advance(r.cfg.Tick)
+				r.tick()
+			}
+			r.wantCopies("echo", 1)
+			ps := r.c.Placements()
+			if len(ps) != 1 || ps[0].Life != LifePlaced {
+				t.Fatalf("placements after restart: %+v", ps)
+			}
+		})
+	}
+}
+
+// hookDispatcher runs before ahead of every place.
+type hookDispatcher struct {
+	*fakeCluster
+	before func()
+}
+
+func (h *hookDispatcher) PlaceDecided(ctx context.Context, node string, p Package, variant string, cfg ctl.InstanceConfig, start bool, decisionID string) (ctl.PlaceResult, error) {
+	h.before()
+	return h.fakeCluster.PlaceDecided(ctx, node, p, variant, cfg, start, decisionID)
+}
+
+func TestMalformedStateRefusedAndUntouched(t *testing.T) {
+	r, _ := newRig(t, 8)
+	for _, bad := range [][]byte{
+		[]byte("{not json"),
+		[]byte(`{"version":2,"placements":[]}`),
+		[]byte(`{"version":1,"placements":[],"extra":1}`),
+		[]byte(`{"version":1,"placements":[{"decision_id":"x"}]}`),
+	} {
+		if err := os.WriteFile(r.state, bad, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := New(r.cfg, r.targets, Deps{Now: r.clk.Now, Chain: r.chain, Dispatcher: r.cl, StatePath: r.state})
+		if !errors.Is(err, ErrBadState) {
+			t.Errorf("New with %q: %v, want ErrBadState", bad, err)
+		}
+		got, _ := os.ReadFile(r.state)
+		if !bytes.Equal(got, bad) {
+			t.Errorf("state file changed: %q", got)
+		}
+	}
+}
+
+func TestStateSurvivesRestart(t *testing.T) {
+	r, _ := newRig(t, 8, 8)
+	r.tick()
+	rep := r.place(echo)
+	r.restart()
+	ps := r.c.Placements()
+	if len(ps) != 1 || ps[0].DecisionID != rep.DecisionID || ps[0].Order == nil || ps[0].Life != LifePlaced {
+		t.Fatalf("restored %+v", ps)
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	r, _ := newRig(t, 8)
+	reg := prometheus.NewRegistry()
+	if _, err := New(r.cfg, r.targets, Deps{Now: r.clk.Now, Chain: r.chain, Dispatcher: r.cl, StatePath: r.state, Registerer: reg}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(r.cfg, r.targets, Deps{Now: r.clk.Now, Chain: r.chain, Dispatcher: r.cl, StatePath: r.state, Registerer: reg}); err == nil {
+		t.Fatal("second registration on one registry: no error")
+	}
+	reg = prometheus.NewRegistry()
+	c, err := New(r.cfg, r.targets, Deps{Now: r.clk.Now, Chain: r.chain, Dispatcher: r.cl, StatePath: r.state, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Tick(context.Background())
+	if _, err := c.Place(context.Background(), echo); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(c.met.placements.WithLabelValues(outPlaced)); got != 1 {
+		t.Errorf("placements placed = %v", got)
+	}
+	if got := testutil.ToFloat64(c.met.dispatches.WithLabelValues(outPlaced)); got != 1 {
+		t.Errorf("dispatch placed = %v", got)
+	}
+	if got := testutil.ToFloat64(c.met.nodes.WithLabelValues("alive")); got != 1 {
+		t.Errorf("alive nodes = %v", got)
+	}
+	if n, err := testutil.GatherAndCount(reg, "nodeld_plane_tick_duration_seconds"); err != nil || n != 1 {
+		t.Errorf("tick histogram: %d, %v", n, err)
+	}
+}
+
+// TestPlacedMemoryPendingUntilFacts: an instance placed after a node's
+// facts were issued holds its memory there until newer facts arrive.
+func TestPlacedMemoryPendingUntilFacts(t *testing.T) {
+	r, hs := newRig(t, 1, 1)
+	r.cl.set(hs[0], func(h *fakeHost) { h.facts.MemFreeBytes = 3 << 29 }) // 1.5 GiB
+	r.cl.set(hs[1], func(h *fakeHost) { h.facts.MemFreeBytes = 3 << 29 })
+	r.tick()
+	r.clk.Advance(time.Second)
+	a := r.place(echo)
+	b := r.place(Order{PackageDir: "/pkg/echo", Start: true, Name: "echo-2"})
+	if a.Placed == nil || b.Placed == nil || a.Placed.Node == b.Placed.Node {
+		t.Fatalf("two 1 GiB instances on 1.5 GiB nodes: %+v / %+v", a.Placed, b.Placed)
+	}
+	c := r.place(Order{PackageDir: "/pkg/echo", Start: true, Name: "echo-3"})
+	if c.Placed != nil {
+		t.Fatalf("a third placed on %s: memory over-committed", c.Placed.Node)
+	}
+}

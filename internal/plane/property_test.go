@@ -1,0 +1,174 @@
+package plane
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nodeld/nodeld/internal/chain"
+)
+
+// TestPropertyOneCopy drives a three-node cluster through random kills,
+// returns, reboots, lost answers, refusals, flaky status listings,
+// restarts, crashes in the middle of a place and ticks (propertySeeds
+// runs, each reproducible from its seed, which a failure names with the
+// actions taken). After every tick no workload runs twice on the nodes that
+// answer (a returning node's replaced copy is unloaded in the tick that
+// sees it return), and once every node is back and behaves, exactly the
+// placement the controller holds runs, once.
+func TestPropertyOneCopy(t *testing.T) {
+	for seed := range uint64(propertySeeds) {
+		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) { onePropertyRun(t, seed) })
+	}
+}
+
+// propertySeeds is how many random runs TestPropertyOneCopy makes.
+const propertySeeds = 24
+
+func onePropertyRun(t *testing.T, seed uint64) {
+	rnd := rand.New(rand.NewPCG(seed, 0x706c616e65))
+	var log []string
+	fail := func(format string, args ...any) {
+		t.Helper()
+		t.Fatalf("seed %d after %v: %s", seed, log, fmt.Sprintf(format, args...))
+	}
+	r, hs := newRig(t, 8, 8, 8)
+	// An in-memory chain and a state file on a memory file system: the
+	// fsyncs would make the runs slow, and they are not what is tested.
+	r.app = &memChain{}
+	r.state = shmPath(t)
+	r.restart()
+	r.tick()
+	r.place(echo)
+	modes := []placeMode{placeOK, placeRefuse, placeLostAfterActing, placeLostNoAct}
+	for range 1 + rnd.IntN(32) {
+		i := rnd.IntN(len(hs))
+		h := hs[i]
+		switch rnd.IntN(10) {
+		case 0:
+			log = append(log, fmt.Sprint("kill ", i))
+			r.cl.set(h, func(h *fakeHost) { h.down = true })
+		case 1:
+			log = append(log, fmt.Sprint("revive ", i))
+			r.cl.set(h, func(h *fakeHost) { h.down = false })
+		case 2:
+			m := modes[rnd.IntN(len(modes))]
+			log = append(log, fmt.Sprint("mode ", i, " ", m))
+			r.cl.set(h, func(h *fakeHost) { h.place = m })
+		case 3:
+			log = append(log, "restart")
+			r.restart()
+		case 4:
+			acts := rnd.IntN(2) == 0
+			log = append(log, fmt.Sprint("crash at the next place, acts ", acts))
+			r.cl.mu.Lock()
+			r.cl.crashArmed, r.cl.crashActs, r.cl.crashPath = true, acts, r.state
+			r.cl.mu.Unlock()
+		case 6:
+			// Kill the node that holds the instance: the move is what
+			// the invariant is about.
+			for _, p := range r.c.Placements() {
+				if p.Life == LifePlaced {
+					log = append(log, "kill the holder")
+					r.cl.set(hostOf(hs, p.Node), func(h *fakeHost) { h.down = true })
+				}
+			}
+		case 7:
+			log = append(log, fmt.Sprint("reboot ", i))
+			r.cl.set(h, func(h *fakeHost) { clear(h.instances) })
+		case 5:
+			log = append(log, fmt.Sprint("status flaky ", i))
+			r.cl.set(h, func(h *fakeHost) { h.statusErr = !h.statusErr })
+		default:
+			n := []int{1, 1, 2, 7}[rnd.IntN(4)]
+			log = append(log, fmt.Sprint("tick ", n))
+			r.clk.Advance(r.cfg.Tick * time.Duration(n))
+			if err := r.c.Tick(context.Background()); err != nil {
+				fail("Tick: %v", err)
+			}
+			if r.crashRestart() {
+				log = append(log, "crashed")
+			}
+			if n := r.liveCopies("echo"); n > 1 {
+				fail("%d copies on the answering nodes", n)
+			}
+		}
+	}
+	// Heal: every node back and well behaved.
+	r.cl.mu.Lock()
+	r.cl.crashArmed = false
+	r.cl.mu.Unlock()
+	for _, h := range hs {
+		r.cl.set(h, func(h *fakeHost) { h.down = false; h.place = placeOK; h.statusErr = false })
+	}
+	for range 12 {
+		r.clk.Advance(r.cfg.Tick)
+		if err := r.c.Tick(context.Background()); err != nil {
+			fail("Tick: %v", err)
+		}
+	}
+	placed := 0
+	var node string
+	for _, p := range r.c.Placements() {
+		if p.Life == LifePlaced {
+			placed++
+			node = p.Node
+		}
+	}
+	n, on := r.cl.copies("echo")
+	if placed > 1 || n != placed || (n == 1 && on[0] != node) {
+		fail("healed: %d placed (on %s), %d copies on %v; placements %+v", placed, node, n, on, r.c.Placements())
+	}
+}
+
+// memChain is an in-memory Appender whose hashes are distinct.
+type memChain struct {
+	mu sync.Mutex // guards n
+	n  int
+}
+
+func (m *memChain) Append(source, kind string, _ any) (chain.Entry, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.n++
+	sum := sha256.Sum256([]byte(fmt.Sprint(m.n, source, kind)))
+	return chain.Entry{Seq: uint64(m.n), Source: source, Kind: kind, Hash: hex.EncodeToString(sum[:])}, nil
+}
+
+// shmPath is a state file path on a memory file system when there is one
+// (fsyncs cost nothing there), else in the test's directory.
+func shmPath(t *testing.T) string {
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		dir, err := os.MkdirTemp("/dev/shm", "plane-prop-")
+		if err == nil {
+			t.Cleanup(func() { os.RemoveAll(dir) })
+			return filepath.Join(dir, "controller.json")
+		}
+	}
+	return filepath.Join(t.TempDir(), "controller.json")
+}
+
+// crashRestart, after a crash in the last tick, puts back the state file
+// as the crash left it and restarts the controller.
+func (r *rig) crashRestart() bool {
+	r.t.Helper()
+	r.cl.mu.Lock()
+	crashed, state := r.cl.crashed, r.cl.crashState
+	r.cl.crashed = false
+	r.cl.mu.Unlock()
+	if !crashed {
+		return false
+	}
+	if err := os.WriteFile(r.state, state, StateFileMode); err != nil {
+		r.t.Fatal(err)
+	}
+	r.restart()
+	return true
+}
