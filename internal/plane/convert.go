@@ -1,14 +1,15 @@
 package plane
 
 // This file is the one place where facts and packages become engine
-// inputs: when facts gain capability records and manifests gain
-// requirements, only this file changes.
+// inputs: capability records and memory pools from facts, requirements,
+// routes, co-residency labels and the perf target from manifests.
 
 import (
 	"fmt"
+	"maps"
+	"math"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nodeld/nodeld/internal/engine"
@@ -17,91 +18,217 @@ import (
 	"github.com/nodeld/nodeld/internal/pkg"
 )
 
-// Capability ids derived from today's facts.
+// Capability ids derived from the facts of nodes that signed them before
+// capability records existed.
 const (
-	capArchPrefix    = "cpu.arch."
-	capOSPrefix      = "os."
-	capRuntimePrefix = "runtime."
-	capGPUPrefix     = "accel.gpu."
-	capLabelPrefix   = "label."
-	attrName         = "name"
+	capArchPrefix  = grammar.CapCPUArch + "."
+	capOSPrefix    = grammar.CapOS + "."
+	capGPUPrefix   = grammar.CapAccelGPU + "."
+	capLabelPrefix = grammar.CapLabel + "."
 )
 
-// capabilities derives a node's capability records from its facts: its
-// arch, OS, runtimes, GPUs (with their memory) and labels, all probed
-// (labels claimed: the operator set them on the node). Records whose id
-// would not be a valid capability id are left out.
+// capabilities converts a node's capability records one to one. Facts
+// signed before capability records existed have none; their records are
+// derived from the old fields (legacyCapabilities).
 func capabilities(f facts.Facts) []engine.Capability {
+	if len(f.Capabilities) == 0 {
+		return legacyCapabilities(f)
+	}
+	caps := make([]engine.Capability, len(f.Capabilities))
+	for i, c := range f.Capabilities {
+		caps[i] = engine.Capability{
+			ID:         c.ID,
+			Attrs:      attrs(c.Attrs),
+			Provenance: c.Provenance,
+			State:      c.State,
+			Exclusive:  c.Exclusive,
+		}
+	}
+	return caps
+}
+
+// attrs converts a record's attributes, sorted by name: the engine takes
+// a slice, and map order must not reach a decision.
+func attrs(m map[string]grammar.Value) []engine.Attr {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make([]engine.Attr, 0, len(m))
+	for _, name := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, engine.Attr{Name: name, Value: value(m[name])})
+	}
+	return out
+}
+
+// value converts a grammar Value to the engine's, kind for kind: an
+// integer stays an integer (eq between integers is exact), a float a
+// float, a list a list. An invalid Value stays invalid, and no predicate
+// holds on it.
+func value(v grammar.Value) engine.Value {
+	switch v.Kind() {
+	case grammar.KindBool:
+		b, _ := v.Bool()
+		return engine.Bool(b)
+	case grammar.KindInt:
+		i, _ := v.Int()
+		return engine.Int(i)
+	case grammar.KindFloat:
+		f, _ := v.Number()
+		return engine.Float(f)
+	case grammar.KindString:
+		s, _ := v.Str()
+		return engine.String(s)
+	case grammar.KindList:
+		elems, _ := v.List()
+		out := make([]engine.Value, len(elems))
+		for i, e := range elems {
+			out[i] = value(e)
+		}
+		return engine.List(out...)
+	default:
+		return engine.Value{}
+	}
+}
+
+// legacyCapabilities derives the capability records of facts signed
+// before capability records existed: their arch, OS, runtimes, GPUs
+// (with their memory) and labels, all probed (labels claimed: the
+// operator set them on the node). Runtime ids are
+// grammar.RuntimeCapabilityID, as manifests' requirements name them.
+// Records whose id would not be a valid capability id are left out.
+func legacyCapabilities(f facts.Facts) []engine.Capability {
 	var caps []engine.Capability
 	add := func(id, prov string, attrs ...engine.Attr) {
 		if grammar.ValidCapabilityRecordID(id) {
 			caps = append(caps, engine.Capability{ID: id, Provenance: prov, Attrs: attrs})
 		}
 	}
-	add(capArchPrefix+f.Arch, grammar.ProvenanceProbed, engine.Attr{Name: attrName, Value: engine.String(f.Arch)})
-	add(capOSPrefix+f.OS, grammar.ProvenanceProbed, engine.Attr{Name: attrName, Value: engine.String(f.OS)})
+	add(capArchPrefix+f.Arch, grammar.ProvenanceProbed, engine.Attr{Name: grammar.AttrName, Value: engine.String(f.Arch)})
+	add(capOSPrefix+f.OS, grammar.ProvenanceProbed, engine.Attr{Name: grammar.AttrName, Value: engine.String(f.OS)})
 	for _, r := range f.Runtimes {
-		add(capRuntimePrefix+r, grammar.ProvenanceProbed)
+		add(grammar.RuntimeCapabilityID(r), grammar.ProvenanceProbed)
 	}
 	for _, g := range f.GPUs {
 		add(capGPUPrefix+strconv.Itoa(g.Index), grammar.ProvenanceProbed,
-			engine.Attr{Name: engine.AttrMemBytes, Value: engine.Int(int64(min(g.VRAMTotalBytes, 1<<62)))})
+			engine.Attr{Name: engine.AttrMemBytes, Value: engine.Int(int64(min(g.VRAMTotalBytes, math.MaxInt64)))})
 	}
-	keys := make([]string, 0, len(f.Labels))
-	for k := range f.Labels {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		add(capLabelPrefix+k, grammar.ProvenanceClaimed, engine.Attr{Name: "value", Value: engine.String(f.Labels[k])})
+	for _, k := range slices.Sorted(maps.Keys(f.Labels)) {
+		add(capLabelPrefix+k, grammar.ProvenanceClaimed, engine.Attr{Name: grammar.AttrValue, Value: engine.String(f.Labels[k])})
 	}
 	return caps
 }
 
-// memory is a node's free memory from its facts.
+// memory is a node's free memory. From capability records: mem.unified
+// free is the one pool of a unified-memory node (host and accelerator
+// demand both come from it), else mem.system free is HostFree; each
+// mem.vram record's free is one GPU's VRAMFree, in record order. A pool
+// without its record is zero, so demand on it fails. Facts signed before
+// capability records existed give their old fields.
 func memory(f facts.Facts) engine.Memory {
-	m := engine.Memory{HostFree: f.MemFreeBytes}
-	for _, g := range f.GPUs {
-		m.VRAMFree = append(m.VRAMFree, g.VRAMFreeBytes)
+	if len(f.Capabilities) == 0 {
+		m := engine.Memory{HostFree: f.MemFreeBytes}
+		for _, g := range f.GPUs {
+			m.VRAMFree = append(m.VRAMFree, g.VRAMFreeBytes)
+		}
+		return m
+	}
+	var m engine.Memory
+	for _, c := range f.Capabilities {
+		switch c.ID {
+		case grammar.CapMemUnified:
+			m.Unified = true
+			m.HostFree = bytesAttr(c, grammar.AttrFree)
+		case grammar.CapMemSystem:
+			if !m.Unified {
+				m.HostFree = bytesAttr(c, grammar.AttrFree)
+			}
+		case grammar.CapMemVRAM:
+			m.VRAMFree = append(m.VRAMFree, bytesAttr(c, grammar.AttrFree))
+		}
+	}
+	if m.Unified {
+		m.VRAMFree = nil // the engine ignores it; unified memory has no VRAM of its own
 	}
 	return m
 }
 
-// requirements turns a variant's requirements into engine requirements.
-func requirements(r pkg.Requires) []engine.Requirement {
-	var reqs []engine.Requirement
-	anyOf := func(sel string, vals []string) {
-		if len(vals) == 0 {
-			return
-		}
-		ops := make([]engine.Value, len(vals))
-		for i, v := range vals {
-			ops[i] = engine.String(v)
-		}
-		reqs = append(reqs, engine.Requirement{
-			Selector:   strings.TrimSuffix(sel, "."),
-			Predicates: []engine.Predicate{{Attr: attrName, Op: grammar.OpIn, Value: engine.List(ops...)}},
-		})
+// bytesAttr reads a byte count: a non-negative integer; anything else
+// (missing, negative, not an integer) is zero.
+func bytesAttr(c facts.Capability, name string) uint64 {
+	v, _ := c.Attr(name)
+	if i, ok := v.Int(); ok && i > 0 {
+		return uint64(i)
 	}
-	anyOf(capArchPrefix, r.Arch)
-	anyOf(capOSPrefix, r.OS)
-	if r.GPU {
-		reqs = append(reqs, engine.Requirement{Selector: strings.TrimSuffix(capGPUPrefix, ".")})
-	}
-	for _, rt := range r.Runtimes {
-		reqs = append(reqs, engine.Requirement{Selector: capRuntimePrefix + rt})
-	}
-	return reqs
+	return 0
 }
 
-// request builds the engine request for a verified package and an order.
+// requirements converts a manifest's requirements (already with their
+// defaults: pkg.Variant.EffectiveRequirements,
+// pkg.Manifest.CommonRequirements).
+func requirements(rs []pkg.Requirement) []engine.Requirement {
+	if len(rs) == 0 {
+		return nil
+	}
+	out := make([]engine.Requirement, len(rs))
+	for i, r := range rs {
+		var preds []engine.Predicate
+		for _, p := range r.Predicates {
+			preds = append(preds, engine.Predicate{Attr: p.Attr, Op: p.Op, Value: value(p.Value)})
+		}
+		out[i] = engine.Requirement{
+			Selector:      r.Select,
+			Predicates:    preds,
+			Count:         r.Count,
+			Exclusive:     r.Exclusive,
+			MinProvenance: r.MinProvenance,
+		}
+	}
+	return out
+}
+
+// execution converts a variant's execution; anything but emulated is
+// native (Manifest.Validate admits nothing else).
+func execution(v pkg.Variant) engine.Execution {
+	if v.EffectiveExecution() == grammar.ExecutionEmulated {
+		return engine.Emulated
+	}
+	return engine.Native
+}
+
+// perfTarget converts a manifest's perf target; nil stays nil.
+func perfTarget(t *pkg.PerfTarget) *engine.PerfTarget {
+	if t == nil {
+		return nil
+	}
+	out := &engine.PerfTarget{ID: t.ID, Param: t.Param, ParamValue: value(t.ParamValue)}
+	switch t.Better {
+	case grammar.PerfBetterLower:
+		out.Better = engine.BetterLower
+	case grammar.PerfBetterHigher:
+		out.Better = engine.BetterHigher
+	}
+	if t.Budget != nil {
+		out.Budget, out.HasBudget = *t.Budget, true
+	}
+	return out
+}
+
+// request builds the engine request for a verified package and an order:
+// the manifest's common requirements, its variants with their effective
+// requirements, execution and resources, its labels, excludes, perf
+// target and stickiness; the order's name, pin and affinity.
 func request(v *pkg.Verified, o Order, minTrust engine.Trust) engine.Request {
 	m := v.Manifest
 	req := engine.Request{
 		Kind:          m.Kind,
 		Name:          workloadName(m, o),
+		Requirements:  requirements(m.CommonRequirements()),
+		Labels:        slices.Clone(m.Labels),
+		Excludes:      slices.Clone(m.Excludes),
 		MinTrust:      minTrust,
 		AllowEmulated: o.AllowEmulated,
+		Perf:          perfTarget(m.PerfTarget),
+		Sticky:        m.Sticky,
 		Pin:           o.Pin,
 		Prefer:        slices.Clone(o.Prefer),
 		Avoid:         slices.Clone(o.Avoid),
@@ -110,7 +237,8 @@ func request(v *pkg.Verified, o Order, minTrust engine.Trust) engine.Request {
 	for _, va := range m.Variants {
 		req.Variants = append(req.Variants, engine.Variant{
 			Name:         va.Name,
-			Requirements: requirements(va.Requires),
+			Execution:    execution(va),
+			Requirements: requirements(va.EffectiveRequirements()),
 			Resources:    engine.Resources{HostBytes: va.Resources.MemBytes, AccelBytes: va.Resources.VRAMBytes},
 		})
 	}

@@ -156,7 +156,7 @@ func TestRequestMatchesFacts(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			v := &pkg.Verified{ManifestHash: "h", Manifest: &pkg.Manifest{ID: "echo", Version: "1", Kind: pkg.KindService,
+			v := &pkg.Verified{ManifestHash: "h", Manifest: &pkg.Manifest{ID: "echo", Version: "1", Kind: pkg.KindService, Runtime: pkg.Runtime{Type: "process"},
 				Variants: []pkg.Variant{{Name: "cpu", Requires: tt.req, Resources: tt.res}}}}
 			req := request(v, Order{}, engine.TrustPaired)
 			en := engineNode(n, t0, 30*time.Second, nil, nil, engine.VerdictAllow, "")

@@ -65,9 +65,16 @@
 //     Dispatcher: describe plus a status listing for Describe, the
 //     VerifiedPackage as Package, "self" for the Self target) and the ctl
 //     verbs.
-//   - Capabilities are derived from today's facts (arch, OS, runtimes,
-//     GPUs, labels) in convert.go, which will read the facts' capability
-//     records and the manifests' requirements once they exist.
+//   - convert.go reads the facts' capability records and the manifests'
+//     requirements, routes, labels, excludes, perf target and sticky
+//     flag. Still missing: placed instances reach the engine without
+//     their package's labels and excludes (Placement does not keep
+//     them), so co-residency never rejects a node yet;
+//     Request.CurrentNode is never set, so Sticky has no effect yet;
+//     latency class (Interactive) is not derived; capability ids may repeat within a node (mem.vram per
+//     GPU, identical GPUs) while the engine names assignments by id;
+//     facts signed before capability records existed get the old
+//     derivation, without mem.unified for Apple silicon.
 //   - Placements on a node that is no longer a target are kept and left
 //     alone; an unsettled decision whose node never answers again stays
 //     unsettled (nothing else is placed for it).

@@ -290,7 +290,7 @@ func (f *fakeCluster) copies(pkgID string) (n int, on []string) {
 
 // addPackage registers a package of kind needing memGiB of memory.
 func (f *fakeCluster) addPackage(dir, id, kind string, memGiB uint64) {
-	m := &pkg.Manifest{Schema: 1, ID: id, Version: "1.0.0", Kind: kind,
+	m := &pkg.Manifest{Schema: 1, ID: id, Version: "1.0.0", Kind: kind, Runtime: pkg.Runtime{Type: "process"},
 		Variants: []pkg.Variant{{Name: "cpu", Resources: pkg.Resources{MemBytes: memGiB << 30}}}}
 	f.mu.Lock()
 	f.pkgs[dir] = &pkg.Verified{Manifest: m, ManifestHash: pkg.ManifestHash([]byte(id))}
