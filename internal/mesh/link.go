@@ -412,6 +412,16 @@ func (m *Mesh) receiveAdverts(l *link, s *Stream) {
 	}
 	// A frame is a whole round: what it no longer names was withdrawn.
 	m.tbl.RetainRemote(l.peerID, roles)
+	// A round read while its link was being lost may land after linkLost
+	// removed the peer's adverts: with no link to the peer now, remove
+	// them again, or they would resolve until their TTL runs out. (A new
+	// link's own rounds replace them otherwise.)
+	m.mu.Lock()
+	gone := l.peer.link == nil
+	m.mu.Unlock()
+	if gone {
+		m.tbl.RemoveNode(l.peerID)
+	}
 	_ = s.CloseWrite()
 	m.met.stream(KindAdvert, resultOK)
 }

@@ -32,10 +32,13 @@ func (h *harness) trickle(role, path string, size int, gap time.Duration) (*http
 	defer conn.Close()
 	head := "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" +
 		"Content-Length: " + strconv.Itoa(size) + "\r\n\r\n"
+	// The clock starts before the head is sent: the proxy's deadline runs
+	// from when it read the head, which may come before a clock read
+	// after the write returns.
+	start := time.Now()
 	if _, err := io.WriteString(conn, head); err != nil {
 		h.t.Fatal(err)
 	}
-	start := time.Now()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
