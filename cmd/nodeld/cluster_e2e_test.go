@@ -38,6 +38,22 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// clusterAddrs reserves a mesh address for each of the nodes a, b and c,
+// and returns them with others(self), the peers' addresses of one node.
+func clusterAddrs(t *testing.T) (meshAddr map[string]string, others func(self string) map[string]string) {
+	t.Helper()
+	meshAddr = map[string]string{"a": freeUDPAddr(t), "b": freeUDPAddr(t), "c": freeUDPAddr(t)}
+	return meshAddr, func(self string) map[string]string {
+		m := map[string]string{}
+		for k, v := range meshAddr {
+			if k != self {
+				m[k] = v
+			}
+		}
+		return m
+	}
+}
+
 // clusterNode renders one node of a three-node loopback cluster whose
 // peers are pinned on first contact, as in configs/cluster/.
 func clusterNode(name, dataDir, meshAddr string, peers map[string]string, role string) string {
@@ -61,16 +77,7 @@ func clusterNode(name, dataDir, meshAddr string, peers map[string]string, role s
 // C answer 503.
 func TestClusterServesRoleOverMesh(t *testing.T) {
 	root := t.TempDir()
-	meshAddr := map[string]string{"a": freeUDPAddr(t), "b": freeUDPAddr(t), "c": freeUDPAddr(t)}
-	others := func(self string) map[string]string {
-		m := map[string]string{}
-		for k, v := range meshAddr {
-			if k != self {
-				m[k] = v
-			}
-		}
-		return m
-	}
+	meshAddr, others := clusterAddrs(t)
 	echoA, echoB := freeAddr(t), freeAddr(t)
 	startEcho(t, echoA)
 	startEcho(t, echoB)

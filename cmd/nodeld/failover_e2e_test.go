@@ -41,16 +41,7 @@ type failoverSample struct {
 // go test -run TestFailoverOnKill -v ./cmd/nodeld/
 func TestFailoverOnKill(t *testing.T) {
 	root := t.TempDir()
-	meshAddr := map[string]string{"a": freeUDPAddr(t), "b": freeUDPAddr(t), "c": freeUDPAddr(t)}
-	others := func(self string) map[string]string {
-		m := map[string]string{}
-		for k, v := range meshAddr {
-			if k != self {
-				m[k] = v
-			}
-		}
-		return m
-	}
+	meshAddr, others := clusterAddrs(t)
 	// The shipped defaults: no keepalive or liveness_timeout in the files.
 	shipped := func(cfg string) string { return strings.Replace(cfg, "  keepalive: 1s\n", "", 1) }
 	serving := func(upstream string) string {
