@@ -52,8 +52,9 @@ func (st *reqStat) failure(ri int, usable, count int, caps []Capability) (k msgK
 type nodeScan struct {
 	stats []reqStat
 	cands [][]int32 // per requirement: usable capabilities, in node order
+	hits  []hit     // what the selectors selected, in node order
+	later []hit     // what the other variants' selectors selected, not yet matched
 
-	scanned  bool // table 1 was scanned for this node
 	busy     int
 	isDev    bool
 	hasAccel bool
@@ -61,78 +62,98 @@ type nodeScan struct {
 	hasPerf  bool
 }
 
+// hit is a capability selected by a selector of the bucket table.
+type hit struct{ ci, sel int32 }
+
 func newNodeScan(n int) *nodeScan {
 	return &nodeScan{stats: make([]reqStat, n), cands: make([][]int32, n)}
 }
 
-// scan makes one pass over the node's capabilities against table 0: load,
-// the dev class, accelerators, the perf figure, and the candidates of the
-// common requirements, the preferences and the first variant. The loop is
-// kept small; what a selected capability costs is in match.
+// scan makes the one pass over the node's capabilities, a block at a
+// time: candidates, then matches. For load it counts the busy and
+// reserved ones; it takes the selections of the pseudo-selectors, the
+// common requirements, the preferences and the first variant through
+// match, and keeps those of the other variants for ensure.
 func (s *nodeScan) scan(p *plan, caps []Capability) {
-	s.scanned = false
 	clear(s.stats)
 	for i := range s.cands {
 		s.cands[i] = s.cands[i][:0]
 	}
-	s.busy, s.isDev, s.hasAccel, s.hasPerf = 0, false, false, false
-	t := &p.tables[0]
-	for ci := range caps {
+	s.isDev, s.hasAccel, s.hasPerf, s.busy = false, false, false, 0
+	s.later = s.later[:0]
+	t := &p.table
+	if len(s.hits) < maxHits {
+		s.hits = make([]hit, max(maxHits, t.widest))
+	}
+	block := len(s.hits) / max(t.widest, 1)
+	for lo := 0; lo < len(caps); lo += block {
+		hi := min(lo+block, len(caps))
+		s.take(p, caps, s.candidates(t, caps, lo, hi))
+	}
+}
+
+// maxHits bounds the candidates noted at a time, so that the scratch
+// space does not grow with a node's capabilities.
+const maxHits = 1024
+
+// candidates notes which selectors may select each capability of
+// caps[lo:hi], by first byte, length, last byte and boundary, and counts
+// the busy and reserved ones. It calls nothing, so that the loop runs in
+// registers; take confirms the candidates.
+func (s *nodeScan) candidates(t *bucketTable, caps []Capability, lo, hi int) []hit {
+	at, sels, hits := &t.at, t.sel, s.hits
+	nh, busy := 0, 0
+	for ci := lo; ci < hi; ci++ {
 		c := &caps[ci]
 		if st := c.State; len(st) == len(grammar.StateBusy) || len(st) == len(grammar.StateReserved) {
 			if st == grammar.StateBusy || st == grammar.StateReserved {
-				s.busy++
+				busy++
 			}
 		}
 		id := c.ID
 		if id == "" {
 			continue
 		}
-		for i, b := 0, t.bucket(id[0]); i < len(b); i++ {
-			// Most selectors of a bucket differ from the id at their last
-			// byte or are longer: reject those here, inline.
-			if sel := &b[i]; len(id) >= sel.n && id[sel.n-1] == sel.last && selects(sel, id) {
-				s.match(p, sel.req, ci, c)
+		for k, end := at[id[0]], at[int(id[0])+1]; k < end; k++ {
+			sel := &sels[k]
+			if n := int(sel.n); n <= len(id) && id[n-1] == sel.last && (n == len(id) || (!sel.exact && id[n] == '.')) {
+				hits[nh] = hit{ci: int32(ci), sel: k}
+				nh++
 			}
+		}
+	}
+	s.busy += busy
+	return hits[:nh]
+}
+
+// take confirms the candidates (the rest of grammar.SelectorMatches, or
+// equality for an exact pseudo-selector) and takes each selection
+// through match, or keeps it for ensure.
+func (s *nodeScan) take(p *plan, caps []Capability, hits []hit) {
+	for _, h := range hits {
+		sel := &p.table.sel[h.sel]
+		c := &caps[h.ci]
+		if c.ID[:sel.n] != sel.sel {
+			continue
+		}
+		if sel.later {
+			s.later = append(s.later, h)
+		} else {
+			s.match(p, sel.req, int(h.ci), c)
 		}
 	}
 }
 
-// ensure scans the node's capabilities against the table that holds
-// variant v's requirements, once.
+// ensure matches, once, what the selectors of the variants after the
+// first selected, when route selection needs variant v.
 func (s *nodeScan) ensure(p *plan, caps []Capability, v int) {
-	if v == 0 || s.scanned {
+	if v == 0 || len(s.later) == 0 {
 		return
 	}
-	s.scanned = true
-	t := &p.tables[1]
-	for ci := range caps {
-		c := &caps[ci]
-		id := c.ID
-		if id == "" {
-			continue
-		}
-		for i, b := 0, t.bucket(id[0]); i < len(b); i++ {
-			// Most selectors of a bucket differ from the id at their last
-			// byte or are longer: reject those here, inline.
-			if sel := &b[i]; len(id) >= sel.n && id[sel.n-1] == sel.last && selects(sel, id) {
-				s.match(p, sel.req, ci, c)
-			}
-		}
+	for _, h := range s.later {
+		s.match(p, p.table.sel[h.sel].req, int(h.ci), &caps[h.ci])
 	}
-}
-
-// selects is grammar.SelectorMatches, or equality for an exact
-// pseudo-selector, once the caller has checked the first byte (by
-// bucket), the length and the selector's last byte.
-func selects(s *selector, id string) bool {
-	if s.exact {
-		return len(id) == s.n && id == s.sel
-	}
-	if len(id) > s.n && id[s.n] != '.' {
-		return false
-	}
-	return grammar.SelectorMatches(s.sel, id)
+	s.later = s.later[:0]
 }
 
 // match takes capability ci, selected by requirement (or pseudo-selector)

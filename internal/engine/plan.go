@@ -21,14 +21,14 @@ type plan struct {
 	variants  []variantPlan
 	prefStart int
 
-	// tables hold the selectors a capability is tested against, bucketed
-	// by the first byte of its id. Table 0 has the pseudo-selectors (dev
-	// class, accelerator family, perf target), the common requirements,
-	// the preferences and the first variant's requirements; table 1 has
-	// the other variants'. A node's capabilities are scanned against
-	// table 0, and against table 1 only if route selection gets past the
-	// first variant: a node that fits it never matches the others.
-	tables [2]bucketTable
+	// table holds the selectors a capability is tested against, bucketed
+	// by the first byte of its id: the pseudo-selectors (dev class,
+	// accelerator family, perf target), the common requirements, the
+	// preferences and every variant's requirements. A node's capabilities
+	// are scanned once; the hits of the selectors of variants after the
+	// first are only noted, and matched if route selection gets past the
+	// first variant: a node that fits it never needs the others.
+	table bucketTable
 
 	revokedNodes    map[string]struct{}
 	workloadRevoked string // the detail when a revocable ref is revoked
@@ -116,7 +116,7 @@ func compile(req *Request, w *Weights, cl *Cluster) *plan {
 		add(&req.Preferences[i].Requirement, "")
 	}
 
-	p.tables[0], p.tables[1] = p.buildTable(0), p.buildTable(1)
+	p.table = p.buildTable()
 	if len(cl.RevokedNodes) > 0 {
 		p.revokedNodes = make(map[string]struct{}, len(cl.RevokedNodes))
 		for _, id := range cl.RevokedNodes {
@@ -153,10 +153,11 @@ func compile(req *Request, w *Weights, cl *Cluster) *plan {
 // pseudo-selector.
 type selector struct {
 	sel   string
-	n     int   // len(sel)
+	n     int32 // len(sel)
+	req   int32 // index in plan.reqs, or one of the sel* kinds below
 	last  byte  // sel[n-1]
 	exact bool  // matches the id exactly only (dev class, perf target)
-	req   int32 // index in plan.reqs, or one of the sel* kinds below
+	later bool  // a requirement of a variant after the first: matched on demand
 }
 
 // Pseudo-selectors.
@@ -170,42 +171,39 @@ const (
 // selectors that may select an id starting with it: at[b] .. at[b+1]
 // indexes sel.
 type bucketTable struct {
-	at  [257]int32
-	sel []selector
+	at     [257]int32
+	sel    []selector
+	widest int // the most selectors in one bucket
 }
 
-// buildTable builds table 0 or table 1 (see plan.tables).
-func (p *plan) buildTable(table int) bucketTable {
+// buildTable builds the bucket table (see plan.table).
+func (p *plan) buildTable() bucketTable {
 	var all []selector
-	addReqs := func(from, to int) {
+	addReqs := func(from, to int, later bool) {
 		for ri := from; ri < to; ri++ {
-			all = append(all, selector{sel: p.reqs[ri].sel, req: int32(ri)})
+			all = append(all, selector{sel: p.reqs[ri].sel, req: int32(ri), later: later})
 		}
 	}
-	if table == 0 {
-		if p.w.DevFallbackClass != "" {
-			all = append(all, selector{sel: p.w.DevFallbackClass, req: selDev, exact: true})
-		}
-		all = append(all, selector{sel: accelFamily, req: selAccel})
-		if p.perf != nil {
-			all = append(all, selector{sel: p.perf.ID, req: selPerf, exact: true})
-		}
-		addReqs(0, p.nCommon)
-		addReqs(p.prefStart, len(p.reqs))
+	if p.w.DevFallbackClass != "" {
+		all = append(all, selector{sel: p.w.DevFallbackClass, req: selDev, exact: true})
 	}
-	if table == 0 {
-		addReqs(p.variants[0].start, p.variants[0].end)
-	} else {
-		addReqs(p.variants[0].end, p.prefStart)
+	all = append(all, selector{sel: accelFamily, req: selAccel})
+	if p.perf != nil {
+		all = append(all, selector{sel: p.perf.ID, req: selPerf, exact: true})
 	}
+	addReqs(0, p.nCommon, false)
+	addReqs(p.prefStart, len(p.reqs), false)
+	addReqs(p.variants[0].start, p.variants[0].end, false)
+	addReqs(p.variants[0].end, p.prefStart, true)
 	for i := range all {
-		all[i].n, all[i].last = len(all[i].sel), all[i].sel[len(all[i].sel)-1]
+		all[i].n, all[i].last = int32(len(all[i].sel)), all[i].sel[len(all[i].sel)-1]
 	}
 	var t bucketTable
 	for _, s := range all {
 		t.at[int(s.sel[0])+1]++
 	}
 	for b := range 256 {
+		t.widest = max(t.widest, int(t.at[b+1]))
 		t.at[b+1] += t.at[b]
 	}
 	t.sel = make([]selector, len(all))
@@ -215,11 +213,6 @@ func (p *plan) buildTable(table int) bucketTable {
 		next[s.sel[0]]++
 	}
 	return t
-}
-
-// bucket returns the selectors that may select an id starting with b.
-func (t *bucketTable) bucket(b byte) []selector {
-	return t.sel[t.at[b]:t.at[int(b)+1]]
 }
 
 // Kinds of memoised rejection details.
