@@ -30,21 +30,13 @@ func Place(req Request, nodes []Node, cluster Cluster, w Weights) (Decision, err
 		return Decision{}, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
 	// One sort by node id finds repeated ids and later orders ties and
-	// rejected nodes; it is done on compact references, not the nodes.
-	byID := make([]nodeRef, len(nodes))
-	for i := range byID {
-		byID[i] = nodeRef{id: nodes[i].ID, i: int32(i)}
-	}
-	slices.SortFunc(byID, func(a, b nodeRef) int { return strings.Compare(a.id, b.id) })
-	if err := validateNodes(byID); err != nil {
+	// rejected nodes.
+	byID := sortByID(nodes)
+	if err := validateNodes(nodes, byID); err != nil {
 		return Decision{}, err
 	}
-	if req.Pin != "" {
-		if _, found := slices.BinarySearchFunc(byID, req.Pin, func(r nodeRef, id string) int {
-			return strings.Compare(r.id, id)
-		}); !found {
-			return Decision{}, fmt.Errorf("%w: %q", ErrUnknownPin, clip(req.Pin))
-		}
+	if req.Pin != "" && !byID.contains(nodes, req.Pin) {
+		return Decision{}, fmt.Errorf("%w: %q", ErrUnknownPin, clip(req.Pin))
 	}
 
 	p := compile(&req, &w, &cluster)
@@ -67,7 +59,7 @@ func Place(req Request, nodes []Node, cluster Cluster, w Weights) (Decision, err
 	// byID); then the rejected in node id order. The candidates are put
 	// in that order in place.
 	perm := make([]int32, len(nodes)) // node index -> rank by id, then position -> node index
-	for k, r := range byID {
+	for k, r := range byID.refs {
 		perm[r.i] = int32(k)
 	}
 	keys := make([]rankKey, len(eligible))
@@ -90,7 +82,7 @@ func Place(req Request, nodes []Node, cluster Cluster, w Weights) (Decision, err
 	for _, k := range keys {
 		perm = append(perm, k.i)
 	}
-	for _, r := range byID {
+	for _, r := range byID.refs {
 		if !cands[r.i].Eligible() {
 			perm = append(perm, r.i)
 		}
@@ -162,11 +154,139 @@ func firstAccelerator(assigned [][]string) string {
 	return ""
 }
 
-// nodeRef is a node id and the node's index, sorted by id: compact, so
-// that sorting does not walk the nodes.
+// idOrder is the nodes sorted by id. The sort compares a key made of the
+// eight bytes of each id that follow the prefix all the ids share, and
+// the ids themselves only when the keys are equal: it reads each id once
+// and sorts compact, pointer-free references.
+type idOrder struct {
+	refs []nodeRef
+	skip int // the length of the prefix all ids share
+}
+
+// nodeRef is a node's key and index.
 type nodeRef struct {
-	id string
-	i  int32
+	key uint64 // id[skip:skip+8], big-endian, zero-padded
+	i   int32
+}
+
+func sortByID(nodes []Node) idOrder {
+	o := idOrder{refs: make([]nodeRef, len(nodes))}
+	if len(nodes) == 0 {
+		return o
+	}
+	first := nodes[0].ID
+	o.skip = len(first)
+	for i := 1; i < len(nodes) && o.skip > 0; i++ {
+		id := nodes[i].ID
+		k := 0
+		for k < o.skip && k < len(id) && id[k] == first[k] {
+			k++
+		}
+		o.skip = k
+	}
+	for i := range nodes {
+		o.refs[i] = nodeRef{key: idKey(nodes[i].ID[o.skip:]), i: int32(i)}
+	}
+	// A zero-padded key orders like the id: a shorter id that is a prefix
+	// of a longer one sorts first either way, whatever bytes they hold.
+	// Keys are sorted by radix, a byte at a time from the last, skipping
+	// the bytes all keys share; the sort is stable, so equal keys stay in
+	// the order of index, and only runs of equal keys (ids alike in their
+	// first eight distinct bytes) are sorted again by id. Equal ids (an
+	// error) keep their order of index.
+	radixSort(o.refs)
+	for lo := 0; lo < len(o.refs); {
+		hi := lo + 1
+		for hi < len(o.refs) && o.refs[hi].key == o.refs[lo].key {
+			hi++
+		}
+		if hi-lo > 1 {
+			slices.SortStableFunc(o.refs[lo:hi], func(a, b nodeRef) int {
+				return strings.Compare(nodes[a.i].ID, nodes[b.i].ID)
+			})
+		}
+		lo = hi
+	}
+	return o
+}
+
+// radixSort sorts refs by key, stably: one pass counts every byte of
+// every key, then one pass per byte that varies places them, from the
+// last byte to the first.
+func radixSort(refs []nodeRef) {
+	if len(refs) < 2 {
+		return
+	}
+	var count [8][256]int32
+	and, or := ^uint64(0), uint64(0)
+	for _, r := range refs {
+		k := r.key
+		and &= k
+		or |= k
+		count[0][k&0xff]++
+		count[1][k>>8&0xff]++
+		count[2][k>>16&0xff]++
+		count[3][k>>24&0xff]++
+		count[4][k>>32&0xff]++
+		count[5][k>>40&0xff]++
+		count[6][k>>48&0xff]++
+		count[7][k>>56]++
+	}
+	tmp := make([]nodeRef, len(refs))
+	src, dst := refs, tmp
+	for d := range 8 {
+		if (and^or)>>(8*d)&0xff == 0 {
+			continue // every key has the same byte here
+		}
+		at := &count[d]
+		sum := int32(0)
+		for b := range at {
+			at[b], sum = sum, sum+at[b]
+		}
+		for _, r := range src {
+			b := r.key >> (8 * d) & 0xff
+			dst[at[b]] = r
+			at[b]++
+		}
+		src, dst = dst, src
+	}
+	if &src[0] != &refs[0] {
+		copy(refs, src)
+	}
+}
+
+// idKey returns the first eight bytes of s, big-endian, zero-padded.
+func idKey(s string) uint64 {
+	if len(s) >= 8 {
+		return uint64(s[0])<<56 | uint64(s[1])<<48 | uint64(s[2])<<40 | uint64(s[3])<<32 |
+			uint64(s[4])<<24 | uint64(s[5])<<16 | uint64(s[6])<<8 | uint64(s[7])
+	}
+	var k uint64
+	for i := range 8 {
+		k <<= 8
+		if i < len(s) {
+			k |= uint64(s[i])
+		}
+	}
+	return k
+}
+
+// contains reports whether id is one of the nodes' ids.
+func (o idOrder) contains(nodes []Node, id string) bool {
+	if len(o.refs) == 0 || !strings.HasPrefix(id, nodes[0].ID[:o.skip]) {
+		return false
+	}
+	key := idKey(id[o.skip:])
+	_, found := slices.BinarySearchFunc(o.refs, id, func(r nodeRef, id string) int {
+		switch {
+		case r.key < key:
+			return -1
+		case r.key > key:
+			return 1
+		}
+		return strings.Compare(nodes[r.i].ID, id)
+	})
+	return found
 }
 
 // rankKey orders eligible candidates: tier, then score descending, then
