@@ -35,12 +35,13 @@ func Place(req Request, nodes []Node, cluster Cluster, w Weights) (Decision, err
 	if err := validateNodes(nodes, byID); err != nil {
 		return Decision{}, err
 	}
-	if req.Pin != "" && !byID.contains(nodes, req.Pin) {
+	if req.Pin != "" && byID.index(nodes, req.Pin) < 0 {
 		return Decision{}, fmt.Errorf("%w: %q", ErrUnknownPin, clip(req.Pin))
 	}
 
 	p := compile(&req, &w, &cluster)
 	e := newEvaluator(p, len(nodes))
+	e.revoked = byID.revoked(nodes, cluster.RevokedNodes)
 	// Nodes are evaluated in the order given, which is the order their
 	// data lies in memory; nothing in a node's evaluation depends on
 	// another node, and the order of the output is decided by the sorts
@@ -48,7 +49,7 @@ func Place(req Request, nodes []Node, cluster Cluster, w Weights) (Decision, err
 	cands := make([]Candidate, len(nodes))
 	eligible := make([]raw, 0, len(nodes))
 	for i := range nodes {
-		if r, ok := e.evaluate(&nodes[i], &cands[i]); ok {
+		if r, ok := e.evaluate(i, &nodes[i], &cands[i]); ok {
 			r.cand = int32(i)
 			eligible = append(eligible, r)
 		}
@@ -271,13 +272,13 @@ func idKey(s string) uint64 {
 	return k
 }
 
-// contains reports whether id is one of the nodes' ids.
-func (o idOrder) contains(nodes []Node, id string) bool {
+// index returns the index of the node with this id, or -1.
+func (o idOrder) index(nodes []Node, id string) int {
 	if len(o.refs) == 0 || !strings.HasPrefix(id, nodes[0].ID[:o.skip]) {
-		return false
+		return -1
 	}
 	key := idKey(id[o.skip:])
-	_, found := slices.BinarySearchFunc(o.refs, id, func(r nodeRef, id string) int {
+	k, found := slices.BinarySearchFunc(o.refs, id, func(r nodeRef, id string) int {
 		switch {
 		case r.key < key:
 			return -1
@@ -286,7 +287,25 @@ func (o idOrder) contains(nodes []Node, id string) bool {
 		}
 		return strings.Compare(nodes[r.i].ID, id)
 	})
-	return found
+	if !found {
+		return -1
+	}
+	return int(o.refs[k].i)
+}
+
+// revoked marks the nodes whose ids are listed, or returns nil when none
+// is.
+func (o idOrder) revoked(nodes []Node, ids []string) []bool {
+	var marks []bool
+	for _, id := range ids {
+		if i := o.index(nodes, id); i >= 0 {
+			if marks == nil {
+				marks = make([]bool, len(nodes))
+			}
+			marks[i] = true
+		}
+	}
+	return marks
 }
 
 // rankKey orders eligible candidates: tier, then score descending, then
@@ -322,29 +341,39 @@ func permute(cs []Candidate, perm []int32) {
 
 // raw holds what phase B needs of an eligible node beyond its Candidate.
 type raw struct {
-	cand          int32   // index of the node and its candidate
-	accelAssigned bool    // an accel.* capability was assigned
-	accelCap      float64 // their summed mem_bytes; 0 when unknown
-	hasAccel      bool    // the node has any accel.* capability
-	perf          float64
-	hasPerf       bool
-	load          float64
-	loadKnown     bool
-	locality      float64
+	accelCap float64 // the summed mem_bytes of the assigned accelerators; 0 when unknown
+	perf     float64
+	load     float64
+	locality float64
+	cand     int32 // index of the node and its candidate
+	flags    uint8 // raw* bits
 }
+
+// Bits of raw.flags.
+const (
+	rawAccelAssigned uint8 = 1 << iota // an accel.* capability was assigned
+	rawHasAccel                        // the node has any accel.* capability
+	rawHasPerf                         // perf holds a measurement
+	rawLoadKnown                       // load is known (the node has capabilities)
+)
 
 // evaluator runs phase A node by node, reusing its scratch space.
 type evaluator struct {
-	p     *plan
-	caps  []Capability // the node's, while it is evaluated
-	scan  *nodeScan
-	joint *joint
-	rej   []Rejection
+	p       *plan
+	caps    []Capability // the node's, while it is evaluated
+	scan    *nodeScan
+	joint   *joint
+	rej     []Rejection
+	revoked []bool // per node index, when any node is revoked
 
-	// The assignment of the route chosen so far on this node, flattened:
-	// route requirement k has bestIDs[bestAt[k]:bestAt[k+1]].
-	bestIDs []int32
-	bestAt  []int32
+	// The assignment of an emulated route kept while later variants are
+	// tried, flattened: route requirement k has kept[keptAt[k]:keptAt[k+1]].
+	kept   []int32
+	keptAt []int32
+	// The chosen route: its requirements, and whether its assignment is
+	// kept (else it is the joint matcher's last).
+	chosen   []int32
+	fromKept bool
 
 	rejections arena[Rejection]
 	ids        arena[string]
@@ -352,27 +381,24 @@ type evaluator struct {
 }
 
 func newEvaluator(p *plan, nodes int) *evaluator {
-	hint := min(max(nodes, 16), 4096)
 	return &evaluator{
 		p: p, scan: newNodeScan(len(p.reqs)), joint: newJoint(len(p.reqs)),
-		rejections: arena[Rejection]{chunk: hint * 2},
-		ids:        arena[string]{chunk: hint * 4},
-		lists:      arena[[]string]{chunk: hint * 4},
+		rejections: arena[Rejection]{nodes: nodes},
+		ids:        arena[string]{nodes: nodes},
+		lists:      arena[[]string]{nodes: nodes},
 	}
 }
 
-// evaluate fills c for node n: its rejections, or its route; it returns
+// evaluate fills c for node i: its rejections, or its route; it returns
 // the phase B inputs of an eligible node.
-func (e *evaluator) evaluate(n *Node, c *Candidate) (raw, bool) {
+func (e *evaluator) evaluate(i int, n *Node, c *Candidate) (raw, bool) {
 	p := e.p
 	req := p.req
 	e.rej = e.rej[:0]
 	c.Node = n.ID
 
-	if p.revokedNodes != nil {
-		if _, ok := p.revokedNodes[n.ID]; ok {
-			e.reject(CodeNodeRevoked, "node is revoked")
-		}
+	if e.revoked != nil && e.revoked[i] {
+		e.reject(CodeNodeRevoked, "node is revoked")
 	}
 	switch n.Liveness {
 	case Alive:
@@ -396,8 +422,10 @@ func (e *evaluator) evaluate(n *Node, c *Candidate) (raw, bool) {
 	if p.workloadRevoked != "" {
 		e.reject(CodeWorkloadRevoked, p.workloadRevoked)
 	}
-	if d := coResidency(req, n.Instances); d != "" {
-		e.reject(CodeCoResidency, d)
+	if p.coResidency && len(n.Instances) > 0 {
+		if d := coResidency(req, n.Instances); d != "" {
+			e.reject(CodeCoResidency, d)
+		}
 	}
 
 	s := e.scan
@@ -418,12 +446,12 @@ func (e *evaluator) evaluate(n *Node, c *Candidate) (raw, bool) {
 	}
 	if t := p.perf; t != nil && t.HasBudget && s.hasPerf {
 		if (t.Better == BetterLower && s.perf > t.Budget) || (t.Better == BetterHigher && s.perf < t.Budget) {
-			e.reject(CodePerfBudget, p.perfHead+formatFloat(s.perf)+p.perfTail)
+			e.reject(CodePerfBudget, p.perfDetail(s.perf))
 		}
 	}
 
 	if len(e.rej) > 0 {
-		c.Rejections = e.rejections.take(len(e.rej))
+		c.Rejections = e.rejections.take(len(e.rej), i)
 		copy(c.Rejections, e.rej)
 		return raw{}, false
 	}
@@ -433,26 +461,39 @@ func (e *evaluator) evaluate(n *Node, c *Candidate) (raw, bool) {
 	if tier == TierEmulated {
 		c.Flags |= FlagEmulated
 	}
-	r := raw{hasAccel: s.hasAccel, perf: s.perf, hasPerf: s.hasPerf}
-	if len(n.Capabilities) > 0 {
-		r.load, r.loadKnown = float64(s.busy)/float64(len(n.Capabilities)), true
+	r := raw{perf: s.perf}
+	if s.hasAccel {
+		r.flags |= rawHasAccel
 	}
-	// The assignment, by id, per route requirement; and the capacity of
-	// the distinct accelerators in it.
-	nr := len(e.bestAt) - 1
-	c.Assigned = e.lists.take(nr)
+	if s.hasPerf {
+		r.flags |= rawHasPerf
+	}
+	if len(n.Capabilities) > 0 {
+		r.load = float64(s.busy) / float64(len(n.Capabilities))
+		r.flags |= rawLoadKnown
+	}
+	// The assignment, by id, per route requirement: one slice of ids for
+	// the node, cut per requirement; and the capacity of the distinct
+	// accelerators in it.
+	route := e.chosen
+	c.Assigned = e.lists.take(len(route), i)
+	total := 0
+	for k := range route {
+		total += len(e.assigned(k))
+	}
+	ids := e.ids.take(total, i)
 	var capacity float64
 	unknown := false
-	for k := range nr {
-		idx := e.bestIDs[e.bestAt[k]:e.bestAt[k+1]]
-		ids := e.ids.take(len(idx))
+	at := 0
+	for k := range route {
+		idx := e.assigned(k)
 		for m, ci := range idx {
 			cp := &n.Capabilities[ci]
-			ids[m] = cp.ID
-			if !grammar.SelectorMatches(accelFamily, cp.ID) || slices.Contains(e.bestIDs[:e.bestAt[k]+int32(m)], ci) {
+			ids[at+m] = cp.ID
+			if !grammar.SelectorMatches(accelFamily, cp.ID) || e.assignedBefore(k, m, ci) {
 				continue
 			}
-			r.accelAssigned = true
+			r.flags |= rawAccelAssigned
 			if mb := attr(cp, AttrMemBytes); mb != nil {
 				if f, ok := mb.number(); ok && f > 0 && !math.IsInf(f, 0) {
 					capacity += f
@@ -461,7 +502,10 @@ func (e *evaluator) evaluate(n *Node, c *Candidate) (raw, bool) {
 			}
 			unknown = true
 		}
-		c.Assigned[k] = ids
+		if len(idx) > 0 {
+			c.Assigned[k] = ids[at : at+len(idx) : at+len(idx)]
+		}
+		at += len(idx)
 	}
 	if !unknown {
 		r.accelCap = capacity
@@ -474,15 +518,34 @@ func (e *evaluator) evaluate(n *Node, c *Candidate) (raw, bool) {
 	return r, true
 }
 
+// assigned returns what the chosen route gives its requirement k.
+func (e *evaluator) assigned(k int) []int32 {
+	if e.fromKept {
+		return e.kept[e.keptAt[k]:e.keptAt[k+1]]
+	}
+	return e.joint.assign[e.chosen[k]]
+}
+
+// assignedBefore reports whether capability ci was assigned before
+// position m of route requirement k.
+func (e *evaluator) assignedBefore(k, m int, ci int32) bool {
+	for kk := range k {
+		if slices.Contains(e.assigned(kk), ci) {
+			return true
+		}
+	}
+	return slices.Contains(e.assigned(k)[:m], ci)
+}
+
 func (e *evaluator) reject(code Code, detail string) {
 	e.rej = append(e.rej, Rejection{Code: code, Detail: detail})
 }
 
 // route is reference 3.6.2 route selection: the first native variant
-// that fits, else the first emulated one when allowed. It records the
-// chosen assignment in bestIDs/bestAt. Only when no route is chosen does
-// it go through the variants again to record why each fails: a node that
-// fits pays for no text.
+// that fits, else the first emulated one when allowed. It leaves the
+// chosen route for assigned. Only when no route is chosen does it go
+// through the variants again to record why each fails: a node that fits
+// pays for no text.
 func (e *evaluator) route(n *Node) (variant int, tier Tier) {
 	p, s := e.p, e.scan
 	commonOK := true
@@ -498,26 +561,29 @@ func (e *evaluator) route(n *Node) (variant int, tier Tier) {
 		for ri := v.start; ri < v.end && ok; ri++ {
 			ok = e.requirementPasses(ri, false)
 		}
-		if !ok || !e.memoryFits(&mem, v, false) || !e.jointly(vi, n.Capabilities, false) {
+		if !ok || !mem.fits(v) || !e.jointly(vi, n.Capabilities, false) {
 			continue
 		}
 		if !v.emulated {
 			native = vi
-			e.keepAssignment(vi)
 			break
 		}
 		emulatedFit |= 1 << vi
 		if emulated < 0 {
 			emulated = vi
-			e.keepAssignment(vi)
+			e.keep(vi)
 		}
 	}
 	switch {
-	case native >= 0 && s.isDev:
-		return native, TierDevFallback
 	case native >= 0:
+		// The last joint match is the native route's.
+		e.chosen, e.fromKept = p.routes[native], false
+		if s.isDev {
+			return native, TierDevFallback
+		}
 		return native, TierNative
 	case emulated >= 0 && p.req.AllowEmulated:
+		e.chosen, e.fromKept = p.routes[emulated], true
 		return emulated, TierEmulated
 	}
 
@@ -535,7 +601,7 @@ func (e *evaluator) route(n *Node) (variant int, tier Tier) {
 		if ok {
 			e.jointly(vi, n.Capabilities, true)
 		}
-		e.memoryFits(&mem, v, true)
+		e.recordMemory(&mem, v)
 	}
 	if emulated >= 0 {
 		e.reject(CodeEmulationNotAllowed, p.detail(msgKey{kind: msgEmulation, a: emulatedFit}))
@@ -570,14 +636,7 @@ func (e *evaluator) requirementPasses(ri int, record bool) bool {
 // recording a contention failure when record is set.
 func (e *evaluator) jointly(vi int, caps []Capability, record bool) bool {
 	p, j := e.p, e.joint
-	v := &p.variants[vi]
-	j.reqs = j.reqs[:0]
-	for ri := range p.nCommon {
-		j.reqs = append(j.reqs, int32(ri))
-	}
-	for ri := v.start; ri < v.end; ri++ {
-		j.reqs = append(j.reqs, int32(ri))
-	}
+	j.reqs = p.routes[vi]
 	if j.solve(p, e.scan, caps) {
 		return true
 	}
@@ -599,21 +658,15 @@ func (e *evaluator) jointly(vi int, caps []Capability, record bool) bool {
 	return false
 }
 
-// keepAssignment saves the joint assignment of variant vi's route.
-func (e *evaluator) keepAssignment(vi int) {
-	p, j := e.p, e.joint
-	v := &p.variants[vi]
-	e.bestIDs = e.bestIDs[:0]
-	e.bestAt = append(e.bestAt[:0], 0)
-	add := func(ri int) {
-		e.bestIDs = append(e.bestIDs, j.assign[ri]...)
-		e.bestAt = append(e.bestAt, int32(len(e.bestIDs)))
-	}
-	for ri := range p.nCommon {
-		add(ri)
-	}
-	for ri := v.start; ri < v.end; ri++ {
-		add(ri)
+// keep saves the joint assignment of variant vi's route, while later
+// variants are tried.
+func (e *evaluator) keep(vi int) {
+	j := e.joint
+	e.kept = e.kept[:0]
+	e.keptAt = append(e.keptAt[:0], 0)
+	for _, ri := range e.p.routes[vi] {
+		e.kept = append(e.kept, j.assign[ri]...)
+		e.keptAt = append(e.keptAt, int32(len(e.kept)))
 	}
 }
 
@@ -638,38 +691,22 @@ func nodeMemory(n *Node) memory {
 	return m
 }
 
-// memoryFits checks variant v's demand, with pending reservations, against
-// the node's pools, recording each pool that is short when record is set.
-func (e *evaluator) memoryFits(m *memory, v *variantPlan, record bool) bool {
-	ok := true
+// fits reports whether variant v's demand, with pending reservations,
+// fits the node's pools.
+func (m *memory) fits(v *variantPlan) bool {
+	if m.unified {
+		return poolFits(v.res.HostBytes, v.res.AccelBytes, satAdd(m.pendHost, m.pendAccel), m.host)
+	}
+	return poolFits(v.res.HostBytes, 0, m.pendHost, m.host) && poolFits(0, v.res.AccelBytes, m.pendAccel, m.vram)
+}
+
+// recordMemory records each pool that variant v's demand, with pending
+// reservations, does not fit.
+func (e *evaluator) recordMemory(m *memory, v *variantPlan) {
 	check := func(pool string, host, accel, pending, free uint64) {
-		if host == 0 && accel == 0 {
-			return
+		if !poolFits(host, accel, pending, free) {
+			e.reject(CodeMemory, memoryDetail(v.prefix, pool, satAdd(satAdd(host, accel), pending), pending, free))
 		}
-		if fits(free, host, accel, pending) {
-			return
-		}
-		ok = false
-		if !record {
-			return
-		}
-		need := satAdd(satAdd(host, accel), pending)
-		var b strings.Builder
-		b.Grow(96)
-		b.WriteString(v.prefix)
-		b.WriteString(pool)
-		b.WriteString(" pool: need ")
-		b.WriteString(strconv.FormatUint(need, 10))
-		b.WriteString(" bytes")
-		if pending > 0 {
-			b.WriteString(" (")
-			b.WriteString(strconv.FormatUint(pending, 10))
-			b.WriteString(" pending)")
-		}
-		b.WriteString(", free ")
-		b.WriteString(strconv.FormatUint(free, 10))
-		b.WriteString(" bytes")
-		e.reject(CodeMemory, b.String())
 	}
 	if m.unified {
 		check("unified", v.res.HostBytes, v.res.AccelBytes, satAdd(m.pendHost, m.pendAccel), m.host)
@@ -677,7 +714,32 @@ func (e *evaluator) memoryFits(m *memory, v *variantPlan, record bool) bool {
 		check("system", v.res.HostBytes, 0, m.pendHost, m.host)
 		check("vram", 0, v.res.AccelBytes, m.pendAccel, m.vram)
 	}
-	return ok
+}
+
+// poolFits reports whether a demand of host and accel bytes, with
+// pending, fits free; no demand always fits.
+func poolFits(host, accel, pending, free uint64) bool {
+	return host == 0 && accel == 0 || fits(free, host, accel, pending)
+}
+
+// memoryDetail is the text of a memory rejection, made with one
+// allocation.
+func memoryDetail(prefix, pool string, need, pending, free uint64) string {
+	var buf [256]byte
+	b := append(buf[:0], prefix...)
+	b = append(b, pool...)
+	b = append(b, " pool: need "...)
+	b = strconv.AppendUint(b, need, 10)
+	b = append(b, " bytes"...)
+	if pending > 0 {
+		b = append(b, " ("...)
+		b = strconv.AppendUint(b, pending, 10)
+		b = append(b, " pending)"...)
+	}
+	b = append(b, ", free "...)
+	b = strconv.AppendUint(b, free, 10)
+	b = append(b, " bytes"...)
+	return string(b)
 }
 
 // fits reports whether a + b + c <= free, without overflow. A saturated
@@ -704,20 +766,18 @@ func satAdd(a, b uint64) uint64 {
 // request, or "": the first instance (in the node's order) that carries a
 // label the request excludes, or excludes one of its labels.
 func coResidency(req *Request, instances []Instance) string {
-	if len(req.Excludes) == 0 && len(req.Labels) == 0 {
-		return ""
-	}
-	for _, in := range instances {
-		if in.Kind == req.Kind && in.Name == req.Name {
+	for k := range instances {
+		in := &instances[k]
+		if sameText(in.Name, req.Name) && sameText(in.Kind, req.Kind) {
 			continue // the workload's own instance is not a neighbour
 		}
 		for _, l := range in.Labels {
-			if slices.Contains(req.Excludes, l) {
+			if containsText(req.Excludes, l) {
 				return "instance " + in.Kind + "/" + in.Name + " has label " + l + ", which this workload excludes"
 			}
 		}
 		for _, x := range in.Excludes {
-			if slices.Contains(req.Labels, x) {
+			if containsText(req.Labels, x) {
 				return "instance " + in.Kind + "/" + in.Name + " excludes label " + x + " of this workload"
 			}
 		}
@@ -725,25 +785,53 @@ func coResidency(req *Request, instances []Instance) string {
 	return ""
 }
 
+// sameText is a == b, with the length and the first byte compared
+// before the bytes: texts that differ mostly differ there.
+func sameText(a, b string) bool {
+	return len(a) == len(b) && (len(a) == 0 || a[0] == b[0]) && a == b
+}
+
+// containsText is slices.Contains(list, s) by sameText.
+func containsText(list []string, s string) bool {
+	for _, x := range list {
+		if sameText(x, s) {
+			return true
+		}
+	}
+	return false
+}
+
 func formatFloat(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 
 // arena hands out slices carved from shared chunks, so that a decision
 // over many nodes makes a few large allocations rather than one per node.
-// Carved slices have their capacity clipped: appending to one never
-// writes into another.
+// A chunk is sized by what the nodes evaluated so far took, times the
+// nodes left, so that little is left over. Carved slices have their
+// capacity clipped: appending to one never writes into another.
 type arena[T any] struct {
 	buf   []T
-	chunk int
+	nodes int // nodes in the decision
+	used  int // elements handed out
 }
 
-func (a *arena[T]) take(n int) []T {
+// take returns n elements for node i.
+func (a *arena[T]) take(n, i int) []T {
 	if n == 0 {
 		return nil
 	}
 	if cap(a.buf)-len(a.buf) < n {
-		a.buf = make([]T, 0, max(n, a.chunk))
+		size := 32
+		if a.used > 0 {
+			// What nodes 0 to i-1 took, for each node left, and an
+			// eighth; at most four times what was taken so far.
+			left := a.nodes - i
+			est := a.used * left / max(i, 1)
+			size = min(est+est/8, 4*a.used)
+		}
+		a.buf = make([]T, 0, max(n, size))
 	}
 	l := len(a.buf)
 	a.buf = a.buf[:l+n]
+	a.used += n
 	return a.buf[l : l+n : l+n]
 }

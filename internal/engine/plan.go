@@ -30,8 +30,12 @@ type plan struct {
 	// first variant: a node that fits it never needs the others.
 	table bucketTable
 
-	revokedNodes    map[string]struct{}
+	// routes lists, per variant, its route's requirements: the common
+	// ones, then the variant's.
+	routes [][]int32
+
 	workloadRevoked string // the detail when a revocable ref is revoked
+	coResidency     bool   // the request has labels or excludes
 	trustDetail     [TrustPinned + 1]string
 
 	perf     *PerfTarget
@@ -117,12 +121,19 @@ func compile(req *Request, w *Weights, cl *Cluster) *plan {
 	}
 
 	p.table = p.buildTable()
-	if len(cl.RevokedNodes) > 0 {
-		p.revokedNodes = make(map[string]struct{}, len(cl.RevokedNodes))
-		for _, id := range cl.RevokedNodes {
-			p.revokedNodes[id] = struct{}{}
+	p.routes = make([][]int32, len(p.variants))
+	all := make([]int32, 0, len(p.variants)*p.nCommon+p.prefStart-p.nCommon)
+	for vi, v := range p.variants {
+		start := len(all)
+		for ri := range p.nCommon {
+			all = append(all, int32(ri))
 		}
+		for ri := v.start; ri < v.end; ri++ {
+			all = append(all, int32(ri))
+		}
+		p.routes[vi] = all[start:len(all):len(all)]
 	}
+	p.coResidency = len(req.Labels) > 0 || len(req.Excludes) > 0
 	if len(req.RevocableRefs) > 0 && len(cl.RevokedRefs) > 0 {
 		revoked := make(map[string]struct{}, len(cl.RevokedRefs))
 		for _, r := range cl.RevokedRefs {
@@ -147,6 +158,16 @@ func compile(req *Request, w *Weights, cl *Cluster) *plan {
 		p.perfMul *= w.InteractivePerfMultiplier
 	}
 	return p
+}
+
+// perfDetail is the text of a perf_budget rejection for a node that
+// measured f, made with one allocation.
+func (p *plan) perfDetail(f float64) string {
+	var buf [256]byte
+	b := append(buf[:0], p.perfHead...)
+	b = strconv.AppendFloat(b, f, 'f', -1, 64)
+	b = append(b, p.perfTail...)
+	return string(b)
 }
 
 // selector is one entry of a bucket: a requirement's selector, or a

@@ -13,10 +13,10 @@ func (p *plan) score(cands []Candidate, eligible []raw) {
 	bestPerf, havePerf := 0.0, false
 	for i := range eligible {
 		r := &eligible[i]
-		if r.accelAssigned && r.accelCap > 0 {
+		if r.flags&rawAccelAssigned != 0 && r.accelCap > 0 {
 			minCap = min(minCap, r.accelCap)
 		}
-		if p.perf != nil && r.hasPerf {
+		if p.perf != nil && r.flags&rawHasPerf != 0 {
 			switch {
 			case !havePerf:
 				bestPerf, havePerf = r.perf, true
@@ -34,9 +34,9 @@ func (p *plan) score(cands []Candidate, eligible []raw) {
 		s.Execution = w.tierWeight(c.Tier)
 		s.Locality = r.locality
 		switch {
-		case !r.accelAssigned && !r.hasAccel:
+		case r.flags&(rawAccelAssigned|rawHasAccel) == 0:
 			s.AccelFit = w.AccelFit // work that needs no accelerator, on a node without one
-		case !r.accelAssigned:
+		case r.flags&rawAccelAssigned == 0:
 			s.AccelFit = 0 // don't waste an accelerator
 		case r.accelCap <= 0:
 			s.AccelFit = w.AccelFit // capacity unknown
@@ -44,13 +44,13 @@ func (p *plan) score(cands []Candidate, eligible []raw) {
 			s.AccelFit = w.AccelFit * (minCap / r.accelCap)
 		}
 		if p.perf != nil {
-			if r.hasPerf {
+			if r.flags&rawHasPerf != 0 {
 				s.Perf = p.perfMul * perfRatio(p.perf.Better, r.perf, bestPerf)
 			} else {
 				c.Flags |= FlagUnmeasured
 			}
 		}
-		if r.loadKnown {
+		if r.flags&rawLoadKnown != 0 {
 			s.Load = w.Load * (1 - min(max(r.load, 0), 1))
 		} else {
 			c.Flags |= FlagLoadUnknown
