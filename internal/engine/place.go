@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -195,7 +196,16 @@ func sortByID(nodes []Node) idOrder {
 	// the order of index, and only runs of equal keys (ids alike in their
 	// first eight distinct bytes) are sorted again by id. Equal ids (an
 	// error) keep their order of index.
-	radixSort(o.refs)
+	if len(o.refs) < radixMin {
+		slices.SortFunc(o.refs, func(a, b nodeRef) int {
+			if c := cmp.Compare(a.key, b.key); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.i, b.i)
+		})
+	} else {
+		radixSort(o.refs)
+	}
 	for lo := 0; lo < len(o.refs); {
 		hi := lo + 1
 		for hi < len(o.refs) && o.refs[hi].key == o.refs[lo].key {
@@ -210,6 +220,10 @@ func sortByID(nodes []Node) idOrder {
 	}
 	return o
 }
+
+// radixMin is the fewest nodes sorted by radix: below it, the passes'
+// fixed cost exceeds a comparison sort's.
+const radixMin = 256
 
 // radixSort sorts refs by key, stably: one pass counts every byte of
 // every key, then one pass per byte that varies places them, from the
@@ -339,12 +353,12 @@ func permute(cs []Candidate, perm []int32) {
 	}
 }
 
-// raw holds what phase B needs of an eligible node beyond its Candidate.
+// raw holds what phase B needs of an eligible node beyond its Candidate:
+// what it compares across the survivors. Phase A fills the rest of the
+// score (locality, load) in the Candidate.
 type raw struct {
 	accelCap float64 // the summed mem_bytes of the assigned accelerators; 0 when unknown
 	perf     float64
-	load     float64
-	locality float64
 	cand     int32 // index of the node and its candidate
 	flags    uint8 // raw* bits
 }
@@ -354,7 +368,6 @@ const (
 	rawAccelAssigned uint8 = 1 << iota // an accel.* capability was assigned
 	rawHasAccel                        // the node has any accel.* capability
 	rawHasPerf                         // perf holds a measurement
-	rawLoadKnown                       // load is known (the node has capabilities)
 )
 
 // evaluator runs phase A node by node, reusing its scratch space.
@@ -469,8 +482,10 @@ func (e *evaluator) evaluate(i int, n *Node, c *Candidate) (raw, bool) {
 		r.flags |= rawHasPerf
 	}
 	if len(n.Capabilities) > 0 {
-		r.load = float64(s.busy) / float64(len(n.Capabilities))
-		r.flags |= rawLoadKnown
+		load := float64(s.busy) / float64(len(n.Capabilities))
+		c.Score.Load = p.w.Load * (1 - min(max(load, 0), 1))
+	} else {
+		c.Flags |= FlagLoadUnknown
 	}
 	// The assignment, by id, per route requirement: one slice of ids for
 	// the node, cut per requirement; and the capacity of the distinct
@@ -512,7 +527,7 @@ func (e *evaluator) evaluate(i int, n *Node, c *Candidate) (raw, bool) {
 	}
 	for i := p.prefStart; i < len(p.reqs); i++ {
 		if len(s.cands[i]) >= p.reqs[i].count {
-			r.locality += req.Preferences[i-p.prefStart].Weight
+			c.Score.Locality += req.Preferences[i-p.prefStart].Weight
 		}
 	}
 	return r, true

@@ -45,8 +45,11 @@ type plan struct {
 
 	// msgs memoises rejection details that depend only on the request
 	// (a requirement's selector, variant, predicate), so that rejecting
-	// many nodes for the same reason allocates the text once.
-	msgs map[msgKey]string
+	// many nodes for the same reason allocates the text once: per
+	// requirement, one slot per detail it can have (msgSlot), made on
+	// first use; and the emulation details, by set of variants.
+	msgs         [][]string
+	emulatedMsgs []emulatedMsg
 }
 
 type reqPlan struct {
@@ -77,7 +80,7 @@ type variantPlan struct {
 }
 
 func compile(req *Request, w *Weights, cl *Cluster) *plan {
-	p := &plan{req: req, w: w, perf: req.Perf, msgs: make(map[msgKey]string)}
+	p := &plan{req: req, w: w, perf: req.Perf}
 	floor, _ := grammar.ProvenanceRank(req.MinProvenance)
 	add := func(q *Requirement, prefix string) {
 		rank, _ := grammar.ProvenanceRank(q.MinProvenance)
@@ -119,6 +122,7 @@ func compile(req *Request, w *Weights, cl *Cluster) *plan {
 	for i := range req.Preferences {
 		add(&req.Preferences[i].Requirement, "")
 	}
+	p.msgs = make([][]string, len(p.reqs))
 
 	p.table = p.buildTable()
 	p.routes = make([][]int32, len(p.variants))
@@ -258,23 +262,68 @@ var provenanceNames = [...]string{"unknown", grammar.ProvenanceClaimed, grammar.
 // blockingStates are the states that make a capability unusable.
 var blockingStates = [...]string{grammar.StateBusy, grammar.StateReserved, grammar.StateDegraded}
 
+// emulatedMsg is a memoised emulation_not_allowed detail.
+type emulatedMsg struct {
+	variants int32 // bit set
+	s        string
+}
+
+// msgSlot returns where requirement k.req memoises the detail k, and
+// how many slots the requirement has: not advertised; provenance by rank
+// (0 to 3); predicate by index; unavailable by state; usable by count
+// (below the requirement's); contended by variant.
+func (p *plan) msgSlot(k msgKey) (slot, slots int) {
+	r := &p.reqs[k.req]
+	provenance := 1
+	predicate := provenance + len(provenanceNames)
+	unavailable := predicate + len(r.preds)
+	usable := unavailable + len(blockingStates)
+	contended := usable + r.count
+	slots = contended + len(p.variants)
+	switch k.kind {
+	case msgProvenance:
+		slot = provenance
+	case msgPredicate:
+		slot = predicate
+	case msgUnavailable:
+		slot = unavailable
+	case msgUsable:
+		slot = usable
+	case msgContended:
+		slot = contended
+	}
+	if k.kind != msgNotAdvertised {
+		slot += int(k.a)
+	}
+	return slot, slots
+}
+
 // detail returns the memoised text of a requirement failure.
 func (p *plan) detail(k msgKey) string {
-	if s, ok := p.msgs[k]; ok {
-		return s
-	}
-	var s string
 	if k.kind == msgEmulation {
+		for _, m := range p.emulatedMsgs {
+			if m.variants == k.a {
+				return m.s
+			}
+		}
 		var names []string
 		for vi, v := range p.variants {
 			if k.a&(1<<vi) != 0 {
 				names = append(names, v.name)
 			}
 		}
-		s = "only emulated route(s) fit (" + strings.Join(names, ", ") + "); emulation needs explicit allow_emulated"
-		p.msgs[k] = s
+		s := "only emulated route(s) fit (" + strings.Join(names, ", ") + "); emulation needs explicit allow_emulated"
+		p.emulatedMsgs = append(p.emulatedMsgs, emulatedMsg{variants: k.a, s: s})
 		return s
 	}
+	slot, slots := p.msgSlot(k)
+	if p.msgs[k.req] == nil {
+		p.msgs[k.req] = make([]string, slots)
+	}
+	if s := p.msgs[k.req][slot]; s != "" {
+		return s
+	}
+	var s string
 	r := &p.reqs[k.req]
 	head := r.prefix + "`" + r.sel + "`: "
 	switch k.kind {
@@ -296,6 +345,6 @@ func (p *plan) detail(k msgKey) string {
 		}
 		s += ")"
 	}
-	p.msgs[k] = s
+	p.msgs[k.req][slot] = s
 	return s
 }

@@ -2,8 +2,8 @@ package engine
 
 import "math"
 
-// score is phase B (reference 3.6.3): it fills the Score and flags of
-// every eligible candidate. Two components compare a node with the other
+// score is phase B (reference 3.6.3): it completes the Score and flags of
+// every eligible candidate (phase A gave each its locality and load). Two components compare a node with the other
 // survivors (accel_fit with the smallest sufficient accelerator, perf with
 // the best measurement), so they are computed once every node has been
 // through phase A.
@@ -32,7 +32,6 @@ func (p *plan) score(cands []Candidate, eligible []raw) {
 		c := &cands[r.cand]
 		s := &c.Score
 		s.Execution = w.tierWeight(c.Tier)
-		s.Locality = r.locality
 		switch {
 		case r.flags&(rawAccelAssigned|rawHasAccel) == 0:
 			s.AccelFit = w.AccelFit // work that needs no accelerator, on a node without one
@@ -49,11 +48,6 @@ func (p *plan) score(cands []Candidate, eligible []raw) {
 			} else {
 				c.Flags |= FlagUnmeasured
 			}
-		}
-		if r.flags&rawLoadKnown != 0 {
-			s.Load = w.Load * (1 - min(max(r.load, 0), 1))
-		} else {
-			c.Flags |= FlagLoadUnknown
 		}
 		if p.req.CurrentNode != "" && c.Node == p.req.CurrentNode {
 			if p.req.Sticky {
