@@ -82,8 +82,9 @@ func (s *nodeScan) scan(p *plan, caps []Capability) {
 	s.isDev, s.hasAccel, s.hasPerf, s.busy = false, false, false, 0
 	s.later = s.later[:0]
 	t := &p.table
-	if len(s.hits) < maxHits {
-		s.hits = make([]hit, max(maxHits, t.widest))
+	// Room for the whole node, within maxHits, and for one capability.
+	if need := max(min(len(caps)*t.widest, maxHits), t.widest); len(s.hits) < need {
+		s.hits = make([]hit, max(need, min(2*len(s.hits), maxHits)))
 	}
 	block := len(s.hits) / max(t.widest, 1)
 	for lo := 0; lo < len(caps); lo += block {
