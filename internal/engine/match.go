@@ -13,7 +13,7 @@ type reqStat struct {
 	selected int32
 	provOK   int32
 	predOK   int32
-	nonExcl  int32 // usable capabilities that are not exclusive
+	usable   int32 // candidates in nodeScan.cands
 	blocked  int32 // 1 + index of the first capability usable but for its state; 0 if none
 	maxFail  int16 // the predicate at which the last candidates dropped out
 	best     int8  // best provenance rank among the selected
@@ -22,8 +22,9 @@ type reqStat struct {
 // failure returns the memo key of the requirement's failure on its own,
 // and whether it fails; a blocking state that is not a grammar state is
 // returned as text.
-func (st *reqStat) failure(ri int, usable, count int, caps []Capability) (k msgKey, unknownState string, fails bool) {
+func (st *reqStat) failure(ri int, count int, caps []Capability) (k msgKey, unknownState string, fails bool) {
 	k.req = int32(ri)
+	usable := int(st.usable)
 	switch {
 	case st.selected == 0:
 		k.kind = msgNotAdvertised
@@ -49,17 +50,28 @@ func (st *reqStat) failure(ri int, usable, count int, caps []Capability) (k msgK
 
 // nodeScan is the per-node result of one pass over its capabilities,
 // and the scratch space reused from node to node.
+//
+// Nothing in it is written as a pointer per capability or per node (the
+// candidates' count is in the stats, not in a slice header), so that
+// evaluating a node costs no write barrier while the collector marks.
 type nodeScan struct {
 	stats []reqStat
-	cands [][]int32 // per requirement: usable capabilities, in node order
-	hits  []hit     // what the selectors selected, in node order
-	later []hit     // what the other variants' selectors selected, not yet matched
+	// cands holds per requirement its usable capabilities, in node
+	// order: the first stats[ri].usable of cands[ri].
+	cands [][]int32
+	hits  []hit // what the selectors selected, in node order
+	later []hit // what the other variants' selectors selected, not yet matched
 
 	busy     int
 	isDev    bool
 	hasAccel bool
 	perf     float64
 	hasPerf  bool
+}
+
+// candsOf returns requirement ri's usable capabilities.
+func (s *nodeScan) candsOf(ri int32) []int32 {
+	return s.cands[ri][:s.stats[ri].usable]
 }
 
 // hit is a capability selected by a selector of the bucket table.
@@ -76,9 +88,6 @@ func newNodeScan(n int) *nodeScan {
 // match, and keeps those of the other variants for ensure.
 func (s *nodeScan) scan(p *plan, caps []Capability) {
 	clear(s.stats)
-	for i := range s.cands {
-		s.cands[i] = s.cands[i][:0]
-	}
 	s.isDev, s.hasAccel, s.hasPerf, s.busy = false, false, false, 0
 	s.later = s.later[:0]
 	t := &p.table
@@ -191,10 +200,14 @@ func (s *nodeScan) match(p *plan, ri int32, ci int, c *Capability) {
 		}
 		return
 	}
-	s.cands[ri] = append(s.cands[ri], int32(ci))
-	if !c.Exclusive {
-		st.nonExcl++
+	buf := s.cands[ri]
+	if int(st.usable) == len(buf) {
+		buf = append(buf, 0)
+		buf = buf[:cap(buf)]
+		s.cands[ri] = buf
 	}
+	buf[st.usable] = int32(ci)
+	st.usable++
 }
 
 // usable is reference 3.6.2 step 4: available yes; busy only when
@@ -276,11 +289,15 @@ func (s *nodeScan) perfCandidate(t *PerfTarget, c *Capability) {
 // contested) in one step per capability; when it fails, a backtracking
 // search decides, bounded by MaxJointSteps.
 type joint struct {
-	caps  []Capability
-	reqs  []int32   // plan indices of the route's requirements
-	cands [][]int32 // per plan index (nodeScan.cands)
+	scan *nodeScan
+	caps []Capability // the node's, for the search
+	reqs []int32      // plan indices of the route's requirements, for the search
 
-	assign [][]int32 // per plan index: the chosen capabilities
+	// The chosen capabilities, per plan index ri: alen[ri] of them from
+	// assignBuf[assignAt[ri]]; a requirement has room for its count.
+	assignBuf []int32
+	assignAt  []int32
+	alen      []int32
 
 	// Greedy pass: stamp[ci] == gen marks a capability used in this pass;
 	// held[ci] says whether exclusively.
@@ -297,24 +314,45 @@ type joint struct {
 	searched bool // contest is valid (the search ran)
 }
 
-func newJoint(nreqs int) *joint {
-	return &joint{assign: make([][]int32, nreqs), sorted: make([][]int32, nreqs)}
+func newJoint(p *plan, s *nodeScan) *joint {
+	j := &joint{scan: s, assignAt: make([]int32, len(p.reqs)), alen: make([]int32, len(p.reqs)),
+		sorted: make([][]int32, len(p.reqs))}
+	n := int32(0)
+	for ri := range p.reqs {
+		j.assignAt[ri] = n
+		n += int32(p.reqs[ri].count)
+	}
+	j.assignBuf = make([]int32, n)
+	return j
 }
 
-// solve assigns the requirements in j.reqs, returning false when no
-// assignment exists or MaxJointSteps ran out.
-func (j *joint) solve(p *plan, s *nodeScan, caps []Capability) bool {
-	j.caps, j.cands, j.searched = caps, s.cands, false
-	if j.greedy(p, caps) {
+// assignOf returns the capabilities chosen for requirement ri.
+func (j *joint) assignOf(ri int32) []int32 {
+	at := j.assignAt[ri]
+	return j.assignBuf[at : at+j.alen[ri]]
+}
+
+// push adds capability ci to requirement ri's assignment.
+func (j *joint) push(ri, ci int32) {
+	j.assignBuf[j.assignAt[ri]+j.alen[ri]] = ci
+	j.alen[ri]++
+}
+
+// solve assigns the requirements reqs, returning false when no assignment
+// exists or MaxJointSteps ran out.
+func (j *joint) solve(p *plan, reqs []int32, caps []Capability) bool {
+	j.searched = false
+	if j.greedy(p, reqs, caps) {
 		return true
 	}
+	j.caps, j.reqs = caps, reqs
 	return j.search(p, caps)
 }
 
 // greedy gives each requirement, in declaration order, its first usable
 // candidates: shared capabilities first for a shared requirement. It
 // reports false at the first requirement it cannot satisfy.
-func (j *joint) greedy(p *plan, caps []Capability) bool {
+func (j *joint) greedy(p *plan, reqs []int32, caps []Capability) bool {
 	if len(j.stamp) < len(caps) {
 		j.stamp = make([]uint32, len(caps))
 		j.held = make([]bool, len(caps))
@@ -325,44 +363,44 @@ func (j *joint) greedy(p *plan, caps []Capability) bool {
 		clear(j.stamp)
 		j.gen = 1
 	}
-	for _, ri := range j.reqs {
+	for _, ri := range reqs {
 		r := &p.reqs[ri]
-		a := j.assign[ri][:0]
+		j.alen[ri] = 0
 		need := r.count
+		cands := j.scan.candsOf(ri)
 		if r.exclusive {
-			for _, ci := range j.cands[ri] {
+			for _, ci := range cands {
 				if need == 0 {
 					break
 				}
 				if j.stamp[ci] != j.gen {
 					j.stamp[ci], j.held[ci] = j.gen, true
-					a = append(a, ci)
+					j.push(ri, ci)
 					need--
 				}
 			}
 		} else {
-			for _, ci := range j.cands[ri] { // shared capabilities, shareable
+			for _, ci := range cands { // shared capabilities, shareable
 				if need == 0 {
 					break
 				}
 				if !caps[ci].Exclusive && (j.stamp[ci] != j.gen || !j.held[ci]) {
 					j.stamp[ci], j.held[ci] = j.gen, false
-					a = append(a, ci)
+					j.push(ri, ci)
 					need--
 				}
 			}
-			for _, ci := range j.cands[ri] { // then exclusive ones, free
+			for _, ci := range cands { // then exclusive ones, free
 				if need == 0 {
 					break
 				}
 				if caps[ci].Exclusive && j.stamp[ci] != j.gen {
 					j.stamp[ci], j.held[ci] = j.gen, true
-					a = append(a, ci)
+					j.push(ri, ci)
 					need--
 				}
 			}
 		}
-		j.assign[ri] = a
 		if need > 0 {
 			return false
 		}
@@ -373,7 +411,7 @@ func (j *joint) greedy(p *plan, caps []Capability) bool {
 // search is the complete, bounded backtracking search.
 func (j *joint) search(p *plan, caps []Capability) bool {
 	for _, ri := range j.reqs {
-		j.assign[ri] = j.assign[ri][:0]
+		j.alen[ri] = 0
 	}
 	if cap(j.owner) < len(caps) {
 		j.owner = make([]int32, len(caps))
@@ -384,7 +422,7 @@ func (j *joint) search(p *plan, caps []Capability) bool {
 		j.owner[i], j.contest[i] = -1, 0
 	}
 	for _, ri := range j.reqs {
-		for _, ci := range j.cands[ri] {
+		for _, ci := range j.scan.candsOf(ri) {
 			j.contest[ci]++
 		}
 	}
@@ -402,12 +440,12 @@ func (j *joint) search(p *plan, caps []Capability) bool {
 		case eb && !ea:
 			return 1
 		case ea:
-			return len(j.cands[a]) - len(j.cands[b])
+			return int(j.scan.stats[a].usable - j.scan.stats[b].usable)
 		}
 		return 0
 	})
 	for _, ri := range j.reqs {
-		j.sorted[ri] = append(j.sorted[ri][:0], j.cands[ri]...)
+		j.sorted[ri] = append(j.sorted[ri][:0], j.scan.candsOf(ri)...)
 		slices.SortStableFunc(j.sorted[ri], func(a, b int32) int { return int(j.contest[a] - j.contest[b]) })
 	}
 	j.steps = 0
@@ -427,20 +465,20 @@ func (j *joint) place(p *plan, k int) bool {
 	// A shared requirement uses free shared capabilities first: they cost
 	// nothing to anyone, since exclusive requirements were placed before.
 	need := r.count
-	base := len(j.assign[ri])
+	base := j.alen[ri]
 	for _, ci := range j.sorted[ri] {
 		if need == 0 {
 			break
 		}
 		if !j.caps[ci].Exclusive && j.owner[ci] < 0 {
-			j.assign[ri] = append(j.assign[ri], ci)
+			j.push(ri, ci)
 			need--
 		}
 	}
 	if j.choose(p, k, ri, need, 0, false) {
 		return true
 	}
-	j.assign[ri] = j.assign[ri][:base]
+	j.alen[ri] = base
 	return false
 }
 
@@ -461,11 +499,11 @@ func (j *joint) choose(p *plan, k int, ri int32, need, from int, exclusiveReq bo
 			return false
 		}
 		j.owner[ci] = ri
-		j.assign[ri] = append(j.assign[ri], ci)
+		j.push(ri, ci)
 		if j.choose(p, k, ri, need-1, i+1, exclusiveReq) {
 			return true
 		}
-		j.assign[ri] = j.assign[ri][:len(j.assign[ri])-1]
+		j.alen[ri]--
 		j.owner[ci] = -1
 		if j.steps > MaxJointSteps {
 			return false
@@ -482,7 +520,7 @@ func (j *joint) competing(p *plan, ri int32) bool {
 	if !j.searched {
 		return false
 	}
-	for _, ci := range j.cands[ri] {
+	for _, ci := range j.scan.candsOf(ri) {
 		if j.contest[ci] < 2 {
 			continue
 		}
@@ -490,7 +528,7 @@ func (j *joint) competing(p *plan, ri int32) bool {
 			return true
 		}
 		for _, rj := range j.reqs {
-			if rj != ri && p.reqs[rj].exclusive && slices.Contains(j.cands[rj], ci) {
+			if rj != ri && p.reqs[rj].exclusive && slices.Contains(j.scan.candsOf(rj), ci) {
 				return true
 			}
 		}

@@ -394,8 +394,9 @@ type evaluator struct {
 }
 
 func newEvaluator(p *plan, nodes int) *evaluator {
+	scan := newNodeScan(len(p.reqs))
 	return &evaluator{
-		p: p, scan: newNodeScan(len(p.reqs)), joint: newJoint(len(p.reqs)),
+		p: p, scan: scan, joint: newJoint(p, scan),
 		rejections: arena[Rejection]{nodes: nodes},
 		ids:        arena[string]{nodes: nodes},
 		lists:      arena[[]string]{nodes: nodes},
@@ -526,7 +527,7 @@ func (e *evaluator) evaluate(i int, n *Node, c *Candidate) (raw, bool) {
 		r.accelCap = capacity
 	}
 	for i := p.prefStart; i < len(p.reqs); i++ {
-		if len(s.cands[i]) >= p.reqs[i].count {
+		if int(s.stats[i].usable) >= p.reqs[i].count {
 			c.Score.Locality += req.Preferences[i-p.prefStart].Weight
 		}
 	}
@@ -538,7 +539,7 @@ func (e *evaluator) assigned(k int) []int32 {
 	if e.fromKept {
 		return e.kept[e.keptAt[k]:e.keptAt[k+1]]
 	}
-	return e.joint.assign[e.chosen[k]]
+	return e.joint.assignOf(e.chosen[k])
 }
 
 // assignedBefore reports whether capability ci was assigned before
@@ -628,7 +629,7 @@ func (e *evaluator) route(n *Node) (variant int, tier Tier) {
 // recording its failure when record is set.
 func (e *evaluator) requirementPasses(ri int, record bool) bool {
 	r := &e.p.reqs[ri]
-	k, state, fails := e.scan.stats[ri].failure(ri, len(e.scan.cands[ri]), r.count, e.caps)
+	k, state, fails := e.scan.stats[ri].failure(ri, r.count, e.caps)
 	if !fails {
 		return true
 	}
@@ -651,22 +652,22 @@ func (e *evaluator) requirementPasses(ri int, record bool) bool {
 // recording a contention failure when record is set.
 func (e *evaluator) jointly(vi int, caps []Capability, record bool) bool {
 	p, j := e.p, e.joint
-	j.reqs = p.routes[vi]
-	if j.solve(p, e.scan, caps) {
+	reqs := p.routes[vi]
+	if j.solve(p, reqs, caps) {
 		return true
 	}
 	if !record {
 		return false
 	}
 	any := false
-	for _, ri := range j.reqs {
+	for _, ri := range reqs {
 		if j.competing(p, ri) {
 			e.reject(CodeRequirements, p.detail(msgKey{kind: msgContended, req: ri, a: int32(vi)}))
 			any = true
 		}
 	}
 	if !any {
-		for _, ri := range j.reqs {
+		for _, ri := range reqs {
 			e.reject(CodeRequirements, p.detail(msgKey{kind: msgContended, req: ri, a: int32(vi)}))
 		}
 	}
@@ -680,7 +681,7 @@ func (e *evaluator) keep(vi int) {
 	e.kept = e.kept[:0]
 	e.keptAt = append(e.keptAt[:0], 0)
 	for _, ri := range e.p.routes[vi] {
-		e.kept = append(e.kept, j.assign[ri]...)
+		e.kept = append(e.kept, j.assignOf(ri)...)
 		e.keptAt = append(e.keptAt, int32(len(e.kept)))
 	}
 }
