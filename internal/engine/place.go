@@ -431,7 +431,7 @@ func (e *evaluator) evaluate(i int, n *Node, c *Candidate) (raw, bool) {
 		if t > TrustPinned {
 			t = TrustNone
 		}
-		e.reject(CodeTrust, p.trustDetail[t])
+		e.reject(CodeTrust, p.trustText(t))
 	}
 	if p.workloadRevoked != "" {
 		e.reject(CodeWorkloadRevoked, p.workloadRevoked)

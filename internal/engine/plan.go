@@ -34,9 +34,9 @@ type plan struct {
 	// ones, then the variant's.
 	routes [][]int32
 
-	workloadRevoked string // the detail when a revocable ref is revoked
-	coResidency     bool   // the request has labels or excludes
-	trustDetail     [TrustPinned + 1]string
+	workloadRevoked string                  // the detail when a revocable ref is revoked
+	coResidency     bool                    // the request has labels or excludes
+	trustDetail     [TrustPinned + 1]string // made on first use
 
 	perf     *PerfTarget
 	perfMul  float64 // the perf weight, with the interactive multiplier
@@ -124,7 +124,7 @@ func compile(req *Request, w *Weights, cl *Cluster) *plan {
 	}
 	p.msgs = make([][]string, len(p.reqs))
 
-	p.table = p.buildTable()
+	p.buildTable(&p.table)
 	p.routes = make([][]int32, len(p.variants))
 	all := make([]int32, 0, len(p.variants)*p.nCommon+p.prefStart-p.nCommon)
 	for vi, v := range p.variants {
@@ -150,9 +150,6 @@ func compile(req *Request, w *Weights, cl *Cluster) *plan {
 			}
 		}
 	}
-	for t := range p.trustDetail {
-		p.trustDetail[t] = "tier " + Trust(t).String() + " below required " + req.MinTrust.String()
-	}
 	if t := req.Perf; t != nil {
 		p.perfHead = "measured " + t.ID + " "
 		p.perfTail = " misses budget " + formatFloat(t.Budget)
@@ -162,6 +159,15 @@ func compile(req *Request, w *Weights, cl *Cluster) *plan {
 		p.perfMul *= w.InteractivePerfMultiplier
 	}
 	return p
+}
+
+// trustText is the detail of a trust rejection of a node of tier t
+// (TrustNone to TrustPinned), memoised.
+func (p *plan) trustText(t Trust) string {
+	if p.trustDetail[t] == "" {
+		p.trustDetail[t] = "tier " + t.String() + " below required " + p.req.MinTrust.String()
+	}
+	return p.trustDetail[t]
 }
 
 // perfDetail is the text of a perf_budget rejection for a node that
@@ -201,8 +207,9 @@ type bucketTable struct {
 	widest int // the most selectors in one bucket
 }
 
-// buildTable builds the bucket table (see plan.table).
-func (p *plan) buildTable() bucketTable {
+// buildTable builds the bucket table (see plan.table) in t, which is
+// zero.
+func (p *plan) buildTable(t *bucketTable) {
 	var all []selector
 	addReqs := func(from, to int, later bool) {
 		for ri := from; ri < to; ri++ {
@@ -223,21 +230,23 @@ func (p *plan) buildTable() bucketTable {
 	for i := range all {
 		all[i].n, all[i].last = int32(len(all[i].sel)), all[i].sel[len(all[i].sel)-1]
 	}
-	var t bucketTable
+	// Counting sort by first byte: at[b+1] counts, then accumulates.
 	for _, s := range all {
 		t.at[int(s.sel[0])+1]++
 	}
-	for b := range 256 {
-		t.widest = max(t.widest, int(t.at[b+1]))
-		t.at[b+1] += t.at[b]
+	for b := 1; b < len(t.at); b++ {
+		t.widest = max(t.widest, int(t.at[b]))
+		t.at[b] += t.at[b-1]
 	}
 	t.sel = make([]selector, len(all))
-	next := t.at
 	for _, s := range all {
-		t.sel[next[s.sel[0]]] = s
-		next[s.sel[0]]++
+		b := s.sel[0]
+		t.sel[t.at[b]] = s
+		t.at[b]++
 	}
-	return t
+	// Each at[b] moved to the end of bucket b, the start of b+1.
+	copy(t.at[1:], t.at[:256])
+	t.at[0] = 0
 }
 
 // Kinds of memoised rejection details.

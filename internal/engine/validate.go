@@ -21,7 +21,7 @@ func (r *Request) Validate() error {
 	if !validText(r.Name) {
 		add("name %q: want 1 to %d bytes of printable ASCII", clip(r.Name), MaxTextLen)
 	}
-	validateRequirements(add, "requirements", r.Requirements)
+	validateRequirements(add, func() string { return "requirements" }, r.Requirements)
 	switch {
 	case len(r.Variants) == 0:
 		add("variants: none; a request needs at least one")
@@ -43,7 +43,7 @@ func (r *Request) Validate() error {
 			add("variants[%d].execution: %d is neither native nor emulated", i, v.Execution)
 		}
 		if len(v.Requirements) > 0 {
-			validateRequirements(add, fmt.Sprintf("variants[%d].requirements", i), v.Requirements)
+			validateRequirements(add, func() string { return fmt.Sprintf("variants[%d].requirements", i) }, v.Requirements)
 		}
 	}
 	validateTexts(add, "labels", r.Labels)
@@ -96,12 +96,14 @@ func (r *Request) Validate() error {
 	return errors.Join(errs...)
 }
 
-func validateRequirements(add func(string, ...any), at string, reqs []Requirement) {
+// validateRequirements checks a list of requirements; at gives its path,
+// only formatted for a problem.
+func validateRequirements(add func(string, ...any), at func() string, reqs []Requirement) {
 	if len(reqs) > MaxRequirements {
-		add("%s: %d, at most %d", at, len(reqs), MaxRequirements)
+		add("%s: %d, at most %d", at(), len(reqs), MaxRequirements)
 	}
 	for i := range reqs {
-		validateRequirement(add, func() string { return fmt.Sprintf("%s[%d]", at, i) }, &reqs[i])
+		validateRequirement(add, func() string { return fmt.Sprintf("%s[%d]", at(), i) }, &reqs[i])
 	}
 }
 
