@@ -138,30 +138,32 @@ func (s *nodeScan) candidates(t *bucketTable, caps []Capability, lo, hi int) []h
 
 // take confirms the candidates (the rest of grammar.SelectorMatches, or
 // equality for an exact pseudo-selector) and takes each selection
-// through match, or keeps it for ensure.
+// through match; the later variants' candidates are kept for ensure,
+// unconfirmed, since most nodes never need them.
 func (s *nodeScan) take(p *plan, caps []Capability, hits []hit) {
 	for _, h := range hits {
 		sel := &p.table.sel[h.sel]
-		c := &caps[h.ci]
-		if c.ID[:sel.n] != sel.sel {
-			continue
-		}
 		if sel.later {
 			s.later = append(s.later, h)
-		} else {
+			continue
+		}
+		if c := &caps[h.ci]; c.ID[:sel.n] == sel.sel {
 			s.match(p, sel.req, int(h.ci), c)
 		}
 	}
 }
 
-// ensure matches, once, what the selectors of the variants after the
-// first selected, when route selection needs variant v.
+// ensure confirms and matches, once, the candidates of the selectors of
+// the variants after the first, when route selection needs variant v.
 func (s *nodeScan) ensure(p *plan, caps []Capability, v int) {
 	if v == 0 || len(s.later) == 0 {
 		return
 	}
 	for _, h := range s.later {
-		s.match(p, p.table.sel[h.sel].req, int(h.ci), &caps[h.ci])
+		sel := &p.table.sel[h.sel]
+		if c := &caps[h.ci]; c.ID[:sel.n] == sel.sel {
+			s.match(p, sel.req, int(h.ci), c)
+		}
 	}
 	s.later = s.later[:0]
 }
