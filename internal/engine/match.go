@@ -62,11 +62,11 @@ type nodeScan struct {
 	hits  []hit // what the selectors selected, in node order
 	later []hit // what the other variants' selectors selected, not yet matched
 
-	busy     int
-	isDev    bool
-	hasAccel bool
-	perf     float64
-	hasPerf  bool
+	busy    int
+	isDev   bool
+	accel   []hit // candidates of the accelerator family, confirmed on demand (hasAccel)
+	perf    float64
+	hasPerf bool
 }
 
 // candsOf returns requirement ri's usable capabilities.
@@ -88,8 +88,8 @@ func newNodeScan(n int) *nodeScan {
 // match, and keeps those of the other variants for ensure.
 func (s *nodeScan) scan(p *plan, caps []Capability) {
 	clear(s.stats)
-	s.isDev, s.hasAccel, s.hasPerf, s.busy = false, false, false, 0
-	s.later = s.later[:0]
+	s.isDev, s.hasPerf, s.busy = false, false, 0
+	s.later, s.accel = s.later[:0], s.accel[:0]
 	t := &p.table
 	// Room for the whole node, within maxHits, and for one capability.
 	if need := max(min(len(caps)*t.widest, maxHits), t.widest); len(s.hits) < need {
@@ -143,14 +143,30 @@ func (s *nodeScan) candidates(t *bucketTable, caps []Capability, lo, hi int) []h
 func (s *nodeScan) take(p *plan, caps []Capability, hits []hit) {
 	for _, h := range hits {
 		sel := &p.table.sel[h.sel]
-		if sel.later {
+		switch {
+		case sel.later:
 			s.later = append(s.later, h)
-			continue
-		}
-		if c := &caps[h.ci]; c.ID[:sel.n] == sel.sel {
-			s.match(p, sel.req, int(h.ci), c)
+		case sel.req == selAccel:
+			s.accel = append(s.accel, h)
+		default:
+			if c := &caps[h.ci]; c.ID[:sel.n] == sel.sel {
+				s.match(p, sel.req, int(h.ci), c)
+			}
 		}
 	}
+}
+
+// hasAccel reports whether the node has a capability of the accelerator
+// family. Only eligible nodes assigned no accelerator need to know, so
+// the candidates are confirmed here rather than in the scan.
+func (s *nodeScan) hasAccel(p *plan, caps []Capability) bool {
+	for _, h := range s.accel {
+		sel := &p.table.sel[h.sel]
+		if caps[h.ci].ID[:sel.n] == sel.sel {
+			return true
+		}
+	}
+	return false
 }
 
 // ensure confirms and matches, once, the candidates of the selectors of
@@ -174,9 +190,6 @@ func (s *nodeScan) match(p *plan, ri int32, ci int, c *Capability) {
 	switch ri {
 	case selDev:
 		s.isDev = true
-		return
-	case selAccel:
-		s.hasAccel = true
 		return
 	case selPerf:
 		s.perfCandidate(p.perf, c)

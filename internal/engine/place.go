@@ -366,7 +366,7 @@ type raw struct {
 // Bits of raw.flags.
 const (
 	rawAccelAssigned uint8 = 1 << iota // an accel.* capability was assigned
-	rawHasAccel                        // the node has any accel.* capability
+	rawHasAccel                        // the node has any accel.* capability (known when none was assigned)
 	rawHasPerf                         // perf holds a measurement
 )
 
@@ -476,9 +476,6 @@ func (e *evaluator) evaluate(i int, n *Node, c *Candidate) (raw, bool) {
 		c.Flags |= FlagEmulated
 	}
 	r := raw{perf: s.perf}
-	if s.hasAccel {
-		r.flags |= rawHasAccel
-	}
 	if s.hasPerf {
 		r.flags |= rawHasPerf
 	}
@@ -525,6 +522,9 @@ func (e *evaluator) evaluate(i int, n *Node, c *Candidate) (raw, bool) {
 	}
 	if !unknown {
 		r.accelCap = capacity
+	}
+	if r.flags&rawAccelAssigned == 0 && s.hasAccel(p, n.Capabilities) {
+		r.flags |= rawHasAccel
 	}
 	for i := p.prefStart; i < len(p.reqs); i++ {
 		if int(s.stats[i].usable) >= p.reqs[i].count {
