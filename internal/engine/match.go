@@ -245,8 +245,20 @@ func firstFailing(preds []cpred, c *Capability) int {
 	for i := range preds {
 		pr := &preds[i]
 		v := attr(c, pr.attr)
-		if v == nil || !holds(pr.op, v, pr.v) {
+		if v == nil {
 			return i
+		}
+		switch pr.op {
+		case codeGte, codeLte:
+			// The operand is a number (Validate); holds, inline.
+			a, ok := v.number()
+			if !ok || (pr.op == codeGte && !(a >= pr.num)) || (pr.op == codeLte && !(a <= pr.num)) {
+				return i
+			}
+		default:
+			if !holds(pr.op, v, pr.v) {
+				return i
+			}
 		}
 	}
 	return -1

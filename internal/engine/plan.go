@@ -69,6 +69,7 @@ type cpred struct {
 	attr string
 	op   uint8
 	v    *Value
+	num  float64 // the operand as a number, for gte and lte
 }
 
 type variantPlan struct {
@@ -92,6 +93,7 @@ func compile(req *Request, w *Weights, cl *Cluster) *plan {
 		for i := range q.Predicates {
 			pr := &q.Predicates[i]
 			cp[i] = cpred{attr: pr.Attr, op: opCode(pr.Op), v: &pr.Value}
+			cp[i].num, _ = pr.Value.number()
 		}
 		p.reqs = append(p.reqs, reqPlan{
 			sel: q.Selector, preds: q.Predicates, cpreds: cp, count: count, exclusive: q.Exclusive,
