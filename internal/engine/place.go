@@ -629,13 +629,15 @@ func (e *evaluator) route(n *Node) (variant int, tier Tier) {
 // recording its failure when record is set.
 func (e *evaluator) requirementPasses(ri int, record bool) bool {
 	r := &e.p.reqs[ri]
-	k, state, fails := e.scan.stats[ri].failure(ri, r.count, e.caps)
-	if !fails {
+	st := &e.scan.stats[ri]
+	// Count usable capabilities pass every filter before them.
+	if int(st.usable) >= r.count {
 		return true
 	}
 	if !record {
 		return false
 	}
+	k, state, _ := st.failure(ri, r.count, e.caps)
 	code := CodeRequirements
 	if k.kind == msgProvenance {
 		code = CodeProvenance
