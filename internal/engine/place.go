@@ -437,7 +437,7 @@ func (e *evaluator) evaluate(i int, n *Node, c *Candidate) (raw, bool) {
 		e.reject(CodeWorkloadRevoked, p.workloadRevoked)
 	}
 	if p.coResidency && len(n.Instances) > 0 {
-		if d := coResidency(req, n.Instances); d != "" {
+		if d := p.coResidencyOf(n.Instances); d != "" {
 			e.reject(CodeCoResidency, d)
 		}
 	}
@@ -780,27 +780,39 @@ func satAdd(a, b uint64) uint64 {
 	return math.MaxUint64
 }
 
-// coResidency returns why an instance on the node conflicts with the
+// coResidencyOf returns why an instance on the node conflicts with the
 // request, or "": the first instance (in the node's order) that carries a
-// label the request excludes, or excludes one of its labels.
-func coResidency(req *Request, instances []Instance) string {
+// label the request excludes, or excludes one of its labels. A label is
+// looked for in the request's lists only when its length and first byte
+// are in the list's mask.
+func (p *plan) coResidencyOf(instances []Instance) string {
+	req := p.req
 	for k := range instances {
 		in := &instances[k]
 		if sameText(in.Name, req.Name) && sameText(in.Kind, req.Kind) {
 			continue // the workload's own instance is not a neighbour
 		}
 		for _, l := range in.Labels {
-			if containsText(req.Excludes, l) {
+			if p.excludeMask&textBit(l) != 0 && containsText(req.Excludes, l) {
 				return "instance " + in.Kind + "/" + in.Name + " has label " + l + ", which this workload excludes"
 			}
 		}
 		for _, x := range in.Excludes {
-			if containsText(req.Labels, x) {
+			if p.labelMask&textBit(x) != 0 && containsText(req.Labels, x) {
 				return "instance " + in.Kind + "/" + in.Name + " excludes label " + x + " of this workload"
 			}
 		}
 	}
 	return ""
+}
+
+// textBit is a text's bit in a 64-bit mask of texts, from its length and
+// first byte.
+func textBit(s string) uint64 {
+	if s == "" {
+		return 1
+	}
+	return 1 << ((uint(len(s))*7 + uint(s[0])) & 63)
 }
 
 // sameText is a == b, with the length and the first byte compared

@@ -36,6 +36,8 @@ type plan struct {
 
 	workloadRevoked string                  // the detail when a revocable ref is revoked
 	coResidency     bool                    // the request has labels or excludes
+	labelMask       uint64                  // textBit of each label
+	excludeMask     uint64                  // textBit of each exclude
 	trustDetail     [TrustPinned + 1]string // made on first use
 
 	perf     *PerfTarget
@@ -140,6 +142,12 @@ func compile(req *Request, w *Weights, cl *Cluster) *plan {
 		p.routes[vi] = all[start:len(all):len(all)]
 	}
 	p.coResidency = len(req.Labels) > 0 || len(req.Excludes) > 0
+	for _, l := range req.Labels {
+		p.labelMask |= textBit(l)
+	}
+	for _, x := range req.Excludes {
+		p.excludeMask |= textBit(x)
+	}
 	if len(req.RevocableRefs) > 0 && len(cl.RevokedRefs) > 0 {
 		revoked := make(map[string]struct{}, len(cl.RevokedRefs))
 		for _, r := range cl.RevokedRefs {
