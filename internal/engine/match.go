@@ -126,7 +126,11 @@ func (s *nodeScan) candidates(t *bucketTable, caps []Capability, lo, hi int) []h
 		}
 		for k, end := at[id[0]], at[int(id[0])+1]; k < end; k++ {
 			sel := &sels[k]
-			if n := int(sel.n); n <= len(id) && id[n-1] == sel.last && (n == len(id) || (!sel.exact && id[n] == '.')) {
+			n := int(sel.n)
+			if n > len(id) {
+				break // a bucket is by length: the rest are longer still
+			}
+			if id[n-1] == sel.last && (n == len(id) || (!sel.exact && id[n] == '.')) {
 				hits[nh] = hit{ci: int32(ci), sel: k}
 				nh++
 			}

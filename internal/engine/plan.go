@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -209,8 +210,8 @@ const (
 )
 
 // bucketTable lists, for each first byte of a capability id, the
-// selectors that may select an id starting with it: at[b] .. at[b+1]
-// indexes sel.
+// selectors that may select an id starting with it, shortest first:
+// at[b] .. at[b+1] indexes sel.
 type bucketTable struct {
 	at     [257]int32
 	sel    []selector
@@ -240,7 +241,10 @@ func (p *plan) buildTable(t *bucketTable) {
 	for i := range all {
 		all[i].n, all[i].last = int32(len(all[i].sel)), all[i].sel[len(all[i].sel)-1]
 	}
-	// Counting sort by first byte: at[b+1] counts, then accumulates.
+	// By length within a bucket, so that a scan stops at the first
+	// selector longer than the id; then a counting sort by first byte:
+	// at[b+1] counts, then accumulates.
+	slices.SortStableFunc(all, func(a, b selector) int { return int(a.n - b.n) })
 	for _, s := range all {
 		t.at[int(s.sel[0])+1]++
 	}
