@@ -202,15 +202,21 @@ func (s *nodeScan) match(p *plan, ri int32, ci int, c *Capability) {
 	r := &p.reqs[ri]
 	st := &s.stats[ri]
 	st.selected++
-	rank, _ := grammar.ProvenanceRank(c.Provenance)
-	st.best = max(st.best, int8(rank))
-	if rank < r.minRank {
-		return
+	// With no minimum, every provenance passes and the best one found is
+	// never reported.
+	if r.minRank > 0 {
+		rank, _ := grammar.ProvenanceRank(c.Provenance)
+		st.best = max(st.best, int8(rank))
+		if rank < r.minRank {
+			return
+		}
 	}
 	st.provOK++
-	if f := firstFailing(r.cpreds, c); f >= 0 {
-		st.maxFail = max(st.maxFail, int16(f))
-		return
+	if len(r.cpreds) > 0 {
+		if f := firstFailing(r.cpreds, c); f >= 0 {
+			st.maxFail = max(st.maxFail, int16(f))
+			return
+		}
 	}
 	st.predOK++
 	if !usable(c.State, r.exclusive, c.Exclusive) {
