@@ -62,7 +62,6 @@ type nodeScan struct {
 	hits  []hit // what the selectors selected, in node order
 	later []hit // what the other variants' selectors selected, not yet matched
 
-	busy    int
 	isDev   bool
 	accel   []hit // candidates of the accelerator family, confirmed on demand (hasAccel)
 	perf    float64
@@ -82,13 +81,13 @@ func newNodeScan(n int) *nodeScan {
 }
 
 // scan makes the one pass over the node's capabilities, a block at a
-// time: candidates, then matches. For load it counts the busy and
-// reserved ones; it takes the selections of the pseudo-selectors, the
-// common requirements, the preferences and the first variant through
-// match, and keeps those of the other variants for ensure.
+// time: candidates, then matches. It takes the selections of the
+// pseudo-selectors, the common requirements, the preferences and the
+// first variant through match, and keeps those of the other variants for
+// ensure.
 func (s *nodeScan) scan(p *plan, caps []Capability) {
 	clear(s.stats)
-	s.isDev, s.hasPerf, s.busy = false, false, 0
+	s.isDev, s.hasPerf = false, false
 	s.later, s.accel = s.later[:0], s.accel[:0]
 	t := &p.table
 	// Room for the whole node, within maxHits, and for one capability.
@@ -107,20 +106,14 @@ func (s *nodeScan) scan(p *plan, caps []Capability) {
 const maxHits = 1024
 
 // candidates notes which selectors may select each capability of
-// caps[lo:hi], by first byte, length, last byte and boundary, and counts
-// the busy and reserved ones. It calls nothing, so that the loop runs in
-// registers; take confirms the candidates.
+// caps[lo:hi], by first byte, length, last byte and boundary. It calls
+// nothing, so that the loop runs in registers; take confirms the
+// candidates.
 func (s *nodeScan) candidates(t *bucketTable, caps []Capability, lo, hi int) []hit {
 	at, sels, hits := &t.at, t.sel, s.hits
-	nh, busy := 0, 0
+	nh := 0
 	for ci := lo; ci < hi; ci++ {
-		c := &caps[ci]
-		if st := c.State; len(st) == len(grammar.StateBusy) || len(st) == len(grammar.StateReserved) {
-			if st == grammar.StateBusy || st == grammar.StateReserved {
-				busy++
-			}
-		}
-		id := c.ID
+		id := caps[ci].ID
 		if id == "" {
 			continue
 		}
@@ -136,7 +129,6 @@ func (s *nodeScan) candidates(t *bucketTable, caps []Capability, lo, hi int) []h
 			}
 		}
 	}
-	s.busy += busy
 	return hits[:nh]
 }
 
@@ -233,6 +225,20 @@ func (s *nodeScan) match(p *plan, ri int32, ci int, c *Capability) {
 	}
 	buf[st.usable] = int32(ci)
 	st.usable++
+}
+
+// busy counts the busy and reserved capabilities, for load: only an
+// eligible node needs it.
+func busy(caps []Capability) int {
+	n := 0
+	for i := range caps {
+		if st := caps[i].State; len(st) == len(grammar.StateBusy) || len(st) == len(grammar.StateReserved) {
+			if st == grammar.StateBusy || st == grammar.StateReserved {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // usable is reference 3.6.2 step 4: available yes; busy only when

@@ -480,7 +480,7 @@ func (e *evaluator) evaluate(i int, n *Node, c *Candidate) (raw, bool) {
 		r.flags |= rawHasPerf
 	}
 	if len(n.Capabilities) > 0 {
-		load := float64(s.busy) / float64(len(n.Capabilities))
+		load := float64(busy(n.Capabilities)) / float64(len(n.Capabilities))
 		c.Score.Load = p.w.Load * (1 - min(max(load, 0), 1))
 	} else {
 		c.Flags |= FlagLoadUnknown
