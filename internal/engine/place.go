@@ -566,7 +566,7 @@ func (e *evaluator) route(n *Node) (variant int, tier Tier) {
 	p, s := e.p, e.scan
 	commonOK := true
 	for ri := 0; ri < p.nCommon && commonOK; ri++ {
-		commonOK = e.requirementPasses(ri, false)
+		commonOK = e.passes(ri)
 	}
 	native, emulated, emulatedFit := -1, -1, int32(0)
 	mem := nodeMemory(n)
@@ -575,7 +575,7 @@ func (e *evaluator) route(n *Node) (variant int, tier Tier) {
 		s.ensure(p, n.Capabilities, vi)
 		ok := true
 		for ri := v.start; ri < v.end && ok; ri++ {
-			ok = e.requirementPasses(ri, false)
+			ok = e.passes(ri)
 		}
 		if !ok || !mem.fits(v) || !e.jointly(vi, n.Capabilities, false) {
 			continue
@@ -625,18 +625,22 @@ func (e *evaluator) route(n *Node) (variant int, tier Tier) {
 	return -1, 0
 }
 
+// passes reports whether requirement ri passes on its own: it has Count
+// usable capabilities, which passed every filter before.
+func (e *evaluator) passes(ri int) bool {
+	return int(e.scan.stats[ri].usable) >= e.p.reqs[ri].count
+}
+
 // requirementPasses reports whether requirement ri passes on its own,
 // recording its failure when record is set.
 func (e *evaluator) requirementPasses(ri int, record bool) bool {
-	r := &e.p.reqs[ri]
-	st := &e.scan.stats[ri]
-	// Count usable capabilities pass every filter before them.
-	if int(st.usable) >= r.count {
+	if e.passes(ri) {
 		return true
 	}
 	if !record {
 		return false
 	}
+	r, st := &e.p.reqs[ri], &e.scan.stats[ri]
 	k, state, _ := st.failure(ri, r.count, e.caps)
 	code := CodeRequirements
 	if k.kind == msgProvenance {
