@@ -388,6 +388,8 @@ type evaluator struct {
 	chosen   []int32
 	fromKept bool
 
+	memTexts []memText // per variant and pool (recordPool)
+
 	rejections arena[Rejection]
 	ids        arena[string]
 	lists      arena[[]string]
@@ -617,7 +619,7 @@ func (e *evaluator) route(n *Node) (variant int, tier Tier) {
 		if ok {
 			e.jointly(vi, n.Capabilities, true)
 		}
-		e.recordMemory(&mem, v)
+		e.recordMemory(&mem, vi)
 	}
 	if emulated >= 0 {
 		e.reject(CodeEmulationNotAllowed, p.detail(msgKey{kind: msgEmulation, a: emulatedFit}))
@@ -724,18 +726,48 @@ func (m *memory) fits(v *variantPlan) bool {
 
 // recordMemory records each pool that variant v's demand, with pending
 // reservations, does not fit.
-func (e *evaluator) recordMemory(m *memory, v *variantPlan) {
-	check := func(pool string, host, accel, pending, free uint64) {
-		if !poolFits(host, accel, pending, free) {
-			e.reject(CodeMemory, memoryDetail(v.prefix, pool, satAdd(satAdd(host, accel), pending), pending, free))
-		}
-	}
+func (e *evaluator) recordMemory(m *memory, vi int) {
+	v := &e.p.variants[vi]
 	if m.unified {
-		check("unified", v.res.HostBytes, v.res.AccelBytes, satAdd(m.pendHost, m.pendAccel), m.host)
+		e.recordPool(vi, poolUnified, v.res.HostBytes, v.res.AccelBytes, satAdd(m.pendHost, m.pendAccel), m.host)
 	} else {
-		check("system", v.res.HostBytes, 0, m.pendHost, m.host)
-		check("vram", 0, v.res.AccelBytes, m.pendAccel, m.vram)
+		e.recordPool(vi, poolSystem, v.res.HostBytes, 0, m.pendHost, m.host)
+		e.recordPool(vi, poolVRAM, 0, v.res.AccelBytes, m.pendAccel, m.vram)
 	}
+}
+
+// Memory pools, as named in memory rejections.
+const (
+	poolUnified = iota
+	poolSystem
+	poolVRAM
+)
+
+var poolNames = [...]string{"unified", "system", "vram"}
+
+// memText is the last memory rejection text made for a variant and pool:
+// nodes alike (no accelerator, the same free memory) share it.
+type memText struct {
+	need, pending, free uint64
+	s                   string
+}
+
+// recordPool records that variant vi's demand of host and accel bytes,
+// with pending, does not fit a pool, if so.
+func (e *evaluator) recordPool(vi, pool int, host, accel, pending, free uint64) {
+	if poolFits(host, accel, pending, free) {
+		return
+	}
+	need := satAdd(satAdd(host, accel), pending)
+	if e.memTexts == nil {
+		e.memTexts = make([]memText, len(e.p.variants)*len(poolNames))
+	}
+	t := &e.memTexts[vi*len(poolNames)+pool]
+	if t.s == "" || t.need != need || t.pending != pending || t.free != free {
+		*t = memText{need: need, pending: pending, free: free,
+			s: memoryDetail(e.p.variants[vi].prefix, poolNames[pool], need, pending, free)}
+	}
+	e.reject(CodeMemory, t.s)
 }
 
 // poolFits reports whether a demand of host and accel bytes, with
