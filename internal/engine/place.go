@@ -389,6 +389,8 @@ type evaluator struct {
 	fromKept bool
 
 	memTexts []memText // per variant and pool (recordPool)
+	// The last gate denial's reason and text.
+	gateReason, gateText string
 
 	rejections arena[Rejection]
 	ids        arena[string]
@@ -455,7 +457,11 @@ func (e *evaluator) evaluate(i int, n *Node, c *Candidate) (raw, bool) {
 		if n.GateReason == "" {
 			e.reject(CodeGate, "workload.place denied")
 		} else {
-			e.reject(CodeGate, "workload.place denied: "+n.GateReason)
+			if n.GateReason != e.gateReason || e.gateText == "" {
+				// Kept while the next denial gives the same reason.
+				e.gateReason, e.gateText = n.GateReason, "workload.place denied: "+n.GateReason
+			}
+			e.reject(CodeGate, e.gateText)
 		}
 	default:
 		e.reject(CodeGate, "no gate decision for this node")
