@@ -59,30 +59,32 @@ func Place(req Request, nodes []Node, cluster Cluster, w Weights) (Decision, err
 
 	// Eligible first by tier, then score, then node id (its rank in
 	// byID); then the rejected in node id order. The candidates are put
-	// in that order in place.
-	perm := make([]int32, len(nodes)) // node index -> rank by id, then position -> node index
+	// in that order in place. The eligible are taken in id order and
+	// sorted stably by a key of tier and score (see rankOrder).
+	keys := make([]nodeRef, 0, len(eligible))
 	for k, r := range byID.refs {
-		perm[r.i] = int32(k)
-	}
-	keys := make([]rankKey, len(eligible))
-	for k := range eligible {
-		i := eligible[k].cand
-		keys[k] = rankKey{score: cands[i].Score.Total, tier: cands[i].Tier, rank: perm[i], i: i}
-	}
-	slices.SortFunc(keys, func(a, b rankKey) int {
-		switch {
-		case a.tier != b.tier:
-			return int(a.tier) - int(b.tier)
-		case a.score > b.score:
-			return -1
-		case a.score < b.score:
-			return 1
+		if c := &cands[r.i]; c.Eligible() {
+			keys = append(keys, nodeRef{key: rankOrder(c.Tier, c.Score.Total), i: int32(k)})
 		}
-		return int(a.rank - b.rank)
-	})
-	perm = perm[:0]
+	}
+	sortRefs(keys)
+	for lo := 0; lo < len(keys); {
+		hi := lo + 1
+		for hi < len(keys) && keys[hi].key == keys[lo].key {
+			hi++
+		}
+		if hi-lo > 1 {
+			// Scores alike in all but their last bit: by score exactly,
+			// the order of id kept.
+			slices.SortStableFunc(keys[lo:hi], func(a, b nodeRef) int {
+				return cmp.Compare(cands[byID.refs[b.i].i].Score.Total, cands[byID.refs[a.i].i].Score.Total)
+			})
+		}
+		lo = hi
+	}
+	perm := make([]int32, 0, len(nodes)) // position -> node index
 	for _, k := range keys {
-		perm = append(perm, k.i)
+		perm = append(perm, byID.refs[k.i].i)
 	}
 	for _, r := range byID.refs {
 		if !cands[r.i].Eligible() {
@@ -196,16 +198,7 @@ func sortByID(nodes []Node) idOrder {
 	// the order of index, and only runs of equal keys (ids alike in their
 	// first eight distinct bytes) are sorted again by id. Equal ids (an
 	// error) keep their order of index.
-	if len(o.refs) < radixMin {
-		slices.SortFunc(o.refs, func(a, b nodeRef) int {
-			if c := cmp.Compare(a.key, b.key); c != 0 {
-				return c
-			}
-			return cmp.Compare(a.i, b.i)
-		})
-	} else {
-		radixSort(o.refs)
-	}
+	sortRefs(o.refs)
 	for lo := 0; lo < len(o.refs); {
 		hi := lo + 1
 		for hi < len(o.refs) && o.refs[hi].key == o.refs[lo].key {
@@ -219,6 +212,21 @@ func sortByID(nodes []Node) idOrder {
 		lo = hi
 	}
 	return o
+}
+
+// sortRefs sorts refs by key, then index: by radix, which is stable, for
+// refs given in order of index; by comparison below radixMin.
+func sortRefs(refs []nodeRef) {
+	if len(refs) < radixMin {
+		slices.SortFunc(refs, func(a, b nodeRef) int {
+			if c := cmp.Compare(a.key, b.key); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.i, b.i)
+		})
+		return
+	}
+	radixSort(refs)
 }
 
 // radixMin is the fewest nodes sorted by radix: below it, the passes'
@@ -322,13 +330,12 @@ func (o idOrder) revoked(nodes []Node, ids []string) []bool {
 	return marks
 }
 
-// rankKey orders eligible candidates: tier, then score descending, then
-// node id (its rank among the ids).
-type rankKey struct {
-	score float64
-	tier  Tier
-	rank  int32
-	i     int32
+// rankOrder is an eligible candidate's key for ranking: the tier in the
+// top two bits, then the score, highest first (the bits of a float64 of
+// zero or more order like the number; inverted, they order the other
+// way), without its last bit. Equal keys are resolved by score exactly.
+func rankOrder(t Tier, score float64) uint64 {
+	return uint64(t)<<62 | (^math.Float64bits(score)&(1<<63-1))>>1
 }
 
 // permute reorders cs in place so that position k holds what was at
