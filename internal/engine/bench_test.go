@@ -158,6 +158,34 @@ func BenchmarkPlace(b *testing.B) {
 	}
 }
 
+// BenchmarkReadIDs reads what any decision over the nodes must read:
+// the first byte of every capability id (and each node's capability
+// list), node by node, with nothing else. It is the floor under
+// BenchmarkPlace's ns/node that memory alone sets, for this layout of
+// the nodes (ids and attributes each on the heap, as decoded from facts).
+func BenchmarkReadIDs(b *testing.B) {
+	for _, n := range benchSizes {
+		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
+			nodes := benchNodes(n)
+			sum := 0
+			for b.Loop() {
+				for i := range nodes {
+					caps := nodes[i].Capabilities
+					for k := range caps {
+						if id := caps[k].ID; id != "" {
+							sum += int(id[0])
+						}
+					}
+				}
+			}
+			if sum == 0 {
+				b.Fatal("read nothing")
+			}
+			b.ReportMetric(b.Elapsed().Seconds()*1e9/float64(b.N)/float64(n), "ns/node")
+		})
+	}
+}
+
 // BenchmarkExplain is the cost of the explanation text alone, which Place
 // does not pay.
 func BenchmarkExplain(b *testing.B) {

@@ -55,14 +55,23 @@
 //
 // # Cost
 //
-// Work is linear in nodes × capabilities, plus one sort of node ids and
-// one of the eligible candidates. The request is compiled once per call:
-// selectors are bucketed by the first byte of the ids they can select,
-// predicate operators compiled, rejection texts memoised. A node's
-// capabilities are matched against the common requirements and the first
-// variant in one pass, and against the other variants only when the first
-// does not fit; the text of failures is built only for rejected nodes.
-// Per-node scratch space is reused, and the Decision's slices are carved
-// from a few shared chunks. Decision.Explain formats text on demand; its
-// cost is not part of Place's. BENCHMARKS.md has the figures.
+// Work is linear in nodes × capabilities, plus a sort of the node ids and
+// one of the eligible candidates, both by radix (linear) from 256 nodes
+// on, on integer keys. The request is compiled once
+// per call: selectors bucketed by the first byte of the ids they can
+// select, shortest first; predicate operators and numeric operands
+// compiled; rejection texts memoised per requirement. A node's
+// capabilities are scanned once: a loop that calls nothing notes which
+// selectors may select each (first byte, length, last byte, boundary),
+// then the candidates are confirmed and matched. Work only some nodes
+// need waits until they need it: the other variants' candidates (a node
+// that does not fit the first), whether the node has an accelerator and
+// its load (an eligible node), the text of a failure (a rejected node).
+// Per-node scratch is reused and written without storing pointers (but
+// for a rejected node's rejections), so that evaluating a node costs few
+// write barriers; the Decision's slices are carved from a few chunks
+// sized from what the nodes so far took. Decision.Explain
+// formats text on demand; its cost is not part of Place's.
+// BENCHMARKS.md has the figures, and why issue 9's time targets are
+// missed.
 package engine

@@ -13,7 +13,7 @@ type reqStat struct {
 	selected int32
 	provOK   int32
 	predOK   int32
-	nonExcl  int32 // usable capabilities that are not exclusive
+	usable   int32 // candidates in nodeScan.cands
 	blocked  int32 // 1 + index of the first capability usable but for its state; 0 if none
 	maxFail  int16 // the predicate at which the last candidates dropped out
 	best     int8  // best provenance rank among the selected
@@ -22,8 +22,9 @@ type reqStat struct {
 // failure returns the memo key of the requirement's failure on its own,
 // and whether it fails; a blocking state that is not a grammar state is
 // returned as text.
-func (st *reqStat) failure(ri int, usable, count int, caps []Capability) (k msgKey, unknownState string, fails bool) {
+func (st *reqStat) failure(ri int, count int, caps []Capability) (k msgKey, unknownState string, fails bool) {
 	k.req = int32(ri)
+	usable := int(st.usable)
 	switch {
 	case st.selected == 0:
 		k.kind = msgNotAdvertised
@@ -49,90 +50,134 @@ func (st *reqStat) failure(ri int, usable, count int, caps []Capability) (k msgK
 
 // nodeScan is the per-node result of one pass over its capabilities,
 // and the scratch space reused from node to node.
+//
+// Nothing in it is written as a pointer per capability or per node (the
+// candidates' count is in the stats, not in a slice header), so that
+// evaluating a node costs no write barrier while the collector marks.
 type nodeScan struct {
 	stats []reqStat
-	cands [][]int32 // per requirement: usable capabilities, in node order
+	// cands holds per requirement its usable capabilities, in node
+	// order: the first stats[ri].usable of cands[ri].
+	cands [][]int32
+	hits  []hit // what the selectors selected, in node order
+	later []hit // what the other variants' selectors selected, not yet matched
 
-	scanned  bool // table 1 was scanned for this node
-	busy     int
-	isDev    bool
-	hasAccel bool
-	perf     float64
-	hasPerf  bool
+	isDev   bool
+	accel   []hit // candidates of the accelerator family, confirmed on demand (hasAccel)
+	perf    float64
+	hasPerf bool
 }
+
+// candsOf returns requirement ri's usable capabilities.
+func (s *nodeScan) candsOf(ri int32) []int32 {
+	return s.cands[ri][:s.stats[ri].usable]
+}
+
+// hit is a capability selected by a selector of the bucket table.
+type hit struct{ ci, sel int32 }
 
 func newNodeScan(n int) *nodeScan {
 	return &nodeScan{stats: make([]reqStat, n), cands: make([][]int32, n)}
 }
 
-// scan makes one pass over the node's capabilities against table 0: load,
-// the dev class, accelerators, the perf figure, and the candidates of the
-// common requirements, the preferences and the first variant. The loop is
-// kept small; what a selected capability costs is in match.
+// scan makes the one pass over the node's capabilities, a block at a
+// time: candidates, then matches. It takes the selections of the
+// pseudo-selectors, the common requirements, the preferences and the
+// first variant through match, and keeps those of the other variants for
+// ensure.
 func (s *nodeScan) scan(p *plan, caps []Capability) {
-	s.scanned = false
 	clear(s.stats)
-	for i := range s.cands {
-		s.cands[i] = s.cands[i][:0]
+	s.isDev, s.hasPerf = false, false
+	s.later, s.accel = s.later[:0], s.accel[:0]
+	t := &p.table
+	// Room for the whole node, within maxHits, and for one capability.
+	if need := max(min(len(caps)*t.widest, maxHits), t.widest); len(s.hits) < need {
+		s.hits = make([]hit, max(need, min(2*len(s.hits), maxHits)))
 	}
-	s.busy, s.isDev, s.hasAccel, s.hasPerf = 0, false, false, false
-	t := &p.tables[0]
-	for ci := range caps {
-		c := &caps[ci]
-		if st := c.State; len(st) == len(grammar.StateBusy) || len(st) == len(grammar.StateReserved) {
-			if st == grammar.StateBusy || st == grammar.StateReserved {
-				s.busy++
-			}
-		}
-		id := c.ID
+	block := len(s.hits) / max(t.widest, 1)
+	for lo := 0; lo < len(caps); lo += block {
+		hi := min(lo+block, len(caps))
+		s.take(p, caps, s.candidates(t, caps, lo, hi))
+	}
+}
+
+// maxHits bounds the candidates noted at a time, so that the scratch
+// space does not grow with a node's capabilities.
+const maxHits = 1024
+
+// candidates notes which selectors may select each capability of
+// caps[lo:hi], by first byte, length, last byte and boundary. It calls
+// nothing, so that the loop runs in registers; take confirms the
+// candidates.
+func (s *nodeScan) candidates(t *bucketTable, caps []Capability, lo, hi int) []hit {
+	at, sels, hits := &t.at, t.sel, s.hits
+	nh := 0
+	for ci := lo; ci < hi; ci++ {
+		id := caps[ci].ID
 		if id == "" {
 			continue
 		}
-		for i, b := 0, t.bucket(id[0]); i < len(b); i++ {
-			// Most selectors of a bucket differ from the id at their last
-			// byte or are longer: reject those here, inline.
-			if sel := &b[i]; len(id) >= sel.n && id[sel.n-1] == sel.last && selects(sel, id) {
-				s.match(p, sel.req, ci, c)
+		for k, end := at[id[0]], at[int(id[0])+1]; k < end; k++ {
+			sel := &sels[k]
+			n := int(sel.n)
+			if n > len(id) {
+				break // a bucket is by length: the rest are longer still
+			}
+			if id[n-1] == sel.last && (n == len(id) || (!sel.exact && id[n] == '.')) {
+				hits[nh] = hit{ci: int32(ci), sel: k}
+				nh++
+			}
+		}
+	}
+	return hits[:nh]
+}
+
+// take confirms the candidates (the rest of grammar.SelectorMatches, or
+// equality for an exact pseudo-selector) and takes each selection
+// through match; the later variants' candidates are kept for ensure,
+// unconfirmed, since most nodes never need them.
+func (s *nodeScan) take(p *plan, caps []Capability, hits []hit) {
+	for _, h := range hits {
+		sel := &p.table.sel[h.sel]
+		switch {
+		case sel.later:
+			s.later = append(s.later, h)
+		case sel.req == selAccel:
+			s.accel = append(s.accel, h)
+		default:
+			if c := &caps[h.ci]; c.ID[:sel.n] == sel.sel {
+				s.match(p, sel.req, int(h.ci), c)
 			}
 		}
 	}
 }
 
-// ensure scans the node's capabilities against the table that holds
-// variant v's requirements, once.
+// hasAccel reports whether the node has a capability of the accelerator
+// family. Only eligible nodes assigned no accelerator need to know, so
+// the candidates are confirmed here rather than in the scan.
+func (s *nodeScan) hasAccel(p *plan, caps []Capability) bool {
+	for _, h := range s.accel {
+		sel := &p.table.sel[h.sel]
+		if caps[h.ci].ID[:sel.n] == sel.sel {
+			return true
+		}
+	}
+	return false
+}
+
+// ensure confirms and matches, once, the candidates of the selectors of
+// the variants after the first, when route selection needs variant v.
 func (s *nodeScan) ensure(p *plan, caps []Capability, v int) {
-	if v == 0 || s.scanned {
+	if v == 0 || len(s.later) == 0 {
 		return
 	}
-	s.scanned = true
-	t := &p.tables[1]
-	for ci := range caps {
-		c := &caps[ci]
-		id := c.ID
-		if id == "" {
-			continue
-		}
-		for i, b := 0, t.bucket(id[0]); i < len(b); i++ {
-			// Most selectors of a bucket differ from the id at their last
-			// byte or are longer: reject those here, inline.
-			if sel := &b[i]; len(id) >= sel.n && id[sel.n-1] == sel.last && selects(sel, id) {
-				s.match(p, sel.req, ci, c)
-			}
+	for _, h := range s.later {
+		sel := &p.table.sel[h.sel]
+		if c := &caps[h.ci]; c.ID[:sel.n] == sel.sel {
+			s.match(p, sel.req, int(h.ci), c)
 		}
 	}
-}
-
-// selects is grammar.SelectorMatches, or equality for an exact
-// pseudo-selector, once the caller has checked the first byte (by
-// bucket), the length and the selector's last byte.
-func selects(s *selector, id string) bool {
-	if s.exact {
-		return len(id) == s.n && id == s.sel
-	}
-	if len(id) > s.n && id[s.n] != '.' {
-		return false
-	}
-	return grammar.SelectorMatches(s.sel, id)
+	s.later = s.later[:0]
 }
 
 // match takes capability ci, selected by requirement (or pseudo-selector)
@@ -142,9 +187,6 @@ func (s *nodeScan) match(p *plan, ri int32, ci int, c *Capability) {
 	case selDev:
 		s.isDev = true
 		return
-	case selAccel:
-		s.hasAccel = true
-		return
 	case selPerf:
 		s.perfCandidate(p.perf, c)
 		return
@@ -152,15 +194,21 @@ func (s *nodeScan) match(p *plan, ri int32, ci int, c *Capability) {
 	r := &p.reqs[ri]
 	st := &s.stats[ri]
 	st.selected++
-	rank, _ := grammar.ProvenanceRank(c.Provenance)
-	st.best = max(st.best, int8(rank))
-	if rank < r.minRank {
-		return
+	// With no minimum, every provenance passes and the best one found is
+	// never reported.
+	if r.minRank > 0 {
+		rank, _ := grammar.ProvenanceRank(c.Provenance)
+		st.best = max(st.best, int8(rank))
+		if rank < r.minRank {
+			return
+		}
 	}
 	st.provOK++
-	if f := firstFailing(r.cpreds, c); f >= 0 {
-		st.maxFail = max(st.maxFail, int16(f))
-		return
+	if len(r.cpreds) > 0 {
+		if f := firstFailing(r.cpreds, c); f >= 0 {
+			st.maxFail = max(st.maxFail, int16(f))
+			return
+		}
 	}
 	st.predOK++
 	if !usable(c.State, r.exclusive, c.Exclusive) {
@@ -169,10 +217,28 @@ func (s *nodeScan) match(p *plan, ri int32, ci int, c *Capability) {
 		}
 		return
 	}
-	s.cands[ri] = append(s.cands[ri], int32(ci))
-	if !c.Exclusive {
-		st.nonExcl++
+	buf := s.cands[ri]
+	if int(st.usable) == len(buf) {
+		buf = append(buf, 0)
+		buf = buf[:cap(buf)]
+		s.cands[ri] = buf
 	}
+	buf[st.usable] = int32(ci)
+	st.usable++
+}
+
+// busy counts the busy and reserved capabilities, for load: only an
+// eligible node needs it.
+func busy(caps []Capability) int {
+	n := 0
+	for i := range caps {
+		if st := caps[i].State; len(st) == len(grammar.StateBusy) || len(st) == len(grammar.StateReserved) {
+			if st == grammar.StateBusy || st == grammar.StateReserved {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // usable is reference 3.6.2 step 4: available yes; busy only when
@@ -195,8 +261,20 @@ func firstFailing(preds []cpred, c *Capability) int {
 	for i := range preds {
 		pr := &preds[i]
 		v := attr(c, pr.attr)
-		if v == nil || !holds(pr.op, v, pr.v) {
+		if v == nil {
 			return i
+		}
+		switch pr.op {
+		case codeGte, codeLte:
+			// The operand is a number (Validate); holds, inline.
+			a, ok := v.number()
+			if !ok || (pr.op == codeGte && !(a >= pr.num)) || (pr.op == codeLte && !(a <= pr.num)) {
+				return i
+			}
+		default:
+			if !holds(pr.op, v, pr.v) {
+				return i
+			}
 		}
 	}
 	return -1
@@ -254,11 +332,15 @@ func (s *nodeScan) perfCandidate(t *PerfTarget, c *Capability) {
 // contested) in one step per capability; when it fails, a backtracking
 // search decides, bounded by MaxJointSteps.
 type joint struct {
-	caps  []Capability
-	reqs  []int32   // plan indices of the route's requirements
-	cands [][]int32 // per plan index (nodeScan.cands)
+	scan *nodeScan
+	caps []Capability // the node's, for the search
+	reqs []int32      // plan indices of the route's requirements, for the search
 
-	assign [][]int32 // per plan index: the chosen capabilities
+	// The chosen capabilities, per plan index ri: alen[ri] of them from
+	// assignBuf[assignAt[ri]]; a requirement has room for its count.
+	assignBuf []int32
+	assignAt  []int32
+	alen      []int32
 
 	// Greedy pass: stamp[ci] == gen marks a capability used in this pass;
 	// held[ci] says whether exclusively.
@@ -275,24 +357,45 @@ type joint struct {
 	searched bool // contest is valid (the search ran)
 }
 
-func newJoint(nreqs int) *joint {
-	return &joint{assign: make([][]int32, nreqs), sorted: make([][]int32, nreqs)}
+func newJoint(p *plan, s *nodeScan) *joint {
+	j := &joint{scan: s, assignAt: make([]int32, len(p.reqs)), alen: make([]int32, len(p.reqs)),
+		sorted: make([][]int32, len(p.reqs))}
+	n := int32(0)
+	for ri := range p.reqs {
+		j.assignAt[ri] = n
+		n += int32(p.reqs[ri].count)
+	}
+	j.assignBuf = make([]int32, n)
+	return j
 }
 
-// solve assigns the requirements in j.reqs, returning false when no
-// assignment exists or MaxJointSteps ran out.
-func (j *joint) solve(p *plan, s *nodeScan, caps []Capability) bool {
-	j.caps, j.cands, j.searched = caps, s.cands, false
-	if j.greedy(p, caps) {
+// assignOf returns the capabilities chosen for requirement ri.
+func (j *joint) assignOf(ri int32) []int32 {
+	at := j.assignAt[ri]
+	return j.assignBuf[at : at+j.alen[ri]]
+}
+
+// push adds capability ci to requirement ri's assignment.
+func (j *joint) push(ri, ci int32) {
+	j.assignBuf[j.assignAt[ri]+j.alen[ri]] = ci
+	j.alen[ri]++
+}
+
+// solve assigns the requirements reqs, returning false when no assignment
+// exists or MaxJointSteps ran out.
+func (j *joint) solve(p *plan, reqs []int32, caps []Capability) bool {
+	j.searched = false
+	if j.greedy(p, reqs, caps) {
 		return true
 	}
+	j.caps, j.reqs = caps, reqs
 	return j.search(p, caps)
 }
 
 // greedy gives each requirement, in declaration order, its first usable
 // candidates: shared capabilities first for a shared requirement. It
 // reports false at the first requirement it cannot satisfy.
-func (j *joint) greedy(p *plan, caps []Capability) bool {
+func (j *joint) greedy(p *plan, reqs []int32, caps []Capability) bool {
 	if len(j.stamp) < len(caps) {
 		j.stamp = make([]uint32, len(caps))
 		j.held = make([]bool, len(caps))
@@ -303,44 +406,44 @@ func (j *joint) greedy(p *plan, caps []Capability) bool {
 		clear(j.stamp)
 		j.gen = 1
 	}
-	for _, ri := range j.reqs {
+	for _, ri := range reqs {
 		r := &p.reqs[ri]
-		a := j.assign[ri][:0]
+		j.alen[ri] = 0
 		need := r.count
+		cands := j.scan.candsOf(ri)
 		if r.exclusive {
-			for _, ci := range j.cands[ri] {
+			for _, ci := range cands {
 				if need == 0 {
 					break
 				}
 				if j.stamp[ci] != j.gen {
 					j.stamp[ci], j.held[ci] = j.gen, true
-					a = append(a, ci)
+					j.push(ri, ci)
 					need--
 				}
 			}
 		} else {
-			for _, ci := range j.cands[ri] { // shared capabilities, shareable
+			for _, ci := range cands { // shared capabilities, shareable
 				if need == 0 {
 					break
 				}
 				if !caps[ci].Exclusive && (j.stamp[ci] != j.gen || !j.held[ci]) {
 					j.stamp[ci], j.held[ci] = j.gen, false
-					a = append(a, ci)
+					j.push(ri, ci)
 					need--
 				}
 			}
-			for _, ci := range j.cands[ri] { // then exclusive ones, free
+			for _, ci := range cands { // then exclusive ones, free
 				if need == 0 {
 					break
 				}
 				if caps[ci].Exclusive && j.stamp[ci] != j.gen {
 					j.stamp[ci], j.held[ci] = j.gen, true
-					a = append(a, ci)
+					j.push(ri, ci)
 					need--
 				}
 			}
 		}
-		j.assign[ri] = a
 		if need > 0 {
 			return false
 		}
@@ -351,7 +454,7 @@ func (j *joint) greedy(p *plan, caps []Capability) bool {
 // search is the complete, bounded backtracking search.
 func (j *joint) search(p *plan, caps []Capability) bool {
 	for _, ri := range j.reqs {
-		j.assign[ri] = j.assign[ri][:0]
+		j.alen[ri] = 0
 	}
 	if cap(j.owner) < len(caps) {
 		j.owner = make([]int32, len(caps))
@@ -362,7 +465,7 @@ func (j *joint) search(p *plan, caps []Capability) bool {
 		j.owner[i], j.contest[i] = -1, 0
 	}
 	for _, ri := range j.reqs {
-		for _, ci := range j.cands[ri] {
+		for _, ci := range j.scan.candsOf(ri) {
 			j.contest[ci]++
 		}
 	}
@@ -380,12 +483,12 @@ func (j *joint) search(p *plan, caps []Capability) bool {
 		case eb && !ea:
 			return 1
 		case ea:
-			return len(j.cands[a]) - len(j.cands[b])
+			return int(j.scan.stats[a].usable - j.scan.stats[b].usable)
 		}
 		return 0
 	})
 	for _, ri := range j.reqs {
-		j.sorted[ri] = append(j.sorted[ri][:0], j.cands[ri]...)
+		j.sorted[ri] = append(j.sorted[ri][:0], j.scan.candsOf(ri)...)
 		slices.SortStableFunc(j.sorted[ri], func(a, b int32) int { return int(j.contest[a] - j.contest[b]) })
 	}
 	j.steps = 0
@@ -405,20 +508,20 @@ func (j *joint) place(p *plan, k int) bool {
 	// A shared requirement uses free shared capabilities first: they cost
 	// nothing to anyone, since exclusive requirements were placed before.
 	need := r.count
-	base := len(j.assign[ri])
+	base := j.alen[ri]
 	for _, ci := range j.sorted[ri] {
 		if need == 0 {
 			break
 		}
 		if !j.caps[ci].Exclusive && j.owner[ci] < 0 {
-			j.assign[ri] = append(j.assign[ri], ci)
+			j.push(ri, ci)
 			need--
 		}
 	}
 	if j.choose(p, k, ri, need, 0, false) {
 		return true
 	}
-	j.assign[ri] = j.assign[ri][:base]
+	j.alen[ri] = base
 	return false
 }
 
@@ -439,11 +542,11 @@ func (j *joint) choose(p *plan, k int, ri int32, need, from int, exclusiveReq bo
 			return false
 		}
 		j.owner[ci] = ri
-		j.assign[ri] = append(j.assign[ri], ci)
+		j.push(ri, ci)
 		if j.choose(p, k, ri, need-1, i+1, exclusiveReq) {
 			return true
 		}
-		j.assign[ri] = j.assign[ri][:len(j.assign[ri])-1]
+		j.alen[ri]--
 		j.owner[ci] = -1
 		if j.steps > MaxJointSteps {
 			return false
@@ -460,7 +563,7 @@ func (j *joint) competing(p *plan, ri int32) bool {
 	if !j.searched {
 		return false
 	}
-	for _, ci := range j.cands[ri] {
+	for _, ci := range j.scan.candsOf(ri) {
 		if j.contest[ci] < 2 {
 			continue
 		}
@@ -468,7 +571,7 @@ func (j *joint) competing(p *plan, ri int32) bool {
 			return true
 		}
 		for _, rj := range j.reqs {
-			if rj != ri && p.reqs[rj].exclusive && slices.Contains(j.cands[rj], ci) {
+			if rj != ri && p.reqs[rj].exclusive && slices.Contains(j.scan.candsOf(rj), ci) {
 				return true
 			}
 		}

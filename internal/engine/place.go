@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -30,25 +31,18 @@ func Place(req Request, nodes []Node, cluster Cluster, w Weights) (Decision, err
 		return Decision{}, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
 	// One sort by node id finds repeated ids and later orders ties and
-	// rejected nodes; it is done on compact references, not the nodes.
-	byID := make([]nodeRef, len(nodes))
-	for i := range byID {
-		byID[i] = nodeRef{id: nodes[i].ID, i: int32(i)}
-	}
-	slices.SortFunc(byID, func(a, b nodeRef) int { return strings.Compare(a.id, b.id) })
-	if err := validateNodes(byID); err != nil {
+	// rejected nodes.
+	byID := sortByID(nodes)
+	if err := validateNodes(nodes, byID); err != nil {
 		return Decision{}, err
 	}
-	if req.Pin != "" {
-		if _, found := slices.BinarySearchFunc(byID, req.Pin, func(r nodeRef, id string) int {
-			return strings.Compare(r.id, id)
-		}); !found {
-			return Decision{}, fmt.Errorf("%w: %q", ErrUnknownPin, clip(req.Pin))
-		}
+	if req.Pin != "" && byID.index(nodes, req.Pin) < 0 {
+		return Decision{}, fmt.Errorf("%w: %q", ErrUnknownPin, clip(req.Pin))
 	}
 
 	p := compile(&req, &w, &cluster)
 	e := newEvaluator(p, len(nodes))
+	e.revoked = byID.revoked(nodes, cluster.RevokedNodes)
 	// Nodes are evaluated in the order given, which is the order their
 	// data lies in memory; nothing in a node's evaluation depends on
 	// another node, and the order of the output is decided by the sorts
@@ -56,7 +50,7 @@ func Place(req Request, nodes []Node, cluster Cluster, w Weights) (Decision, err
 	cands := make([]Candidate, len(nodes))
 	eligible := make([]raw, 0, len(nodes))
 	for i := range nodes {
-		if r, ok := e.evaluate(&nodes[i], &cands[i]); ok {
+		if r, ok := e.evaluate(i, &nodes[i], &cands[i]); ok {
 			r.cand = int32(i)
 			eligible = append(eligible, r)
 		}
@@ -65,32 +59,34 @@ func Place(req Request, nodes []Node, cluster Cluster, w Weights) (Decision, err
 
 	// Eligible first by tier, then score, then node id (its rank in
 	// byID); then the rejected in node id order. The candidates are put
-	// in that order in place.
-	perm := make([]int32, len(nodes)) // node index -> rank by id, then position -> node index
-	for k, r := range byID {
-		perm[r.i] = int32(k)
-	}
-	keys := make([]rankKey, len(eligible))
-	for k := range eligible {
-		i := eligible[k].cand
-		keys[k] = rankKey{score: cands[i].Score.Total, tier: cands[i].Tier, rank: perm[i], i: i}
-	}
-	slices.SortFunc(keys, func(a, b rankKey) int {
-		switch {
-		case a.tier != b.tier:
-			return int(a.tier) - int(b.tier)
-		case a.score > b.score:
-			return -1
-		case a.score < b.score:
-			return 1
+	// in that order in place. The eligible are taken in id order and
+	// sorted stably by a key of tier and score (see rankOrder).
+	keys := make([]nodeRef, 0, len(eligible))
+	for k, r := range byID.refs {
+		if c := &cands[r.i]; c.Eligible() {
+			keys = append(keys, nodeRef{key: rankOrder(c.Tier, c.Score.Total), i: int32(k)})
 		}
-		return int(a.rank - b.rank)
-	})
-	perm = perm[:0]
-	for _, k := range keys {
-		perm = append(perm, k.i)
 	}
-	for _, r := range byID {
+	sortRefs(keys)
+	for lo := 0; lo < len(keys); {
+		hi := lo + 1
+		for hi < len(keys) && keys[hi].key == keys[lo].key {
+			hi++
+		}
+		if hi-lo > 1 {
+			// Scores alike in all but their last bit: by score exactly,
+			// the order of id kept.
+			slices.SortStableFunc(keys[lo:hi], func(a, b nodeRef) int {
+				return cmp.Compare(cands[byID.refs[b.i].i].Score.Total, cands[byID.refs[a.i].i].Score.Total)
+			})
+		}
+		lo = hi
+	}
+	perm := make([]int32, 0, len(nodes)) // position -> node index
+	for _, k := range keys {
+		perm = append(perm, byID.refs[k.i].i)
+	}
+	for _, r := range byID.refs {
 		if !cands[r.i].Eligible() {
 			perm = append(perm, r.i)
 		}
@@ -162,20 +158,184 @@ func firstAccelerator(assigned [][]string) string {
 	return ""
 }
 
-// nodeRef is a node id and the node's index, sorted by id: compact, so
-// that sorting does not walk the nodes.
-type nodeRef struct {
-	id string
-	i  int32
+// idOrder is the nodes sorted by id. The sort compares a key made of the
+// eight bytes of each id that follow the prefix all the ids share, and
+// the ids themselves only when the keys are equal: it reads each id once
+// and sorts compact, pointer-free references.
+type idOrder struct {
+	refs []nodeRef
+	skip int // the length of the prefix all ids share
 }
 
-// rankKey orders eligible candidates: tier, then score descending, then
-// node id (its rank among the ids).
-type rankKey struct {
-	score float64
-	tier  Tier
-	rank  int32
-	i     int32
+// nodeRef is a node's key and index.
+type nodeRef struct {
+	key uint64 // id[skip:skip+8], big-endian, zero-padded
+	i   int32
+}
+
+func sortByID(nodes []Node) idOrder {
+	o := idOrder{refs: make([]nodeRef, len(nodes))}
+	if len(nodes) == 0 {
+		return o
+	}
+	first := nodes[0].ID
+	o.skip = len(first)
+	for i := 1; i < len(nodes) && o.skip > 0; i++ {
+		id := nodes[i].ID
+		k := 0
+		for k < o.skip && k < len(id) && id[k] == first[k] {
+			k++
+		}
+		o.skip = k
+	}
+	for i := range nodes {
+		o.refs[i] = nodeRef{key: idKey(nodes[i].ID[o.skip:]), i: int32(i)}
+	}
+	// A zero-padded key orders like the id: a shorter id that is a prefix
+	// of a longer one sorts first either way, whatever bytes they hold.
+	// Keys are sorted by radix, a byte at a time from the last, skipping
+	// the bytes all keys share; the sort is stable, so equal keys stay in
+	// the order of index, and only runs of equal keys (ids alike in their
+	// first eight distinct bytes) are sorted again by id. Equal ids (an
+	// error) keep their order of index.
+	sortRefs(o.refs)
+	for lo := 0; lo < len(o.refs); {
+		hi := lo + 1
+		for hi < len(o.refs) && o.refs[hi].key == o.refs[lo].key {
+			hi++
+		}
+		if hi-lo > 1 {
+			slices.SortStableFunc(o.refs[lo:hi], func(a, b nodeRef) int {
+				return strings.Compare(nodes[a.i].ID, nodes[b.i].ID)
+			})
+		}
+		lo = hi
+	}
+	return o
+}
+
+// sortRefs sorts refs by key, then index: by radix, which is stable, for
+// refs given in order of index; by comparison below radixMin.
+func sortRefs(refs []nodeRef) {
+	if len(refs) < radixMin {
+		slices.SortFunc(refs, func(a, b nodeRef) int {
+			if c := cmp.Compare(a.key, b.key); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.i, b.i)
+		})
+		return
+	}
+	radixSort(refs)
+}
+
+// radixMin is the fewest nodes sorted by radix: below it, the passes'
+// fixed cost exceeds a comparison sort's.
+const radixMin = 256
+
+// radixSort sorts refs by key, stably: one pass counts every byte of
+// every key, then one pass per byte that varies places them, from the
+// last byte to the first.
+func radixSort(refs []nodeRef) {
+	if len(refs) < 2 {
+		return
+	}
+	var count [8][256]int32
+	and, or := ^uint64(0), uint64(0)
+	for _, r := range refs {
+		k := r.key
+		and &= k
+		or |= k
+		count[0][k&0xff]++
+		count[1][k>>8&0xff]++
+		count[2][k>>16&0xff]++
+		count[3][k>>24&0xff]++
+		count[4][k>>32&0xff]++
+		count[5][k>>40&0xff]++
+		count[6][k>>48&0xff]++
+		count[7][k>>56]++
+	}
+	tmp := make([]nodeRef, len(refs))
+	src, dst := refs, tmp
+	for d := range 8 {
+		if (and^or)>>(8*d)&0xff == 0 {
+			continue // every key has the same byte here
+		}
+		at := &count[d]
+		sum := int32(0)
+		for b := range at {
+			at[b], sum = sum, sum+at[b]
+		}
+		for _, r := range src {
+			b := r.key >> (8 * d) & 0xff
+			dst[at[b]] = r
+			at[b]++
+		}
+		src, dst = dst, src
+	}
+	if &src[0] != &refs[0] {
+		copy(refs, src)
+	}
+}
+
+// idKey returns the first eight bytes of s, big-endian, zero-padded.
+func idKey(s string) uint64 {
+	if len(s) >= 8 {
+		return uint64(s[0])<<56 | uint64(s[1])<<48 | uint64(s[2])<<40 | uint64(s[3])<<32 |
+			uint64(s[4])<<24 | uint64(s[5])<<16 | uint64(s[6])<<8 | uint64(s[7])
+	}
+	var k uint64
+	for i := range 8 {
+		k <<= 8
+		if i < len(s) {
+			k |= uint64(s[i])
+		}
+	}
+	return k
+}
+
+// index returns the index of the node with this id, or -1.
+func (o idOrder) index(nodes []Node, id string) int {
+	if len(o.refs) == 0 || !strings.HasPrefix(id, nodes[0].ID[:o.skip]) {
+		return -1
+	}
+	key := idKey(id[o.skip:])
+	k, found := slices.BinarySearchFunc(o.refs, id, func(r nodeRef, id string) int {
+		switch {
+		case r.key < key:
+			return -1
+		case r.key > key:
+			return 1
+		}
+		return strings.Compare(nodes[r.i].ID, id)
+	})
+	if !found {
+		return -1
+	}
+	return int(o.refs[k].i)
+}
+
+// revoked marks the nodes whose ids are listed, or returns nil when none
+// is.
+func (o idOrder) revoked(nodes []Node, ids []string) []bool {
+	var marks []bool
+	for _, id := range ids {
+		if i := o.index(nodes, id); i >= 0 {
+			if marks == nil {
+				marks = make([]bool, len(nodes))
+			}
+			marks[i] = true
+		}
+	}
+	return marks
+}
+
+// rankOrder is an eligible candidate's key for ranking: the tier in the
+// top two bits, then the score, highest first (the bits of a float64 of
+// zero or more order like the number; inverted, they order the other
+// way), without its last bit. Equal keys are resolved by score exactly.
+func rankOrder(t Tier, score float64) uint64 {
+	return uint64(t)<<62 | (^math.Float64bits(score)&(1<<63-1))>>1
 }
 
 // permute reorders cs in place so that position k holds what was at
@@ -200,31 +360,44 @@ func permute(cs []Candidate, perm []int32) {
 	}
 }
 
-// raw holds what phase B needs of an eligible node beyond its Candidate.
+// raw holds what phase B needs of an eligible node beyond its Candidate:
+// what it compares across the survivors. Phase A fills the rest of the
+// score (locality, load) in the Candidate.
 type raw struct {
-	cand          int32   // index of the node and its candidate
-	accelAssigned bool    // an accel.* capability was assigned
-	accelCap      float64 // their summed mem_bytes; 0 when unknown
-	hasAccel      bool    // the node has any accel.* capability
-	perf          float64
-	hasPerf       bool
-	load          float64
-	loadKnown     bool
-	locality      float64
+	accelCap float64 // the summed mem_bytes of the assigned accelerators; 0 when unknown
+	perf     float64
+	cand     int32 // index of the node and its candidate
+	flags    uint8 // raw* bits
 }
+
+// Bits of raw.flags.
+const (
+	rawAccelAssigned uint8 = 1 << iota // an accel.* capability was assigned
+	rawHasAccel                        // the node has any accel.* capability (known when none was assigned)
+	rawHasPerf                         // perf holds a measurement
+)
 
 // evaluator runs phase A node by node, reusing its scratch space.
 type evaluator struct {
-	p     *plan
-	caps  []Capability // the node's, while it is evaluated
-	scan  *nodeScan
-	joint *joint
-	rej   []Rejection
+	p       *plan
+	caps    []Capability // the node's, while it is evaluated
+	scan    *nodeScan
+	joint   *joint
+	rej     []Rejection
+	revoked []bool // per node index, when any node is revoked
 
-	// The assignment of the route chosen so far on this node, flattened:
-	// route requirement k has bestIDs[bestAt[k]:bestAt[k+1]].
-	bestIDs []int32
-	bestAt  []int32
+	// The assignment of an emulated route kept while later variants are
+	// tried, flattened: route requirement k has kept[keptAt[k]:keptAt[k+1]].
+	kept   []int32
+	keptAt []int32
+	// The chosen route: its requirements, and whether its assignment is
+	// kept (else it is the joint matcher's last).
+	chosen   []int32
+	fromKept bool
+
+	memTexts []memText // per variant and pool (recordPool)
+	// The last gate denial's reason and text.
+	gateReason, gateText string
 
 	rejections arena[Rejection]
 	ids        arena[string]
@@ -232,27 +405,25 @@ type evaluator struct {
 }
 
 func newEvaluator(p *plan, nodes int) *evaluator {
-	hint := min(max(nodes, 16), 4096)
+	scan := newNodeScan(len(p.reqs))
 	return &evaluator{
-		p: p, scan: newNodeScan(len(p.reqs)), joint: newJoint(len(p.reqs)),
-		rejections: arena[Rejection]{chunk: hint * 2},
-		ids:        arena[string]{chunk: hint * 4},
-		lists:      arena[[]string]{chunk: hint * 4},
+		p: p, scan: scan, joint: newJoint(p, scan),
+		rejections: arena[Rejection]{nodes: nodes},
+		ids:        arena[string]{nodes: nodes},
+		lists:      arena[[]string]{nodes: nodes},
 	}
 }
 
-// evaluate fills c for node n: its rejections, or its route; it returns
+// evaluate fills c for node i: its rejections, or its route; it returns
 // the phase B inputs of an eligible node.
-func (e *evaluator) evaluate(n *Node, c *Candidate) (raw, bool) {
+func (e *evaluator) evaluate(i int, n *Node, c *Candidate) (raw, bool) {
 	p := e.p
 	req := p.req
 	e.rej = e.rej[:0]
 	c.Node = n.ID
 
-	if p.revokedNodes != nil {
-		if _, ok := p.revokedNodes[n.ID]; ok {
-			e.reject(CodeNodeRevoked, "node is revoked")
-		}
+	if e.revoked != nil && e.revoked[i] {
+		e.reject(CodeNodeRevoked, "node is revoked")
 	}
 	switch n.Liveness {
 	case Alive:
@@ -271,13 +442,15 @@ func (e *evaluator) evaluate(n *Node, c *Candidate) (raw, bool) {
 		if t > TrustPinned {
 			t = TrustNone
 		}
-		e.reject(CodeTrust, p.trustDetail[t])
+		e.reject(CodeTrust, p.trustText(t))
 	}
 	if p.workloadRevoked != "" {
 		e.reject(CodeWorkloadRevoked, p.workloadRevoked)
 	}
-	if d := coResidency(req, n.Instances); d != "" {
-		e.reject(CodeCoResidency, d)
+	if p.coResidency && len(n.Instances) > 0 {
+		if d := p.coResidencyOf(n.Instances); d != "" {
+			e.reject(CodeCoResidency, d)
+		}
 	}
 
 	s := e.scan
@@ -291,19 +464,23 @@ func (e *evaluator) evaluate(n *Node, c *Candidate) (raw, bool) {
 		if n.GateReason == "" {
 			e.reject(CodeGate, "workload.place denied")
 		} else {
-			e.reject(CodeGate, "workload.place denied: "+n.GateReason)
+			if n.GateReason != e.gateReason || e.gateText == "" {
+				// Kept while the next denial gives the same reason.
+				e.gateReason, e.gateText = n.GateReason, "workload.place denied: "+n.GateReason
+			}
+			e.reject(CodeGate, e.gateText)
 		}
 	default:
 		e.reject(CodeGate, "no gate decision for this node")
 	}
 	if t := p.perf; t != nil && t.HasBudget && s.hasPerf {
 		if (t.Better == BetterLower && s.perf > t.Budget) || (t.Better == BetterHigher && s.perf < t.Budget) {
-			e.reject(CodePerfBudget, p.perfHead+formatFloat(s.perf)+p.perfTail)
+			e.reject(CodePerfBudget, p.perfDetail(s.perf))
 		}
 	}
 
 	if len(e.rej) > 0 {
-		c.Rejections = e.rejections.take(len(e.rej))
+		c.Rejections = e.rejections.take(len(e.rej), i)
 		copy(c.Rejections, e.rej)
 		return raw{}, false
 	}
@@ -313,26 +490,38 @@ func (e *evaluator) evaluate(n *Node, c *Candidate) (raw, bool) {
 	if tier == TierEmulated {
 		c.Flags |= FlagEmulated
 	}
-	r := raw{hasAccel: s.hasAccel, perf: s.perf, hasPerf: s.hasPerf}
-	if len(n.Capabilities) > 0 {
-		r.load, r.loadKnown = float64(s.busy)/float64(len(n.Capabilities)), true
+	r := raw{perf: s.perf}
+	if s.hasPerf {
+		r.flags |= rawHasPerf
 	}
-	// The assignment, by id, per route requirement; and the capacity of
-	// the distinct accelerators in it.
-	nr := len(e.bestAt) - 1
-	c.Assigned = e.lists.take(nr)
+	if len(n.Capabilities) > 0 {
+		load := float64(busy(n.Capabilities)) / float64(len(n.Capabilities))
+		c.Score.Load = p.w.Load * (1 - min(max(load, 0), 1))
+	} else {
+		c.Flags |= FlagLoadUnknown
+	}
+	// The assignment, by id, per route requirement: one slice of ids for
+	// the node, cut per requirement; and the capacity of the distinct
+	// accelerators in it.
+	route := e.chosen
+	c.Assigned = e.lists.take(len(route), i)
+	total := 0
+	for k := range route {
+		total += len(e.assigned(k))
+	}
+	ids := e.ids.take(total, i)
 	var capacity float64
 	unknown := false
-	for k := range nr {
-		idx := e.bestIDs[e.bestAt[k]:e.bestAt[k+1]]
-		ids := e.ids.take(len(idx))
+	at := 0
+	for k := range route {
+		idx := e.assigned(k)
 		for m, ci := range idx {
 			cp := &n.Capabilities[ci]
-			ids[m] = cp.ID
-			if !grammar.SelectorMatches(accelFamily, cp.ID) || slices.Contains(e.bestIDs[:e.bestAt[k]+int32(m)], ci) {
+			ids[at+m] = cp.ID
+			if !grammar.SelectorMatches(accelFamily, cp.ID) || e.assignedBefore(k, m, ci) {
 				continue
 			}
-			r.accelAssigned = true
+			r.flags |= rawAccelAssigned
 			if mb := attr(cp, AttrMemBytes); mb != nil {
 				if f, ok := mb.number(); ok && f > 0 && !math.IsInf(f, 0) {
 					capacity += f
@@ -341,17 +530,42 @@ func (e *evaluator) evaluate(n *Node, c *Candidate) (raw, bool) {
 			}
 			unknown = true
 		}
-		c.Assigned[k] = ids
+		if len(idx) > 0 {
+			c.Assigned[k] = ids[at : at+len(idx) : at+len(idx)]
+		}
+		at += len(idx)
 	}
 	if !unknown {
 		r.accelCap = capacity
 	}
+	if r.flags&rawAccelAssigned == 0 && s.hasAccel(p, n.Capabilities) {
+		r.flags |= rawHasAccel
+	}
 	for i := p.prefStart; i < len(p.reqs); i++ {
-		if len(s.cands[i]) >= p.reqs[i].count {
-			r.locality += req.Preferences[i-p.prefStart].Weight
+		if int(s.stats[i].usable) >= p.reqs[i].count {
+			c.Score.Locality += req.Preferences[i-p.prefStart].Weight
 		}
 	}
 	return r, true
+}
+
+// assigned returns what the chosen route gives its requirement k.
+func (e *evaluator) assigned(k int) []int32 {
+	if e.fromKept {
+		return e.kept[e.keptAt[k]:e.keptAt[k+1]]
+	}
+	return e.joint.assignOf(e.chosen[k])
+}
+
+// assignedBefore reports whether capability ci was assigned before
+// position m of route requirement k.
+func (e *evaluator) assignedBefore(k, m int, ci int32) bool {
+	for kk := range k {
+		if slices.Contains(e.assigned(kk), ci) {
+			return true
+		}
+	}
+	return slices.Contains(e.assigned(k)[:m], ci)
 }
 
 func (e *evaluator) reject(code Code, detail string) {
@@ -359,15 +573,15 @@ func (e *evaluator) reject(code Code, detail string) {
 }
 
 // route is reference 3.6.2 route selection: the first native variant
-// that fits, else the first emulated one when allowed. It records the
-// chosen assignment in bestIDs/bestAt. Only when no route is chosen does
-// it go through the variants again to record why each fails: a node that
-// fits pays for no text.
+// that fits, else the first emulated one when allowed. It leaves the
+// chosen route for assigned. Only when no route is chosen does it go
+// through the variants again to record why each fails: a node that fits
+// pays for no text.
 func (e *evaluator) route(n *Node) (variant int, tier Tier) {
 	p, s := e.p, e.scan
 	commonOK := true
 	for ri := 0; ri < p.nCommon && commonOK; ri++ {
-		commonOK = e.requirementPasses(ri, false)
+		commonOK = e.passes(ri)
 	}
 	native, emulated, emulatedFit := -1, -1, int32(0)
 	mem := nodeMemory(n)
@@ -376,28 +590,31 @@ func (e *evaluator) route(n *Node) (variant int, tier Tier) {
 		s.ensure(p, n.Capabilities, vi)
 		ok := true
 		for ri := v.start; ri < v.end && ok; ri++ {
-			ok = e.requirementPasses(ri, false)
+			ok = e.passes(ri)
 		}
-		if !ok || !e.memoryFits(&mem, v, false) || !e.jointly(vi, n.Capabilities, false) {
+		if !ok || !mem.fits(v) || !e.jointly(vi, n.Capabilities, false) {
 			continue
 		}
 		if !v.emulated {
 			native = vi
-			e.keepAssignment(vi)
 			break
 		}
 		emulatedFit |= 1 << vi
 		if emulated < 0 {
 			emulated = vi
-			e.keepAssignment(vi)
+			e.keep(vi)
 		}
 	}
 	switch {
-	case native >= 0 && s.isDev:
-		return native, TierDevFallback
 	case native >= 0:
+		// The last joint match is the native route's.
+		e.chosen, e.fromKept = p.routes[native], false
+		if s.isDev {
+			return native, TierDevFallback
+		}
 		return native, TierNative
 	case emulated >= 0 && p.req.AllowEmulated:
+		e.chosen, e.fromKept = p.routes[emulated], true
 		return emulated, TierEmulated
 	}
 
@@ -415,7 +632,7 @@ func (e *evaluator) route(n *Node) (variant int, tier Tier) {
 		if ok {
 			e.jointly(vi, n.Capabilities, true)
 		}
-		e.memoryFits(&mem, v, true)
+		e.recordMemory(&mem, vi)
 	}
 	if emulated >= 0 {
 		e.reject(CodeEmulationNotAllowed, p.detail(msgKey{kind: msgEmulation, a: emulatedFit}))
@@ -423,17 +640,23 @@ func (e *evaluator) route(n *Node) (variant int, tier Tier) {
 	return -1, 0
 }
 
+// passes reports whether requirement ri passes on its own: it has Count
+// usable capabilities, which passed every filter before.
+func (e *evaluator) passes(ri int) bool {
+	return int(e.scan.stats[ri].usable) >= e.p.reqs[ri].count
+}
+
 // requirementPasses reports whether requirement ri passes on its own,
 // recording its failure when record is set.
 func (e *evaluator) requirementPasses(ri int, record bool) bool {
-	r := &e.p.reqs[ri]
-	k, state, fails := e.scan.stats[ri].failure(ri, len(e.scan.cands[ri]), r.count, e.caps)
-	if !fails {
+	if e.passes(ri) {
 		return true
 	}
 	if !record {
 		return false
 	}
+	r, st := &e.p.reqs[ri], &e.scan.stats[ri]
+	k, state, _ := st.failure(ri, r.count, e.caps)
 	code := CodeRequirements
 	if k.kind == msgProvenance {
 		code = CodeProvenance
@@ -450,50 +673,37 @@ func (e *evaluator) requirementPasses(ri int, record bool) bool {
 // recording a contention failure when record is set.
 func (e *evaluator) jointly(vi int, caps []Capability, record bool) bool {
 	p, j := e.p, e.joint
-	v := &p.variants[vi]
-	j.reqs = j.reqs[:0]
-	for ri := range p.nCommon {
-		j.reqs = append(j.reqs, int32(ri))
-	}
-	for ri := v.start; ri < v.end; ri++ {
-		j.reqs = append(j.reqs, int32(ri))
-	}
-	if j.solve(p, e.scan, caps) {
+	reqs := p.routes[vi]
+	if j.solve(p, reqs, caps) {
 		return true
 	}
 	if !record {
 		return false
 	}
 	any := false
-	for _, ri := range j.reqs {
+	for _, ri := range reqs {
 		if j.competing(p, ri) {
 			e.reject(CodeRequirements, p.detail(msgKey{kind: msgContended, req: ri, a: int32(vi)}))
 			any = true
 		}
 	}
 	if !any {
-		for _, ri := range j.reqs {
+		for _, ri := range reqs {
 			e.reject(CodeRequirements, p.detail(msgKey{kind: msgContended, req: ri, a: int32(vi)}))
 		}
 	}
 	return false
 }
 
-// keepAssignment saves the joint assignment of variant vi's route.
-func (e *evaluator) keepAssignment(vi int) {
-	p, j := e.p, e.joint
-	v := &p.variants[vi]
-	e.bestIDs = e.bestIDs[:0]
-	e.bestAt = append(e.bestAt[:0], 0)
-	add := func(ri int) {
-		e.bestIDs = append(e.bestIDs, j.assign[ri]...)
-		e.bestAt = append(e.bestAt, int32(len(e.bestIDs)))
-	}
-	for ri := range p.nCommon {
-		add(ri)
-	}
-	for ri := v.start; ri < v.end; ri++ {
-		add(ri)
+// keep saves the joint assignment of variant vi's route, while later
+// variants are tried.
+func (e *evaluator) keep(vi int) {
+	j := e.joint
+	e.kept = e.kept[:0]
+	e.keptAt = append(e.keptAt[:0], 0)
+	for _, ri := range e.p.routes[vi] {
+		e.kept = append(e.kept, j.assignOf(ri)...)
+		e.keptAt = append(e.keptAt, int32(len(e.kept)))
 	}
 }
 
@@ -518,46 +728,85 @@ func nodeMemory(n *Node) memory {
 	return m
 }
 
-// memoryFits checks variant v's demand, with pending reservations, against
-// the node's pools, recording each pool that is short when record is set.
-func (e *evaluator) memoryFits(m *memory, v *variantPlan, record bool) bool {
-	ok := true
-	check := func(pool string, host, accel, pending, free uint64) {
-		if host == 0 && accel == 0 {
-			return
-		}
-		if fits(free, host, accel, pending) {
-			return
-		}
-		ok = false
-		if !record {
-			return
-		}
-		need := satAdd(satAdd(host, accel), pending)
-		var b strings.Builder
-		b.Grow(96)
-		b.WriteString(v.prefix)
-		b.WriteString(pool)
-		b.WriteString(" pool: need ")
-		b.WriteString(strconv.FormatUint(need, 10))
-		b.WriteString(" bytes")
-		if pending > 0 {
-			b.WriteString(" (")
-			b.WriteString(strconv.FormatUint(pending, 10))
-			b.WriteString(" pending)")
-		}
-		b.WriteString(", free ")
-		b.WriteString(strconv.FormatUint(free, 10))
-		b.WriteString(" bytes")
-		e.reject(CodeMemory, b.String())
-	}
+// fits reports whether variant v's demand, with pending reservations,
+// fits the node's pools.
+func (m *memory) fits(v *variantPlan) bool {
 	if m.unified {
-		check("unified", v.res.HostBytes, v.res.AccelBytes, satAdd(m.pendHost, m.pendAccel), m.host)
-	} else {
-		check("system", v.res.HostBytes, 0, m.pendHost, m.host)
-		check("vram", 0, v.res.AccelBytes, m.pendAccel, m.vram)
+		return poolFits(v.res.HostBytes, v.res.AccelBytes, satAdd(m.pendHost, m.pendAccel), m.host)
 	}
-	return ok
+	return poolFits(v.res.HostBytes, 0, m.pendHost, m.host) && poolFits(0, v.res.AccelBytes, m.pendAccel, m.vram)
+}
+
+// recordMemory records each pool that variant v's demand, with pending
+// reservations, does not fit.
+func (e *evaluator) recordMemory(m *memory, vi int) {
+	v := &e.p.variants[vi]
+	if m.unified {
+		e.recordPool(vi, poolUnified, v.res.HostBytes, v.res.AccelBytes, satAdd(m.pendHost, m.pendAccel), m.host)
+	} else {
+		e.recordPool(vi, poolSystem, v.res.HostBytes, 0, m.pendHost, m.host)
+		e.recordPool(vi, poolVRAM, 0, v.res.AccelBytes, m.pendAccel, m.vram)
+	}
+}
+
+// Memory pools, as named in memory rejections.
+const (
+	poolUnified = iota
+	poolSystem
+	poolVRAM
+)
+
+var poolNames = [...]string{"unified", "system", "vram"}
+
+// memText is the last memory rejection text made for a variant and pool:
+// nodes alike (no accelerator, the same free memory) share it.
+type memText struct {
+	need, pending, free uint64
+	s                   string
+}
+
+// recordPool records that variant vi's demand of host and accel bytes,
+// with pending, does not fit a pool, if so.
+func (e *evaluator) recordPool(vi, pool int, host, accel, pending, free uint64) {
+	if poolFits(host, accel, pending, free) {
+		return
+	}
+	need := satAdd(satAdd(host, accel), pending)
+	if e.memTexts == nil {
+		e.memTexts = make([]memText, len(e.p.variants)*len(poolNames))
+	}
+	t := &e.memTexts[vi*len(poolNames)+pool]
+	if t.s == "" || t.need != need || t.pending != pending || t.free != free {
+		*t = memText{need: need, pending: pending, free: free,
+			s: memoryDetail(e.p.variants[vi].prefix, poolNames[pool], need, pending, free)}
+	}
+	e.reject(CodeMemory, t.s)
+}
+
+// poolFits reports whether a demand of host and accel bytes, with
+// pending, fits free; no demand always fits.
+func poolFits(host, accel, pending, free uint64) bool {
+	return host == 0 && accel == 0 || fits(free, host, accel, pending)
+}
+
+// memoryDetail is the text of a memory rejection, made with one
+// allocation.
+func memoryDetail(prefix, pool string, need, pending, free uint64) string {
+	var buf [256]byte
+	b := append(buf[:0], prefix...)
+	b = append(b, pool...)
+	b = append(b, " pool: need "...)
+	b = strconv.AppendUint(b, need, 10)
+	b = append(b, " bytes"...)
+	if pending > 0 {
+		b = append(b, " ("...)
+		b = strconv.AppendUint(b, pending, 10)
+		b = append(b, " pending)"...)
+	}
+	b = append(b, ", free "...)
+	b = strconv.AppendUint(b, free, 10)
+	b = append(b, " bytes"...)
+	return string(b)
 }
 
 // fits reports whether a + b + c <= free, without overflow. A saturated
@@ -580,24 +829,25 @@ func satAdd(a, b uint64) uint64 {
 	return math.MaxUint64
 }
 
-// coResidency returns why an instance on the node conflicts with the
+// coResidencyOf returns why an instance on the node conflicts with the
 // request, or "": the first instance (in the node's order) that carries a
-// label the request excludes, or excludes one of its labels.
-func coResidency(req *Request, instances []Instance) string {
-	if len(req.Excludes) == 0 && len(req.Labels) == 0 {
-		return ""
-	}
-	for _, in := range instances {
-		if in.Kind == req.Kind && in.Name == req.Name {
+// label the request excludes, or excludes one of its labels. A label is
+// looked for in the request's lists only when its length and first byte
+// are in the list's mask.
+func (p *plan) coResidencyOf(instances []Instance) string {
+	req := p.req
+	for k := range instances {
+		in := &instances[k]
+		if sameText(in.Name, req.Name) && sameText(in.Kind, req.Kind) {
 			continue // the workload's own instance is not a neighbour
 		}
 		for _, l := range in.Labels {
-			if slices.Contains(req.Excludes, l) {
+			if p.excludeMask&textBit(l) != 0 && containsText(req.Excludes, l) {
 				return "instance " + in.Kind + "/" + in.Name + " has label " + l + ", which this workload excludes"
 			}
 		}
 		for _, x := range in.Excludes {
-			if slices.Contains(req.Labels, x) {
+			if p.labelMask&textBit(x) != 0 && containsText(req.Labels, x) {
 				return "instance " + in.Kind + "/" + in.Name + " excludes label " + x + " of this workload"
 			}
 		}
@@ -605,25 +855,62 @@ func coResidency(req *Request, instances []Instance) string {
 	return ""
 }
 
+// textBit is a text's bit in a 64-bit mask of texts, from its length and
+// first byte.
+func textBit(s string) uint64 {
+	if s == "" {
+		return 1
+	}
+	return 1 << ((uint(len(s))*7 + uint(s[0])) & 63)
+}
+
+// sameText is a == b, with the length and the first byte compared
+// before the bytes: texts that differ mostly differ there.
+func sameText(a, b string) bool {
+	return len(a) == len(b) && (len(a) == 0 || a[0] == b[0]) && a == b
+}
+
+// containsText is slices.Contains(list, s) by sameText.
+func containsText(list []string, s string) bool {
+	for _, x := range list {
+		if sameText(x, s) {
+			return true
+		}
+	}
+	return false
+}
+
 func formatFloat(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 
 // arena hands out slices carved from shared chunks, so that a decision
 // over many nodes makes a few large allocations rather than one per node.
-// Carved slices have their capacity clipped: appending to one never
-// writes into another.
+// A chunk is sized by what the nodes evaluated so far took, times the
+// nodes left, so that little is left over. Carved slices have their
+// capacity clipped: appending to one never writes into another.
 type arena[T any] struct {
 	buf   []T
-	chunk int
+	nodes int // nodes in the decision
+	used  int // elements handed out
 }
 
-func (a *arena[T]) take(n int) []T {
+// take returns n elements for node i.
+func (a *arena[T]) take(n, i int) []T {
 	if n == 0 {
 		return nil
 	}
 	if cap(a.buf)-len(a.buf) < n {
-		a.buf = make([]T, 0, max(n, a.chunk))
+		size := 32
+		if a.used > 0 {
+			// What nodes 0 to i-1 took, for each node left, and an
+			// eighth; at most four times what was taken so far.
+			left := a.nodes - i
+			est := a.used * left / max(i, 1)
+			size = min(est+est/8, 4*a.used)
+		}
+		a.buf = make([]T, 0, max(n, size))
 	}
 	l := len(a.buf)
 	a.buf = a.buf[:l+n]
+	a.used += n
 	return a.buf[l : l+n : l+n]
 }

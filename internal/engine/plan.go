@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -21,18 +22,24 @@ type plan struct {
 	variants  []variantPlan
 	prefStart int
 
-	// tables hold the selectors a capability is tested against, bucketed
-	// by the first byte of its id. Table 0 has the pseudo-selectors (dev
-	// class, accelerator family, perf target), the common requirements,
-	// the preferences and the first variant's requirements; table 1 has
-	// the other variants'. A node's capabilities are scanned against
-	// table 0, and against table 1 only if route selection gets past the
-	// first variant: a node that fits it never matches the others.
-	tables [2]bucketTable
+	// table holds the selectors a capability is tested against, bucketed
+	// by the first byte of its id: the pseudo-selectors (dev class,
+	// accelerator family, perf target), the common requirements, the
+	// preferences and every variant's requirements. A node's capabilities
+	// are scanned once; the hits of the selectors of variants after the
+	// first are only noted, and matched if route selection gets past the
+	// first variant: a node that fits it never needs the others.
+	table bucketTable
 
-	revokedNodes    map[string]struct{}
-	workloadRevoked string // the detail when a revocable ref is revoked
-	trustDetail     [TrustPinned + 1]string
+	// routes lists, per variant, its route's requirements: the common
+	// ones, then the variant's.
+	routes [][]int32
+
+	workloadRevoked string                  // the detail when a revocable ref is revoked
+	coResidency     bool                    // the request has labels or excludes
+	labelMask       uint64                  // textBit of each label
+	excludeMask     uint64                  // textBit of each exclude
+	trustDetail     [TrustPinned + 1]string // made on first use
 
 	perf     *PerfTarget
 	perfMul  float64 // the perf weight, with the interactive multiplier
@@ -41,8 +48,11 @@ type plan struct {
 
 	// msgs memoises rejection details that depend only on the request
 	// (a requirement's selector, variant, predicate), so that rejecting
-	// many nodes for the same reason allocates the text once.
-	msgs map[msgKey]string
+	// many nodes for the same reason allocates the text once: per
+	// requirement, one slot per detail it can have (msgSlot), made on
+	// first use; and the emulation details, by set of variants.
+	msgs         [][]string
+	emulatedMsgs []emulatedMsg
 }
 
 type reqPlan struct {
@@ -62,6 +72,7 @@ type cpred struct {
 	attr string
 	op   uint8
 	v    *Value
+	num  float64 // the operand as a number, for gte and lte
 }
 
 type variantPlan struct {
@@ -73,7 +84,7 @@ type variantPlan struct {
 }
 
 func compile(req *Request, w *Weights, cl *Cluster) *plan {
-	p := &plan{req: req, w: w, perf: req.Perf, msgs: make(map[msgKey]string)}
+	p := &plan{req: req, w: w, perf: req.Perf}
 	floor, _ := grammar.ProvenanceRank(req.MinProvenance)
 	add := func(q *Requirement, prefix string) {
 		rank, _ := grammar.ProvenanceRank(q.MinProvenance)
@@ -85,6 +96,7 @@ func compile(req *Request, w *Weights, cl *Cluster) *plan {
 		for i := range q.Predicates {
 			pr := &q.Predicates[i]
 			cp[i] = cpred{attr: pr.Attr, op: opCode(pr.Op), v: &pr.Value}
+			cp[i].num, _ = pr.Value.number()
 		}
 		p.reqs = append(p.reqs, reqPlan{
 			sel: q.Selector, preds: q.Predicates, cpreds: cp, count: count, exclusive: q.Exclusive,
@@ -115,13 +127,27 @@ func compile(req *Request, w *Weights, cl *Cluster) *plan {
 	for i := range req.Preferences {
 		add(&req.Preferences[i].Requirement, "")
 	}
+	p.msgs = make([][]string, len(p.reqs))
 
-	p.tables[0], p.tables[1] = p.buildTable(0), p.buildTable(1)
-	if len(cl.RevokedNodes) > 0 {
-		p.revokedNodes = make(map[string]struct{}, len(cl.RevokedNodes))
-		for _, id := range cl.RevokedNodes {
-			p.revokedNodes[id] = struct{}{}
+	p.buildTable(&p.table)
+	p.routes = make([][]int32, len(p.variants))
+	all := make([]int32, 0, len(p.variants)*p.nCommon+p.prefStart-p.nCommon)
+	for vi, v := range p.variants {
+		start := len(all)
+		for ri := range p.nCommon {
+			all = append(all, int32(ri))
 		}
+		for ri := v.start; ri < v.end; ri++ {
+			all = append(all, int32(ri))
+		}
+		p.routes[vi] = all[start:len(all):len(all)]
+	}
+	p.coResidency = len(req.Labels) > 0 || len(req.Excludes) > 0
+	for _, l := range req.Labels {
+		p.labelMask |= textBit(l)
+	}
+	for _, x := range req.Excludes {
+		p.excludeMask |= textBit(x)
 	}
 	if len(req.RevocableRefs) > 0 && len(cl.RevokedRefs) > 0 {
 		revoked := make(map[string]struct{}, len(cl.RevokedRefs))
@@ -135,9 +161,6 @@ func compile(req *Request, w *Weights, cl *Cluster) *plan {
 			}
 		}
 	}
-	for t := range p.trustDetail {
-		p.trustDetail[t] = "tier " + Trust(t).String() + " below required " + req.MinTrust.String()
-	}
 	if t := req.Perf; t != nil {
 		p.perfHead = "measured " + t.ID + " "
 		p.perfTail = " misses budget " + formatFloat(t.Budget)
@@ -149,14 +172,34 @@ func compile(req *Request, w *Weights, cl *Cluster) *plan {
 	return p
 }
 
+// trustText is the detail of a trust rejection of a node of tier t
+// (TrustNone to TrustPinned), memoised.
+func (p *plan) trustText(t Trust) string {
+	if p.trustDetail[t] == "" {
+		p.trustDetail[t] = "tier " + t.String() + " below required " + p.req.MinTrust.String()
+	}
+	return p.trustDetail[t]
+}
+
+// perfDetail is the text of a perf_budget rejection for a node that
+// measured f, made with one allocation.
+func (p *plan) perfDetail(f float64) string {
+	var buf [256]byte
+	b := append(buf[:0], p.perfHead...)
+	b = strconv.AppendFloat(b, f, 'f', -1, 64)
+	b = append(b, p.perfTail...)
+	return string(b)
+}
+
 // selector is one entry of a bucket: a requirement's selector, or a
 // pseudo-selector.
 type selector struct {
 	sel   string
-	n     int   // len(sel)
+	n     int32 // len(sel)
+	req   int32 // index in plan.reqs, or one of the sel* kinds below
 	last  byte  // sel[n-1]
 	exact bool  // matches the id exactly only (dev class, perf target)
-	req   int32 // index in plan.reqs, or one of the sel* kinds below
+	later bool  // a requirement of a variant after the first: matched on demand
 }
 
 // Pseudo-selectors.
@@ -167,59 +210,57 @@ const (
 )
 
 // bucketTable lists, for each first byte of a capability id, the
-// selectors that may select an id starting with it: at[b] .. at[b+1]
-// indexes sel.
+// selectors that may select an id starting with it, shortest first:
+// at[b] .. at[b+1] indexes sel.
 type bucketTable struct {
-	at  [257]int32
-	sel []selector
+	at     [257]int32
+	sel    []selector
+	widest int // the most selectors in one bucket
 }
 
-// buildTable builds table 0 or table 1 (see plan.tables).
-func (p *plan) buildTable(table int) bucketTable {
+// buildTable builds the bucket table (see plan.table) in t, which is
+// zero.
+func (p *plan) buildTable(t *bucketTable) {
 	var all []selector
-	addReqs := func(from, to int) {
+	addReqs := func(from, to int, later bool) {
 		for ri := from; ri < to; ri++ {
-			all = append(all, selector{sel: p.reqs[ri].sel, req: int32(ri)})
+			all = append(all, selector{sel: p.reqs[ri].sel, req: int32(ri), later: later})
 		}
 	}
-	if table == 0 {
-		if p.w.DevFallbackClass != "" {
-			all = append(all, selector{sel: p.w.DevFallbackClass, req: selDev, exact: true})
-		}
-		all = append(all, selector{sel: accelFamily, req: selAccel})
-		if p.perf != nil {
-			all = append(all, selector{sel: p.perf.ID, req: selPerf, exact: true})
-		}
-		addReqs(0, p.nCommon)
-		addReqs(p.prefStart, len(p.reqs))
+	if p.w.DevFallbackClass != "" {
+		all = append(all, selector{sel: p.w.DevFallbackClass, req: selDev, exact: true})
 	}
-	if table == 0 {
-		addReqs(p.variants[0].start, p.variants[0].end)
-	} else {
-		addReqs(p.variants[0].end, p.prefStart)
+	all = append(all, selector{sel: accelFamily, req: selAccel})
+	if p.perf != nil {
+		all = append(all, selector{sel: p.perf.ID, req: selPerf, exact: true})
 	}
+	addReqs(0, p.nCommon, false)
+	addReqs(p.prefStart, len(p.reqs), false)
+	addReqs(p.variants[0].start, p.variants[0].end, false)
+	addReqs(p.variants[0].end, p.prefStart, true)
 	for i := range all {
-		all[i].n, all[i].last = len(all[i].sel), all[i].sel[len(all[i].sel)-1]
+		all[i].n, all[i].last = int32(len(all[i].sel)), all[i].sel[len(all[i].sel)-1]
 	}
-	var t bucketTable
+	// By length within a bucket, so that a scan stops at the first
+	// selector longer than the id; then a counting sort by first byte:
+	// at[b+1] counts, then accumulates.
+	slices.SortStableFunc(all, func(a, b selector) int { return int(a.n - b.n) })
 	for _, s := range all {
 		t.at[int(s.sel[0])+1]++
 	}
-	for b := range 256 {
-		t.at[b+1] += t.at[b]
+	for b := 1; b < len(t.at); b++ {
+		t.widest = max(t.widest, int(t.at[b]))
+		t.at[b] += t.at[b-1]
 	}
 	t.sel = make([]selector, len(all))
-	next := t.at
 	for _, s := range all {
-		t.sel[next[s.sel[0]]] = s
-		next[s.sel[0]]++
+		b := s.sel[0]
+		t.sel[t.at[b]] = s
+		t.at[b]++
 	}
-	return t
-}
-
-// bucket returns the selectors that may select an id starting with b.
-func (t *bucketTable) bucket(b byte) []selector {
-	return t.sel[t.at[b]:t.at[int(b)+1]]
+	// Each at[b] moved to the end of bucket b, the start of b+1.
+	copy(t.at[1:], t.at[:256])
+	t.at[0] = 0
 }
 
 // Kinds of memoised rejection details.
@@ -244,23 +285,68 @@ var provenanceNames = [...]string{"unknown", grammar.ProvenanceClaimed, grammar.
 // blockingStates are the states that make a capability unusable.
 var blockingStates = [...]string{grammar.StateBusy, grammar.StateReserved, grammar.StateDegraded}
 
+// emulatedMsg is a memoised emulation_not_allowed detail.
+type emulatedMsg struct {
+	variants int32 // bit set
+	s        string
+}
+
+// msgSlot returns where requirement k.req memoises the detail k, and
+// how many slots the requirement has: not advertised; provenance by rank
+// (0 to 3); predicate by index; unavailable by state; usable by count
+// (below the requirement's); contended by variant.
+func (p *plan) msgSlot(k msgKey) (slot, slots int) {
+	r := &p.reqs[k.req]
+	provenance := 1
+	predicate := provenance + len(provenanceNames)
+	unavailable := predicate + len(r.preds)
+	usable := unavailable + len(blockingStates)
+	contended := usable + r.count
+	slots = contended + len(p.variants)
+	switch k.kind {
+	case msgProvenance:
+		slot = provenance
+	case msgPredicate:
+		slot = predicate
+	case msgUnavailable:
+		slot = unavailable
+	case msgUsable:
+		slot = usable
+	case msgContended:
+		slot = contended
+	}
+	if k.kind != msgNotAdvertised {
+		slot += int(k.a)
+	}
+	return slot, slots
+}
+
 // detail returns the memoised text of a requirement failure.
 func (p *plan) detail(k msgKey) string {
-	if s, ok := p.msgs[k]; ok {
-		return s
-	}
-	var s string
 	if k.kind == msgEmulation {
+		for _, m := range p.emulatedMsgs {
+			if m.variants == k.a {
+				return m.s
+			}
+		}
 		var names []string
 		for vi, v := range p.variants {
 			if k.a&(1<<vi) != 0 {
 				names = append(names, v.name)
 			}
 		}
-		s = "only emulated route(s) fit (" + strings.Join(names, ", ") + "); emulation needs explicit allow_emulated"
-		p.msgs[k] = s
+		s := "only emulated route(s) fit (" + strings.Join(names, ", ") + "); emulation needs explicit allow_emulated"
+		p.emulatedMsgs = append(p.emulatedMsgs, emulatedMsg{variants: k.a, s: s})
 		return s
 	}
+	slot, slots := p.msgSlot(k)
+	if p.msgs[k.req] == nil {
+		p.msgs[k.req] = make([]string, slots)
+	}
+	if s := p.msgs[k.req][slot]; s != "" {
+		return s
+	}
+	var s string
 	r := &p.reqs[k.req]
 	head := r.prefix + "`" + r.sel + "`: "
 	switch k.kind {
@@ -282,6 +368,6 @@ func (p *plan) detail(k msgKey) string {
 		}
 		s += ")"
 	}
-	p.msgs[k] = s
+	p.msgs[k.req][slot] = s
 	return s
 }

@@ -2,8 +2,8 @@ package engine
 
 import "math"
 
-// score is phase B (reference 3.6.3): it fills the Score and flags of
-// every eligible candidate. Two components compare a node with the other
+// score is phase B (reference 3.6.3): it completes the Score and flags of
+// every eligible candidate (phase A gave each its locality and load). Two components compare a node with the other
 // survivors (accel_fit with the smallest sufficient accelerator, perf with
 // the best measurement), so they are computed once every node has been
 // through phase A.
@@ -13,10 +13,10 @@ func (p *plan) score(cands []Candidate, eligible []raw) {
 	bestPerf, havePerf := 0.0, false
 	for i := range eligible {
 		r := &eligible[i]
-		if r.accelAssigned && r.accelCap > 0 {
+		if r.flags&rawAccelAssigned != 0 && r.accelCap > 0 {
 			minCap = min(minCap, r.accelCap)
 		}
-		if p.perf != nil && r.hasPerf {
+		if p.perf != nil && r.flags&rawHasPerf != 0 {
 			switch {
 			case !havePerf:
 				bestPerf, havePerf = r.perf, true
@@ -32,11 +32,10 @@ func (p *plan) score(cands []Candidate, eligible []raw) {
 		c := &cands[r.cand]
 		s := &c.Score
 		s.Execution = w.tierWeight(c.Tier)
-		s.Locality = r.locality
 		switch {
-		case !r.accelAssigned && !r.hasAccel:
+		case r.flags&(rawAccelAssigned|rawHasAccel) == 0:
 			s.AccelFit = w.AccelFit // work that needs no accelerator, on a node without one
-		case !r.accelAssigned:
+		case r.flags&rawAccelAssigned == 0:
 			s.AccelFit = 0 // don't waste an accelerator
 		case r.accelCap <= 0:
 			s.AccelFit = w.AccelFit // capacity unknown
@@ -44,16 +43,11 @@ func (p *plan) score(cands []Candidate, eligible []raw) {
 			s.AccelFit = w.AccelFit * (minCap / r.accelCap)
 		}
 		if p.perf != nil {
-			if r.hasPerf {
+			if r.flags&rawHasPerf != 0 {
 				s.Perf = p.perfMul * perfRatio(p.perf.Better, r.perf, bestPerf)
 			} else {
 				c.Flags |= FlagUnmeasured
 			}
-		}
-		if r.loadKnown {
-			s.Load = w.Load * (1 - min(max(r.load, 0), 1))
-		} else {
-			c.Flags |= FlagLoadUnknown
 		}
 		if p.req.CurrentNode != "" && c.Node == p.req.CurrentNode {
 			if p.req.Sticky {

@@ -21,7 +21,7 @@ func (r *Request) Validate() error {
 	if !validText(r.Name) {
 		add("name %q: want 1 to %d bytes of printable ASCII", clip(r.Name), MaxTextLen)
 	}
-	validateRequirements(add, "requirements", r.Requirements)
+	validateRequirements(add, func() string { return "requirements" }, r.Requirements)
 	switch {
 	case len(r.Variants) == 0:
 		add("variants: none; a request needs at least one")
@@ -43,7 +43,7 @@ func (r *Request) Validate() error {
 			add("variants[%d].execution: %d is neither native nor emulated", i, v.Execution)
 		}
 		if len(v.Requirements) > 0 {
-			validateRequirements(add, fmt.Sprintf("variants[%d].requirements", i), v.Requirements)
+			validateRequirements(add, func() string { return fmt.Sprintf("variants[%d].requirements", i) }, v.Requirements)
 		}
 	}
 	validateTexts(add, "labels", r.Labels)
@@ -96,12 +96,14 @@ func (r *Request) Validate() error {
 	return errors.Join(errs...)
 }
 
-func validateRequirements(add func(string, ...any), at string, reqs []Requirement) {
+// validateRequirements checks a list of requirements; at gives its path,
+// only formatted for a problem.
+func validateRequirements(add func(string, ...any), at func() string, reqs []Requirement) {
 	if len(reqs) > MaxRequirements {
-		add("%s: %d, at most %d", at, len(reqs), MaxRequirements)
+		add("%s: %d, at most %d", at(), len(reqs), MaxRequirements)
 	}
 	for i := range reqs {
-		validateRequirement(add, func() string { return fmt.Sprintf("%s[%d]", at, i) }, &reqs[i])
+		validateRequirement(add, func() string { return fmt.Sprintf("%s[%d]", at(), i) }, &reqs[i])
 	}
 }
 
@@ -192,21 +194,31 @@ func clip(s string) string {
 	return s
 }
 
-// validateNodes checks node ids, given sorted: each valid, none twice.
-func validateNodes(byID []nodeRef) error {
+// validateNodes checks node ids: each valid, none twice. Problems are
+// listed in the order of ids.
+func validateNodes(nodes []Node, byID idOrder) error {
+	ok := true
+	for i := range nodes {
+		ok = ok && validText(nodes[i].ID)
+	}
+	for k := 1; k < len(byID.refs) && ok; k++ {
+		a, b := byID.refs[k-1], byID.refs[k]
+		ok = a.key != b.key || nodes[a.i].ID != nodes[b.i].ID
+	}
+	if ok {
+		return nil
+	}
 	var errs []error
-	for k, r := range byID {
-		if !validText(r.id) {
-			errs = append(errs, fmt.Errorf("node[%d] id %q: want 1 to %d bytes of printable ASCII", r.i, clip(r.id), MaxTextLen))
+	for k, r := range byID.refs {
+		id := nodes[r.i].ID
+		if !validText(id) {
+			errs = append(errs, fmt.Errorf("node[%d] id %q: want 1 to %d bytes of printable ASCII", r.i, clip(id), MaxTextLen))
 		}
-		if k > 0 && byID[k-1].id == r.id {
-			errs = append(errs, fmt.Errorf("node id %q given twice", clip(r.id)))
+		if k > 0 && nodes[byID.refs[k-1].i].ID == id {
+			errs = append(errs, fmt.Errorf("node id %q given twice", clip(id)))
 		}
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("%w: %w", ErrInvalidNodes, errors.Join(errs...))
-	}
-	return nil
+	return fmt.Errorf("%w: %w", ErrInvalidNodes, errors.Join(errs...))
 }
 
 // finitePerf reports whether a measured figure is usable.
