@@ -415,9 +415,16 @@ func (r *Runtime) validate(files map[string]File, add func(string, ...any)) {
 	}
 }
 
+// checkList checks a requires list: at most MaxListLen Names without
+// repeats.
 func checkList(field string, list []string, add func(string, ...any)) {
-	if len(list) > MaxListLen {
-		add("%s: %d entries, limit %d", field, len(list), MaxListLen)
+	checkNameList(field, list, MaxListLen, add)
+}
+
+// checkNameList checks that list holds at most limit Names, none twice.
+func checkNameList(field string, list []string, limit int, add func(string, ...any)) {
+	if len(list) > limit {
+		add("%s: %d entries, limit %d", field, len(list), limit)
 		return
 	}
 	seen := map[string]bool{}

@@ -219,17 +219,5 @@ func (v *Variant) validateRequirements(base string, add func(string, ...any)) {
 // checkNames checks a package's labels or excludes: at most
 // MaxPackageLabels Names without repeats.
 func checkNames(field string, list []string, add func(string, ...any)) {
-	if len(list) > MaxPackageLabels {
-		add("%s: %d entries, limit %d", field, len(list), MaxPackageLabels)
-		return
-	}
-	seen := map[string]bool{}
-	for _, s := range list {
-		if !grammar.ValidName(s) {
-			add("%s: %q is not %s", field, clip(s), grammar.NameSyntax)
-		} else if seen[s] {
-			add("%s: duplicate %q", field, s)
-		}
-		seen[s] = true
-	}
+	checkNameList(field, list, MaxPackageLabels, add)
 }
