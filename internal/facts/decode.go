@@ -304,8 +304,10 @@ func parseVersion(out []byte) string {
 		if len(line) > MaxLineBytes {
 			continue
 		}
-		lower := strings.ToLower(line)
-		i := strings.Index(lower, "version")
+		// ASCII-only lowering keeps every byte where it was: strings.ToLower
+		// would turn invalid UTF-8 into longer replacement runes, and i
+		// would no longer index line.
+		i := strings.Index(asciiLower(line), "version")
 		if i < 0 {
 			continue
 		}
@@ -322,4 +324,16 @@ func parseVersion(out []byte) string {
 		}
 	}
 	return ""
+}
+
+// asciiLower lowers A-Z only, byte for byte, so indexes into its result
+// are indexes into s.
+func asciiLower(s string) string {
+	b := []byte(s)
+	for j, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[j] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
 }
