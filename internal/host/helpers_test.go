@@ -120,6 +120,14 @@ type testPackage struct {
 // buildEcho builds the echo-llm package from its template, signed by key.
 func buildEcho(t testing.TB, key ed25519.PrivateKey) testPackage {
 	t.Helper()
+	return buildEchoAs(t, key, "")
+}
+
+// buildEchoAs builds the echo-llm package under package id id (the
+// template's when ""), so a second instance of its role ("chat") can be
+// placed next to the first.
+func buildEchoAs(t testing.TB, key ed25519.PrivateKey, id string) testPackage {
+	t.Helper()
 	dir := t.TempDir()
 	bin, err := os.ReadFile(echoBin)
 	if err != nil {
@@ -135,6 +143,9 @@ func buildEcho(t testing.TB, key ed25519.PrivateKey) testPackage {
 	var m pkg.Manifest
 	if err := json.Unmarshal(tmpl, &m); err != nil {
 		t.Fatal(err)
+	}
+	if id != "" {
+		m.ID = id
 	}
 	return signPackage(t, dir, m, key)
 }

@@ -2,10 +2,6 @@ package host
 
 import (
 	"context"
-	"crypto/ed25519"
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -14,35 +10,10 @@ import (
 
 	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/mesh/meshtest"
-	"github.com/nodeld/nodeld/internal/pkg"
 	"github.com/nodeld/nodeld/internal/runner"
 	"github.com/nodeld/nodeld/internal/runner/runnertest"
 	"github.com/nodeld/nodeld/internal/table"
 )
-
-// buildEchoAs builds the echo-llm package under another package id, so a
-// second instance of its role ("chat") can be placed next to the first.
-func buildEchoAs(t testing.TB, key ed25519.PrivateKey, id string) testPackage {
-	t.Helper()
-	dir := t.TempDir()
-	bin, err := os.ReadFile(echoBin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "echo-llm"), bin, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	tmpl, err := os.ReadFile("../../examples/packages/echo-llm/manifest.template.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m pkg.Manifest
-	if err := json.Unmarshal(tmpl, &m); err != nil {
-		t.Fatal(err)
-	}
-	m.ID = id
-	return signPackage(t, dir, m, key)
-}
 
 // adoptedRegistrar is the table as the Adopter's registrar, as cmd/nodeld
 // wires it.

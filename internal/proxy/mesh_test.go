@@ -387,13 +387,10 @@ func TestMeshPeerDiesBeforeHead(t *testing.T) {
 	}
 }
 
-func TestMeshFailover(t *testing.T) {
-	upB := proxytest.New(t, proxytest.Options{Model: "b-model"})
-	upC := proxytest.New(t, proxytest.Options{Model: "c-model"})
-	nodes := newMeshNodes(t, "a", "b", "c")
-	a, b, c := nodes[0], nodes[1], nodes[2]
-	b.serve(upB.URL, "b-model", a)
-	c.serve(upC.URL, "c-model", a)
+// startConsumerOfTwo starts consumer a using role chat from b and c (both
+// already serving it to a) and waits until a holds both advertisements.
+func startConsumerOfTwo(t *testing.T, a, b, c *meshNode) {
+	t.Helper()
 	a.Table.AllowRemoteNode("chat", b.ID(), true)
 	a.Table.AllowRemoteNode("chat", c.ID(), true)
 	a.start(MeshDeps{}, b, c)
@@ -404,6 +401,16 @@ func TestMeshFailover(t *testing.T) {
 	meshtest.WaitFor(t, "both peers advertised", func() bool {
 		return len(a.Table.Snapshot().Roles) > 0 && len(a.Table.Snapshot().Roles[0].Remote) == 2
 	})
+}
+
+func TestMeshFailover(t *testing.T) {
+	upB := proxytest.New(t, proxytest.Options{Model: "b-model"})
+	upC := proxytest.New(t, proxytest.Options{Model: "c-model"})
+	nodes := newMeshNodes(t, "a", "b", "c")
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	b.serve(upB.URL, "b-model", a)
+	c.serve(upC.URL, "c-model", a)
+	startConsumerOfTwo(t, a, b, c)
 	res, body := a.h.post("chat", "/v1/chat/completions", chatBody(false))
 	first := res.Header.Get(RouteHeader)
 	if res.StatusCode != 200 || (first != b.ID() && first != c.ID()) {
@@ -511,16 +518,7 @@ func TestMeshRetriesNextPeerWhenLinkFails(t *testing.T) {
 	good := proxytest.New(t, proxytest.Options{Model: "second"})
 	first.serve(hung.URL, "first", a)
 	second.serve(good.URL, "second", a)
-	a.Table.AllowRemoteNode("chat", b.ID(), true)
-	a.Table.AllowRemoteNode("chat", c.ID(), true)
-	a.start(MeshDeps{}, b, c)
-	b.start(MeshDeps{})
-	c.start(MeshDeps{})
-	b.admitLater(a)
-	c.admitLater(a)
-	meshtest.WaitFor(t, "both peers advertised", func() bool {
-		return len(a.Table.Snapshot().Roles) > 0 && len(a.Table.Snapshot().Roles[0].Remote) == 2
-	})
+	startConsumerOfTwo(t, a, b, c)
 	a.resolvesTo(first)
 
 	got := make(chan *http.Response, 1)
