@@ -47,6 +47,8 @@ type Config struct {
 	Weights engine.Weights
 	// Policy is governance: default deny.
 	Policy Policy
+	// Workloads are the declared workloads reconciled every tick.
+	Workloads []Workload
 }
 
 // Policy is the governance policy. Default deny: a workload kind that is

@@ -72,4 +72,7 @@ type Deps struct {
 	Logger *zap.Logger
 	// Registerer receives the nodeld_plane_* metrics; nil registers none.
 	Registerer prometheus.Registerer
+	// Store resolves the package ids of declared workloads; nil means no
+	// store (declared workloads are then unplaceable, with that reason).
+	Store Store
 }

@@ -1,0 +1,35 @@
+package plane
+
+// Workload is a declared workload (controller.workloads): the controller
+// reconciles it every tick, keeping Replicas instances of it on distinct
+// nodes. The plane side of reconciliation is being built; this type is
+// the contract the config layer fills in.
+type Workload struct {
+	// Name names the workload; it goes into each instance's config so two
+	// workloads of one package on one node get distinct instance ids.
+	Name string
+	// Package is the package id, looked up in the Store.
+	Package string
+	// Version pins a version; empty means the newest in the store by
+	// semantic version.
+	Version string
+	// Variant names the variant; empty lets the engine choose.
+	Variant string
+	// Node pins the workload to one node (the engine's pin).
+	Node string
+	// Prefer and Avoid are placement hints within the best tier.
+	Prefer []string
+	Avoid  []string
+	// Replicas is the number of instances to keep (default 1), each on a
+	// distinct node.
+	Replicas int
+}
+
+// Store holds the signed packages the controller places by id
+// (<data_dir>/store, filled by `nodeld package add`).
+type Store interface {
+	// Resolve returns the directory and version of package id at version,
+	// or of its newest version by semantic version when version is "".
+	// An unknown id or version is an error naming what the store holds.
+	Resolve(id, version string) (dir, resolved string, err error)
+}
