@@ -67,6 +67,19 @@
 //     untrusted_signer, bad_manifest, file_missing, file_size, file_hash,
 //     path_escape, too_large, revoked, bad_notice).
 //
+// # Store
+//
+// Store is the controller's package store, <data_dir>/store: each
+// package in <id>/<version>/. Store.Add verifies a package (anchors,
+// revocations, every file) and copies it in, hashing each file as it is
+// copied, through a temporary directory renamed into place; a stored
+// package is never replaced (another package under the same id and
+// version is ErrStoreConflict). Store.Resolve finds a version, or the
+// newest by semantic version (CompareVersions, NewestVersion: semver 2.0.0
+// precedence, an optional leading "v"; the highest release, else the
+// highest pre-release; versions that are not semantic sort below every
+// semantic one and are only ever chosen by name).
+//
 // # Revocations
 //
 // Revocations is <data_dir>/revocations.json (mode 0600, written to a
