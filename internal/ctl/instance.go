@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+
+	"github.com/nodeld/nodeld/internal/grammar"
 )
 
 // Lifecycle states a workload host reports for an instance
@@ -46,12 +48,21 @@ type InstanceConfig struct {
 	// Port is the loopback port of the instance's server; 0 picks a free
 	// one for each run.
 	Port int `json:"port,omitempty"`
+	// Workload names the declared workload the instance belongs to (a
+	// grammar Name), so two workloads of one package on one node get
+	// distinct instance ids; empty for an operator's placement. The
+	// host runs the instance the same either way.
+	Workload string `json:"workload,omitempty"`
 }
 
-// Validate reports a config no host accepts: a port outside 0..65535.
+// Validate reports a config no host accepts: a port outside 0..65535, a
+// workload that is not a grammar Name.
 func (c InstanceConfig) Validate() error {
 	if c.Port < 0 || c.Port > 65535 {
 		return fmt.Errorf("instance config: port %d outside 0..65535", c.Port)
+	}
+	if c.Workload != "" && !grammar.ValidName(c.Workload) {
+		return fmt.Errorf("instance config: workload %q is not a name", c.Workload)
 	}
 	return nil
 }

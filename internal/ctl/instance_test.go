@@ -16,6 +16,8 @@ func TestInstanceIDGolden(t *testing.T) {
 	}{
 		{"no config", InstanceConfig{}, "echo-ae49b65a-n-1"},
 		{"port", InstanceConfig{Port: 8080}, "echo-3f2f7009-n-1"},
+		// An empty workload leaves the id of an operator's placement as it was.
+		{"empty workload", InstanceConfig{Workload: ""}, "echo-ae49b65a-n-1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -37,6 +39,7 @@ func TestInstanceIDDeterministic(t *testing.T) {
 		InstanceID("echo", "1.0", "default", "bb"+testDecision[2:], InstanceConfig{}, "n-1"),
 		InstanceID("echo", "1.0", "default", testDecision, InstanceConfig{Port: 8080}, "n-1"),
 		InstanceID("echo", "1.0", "default", testDecision, InstanceConfig{}, "n-2"),
+		InstanceID("echo", "1.0", "default", testDecision, InstanceConfig{Workload: "chat"}, "n-1"),
 	} {
 		if other == a {
 			t.Errorf("different input, same id %q", a)
@@ -48,7 +51,7 @@ func TestInstanceIDDeterministic(t *testing.T) {
 // decodes to, so a controller that sends InstanceConfig's JSON predicts
 // the host's id.
 func TestInstanceConfigJSON(t *testing.T) {
-	c := InstanceConfig{Port: 9000}
+	c := InstanceConfig{Port: 9000, Workload: "chat"}
 	b, err := json.Marshal(c)
 	if err != nil {
 		t.Fatal(err)
@@ -69,6 +72,11 @@ func TestInstanceConfigValidate(t *testing.T) {
 	}{{0, true}, {1, true}, {65535, true}, {-1, false}, {65536, false}} {
 		if err := (InstanceConfig{Port: tt.port}).Validate(); (err == nil) != tt.ok {
 			t.Errorf("port %d: err = %v, want ok %v", tt.port, err, tt.ok)
+		}
+	}
+	for w, ok := range map[string]bool{"": true, "chat": true, "chat-2.eu": true, "Chat": false, "a/b": false, "-x": false} {
+		if err := (InstanceConfig{Workload: w}).Validate(); (err == nil) != ok {
+			t.Errorf("workload %q: err = %v, want ok %v", w, err, ok)
 		}
 	}
 }
