@@ -21,6 +21,8 @@ const (
 	DefaultRescheduleTimeout = 60 * time.Second
 	// MaxBackoff caps the doubling reschedule and orphan-unload backoff.
 	MaxBackoff = 5 * time.Minute
+	// MaxReplicas bounds a declared workload's replicas.
+	MaxReplicas = 64
 )
 
 // Config is the controller's configuration.
@@ -137,6 +139,7 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("policy.deny_labels.%s: %q is not a label value", k, v))
 		}
 	}
+	errs = append(errs, validateWorkloads(c.Workloads)...)
 	return errors.Join(errs...)
 }
 

@@ -33,6 +33,9 @@ const (
 	KindAlert     = "plane.alert"
 	KindMigrate   = "plane.migrate"
 	KindOrphan    = "plane.orphan"
+	// KindInstance is an operator's stop or unload through the
+	// controller (Stop, Unload), chained before the call.
+	KindInstance = "plane.instance"
 )
 
 // ErrNoPackage is wrapped by Place when the package cannot be verified.
@@ -46,6 +49,7 @@ type Controller struct {
 	chain     Appender
 	disp      Dispatcher
 	statePath string
+	store     Store
 	met       *metrics
 	log       *zap.Logger
 
@@ -57,10 +61,13 @@ type Controller struct {
 	// the last write holds the latest state.
 	persistMu sync.Mutex
 
-	// mu guards nodes, placements and busy; never held across I/O.
+	// mu guards nodes, placements, decls and busy; never held across
+	// I/O.
 	mu         sync.Mutex
 	nodes      map[string]*nodeState
 	placements map[string]*Placement
+	// decls is the progress of declared workloads, by name.
+	decls map[string]*declState
 	// busy holds the decision ids being dispatched by a call in progress;
 	// the lifecycle leaves them alone until it returns.
 	busy map[string]bool
@@ -89,17 +96,20 @@ func New(cfg Config, targets []Target, deps Deps) (*Controller, error) {
 	}
 	c := &Controller{
 		log: log.Named("plane"), now: now, busy: map[string]bool{}, chain: deps.Chain, disp: deps.Dispatcher, statePath: deps.StatePath,
-		nodes: map[string]*nodeState{}, placements: map[string]*Placement{},
+		nodes: map[string]*nodeState{}, placements: map[string]*Placement{}, store: deps.Store, decls: map[string]*declState{},
 	}
 	c.cfg.Store(&cfg)
 	if err := c.setTargets(targets, now()); err != nil {
 		return nil, err
 	}
-	ps, err := loadState(deps.StatePath)
+	st, err := loadState(deps.StatePath)
 	if err != nil {
 		return nil, err
 	}
-	for _, p := range ps {
+	for _, d := range st.Declarations {
+		c.decls[d.Name] = d
+	}
+	for _, p := range st.Placements {
 		if p.Life == LifeDispatching {
 			// The node may have acted on a place sent before the crash.
 			p.Life = LifeUnsettled
@@ -166,6 +176,7 @@ func (c *Controller) Placements() []Placement {
 func (p *Placement) clone() Placement {
 	cp := *p
 	cp.Candidates = slices.Clone(p.Candidates)
+	cp.Labels, cp.Excludes = slices.Clone(p.Labels), slices.Clone(p.Excludes)
 	if p.Order != nil {
 		o := *p.Order
 		o.Prefer, o.Avoid = slices.Clone(o.Prefer), slices.Clone(o.Avoid)
@@ -258,7 +269,11 @@ func (c *Controller) encodeLocked() ([]byte, error) {
 	for _, p := range c.placements {
 		ps = append(ps, p)
 	}
-	return encodeState(ps)
+	ds := make([]*declState, 0, len(c.decls))
+	for _, d := range c.decls {
+		ds = append(ds, d)
+	}
+	return encodeState(ps, ds)
 }
 
 // persist writes the state file. Callers do not hold mu.
@@ -293,6 +308,10 @@ type decisionRecord struct {
 	DryRun       bool     `json:"dry_run"`
 	Reason       string   `json:"reason"`
 	Replaces     string   `json:"replaces,omitempty"`
+	Supersedes   string   `json:"supersedes,omitempty"`
+	Declared     string   `json:"declared,omitempty"`
+	Replica      *int     `json:"replica,omitempty"`
+	CurrentNode  string   `json:"current_node,omitempty"`
 	Chosen       string   `json:"chosen,omitempty"`
 	Variant      string   `json:"variant,omitempty"`
 	Candidates   []string `json:"candidates"`
@@ -300,10 +319,10 @@ type decisionRecord struct {
 	Error        string   `json:"error,omitempty"`
 }
 
-// decide runs governance and the engine for order o and chains the
-// decision. It returns the decision, its id and the ranked dispatch
-// candidates.
-func (c *Controller) decide(p Package, o Order, reason, replaces string) (engine.Decision, string, []Candidate, error) {
+// evaluate runs governance and the engine for order o on the current
+// view, chaining nothing: the request (shaped by in: the variant, the
+// current node, the placement it takes over) and the decision.
+func (c *Controller) evaluate(p Package, o Order, in intent) (engine.Request, engine.Decision, error) {
 	v := p.Verified()
 	m := v.Manifest
 	now := c.now()
@@ -313,12 +332,28 @@ func (c *Controller) decide(p Package, o Order, reason, replaces string) (engine
 		minTrust = engine.TrustPinned
 	}
 	req := request(v, o, minTrust)
+	c.shapeRequest(&req, o, in)
 	nodes := c.view(now, m.Kind, req.Name)
+	c.separateInstances(nodes, m.Kind, req.Name, in)
 	dec, err := engine.Place(req, nodes, engine.Cluster{}, c.conf().Weights)
+	return req, dec, err
+}
+
+// decide runs governance and the engine for order o and chains the
+// decision. It returns the decision, its id and the ranked dispatch
+// candidates.
+func (c *Controller) decide(p Package, o Order, in intent) (engine.Decision, string, []Candidate, error) {
+	v := p.Verified()
+	m := v.Manifest
+	req, dec, err := c.evaluate(p, o, in)
 	rec := decisionRecord{
 		Workload: req.Name, Kind: m.Kind, Package: m.ID, Version: m.Version,
-		ManifestHash: v.ManifestHash, DryRun: o.DryRun, Reason: reason, Replaces: replaces,
+		ManifestHash: v.ManifestHash, DryRun: o.DryRun, Reason: in.reason, Replaces: in.replacesID(),
+		Supersedes: in.supersedesID(), Declared: in.declared, CurrentNode: req.CurrentNode,
 		Candidates: []string{},
+	}
+	if in.declared != "" {
+		rec.Replica = &in.replica
 	}
 	var pinErr *engine.PinIneligibleError
 	if err != nil && !errors.As(err, &pinErr) {
@@ -366,8 +401,8 @@ func (c *Controller) view(now time.Time, kind, name string) []engine.Node {
 	pending := map[string][]engine.Resources{}
 	for _, p := range c.placements {
 		switch p.Life {
-		case LifePlaced, LifeLost, LifeRescheduled:
-			instances[p.Node] = append(instances[p.Node], engine.Instance{Kind: p.Kind, Name: p.Workload})
+		case LifePlaced, LifeLost, LifeRescheduled, LifeRetiring:
+			instances[p.Node] = append(instances[p.Node], p.engineInstance())
 			// Placed after the node's facts were issued: their free
 			// memory does not show it yet.
 			if n, ok := c.nodes[p.Node]; ok && p.Life == LifePlaced && (n.facts == nil || !p.PlacedAt.Before(n.facts.meta.IssuedAt)) {
@@ -400,19 +435,20 @@ func (c *Controller) Place(ctx context.Context, o Order) (Report, error) {
 	p, err := c.disp.VerifyPackage(ctx, o.PackageDir)
 	if err != nil {
 		c.met.placements.WithLabelValues(outError).Inc()
-		return Report{}, fmt.Errorf("%w: %w", ErrNoPackage, err)
+		// The refusal is a verdict too (a revoked package names its
+		// subject); it is chained, and nothing is placed either way.
+		cerr := c.chainRefusal("place", o.Name, "", "", o.PackageDir, err, 0)
+		return Report{}, errors.Join(fmt.Errorf("%w: %w", ErrNoPackage, err), cerr)
 	}
-	return c.place(ctx, p, o, "operator", nil, c.conf().PlaceTimeout)
+	return c.place(ctx, p, o, intent{reason: "operator"}, c.conf().PlaceTimeout)
 }
 
-// place decides and dispatches; replaces, when set, is the placement the
-// new one replaces (a reschedule, called by Tick).
-func (c *Controller) place(ctx context.Context, p Package, o Order, reason string, replaces *Placement, timeout time.Duration) (Report, error) {
-	replID := ""
-	if replaces != nil {
-		replID = replaces.DecisionID
-	}
-	dec, id, cands, err := c.decide(p, o, reason, replID)
+// place decides and dispatches for in: a reschedule when in.replaces is
+// set (called by Tick), a declared workload's replica when in.declared
+// is.
+func (c *Controller) place(ctx context.Context, p Package, o Order, in intent, timeout time.Duration) (Report, error) {
+	replaces := in.replaces
+	dec, id, cands, err := c.decide(p, o, in)
 	if err != nil {
 		c.met.placements.WithLabelValues(outError).Inc()
 		return Report{}, err
@@ -436,11 +472,15 @@ func (c *Controller) place(ctx context.Context, p Package, o Order, reason strin
 	pl := &Placement{
 		DecisionID: id, Kind: m.Kind, Workload: dec.Name, Package: m.ID, Version: m.Version,
 		ManifestHash: v.ManifestHash, Candidates: cands, Life: LifeDispatching,
-		Order: &stored,
+		Order: &stored, Declared: in.declared, Replica: in.replica, Supersedes: in.supersedesID(),
+		Labels: slices.Clone(m.Labels), Excludes: slices.Clone(m.Excludes),
 	}
 	if replaces != nil {
+		c.mu.Lock()
 		pl.Replaces = replaces.DecisionID
 		pl.Reschedules = replaces.Reschedules + 1
+		pl.Declared, pl.Replica = replaces.Declared, replaces.Replica
+		c.mu.Unlock()
 	}
 	pl.aim(v, 0)
 	c.mu.Lock()

@@ -53,13 +53,14 @@ func FuzzLoadState(f *testing.F) {
 	f.Add([]byte(`{"version":1,"placements":[]}`))
 	f.Add([]byte(`{"version":1,"placements":[{"decision_id":"` + string(make64('a')) + `","node":"n","life":"placed","candidates":[{"node":"n","variant":"v"}],"cursor":0}]}`))
 	f.Add([]byte(`{"version":2}`))
+	f.Add([]byte(`{"version":1,"placements":[],"declarations":[{"name":"chat","attempts":2,"next_attempt":"2026-03-01T12:00:00Z","last_error":"x"}]}`))
 	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, data []byte) {
 		path := filepath.Join(dir, "controller.json")
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		ps, err := loadState(path)
+		st, err := loadState(path)
 		if err != nil {
 			if !errors.Is(err, ErrBadState) {
 				t.Fatalf("error %v does not wrap ErrBadState", err)
@@ -67,7 +68,7 @@ func FuzzLoadState(f *testing.F) {
 			return
 		}
 		// What loads encodes and loads again to the same placements.
-		b, err := encodeState(ps)
+		b, err := encodeState(st.Placements, st.Declarations)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -78,8 +79,9 @@ func FuzzLoadState(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-encoded state refused: %v", err)
 		}
-		if len(again) != len(ps) {
-			t.Fatalf("%d placements, then %d", len(ps), len(again))
+		if len(again.Placements) != len(st.Placements) || len(again.Declarations) != len(st.Declarations) {
+			t.Fatalf("%d placements and %d declarations, then %d and %d",
+				len(st.Placements), len(st.Declarations), len(again.Placements), len(again.Declarations))
 		}
 	})
 }

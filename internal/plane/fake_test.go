@@ -65,7 +65,15 @@ type fakeHost struct {
 	instances map[string]ctl.InstanceStatus
 	inFlight  []string
 	departed  []ctl.Departed
+	// meta is what the fake knows of each instance beyond its status.
+	meta map[string]instMeta
+	// startAs is the state a started instance reports ("" = running).
+	startAs string
 }
+
+// instMeta is an instance's declared workload (from its config) and
+// package version.
+type instMeta struct{ workload, version string }
 
 // fakeCluster implements Dispatcher over fake hosts.
 type fakeCluster struct {
@@ -73,7 +81,11 @@ type fakeCluster struct {
 	mu    sync.Mutex // guards everything below and the hosts
 	hosts map[string]*fakeHost
 	pkgs  map[string]*pkg.Verified
-	calls []string
+	// revoked holds the revocation each package dir is refused with.
+	revoked map[string]*pkg.VerifyError
+	// verifies counts VerifyPackage calls per dir.
+	verifies map[string]int
+	calls    []string
 	// A crash: when crashArmed, the next place captures the state file
 	// (crashState, as the crash leaves it), reaches its node or not
 	// (crashActs), and from then on every call fails without effect
@@ -92,7 +104,8 @@ func (p fakePkg) Verified() *pkg.Verified { return p.v }
 var _ Dispatcher = (*fakeCluster)(nil)
 
 func newCluster(clk *clock) *fakeCluster {
-	return &fakeCluster{clock: clk, hosts: map[string]*fakeHost{}, pkgs: map[string]*pkg.Verified{}}
+	return &fakeCluster{clock: clk, hosts: map[string]*fakeHost{}, pkgs: map[string]*pkg.Verified{},
+		revoked: map[string]*pkg.VerifyError{}, verifies: map[string]int{}}
 }
 
 // addHost adds a host with memFree GiB of free memory.
@@ -102,7 +115,7 @@ func (f *fakeCluster) addHost(t testing.TB, seed byte, memGiB uint64) *fakeHost 
 	fa.GPUs = nil
 	fa.Labels = nil
 	fa.MemFreeBytes = memGiB << 30
-	h := &fakeHost{id: id, key: k, facts: fa, instances: map[string]ctl.InstanceStatus{}}
+	h := &fakeHost{id: id, key: k, facts: fa, instances: map[string]ctl.InstanceStatus{}, meta: map[string]instMeta{}}
 	f.mu.Lock()
 	f.hosts[id] = h
 	f.mu.Unlock()
@@ -175,6 +188,10 @@ func (f *fakeCluster) Describe(ctx context.Context, node string) (Description, e
 func (f *fakeCluster) VerifyPackage(_ context.Context, dir string) (Package, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.verifies[dir]++
+	if r := f.revoked[dir]; r != nil {
+		return nil, fmt.Errorf("package %s: %w", dir, r)
+	}
 	v, ok := f.pkgs[dir]
 	if !ok {
 		return nil, fmt.Errorf("no package at %s", dir)
@@ -204,9 +221,13 @@ func (f *fakeCluster) PlaceDecided(_ context.Context, node string, p Package, va
 	state := ctl.StateLoaded
 	if start {
 		state = ctl.StateRunning
+		if h.startAs != "" {
+			state = h.startAs
+		}
 	}
 	act := func() {
 		h.instances[iid] = ctl.InstanceStatus{InstanceID: iid, Package: v.Manifest.ID, Variant: variant, DecisionID: decisionID, Lifecycle: state}
+		h.meta[iid] = instMeta{workload: cfg.Workload, version: v.Manifest.Version}
 		h.departed = slices.DeleteFunc(h.departed, func(d ctl.Departed) bool { return d.InstanceID == iid })
 	}
 	lost := &ctl.CallError{Class: ctl.ClassIndeterminate, Method: ctl.MethodPlace, Err: errors.New("answer lost")}
@@ -248,7 +269,21 @@ func (f *fakeCluster) Status(_ context.Context, node string) (ctl.StatusList, er
 }
 
 func (f *fakeCluster) Stop(_ context.Context, node, iid string) error {
-	return f.Unload(context.Background(), node, iid)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, "stop "+node)
+	h, err := f.host(node)
+	if err != nil {
+		return err
+	}
+	in, ok := h.instances[iid]
+	if !ok {
+		r := ctl.NewRefusal(ctl.CodeUnknownInstance, "no such instance")
+		return &ctl.CallError{Class: ctl.ClassRefused, Method: ctl.MethodStop, Refusal: r, Err: r}
+	}
+	in.Lifecycle = ctl.StateStopped
+	h.instances[iid] = in
+	return nil
 }
 
 func (f *fakeCluster) Unload(_ context.Context, node, iid string) error {
@@ -309,6 +344,7 @@ type rig struct {
 	cfg     Config
 	c       *Controller
 	targets []Target
+	store   Store // Deps.Store; nil for none
 }
 
 func newRig(t *testing.T, hosts ...uint64) (*rig, []*fakeHost) {
@@ -343,7 +379,7 @@ func (r *rig) restart() {
 	if r.app != nil {
 		app = r.app
 	}
-	c, err := New(r.cfg, r.targets, Deps{Now: r.clk.Now, Chain: app, Dispatcher: r.cl, StatePath: r.state})
+	c, err := New(r.cfg, r.targets, Deps{Now: r.clk.Now, Chain: app, Dispatcher: r.cl, StatePath: r.state, Store: r.store})
 	if err != nil {
 		r.t.Fatalf("New: %v", err)
 	}

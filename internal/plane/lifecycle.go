@@ -10,6 +10,7 @@ import (
 
 	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/engine"
+	"github.com/nodeld/nodeld/internal/pkg"
 )
 
 // lifecycleRecord is the payload of KindLifecycle, KindAlert and
@@ -23,6 +24,8 @@ type lifecycleRecord struct {
 	To         string `json:"to,omitempty"`
 	Reason     string `json:"reason"`
 	Attempt    int    `json:"attempt,omitempty"`
+	// Revoked is the revoked subject that retired the instance, if any.
+	Revoked *pkg.Subject `json:"revoked,omitempty"`
 }
 
 // migrateRecord is the payload of KindMigrate.
@@ -48,9 +51,11 @@ type described struct {
 // once, each within DescribeTimeout; settle unsettled decisions; mirror
 // instance states; mark the instances of dead nodes lost and reschedule
 // them; unload replaced copies on returning nodes; take back instances
-// whose node returns with them; persist. Failures are chained, counted
-// and retried on later ticks; Tick returns the joined errors of the
-// chain and the state file only.
+// whose node returns with them; reconcile the declared workloads
+// (retiring what is no longer declared first, placing what is missing
+// and replacing outdated versions last); persist. Failures are chained,
+// counted and retried on later ticks; Tick returns the joined errors of
+// the chain and the state file only.
 func (c *Controller) Tick(ctx context.Context) error {
 	c.tickMu.Lock()
 	defer c.tickMu.Unlock()
@@ -59,13 +64,14 @@ func (c *Controller) Tick(ctx context.Context) error {
 
 	c.describeAll(ctx)
 	now := c.now()
-	var errs []error
+	errs := []error{c.retireUnwanted()}
 	for _, pl := range c.sortedPlacements() {
 		if ctx.Err() != nil {
 			break
 		}
 		errs = append(errs, c.step(ctx, pl, now))
 	}
+	errs = append(errs, c.reconcileDeclared(ctx, now))
 	c.updateGauges()
 	errs = append(errs, c.persist())
 	return errors.Join(errs...)
@@ -189,7 +195,7 @@ func (c *Controller) step(ctx context.Context, pl *Placement, now time.Time) err
 		case nv.dead:
 			return c.reschedule(ctx, pl, true, now)
 		}
-	case LifeRescheduled:
+	case LifeRescheduled, LifeRetiring:
 		if nv.alive {
 			return c.orphanUnload(ctx, pl, now)
 		}
@@ -251,6 +257,7 @@ func (c *Controller) mirror(ctx context.Context, pl *Placement, nv nodeView, now
 		pl.HostState = in.Lifecycle
 		if live(in.Lifecycle) {
 			pl.WasRunning = true
+			pl.Stopped = false // started again
 		}
 		c.mu.Unlock()
 		return nil
@@ -338,6 +345,9 @@ func (c *Controller) alert(pl *Placement, reason string) (isNew bool, err error)
 // node when that is dead, with backoff after failures. Failed attempts
 // never stop; successful moves stop at MaxReschedules.
 func (c *Controller) reschedule(ctx context.Context, pl *Placement, nodeDead bool, now time.Time) error {
+	if done, err := c.upgradeLost(pl); done {
+		return err
+	}
 	c.mu.Lock()
 	wait := now.Before(pl.NextAttempt)
 	wasRunning, order, n := pl.WasRunning, pl.Order, pl.Reschedules
@@ -374,11 +384,16 @@ func (c *Controller) reschedule(ctx context.Context, pl *Placement, nodeDead boo
 		reason = "node_dead"
 	}
 	p, err := c.disp.VerifyPackage(ctx, o.PackageDir)
+	if pkg.ErrorCode(err) == pkg.CodeRevoked {
+		// A revoked workload is never placed again: its copy is unloaded
+		// if its node answers with it.
+		return c.retire(pl, "package revoked: "+err.Error(), err)
+	}
 	if err != nil {
 		c.rescheduleFailed(pl, "package: "+err.Error())
 		return nil
 	}
-	rep, err := c.place(ctx, p, o, reason, pl, c.conf().RescheduleTimeout)
+	rep, err := c.place(ctx, p, o, intent{reason: reason, replaces: pl}, c.conf().RescheduleTimeout)
 	if err != nil && rep.DecisionID == "" {
 		c.rescheduleFailed(pl, err.Error())
 		return nil
@@ -463,12 +478,16 @@ func (c *Controller) replaced(ctx context.Context, old, nu *Placement) error {
 }
 
 // orphanUnload unloads a replaced copy from a node that answers again
-// (reference 4.6).
+// (reference 4.6), or a retiring instance from its node.
 func (c *Controller) orphanUnload(ctx context.Context, pl *Placement, now time.Time) error {
 	c.mu.Lock()
 	wait := now.Before(pl.NextAttempt)
-	node, iid := pl.Node, pl.InstanceID
+	node, iid, life, why := pl.Node, pl.InstanceID, pl.Life, pl.RetireReason
 	c.mu.Unlock()
+	kind, done, failed := KindOrphan, "orphan unloaded", "replaced copy not unloaded on the returned node: "
+	if life == LifeRetiring {
+		kind, done, failed = KindLifecycle, "unloaded: "+why, "retired instance not unloaded: "
+	}
 	if wait {
 		return nil
 	}
@@ -480,16 +499,16 @@ func (c *Controller) orphanUnload(ctx context.Context, pl *Placement, now time.T
 		c.mu.Lock()
 		delete(c.placements, pl.DecisionID)
 		rec := lifecycleRecord{DecisionID: pl.DecisionID, InstanceID: iid, Node: node, Workload: pl.Workload,
-			From: string(LifeRescheduled), To: "unloaded", Reason: "orphan unloaded"}
+			From: string(life), To: "unloaded", Reason: done}
 		c.mu.Unlock()
-		_, cerr := c.appendChain(KindOrphan, rec)
+		_, cerr := c.appendChain(kind, rec)
 		return cerr
 	}
 	c.mu.Lock()
 	pl.Attempts++
 	pl.NextAttempt = now.Add(backoff(c.conf().RetryBackoff, pl.Attempts))
 	c.mu.Unlock()
-	_, aerr := c.alert(pl, "replaced copy not unloaded on the returned node: "+err.Error())
+	_, aerr := c.alert(pl, failed+err.Error())
 	return aerr
 }
 

@@ -41,6 +41,11 @@ const (
 	// LifeRescheduled: replaced elsewhere; the copy on Node is unloaded
 	// (orphan unload) when Node answers again.
 	LifeRescheduled Lifecycle = "rescheduled"
+	// LifeRetiring: no longer wanted (its declared workload or replica
+	// is gone, a newer version took over, its package is revoked); the
+	// copy on Node is unloaded when Node answers (RetireReason says why),
+	// then the placement is forgotten.
+	LifeRetiring Lifecycle = "retiring"
 )
 
 // Order is what an operator asks to place; it is persisted with each
@@ -60,6 +65,8 @@ type Order struct {
 	Avoid  []string `json:"avoid,omitempty"`
 	// AllowEmulated is the operator's opt-in to emulated variants.
 	AllowEmulated bool `json:"allow_emulated,omitempty"`
+	// Variant, when set, is the only variant the engine may choose.
+	Variant string `json:"variant,omitempty"`
 	// DryRun decides, chains and explains, and dispatches nothing.
 	DryRun bool `json:"dry_run,omitempty"`
 }
@@ -118,6 +125,25 @@ type Placement struct {
 	ReplacedBy string `json:"replaced_by,omitempty"`
 	// Replaces is the decision id of the placement this one replaces.
 	Replaces string `json:"replaces,omitempty"`
+
+	// Declared names the declared workload (Config.Workloads) this
+	// placement keeps, and Replica which of its replicas; empty for an
+	// operator's placement.
+	Declared string `json:"declared,omitempty"`
+	Replica  int    `json:"replica,omitempty"`
+	// Supersedes is the decision id of the placement of an older (or
+	// other) version this one replaces: it is retired once this one runs
+	// healthy on its node, and cleared then.
+	Supersedes string `json:"supersedes,omitempty"`
+	// Labels and Excludes are the package's co-residency labels, so the
+	// engine sees what this instance is when it places its neighbours.
+	Labels   []string `json:"labels,omitempty"`
+	Excludes []string `json:"excludes,omitempty"`
+	// Stopped is set when the operator stopped the instance through the
+	// controller (Stop); it is cleared when the node reports it live again.
+	Stopped bool `json:"stopped,omitempty"`
+	// RetireReason says why a retiring placement is unloaded.
+	RetireReason string `json:"retire_reason,omitempty"`
 }
 
 // live reports whether the host state is one where the instance serves.

@@ -1,0 +1,667 @@
+package plane
+
+// This file reconciles the declared workloads (Config.Workloads) every
+// tick, and holds what placements need beyond an order: the intent a
+// placement is made for, the separation of a workload's instances, the
+// co-residency labels the engine sees, retirement.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nodeld/nodeld/internal/ctl"
+	"github.com/nodeld/nodeld/internal/engine"
+	"github.com/nodeld/nodeld/internal/grammar"
+	"github.com/nodeld/nodeld/internal/pkg"
+)
+
+// declState is a declared workload's progress that its placements do not
+// hold: the backoff of failed attempts to place it. It is persisted.
+type declState struct {
+	Name string `json:"name"`
+	// Attempts counts failed attempts since the last success;
+	// NextAttempt is when the next may be made; LastError is the last
+	// failure, chained only when it changes.
+	Attempts    int       `json:"attempts"`
+	NextAttempt time.Time `json:"next_attempt,omitzero"`
+	LastError   string    `json:"last_error,omitempty"`
+}
+
+func (d *declState) check() error {
+	switch {
+	case d == nil:
+		return errors.New("null declaration")
+	case !grammar.ValidName(d.Name):
+		return fmt.Errorf("declaration name %q is not a name", d.Name)
+	case d.Attempts < 0:
+		return fmt.Errorf("declaration %s: negative attempts", d.Name)
+	}
+	return nil
+}
+
+// replicas is the number of instances w keeps: Replicas, 1 when unset.
+func (w Workload) replicas() int {
+	return max(w.Replicas, 1)
+}
+
+// validateWorkloads reports every problem of the declared workloads.
+func validateWorkloads(ws []Workload) []error {
+	var errs []error
+	seen := map[string]bool{}
+	node := func(i int, field, id string) {
+		if id == "" || len(id) > engine.MaxTextLen || !grammar.PrintableASCII(id) {
+			errs = append(errs, fmt.Errorf("workloads[%d].%s: %q is not a node id", i, field, id))
+		}
+	}
+	for i, w := range ws {
+		if !grammar.ValidName(w.Name) {
+			errs = append(errs, fmt.Errorf("workloads[%d].name: %q is not a valid name", i, w.Name))
+		}
+		if seen[w.Name] {
+			errs = append(errs, fmt.Errorf("workloads[%d].name: %s is declared twice", i, w.Name))
+		}
+		seen[w.Name] = true
+		if !grammar.ValidName(w.Package) {
+			errs = append(errs, fmt.Errorf("workloads[%d].package: %q is not a package id", i, w.Package))
+		}
+		if w.Version != "" && !grammar.ValidVersion(w.Version) {
+			errs = append(errs, fmt.Errorf("workloads[%d].version: %q is not a package version", i, w.Version))
+		}
+		if w.Variant != "" && !grammar.ValidName(w.Variant) {
+			errs = append(errs, fmt.Errorf("workloads[%d].variant: %q is not a variant name", i, w.Variant))
+		}
+		if w.Node != "" {
+			node(i, "node", w.Node)
+		}
+		for _, n := range w.Prefer {
+			node(i, "prefer", n)
+		}
+		for _, n := range w.Avoid {
+			node(i, "avoid", n)
+		}
+		switch {
+		case w.Replicas < 0 || w.Replicas > MaxReplicas:
+			errs = append(errs, fmt.Errorf("workloads[%d].replicas: %d outside 1..%d", i, w.Replicas, MaxReplicas))
+		case w.Replicas > 1 && w.Node != "":
+			errs = append(errs, fmt.Errorf("workloads[%d]: %d replicas pinned to node %s: replicas go on distinct nodes", i, w.Replicas, w.Node))
+		}
+	}
+	return errs
+}
+
+// intent is what a placement is made for beyond its order.
+type intent struct {
+	// reason is the decision's reason (operator, node_dead, declared, ...).
+	reason string
+	// replaces is the lost placement a reschedule replaces.
+	replaces *Placement
+	// supersedes is the placement of an older version that an upgrade
+	// replaces once the new one runs healthy.
+	supersedes *Placement
+	// declared and replica name the declared workload's replica placed.
+	declared string
+	replica  int
+}
+
+func (in intent) replacesID() string {
+	if in.replaces == nil {
+		return ""
+	}
+	return in.replaces.DecisionID
+}
+
+func (in intent) supersedesID() string {
+	if in.supersedes == nil {
+		return ""
+	}
+	return in.supersedes.DecisionID
+}
+
+// over is the placement the new one takes over from: its node is not
+// taken by it.
+func (in intent) over() *Placement {
+	if in.replaces != nil {
+		return in.replaces
+	}
+	return in.supersedes
+}
+
+// engineInstance is the placement as the engine sees it on its node: a
+// neighbour with its package's co-residency labels.
+func (p *Placement) engineInstance() engine.Instance {
+	return engine.Instance{Kind: p.Kind, Name: p.Workload, Labels: p.Labels, Excludes: p.Excludes}
+}
+
+// shapeRequest applies what the order and intent add to the engine
+// request: the one variant allowed, and the node the workload runs on now
+// (CurrentNode, for the engine's stickiness): for an upgrade, the node of
+// the version it replaces; for a reschedule of a sticky package, the node
+// it was lost on (its node if that answers; a dead node is rejected
+// anyway).
+func (c *Controller) shapeRequest(req *engine.Request, o Order, in intent) {
+	if o.Variant != "" {
+		req.Variants = slices.DeleteFunc(req.Variants, func(v engine.Variant) bool { return v.Name != o.Variant })
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case in.supersedes != nil:
+		req.CurrentNode = in.supersedes.Node
+	case in.replaces != nil && req.Sticky:
+		req.CurrentNode = in.replaces.Node
+	}
+}
+
+// separateInstances denies, by gate verdict, every node that holds (or is
+// being given) another instance of the workload kind/name: replicas of one
+// workload go on distinct nodes, and an instance is never placed where an
+// instance of the same workload (which the node would name the same, or
+// which is being unloaded there) is. The placement the new one takes over
+// from does not count.
+func (c *Controller) separateInstances(nodes []engine.Node, kind, name string, in intent) {
+	var over string
+	if o := in.over(); o != nil {
+		over = o.DecisionID
+	}
+	c.mu.Lock()
+	held := map[string]*Placement{}
+	for _, p := range c.placements {
+		if p.Kind == kind && p.Workload == name && p.DecisionID != over {
+			held[p.Node] = p
+		}
+	}
+	c.mu.Unlock()
+	for i := range nodes {
+		n := &nodes[i]
+		p, ok := held[n.ID]
+		if !ok || n.Gate != engine.VerdictAllow {
+			continue
+		}
+		n.Gate = engine.VerdictDeny
+		n.GateReason = fmt.Sprintf("holds another instance of %s/%s (%s, decision %.12s)", kind, name, p.Life, p.DecisionID)
+	}
+}
+
+// refuseRecord is the payload of KindRefuse for a package or declared
+// workload that is not placed.
+type refuseRecord struct {
+	Phase    string `json:"phase"`
+	Workload string `json:"workload,omitempty"`
+	Package  string `json:"package,omitempty"`
+	Version  string `json:"version,omitempty"`
+	Dir      string `json:"package_dir,omitempty"`
+	Reason   string `json:"reason"`
+	// Revoked is the revoked subject when the package is refused for it.
+	Revoked *pkg.Subject `json:"revoked,omitempty"`
+	Attempt int          `json:"attempt,omitempty"`
+	Next    string       `json:"next,omitempty"`
+}
+
+// revokedSubject returns the revoked subject in err's chain, if any.
+func revokedSubject(err error) *pkg.Subject {
+	if ve, ok := errors.AsType[*pkg.VerifyError](err); ok && ve.Code == pkg.CodeRevoked && ve.Subject != nil {
+		s := *ve.Subject
+		return &s
+	}
+	return nil
+}
+
+// chainRefusal chains the refusal of a package (err) for phase.
+func (c *Controller) chainRefusal(phase, workload, pkgID, version, dir string, err error, attempt int) error {
+	rec := refuseRecord{Phase: phase, Workload: workload, Package: pkgID, Version: version, Dir: dir,
+		Reason: err.Error(), Revoked: revokedSubject(err), Attempt: attempt}
+	if attempt > 0 {
+		rec.Next = "retry with backoff"
+	}
+	_, cerr := c.appendChain(KindRefuse, rec)
+	return cerr
+}
+
+// retire marks pl retiring (its copy is unloaded when its node answers,
+// then it is forgotten) and chains why; cause, when it names a revoked
+// subject, is chained with it.
+func (c *Controller) retire(pl *Placement, why string, cause error) error {
+	c.mu.Lock()
+	rec := c.retireLocked(pl, why)
+	c.mu.Unlock()
+	return c.chainRetired(rec, cause)
+}
+
+// retireLocked is retire's state change; the caller holds mu and chains
+// the record.
+func (c *Controller) retireLocked(pl *Placement, why string) lifecycleRecord {
+	rec := lifecycleRecord{DecisionID: pl.DecisionID, InstanceID: pl.InstanceID, Node: pl.Node, Workload: pl.Workload,
+		From: string(pl.Life), To: string(LifeRetiring), Reason: why}
+	pl.Life, pl.RetireReason = LifeRetiring, why
+	pl.Attempts, pl.NextAttempt, pl.LastError = 0, time.Time{}, ""
+	if pl.Supersedes != "" {
+		pl.Supersedes = ""
+	}
+	return rec
+}
+
+func (c *Controller) chainRetired(rec lifecycleRecord, cause error) error {
+	rec.Revoked = revokedSubject(cause)
+	_, err := c.appendChain(KindLifecycle, rec)
+	return err
+}
+
+// retireUnwanted retires the placed or lost instances of declared
+// workloads that are no longer declared, or whose replica is beyond the
+// declared count (reference: "unload what is no longer declared"). Their
+// copies are unloaded by the lifecycle step when their nodes answer.
+// Operators' placements are never touched; decisions still being placed
+// are retired once they settle.
+func (c *Controller) retireUnwanted() error {
+	ws := map[string]Workload{}
+	for _, w := range c.conf().Workloads {
+		ws[w.Name] = w
+	}
+	c.mu.Lock()
+	var recs []lifecycleRecord
+	for _, p := range c.sortedLocked() {
+		if p.Declared == "" || c.busy[p.DecisionID] || (p.Life != LifePlaced && p.Life != LifeLost) {
+			continue
+		}
+		why := ""
+		if w, ok := ws[p.Declared]; !ok {
+			why = "workload " + p.Declared + " is no longer declared"
+		} else if p.Replica >= w.replicas() {
+			why = fmt.Sprintf("workload %s scaled down to %d replicas", p.Declared, w.replicas())
+		}
+		if why == "" || c.replacementPendingLocked(p) {
+			continue
+		}
+		recs = append(recs, c.retireLocked(p, why))
+	}
+	for name := range c.decls {
+		if _, ok := ws[name]; !ok {
+			delete(c.decls, name)
+		}
+	}
+	c.mu.Unlock()
+	var errs []error
+	for _, r := range recs {
+		errs = append(errs, c.chainRetired(r, nil))
+	}
+	return errors.Join(errs...)
+}
+
+// sortedLocked is sortedPlacements for a caller holding mu.
+func (c *Controller) sortedLocked() []*Placement {
+	ps := make([]*Placement, 0, len(c.placements))
+	for _, p := range c.placements {
+		ps = append(ps, p)
+	}
+	slices.SortFunc(ps, func(a, b *Placement) int { return cmpString(a.DecisionID, b.DecisionID) })
+	return ps
+}
+
+// replacementPendingLocked is replacementPending for a caller holding mu.
+func (c *Controller) replacementPendingLocked(pl *Placement) bool {
+	if pl.ReplacedBy == "" {
+		return false
+	}
+	r, ok := c.placements[pl.ReplacedBy]
+	return ok && (r.Life == LifeDispatching || r.Life == LifeUnsettled)
+}
+
+// upgradeLost settles a lost instance that is part of an upgrade instead
+// of rescheduling it (done true): a new version lost before it ran
+// healthy is retired (the old one stays; the upgrade is tried again); an
+// old version that a new one supersedes is retired (the new one takes
+// its replica). Either way the replica never gets a third instance.
+func (c *Controller) upgradeLost(pl *Placement) (done bool, err error) {
+	c.mu.Lock()
+	var rec lifecycleRecord
+	switch {
+	case pl.Supersedes != "":
+		rec = c.retireLocked(pl, "a new version lost before it ran healthy; the version it was to replace stays")
+		done = true
+	default:
+		for _, n := range c.placements {
+			if n.Supersedes == pl.DecisionID && n.Life != LifeRetiring {
+				n.Supersedes = ""
+				rec = c.retireLocked(pl, "lost while version "+n.Version+" (decision "+n.DecisionID[:12]+") was replacing it")
+				done = true
+				break
+			}
+		}
+	}
+	c.mu.Unlock()
+	if !done {
+		return false, nil
+	}
+	return true, c.chainRetired(rec, nil)
+}
+
+// reconcileDeclared reconciles every declared workload (after the lifecycle
+// steps of the tick).
+func (c *Controller) reconcileDeclared(ctx context.Context, now time.Time) error {
+	var errs []error
+	for _, w := range c.conf().Workloads {
+		if ctx.Err() != nil {
+			break
+		}
+		errs = append(errs, c.reconcileWorkload(ctx, w, now))
+	}
+	return errors.Join(errs...)
+}
+
+// reconcileWorkload keeps w's replicas: it finishes upgrades whose new
+// instance runs healthy, then (outside the backoff of failed attempts)
+// places every missing replica, then replaces one outdated instance with
+// the resolved version (one at a time: the next once this one is healthy
+// and the old one retired).
+func (c *Controller) reconcileWorkload(ctx context.Context, w Workload, now time.Time) error {
+	err := c.finishUpgrades(ctx, w.Name, now)
+	n := w.replicas()
+	c.mu.Lock()
+	st := c.decls[w.Name]
+	if st == nil {
+		st = &declState{Name: w.Name}
+		c.decls[w.Name] = st
+	}
+	wait := now.Before(st.NextAttempt)
+	filled := make([]bool, n)
+	upgrading := false
+	for _, p := range c.placements {
+		if p.Declared != w.Name {
+			continue
+		}
+		switch p.Life {
+		case LifeDispatching, LifeUnsettled, LifePlaced, LifeLost:
+			if p.Replica < n {
+				filled[p.Replica] = true
+			}
+		}
+		upgrading = upgrading || p.Supersedes != ""
+	}
+	c.mu.Unlock()
+	var missing []int
+	for i, f := range filled {
+		if !f {
+			missing = append(missing, i)
+		}
+	}
+	if wait || (len(missing) == 0 && upgrading) {
+		return err
+	}
+	p, dir, perr := c.resolveDeclared(ctx, w)
+	if perr != nil {
+		return errors.Join(err, c.declFailed(w, "", perr.Error(), perr))
+	}
+	failed := false
+	for _, slot := range missing {
+		ok, perr := c.placeDeclared(ctx, w, p, dir, slot, nil)
+		err = errors.Join(err, perr)
+		if !ok {
+			failed = true
+			break
+		}
+	}
+	if len(missing) > 0 && !failed {
+		// Placed what was missing; upgrades go on from the next tick.
+		c.declOK(w.Name)
+		return err
+	}
+	if upgrading {
+		return err
+	}
+	old := c.outdated(w.Name, p.Verified().ManifestHash)
+	if old == nil {
+		if !failed {
+			c.declOK(w.Name)
+		}
+		return err
+	}
+	// The backoff is cleared once the new instance runs healthy
+	// (finishUpgrades), not when it is placed.
+	_, perr = c.placeDeclared(ctx, w, p, dir, old.Replica, old)
+	return errors.Join(err, perr)
+}
+
+// outdated returns the placed instance of workload name, lowest replica
+// first, that runs another package than manifestHash and was not stopped
+// by the operator; nil when none.
+func (c *Controller) outdated(name, manifestHash string) *Placement {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var best *Placement
+	for _, p := range c.placements {
+		if p.Declared != name || p.Life != LifePlaced || p.Stopped || p.ManifestHash == manifestHash || c.busy[p.DecisionID] {
+			continue
+		}
+		if best == nil || p.Replica < best.Replica || (p.Replica == best.Replica && p.DecisionID < best.DecisionID) {
+			best = p
+		}
+	}
+	return best
+}
+
+// finishUpgrades advances the upgrades of workload name: a new instance
+// that its node reports running (as mirrored this tick) retires the one
+// it supersedes, which is unloaded at once when its node answers; a new
+// instance its node reports failed is retired instead (the old one
+// stays, and the upgrade is tried again after the backoff).
+func (c *Controller) finishUpgrades(ctx context.Context, name string, now time.Time) error {
+	type step struct {
+		nu, old *Placement
+		failed  bool
+	}
+	var steps []step
+	c.mu.Lock()
+	for _, nu := range c.sortedLocked() {
+		if nu.Declared != name || nu.Supersedes == "" {
+			continue
+		}
+		old, ok := c.placements[nu.Supersedes]
+		if !ok || old.Life == LifeRetiring || old.Life == LifeRescheduled {
+			nu.Supersedes = "" // nothing left to replace
+			continue
+		}
+		if nu.Life != LifePlaced {
+			continue
+		}
+		n := c.nodes[nu.Node]
+		if n == nil || !n.alive || n.status == nil {
+			continue
+		}
+		in, listed := findInstance(n.status, nu.InstanceID)
+		switch {
+		case listed && in.Lifecycle == ctl.StateRunning:
+			steps = append(steps, step{nu: nu, old: old})
+		case listed && in.Lifecycle == ctl.StateFailed:
+			steps = append(steps, step{nu: nu, old: old, failed: true})
+		}
+	}
+	c.mu.Unlock()
+	var errs []error
+	for _, s := range steps {
+		if s.failed {
+			errs = append(errs, c.retire(s.nu, "version "+s.nu.Version+" failed on its node; version "+s.old.Version+" stays", nil))
+			if w, ok := c.declared(name); ok {
+				errs = append(errs, c.declFailed(w, s.nu.Version, "upgrade to "+s.nu.Version+" failed: the new instance failed on "+s.nu.Node, nil))
+			}
+			continue
+		}
+		c.mu.Lock()
+		s.nu.Supersedes = ""
+		rec := c.retireLocked(s.old, "superseded by version "+s.nu.Version+" on "+s.nu.Node+" (decision "+s.nu.DecisionID[:12]+")")
+		mrec := migrateRecord{Reason: "upgrade", Workload: s.old.Workload, FromNode: s.old.Node, FromInstance: s.old.InstanceID,
+			ToNode: s.nu.Node, ToInstance: s.nu.InstanceID, DecisionID: s.nu.DecisionID}
+		c.mu.Unlock()
+		c.declOK(name)
+		errs = append(errs, c.chainRetired(rec, nil))
+		_, cerr := c.appendChain(KindMigrate, mrec)
+		errs = append(errs, cerr, c.persist())
+		if c.nodeOf(s.old.Node, now).alive {
+			errs = append(errs, c.orphanUnload(ctx, s.old, now))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// declared returns the declared workload name.
+func (c *Controller) declared(name string) (Workload, bool) {
+	for _, w := range c.conf().Workloads {
+		if w.Name == name {
+			return w, true
+		}
+	}
+	return Workload{}, false
+}
+
+// resolveDeclared resolves w's package in the store and verifies it.
+func (c *Controller) resolveDeclared(ctx context.Context, w Workload) (Package, string, error) {
+	if c.store == nil {
+		return nil, "", errors.New("no package store")
+	}
+	dir, version, err := c.store.Resolve(w.Package, w.Version)
+	if err != nil {
+		return nil, "", fmt.Errorf("package store: %w", err)
+	}
+	p, err := c.disp.VerifyPackage(ctx, dir)
+	if err != nil {
+		return nil, "", fmt.Errorf("package %s %s refused: %w", w.Package, version, err)
+	}
+	m := p.Verified().Manifest
+	if m.ID != w.Package || m.Version != version {
+		return nil, "", fmt.Errorf("package store: %s %s holds package %s %s", w.Package, version, m.ID, m.Version)
+	}
+	if _, ok := m.Variant(w.Variant); w.Variant != "" && !ok {
+		return nil, "", fmt.Errorf("package %s %s has no variant %s", m.ID, m.Version, w.Variant)
+	}
+	return p, dir, nil
+}
+
+// declaredOrder is the order a declared workload's replicas are placed
+// with.
+func declaredOrder(w Workload, dir string) Order {
+	return Order{
+		Name: w.Name, PackageDir: dir, Config: ctl.InstanceConfig{Workload: w.Name}, Start: true,
+		Pin: w.Node, Prefer: slices.Clone(w.Prefer), Avoid: slices.Clone(w.Avoid), Variant: w.Variant,
+	}
+}
+
+// placeDeclared places replica slot of w (replacing old, for an upgrade).
+// ok is false when nothing was placed (the failure is recorded with its
+// backoff); a decision that stays unplaceable for the same reason is
+// evaluated but not chained again.
+func (c *Controller) placeDeclared(ctx context.Context, w Workload, p Package, dir string, slot int, old *Placement) (ok bool, err error) {
+	o := declaredOrder(w, dir)
+	in := intent{reason: "declared", declared: w.Name, replica: slot, supersedes: old}
+	if old != nil {
+		in.reason = "upgrade"
+	}
+	version := p.Verified().Manifest.Version
+	previewed := ""
+	if _, dec, err := c.evaluate(p, o, in); dec.Chosen == nil {
+		previewed = unplaceable(dec, err)
+		c.mu.Lock()
+		same := c.decls[w.Name] != nil && c.decls[w.Name].LastError == previewed
+		c.mu.Unlock()
+		if same {
+			return false, c.declFailed(w, version, previewed, nil)
+		}
+	}
+	rep, err := c.place(ctx, p, o, in, c.conf().RescheduleTimeout)
+	switch {
+	case rep.Placed != nil || rep.Unsettled:
+		return true, err
+	case rep.DecisionID == "":
+		why := previewed
+		if why == "" && err != nil {
+			why = err.Error()
+		}
+		return false, errors.Join(err, c.declFailed(w, version, why, nil))
+	case rep.Decision.Chosen == nil:
+		return false, errors.Join(err, c.declFailed(w, version, unplaceable(rep.Decision, nil), nil))
+	default:
+		return false, errors.Join(err, c.declFailed(w, version, exhausted(rep.Attempts), nil))
+	}
+}
+
+// unplaceable is the reason an engine decision placed nothing, stable
+// while the reason is: the rejection codes per node, not their details.
+func unplaceable(dec engine.Decision, err error) string {
+	if err != nil {
+		if _, pin := errors.AsType[*engine.PinIneligibleError](err); !pin {
+			return "not placeable: " + err.Error()
+		}
+	}
+	var b strings.Builder
+	b.WriteString("no eligible node")
+	if dec.Pin != "" {
+		b.WriteString(" (pinned to " + dec.Pin + ")")
+	}
+	cands := slices.Clone(dec.Candidates)
+	slices.SortFunc(cands, func(a, b engine.Candidate) int { return cmpString(a.Node, b.Node) })
+	sep := ": "
+	for _, cd := range cands {
+		if cd.Eligible() {
+			continue
+		}
+		codes := make([]string, len(cd.Rejections))
+		for i, r := range cd.Rejections {
+			codes[i] = string(r.Code)
+		}
+		b.WriteString(sep + cd.Node + " " + strings.Join(codes, ","))
+		sep = "; "
+	}
+	if len(cands) == 0 {
+		b.WriteString(": no targets")
+	}
+	return b.String()
+}
+
+// exhausted is the reason a dispatch placed nothing: the outcome per
+// candidate.
+func exhausted(as []Attempt) string {
+	parts := make([]string, len(as))
+	for i, a := range as {
+		parts[i] = a.Node + " " + a.Outcome
+		if a.Code != "" {
+			parts[i] += " (" + string(a.Code) + ")"
+		}
+	}
+	return "every candidate refused or was unreachable: " + strings.Join(parts, "; ")
+}
+
+// declFailed records a failed attempt to place w: backoff doubling to
+// MaxBackoff, the failure chained only when its reason changes.
+func (c *Controller) declFailed(w Workload, version, why string, cause error) error {
+	now := c.now()
+	c.mu.Lock()
+	st := c.decls[w.Name]
+	if st == nil {
+		st = &declState{Name: w.Name}
+		c.decls[w.Name] = st
+	}
+	st.Attempts++
+	st.NextAttempt = now.Add(backoff(c.conf().RetryBackoff, st.Attempts))
+	isNew := st.LastError != why
+	st.LastError = why
+	attempt := st.Attempts
+	c.mu.Unlock()
+	if !isNew {
+		return nil
+	}
+	rec := refuseRecord{Phase: "declared", Workload: w.Name, Package: w.Package, Version: version, Reason: why,
+		Revoked: revokedSubject(cause), Attempt: attempt, Next: "retry with backoff"}
+	_, err := c.appendChain(KindRefuse, rec)
+	return err
+}
+
+// declOK clears the backoff of workload name after a success.
+func (c *Controller) declOK(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st := c.decls[name]; st != nil {
+		st.Attempts, st.NextAttempt, st.LastError = 0, time.Time{}, ""
+	}
+}

@@ -1,0 +1,154 @@
+package plane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nodeld/nodeld/internal/ctl"
+)
+
+// Errors of the operator's instance verbs.
+var (
+	// ErrUnknownPlacement: no placement has the instance or decision id.
+	ErrUnknownPlacement = errors.New("no placement has this instance or decision id")
+	// ErrPlacementBusy: the placement's decision is still being placed
+	// (dispatching or unsettled); try again once it settles.
+	ErrPlacementBusy = errors.New("the placement is still being placed")
+)
+
+// Instance verbs through the controller.
+const (
+	VerbStop   = "stop"
+	VerbUnload = "unload"
+)
+
+// instanceRecord is the payload of KindInstance: an operator's stop or
+// unload through the controller, chained before the call.
+type instanceRecord struct {
+	Verb       string `json:"verb"`
+	Phase      string `json:"phase"`
+	DecisionID string `json:"decision_id"`
+	InstanceID string `json:"instance_id"`
+	Node       string `json:"node"`
+	Workload   string `json:"workload"`
+	Declared   string `json:"declared,omitempty"`
+	// TierWaived is set when the node's tier would not admit the
+	// workload's kind any more (a demoted or removed peer): teardown is
+	// never blocked by a tier, and the waiver is chained.
+	TierWaived bool   `json:"teardown_node_tier_waived,omitempty"`
+	Waiver     string `json:"waiver,omitempty"`
+}
+
+// Stop stops the instance of a placement, named by its instance id or
+// decision id (reference 3.5.2): the request is chained, then sent; on
+// success the placement records that the operator stopped it, so the
+// lifecycle does not place it again when its node dies (it was not
+// running), and a declared workload's upgrade leaves it alone. Starting
+// it again on its node (the node reports it live) clears that.
+func (c *Controller) Stop(ctx context.Context, ref string) (Placement, error) {
+	return c.teardown(ctx, VerbStop, ref)
+}
+
+// Unload unloads the instance of a placement, named by its instance id or
+// decision id, and forgets the placement (an instance its node no longer
+// knows is forgotten too). The lifecycle never places it again; a
+// declared workload's reconciliation places the replica anew, as
+// declared (remove the declaration, or lower its replicas, to take it
+// down for good; stop it to keep it down).
+func (c *Controller) Unload(ctx context.Context, ref string) (Placement, error) {
+	return c.teardown(ctx, VerbUnload, ref)
+}
+
+// find returns the placement whose decision id is ref, else the one whose
+// instance id is, preferring a placed one; the caller holds mu.
+func (c *Controller) findLocked(ref string) *Placement {
+	if p, ok := c.placements[ref]; ok {
+		return p
+	}
+	rank := map[Lifecycle]int{LifePlaced: 0, LifeLost: 1, LifeRetiring: 2, LifeRescheduled: 3, LifeUnsettled: 4, LifeDispatching: 5}
+	var best *Placement
+	for _, p := range c.sortedLocked() {
+		if p.InstanceID == ref && (best == nil || rank[p.Life] < rank[best.Life]) {
+			best = p
+		}
+	}
+	return best
+}
+
+// tierWaiverLocked says whether tearing down pl is a teardown the node's
+// tier would not allow for placing: the node is no longer a target, or
+// its tier is below the kind's min_tier. The caller holds mu.
+func (c *Controller) tierWaiverLocked(pl *Placement) (bool, string) {
+	n, ok := c.nodes[pl.Node]
+	if !ok {
+		return true, "node " + pl.Node + " is no longer a target"
+	}
+	rule, admitted := c.conf().Policy.Kinds[pl.Kind]
+	if admitted && n.target.Tier < rule.MinTier {
+		return true, fmt.Sprintf("node tier %s is below min_tier %s of kind %s", n.target.Tier, rule.MinTier, pl.Kind)
+	}
+	return false, ""
+}
+
+// teardown runs verb (stop or unload) on the placement ref names.
+// Governance does not block a teardown: the policy says where workloads
+// may be placed, and taking one down never places anything; a node whose
+// tier would not admit the workload any more (a demoted peer) is waived,
+// and the waiver is chained with the request.
+func (c *Controller) teardown(ctx context.Context, verb, ref string) (Placement, error) {
+	c.mu.Lock()
+	pl := c.findLocked(ref)
+	if pl == nil {
+		c.mu.Unlock()
+		return Placement{}, fmt.Errorf("%s %s: %w", verb, ref, ErrUnknownPlacement)
+	}
+	if c.busy[pl.DecisionID] || pl.Life == LifeDispatching || pl.Life == LifeUnsettled {
+		c.mu.Unlock()
+		return Placement{}, fmt.Errorf("%s %s: decision %s: %w", verb, ref, pl.DecisionID, ErrPlacementBusy)
+	}
+	waived, why := c.tierWaiverLocked(pl)
+	rec := instanceRecord{Verb: verb, Phase: "request", DecisionID: pl.DecisionID, InstanceID: pl.InstanceID, Node: pl.Node,
+		Workload: pl.Workload, Declared: pl.Declared, TierWaived: waived, Waiver: why}
+	node, iid := pl.Node, pl.InstanceID
+	c.mu.Unlock()
+	if _, err := c.appendChain(KindInstance, rec); err != nil {
+		return Placement{}, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, c.conf().RescheduleTimeout)
+	var err error
+	if verb == VerbStop {
+		err = c.disp.Stop(cctx, node, iid)
+	} else {
+		err = c.disp.Unload(cctx, node, iid)
+	}
+	cancel()
+	var ce *ctl.CallError
+	gone := errors.As(err, &ce) && ce.Refusal != nil && ce.Refusal.Code == ctl.CodeUnknownInstance
+	if err != nil && !(gone && verb == VerbUnload) {
+		return Placement{}, fmt.Errorf("%s %s on %s: %w", verb, iid, node, err)
+	}
+	if verb == VerbUnload {
+		reason := "unloaded by the operator"
+		if gone {
+			reason = "unloaded by the operator (its node no longer had it)"
+		}
+		c.mu.Lock()
+		out := pl.clone()
+		c.mu.Unlock()
+		err := errors.Join(c.forget(pl, reason), c.persist())
+		c.updateGauges()
+		return out, err
+	}
+	c.mu.Lock()
+	from := pl.HostState
+	pl.Stopped, pl.HostState, pl.WasRunning = true, ctl.StateStopped, false
+	pl.Attempts, pl.NextAttempt, pl.LastError = 0, time.Time{}, ""
+	out := pl.clone()
+	lrec := lifecycleRecord{DecisionID: pl.DecisionID, InstanceID: iid, Node: node, Workload: pl.Workload,
+		From: from, To: ctl.StateStopped, Reason: "stopped by the operator"}
+	c.mu.Unlock()
+	_, cerr := c.appendChain(KindLifecycle, lrec)
+	return out, errors.Join(cerr, c.persist())
+}
