@@ -45,6 +45,13 @@ func (c *Controller) dispatch(ctx context.Context, p Package, o Order, pl *Place
 	var attempts []Attempt
 	for i := pl.Cursor; i < len(pl.Candidates); i++ {
 		c.mu.Lock()
+		if why := c.takenLocked(pl, pl.Candidates[i].Node); why != "" {
+			// Another instance of the workload went there since the
+			// decision (a settled decision resumes down its candidates).
+			c.mu.Unlock()
+			attempts = append(attempts, Attempt{Node: pl.Candidates[i].Node, Variant: pl.Candidates[i].Variant, Outcome: outSkipped, Reason: why})
+			continue
+		}
 		pl.aim(v, i)
 		pl.Life = LifeDispatching
 		node, variant, iid := pl.Node, pl.Variant, pl.InstanceID

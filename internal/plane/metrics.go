@@ -30,6 +30,9 @@ const (
 	outAdopted     = "adopted"
 	outFailed      = "failed"
 	outBlocked     = "blocked"
+	// outSkipped is a candidate not tried: another instance of the
+	// workload is there now.
+	outSkipped = "skipped"
 )
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nodeld/nodeld/internal/chain"
+	"github.com/nodeld/nodeld/internal/ctl"
 )
 
 // TestPropertyOneCopy drives a three-node cluster through random kills,
@@ -171,4 +172,215 @@ func (r *rig) crashRestart() bool {
 	}
 	r.restart()
 	return true
+}
+
+// TestPropertyDeclared drives a declared workload on three nodes through
+// the random events of TestPropertyOneCopy plus changes of its replica
+// count, new versions in the store, and instances that start unhealthy
+// (propertySeeds runs, reproducible from the seed). After every tick the
+// controller holds at most one placement per (workload, replica) (an
+// upgrade's new instance and the one it supersedes count as one), and
+// every instance on a node that answers belongs to a placement it holds
+// on that node. Once every node is back and behaves, exactly Replicas
+// instances run, on distinct nodes, at the newest version, one per
+// placement.
+func TestPropertyDeclared(t *testing.T) {
+	for seed := range uint64(propertySeeds) {
+		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) { oneDeclaredRun(t, seed) })
+	}
+}
+
+func oneDeclaredRun(t *testing.T, seed uint64) {
+	rnd := rand.New(rand.NewPCG(seed, 0x6465636c))
+	var log []string
+	fail := func(format string, args ...any) {
+		t.Helper()
+		t.Fatalf("seed %d after %v: %s", seed, log, fmt.Sprintf(format, args...))
+	}
+	r, hs := newRig(t, 8, 8, 8)
+	r.app = &memChain{}
+	r.state = shmPath(t)
+	r.cfg.MaxReschedules = 1000 // the cap would strand a replica; not what is tested
+	versions := []string{"1.0.0"}
+	r.addVersion("echo", versions[0], 1, nil)
+	w := chat
+	w.Replicas = 1 + rnd.IntN(3)
+	r.cfg.Workloads = []Workload{w}
+	r.restart()
+	check := func() {
+		t.Helper()
+		if err := declaredInvariant(r, "chat"); err != nil {
+			fail("%v", err)
+		}
+	}
+	modes := []placeMode{placeOK, placeRefuse, placeLostAfterActing, placeLostNoAct}
+	for range 1 + rnd.IntN(40) {
+		i := rnd.IntN(len(hs))
+		h := hs[i]
+		switch rnd.IntN(13) {
+		case 0:
+			log = append(log, fmt.Sprint("kill ", i))
+			r.cl.set(h, func(h *fakeHost) { h.down = true })
+		case 1:
+			log = append(log, fmt.Sprint("revive ", i))
+			r.cl.set(h, func(h *fakeHost) { h.down = false })
+		case 2:
+			m := modes[rnd.IntN(len(modes))]
+			log = append(log, fmt.Sprint("mode ", i, " ", m))
+			r.cl.set(h, func(h *fakeHost) { h.place = m })
+		case 3:
+			log = append(log, "restart")
+			r.restart()
+			check()
+		case 4:
+			acts := rnd.IntN(2) == 0
+			log = append(log, fmt.Sprint("crash at the next place, acts ", acts))
+			r.cl.mu.Lock()
+			r.cl.crashArmed, r.cl.crashActs, r.cl.crashPath = true, acts, r.state
+			r.cl.mu.Unlock()
+		case 5:
+			log = append(log, fmt.Sprint("status flaky ", i))
+			r.cl.set(h, func(h *fakeHost) { h.statusErr = !h.statusErr })
+		case 6:
+			log = append(log, fmt.Sprint("reboot ", i))
+			r.cl.set(h, func(h *fakeHost) { clear(h.instances) })
+		case 7:
+			w.Replicas = 1 + rnd.IntN(3)
+			log = append(log, fmt.Sprint("replicas ", w.Replicas))
+			r.cfg.Workloads = []Workload{w}
+			if err := r.c.ApplyConfig(r.cfg); err != nil {
+				fail("ApplyConfig: %v", err)
+			}
+		case 8:
+			v := fmt.Sprintf("1.%d.0", len(versions))
+			versions = append(versions, v)
+			log = append(log, "version "+v)
+			r.addVersion("echo", v, 1, nil)
+		case 9:
+			s := []string{"", ctl.StateUnhealthy}[rnd.IntN(2)]
+			log = append(log, fmt.Sprintf("start as %q on %d", s, i))
+			r.cl.set(h, func(h *fakeHost) { h.startAs = s })
+		default:
+			if rnd.IntN(3) == 0 {
+				log = append(log, "healthy")
+				for _, v := range versions {
+					r.setState(v, ctl.StateRunning)
+				}
+			}
+			n := []int{1, 1, 2, 7}[rnd.IntN(4)]
+			log = append(log, fmt.Sprint("tick ", n))
+			r.clk.Advance(r.cfg.Tick * time.Duration(n))
+			if err := r.c.Tick(context.Background()); err != nil {
+				fail("Tick: %v", err)
+			}
+			crashed := r.crashRestart()
+			if crashed {
+				log = append(log, "crashed")
+			}
+			check()
+			if !crashed {
+				if err := noStrayCopies(r, "chat"); err != nil {
+					fail("%v", err)
+				}
+			}
+		}
+	}
+	// Heal: every node back and well behaved, every instance healthy.
+	r.cl.mu.Lock()
+	r.cl.crashArmed = false
+	r.cl.mu.Unlock()
+	for _, h := range hs {
+		r.cl.set(h, func(h *fakeHost) { h.down = false; h.place = placeOK; h.statusErr = false; h.startAs = "" })
+	}
+	newest := versions[len(versions)-1]
+	var why error
+	for range 150 {
+		for _, v := range versions {
+			r.setState(v, ctl.StateRunning)
+		}
+		r.clk.Advance(r.cfg.Tick)
+		if err := r.c.Tick(context.Background()); err != nil {
+			fail("Tick: %v", err)
+		}
+		check()
+		if why = settledDeclared(r, "chat", w.Replicas, newest); why == nil {
+			return
+		}
+	}
+	fail("not settled: %v; placements %+v", why, r.c.Placements())
+}
+
+// declaredInvariant: at most one placement holds each replica of name,
+// an upgrade's pair (new, superseded) and a reschedule's pair (the
+// replacement being placed, the lost one it replaces) counting as one.
+func declaredInvariant(r *rig, name string) error {
+	ps := r.c.Placements()
+	superseded := map[string]bool{}
+	for _, p := range ps {
+		if p.Supersedes != "" {
+			superseded[p.Supersedes] = true
+		}
+		if p.Replaces != "" {
+			superseded[p.Replaces] = true
+		}
+	}
+	holders := map[int][]string{}
+	for _, p := range ps {
+		if p.Declared != name || superseded[p.DecisionID] {
+			continue
+		}
+		switch p.Life {
+		case LifeDispatching, LifeUnsettled, LifePlaced, LifeLost:
+			holders[p.Replica] = append(holders[p.Replica], p.DecisionID[:8]+" "+string(p.Life))
+		}
+	}
+	for rep, hs := range holders {
+		if len(hs) > 1 {
+			return fmt.Errorf("replica %d held by %v", rep, hs)
+		}
+	}
+	return nil
+}
+
+// noStrayCopies: every instance of name on a node that answers belongs to
+// a placement the controller holds on that node.
+func noStrayCopies(r *rig, name string) error {
+	known := map[string]bool{}
+	for _, p := range r.c.Placements() {
+		known[p.Node+" "+p.InstanceID] = true
+	}
+	for _, c := range r.liveOf(name) {
+		if !known[c.node+" "+c.iid] {
+			return fmt.Errorf("instance %s on %s is unknown to the controller", c.iid, c.node)
+		}
+	}
+	return nil
+}
+
+// settledDeclared reports why name is not settled at replicas instances
+// of version, nil when it is.
+func settledDeclared(r *rig, name string, replicas int, version string) error {
+	cs := r.instancesOf(name)
+	if len(cs) != replicas || !distinct(nodesOf(cs)) {
+		return fmt.Errorf("instances %+v, want %d on distinct nodes", cs, replicas)
+	}
+	placed := map[string]bool{}
+	for _, p := range r.c.Placements() {
+		if p.Declared != name {
+			continue
+		}
+		if p.Life != LifePlaced || p.Supersedes != "" || p.Replica >= replicas {
+			return fmt.Errorf("placement %s %s replica %d supersedes %q", p.DecisionID[:8], p.Life, p.Replica, p.Supersedes)
+		}
+		placed[p.Node+" "+p.InstanceID] = true
+	}
+	for _, c := range cs {
+		if c.version != version || !placed[c.node+" "+c.iid] {
+			return fmt.Errorf("instance %+v: want version %s, one per placement", c, version)
+		}
+	}
+	if len(placed) != replicas {
+		return fmt.Errorf("%d placements, want %d", len(placed), replicas)
+	}
+	return nil
 }

@@ -186,6 +186,21 @@ func (c *Controller) separateInstances(nodes []engine.Node, kind, name string, i
 	}
 }
 
+// takenLocked says why pl may not go to node now: another placement of
+// the same workload is there (being placed, placed, lost, or being
+// unloaded), other than the one pl takes over from; "" when it may. The
+// caller holds mu.
+func (c *Controller) takenLocked(pl *Placement, node string) string {
+	for _, p := range c.placements {
+		if p == pl || p.Node != node || p.Kind != pl.Kind || p.Workload != pl.Workload ||
+			p.DecisionID == pl.Replaces || p.DecisionID == pl.Supersedes {
+			continue
+		}
+		return fmt.Sprintf("holds another instance of %s/%s (%s, decision %.12s)", p.Kind, p.Workload, p.Life, p.DecisionID)
+	}
+	return ""
+}
+
 // refuseRecord is the payload of KindRefuse for a package or declared
 // workload that is not placed.
 type refuseRecord struct {
