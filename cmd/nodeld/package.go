@@ -28,7 +28,10 @@ const packageUsage = `usage:
   nodeld package unrevoke --kind package|signer|artifact VALUE [--mesh] [--config FILE]
                                                    --mesh: a notice signed by this node, sent to linked
                                                    peers (needs the running daemon)
-  nodeld package revocations [--config FILE]       list this node's revocations`
+  nodeld package revocations [--config FILE]       list this node's revocations
+  nodeld package add [--config FILE] [--anchor HEX...] DIR
+                                                   verify DIR against the trust anchors and copy it
+                                                   into <data_dir>/store (declared workloads' packages)`
 
 // stringList is a repeatable string flag.
 type stringList []string
@@ -121,6 +124,8 @@ func cmdPackage(args []string, stdout, stderr io.Writer) error {
 		return nil
 	case "revoke", "unrevoke", "revocations":
 		return cmdRevocations(verb, rest, stdout, stderr)
+	case "add":
+		return cmdPackageAdd(rest, stdout, stderr)
 	default:
 		return usageError("unknown package command %q\n%s", verb, packageUsage)
 	}
@@ -218,4 +223,61 @@ func orUsage(err error, msg string) error {
 		return err
 	}
 	return usageError("%s", msg)
+}
+
+// cmdPackageAdd verifies a signed package and copies it into the
+// controller's package store, <data_dir>/store/<id>/<version>/, where
+// declared workloads (controller.workloads) find it. The trust anchors
+// are --anchor, else the config's host.trust_anchors; the node's
+// revocation list is checked too.
+func cmdPackageAdd(args []string, stdout, stderr io.Writer) error {
+	const use = "usage: nodeld package add [--config FILE] [--anchor HEX...] DIR"
+	fs := newFlagSet("package add", stderr)
+	cfgPath := fs.String("config", "", "config file, to find the data dir and the trust anchors")
+	var anchorFlags stringList
+	fs.Var(&anchorFlags, "anchor", "trusted publisher public key hex (repeatable; default: the config's trust anchors)")
+	pos, err := parseFlags(fs, args)
+	if err != nil || len(pos) != 1 {
+		return orUsage(err, use)
+	}
+	cfg, _, err := loadConfig(*cfgPath, true)
+	if err != nil {
+		return err
+	}
+	keys, from := []string(anchorFlags), "--anchor"
+	if len(keys) == 0 {
+		keys, from = cfg.Host.TrustAnchors, "host.trust_anchors"
+	}
+	if len(keys) == 0 {
+		return usageError("package add: no trust anchors: set host.trust_anchors in the config or pass --anchor")
+	}
+	anchors, err := pkg.ParseAnchors(keys)
+	if err != nil {
+		return usageError("%s: %v", from, err)
+	}
+	dir, err := filepath.Abs(pos[0])
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(cfg.Node.DataDir, 0o700); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	rev, err := pkg.OpenRevocations(filepath.Join(cfg.Node.DataDir, pkg.RevocationsFile), time.Now)
+	if err != nil {
+		return err
+	}
+	store := pkg.NewStore(filepath.Join(cfg.Node.DataDir, pkg.StoreDir), rev)
+	v, added, err := store.Add(dir, anchors)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", pos[0], err)
+		return errSilent(1)
+	}
+	m := v.Manifest
+	note := "stored"
+	if !added {
+		note = "already stored"
+	}
+	fmt.Fprintf(stdout, "%s %s %s (%s), %d files, signed by %s, in %s\n", note, m.ID, m.Version, m.Kind, len(m.Files),
+		hex.EncodeToString(v.Signer), v.Dir)
+	return nil
 }
