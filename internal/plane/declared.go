@@ -2,8 +2,8 @@ package plane
 
 // Workload is a declared workload (controller.workloads): the controller
 // reconciles it every tick, keeping Replicas instances of it on distinct
-// nodes. The plane side of reconciliation is being built; this type is
-// the contract the config layer fills in.
+// nodes (see the package doc). The config layer fills it in;
+// Config.Validate checks it.
 type Workload struct {
 	// Name names the workload; it goes into each instance's config so two
 	// workloads of one package on one node get distinct instance ids.
@@ -20,8 +20,9 @@ type Workload struct {
 	// Prefer and Avoid are placement hints within the best tier.
 	Prefer []string
 	Avoid  []string
-	// Replicas is the number of instances to keep (default 1), each on a
-	// distinct node.
+	// Replicas is the number of instances to keep, each on a distinct
+	// node: 1 when 0 (the default), at most MaxReplicas; a workload pinned
+	// to a Node has one.
 	Replicas int
 }
 

@@ -28,12 +28,55 @@
 //     alert), unloads a replaced copy when its node returns (orphan
 //     unload), and takes back an instance whose node returns with it
 //     (rejoin).
+//   - Declared workloads (Config.Workloads) are reconciled every tick
+//     after the lifecycle steps: their packages come from the Store (a
+//     pinned version, else the newest by semantic version) and are
+//     verified like any other; each keeps Replicas instances, one per
+//     replica slot, on distinct nodes; the workload name goes into the
+//     instance config, so two workloads of one package on one node get
+//     distinct instance ids. Instances of a declaration that is gone, or
+//     of a replica beyond the count, are retired (unloaded when their
+//     node answers, then forgotten); operators' placements are never
+//     touched. When the resolved package differs from what a replica
+//     runs, one replica at a time is replaced: the new instance is placed
+//     (preferring the old one's node) and the old one is retired only
+//     once the new one's node reports it running; a new one that fails is
+//     retired instead. A declaration that cannot be placed backs off like
+//     a reschedule, and its failure is chained once per change of reason
+//     (an unplaceable decision whose reason is unchanged is evaluated, not
+//     chained again).
+//   - Revocation (reference 4.8): a package the dispatcher refuses as
+//     revoked (package, signer or artifact) is not placed; the refusal is
+//     chained with the revoked subject (operator places and declarations
+//     alike; declarations back off). A lost instance whose package is
+//     revoked is retired, not rescheduled; an instance its host tore down
+//     for revocation (departed "revoked") is forgotten. The signed notices
+//     themselves are the dispatcher's (its revoke verb with notify).
+//   - Placements keep their package's labels and excludes, so the engine's
+//     co-residency constraint sees placed instances; upgrades, and
+//     reschedules of sticky packages, set the engine's CurrentNode.
+//   - The operator's Stop and Unload (reference 3.5.2) name a placement
+//     by instance or decision id and go through it: a stopped instance is
+//     not placed again when its node dies, an unloaded one is forgotten
+//     (a declaration places its replica anew). The request is chained
+//     first; a teardown is never blocked by governance, and a node whose
+//     tier no longer admits the kind is waived with the waiver chained.
 //   - The state file (controller.json, 0600, versioned, atomic) holds the
 //     placements with their orders, lifecycles, backoffs and unsettled
-//     decisions; a malformed one is refused and left untouched.
+//     decisions, and the declarations' backoffs; a malformed one is
+//     refused and left untouched.
 //
 // # Invariants
 //
+//   - Never two instances of one workload on one node, but for an
+//     upgrade's new instance beside the one it supersedes (their ids
+//     differ by version): nodes holding (or being given, or unloading) an
+//     instance of the same kind and name are gate-denied to the engine,
+//     other than the placement the new one takes over from; a decision
+//     resumed down its candidates skips one that has since got such an
+//     instance. A declared replica is held by
+//     one placement at a time (a reschedule's or an upgrade's pair
+//     counting as one).
 //   - Never two instances of one placement: a decision is persisted
 //     (with the candidate being tried) before each place is sent; a place
 //     without a valid answer is never followed by a place elsewhere until
@@ -58,26 +101,30 @@
 //
 // # Not yet done
 //
-//   - Revocation (reference 4.8), the operator's instance verbs (3.5.2;
-//     Dispatcher.Stop is declared for them), lease-stopped restarts,
-//     declared workloads (controller.workloads) and replicas.
+//   - Lease-stopped restarts; a Start verb on the controller (the
+//     Dispatcher has no start; starting again goes through the
+//     dispatcher's own verb, and the mirror then clears Stopped).
+//   - Revocations the controller's list does not hold (a host tore an
+//     instance down for a notice the controller has not applied) are not
+//     remembered: a declaration whose replica was torn down is placed
+//     again, and the hosts refuse it (dispatch exhausted, backoff).
+//   - A declaration unloaded by the operator is placed again by the next
+//     reconciliation; there is no "suspended" declaration.
 //   - The wiring in cmd/nodeld (an adapter from internal/dispatch to
 //     Dispatcher: describe plus a status listing for Describe, the
 //     VerifiedPackage as Package, "self" for the Self target) and the ctl
 //     verbs.
 //   - convert.go reads the facts' capability records and the manifests'
 //     requirements, routes, labels, excludes, perf target and sticky
-//     flag. Still missing: placed instances reach the engine without
-//     their package's labels and excludes (Placement does not keep
-//     them), so co-residency never rejects a node yet;
-//     Request.CurrentNode is never set, so Sticky has no effect yet;
-//     latency class (Interactive) is not derived; capability ids may repeat within a node (mem.vram per
+//     flag. Still missing: latency class (Interactive) is not derived; capability ids may repeat within a node (mem.vram per
 //     GPU, identical GPUs) while the engine names assignments by id;
 //     facts signed before capability records existed get the old
 //     derivation, without mem.unified for Apple silicon.
 //   - Placements on a node that is no longer a target are kept and left
-//     alone; an unsettled decision whose node never answers again stays
-//     unsettled (nothing else is placed for it).
+//     alone (retiring ones too); an unsettled decision whose node never
+//     answers again stays unsettled (nothing else is placed for it); a
+//     lost declared replica that may not be rescheduled (pinned, not
+//     running, past MaxReschedules) keeps its slot.
 //   - The fake cluster of the tests lives in the package's _test files,
 //     not yet in a planetest package.
 package plane
