@@ -34,6 +34,21 @@ func TestValidate(t *testing.T) {
 			c.Policy.DenyNodes = []string{""}
 			c.Policy.DenyLabels = map[string]string{"rack": "a b\x00"}
 		}, want: []string{"not a valid kind name", "policy.kinds.service.min_tier", "deny_nodes[0]", "deny_labels.rack"}},
+		{name: "workloads ok", give: func(c *Config) {
+			c.Workloads = []Workload{
+				{Name: "chat", Package: "echo-llm", Replicas: 3, Prefer: []string{"n-1"}, Avoid: []string{"n-2"}},
+				{Name: "pinned", Package: "echo-llm", Version: "1.2.0-rc.1", Variant: "cpu", Node: "n-1"},
+			}
+		}},
+		{name: "bad workloads", give: func(c *Config) {
+			c.Workloads = []Workload{
+				{Name: "Chat", Package: "../x", Version: "/1", Variant: "A B", Replicas: -1},
+				{Name: "dup", Package: "p"}, {Name: "dup", Package: "p"},
+				{Name: "pin", Package: "p", Node: "n-1", Replicas: 2},
+				{Name: "many", Package: "p", Replicas: MaxReplicas + 1, Prefer: []string{""}},
+			}
+		}, want: []string{"workloads[0].name", "workloads[0].package", "workloads[0].version", "workloads[0].variant",
+			"workloads[0].replicas", "dup is declared twice", "replicas go on distinct nodes", "workloads[4].replicas", "workloads[4].prefer"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -19,6 +19,10 @@ import (
 	"github.com/nodeld/nodeld/internal/pkg"
 )
 
+// The package store of <data_dir>/store is the Store the daemon gives
+// the controller.
+var _ Store = (*pkg.Store)(nil)
+
 // declState is a declared workload's progress that its placements do not
 // hold: the backoff of failed attempts to place it. It is persisted.
 type declState struct {
