@@ -540,11 +540,16 @@ func TestDeclaredVersionPinned(t *testing.T) {
 	}
 }
 
-// revoke makes the controller's verification refuse dir as revoked.
-func (r *rig) revoke(dir, id string) {
+// revoke makes the controller's verification refuse dir as revoked
+// (package id).
+func (r *rig) revoke(dir, id string) { r.revokeSubject(dir, pkg.SubjectPackage, id) }
+
+// revokeSubject makes the controller's verification refuse dir for the
+// revoked subject kind/value, as dispatch.VerifyPackage does.
+func (r *rig) revokeSubject(dir, kind, value string) {
 	r.cl.mu.Lock()
 	defer r.cl.mu.Unlock()
-	s := pkg.Subject{Kind: pkg.SubjectPackage, Value: id, Reason: "compromised"}
+	s := pkg.Subject{Kind: kind, Value: value, Reason: "compromised"}
 	r.cl.revoked[dir] = &pkg.VerifyError{Code: pkg.CodeRevoked, Detail: s.String() + " is revoked: compromised", Subject: &s}
 }
 
@@ -557,9 +562,21 @@ func (r *rig) tearDown(h *fakeHost, iid string) {
 }
 
 func TestRevokedPackageRefusedNotRetriedEveryTick(t *testing.T) {
+	hash := pkg.ManifestHash([]byte("echo 1.0.0"))
+	signer := strings.Repeat("ab", 32)
+	for _, sub := range []pkg.Subject{
+		{Kind: pkg.SubjectPackage, Value: "echo"},
+		{Kind: pkg.SubjectSigner, Value: signer},
+		{Kind: pkg.SubjectArtifact, Value: hash},
+	} {
+		t.Run(sub.Kind, func(t *testing.T) { revokedRefused(t, sub) })
+	}
+}
+
+func revokedRefused(t *testing.T, sub pkg.Subject) {
 	r, _ := newRig(t, 8, 8)
 	dir := r.addVersion("echo", "1.0.0", 1, nil)
-	r.revoke(dir, "echo")
+	r.revokeSubject(dir, sub.Kind, sub.Value)
 	r.declare(false, chat)
 	for range 20 {
 		r.step()
@@ -568,7 +585,8 @@ func TestRevokedPackageRefusedNotRetriedEveryTick(t *testing.T) {
 		t.Fatalf("%d place calls for a revoked package", n)
 	}
 	refs := r.refusals("chat")
-	if len(refs) != 1 || refs[0].Revoked == nil || refs[0].Revoked.Value != "echo" || !strings.Contains(refs[0].Reason, "is revoked: compromised") {
+	if len(refs) != 1 || refs[0].Revoked == nil || refs[0].Revoked.Kind != sub.Kind || refs[0].Revoked.Value != sub.Value ||
+		!strings.Contains(refs[0].Reason, "is revoked: compromised") {
 		t.Fatalf("refusals %+v, want one naming the revoked subject", refs)
 	}
 	r.cl.mu.Lock()
@@ -585,7 +603,7 @@ func TestRevokedPackageRefusedNotRetriedEveryTick(t *testing.T) {
 	for _, e := range r.entries(KindRefuse) {
 		var rec refuseRecord
 		_ = json.Unmarshal(e.Payload, &rec)
-		found = found || (rec.Phase == "place" && rec.Revoked != nil && rec.Revoked.Value == "echo")
+		found = found || (rec.Phase == "place" && rec.Revoked != nil && rec.Revoked.Value == sub.Value)
 	}
 	if !found {
 		t.Error("operator's refused place not chained with the subject")
