@@ -200,7 +200,7 @@ func killServing(c *cluster) outcome {
 		return miss("after the restart of %s: %v", victim.name, err)
 	}
 	o := outcome{
-		observed: fmt.Sprintf("%d/%d answers of the last second before the kill from %s; killed it; %s answered %s after the kill; %d requests during the move: %d failed, %d streams cut mid-answer, slowest %s; %s rejoined %s after its restart",
+		observed: fmt.Sprintf("%d/%d answers of the last second before the kill from %s; killed it; %s answered %s after the kill; %d requests during the move: %d failed, %d cut mid-answer, slowest %s; %s rejoined %s after its restart",
 			onVict, before, victim.name, other.name, ms(movedAfter), tl.total, tl.failed, tl.cut, ms(slowest), victim.name, ms(time.Since(restarted))),
 		figure: fmt.Sprintf("move %s (target <= %s); failed %d/%d", ms(movedAfter), ms(failoverTarget), tl.failed, tl.total),
 		pass:   movedAfter >= 0 && movedAfter <= failoverTarget && tl.failed == 0,
