@@ -56,6 +56,17 @@ test: test-deps
 fuzz:
 	FUZZTIME=$(or $(FUZZ),100000x) bash scripts/fuzz.sh
 
+# faults runs the fault suite (test/faults, build tag faults; see
+# docs/reliability.md): four nodeld processes in network namespaces, faults
+# injected while a client drives a role port, one table of what was
+# promised and what happened. Needs root (namespaces, mounts) and iproute2;
+# about a minute. NODELD_FAULTS_REQUIRE=1 makes "cannot run here" a failure.
+.PHONY: faults
+faults:
+	bash scripts/test-deps.sh faults
+	$(GO) vet -tags faults ./test/faults/
+	$(GO) test -tags faults -race -count=1 -timeout 10m -v ./test/faults/
+
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
 

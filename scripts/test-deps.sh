@@ -4,6 +4,8 @@
 #   openai (npm)  the official OpenAI Node client, in test/e2e/node_modules
 #   systemd       systemd-analyze, systemd-sysusers, systemd-tmpfiles: the
 #                 unit, sysusers.d and tmpfiles.d files are checked with them
+#   ip            Debian package iproute2: the fault suite's namespaces
+#                 (with the argument "faults", only this one is checked)
 # Needs root (or sudo) for apt-get and network access to Debian and npm.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +21,13 @@ apt_install() {
 	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }
 
+if ! command -v ip >/dev/null; then
+	echo "test-deps: installing iproute2 (ip: network namespaces for the fault suite)"
+	apt_install iproute2
+fi
+if [ "${1:-}" = faults ]; then
+	exit 0
+fi
 if ! command -v promtool >/dev/null; then
 	echo "test-deps: installing promtool (Debian package prometheus)"
 	apt_install prometheus

@@ -67,7 +67,7 @@ func newHost(cfg *config.Config, id *identity.Identity, n *node, ch *chain.Chain
 	}
 	deps := host.Deps{
 		Identity: id, Table: n.table, Audit: ch, Recorder: rec, Revocations: rev, Facts: src,
-		Logger: log.Named("host"), Registerer: reg,
+		Logger: log.Named("host"), Registerer: reg, Now: n.now,
 	}
 	if n.mesh != nil { // never a typed nil in the interface
 		deps.Mesh = n.mesh

@@ -48,6 +48,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs := newFlagSet("run", stderr)
 	cfgPath := fs.String("config", "", "config file (default "+defaultConfigPath+", else the embedded default)")
 	chainReset := fs.Bool("chain-reset", false, "archive a broken audit chain and start a new one")
+	clockOffset := fs.Duration("test-clock-offset", 0, "TEST ONLY, never in production: shift the clock this node signs and checks workload.ctl calls and revocation notices with (e.g. 10m, -10m), to test clock skew between nodes")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -60,10 +61,11 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	return runDaemon(ctx, daemonOptions{
-		cfg:        cfg,
-		cfgPath:    path,
-		chainReset: *chainReset,
-		stderr:     stderr,
+		cfg:         cfg,
+		cfgPath:     path,
+		chainReset:  *chainReset,
+		clockOffset: *clockOffset,
+		stderr:      stderr,
 	})
 }
 
@@ -71,7 +73,12 @@ type daemonOptions struct {
 	cfg        *config.Config
 	cfgPath    string // "" = embedded default
 	chainReset bool
-	stderr     io.Writer
+	// clockOffset (test only: --test-clock-offset) shifts the clock of
+	// the dispatcher and the host (workload.ctl and revocation notices,
+	// signed and checked), so a fault test can skew one node in a network
+	// namespace, which cannot have a clock of its own.
+	clockOffset time.Duration
+	stderr      io.Writer
 }
 
 // runDaemon makes what every component shares (logger, data dir, node
@@ -100,6 +107,11 @@ func runDaemon(ctx context.Context, o daemonOptions) (err error) {
 		log.Info("generated node key", zap.String("path", identity.KeyPath(cfg.Node.DataDir)))
 	}
 	log = log.With(zap.String("node_id", id.ID()))
+	var now func() time.Time // nil: the components' default, time.Now
+	if off := o.clockOffset; off != 0 {
+		now = func() time.Time { return time.Now().Add(off) }
+		log.Warn("test clock offset in force: workload.ctl calls are signed and checked with a shifted clock", zap.Duration("offset", off))
+	}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
@@ -124,16 +136,20 @@ func runDaemon(ctx context.Context, o daemonOptions) (err error) {
 	}()
 
 	n, err := newNode(cfg, nodeDeps{
-		id: id, chain: ch, reg: reg, log: log, level: level, cfgPath: o.cfgPath,
+		id: id, chain: ch, reg: reg, log: log, level: level, cfgPath: o.cfgPath, now: now,
 		load: func() (*config.Config, error) { return reloadConfig(o.cfgPath) },
 	})
 	if err != nil {
 		return err
 	}
-	if _, err := ch.Append(chainSource, "node.start", map[string]any{
+	start := map[string]any{
 		"node_id": id.ID(), "name": cfg.Node.Name, "version": buildVersion(),
 		"config": configSource(o.cfgPath), "pid": os.Getpid(),
-	}); err != nil {
+	}
+	if o.clockOffset != 0 {
+		start["test_clock_offset"] = o.clockOffset.String()
+	}
+	if _, err := ch.Append(chainSource, "node.start", start); err != nil {
 		return fmt.Errorf("chain node.start: %w", err)
 	}
 
@@ -175,6 +191,10 @@ type nodeDeps struct {
 	// discover replaces runner.DefaultDiscoverCandidates (tests: never
 	// the real well-known ports); nil keeps them.
 	discover []runner.DiscoverCandidate
+	// now is the clock of the dispatcher and the host (workload.ctl and
+	// revocation notices, signed and checked); nil means time.Now. Only
+	// --test-clock-offset sets it.
+	now func() time.Time
 }
 
 // node is the running daemon: its components, in the order newNode builds
@@ -188,6 +208,7 @@ type node struct {
 	cfgPath   string
 	load      func() (*config.Config, error)
 	discover  []runner.DiscoverCandidate // nil: the runner's defaults
+	now       func() time.Time           // workload.ctl's clock; nil: time.Now
 	started   time.Time
 	reloadOK  prometheus.Gauge
 	reloadSum *prometheus.CounterVec
@@ -240,7 +261,7 @@ func (l *late) replayNotices(ctx context.Context, p mesh.PeerInfo) { l.host.Repl
 func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 	n := &node{
 		id: d.id, chain: d.chain, log: d.log, level: d.level, cfgPath: d.cfgPath,
-		load: d.load, discover: d.discover, started: time.Now(), cfg: cfg,
+		load: d.load, discover: d.discover, now: d.now, started: time.Now(), cfg: cfg,
 	}
 	n.reloadOK = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "nodeld_config_last_reload_successful",
@@ -344,7 +365,7 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 	ddeps := dispatch.Deps{
 		Identity: d.id, Chain: d.chain, Logger: d.log.Named("dispatch"), Registerer: d.reg,
 		Local: &localHost{n: n}, Revocations: rev,
-		Notices: n.host, DataDir: cfg.Node.DataDir,
+		Notices: n.host, DataDir: cfg.Node.DataDir, Now: n.now,
 	}
 	if n.mesh != nil { // never a typed nil in the interface
 		ddeps.Mesh = n.mesh
