@@ -96,7 +96,17 @@ controller: {enabled: true, workloads: [{name: w, package: p, variant: v, node: 
 				c.Inference.Limits.Concurrency = 2
 				c.Host = Host{Enabled: true, Controllers: []string{"k"}}
 				c.Controller.Enabled = true
-				c.Controller.Workloads = []Workload{{Name: "w", Package: "p", Variant: "v", Node: "n"}}
+				c.Controller.Workloads = []Workload{{Name: "w", Package: "p", Variant: "v", Node: "n", Replicas: 1}}
+			},
+		},
+		{
+			name: "controller policy and workload defaults",
+			give: "controller:\n  policy:\n    kinds: {inference: {}, service: {min_tier: pinned}, batch: }\n  workloads:\n    - {name: w, package: p}\n    - {name: x, package: p, replicas: 3}\n",
+			want: func(c *Config) {
+				c.Controller.Policy.Kinds = map[string]KindRule{
+					"inference": {MinTier: TierPaired}, "service": {MinTier: TierPinned}, "batch": {MinTier: TierPaired},
+				}
+				c.Controller.Workloads = []Workload{{Name: "w", Package: "p", Replicas: 1}, {Name: "x", Package: "p", Replicas: 3}}
 			},
 		},
 	}
@@ -354,7 +364,7 @@ func TestValidateAgreesWithComponents(t *testing.T) {
 			`inference.instances[0].runtime: "process" is not a runtime: use llama.cpp, ollama, mlx-lm or openai`},
 		{"upper-case node name", func(c *Config) { c.Node.Name = "GPU-Box" }, ""},
 		{"workload on an upper-case node", func(c *Config) {
-			c.Controller.Workloads = []Workload{{Name: "w", Package: "p", Node: "GPU-Box"}}
+			c.Controller.Workloads = []Workload{{Name: "w", Package: "p", Node: "GPU-Box", Replicas: 1}}
 		}, ""},
 		{"upper-case role", func(c *Config) { c.Inference.Roles[0].Name = "Chat"; c.Inference.Instances = nil },
 			`inference.roles[0].name: "Chat" is not a valid role name: use 1 to 64 bytes of a-z 0-9 . _ -, each dot-separated part starting with a-z or 0-9`},

@@ -54,7 +54,8 @@ func formatProblem(line int, path, msg string) string {
 // alone. A string key accepts any scalar as written; a boolean needs
 // true or false; an integer needs a YAML integer. A duration that does
 // not parse is kept as written and reported by Validate. A peer without
-// a tier gets DefaultTier.
+// a tier gets DefaultTier, a declared workload without replicas 1, and a
+// policy kind without min_tier DefaultMinTier.
 func Parse(data []byte) (*Config, error) {
 	c, errs := decode(data)
 	if len(errs) > 0 {
@@ -93,6 +94,17 @@ func decode(data []byte) (*Config, []error) {
 	for i := range c.Mesh.Peers {
 		if c.Mesh.Peers[i].Tier == "" {
 			c.Mesh.Peers[i].Tier = DefaultTier
+		}
+	}
+	for i := range c.Controller.Workloads {
+		if _, set := c.lines["controller.workloads["+strconv.Itoa(i)+"].replicas"]; !set {
+			c.Controller.Workloads[i].Replicas = 1
+		}
+	}
+	for k, r := range c.Controller.Policy.Kinds {
+		if r.MinTier == "" {
+			r.MinTier = DefaultMinTier
+			c.Controller.Policy.Kinds[k] = r
 		}
 	}
 	return c, d.errs

@@ -1,5 +1,7 @@
 package config
 
+import "time"
+
 // Bounds enforced while decoding and validating. Decoding checks
 // MaxConfigBytes before parsing, so every count in a config (roles, peers,
 // instances) is bounded by the input size.
@@ -21,6 +23,19 @@ const (
 
 	// MaxConcurrency caps every concurrency and in-flight setting.
 	MaxConcurrency = 1 << 16
+
+	// MaxReplicas caps controller.workloads[].replicas.
+	MaxReplicas = 64
+	// MaxReschedulesLimit caps controller.max_reschedules.
+	MaxReschedulesLimit = 1000
+	// MaxRetryBackoff caps controller.retry_backoff: the doubling backoff
+	// is capped there too.
+	MaxRetryBackoff = 5 * time.Minute
+	// MaxPlaceTimeout caps controller.place_timeout: a place call's
+	// request lifetime is bounded by the workload.ctl protocol.
+	MaxPlaceTimeout = 280 * time.Second
+	// MaxDescribeTimeout caps controller.describe_timeout.
+	MaxDescribeTimeout = time.Minute
 )
 
 // Defaults that Default() applies.
@@ -44,6 +59,14 @@ const (
 	// DefaultTier is the tier of a peer whose tier is omitted: the lowest,
 	// so that forgetting the key never grants trust.
 	DefaultTier = TierDiscovered
+	// DefaultMaxReschedules is controller.max_reschedules.
+	DefaultMaxReschedules = 5
+	// DefaultMinTier is a controller.policy.kinds entry's min_tier when
+	// it is omitted.
+	DefaultMinTier = TierPaired
+	// SelfRef names this node itself where the controller's keys name
+	// nodes (controller.workloads[].node, prefer, avoid, deny_nodes).
+	SelfRef = "self"
 	// SocketName is the operator socket's file name inside node.data_dir
 	// when admin.socket is empty.
 	SocketName = "nodeld.sock"

@@ -141,21 +141,79 @@ type Host struct {
 	Readers []string `yaml:"readers"`
 }
 
-// Controller configures the controller loop.
+// Controller configures the controller loop: where this node places
+// workloads, how it watches them, and which it may place at all.
 type Controller struct {
-	Enabled      bool       `yaml:"enabled"`
-	Tick         Duration   `yaml:"tick"`
-	DeadAfter    Duration   `yaml:"dead_after"`
-	RetryBackoff Duration   `yaml:"retry_backoff"`
-	Workloads    []Workload `yaml:"workloads"`
+	// Enabled runs the controller loop in this daemon (a restart is
+	// needed to turn it on or off).
+	Enabled bool `yaml:"enabled"`
+	// Tick is the period of the lifecycle tick.
+	Tick Duration `yaml:"tick"`
+	// DeadAfter is how long a target may go without answering before
+	// its instances are lost and moved; at least one tick.
+	DeadAfter Duration `yaml:"dead_after"`
+	// RetryBackoff is the first wait after a failed reschedule; it
+	// doubles per failed attempt up to 5m.
+	RetryBackoff Duration `yaml:"retry_backoff"`
+	// MaxReschedules caps the successful moves of one workload; past it
+	// a lost instance stays put with an alert.
+	MaxReschedules int `yaml:"max_reschedules"`
+	// DescribeTimeout bounds each describe of a tick, so that a dead node
+	// cannot stall one.
+	DescribeTimeout Duration `yaml:"describe_timeout"`
+	// PlaceTimeout bounds one place call of an operator placement.
+	PlaceTimeout Duration `yaml:"place_timeout"`
+	// TrustAnchors are the publisher keys whose packages the controller
+	// places; empty means host.trust_anchors.
+	TrustAnchors []string `yaml:"trust_anchors"`
+	// Policy is governance, default deny.
+	Policy Policy `yaml:"policy"`
+	// Workloads are declared placements, reconciled every tick.
+	Workloads []Workload `yaml:"workloads"`
+}
+
+// Policy is the controller's governance. Default deny: a workload kind
+// not listed in Kinds is placed nowhere, so with no policy nothing is.
+type Policy struct {
+	// Kinds admits workload kinds (a manifest's kind: inference,
+	// service, ...), each on nodes of at least its min_tier.
+	Kinds map[string]KindRule `yaml:"kinds"`
+	// DenyNodes are nodes (peer names, node ids, or "self") that get no
+	// workload.
+	DenyNodes []string `yaml:"deny_nodes"`
+	// DenyLabels deny every node whose node.labels carry one of these
+	// keys with this value ("*": any value).
+	DenyLabels map[string]string `yaml:"deny_labels"`
+}
+
+// KindRule admits one workload kind.
+type KindRule struct {
+	// MinTier is the lowest peer tier the kind may be placed on:
+	// discovered, paired (the default) or pinned.
+	MinTier string `yaml:"min_tier"`
 }
 
 // Workload is a declared placement the controller reconciles.
 type Workload struct {
-	Name    string `yaml:"name"`
+	// Name names the workload (unique); it goes into each instance's
+	// config, so two workloads of one package get distinct instances.
+	Name string `yaml:"name"`
+	// Package is the package id, looked up in the controller's store.
 	Package string `yaml:"package"`
+	// Version pins a version; empty means the newest in the store.
+	Version string `yaml:"version"`
+	// Variant names a package variant; empty lets the engine choose.
 	Variant string `yaml:"variant"`
-	Node    string `yaml:"node"`
+	// Node pins the workload to one node (a peer name, a node id, or
+	// "self").
+	Node string `yaml:"node"`
+	// Prefer and Avoid are nodes the engine prefers or avoids within the
+	// best tier.
+	Prefer []string `yaml:"prefer"`
+	Avoid  []string `yaml:"avoid"`
+	// Replicas is the number of instances kept, each on a distinct node;
+	// 1 when the key is omitted.
+	Replicas int `yaml:"replicas"`
 }
 
 // Duration is a Go duration written as a string ("500ms", "15s", "5m").

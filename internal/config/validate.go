@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nodeld/nodeld/internal/grammar"
 )
@@ -328,9 +329,19 @@ func (v *validator) controller() {
 	v.positive("controller.tick", c.Tick)
 	v.positive("controller.dead_after", c.DeadAfter)
 	v.positive("controller.retry_backoff", c.RetryBackoff)
+	v.positive("controller.describe_timeout", c.DescribeTimeout)
+	v.positive("controller.place_timeout", c.PlaceTimeout)
 	if c.Tick.Valid() && c.DeadAfter.Valid() && c.Tick.D > 0 && c.DeadAfter.D > 0 && c.DeadAfter.D < c.Tick.D {
 		v.addf("controller.dead_after", "%s is shorter than controller.tick (%s)", c.DeadAfter, c.Tick)
 	}
+	v.atMost("controller.retry_backoff", c.RetryBackoff, MaxRetryBackoff)
+	v.atMost("controller.describe_timeout", c.DescribeTimeout, MaxDescribeTimeout)
+	v.atMost("controller.place_timeout", c.PlaceTimeout, MaxPlaceTimeout)
+	if c.MaxReschedules < 0 || c.MaxReschedules > MaxReschedulesLimit {
+		v.addf("controller.max_reschedules", "%d is out of range: use 0 to %d", c.MaxReschedules, MaxReschedulesLimit)
+	}
+	v.keyList("controller.trust_anchors", c.TrustAnchors)
+	v.policy(c.Policy)
 	names := map[string]string{}
 	for i, w := range c.Workloads {
 		base := "controller.workloads[" + strconv.Itoa(i) + "]"
@@ -341,12 +352,98 @@ func (v *validator) controller() {
 		} else {
 			names[w.Name] = base
 		}
-		if w.Package == "" {
+		switch {
+		case w.Package == "":
 			v.addf(base+".package", "must not be empty")
+		case !grammar.ValidName(w.Package):
+			v.addf(base+".package", "%q is not a package id: use %s", w.Package, grammar.NameSyntax)
 		}
-		if w.Node != "" && !grammar.ValidNodeName(w.Node) {
-			v.addf(base+".node", "%q is neither a node name nor a node id", w.Node)
+		if w.Version != "" && !grammar.ValidVersion(w.Version) {
+			v.addf(base+".version", "%q is not a version: use %s (or leave it out for the newest)", w.Version, grammar.VersionSyntax)
 		}
+		if w.Variant != "" && !grammar.ValidName(w.Variant) {
+			v.addf(base+".variant", "%q is not a variant name: use %s", w.Variant, grammar.NameSyntax)
+		}
+		v.nodeRef(base+".node", w.Node, true)
+		v.nodeRefs(base+".prefer", w.Prefer)
+		v.nodeRefs(base+".avoid", w.Avoid)
+		if w.Replicas < 1 || w.Replicas > MaxReplicas {
+			v.addf(base+".replicas", "%d is out of range: use 1 (the default) to %d", w.Replicas, MaxReplicas)
+		}
+		if w.Node != "" && w.Replicas > 1 {
+			v.addf(base+".replicas", "%d replicas cannot all be on the pinned node %q: replicas go to distinct nodes", w.Replicas, w.Node)
+		}
+	}
+}
+
+// policy checks controller.policy.
+func (v *validator) policy(p Policy) {
+	kinds := make([]string, 0, len(p.Kinds))
+	for k := range p.Kinds {
+		kinds = append(kinds, k)
+	}
+	slices.Sort(kinds)
+	for _, k := range kinds {
+		path := "controller.policy.kinds." + k
+		if !grammar.ValidName(k) {
+			v.addf(path, "%q is not a valid workload kind: use %s", k, grammar.NameSyntax)
+		}
+		switch p.Kinds[k].MinTier {
+		case TierDiscovered, TierPaired, TierPinned:
+		default:
+			v.addf(path+".min_tier", "%q is not a tier: use discovered, paired or pinned", p.Kinds[k].MinTier)
+		}
+	}
+	v.nodeRefs("controller.policy.deny_nodes", p.DenyNodes)
+	for _, k := range sortedKeys(p.DenyLabels) {
+		path := "controller.policy.deny_labels." + k
+		if !grammar.ValidLabelKey(k) {
+			v.addf(path, "label key %q is not a valid label key: use %s", k, grammar.LabelKeySyntax)
+		}
+		if val := p.DenyLabels[k]; val != "*" && !grammar.ValidLabelValue(val) {
+			v.addf(path, "%q is not a label value: use at most %d printable ASCII characters, or * for any value", val, grammar.MaxLabelValueLen)
+		}
+	}
+}
+
+// nodeRefs checks a list of node references, each once.
+func (v *validator) nodeRefs(path string, refs []string) {
+	seen := map[string]string{}
+	for i, ref := range refs {
+		p := path + "[" + strconv.Itoa(i) + "]"
+		if !v.nodeRef(p, ref, false) {
+			continue
+		}
+		if first, dup := seen[ref]; dup {
+			v.addf(p, "%q is listed twice (first at %s)", ref, first)
+		} else {
+			seen[ref] = p
+		}
+	}
+}
+
+// nodeRef checks one node reference of the controller: "self", a node
+// id, or a node or peer name (resolved when the controller runs: a peer
+// pinned on first contact has no id until then). An empty ref is allowed
+// only where it means "none".
+func (v *validator) nodeRef(path, ref string, optional bool) bool {
+	switch {
+	case ref == "" && optional:
+		return true
+	case ref == "":
+		v.addf(path, "must not be empty")
+		return false
+	case ref == SelfRef, isNodeIDRef(ref), grammar.ValidNodeName(ref):
+		return true
+	}
+	v.addf(path, "%q is neither a node name nor a node id", ref)
+	return false
+}
+
+// atMost reports a valid duration above hi.
+func (v *validator) atMost(path string, d Duration, hi time.Duration) {
+	if d.Valid() && d.D > hi {
+		v.addf(path, "%s is above the limit of %s", d, hi)
 	}
 }
 
