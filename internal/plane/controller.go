@@ -71,6 +71,9 @@ type Controller struct {
 	// busy holds the decision ids being dispatched by a call in progress;
 	// the lifecycle leaves them alone until it returns.
 	busy map[string]bool
+
+	// recent keeps the latest reports for Recent (operator.go).
+	recent recentReports
 }
 
 // conf returns the current config.
@@ -446,14 +449,15 @@ func (c *Controller) Place(ctx context.Context, o Order) (Report, error) {
 // place decides and dispatches for in: a reschedule when in.replaces is
 // set (called by Tick), a declared workload's replica when in.declared
 // is.
-func (c *Controller) place(ctx context.Context, p Package, o Order, in intent, timeout time.Duration) (Report, error) {
+func (c *Controller) place(ctx context.Context, p Package, o Order, in intent, timeout time.Duration) (rep Report, err error) {
 	replaces := in.replaces
 	dec, id, cands, err := c.decide(p, o, in)
 	if err != nil {
 		c.met.placements.WithLabelValues(outError).Inc()
 		return Report{}, err
 	}
-	rep := Report{DecisionID: id, Decision: dec}
+	rep = Report{DecisionID: id, Decision: dec}
+	defer func() { c.recent.add(rep) }()
 	switch {
 	case o.DryRun:
 		c.met.placements.WithLabelValues(outDryRun).Inc()

@@ -1,0 +1,125 @@
+package plane
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/nodeld/nodeld/internal/engine"
+)
+
+// TestRecentKeepsReportsOfEveryDecision: operator places, dry runs,
+// unplaceable decisions and reschedules are all explained by Recent; a
+// decision id it never made is not.
+func TestRecentKeepsReportsOfEveryDecision(t *testing.T) {
+	r, hs := newRig(t, 8, 8)
+	unplaceable := r.place(echo) // no tick yet: nobody alive
+	r.tick()
+	dry := echo
+	dry.DryRun = true
+	dryRep := r.place(dry)
+	placed := r.place(echo)
+	for name, rep := range map[string]Report{"unplaceable": unplaceable, "dry run": dryRep, "placed": placed} {
+		got, ok := r.c.Recent(rep.DecisionID)
+		if !ok {
+			t.Fatalf("%s: Recent(%s) not found", name, rep.DecisionID)
+		}
+		if got.Explain() != rep.Explain() {
+			t.Errorf("%s: explanation differs:\n%s\nwant\n%s", name, got.Explain(), rep.Explain())
+		}
+	}
+	if _, ok := r.c.Recent(strings.Repeat("0", 64)); ok {
+		t.Error("Recent found a decision that was never made")
+	}
+	// The placed instance's node dies: the reschedule's decision is
+	// explained too.
+	host := hs[0]
+	if placed.Placed.Node == hs[1].id {
+		host = hs[1]
+	}
+	r.cl.set(host, func(h *fakeHost) { h.down = true })
+	r.clk.Advance(r.cfg.DeadAfter)
+	r.tick()
+	var moved *Placement
+	for _, p := range r.c.Placements() {
+		if p.Replaces == placed.DecisionID {
+			moved = &p
+		}
+	}
+	if moved == nil {
+		t.Fatalf("not rescheduled: %+v", r.c.Placements())
+	}
+	rep, ok := r.c.Recent(moved.DecisionID)
+	if !ok || rep.Placed == nil || rep.Placed.Node == host.id {
+		t.Fatalf("reschedule report %+v, %v", rep, ok)
+	}
+	if !strings.Contains(rep.Explain(), "decision_id: "+moved.DecisionID) {
+		t.Errorf("reschedule explanation:\n%s", rep.Explain())
+	}
+}
+
+// TestRecentIsBounded: the ring keeps the last MaxRecentReports reports
+// and drops the oldest first; a report added again keeps its place.
+func TestRecentIsBounded(t *testing.T) {
+	var r recentReports
+	id := func(i int) string { return fmt.Sprintf("%064x", i) }
+	r.add(Report{}) // no decision: not kept
+	for i := range MaxRecentReports + 10 {
+		r.add(Report{DecisionID: id(i)})
+		if i == 5 {
+			r.add(Report{DecisionID: id(5), Unsettled: true}) // updated in place
+		}
+	}
+	if len(r.byID) != MaxRecentReports || len(r.ids) != MaxRecentReports {
+		t.Fatalf("kept %d reports in %d slots, want %d", len(r.byID), len(r.ids), MaxRecentReports)
+	}
+	for i := range 10 {
+		if _, ok := r.get(id(i)); ok {
+			t.Errorf("report %d of the first 10 still kept", i)
+		}
+	}
+	for i := 10; i < MaxRecentReports+10; i++ {
+		if _, ok := r.get(id(i)); !ok {
+			t.Fatalf("report %d dropped", i)
+		}
+	}
+}
+
+func TestNodeViews(t *testing.T) {
+	r, hs := newRig(t, 8, 16)
+	// Before any tick: no facts, no listing, not alive.
+	for _, v := range r.c.NodeViews() {
+		if v.HasFacts || v.Instances != -1 || v.Liveness == engine.Alive {
+			t.Fatalf("before a tick: %+v", v)
+		}
+	}
+	r.tick()
+	rep := r.place(echo)
+	if rep.Placed == nil {
+		t.Fatalf("not placed:\n%s", rep.Explain())
+	}
+	r.clk.Advance(2 * time.Second)
+	r.tick()
+	got := map[string]NodeView{}
+	for _, v := range r.c.NodeViews() {
+		got[v.ID] = v
+	}
+	for _, h := range hs {
+		v := got[h.id]
+		want := NodeView{
+			ID: h.id, Tier: engine.TrustPaired, Liveness: engine.Alive, LastContact: r.clk.Now(),
+			HasFacts: true, MemFreeBytes: h.facts.MemFreeBytes, MemTotalBytes: h.facts.MemTotalBytes,
+		}
+		if h.id == rep.Placed.Node {
+			want.Instances, want.Placements = 1, 1
+		}
+		// Facts details are the fake host's; compare what the view adds.
+		v.FactsSeq, v.FactsIssued, v.FactsExpire, v.FactsAge = 0, time.Time{}, time.Time{}, 0
+		if diff := cmp.Diff(want, v); diff != "" {
+			t.Errorf("view of %s (-want +got):\n%s", h.id, diff)
+		}
+	}
+}
