@@ -16,8 +16,8 @@ import (
 // checkComponents runs, on a config that passed config.Validate, every
 // component's own static check of the part it would be given: the proxy's,
 // the runner's (instances and discovery), the mesh's, the mesh
-// forwarder's limits, the host's (labels as the signed facts take them)
-// and the placement table's (role names). config check, run and a reload
+// forwarder's limits, the host's (labels as the signed facts take them),
+// the controller's and the placement table's (role names). config check, run and a reload
 // all run it, so a file config check accepts is one run accepts. Each
 // problem is a *config.ValidationError at the config line it comes from
 // where that is known; together they are a *config.FileError naming file.
@@ -76,6 +76,14 @@ func checkComponents(cfg *config.Config, file string) error {
 				add("host", err)
 			}
 		}
+	}
+	// The controller's own check of its config (node references are
+	// resolved at run time; here they are checked as written).
+	for _, err := range problems(controllerConfig(cfg, asWritten).Validate()) {
+		add("controller", err)
+	}
+	if _, err := controllerAnchors(cfg); err != nil {
+		add("controller.trust_anchors", err)
 	}
 	// One role at a time, so each problem names its role's line. The
 	// allowlists' node ids come from the mesh, which never makes an empty

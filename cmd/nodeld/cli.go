@@ -173,5 +173,9 @@ func cmdConfigCheck(args []string, stdout, stderr io.Writer) error {
 		return errSilent(2)
 	}
 	fmt.Fprintf(stdout, "%s: ok\n", path)
+	// What run accepts but what makes a part of it idle.
+	for _, note := range controllerNotes(cfg) {
+		fmt.Fprintf(stdout, "note: %s\n", note)
+	}
 	return nil
 }

@@ -225,6 +225,18 @@ func printStatus(w io.Writer, st *statusDoc) {
 			fmt.Fprintf(w, "placed   %-40s %s %s role %s %s restarts %d\n", in.ID, in.Package, in.Version, role, in.State, in.Restarts)
 		}
 	}
+	if c := st.Controller; c != nil {
+		fmt.Fprintf(w, "control  %d targets (%s), placements %s, %d unsettled\n", len(c.Targets),
+			countsText(c.TargetsByLiveness, "alive", "suspect", "dead"),
+			countsText(c.PlacementsByLife, "placed", "dispatching", "unsettled", "lost", "rescheduled"), c.Unsettled)
+		for _, t := range c.Targets {
+			name := t.Name
+			if name == "" {
+				name = "-"
+			}
+			fmt.Fprintf(w, "target   %-12s %-18s %-10s %s\n", name, t.ID, t.Tier, t.Liveness)
+		}
+	}
 	insts := append([]instanceDoc(nil), st.Instances...)
 	sort.SliceStable(insts, func(i, j int) bool { return insts[i].Role < insts[j].Role })
 	for _, in := range insts {
@@ -248,4 +260,19 @@ func shortHash(h string) string {
 		return h[:16] + "..."
 	}
 	return strings.TrimSpace(h)
+}
+
+// countsText renders counts as "2 alive, 1 dead" in the order of keys
+// given, leaving out zeros; "none" when all are zero.
+func countsText(m map[string]int, keys ...string) string {
+	var parts []string
+	for _, k := range keys {
+		if m[k] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", m[k], k))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }

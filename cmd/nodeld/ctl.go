@@ -8,7 +8,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -21,18 +24,58 @@ const ctlUsage = `usage: nodeld ctl [--config FILE] [--socket PATH] [--json] VER
 
 Verbs (NODE is a node id, a configured peer name, or "self"):
   describe NODE
-  place NODE PACKAGE-DIR [--variant V] [--no-start]
+  place [NODE] DIR|PACKAGE-ID [--variant V] [--no-start]
+        [--prefer NODE]... [--avoid NODE]... [--dry-run]
   start NODE INSTANCE
   stop NODE INSTANCE [--grace DURATION]
   unload NODE INSTANCE
   status NODE [INSTANCE] [--departed]
   logs NODE INSTANCE
+  explain DECISION-ID
+  placements
+  nodes
+
+When this node runs a controller (controller.enabled), place goes through
+it: without NODE its engine chooses the node, with NODE it is pinned there;
+--dry-run prints the explanation and dispatches nothing; explain,
+placements and nodes read the controller. Without a controller, place
+needs NODE and sends the package there directly.
 
 Exit status: 0 ok, 1 refused or failed, 2 usage, 3 unreachable or
 indeterminate (a mutating call whose outcome is unknown).`
 
 // ctlMargin is added to a call's own deadline for the daemon's reply.
 const ctlMargin = 10 * time.Second
+
+// ctlPlaceTimeout bounds the wait for a place: a controller may try
+// several candidates in turn, each within its place timeout.
+const ctlPlaceTimeout = 15 * time.Minute
+
+// listFlag is a flag that may be given several times, or once with a
+// comma-separated list.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+func (l *listFlag) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			*l = append(*l, s)
+		}
+	}
+	return nil
+}
+
+// ctlFlags are the verbs' flags.
+type ctlFlags struct {
+	variant  string
+	noStart  bool
+	grace    time.Duration
+	departed bool
+	prefer   listFlag
+	avoid    listFlag
+	dryRun   bool
+}
 
 // cmdCtl sends one operator request to the local daemon's socket.
 func cmdCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -41,17 +84,21 @@ func cmdCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	cfgPath := fs.String("config", "", "config file (default "+defaultConfigPath+")")
 	socket := fs.String("socket", "", "operator socket (default from the config)")
 	asJSON := fs.Bool("json", false, "print the raw result as JSON")
-	variant := fs.String("variant", "", "place: the manifest variant (default: the first)")
-	noStart := fs.Bool("no-start", false, "place: load without starting")
-	grace := fs.Duration("grace", 0, "stop: grace before the kill")
-	departed := fs.Bool("departed", false, "status: list departed instances too")
+	var f ctlFlags
+	fs.StringVar(&f.variant, "variant", "", "place: the manifest variant (default: the first)")
+	fs.BoolVar(&f.noStart, "no-start", false, "place: load without starting")
+	fs.DurationVar(&f.grace, "grace", 0, "stop: grace before the kill")
+	fs.BoolVar(&f.departed, "departed", false, "status: list departed instances too")
+	fs.Var(&f.prefer, "prefer", "place: a node the engine prefers (repeatable)")
+	fs.Var(&f.avoid, "avoid", "place: a node the engine avoids (repeatable)")
+	fs.BoolVar(&f.dryRun, "dry-run", false, "place: decide and explain, dispatch nothing")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	req, err := ctlRequest(pos, set, *variant, *noStart, *grace, *departed)
+	req, err := ctlRequest(pos, set, f)
 	if err != nil {
 		fmt.Fprintln(stderr, ctlUsage)
 		return err
@@ -68,7 +115,7 @@ func cmdCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	timeout := ctl.CallTimeout + ctlMargin
 	if req.Verb == dispatch.VerbPlace {
-		timeout = ctl.PlaceTimeout + ctlMargin
+		timeout = ctlPlaceTimeout
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -83,19 +130,19 @@ func cmdCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 }
 
 // ctlRequest checks a verb's positionals and flags and builds its request.
-func ctlRequest(pos []string, set map[string]bool, variant string, noStart bool, grace time.Duration, departed bool) (dispatch.OperatorRequest, error) {
+func ctlRequest(pos []string, set map[string]bool, f ctlFlags) (dispatch.OperatorRequest, error) {
 	if len(pos) == 0 {
 		return dispatch.OperatorRequest{}, usageError("ctl: no verb")
 	}
 	verb, rest := pos[0], pos[1:]
 	allowed := map[string][]string{
-		dispatch.VerbPlace:  {"variant", "no-start"},
+		dispatch.VerbPlace:  {"variant", "no-start", "prefer", "avoid", "dry-run"},
 		dispatch.VerbStop:   {"grace"},
 		dispatch.VerbStatus: {"departed"},
 	}
-	for _, f := range []string{"variant", "no-start", "grace", "departed"} {
-		if set[f] && !strings.Contains(" "+strings.Join(allowed[verb], " ")+" ", " "+f+" ") {
-			return dispatch.OperatorRequest{}, usageError("ctl %s: --%s does not apply", verb, f)
+	for _, fl := range []string{"variant", "no-start", "grace", "departed", "prefer", "avoid", "dry-run"} {
+		if set[fl] && !slices.Contains(allowed[verb], fl) {
+			return dispatch.OperatorRequest{}, usageError("ctl %s: --%s does not apply", verb, fl)
 		}
 	}
 	nargs := func(min, max int) error {
@@ -111,36 +158,59 @@ func ctlRequest(pos []string, set map[string]bool, variant string, noStart bool,
 			return req, err
 		}
 	case dispatch.VerbPlace:
-		if err := nargs(2, 2); err != nil {
+		if err := nargs(1, 2); err != nil {
 			return req, err
 		}
-		dir, err := filepath.Abs(rest[1])
-		if err != nil {
-			return req, usageError("ctl place: %v", err)
+		req.Args = dispatch.OperatorArgs{Variant: f.variant, NoStart: f.noStart, Prefer: f.prefer, Avoid: f.avoid, DryRun: f.dryRun}
+		what := rest[len(rest)-1]
+		if fi, err := os.Stat(what); err == nil && fi.IsDir() {
+			dir, err := filepath.Abs(what)
+			if err != nil {
+				return req, usageError("ctl place: %v", err)
+			}
+			req.Args.PackageDir = dir
+		} else if id, ok := packageRef(what); ok {
+			req.Args.Package = id
+		} else {
+			return req, usageError("ctl place: %q is neither a package directory nor a package id (ID or ID@VERSION)", what)
 		}
-		req.Args = dispatch.OperatorArgs{PackageDir: dir, Variant: variant, NoStart: noStart}
+		if len(rest) == 2 {
+			req.Node = rest[0]
+		}
+		return req, nil
 	case dispatch.VerbStart, dispatch.VerbStop, dispatch.VerbUnload, dispatch.VerbLogs:
 		if err := nargs(2, 2); err != nil {
 			return req, err
 		}
 		req.Args.Instance = rest[1]
 		if verb == dispatch.VerbStop {
-			if grace < 0 || grace > ctl.MaxStopGrace {
-				return req, usageError("ctl stop: --grace %s outside [0, %s]", grace, ctl.MaxStopGrace)
+			if f.grace < 0 || f.grace > ctl.MaxStopGrace {
+				return req, usageError("ctl stop: --grace %s outside [0, %s]", f.grace, ctl.MaxStopGrace)
 			}
-			req.Args.GraceMS = grace.Milliseconds()
+			req.Args.GraceMS = f.grace.Milliseconds()
 		}
 	case dispatch.VerbStatus:
 		if err := nargs(1, 2); err != nil {
 			return req, err
 		}
 		if len(rest) == 2 {
-			if departed {
+			if f.departed {
 				return req, usageError("ctl status: --departed lists all instances; give no INSTANCE")
 			}
 			req.Args.Instance = rest[1]
 		}
-		req.Args.Departed = departed
+		req.Args.Departed = f.departed
+	case verbExplain:
+		if err := nargs(1, 1); err != nil {
+			return req, err
+		}
+		if !ctl.ValidDecisionID(rest[0]) {
+			return req, usageError("ctl explain: %q is not a decision id (64 lower-case hex)", rest[0])
+		}
+		req.Args.DecisionID = rest[0]
+		return req, nil
+	case verbPlacements, verbNodes:
+		return req, nargs(0, 0)
 	default:
 		return req, usageError("ctl: unknown verb %q", verb)
 	}
@@ -148,17 +218,46 @@ func ctlRequest(pos []string, set map[string]bool, variant string, noStart bool,
 	return req, nil
 }
 
-// printCtl prints an answer and returns the exit status as an error.
+// printCtl prints an answer and returns the exit status as an error. A
+// controller's place answers with its explanation whatever the outcome:
+// it is printed before the error.
 func printCtl(stdout io.Writer, req dispatch.OperatorRequest, resp dispatch.OperatorResponse, asJSON bool) error {
+	if resp.Class == dispatch.ClassOK || len(resp.Result) > 0 && req.Verb == dispatch.VerbPlace {
+		if asJSON {
+			var buf bytes.Buffer
+			if err := json.Indent(&buf, resp.Result, "", "  "); err != nil {
+				buf.Reset()
+				buf.Write(resp.Result)
+			}
+			buf.WriteByte('\n')
+			if _, err := stdout.Write(buf.Bytes()); err != nil {
+				return err
+			}
+		} else {
+			printReadable(stdout, req, resp)
+		}
+	}
+	node := req.Node
+	if node == "" {
+		node = "the controller"
+	}
 	switch resp.Class {
 	case dispatch.ClassOK:
+		return nil
 	case dispatch.ClassRefused:
-		return &exitError{code: 1, err: fmt.Errorf("%s refused by %s: %s: %s", req.Verb, req.Node, resp.Code, resp.Reason)}
+		return &exitError{code: 1, err: fmt.Errorf("%s refused by %s: %s: %s", req.Verb, node, resp.Code, resp.Reason)}
 	case dispatch.ClassUnreachable:
+		if req.Node == "" {
+			return &exitError{code: 3, err: fmt.Errorf("%s: unreachable: %s", req.Verb, resp.Reason)}
+		}
 		return &exitError{code: 3, err: fmt.Errorf("%s: %s unreachable: %s", req.Verb, req.Node, resp.Reason)}
 	case dispatch.ClassIndeterminate:
-		return &exitError{code: 3, err: fmt.Errorf("%s on %s indeterminate (it may have happened; check with nodeld ctl status %s): %s",
-			req.Verb, req.Node, req.Node, resp.Reason)}
+		check := "nodeld ctl status " + req.Node
+		if req.Node == "" {
+			check = "nodeld ctl placements"
+		}
+		return &exitError{code: 3, err: fmt.Errorf("%s on %s indeterminate (it may have happened; check with %s): %s",
+			req.Verb, node, check, resp.Reason)}
 	default:
 		code := resp.Code
 		if code == "" {
@@ -166,18 +265,6 @@ func printCtl(stdout io.Writer, req dispatch.OperatorRequest, resp dispatch.Oper
 		}
 		return &exitError{code: 1, err: fmt.Errorf("%s: %s: %s", req.Verb, code, resp.Reason)}
 	}
-	if asJSON {
-		var buf bytes.Buffer
-		if err := json.Indent(&buf, resp.Result, "", "  "); err != nil {
-			buf.Reset()
-			buf.Write(resp.Result)
-		}
-		buf.WriteByte('\n')
-		_, err := stdout.Write(buf.Bytes())
-		return err
-	}
-	printReadable(stdout, req, resp)
-	return nil
 }
 
 // printReadable prints a result for a person; a result it cannot decode
@@ -212,6 +299,11 @@ func printReadable(w io.Writer, req dispatch.OperatorRequest, resp dispatch.Oper
 		}
 		fmt.Fprintf(w, "advertisement: %s\nfacts:         %s\n", compact(r.Advertisement), compact(r.Facts))
 	case dispatch.VerbPlace:
+		var cr controllerPlaceResult
+		if json.Unmarshal(raw, &cr) == nil && cr.Explain != "" {
+			printControllerPlace(w, req, cr)
+			return
+		}
 		var r ctl.PlaceResult
 		if json.Unmarshal(raw, &r) != nil || r.InstanceID == "" {
 			asJSON()
@@ -279,9 +371,120 @@ func printReadable(w io.Writer, req dispatch.OperatorRequest, resp dispatch.Oper
 		if r.Stderr != "" && !strings.HasSuffix(r.Stderr, "\n") {
 			fmt.Fprintln(w)
 		}
+	case verbExplain:
+		var r explainResult
+		if json.Unmarshal(raw, &r) != nil || r.Explain == "" {
+			asJSON()
+			return
+		}
+		fmt.Fprint(w, r.Explain)
+	case verbPlacements:
+		var ps []placementDoc
+		if json.Unmarshal(raw, &ps) != nil {
+			asJSON()
+			return
+		}
+		printPlacements(w, ps)
+	case verbNodes:
+		var ns []nodeDoc
+		if json.Unmarshal(raw, &ns) != nil {
+			asJSON()
+			return
+		}
+		printNodes(w, ns)
 	default:
 		asJSON()
 	}
+}
+
+// printControllerPlace prints a controller's place: its explanation, then
+// what became of it.
+func printControllerPlace(w io.Writer, req dispatch.OperatorRequest, r controllerPlaceResult) {
+	fmt.Fprint(w, r.Explain)
+	if !strings.HasSuffix(r.Explain, "\n") {
+		fmt.Fprintln(w)
+	}
+	switch r.Outcome {
+	case "placed":
+		what := "placed"
+		if req.Args.NoStart {
+			what = "loaded"
+		}
+		fmt.Fprintf(w, "%s %s (variant %s) on %s: %s\n", what, r.InstanceID, r.Variant, r.Node, r.HostState)
+	case "dry_run":
+		if r.Node != "" {
+			fmt.Fprintf(w, "dry run: would place on %s via %s; nothing dispatched\n", r.Node, r.Variant)
+		} else {
+			fmt.Fprintln(w, "dry run: unplaceable; nothing dispatched")
+		}
+	}
+	fmt.Fprintf(w, "decision: %s\n", r.DecisionID)
+}
+
+// printPlacements prints the controller's placements as a table.
+func printPlacements(w io.Writer, ps []placementDoc) {
+	if len(ps) == 0 {
+		fmt.Fprintln(w, "no placements")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "DECISION\tWORKLOAD\tPACKAGE\tNODE\tVARIANT\tINSTANCE\tLIFE\tHOST STATE\tMOVES\tNOTE")
+	for _, p := range ps {
+		state := p.HostState
+		if state == "" {
+			state = "-"
+		}
+		note := p.LastError
+		if p.ReplacedBy != "" {
+			note = "replaced by " + shortHash(p.ReplacedBy)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s %s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", shortHash(p.DecisionID), p.Workload, p.Package, p.Version,
+			p.Node, p.Variant, p.InstanceID, p.Life, state, p.Reschedules, note)
+	}
+	_ = tw.Flush()
+}
+
+// printNodes prints the controller's targets as a table.
+func printNodes(w io.Writer, ns []nodeDoc) {
+	if len(ns) == 0 {
+		fmt.Fprintln(w, "no nodes (mesh.peers with a known key, and this node when host.enabled)")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tNAME\tTIER\tLIVENESS\tFACTS AGE\tMEM FREE\tVRAM FREE\tINSTANCES\tPLACEMENTS")
+	for _, n := range ns {
+		name := n.Name
+		if name == "" {
+			name = "-"
+		}
+		age, mem, vram, insts := "-", "-", "-", "-"
+		if n.HasFacts {
+			age = (time.Duration(n.FactsAgeS * float64(time.Second))).Round(time.Second).String()
+			mem = humanBytes(n.MemFree) + "/" + humanBytes(n.MemTotal)
+			if n.GPUs > 0 {
+				vram = humanBytes(n.VRAMFree) + "/" + humanBytes(n.VRAMTotal)
+			}
+		}
+		if n.Instances >= 0 {
+			insts = strconv.Itoa(n.Instances)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", n.ID, name, n.Tier, n.Liveness, age, mem, vram, insts, n.Placements)
+	}
+	_ = tw.Flush()
+}
+
+// humanBytes renders a byte count in binary units, one decimal.
+func humanBytes(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return strconv.FormatUint(n, 10) + "B"
+	}
+	div, exp := uint64(unit), 0
+	for m := n / unit; m >= unit && exp < 4; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f%ciB", float64(n)/float64(div), "KMGTP"[exp])
 }
 
 func stateText(s ctl.InstanceState) string {

@@ -99,6 +99,7 @@ type preparedReload struct {
 	host    func()
 	mesh    func() // nil without a mesh
 	limits  func() // nil without a mesh
+	ctrl    func() // nil without a controller
 }
 
 // prepareReload asks every component whether it takes next, reporting
@@ -109,6 +110,13 @@ func (n *node) prepareReload(next *config.Config) (*preparedReload, error) {
 	var p preparedReload
 	var errs []error
 	var err error
+	if next.Controller.Enabled != n.config().Controller.Enabled {
+		errs = append(errs, errors.New("controller.enabled changes only with a restart"))
+	} else if n.ctrl != nil {
+		if p.ctrl, err = n.ctrl.prepare(next); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if p.adopter, err = n.adopter.Prepare(adopterConfig(next, n.discover)); err != nil {
 		errs = append(errs, err)
 	}
@@ -153,6 +161,11 @@ func (p *preparedReload) commit(n *node, next *config.Config, level zapcore.Leve
 	if p.mesh != nil {
 		p.mesh()
 		p.limits()
+	}
+	if p.ctrl != nil {
+		// The controller's config now; its targets once its runner has
+		// read the mesh's new peers (SetTargets waits for a tick).
+		p.ctrl()
 	}
 	n.table.ApplyPolicy(n.rolePolicies(next))
 }

@@ -49,6 +49,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	cfgPath := fs.String("config", "", "config file (default "+defaultConfigPath+", else the embedded default)")
 	chainReset := fs.Bool("chain-reset", false, "archive a broken audit chain and start a new one")
 	clockOffset := fs.Duration("test-clock-offset", 0, "TEST ONLY, never in production: shift the clock this node signs and checks workload.ctl calls and revocation notices with (e.g. 10m, -10m), to test clock skew between nodes")
+	holdAfterPlace := fs.Bool("test-hold-after-place", false,
+		"for tests only: the controller stops after a node answers a place, before it records the answer, until the process is killed")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -61,11 +63,12 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	return runDaemon(ctx, daemonOptions{
-		cfg:         cfg,
-		cfgPath:     path,
-		chainReset:  *chainReset,
-		clockOffset: *clockOffset,
-		stderr:      stderr,
+		cfg:            cfg,
+		cfgPath:        path,
+		chainReset:     *chainReset,
+		clockOffset:    *clockOffset,
+		holdAfterPlace: *holdAfterPlace,
+		stderr:         stderr,
 	})
 }
 
@@ -78,7 +81,10 @@ type daemonOptions struct {
 	// signed and checked), so a fault test can skew one node in a network
 	// namespace, which cannot have a clock of its own.
 	clockOffset time.Duration
-	stderr      io.Writer
+	// holdAfterPlace is --test-hold-after-place (tests of a controller
+	// killed on its place path).
+	holdAfterPlace bool
+	stderr         io.Writer
 }
 
 // runDaemon makes what every component shares (logger, data dir, node
@@ -135,10 +141,17 @@ func runDaemon(ctx context.Context, o daemonOptions) (err error) {
 		}
 	}()
 
-	n, err := newNode(cfg, nodeDeps{
+	deps := nodeDeps{
 		id: id, chain: ch, reg: reg, log: log, level: level, cfgPath: o.cfgPath, now: now,
 		load: func() (*config.Config, error) { return reloadConfig(o.cfgPath) },
-	})
+	}
+	if o.holdAfterPlace {
+		deps.afterPlace = func(ctx context.Context) {
+			log.Warn("test hook: holding after a place answer, before the controller records it")
+			<-ctx.Done()
+		}
+	}
+	n, err := newNode(cfg, deps)
 	if err != nil {
 		return err
 	}
@@ -195,6 +208,11 @@ type nodeDeps struct {
 	// revocation notices, signed and checked); nil means time.Now. Only
 	// --test-clock-offset sets it.
 	now func() time.Time
+	// afterPlace, when set, is called by the controller's dispatcher
+	// after a node answered a place and before the controller records it:
+	// a test hook for crashes on the place path (nodeld run
+	// --test-hold-after-place blocks there until it is killed).
+	afterPlace func(ctx context.Context)
 }
 
 // node is the running daemon: its components, in the order newNode builds
@@ -221,6 +239,7 @@ type node struct {
 	facts     *facts.Source // the host signs them; a labels reload changes them
 	host      *host.Host
 	dispatch  *dispatch.Dispatcher
+	ctrl      *controllerRunner // nil unless controller.enabled
 	operator  *dispatch.OperatorServer
 	admin     *admin.Server
 
@@ -255,8 +274,8 @@ func (l *late) hostAdverts() []table.Advertisement {
 func (l *late) replayNotices(ctx context.Context, p mesh.PeerInfo) { l.host.ReplayNotices(ctx, p) }
 
 // newNode builds every component from cfg in dependency order: table,
-// mesh, mesh forwarder, proxy, adopter, facts, host, dispatcher, operator
-// socket, admin. Each validates its part; nothing is bound and no
+// mesh, mesh forwarder, proxy, adopter, facts, host, dispatcher,
+// controller (when enabled), operator socket, admin. Each validates its part; nothing is bound and no
 // goroutine starts until run.
 func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 	n := &node{
@@ -304,8 +323,9 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 			Logger:     d.log.Named("mesh"),
 			Registerer: d.reg,
 			// A peer pinned on first contact gets an id: allowlists that
-			// name it can now be applied.
-			OnPeersChanged: n.applyRolePolicy,
+			// name it can now be applied, and the controller can describe
+			// it.
+			OnPeersChanged: n.peersChanged,
 			// The workload-host advertisement goes to every peer.
 			ExtraAdverts: l.hostAdverts,
 			// A peer that joins or comes back gets the revocation notices
@@ -375,8 +395,13 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 		return nil, err
 	}
 	n.dispatch.Register() // a no-op without a mesh
+	if cfg.Controller.Enabled {
+		if n.ctrl, err = newController(n, cfg, d, rev); err != nil {
+			return nil, err
+		}
+	}
 	n.operator, err = dispatch.NewOperatorServer(dispatch.OperatorConfig{Path: cfg.SocketPath()},
-		dispatch.OperatorDeps{Backend: n.dispatch, Logger: d.log.Named("operator"), Registerer: d.reg})
+		dispatch.OperatorDeps{Backend: &operatorBackend{d: n.dispatch, ctrl: n.ctrl, n: n}, Logger: d.log.Named("operator"), Registerer: d.reg})
 	if err != nil {
 		return nil, err
 	}
@@ -436,6 +461,9 @@ func (n *node) components() []component {
 	cs := []component{n.admin, n.adopter, n.operator, n.host, n.rec}
 	if n.mesh != nil {
 		cs = append(cs, n.mesh)
+	}
+	if n.ctrl != nil {
+		cs = append(cs, n.ctrl)
 	}
 	return cs
 }

@@ -30,6 +30,30 @@ type statusDoc struct {
 	Instances []instanceDoc    `json:"instances"`
 	Mesh      *meshDoc         `json:"mesh,omitempty"`
 	Host      *host.HostStatus `json:"host,omitempty"`
+	// Controller is present when this node runs the controller.
+	Controller *controllerDoc `json:"controller,omitempty"`
+}
+
+// controllerDoc is the controller's part of the status: its targets and
+// what it placed.
+type controllerDoc struct {
+	// TargetsByLiveness counts the targets: alive, suspect, dead.
+	TargetsByLiveness map[string]int `json:"targets_by_liveness"`
+	// PlacementsByLife counts the placements: dispatching, unsettled,
+	// placed, lost, rescheduled.
+	PlacementsByLife map[string]int `json:"placements_by_life"`
+	// Unsettled is the number of decisions whose place went without an
+	// answer and that are not reconciled yet.
+	Unsettled int         `json:"unsettled"`
+	Targets   []targetDoc `json:"targets"`
+}
+
+// targetDoc is one controller target in the status.
+type targetDoc struct {
+	ID       string `json:"id"`
+	Name     string `json:"name,omitempty"`
+	Tier     string `json:"tier"`
+	Liveness string `json:"liveness"`
 }
 
 // meshDoc is the mesh listener and every configured peer.

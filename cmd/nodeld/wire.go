@@ -50,8 +50,18 @@ func (n *node) peerIDs(refs []string) []string {
 }
 
 // applyRolePolicy applies the role policies of the config in force, with
-// the allowlists' peers as the mesh resolves them now (OnPeersChanged).
+// the allowlists' peers as the mesh resolves them now.
 func (n *node) applyRolePolicy() { n.table.ApplyPolicy(n.rolePolicies(n.config())) }
+
+// peersChanged is the mesh's OnPeersChanged: a peer pinned on first
+// contact (or a config change) altered who is who, so the allowlists and
+// the controller's targets and node references are resolved again.
+func (n *node) peersChanged() {
+	n.applyRolePolicy()
+	if n.ctrl != nil {
+		n.ctrl.refresh()
+	}
+}
 
 func (n *node) rolePolicies(cfg *config.Config) map[string]table.RolePolicy {
 	p := make(map[string]table.RolePolicy, len(cfg.Inference.Roles))
@@ -175,6 +185,9 @@ func (n *node) status() any {
 	}
 	hs := n.host.Status()
 	st.Host = &hs
+	if n.ctrl != nil {
+		st.Controller = n.ctrl.status(n)
+	}
 	for _, in := range n.adopter.Status() {
 		d := instanceDoc{
 			Role: in.Role, Kind: in.Kind, URL: in.URL, Model: in.Model,

@@ -81,6 +81,23 @@ type OperatorArgs struct {
 	// Notify makes revoke and unrevoke a notice signed with this node's
 	// key, applied here and gossiped to the mesh, instead of a local edit.
 	Notify bool `json:"notify,omitempty"`
+
+	// The arguments below are a controller's (served by a backend that
+	// wraps the Dispatcher, wired in cmd/nodeld); the Dispatcher ignores
+	// them.
+
+	// Package is a package id (place through a controller's package
+	// store) instead of PackageDir: "ID" for the newest version, or
+	// "ID@VERSION".
+	Package string `json:"package,omitempty"`
+	// Prefer and Avoid are nodes the controller's engine prefers or
+	// avoids (place without a node).
+	Prefer []string `json:"prefer,omitempty"`
+	Avoid  []string `json:"avoid,omitempty"`
+	// DryRun decides and explains, and dispatches nothing (place).
+	DryRun bool `json:"dry_run,omitempty"`
+	// DecisionID names the decision to explain.
+	DecisionID string `json:"decision_id,omitempty"`
 }
 
 // OperatorRequest is one request on the operator socket: one JSON line.

@@ -1,0 +1,375 @@
+package main
+
+// The operator socket's backend: the dispatcher's per-node verbs, and the
+// controller's (a place that lets the engine choose, explain, placements,
+// nodes) when this node runs one.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nodeld/nodeld/internal/ctl"
+	"github.com/nodeld/nodeld/internal/dispatch"
+	"github.com/nodeld/nodeld/internal/grammar"
+	"github.com/nodeld/nodeld/internal/pkg"
+	"github.com/nodeld/nodeld/internal/plane"
+)
+
+// The controller's operator verbs, besides dispatch.VerbPlace.
+const (
+	verbExplain    = "explain"
+	verbPlacements = "placements"
+	verbNodes      = "nodes"
+)
+
+// Refusal codes of the controller's place.
+const (
+	// codeUnplaceable: the engine found no eligible node (or the pinned
+	// one is not eligible); the explanation says why.
+	codeUnplaceable = "unplaceable"
+	// codeNoController: the verb or argument needs a controller, and this
+	// node runs none.
+	codeNoController = "no_controller"
+	// codeUnknownDecision: explain names no decision this node knows.
+	codeUnknownDecision = "unknown_decision"
+)
+
+// operatorBackend serves the operator socket: the controller's verbs when
+// this node runs a controller (ctrl is not nil), and every other request
+// through the dispatcher, whose verbs it leaves as they are. Without a
+// controller a place that names a node goes straight to the dispatcher,
+// as it always did.
+type operatorBackend struct {
+	d    *dispatch.Dispatcher
+	ctrl *controllerRunner // nil: no controller
+	n    *node
+}
+
+var _ dispatch.OperatorBackend = (*operatorBackend)(nil)
+
+// Verbs returns the dispatcher's verbs and the controller's.
+func (b *operatorBackend) Verbs() []string {
+	return append(b.d.Verbs(), verbExplain, verbPlacements, verbNodes)
+}
+
+// Operate serves one request.
+func (b *operatorBackend) Operate(ctx context.Context, req dispatch.OperatorRequest) dispatch.OperatorResponse {
+	a := req.Args
+	controllerOnly := func(what string) dispatch.OperatorResponse {
+		return dispatch.OperatorResponse{Class: dispatch.ClassError, Code: codeNoController,
+			Reason: what + " needs a controller, and this node runs none (controller.enabled: false)"}
+	}
+	switch req.Verb {
+	case dispatch.VerbPlace:
+		if b.ctrl != nil {
+			return b.place(ctx, req)
+		}
+		switch {
+		case req.Node == "":
+			return controllerOnly("place without a node (the engine chooses)")
+		case a.DryRun:
+			return controllerOnly("place --dry-run")
+		case len(a.Prefer) > 0 || len(a.Avoid) > 0:
+			return controllerOnly("place --prefer or --avoid")
+		case a.Package != "":
+			return controllerOnly("place by package id")
+		}
+	case verbExplain, verbPlacements, verbNodes:
+		if b.ctrl == nil {
+			return controllerOnly(req.Verb)
+		}
+		switch req.Verb {
+		case verbExplain:
+			return b.explain(a.DecisionID)
+		case verbPlacements:
+			return okResult(b.n.id.ID(), placementDocs(b.ctrl.c.Placements()))
+		default:
+			return okResult(b.n.id.ID(), b.nodeDocs())
+		}
+	}
+	return b.d.Operate(ctx, req)
+}
+
+func badRequest(format string, args ...any) dispatch.OperatorResponse {
+	return dispatch.OperatorResponse{Class: dispatch.ClassError, Code: dispatch.CodeBadRequest, Reason: fmt.Sprintf(format, args...)}
+}
+
+// okResult answers ok with v as the result.
+func okResult(node string, v any) dispatch.OperatorResponse {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return dispatch.OperatorResponse{Class: dispatch.ClassError, Code: dispatch.CodeInternal, Reason: "result not encodable"}
+	}
+	return dispatch.OperatorResponse{OK: true, Class: dispatch.ClassOK, Node: node, Result: raw}
+}
+
+// controllerPlaceResult is the result of a place through the controller,
+// whatever its outcome (it comes with refusals too, so the operator sees
+// why).
+type controllerPlaceResult struct {
+	DecisionID string `json:"decision_id"`
+	// Outcome is placed, dry_run, unplaceable, unsettled or failed.
+	Outcome    string       `json:"outcome"`
+	Node       string       `json:"node,omitempty"`
+	Variant    string       `json:"variant,omitempty"`
+	InstanceID string       `json:"instance_id,omitempty"`
+	HostState  string       `json:"host_state,omitempty"`
+	Attempts   []attemptDoc `json:"attempts"`
+	// Explain is the engine's explanation with the decision id and one
+	// line per place call.
+	Explain string `json:"explain"`
+}
+
+// attemptDoc is one place call of a decision.
+type attemptDoc struct {
+	Node    string `json:"node"`
+	Variant string `json:"variant"`
+	Outcome string `json:"outcome"`
+	Code    string `json:"code,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// place runs a place through the controller: pinned to the node named,
+// or wherever the engine chooses.
+func (b *operatorBackend) place(ctx context.Context, req dispatch.OperatorRequest) dispatch.OperatorResponse {
+	a := req.Args
+	o := plane.Order{Start: !a.NoStart, DryRun: a.DryRun}
+	if a.Variant != "" {
+		return badRequest("place --variant: the controller's engine chooses the variant; leave it out (or place without a controller)")
+	}
+	switch {
+	case a.PackageDir != "" && a.Package != "":
+		return badRequest("place takes a package directory or a package id, not both")
+	case a.PackageDir != "":
+		o.PackageDir = a.PackageDir
+	case a.Package != "":
+		// Packages by id come from the controller's package store, which
+		// this node does not have yet.
+		return badRequest("place %s: this node keeps no package store; give the package directory", a.Package)
+	default:
+		return badRequest("place needs a package directory or a package id")
+	}
+	resolve := func(what, ref string) (string, *dispatch.OperatorResponse) {
+		id, ok := b.n.resolveRef(ref)
+		if !ok {
+			r := dispatch.OperatorResponse{Class: dispatch.ClassUnreachable,
+				Reason: fmt.Sprintf("%s %q: %v", what, ref, dispatch.ErrUnknownNode)}
+			return "", &r
+		}
+		return id, nil
+	}
+	var bad *dispatch.OperatorResponse
+	if req.Node != "" {
+		if o.Pin, bad = resolve("node", req.Node); bad != nil {
+			return *bad
+		}
+	}
+	for _, ref := range a.Prefer {
+		id, bad := resolve("--prefer", ref)
+		if bad != nil {
+			return *bad
+		}
+		o.Prefer = append(o.Prefer, id)
+	}
+	for _, ref := range a.Avoid {
+		id, bad := resolve("--avoid", ref)
+		if bad != nil {
+			return *bad
+		}
+		o.Avoid = append(o.Avoid, id)
+	}
+	rep, err := b.ctrl.c.Place(ctx, o)
+	if err != nil && rep.DecisionID == "" {
+		if errors.Is(err, plane.ErrNoPackage) {
+			code := dispatch.CodeBadPackage
+			if c := pkg.ErrorCode(err); c != "" {
+				code = c
+			}
+			return dispatch.OperatorResponse{Class: dispatch.ClassError, Code: code, Reason: err.Error()}
+		}
+		// The engine refused the request (an unknown pin, an invalid
+		// request), chained as a refusal; or the decision could not be
+		// chained, and nothing was done.
+		return dispatch.OperatorResponse{Class: dispatch.ClassRefused, Code: codeUnplaceable, Reason: err.Error()}
+	}
+	res := controllerPlaceResult{DecisionID: rep.DecisionID, Explain: rep.Explain(), Attempts: []attemptDoc{}}
+	for _, at := range rep.Attempts {
+		res.Attempts = append(res.Attempts, attemptDoc{Node: at.Node, Variant: at.Variant, Outcome: at.Outcome, Code: string(at.Code), Reason: at.Reason})
+	}
+	resp := okResult(b.n.id.ID(), nil)
+	resp.DecisionID = rep.DecisionID
+	switch {
+	case err != nil:
+		res.Outcome = "failed"
+		resp = dispatch.OperatorResponse{Class: dispatch.ClassError, Code: dispatch.CodeInternal, Reason: err.Error()}
+	case o.DryRun:
+		res.Outcome = "dry_run"
+		if c := rep.Decision.Chosen; c != nil {
+			res.Node, res.Variant = c.Node, c.Variant
+		}
+	case rep.Placed != nil:
+		res.Outcome = "placed"
+		res.Node, res.Variant, res.InstanceID, res.HostState = rep.Placed.Node, rep.Placed.Variant, rep.Placed.InstanceID, rep.Placed.HostState
+		resp.Node = rep.Placed.Node
+	case rep.Unsettled:
+		res.Outcome = "unsettled"
+		resp = dispatch.OperatorResponse{Class: dispatch.ClassIndeterminate,
+			Reason: "the place went without an answer and the node could not say whether it holds the instance; the controller settles it on a later tick (nodeld ctl placements)"}
+	case rep.Decision.Chosen == nil:
+		res.Outcome = codeUnplaceable
+		resp = dispatch.OperatorResponse{Class: dispatch.ClassRefused, Code: codeUnplaceable, Reason: "no eligible node (see the explanation)"}
+	default:
+		res.Outcome = "failed"
+		last := rep.Attempts[len(rep.Attempts)-1]
+		resp = dispatch.OperatorResponse{Reason: "every candidate refused or was unreachable; last: " + last.Reason}
+		switch last.Outcome {
+		case "refused":
+			resp.Class, resp.Code = dispatch.ClassRefused, string(last.Code)
+		case "unreachable":
+			resp.Class = dispatch.ClassUnreachable
+		default:
+			resp.Class, resp.Code = dispatch.ClassError, dispatch.CodeInternal
+		}
+	}
+	resp.DecisionID = rep.DecisionID
+	raw, merr := json.Marshal(res)
+	if merr == nil {
+		resp.Result = raw
+	}
+	return resp
+}
+
+// explainResult is the result of explain.
+type explainResult struct {
+	DecisionID string `json:"decision_id"`
+	// Source is "recent" (the report of a decision made since this
+	// controller started: the engine's full explanation) or "placement"
+	// (an older decision that still names a placement: what the state
+	// file keeps of it).
+	Source  string        `json:"source"`
+	Explain string        `json:"explain"`
+	Placed  *placementDoc `json:"placement,omitempty"`
+}
+
+func (b *operatorBackend) explain(id string) dispatch.OperatorResponse {
+	if !ctl.ValidDecisionID(id) {
+		return badRequest("explain needs a decision id (64 lower-case hex)")
+	}
+	var pd *placementDoc
+	for _, p := range b.ctrl.c.Placements() {
+		if p.DecisionID == id {
+			d := placementDoc(p)
+			pd = &d
+		}
+	}
+	if rep, ok := b.ctrl.c.Recent(id); ok {
+		return okResult(b.n.id.ID(), explainResult{DecisionID: id, Source: "recent", Explain: rep.Explain(), Placed: pd})
+	}
+	if pd != nil {
+		return okResult(b.n.id.ID(), explainResult{DecisionID: id, Source: "placement", Explain: pd.explain(), Placed: pd})
+	}
+	return dispatch.OperatorResponse{Class: dispatch.ClassError, Code: codeUnknownDecision,
+		Reason: fmt.Sprintf("decision %s: not among this controller's last %d decisions nor its placements (the chain records every decision: plane.decision entries)", id, plane.MaxRecentReports)}
+}
+
+// placementDoc is a placement as the operator reads it: the controller's
+// own record, as the state file keeps it.
+type placementDoc plane.Placement
+
+func placementDocs(ps []plane.Placement) []placementDoc {
+	out := make([]placementDoc, len(ps))
+	for i, p := range ps {
+		out[i] = placementDoc(p)
+	}
+	return out
+}
+
+// explain renders what the state file keeps of a decision.
+func (p placementDoc) explain() string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "workload %s (kind %s): package %s %s\n", p.Workload, p.Kind, p.Package, p.Version)
+	fmt.Fprintf(&sb, "placement: %s on %s via %s, instance %s", p.Life, p.Node, p.Variant, p.InstanceID)
+	if p.HostState != "" {
+		fmt.Fprintf(&sb, " (%s)", p.HostState)
+	}
+	sb.WriteByte('\n')
+	cands := make([]string, len(p.Candidates))
+	for i, c := range p.Candidates {
+		cands[i] = c.Node + " via " + c.Variant
+	}
+	fmt.Fprintf(&sb, "ranked candidates: %s\n", strings.Join(cands, ", "))
+	if p.Replaces != "" {
+		fmt.Fprintf(&sb, "replaces: %s\n", p.Replaces)
+	}
+	if p.ReplacedBy != "" {
+		fmt.Fprintf(&sb, "replaced by: %s\n", p.ReplacedBy)
+	}
+	if p.LastError != "" {
+		fmt.Fprintf(&sb, "last error: %s\n", p.LastError)
+	}
+	fmt.Fprintf(&sb, "decision_id: %s\n(the engine's full explanation is kept for this controller's recent decisions only)\n", p.DecisionID)
+	return sb.String()
+}
+
+// nodeDoc is one target as the operator reads it.
+type nodeDoc struct {
+	ID string `json:"id"`
+	// Name is the peer's configured name, "self" for this node.
+	Name       string  `json:"name,omitempty"`
+	Tier       string  `json:"tier"`
+	Liveness   string  `json:"liveness"`
+	LastSeen   string  `json:"last_contact,omitempty"`
+	FactsSeq   uint64  `json:"facts_seq,omitempty"`
+	FactsAgeS  float64 `json:"facts_age_seconds"`
+	HasFacts   bool    `json:"has_facts"`
+	MemFree    uint64  `json:"mem_free_bytes"`
+	MemTotal   uint64  `json:"mem_total_bytes"`
+	GPUs       int     `json:"gpus"`
+	VRAMFree   uint64  `json:"vram_free_bytes"`
+	VRAMTotal  uint64  `json:"vram_total_bytes"`
+	Instances  int     `json:"instances"`
+	Placements int     `json:"placements"`
+}
+
+func (b *operatorBackend) nodeDocs() []nodeDoc {
+	names := map[string]string{b.n.id.ID(): "self"}
+	if b.n.mesh != nil {
+		for _, p := range b.n.mesh.Status() {
+			if p.ID != "" && p.Name != "" {
+				names[p.ID] = p.Name
+			}
+		}
+	}
+	views := b.ctrl.c.NodeViews()
+	out := make([]nodeDoc, 0, len(views))
+	for _, v := range views {
+		d := nodeDoc{
+			ID: v.ID, Name: names[v.ID], Tier: v.Tier.String(), Liveness: v.Liveness.String(),
+			FactsSeq: v.FactsSeq, FactsAgeS: v.FactsAge.Seconds(), HasFacts: v.HasFacts,
+			MemFree: v.MemFreeBytes, MemTotal: v.MemTotalBytes, GPUs: v.GPUs,
+			VRAMFree: v.VRAMFreeBytes, VRAMTotal: v.VRAMTotalBytes,
+			Instances: v.Instances, Placements: v.Placements,
+		}
+		if !v.LastContact.IsZero() {
+			d.LastSeen = v.LastContact.UTC().Format(time.RFC3339)
+		}
+		out = append(out, d)
+	}
+	slices.SortStableFunc(out, func(a, b nodeDoc) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// packageRef splits a place argument that is a package id, "ID" or
+// "ID@VERSION"; ok is false for anything else.
+func packageRef(arg string) (string, bool) {
+	id, version, hasVersion := strings.Cut(arg, "@")
+	if !grammar.ValidName(id) || hasVersion && !grammar.ValidVersion(version) {
+		return "", false
+	}
+	return arg, true
+}

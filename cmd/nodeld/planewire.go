@@ -1,0 +1,468 @@
+package main
+
+// The controller's wiring: its config from the controller section, its
+// targets from mesh.peers and the host, the adapter that lets it call
+// nodes through the dispatcher, and the component that runs its loop and
+// applies new targets.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"go.uber.org/zap"
+
+	"github.com/nodeld/nodeld/internal/config"
+	"github.com/nodeld/nodeld/internal/ctl"
+	"github.com/nodeld/nodeld/internal/dispatch"
+	"github.com/nodeld/nodeld/internal/engine"
+	"github.com/nodeld/nodeld/internal/identity"
+	"github.com/nodeld/nodeld/internal/pkg"
+	"github.com/nodeld/nodeld/internal/plane"
+)
+
+// controllerStateFile is the controller's state file in node.data_dir.
+const controllerStateFile = "controller.json"
+
+// tierTrust maps a config tier to the engine's trust tier; an unknown
+// tier (config validation refuses it) is the lowest.
+func tierTrust(tier string) engine.Trust {
+	switch tier {
+	case config.TierPinned:
+		return engine.TrustPinned
+	case config.TierPaired:
+		return engine.TrustPaired
+	default:
+		return engine.TrustDiscovered
+	}
+}
+
+// controllerConfig maps the controller section onto the plane's config.
+// ref resolves a node reference (a peer name, a node id, "self") to a
+// node id, and returns what it cannot resolve as it is written (a peer
+// pinned on first contact has no id until then; the next resolution,
+// when it is pinned, finds it).
+func controllerConfig(cfg *config.Config, ref func(string) string) plane.Config {
+	cc := cfg.Controller
+	c := plane.Default()
+	c.Tick, c.DeadAfter, c.RetryBackoff = cc.Tick.D, cc.DeadAfter.D, cc.RetryBackoff.D
+	c.MaxReschedules = cc.MaxReschedules
+	c.DescribeTimeout, c.PlaceTimeout = cc.DescribeTimeout.D, cc.PlaceTimeout.D
+	refs := func(in []string) []string {
+		if len(in) == 0 {
+			return nil
+		}
+		out := make([]string, len(in))
+		for i, r := range in {
+			out[i] = ref(r)
+		}
+		return out
+	}
+	if len(cc.Policy.Kinds) > 0 {
+		c.Policy.Kinds = make(map[string]plane.KindRule, len(cc.Policy.Kinds))
+		for k, r := range cc.Policy.Kinds {
+			c.Policy.Kinds[k] = plane.KindRule{MinTier: tierTrust(r.MinTier)}
+		}
+	}
+	c.Policy.DenyNodes = refs(cc.Policy.DenyNodes)
+	c.Policy.DenyLabels = maps.Clone(cc.Policy.DenyLabels)
+	for _, w := range cc.Workloads {
+		pw := plane.Workload{
+			Name: w.Name, Package: w.Package, Version: w.Version, Variant: w.Variant,
+			Prefer: refs(w.Prefer), Avoid: refs(w.Avoid), Replicas: w.Replicas,
+		}
+		if w.Node != "" {
+			pw.Node = ref(w.Node)
+		}
+		c.Workloads = append(c.Workloads, pw)
+	}
+	return c
+}
+
+// asWritten is the node reference resolver of static checks.
+func asWritten(ref string) string { return ref }
+
+// controllerAnchors are the publisher keys the controller verifies
+// packages against: controller.trust_anchors, else host.trust_anchors.
+func controllerAnchors(cfg *config.Config) (pkg.Anchors, error) {
+	keys, key := cfg.Controller.TrustAnchors, "controller.trust_anchors"
+	if len(keys) == 0 {
+		keys, key = cfg.Host.TrustAnchors, "host.trust_anchors"
+	}
+	a, err := pkg.ParseAnchors(keys)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", key, err)
+	}
+	return a, nil
+}
+
+// controllerNotes are what config check says about a controller that
+// will run but cannot place anything, besides the problems it refuses.
+func controllerNotes(cfg *config.Config) []string {
+	cc := cfg.Controller
+	if !cc.Enabled {
+		return nil
+	}
+	var notes []string
+	if len(cc.Policy.Kinds) == 0 {
+		notes = append(notes, "controller.enabled with no controller.policy.kinds: nothing will be placed (governance is default deny; list the workload kinds it may place)")
+	}
+	if !cfg.Host.Enabled && len(cfg.Mesh.Peers) == 0 {
+		notes = append(notes, "controller.enabled with no mesh.peers and host.enabled false: the controller has no node to place on")
+	}
+	if len(cc.TrustAnchors) == 0 && len(cfg.Host.TrustAnchors) == 0 {
+		notes = append(notes, "controller.enabled with no controller.trust_anchors nor host.trust_anchors: no package verifies, so nothing will be placed")
+	}
+	return notes
+}
+
+// resolveRef resolves a node reference: "self" or this node's id is this
+// node; a configured peer's name or id is its node id once its key is
+// known. ok is false for anything else, returned as it is.
+func (n *node) resolveRef(ref string) (string, bool) {
+	if ref == config.SelfRef || ref == n.id.ID() {
+		return n.id.ID(), true
+	}
+	if n.mesh != nil {
+		if id, ok := n.mesh.ResolveRef(ref); ok {
+			return id, true
+		}
+	}
+	return ref, false
+}
+
+func (n *node) refOrWritten(ref string) string {
+	id, _ := n.resolveRef(ref)
+	return id
+}
+
+// configuredTargets are the nodes cfg names as targets: this node itself
+// when its host is enabled (tier pinned), and every mesh peer whose key
+// is known, configured or pinned on first contact (tier from config; the
+// key binds the tier, never the address). A peer whose key is not known
+// yet becomes a target once it is pinned (OnPeersChanged).
+func (n *node) configuredTargets(cfg *config.Config) []plane.Target {
+	var ts []plane.Target
+	seen := map[string]bool{}
+	if cfg.Host.Enabled {
+		ts = append(ts, plane.Target{ID: n.id.ID(), Key: n.id.PublicKey(), Tier: engine.TrustPinned, Self: true})
+		seen[n.id.ID()] = true
+	}
+	if n.mesh == nil {
+		return ts
+	}
+	pinned := map[string]string{}
+	for _, p := range n.mesh.Status() {
+		if p.Key != "" {
+			pinned[p.Addr] = p.Key
+		}
+	}
+	for _, p := range cfg.Mesh.Peers {
+		k := p.Key
+		if k == "" {
+			k = pinned[p.Addr]
+		}
+		pub, err := identity.ParsePublicKeyHex(k)
+		if err != nil {
+			continue // not known yet
+		}
+		id := identity.NodeID(pub)
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		ts = append(ts, plane.Target{ID: id, Key: pub, Tier: tierTrust(p.Tier)})
+	}
+	return ts
+}
+
+// planeDispatcher is the controller's Dispatcher over the daemon's
+// dispatcher: calls go over the mesh (or to this node's own host for the
+// self target), signed with the node key, and packages are verified
+// against the controller's anchors and the node's revocation list.
+type planeDispatcher struct {
+	d   *dispatch.Dispatcher
+	rev *pkg.Revocations
+	// anchors are the controller's trust anchors; a reload swaps them.
+	anchors atomic.Pointer[pkg.Anchors]
+	// afterPlace, when set, runs after a place was answered and before
+	// the controller learns of it (a test hook: see nodeDeps).
+	afterPlace func(ctx context.Context)
+}
+
+var _ plane.Dispatcher = (*planeDispatcher)(nil)
+
+// Describe returns node's signed facts and, when the node lets this one
+// read it, its instance listing with the departed instances.
+func (p *planeDispatcher) Describe(ctx context.Context, node string) (plane.Description, error) {
+	ans, err := p.d.Call(ctx, node, ctl.MethodDescribe, nil)
+	if err != nil {
+		return plane.Description{}, err
+	}
+	s, err := plane.DecodeDescribe(ans.Response.Result)
+	if err != nil {
+		return plane.Description{}, fmt.Errorf("%s: %w", node, err)
+	}
+	desc := plane.Description{Facts: s}
+	if st, err := p.Status(ctx, node); err == nil {
+		desc.Status = &st
+	}
+	return desc, nil
+}
+
+// VerifyPackage verifies dir against the controller's anchors and the
+// node's revocation list (hashing its files once per manifest).
+func (p *planeDispatcher) VerifyPackage(ctx context.Context, dir string) (plane.Package, error) {
+	var anchors pkg.Anchors
+	if a := p.anchors.Load(); a != nil {
+		anchors = *a
+	}
+	if len(anchors) == 0 {
+		return nil, fmt.Errorf("package %s: %w: the controller has no trust anchors (controller.trust_anchors, host.trust_anchors)", dir, dispatch.ErrBadPackage)
+	}
+	vp, err := p.d.VerifyPackage(ctx, dir, anchors, p.rev)
+	if err != nil {
+		return nil, err
+	}
+	return vp, nil
+}
+
+// PlaceDecided places a package VerifyPackage returned under the
+// controller's decision.
+func (p *planeDispatcher) PlaceDecided(ctx context.Context, node string, pk plane.Package, variant string, cfg ctl.InstanceConfig, start bool, decisionID string) (ctl.PlaceResult, error) {
+	vp, ok := pk.(dispatch.VerifiedPackage)
+	if !ok {
+		return ctl.PlaceResult{}, fmt.Errorf("place on %s: not a package this dispatcher verified: %w", node, dispatch.ErrBadPackage)
+	}
+	ans, err := p.d.PlaceDecided(ctx, node, vp, variant, cfg, start, decisionID)
+	if err != nil {
+		return ctl.PlaceResult{}, err
+	}
+	if p.afterPlace != nil {
+		p.afterPlace(ctx)
+	}
+	var res ctl.PlaceResult
+	if err := ctl.DecodeResult(ans.Response.Result, &res); err != nil {
+		// The node acted (it answered ok) but said what in a way we cannot
+		// read: the controller reconciles it as an unanswered place.
+		return ctl.PlaceResult{}, &ctl.CallError{Class: ctl.ClassIndeterminate, Method: ctl.MethodPlace, Err: err}
+	}
+	return res, nil
+}
+
+// Status lists node's instances, in-flight decisions and departed
+// instances.
+func (p *planeDispatcher) Status(ctx context.Context, node string) (ctl.StatusList, error) {
+	ans, err := p.d.Call(ctx, node, ctl.MethodStatus, ctl.InstanceParams{IncludeDeparted: true})
+	if err != nil {
+		return ctl.StatusList{}, err
+	}
+	var st ctl.StatusList
+	if err := ctl.DecodeResult(ans.Response.Result, &st); err != nil {
+		return ctl.StatusList{}, fmt.Errorf("status of %s: %w", node, err)
+	}
+	return st, nil
+}
+
+// Stop stops an instance; the dispatcher chains its own decision.
+func (p *planeDispatcher) Stop(ctx context.Context, node, instanceID string) error {
+	_, err := p.d.Call(ctx, node, ctl.MethodStop, ctl.InstanceParams{InstanceID: instanceID})
+	return err
+}
+
+// Unload unloads an instance; the dispatcher chains its own decision.
+func (p *planeDispatcher) Unload(ctx context.Context, node, instanceID string) error {
+	_, err := p.d.Call(ctx, node, ctl.MethodUnload, ctl.InstanceParams{InstanceID: instanceID})
+	return err
+}
+
+// controllerRunner runs the controller's loop and applies its targets and
+// config again whenever they may have changed: after a reload and when a
+// peer's key is pinned on first contact (refresh). SetTargets waits for a
+// tick in progress, so it is applied here, on the runner's goroutine, not
+// by the reload or the mesh callback that asks for it.
+type controllerRunner struct {
+	n    *node
+	c    *plane.Controller
+	disp *planeDispatcher
+	log  *zap.Logger
+	// due is signalled (size 1) when targets and config are to be applied.
+	due chan struct{}
+
+	mu sync.Mutex // guards applied
+	// applied are the targets last given to the controller, by node id.
+	applied map[string]plane.Target
+}
+
+// newController builds the controller on the node's dispatcher and
+// revocation list, with the targets cfg names. It starts nothing.
+func newController(n *node, cfg *config.Config, d nodeDeps, rev *pkg.Revocations) (*controllerRunner, error) {
+	anchors, err := controllerAnchors(cfg)
+	if err != nil {
+		return nil, err
+	}
+	pd := &planeDispatcher{d: n.dispatch, rev: rev, afterPlace: d.afterPlace}
+	pd.anchors.Store(&anchors)
+	r := &controllerRunner{n: n, disp: pd, log: d.log.Named("controller"), due: make(chan struct{}, 1)}
+	ts := r.targets(cfg, nil)
+	c, err := plane.New(controllerConfig(cfg, n.refOrWritten), ts, plane.Deps{
+		Chain:      d.chain,
+		Dispatcher: pd,
+		StatePath:  filepath.Join(cfg.Node.DataDir, controllerStateFile),
+		Logger:     d.log,
+		Registerer: d.reg,
+		// No package store on this node yet: declared workloads are
+		// unplaceable, with that reason, and ctl place takes directories.
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.c = c
+	r.applied = byID(ts)
+	for _, note := range controllerNotes(cfg) {
+		r.log.Warn(note)
+	}
+	return r, nil
+}
+
+func byID(ts []plane.Target) map[string]plane.Target {
+	m := make(map[string]plane.Target, len(ts))
+	for _, t := range ts {
+		m[t.ID] = t
+	}
+	return m
+}
+
+// targets are cfg's targets (configuredTargets), plus every target of
+// before that cfg no longer names but that still holds placements,
+// demoted to discovered and no longer self: a peer removed from
+// mesh.peers loses its link, so its placements become lost after
+// dead_after and move, and its instances can still be stopped and
+// unloaded while it answers.
+func (r *controllerRunner) targets(cfg *config.Config, before map[string]plane.Target) []plane.Target {
+	ts := r.n.configuredTargets(cfg)
+	if len(before) == 0 || r.c == nil {
+		return ts
+	}
+	named := byID(ts)
+	holds := map[string]bool{}
+	for _, p := range r.c.Placements() {
+		holds[p.Node] = true
+	}
+	for _, id := range slices.Sorted(maps.Keys(before)) {
+		if _, ok := named[id]; ok || !holds[id] {
+			continue
+		}
+		t := before[id]
+		t.Tier, t.Self = engine.TrustDiscovered, false
+		ts = append(ts, t)
+	}
+	return ts
+}
+
+// prepare checks a reload's controller config and targets; the returned
+// commit puts them in force and cannot fail.
+func (r *controllerRunner) prepare(next *config.Config) (func(), error) {
+	pc := controllerConfig(next, r.n.refOrWritten)
+	var errs []error
+	if err := pc.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("controller: %w", err))
+	}
+	anchors, err := controllerAnchors(next)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	r.mu.Lock()
+	ts := r.targets(next, r.applied)
+	r.mu.Unlock()
+	if err := plane.CheckTargets(ts); err != nil {
+		errs = append(errs, fmt.Errorf("controller targets: %w", err))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return func() {
+		r.disp.anchors.Store(&anchors)
+		// Validated above: ApplyConfig cannot refuse it.
+		if err := r.c.ApplyConfig(pc); err != nil {
+			r.log.Error("controller config not applied", zap.Error(err))
+		}
+		// The targets follow once the mesh has the new peers.
+		r.refresh()
+	}, nil
+}
+
+// refresh asks the runner to apply the config in force and its targets
+// again.
+func (r *controllerRunner) refresh() {
+	select {
+	case r.due <- struct{}{}:
+	default:
+	}
+}
+
+// apply resolves the config in force and its targets again (names of
+// peers pinned since resolve now) and gives them to the controller.
+func (r *controllerRunner) apply() {
+	cfg := r.n.config()
+	if err := r.c.ApplyConfig(controllerConfig(cfg, r.n.refOrWritten)); err != nil {
+		r.log.Error("controller config not applied", zap.Error(err))
+	}
+	r.mu.Lock()
+	ts := r.targets(cfg, r.applied)
+	r.mu.Unlock()
+	if err := r.c.SetTargets(ts); err != nil {
+		r.log.Error("controller targets not applied", zap.Error(err))
+		return
+	}
+	r.mu.Lock()
+	r.applied = byID(ts)
+	r.mu.Unlock()
+	r.log.Debug("controller targets applied", zap.Int("targets", len(ts)))
+}
+
+// Run runs the controller's loop and applies targets when due, until ctx
+// ends; it returns once the loop has returned.
+func (r *controllerRunner) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() {
+		if err := r.c.Run(ctx); err != nil {
+			r.log.Error("controller loop", zap.Error(err))
+		}
+	})
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-r.due:
+			r.apply()
+		}
+	}
+}
+
+// status is the controller's part of /v1/status.
+func (r *controllerRunner) status(n *node) *controllerDoc {
+	doc := &controllerDoc{
+		TargetsByLiveness: map[string]int{},
+		PlacementsByLife:  map[string]int{},
+		Targets:           []targetDoc{},
+	}
+	b := operatorBackend{d: n.dispatch, ctrl: r, n: n}
+	for _, nd := range b.nodeDocs() {
+		doc.TargetsByLiveness[nd.Liveness]++
+		doc.Targets = append(doc.Targets, targetDoc{ID: nd.ID, Name: nd.Name, Tier: nd.Tier, Liveness: nd.Liveness})
+	}
+	for _, p := range r.c.Placements() {
+		doc.PlacementsByLife[string(p.Life)]++
+		if p.Life == plane.LifeUnsettled {
+			doc.Unsettled++
+		}
+	}
+	return doc
+}
