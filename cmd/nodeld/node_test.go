@@ -39,8 +39,15 @@ type testNode struct {
 // the well-known discovery candidates (nil keeps the defaults).
 func startNode(t *testing.T, cfg string, discover []runner.DiscoverCandidate) *testNode {
 	t.Helper()
+	return startNodeAt(t, filepath.Join(t.TempDir(), "data"), cfg, discover)
+}
+
+// startNodeAt is startNode with the data dir given (a node whose key was
+// made first, so that other nodes' configs can name it).
+func startNodeAt(t *testing.T, dataDir, cfg string, discover []runner.DiscoverCandidate) *testNode {
+	t.Helper()
 	dir := t.TempDir()
-	tn := &testNode{t: t, dataDir: filepath.Join(dir, "data"), cfgPath: filepath.Join(dir, "nodeld.yaml")}
+	tn := &testNode{t: t, dataDir: dataDir, cfgPath: filepath.Join(dir, "nodeld.yaml")}
 	tn.write(fmt.Sprintf(cfg, tn.dataDir))
 	c, err := reloadConfig(tn.cfgPath)
 	if err != nil {

@@ -1,0 +1,564 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nodeld/nodeld/internal/identity"
+)
+
+// makeKey makes a node's key in dataDir before its first start, so that
+// other nodes' configs can name it, and returns the public key hex.
+func makeKey(t *testing.T, dataDir string) string {
+	t.Helper()
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	id, _, err := identity.LoadOrGenerate(identity.KeyPath(dataDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id.PublicKeyHex()
+}
+
+// ctlCluster describes the nodes of a controller test: their data dirs,
+// mesh addresses and keys, made before any starts.
+type ctlCluster struct {
+	dirs, addrs, keys map[string]string
+	// tofu names the nodes whose configs give their peers no key: each
+	// pins the first key it sees at a peer's address.
+	tofu map[string]bool
+}
+
+func newCtlCluster(t *testing.T, names ...string) *ctlCluster {
+	t.Helper()
+	root := t.TempDir()
+	c := &ctlCluster{dirs: map[string]string{}, addrs: map[string]string{}, keys: map[string]string{}, tofu: map[string]bool{}}
+	for _, n := range names {
+		c.dirs[n] = filepath.Join(root, n)
+		c.addrs[n] = freeUDPAddr(t)
+		c.keys[n] = makeKey(t, c.dirs[n])
+	}
+	return c
+}
+
+// config renders node name's config: its mesh peers (name -> tier) with
+// their keys, and the rest of the file as given. The data dir is left as
+// the one %s of startNodeAt, or filled in when dataDir is true.
+func (c *ctlCluster) config(name string, peers map[string]string, rest string, dataDir bool) string {
+	var b strings.Builder
+	dd := "%s"
+	if dataDir {
+		dd = c.dirs[name]
+	}
+	fmt.Fprintf(&b, "node:\n  name: %s\n  data_dir: %s\nlog:\n  level: debug\n  format: json\nadmin:\n  listen: 127.0.0.1:0\n", name, dd)
+	fmt.Fprintf(&b, "mesh:\n  listen: %s\n  keepalive: 1s\n  liveness_timeout: 1s\n  peers:\n", c.addrs[name])
+	for _, p := range []string{"a", "b", "c"} {
+		tier, ok := peers[p]
+		switch {
+		case ok && c.tofu[name]:
+			fmt.Fprintf(&b, "    - name: %s\n      addr: %s\n      tier: %s\n", p, c.addrs[p], tier)
+		case ok:
+			fmt.Fprintf(&b, "    - name: %s\n      addr: %s\n      key: %s\n      tier: %s\n", p, c.addrs[p], c.keys[p], tier)
+		}
+	}
+	b.WriteString(rest)
+	return b.String()
+}
+
+// controllerSection is a controller that places kind inference on paired
+// nodes, with the test's short tick, dead_after and describe timeout.
+func controllerSection(anchor, tick, deadAfter, describe string) string {
+	return fmt.Sprintf(`controller:
+  enabled: true
+  tick: %s
+  dead_after: %s
+  retry_backoff: 1s
+  describe_timeout: %s
+  trust_anchors: [%s]
+  policy:
+    kinds:
+      inference: {min_tier: paired}
+`, tick, deadAfter, describe, anchor)
+}
+
+// hostSection lets the controller's key place packages of anchor here.
+func hostSection(controller, anchor string) string {
+	return fmt.Sprintf("host:\n  enabled: true\n  controllers: [%s]\n  trust_anchors: [%s]\n", controller, anchor)
+}
+
+// ctlJSON runs nodeld ctl --json against a socket and decodes its result.
+func ctlJSON(t *testing.T, socket string, v any, args ...string) {
+	t.Helper()
+	out, errOut, rc := runCtl(t, append([]string{"--socket", socket, "--json"}, args...)...)
+	if rc != 0 {
+		t.Fatalf("ctl %v = %d: %s", args, rc, errOut)
+	}
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		t.Fatalf("ctl %v: %v\n%s", args, err, out)
+	}
+}
+
+// kindCounts counts the entries of each kind in a chain file.
+func kindCounts(t *testing.T, path string) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for _, k := range chainKinds(t, path) {
+		out[k]++
+	}
+	return out
+}
+
+func postChat(t *testing.T, base, content string) (int, string, string) {
+	t.Helper()
+	resp, err := http.Post(base+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"messages":[{"role":"user","content":"`+content+`"}]}`))
+	if err != nil {
+		t.Fatalf("post to %s: %v", base, err)
+	}
+	defer resp.Body.Close()
+	var b strings.Builder
+	_, _ = bufio.NewReader(resp.Body).WriteTo(&b)
+	return resp.StatusCode, resp.Header.Get("X-Nodeld-Route"), b.String()
+}
+
+// TestControllerPlacesWhereTheEngineChooses: three in-process nodes over
+// QUIC on loopback. A runs the controller; B is a workload host A may
+// place on (paired); C is known to A as discovered only, below the
+// policy's paired floor, and uses role chat from B. A dry run explains
+// and dispatches nothing; a place without a node goes to B (the engine's
+// choice), and C is served by it; explain, placements, nodes and
+// /v1/status read the controller; a place pinned to C is refused with the
+// explanation. A's config gives its peers no key, as the shipped cluster
+// configs do: they become targets once pinned on first contact.
+func TestControllerPlacesWhereTheEngineChooses(t *testing.T) {
+	t.Parallel()
+	pkgDir, anchor := signedEchoPackage(t)
+	cl := newCtlCluster(t, "a", "b", "c")
+	cl.tofu["a"] = true
+	b := startNodeAt(t, cl.dirs["b"], cl.config("b", map[string]string{"a": "paired", "c": "paired"},
+		"inference:\n  probe_interval: 300ms\n  roles:\n    - name: chat\n      listen: 127.0.0.1:0\n      expose: true\n      serve_to: [c]\n"+
+			hostSection(cl.keys["a"], anchor), false), nil)
+	c := startNodeAt(t, cl.dirs["c"], cl.config("c", map[string]string{"a": "paired", "b": "paired"},
+		"inference:\n  probe_interval: 300ms\n  roles:\n    - name: chat\n      listen: 127.0.0.1:0\n      use_from: [b]\n", false), nil)
+	a := startNodeAt(t, cl.dirs["a"], cl.config("a", map[string]string{"b": "paired", "c": "discovered"},
+		"inference:\n  roles:\n    - name: other\n      listen: 127.0.0.1:0\n"+controllerSection(anchor, "200ms", "5s", "2s"), false), nil)
+	sock := a.n.config().SocketPath()
+	idB, idC := b.n.id.ID(), c.n.id.ID()
+
+	var nodes []nodeDoc
+	waitFor(t, "A's controller to hear from B and C", func() bool {
+		ctlJSON(t, sock, &nodes, "nodes")
+		alive := 0
+		for _, n := range nodes {
+			if n.Liveness == "alive" && n.HasFacts {
+				alive++
+			}
+		}
+		return alive == 2
+	})
+
+	// A dry run: explained, chained, nothing dispatched.
+	out, errOut, rc := runCtl(t, "--socket", sock, "place", "--dry-run", pkgDir)
+	if rc != 0 || !strings.Contains(out, "decision: PLACED on "+idB) || !strings.Contains(out, "nothing dispatched") {
+		t.Fatalf("dry run = %d\n%s\n%s", rc, out, errOut)
+	}
+	dryID := strings.TrimPrefix(lineWith(out, "decision_id: "), "decision_id: ")
+	if n := kindCounts(t, a.chain.Path())["dispatch.decision"]; n != 0 {
+		t.Fatalf("a dry run dispatched: %d dispatch decisions chained", n)
+	}
+	if hs := b.n.host.Status(); len(hs.Instances) != 0 || len(hs.InFlight) != 0 {
+		t.Fatalf("B after a dry run: %+v", hs)
+	}
+
+	// The engine chooses: B, C being below the paired floor.
+	out, errOut, rc = runCtl(t, "--socket", sock, "place", pkgDir)
+	if rc != 0 || !strings.Contains(out, "placed echo-llm-") || !strings.Contains(out, " on "+idB) {
+		t.Fatalf("place = %d\n%s\n%s", rc, out, errOut)
+	}
+	placedID := strings.TrimPrefix(lineWith(out, "decision_id: "), "decision_id: ")
+	for _, want := range []string{idC + " rejected", "trust: tier discovered below required paired"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("explanation lacks %q:\n%s", want, out)
+		}
+	}
+
+	// C uses it through the mesh.
+	st := func() *statusDoc { return c.n.status().(*statusDoc) }
+	waitFor(t, "C to resolve chat to B", func() bool { return st().Roles[0].Resolved == "remote "+idB })
+	code, route, body := postChat(t, "http://"+st().Roles[0].Listen, "placed by the engine")
+	if code != 200 || route != idB || !strings.Contains(body, "echo: placed by the engine") {
+		t.Fatalf("C's role port: %d %s %s", code, route, body)
+	}
+
+	// explain, by id, for the placement and for the dry run.
+	out, _, rc = runCtl(t, "--socket", sock, "explain", placedID)
+	if rc != 0 || !strings.Contains(out, "decision_id: "+placedID) || !strings.Contains(out, "1. "+idB+" via default: placed") {
+		t.Fatalf("explain placed = %d\n%s", rc, out)
+	}
+	out, _, rc = runCtl(t, "--socket", sock, "explain", dryID)
+	if rc != 0 || !strings.Contains(out, "decision_id: "+dryID) || strings.Contains(out, "dispatch:") {
+		t.Fatalf("explain dry run = %d\n%s", rc, out)
+	}
+	if _, errOut, rc := runCtl(t, "--socket", sock, "explain", strings.Repeat("ab", 32)); rc != 1 || !strings.Contains(errOut, codeUnknownDecision) {
+		t.Fatalf("explain of an unknown decision = %d %q", rc, errOut)
+	}
+
+	// placements and nodes, as JSON.
+	var ps []placementDoc
+	ctlJSON(t, sock, &ps, "placements")
+	if len(ps) != 1 || ps[0].DecisionID != placedID || ps[0].Node != idB || ps[0].Life != "placed" || ps[0].Package != "echo-llm" {
+		t.Fatalf("placements = %+v", ps)
+	}
+	waitFor(t, "the placement to be mirrored as running", func() bool {
+		ctlJSON(t, sock, &ps, "placements")
+		return len(ps) == 1 && ps[0].HostState == "running"
+	})
+	byName := map[string]nodeDoc{}
+	waitFor(t, "A's view of B and C after the place", func() bool {
+		ctlJSON(t, sock, &nodes, "nodes")
+		for _, n := range nodes {
+			byName[n.Name] = n
+		}
+		b, c := byName["b"], byName["c"]
+		return b.ID == idB && b.Tier == "paired" && b.Liveness == "alive" && b.Instances == 1 && b.Placements == 1 && b.MemTotal > 0 &&
+			c.ID == idC && c.Tier == "discovered" && c.Liveness == "alive" && c.Placements == 0
+	})
+	out, _, rc = runCtl(t, "--socket", sock, "nodes")
+	if rc != 0 || !strings.Contains(out, "LIVENESS") || !strings.Contains(out, idB) {
+		t.Errorf("nodes = %d\n%s", rc, out)
+	}
+
+	// /v1/status shows the controller.
+	waitFor(t, "A's status to show the controller", func() bool {
+		ct := a.n.status().(*statusDoc).Controller
+		return ct != nil && ct.TargetsByLiveness["alive"] == 2 && ct.PlacementsByLife["placed"] == 1 && ct.Unsettled == 0 && len(ct.Targets) == 2
+	})
+
+	// Pinned to C, below the floor: refused, with the explanation.
+	out, errOut, rc = runCtl(t, "--socket", sock, "place", "c", pkgDir)
+	if rc != 1 || !strings.Contains(errOut, codeUnplaceable) || !strings.Contains(out, "UNPLACEABLE (pinned node "+idC) {
+		t.Fatalf("place pinned to c = %d\n%s\n%s", rc, out, errOut)
+	}
+	if hs := c.n.host.Status(); len(hs.Instances) != 0 {
+		t.Fatalf("C holds an instance: %+v", hs.Instances)
+	}
+	if kinds := kindCounts(t, a.chain.Path()); kinds["plane.decision"] != 3 || kinds["plane.placed"] != 1 {
+		t.Errorf("A's chain: %v", kinds)
+	}
+}
+
+// lineWith returns the first line of out that starts with prefix.
+func lineWith(out, prefix string) string {
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			return strings.TrimSpace(l)
+		}
+	}
+	return ""
+}
+
+// TestControllerReloadAppliesTargets: a reload applies the controller's
+// targets live. A runs the controller and a host of its own (the self
+// target, pinned); B is a paired host. Lowering B to discovered demotes it
+// (it stays known, with its placement, and new work goes elsewhere);
+// removing B from mesh.peers drops its link, so after dead_after its
+// placement is lost and moves to A; turning the controller off is refused
+// (a restart), keeping everything as it was.
+func TestControllerReloadAppliesTargets(t *testing.T) {
+	t.Parallel()
+	pkgDir, anchor := signedEchoPackage(t)
+	cl := newCtlCluster(t, "a", "b")
+	b := startNodeAt(t, cl.dirs["b"], cl.config("b", map[string]string{"a": "paired"},
+		"inference:\n  probe_interval: 300ms\n  roles:\n    - name: chat\n      listen: 127.0.0.1:0\n"+hostSection(cl.keys["a"], anchor), false), nil)
+	cfgA := func(peers map[string]string, controller string) string {
+		return cl.config("a", peers, "inference:\n  probe_interval: 300ms\n  roles:\n    - name: chat\n      listen: 127.0.0.1:0\n"+
+			hostSection(cl.keys["a"], anchor)+controller, false)
+	}
+	ctrl := controllerSection(anchor, "200ms", "1500ms", "1s")
+	a := startNodeAt(t, cl.dirs["a"], cfgA(map[string]string{"b": "paired"}, ctrl), nil)
+	sock := a.n.config().SocketPath()
+	idA, idB := a.n.id.ID(), b.n.id.ID()
+	nodesByName := func() map[string]nodeDoc {
+		var ns []nodeDoc
+		ctlJSON(t, sock, &ns, "nodes")
+		m := map[string]nodeDoc{}
+		for _, n := range ns {
+			m[n.Name] = n
+		}
+		return m
+	}
+	waitFor(t, "A's controller to hear from B and itself", func() bool {
+		m := nodesByName()
+		return m["b"].Liveness == "alive" && m["self"].Liveness == "alive" && m["self"].Tier == "pinned"
+	})
+	out, errOut, rc := runCtl(t, "--socket", sock, "place", "--avoid", "self", pkgDir)
+	if rc != 0 || !strings.Contains(out, " on "+idB) {
+		t.Fatalf("place avoiding self = %d\n%s\n%s", rc, out, errOut)
+	}
+	onB := strings.TrimPrefix(lineWith(out, "decision_id: "), "decision_id: ")
+
+	// B lowered to discovered: demoted, still known with its placement;
+	// a new place goes to A even when it prefers B.
+	a.rewrite(cfgA(map[string]string{"b": "discovered"}, ctrl))
+	a.n.reload()
+	if a.reloadGauge() != 1 {
+		t.Fatalf("reload refused: %s", a.n.status().(*statusDoc).Config.LastReloadError)
+	}
+	waitFor(t, "B to be demoted", func() bool { return nodesByName()["b"].Tier == "discovered" })
+	out, _, rc = runCtl(t, "--socket", sock, "place", "--dry-run", "--prefer", "b", pkgDir)
+	if rc != 0 || !strings.Contains(out, "would place on "+idA) || !strings.Contains(out, "trust: tier discovered below required paired") {
+		t.Fatalf("dry run after the demotion = %d\n%s", rc, out)
+	}
+	var ps []placementDoc
+	ctlJSON(t, sock, &ps, "placements")
+	if len(ps) != 1 || ps[0].DecisionID != onB || ps[0].Life != "placed" {
+		t.Fatalf("placements after the demotion = %+v", ps)
+	}
+
+	// The controller cannot be turned off by a reload.
+	a.rewrite(cfgA(map[string]string{"b": "discovered"}, ""))
+	a.n.reload()
+	if a.reloadGauge() != 0 || !strings.Contains(a.n.status().(*statusDoc).Config.LastReloadError, "controller.enabled changes only with a restart") {
+		t.Fatalf("turning the controller off: gauge %v, %q", a.reloadGauge(), a.n.status().(*statusDoc).Config.LastReloadError)
+	}
+
+	// B removed: its link goes, and after dead_after its placement moves
+	// to A.
+	a.rewrite(cfgA(map[string]string{}, ctrl))
+	a.n.reload()
+	if a.reloadGauge() != 1 {
+		t.Fatalf("reload refused: %s", a.n.status().(*statusDoc).Config.LastReloadError)
+	}
+	waitFor(t, "B's placement to move to A", func() bool {
+		ctlJSON(t, sock, &ps, "placements")
+		for _, p := range ps {
+			if p.Replaces == onB && p.Node == idA && p.Life == "placed" {
+				return true
+			}
+		}
+		return false
+	})
+	if m := nodesByName(); m["b"].ID != "" && m["b"].Liveness != "dead" {
+		t.Errorf("removed B = %+v, want dead (known while it holds the replaced copy)", m["b"])
+	}
+	waitFor(t, "the move to be chained", func() bool { return kindCounts(t, a.chain.Path())["plane.migrate"] == 1 })
+}
+
+// planeEntries returns the controller's chain entries as text, for
+// failure messages.
+func planeEntries(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.Contains(line, `"source":"plane"`) {
+			b.WriteString(line)
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}
+
+// TestControllerSurvivesKills is the binary-level acceptance, three real
+// processes: A runs the controller and uses role chat; B and C are hosts
+// that serve it to A.
+//
+//   - A is killed with SIGKILL on its place path (--test-hold-after-place:
+//     after the host answered, before A recorded it) and restarted: the
+//     decision, persisted before the place was sent, is settled with the
+//     host (adopted), never placed a second time.
+//   - The hosting node is killed with SIGKILL: within dead_after + 2 ticks
+//     the instance is rescheduled on the other host, A is served again,
+//     and exactly one copy runs.
+//   - The killed node restarts: its orphan is unloaded (here it died with
+//     the node, which reports it unknown), and the replaced placement is
+//     forgotten.
+func TestControllerSurvivesKills(t *testing.T) {
+	const (
+		tick      = 500 * time.Millisecond
+		deadAfter = 2 * time.Second
+		// describe bounds a tick's describes: below a tick, so that a
+		// dead node is found within dead_after + 2 ticks of its death.
+		describe = 400 * time.Millisecond
+	)
+	pkgDir, anchor := signedEchoPackage(t)
+	cl := newCtlCluster(t, "a", "b", "c")
+	cfgs := map[string]string{
+		"a": cl.config("a", map[string]string{"b": "paired", "c": "paired"},
+			"inference:\n  probe_interval: 300ms\n  roles:\n    - name: chat\n      listen: 127.0.0.1:0\n      use_from: [b, c]\n"+
+				controllerSection(anchor, tick.String(), deadAfter.String(), describe.String()), true),
+	}
+	for _, n := range []string{"b", "c"} {
+		cfgs[n] = cl.config(n, map[string]string{"a": "paired"},
+			"inference:\n  probe_interval: 300ms\n  roles:\n    - name: chat\n      listen: 127.0.0.1:0\n      expose: true\n      serve_to: [a]\n"+
+				hostSection(cl.keys["a"], anchor), true)
+	}
+	procs := map[string]*proc{
+		"b": startDaemon(t, cl.dirs["b"], cfgs["b"]),
+		"c": startDaemon(t, cl.dirs["c"], cfgs["c"]),
+		"a": startDaemon(t, cl.dirs["a"], cfgs["a"], "--test-hold-after-place"),
+	}
+	ids := map[string]string{}
+	for n, d := range procs {
+		d.waitReady()
+		ids[d.status().NodeID] = n
+	}
+	sock := filepath.Join(cl.dirs["a"], "nodeld.sock")
+	ctlA := func(v any, args ...string) {
+		t.Helper()
+		out, errOut, rc := runCLI(t, append([]string{"ctl", "--socket", sock, "--json"}, args...)...)
+		if rc != 0 {
+			t.Fatalf("ctl %v = %d: %s", args, rc, errOut)
+		}
+		if err := json.Unmarshal([]byte(out), v); err != nil {
+			t.Fatalf("ctl %v: %v\n%s", args, err, out)
+		}
+	}
+	var nodes []nodeDoc
+	waitFor(t, "A's controller to hear from B and C", func() bool {
+		ctlA(&nodes, "nodes")
+		return len(nodes) == 2 && nodes[0].Liveness == "alive" && nodes[1].Liveness == "alive"
+	})
+	// copies lists the hosts running an echo-llm instance.
+	copies := func() []string {
+		var on []string
+		for _, n := range []string{"b", "c"} {
+			d := procs[n]
+			select {
+			case <-d.done:
+				continue // killed
+			default:
+			}
+			for _, in := range d.status().Host.Instances {
+				if in.Package == "echo-llm" {
+					on = append(on, n)
+				}
+			}
+		}
+		return on
+	}
+
+	// 1. A killed on its place path, after the host acted.
+	var placeOut strings.Builder
+	place := exec.Command(nodeldBin, "ctl", "--socket", sock, "place", pkgDir)
+	place.Stdout, place.Stderr = &placeOut, &placeOut
+	if err := place.Start(); err != nil {
+		t.Fatal(err)
+	}
+	procs["a"].waitLog("test hook: holding after a place answer, before the controller records it")
+	procs["a"].signal(syscall.SIGKILL)
+	procs["a"].wait()
+	var ee *exec.ExitError
+	if err := place.Wait(); !errors.As(err, &ee) || ee.ExitCode() != 3 {
+		t.Fatalf("ctl place across the kill = %v, want exit 3\n%s", err, placeOut.String())
+	}
+	on := copies()
+	if len(on) != 1 {
+		t.Fatalf("after the kill, echo-llm runs on %v, want one host", on)
+	}
+	x := on[0]
+	y := map[string]string{"b": "c", "c": "b"}[x]
+	procs["a"] = startDaemon(t, cl.dirs["a"], cfgs["a"])
+	procs["a"].waitReady()
+	var ps []placementDoc
+	waitFor(t, "the restarted controller to settle the decision", func() bool {
+		ctlA(&ps, "placements")
+		return len(ps) == 1 && ps[0].Life == "placed" && ids[ps[0].Node] == x && ps[0].HostState == "running"
+	})
+	first := ps[0].DecisionID
+	if on := copies(); len(on) != 1 || on[0] != x {
+		t.Fatalf("after the restart, echo-llm runs on %v, want only %s", on, x)
+	}
+	if k := kindCounts(t, filepath.Join(cl.dirs["a"], chainFileName)); k["plane.adopted"] != 1 || k["plane.placed"] != 0 || k["plane.decision"] != 1 {
+		t.Fatalf("A's chain after the restart: %v", k)
+	}
+	a := procs["a"]
+	base := "http://" + a.status().Roles[0].Listen
+	waitFor(t, "A to be served chat by "+x, func() bool {
+		code, route, body := postChat(t, base, "before")
+		return code == 200 && ids[route] == x && strings.Contains(body, "echo: before")
+	})
+
+	// 2. The hosting node killed: the instance moves.
+	killed := time.Now()
+	procs[x].signal(syscall.SIGKILL)
+	procs[x].wait()
+	waitFor(t, "the instance to move to "+y, func() bool {
+		ctlA(&ps, "placements")
+		for _, p := range ps {
+			if p.Replaces == first && ids[p.Node] == y && p.Life == "placed" {
+				return true
+			}
+		}
+		return false
+	})
+	decided := chainTime(t, filepath.Join(cl.dirs["a"], chainFileName), "plane.decision", `"reason":"node_dead"`)
+	if took := decided.Sub(killed); took > deadAfter+2*tick {
+		t.Errorf("rescheduled %s after the kill, want within dead_after + 2 ticks (%s)", took, deadAfter+2*tick)
+	} else {
+		t.Logf("rescheduled %s after the kill (dead_after %s, tick %s)", took, deadAfter, tick)
+	}
+	waitFor(t, "A to be served chat by "+y, func() bool {
+		code, route, body := postChat(t, base, "after")
+		return code == 200 && ids[route] == y && strings.Contains(body, "echo: after")
+	})
+	if on := copies(); len(on) != 1 || on[0] != y {
+		t.Fatalf("after the move, echo-llm runs on %v, want only %s", on, y)
+	}
+
+	// 3. The killed node returns: its orphan is unloaded.
+	procs[x] = startDaemon(t, cl.dirs[x], cfgs[x])
+	procs[x].waitReady()
+	waitFor(t, "the orphan on "+x+" to be unloaded", func() bool {
+		ctlA(&ps, "placements")
+		return len(ps) == 1 && ids[ps[0].Node] == y && ps[0].Life == "placed"
+	})
+	if k := kindCounts(t, filepath.Join(cl.dirs["a"], chainFileName)); k["plane.orphan"] != 1 || k["plane.migrate"] != 1 {
+		t.Fatalf("A's chain: %v", k)
+	}
+	if on := copies(); len(on) != 1 || on[0] != y {
+		t.Fatalf("with %s back, echo-llm runs on %v, want only %s", x, on, y)
+	}
+	for n, d := range procs {
+		d.signal(syscall.SIGTERM)
+		if code := d.wait(); code != 0 {
+			t.Errorf("node %s exit = %d", n, code)
+		}
+	}
+}
+
+// chainTime returns the time of the first entry of kind whose line
+// contains match.
+func chainTime(t *testing.T, path, kind, match string) time.Time {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		var e struct {
+			Kind string
+			Time time.Time
+		}
+		if line == "" || !strings.Contains(line, match) || json.Unmarshal([]byte(line), &e) != nil || e.Kind != kind {
+			continue
+		}
+		return e.Time
+	}
+	t.Fatalf("no %s entry with %s in %s:\n%s", kind, match, path, planeEntries(t, path))
+	return time.Time{}
+}
