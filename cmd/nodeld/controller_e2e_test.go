@@ -281,9 +281,11 @@ func TestControllerReloadAppliesTargets(t *testing.T) {
 	cl := newCtlCluster(t, "a", "b")
 	b := startNodeAt(t, cl.dirs["b"], cl.config("b", map[string]string{"a": "paired"},
 		"inference:\n  probe_interval: 300ms\n  roles:\n    - name: chat\n      listen: 127.0.0.1:0\n"+hostSection(cl.keys["a"], anchor), false), nil)
+	// A's host lists no controller: running the controller makes A one of
+	// its own host.
 	cfgA := func(peers map[string]string, controller string) string {
 		return cl.config("a", peers, "inference:\n  probe_interval: 300ms\n  roles:\n    - name: chat\n      listen: 127.0.0.1:0\n"+
-			hostSection(cl.keys["a"], anchor)+controller, false)
+			"host:\n  enabled: true\n  trust_anchors: ["+anchor+"]\n"+controller, false)
 	}
 	ctrl := controllerSection(anchor, "200ms", "1500ms", "1s")
 	a := startNodeAt(t, cl.dirs["a"], cfgA(map[string]string{"b": "paired"}, ctrl), nil)
@@ -561,4 +563,34 @@ func chainTime(t *testing.T, path, kind, match string) time.Time {
 	}
 	t.Fatalf("no %s entry with %s in %s:\n%s", kind, match, path, planeEntries(t, path))
 	return time.Time{}
+}
+
+// TestConfigCheckNotesAnIdleController: a controller with no policy is
+// valid, but config check says that it will place nothing (default
+// deny); with a policy, a peer and anchors it says nothing more.
+func TestConfigCheckNotesAnIdleController(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(nodeConfig(filepath.Join(dir, "data"), body)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	idle := write("idle.yaml", "controller:\n  enabled: true\n")
+	out, errOut, rc := runCLI(t, "config", "check", idle)
+	if rc != 0 {
+		t.Fatalf("config check of an idle controller = %d %q", rc, errOut)
+	}
+	for _, want := range []string{"idle.yaml: ok", "note: controller.enabled with no controller.policy.kinds: nothing will be placed",
+		"no node to place on", "no package verifies"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("config check output lacks %q:\n%s", want, out)
+		}
+	}
+	busy := write("busy.yaml", fmt.Sprintf("host:\n  enabled: true\n  trust_anchors: [%s]\ncontroller:\n  enabled: true\n  policy:\n    kinds: {inference: {}}\n", strings.Repeat("ab", 32)))
+	out, errOut, rc = runCLI(t, "config", "check", busy)
+	if rc != 0 || strings.Contains(out, "note:") {
+		t.Fatalf("config check of a controller with a policy = %d %q %q", rc, out, errOut)
+	}
 }

@@ -76,7 +76,8 @@ func startOperator(t *testing.T) (string, *identity.Identity) {
 		t.Fatal(err)
 	}
 	sock := filepath.Join(dir, "nodeld.sock")
-	o, err := dispatch.NewOperatorServer(dispatch.OperatorConfig{Path: sock}, dispatch.OperatorDeps{Backend: d})
+	// The daemon's backend, on a node without a controller.
+	o, err := dispatch.NewOperatorServer(dispatch.OperatorConfig{Path: sock}, dispatch.OperatorDeps{Backend: &operatorBackend{d: d}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,6 +114,15 @@ func TestCtlAgainstOperatorSocket(t *testing.T) {
 		{"refused stop", []string{"stop", "self", "echo-1", "--grace", "3s"}, 1, "", "unknown_instance: no such instance"},
 		{"unknown node", []string{"describe", "gpu-9"}, 3, "", "unreachable"},
 		{"bad package", []string{"place", "self", t.TempDir()}, 1, "", "place:"},
+		// Without a controller, its verbs and place's controller-only
+		// arguments are refused, saying why.
+		{"place without a node", []string{"place", t.TempDir()}, 1, "", "no_controller: place without a node (the engine chooses) needs a controller"},
+		{"dry run", []string{"place", "--dry-run", "self", t.TempDir()}, 1, "", "no_controller: place --dry-run needs a controller"},
+		{"prefer", []string{"place", "--prefer", "b,c", "self", t.TempDir()}, 1, "", "no_controller"},
+		{"package id", []string{"place", "self", "echo-llm@0.1.0"}, 1, "", "no_controller: place by package id"},
+		{"explain", []string{"explain", strings.Repeat("0", 64)}, 1, "", "no_controller: explain needs a controller"},
+		{"placements", []string{"placements"}, 1, "", "no_controller"},
+		{"nodes", []string{"nodes"}, 1, "", "no_controller"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -144,6 +154,12 @@ func TestCtlUsageAndNoDaemon(t *testing.T) {
 		{"missing instance", []string{"--config", cfg, "start", "self"}, 2, "wrong number of arguments"},
 		{"flag of another verb", []string{"--config", cfg, "start", "self", "i", "--grace", "1s"}, 2, "--grace does not apply"},
 		{"bad flag", []string{"--config", cfg, "--frob", "describe", "self"}, 2, "frob"},
+		{"place with three arguments", []string{"--config", cfg, "place", "a", "b", "c"}, 2, "wrong number of arguments"},
+		{"place of neither a dir nor an id", []string{"--config", cfg, "place", "self", filepath.Join(dir, "none")}, 2, "neither a package directory nor a package id"},
+		{"prefer on start", []string{"--config", cfg, "start", "self", "i", "--prefer", "b"}, 2, "--prefer does not apply"},
+		{"explain without an id", []string{"--config", cfg, "explain"}, 2, "wrong number of arguments"},
+		{"explain of a bad id", []string{"--config", cfg, "explain", "abc"}, 2, "not a decision id"},
+		{"placements with an argument", []string{"--config", cfg, "placements", "x"}, 2, "wrong number of arguments"},
 		{"no daemon", []string{"--config", cfg, "describe", "self"}, 3, "is nodeld running?"},
 		{"missing config", []string{"--config", filepath.Join(dir, "none.yaml"), "describe", "self"}, 2, "none.yaml"},
 	}

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"fmt"
 	"io"
 	"net"
+	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -46,6 +48,20 @@ func hostConfig(cfg *config.Config) (host.Config, error) {
 	return hc, nil
 }
 
+// nodeHostConfig is hostConfig for this node: a node that runs the
+// controller is a controller of its own host too (its self target), as if
+// its key were listed in host.controllers.
+func nodeHostConfig(cfg *config.Config, id *identity.Identity) (host.Config, error) {
+	hc, err := hostConfig(cfg)
+	if err != nil || !cfg.Controller.Enabled {
+		return hc, err
+	}
+	if !slices.ContainsFunc(hc.Controllers, func(k ed25519.PublicKey) bool { return k.Equal(id.PublicKey()) }) {
+		hc.Controllers = append(hc.Controllers, id.PublicKey())
+	}
+	return hc, nil
+}
+
 // newFacts builds the node's signed facts source: node.labels and the
 // proxy's measurements of local instances (perf), signed with the node
 // key under a seq kept in the data dir.
@@ -61,7 +77,7 @@ func newFacts(cfg *config.Config, id *identity.Identity, perf facts.PerfSource) 
 // facts source. It serves workload.ctl over the mesh when there is one,
 // and the local operator's calls to "self" always.
 func newHost(cfg *config.Config, id *identity.Identity, n *node, ch *chain.Chain, rec *chain.Recorder, rev *pkg.Revocations, src *facts.Source, reg prometheus.Registerer, log *zap.Logger) (*host.Host, error) {
-	hc, err := hostConfig(cfg)
+	hc, err := nodeHostConfig(cfg, id)
 	if err != nil {
 		return nil, err
 	}

@@ -120,7 +120,7 @@ func (n *node) prepareReload(next *config.Config) (*preparedReload, error) {
 	if p.adopter, err = n.adopter.Prepare(adopterConfig(next, n.discover)); err != nil {
 		errs = append(errs, err)
 	}
-	if hc, err := hostConfig(next); err != nil {
+	if hc, err := nodeHostConfig(next, n.id); err != nil {
 		errs = append(errs, err)
 	} else if p.host, err = n.host.Prepare(hc); err != nil {
 		errs = append(errs, err)
