@@ -31,7 +31,7 @@ Verbs (NODE is a node id, a configured peer name, or "self"):
   unload NODE INSTANCE
   status NODE [INSTANCE] [--departed]
   logs NODE INSTANCE
-  explain DECISION-ID
+  explain DECISION-ID    (or its first 8 or more characters)
   placements
   nodes
 
@@ -204,8 +204,8 @@ func ctlRequest(pos []string, set map[string]bool, f ctlFlags) (dispatch.Operato
 		if err := nargs(1, 1); err != nil {
 			return req, err
 		}
-		if !ctl.ValidDecisionID(rest[0]) {
-			return req, usageError("ctl explain: %q is not a decision id (64 lower-case hex)", rest[0])
+		if !validDecisionRef(rest[0]) {
+			return req, usageError("ctl explain: %q is not a decision id (%d to 64 lower-case hex characters: the id or a prefix of it)", rest[0], minDecisionPrefix)
 		}
 		req.Args.DecisionID = rest[0]
 		return req, nil
@@ -418,7 +418,6 @@ func printControllerPlace(w io.Writer, req dispatch.OperatorRequest, r controlle
 			fmt.Fprintln(w, "dry run: unplaceable; nothing dispatched")
 		}
 	}
-	fmt.Fprintf(w, "decision: %s\n", r.DecisionID)
 }
 
 // printPlacements prints the controller's placements as a table.

@@ -159,6 +159,7 @@ func TestCtlUsageAndNoDaemon(t *testing.T) {
 		{"prefer on start", []string{"--config", cfg, "start", "self", "i", "--prefer", "b"}, 2, "--prefer does not apply"},
 		{"explain without an id", []string{"--config", cfg, "explain"}, 2, "wrong number of arguments"},
 		{"explain of a bad id", []string{"--config", cfg, "explain", "abc"}, 2, "not a decision id"},
+		{"explain of a short prefix", []string{"--config", cfg, "explain", "abcdef1"}, 2, "not a decision id"},
 		{"placements with an argument", []string{"--config", cfg, "placements", "x"}, 2, "wrong number of arguments"},
 		{"no daemon", []string{"--config", cfg, "describe", "self"}, 3, "is nodeld running?"},
 		{"missing config", []string{"--config", filepath.Join(dir, "none.yaml"), "describe", "self"}, 2, "none.yaml"},

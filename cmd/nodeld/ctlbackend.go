@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/dispatch"
 	"github.com/nodeld/nodeld/internal/grammar"
 	"github.com/nodeld/nodeld/internal/pkg"
@@ -256,12 +255,36 @@ type explainResult struct {
 	Placed  *placementDoc `json:"placement,omitempty"`
 }
 
-func (b *operatorBackend) explain(id string) dispatch.OperatorResponse {
-	if !ctl.ValidDecisionID(id) {
-		return badRequest("explain needs a decision id (64 lower-case hex)")
+// explain explains a decision, named by its id or a unique prefix of it
+// (at least minDecisionPrefix hex characters, as ctl placements shows).
+func (b *operatorBackend) explain(ref string) dispatch.OperatorResponse {
+	if !validDecisionRef(ref) {
+		return badRequest("explain needs a decision id: %d to 64 lower-case hex characters", minDecisionPrefix)
+	}
+	placements := b.ctrl.c.Placements()
+	seen := map[string]bool{}
+	for _, p := range placements {
+		seen[p.DecisionID] = true
+	}
+	for _, id := range b.ctrl.c.RecentIDs() {
+		seen[id] = true
+	}
+	var matches []string
+	for id := range seen {
+		if strings.HasPrefix(id, ref) {
+			matches = append(matches, id)
+		}
+	}
+	if len(matches) > 1 {
+		slices.Sort(matches)
+		return badRequest("decision id prefix %s names %d decisions (%s): give more of it", ref, len(matches), strings.Join(matches, ", "))
+	}
+	id := ref
+	if len(matches) == 1 {
+		id = matches[0]
 	}
 	var pd *placementDoc
-	for _, p := range b.ctrl.c.Placements() {
+	for _, p := range placements {
 		if p.DecisionID == id {
 			d := placementDoc(p)
 			pd = &d
@@ -362,6 +385,23 @@ func (b *operatorBackend) nodeDocs() []nodeDoc {
 	}
 	slices.SortStableFunc(out, func(a, b nodeDoc) int { return strings.Compare(a.Name, b.Name) })
 	return out
+}
+
+// minDecisionPrefix is the shortest decision id prefix explain takes.
+const minDecisionPrefix = 8
+
+// validDecisionRef reports whether ref is a decision id or a prefix of
+// one that explain takes.
+func validDecisionRef(ref string) bool {
+	if len(ref) < minDecisionPrefix || len(ref) > 64 {
+		return false
+	}
+	for i := range len(ref) {
+		if c := ref[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // packageRef splits a place argument that is a package id, "ID" or

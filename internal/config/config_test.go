@@ -614,13 +614,21 @@ func TestClusterExample(t *testing.T) {
 		if len(r) == 1 && r[0].Name == "chat" {
 			got.listen, got.serveTo, got.useFrom = r[0].Listen, r[0].ServeTo, r[0].UseFrom
 		}
+		if name == "a" && (!c.Controller.Enabled || c.Controller.Policy.Kinds["inference"].MinTier != TierPaired || !c.Host.Enabled) {
+			t.Errorf("a.yaml: controller %+v, host %+v: want the controller with a policy for inference, and a host", c.Controller, c.Host)
+		}
 		if diff := cmp.Diff(w, got, cmp.AllowUnexported(node{})); diff != "" {
 			t.Errorf("%s.yaml mismatch (-want +got):\n%s", name, diff)
 		}
 		var peers []Peer
 		for other, addr := range addrs {
 			if other != name {
-				peers = append(peers, Peer{Name: other, Addr: addr, Tier: TierPaired})
+				tier := TierPaired
+				if name == "a" && other == "c" {
+					// A's controller places nothing on C, which runs no host.
+					tier = TierDiscovered
+				}
+				peers = append(peers, Peer{Name: other, Addr: addr, Tier: tier})
 			}
 		}
 		if diff := cmp.Diff(peers, c.Mesh.Peers, cmpopts.SortSlices(func(a, b Peer) bool { return a.Name < b.Name })); diff != "" {

@@ -64,9 +64,19 @@ func (r *recentReports) get(id string) (Report, bool) {
 	return rep, ok
 }
 
+// idList returns the decision ids kept.
+func (r *recentReports) idList() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.ids)
+}
+
 // Recent returns the report of decision id when it is one of the last
 // MaxRecentReports decisions this controller made since it started.
 func (c *Controller) Recent(id string) (Report, bool) { return c.recent.get(id) }
+
+// RecentIDs returns the decision ids Recent knows, in no particular order.
+func (c *Controller) RecentIDs() []string { return c.recent.idList() }
 
 // CheckTargets reports every problem of a target list, as SetTargets and
 // New would: a config reload checks its new targets with it before it

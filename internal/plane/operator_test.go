@@ -31,6 +31,9 @@ func TestRecentKeepsReportsOfEveryDecision(t *testing.T) {
 			t.Errorf("%s: explanation differs:\n%s\nwant\n%s", name, got.Explain(), rep.Explain())
 		}
 	}
+	if ids := r.c.RecentIDs(); len(ids) != 3 {
+		t.Errorf("RecentIDs = %v, want the 3 decisions", ids)
+	}
 	if _, ok := r.c.Recent(strings.Repeat("0", 64)); ok {
 		t.Error("Recent found a decision that was never made")
 	}
