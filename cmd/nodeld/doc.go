@@ -13,6 +13,16 @@
 // every record a remote party can trigger (table, mesh, host, proxy);
 // /readyz's "chain" condition is the chain's Healthy.
 //
+// With controller.enabled, newNode also builds the controller
+// (planewire.go: its config, its targets from mesh.peers and the host,
+// and planeDispatcher, its calls over the dispatcher), run by
+// controllerRunner in the errgroup, which applies new targets on its own
+// goroutine after a reload or a first-contact pin. The operator socket's
+// backend (ctlbackend.go) serves the controller's verbs and hands the
+// rest to the dispatcher. nodeld run --test-hold-after-place is a test
+// hook only: the controller holds after a place was answered, before it
+// records the answer, until the process is killed.
+//
 // Exit status: 0 on success, 1 when the command failed (one line on
 // stderr), 2 on a usage error or an invalid config.
 package main

@@ -97,6 +97,9 @@
 // never held across I/O; persistMu serialises the state file writes.
 // Tick describes the targets on goroutines it waits for before it
 // returns. Run owns the ticker loop and returns nil when its ctx ends.
+// Recent, RecentIDs and NodeViews (operator.go) are what the operator
+// surface reads: the reports of the latest MaxRecentReports decisions of
+// this run, kept by place, and each target's view.
 // New starts nothing. ApplyConfig swaps the config atomically.
 //
 // # Not yet done
@@ -110,10 +113,6 @@
 //     again, and the hosts refuse it (dispatch exhausted, backoff).
 //   - A declaration unloaded by the operator is placed again by the next
 //     reconciliation; there is no "suspended" declaration.
-//   - The wiring in cmd/nodeld (an adapter from internal/dispatch to
-//     Dispatcher: describe plus a status listing for Describe, the
-//     VerifiedPackage as Package, "self" for the Self target) and the ctl
-//     verbs.
 //   - convert.go reads the facts' capability records and the manifests'
 //     requirements, routes, labels, excludes, perf target and sticky
 //     flag. Still missing: latency class (Interactive) is not derived; capability ids may repeat within a node (mem.vram per
