@@ -246,6 +246,30 @@ func TestControllerPlacesWhereTheEngineChooses(t *testing.T) {
 		return ct != nil && ct.TargetsByLiveness["alive"] == 2 && ct.PlacementsByLife["placed"] == 1 && ct.Unsettled == 0 && len(ct.Targets) == 2
 	})
 
+	// nodeld status prints it; /metrics has the controller's metrics.
+	var sb strings.Builder
+	printStatus(&sb, a.n.status().(*statusDoc))
+	if st := sb.String(); !strings.Contains(st, "control  2 targets (") || !strings.Contains(st, "placements 1 placed, 0 unsettled") {
+		t.Errorf("nodeld status:\n%s", sb.String())
+	}
+	code, metrics := httpGet(t, "http://"+a.n.admin.Addr().String()+"/metrics")
+	if code != 200 {
+		t.Fatalf("/metrics = %d", code)
+	}
+	promtoolCheck(t, metrics)
+	for _, want := range []string{`nodeld_plane_placements_total{outcome="placed"} 1`, `nodeld_plane_placements_total{outcome="dry_run"} 1`,
+		`nodeld_plane_dispatch_attempts_total{outcome="placed"} 1`, `nodeld_plane_nodes{liveness="alive"}`, "nodeld_plane_unsettled_decisions 0",
+		"nodeld_plane_tick_duration_seconds_count"} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+
+	// A directory that is no package changes nothing.
+	if out, errOut, rc := runCtl(t, "--socket", sock, "place", t.TempDir()); rc != 1 || !strings.Contains(errOut, "place:") {
+		t.Fatalf("place of an empty directory = %d\n%s\n%s", rc, out, errOut)
+	}
+
 	// Pinned to C, below the floor: refused, with the explanation.
 	out, errOut, rc = runCtl(t, "--socket", sock, "place", "c", pkgDir)
 	if rc != 1 || !strings.Contains(errOut, codeUnplaceable) || !strings.Contains(out, "UNPLACEABLE (pinned node "+idC) {
