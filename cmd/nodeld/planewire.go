@@ -121,11 +121,12 @@ func controllerNotes(cfg *config.Config) []string {
 	return notes
 }
 
-// resolveRef resolves a node reference: "self" or this node's id is this
-// node; a configured peer's name or id is its node id once its key is
-// known. ok is false for anything else, returned as it is.
+// resolveRef resolves a node reference: "self", this node's id or its
+// node.name is this node; a configured peer's name or id is its node id
+// once its key is known. ok is false for anything else, returned as it
+// is.
 func (n *node) resolveRef(ref string) (string, bool) {
-	if ref == config.SelfRef || ref == n.id.ID() {
+	if ref == config.SelfRef || ref == n.id.ID() || ref != "" && ref == n.config().Node.Name {
 		return n.id.ID(), true
 	}
 	if n.mesh != nil {
