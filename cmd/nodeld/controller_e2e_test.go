@@ -619,3 +619,108 @@ func TestConfigCheckNotesAnIdleController(t *testing.T) {
 		t.Fatalf("config check of a controller with a policy = %d %q %q", rc, out, errOut)
 	}
 }
+
+// TestControllerDeclaredWorkload: A's YAML declares echo-llm, from A's
+// package store (nodeld package add); a reload that adds the declaration
+// places it (on B, the only paired host), and C uses it. ctl place takes
+// the package id from the store; ctl stop and unload of the controller's
+// instance go through the controller (an unloaded replica of a declared
+// workload is placed anew); a reload that drops the declaration takes it
+// down.
+func TestControllerDeclaredWorkload(t *testing.T) {
+	t.Parallel()
+	pkgDir, anchor := signedEchoPackage(t)
+	cl := newCtlCluster(t, "a", "b", "c")
+	b := startNodeAt(t, cl.dirs["b"], cl.config("b", map[string]string{"a": "paired", "c": "paired"},
+		"inference:\n  probe_interval: 300ms\n  roles:\n    - name: chat\n      listen: 127.0.0.1:0\n      expose: true\n      serve_to: [c]\n"+
+			hostSection(cl.keys["a"], anchor), false), nil)
+	c := startNodeAt(t, cl.dirs["c"], cl.config("c", map[string]string{"a": "paired", "b": "paired"},
+		"inference:\n  probe_interval: 300ms\n  roles:\n    - name: chat\n      listen: 127.0.0.1:0\n      use_from: [b]\n", false), nil)
+	cfgA := func(workloads string) string {
+		return cl.config("a", map[string]string{"b": "paired", "c": "discovered"},
+			"inference:\n  roles:\n    - name: other\n      listen: 127.0.0.1:0\n"+controllerSection(anchor, "200ms", "5s", "2s")+workloads, false)
+	}
+	a := startNodeAt(t, cl.dirs["a"], cfgA(""), nil)
+	sock := a.n.config().SocketPath()
+	idB := b.n.id.ID()
+	var nodes []nodeDoc
+	waitFor(t, "A's controller to hear from B", func() bool {
+		ctlJSON(t, sock, &nodes, "nodes")
+		for _, n := range nodes {
+			if n.ID == idB && n.Liveness == "alive" {
+				return true
+			}
+		}
+		return false
+	})
+
+	// No package in the store yet: by id, refused; then stored.
+	if _, errOut, rc := runCtl(t, "--socket", sock, "place", "--dry-run", "echo-llm"); rc != 1 || !strings.Contains(errOut, "bad_package") {
+		t.Fatalf("place by id before the store has it = %d %q", rc, errOut)
+	}
+	if out, errOut, rc := runCLI(t, "package", "add", "--config", a.cfgPath, pkgDir); rc != 0 || !strings.Contains(out, "stored echo-llm 0.1.0") {
+		t.Fatalf("package add = %d %q %q", rc, out, errOut)
+	}
+	if out, errOut, rc := runCtl(t, "--socket", sock, "place", "--dry-run", "echo-llm@0.1.0"); rc != 0 || !strings.Contains(out, "would place on "+idB) {
+		t.Fatalf("place --dry-run by id = %d\n%s\n%s", rc, out, errOut)
+	}
+
+	// Declared: placed by the reconciliation, used by C.
+	a.rewrite(cfgA("  workloads:\n    - name: chat\n      package: echo-llm\n"))
+	a.n.reload()
+	if a.reloadGauge() != 1 {
+		t.Fatalf("reload refused: %s", a.n.status().(*statusDoc).Config.LastReloadError)
+	}
+	declared := func() []placementDoc {
+		var ps, out []placementDoc
+		ctlJSON(t, sock, &ps, "placements")
+		for _, p := range ps {
+			if p.Declared == "chat" {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+	var first placementDoc
+	waitFor(t, "the declared workload to run on B", func() bool {
+		ps := declared()
+		if len(ps) == 1 && ps[0].Node == idB && ps[0].Life == "placed" && ps[0].HostState == "running" {
+			first = ps[0]
+			return true
+		}
+		return false
+	})
+	st := func() *statusDoc { return c.n.status().(*statusDoc) }
+	waitFor(t, "C to resolve chat to B", func() bool { return st().Roles[0].Resolved == "remote "+idB })
+	if code, route, body := postChat(t, "http://"+st().Roles[0].Listen, "declared"); code != 200 || route != idB || !strings.Contains(body, "echo: declared") {
+		t.Fatalf("C's role port: %d %s %s", code, route, body)
+	}
+
+	// stop and unload of the controller's instance go through it.
+	if out, errOut, rc := runCtl(t, "--socket", sock, "stop", "b", first.InstanceID); rc != 0 || !strings.Contains(out, "stopped "+first.InstanceID) {
+		t.Fatalf("stop = %d %q %q", rc, out, errOut)
+	}
+	if ps := declared(); len(ps) != 1 || !ps[0].Stopped || ps[0].HostState != "stopped" {
+		t.Fatalf("after the stop: %+v", ps)
+	}
+	if out, errOut, rc := runCtl(t, "--socket", sock, "unload", "b", first.InstanceID); rc != 0 || !strings.Contains(out, "unloaded "+first.InstanceID) {
+		t.Fatalf("unload = %d %q %q", rc, out, errOut)
+	}
+	if n := kindCounts(t, a.chain.Path())["plane.instance"]; n != 2 {
+		t.Fatalf("%d plane.instance entries, want the stop and the unload", n)
+	}
+	waitFor(t, "the replica to be placed anew", func() bool {
+		ps := declared()
+		return len(ps) == 1 && ps[0].DecisionID != first.DecisionID && ps[0].Life == "placed" && ps[0].HostState == "running"
+	})
+
+	// The declaration dropped: its replica is retired and unloaded.
+	a.rewrite(cfgA(""))
+	a.n.reload()
+	if a.reloadGauge() != 1 {
+		t.Fatalf("reload refused: %s", a.n.status().(*statusDoc).Config.LastReloadError)
+	}
+	waitFor(t, "the undeclared workload to be taken down", func() bool {
+		return len(declared()) == 0 && len(b.n.host.Status().Instances) == 0
+	})
+}

@@ -37,9 +37,11 @@ Verbs (NODE is a node id, a configured peer name, or "self"):
 
 When this node runs a controller (controller.enabled), place goes through
 it: without NODE its engine chooses the node, with NODE it is pinned there;
---dry-run prints the explanation and dispatches nothing; explain,
-placements and nodes read the controller. Without a controller, place
-needs NODE and sends the package there directly.
+a PACKAGE-ID (ID or ID@VERSION) comes from the package store (nodeld
+package add); --dry-run prints the explanation and dispatches nothing;
+stop and unload of an instance it placed go through it; explain,
+placements and nodes read it. Without a controller, place needs NODE and
+a DIR, and sends the package there directly.
 
 Exit status: 0 ok, 1 refused or failed, 2 usage, 3 unreachable or
 indeterminate (a mutating call whose outcome is unknown).`

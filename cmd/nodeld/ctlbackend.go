@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/dispatch"
 	"github.com/nodeld/nodeld/internal/grammar"
 	"github.com/nodeld/nodeld/internal/pkg"
@@ -78,6 +79,12 @@ func (b *operatorBackend) Operate(ctx context.Context, req dispatch.OperatorRequ
 		case a.Package != "":
 			return controllerOnly("place by package id")
 		}
+	case dispatch.VerbStop, dispatch.VerbUnload:
+		if b.ctrl != nil {
+			if resp, ok := b.teardown(ctx, req); ok {
+				return resp
+			}
+		}
 	case verbExplain, verbPlacements, verbNodes:
 		if b.ctrl == nil {
 			return controllerOnly(req.Verb)
@@ -137,19 +144,21 @@ type attemptDoc struct {
 // or wherever the engine chooses.
 func (b *operatorBackend) place(ctx context.Context, req dispatch.OperatorRequest) dispatch.OperatorResponse {
 	a := req.Args
-	o := plane.Order{Start: !a.NoStart, DryRun: a.DryRun}
-	if a.Variant != "" {
-		return badRequest("place --variant: the controller's engine chooses the variant; leave it out (or place without a controller)")
-	}
+	o := plane.Order{Start: !a.NoStart, DryRun: a.DryRun, Variant: a.Variant}
 	switch {
 	case a.PackageDir != "" && a.Package != "":
 		return badRequest("place takes a package directory or a package id, not both")
 	case a.PackageDir != "":
 		o.PackageDir = a.PackageDir
 	case a.Package != "":
-		// Packages by id come from the controller's package store, which
-		// this node does not have yet.
-		return badRequest("place %s: this node keeps no package store; give the package directory", a.Package)
+		// A package id comes from the controller's package store.
+		id, version, _ := strings.Cut(a.Package, "@")
+		dir, _, err := b.ctrl.store.Resolve(id, version)
+		if err != nil {
+			return dispatch.OperatorResponse{Class: dispatch.ClassError, Code: dispatch.CodeBadPackage,
+				Reason: fmt.Sprintf("place %s: %v (nodeld package add stores a package)", a.Package, err)}
+		}
+		o.PackageDir = dir
 	default:
 		return badRequest("place needs a package directory or a package id")
 	}
@@ -241,6 +250,58 @@ func (b *operatorBackend) place(ctx context.Context, req dispatch.OperatorReques
 		resp.Result = raw
 	}
 	return resp
+}
+
+// teardown stops or unloads an instance the controller placed, through
+// the controller, so that it records it (a stopped instance is not placed
+// again when its node dies; an unloaded one is forgotten). ok is false
+// for an instance the controller did not place on that node: the
+// dispatcher's verb serves it, as on a node without a controller.
+func (b *operatorBackend) teardown(ctx context.Context, req dispatch.OperatorRequest) (dispatch.OperatorResponse, bool) {
+	a := req.Args
+	node, ok := b.n.resolveRef(req.Node)
+	if !ok || a.Instance == "" {
+		return dispatch.OperatorResponse{}, false
+	}
+	var mine bool
+	for _, p := range b.ctrl.c.Placements() {
+		if p.InstanceID == a.Instance && p.Node == node {
+			mine = true
+			break
+		}
+	}
+	if !mine {
+		return dispatch.OperatorResponse{}, false
+	}
+	if a.GraceMS != 0 {
+		return badRequest("%s --grace: the controller stops its instances with the host's default grace; leave --grace out", req.Verb), true
+	}
+	var (
+		p   plane.Placement
+		err error
+	)
+	if req.Verb == dispatch.VerbStop {
+		p, err = b.ctrl.c.Stop(ctx, a.Instance)
+	} else {
+		p, err = b.ctrl.c.Unload(ctx, a.Instance)
+	}
+	if err != nil {
+		var ce *ctl.CallError
+		switch {
+		case errors.Is(err, plane.ErrPlacementBusy):
+			return dispatch.OperatorResponse{Class: dispatch.ClassError, Code: dispatch.CodeBusy, Reason: err.Error()}, true
+		case errors.As(err, &ce) && ce.Class == ctl.ClassRefused && ce.Refusal != nil:
+			return dispatch.OperatorResponse{Class: dispatch.ClassRefused, Code: string(ce.Refusal.Code), Reason: ce.Refusal.Reason}, true
+		case errors.As(err, &ce) && ce.Class == ctl.ClassIndeterminate:
+			return dispatch.OperatorResponse{Class: dispatch.ClassIndeterminate, Reason: err.Error()}, true
+		case errors.As(err, &ce):
+			return dispatch.OperatorResponse{Class: dispatch.ClassUnreachable, Reason: err.Error()}, true
+		}
+		return dispatch.OperatorResponse{Class: dispatch.ClassError, Code: dispatch.CodeInternal, Reason: err.Error()}, true
+	}
+	resp := okResult(p.Node, placementDoc(p))
+	resp.DecisionID = p.DecisionID
+	return resp, true
 }
 
 // explainResult is the result of explain.

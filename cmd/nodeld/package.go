@@ -228,14 +228,14 @@ func orUsage(err error, msg string) error {
 // cmdPackageAdd verifies a signed package and copies it into the
 // controller's package store, <data_dir>/store/<id>/<version>/, where
 // declared workloads (controller.workloads) find it. The trust anchors
-// are --anchor, else the config's host.trust_anchors; the node's
-// revocation list is checked too.
+// are --anchor, else the controller's (controller.trust_anchors, else
+// host.trust_anchors); the node's revocation list is checked too.
 func cmdPackageAdd(args []string, stdout, stderr io.Writer) error {
 	const use = "usage: nodeld package add [--config FILE] [--anchor HEX...] DIR"
 	fs := newFlagSet("package add", stderr)
 	cfgPath := fs.String("config", "", "config file, to find the data dir and the trust anchors")
 	var anchorFlags stringList
-	fs.Var(&anchorFlags, "anchor", "trusted publisher public key hex (repeatable; default: the config's trust anchors)")
+	fs.Var(&anchorFlags, "anchor", "trusted publisher public key hex (repeatable; default: controller.trust_anchors, else host.trust_anchors)")
 	pos, err := parseFlags(fs, args)
 	if err != nil || len(pos) != 1 {
 		return orUsage(err, use)
@@ -246,10 +246,11 @@ func cmdPackageAdd(args []string, stdout, stderr io.Writer) error {
 	}
 	keys, from := []string(anchorFlags), "--anchor"
 	if len(keys) == 0 {
-		keys, from = cfg.Host.TrustAnchors, "host.trust_anchors"
+		// The controller places from the store: its anchors.
+		keys, from = controllerAnchorKeys(cfg)
 	}
 	if len(keys) == 0 {
-		return usageError("package add: no trust anchors: set host.trust_anchors in the config or pass --anchor")
+		return usageError("package add: no trust anchors: set controller.trust_anchors (or host.trust_anchors) in the config or pass --anchor")
 	}
 	anchors, err := pkg.ParseAnchors(keys)
 	if err != nil {

@@ -73,6 +73,15 @@ func TestCLIPackageAdd(t *testing.T) {
 	if _, errOut, rc := runCLI(t, "package", "add", "--config", cfg, "--anchor", strings.TrimSpace(other), dir); rc != 1 || !strings.Contains(errOut, "untrusted_signer") {
 		t.Fatalf("add with a foreign anchor = %d %q", rc, errOut)
 	}
+	// controller.trust_anchors, when set, are the store's anchors (the
+	// controller places from it), not host.trust_anchors.
+	ctlCfg := filepath.Join(tmp, "controller.yaml")
+	if err := os.WriteFile(ctlCfg, []byte(nodeConfig(dataDir, "host:\n  trust_anchors: ["+anchor+"]\ncontroller:\n  trust_anchors: ["+strings.TrimSpace(other)+"]\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, rc := runCLI(t, "package", "add", "--config", ctlCfg, dir); rc != 1 || !strings.Contains(errOut, "untrusted_signer") {
+		t.Fatalf("add under controller.trust_anchors of another signer = %d %q", rc, errOut)
+	}
 	if after, err := os.ReadFile(filepath.Join(stored, "manifest.json")); err != nil || string(after) != string(manifest) {
 		t.Fatalf("the stored package changed: %v", err)
 	}

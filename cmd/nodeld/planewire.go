@@ -87,13 +87,19 @@ func controllerConfig(cfg *config.Config, ref func(string) string) plane.Config 
 // asWritten is the node reference resolver of static checks.
 func asWritten(ref string) string { return ref }
 
-// controllerAnchors are the publisher keys the controller verifies
-// packages against: controller.trust_anchors, else host.trust_anchors.
-func controllerAnchors(cfg *config.Config) (pkg.Anchors, error) {
-	keys, key := cfg.Controller.TrustAnchors, "controller.trust_anchors"
-	if len(keys) == 0 {
-		keys, key = cfg.Host.TrustAnchors, "host.trust_anchors"
+// controllerAnchorKeys are the publisher keys the controller verifies
+// packages against, as written, and the key that gave them:
+// controller.trust_anchors, else host.trust_anchors.
+func controllerAnchorKeys(cfg *config.Config) (keys []string, key string) {
+	if len(cfg.Controller.TrustAnchors) > 0 {
+		return cfg.Controller.TrustAnchors, "controller.trust_anchors"
 	}
+	return cfg.Host.TrustAnchors, "host.trust_anchors"
+}
+
+// controllerAnchors are controllerAnchorKeys parsed.
+func controllerAnchors(cfg *config.Config) (pkg.Anchors, error) {
+	keys, key := controllerAnchorKeys(cfg)
 	a, err := pkg.ParseAnchors(keys)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", key, err)
@@ -294,6 +300,8 @@ type controllerRunner struct {
 	log  *zap.Logger
 	// due is signalled (size 1) when targets and config are to be applied.
 	due chan struct{}
+	// store is the package store in the data dir.
+	store *pkg.Store
 
 	mu sync.Mutex // guards applied
 	// applied are the targets last given to the controller, by node id.
@@ -309,7 +317,8 @@ func newController(n *node, cfg *config.Config, d nodeDeps, rev *pkg.Revocations
 	}
 	pd := &planeDispatcher{d: n.dispatch, rev: rev, afterPlace: d.afterPlace}
 	pd.anchors.Store(&anchors)
-	r := &controllerRunner{n: n, disp: pd, log: d.log.Named("controller"), due: make(chan struct{}, 1)}
+	r := &controllerRunner{n: n, disp: pd, log: d.log.Named("controller"), due: make(chan struct{}, 1),
+		store: pkg.NewStore(filepath.Join(cfg.Node.DataDir, pkg.StoreDir), rev)}
 	ts := r.targets(cfg, nil)
 	c, err := plane.New(controllerConfig(cfg, n.refOrWritten), ts, plane.Deps{
 		Chain:      d.chain,
@@ -317,8 +326,9 @@ func newController(n *node, cfg *config.Config, d nodeDeps, rev *pkg.Revocations
 		StatePath:  filepath.Join(cfg.Node.DataDir, controllerStateFile),
 		Logger:     d.log,
 		Registerer: d.reg,
-		// No package store on this node yet: declared workloads are
-		// unplaceable, with that reason, and ctl place takes directories.
+		// Declared workloads, and ctl place by package id, come from
+		// <data_dir>/store (nodeld package add).
+		Store: r.store,
 	})
 	if err != nil {
 		return nil, err
