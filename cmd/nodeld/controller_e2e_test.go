@@ -60,7 +60,11 @@ func (c *ctlCluster) config(name string, peers map[string]string, rest string, d
 		dd = c.dirs[name]
 	}
 	fmt.Fprintf(&b, "node:\n  name: %s\n  data_dir: %s\nlog:\n  level: debug\n  format: json\nadmin:\n  listen: 127.0.0.1:0\n", name, dd)
-	fmt.Fprintf(&b, "mesh:\n  listen: %s\n  keepalive: 1s\n  liveness_timeout: 1s\n  peers:\n", c.addrs[name])
+	// A generous liveness timeout: a link must not be taken for dead while
+	// -race and parallel tests starve the nodes (the controller's own
+	// dead_after does not wait for it: a describe that times out is no
+	// contact).
+	fmt.Fprintf(&b, "mesh:\n  listen: %s\n  keepalive: 1s\n  liveness_timeout: 5s\n  peers:\n", c.addrs[name])
 	for _, p := range []string{"a", "b", "c"} {
 		tier, ok := peers[p]
 		switch {
