@@ -15,6 +15,27 @@ import (
 	"github.com/nodeld/nodeld/internal/identity"
 )
 
+// controllerWait bounds the waits on the controller's work (describes,
+// places that fetch and start a package, reschedules after a backoff):
+// generous, so that a machine loaded by other work is not taken for a
+// failure; a working controller is done in seconds.
+const controllerWait = 90 * time.Second
+
+// waitLong is waitFor within controllerWait, polling less often (some
+// conditions run a nodeld ctl process).
+func waitLong(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(controllerWait)
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		<-tick.C
+	}
+}
+
 // makeKey makes a node's key in dataDir before its first start, so that
 // other nodes' configs can name it, and returns the public key hex.
 func makeKey(t *testing.T, dataDir string) string {
@@ -154,12 +175,12 @@ func TestControllerPlacesWhereTheEngineChooses(t *testing.T) {
 	c := startNodeAt(t, cl.dirs["c"], cl.config("c", map[string]string{"a": "paired", "b": "paired"},
 		"inference:\n  probe_interval: 300ms\n  roles:\n    - name: chat\n      listen: 127.0.0.1:0\n      use_from: [b]\n", false), nil)
 	a := startNodeAt(t, cl.dirs["a"], cl.config("a", map[string]string{"b": "paired", "c": "discovered"},
-		"inference:\n  roles:\n    - name: other\n      listen: 127.0.0.1:0\n"+controllerSection(anchor, "200ms", "5s", "2s"), false), nil)
+		"inference:\n  roles:\n    - name: other\n      listen: 127.0.0.1:0\n"+controllerSection(anchor, "200ms", "5s", "3s"), false), nil)
 	sock := a.n.config().SocketPath()
 	idB, idC := b.n.id.ID(), c.n.id.ID()
 
 	var nodes []nodeDoc
-	waitFor(t, "A's controller to hear from B and C", func() bool {
+	waitLong(t, "A's controller to hear from B and C", func() bool {
 		ctlJSON(t, sock, &nodes, "nodes")
 		alive := 0
 		for _, n := range nodes {
@@ -197,7 +218,7 @@ func TestControllerPlacesWhereTheEngineChooses(t *testing.T) {
 
 	// C uses it through the mesh.
 	st := func() *statusDoc { return c.n.status().(*statusDoc) }
-	waitFor(t, "C to resolve chat to B", func() bool { return st().Roles[0].Resolved == "remote "+idB })
+	waitLong(t, "C to resolve chat to B", func() bool { return st().Roles[0].Resolved == "remote "+idB })
 	code, route, body := postChat(t, "http://"+st().Roles[0].Listen, "placed by the engine")
 	if code != 200 || route != idB || !strings.Contains(body, "echo: placed by the engine") {
 		t.Fatalf("C's role port: %d %s %s", code, route, body)
@@ -223,12 +244,12 @@ func TestControllerPlacesWhereTheEngineChooses(t *testing.T) {
 	if len(ps) != 1 || ps[0].DecisionID != placedID || ps[0].Node != idB || ps[0].Life != "placed" || ps[0].Package != "echo-llm" {
 		t.Fatalf("placements = %+v", ps)
 	}
-	waitFor(t, "the placement to be mirrored as running", func() bool {
+	waitLong(t, "the placement to be mirrored as running", func() bool {
 		ctlJSON(t, sock, &ps, "placements")
 		return len(ps) == 1 && ps[0].HostState == "running"
 	})
 	byName := map[string]nodeDoc{}
-	waitFor(t, "A's view of B and C after the place", func() bool {
+	waitLong(t, "A's view of B and C after the place", func() bool {
 		ctlJSON(t, sock, &nodes, "nodes")
 		for _, n := range nodes {
 			byName[n.Name] = n
@@ -243,7 +264,7 @@ func TestControllerPlacesWhereTheEngineChooses(t *testing.T) {
 	}
 
 	// /v1/status shows the controller.
-	waitFor(t, "A's status to show the controller", func() bool {
+	waitLong(t, "A's status to show the controller", func() bool {
 		ct := a.n.status().(*statusDoc).Controller
 		return ct != nil && ct.TargetsByLiveness["alive"] == 2 && ct.PlacementsByLife["placed"] == 1 && ct.Unsettled == 0 && len(ct.Targets) == 2
 	})
@@ -327,7 +348,7 @@ func TestControllerReloadAppliesTargets(t *testing.T) {
 		}
 		return m
 	}
-	waitFor(t, "A's controller to hear from B and itself", func() bool {
+	waitLong(t, "A's controller to hear from B and itself", func() bool {
 		m := nodesByName()
 		return m["b"].Liveness == "alive" && m["self"].Liveness == "alive" && m["self"].Tier == "pinned"
 	})
@@ -344,7 +365,7 @@ func TestControllerReloadAppliesTargets(t *testing.T) {
 	if a.reloadGauge() != 1 {
 		t.Fatalf("reload refused: %s", a.n.status().(*statusDoc).Config.LastReloadError)
 	}
-	waitFor(t, "B to be demoted", func() bool { return nodesByName()["b"].Tier == "discovered" })
+	waitLong(t, "B to be demoted", func() bool { return nodesByName()["b"].Tier == "discovered" })
 	out, _, rc = runCtl(t, "--socket", sock, "place", "--dry-run", "--prefer", "b", pkgDir)
 	if rc != 0 || !strings.Contains(out, "would place on "+idA) || !strings.Contains(out, "trust: tier discovered below required paired") {
 		t.Fatalf("dry run after the demotion = %d\n%s", rc, out)
@@ -369,7 +390,7 @@ func TestControllerReloadAppliesTargets(t *testing.T) {
 	if a.reloadGauge() != 1 {
 		t.Fatalf("reload refused: %s", a.n.status().(*statusDoc).Config.LastReloadError)
 	}
-	waitFor(t, "B's placement to move to A", func() bool {
+	waitLong(t, "B's placement to move to A", func() bool {
 		ctlJSON(t, sock, &ps, "placements")
 		for _, p := range ps {
 			if p.Replaces == onB && p.Node == idA && p.Life == "placed" {
@@ -381,7 +402,7 @@ func TestControllerReloadAppliesTargets(t *testing.T) {
 	if m := nodesByName(); m["b"].ID != "" && m["b"].Liveness != "dead" {
 		t.Errorf("removed B = %+v, want dead (known while it holds the replaced copy)", m["b"])
 	}
-	waitFor(t, "the move to be chained", func() bool { return kindCounts(t, a.chain.Path())["plane.migrate"] == 1 })
+	waitLong(t, "the move to be chained", func() bool { return kindCounts(t, a.chain.Path())["plane.migrate"] == 1 })
 }
 
 // planeEntries returns the controller's chain entries as text, for
@@ -500,7 +521,7 @@ func TestControllerSurvivesKills(t *testing.T) {
 	procs["a"] = startDaemon(t, cl.dirs["a"], cfgs["a"])
 	procs["a"].waitReady()
 	var ps []placementDoc
-	waitFor(t, "the restarted controller to settle the decision", func() bool {
+	waitLong(t, "the restarted controller to settle the decision", func() bool {
 		ctlA(&ps, "placements")
 		return len(ps) == 1 && ps[0].Life == "placed" && ids[ps[0].Node] == x && ps[0].HostState == "running" && ps[0].Declared == "chat"
 	})
@@ -515,7 +536,7 @@ func TestControllerSurvivesKills(t *testing.T) {
 	}
 	a := procs["a"]
 	base := "http://" + a.status().Roles[0].Listen
-	waitFor(t, "A to be served chat by "+x, func() bool {
+	waitLong(t, "A to be served chat by "+x, func() bool {
 		code, route, body := postChat(t, base, "before")
 		return code == 200 && ids[route] == x && strings.Contains(body, "echo: before")
 	})
@@ -524,7 +545,7 @@ func TestControllerSurvivesKills(t *testing.T) {
 	killed := time.Now()
 	procs[x].signal(syscall.SIGKILL)
 	procs[x].wait()
-	waitFor(t, "the instance to move to "+y, func() bool {
+	waitLong(t, "the instance to move to "+y, func() bool {
 		ctlA(&ps, "placements")
 		for _, p := range ps {
 			if p.Replaces == first && ids[p.Node] == y && p.Life == "placed" {
@@ -539,7 +560,7 @@ func TestControllerSurvivesKills(t *testing.T) {
 	} else {
 		t.Logf("rescheduled %s after the kill (dead_after %s, tick %s)", took, deadAfter, tick)
 	}
-	waitFor(t, "A to be served chat by "+y, func() bool {
+	waitLong(t, "A to be served chat by "+y, func() bool {
 		code, route, body := postChat(t, base, "after")
 		return code == 200 && ids[route] == y && strings.Contains(body, "echo: after")
 	})
@@ -550,7 +571,7 @@ func TestControllerSurvivesKills(t *testing.T) {
 	// 3. The killed node returns: its orphan is unloaded.
 	procs[x] = startDaemon(t, cl.dirs[x], cfgs[x])
 	procs[x].waitReady()
-	waitFor(t, "the orphan on "+x+" to be unloaded", func() bool {
+	waitLong(t, "the orphan on "+x+" to be unloaded", func() bool {
 		ctlA(&ps, "placements")
 		return len(ps) == 1 && ids[ps[0].Node] == y && ps[0].Life == "placed"
 	})
@@ -638,13 +659,13 @@ func TestControllerDeclaredWorkload(t *testing.T) {
 		"inference:\n  probe_interval: 300ms\n  roles:\n    - name: chat\n      listen: 127.0.0.1:0\n      use_from: [b]\n", false), nil)
 	cfgA := func(workloads string) string {
 		return cl.config("a", map[string]string{"b": "paired", "c": "discovered"},
-			"inference:\n  roles:\n    - name: other\n      listen: 127.0.0.1:0\n"+controllerSection(anchor, "200ms", "5s", "2s")+workloads, false)
+			"inference:\n  roles:\n    - name: other\n      listen: 127.0.0.1:0\n"+controllerSection(anchor, "200ms", "5s", "3s")+workloads, false)
 	}
 	a := startNodeAt(t, cl.dirs["a"], cfgA(""), nil)
 	sock := a.n.config().SocketPath()
 	idB := b.n.id.ID()
 	var nodes []nodeDoc
-	waitFor(t, "A's controller to hear from B", func() bool {
+	waitLong(t, "A's controller to hear from B", func() bool {
 		ctlJSON(t, sock, &nodes, "nodes")
 		for _, n := range nodes {
 			if n.ID == idB && n.Liveness == "alive" {
@@ -682,7 +703,7 @@ func TestControllerDeclaredWorkload(t *testing.T) {
 		return out
 	}
 	var first placementDoc
-	waitFor(t, "the declared workload to run on B", func() bool {
+	waitLong(t, "the declared workload to run on B", func() bool {
 		ps := declared()
 		if len(ps) == 1 && ps[0].Node == idB && ps[0].Life == "placed" && ps[0].HostState == "running" {
 			first = ps[0]
@@ -691,7 +712,7 @@ func TestControllerDeclaredWorkload(t *testing.T) {
 		return false
 	})
 	st := func() *statusDoc { return c.n.status().(*statusDoc) }
-	waitFor(t, "C to resolve chat to B", func() bool { return st().Roles[0].Resolved == "remote "+idB })
+	waitLong(t, "C to resolve chat to B", func() bool { return st().Roles[0].Resolved == "remote "+idB })
 	if code, route, body := postChat(t, "http://"+st().Roles[0].Listen, "declared"); code != 200 || route != idB || !strings.Contains(body, "echo: declared") {
 		t.Fatalf("C's role port: %d %s %s", code, route, body)
 	}
@@ -709,7 +730,7 @@ func TestControllerDeclaredWorkload(t *testing.T) {
 	if n := kindCounts(t, a.chain.Path())["plane.instance"]; n != 2 {
 		t.Fatalf("%d plane.instance entries, want the stop and the unload", n)
 	}
-	waitFor(t, "the replica to be placed anew", func() bool {
+	waitLong(t, "the replica to be placed anew", func() bool {
 		ps := declared()
 		return len(ps) == 1 && ps[0].DecisionID != first.DecisionID && ps[0].Life == "placed" && ps[0].HostState == "running"
 	})
@@ -720,7 +741,7 @@ func TestControllerDeclaredWorkload(t *testing.T) {
 	if a.reloadGauge() != 1 {
 		t.Fatalf("reload refused: %s", a.n.status().(*statusDoc).Config.LastReloadError)
 	}
-	waitFor(t, "the undeclared workload to be taken down", func() bool {
+	waitLong(t, "the undeclared workload to be taken down", func() bool {
 		return len(declared()) == 0 && len(b.n.host.Status().Instances) == 0
 	})
 }
