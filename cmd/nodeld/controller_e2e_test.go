@@ -509,7 +509,8 @@ func TestControllerSurvivesKills(t *testing.T) {
 
 	// 1. A killed on its place path (the declared workload's), after the
 	// host acted.
-	procs["a"].waitLog("test hook: holding after a place answer, before the controller records it")
+	const hook = "test hook: holding after a place answer, before the controller records it"
+	waitLong(t, "A to hold on its place path", func() bool { return procs["a"].countLog(hook) > 0 })
 	procs["a"].signal(syscall.SIGKILL)
 	procs["a"].wait()
 	on := copies()
