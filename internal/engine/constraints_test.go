@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nodeld/nodeld/internal/grammar"
 )
 
 // TestEachConstraintAlone breaks one thing at a time on a node that is
@@ -130,7 +131,7 @@ func TestEachConstraintAlone(t *testing.T) {
 		},
 		{
 			name: "predicate",
-			node: func(n *Node) { n.Capabilities[1].Attrs[0].Value = Int(4 * gib) },
+			node: func(n *Node) { n.Capabilities[1].Attrs[0].Value = grammar.IntValue(4 * gib) },
 			want: []Rejection{{CodeRequirements, "variant cuda: `accel.gpu`: predicate `mem_bytes gte 8589934592` failed"}},
 		},
 		{
@@ -197,7 +198,7 @@ func TestEachConstraintAlone(t *testing.T) {
 			},
 			node: func(n *Node) {
 				n.Capabilities = append(n.Capabilities, Capability{ID: "perf.infer.chat", Provenance: "measured",
-					Attrs: []Attr{{AttrValue, Float(120.5)}}})
+					Attrs: []Attr{{AttrValue, grammar.FloatValue(120.5)}}})
 			},
 			want: []Rejection{{CodePerfBudget, "measured perf.infer.chat 120.5 misses budget 100"}},
 		},
@@ -370,32 +371,32 @@ func TestRequirementMatching(t *testing.T) {
 		caps []Capability
 		want []Rejection // nil: matches
 	}{
-		{"eq int float", Requirement{Selector: "cpu.cores", Predicates: []Predicate{{"count", "eq", Float(8)}}},
-			[]Capability{gpu("cpu.cores", Attr{"count", Int(8)})}, nil},
-		{"eq string", Requirement{Selector: "cpu.arch", Predicates: []Predicate{{"name", "eq", String("amd64")}}},
-			[]Capability{gpu("cpu.arch.x", Attr{"name", String("arm64")})},
+		{"eq int float", Requirement{Selector: "cpu.cores", Predicates: []Predicate{{"count", "eq", grammar.FloatValue(8)}}},
+			[]Capability{gpu("cpu.cores", Attr{"count", grammar.IntValue(8)})}, nil},
+		{"eq string", Requirement{Selector: "cpu.arch", Predicates: []Predicate{{"name", "eq", grammar.StringValue("amd64")}}},
+			[]Capability{gpu("cpu.arch.x", Attr{"name", grammar.StringValue("arm64")})},
 			[]Rejection{{CodeRequirements, "`cpu.arch`: predicate `name eq amd64` failed"}}},
-		{"eq bool", Requirement{Selector: "accel.gpu", Predicates: []Predicate{{"cuda", "eq", Bool(true)}}},
-			[]Capability{gpu("accel.gpu.0", Attr{"cuda", Bool(true)})}, nil},
-		{"eq is typed", Requirement{Selector: "accel.gpu", Predicates: []Predicate{{"cuda", "eq", String("true")}}},
-			[]Capability{gpu("accel.gpu.0", Attr{"cuda", Bool(true)})},
+		{"eq bool", Requirement{Selector: "accel.gpu", Predicates: []Predicate{{"cuda", "eq", grammar.BoolValue(true)}}},
+			[]Capability{gpu("accel.gpu.0", Attr{"cuda", grammar.BoolValue(true)})}, nil},
+		{"eq is typed", Requirement{Selector: "accel.gpu", Predicates: []Predicate{{"cuda", "eq", grammar.StringValue("true")}}},
+			[]Capability{gpu("accel.gpu.0", Attr{"cuda", grammar.BoolValue(true)})},
 			[]Rejection{{CodeRequirements, "`accel.gpu`: predicate `cuda eq true` failed"}}},
-		{"lte", Requirement{Selector: "net.rtt", Predicates: []Predicate{{"ms", "lte", Int(5)}}},
-			[]Capability{gpu("net.rtt.lan", Attr{"ms", Float(4.5)})}, nil},
-		{"gte on string fails", Requirement{Selector: "net.rtt", Predicates: []Predicate{{"ms", "gte", Int(1)}}},
-			[]Capability{gpu("net.rtt.lan", Attr{"ms", String("4")})},
+		{"lte", Requirement{Selector: "net.rtt", Predicates: []Predicate{{"ms", "lte", grammar.IntValue(5)}}},
+			[]Capability{gpu("net.rtt.lan", Attr{"ms", grammar.FloatValue(4.5)})}, nil},
+		{"gte on string fails", Requirement{Selector: "net.rtt", Predicates: []Predicate{{"ms", "gte", grammar.IntValue(1)}}},
+			[]Capability{gpu("net.rtt.lan", Attr{"ms", grammar.StringValue("4")})},
 			[]Rejection{{CodeRequirements, "`net.rtt`: predicate `ms gte 1` failed"}}},
-		{"in", Requirement{Selector: "cpu.arch", Predicates: []Predicate{{"name", "in", List(String("amd64"), String("arm64"))}}},
-			[]Capability{gpu("cpu.arch.x", Attr{"name", String("arm64")})}, nil},
-		{"has", Requirement{Selector: "runtime.container", Predicates: []Predicate{{"arches_native", "has", String("arm64")}}},
-			[]Capability{gpu("runtime.container.docker", Attr{"arches_native", List(String("amd64"), String("arm64"))})}, nil},
-		{"has on scalar fails", Requirement{Selector: "runtime.container", Predicates: []Predicate{{"arches_native", "has", String("arm64")}}},
-			[]Capability{gpu("runtime.container.docker", Attr{"arches_native", String("arm64")})},
+		{"in", Requirement{Selector: "cpu.arch", Predicates: []Predicate{{"name", "in", grammar.ListValue(grammar.StringValue("amd64"), grammar.StringValue("arm64"))}}},
+			[]Capability{gpu("cpu.arch.x", Attr{"name", grammar.StringValue("arm64")})}, nil},
+		{"has", Requirement{Selector: "runtime.container", Predicates: []Predicate{{"arches_native", "has", grammar.StringValue("arm64")}}},
+			[]Capability{gpu("runtime.container.docker", Attr{"arches_native", grammar.ListValue(grammar.StringValue("amd64"), grammar.StringValue("arm64"))})}, nil},
+		{"has on scalar fails", Requirement{Selector: "runtime.container", Predicates: []Predicate{{"arches_native", "has", grammar.StringValue("arm64")}}},
+			[]Capability{gpu("runtime.container.docker", Attr{"arches_native", grammar.StringValue("arm64")})},
 			[]Rejection{{CodeRequirements, "`runtime.container`: predicate `arches_native has arm64` failed"}}},
 		{"later predicate named when it empties the set", Requirement{Selector: "accel.gpu", Count: 1, Predicates: []Predicate{
-			{"vendor", "eq", String("nvidia")}, {AttrMemBytes, "gte", Int(16)}}},
-			[]Capability{gpu("accel.gpu.0", Attr{"vendor", String("amd")}, Attr{AttrMemBytes, Int(32)}),
-				gpu("accel.gpu.1", Attr{"vendor", String("nvidia")}, Attr{AttrMemBytes, Int(8)})},
+			{"vendor", "eq", grammar.StringValue("nvidia")}, {AttrMemBytes, "gte", grammar.IntValue(16)}}},
+			[]Capability{gpu("accel.gpu.0", Attr{"vendor", grammar.StringValue("amd")}, Attr{AttrMemBytes, grammar.IntValue(32)}),
+				gpu("accel.gpu.1", Attr{"vendor", grammar.StringValue("nvidia")}, Attr{AttrMemBytes, grammar.IntValue(8)})},
 			[]Rejection{{CodeRequirements, "`accel.gpu`: predicate `mem_bytes gte 16` failed"}}},
 		{"busy shared is usable", Requirement{Selector: "runtime.llamacpp"},
 			[]Capability{{ID: "runtime.llamacpp", Provenance: "probed", State: "busy"}}, nil},

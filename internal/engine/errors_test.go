@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nodeld/nodeld/internal/grammar"
 )
 
 func TestValidateRequest(t *testing.T) {
@@ -43,21 +44,27 @@ func TestValidateRequest(t *testing.T) {
 		{"too many predicates", func(r *Request) {
 			r.Requirements[0].Predicates = make([]Predicate, MaxPredicates+1)
 			for i := range r.Requirements[0].Predicates {
-				r.Requirements[0].Predicates[i] = Predicate{"a", "eq", Int(1)}
+				r.Requirements[0].Predicates[i] = Predicate{"a", "eq", grammar.IntValue(1)}
 			}
 		}, "predicates: 33, at most 32"},
-		{"bad attr", func(r *Request) { r.Requirements[0].Predicates = []Predicate{{"Mem", "eq", Int(1)}} }, `attr "Mem"`},
-		{"bad op", func(r *Request) { r.Requirements[0].Predicates = []Predicate{{"a", "ne", Int(1)}} }, `op "ne"`},
-		{"gte string", func(r *Request) { r.Requirements[0].Predicates = []Predicate{{"a", "gte", String("1")}} }, "gte: operand must be a number"},
-		{"eq list", func(r *Request) { r.Requirements[0].Predicates = []Predicate{{"a", "eq", List(Int(1))}} }, "eq: operand must be a bool"},
-		{"in scalar", func(r *Request) { r.Requirements[0].Predicates = []Predicate{{"a", "in", Int(1)}} }, "in: operand must be a list"},
-		{"in empty", func(r *Request) { r.Requirements[0].Predicates = []Predicate{{"a", "in", List()}} }, "in: operand must be a list"},
-		{"in nested", func(r *Request) { r.Requirements[0].Predicates = []Predicate{{"a", "in", List(List(Int(1)))}} }, "list elements"},
-		{"has list", func(r *Request) { r.Requirements[0].Predicates = []Predicate{{"a", "has", List(Int(1))}} }, "has: operand must be"},
+		{"bad attr", func(r *Request) { r.Requirements[0].Predicates = []Predicate{{"Mem", "eq", grammar.IntValue(1)}} }, `attr "Mem"`},
+		{"bad op", func(r *Request) { r.Requirements[0].Predicates = []Predicate{{"a", "ne", grammar.IntValue(1)}} }, `op "ne"`},
+		{"gte string", func(r *Request) { r.Requirements[0].Predicates = []Predicate{{"a", "gte", grammar.StringValue("1")}} }, "gte: operand must be a number"},
+		{"eq list", func(r *Request) {
+			r.Requirements[0].Predicates = []Predicate{{"a", "eq", grammar.ListValue(grammar.IntValue(1))}}
+		}, "eq: operand must be a bool"},
+		{"in scalar", func(r *Request) { r.Requirements[0].Predicates = []Predicate{{"a", "in", grammar.IntValue(1)}} }, "in: operand must be a list"},
+		{"in empty", func(r *Request) { r.Requirements[0].Predicates = []Predicate{{"a", "in", grammar.ListValue()}} }, "in: operand must be a list"},
+		{"in nested", func(r *Request) {
+			r.Requirements[0].Predicates = []Predicate{{"a", "in", grammar.ListValue(grammar.ListValue(grammar.IntValue(1)))}}
+		}, "list elements"},
+		{"has list", func(r *Request) {
+			r.Requirements[0].Predicates = []Predicate{{"a", "has", grammar.ListValue(grammar.IntValue(1))}}
+		}, "has: operand must be"},
 		{"nan operand", func(r *Request) {
-			r.Requirements[0].Predicates = []Predicate{{"a", "lte", Float(math.NaN())}}
+			r.Requirements[0].Predicates = []Predicate{{"a", "lte", grammar.FloatValue(math.NaN())}}
 		}, "lte: operand is not finite"},
-		{"invalid operand", func(r *Request) { r.Requirements[0].Predicates = []Predicate{{"a", "eq", Value{}}} }, "eq: operand must be"},
+		{"invalid operand", func(r *Request) { r.Requirements[0].Predicates = []Predicate{{"a", "eq", grammar.Value{}}} }, "eq: operand must be"},
 		{"bad label", func(r *Request) { r.Labels = []string{""} }, `labels[0] ""`},
 		{"too many excludes", func(r *Request) { r.Excludes = make([]string, 65) }, "excludes: 65 entries, at most 64"},
 		{"long ref", func(r *Request) { r.RevocableRefs = []string{strings.Repeat("a", 257)} }, "revocable_refs[0]"},
@@ -78,7 +85,7 @@ func TestValidateRequest(t *testing.T) {
 			r.Perf = &PerfTarget{ID: "perf.infer.chat", Better: BetterLower, Budget: math.NaN(), HasBudget: true}
 		}, "perf.budget: NaN"},
 		{"perf param", func(r *Request) {
-			r.Perf = &PerfTarget{ID: "perf.infer.chat", Better: BetterLower, Param: "model", ParamValue: List()}
+			r.Perf = &PerfTarget{ID: "perf.infer.chat", Better: BetterLower, Param: "model", ParamValue: grammar.ListValue()}
 		}, "perf.param_value"},
 		{"pin", func(r *Request) { r.Pin = "n\x00" }, `pin "n\x00"`},
 		{"current node", func(r *Request) { r.CurrentNode = strings.Repeat("n", 300) }, "current_node"},

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/nodeld/nodeld/internal/engine"
+	"github.com/nodeld/nodeld/internal/grammar"
 )
 
 // A chat model with a GPU route and a CPU route, placed over a GPU
@@ -16,35 +17,35 @@ func ExamplePlace() {
 		Requirements: []engine.Requirement{{Selector: "os.linux"}, {Selector: "runtime.llamacpp"}},
 		Variants: []engine.Variant{
 			{Name: "cuda", Requirements: []engine.Requirement{{Selector: "accel.gpu", Exclusive: true,
-				Predicates: []engine.Predicate{{Attr: engine.AttrMemBytes, Op: "gte", Value: engine.Int(16 * gib)}}}},
+				Predicates: []engine.Predicate{{Attr: engine.AttrMemBytes, Op: "gte", Value: grammar.IntValue(16 * gib)}}}},
 				Resources: engine.Resources{HostBytes: 4 * gib, AccelBytes: 9 * gib}},
 			{Name: "cpu", Requirements: []engine.Requirement{{Selector: "cpu.cores",
-				Predicates: []engine.Predicate{{Attr: "count", Op: "gte", Value: engine.Int(8)}}}},
+				Predicates: []engine.Predicate{{Attr: "count", Op: "gte", Value: grammar.IntValue(8)}}}},
 				Resources: engine.Resources{HostBytes: 12 * gib}},
 		},
 		MinTrust: engine.TrustPaired,
-		Perf: &engine.PerfTarget{ID: "perf.infer.chat", Param: "model", ParamValue: engine.String("qwen-7b"),
+		Perf: &engine.PerfTarget{ID: "perf.infer.chat", Param: "model", ParamValue: grammar.StringValue("qwen-7b"),
 			Better: engine.BetterLower},
 	}
 	linux := engine.Capability{ID: "os.linux", Provenance: "probed"}
 	llama := engine.Capability{ID: "runtime.llamacpp", Provenance: "probed"}
 	speed := func(ms float64) engine.Capability {
 		return engine.Capability{ID: "perf.infer.chat", Provenance: "measured",
-			Attrs: []engine.Attr{{Name: "model", Value: engine.String("qwen-7b")}, {Name: engine.AttrValue, Value: engine.Float(ms)}}}
+			Attrs: []engine.Attr{{Name: "model", Value: grammar.StringValue("qwen-7b")}, {Name: engine.AttrValue, Value: grammar.FloatValue(ms)}}}
 	}
 	nodes := []engine.Node{
 		{ID: "n-gpu", Trust: engine.TrustPinned, Liveness: engine.Alive, Gate: engine.VerdictAllow,
 			Capabilities: []engine.Capability{linux, llama, speed(38),
 				{ID: "accel.gpu.nvidia.0", Provenance: "probed", Exclusive: true,
-					Attrs: []engine.Attr{{Name: engine.AttrMemBytes, Value: engine.Int(24 * gib)}}}},
+					Attrs: []engine.Attr{{Name: engine.AttrMemBytes, Value: grammar.IntValue(24 * gib)}}}},
 			Memory: engine.Memory{HostFree: 64 * gib, VRAMFree: []uint64{22 * gib}}},
 		{ID: "n-cpu", Trust: engine.TrustPaired, Liveness: engine.Alive, Gate: engine.VerdictAllow,
 			Capabilities: []engine.Capability{linux, llama, speed(95),
-				{ID: "cpu.cores", Provenance: "probed", Attrs: []engine.Attr{{Name: "count", Value: engine.Int(32)}}}},
+				{ID: "cpu.cores", Provenance: "probed", Attrs: []engine.Attr{{Name: "count", Value: grammar.IntValue(32)}}}},
 			Memory: engine.Memory{HostFree: 48 * gib}},
 		{ID: "n-mac", Trust: engine.TrustPaired, Liveness: engine.Alive, Gate: engine.VerdictAllow,
 			Capabilities: []engine.Capability{linux, llama, {ID: "node.class.dev-mac", Provenance: "claimed"},
-				{ID: "cpu.cores", Provenance: "probed", Attrs: []engine.Attr{{Name: "count", Value: engine.Int(10)}}}},
+				{ID: "cpu.cores", Provenance: "probed", Attrs: []engine.Attr{{Name: "count", Value: grammar.IntValue(10)}}}},
 			Memory: engine.Memory{Unified: true, HostFree: 24 * gib}},
 		{ID: "n-old", Trust: engine.TrustDiscovered, Liveness: engine.Dead,
 			Gate: engine.VerdictDeny, GateReason: "node tier discovered below paired",

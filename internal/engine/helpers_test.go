@@ -1,6 +1,11 @@
 package engine
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/nodeld/nodeld/internal/grammar"
+)
 
 const gib = 1 << 30
 
@@ -14,7 +19,7 @@ func chatRequest() Request {
 			Name: "cuda",
 			Requirements: []Requirement{{
 				Selector: "accel.gpu", Exclusive: true,
-				Predicates: []Predicate{{Attr: AttrMemBytes, Op: "gte", Value: Int(8 * gib)}},
+				Predicates: []Predicate{{Attr: AttrMemBytes, Op: "gte", Value: grammar.IntValue(8 * gib)}},
 			}},
 			Resources: Resources{HostBytes: 2 * gib, AccelBytes: 6 * gib},
 		}},
@@ -30,7 +35,7 @@ func chatNode(id string) Node {
 		Capabilities: []Capability{
 			{ID: "os.linux", Provenance: "probed"},
 			{ID: "accel.gpu.nvidia.0", Provenance: "probed", Exclusive: true,
-				Attrs: []Attr{{AttrMemBytes, Int(24 * gib)}}},
+				Attrs: []Attr{{AttrMemBytes, grammar.IntValue(24 * gib)}}},
 		},
 		Memory: Memory{HostFree: 16 * gib, VRAMFree: []uint64{20 * gib}},
 	}
@@ -91,3 +96,7 @@ func candidate(t *testing.T, d Decision, node string) Candidate {
 	t.Fatalf("no candidate %s", node)
 	return Candidate{}
 }
+
+// valueEqual lets cmp compare grammar Values, whose fields are
+// unexported, exactly.
+var valueEqual = cmp.Comparer(func(a, b grammar.Value) bool { return a.Equal(b) })

@@ -267,7 +267,7 @@ func firstFailing(preds []cpred, c *Capability) int {
 		switch pr.op {
 		case codeGte, codeLte:
 			// The operand is a number (Validate); holds, inline.
-			a, ok := v.number()
+			a, ok := v.Number()
 			if !ok || (pr.op == codeGte && !(a >= pr.num)) || (pr.op == codeLte && !(a <= pr.num)) {
 				return i
 			}
@@ -281,7 +281,7 @@ func firstFailing(preds []cpred, c *Capability) int {
 }
 
 // attr returns the named attribute of c, or nil.
-func attr(c *Capability, name string) *Value {
+func attr(c *Capability, name string) *grammar.Value {
 	for i := range c.Attrs {
 		if c.Attrs[i].Name == name {
 			return &c.Attrs[i].Value
@@ -299,7 +299,7 @@ func (s *nodeScan) perfCandidate(t *PerfTarget, c *Capability) {
 	}
 	if t.Param != "" {
 		v := attr(c, t.Param)
-		if v == nil || !v.equal(t.ParamValue) {
+		if v == nil || !looseEqual(*v, t.ParamValue) {
 			return
 		}
 	}
@@ -307,7 +307,7 @@ func (s *nodeScan) perfCandidate(t *PerfTarget, c *Capability) {
 	if v == nil {
 		return
 	}
-	f, ok := v.number()
+	f, ok := v.Number()
 	if !ok || !finitePerf(f) {
 		return
 	}

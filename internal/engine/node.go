@@ -1,5 +1,7 @@
 package engine
 
+import "github.com/nodeld/nodeld/internal/grammar"
+
 // Node is what the engine knows of one node: a snapshot the caller builds
 // from the node's verified facts, its operator-assigned tier, liveness,
 // the instances and pending placements the controller knows of, and the
@@ -54,7 +56,7 @@ type Capability struct {
 // Attr is one named attribute of a capability.
 type Attr struct {
 	Name  string
-	Value Value
+	Value grammar.Value
 }
 
 // Memory is a node's free memory. A unified-memory node (Apple silicon)

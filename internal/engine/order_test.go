@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/nodeld/nodeld/internal/grammar"
 )
 
 // TestSortByID: the radix sort on keys (and the comparison sort below
@@ -107,8 +109,8 @@ func TestRankingAtScale(t *testing.T) {
 	for i := range nodes {
 		if i%7 == 0 { // many equal scores, so ties fall to the id
 			nodes[i].Capabilities = []Capability{{ID: "os.linux", Provenance: "probed"}, {ID: "cpu.arch.amd64", Provenance: "probed"},
-				{ID: "runtime.llamacpp", Provenance: "probed", Attrs: []Attr{{"version", Int(4200)}}},
-				{ID: "cpu.cores", Provenance: "probed", Attrs: []Attr{{"count", Int(64)}}}, {ID: "cpu.features.avx512", Provenance: "probed"}}
+				{ID: "runtime.llamacpp", Provenance: "probed", Attrs: []Attr{{"version", grammar.IntValue(4200)}}},
+				{ID: "cpu.cores", Provenance: "probed", Attrs: []Attr{{"count", grammar.IntValue(64)}}}, {ID: "cpu.features.avx512", Provenance: "probed"}}
 		}
 	}
 	d, err := Place(req, nodes, Cluster{}, DefaultWeights())

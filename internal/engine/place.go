@@ -523,7 +523,7 @@ func (e *evaluator) evaluate(i int, n *Node, c *Candidate) (raw, bool) {
 			}
 			r.flags |= rawAccelAssigned
 			if mb := attr(cp, AttrMemBytes); mb != nil {
-				if f, ok := mb.number(); ok && f > 0 && !math.IsInf(f, 0) {
+				if f, ok := mb.Number(); ok && f > 0 && !math.IsInf(f, 0) {
 					capacity += f
 					continue
 				}

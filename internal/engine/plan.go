@@ -71,7 +71,7 @@ type reqPlan struct {
 type cpred struct {
 	attr string
 	op   uint8
-	v    *Value
+	v    *grammar.Value
 	num  float64 // the operand as a number, for gte and lte
 }
 
@@ -96,7 +96,7 @@ func compile(req *Request, w *Weights, cl *Cluster) *plan {
 		for i := range q.Predicates {
 			pr := &q.Predicates[i]
 			cp[i] = cpred{attr: pr.Attr, op: opCode(pr.Op), v: &pr.Value}
-			cp[i].num, _ = pr.Value.number()
+			cp[i].num, _ = pr.Value.Number()
 		}
 		p.reqs = append(p.reqs, reqPlan{
 			sel: q.Selector, preds: q.Predicates, cpreds: cp, count: count, exclusive: q.Exclusive,
@@ -356,7 +356,7 @@ func (p *plan) detail(k msgKey) string {
 		s = head + "provenance " + provenanceNames[k.a] + " below " + provenanceNames[r.minRank]
 	case msgPredicate:
 		pr := r.preds[k.a]
-		s = head + "predicate `" + pr.Attr + " " + pr.Op + " " + pr.Value.String() + "` failed"
+		s = head + "predicate `" + pr.Attr + " " + pr.Op + " " + valueText(pr.Value) + "` failed"
 	case msgUnavailable:
 		s = head + "unavailable (" + blockingStates[k.a] + ")"
 	case msgUsable:

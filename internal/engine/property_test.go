@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nodeld/nodeld/internal/grammar"
 	"pgregory.net/rapid"
 )
 
@@ -40,10 +41,10 @@ func genCapability(id string) *rapid.Generator[Capability] {
 			Exclusive:  rapid.Bool().Draw(t, "exclusive"),
 		}
 		if rapid.Bool().Draw(t, "has_mem") {
-			c.Attrs = append(c.Attrs, Attr{AttrMemBytes, Int(int64(rapid.SampledFrom(genBytes).Draw(t, "mem_bytes")))})
+			c.Attrs = append(c.Attrs, Attr{AttrMemBytes, grammar.IntValue(int64(rapid.SampledFrom(genBytes).Draw(t, "mem_bytes")))})
 		}
 		if rapid.Bool().Draw(t, "has_value") {
-			c.Attrs = append(c.Attrs, Attr{AttrValue, Float(float64(rapid.IntRange(0, 200).Draw(t, "value")))})
+			c.Attrs = append(c.Attrs, Attr{AttrValue, grammar.FloatValue(float64(rapid.IntRange(0, 200).Draw(t, "value")))})
 		}
 		return c
 	})
@@ -102,7 +103,7 @@ var genRequirement = rapid.Custom(func(t *rapid.T) Requirement {
 		MinProvenance: rapid.SampledFrom(genMinimums).Draw(t, "min_provenance"),
 	}
 	if rapid.IntRange(0, 3).Draw(t, "pred") == 0 {
-		q.Predicates = []Predicate{{AttrMemBytes, "gte", Int(int64(rapid.SampledFrom(genBytes).Draw(t, "gte")))}}
+		q.Predicates = []Predicate{{AttrMemBytes, "gte", grammar.IntValue(int64(rapid.SampledFrom(genBytes).Draw(t, "gte")))}}
 	}
 	return q
 })
@@ -238,9 +239,9 @@ func (o oracle) nodeFailures(n Node) []Code {
 				continue
 			}
 			for _, a := range c.Attrs {
-				if a.Name == AttrValue && a.Value.kind == KindFloat && a.Value.f >= 0 {
-					if !found || (p.Better == BetterLower && a.Value.f < best) || (p.Better == BetterHigher && a.Value.f > best) {
-						best, found = a.Value.f, true
+				if f, ok := a.Value.Number(); ok && a.Value.Kind() == grammar.KindFloat && f >= 0 {
+					if !found || (p.Better == BetterLower && f < best) || (p.Better == BetterHigher && f > best) {
+						best, found = f, true
 					}
 				}
 			}
@@ -302,7 +303,9 @@ func (o oracle) routeProblems(n Node, c Candidate) []string {
 			for _, p := range q.Predicates { // the generator only makes "mem_bytes gte N"
 				ok := false
 				for _, a := range cp.Attrs {
-					ok = ok || (a.Name == p.Attr && a.Value.kind == KindInt && a.Value.i >= p.Value.i)
+					ai, isInt := a.Value.Int()
+					pi, _ := p.Value.Int()
+					ok = ok || (a.Name == p.Attr && isInt && ai >= pi)
 				}
 				if !ok {
 					problems = append(problems, fmt.Sprintf("%s fails %s %s %v", id, p.Attr, p.Op, p.Value))
@@ -553,7 +556,7 @@ func TestPropertyJointMatcher(t *testing.T) {
 			Exclusive: rapid.Bool().Draw(t, "exclusive"),
 		}
 		if rapid.IntRange(0, 4).Draw(t, "pred") == 0 {
-			q.Predicates = []Predicate{{AttrMemBytes, "gte", Int(int64(rapid.SampledFrom(genBytes).Draw(t, "gte")))}}
+			q.Predicates = []Predicate{{AttrMemBytes, "gte", grammar.IntValue(int64(rapid.SampledFrom(genBytes).Draw(t, "gte")))}}
 		}
 		return q
 	})
@@ -564,7 +567,7 @@ func TestPropertyJointMatcher(t *testing.T) {
 				State:     rapid.SampledFrom([]string{"", "", "", "", "busy", "reserved"}).Draw(t, "state"),
 				Exclusive: rapid.IntRange(0, 2).Draw(t, "exclusive") == 0}
 			if rapid.Bool().Draw(t, "has_mem") {
-				c.Attrs = []Attr{{AttrMemBytes, Int(int64(rapid.SampledFrom(genBytes).Draw(t, "mem_bytes")))}}
+				c.Attrs = []Attr{{AttrMemBytes, grammar.IntValue(int64(rapid.SampledFrom(genBytes).Draw(t, "mem_bytes")))}}
 			}
 			n.Capabilities = append(n.Capabilities, c)
 		}
@@ -605,7 +608,9 @@ func bruteForce(caps []Capability, reqs []Requirement) bool {
 			for _, p := range q.Predicates {
 				has := false
 				for _, a := range c.Attrs {
-					has = has || (a.Name == p.Attr && a.Value.i >= p.Value.i)
+					ai, _ := a.Value.Int()
+					pi, _ := p.Value.Int()
+					has = has || (a.Name == p.Attr && ai >= pi)
 				}
 				ok = ok && has
 			}

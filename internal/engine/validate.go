@@ -75,7 +75,7 @@ func (r *Request) Validate() error {
 			if !grammar.ValidAttrName(p.Param) {
 				add("perf.param %q: not an attribute name", clip(p.Param))
 			}
-			if !p.ParamValue.scalar() || !p.ParamValue.finite() {
+			if !p.ParamValue.IsScalar() || !finite(p.ParamValue) {
 				add("perf.param_value: want a finite scalar")
 			}
 		}
@@ -140,28 +140,28 @@ func validateRequirement(add func(string, ...any), at func() string, q *Requirem
 
 // operandProblem says what is wrong with a predicate's operator or
 // operand, or returns "".
-func operandProblem(op string, v Value) string {
+func operandProblem(op string, v grammar.Value) string {
 	if !grammar.ValidPredicateOp(op) {
 		return fmt.Sprintf("op %q: want eq, gte, lte, in or has", clip(op))
 	}
-	if !v.finite() {
+	if !finite(v) {
 		return fmt.Sprintf("%s: operand is not finite", op)
 	}
 	switch op {
 	case opEq, opHas:
-		if !v.scalar() {
+		if !v.IsScalar() {
 			return fmt.Sprintf("%s: operand must be a bool, number or string", op)
 		}
 	case opGte, opLte:
-		if _, ok := v.number(); !ok {
+		if _, ok := v.Number(); !ok {
 			return fmt.Sprintf("%s: operand must be a number", op)
 		}
 	case opIn:
-		if v.kind != KindList || len(v.list) == 0 || len(v.list) > MaxOperandList {
+		if v.Kind() != grammar.KindList || v.Len() == 0 || v.Len() > MaxOperandList {
 			return fmt.Sprintf("in: operand must be a list of 1 to %d values", MaxOperandList)
 		}
-		for _, e := range v.list {
-			if !e.scalar() {
+		for i := range v.Len() {
+			if !v.Elem(i).IsScalar() {
 				return "in: list elements must be bools, numbers or strings"
 			}
 		}
