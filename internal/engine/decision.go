@@ -69,9 +69,14 @@ type Score struct {
 // Rejection is one failed constraint: a stable Code that callers and the
 // audit chain may branch on, and a Detail for people.
 type Rejection struct {
-	Code   Code
-	Detail string
+	Code Code
+	why  why
 }
+
+// Detail says what failed, for people ("variant cuda: vram pool: need
+// 9663676416 bytes, free 0 bytes"). Place records only the figures and
+// names; the text is formatted here, on each call.
+func (r Rejection) Detail() string { return r.why.text() }
 
 // Code names a hard constraint. Codes are stable: they cross the mesh and
 // enter the audit chain, and are never renamed.

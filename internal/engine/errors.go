@@ -43,7 +43,7 @@ func (e *PinIneligibleError) Error() string {
 		b.WriteString("constraint `")
 		b.WriteString(string(r.Code))
 		b.WriteString("`: ")
-		b.WriteString(r.Detail)
+		b.WriteString(r.Detail())
 	}
 	return b.String()
 }

@@ -60,14 +60,52 @@ func cpuNode(id string) Node {
 	}
 }
 
+// mustPlace places req, and checks that the same nodes given with their
+// Profiles decide the same.
 func mustPlace(t *testing.T, req Request, nodes []Node, cl Cluster, w Weights) Decision {
 	t.Helper()
 	d, err := Place(req, nodes, cl, w)
 	if err != nil {
 		t.Fatalf("Place: %v", err)
 	}
+	pd, err := Place(req, prepared(NewSymbols(), nodes), cl, w)
+	if err != nil {
+		t.Fatalf("Place, prepared: %v", err)
+	}
+	if diff := cmp.Diff(d, pd, rejText); diff != "" {
+		t.Fatalf("prepared nodes decide otherwise (-unprepared +prepared):\n%s", diff)
+	}
 	return d
 }
+
+// prepared returns the nodes with their Profiles, prepared by syms, and
+// without the capabilities and memory they were prepared from.
+func prepared(syms *Symbols, nodes []Node) []Node {
+	out := make([]Node, len(nodes))
+	for i, n := range nodes {
+		n.Profile = syms.Prepare(n.Capabilities, n.Memory)
+		n.Capabilities, n.Memory = nil, Memory{}
+		out[i] = n
+	}
+	return out
+}
+
+// rej is a Rejection as text, for comparisons.
+type rej struct {
+	Code   Code
+	Detail string
+}
+
+func rejs(rs []Rejection) []rej {
+	var out []rej
+	for _, r := range rs {
+		out = append(out, rej{r.Code, r.Detail()})
+	}
+	return out
+}
+
+// rejText lets cmp compare Rejections by code and text.
+var rejText = cmp.Transformer("text", func(r Rejection) rej { return rej{r.Code, r.Detail()} })
 
 // order returns the node ids of the candidates, eligible ones first, as
 // ranked.

@@ -24,6 +24,12 @@ type Node struct {
 	Capabilities []Capability
 	// Memory is the node's free memory.
 	Memory Memory
+	// Profile, when set, is Capabilities and Memory prepared by
+	// Symbols.Prepare, and Place reads it rather than them: a caller that
+	// keeps each node's Profile while its facts do not change pays for
+	// preparing them once, not per decision. Either every node given to
+	// Place has a Profile, all from one Symbols, or none has.
+	Profile *Profile
 	// Instances are the workload instances on the node, for co-residency.
 	Instances []Instance
 	// Pending is memory reserved on the node by decisions not yet

@@ -442,7 +442,7 @@ func TestPropertySameInputSameDecision(t *testing.T) {
 		if fmt.Sprint(wantErr) != fmt.Sprint(gotErr) {
 			t.Fatalf("errors differ: %v / %v", wantErr, gotErr)
 		}
-		if diff := cmp.Diff(want, got); diff != "" {
+		if diff := cmp.Diff(want, got, rejText); diff != "" {
 			t.Fatalf("decision depends on node order (-first +shuffled):\n%s", diff)
 		}
 		if want.Explain() != got.Explain() {
@@ -473,7 +473,7 @@ func TestPropertyPinNeverOverridesAConstraint(t *testing.T) {
 			if c.Eligible() || d.Chosen != nil || pe.Node != s.req.Pin {
 				t.Fatalf("pin error %v for an eligible pin, or with a placement", err)
 			}
-			if diff := cmp.Diff(c.Rejections, pe.Rejections); diff != "" {
+			if diff := cmp.Diff(c.Rejections, pe.Rejections, rejText); diff != "" {
 				t.Fatalf("error names other rejections (-candidate +error):\n%s", diff)
 			}
 			if problems := (oracle{s}).nodeFailures(nodeByID(s.nodes, s.req.Pin)); len(problems) == 0 && len(c.Rejections) == 0 {

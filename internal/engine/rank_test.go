@@ -116,11 +116,11 @@ func TestEmulationOnlyWithTheFlag(t *testing.T) {
 	if d.Chosen != nil {
 		t.Fatalf("placed on %s without allow_emulated", d.Chosen.Node)
 	}
-	want := []Rejection{
+	want := []rej{
 		{CodeRequirements, "variant native: `runtime.native`: not advertised"},
 		{CodeEmulationNotAllowed, "only emulated route(s) fit (emulated); emulation needs explicit allow_emulated"},
 	}
-	if diff := cmp.Diff(want, d.Candidates[0].Rejections); diff != "" {
+	if diff := cmp.Diff(want, rejs(d.Candidates[0].Rejections)); diff != "" {
 		t.Errorf("rejections (-want +got):\n%s", diff)
 	}
 	// A node where both routes fit uses the native one, allowed or not.
@@ -351,7 +351,7 @@ func TestRankingIndependentOfOrder(t *testing.T) {
 			give = append(give, n)
 		}
 		got := mustPlace(t, tierRequest(), give, Cluster{}, DefaultWeights())
-		if diff := cmp.Diff(want, got); diff != "" {
+		if diff := cmp.Diff(want, got, rejText); diff != "" {
 			t.Errorf("order %v (-want +got):\n%s", p, diff)
 		}
 	}
