@@ -86,17 +86,7 @@ func (s *nodeScan) scan(p *plan, pr *Profile) {
 	if len(s.hits) < len(idSym) {
 		s.hits = make([]hit, max(len(idSym), 2*len(s.hits)))
 	}
-	hits := s.hits[:len(idSym)]
-	n := 0
-	for ci, sym := range idSym {
-		h := int32(-1)
-		if uint(sym) < uint(len(chain)) { // else interned after this decision began
-			h = chain[sym]
-		}
-		hits[n] = hit{ci: int32(ci), at: h}
-		n += int(uint32(^h) >> 31) // 1 when h >= 0
-	}
-	for _, ht := range hits[:n] {
+	for _, ht := range selected(idSym, chain, s.hits) {
 		c := &pr.caps[ht.ci]
 		for h := ht.at; h >= 0; {
 			l := &links[h]
@@ -110,6 +100,23 @@ func (s *nodeScan) scan(p *plan, pr *Profile) {
 			}
 		}
 	}
+}
+
+// selected notes in hits, and returns, the capabilities whose id has a
+// chain, with its first link: a loop that calls nothing and does not
+// branch on the data. hits has room for every capability.
+func selected(idSym, chain []int32, hits []hit) []hit {
+	hits = hits[:len(idSym)]
+	n := 0
+	for ci, sym := range idSym {
+		h := int32(-1)
+		if uint(sym) < uint(len(chain)) { // else interned after this decision began
+			h = chain[sym]
+		}
+		hits[n] = hit{ci: int32(ci), at: h}
+		n += int(uint32(^h) >> 31) // 1 when h >= 0
+	}
+	return hits[:n]
 }
 
 // ensure matches, once, the selections of the variants after the first,

@@ -194,7 +194,7 @@ func firstAccelerator(assigned [][]string) string {
 }
 
 // idOrder is the nodes sorted by id. The sort compares a key made of the
-// eight bytes of each id that follow the prefix all the ids share, and
+// four bytes of each id that follow the prefix all the ids share, and
 // the ids themselves only when the keys are equal: it reads each id once
 // and sorts compact, pointer-free references.
 type idOrder struct {
@@ -204,7 +204,7 @@ type idOrder struct {
 
 // nodeRef is a node's key and index.
 type nodeRef struct {
-	key uint64 // id[skip:skip+8], big-endian, zero-padded
+	key uint32 // id[skip:skip+4], big-endian, zero-padded
 	i   int32
 }
 
@@ -231,7 +231,7 @@ func sortByID(nodes []Node) idOrder {
 	// Keys are sorted by radix, a byte at a time from the last, skipping
 	// the bytes all keys share; the sort is stable, so equal keys stay in
 	// the order of index, and only runs of equal keys (ids alike in their
-	// first eight distinct bytes) are sorted again by id. Equal ids (an
+	// first four distinct bytes) are sorted again by id. Equal ids (an
 	// error) keep their order of index.
 	sortRefs(o.refs)
 	for lo := 0; lo < len(o.refs); {
@@ -275,8 +275,8 @@ func radixSort(refs []nodeRef) {
 	if len(refs) < 2 {
 		return
 	}
-	var count [8][256]int32
-	and, or := ^uint64(0), uint64(0)
+	var count [4][256]int32
+	and, or := ^uint32(0), uint32(0)
 	for _, r := range refs {
 		k := r.key
 		and &= k
@@ -284,15 +284,11 @@ func radixSort(refs []nodeRef) {
 		count[0][k&0xff]++
 		count[1][k>>8&0xff]++
 		count[2][k>>16&0xff]++
-		count[3][k>>24&0xff]++
-		count[4][k>>32&0xff]++
-		count[5][k>>40&0xff]++
-		count[6][k>>48&0xff]++
-		count[7][k>>56]++
+		count[3][k>>24]++
 	}
 	tmp := make([]nodeRef, len(refs))
 	src, dst := refs, tmp
-	for d := range 8 {
+	for d := range 4 {
 		if (and^or)>>(8*d)&0xff == 0 {
 			continue // every key has the same byte here
 		}
@@ -313,17 +309,16 @@ func radixSort(refs []nodeRef) {
 	}
 }
 
-// idKey returns the first eight bytes of s, big-endian, zero-padded.
-func idKey(s string) uint64 {
-	if len(s) >= 8 {
-		return uint64(s[0])<<56 | uint64(s[1])<<48 | uint64(s[2])<<40 | uint64(s[3])<<32 |
-			uint64(s[4])<<24 | uint64(s[5])<<16 | uint64(s[6])<<8 | uint64(s[7])
+// idKey returns the first four bytes of s, big-endian, zero-padded.
+func idKey(s string) uint32 {
+	if len(s) >= 4 {
+		return uint32(s[0])<<24 | uint32(s[1])<<16 | uint32(s[2])<<8 | uint32(s[3])
 	}
-	var k uint64
-	for i := range 8 {
+	var k uint32
+	for i := range 4 {
 		k <<= 8
 		if i < len(s) {
-			k |= uint64(s[i])
+			k |= uint32(s[i])
 		}
 	}
 	return k
@@ -368,9 +363,10 @@ func (o idOrder) revoked(nodes []Node, ids []string) []bool {
 // rankOrder is an eligible candidate's key for ranking: the tier in the
 // top two bits, then the score, highest first (the bits of a float64 of
 // zero or more order like the number; inverted, they order the other
-// way), without its last bit. Equal keys are resolved by score exactly.
-func rankOrder(t Tier, score float64) uint64 {
-	return uint64(t)<<62 | (^math.Float64bits(score)&(1<<63-1))>>1
+// way), to 30 bits: the exponent and 18 bits of the fraction. Equal keys
+// are resolved by score exactly.
+func rankOrder(t Tier, score float64) uint32 {
+	return uint32(t)<<30 | uint32((^math.Float64bits(score)&(1<<63-1))>>33)
 }
 
 // permute reorders cs in place so that position k holds what was at
