@@ -142,3 +142,31 @@ func TestRankingAtScale(t *testing.T) {
 		}
 	}
 }
+
+// TestPrintableASCII: the word-at-a-time check agrees with grammar's
+// byte-at-a-time one, for every byte value at every position of short
+// and long texts.
+func TestPrintableASCII(t *testing.T) {
+	for _, n := range []int{1, 7, 8, 9, 16, 23} {
+		base := []byte(strings.Repeat("n", n))
+		for pos := range n {
+			for b := range 256 {
+				s := slices.Clone(base)
+				s[pos] = byte(b)
+				if got, want := printableASCII(string(s)), grammar.PrintableASCII(string(s)); got != want {
+					t.Fatalf("%q: %v, want %v", s, got, want)
+				}
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 100000 {
+		s := make([]byte, rng.IntN(40))
+		for i := range s {
+			s[i] = byte(0x18 + rng.IntN(0x70))
+		}
+		if got, want := printableASCII(string(s)), grammar.PrintableASCII(string(s)); got != want {
+			t.Fatalf("%q: %v, want %v", s, got, want)
+		}
+	}
+}

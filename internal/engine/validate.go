@@ -182,7 +182,29 @@ func validateTexts(add func(string, ...any), at string, list []string) {
 
 // validText reports whether s is 1 to MaxTextLen bytes of printable ASCII.
 func validText(s string) bool {
-	return s != "" && len(s) <= MaxTextLen && grammar.PrintableASCII(s)
+	return s != "" && len(s) <= MaxTextLen && printableASCII(s)
+}
+
+// printableASCII is grammar.PrintableASCII eight bytes at a time, for
+// node ids, which every decision checks: a word has a byte below 0x20
+// when subtracting 0x20 from each byte borrows into a byte whose top bit
+// was clear, and one above 0x7e when adding 1 sets a top bit.
+func printableASCII(s string) bool {
+	const ones, tops = 0x0101010101010101, 0x8080808080808080
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		w := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		if (w-ones*0x20)&^w&tops != 0 || ((w+ones)|w)&tops != 0 {
+			return false
+		}
+	}
+	for ; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // clip bounds what an error message repeats of a bad input.
