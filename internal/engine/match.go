@@ -48,9 +48,10 @@ type nodeScan struct {
 	stats []reqStat
 	// cands holds per requirement its usable capabilities, in node
 	// order: the first stats[ri].usable of cands[ri].
-	cands [][]int32
-	hits  []hit // the capabilities that some selector selects
-	later []hit // what the other variants' selectors selected, not yet matched
+	cands     [][]int32
+	hits      []hit // the capabilities that some selector selects: the first nhits
+	nhits     int
+	laterDone bool // the later variants' selections are matched
 
 	isDev   bool
 	perf    float64
@@ -62,8 +63,7 @@ func (s *nodeScan) candsOf(ri int32) []int32 {
 	return s.cands[ri][:s.stats[ri].usable]
 }
 
-// hit is a capability and a link of the chain that selects it, or the
-// requirement of a later variant that selects it.
+// hit is a capability and the first link of the chain that selects it.
 type hit struct{ ci, at int32 }
 
 func newNodeScan(n int) *nodeScan {
@@ -79,24 +79,20 @@ func newNodeScan(n int) *nodeScan {
 // of the other variants for ensure.
 func (s *nodeScan) scan(p *plan, pr *Profile) {
 	clear(s.stats)
-	s.isDev, s.hasPerf = false, false
-	s.later = s.later[:0]
+	s.isDev, s.hasPerf, s.laterDone = false, false, false
 	chain, links := p.chain, p.links
 	idSym := pr.idSym
 	if len(s.hits) < len(idSym) {
 		s.hits = make([]hit, max(len(idSym), 2*len(s.hits)))
 	}
-	for _, ht := range selected(idSym, chain, s.hits) {
-		c := &pr.caps[ht.ci]
+	hits := selected(idSym, chain, s.hits)
+	s.nhits = len(hits)
+	for _, ht := range hits {
 		for h := ht.at; h >= 0; {
 			l := &links[h]
 			h = l.next
-			switch {
-			case l.exact && l.sym != c.sym:
-			case l.later:
-				s.later = append(s.later, hit{ci: ht.ci, at: l.req})
-			default:
-				s.match(p, l.req, ht.ci, pr, c)
+			if !l.later {
+				s.match(p, l.req, ht.ci, pr, &pr.caps[ht.ci])
 			}
 		}
 	}
@@ -110,8 +106,8 @@ func selected(idSym, chain []int32, hits []hit) []hit {
 	n := 0
 	for ci, sym := range idSym {
 		h := int32(-1)
-		if uint(sym) < uint(len(chain)) { // else interned after this decision began
-			h = chain[sym]
+		if i := uint(uint32(sym)); i < uint(len(chain)) { // else interned after this decision began
+			h = chain[i]
 		}
 		hits[n] = hit{ci: int32(ci), at: h}
 		n += int(uint32(^h) >> 31) // 1 when h >= 0
@@ -120,15 +116,23 @@ func selected(idSym, chain []int32, hits []hit) []hit {
 }
 
 // ensure matches, once, the selections of the variants after the first,
-// when route selection needs variant v.
+// when route selection needs variant v: the chains of the capabilities
+// the scan noted are followed again for them.
 func (s *nodeScan) ensure(p *plan, pr *Profile, v int) {
-	if v == 0 || len(s.later) == 0 {
+	if v == 0 || s.laterDone || !p.hasLater {
 		return
 	}
-	for _, h := range s.later {
-		s.match(p, h.at, h.ci, pr, &pr.caps[h.ci])
+	s.laterDone = true
+	links := p.links
+	for _, ht := range s.hits[:s.nhits] {
+		for h := ht.at; h >= 0; {
+			l := &links[h]
+			h = l.next
+			if l.later {
+				s.match(p, l.req, ht.ci, pr, &pr.caps[ht.ci])
+			}
+		}
 	}
-	s.later = s.later[:0]
 }
 
 // match takes capability ci, selected by requirement (or pseudo-selector)
@@ -302,11 +306,10 @@ type joint struct {
 	assignAt  []int32
 	alen      []int32
 
-	// Greedy pass: stamp[ci] == gen marks a capability used in this pass;
-	// held[ci] says whether exclusively.
-	gen   uint32
-	stamp []uint32
-	held  []bool
+	// Greedy pass: mark[ci] is gen<<1 for a capability used shared in
+	// this pass, gen<<1|1 for one held exclusively.
+	gen  uint32
+	mark []uint32
 
 	// Search.
 	owner    []int32   // per capability: the requirement holding it exclusively, or -1
@@ -356,55 +359,57 @@ func (j *joint) solve(p *plan, reqs []int32, caps []pcap) bool {
 // candidates: shared capabilities first for a shared requirement. It
 // reports false at the first requirement it cannot satisfy.
 func (j *joint) greedy(p *plan, reqs []int32, caps []pcap) bool {
-	if len(j.stamp) < len(caps) {
-		j.stamp = make([]uint32, len(caps))
-		j.held = make([]bool, len(caps))
+	if len(j.mark) < len(caps) {
+		j.mark = make([]uint32, len(caps))
 		j.gen = 0
 	}
 	j.gen++
-	if j.gen == 0 { // wrapped: old stamps could look current
-		clear(j.stamp)
+	if j.gen == 1<<31 { // wrapped: old marks could look current
+		clear(j.mark)
 		j.gen = 1
 	}
+	mark, shared, held := j.mark[:len(caps)], j.gen<<1, j.gen<<1|1
+	st, all := j.scan.stats, j.scan.cands
 	for _, ri := range reqs {
 		r := &p.reqs[ri]
-		j.alen[ri] = 0
 		need := r.count
-		cands := j.scan.candsOf(ri)
+		cands := all[ri][:st[ri].usable]
+		out := j.assignBuf[j.assignAt[ri]:][:need]
+		n := 0
 		if r.exclusive {
 			for _, ci := range cands {
-				if need == 0 {
-					break
-				}
-				if j.stamp[ci] != j.gen {
-					j.stamp[ci], j.held[ci] = j.gen, true
-					j.push(ri, ci)
-					need--
+				if mark[ci]>>1 != j.gen {
+					mark[ci] = held
+					out[n] = ci
+					if n++; n == need {
+						break
+					}
 				}
 			}
 		} else {
-			for _, ci := range cands { // shared capabilities, shareable
-				if need == 0 {
-					break
-				}
-				if caps[ci].flags&capExclusive == 0 && (j.stamp[ci] != j.gen || !j.held[ci]) {
-					j.stamp[ci], j.held[ci] = j.gen, false
-					j.push(ri, ci)
-					need--
+			for _, ci := range cands { // shared capabilities, not held
+				if caps[ci].flags&capExclusive == 0 && mark[ci] != held {
+					mark[ci] = shared
+					out[n] = ci
+					if n++; n == need {
+						break
+					}
 				}
 			}
-			for _, ci := range cands { // then exclusive ones, free
-				if need == 0 {
-					break
-				}
-				if caps[ci].flags&capExclusive != 0 && j.stamp[ci] != j.gen {
-					j.stamp[ci], j.held[ci] = j.gen, true
-					j.push(ri, ci)
-					need--
+			if n < need {
+				for _, ci := range cands { // then exclusive ones, free
+					if caps[ci].flags&capExclusive != 0 && mark[ci]>>1 != j.gen {
+						mark[ci] = held
+						out[n] = ci
+						if n++; n == need {
+							break
+						}
+					}
 				}
 			}
 		}
-		if need > 0 {
+		j.alen[ri] = int32(n)
+		if n < need {
 			return false
 		}
 	}

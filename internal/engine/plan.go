@@ -29,8 +29,9 @@ type plan struct {
 	// selections of the variants after the first are only noted, and
 	// matched if route selection gets past the first variant: a node that
 	// fits it never needs the others.
-	chain []int32
-	links []link
+	chain    []int32
+	links    []link
+	hasLater bool // a later variant has a requirement
 
 	// routes lists, per variant, its route's requirements: the common
 	// ones, then the variant's.
@@ -78,7 +79,7 @@ type link struct {
 	req   int32 // index in plan.reqs, or one of the sel* kinds below
 	next  int32 // the next link of the chain, or -1
 	sym   int32 // the selector's symbol
-	exact bool  // selects the id sym only (dev class, perf target)
+	exact bool  // selects the id sym only (dev class, perf target): not inherited
 	later bool  // a requirement of a variant after the first: matched on demand
 }
 
@@ -247,6 +248,7 @@ func compile(req *Request, w *Weights, cl *Cluster, syms *Symbols) *plan {
 	for ri := range p.reqs {
 		later := ri >= p.variants[0].end && ri < p.prefStart
 		addSel(selAt[ri], int32(ri), false, later)
+		p.hasLater = p.hasLater || later
 	}
 	p.buildChains(v, sels)
 
@@ -311,24 +313,38 @@ func scalarOperand(v grammar.Value) pval {
 
 // buildChains makes plan.chain and plan.links from the selectors: one
 // pass over the symbols, parents first (a symbol's parent is interned
-// before it), each symbol's chain its own selectors followed by its
-// parent's chain.
+// before it). A symbol's chain is its exact selectors, then its dot-prefix
+// selectors, then its parent's dot-prefix selectors and so on: an exact
+// selector selects its own id only, so children do not inherit it, and
+// a scan needs no test for it.
 func (p *plan) buildChains(v view, sels []link) {
 	slices.SortStableFunc(sels, func(a, b link) int { return int(a.sym) - int(b.sym) })
 	p.chain = make([]int32, len(v.parent))
+	inherit := make([]int32, len(v.parent)) // a symbol's chain without its exact selectors
 	p.links = make([]link, 0, len(sels))
 	k := 0
 	for s, parent := range v.parent {
 		h := int32(-1)
 		if parent >= 0 {
-			h = p.chain[parent]
+			h = inherit[parent]
 		}
-		for ; k < len(sels) && sels[k].sym == int32(s); k++ {
-			l := sels[k]
-			l.next = h
-			p.links = append(p.links, l)
-			h = int32(len(p.links) - 1)
+		end := k
+		for end < len(sels) && sels[end].sym == int32(s) {
+			end++
+		}
+		for _, exact := range [2]bool{false, true} {
+			for _, l := range sels[k:end] {
+				if l.exact == exact {
+					l.next = h
+					p.links = append(p.links, l)
+					h = int32(len(p.links) - 1)
+				}
+			}
+			if !exact {
+				inherit[s] = h
+			}
 		}
 		p.chain[s] = h
+		k = end
 	}
 }
