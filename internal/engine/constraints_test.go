@@ -234,7 +234,7 @@ func TestBaselinesPlace(t *testing.T) {
 	if diff := cmp.Diff(want, d.Chosen); diff != "" {
 		t.Errorf("chat placement (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([][]string{{"os.linux"}, {"accel.gpu.nvidia.0"}}, d.Candidates[0].Assigned); diff != "" {
+	if diff := cmp.Diff([][]string{{"os.linux"}, {"accel.gpu.nvidia.0"}}, d.Candidates[0].Assigned()); diff != "" {
 		t.Errorf("assigned (-want +got):\n%s", diff)
 	}
 	if got := chosen(mustPlace(t, cpuRequest(), []Node{cpuNode("n-b")}, Cluster{}, DefaultWeights())); got != "n-b" {

@@ -104,8 +104,25 @@ func rejs(rs []Rejection) []rej {
 	return out
 }
 
-// rejText lets cmp compare Rejections by code and text.
-var rejText = cmp.Transformer("text", func(r Rejection) rej { return rej{r.Code, r.Detail()} })
+// candText is a Candidate as cmp compares it: what its methods give.
+type candText struct {
+	Node       string
+	Rejections []Rejection
+	Variant    string
+	Tier       Tier
+	Score      Score
+	Flags      Flags
+	Assigned   [][]string
+}
+
+// rejText lets cmp compare Rejections by code and text, and Candidates
+// by what they assigned.
+var rejText = cmp.Options{
+	cmp.Transformer("text", func(r Rejection) rej { return rej{r.Code, r.Detail()} }),
+	cmp.Transformer("assigned", func(c Candidate) candText {
+		return candText{c.Node, c.Rejections, c.Variant, c.Tier, c.Score, c.Flags, c.Assigned()}
+	}),
+}
 
 // order returns the node ids of the candidates, eligible ones first, as
 // ranked.

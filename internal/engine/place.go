@@ -7,8 +7,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-
-	"github.com/nodeld/nodeld/internal/grammar"
 )
 
 // Place decides where req goes among nodes (reference 3.6): it validates
@@ -118,7 +116,7 @@ func Place(req Request, nodes []Node, cluster Cluster, w Weights) (Decision, err
 		vi := slices.IndexFunc(req.Variants, func(v Variant) bool { return v.Name == c.Variant })
 		d.Chosen = &Placement{
 			Node: c.Node, Variant: c.Variant, Execution: req.Variants[vi].Execution, Tier: c.Tier,
-			Accelerator: firstAccelerator(c.Assigned), Score: c.Score, Flags: c.Flags,
+			Accelerator: c.assigned.accelerator(), Score: c.Score, Flags: c.Flags,
 		}
 	}
 	return d, nil
@@ -182,12 +180,15 @@ func affinity(ranked []Candidate, prefer, avoid []string) int {
 	return 0
 }
 
-func firstAccelerator(assigned [][]string) string {
-	for _, ids := range assigned {
-		for _, id := range ids {
-			if grammar.SelectorMatches(accelFamily, id) {
-				return id
-			}
+// accelerator is the first capability of the accelerator family in the
+// assignment, in requirement order, or "".
+func (a assignment) accelerator() string {
+	if a.pr == nil {
+		return ""
+	}
+	for _, ci := range a.idx[a.idx[0]:] {
+		if a.pr.caps[ci].flags&capAccel != 0 {
+			return a.pr.ids[ci]
 		}
 	}
 	return ""
@@ -427,8 +428,7 @@ type evaluator struct {
 	fromKept bool
 
 	rejections arena[Rejection]
-	ids        arena[string]
-	lists      arena[[]string]
+	idx        arena[int32]
 }
 
 func newEvaluator(p *plan, nodes int) *evaluator {
@@ -436,8 +436,7 @@ func newEvaluator(p *plan, nodes int) *evaluator {
 	return &evaluator{
 		p: p, scan: scan, joint: newJoint(p, scan),
 		rejections: arena[Rejection]{nodes: nodes},
-		ids:        arena[string]{nodes: nodes},
-		lists:      arena[[]string]{nodes: nodes},
+		idx:        arena[int32]{nodes: nodes},
 	}
 }
 
@@ -533,25 +532,24 @@ func (e *evaluator) evaluate(i int, n *Node, pr *Profile, c *Candidate) (raw, bo
 	} else {
 		c.Flags |= FlagLoadUnknown
 	}
-	// The assignment, by id, per route requirement: one slice of ids for
-	// the node, cut per requirement; and the capacity of the distinct
-	// accelerators in it.
+	// The assignment, by capability index, per route requirement; and
+	// the capacity of the distinct accelerators in it.
 	route := e.chosen
-	c.Assigned = e.lists.take(len(route), i)
-	total := 0
+	total := len(route) + 1
 	for k := range route {
 		total += len(e.assigned(k))
 	}
-	ids := e.ids.take(total, i)
+	idx := e.idx.take(total, i)
+	at := len(route) + 1
 	var capacity float64
 	unknown := false
-	at := 0
 	for k := range route {
-		idx := e.assigned(k)
-		for m, ci := range idx {
+		idx[k] = int32(at)
+		for _, ci := range e.assigned(k) {
+			idx[at] = ci
+			at++
 			cp := &pr.caps[ci]
-			ids[at+m] = pr.ids[ci]
-			if cp.flags&capAccel == 0 || e.assignedBefore(k, m, ci) {
+			if cp.flags&capAccel == 0 || slices.Contains(idx[len(route)+1:at-1], ci) {
 				continue
 			}
 			r.flags |= rawAccelAssigned
@@ -563,11 +561,9 @@ func (e *evaluator) evaluate(i int, n *Node, pr *Profile, c *Candidate) (raw, bo
 			}
 			unknown = true
 		}
-		if len(idx) > 0 {
-			c.Assigned[k] = ids[at : at+len(idx) : at+len(idx)]
-		}
-		at += len(idx)
 	}
+	idx[len(route)] = int32(at)
+	c.assigned = assignment{pr: pr, idx: idx}
 	if !unknown {
 		r.capacity = capacity
 	}
@@ -588,17 +584,6 @@ func (e *evaluator) assigned(k int) []int32 {
 		return e.kept[e.keptAt[k]:e.keptAt[k+1]]
 	}
 	return e.joint.assignOf(e.chosen[k])
-}
-
-// assignedBefore reports whether capability ci was assigned before
-// position m of route requirement k.
-func (e *evaluator) assignedBefore(k, m int, ci int32) bool {
-	for kk := range k {
-		if slices.Contains(e.assigned(kk), ci) {
-			return true
-		}
-	}
-	return slices.Contains(e.assigned(k)[:m], ci)
 }
 
 func (e *evaluator) reject(code Code, w why) {

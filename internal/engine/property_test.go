@@ -271,18 +271,18 @@ func (o oracle) routeProblems(n Node, c Candidate) []string {
 		problems = append(problems, "emulated route without allow_emulated")
 	}
 	reqs := slices.Concat(req.Requirements, v.Requirements)
-	if len(c.Assigned) != len(reqs) {
-		return append(problems, fmt.Sprintf("%d assignments for %d requirements", len(c.Assigned), len(reqs)))
+	if len(c.Assigned()) != len(reqs) {
+		return append(problems, fmt.Sprintf("%d assignments for %d requirements", len(c.Assigned()), len(reqs)))
 	}
 	held := map[string]int{} // capability id -> requirements holding it exclusively
 	used := map[string]int{} // capability id -> requirements using it
 	for k, q := range reqs {
 		count := max(q.Count, 1)
-		if len(c.Assigned[k]) != count {
-			problems = append(problems, fmt.Sprintf("requirement %d (%s): %d capabilities, need %d", k, q.Selector, len(c.Assigned[k]), count))
+		if len(c.Assigned()[k]) != count {
+			problems = append(problems, fmt.Sprintf("requirement %d (%s): %d capabilities, need %d", k, q.Selector, len(c.Assigned()[k]), count))
 		}
 		seen := map[string]bool{}
-		for _, id := range c.Assigned[k] {
+		for _, id := range c.Assigned()[k] {
 			if seen[id] {
 				problems = append(problems, fmt.Sprintf("requirement %d: %s given twice", k, id))
 			}
