@@ -64,6 +64,8 @@ type Controller struct {
 	// busy holds the decision ids being dispatched by a call in progress;
 	// the lifecycle leaves them alone until it returns.
 	busy map[string]bool
+	// profiles keeps the nodes' engine profiles between decisions (view).
+	profiles profiles
 }
 
 // conf returns the current config.
@@ -384,11 +386,14 @@ func (c *Controller) view(now time.Time, kind, name string) []engine.Node {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
+	// Each node's capabilities and memory are converted and prepared
+	// once per facts, not per decision.
+	c.profiles.begin(c.nodes)
 	out := make([]engine.Node, 0, len(ids))
 	for _, id := range ids {
 		n := c.nodes[id]
 		verdict, why := gate(c.conf().Policy, kind, n)
-		out = append(out, engineNode(n, now, c.conf().DeadAfter, instances[id], pending[id], verdict, why))
+		out = append(out, engineNode(n, now, c.conf().DeadAfter, c.profiles.of(n), instances[id], pending[id], verdict, why))
 	}
 	return out
 }

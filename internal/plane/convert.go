@@ -259,15 +259,16 @@ func gate(p Policy, kind string, n *nodeState) (engine.Verdict, string) {
 }
 
 // engineNode converts what the controller knows of n: the operator's tier
-// (never the facts'), liveness, facts expiry, capabilities and memory
-// from the cached facts, the instances the controller placed there, the
-// pending reservations of decisions not yet reflected in its facts, and
-// the gate verdict.
-func engineNode(n *nodeState, now time.Time, deadAfter time.Duration, instances []engine.Instance, pending []engine.Resources, verdict engine.Verdict, why string) engine.Node {
+// (never the facts'), liveness, facts expiry, its capabilities and memory
+// from the cached facts as profile (prepared once per facts: profiles),
+// the instances the controller placed there, the pending reservations of
+// decisions not yet reflected in its facts, and the gate verdict.
+func engineNode(n *nodeState, now time.Time, deadAfter time.Duration, profile *engine.Profile, instances []engine.Instance, pending []engine.Resources, verdict engine.Verdict, why string) engine.Node {
 	en := engine.Node{
 		ID:         n.target.ID,
 		Trust:      n.target.Tier,
 		Liveness:   n.liveness(now, deadAfter),
+		Profile:    profile,
 		Instances:  instances,
 		Pending:    pending,
 		Gate:       verdict,
@@ -275,10 +276,6 @@ func engineNode(n *nodeState, now time.Time, deadAfter time.Duration, instances 
 	}
 	if n.facts == nil || !now.Before(n.facts.meta.ExpiresAt) {
 		en.FactsExpired = true
-	}
-	if n.facts != nil {
-		en.Capabilities = capabilities(n.facts.facts)
-		en.Memory = memory(n.facts.facts)
 	}
 	return en
 }
