@@ -434,3 +434,22 @@ func TestRequirementMatching(t *testing.T) {
 		})
 	}
 }
+
+// TestSharedRecordsKeepNodeDetails: nodes whose records are alike share
+// their matching (one record, matched once per decision), yet each
+// rejection names its own node's capability: here an unknown state, which
+// every such record shares, and a capability at another position.
+func TestSharedRecordsKeepNodeDetails(t *testing.T) {
+	req := Request{Kind: "service", Name: "w", MinTrust: TrustPaired,
+		Variants: []Variant{{Name: "only", Requirements: []Requirement{{Selector: "runtime.x"}}}}}
+	a, b := cpuNode("n-a"), cpuNode("n-b")
+	a.Capabilities = append(a.Capabilities, Capability{ID: "runtime.x", Provenance: "probed", State: "asleep"})
+	b.Capabilities = []Capability{{ID: "runtime.x", Provenance: "probed", State: "frozen"}, {ID: "os.linux", Provenance: "probed"}}
+	d := mustPlace(t, req, []Node{a, b}, Cluster{}, DefaultWeights())
+	for node, want := range map[string]string{"n-a": "asleep", "n-b": "frozen"} {
+		got := rejs(candidate(t, d, node).Rejections)
+		if diff := cmp.Diff([]rej{{CodeRequirements, "variant only: `runtime.x`: unavailable (" + want + ")"}}, got); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", node, diff)
+		}
+	}
+}

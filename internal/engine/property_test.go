@@ -454,6 +454,34 @@ func TestPropertySameInputSameDecision(t *testing.T) {
 // TestPropertyPinNeverOverridesAConstraint: a pin is chosen exactly when
 // it is eligible; otherwise Place fails naming every one of its
 // rejections.
+// TestPropertyPreparedSameDecision: nodes given with Profiles decide as
+// the same nodes given with their records, whatever the Symbols has
+// interned before (one Symbols serves every scenario, and some nodes are
+// prepared twice, so that records and strings repeat and symbols come in
+// any order).
+func TestPropertyPreparedSameDecision(t *testing.T) {
+	syms := NewSymbols()
+	rapid.Check(t, func(t *rapid.T) {
+		s := genScenario(t)
+		want, wantErr := Place(s.req, s.nodes, s.cl, s.w)
+		nodes := prepared(syms, s.nodes)
+		if len(s.nodes) > 0 && rapid.Bool().Draw(t, "prepare again") {
+			i := rapid.IntRange(0, len(s.nodes)-1).Draw(t, "node")
+			nodes[i].Profile = syms.Prepare(s.nodes[i].Capabilities, s.nodes[i].Memory)
+		}
+		got, gotErr := Place(s.req, nodes, s.cl, s.w)
+		if fmt.Sprint(wantErr) != fmt.Sprint(gotErr) {
+			t.Fatalf("errors differ: %v / %v", wantErr, gotErr)
+		}
+		if diff := cmp.Diff(want, got, rejText); diff != "" {
+			t.Fatalf("prepared nodes decide otherwise (-records +profiles):\n%s", diff)
+		}
+		if want.Explain() != got.Explain() {
+			t.Fatal("prepared nodes explain otherwise")
+		}
+	})
+}
+
 func TestPropertyPinNeverOverridesAConstraint(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		s := genScenario(t)
