@@ -74,7 +74,7 @@ func (c Candidate) Assigned() [][]string {
 		}
 		ids := make([]string, len(idx))
 		for m, ci := range idx {
-			ids[m] = a.pr.ids[ci]
+			ids[m] = a.pr.id(ci)
 		}
 		out[k] = ids
 	}

@@ -188,7 +188,7 @@ func (a assignment) accelerator() string {
 	}
 	for _, ci := range a.idx[a.idx[0]:] {
 		if a.pr.caps[ci].flags&capAccel != 0 {
-			return a.pr.ids[ci]
+			return a.pr.id(ci)
 		}
 	}
 	return ""

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math"
+	"strings"
 
 	"github.com/nodeld/nodeld/internal/grammar"
 )
@@ -14,13 +15,14 @@ import (
 // node's facts change: the caller prepares it when it gets new facts and
 // gives it to every decision until the next (Node.Profile).
 //
-// A Profile is immutable and safe for concurrent use. It keeps the
-// capability ids (strings) of the records it was prepared from, nothing
-// else of them.
+// A Profile is immutable and safe for concurrent use. It keeps a copy of
+// the capability ids of the records it was prepared from (one string,
+// for Candidate.Assigned), nothing else of them.
 type Profile struct {
 	vocab *Symbols
-	ids   []string // per capability, its id
-	idSym []int32  // per capability, the symbol of its id (what a scan reads)
+	ids   string  // the capability ids, one after the other (one pointer for the collector to trace)
+	idAt  []int32 // capability i's id is ids[idAt[i]:idAt[i+1]]
+	idSym []int32 // per capability, the symbol of its id (what a scan reads)
 	caps  []pcap
 	attrs []pattr
 	elems []pval   // the elements of list attributes
@@ -82,15 +84,20 @@ func (s *Symbols) Prepare(caps []Capability, mem Memory) *Profile {
 			nelems += a.Value.Len()
 		}
 	}
-	p := &Profile{vocab: s, ids: make([]string, len(caps)), idSym: make([]int32, len(caps)),
+	p := &Profile{vocab: s, idAt: make([]int32, len(caps)+1), idSym: make([]int32, len(caps)),
 		caps: make([]pcap, len(caps)), attrs: make([]pattr, 0, nattrs)}
 	if nelems > 0 {
 		p.elems = make([]pval, 0, nelems)
 	}
+	var ids strings.Builder
+	for i := range caps {
+		ids.WriteString(caps[i].ID)
+		p.idAt[i+1] = int32(ids.Len())
+	}
+	p.ids = ids.String()
 	s.mu.Lock()
 	for i := range caps {
 		c := &caps[i]
-		p.ids[i] = c.ID
 		pc := pcap{sym: s.intern(c.ID), attrAt: int32(len(p.attrs))}
 		rank, _ := grammar.ProvenanceRank(c.Provenance)
 		pc.prov = int8(rank)
@@ -145,6 +152,9 @@ func (s *Symbols) Prepare(caps []Capability, mem Memory) *Profile {
 	}
 	return p
 }
+
+// id returns capability i's id.
+func (p *Profile) id(i int32) string { return p.ids[p.idAt[i]:p.idAt[i+1]] }
 
 // encode prepares a scalar, interning a string; the caller holds mu for
 // writing. A list (in a list) or an invalid Value keeps its kind, which
