@@ -12,7 +12,8 @@ var (
 	// joined.
 	ErrInvalidRequest = errors.New("invalid placement request")
 	// ErrInvalidNodes: a node id is empty, too long, not printable ASCII,
-	// or given twice.
+	// or given twice; or some nodes have a Profile and others not, or
+	// their Profiles come from different Symbols.
 	ErrInvalidNodes = errors.New("invalid nodes")
 	// ErrUnknownPin: the pin names no node given to Place.
 	ErrUnknownPin = errors.New("pin names an unknown node")

@@ -239,3 +239,28 @@ func TestNothingFitsIsNotAnError(t *testing.T) {
 		t.Errorf("no nodes: %+v", d)
 	}
 }
+
+// TestPlaceProfilesOfOneSymbols: nodes are given all with Profiles of one
+// Symbols, or all without; a Profile stands for the node's records and
+// memory, which are then not read.
+func TestPlaceProfilesOfOneSymbols(t *testing.T) {
+	req, w := chatRequest(), DefaultWeights()
+	nodes := []Node{chatNode("n-a"), chatNode("n-b")}
+	mixed := prepared(NewSymbols(), nodes)
+	mixed[1] = nodes[1]
+	if _, err := Place(req, mixed, Cluster{}, w); !errors.Is(err, ErrInvalidNodes) || !strings.Contains(err.Error(), `"n-b" has no Profile`) {
+		t.Errorf("some with a Profile: %v", err)
+	}
+	two := prepared(NewSymbols(), nodes)
+	two[1].Profile = NewSymbols().Prepare(nodes[1].Capabilities, nodes[1].Memory)
+	if _, err := Place(req, two, Cluster{}, w); !errors.Is(err, ErrInvalidNodes) || !strings.Contains(err.Error(), "another Symbols") {
+		t.Errorf("Profiles of two Symbols: %v", err)
+	}
+	given := prepared(NewSymbols(), nodes)
+	given[0].Capabilities, given[0].Memory = nil, Memory{} // what a Profile replaces
+	given[1].Capabilities = []Capability{{ID: "os.darwin"}}
+	d, err := Place(req, given, Cluster{}, w)
+	if err != nil || !candidate(t, d, "n-a").Eligible() || !candidate(t, d, "n-b").Eligible() {
+		t.Errorf("records read beside Profiles: %v\n%s", err, d.Explain())
+	}
+}

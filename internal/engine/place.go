@@ -17,10 +17,13 @@ import (
 // It is a pure function: no clock, no I/O, no goroutines, no randomness
 // and no dependence on map order or on the order of nodes. It does not
 // modify its arguments, and the Decision shares no memory with them except
-// strings.
+// strings, Values and the nodes' Profiles. Nodes given with a Profile
+// (Symbols.Prepare) are not prepared again; nodes given without are
+// prepared here, for this decision alone.
 //
 // Errors: ErrInvalidRequest (the request or weights), ErrInvalidNodes (a
-// bad or repeated node id), ErrUnknownPin, and *PinIneligibleError
+// bad or repeated node id; some nodes with a Profile and some without, or
+// Profiles of different Symbols), ErrUnknownPin, and *PinIneligibleError
 // (matching ErrPinIneligible), which comes with the complete Decision.
 // "Nothing fits" is not an error: Decision.Chosen is nil.
 func Place(req Request, nodes []Node, cluster Cluster, w Weights) (Decision, error) {
