@@ -198,6 +198,25 @@ func BenchmarkPlacePrepared(b *testing.B) {
 	}
 }
 
+// BenchmarkPrepare is preparing n realistic nodes' records into one
+// Symbols, as a caller does when their facts change: the cost that
+// BenchmarkPlace adds to BenchmarkPlacePrepared, without a decision.
+func BenchmarkPrepare(b *testing.B) {
+	for _, n := range benchSizes {
+		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
+			nodes := benchNodes(n)
+			b.ReportAllocs()
+			for b.Loop() {
+				syms := NewSymbols()
+				for i := range nodes {
+					syms.Prepare(nodes[i].Capabilities, nodes[i].Memory)
+				}
+			}
+			b.ReportMetric(b.Elapsed().Seconds()*1e9/float64(b.N)/float64(n), "ns/node")
+		})
+	}
+}
+
 // BenchmarkReadIDs reads what any decision over the nodes must read:
 // the first byte of every capability id (and each node's capability
 // list), node by node, with nothing else. It is the floor under
