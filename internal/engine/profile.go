@@ -77,19 +77,22 @@ type pval struct {
 // Prepare prepares a node's capability records and free memory, interning
 // their strings in s. It reads caps and mem only while it runs.
 func (s *Symbols) Prepare(caps []Capability, mem Memory) *Profile {
-	nattrs, nelems := 0, 0
+	nattrs, nelems, nid := 0, 0, 0
 	for i := range caps {
+		nid += len(caps[i].ID)
 		nattrs += len(caps[i].Attrs)
 		for _, a := range caps[i].Attrs {
 			nelems += a.Value.Len()
 		}
 	}
-	p := &Profile{vocab: s, idAt: make([]int32, len(caps)+1), idSym: make([]int32, len(caps)),
+	ints := make([]int32, 2*len(caps)+1) // idAt, then idSym
+	p := &Profile{vocab: s, idAt: ints[: len(caps)+1 : len(caps)+1], idSym: ints[len(caps)+1:],
 		caps: make([]pcap, len(caps)), attrs: make([]pattr, 0, nattrs)}
 	if nelems > 0 {
 		p.elems = make([]pval, 0, nelems)
 	}
 	var ids strings.Builder
+	ids.Grow(nid)
 	for i := range caps {
 		ids.WriteString(caps[i].ID)
 		p.idAt[i+1] = int32(ids.Len())
