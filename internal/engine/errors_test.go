@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -263,4 +264,33 @@ func TestPlaceProfilesOfOneSymbols(t *testing.T) {
 	if err != nil || !candidate(t, d, "n-a").Eligible() || !candidate(t, d, "n-b").Eligible() {
 		t.Errorf("records read beside Profiles: %v\n%s", err, d.Explain())
 	}
+}
+
+// TestPlaceWhilePreparing: Place reads a Symbols that Prepare interns
+// into at the same time (run with -race); the decision is the one made
+// with nothing else interned.
+func TestPlaceWhilePreparing(t *testing.T) {
+	syms := NewSymbols()
+	nodes := prepared(syms, []Node{chatNode("n-a"), chatNode("n-b"), cpuNode("n-c")})
+	want, err := Place(chatRequest(), nodes, Cluster{}, DefaultWeights())
+	if err != nil || want.Chosen == nil {
+		t.Fatalf("Place: %v, chosen %v", err, want.Chosen)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 200 {
+			syms.Prepare([]Capability{{ID: fmt.Sprintf("x.y%d.z", i), Attrs: []Attr{{Name: fmt.Sprintf("a%d", i), Value: grammar.StringValue("v")}}}}, Memory{})
+		}
+	}()
+	for range 50 {
+		got, err := Place(chatRequest(), nodes, Cluster{}, DefaultWeights())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, got, rejText); diff != "" {
+			t.Fatalf("decision changed while preparing (-before +during):\n%s", diff)
+		}
+	}
+	<-done
 }
