@@ -81,3 +81,44 @@ func ExamplePlace() {
 	//        memory: variant cpu: system pool: need 12884901888 bytes, free 8589934592 bytes
 	//        gate: workload.place denied: node tier discovered below paired
 }
+
+// A caller that places often keeps one Symbols and each node's Profile,
+// prepared when the node's facts change, and gives the Profiles to every
+// decision.
+func ExampleSymbols_Prepare() {
+	const gib = 1 << 30
+	syms := engine.NewSymbols()
+	records := map[string][]engine.Capability{
+		"n-1": {{ID: "os.linux", Provenance: "probed"}, {ID: "cpu.cores", Provenance: "probed",
+			Attrs: []engine.Attr{{Name: "count", Value: grammar.IntValue(8)}}}},
+		"n-2": {{ID: "os.linux", Provenance: "probed"}, {ID: "cpu.cores", Provenance: "probed",
+			Attrs: []engine.Attr{{Name: "count", Value: grammar.IntValue(32)}}}},
+	}
+	// Prepared once, when the facts arrive.
+	profiles := map[string]*engine.Profile{}
+	for id, caps := range records {
+		profiles[id] = syms.Prepare(caps, engine.Memory{HostFree: 64 * gib})
+	}
+	place := func(cores int64) string {
+		req := engine.Request{Kind: "service", Name: "batch", MinTrust: engine.TrustPaired,
+			Variants: []engine.Variant{{Name: "cpu", Requirements: []engine.Requirement{{Selector: "cpu.cores",
+				Predicates: []engine.Predicate{{Attr: "count", Op: "gte", Value: grammar.IntValue(cores)}}}},
+				Resources: engine.Resources{HostBytes: 4 * gib}}}}
+		var nodes []engine.Node
+		for _, id := range []string{"n-1", "n-2"} {
+			nodes = append(nodes, engine.Node{ID: id, Trust: engine.TrustPaired, Liveness: engine.Alive,
+				Gate: engine.VerdictAllow, Profile: profiles[id]})
+		}
+		d, err := engine.Place(req, nodes, engine.Cluster{}, engine.DefaultWeights())
+		if err != nil || d.Chosen == nil {
+			return fmt.Sprint("unplaced: ", err)
+		}
+		return d.Chosen.Node + " (" + d.Candidates[len(d.Candidates)-1].Node + " ranked last)"
+	}
+	// Every decision reuses them.
+	fmt.Println(place(4))
+	fmt.Println(place(16))
+	// Output:
+	// n-1 (n-2 ranked last)
+	// n-2 (n-1 ranked last)
+}
