@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nodeld/nodeld/internal/grammar"
 )
 
 // TestEachConstraintAlone breaks one thing at a time on a node that is
@@ -15,53 +16,53 @@ func TestEachConstraintAlone(t *testing.T) {
 		req     func(*Request)
 		node    func(*Node)
 		cluster Cluster
-		want    []Rejection
+		want    []rej
 	}{
 		{
 			name: "dead",
 			node: func(n *Node) { n.Liveness = Dead },
-			want: []Rejection{{CodeLiveness, "node is dead"}},
+			want: []rej{{CodeLiveness, "node is dead"}},
 		},
 		{
 			name: "suspect",
 			node: func(n *Node) { n.Liveness = Suspect },
-			want: []Rejection{{CodeLiveness, "node is suspect"}},
+			want: []rej{{CodeLiveness, "node is suspect"}},
 		},
 		{
 			name: "liveness unknown",
 			node: func(n *Node) { n.Liveness = LivenessUnknown },
-			want: []Rejection{{CodeLiveness, "node liveness is unknown"}},
+			want: []rej{{CodeLiveness, "node liveness is unknown"}},
 		},
 		{
 			name: "expired facts",
 			node: func(n *Node) { n.FactsExpired = true },
-			want: []Rejection{{CodeFactsExpired, "facts expired"}},
+			want: []rej{{CodeFactsExpired, "facts expired"}},
 		},
 		{
 			name: "discovered tier",
 			node: func(n *Node) { n.Trust = TrustDiscovered },
-			want: []Rejection{{CodeTrust, "tier discovered below required paired"}},
+			want: []rej{{CodeTrust, "tier discovered below required paired"}},
 		},
 		{
 			name: "no tier",
 			node: func(n *Node) { n.Trust = TrustNone },
-			want: []Rejection{{CodeTrust, "tier none below required paired"}},
+			want: []rej{{CodeTrust, "tier none below required paired"}},
 		},
 		{
 			name: "pinned required",
 			req:  func(r *Request) { r.MinTrust = TrustPinned },
-			want: []Rejection{{CodeTrust, "tier paired below required pinned"}},
+			want: []rej{{CodeTrust, "tier paired below required pinned"}},
 		},
 		{
 			name:    "node revoked",
 			cluster: Cluster{RevokedNodes: []string{"n-a"}},
-			want:    []Rejection{{CodeNodeRevoked, "node is revoked"}},
+			want:    []rej{{CodeNodeRevoked, "node is revoked"}},
 		},
 		{
 			name:    "package revoked",
 			req:     func(r *Request) { r.RevocableRefs = []string{"pkg:chat", "key:abc"} },
 			cluster: Cluster{RevokedRefs: []string{"key:abc", "other"}},
-			want:    []Rejection{{CodeWorkloadRevoked, "workload ref key:abc is revoked"}},
+			want:    []rej{{CodeWorkloadRevoked, "workload ref key:abc is revoked"}},
 		},
 		{
 			name: "we exclude",
@@ -69,7 +70,7 @@ func TestEachConstraintAlone(t *testing.T) {
 			node: func(n *Node) {
 				n.Instances = []Instance{{Kind: "inference", Name: "train", Labels: []string{"batch", "gpu-hog"}}}
 			},
-			want: []Rejection{{CodeCoResidency, "instance inference/train has label gpu-hog, which this workload excludes"}},
+			want: []rej{{CodeCoResidency, "instance inference/train has label gpu-hog, which this workload excludes"}},
 		},
 		{
 			name: "they exclude",
@@ -77,22 +78,22 @@ func TestEachConstraintAlone(t *testing.T) {
 			node: func(n *Node) {
 				n.Instances = []Instance{{Kind: "service", Name: "quiet", Excludes: []string{"chat"}}}
 			},
-			want: []Rejection{{CodeCoResidency, "instance service/quiet excludes label chat of this workload"}},
+			want: []rej{{CodeCoResidency, "instance service/quiet excludes label chat of this workload"}},
 		},
 		{
 			name: "vram short",
 			node: func(n *Node) { n.Memory.VRAMFree = []uint64{2 * gib, 3 * gib} },
-			want: []Rejection{{CodeMemory, "variant cuda: vram pool: need 6442450944 bytes, free 5368709120 bytes"}},
+			want: []rej{{CodeMemory, "variant cuda: vram pool: need 6442450944 bytes, free 5368709120 bytes"}},
 		},
 		{
 			name: "system memory short",
 			node: func(n *Node) { n.Memory.HostFree = gib },
-			want: []Rejection{{CodeMemory, "variant cuda: system pool: need 2147483648 bytes, free 1073741824 bytes"}},
+			want: []rej{{CodeMemory, "variant cuda: system pool: need 2147483648 bytes, free 1073741824 bytes"}},
 		},
 		{
 			name: "no memory figures",
 			node: func(n *Node) { n.Memory = Memory{} },
-			want: []Rejection{
+			want: []rej{
 				{CodeMemory, "variant cuda: system pool: need 2147483648 bytes, free 0 bytes"},
 				{CodeMemory, "variant cuda: vram pool: need 6442450944 bytes, free 0 bytes"},
 			},
@@ -100,75 +101,75 @@ func TestEachConstraintAlone(t *testing.T) {
 		{
 			name: "unified pool short",
 			node: func(n *Node) { n.Memory = Memory{Unified: true, HostFree: 7 * gib, VRAMFree: []uint64{64 * gib}} },
-			want: []Rejection{{CodeMemory, "variant cuda: unified pool: need 8589934592 bytes, free 7516192768 bytes"}},
+			want: []rej{{CodeMemory, "variant cuda: unified pool: need 8589934592 bytes, free 7516192768 bytes"}},
 		},
 		{
 			name: "pending reservation",
 			node: func(n *Node) { n.Pending = []Resources{{AccelBytes: 10 * gib}, {AccelBytes: 5 * gib}} },
-			want: []Rejection{{CodeMemory, "variant cuda: vram pool: need 22548578304 bytes (16106127360 pending), free 21474836480 bytes"}},
+			want: []rej{{CodeMemory, "variant cuda: vram pool: need 22548578304 bytes (16106127360 pending), free 21474836480 bytes"}},
 		},
 		{
 			name: "missing capability",
 			node: func(n *Node) { n.Capabilities = n.Capabilities[1:] },
-			want: []Rejection{{CodeRequirements, "`os.linux`: not advertised"}},
+			want: []rej{{CodeRequirements, "`os.linux`: not advertised"}},
 		},
 		{
 			name: "dot boundary",
 			node: func(n *Node) { n.Capabilities[1].ID = "accel.gpux.0" },
-			want: []Rejection{{CodeRequirements, "variant cuda: `accel.gpu`: not advertised"}},
+			want: []rej{{CodeRequirements, "variant cuda: `accel.gpu`: not advertised"}},
 		},
 		{
 			name: "requirement provenance",
 			req:  func(r *Request) { r.Requirements[0].MinProvenance = "measured" },
-			want: []Rejection{{CodeProvenance, "`os.linux`: provenance probed below measured"}},
+			want: []rej{{CodeProvenance, "`os.linux`: provenance probed below measured"}},
 		},
 		{
 			name: "provenance floor",
 			req:  func(r *Request) { r.MinProvenance = "measured" },
 			node: func(n *Node) { n.Capabilities[0].Provenance = "measured" },
-			want: []Rejection{{CodeProvenance, "variant cuda: `accel.gpu`: provenance probed below measured"}},
+			want: []rej{{CodeProvenance, "variant cuda: `accel.gpu`: provenance probed below measured"}},
 		},
 		{
 			name: "predicate",
-			node: func(n *Node) { n.Capabilities[1].Attrs[0].Value = Int(4 * gib) },
-			want: []Rejection{{CodeRequirements, "variant cuda: `accel.gpu`: predicate `mem_bytes gte 8589934592` failed"}},
+			node: func(n *Node) { n.Capabilities[1].Attrs[0].Value = grammar.IntValue(4 * gib) },
+			want: []rej{{CodeRequirements, "variant cuda: `accel.gpu`: predicate `mem_bytes gte 8589934592` failed"}},
 		},
 		{
 			name: "missing attribute",
 			node: func(n *Node) { n.Capabilities[1].Attrs = nil },
-			want: []Rejection{{CodeRequirements, "variant cuda: `accel.gpu`: predicate `mem_bytes gte 8589934592` failed"}},
+			want: []rej{{CodeRequirements, "variant cuda: `accel.gpu`: predicate `mem_bytes gte 8589934592` failed"}},
 		},
 		{
 			name: "busy exclusive accelerator never stolen",
 			node: func(n *Node) { n.Capabilities[1].State = "busy" },
-			want: []Rejection{{CodeRequirements, "variant cuda: `accel.gpu`: unavailable (busy)"}},
+			want: []rej{{CodeRequirements, "variant cuda: `accel.gpu`: unavailable (busy)"}},
 		},
 		{
 			name: "reserved",
 			node: func(n *Node) { n.Capabilities[1].State = "reserved" },
-			want: []Rejection{{CodeRequirements, "variant cuda: `accel.gpu`: unavailable (reserved)"}},
+			want: []rej{{CodeRequirements, "variant cuda: `accel.gpu`: unavailable (reserved)"}},
 		},
 		{
 			name: "degraded",
 			node: func(n *Node) { n.Capabilities[0].State = "degraded" },
-			want: []Rejection{{CodeRequirements, "`os.linux`: unavailable (degraded)"}},
+			want: []rej{{CodeRequirements, "`os.linux`: unavailable (degraded)"}},
 		},
 		{
 			name: "unknown state",
 			node: func(n *Node) { n.Capabilities[0].State = "asleep" },
-			want: []Rejection{{CodeRequirements, "`os.linux`: unavailable (asleep)"}},
+			want: []rej{{CodeRequirements, "`os.linux`: unavailable (asleep)"}},
 		},
 		{
 			name: "count",
 			req:  func(r *Request) { r.Variants[0].Requirements[0].Count = 2 },
-			want: []Rejection{{CodeRequirements, "variant cuda: `accel.gpu`: 1 usable, need 2"}},
+			want: []rej{{CodeRequirements, "variant cuda: `accel.gpu`: 1 usable, need 2"}},
 		},
 		{
 			name: "contended exclusive",
 			req: func(r *Request) {
 				r.Variants[0].Requirements = append(r.Variants[0].Requirements, Requirement{Selector: "accel", Exclusive: true})
 			},
-			want: []Rejection{
+			want: []rej{
 				{CodeRequirements, "variant cuda: `accel.gpu`: contended (need 1 exclusive)"},
 				{CodeRequirements, "variant cuda: `accel`: contended (need 1 exclusive)"},
 			},
@@ -178,17 +179,17 @@ func TestEachConstraintAlone(t *testing.T) {
 			req: func(r *Request) {
 				r.Variants[0].Execution = Emulated
 			},
-			want: []Rejection{{CodeEmulationNotAllowed, "only emulated route(s) fit (cuda); emulation needs explicit allow_emulated"}},
+			want: []rej{{CodeEmulationNotAllowed, "only emulated route(s) fit (cuda); emulation needs explicit allow_emulated"}},
 		},
 		{
 			name: "gate deny",
 			node: func(n *Node) { n.Gate, n.GateReason = VerdictDeny, "rule WORKLOAD-DEFAULT-DENY" },
-			want: []Rejection{{CodeGate, "workload.place denied: rule WORKLOAD-DEFAULT-DENY"}},
+			want: []rej{{CodeGate, "workload.place denied: rule WORKLOAD-DEFAULT-DENY"}},
 		},
 		{
 			name: "no verdict for node",
 			node: func(n *Node) { n.Gate = VerdictNone },
-			want: []Rejection{{CodeGate, "no gate decision for this node"}},
+			want: []rej{{CodeGate, "no gate decision for this node"}},
 		},
 		{
 			name: "perf budget",
@@ -197,9 +198,9 @@ func TestEachConstraintAlone(t *testing.T) {
 			},
 			node: func(n *Node) {
 				n.Capabilities = append(n.Capabilities, Capability{ID: "perf.infer.chat", Provenance: "measured",
-					Attrs: []Attr{{AttrValue, Float(120.5)}}})
+					Attrs: []Attr{{AttrValue, grammar.FloatValue(120.5)}}})
 			},
-			want: []Rejection{{CodePerfBudget, "measured perf.infer.chat 120.5 misses budget 100"}},
+			want: []rej{{CodePerfBudget, "measured perf.infer.chat 120.5 misses budget 100"}},
 		},
 	}
 	for _, tt := range tests {
@@ -215,7 +216,7 @@ func TestEachConstraintAlone(t *testing.T) {
 			if d.Chosen != nil {
 				t.Errorf("placed on %s, want rejected", d.Chosen.Node)
 			}
-			if diff := cmp.Diff(tt.want, d.Candidates[0].Rejections); diff != "" {
+			if diff := cmp.Diff(tt.want, rejs(d.Candidates[0].Rejections)); diff != "" {
 				t.Errorf("rejections (-want +got):\n%s", diff)
 			}
 		})
@@ -233,7 +234,7 @@ func TestBaselinesPlace(t *testing.T) {
 	if diff := cmp.Diff(want, d.Chosen); diff != "" {
 		t.Errorf("chat placement (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff([][]string{{"os.linux"}, {"accel.gpu.nvidia.0"}}, d.Candidates[0].Assigned); diff != "" {
+	if diff := cmp.Diff([][]string{{"os.linux"}, {"accel.gpu.nvidia.0"}}, d.Candidates[0].Assigned()); diff != "" {
 		t.Errorf("assigned (-want +got):\n%s", diff)
 	}
 	if got := chosen(mustPlace(t, cpuRequest(), []Node{cpuNode("n-b")}, Cluster{}, DefaultWeights())); got != "n-b" {
@@ -348,11 +349,11 @@ func TestMemoryIsPerVariant(t *testing.T) {
 	n := chatNode("n-a")
 	n.Memory.VRAMFree = []uint64{gib}
 	d = mustPlace(t, req, []Node{n}, Cluster{}, DefaultWeights())
-	want := []Rejection{
+	want := []rej{
 		{CodeMemory, "variant cuda: vram pool: need 42949672960 bytes, free 1073741824 bytes"},
 		{CodeMemory, "variant cuda-q4: vram pool: need 4294967296 bytes, free 1073741824 bytes"},
 	}
-	if diff := cmp.Diff(want, d.Candidates[0].Rejections); diff != "" {
+	if diff := cmp.Diff(want, rejs(d.Candidates[0].Rejections)); diff != "" {
 		t.Errorf("rejections (-want +got):\n%s", diff)
 	}
 }
@@ -368,51 +369,51 @@ func TestRequirementMatching(t *testing.T) {
 		name string
 		req  Requirement
 		caps []Capability
-		want []Rejection // nil: matches
+		want []rej // nil: matches
 	}{
-		{"eq int float", Requirement{Selector: "cpu.cores", Predicates: []Predicate{{"count", "eq", Float(8)}}},
-			[]Capability{gpu("cpu.cores", Attr{"count", Int(8)})}, nil},
-		{"eq string", Requirement{Selector: "cpu.arch", Predicates: []Predicate{{"name", "eq", String("amd64")}}},
-			[]Capability{gpu("cpu.arch.x", Attr{"name", String("arm64")})},
-			[]Rejection{{CodeRequirements, "`cpu.arch`: predicate `name eq amd64` failed"}}},
-		{"eq bool", Requirement{Selector: "accel.gpu", Predicates: []Predicate{{"cuda", "eq", Bool(true)}}},
-			[]Capability{gpu("accel.gpu.0", Attr{"cuda", Bool(true)})}, nil},
-		{"eq is typed", Requirement{Selector: "accel.gpu", Predicates: []Predicate{{"cuda", "eq", String("true")}}},
-			[]Capability{gpu("accel.gpu.0", Attr{"cuda", Bool(true)})},
-			[]Rejection{{CodeRequirements, "`accel.gpu`: predicate `cuda eq true` failed"}}},
-		{"lte", Requirement{Selector: "net.rtt", Predicates: []Predicate{{"ms", "lte", Int(5)}}},
-			[]Capability{gpu("net.rtt.lan", Attr{"ms", Float(4.5)})}, nil},
-		{"gte on string fails", Requirement{Selector: "net.rtt", Predicates: []Predicate{{"ms", "gte", Int(1)}}},
-			[]Capability{gpu("net.rtt.lan", Attr{"ms", String("4")})},
-			[]Rejection{{CodeRequirements, "`net.rtt`: predicate `ms gte 1` failed"}}},
-		{"in", Requirement{Selector: "cpu.arch", Predicates: []Predicate{{"name", "in", List(String("amd64"), String("arm64"))}}},
-			[]Capability{gpu("cpu.arch.x", Attr{"name", String("arm64")})}, nil},
-		{"has", Requirement{Selector: "runtime.container", Predicates: []Predicate{{"arches_native", "has", String("arm64")}}},
-			[]Capability{gpu("runtime.container.docker", Attr{"arches_native", List(String("amd64"), String("arm64"))})}, nil},
-		{"has on scalar fails", Requirement{Selector: "runtime.container", Predicates: []Predicate{{"arches_native", "has", String("arm64")}}},
-			[]Capability{gpu("runtime.container.docker", Attr{"arches_native", String("arm64")})},
-			[]Rejection{{CodeRequirements, "`runtime.container`: predicate `arches_native has arm64` failed"}}},
+		{"eq int float", Requirement{Selector: "cpu.cores", Predicates: []Predicate{{"count", "eq", grammar.FloatValue(8)}}},
+			[]Capability{gpu("cpu.cores", Attr{"count", grammar.IntValue(8)})}, nil},
+		{"eq string", Requirement{Selector: "cpu.arch", Predicates: []Predicate{{"name", "eq", grammar.StringValue("amd64")}}},
+			[]Capability{gpu("cpu.arch.x", Attr{"name", grammar.StringValue("arm64")})},
+			[]rej{{CodeRequirements, "`cpu.arch`: predicate `name eq amd64` failed"}}},
+		{"eq bool", Requirement{Selector: "accel.gpu", Predicates: []Predicate{{"cuda", "eq", grammar.BoolValue(true)}}},
+			[]Capability{gpu("accel.gpu.0", Attr{"cuda", grammar.BoolValue(true)})}, nil},
+		{"eq is typed", Requirement{Selector: "accel.gpu", Predicates: []Predicate{{"cuda", "eq", grammar.StringValue("true")}}},
+			[]Capability{gpu("accel.gpu.0", Attr{"cuda", grammar.BoolValue(true)})},
+			[]rej{{CodeRequirements, "`accel.gpu`: predicate `cuda eq true` failed"}}},
+		{"lte", Requirement{Selector: "net.rtt", Predicates: []Predicate{{"ms", "lte", grammar.IntValue(5)}}},
+			[]Capability{gpu("net.rtt.lan", Attr{"ms", grammar.FloatValue(4.5)})}, nil},
+		{"gte on string fails", Requirement{Selector: "net.rtt", Predicates: []Predicate{{"ms", "gte", grammar.IntValue(1)}}},
+			[]Capability{gpu("net.rtt.lan", Attr{"ms", grammar.StringValue("4")})},
+			[]rej{{CodeRequirements, "`net.rtt`: predicate `ms gte 1` failed"}}},
+		{"in", Requirement{Selector: "cpu.arch", Predicates: []Predicate{{"name", "in", grammar.ListValue(grammar.StringValue("amd64"), grammar.StringValue("arm64"))}}},
+			[]Capability{gpu("cpu.arch.x", Attr{"name", grammar.StringValue("arm64")})}, nil},
+		{"has", Requirement{Selector: "runtime.container", Predicates: []Predicate{{"arches_native", "has", grammar.StringValue("arm64")}}},
+			[]Capability{gpu("runtime.container.docker", Attr{"arches_native", grammar.ListValue(grammar.StringValue("amd64"), grammar.StringValue("arm64"))})}, nil},
+		{"has on scalar fails", Requirement{Selector: "runtime.container", Predicates: []Predicate{{"arches_native", "has", grammar.StringValue("arm64")}}},
+			[]Capability{gpu("runtime.container.docker", Attr{"arches_native", grammar.StringValue("arm64")})},
+			[]rej{{CodeRequirements, "`runtime.container`: predicate `arches_native has arm64` failed"}}},
 		{"later predicate named when it empties the set", Requirement{Selector: "accel.gpu", Count: 1, Predicates: []Predicate{
-			{"vendor", "eq", String("nvidia")}, {AttrMemBytes, "gte", Int(16)}}},
-			[]Capability{gpu("accel.gpu.0", Attr{"vendor", String("amd")}, Attr{AttrMemBytes, Int(32)}),
-				gpu("accel.gpu.1", Attr{"vendor", String("nvidia")}, Attr{AttrMemBytes, Int(8)})},
-			[]Rejection{{CodeRequirements, "`accel.gpu`: predicate `mem_bytes gte 16` failed"}}},
+			{"vendor", "eq", grammar.StringValue("nvidia")}, {AttrMemBytes, "gte", grammar.IntValue(16)}}},
+			[]Capability{gpu("accel.gpu.0", Attr{"vendor", grammar.StringValue("amd")}, Attr{AttrMemBytes, grammar.IntValue(32)}),
+				gpu("accel.gpu.1", Attr{"vendor", grammar.StringValue("nvidia")}, Attr{AttrMemBytes, grammar.IntValue(8)})},
+			[]rej{{CodeRequirements, "`accel.gpu`: predicate `mem_bytes gte 16` failed"}}},
 		{"busy shared is usable", Requirement{Selector: "runtime.llamacpp"},
 			[]Capability{{ID: "runtime.llamacpp", Provenance: "probed", State: "busy"}}, nil},
 		{"busy exclusive capability is not", Requirement{Selector: "runtime.llamacpp"},
 			[]Capability{{ID: "runtime.llamacpp", Provenance: "probed", State: "busy", Exclusive: true}},
-			[]Rejection{{CodeRequirements, "`runtime.llamacpp`: unavailable (busy)"}}},
+			[]rej{{CodeRequirements, "`runtime.llamacpp`: unavailable (busy)"}}},
 		{"count over several", Requirement{Selector: "accel.gpu", Count: 2},
 			[]Capability{gpu("accel.gpu.0"), gpu("accel.gpu.1")}, nil},
 		{"count short after states", Requirement{Selector: "accel.gpu", Count: 2, Exclusive: true},
 			[]Capability{gpu("accel.gpu.0"), {ID: "accel.gpu.1", State: "busy"}},
-			[]Rejection{{CodeRequirements, "`accel.gpu`: 1 usable, need 2"}}},
+			[]rej{{CodeRequirements, "`accel.gpu`: 1 usable, need 2"}}},
 		{"unknown provenance meets no minimum", Requirement{Selector: "os.linux", MinProvenance: "claimed"},
 			[]Capability{{ID: "os.linux", Provenance: "rumoured"}},
-			[]Rejection{{CodeProvenance, "`os.linux`: provenance unknown below claimed"}}},
+			[]rej{{CodeProvenance, "`os.linux`: provenance unknown below claimed"}}},
 		{"claimed tsu fails until measured", Requirement{Selector: "accel.tsu", MinProvenance: "measured"},
 			[]Capability{{ID: "accel.tsu.x1", Provenance: "claimed"}},
-			[]Rejection{{CodeProvenance, "`accel.tsu`: provenance claimed below measured"}}},
+			[]rej{{CodeProvenance, "`accel.tsu`: provenance claimed below measured"}}},
 		{"measured tsu passes", Requirement{Selector: "accel.tsu", MinProvenance: "measured"},
 			[]Capability{{ID: "accel.tsu.x1", Provenance: "measured"}}, nil},
 	}
@@ -422,14 +423,33 @@ func TestRequirementMatching(t *testing.T) {
 				Variants: []Variant{{Name: "only", Requirements: []Requirement{tt.req}}}}
 			n := Node{ID: "n-a", Trust: TrustPaired, Liveness: Alive, Gate: VerdictAllow, Capabilities: tt.caps}
 			d := mustPlace(t, req, []Node{n}, Cluster{}, DefaultWeights())
-			var want []Rejection
+			var want []rej
 			for _, r := range tt.want {
 				r.Detail = "variant only: " + r.Detail
 				want = append(want, r)
 			}
-			if diff := cmp.Diff(want, d.Candidates[0].Rejections); diff != "" {
+			if diff := cmp.Diff(want, rejs(d.Candidates[0].Rejections)); diff != "" {
 				t.Errorf("rejections (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestSharedRecordsKeepNodeDetails: nodes whose records are alike share
+// their matching (one record, matched once per decision), yet each
+// rejection names its own node's capability: here an unknown state, which
+// every such record shares, and a capability at another position.
+func TestSharedRecordsKeepNodeDetails(t *testing.T) {
+	req := Request{Kind: "service", Name: "w", MinTrust: TrustPaired,
+		Variants: []Variant{{Name: "only", Requirements: []Requirement{{Selector: "runtime.x"}}}}}
+	a, b := cpuNode("n-a"), cpuNode("n-b")
+	a.Capabilities = append(a.Capabilities, Capability{ID: "runtime.x", Provenance: "probed", State: "asleep"})
+	b.Capabilities = []Capability{{ID: "runtime.x", Provenance: "probed", State: "frozen"}, {ID: "os.linux", Provenance: "probed"}}
+	d := mustPlace(t, req, []Node{a, b}, Cluster{}, DefaultWeights())
+	for node, want := range map[string]string{"n-a": "asleep", "n-b": "frozen"} {
+		got := rejs(candidate(t, d, node).Rejections)
+		if diff := cmp.Diff([]rej{{CodeRequirements, "variant only: `runtime.x`: unavailable (" + want + ")"}}, got); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", node, diff)
+		}
 	}
 }

@@ -41,14 +41,44 @@ type Candidate struct {
 	// Rejections is empty for an eligible node.
 	Rejections []Rejection
 	// Variant, Tier, Score and Assigned are set for eligible nodes only.
-	Variant string
-	Tier    Tier
-	Score   Score
-	Flags   Flags
-	// Assigned lists, per requirement (the common ones, then the chosen
-	// variant's, in declaration order), the ids of the capabilities it
-	// was given.
-	Assigned [][]string
+	Variant  string
+	Tier     Tier
+	Score    Score
+	Flags    Flags
+	assigned assignment
+}
+
+// assignment is what a requirement was given, by capability index in the
+// node's Profile: r+1 offsets, then the indices; requirement k of the
+// route has idx[idx[k]:idx[k+1]].
+type assignment struct {
+	pr  *Profile
+	idx []int32
+}
+
+// Assigned lists, per requirement of the route (the common ones, then
+// the chosen variant's, in declaration order), the ids of the
+// capabilities it was given; nil for a rejected node. Place records
+// indices; the lists are made on each call.
+func (c Candidate) Assigned() [][]string {
+	a := c.assigned
+	if a.pr == nil || a.idx[0] == 1 {
+		return nil
+	}
+	r := int(a.idx[0]) - 1 // the offsets end where the first list starts
+	out := make([][]string, r)
+	for k := range r {
+		idx := a.idx[a.idx[k]:a.idx[k+1]]
+		if len(idx) == 0 {
+			continue
+		}
+		ids := make([]string, len(idx))
+		for m, ci := range idx {
+			ids[m] = a.pr.id(ci)
+		}
+		out[k] = ids
+	}
+	return out
 }
 
 // Eligible reports whether the node passed every constraint.
@@ -69,9 +99,14 @@ type Score struct {
 // Rejection is one failed constraint: a stable Code that callers and the
 // audit chain may branch on, and a Detail for people.
 type Rejection struct {
-	Code   Code
-	Detail string
+	Code Code
+	why  why
 }
+
+// Detail says what failed, for people ("variant cuda: vram pool: need
+// 9663676416 bytes, free 0 bytes"). Place records only the figures and
+// names; the text is formatted here, on each call.
+func (r Rejection) Detail() string { return r.why.text() }
 
 // Code names a hard constraint. Codes are stable: they cross the mesh and
 // enter the audit chain, and are never renamed.

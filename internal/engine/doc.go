@@ -12,8 +12,21 @@
 // reservations, the governance gate's verdict), the Cluster (revoked
 // nodes and refs) and Weights. The engine imports no internal package but
 // internal/grammar, whose capability vocabulary (ids, selectors,
-// provenance order, states, predicate operators, attribute names) it
-// uses rather than redefines.
+// provenance order, states, predicate operators, attribute names) and
+// attribute values (grammar.Value) it uses rather than redefines.
+//
+// # Prepared nodes
+//
+// What changes only with a node's facts (its capability records and free
+// memory) can be prepared once and kept by the caller between decisions:
+// Symbols.Prepare interns the records' ids, attribute names and string
+// values as small integers in a Symbols the caller keeps, reduces
+// provenance, state and values to integers and works out the node's load
+// and memory pools, and returns an immutable Profile, given to Place as
+// Node.Profile. The controller keeps one per node and prepares it again
+// only when the node's records change. Nodes given without a Profile are
+// prepared by Place itself, with a Symbols of its own, for every
+// decision.
 //
 // # How a decision is made
 //
@@ -38,11 +51,14 @@
 // # Invariants
 //
 //   - Pure: no clock, no I/O, no logger, no goroutines, no randomness,
-//     no package-level mutable state, no dependence on map iteration or
-//     on the order of nodes (each node is evaluated on its own, and the
-//     output is ordered by tier, score and node id alone). The same input
-//     gives the same Decision. Place never modifies its arguments; it is
-//     safe to call concurrently.
+//     no package-level mutable state, no dependence on map iteration, on
+//     the order of nodes (each node is evaluated on its own, and the
+//     output is ordered by tier, score and node id alone) or on what a
+//     Symbols interned before (symbols only name strings). The same input
+//     gives the same Decision. Place never modifies its arguments (it
+//     reads a Symbols under its lock, and Prepare may intern meanwhile);
+//     it is safe to call concurrently. A Decision shares no memory with
+//     them but strings, Values and Profiles, which never change.
 //   - Every node given to Place appears in Decision.Candidates, with its
 //     score breakdown or every constraint it fails.
 //   - The chosen node passes every constraint; its route's memory demand
@@ -57,21 +73,18 @@
 //
 // Work is linear in nodes × capabilities, plus a sort of the node ids and
 // one of the eligible candidates, both by radix (linear) from 256 nodes
-// on, on integer keys. The request is compiled once
-// per call: selectors bucketed by the first byte of the ids they can
-// select, shortest first; predicate operators and numeric operands
-// compiled; rejection texts memoised per requirement. A node's
-// capabilities are scanned once: a loop that calls nothing notes which
-// selectors may select each (first byte, length, last byte, boundary),
-// then the candidates are confirmed and matched. Work only some nodes
-// need waits until they need it: the other variants' candidates (a node
-// that does not fit the first), whether the node has an accelerator and
-// its load (an eligible node), the text of a failure (a rejected node).
-// Per-node scratch is reused and written without storing pointers (but
-// for a rejected node's rejections), so that evaluating a node costs few
-// write barriers; the Decision's slices are carved from a few chunks
-// sized from what the nodes so far took. Decision.Explain
-// formats text on demand; its cost is not part of Place's.
-// BENCHMARKS.md has the figures, and why issue 9's time targets are
-// missed.
+// on, on 32-bit keys. The request is compiled once per call against the
+// symbols: each symbol gets the chain of selectors that select an id
+// with that symbol (its own, then its dot-prefix's, and so on), so a
+// node's scan reads one small integer per capability and looks its chain
+// up, in a loop that calls nothing; the capabilities a chain selects are
+// then matched (provenance, predicates and state as integers, attributes
+// found by symbol). Work only some nodes need waits until they need it:
+// the later variants' selections (a node that does not fit the first),
+// the accelerator capacity (an eligible node). Per-node scratch is reused
+// and written without storing pointers (but for a rejected node's
+// rejections). Rejection.Detail and Candidate.Assigned make their text
+// and lists on demand, from figures and indices Place records, and
+// Decision.Explain formats the explanation on demand: none of it is part
+// of Place's cost. BENCHMARKS.md has the figures.
 package engine

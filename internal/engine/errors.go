@@ -12,7 +12,8 @@ var (
 	// joined.
 	ErrInvalidRequest = errors.New("invalid placement request")
 	// ErrInvalidNodes: a node id is empty, too long, not printable ASCII,
-	// or given twice.
+	// or given twice; or some nodes have a Profile and others not, or
+	// their Profiles come from different Symbols.
 	ErrInvalidNodes = errors.New("invalid nodes")
 	// ErrUnknownPin: the pin names no node given to Place.
 	ErrUnknownPin = errors.New("pin names an unknown node")
@@ -43,7 +44,7 @@ func (e *PinIneligibleError) Error() string {
 		b.WriteString("constraint `")
 		b.WriteString(string(r.Code))
 		b.WriteString("`: ")
-		b.WriteString(r.Detail)
+		b.WriteString(r.Detail())
 	}
 	return b.String()
 }

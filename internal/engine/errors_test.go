@@ -2,11 +2,13 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nodeld/nodeld/internal/grammar"
 )
 
 func TestValidateRequest(t *testing.T) {
@@ -43,21 +45,27 @@ func TestValidateRequest(t *testing.T) {
 		{"too many predicates", func(r *Request) {
 			r.Requirements[0].Predicates = make([]Predicate, MaxPredicates+1)
 			for i := range r.Requirements[0].Predicates {
-				r.Requirements[0].Predicates[i] = Predicate{"a", "eq", Int(1)}
+				r.Requirements[0].Predicates[i] = Predicate{"a", "eq", grammar.IntValue(1)}
 			}
 		}, "predicates: 33, at most 32"},
-		{"bad attr", func(r *Request) { r.Requirements[0].Predicates = []Predicate{{"Mem", "eq", Int(1)}} }, `attr "Mem"`},
-		{"bad op", func(r *Request) { r.Requirements[0].Predicates = []Predicate{{"a", "ne", Int(1)}} }, `op "ne"`},
-		{"gte string", func(r *Request) { r.Requirements[0].Predicates = []Predicate{{"a", "gte", String("1")}} }, "gte: operand must be a number"},
-		{"eq list", func(r *Request) { r.Requirements[0].Predicates = []Predicate{{"a", "eq", List(Int(1))}} }, "eq: operand must be a bool"},
-		{"in scalar", func(r *Request) { r.Requirements[0].Predicates = []Predicate{{"a", "in", Int(1)}} }, "in: operand must be a list"},
-		{"in empty", func(r *Request) { r.Requirements[0].Predicates = []Predicate{{"a", "in", List()}} }, "in: operand must be a list"},
-		{"in nested", func(r *Request) { r.Requirements[0].Predicates = []Predicate{{"a", "in", List(List(Int(1)))}} }, "list elements"},
-		{"has list", func(r *Request) { r.Requirements[0].Predicates = []Predicate{{"a", "has", List(Int(1))}} }, "has: operand must be"},
+		{"bad attr", func(r *Request) { r.Requirements[0].Predicates = []Predicate{{"Mem", "eq", grammar.IntValue(1)}} }, `attr "Mem"`},
+		{"bad op", func(r *Request) { r.Requirements[0].Predicates = []Predicate{{"a", "ne", grammar.IntValue(1)}} }, `op "ne"`},
+		{"gte string", func(r *Request) { r.Requirements[0].Predicates = []Predicate{{"a", "gte", grammar.StringValue("1")}} }, "gte: operand must be a number"},
+		{"eq list", func(r *Request) {
+			r.Requirements[0].Predicates = []Predicate{{"a", "eq", grammar.ListValue(grammar.IntValue(1))}}
+		}, "eq: operand must be a bool"},
+		{"in scalar", func(r *Request) { r.Requirements[0].Predicates = []Predicate{{"a", "in", grammar.IntValue(1)}} }, "in: operand must be a list"},
+		{"in empty", func(r *Request) { r.Requirements[0].Predicates = []Predicate{{"a", "in", grammar.ListValue()}} }, "in: operand must be a list"},
+		{"in nested", func(r *Request) {
+			r.Requirements[0].Predicates = []Predicate{{"a", "in", grammar.ListValue(grammar.ListValue(grammar.IntValue(1)))}}
+		}, "list elements"},
+		{"has list", func(r *Request) {
+			r.Requirements[0].Predicates = []Predicate{{"a", "has", grammar.ListValue(grammar.IntValue(1))}}
+		}, "has: operand must be"},
 		{"nan operand", func(r *Request) {
-			r.Requirements[0].Predicates = []Predicate{{"a", "lte", Float(math.NaN())}}
+			r.Requirements[0].Predicates = []Predicate{{"a", "lte", grammar.FloatValue(math.NaN())}}
 		}, "lte: operand is not finite"},
-		{"invalid operand", func(r *Request) { r.Requirements[0].Predicates = []Predicate{{"a", "eq", Value{}}} }, "eq: operand must be"},
+		{"invalid operand", func(r *Request) { r.Requirements[0].Predicates = []Predicate{{"a", "eq", grammar.Value{}}} }, "eq: operand must be"},
 		{"bad label", func(r *Request) { r.Labels = []string{""} }, `labels[0] ""`},
 		{"too many excludes", func(r *Request) { r.Excludes = make([]string, 65) }, "excludes: 65 entries, at most 64"},
 		{"long ref", func(r *Request) { r.RevocableRefs = []string{strings.Repeat("a", 257)} }, "revocable_refs[0]"},
@@ -78,7 +86,7 @@ func TestValidateRequest(t *testing.T) {
 			r.Perf = &PerfTarget{ID: "perf.infer.chat", Better: BetterLower, Budget: math.NaN(), HasBudget: true}
 		}, "perf.budget: NaN"},
 		{"perf param", func(r *Request) {
-			r.Perf = &PerfTarget{ID: "perf.infer.chat", Better: BetterLower, Param: "model", ParamValue: List()}
+			r.Perf = &PerfTarget{ID: "perf.infer.chat", Better: BetterLower, Param: "model", ParamValue: grammar.ListValue()}
 		}, "perf.param_value"},
 		{"pin", func(r *Request) { r.Pin = "n\x00" }, `pin "n\x00"`},
 		{"current node", func(r *Request) { r.CurrentNode = strings.Repeat("n", 300) }, "current_node"},
@@ -231,4 +239,58 @@ func TestNothingFitsIsNotAnError(t *testing.T) {
 	if d.Chosen != nil || len(d.Candidates) != 0 {
 		t.Errorf("no nodes: %+v", d)
 	}
+}
+
+// TestPlaceProfilesOfOneSymbols: nodes are given all with Profiles of one
+// Symbols, or all without; a Profile stands for the node's records and
+// memory, which are then not read.
+func TestPlaceProfilesOfOneSymbols(t *testing.T) {
+	req, w := chatRequest(), DefaultWeights()
+	nodes := []Node{chatNode("n-a"), chatNode("n-b")}
+	mixed := prepared(NewSymbols(), nodes)
+	mixed[1] = nodes[1]
+	if _, err := Place(req, mixed, Cluster{}, w); !errors.Is(err, ErrInvalidNodes) || !strings.Contains(err.Error(), `"n-b" has no Profile`) {
+		t.Errorf("some with a Profile: %v", err)
+	}
+	two := prepared(NewSymbols(), nodes)
+	two[1].Profile = NewSymbols().Prepare(nodes[1].Capabilities, nodes[1].Memory)
+	if _, err := Place(req, two, Cluster{}, w); !errors.Is(err, ErrInvalidNodes) || !strings.Contains(err.Error(), "another Symbols") {
+		t.Errorf("Profiles of two Symbols: %v", err)
+	}
+	given := prepared(NewSymbols(), nodes)
+	given[0].Capabilities, given[0].Memory = nil, Memory{} // what a Profile replaces
+	given[1].Capabilities = []Capability{{ID: "os.darwin"}}
+	d, err := Place(req, given, Cluster{}, w)
+	if err != nil || !candidate(t, d, "n-a").Eligible() || !candidate(t, d, "n-b").Eligible() {
+		t.Errorf("records read beside Profiles: %v\n%s", err, d.Explain())
+	}
+}
+
+// TestPlaceWhilePreparing: Place reads a Symbols that Prepare interns
+// into at the same time (run with -race); the decision is the one made
+// with nothing else interned.
+func TestPlaceWhilePreparing(t *testing.T) {
+	syms := NewSymbols()
+	nodes := prepared(syms, []Node{chatNode("n-a"), chatNode("n-b"), cpuNode("n-c")})
+	want, err := Place(chatRequest(), nodes, Cluster{}, DefaultWeights())
+	if err != nil || want.Chosen == nil {
+		t.Fatalf("Place: %v, chosen %v", err, want.Chosen)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 200 {
+			syms.Prepare([]Capability{{ID: fmt.Sprintf("x.y%d.z", i), Attrs: []Attr{{Name: fmt.Sprintf("a%d", i), Value: grammar.StringValue("v")}}}}, Memory{})
+		}
+	}()
+	for range 50 {
+		got, err := Place(chatRequest(), nodes, Cluster{}, DefaultWeights())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want, got, rejText); diff != "" {
+			t.Fatalf("decision changed while preparing (-before +during):\n%s", diff)
+		}
+	}
+	<-done
 }

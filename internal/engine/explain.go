@@ -74,7 +74,7 @@ func (d Decision) Explain() string {
 				b.WriteString("       ")
 				b.WriteString(string(r.Code))
 				b.WriteString(": ")
-				b.WriteString(r.Detail)
+				b.WriteString(r.Detail())
 				b.WriteByte('\n')
 			}
 			continue

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nodeld/nodeld/internal/grammar"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current explanations")
@@ -21,35 +22,35 @@ func fleet() []Node {
 	gpuServer := Node{
 		ID: "n-gpu-1", Trust: TrustPinned, Liveness: Alive, Gate: VerdictAllow,
 		Capabilities: []Capability{linux, llama,
-			{ID: "accel.gpu.nvidia.0", Provenance: "probed", Exclusive: true, Attrs: []Attr{{AttrMemBytes, Int(24 * gib)}}},
-			{ID: "accel.gpu.nvidia.1", Provenance: "probed", Exclusive: true, State: "busy", Attrs: []Attr{{AttrMemBytes, Int(24 * gib)}}},
-			{ID: "perf.infer.chat", Provenance: "measured", Attrs: []Attr{{"model", String("qwen-7b")}, {AttrValue, Float(38)}}},
+			{ID: "accel.gpu.nvidia.0", Provenance: "probed", Exclusive: true, Attrs: []Attr{{AttrMemBytes, grammar.IntValue(24 * gib)}}},
+			{ID: "accel.gpu.nvidia.1", Provenance: "probed", Exclusive: true, State: "busy", Attrs: []Attr{{AttrMemBytes, grammar.IntValue(24 * gib)}}},
+			{ID: "perf.infer.chat", Provenance: "measured", Attrs: []Attr{{"model", grammar.StringValue("qwen-7b")}, {AttrValue, grammar.FloatValue(38)}}},
 		},
 		Memory: Memory{HostFree: 64 * gib, VRAMFree: []uint64{22 * gib, 0}},
 	}
 	bigGPU := gpuServer
 	bigGPU.ID = "n-gpu-2"
 	bigGPU.Capabilities = []Capability{linux, llama,
-		{ID: "accel.gpu.nvidia.0", Provenance: "probed", Exclusive: true, Attrs: []Attr{{AttrMemBytes, Int(80 * gib)}}},
+		{ID: "accel.gpu.nvidia.0", Provenance: "probed", Exclusive: true, Attrs: []Attr{{AttrMemBytes, grammar.IntValue(80 * gib)}}},
 		{ID: "label.zone.lab", Provenance: "claimed"},
 	}
 	bigGPU.Memory = Memory{HostFree: 128 * gib, VRAMFree: []uint64{78 * gib}}
 	cpuBox := Node{
 		ID: "n-cpu", Trust: TrustPaired, Liveness: Alive, Gate: VerdictAllow,
-		Capabilities: []Capability{linux, llama, {ID: "cpu.cores", Provenance: "probed", Attrs: []Attr{{"count", Int(32)}}},
-			{ID: "perf.infer.chat", Provenance: "measured", Attrs: []Attr{{"model", String("qwen-7b")}, {AttrValue, Float(95)}}}},
+		Capabilities: []Capability{linux, llama, {ID: "cpu.cores", Provenance: "probed", Attrs: []Attr{{"count", grammar.IntValue(32)}}},
+			{ID: "perf.infer.chat", Provenance: "measured", Attrs: []Attr{{"model", grammar.StringValue("qwen-7b")}, {AttrValue, grammar.FloatValue(95)}}}},
 		Memory: Memory{HostFree: 48 * gib},
 	}
 	board := Node{
 		ID: "n-board", Trust: TrustPaired, Liveness: Alive, Gate: VerdictAllow,
 		Capabilities: []Capability{linux, {ID: "runtime.container.docker", Provenance: "probed", State: "busy"},
-			{ID: "cpu.cores", Provenance: "probed", Attrs: []Attr{{"count", Int(4)}}}},
+			{ID: "cpu.cores", Provenance: "probed", Attrs: []Attr{{"count", grammar.IntValue(4)}}}},
 		Memory: Memory{HostFree: 6 * gib},
 	}
 	laptop := Node{
 		ID: "n-mac", Trust: TrustPaired, Liveness: Alive, Gate: VerdictAllow,
 		Capabilities: []Capability{{ID: "os.linux", Provenance: "claimed"}, llama, {ID: "node.class.dev-mac", Provenance: "claimed"},
-			{ID: "cpu.cores", Provenance: "probed", Attrs: []Attr{{"count", Int(10)}}}},
+			{ID: "cpu.cores", Provenance: "probed", Attrs: []Attr{{"count", grammar.IntValue(10)}}}},
 		Memory: Memory{Unified: true, HostFree: 24 * gib},
 	}
 	dead := cpuBox
@@ -74,11 +75,11 @@ func fleetRequest() Request {
 		Variants: []Variant{
 			{Name: "cuda", Requirements: []Requirement{
 				{Selector: "runtime.llamacpp"},
-				{Selector: "accel.gpu", Exclusive: true, Predicates: []Predicate{{AttrMemBytes, "gte", Int(16 * gib)}}},
+				{Selector: "accel.gpu", Exclusive: true, Predicates: []Predicate{{AttrMemBytes, "gte", grammar.IntValue(16 * gib)}}},
 			}, Resources: Resources{HostBytes: 4 * gib, AccelBytes: 9 * gib}},
 			{Name: "cpu", Requirements: []Requirement{
 				{Selector: "runtime.llamacpp"},
-				{Selector: "cpu.cores", Predicates: []Predicate{{"count", "gte", Int(8)}}},
+				{Selector: "cpu.cores", Predicates: []Predicate{{"count", "gte", grammar.IntValue(8)}}},
 			}, Resources: Resources{HostBytes: 12 * gib}},
 			{Name: "container", Execution: Emulated, Requirements: []Requirement{{Selector: "runtime.container"}},
 				Resources: Resources{HostBytes: 4 * gib}},
@@ -86,7 +87,7 @@ func fleetRequest() Request {
 		Excludes:    []string{"batch"},
 		MinTrust:    TrustPaired,
 		Preferences: []Preference{{Requirement{Selector: "label.zone.lab"}, 5}},
-		Perf:        &PerfTarget{ID: "perf.infer.chat", Param: "model", ParamValue: String("qwen-7b"), Better: BetterLower},
+		Perf:        &PerfTarget{ID: "perf.infer.chat", Param: "model", ParamValue: grammar.StringValue("qwen-7b"), Better: BetterLower},
 	}
 }
 

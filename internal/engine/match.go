@@ -19,33 +19,23 @@ type reqStat struct {
 	best     int8  // best provenance rank among the selected
 }
 
-// failure returns the memo key of the requirement's failure on its own,
-// and whether it fails; a blocking state that is not a grammar state is
-// returned as text.
-func (st *reqStat) failure(ri int, count int, caps []Capability) (k msgKey, unknownState string, fails bool) {
-	k.req = int32(ri)
+// failure returns the kind of the requirement's failure on its own, and
+// its argument, and whether it fails.
+func (st *reqStat) failure(count int) (kind whyKind, a int32, fails bool) {
 	usable := int(st.usable)
 	switch {
 	case st.selected == 0:
-		k.kind = msgNotAdvertised
+		return whyNotAdvertised, 0, true
 	case st.provOK == 0:
-		k.kind, k.a = msgProvenance, int32(st.best)
+		return whyProvenance, int32(st.best), true
 	case st.predOK == 0:
-		k.kind, k.a = msgPredicate, int32(st.maxFail)
+		return whyPredicate, int32(st.maxFail), true
 	case usable == 0:
-		k.kind = msgUnavailable
-		state := caps[st.blocked-1].State
-		i := slices.Index(blockingStates[:], state)
-		if i < 0 {
-			return k, state, true
-		}
-		k.a = int32(i)
+		return whyUnavailable, st.blocked - 1, true
 	case usable < count:
-		k.kind, k.a = msgUsable, int32(usable)
-	default:
-		return k, "", false
+		return whyUsable, int32(usable), true
 	}
-	return k, "", true
+	return 0, 0, false
 }
 
 // nodeScan is the per-node result of one pass over its capabilities,
@@ -58,12 +48,12 @@ type nodeScan struct {
 	stats []reqStat
 	// cands holds per requirement its usable capabilities, in node
 	// order: the first stats[ri].usable of cands[ri].
-	cands [][]int32
-	hits  []hit // what the selectors selected, in node order
-	later []hit // what the other variants' selectors selected, not yet matched
+	cands     [][]int32
+	hits      []hit // the capabilities that some selector selects: the first nhits
+	nhits     int
+	laterDone bool // the later variants' selections are matched
 
 	isDev   bool
-	accel   []hit // candidates of the accelerator family, confirmed on demand (hasAccel)
 	perf    float64
 	hasPerf bool
 }
@@ -73,122 +63,87 @@ func (s *nodeScan) candsOf(ri int32) []int32 {
 	return s.cands[ri][:s.stats[ri].usable]
 }
 
-// hit is a capability selected by a selector of the bucket table.
-type hit struct{ ci, sel int32 }
+// hit is a capability and the first link of the chain that selects it.
+type hit struct{ ci, at int32 }
 
 func newNodeScan(n int) *nodeScan {
 	return &nodeScan{stats: make([]reqStat, n), cands: make([][]int32, n)}
 }
 
-// scan makes the one pass over the node's capabilities, a block at a
-// time: candidates, then matches. It takes the selections of the
-// pseudo-selectors, the common requirements, the preferences and the
-// first variant through match, and keeps those of the other variants for
-// ensure.
-func (s *nodeScan) scan(p *plan, caps []Capability) {
+// scan makes the one pass over the node's capabilities: each
+// capability's id symbol gives the chain of selectors that select it. A
+// first loop, which calls nothing and does not branch on the data, notes
+// the capabilities that have a chain; then each chain is followed. It
+// takes the selections of the pseudo-selectors, the common requirements,
+// the preferences and the first variant through match, and keeps those
+// of the other variants for ensure.
+func (s *nodeScan) scan(p *plan, pr *Profile) {
 	clear(s.stats)
-	s.isDev, s.hasPerf = false, false
-	s.later, s.accel = s.later[:0], s.accel[:0]
-	t := &p.table
-	// Room for the whole node, within maxHits, and for one capability.
-	if need := max(min(len(caps)*t.widest, maxHits), t.widest); len(s.hits) < need {
-		s.hits = make([]hit, max(need, min(2*len(s.hits), maxHits)))
+	s.isDev, s.hasPerf, s.laterDone = false, false, false
+	chain, links := p.chain, p.links
+	idSym := pr.idSym
+	if len(s.hits) < len(idSym) {
+		s.hits = make([]hit, max(len(idSym), 2*len(s.hits)))
 	}
-	block := len(s.hits) / max(t.widest, 1)
-	for lo := 0; lo < len(caps); lo += block {
-		hi := min(lo+block, len(caps))
-		s.take(p, caps, s.candidates(t, caps, lo, hi))
-	}
-}
-
-// maxHits bounds the candidates noted at a time, so that the scratch
-// space does not grow with a node's capabilities.
-const maxHits = 1024
-
-// candidates notes which selectors may select each capability of
-// caps[lo:hi], by first byte, length, last byte and boundary. It calls
-// nothing, so that the loop runs in registers; take confirms the
-// candidates.
-func (s *nodeScan) candidates(t *bucketTable, caps []Capability, lo, hi int) []hit {
-	at, sels, hits := &t.at, t.sel, s.hits
-	nh := 0
-	for ci := lo; ci < hi; ci++ {
-		id := caps[ci].ID
-		if id == "" {
-			continue
-		}
-		for k, end := at[id[0]], at[int(id[0])+1]; k < end; k++ {
-			sel := &sels[k]
-			n := int(sel.n)
-			if n > len(id) {
-				break // a bucket is by length: the rest are longer still
-			}
-			if id[n-1] == sel.last && (n == len(id) || (!sel.exact && id[n] == '.')) {
-				hits[nh] = hit{ci: int32(ci), sel: k}
-				nh++
-			}
-		}
-	}
-	return hits[:nh]
-}
-
-// take confirms the candidates (the rest of grammar.SelectorMatches, or
-// equality for an exact pseudo-selector) and takes each selection
-// through match; the later variants' candidates are kept for ensure,
-// unconfirmed, since most nodes never need them.
-func (s *nodeScan) take(p *plan, caps []Capability, hits []hit) {
-	for _, h := range hits {
-		sel := &p.table.sel[h.sel]
-		switch {
-		case sel.later:
-			s.later = append(s.later, h)
-		case sel.req == selAccel:
-			s.accel = append(s.accel, h)
-		default:
-			if c := &caps[h.ci]; c.ID[:sel.n] == sel.sel {
-				s.match(p, sel.req, int(h.ci), c)
+	hits := selected(idSym, chain, s.hits)
+	s.nhits = len(hits)
+	for _, ht := range hits {
+		for h := ht.at; h >= 0; {
+			l := &links[h]
+			h = l.next
+			if !l.later {
+				s.match(p, l.req, ht.ci, pr, &pr.caps[ht.ci])
 			}
 		}
 	}
 }
 
-// hasAccel reports whether the node has a capability of the accelerator
-// family. Only eligible nodes assigned no accelerator need to know, so
-// the candidates are confirmed here rather than in the scan.
-func (s *nodeScan) hasAccel(p *plan, caps []Capability) bool {
-	for _, h := range s.accel {
-		sel := &p.table.sel[h.sel]
-		if caps[h.ci].ID[:sel.n] == sel.sel {
-			return true
+// selected notes in hits, and returns, the capabilities whose id has a
+// chain, with its first link: a loop that calls nothing and does not
+// branch on the data. hits has room for every capability.
+func selected(idSym, chain []int32, hits []hit) []hit {
+	hits = hits[:len(idSym)]
+	n := 0
+	for ci, sym := range idSym {
+		h := int32(-1)
+		if i := uint(uint32(sym)); i < uint(len(chain)) { // else interned after this decision began
+			h = chain[i]
 		}
+		hits[n] = hit{ci: int32(ci), at: h}
+		n += int(uint32(^h) >> 31) // 1 when h >= 0
 	}
-	return false
+	return hits[:n]
 }
 
-// ensure confirms and matches, once, the candidates of the selectors of
-// the variants after the first, when route selection needs variant v.
-func (s *nodeScan) ensure(p *plan, caps []Capability, v int) {
-	if v == 0 || len(s.later) == 0 {
+// ensure matches, once, the selections of the variants after the first,
+// when route selection needs variant v: the chains of the capabilities
+// the scan noted are followed again for them.
+func (s *nodeScan) ensure(p *plan, pr *Profile, v int) {
+	if v == 0 || s.laterDone || !p.hasLater {
 		return
 	}
-	for _, h := range s.later {
-		sel := &p.table.sel[h.sel]
-		if c := &caps[h.ci]; c.ID[:sel.n] == sel.sel {
-			s.match(p, sel.req, int(h.ci), c)
+	s.laterDone = true
+	links := p.links
+	for _, ht := range s.hits[:s.nhits] {
+		for h := ht.at; h >= 0; {
+			l := &links[h]
+			h = l.next
+			if l.later {
+				s.match(p, l.req, ht.ci, pr, &pr.caps[ht.ci])
+			}
 		}
 	}
-	s.later = s.later[:0]
 }
 
 // match takes capability ci, selected by requirement (or pseudo-selector)
 // ri, through the filters of reference 3.6.2.
-func (s *nodeScan) match(p *plan, ri int32, ci int, c *Capability) {
+func (s *nodeScan) match(p *plan, ri int32, ci int32, pr *Profile, c *pcap) {
 	switch ri {
 	case selDev:
 		s.isDev = true
 		return
 	case selPerf:
-		s.perfCandidate(p.perf, c)
+		s.perfCandidate(p, pr, c)
 		return
 	}
 	r := &p.reqs[ri]
@@ -197,23 +152,22 @@ func (s *nodeScan) match(p *plan, ri int32, ci int, c *Capability) {
 	// With no minimum, every provenance passes and the best one found is
 	// never reported.
 	if r.minRank > 0 {
-		rank, _ := grammar.ProvenanceRank(c.Provenance)
-		st.best = max(st.best, int8(rank))
-		if rank < r.minRank {
+		st.best = max(st.best, c.prov)
+		if int(c.prov) < r.minRank {
 			return
 		}
 	}
 	st.provOK++
 	if len(r.cpreds) > 0 {
-		if f := firstFailing(r.cpreds, c); f >= 0 {
+		if f := p.firstFailing(r.cpreds, pr, c); f >= 0 {
 			st.maxFail = max(st.maxFail, int16(f))
 			return
 		}
 	}
 	st.predOK++
-	if !usable(c.State, r.exclusive, c.Exclusive) {
+	if !usable(c.state, r.exclusive, c.flags&capExclusive != 0) {
 		if st.blocked == 0 {
-			st.blocked = int32(ci) + 1
+			st.blocked = ci + 1
 		}
 		return
 	}
@@ -223,32 +177,18 @@ func (s *nodeScan) match(p *plan, ri int32, ci int, c *Capability) {
 		buf = buf[:cap(buf)]
 		s.cands[ri] = buf
 	}
-	buf[st.usable] = int32(ci)
+	buf[st.usable] = ci
 	st.usable++
-}
-
-// busy counts the busy and reserved capabilities, for load: only an
-// eligible node needs it.
-func busy(caps []Capability) int {
-	n := 0
-	for i := range caps {
-		if st := caps[i].State; len(st) == len(grammar.StateBusy) || len(st) == len(grammar.StateReserved) {
-			if st == grammar.StateBusy || st == grammar.StateReserved {
-				n++
-			}
-		}
-	}
-	return n
 }
 
 // usable is reference 3.6.2 step 4: available yes; busy only when
 // neither the requirement nor the capability is exclusive; reserved,
 // degraded and unknown states never.
-func usable(state string, reqExclusive, capExclusive bool) bool {
+func usable(state uint8, reqExclusive, capExclusive bool) bool {
 	switch state {
-	case "", grammar.StateAvailable:
+	case stateAvailable:
 		return true
-	case grammar.StateBusy:
+	case stateBusy:
 		return !reqExclusive && !capExclusive
 	default:
 		return false
@@ -257,57 +197,78 @@ func usable(state string, reqExclusive, capExclusive bool) bool {
 
 // firstFailing returns the index of the first predicate that does not hold
 // on c, or -1 when all hold.
-func firstFailing(preds []cpred, c *Capability) int {
+func (p *plan) firstFailing(preds []cpred, pr *Profile, c *pcap) int {
 	for i := range preds {
-		pr := &preds[i]
-		v := attr(c, pr.attr)
-		if v == nil {
+		pd := &preds[i]
+		a := pr.attr(c, pd.attr)
+		if a == nil || !p.holds(pd, pr, a) {
 			return i
-		}
-		switch pr.op {
-		case codeGte, codeLte:
-			// The operand is a number (Validate); holds, inline.
-			a, ok := v.number()
-			if !ok || (pr.op == codeGte && !(a >= pr.num)) || (pr.op == codeLte && !(a <= pr.num)) {
-				return i
-			}
-		default:
-			if !holds(pr.op, v, pr.v) {
-				return i
-			}
 		}
 	}
 	return -1
 }
 
-// attr returns the named attribute of c, or nil.
-func attr(c *Capability, name string) *Value {
-	for i := range c.Attrs {
-		if c.Attrs[i].Name == name {
-			return &c.Attrs[i].Value
+// holds evaluates a compiled predicate on a prepared attribute: eq is
+// loose equality, gte and lte compare numbers, in looks for the
+// attribute in the operand's list, has for the operand in the
+// attribute's list.
+func (p *plan) holds(pd *cpred, pr *Profile, a *pattr) bool {
+	switch pd.op {
+	case codeGte, codeLte:
+		// The operand is a number (Validate).
+		v, ok := number(a.kind, a.bits)
+		if !ok {
+			return false
 		}
+		if pd.op == codeGte {
+			return v >= pd.num
+		}
+		return v <= pd.num
+	case codeEq:
+		return equal(a.kind, a.bits, pd.kind, pd.bits)
+	case codeIn:
+		at, n := pd.bits>>32, pd.bits&(1<<32-1)
+		for _, e := range p.operands[at : at+n] {
+			if equal(a.kind, a.bits, e.kind, e.bits) {
+				return true
+			}
+		}
+		return false
+	case codeHas:
+		if a.kind != grammar.KindList {
+			return false
+		}
+		at, n := a.bits>>32, a.bits&(1<<32-1)
+		for _, e := range pr.elems[at : at+n] {
+			if equal(e.kind, e.bits, pd.kind, pd.bits) {
+				return true
+			}
+		}
+		return false
+	default:
+		return false
 	}
-	return nil
 }
 
 // perfCandidate folds one capability into the node's perf figure: the
 // best "value" over measured capabilities with the target's id whose
 // parameter matches.
-func (s *nodeScan) perfCandidate(t *PerfTarget, c *Capability) {
-	if c.Provenance != grammar.ProvenanceMeasured {
+func (s *nodeScan) perfCandidate(p *plan, pr *Profile, c *pcap) {
+	t := p.perf
+	if int(c.prov) != provenanceMeasured {
 		return
 	}
 	if t.Param != "" {
-		v := attr(c, t.Param)
-		if v == nil || !v.equal(t.ParamValue) {
+		a := pr.attr(c, p.perfParam)
+		if a == nil || !equal(a.kind, a.bits, p.perfValue.kind, p.perfValue.bits) {
 			return
 		}
 	}
-	v := attr(c, AttrValue)
-	if v == nil {
+	a := pr.attr(c, p.symValue)
+	if a == nil {
 		return
 	}
-	f, ok := v.number()
+	f, ok := number(a.kind, a.bits)
 	if !ok || !finitePerf(f) {
 		return
 	}
@@ -321,6 +282,9 @@ func (s *nodeScan) perfCandidate(t *PerfTarget, c *Capability) {
 	}
 }
 
+// provenanceMeasured is grammar.ProvenanceRank(grammar.ProvenanceMeasured).
+const provenanceMeasured = 3
+
 // joint finds an assignment of a node's capabilities to one route's
 // requirements (reference 3.6.2 "joint matching"): each requirement gets
 // Count of its candidates; a capability held exclusively (by an exclusive
@@ -333,8 +297,8 @@ func (s *nodeScan) perfCandidate(t *PerfTarget, c *Capability) {
 // search decides, bounded by MaxJointSteps.
 type joint struct {
 	scan *nodeScan
-	caps []Capability // the node's, for the search
-	reqs []int32      // plan indices of the route's requirements, for the search
+	caps []pcap  // the node's, for the search
+	reqs []int32 // plan indices of the route's requirements, for the search
 
 	// The chosen capabilities, per plan index ri: alen[ri] of them from
 	// assignBuf[assignAt[ri]]; a requirement has room for its count.
@@ -342,11 +306,10 @@ type joint struct {
 	assignAt  []int32
 	alen      []int32
 
-	// Greedy pass: stamp[ci] == gen marks a capability used in this pass;
-	// held[ci] says whether exclusively.
-	gen   uint32
-	stamp []uint32
-	held  []bool
+	// Greedy pass: mark[ci] is gen<<1 for a capability used shared in
+	// this pass, gen<<1|1 for one held exclusively.
+	gen  uint32
+	mark []uint32
 
 	// Search.
 	owner    []int32   // per capability: the requirement holding it exclusively, or -1
@@ -383,7 +346,7 @@ func (j *joint) push(ri, ci int32) {
 
 // solve assigns the requirements reqs, returning false when no assignment
 // exists or MaxJointSteps ran out.
-func (j *joint) solve(p *plan, reqs []int32, caps []Capability) bool {
+func (j *joint) solve(p *plan, reqs []int32, caps []pcap) bool {
 	j.searched = false
 	if j.greedy(p, reqs, caps) {
 		return true
@@ -395,56 +358,58 @@ func (j *joint) solve(p *plan, reqs []int32, caps []Capability) bool {
 // greedy gives each requirement, in declaration order, its first usable
 // candidates: shared capabilities first for a shared requirement. It
 // reports false at the first requirement it cannot satisfy.
-func (j *joint) greedy(p *plan, reqs []int32, caps []Capability) bool {
-	if len(j.stamp) < len(caps) {
-		j.stamp = make([]uint32, len(caps))
-		j.held = make([]bool, len(caps))
+func (j *joint) greedy(p *plan, reqs []int32, caps []pcap) bool {
+	if len(j.mark) < len(caps) {
+		j.mark = make([]uint32, len(caps))
 		j.gen = 0
 	}
 	j.gen++
-	if j.gen == 0 { // wrapped: old stamps could look current
-		clear(j.stamp)
+	if j.gen == 1<<31 { // wrapped: old marks could look current
+		clear(j.mark)
 		j.gen = 1
 	}
+	mark, shared, held := j.mark[:len(caps)], j.gen<<1, j.gen<<1|1
+	st, all := j.scan.stats, j.scan.cands
 	for _, ri := range reqs {
 		r := &p.reqs[ri]
-		j.alen[ri] = 0
 		need := r.count
-		cands := j.scan.candsOf(ri)
+		cands := all[ri][:st[ri].usable]
+		out := j.assignBuf[j.assignAt[ri]:][:need]
+		n := 0
 		if r.exclusive {
 			for _, ci := range cands {
-				if need == 0 {
-					break
-				}
-				if j.stamp[ci] != j.gen {
-					j.stamp[ci], j.held[ci] = j.gen, true
-					j.push(ri, ci)
-					need--
+				if mark[ci]>>1 != j.gen {
+					mark[ci] = held
+					out[n] = ci
+					if n++; n == need {
+						break
+					}
 				}
 			}
 		} else {
-			for _, ci := range cands { // shared capabilities, shareable
-				if need == 0 {
-					break
-				}
-				if !caps[ci].Exclusive && (j.stamp[ci] != j.gen || !j.held[ci]) {
-					j.stamp[ci], j.held[ci] = j.gen, false
-					j.push(ri, ci)
-					need--
+			for _, ci := range cands { // shared capabilities, not held
+				if caps[ci].flags&capExclusive == 0 && mark[ci] != held {
+					mark[ci] = shared
+					out[n] = ci
+					if n++; n == need {
+						break
+					}
 				}
 			}
-			for _, ci := range cands { // then exclusive ones, free
-				if need == 0 {
-					break
-				}
-				if caps[ci].Exclusive && j.stamp[ci] != j.gen {
-					j.stamp[ci], j.held[ci] = j.gen, true
-					j.push(ri, ci)
-					need--
+			if n < need {
+				for _, ci := range cands { // then exclusive ones, free
+					if caps[ci].flags&capExclusive != 0 && mark[ci]>>1 != j.gen {
+						mark[ci] = held
+						out[n] = ci
+						if n++; n == need {
+							break
+						}
+					}
 				}
 			}
 		}
-		if need > 0 {
+		j.alen[ri] = int32(n)
+		if n < need {
 			return false
 		}
 	}
@@ -452,7 +417,7 @@ func (j *joint) greedy(p *plan, reqs []int32, caps []Capability) bool {
 }
 
 // search is the complete, bounded backtracking search.
-func (j *joint) search(p *plan, caps []Capability) bool {
+func (j *joint) search(p *plan, caps []pcap) bool {
 	for _, ri := range j.reqs {
 		j.alen[ri] = 0
 	}
@@ -513,7 +478,7 @@ func (j *joint) place(p *plan, k int) bool {
 		if need == 0 {
 			break
 		}
-		if !j.caps[ci].Exclusive && j.owner[ci] < 0 {
+		if j.caps[ci].flags&capExclusive == 0 && j.owner[ci] < 0 {
 			j.push(ri, ci)
 			need--
 		}
@@ -535,7 +500,7 @@ func (j *joint) choose(p *plan, k int, ri int32, need, from int, exclusiveReq bo
 	list := j.sorted[ri]
 	for i := from; i < len(list) && len(list)-i >= need; i++ {
 		ci := list[i]
-		if j.owner[ci] >= 0 || (!exclusiveReq && !j.caps[ci].Exclusive) {
+		if j.owner[ci] >= 0 || (!exclusiveReq && j.caps[ci].flags&capExclusive == 0) {
 			continue
 		}
 		if j.steps++; j.steps > MaxJointSteps {
@@ -567,7 +532,7 @@ func (j *joint) competing(p *plan, ri int32) bool {
 		if j.contest[ci] < 2 {
 			continue
 		}
-		if j.caps[ci].Exclusive || p.reqs[ri].exclusive {
+		if j.caps[ci].flags&capExclusive != 0 || p.reqs[ri].exclusive {
 			return true
 		}
 		for _, rj := range j.reqs {

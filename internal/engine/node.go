@@ -1,5 +1,7 @@
 package engine
 
+import "github.com/nodeld/nodeld/internal/grammar"
+
 // Node is what the engine knows of one node: a snapshot the caller builds
 // from the node's verified facts, its operator-assigned tier, liveness,
 // the instances and pending placements the controller knows of, and the
@@ -22,6 +24,12 @@ type Node struct {
 	Capabilities []Capability
 	// Memory is the node's free memory.
 	Memory Memory
+	// Profile, when set, is Capabilities and Memory prepared by
+	// Symbols.Prepare, and Place reads it rather than them: a caller that
+	// keeps each node's Profile while its facts do not change pays for
+	// preparing them once, not per decision. Either every node given to
+	// Place has a Profile, all from one Symbols, or none has.
+	Profile *Profile
 	// Instances are the workload instances on the node, for co-residency.
 	Instances []Instance
 	// Pending is memory reserved on the node by decisions not yet
@@ -54,7 +62,7 @@ type Capability struct {
 // Attr is one named attribute of a capability.
 type Attr struct {
 	Name  string
-	Value Value
+	Value grammar.Value
 }
 
 // Memory is a node's free memory. A unified-memory node (Apple silicon)

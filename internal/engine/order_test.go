@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/nodeld/nodeld/internal/grammar"
 )
 
 // TestSortByID: the radix sort on keys (and the comparison sort below
@@ -107,8 +109,8 @@ func TestRankingAtScale(t *testing.T) {
 	for i := range nodes {
 		if i%7 == 0 { // many equal scores, so ties fall to the id
 			nodes[i].Capabilities = []Capability{{ID: "os.linux", Provenance: "probed"}, {ID: "cpu.arch.amd64", Provenance: "probed"},
-				{ID: "runtime.llamacpp", Provenance: "probed", Attrs: []Attr{{"version", Int(4200)}}},
-				{ID: "cpu.cores", Provenance: "probed", Attrs: []Attr{{"count", Int(64)}}}, {ID: "cpu.features.avx512", Provenance: "probed"}}
+				{ID: "runtime.llamacpp", Provenance: "probed", Attrs: []Attr{{"version", grammar.IntValue(4200)}}},
+				{ID: "cpu.cores", Provenance: "probed", Attrs: []Attr{{"count", grammar.IntValue(64)}}}, {ID: "cpu.features.avx512", Provenance: "probed"}}
 		}
 	}
 	d, err := Place(req, nodes, Cluster{}, DefaultWeights())
@@ -137,6 +139,34 @@ func TestRankingAtScale(t *testing.T) {
 		if !ok {
 			t.Fatalf("candidates %d (%s, tier %s, score %v) and %d (%s, tier %s, score %v) out of order",
 				k-1, a.Node, a.Tier, a.Score.Total, k, b.Node, b.Tier, b.Score.Total)
+		}
+	}
+}
+
+// TestPrintableASCII: the word-at-a-time check agrees with grammar's
+// byte-at-a-time one, for every byte value at every position of short
+// and long texts.
+func TestPrintableASCII(t *testing.T) {
+	for _, n := range []int{1, 7, 8, 9, 16, 23} {
+		base := []byte(strings.Repeat("n", n))
+		for pos := range n {
+			for b := range 256 {
+				s := slices.Clone(base)
+				s[pos] = byte(b)
+				if got, want := printableASCII(string(s)), grammar.PrintableASCII(string(s)); got != want {
+					t.Fatalf("%q: %v, want %v", s, got, want)
+				}
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 100000 {
+		s := make([]byte, rng.IntN(40))
+		for i := range s {
+			s[i] = byte(0x18 + rng.IntN(0x70))
+		}
+		if got, want := printableASCII(string(s)), grammar.PrintableASCII(string(s)); got != want {
+			t.Fatalf("%q: %v, want %v", s, got, want)
 		}
 	}
 }

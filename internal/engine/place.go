@@ -6,10 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
-
-	"github.com/nodeld/nodeld/internal/grammar"
 )
 
 // Place decides where req goes among nodes (reference 3.6): it validates
@@ -20,10 +17,13 @@ import (
 // It is a pure function: no clock, no I/O, no goroutines, no randomness
 // and no dependence on map order or on the order of nodes. It does not
 // modify its arguments, and the Decision shares no memory with them except
-// strings.
+// strings, Values and the nodes' Profiles. Nodes given with a Profile
+// (Symbols.Prepare) are not prepared again; nodes given without are
+// prepared here, for this decision alone.
 //
 // Errors: ErrInvalidRequest (the request or weights), ErrInvalidNodes (a
-// bad or repeated node id), ErrUnknownPin, and *PinIneligibleError
+// bad or repeated node id; some nodes with a Profile and some without, or
+// Profiles of different Symbols), ErrUnknownPin, and *PinIneligibleError
 // (matching ErrPinIneligible), which comes with the complete Decision.
 // "Nothing fits" is not an error: Decision.Chosen is nil.
 func Place(req Request, nodes []Node, cluster Cluster, w Weights) (Decision, error) {
@@ -39,8 +39,12 @@ func Place(req Request, nodes []Node, cluster Cluster, w Weights) (Decision, err
 	if req.Pin != "" && byID.index(nodes, req.Pin) < 0 {
 		return Decision{}, fmt.Errorf("%w: %q", ErrUnknownPin, clip(req.Pin))
 	}
+	syms, profiles, err := profilesOf(nodes)
+	if err != nil {
+		return Decision{}, err
+	}
 
-	p := compile(&req, &w, &cluster)
+	p := compile(&req, &w, &cluster, syms)
 	e := newEvaluator(p, len(nodes))
 	e.revoked = byID.revoked(nodes, cluster.RevokedNodes)
 	// Nodes are evaluated in the order given, which is the order their
@@ -50,7 +54,7 @@ func Place(req Request, nodes []Node, cluster Cluster, w Weights) (Decision, err
 	cands := make([]Candidate, len(nodes))
 	eligible := make([]raw, 0, len(nodes))
 	for i := range nodes {
-		if r, ok := e.evaluate(i, &nodes[i], &cands[i]); ok {
+		if r, ok := e.evaluate(i, &nodes[i], profiles[i], &cands[i]); ok {
 			r.cand = int32(i)
 			eligible = append(eligible, r)
 		}
@@ -115,10 +119,42 @@ func Place(req Request, nodes []Node, cluster Cluster, w Weights) (Decision, err
 		vi := slices.IndexFunc(req.Variants, func(v Variant) bool { return v.Name == c.Variant })
 		d.Chosen = &Placement{
 			Node: c.Node, Variant: c.Variant, Execution: req.Variants[vi].Execution, Tier: c.Tier,
-			Accelerator: firstAccelerator(c.Assigned), Score: c.Score, Flags: c.Flags,
+			Accelerator: c.assigned.accelerator(), Score: c.Score, Flags: c.Flags,
 		}
 	}
 	return d, nil
+}
+
+// profilesOf returns the nodes' Profiles and their Symbols. Nodes given
+// with Profiles must all have one, from one Symbols; nodes given without
+// are prepared here, with a Symbols of this call.
+func profilesOf(nodes []Node) (*Symbols, []*Profile, error) {
+	profiles := make([]*Profile, len(nodes))
+	var syms *Symbols
+	given := 0
+	for i := range nodes {
+		if pr := nodes[i].Profile; pr != nil {
+			profiles[i] = pr
+			if syms == nil {
+				syms = pr.vocab
+			} else if pr.vocab != syms {
+				return nil, nil, fmt.Errorf("%w: node[%d] %q: its Profile was prepared by another Symbols", ErrInvalidNodes, i, clip(nodes[i].ID))
+			}
+			given++
+		}
+	}
+	switch {
+	case given == len(nodes) && syms != nil:
+		return syms, profiles, nil
+	case given > 0:
+		i := slices.IndexFunc(nodes, func(n Node) bool { return n.Profile == nil })
+		return nil, nil, fmt.Errorf("%w: node[%d] %q has no Profile, and others have", ErrInvalidNodes, i, clip(nodes[i].ID))
+	}
+	syms = NewSymbols()
+	for i := range nodes {
+		profiles[i] = syms.Prepare(nodes[i].Capabilities, nodes[i].Memory)
+	}
+	return syms, profiles, nil
 }
 
 // affinity chooses among the ranked eligible candidates: within the best
@@ -147,19 +183,22 @@ func affinity(ranked []Candidate, prefer, avoid []string) int {
 	return 0
 }
 
-func firstAccelerator(assigned [][]string) string {
-	for _, ids := range assigned {
-		for _, id := range ids {
-			if grammar.SelectorMatches(accelFamily, id) {
-				return id
-			}
+// accelerator is the first capability of the accelerator family in the
+// assignment, in requirement order, or "".
+func (a assignment) accelerator() string {
+	if a.pr == nil {
+		return ""
+	}
+	for _, ci := range a.idx[a.idx[0]:] {
+		if a.pr.caps[ci].flags&capAccel != 0 {
+			return a.pr.id(ci)
 		}
 	}
 	return ""
 }
 
 // idOrder is the nodes sorted by id. The sort compares a key made of the
-// eight bytes of each id that follow the prefix all the ids share, and
+// four bytes of each id that follow the prefix all the ids share, and
 // the ids themselves only when the keys are equal: it reads each id once
 // and sorts compact, pointer-free references.
 type idOrder struct {
@@ -169,7 +208,7 @@ type idOrder struct {
 
 // nodeRef is a node's key and index.
 type nodeRef struct {
-	key uint64 // id[skip:skip+8], big-endian, zero-padded
+	key uint32 // id[skip:skip+4], big-endian, zero-padded
 	i   int32
 }
 
@@ -196,7 +235,7 @@ func sortByID(nodes []Node) idOrder {
 	// Keys are sorted by radix, a byte at a time from the last, skipping
 	// the bytes all keys share; the sort is stable, so equal keys stay in
 	// the order of index, and only runs of equal keys (ids alike in their
-	// first eight distinct bytes) are sorted again by id. Equal ids (an
+	// first four distinct bytes) are sorted again by id. Equal ids (an
 	// error) keep their order of index.
 	sortRefs(o.refs)
 	for lo := 0; lo < len(o.refs); {
@@ -240,8 +279,8 @@ func radixSort(refs []nodeRef) {
 	if len(refs) < 2 {
 		return
 	}
-	var count [8][256]int32
-	and, or := ^uint64(0), uint64(0)
+	var count [4][256]int32
+	and, or := ^uint32(0), uint32(0)
 	for _, r := range refs {
 		k := r.key
 		and &= k
@@ -249,15 +288,11 @@ func radixSort(refs []nodeRef) {
 		count[0][k&0xff]++
 		count[1][k>>8&0xff]++
 		count[2][k>>16&0xff]++
-		count[3][k>>24&0xff]++
-		count[4][k>>32&0xff]++
-		count[5][k>>40&0xff]++
-		count[6][k>>48&0xff]++
-		count[7][k>>56]++
+		count[3][k>>24]++
 	}
 	tmp := make([]nodeRef, len(refs))
 	src, dst := refs, tmp
-	for d := range 8 {
+	for d := range 4 {
 		if (and^or)>>(8*d)&0xff == 0 {
 			continue // every key has the same byte here
 		}
@@ -278,17 +313,16 @@ func radixSort(refs []nodeRef) {
 	}
 }
 
-// idKey returns the first eight bytes of s, big-endian, zero-padded.
-func idKey(s string) uint64 {
-	if len(s) >= 8 {
-		return uint64(s[0])<<56 | uint64(s[1])<<48 | uint64(s[2])<<40 | uint64(s[3])<<32 |
-			uint64(s[4])<<24 | uint64(s[5])<<16 | uint64(s[6])<<8 | uint64(s[7])
+// idKey returns the first four bytes of s, big-endian, zero-padded.
+func idKey(s string) uint32 {
+	if len(s) >= 4 {
+		return uint32(s[0])<<24 | uint32(s[1])<<16 | uint32(s[2])<<8 | uint32(s[3])
 	}
-	var k uint64
-	for i := range 8 {
+	var k uint32
+	for i := range 4 {
 		k <<= 8
 		if i < len(s) {
-			k |= uint64(s[i])
+			k |= uint32(s[i])
 		}
 	}
 	return k
@@ -333,9 +367,10 @@ func (o idOrder) revoked(nodes []Node, ids []string) []bool {
 // rankOrder is an eligible candidate's key for ranking: the tier in the
 // top two bits, then the score, highest first (the bits of a float64 of
 // zero or more order like the number; inverted, they order the other
-// way), without its last bit. Equal keys are resolved by score exactly.
-func rankOrder(t Tier, score float64) uint64 {
-	return uint64(t)<<62 | (^math.Float64bits(score)&(1<<63-1))>>1
+// way), to 30 bits: the exponent and 18 bits of the fraction. Equal keys
+// are resolved by score exactly.
+func rankOrder(t Tier, score float64) uint32 {
+	return uint32(t)<<30 | uint32((^math.Float64bits(score)&(1<<63-1))>>33)
 }
 
 // permute reorders cs in place so that position k holds what was at
@@ -364,7 +399,7 @@ func permute(cs []Candidate, perm []int32) {
 // what it compares across the survivors. Phase A fills the rest of the
 // score (locality, load) in the Candidate.
 type raw struct {
-	accelCap float64 // the summed mem_bytes of the assigned accelerators; 0 when unknown
+	capacity float64 // the summed mem_bytes of the assigned accelerators; 0 when unknown
 	perf     float64
 	cand     int32 // index of the node and its candidate
 	flags    uint8 // raw* bits
@@ -380,7 +415,7 @@ const (
 // evaluator runs phase A node by node, reusing its scratch space.
 type evaluator struct {
 	p       *plan
-	caps    []Capability // the node's, while it is evaluated
+	pr      *Profile // the node's, while it is evaluated
 	scan    *nodeScan
 	joint   *joint
 	rej     []Rejection
@@ -395,13 +430,8 @@ type evaluator struct {
 	chosen   []int32
 	fromKept bool
 
-	memTexts []memText // per variant and pool (recordPool)
-	// The last gate denial's reason and text.
-	gateReason, gateText string
-
 	rejections arena[Rejection]
-	ids        arena[string]
-	lists      arena[[]string]
+	idx        arena[int32]
 }
 
 func newEvaluator(p *plan, nodes int) *evaluator {
@@ -409,73 +439,79 @@ func newEvaluator(p *plan, nodes int) *evaluator {
 	return &evaluator{
 		p: p, scan: scan, joint: newJoint(p, scan),
 		rejections: arena[Rejection]{nodes: nodes},
-		ids:        arena[string]{nodes: nodes},
-		lists:      arena[[]string]{nodes: nodes},
+		idx:        arena[int32]{nodes: nodes},
 	}
 }
 
-// evaluate fills c for node i: its rejections, or its route; it returns
-// the phase B inputs of an eligible node.
-func (e *evaluator) evaluate(i int, n *Node, c *Candidate) (raw, bool) {
+// Fixed details.
+const (
+	textNodeRevoked     = "node is revoked"
+	textSuspect         = "node is suspect"
+	textDead            = "node is dead"
+	textLivenessUnknown = "node liveness is unknown"
+	textFactsExpired    = "facts expired"
+	textGateDenied      = "workload.place denied"
+	textNoGate          = "no gate decision for this node"
+)
+
+// evaluate fills c for node i, with profile pr: its rejections, or its
+// route; it returns the phase B inputs of an eligible node.
+func (e *evaluator) evaluate(i int, n *Node, pr *Profile, c *Candidate) (raw, bool) {
 	p := e.p
 	req := p.req
 	e.rej = e.rej[:0]
 	c.Node = n.ID
 
 	if e.revoked != nil && e.revoked[i] {
-		e.reject(CodeNodeRevoked, "node is revoked")
+		e.reject(CodeNodeRevoked, why{s: textNodeRevoked})
 	}
 	switch n.Liveness {
 	case Alive:
 	case Suspect:
-		e.reject(CodeLiveness, "node is suspect")
+		e.reject(CodeLiveness, why{s: textSuspect})
 	case Dead:
-		e.reject(CodeLiveness, "node is dead")
+		e.reject(CodeLiveness, why{s: textDead})
 	default:
-		e.reject(CodeLiveness, "node liveness is unknown")
+		e.reject(CodeLiveness, why{s: textLivenessUnknown})
 	}
 	if n.FactsExpired {
-		e.reject(CodeFactsExpired, "facts expired")
+		e.reject(CodeFactsExpired, why{s: textFactsExpired})
 	}
 	if n.Trust < req.MinTrust {
 		t := n.Trust
 		if t > TrustPinned {
 			t = TrustNone
 		}
-		e.reject(CodeTrust, p.trustText(t))
+		e.reject(CodeTrust, why{t: p.t, kind: whyTrust, a: int32(t)})
 	}
 	if p.workloadRevoked != "" {
-		e.reject(CodeWorkloadRevoked, p.workloadRevoked)
+		e.reject(CodeWorkloadRevoked, why{kind: whyRevokedRef, s: p.workloadRevoked})
 	}
 	if p.coResidency && len(n.Instances) > 0 {
-		if d := p.coResidencyOf(n.Instances); d != "" {
-			e.reject(CodeCoResidency, d)
+		if c := p.coResidencyOf(n.Instances); c != nil {
+			e.reject(CodeCoResidency, why{kind: whyConflict, c: c})
 		}
 	}
 
 	s := e.scan
-	e.caps = n.Capabilities
-	s.scan(p, n.Capabilities)
-	variant, tier := e.route(n)
+	e.pr = pr
+	s.scan(p, pr)
+	variant, tier := e.route(n, pr)
 
 	switch n.Gate {
 	case VerdictAllow:
 	case VerdictDeny:
 		if n.GateReason == "" {
-			e.reject(CodeGate, "workload.place denied")
+			e.reject(CodeGate, why{s: textGateDenied})
 		} else {
-			if n.GateReason != e.gateReason || e.gateText == "" {
-				// Kept while the next denial gives the same reason.
-				e.gateReason, e.gateText = n.GateReason, "workload.place denied: "+n.GateReason
-			}
-			e.reject(CodeGate, e.gateText)
+			e.reject(CodeGate, why{kind: whyGate, s: n.GateReason})
 		}
 	default:
-		e.reject(CodeGate, "no gate decision for this node")
+		e.reject(CodeGate, why{s: textNoGate})
 	}
 	if t := p.perf; t != nil && t.HasBudget && s.hasPerf {
 		if (t.Better == BetterLower && s.perf > t.Budget) || (t.Better == BetterHigher && s.perf < t.Budget) {
-			e.reject(CodePerfBudget, p.perfDetail(s.perf))
+			e.reject(CodePerfBudget, why{t: p.t, kind: whyPerf, n: [2]uint64{math.Float64bits(s.perf)}})
 		}
 	}
 
@@ -485,8 +521,7 @@ func (e *evaluator) evaluate(i int, n *Node, c *Candidate) (raw, bool) {
 		return raw{}, false
 	}
 
-	v := &p.variants[variant]
-	c.Variant, c.Tier = v.name, tier
+	c.Variant, c.Tier = p.t.variants[variant], tier
 	if tier == TierEmulated {
 		c.Flags |= FlagEmulated
 	}
@@ -494,51 +529,48 @@ func (e *evaluator) evaluate(i int, n *Node, c *Candidate) (raw, bool) {
 	if s.hasPerf {
 		r.flags |= rawHasPerf
 	}
-	if len(n.Capabilities) > 0 {
-		load := float64(busy(n.Capabilities)) / float64(len(n.Capabilities))
+	if len(pr.caps) > 0 {
+		load := float64(pr.busy) / float64(len(pr.caps))
 		c.Score.Load = p.w.Load * (1 - min(max(load, 0), 1))
 	} else {
 		c.Flags |= FlagLoadUnknown
 	}
-	// The assignment, by id, per route requirement: one slice of ids for
-	// the node, cut per requirement; and the capacity of the distinct
-	// accelerators in it.
+	// The assignment, by capability index, per route requirement; and
+	// the capacity of the distinct accelerators in it.
 	route := e.chosen
-	c.Assigned = e.lists.take(len(route), i)
-	total := 0
+	total := len(route) + 1
 	for k := range route {
 		total += len(e.assigned(k))
 	}
-	ids := e.ids.take(total, i)
+	idx := e.idx.take(total, i)
+	at := len(route) + 1
 	var capacity float64
 	unknown := false
-	at := 0
 	for k := range route {
-		idx := e.assigned(k)
-		for m, ci := range idx {
-			cp := &n.Capabilities[ci]
-			ids[at+m] = cp.ID
-			if !grammar.SelectorMatches(accelFamily, cp.ID) || e.assignedBefore(k, m, ci) {
+		idx[k] = int32(at)
+		for _, ci := range e.assigned(k) {
+			idx[at] = ci
+			at++
+			cp := &pr.caps[ci]
+			if cp.flags&capAccel == 0 || slices.Contains(idx[len(route)+1:at-1], ci) {
 				continue
 			}
 			r.flags |= rawAccelAssigned
-			if mb := attr(cp, AttrMemBytes); mb != nil {
-				if f, ok := mb.number(); ok && f > 0 && !math.IsInf(f, 0) {
+			if mb := pr.attr(cp, p.symMemSize); mb != nil {
+				if f, ok := number(mb.kind, mb.bits); ok && f > 0 && !math.IsInf(f, 0) {
 					capacity += f
 					continue
 				}
 			}
 			unknown = true
 		}
-		if len(idx) > 0 {
-			c.Assigned[k] = ids[at : at+len(idx) : at+len(idx)]
-		}
-		at += len(idx)
 	}
+	idx[len(route)] = int32(at)
+	c.assigned = assignment{pr: pr, idx: idx}
 	if !unknown {
-		r.accelCap = capacity
+		r.capacity = capacity
 	}
-	if r.flags&rawAccelAssigned == 0 && s.hasAccel(p, n.Capabilities) {
+	if r.flags&rawAccelAssigned == 0 && pr.accel {
 		r.flags |= rawHasAccel
 	}
 	for i := p.prefStart; i < len(p.reqs); i++ {
@@ -557,42 +589,34 @@ func (e *evaluator) assigned(k int) []int32 {
 	return e.joint.assignOf(e.chosen[k])
 }
 
-// assignedBefore reports whether capability ci was assigned before
-// position m of route requirement k.
-func (e *evaluator) assignedBefore(k, m int, ci int32) bool {
-	for kk := range k {
-		if slices.Contains(e.assigned(kk), ci) {
-			return true
-		}
-	}
-	return slices.Contains(e.assigned(k)[:m], ci)
-}
-
-func (e *evaluator) reject(code Code, detail string) {
-	e.rej = append(e.rej, Rejection{Code: code, Detail: detail})
+func (e *evaluator) reject(code Code, w why) {
+	e.rej = append(e.rej, Rejection{Code: code, why: w})
 }
 
 // route is reference 3.6.2 route selection: the first native variant
 // that fits, else the first emulated one when allowed. It leaves the
 // chosen route for assigned. Only when no route is chosen does it go
-// through the variants again to record why each fails: a node that fits
-// pays for no text.
-func (e *evaluator) route(n *Node) (variant int, tier Tier) {
+// through the variants again to record why each fails.
+func (e *evaluator) route(n *Node, pr *Profile) (variant int, tier Tier) {
 	p, s := e.p, e.scan
 	commonOK := true
 	for ri := 0; ri < p.nCommon && commonOK; ri++ {
 		commonOK = e.passes(ri)
 	}
 	native, emulated, emulatedFit := -1, -1, int32(0)
-	mem := nodeMemory(n)
+	mem := pr.mem
+	for _, r := range n.Pending {
+		mem.pendHost = satAdd(mem.pendHost, r.HostBytes)
+		mem.pendAccel = satAdd(mem.pendAccel, r.AccelBytes)
+	}
 	for vi := 0; vi < len(p.variants) && commonOK; vi++ {
 		v := &p.variants[vi]
-		s.ensure(p, n.Capabilities, vi)
+		s.ensure(p, pr, vi)
 		ok := true
 		for ri := v.start; ri < v.end && ok; ri++ {
 			ok = e.passes(ri)
 		}
-		if !ok || !mem.fits(v) || !e.jointly(vi, n.Capabilities, false) {
+		if !ok || !mem.fits(v) || !e.jointly(vi, pr.caps, false) {
 			continue
 		}
 		if !v.emulated {
@@ -624,18 +648,18 @@ func (e *evaluator) route(n *Node) (variant int, tier Tier) {
 	}
 	for vi := range p.variants {
 		v := &p.variants[vi]
-		s.ensure(p, n.Capabilities, vi)
+		s.ensure(p, pr, vi)
 		ok := commonOK
 		for ri := v.start; ri < v.end; ri++ {
 			ok = e.requirementPasses(ri, true) && ok
 		}
 		if ok {
-			e.jointly(vi, n.Capabilities, true)
+			e.jointly(vi, pr.caps, true)
 		}
 		e.recordMemory(&mem, vi)
 	}
 	if emulated >= 0 {
-		e.reject(CodeEmulationNotAllowed, p.detail(msgKey{kind: msgEmulation, a: emulatedFit}))
+		e.reject(CodeEmulationNotAllowed, why{t: p.t, kind: whyEmulation, a: emulatedFit})
 	}
 	return -1, 0
 }
@@ -655,23 +679,26 @@ func (e *evaluator) requirementPasses(ri int, record bool) bool {
 	if !record {
 		return false
 	}
-	r, st := &e.p.reqs[ri], &e.scan.stats[ri]
-	k, state, _ := st.failure(ri, r.count, e.caps)
+	kind, a, _ := e.scan.stats[ri].failure(e.p.reqs[ri].count)
+	w := why{t: e.p.t, kind: kind, req: int32(ri), a: a}
 	code := CodeRequirements
-	if k.kind == msgProvenance {
+	switch kind {
+	case whyProvenance:
 		code = CodeProvenance
+	case whyUnavailable:
+		// a is the first capability blocked by its state.
+		w.a = int32(e.pr.caps[a].state) - int32(stateBusy)
+		if e.pr.caps[a].state == stateOther {
+			w.a, w.s = -1, e.pr.odd[a]
+		}
 	}
-	if state != "" {
-		e.reject(code, r.prefix+"`"+r.sel+"`: unavailable ("+state+")")
-	} else {
-		e.reject(code, e.p.detail(k))
-	}
+	e.reject(code, w)
 	return false
 }
 
 // jointly matches the common requirements and variant vi's together,
 // recording a contention failure when record is set.
-func (e *evaluator) jointly(vi int, caps []Capability, record bool) bool {
+func (e *evaluator) jointly(vi int, caps []pcap, record bool) bool {
 	p, j := e.p, e.joint
 	reqs := p.routes[vi]
 	if j.solve(p, reqs, caps) {
@@ -683,13 +710,13 @@ func (e *evaluator) jointly(vi int, caps []Capability, record bool) bool {
 	any := false
 	for _, ri := range reqs {
 		if j.competing(p, ri) {
-			e.reject(CodeRequirements, p.detail(msgKey{kind: msgContended, req: ri, a: int32(vi)}))
+			e.reject(CodeRequirements, why{t: p.t, kind: whyContended, req: ri, a: int32(vi)})
 			any = true
 		}
 	}
 	if !any {
 		for _, ri := range reqs {
-			e.reject(CodeRequirements, p.detail(msgKey{kind: msgContended, req: ri, a: int32(vi)}))
+			e.reject(CodeRequirements, why{t: p.t, kind: whyContended, req: ri, a: int32(vi)})
 		}
 	}
 	return false
@@ -714,20 +741,6 @@ type memory struct {
 	pendHost, pendAccel uint64
 }
 
-func nodeMemory(n *Node) memory {
-	m := memory{unified: n.Memory.Unified, host: n.Memory.HostFree}
-	if !m.unified {
-		for _, f := range n.Memory.VRAMFree {
-			m.vram = satAdd(m.vram, f)
-		}
-	}
-	for _, r := range n.Pending {
-		m.pendHost = satAdd(m.pendHost, r.HostBytes)
-		m.pendAccel = satAdd(m.pendAccel, r.AccelBytes)
-	}
-	return m
-}
-
 // fits reports whether variant v's demand, with pending reservations,
 // fits the node's pools.
 func (m *memory) fits(v *variantPlan) bool {
@@ -749,64 +762,19 @@ func (e *evaluator) recordMemory(m *memory, vi int) {
 	}
 }
 
-// Memory pools, as named in memory rejections.
-const (
-	poolUnified = iota
-	poolSystem
-	poolVRAM
-)
-
-var poolNames = [...]string{"unified", "system", "vram"}
-
-// memText is the last memory rejection text made for a variant and pool:
-// nodes alike (no accelerator, the same free memory) share it.
-type memText struct {
-	need, pending, free uint64
-	s                   string
-}
-
 // recordPool records that variant vi's demand of host and accel bytes,
 // with pending, does not fit a pool, if so.
 func (e *evaluator) recordPool(vi, pool int, host, accel, pending, free uint64) {
 	if poolFits(host, accel, pending, free) {
 		return
 	}
-	need := satAdd(satAdd(host, accel), pending)
-	if e.memTexts == nil {
-		e.memTexts = make([]memText, len(e.p.variants)*len(poolNames))
-	}
-	t := &e.memTexts[vi*len(poolNames)+pool]
-	if t.s == "" || t.need != need || t.pending != pending || t.free != free {
-		*t = memText{need: need, pending: pending, free: free,
-			s: memoryDetail(e.p.variants[vi].prefix, poolNames[pool], need, pending, free)}
-	}
-	e.reject(CodeMemory, t.s)
+	e.reject(CodeMemory, why{t: e.p.t, kind: whyMemory, req: int32(vi), a: int32(pool), n: [2]uint64{pending, free}})
 }
 
 // poolFits reports whether a demand of host and accel bytes, with
 // pending, fits free; no demand always fits.
 func poolFits(host, accel, pending, free uint64) bool {
 	return host == 0 && accel == 0 || fits(free, host, accel, pending)
-}
-
-// memoryDetail is the text of a memory rejection, made with one
-// allocation.
-func memoryDetail(prefix, pool string, need, pending, free uint64) string {
-	var buf [256]byte
-	b := append(buf[:0], prefix...)
-	b = append(b, pool...)
-	b = append(b, " pool: need "...)
-	b = strconv.AppendUint(b, need, 10)
-	b = append(b, " bytes"...)
-	if pending > 0 {
-		b = append(b, " ("...)
-		b = strconv.AppendUint(b, pending, 10)
-		b = append(b, " pending)"...)
-	}
-	b = append(b, ", free "...)
-	b = strconv.AppendUint(b, free, 10)
-	b = append(b, " bytes"...)
-	return string(b)
 }
 
 // fits reports whether a + b + c <= free, without overflow. A saturated
@@ -834,7 +802,7 @@ func satAdd(a, b uint64) uint64 {
 // label the request excludes, or excludes one of its labels. A label is
 // looked for in the request's lists only when its length and first byte
 // are in the list's mask.
-func (p *plan) coResidencyOf(instances []Instance) string {
+func (p *plan) coResidencyOf(instances []Instance) *conflict {
 	req := p.req
 	for k := range instances {
 		in := &instances[k]
@@ -843,16 +811,16 @@ func (p *plan) coResidencyOf(instances []Instance) string {
 		}
 		for _, l := range in.Labels {
 			if p.excludeMask&textBit(l) != 0 && containsText(req.Excludes, l) {
-				return "instance " + in.Kind + "/" + in.Name + " has label " + l + ", which this workload excludes"
+				return &conflict{kind: in.Kind, name: in.Name, label: l}
 			}
 		}
 		for _, x := range in.Excludes {
 			if p.labelMask&textBit(x) != 0 && containsText(req.Labels, x) {
-				return "instance " + in.Kind + "/" + in.Name + " excludes label " + x + " of this workload"
+				return &conflict{kind: in.Kind, name: in.Name, label: x, theyExclude: true}
 			}
 		}
 	}
-	return ""
+	return nil
 }
 
 // textBit is a text's bit in a 64-bit mask of texts, from its length and
@@ -879,8 +847,6 @@ func containsText(list []string, s string) bool {
 	}
 	return false
 }
-
-func formatFloat(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 
 // arena hands out slices carved from shared chunks, so that a decision
 // over many nodes makes a few large allocations rather than one per node.

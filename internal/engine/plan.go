@@ -1,18 +1,19 @@
 package engine
 
 import (
+	"math"
 	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/nodeld/nodeld/internal/grammar"
 )
 
-// plan is a Request compiled once per Place call, so that the per-node
-// work does no parsing, no lookups by name and few allocations.
+// plan is a Request compiled once per Place call against the symbols of
+// the nodes' Profiles, so that the per-node work compares integers, does
+// no lookups by name and allocates nothing but the Decision.
 type plan struct {
 	req *Request
 	w   *Weights
+	t   *texts
 
 	// reqs are every requirement the engine matches: the common ones
 	// [0, nCommon), then each variant's (variants[v].start..end), then the
@@ -22,122 +23,243 @@ type plan struct {
 	variants  []variantPlan
 	prefStart int
 
-	// table holds the selectors a capability is tested against, bucketed
-	// by the first byte of its id: the pseudo-selectors (dev class,
-	// accelerator family, perf target), the common requirements, the
-	// preferences and every variant's requirements. A node's capabilities
-	// are scanned once; the hits of the selectors of variants after the
-	// first are only noted, and matched if route selection gets past the
-	// first variant: a node that fits it never needs the others.
-	table bucketTable
+	// chain gives, per symbol, the first link of the selectors that
+	// select a capability with that id: its own, then its dot-prefix's,
+	// and so on (-1: none). A node's capabilities are scanned once; the
+	// selections of the variants after the first are only noted, and
+	// matched if route selection gets past the first variant: a node that
+	// fits it never needs the others.
+	chain    []int32
+	links    []link
+	hasLater bool // a later variant has a requirement
 
 	// routes lists, per variant, its route's requirements: the common
 	// ones, then the variant's.
 	routes [][]int32
 
-	workloadRevoked string                  // the detail when a revocable ref is revoked
-	coResidency     bool                    // the request has labels or excludes
-	labelMask       uint64                  // textBit of each label
-	excludeMask     uint64                  // textBit of each exclude
-	trustDetail     [TrustPinned + 1]string // made on first use
+	workloadRevoked string // the revoked ref, when one of the request's is
+	coResidency     bool   // the request has labels or excludes
+	labelMask       uint64 // textBit of each label
+	excludeMask     uint64 // textBit of each exclude
 
-	perf     *PerfTarget
-	perfMul  float64 // the perf weight, with the interactive multiplier
-	perfHead string  // "measured <id> ", of a perf_budget rejection
-	perfTail string  // " misses budget <b>"
-
-	// msgs memoises rejection details that depend only on the request
-	// (a requirement's selector, variant, predicate), so that rejecting
-	// many nodes for the same reason allocates the text once: per
-	// requirement, one slot per detail it can have (msgSlot), made on
-	// first use; and the emulation details, by set of variants.
-	msgs         [][]string
-	emulatedMsgs []emulatedMsg
+	perf       *PerfTarget
+	perfParam  int32 // symbol of the perf target's parameter
+	perfValue  pval  // its value
+	perfMul    float64
+	symValue   int32   // symbol of the attribute "value"
+	symMemSize int32   // symbol of the attribute "mem_bytes"
+	operands   []pval  // the elements of "in" operands
+	allSyms    []int32 // scratch of compile
 }
 
 type reqPlan struct {
-	sel       string
-	preds     []Predicate // as given, for rejection texts
-	cpreds    []cpred     // compiled, for matching
+	cpreds    []cpred
 	count     int
 	exclusive bool
 	minRank   int
-	// prefix is "variant <name>: " for a variant's requirement, "" for a
-	// common one.
-	prefix string
 }
 
 // cpred is a compiled predicate.
 type cpred struct {
-	attr string
+	attr int32 // symbol of the attribute name
 	op   uint8
-	v    *Value
+	kind grammar.ValueKind
+	bits uint64  // the operand (pval), or the position of an "in" list in plan.operands
 	num  float64 // the operand as a number, for gte and lte
 }
 
 type variantPlan struct {
-	name       string
 	start, end int // its requirements in plan.reqs
 	emulated   bool
 	res        Resources
-	prefix     string
 }
 
-func compile(req *Request, w *Weights, cl *Cluster) *plan {
+// link is one selector in a chain: a requirement's, or a pseudo-selector.
+type link struct {
+	req   int32 // index in plan.reqs, or one of the sel* kinds below
+	next  int32 // the next link of the chain, or -1
+	sym   int32 // the selector's symbol
+	exact bool  // selects the id sym only (dev class, perf target): not inherited
+	later bool  // a requirement of a variant after the first: matched on demand
+}
+
+// Pseudo-selectors.
+const (
+	selDev  int32 = -1 - iota // Weights.DevFallbackClass, exactly
+	selPerf                   // the perf target's id, exactly
+)
+
+// texts is what rejection details are made of (why.Detail): the
+// request's names, copied, so that a Decision shares no memory with the
+// request but strings and Values. It never changes after compile.
+type texts struct {
+	reqs     []reqText
+	variants []string
+	minTrust Trust
+	perfID   string
+	budget   float64
+	res      []Resources // per variant
+}
+
+type reqText struct {
+	sel       string
+	variant   int32 // -1 for a common requirement
+	preds     []Predicate
+	count     int
+	exclusive bool
+	minRank   int
+}
+
+func compile(req *Request, w *Weights, cl *Cluster, syms *Symbols) *plan {
 	p := &plan{req: req, w: w, perf: req.Perf}
-	floor, _ := grammar.ProvenanceRank(req.MinProvenance)
-	add := func(q *Requirement, prefix string) {
-		rank, _ := grammar.ProvenanceRank(q.MinProvenance)
-		count := q.Count
-		if count == 0 {
-			count = 1
-		}
-		cp := make([]cpred, len(q.Predicates))
-		for i := range q.Predicates {
-			pr := &q.Predicates[i]
-			cp[i] = cpred{attr: pr.Attr, op: opCode(pr.Op), v: &pr.Value}
-			cp[i].num, _ = pr.Value.number()
-		}
-		p.reqs = append(p.reqs, reqPlan{
-			sel: q.Selector, preds: q.Predicates, cpreds: cp, count: count, exclusive: q.Exclusive,
-			minRank: max(rank, floor), prefix: prefix,
-		})
-	}
 	n := len(req.Requirements) + len(req.Preferences)
 	for _, v := range req.Variants {
 		n += len(v.Requirements)
 	}
 	p.reqs = make([]reqPlan, 0, n)
+	t := &texts{reqs: make([]reqText, 0, n), variants: make([]string, len(req.Variants)),
+		res: make([]Resources, len(req.Variants)), minTrust: req.MinTrust}
+	p.t = t
+
+	// Every string to look up, in one pass under the symbols' lock:
+	// selectors, attribute names, string operands.
+	var strs []string
+	want := func(s string) int32 {
+		strs = append(strs, s)
+		return int32(len(strs) - 1)
+	}
+	type pending struct {
+		bits    *uint64 // where a string operand's symbol goes, or nil
+		operand int     // else the index in p.operands where it goes
+		at      int32
+	}
+	var fix []pending
+	var selAt []int32 // per requirement: its selector in strs
+	var predAttr []*int32
+	var predAttrAt []int32
+
+	floor, _ := grammar.ProvenanceRank(req.MinProvenance)
+	add := func(q *Requirement, variant int32) {
+		rank, _ := grammar.ProvenanceRank(q.MinProvenance)
+		count := max(q.Count, 1)
+		cp := make([]cpred, len(q.Predicates))
+		for i := range q.Predicates {
+			pr := &q.Predicates[i]
+			c := &cp[i]
+			c.op = opCode(pr.Op)
+			c.kind = pr.Value.Kind()
+			c.num, _ = pr.Value.Number()
+			predAttr = append(predAttr, &c.attr)
+			predAttrAt = append(predAttrAt, want(pr.Attr))
+			switch c.kind {
+			case grammar.KindList:
+				at := len(p.operands)
+				for k := range pr.Value.Len() {
+					e := pr.Value.Elem(k)
+					p.operands = append(p.operands, scalarOperand(e))
+					if e.Kind() == grammar.KindString {
+						s, _ := e.Str()
+						fix = append(fix, pending{at: want(s), operand: len(p.operands) - 1})
+					}
+				}
+				c.bits = uint64(at)<<32 | uint64(len(p.operands)-at)
+			case grammar.KindString:
+				s, _ := pr.Value.Str()
+				fix = append(fix, pending{at: want(s), bits: &c.bits})
+			default:
+				c.bits = scalarOperand(pr.Value).bits
+			}
+		}
+		selAt = append(selAt, want(q.Selector))
+		p.reqs = append(p.reqs, reqPlan{cpreds: cp, count: count, exclusive: q.Exclusive, minRank: max(rank, floor)})
+		t.reqs = append(t.reqs, reqText{sel: q.Selector, variant: variant, preds: slices.Clone(q.Predicates),
+			count: count, exclusive: q.Exclusive, minRank: max(rank, floor)})
+	}
 	for i := range req.Requirements {
-		add(&req.Requirements[i], "")
+		add(&req.Requirements[i], -1)
 	}
 	p.nCommon = len(p.reqs)
 	p.variants = make([]variantPlan, len(req.Variants))
 	for vi := range req.Variants {
 		v := &req.Variants[vi]
-		prefix := "variant " + v.Name + ": "
 		start := len(p.reqs)
 		for i := range v.Requirements {
-			add(&v.Requirements[i], prefix)
+			add(&v.Requirements[i], int32(vi))
 		}
-		p.variants[vi] = variantPlan{name: v.Name, start: start, end: len(p.reqs),
-			emulated: v.Execution == Emulated, res: v.Resources, prefix: prefix}
+		p.variants[vi] = variantPlan{start: start, end: len(p.reqs), emulated: v.Execution == Emulated, res: v.Resources}
+		t.variants[vi], t.res[vi] = v.Name, v.Resources
 	}
 	p.prefStart = len(p.reqs)
 	for i := range req.Preferences {
-		add(&req.Preferences[i].Requirement, "")
+		add(&req.Preferences[i].Requirement, -1)
 	}
-	p.msgs = make([][]string, len(p.reqs))
+	devAt, perfAt, paramAt, paramValueAt := int32(-1), int32(-1), int32(-1), int32(-1)
+	if w.DevFallbackClass != "" {
+		devAt = want(w.DevFallbackClass)
+	}
+	if pt := req.Perf; pt != nil {
+		perfAt = want(pt.ID)
+		t.perfID, t.budget = pt.ID, pt.Budget
+		if pt.Param != "" {
+			paramAt = want(pt.Param)
+			p.perfValue = scalarOperand(pt.ParamValue)
+			if s, ok := pt.ParamValue.Str(); ok {
+				paramValueAt = want(s)
+			}
+		}
+	}
+	valueAt, memAt := want(AttrValue), want(AttrMemBytes)
 
-	p.buildTable(&p.table)
+	found := make([]int32, len(strs))
+	v := syms.lookup(strs, found)
+	for k, at := range predAttrAt {
+		*predAttr[k] = found[at]
+	}
+	for _, f := range fix {
+		sym := uint64(found[f.at]) // noSymbol becomes ^0: equals nothing interned
+		if f.bits != nil {
+			*f.bits = sym
+		} else {
+			p.operands[f.operand].bits = sym
+		}
+	}
+	p.symValue, p.symMemSize = found[valueAt], found[memAt]
+	if paramAt >= 0 {
+		p.perfParam = found[paramAt]
+		if paramValueAt >= 0 {
+			p.perfValue.bits = uint64(found[paramValueAt])
+		}
+	}
+
+	// The selectors: pseudo-selectors, then the common requirements, the
+	// preferences, the first variant's and the later variants'.
+	var sels []link
+	addSel := func(at int32, req int32, exact, later bool) {
+		if sym := found[at]; sym != noSymbol {
+			sels = append(sels, link{req: req, sym: sym, exact: exact, later: later})
+		}
+	}
+	if devAt >= 0 {
+		addSel(devAt, selDev, true, false)
+	}
+	if perfAt >= 0 {
+		addSel(perfAt, selPerf, true, false)
+	}
+	for ri := range p.reqs {
+		later := ri >= p.variants[0].end && ri < p.prefStart
+		addSel(selAt[ri], int32(ri), false, later)
+		p.hasLater = p.hasLater || later
+	}
+	p.buildChains(v, sels)
+
 	p.routes = make([][]int32, len(p.variants))
 	all := make([]int32, 0, len(p.variants)*p.nCommon+p.prefStart-p.nCommon)
-	for vi, v := range p.variants {
+	for vi, va := range p.variants {
 		start := len(all)
 		for ri := range p.nCommon {
 			all = append(all, int32(ri))
 		}
-		for ri := v.start; ri < v.end; ri++ {
+		for ri := va.start; ri < va.end; ri++ {
 			all = append(all, int32(ri))
 		}
 		p.routes[vi] = all[start:len(all):len(all)]
@@ -156,14 +278,10 @@ func compile(req *Request, w *Weights, cl *Cluster) *plan {
 		}
 		for _, r := range req.RevocableRefs {
 			if _, ok := revoked[r]; ok {
-				p.workloadRevoked = "workload ref " + r + " is revoked"
+				p.workloadRevoked = r
 				break
 			}
 		}
-	}
-	if t := req.Perf; t != nil {
-		p.perfHead = "measured " + t.ID + " "
-		p.perfTail = " misses budget " + formatFloat(t.Budget)
 	}
 	p.perfMul = w.Perf
 	if req.Interactive {
@@ -172,202 +290,61 @@ func compile(req *Request, w *Weights, cl *Cluster) *plan {
 	return p
 }
 
-// trustText is the detail of a trust rejection of a node of tier t
-// (TrustNone to TrustPinned), memoised.
-func (p *plan) trustText(t Trust) string {
-	if p.trustDetail[t] == "" {
-		p.trustDetail[t] = "tier " + t.String() + " below required " + p.req.MinTrust.String()
-	}
-	return p.trustDetail[t]
-}
-
-// perfDetail is the text of a perf_budget rejection for a node that
-// measured f, made with one allocation.
-func (p *plan) perfDetail(f float64) string {
-	var buf [256]byte
-	b := append(buf[:0], p.perfHead...)
-	b = strconv.AppendFloat(b, f, 'f', -1, 64)
-	b = append(b, p.perfTail...)
-	return string(b)
-}
-
-// selector is one entry of a bucket: a requirement's selector, or a
-// pseudo-selector.
-type selector struct {
-	sel   string
-	n     int32 // len(sel)
-	req   int32 // index in plan.reqs, or one of the sel* kinds below
-	last  byte  // sel[n-1]
-	exact bool  // matches the id exactly only (dev class, perf target)
-	later bool  // a requirement of a variant after the first: matched on demand
-}
-
-// Pseudo-selectors.
-const (
-	selDev   int32 = -1 - iota // Weights.DevFallbackClass, exactly
-	selAccel                   // the accelerator family, as a prefix
-	selPerf                    // the perf target's id, exactly
-)
-
-// bucketTable lists, for each first byte of a capability id, the
-// selectors that may select an id starting with it, shortest first:
-// at[b] .. at[b+1] indexes sel.
-type bucketTable struct {
-	at     [257]int32
-	sel    []selector
-	widest int // the most selectors in one bucket
-}
-
-// buildTable builds the bucket table (see plan.table) in t, which is
-// zero.
-func (p *plan) buildTable(t *bucketTable) {
-	var all []selector
-	addReqs := func(from, to int, later bool) {
-		for ri := from; ri < to; ri++ {
-			all = append(all, selector{sel: p.reqs[ri].sel, req: int32(ri), later: later})
+// scalarOperand is the pval of an operand scalar; a string's symbol is
+// filled in after the lookup.
+func scalarOperand(v grammar.Value) pval {
+	e := pval{kind: v.Kind()}
+	switch e.kind {
+	case grammar.KindBool:
+		if b, _ := v.Bool(); b {
+			e.bits = 1
 		}
+	case grammar.KindInt:
+		i, _ := v.Int()
+		e.bits = uint64(i)
+	case grammar.KindFloat:
+		f, _ := v.Number()
+		e.bits = math.Float64bits(f)
+	case grammar.KindString:
+		e.bits = ^uint64(0)
 	}
-	if p.w.DevFallbackClass != "" {
-		all = append(all, selector{sel: p.w.DevFallbackClass, req: selDev, exact: true})
-	}
-	all = append(all, selector{sel: accelFamily, req: selAccel})
-	if p.perf != nil {
-		all = append(all, selector{sel: p.perf.ID, req: selPerf, exact: true})
-	}
-	addReqs(0, p.nCommon, false)
-	addReqs(p.prefStart, len(p.reqs), false)
-	addReqs(p.variants[0].start, p.variants[0].end, false)
-	addReqs(p.variants[0].end, p.prefStart, true)
-	for i := range all {
-		all[i].n, all[i].last = int32(len(all[i].sel)), all[i].sel[len(all[i].sel)-1]
-	}
-	// By length within a bucket, so that a scan stops at the first
-	// selector longer than the id; then a counting sort by first byte:
-	// at[b+1] counts, then accumulates.
-	slices.SortStableFunc(all, func(a, b selector) int { return int(a.n - b.n) })
-	for _, s := range all {
-		t.at[int(s.sel[0])+1]++
-	}
-	for b := 1; b < len(t.at); b++ {
-		t.widest = max(t.widest, int(t.at[b]))
-		t.at[b] += t.at[b-1]
-	}
-	t.sel = make([]selector, len(all))
-	for _, s := range all {
-		b := s.sel[0]
-		t.sel[t.at[b]] = s
-		t.at[b]++
-	}
-	// Each at[b] moved to the end of bucket b, the start of b+1.
-	copy(t.at[1:], t.at[:256])
-	t.at[0] = 0
+	return e
 }
 
-// Kinds of memoised rejection details.
-const (
-	msgNotAdvertised uint8 = iota
-	msgProvenance          // a: best provenance rank found
-	msgPredicate           // a: index of the predicate that fails
-	msgUnavailable         // a: index of the state in blockingStates
-	msgUsable              // a: usable capabilities found
-	msgContended           // a: variant index
-	msgEmulation           // a: bit set of fitting emulated variants
-)
-
-type msgKey struct {
-	kind uint8
-	req  int32
-	a    int32
-}
-
-var provenanceNames = [...]string{"unknown", grammar.ProvenanceClaimed, grammar.ProvenanceProbed, grammar.ProvenanceMeasured}
-
-// blockingStates are the states that make a capability unusable.
-var blockingStates = [...]string{grammar.StateBusy, grammar.StateReserved, grammar.StateDegraded}
-
-// emulatedMsg is a memoised emulation_not_allowed detail.
-type emulatedMsg struct {
-	variants int32 // bit set
-	s        string
-}
-
-// msgSlot returns where requirement k.req memoises the detail k, and
-// how many slots the requirement has: not advertised; provenance by rank
-// (0 to 3); predicate by index; unavailable by state; usable by count
-// (below the requirement's); contended by variant.
-func (p *plan) msgSlot(k msgKey) (slot, slots int) {
-	r := &p.reqs[k.req]
-	provenance := 1
-	predicate := provenance + len(provenanceNames)
-	unavailable := predicate + len(r.preds)
-	usable := unavailable + len(blockingStates)
-	contended := usable + r.count
-	slots = contended + len(p.variants)
-	switch k.kind {
-	case msgProvenance:
-		slot = provenance
-	case msgPredicate:
-		slot = predicate
-	case msgUnavailable:
-		slot = unavailable
-	case msgUsable:
-		slot = usable
-	case msgContended:
-		slot = contended
-	}
-	if k.kind != msgNotAdvertised {
-		slot += int(k.a)
-	}
-	return slot, slots
-}
-
-// detail returns the memoised text of a requirement failure.
-func (p *plan) detail(k msgKey) string {
-	if k.kind == msgEmulation {
-		for _, m := range p.emulatedMsgs {
-			if m.variants == k.a {
-				return m.s
+// buildChains makes plan.chain and plan.links from the selectors: one
+// pass over the symbols, parents first (a symbol's parent is interned
+// before it). A symbol's chain is its exact selectors, then its dot-prefix
+// selectors, then its parent's dot-prefix selectors and so on: an exact
+// selector selects its own id only, so children do not inherit it, and
+// a scan needs no test for it.
+func (p *plan) buildChains(v view, sels []link) {
+	slices.SortStableFunc(sels, func(a, b link) int { return int(a.sym) - int(b.sym) })
+	p.chain = make([]int32, len(v.parent))
+	inherit := make([]int32, len(v.parent)) // a symbol's chain without its exact selectors
+	p.links = make([]link, 0, len(sels))
+	k := 0
+	for s, parent := range v.parent {
+		h := int32(-1)
+		if parent >= 0 {
+			h = inherit[parent]
+		}
+		end := k
+		for end < len(sels) && sels[end].sym == int32(s) {
+			end++
+		}
+		for _, exact := range [2]bool{false, true} {
+			for _, l := range sels[k:end] {
+				if l.exact == exact {
+					l.next = h
+					p.links = append(p.links, l)
+					h = int32(len(p.links) - 1)
+				}
+			}
+			if !exact {
+				inherit[s] = h
 			}
 		}
-		var names []string
-		for vi, v := range p.variants {
-			if k.a&(1<<vi) != 0 {
-				names = append(names, v.name)
-			}
-		}
-		s := "only emulated route(s) fit (" + strings.Join(names, ", ") + "); emulation needs explicit allow_emulated"
-		p.emulatedMsgs = append(p.emulatedMsgs, emulatedMsg{variants: k.a, s: s})
-		return s
+		p.chain[s] = h
+		k = end
 	}
-	slot, slots := p.msgSlot(k)
-	if p.msgs[k.req] == nil {
-		p.msgs[k.req] = make([]string, slots)
-	}
-	if s := p.msgs[k.req][slot]; s != "" {
-		return s
-	}
-	var s string
-	r := &p.reqs[k.req]
-	head := r.prefix + "`" + r.sel + "`: "
-	switch k.kind {
-	case msgNotAdvertised:
-		s = head + "not advertised"
-	case msgProvenance:
-		s = head + "provenance " + provenanceNames[k.a] + " below " + provenanceNames[r.minRank]
-	case msgPredicate:
-		pr := r.preds[k.a]
-		s = head + "predicate `" + pr.Attr + " " + pr.Op + " " + pr.Value.String() + "` failed"
-	case msgUnavailable:
-		s = head + "unavailable (" + blockingStates[k.a] + ")"
-	case msgUsable:
-		s = head + strconv.Itoa(int(k.a)) + " usable, need " + strconv.Itoa(r.count)
-	case msgContended:
-		s = p.variants[k.a].prefix + "`" + r.sel + "`: contended (need " + strconv.Itoa(r.count)
-		if r.exclusive {
-			s += " exclusive"
-		}
-		s += ")"
-	}
-	p.msgs[k.req][slot] = s
-	return s
 }

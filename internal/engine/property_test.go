@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nodeld/nodeld/internal/grammar"
 	"pgregory.net/rapid"
 )
 
@@ -40,10 +41,10 @@ func genCapability(id string) *rapid.Generator[Capability] {
 			Exclusive:  rapid.Bool().Draw(t, "exclusive"),
 		}
 		if rapid.Bool().Draw(t, "has_mem") {
-			c.Attrs = append(c.Attrs, Attr{AttrMemBytes, Int(int64(rapid.SampledFrom(genBytes).Draw(t, "mem_bytes")))})
+			c.Attrs = append(c.Attrs, Attr{AttrMemBytes, grammar.IntValue(int64(rapid.SampledFrom(genBytes).Draw(t, "mem_bytes")))})
 		}
 		if rapid.Bool().Draw(t, "has_value") {
-			c.Attrs = append(c.Attrs, Attr{AttrValue, Float(float64(rapid.IntRange(0, 200).Draw(t, "value")))})
+			c.Attrs = append(c.Attrs, Attr{AttrValue, grammar.FloatValue(float64(rapid.IntRange(0, 200).Draw(t, "value")))})
 		}
 		return c
 	})
@@ -102,7 +103,7 @@ var genRequirement = rapid.Custom(func(t *rapid.T) Requirement {
 		MinProvenance: rapid.SampledFrom(genMinimums).Draw(t, "min_provenance"),
 	}
 	if rapid.IntRange(0, 3).Draw(t, "pred") == 0 {
-		q.Predicates = []Predicate{{AttrMemBytes, "gte", Int(int64(rapid.SampledFrom(genBytes).Draw(t, "gte")))}}
+		q.Predicates = []Predicate{{AttrMemBytes, "gte", grammar.IntValue(int64(rapid.SampledFrom(genBytes).Draw(t, "gte")))}}
 	}
 	return q
 })
@@ -238,9 +239,9 @@ func (o oracle) nodeFailures(n Node) []Code {
 				continue
 			}
 			for _, a := range c.Attrs {
-				if a.Name == AttrValue && a.Value.kind == KindFloat && a.Value.f >= 0 {
-					if !found || (p.Better == BetterLower && a.Value.f < best) || (p.Better == BetterHigher && a.Value.f > best) {
-						best, found = a.Value.f, true
+				if f, ok := a.Value.Number(); ok && a.Value.Kind() == grammar.KindFloat && f >= 0 {
+					if !found || (p.Better == BetterLower && f < best) || (p.Better == BetterHigher && f > best) {
+						best, found = f, true
 					}
 				}
 			}
@@ -270,18 +271,18 @@ func (o oracle) routeProblems(n Node, c Candidate) []string {
 		problems = append(problems, "emulated route without allow_emulated")
 	}
 	reqs := slices.Concat(req.Requirements, v.Requirements)
-	if len(c.Assigned) != len(reqs) {
-		return append(problems, fmt.Sprintf("%d assignments for %d requirements", len(c.Assigned), len(reqs)))
+	if len(c.Assigned()) != len(reqs) {
+		return append(problems, fmt.Sprintf("%d assignments for %d requirements", len(c.Assigned()), len(reqs)))
 	}
 	held := map[string]int{} // capability id -> requirements holding it exclusively
 	used := map[string]int{} // capability id -> requirements using it
 	for k, q := range reqs {
 		count := max(q.Count, 1)
-		if len(c.Assigned[k]) != count {
-			problems = append(problems, fmt.Sprintf("requirement %d (%s): %d capabilities, need %d", k, q.Selector, len(c.Assigned[k]), count))
+		if len(c.Assigned()[k]) != count {
+			problems = append(problems, fmt.Sprintf("requirement %d (%s): %d capabilities, need %d", k, q.Selector, len(c.Assigned()[k]), count))
 		}
 		seen := map[string]bool{}
-		for _, id := range c.Assigned[k] {
+		for _, id := range c.Assigned()[k] {
 			if seen[id] {
 				problems = append(problems, fmt.Sprintf("requirement %d: %s given twice", k, id))
 			}
@@ -302,7 +303,9 @@ func (o oracle) routeProblems(n Node, c Candidate) []string {
 			for _, p := range q.Predicates { // the generator only makes "mem_bytes gte N"
 				ok := false
 				for _, a := range cp.Attrs {
-					ok = ok || (a.Name == p.Attr && a.Value.kind == KindInt && a.Value.i >= p.Value.i)
+					ai, isInt := a.Value.Int()
+					pi, _ := p.Value.Int()
+					ok = ok || (a.Name == p.Attr && isInt && ai >= pi)
 				}
 				if !ok {
 					problems = append(problems, fmt.Sprintf("%s fails %s %s %v", id, p.Attr, p.Op, p.Value))
@@ -439,7 +442,7 @@ func TestPropertySameInputSameDecision(t *testing.T) {
 		if fmt.Sprint(wantErr) != fmt.Sprint(gotErr) {
 			t.Fatalf("errors differ: %v / %v", wantErr, gotErr)
 		}
-		if diff := cmp.Diff(want, got); diff != "" {
+		if diff := cmp.Diff(want, got, rejText); diff != "" {
 			t.Fatalf("decision depends on node order (-first +shuffled):\n%s", diff)
 		}
 		if want.Explain() != got.Explain() {
@@ -451,6 +454,34 @@ func TestPropertySameInputSameDecision(t *testing.T) {
 // TestPropertyPinNeverOverridesAConstraint: a pin is chosen exactly when
 // it is eligible; otherwise Place fails naming every one of its
 // rejections.
+// TestPropertyPreparedSameDecision: nodes given with Profiles decide as
+// the same nodes given with their records, whatever the Symbols has
+// interned before (one Symbols serves every scenario, and some nodes are
+// prepared twice, so that records and strings repeat and symbols come in
+// any order).
+func TestPropertyPreparedSameDecision(t *testing.T) {
+	syms := NewSymbols()
+	rapid.Check(t, func(t *rapid.T) {
+		s := genScenario(t)
+		want, wantErr := Place(s.req, s.nodes, s.cl, s.w)
+		nodes := prepared(syms, s.nodes)
+		if len(s.nodes) > 0 && rapid.Bool().Draw(t, "prepare again") {
+			i := rapid.IntRange(0, len(s.nodes)-1).Draw(t, "node")
+			nodes[i].Profile = syms.Prepare(s.nodes[i].Capabilities, s.nodes[i].Memory)
+		}
+		got, gotErr := Place(s.req, nodes, s.cl, s.w)
+		if fmt.Sprint(wantErr) != fmt.Sprint(gotErr) {
+			t.Fatalf("errors differ: %v / %v", wantErr, gotErr)
+		}
+		if diff := cmp.Diff(want, got, rejText); diff != "" {
+			t.Fatalf("prepared nodes decide otherwise (-records +profiles):\n%s", diff)
+		}
+		if want.Explain() != got.Explain() {
+			t.Fatal("prepared nodes explain otherwise")
+		}
+	})
+}
+
 func TestPropertyPinNeverOverridesAConstraint(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		s := genScenario(t)
@@ -470,7 +501,7 @@ func TestPropertyPinNeverOverridesAConstraint(t *testing.T) {
 			if c.Eligible() || d.Chosen != nil || pe.Node != s.req.Pin {
 				t.Fatalf("pin error %v for an eligible pin, or with a placement", err)
 			}
-			if diff := cmp.Diff(c.Rejections, pe.Rejections); diff != "" {
+			if diff := cmp.Diff(c.Rejections, pe.Rejections, rejText); diff != "" {
 				t.Fatalf("error names other rejections (-candidate +error):\n%s", diff)
 			}
 			if problems := (oracle{s}).nodeFailures(nodeByID(s.nodes, s.req.Pin)); len(problems) == 0 && len(c.Rejections) == 0 {
@@ -553,7 +584,7 @@ func TestPropertyJointMatcher(t *testing.T) {
 			Exclusive: rapid.Bool().Draw(t, "exclusive"),
 		}
 		if rapid.IntRange(0, 4).Draw(t, "pred") == 0 {
-			q.Predicates = []Predicate{{AttrMemBytes, "gte", Int(int64(rapid.SampledFrom(genBytes).Draw(t, "gte")))}}
+			q.Predicates = []Predicate{{AttrMemBytes, "gte", grammar.IntValue(int64(rapid.SampledFrom(genBytes).Draw(t, "gte")))}}
 		}
 		return q
 	})
@@ -564,7 +595,7 @@ func TestPropertyJointMatcher(t *testing.T) {
 				State:     rapid.SampledFrom([]string{"", "", "", "", "busy", "reserved"}).Draw(t, "state"),
 				Exclusive: rapid.IntRange(0, 2).Draw(t, "exclusive") == 0}
 			if rapid.Bool().Draw(t, "has_mem") {
-				c.Attrs = []Attr{{AttrMemBytes, Int(int64(rapid.SampledFrom(genBytes).Draw(t, "mem_bytes")))}}
+				c.Attrs = []Attr{{AttrMemBytes, grammar.IntValue(int64(rapid.SampledFrom(genBytes).Draw(t, "mem_bytes")))}}
 			}
 			n.Capabilities = append(n.Capabilities, c)
 		}
@@ -605,7 +636,9 @@ func bruteForce(caps []Capability, reqs []Requirement) bool {
 			for _, p := range q.Predicates {
 				has := false
 				for _, a := range c.Attrs {
-					has = has || (a.Name == p.Attr && a.Value.i >= p.Value.i)
+					ai, _ := a.Value.Int()
+					pi, _ := p.Value.Int()
+					has = has || (a.Name == p.Attr && ai >= pi)
 				}
 				ok = ok && has
 			}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/nodeld/nodeld/internal/grammar"
 )
 
 // tierRequest has a native route (runtime.native) and an emulated one
@@ -115,11 +116,11 @@ func TestEmulationOnlyWithTheFlag(t *testing.T) {
 	if d.Chosen != nil {
 		t.Fatalf("placed on %s without allow_emulated", d.Chosen.Node)
 	}
-	want := []Rejection{
+	want := []rej{
 		{CodeRequirements, "variant native: `runtime.native`: not advertised"},
 		{CodeEmulationNotAllowed, "only emulated route(s) fit (emulated); emulation needs explicit allow_emulated"},
 	}
-	if diff := cmp.Diff(want, d.Candidates[0].Rejections); diff != "" {
+	if diff := cmp.Diff(want, rejs(d.Candidates[0].Rejections)); diff != "" {
 		t.Errorf("rejections (-want +got):\n%s", diff)
 	}
 	// A node where both routes fit uses the native one, allowed or not.
@@ -191,15 +192,15 @@ func TestPerf(t *testing.T) {
 	measured := func(id string, ms float64) Node {
 		n := cpuNode(id)
 		n.Capabilities = append(n.Capabilities,
-			Capability{ID: "perf.infer.chat", Provenance: "measured", Attrs: []Attr{{"model", String("q7")}, {AttrValue, Float(ms)}}},
+			Capability{ID: "perf.infer.chat", Provenance: "measured", Attrs: []Attr{{"model", grammar.StringValue("q7")}, {AttrValue, grammar.FloatValue(ms)}}},
 			// Another model, and a probed figure: neither counts.
-			Capability{ID: "perf.infer.chat", Provenance: "measured", Attrs: []Attr{{"model", String("q1")}, {AttrValue, Float(1)}}},
-			Capability{ID: "perf.infer.chat", Provenance: "probed", Attrs: []Attr{{"model", String("q7")}, {AttrValue, Float(1)}}},
+			Capability{ID: "perf.infer.chat", Provenance: "measured", Attrs: []Attr{{"model", grammar.StringValue("q1")}, {AttrValue, grammar.FloatValue(1)}}},
+			Capability{ID: "perf.infer.chat", Provenance: "probed", Attrs: []Attr{{"model", grammar.StringValue("q7")}, {AttrValue, grammar.FloatValue(1)}}},
 		)
 		return n
 	}
 	req := cpuRequest()
-	req.Perf = &PerfTarget{ID: "perf.infer.chat", Param: "model", ParamValue: String("q7"), Better: BetterLower}
+	req.Perf = &PerfTarget{ID: "perf.infer.chat", Param: "model", ParamValue: grammar.StringValue("q7"), Better: BetterLower}
 	req.Interactive = true
 	nodes := []Node{measured("pi5", 1000), measured("seed", 1100), cpuNode("blind")}
 	d := mustPlace(t, req, nodes, Cluster{}, DefaultWeights())
@@ -247,7 +248,7 @@ func TestPerf(t *testing.T) {
 // 10×24/128); CPU work avoids accelerator nodes.
 func TestAccelFit(t *testing.T) {
 	small, big := chatNode("n-small"), chatNode("n-big")
-	big.Capabilities[1].Attrs[0].Value = Int(128 * gib)
+	big.Capabilities[1].Attrs[0].Value = grammar.IntValue(128 * gib)
 	d := mustPlace(t, chatRequest(), []Node{big, small}, Cluster{}, DefaultWeights())
 	if candidate(t, d, "n-small").Score.AccelFit != 10 || candidate(t, d, "n-big").Score.AccelFit != 10*24.0/128 {
 		t.Errorf("accel_fit small %v big %v", candidate(t, d, "n-small").Score.AccelFit, candidate(t, d, "n-big").Score.AccelFit)
@@ -257,7 +258,7 @@ func TestAccelFit(t *testing.T) {
 	}
 
 	// Unknown capacity: full weight.
-	big.Capabilities[1].Attrs = []Attr{{AttrMemBytes, String("lots")}, {"x", Int(1)}}
+	big.Capabilities[1].Attrs = []Attr{{AttrMemBytes, grammar.StringValue("lots")}, {"x", grammar.IntValue(1)}}
 	req := chatRequest()
 	req.Variants[0].Requirements[0].Predicates = nil
 	d = mustPlace(t, req, []Node{big, small}, Cluster{}, DefaultWeights())
@@ -322,8 +323,8 @@ func TestStickiness(t *testing.T) {
 	if chosen(d) != "n-b" || candidate(t, d, "n-b").Score.Stickiness != 15 {
 		t.Errorf("near tie: chose %s", chosen(d))
 	}
-	req.Preferences = []Preference{{Requirement{Selector: "os.linux", Predicates: []Predicate{{"fast", "eq", Bool(true)}}}, 500}}
-	a.Capabilities[0].Attrs = []Attr{{"fast", Bool(true)}}
+	req.Preferences = []Preference{{Requirement{Selector: "os.linux", Predicates: []Predicate{{"fast", "eq", grammar.BoolValue(true)}}}, 500}}
+	a.Capabilities[0].Attrs = []Attr{{"fast", grammar.BoolValue(true)}}
 	if got := chosen(mustPlace(t, req, []Node{a, b}, Cluster{}, DefaultWeights())); got != "n-a" {
 		t.Errorf("much better node: chose %s", got)
 	}
@@ -350,7 +351,7 @@ func TestRankingIndependentOfOrder(t *testing.T) {
 			give = append(give, n)
 		}
 		got := mustPlace(t, tierRequest(), give, Cluster{}, DefaultWeights())
-		if diff := cmp.Diff(want, got); diff != "" {
+		if diff := cmp.Diff(want, got, rejText); diff != "" {
 			t.Errorf("order %v (-want +got):\n%s", p, diff)
 		}
 	}
@@ -362,10 +363,10 @@ func TestPlaceDoesNotModifyItsInput(t *testing.T) {
 	nodes := []Node{chatNode("n-b"), chatNode("n-a"), cpuNode("n-c")}
 	wantReq, wantNodes := chatRequest(), []Node{chatNode("n-b"), chatNode("n-a"), cpuNode("n-c")}
 	mustPlace(t, req, nodes, Cluster{}, DefaultWeights())
-	if diff := cmp.Diff(wantReq, req, cmp.AllowUnexported(Value{})); diff != "" {
+	if diff := cmp.Diff(wantReq, req, valueEqual); diff != "" {
 		t.Errorf("request modified (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(wantNodes, nodes, cmp.AllowUnexported(Value{})); diff != "" {
+	if diff := cmp.Diff(wantNodes, nodes, valueEqual); diff != "" {
 		t.Errorf("nodes modified (-want +got):\n%s", diff)
 	}
 }

@@ -1,5 +1,7 @@
 package engine
 
+import "github.com/nodeld/nodeld/internal/grammar"
+
 // Request describes one workload to place: what every route of it needs
 // (Requirements), its alternative routes (Variants), the policy that bounds
 // where it may go, and the operator's pin and affinity. The controller
@@ -115,7 +117,7 @@ type Requirement struct {
 type Predicate struct {
 	Attr  string
 	Op    string
-	Value Value
+	Value grammar.Value
 }
 
 // Preference is a soft requirement: a node where Requirement matches (on
@@ -131,7 +133,7 @@ type Preference struct {
 type PerfTarget struct {
 	ID         string
 	Param      string
-	ParamValue Value
+	ParamValue grammar.Value
 	// Better says which direction is better.
 	Better Better
 	// Budget, when HasBudget, is the worst acceptable value: a node whose

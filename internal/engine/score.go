@@ -13,8 +13,8 @@ func (p *plan) score(cands []Candidate, eligible []raw) {
 	bestPerf, havePerf := 0.0, false
 	for i := range eligible {
 		r := &eligible[i]
-		if r.flags&rawAccelAssigned != 0 && r.accelCap > 0 {
-			minCap = min(minCap, r.accelCap)
+		if r.flags&rawAccelAssigned != 0 && r.capacity > 0 {
+			minCap = min(minCap, r.capacity)
 		}
 		if p.perf != nil && r.flags&rawHasPerf != 0 {
 			switch {
@@ -37,10 +37,10 @@ func (p *plan) score(cands []Candidate, eligible []raw) {
 			s.AccelFit = w.AccelFit // work that needs no accelerator, on a node without one
 		case r.flags&rawAccelAssigned == 0:
 			s.AccelFit = 0 // don't waste an accelerator
-		case r.accelCap <= 0:
+		case r.capacity <= 0:
 			s.AccelFit = w.AccelFit // capacity unknown
 		default:
-			s.AccelFit = w.AccelFit * (minCap / r.accelCap)
+			s.AccelFit = w.AccelFit * (minCap / r.capacity)
 		}
 		if p.perf != nil {
 			if r.flags&rawHasPerf != 0 {

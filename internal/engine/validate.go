@@ -75,7 +75,7 @@ func (r *Request) Validate() error {
 			if !grammar.ValidAttrName(p.Param) {
 				add("perf.param %q: not an attribute name", clip(p.Param))
 			}
-			if !p.ParamValue.scalar() || !p.ParamValue.finite() {
+			if !p.ParamValue.IsScalar() || !finite(p.ParamValue) {
 				add("perf.param_value: want a finite scalar")
 			}
 		}
@@ -140,28 +140,28 @@ func validateRequirement(add func(string, ...any), at func() string, q *Requirem
 
 // operandProblem says what is wrong with a predicate's operator or
 // operand, or returns "".
-func operandProblem(op string, v Value) string {
+func operandProblem(op string, v grammar.Value) string {
 	if !grammar.ValidPredicateOp(op) {
 		return fmt.Sprintf("op %q: want eq, gte, lte, in or has", clip(op))
 	}
-	if !v.finite() {
+	if !finite(v) {
 		return fmt.Sprintf("%s: operand is not finite", op)
 	}
 	switch op {
 	case opEq, opHas:
-		if !v.scalar() {
+		if !v.IsScalar() {
 			return fmt.Sprintf("%s: operand must be a bool, number or string", op)
 		}
 	case opGte, opLte:
-		if _, ok := v.number(); !ok {
+		if _, ok := v.Number(); !ok {
 			return fmt.Sprintf("%s: operand must be a number", op)
 		}
 	case opIn:
-		if v.kind != KindList || len(v.list) == 0 || len(v.list) > MaxOperandList {
+		if v.Kind() != grammar.KindList || v.Len() == 0 || v.Len() > MaxOperandList {
 			return fmt.Sprintf("in: operand must be a list of 1 to %d values", MaxOperandList)
 		}
-		for _, e := range v.list {
-			if !e.scalar() {
+		for i := range v.Len() {
+			if !v.Elem(i).IsScalar() {
 				return "in: list elements must be bools, numbers or strings"
 			}
 		}
@@ -182,7 +182,30 @@ func validateTexts(add func(string, ...any), at string, list []string) {
 
 // validText reports whether s is 1 to MaxTextLen bytes of printable ASCII.
 func validText(s string) bool {
-	return s != "" && len(s) <= MaxTextLen && grammar.PrintableASCII(s)
+	return s != "" && len(s) <= MaxTextLen && printableASCII(s)
+}
+
+// printableASCII is grammar.PrintableASCII eight bytes at a time, for
+// node ids, which every decision checks: a word has a byte below 0x20
+// when subtracting 0x20 from each byte borrows into a byte whose top bit
+// was clear, and one above 0x7e when adding 1 sets a top bit.
+func printableASCII(s string) bool {
+	const ones, tops = 0x0101010101010101, 0x8080808080808080
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		b := s[i : i+8] // one bounds check; the eight loads become one
+		w := uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+			uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+		if (w-ones*0x20)&^w&tops != 0 || ((w+ones)|w)&tops != 0 {
+			return false
+		}
+	}
+	for ; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // clip bounds what an error message repeats of a bad input.

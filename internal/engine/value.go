@@ -4,101 +4,56 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/nodeld/nodeld/internal/grammar"
 )
 
-// Value is a capability attribute value or a predicate operand: a bool,
-// an integer, a float, a string, or a list of those. The zero Value is
-// invalid (Kind KindInvalid). Values are immutable; build them with Bool,
-// Int, Float, String and List.
-type Value struct {
-	kind ValueKind
-	b    bool
-	i    int64
-	f    float64
-	s    string
-	list []Value
-}
+// Capability attributes and predicate operands are grammar.Value: one
+// definition for facts, manifests and the engine. What the engine adds is
+// how predicates compare them (looseEqual, holds) and how explanations
+// print them (valueText).
 
-// ValueKind is the type of a Value.
-type ValueKind uint8
-
-// Value kinds.
-const (
-	KindInvalid ValueKind = iota
-	KindBool
-	KindInt
-	KindFloat
-	KindString
-	KindList
-)
-
-// Bool returns a boolean Value.
-func Bool(b bool) Value { return Value{kind: KindBool, b: b} }
-
-// Int returns an integer Value.
-func Int(i int64) Value { return Value{kind: KindInt, i: i} }
-
-// Float returns a floating-point Value.
-func Float(f float64) Value { return Value{kind: KindFloat, f: f} }
-
-// String returns a string Value.
-func String(s string) Value { return Value{kind: KindString, s: s} }
-
-// List returns a list Value. Its elements should be scalars: a nested list
-// is never equal to anything.
-func List(vs ...Value) Value { return Value{kind: KindList, list: vs} }
-
-// Kind returns the type of v.
-func (v Value) Kind() ValueKind { return v.kind }
-
-// number returns v as a float64 when it is an int or a float.
-func (v Value) number() (float64, bool) {
-	switch v.kind {
-	case KindInt:
-		return float64(v.i), true
-	case KindFloat:
-		return v.f, true
-	default:
-		return 0, false
-	}
-}
-
-// scalar reports whether v is a bool, a number or a string.
-func (v Value) scalar() bool {
-	return v.kind >= KindBool && v.kind <= KindString
-}
-
-// equal is loose equality: integers and floats compare numerically
-// (integers exactly with each other), other scalars by kind and value;
-// lists are never equal.
-func (v Value) equal(w Value) bool {
+// looseEqual is a predicate's equality: integers and floats compare
+// numerically (integers exactly with each other), other scalars by kind
+// and value; lists are never equal, nor are invalid Values.
+func looseEqual(v, w grammar.Value) bool {
+	vk, wk := v.Kind(), w.Kind()
 	switch {
-	case v.kind == KindInt && w.kind == KindInt:
-		return v.i == w.i
-	case (v.kind == KindInt || v.kind == KindFloat) && (w.kind == KindInt || w.kind == KindFloat):
-		a, _ := v.number()
-		b, _ := w.number()
+	case vk == grammar.KindInt && wk == grammar.KindInt:
+		a, _ := v.Int()
+		b, _ := w.Int()
 		return a == b
-	case v.kind != w.kind:
+	case isNumber(vk) && isNumber(wk):
+		a, _ := v.Number()
+		b, _ := w.Number()
+		return a == b
+	case vk != wk:
 		return false
-	case v.kind == KindBool:
-		return v.b == w.b
-	case v.kind == KindString:
-		return v.s == w.s
+	case vk == grammar.KindBool:
+		a, _ := v.Bool()
+		b, _ := w.Bool()
+		return a == b
+	case vk == grammar.KindString:
+		a, _ := v.Str()
+		b, _ := w.Str()
+		return a == b
 	default:
 		return false
 	}
 }
+
+func isNumber(k grammar.ValueKind) bool { return k == grammar.KindInt || k == grammar.KindFloat }
 
 // finite reports whether v holds no NaN or infinity, in itself or in a
 // list element.
-func (v Value) finite() bool {
-	switch v.kind {
-	case KindFloat:
-		return !math.IsNaN(v.f) && !math.IsInf(v.f, 0)
-	case KindList:
-		for _, e := range v.list {
-			if !e.finite() {
+func finite(v grammar.Value) bool {
+	switch v.Kind() {
+	case grammar.KindFloat:
+		f, _ := v.Number()
+		return !math.IsNaN(f) && !math.IsInf(f, 0)
+	case grammar.KindList:
+		for i := range v.Len() {
+			if !finite(v.Elem(i)) {
 				return false
 			}
 		}
@@ -106,26 +61,30 @@ func (v Value) finite() bool {
 	return true
 }
 
-// String formats v for explanations: numbers in decimal, strings as they
-// are, lists in brackets.
-func (v Value) String() string {
-	switch v.kind {
-	case KindBool:
-		return strconv.FormatBool(v.b)
-	case KindInt:
-		return strconv.FormatInt(v.i, 10)
-	case KindFloat:
-		return strconv.FormatFloat(v.f, 'f', -1, 64)
-	case KindString:
-		return v.s
-	case KindList:
+// valueText formats v for explanations: numbers in decimal, strings as
+// they are, lists in brackets.
+func valueText(v grammar.Value) string {
+	switch v.Kind() {
+	case grammar.KindBool:
+		b, _ := v.Bool()
+		return strconv.FormatBool(b)
+	case grammar.KindInt:
+		i, _ := v.Int()
+		return strconv.FormatInt(i, 10)
+	case grammar.KindFloat:
+		f, _ := v.Number()
+		return strconv.FormatFloat(f, 'f', -1, 64)
+	case grammar.KindString:
+		s, _ := v.Str()
+		return s
+	case grammar.KindList:
 		var b strings.Builder
 		b.WriteByte('[')
-		for i, e := range v.list {
+		for i := range v.Len() {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString(e.String())
+			b.WriteString(valueText(v.Elem(i)))
 		}
 		b.WriteByte(']')
 		return b.String()
@@ -163,13 +122,13 @@ func opCode(op string) uint8 {
 
 // holds evaluates a compiled predicate operator with attribute value attr
 // and operand v. An unknown operator never holds.
-func holds(op uint8, attr, v *Value) bool {
+func holds(op uint8, attr, v *grammar.Value) bool {
 	switch op {
 	case codeEq:
-		return attr.equal(*v)
+		return looseEqual(*attr, *v)
 	case codeGte, codeLte:
-		a, ok := attr.number()
-		b, ok2 := v.number()
+		a, ok := attr.Number()
+		b, ok2 := v.Number()
 		if !ok || !ok2 {
 			return false
 		}
@@ -178,18 +137,18 @@ func holds(op uint8, attr, v *Value) bool {
 		}
 		return a <= b
 	case codeIn:
-		for i := range v.list {
-			if attr.equal(v.list[i]) {
+		for i := range v.Len() {
+			if looseEqual(*attr, v.Elem(i)) {
 				return true
 			}
 		}
 		return false
 	case codeHas:
-		if attr.kind != KindList {
+		if attr.Kind() != grammar.KindList {
 			return false
 		}
-		for i := range attr.list {
-			if attr.list[i].equal(*v) {
+		for i := range attr.Len() {
+			if looseEqual(attr.Elem(i), *v) {
 				return true
 			}
 		}

@@ -4,11 +4,13 @@
 // anything the node did not sign.
 //
 // Probe reads the machine through ProbeDeps, so tests give it fakes. The
-// decoders of /proc/meminfo, nvidia-smi, sysctl and vm_stat output and of
-// a runtime's --version treat their input as untrusted: every size and
-// count is bounded by a constant in limits.go and checked before
-// allocating. A failed sub-probe (no nvidia-smi, an unreadable /proc
-// file) degrades to a Note in the facts, not an error.
+// decoders of /proc/meminfo, nvidia-smi, rocm-smi, system_profiler,
+// sysctl and vm_stat output and of a runtime's --version treat their
+// input as untrusted: every size and count is bounded by a constant in
+// limits.go and checked before allocating. A GPU tool that is not
+// installed is skipped silently; a failed sub-probe (a GPU tool that
+// fails, an unreadable /proc file) degrades to a Note in the facts, not
+// an error.
 //
 // # Capabilities
 //
@@ -18,8 +20,11 @@
 // mem.system {total, free} (mem.unified instead on Apple silicon, where
 // CPU and GPU share one memory), one accel.gpu.nvidia[.<model>] {index,
 // name, mem_bytes, utilization_pct} and one mem.vram {index, total, free}
-// per GPU nvidia-smi reports (busy at GPUBusyPercent utilisation),
-// accel.gpu.apple[.<model>] on Apple silicon, runtime.<kind> {name,
+// per GPU nvidia-smi reports (busy at GPUBusyPercent utilisation), the
+// same as accel.gpu.amd[.<model>] and mem.vram per GPU rocm-smi reports,
+// accel.gpu.apple[.<model>] on Apple silicon (with its cores when
+// system_profiler reports them), accel.gpu.<vendor>[.<model>] per other
+// GPU system_profiler reports on a Mac, runtime.<kind> {name,
 // version} per runtime found on PATH (version from "--version" where that
 // is cheap, bounded by RuntimeVersionTimeout), all probed, and
 // label.<key> {value} per operator label, claimed. A Source adds
@@ -55,8 +60,9 @@
 // Concurrency: Probe, Sign and Verify are safe for concurrent use. SeqStore
 // and Source are safe for concurrent use by many goroutines; a Source
 // probes for one caller at a time and reads its PerfSource then. The
-// package starts no goroutines of its own; Probe runs nvidia-smi, sysctl
-// and vm_stat (macOS) and runtimes' --version as child processes and
-// waits for each (bounded by NvidiaSMITimeout, CommandTimeout and
+// package starts no goroutines of its own; Probe runs nvidia-smi,
+// rocm-smi, sysctl, vm_stat and system_profiler (macOS) and runtimes'
+// --version as child processes and waits for each (bounded by
+// NvidiaSMITimeout, for rocm-smi too, CommandTimeout and
 // RuntimeVersionTimeout) before returning.
 package facts

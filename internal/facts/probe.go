@@ -161,6 +161,8 @@ type probed struct {
 	gpuUtil   map[int]int       // nvidia GPU index -> utilisation percent, when reported
 	versions  map[string]string // runtime kind -> version, when known
 	appleChip string            // the chip's name on Apple silicon ("Apple M2 Max")
+	amd       []gpuReading      // AMD GPUs rocm-smi reported
+	displays  []displayGPU      // a Mac's GPUs system_profiler reported
 }
 
 // Probe reads the machine through deps and returns its facts, with labels
@@ -251,6 +253,18 @@ func probe(ctx context.Context, deps ProbeDeps, labels map[string]string, versio
 		// Its absence is normal; its failure is worth a note.
 		if err := probeGPUs(ctx, deps, path, &f, &p); err != nil {
 			return Facts{}, err
+		}
+	}
+	if path, err := deps.LookPath("rocm-smi"); err == nil {
+		if err := probeROCm(ctx, deps, path, &f, &p); err != nil {
+			return Facts{}, err
+		}
+	}
+	if deps.GOOS == "darwin" {
+		if _, err := deps.LookPath(SystemProfilerPath); err == nil {
+			if err := probeDisplays(ctx, deps, versions, &f, &p); err != nil {
+				return Facts{}, err
+			}
 		}
 	}
 	f.Capabilities = capabilities(&f, &p)

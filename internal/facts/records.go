@@ -19,7 +19,12 @@ import (
 //	accel.gpu.nvidia[.<model>] {index, name, mem_bytes, utilization_pct?} per GPU,
 //	                         busy at GPUBusyPercent     probed
 //	mem.vram                 {index, total, free} per GPU probed
-//	accel.gpu.apple[.<model>] {index, name, mem_bytes}  probed, Apple silicon
+//	accel.gpu.amd[.<model>]  {index, name, mem_bytes, utilization_pct?} per GPU
+//	                         rocm-smi reports, busy at GPUBusyPercent  probed
+//	mem.vram                 {index, total, free} per AMD GPU          probed
+//	accel.gpu.apple[.<model>] {index, name, mem_bytes, cores?}  probed, Apple silicon
+//	accel.gpu.<vendor>[.<model>] {index, name, mem_bytes?, cores?} per other GPU
+//	                         system_profiler reports (macOS)     probed
 //	runtime.<kind>           {name, version?}            probed, per runtime
 //	label.<key>              {value}                     claimed, per label
 //
@@ -81,7 +86,48 @@ func capabilities(f *Facts, p *probed) []Capability {
 			grammar.AttrFree:  num(g.VRAMFreeBytes),
 		})
 	}
-	if p.appleChip != "" {
+	for _, g := range p.amd {
+		attrs := map[string]grammar.Value{
+			grammar.AttrIndex:    grammar.IntValue(int64(g.Index)),
+			grammar.AttrMemBytes: num(g.VRAMTotalBytes),
+		}
+		if g.Name != "" {
+			attrs[grammar.AttrName] = str(truncateUTF8(g.Name, grammar.MaxValueStringLen))
+		}
+		state := grammar.StateAvailable
+		if g.util >= 0 {
+			attrs[grammar.AttrUtilization] = grammar.IntValue(int64(g.util))
+			if g.util >= GPUBusyPercent {
+				state = grammar.StateBusy
+			}
+		}
+		add(accelID("amd", g.Name), grammar.ProvenanceProbed, state, attrs)
+		probedRecord(grammar.CapMemVRAM, map[string]grammar.Value{
+			grammar.AttrIndex: grammar.IntValue(int64(g.Index)),
+			grammar.AttrTotal: num(g.VRAMTotalBytes),
+			grammar.AttrFree:  num(g.VRAMFreeBytes),
+		})
+	}
+	apple := false
+	for i, g := range p.displays {
+		if g.vendor == "" {
+			continue
+		}
+		attrs := map[string]grammar.Value{grammar.AttrIndex: grammar.IntValue(int64(i)), grammar.AttrName: str(g.name)}
+		switch {
+		case g.vendor == "apple" && unifiedMemory(f) && f.MemTotalBytes > 0:
+			// The GPU may use the whole unified memory.
+			attrs[grammar.AttrMemBytes] = num(f.MemTotalBytes)
+		case g.vram > 0:
+			attrs[grammar.AttrMemBytes] = num(g.vram)
+		}
+		if g.cores > 0 {
+			attrs[grammar.AttrCores] = grammar.IntValue(int64(g.cores))
+		}
+		apple = apple || g.vendor == "apple"
+		probedRecord(accelID(g.vendor, g.name), attrs)
+	}
+	if p.appleChip != "" && !apple {
 		attrs := map[string]grammar.Value{grammar.AttrIndex: grammar.IntValue(0), grammar.AttrName: str(p.appleChip)}
 		if f.MemTotalBytes > 0 {
 			// The GPU may use the whole unified memory.

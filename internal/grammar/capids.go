@@ -27,8 +27,9 @@ const (
 	// CapAccel is the family of accelerators.
 	CapAccel = "accel"
 	// CapAccelGPU + "." + vendor [+ "." + model] is one GPU
-	// ("accel.gpu.nvidia.geforce-rtx-4090"): AttrIndex, AttrMemBytes,
-	// AttrName and, when known, AttrUtilization.
+	// ("accel.gpu.nvidia.geforce-rtx-4090", "accel.gpu.amd.radeon-rx-7900-xt"):
+	// AttrIndex, AttrMemBytes, AttrName and, when known, AttrUtilization
+	// and AttrCores.
 	CapAccelGPU = "accel.gpu"
 	// CapRuntime + "." + RuntimeCapabilityWord(kind) is a runtime the node
 	// can start ("runtime.llamacpp"): AttrName holds the kind's Name,
@@ -59,6 +60,7 @@ const (
 	AttrValue       = "value"
 	AttrMetric      = "metric"
 	AttrSamples     = "samples"
+	AttrCores       = "cores"
 )
 
 // Measured performance metrics (AttrMetric of CapPerfInfer records) and

@@ -127,6 +127,13 @@ func (v Value) List() ([]Value, bool) {
 	return append([]Value{}, v.list...), true
 }
 
+// Len returns the number of elements of a list, 0 for any other Value.
+func (v Value) Len() int { return len(v.list) }
+
+// Elem returns element i of a list (0 <= i < Len), without copying the
+// list; it panics when i is out of range.
+func (v Value) Elem(i int) Value { return v.list[i] }
+
 // IsScalar reports whether v is a bool, integer, float or string.
 func (v Value) IsScalar() bool {
 	return v.kind == KindBool || v.kind == KindInt || v.kind == KindFloat || v.kind == KindString

@@ -110,6 +110,9 @@ func TestValueAccessors(t *testing.T) {
 	if !l.Equal(ListValue(IntValue(1))) {
 		t.Error("List exposes the elements")
 	}
+	if l.Len() != 1 || !l.Elem(0).Equal(IntValue(1)) || IntValue(1).Len() != 0 {
+		t.Error("Len and Elem")
+	}
 }
 
 func TestValidPredicateOperand(t *testing.T) {

@@ -12,9 +12,9 @@ import (
 	"github.com/nodeld/nodeld/internal/pkg"
 )
 
-// engineValues lets cmp look inside engine.Value, whose fields are
+// engineValues lets cmp compare grammar.Value, whose fields are
 // unexported: an int must not compare equal to a float.
-var engineValues = cmp.AllowUnexported(engine.Value{})
+var engineValues = cmp.Comparer(func(a, b grammar.Value) bool { return a.Equal(b) })
 
 type gv = map[string]grammar.Value
 
@@ -51,8 +51,8 @@ func TestConvertNodeFacts(t *testing.T) {
 	old := sampleFacts()
 	old.Runtimes = []string{"llama.cpp", "process"}
 
-	e := func(name string, v engine.Value) engine.Attr { return engine.Attr{Name: name, Value: v} }
-	ei, es := engine.Int, engine.String
+	e := func(name string, v grammar.Value) engine.Attr { return engine.Attr{Name: name, Value: v} }
+	ei, es := grammar.IntValue, grammar.StringValue
 	tests := []struct {
 		name     string
 		give     facts.Facts
@@ -70,8 +70,8 @@ func TestConvertNodeFacts(t *testing.T) {
 				{ID: "accel.gpu.nvidia.a6000", Provenance: probed, State: avail, Attrs: []engine.Attr{e("index", ei(1)), e("mem_bytes", ei(48*gib))}},
 				{ID: "mem.vram", Provenance: probed, State: avail, Attrs: []engine.Attr{e("free", ei(40*gib)), e("index", ei(1)), e("total", ei(48*gib))}},
 				{ID: "runtime.llamacpp", Provenance: probed, State: avail, Attrs: []engine.Attr{e("name", es("llama.cpp")), e("version", es("b4000"))}},
-				{ID: "perf.infer.chat", Provenance: measured, State: avail, Attrs: []engine.Attr{e("metric", es("ttfb_ms")), e("samples", ei(20)), e("value", engine.Float(41.5))}},
-				{ID: "label.zone", Provenance: claimed, State: avail, Exclusive: true, Attrs: []engine.Attr{e("value", engine.List(es("a"), ei(2), engine.Bool(true)))}},
+				{ID: "perf.infer.chat", Provenance: measured, State: avail, Attrs: []engine.Attr{e("metric", es("ttfb_ms")), e("samples", ei(20)), e("value", grammar.FloatValue(41.5))}},
+				{ID: "label.zone", Provenance: claimed, State: avail, Exclusive: true, Attrs: []engine.Attr{e("value", grammar.ListValue(es("a"), ei(2), grammar.BoolValue(true)))}},
 			},
 			// From mem.system and mem.vram, not from the old fields
 			// (which say 16 GiB and 20 GiB + 40 GiB as well here, so
@@ -144,7 +144,7 @@ func TestConvertManifest(t *testing.T) {
 			Arch: []string{"amd64"}, OS: []string{"linux", "darwin"}, GPU: true, Runtimes: []string{"llama.cpp"},
 		}, Resources: pkg.Resources{MemBytes: gib}}},
 	}
-	names := engine.List(engine.String("a6000"), engine.String("h100"))
+	names := grammar.ListValue(grammar.StringValue("a6000"), grammar.StringValue("h100"))
 	tests := []struct {
 		name string
 		give *pkg.Manifest
@@ -160,8 +160,8 @@ func TestConvertManifest(t *testing.T) {
 					{Name: "cuda", Execution: engine.Native, Resources: engine.Resources{HostBytes: 2 * gib, AccelBytes: 30 * gib},
 						Requirements: []engine.Requirement{
 							{Selector: "accel.gpu.nvidia", Count: 2, Exclusive: true, MinProvenance: probed, Predicates: []engine.Predicate{
-								{Attr: "mem_bytes", Op: grammar.OpGte, Value: engine.Int(16 * gib)},
-								{Attr: "utilization_pct", Op: grammar.OpLte, Value: engine.Float(50.5)},
+								{Attr: "mem_bytes", Op: grammar.OpGte, Value: grammar.IntValue(16 * gib)},
+								{Attr: "utilization_pct", Op: grammar.OpLte, Value: grammar.FloatValue(50.5)},
 								{Attr: "name", Op: grammar.OpIn, Value: names},
 							}},
 							{Selector: "perf.infer.chat", Count: 1, MinProvenance: measured},
@@ -170,7 +170,7 @@ func TestConvertManifest(t *testing.T) {
 						Requirements: []engine.Requirement{{Selector: "cpu.arch.amd64", Count: 1, MinProvenance: claimed}}},
 				},
 				Labels: []string{"llm"}, Excludes: []string{"batch"}, RevocableRefs: []string{"chat", "h"},
-				Perf:   &engine.PerfTarget{ID: "perf.infer.chat", Param: "metric", ParamValue: engine.String("ttfb_ms"), Better: engine.BetterLower, Budget: 250, HasBudget: true},
+				Perf:   &engine.PerfTarget{ID: "perf.infer.chat", Param: "metric", ParamValue: grammar.StringValue("ttfb_ms"), Better: engine.BetterLower, Budget: 250, HasBudget: true},
 				Sticky: true,
 			},
 		},
@@ -184,7 +184,7 @@ func TestConvertManifest(t *testing.T) {
 					Requirements: []engine.Requirement{
 						{Selector: "cpu.arch.amd64", Count: 1, MinProvenance: claimed},
 						{Selector: "os", Count: 1, MinProvenance: claimed, Predicates: []engine.Predicate{
-							{Attr: "name", Op: grammar.OpIn, Value: engine.List(engine.String("linux"), engine.String("darwin"))},
+							{Attr: "name", Op: grammar.OpIn, Value: grammar.ListValue(grammar.StringValue("linux"), grammar.StringValue("darwin"))},
 						}},
 						{Selector: "accel.gpu", Count: 1, MinProvenance: claimed},
 						{Selector: "runtime.llamacpp", Count: 1, MinProvenance: claimed},

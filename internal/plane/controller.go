@@ -74,6 +74,8 @@ type Controller struct {
 
 	// recent keeps the latest reports for Recent (operator.go).
 	recent recentReports
+	// profiles keeps the nodes' engine profiles between decisions (view).
+	profiles profiles
 }
 
 // conf returns the current config.
@@ -422,11 +424,14 @@ func (c *Controller) view(now time.Time, kind, name string) []engine.Node {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
+	// Each node's capabilities and memory are converted and prepared
+	// once per facts, not per decision.
+	c.profiles.begin(c.nodes)
 	out := make([]engine.Node, 0, len(ids))
 	for _, id := range ids {
 		n := c.nodes[id]
 		verdict, why := gate(c.conf().Policy, kind, n)
-		out = append(out, engineNode(n, now, c.conf().DeadAfter, instances[id], pending[id], verdict, why))
+		out = append(out, engineNode(n, now, c.conf().DeadAfter, c.profiles.of(n), instances[id], pending[id], verdict, why))
 	}
 	return out
 }

@@ -55,39 +55,9 @@ func attrs(m map[string]grammar.Value) []engine.Attr {
 	}
 	out := make([]engine.Attr, 0, len(m))
 	for _, name := range slices.Sorted(maps.Keys(m)) {
-		out = append(out, engine.Attr{Name: name, Value: value(m[name])})
+		out = append(out, engine.Attr{Name: name, Value: m[name]})
 	}
 	return out
-}
-
-// value converts a grammar Value to the engine's, kind for kind: an
-// integer stays an integer (eq between integers is exact), a float a
-// float, a list a list. An invalid Value stays invalid, and no predicate
-// holds on it.
-func value(v grammar.Value) engine.Value {
-	switch v.Kind() {
-	case grammar.KindBool:
-		b, _ := v.Bool()
-		return engine.Bool(b)
-	case grammar.KindInt:
-		i, _ := v.Int()
-		return engine.Int(i)
-	case grammar.KindFloat:
-		f, _ := v.Number()
-		return engine.Float(f)
-	case grammar.KindString:
-		s, _ := v.Str()
-		return engine.String(s)
-	case grammar.KindList:
-		elems, _ := v.List()
-		out := make([]engine.Value, len(elems))
-		for i, e := range elems {
-			out[i] = value(e)
-		}
-		return engine.List(out...)
-	default:
-		return engine.Value{}
-	}
 }
 
 // legacyCapabilities derives the capability records of facts signed
@@ -103,17 +73,17 @@ func legacyCapabilities(f facts.Facts) []engine.Capability {
 			caps = append(caps, engine.Capability{ID: id, Provenance: prov, Attrs: attrs})
 		}
 	}
-	add(capArchPrefix+f.Arch, grammar.ProvenanceProbed, engine.Attr{Name: grammar.AttrName, Value: engine.String(f.Arch)})
-	add(capOSPrefix+f.OS, grammar.ProvenanceProbed, engine.Attr{Name: grammar.AttrName, Value: engine.String(f.OS)})
+	add(capArchPrefix+f.Arch, grammar.ProvenanceProbed, engine.Attr{Name: grammar.AttrName, Value: grammar.StringValue(f.Arch)})
+	add(capOSPrefix+f.OS, grammar.ProvenanceProbed, engine.Attr{Name: grammar.AttrName, Value: grammar.StringValue(f.OS)})
 	for _, r := range f.Runtimes {
 		add(grammar.RuntimeCapabilityID(r), grammar.ProvenanceProbed)
 	}
 	for _, g := range f.GPUs {
 		add(capGPUPrefix+strconv.Itoa(g.Index), grammar.ProvenanceProbed,
-			engine.Attr{Name: engine.AttrMemBytes, Value: engine.Int(int64(min(g.VRAMTotalBytes, math.MaxInt64)))})
+			engine.Attr{Name: engine.AttrMemBytes, Value: grammar.IntValue(int64(min(g.VRAMTotalBytes, math.MaxInt64)))})
 	}
 	for _, k := range slices.Sorted(maps.Keys(f.Labels)) {
-		add(capLabelPrefix+k, grammar.ProvenanceClaimed, engine.Attr{Name: grammar.AttrValue, Value: engine.String(f.Labels[k])})
+		add(capLabelPrefix+k, grammar.ProvenanceClaimed, engine.Attr{Name: grammar.AttrValue, Value: grammar.StringValue(f.Labels[k])})
 	}
 	return caps
 }
@@ -173,7 +143,7 @@ func requirements(rs []pkg.Requirement) []engine.Requirement {
 	for i, r := range rs {
 		var preds []engine.Predicate
 		for _, p := range r.Predicates {
-			preds = append(preds, engine.Predicate{Attr: p.Attr, Op: p.Op, Value: value(p.Value)})
+			preds = append(preds, engine.Predicate{Attr: p.Attr, Op: p.Op, Value: p.Value})
 		}
 		out[i] = engine.Requirement{
 			Selector:      r.Select,
@@ -200,7 +170,7 @@ func perfTarget(t *pkg.PerfTarget) *engine.PerfTarget {
 	if t == nil {
 		return nil
 	}
-	out := &engine.PerfTarget{ID: t.ID, Param: t.Param, ParamValue: value(t.ParamValue)}
+	out := &engine.PerfTarget{ID: t.ID, Param: t.Param, ParamValue: t.ParamValue}
 	switch t.Better {
 	case grammar.PerfBetterLower:
 		out.Better = engine.BetterLower
@@ -289,15 +259,16 @@ func gate(p Policy, kind string, n *nodeState) (engine.Verdict, string) {
 }
 
 // engineNode converts what the controller knows of n: the operator's tier
-// (never the facts'), liveness, facts expiry, capabilities and memory
-// from the cached facts, the instances the controller placed there, the
-// pending reservations of decisions not yet reflected in its facts, and
-// the gate verdict.
-func engineNode(n *nodeState, now time.Time, deadAfter time.Duration, instances []engine.Instance, pending []engine.Resources, verdict engine.Verdict, why string) engine.Node {
+// (never the facts'), liveness, facts expiry, its capabilities and memory
+// from the cached facts as profile (prepared once per facts: profiles),
+// the instances the controller placed there, the pending reservations of
+// decisions not yet reflected in its facts, and the gate verdict.
+func engineNode(n *nodeState, now time.Time, deadAfter time.Duration, profile *engine.Profile, instances []engine.Instance, pending []engine.Resources, verdict engine.Verdict, why string) engine.Node {
 	en := engine.Node{
 		ID:         n.target.ID,
 		Trust:      n.target.Tier,
 		Liveness:   n.liveness(now, deadAfter),
+		Profile:    profile,
 		Instances:  instances,
 		Pending:    pending,
 		Gate:       verdict,
@@ -305,10 +276,6 @@ func engineNode(n *nodeState, now time.Time, deadAfter time.Duration, instances 
 	}
 	if n.facts == nil || !now.Before(n.facts.meta.ExpiresAt) {
 		en.FactsExpired = true
-	}
-	if n.facts != nil {
-		en.Capabilities = capabilities(n.facts.facts)
-		en.Memory = memory(n.facts.facts)
 	}
 	return en
 }

@@ -115,23 +115,25 @@ func TestEngineNodeTierFromOperator(t *testing.T) {
 	if err := n.ingestFacts(signFacts(t, k, f, 1, t0), t0); err != nil {
 		t.Fatal(err)
 	}
-	en := engineNode(n, t0, 30*time.Second, nil, nil, engine.VerdictAllow, "")
-	if en.Trust != engine.TrustPinned || en.Liveness != engine.Alive || en.FactsExpired {
-		t.Errorf("node = trust %s liveness %s expired %v", en.Trust, en.Liveness, en.FactsExpired)
+	var ps profiles
+	ps.begin(map[string]*nodeState{id: n})
+	en := engineNode(n, t0, 30*time.Second, ps.of(n), nil, nil, engine.VerdictAllow, "")
+	if en.Trust != engine.TrustPinned || en.Liveness != engine.Alive || en.FactsExpired || en.Profile == nil {
+		t.Errorf("node = trust %s liveness %s expired %v profile %v", en.Trust, en.Liveness, en.FactsExpired, en.Profile)
 	}
 	wantMem := engine.Memory{HostFree: 16 << 30, VRAMFree: []uint64{20 << 30}}
-	if d := cmp.Diff(wantMem, en.Memory); d != "" {
+	if d := cmp.Diff(wantMem, memory(n.facts.facts)); d != "" {
 		t.Errorf("memory (-want +got):\n%s", d)
 	}
 	var ids []string
-	for _, c := range en.Capabilities {
+	for _, c := range capabilities(n.facts.facts) {
 		ids = append(ids, c.ID)
 	}
 	want := []string{"cpu.arch.amd64", "os.linux", "runtime.process", "accel.gpu.0", "label.rack"}
 	if d := cmp.Diff(want, ids); d != "" {
 		t.Errorf("capabilities (-want +got):\n%s", d)
 	}
-	if en2 := engineNode(n, t0.Add(time.Hour), 30*time.Second, nil, nil, engine.VerdictAllow, ""); !en2.FactsExpired {
+	if en2 := engineNode(n, t0.Add(time.Hour), 30*time.Second, ps.of(n), nil, nil, engine.VerdictAllow, ""); !en2.FactsExpired {
 		t.Errorf("facts past their TTL not marked expired")
 	}
 }
@@ -159,7 +161,9 @@ func TestRequestMatchesFacts(t *testing.T) {
 			v := &pkg.Verified{ManifestHash: "h", Manifest: &pkg.Manifest{ID: "echo", Version: "1", Kind: pkg.KindService, Runtime: pkg.Runtime{Type: "process"},
 				Variants: []pkg.Variant{{Name: "cpu", Requires: tt.req, Resources: tt.res}}}}
 			req := request(v, Order{}, engine.TrustPaired)
-			en := engineNode(n, t0, 30*time.Second, nil, nil, engine.VerdictAllow, "")
+			var ps profiles
+			ps.begin(map[string]*nodeState{id: n})
+			en := engineNode(n, t0, 30*time.Second, ps.of(n), nil, nil, engine.VerdictAllow, "")
 			dec, err := engine.Place(req, []engine.Node{en}, engine.Cluster{}, engine.DefaultWeights())
 			if err != nil {
 				t.Fatal(err)
