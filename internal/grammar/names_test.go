@@ -240,7 +240,15 @@ func FuzzValidName(f *testing.F) {
 		if got := ValidCapabilityID(s); got != (want && len(s) <= MaxCapabilityLen && segs <= MaxCapabilitySegments) {
 			t.Fatalf("ValidCapabilityID(%q) = %v, regexp %v", s, got, want)
 		}
-		if got := ValidNodeName(s); got != (nameRE.MatchString(strings.ToLower(s)) && len(s) <= MaxNameLen) {
+		// Only ASCII letters fold: strings.ToLower maps "İ" (U+0130) to
+		// "i", which no node name may contain.
+		lower := strings.Map(func(r rune) rune {
+			if 'A' <= r && r <= 'Z' {
+				return r + ('a' - 'A')
+			}
+			return r
+		}, s)
+		if got := ValidNodeName(s); got != (nameRE.MatchString(lower) && len(s) <= MaxNameLen) {
 			t.Fatalf("ValidNodeName(%q) = %v", s, got)
 		}
 	})
