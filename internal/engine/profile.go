@@ -81,8 +81,8 @@ func (s *Symbols) Prepare(caps []Capability, mem Memory) *Profile {
 	for i := range caps {
 		nid += len(caps[i].ID)
 		nattrs += len(caps[i].Attrs)
-		for _, a := range caps[i].Attrs {
-			nelems += a.Value.Len()
+		for k := range caps[i].Attrs {
+			nelems += caps[i].Attrs[k].Value.Len()
 		}
 	}
 	ints := make([]int32, 2*len(caps)+1) // idAt, then idSym
@@ -129,7 +129,8 @@ func (s *Symbols) Prepare(caps []Capability, mem Memory) *Profile {
 			pc.flags |= capAccel
 			p.accel = true
 		}
-		for _, a := range c.Attrs {
+		for k := range c.Attrs {
+			a := &c.Attrs[k]
 			pa := pattr{name: s.intern(a.Name), kind: a.Value.Kind()}
 			if pa.kind == grammar.KindList {
 				at := len(p.elems)

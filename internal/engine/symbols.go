@@ -21,6 +21,28 @@ type Symbols struct {
 	mu     sync.RWMutex
 	index  map[string]int32
 	parent []int32 // per symbol: the symbol of its dot-prefix, or -1
+	// recent holds strings interned lately, by a hash of their length
+	// and a few bytes: nodes share most of their strings, and comparing
+	// one string costs less than hashing it for the map.
+	recent [1 << recentBits]recentSym
+}
+
+// recentSym is a string and 1 + its symbol; the zero value is empty.
+type recentSym struct {
+	s   string
+	sym int32
+}
+
+const recentBits = 10
+
+// recentSlot is where str is looked for in Symbols.recent.
+func recentSlot(str string) int {
+	n := len(str)
+	if n == 0 {
+		return 0
+	}
+	k := uint64(n) | uint64(str[0])<<8 | uint64(str[n/2])<<16 | uint64(str[n-1])<<24 | uint64(str[(n-1)/3])<<32 | uint64(str[n-1-n/4])<<40
+	return int((k * 0x9e3779b97f4a7c15) >> (64 - recentBits))
 }
 
 // NewSymbols returns an empty vocabulary.
@@ -38,6 +60,17 @@ func (s *Symbols) Len() int {
 // intern returns the symbol of str, interning its dot-prefixes first;
 // the caller holds mu for writing.
 func (s *Symbols) intern(str string) int32 {
+	r := &s.recent[recentSlot(str)]
+	if r.sym > 0 && r.s == str {
+		return r.sym - 1
+	}
+	sym := s.internMap(str)
+	*r = recentSym{s: str, sym: sym + 1}
+	return sym
+}
+
+// internMap is intern without the recent strings.
+func (s *Symbols) internMap(str string) int32 {
 	if sym, ok := s.index[str]; ok {
 		return sym
 	}
