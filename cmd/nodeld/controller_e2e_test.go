@@ -165,7 +165,6 @@ func postChat(t *testing.T, base, content string) (int, string, string) {
 // explanation. A's config gives its peers no key, as the shipped cluster
 // configs do: they become targets once pinned on first contact.
 func TestControllerPlacesWhereTheEngineChooses(t *testing.T) {
-	t.Parallel()
 	pkgDir, anchor := signedEchoPackage(t)
 	cl := newCtlCluster(t, "a", "b", "c")
 	cl.tofu["a"] = true
@@ -205,11 +204,7 @@ func TestControllerPlacesWhereTheEngineChooses(t *testing.T) {
 	}
 
 	// The engine chooses: B, C being below the paired floor.
-	out, errOut, rc = runCtl(t, "--socket", sock, "place", pkgDir)
-	if rc != 0 || !strings.Contains(out, "placed echo-llm-") || !strings.Contains(out, " on "+idB) {
-		t.Fatalf("place = %d\n%s\n%s", rc, out, errOut)
-	}
-	placedID := strings.TrimPrefix(lineWith(out, "decision_id: "), "decision_id: ")
+	out, placedID := placeSettled(t, sock, idB, pkgDir)
 	for _, want := range []string{idC + " rejected", "trust: tier discovered below required paired"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("explanation lacks %q:\n%s", want, out)
@@ -226,7 +221,7 @@ func TestControllerPlacesWhereTheEngineChooses(t *testing.T) {
 
 	// explain, by id, for the placement and for the dry run.
 	out, _, rc = runCtl(t, "--socket", sock, "explain", placedID)
-	if rc != 0 || !strings.Contains(out, "decision_id: "+placedID) || !strings.Contains(out, "1. "+idB+" via default: placed") {
+	if rc != 0 || !strings.Contains(out, "decision_id: "+placedID) || !strings.Contains(out, "1. "+idB+" via default: ") {
 		t.Fatalf("explain placed = %d\n%s", rc, out)
 	}
 	// A dry run, by the prefix ctl placements shows.
@@ -306,6 +301,45 @@ func TestControllerPlacesWhereTheEngineChooses(t *testing.T) {
 	}
 }
 
+// placeSettled runs a ctl place through the controller and returns its
+// output and decision id once the decision placed on node. A place that
+// went without an answer exits 3 (unsettled; a machine loaded by other
+// work can starve a link mid-place): the controller settles it on a later
+// tick, as the operator is told to check before retrying. Settled on
+// node, it is the placement; abandoned (the node never held it), the
+// place is tried again, at most three times in all.
+func placeSettled(t *testing.T, sock, node string, args ...string) (string, string) {
+	t.Helper()
+	for range 3 {
+		out, errOut, rc := runCtl(t, append([]string{"--socket", sock, "place"}, args...)...)
+		id := strings.TrimPrefix(lineWith(out, "decision_id: "), "decision_id: ")
+		if rc == 0 && strings.Contains(out, " on "+node+": ") {
+			return out, id
+		}
+		if rc != 3 || !strings.Contains(out, "unsettled:") || id == "" {
+			t.Fatalf("place %v = %d, want placed on %s\n%s\n%s", args, rc, node, out, errOut)
+		}
+		t.Logf("place went unsettled; waiting for the controller to settle it:\n%s", out)
+		placed := false
+		waitLong(t, "the unsettled decision to be settled", func() bool {
+			var ps []placementDoc
+			ctlJSON(t, sock, &ps, "placements")
+			for _, p := range ps {
+				if p.DecisionID == id {
+					placed = p.Life == "placed" && p.Node == node
+					return placed
+				}
+			}
+			return true // abandoned: nothing was placed
+		})
+		if placed {
+			return out, id
+		}
+	}
+	t.Fatalf("place %v: three places went unsettled and were abandoned", args)
+	return "", ""
+}
+
 // lineWith returns the first line of out that starts with prefix.
 func lineWith(out, prefix string) string {
 	for _, l := range strings.Split(out, "\n") {
@@ -324,7 +358,6 @@ func lineWith(out, prefix string) string {
 // placement is lost and moves to A; turning the controller off is refused
 // (a restart), keeping everything as it was.
 func TestControllerReloadAppliesTargets(t *testing.T) {
-	t.Parallel()
 	pkgDir, anchor := signedEchoPackage(t)
 	cl := newCtlCluster(t, "a", "b")
 	b := startNodeAt(t, cl.dirs["b"], cl.config("b", map[string]string{"a": "paired"},
@@ -352,11 +385,7 @@ func TestControllerReloadAppliesTargets(t *testing.T) {
 		m := nodesByName()
 		return m["b"].Liveness == "alive" && m["self"].Liveness == "alive" && m["self"].Tier == "pinned"
 	})
-	out, errOut, rc := runCtl(t, "--socket", sock, "place", "--avoid", "self", pkgDir)
-	if rc != 0 || !strings.Contains(out, " on "+idB) {
-		t.Fatalf("place avoiding self = %d\n%s\n%s", rc, out, errOut)
-	}
-	onB := strings.TrimPrefix(lineWith(out, "decision_id: "), "decision_id: ")
+	_, onB := placeSettled(t, sock, idB, "--avoid", "self", pkgDir)
 
 	// B lowered to discovered: demoted, still known with its placement;
 	// a new place goes to A even when it prefers B.
@@ -366,7 +395,7 @@ func TestControllerReloadAppliesTargets(t *testing.T) {
 		t.Fatalf("reload refused: %s", a.n.status().(*statusDoc).Config.LastReloadError)
 	}
 	waitLong(t, "B to be demoted", func() bool { return nodesByName()["b"].Tier == "discovered" })
-	out, _, rc = runCtl(t, "--socket", sock, "place", "--dry-run", "--prefer", "b", pkgDir)
+	out, _, rc := runCtl(t, "--socket", sock, "place", "--dry-run", "--prefer", "b", pkgDir)
 	if rc != 0 || !strings.Contains(out, "would place on "+idA) || !strings.Contains(out, "trust: tier discovered below required paired") {
 		t.Fatalf("dry run after the demotion = %d\n%s", rc, out)
 	}
@@ -440,7 +469,7 @@ func planeEntries(t *testing.T, path string) string {
 //     forgotten.
 func TestControllerSurvivesKills(t *testing.T) {
 	const (
-		tick      = 500 * time.Millisecond
+		tick      = time.Second
 		deadAfter = 2 * time.Second
 		// describe bounds a tick's describes: below a tick, so that a
 		// dead node is found within dead_after + 2 ticks of its death.
@@ -650,7 +679,6 @@ func TestConfigCheckNotesAnIdleController(t *testing.T) {
 // workload is placed anew); a reload that drops the declaration takes it
 // down.
 func TestControllerDeclaredWorkload(t *testing.T) {
-	t.Parallel()
 	pkgDir, anchor := signedEchoPackage(t)
 	cl := newCtlCluster(t, "a", "b", "c")
 	b := startNodeAt(t, cl.dirs["b"], cl.config("b", map[string]string{"a": "paired", "c": "paired"},
