@@ -165,7 +165,6 @@ func postChat(t *testing.T, base, content string) (int, string, string) {
 // explanation. A's config gives its peers no key, as the shipped cluster
 // configs do: they become targets once pinned on first contact.
 func TestControllerPlacesWhereTheEngineChooses(t *testing.T) {
-	t.Parallel()
 	pkgDir, anchor := signedEchoPackage(t)
 	cl := newCtlCluster(t, "a", "b", "c")
 	cl.tofu["a"] = true
@@ -205,11 +204,7 @@ func TestControllerPlacesWhereTheEngineChooses(t *testing.T) {
 	}
 
 	// The engine chooses: B, C being below the paired floor.
-	out, errOut, rc = runCtl(t, "--socket", sock, "place", pkgDir)
-	if rc != 0 || !strings.Contains(out, "placed echo-llm-") || !strings.Contains(out, " on "+idB) {
-		t.Fatalf("place = %d\n%s\n%s", rc, out, errOut)
-	}
-	placedID := strings.TrimPrefix(lineWith(out, "decision_id: "), "decision_id: ")
+	out, placedID := placeSettled(t, sock, idB, pkgDir)
 	for _, want := range []string{idC + " rejected", "trust: tier discovered below required paired"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("explanation lacks %q:\n%s", want, out)
@@ -226,7 +221,7 @@ func TestControllerPlacesWhereTheEngineChooses(t *testing.T) {
 
 	// explain, by id, for the placement and for the dry run.
 	out, _, rc = runCtl(t, "--socket", sock, "explain", placedID)
-	if rc != 0 || !strings.Contains(out, "decision_id: "+placedID) || !strings.Contains(out, "1. "+idB+" via default: placed") {
+	if rc != 0 || !strings.Contains(out, "decision_id: "+placedID) || !strings.Contains(out, "1. "+idB+" via default: ") {
 		t.Fatalf("explain placed = %d\n%s", rc, out)
 	}
 	// A dry run, by the prefix ctl placements shows.
@@ -280,8 +275,9 @@ func TestControllerPlacesWhereTheEngineChooses(t *testing.T) {
 		t.Fatalf("/metrics = %d", code)
 	}
 	promtoolCheck(t, metrics)
-	for _, want := range []string{`nodeld_plane_placements_total{outcome="placed"} 1`, `nodeld_plane_placements_total{outcome="dry_run"} 1`,
-		`nodeld_plane_dispatch_attempts_total{outcome="placed"} 1`, `nodeld_plane_nodes{liveness="alive"}`, "nodeld_plane_unsettled_decisions 0",
+	// (placed, or unsettled then adopted on a starved link: see placeSettled)
+	for _, want := range []string{`nodeld_plane_placements_total{outcome="dry_run"} 1`, `nodeld_plane_placements_total{outcome=`,
+		`nodeld_plane_dispatch_attempts_total{outcome=`, `nodeld_plane_nodes{liveness="alive"}`, "nodeld_plane_unsettled_decisions 0",
 		"nodeld_plane_tick_duration_seconds_count"} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
@@ -301,9 +297,61 @@ func TestControllerPlacesWhereTheEngineChooses(t *testing.T) {
 	if hs := c.n.host.Status(); len(hs.Instances) != 0 {
 		t.Fatalf("C holds an instance: %+v", hs.Instances)
 	}
-	if kinds := kindCounts(t, a.chain.Path()); kinds["plane.decision"] != 3 || kinds["plane.placed"] != 1 {
+	// The dry run, the place (again if it went unsettled and was
+	// abandoned) and the pin, each chained; one placement made.
+	if kinds := kindCounts(t, a.chain.Path()); kinds["plane.decision"] < 3 || kinds["plane.placed"]+kinds["plane.adopted"] != 1 {
 		t.Errorf("A's chain: %v", kinds)
 	}
+}
+
+// placeSettled runs a ctl place through the controller and returns its
+// output and decision id once the decision placed on node. A place that
+// went without an answer exits 3 (unsettled; a machine loaded by other
+// work can starve a link mid-place): the controller settles it on a later
+// tick, as the operator is told to check before retrying. Settled on
+// node, it is the placement; abandoned (the node never held it), the
+// place is tried again; settled on the next candidate, that instance is
+// unloaded through the controller and the place tried again: at most
+// three places in all.
+func placeSettled(t *testing.T, sock, node string, args ...string) (string, string) {
+	t.Helper()
+	for range 3 {
+		out, errOut, rc := runCtl(t, append([]string{"--socket", sock, "place"}, args...)...)
+		id := strings.TrimPrefix(lineWith(out, "decision_id: "), "decision_id: ")
+		if rc == 0 && strings.Contains(out, " on "+node+": ") {
+			return out, id
+		}
+		if rc != 3 || !strings.Contains(out, "unsettled:") || id == "" {
+			t.Fatalf("place %v = %d, want placed on %s\n%s\n%s", args, rc, node, out, errOut)
+		}
+		t.Logf("place went unsettled; waiting for the controller to settle it:\n%s", out)
+		var settled *placementDoc
+		waitLong(t, "the unsettled decision to be settled", func() bool {
+			var ps []placementDoc
+			ctlJSON(t, sock, &ps, "placements")
+			for _, p := range ps {
+				if p.DecisionID == id {
+					if p.Life == "placed" {
+						settled = &p
+						return true
+					}
+					return false
+				}
+			}
+			return true // abandoned: nothing was placed
+		})
+		switch {
+		case settled == nil:
+		case settled.Node == node:
+			return out, id
+		default:
+			if o, e, rc := runCtl(t, "--socket", sock, "unload", settled.Node, settled.InstanceID); rc != 0 {
+				t.Fatalf("unload of the instance settled on %s = %d %q %q", settled.Node, rc, o, e)
+			}
+		}
+	}
+	t.Fatalf("place %v: three places went unsettled and did not land on %s", args, node)
+	return "", ""
 }
 
 // lineWith returns the first line of out that starts with prefix.
@@ -324,7 +372,6 @@ func lineWith(out, prefix string) string {
 // placement is lost and moves to A; turning the controller off is refused
 // (a restart), keeping everything as it was.
 func TestControllerReloadAppliesTargets(t *testing.T) {
-	t.Parallel()
 	pkgDir, anchor := signedEchoPackage(t)
 	cl := newCtlCluster(t, "a", "b")
 	b := startNodeAt(t, cl.dirs["b"], cl.config("b", map[string]string{"a": "paired"},
@@ -335,7 +382,9 @@ func TestControllerReloadAppliesTargets(t *testing.T) {
 		return cl.config("a", peers, "inference:\n  probe_interval: 300ms\n  roles:\n    - name: chat\n      listen: 127.0.0.1:0\n"+
 			"host:\n  enabled: true\n  trust_anchors: ["+anchor+"]\n"+controller, false)
 	}
-	ctrl := controllerSection(anchor, "200ms", "1500ms", "1s")
+	// dead_after well above a describe's timeout: a node starved by a
+	// loaded machine must not be taken for dead while it still answers.
+	ctrl := controllerSection(anchor, "200ms", "6s", "2s")
 	a := startNodeAt(t, cl.dirs["a"], cfgA(map[string]string{"b": "paired"}, ctrl), nil)
 	sock := a.n.config().SocketPath()
 	idA, idB := a.n.id.ID(), b.n.id.ID()
@@ -352,11 +401,7 @@ func TestControllerReloadAppliesTargets(t *testing.T) {
 		m := nodesByName()
 		return m["b"].Liveness == "alive" && m["self"].Liveness == "alive" && m["self"].Tier == "pinned"
 	})
-	out, errOut, rc := runCtl(t, "--socket", sock, "place", "--avoid", "self", pkgDir)
-	if rc != 0 || !strings.Contains(out, " on "+idB) {
-		t.Fatalf("place avoiding self = %d\n%s\n%s", rc, out, errOut)
-	}
-	onB := strings.TrimPrefix(lineWith(out, "decision_id: "), "decision_id: ")
+	_, onB := placeSettled(t, sock, idB, "--avoid", "self", pkgDir)
 
 	// B lowered to discovered: demoted, still known with its placement;
 	// a new place goes to A even when it prefers B.
@@ -366,7 +411,7 @@ func TestControllerReloadAppliesTargets(t *testing.T) {
 		t.Fatalf("reload refused: %s", a.n.status().(*statusDoc).Config.LastReloadError)
 	}
 	waitLong(t, "B to be demoted", func() bool { return nodesByName()["b"].Tier == "discovered" })
-	out, _, rc = runCtl(t, "--socket", sock, "place", "--dry-run", "--prefer", "b", pkgDir)
+	out, _, rc := runCtl(t, "--socket", sock, "place", "--dry-run", "--prefer", "b", pkgDir)
 	if rc != 0 || !strings.Contains(out, "would place on "+idA) || !strings.Contains(out, "trust: tier discovered below required paired") {
 		t.Fatalf("dry run after the demotion = %d\n%s", rc, out)
 	}
@@ -440,7 +485,7 @@ func planeEntries(t *testing.T, path string) string {
 //     forgotten.
 func TestControllerSurvivesKills(t *testing.T) {
 	const (
-		tick      = 500 * time.Millisecond
+		tick      = time.Second
 		deadAfter = 2 * time.Second
 		// describe bounds a tick's describes: below a tick, so that a
 		// dead node is found within dead_after + 2 ticks of its death.
@@ -650,7 +695,6 @@ func TestConfigCheckNotesAnIdleController(t *testing.T) {
 // workload is placed anew); a reload that drops the declaration takes it
 // down.
 func TestControllerDeclaredWorkload(t *testing.T) {
-	t.Parallel()
 	pkgDir, anchor := signedEchoPackage(t)
 	cl := newCtlCluster(t, "a", "b", "c")
 	b := startNodeAt(t, cl.dirs["b"], cl.config("b", map[string]string{"a": "paired", "c": "paired"},
@@ -718,16 +762,26 @@ func TestControllerDeclaredWorkload(t *testing.T) {
 		t.Fatalf("C's role port: %d %s %s", code, route, body)
 	}
 
-	// stop and unload of the controller's instance go through it.
-	if out, errOut, rc := runCtl(t, "--socket", sock, "stop", "b", first.InstanceID); rc != 0 || !strings.Contains(out, "stopped "+first.InstanceID) {
-		t.Fatalf("stop = %d %q %q", rc, out, errOut)
+	// stop and unload of the controller's instance go through it. A
+	// placement the controller is still placing (a tick that found it
+	// lost on a starved link, say) answers busy: the operator retries.
+	teardown := func(verb, want string) {
+		t.Helper()
+		var out, errOut string
+		var rc int
+		waitLong(t, verb+" of the controller's instance", func() bool {
+			out, errOut, rc = runCtl(t, "--socket", sock, verb, "b", first.InstanceID)
+			return !strings.Contains(errOut, "busy:")
+		})
+		if rc != 0 || !strings.Contains(out, want+first.InstanceID) {
+			t.Fatalf("%s = %d %q %q", verb, rc, out, errOut)
+		}
 	}
+	teardown("stop", "stopped ")
 	if ps := declared(); len(ps) != 1 || !ps[0].Stopped || ps[0].HostState != "stopped" {
 		t.Fatalf("after the stop: %+v", ps)
 	}
-	if out, errOut, rc := runCtl(t, "--socket", sock, "unload", "b", first.InstanceID); rc != 0 || !strings.Contains(out, "unloaded "+first.InstanceID) {
-		t.Fatalf("unload = %d %q %q", rc, out, errOut)
-	}
+	teardown("unload", "unloaded ")
 	if n := kindCounts(t, a.chain.Path())["plane.instance"]; n != 2 {
 		t.Fatalf("%d plane.instance entries, want the stop and the unload", n)
 	}
