@@ -82,10 +82,21 @@
 //     revocation teardowns reduce risk, so they proceed when their record
 //     cannot be written and count it in nodeld_host_audit_failures_total.
 //   - An inference instance holds its own registration of its role in the
-//     table (table.OriginPlaced) exactly while its supervisor reports it
-//     running, and releases only that one: with two instances of a role,
-//     stopping either leaves the other serving, and an adopted server of
-//     the role going down never withdraws a placed instance.
+//     table (table.OriginPlaced) while its supervisor reports it running,
+//     and releases only that one: with two instances of a role, stopping
+//     either leaves the other serving, and an adopted server of the role
+//     going down never withdraws a placed instance.
+//   - A stop or unload withdraws the registration before it touches the
+//     process: new requests for the role go to the registration standing
+//     by (another placed instance, an adopted server) or a peer at once;
+//     the requests resolved to the instance before (the forwarders' holds,
+//     table.ResolveHeld) get up to the stop's grace to finish
+//     (table.LocalSlot.Drained; the status detail says so meanwhile, and a
+//     grace that runs out is logged and counted in
+//     nodeld_host_stop_drain_timeouts_total); only then is the process
+//     stopped, with the same grace. No request meets a closed port. A
+//     revocation teardown withdraws first too but does not wait: the
+//     revocation is the authority.
 //   - Every admitted peer may call describe; status and logs (instance
 //     lists and their output) only this node, its controllers and its
 //     readers (Config.ReaderKeys, ReaderPeers); the mutating methods only

@@ -45,13 +45,18 @@ type instance struct {
 	sup      *runner.Supervisor
 	supDone  chan struct{}
 
-	// slotMu guards slot. It is held across the table's RegisterLocal,
-	// Update and Release, which never block or call back into the host,
-	// so a registration and a release of one instance never interleave.
+	// slotMu guards slot and withdrawn. It is held across the table's
+	// RegisterLocal, Update and Release, which never block or call back
+	// into the host, so a registration and a release of one instance never
+	// interleave.
 	slotMu sync.Mutex
 	// slot is this instance's registration of its role, held while its
 	// supervisor reports it running; nil otherwise.
 	slot *table.LocalSlot
+	// withdrawn is set when a stop withdrew the registration ahead of
+	// the process (withdrawRole): the supervisor's reports do not
+	// register it again until the next start (startRun).
+	withdrawn bool
 }
 
 type instanceSnapshot struct {
@@ -116,6 +121,9 @@ func (h *Host) startRun(ctx context.Context, in *instance) error {
 	in.mu.Lock()
 	in.started = true
 	in.mu.Unlock()
+	in.slotMu.Lock()
+	in.withdrawn = false
+	in.slotMu.Unlock()
 	if err := in.managed.Start(sctx); err != nil {
 		return err
 	}
@@ -248,6 +256,9 @@ func (h *Host) registerRole(in *instance) {
 	}
 	in.slotMu.Lock()
 	defer in.slotMu.Unlock()
+	if in.withdrawn {
+		return
+	}
 	var err error
 	if in.slot != nil {
 		if err = in.slot.Update(ep, in.model, runner.APIOpenAI, string(in.kind)); err != nil {
@@ -271,9 +282,62 @@ func (h *Host) deregisterRole(in *instance) {
 	in.slot = nil
 }
 
-// stopRun stops a running instance with grace: through its supervisor
-// when it has one, else directly. The caller holds in.opMu.
-func (h *Host) stopRun(ctx context.Context, in *instance, grace time.Duration) error {
+// withdrawRole releases in's registration ahead of a stop, so new requests
+// for its role go to another registration (an adopted server or another
+// placed instance standing by) or a peer from now on, and keeps the
+// supervisor from registering it again until the next start. It returns
+// the released registration (nil when there was none), whose Drained says
+// when the requests already resolved to the instance are answered.
+func (h *Host) withdrawRole(in *instance) *table.LocalSlot {
+	in.slotMu.Lock()
+	defer in.slotMu.Unlock()
+	in.withdrawn = true
+	s := in.slot
+	in.slot = nil
+	s.Release()
+	return s
+}
+
+// drainingDetail is an instance's status detail while a stop waits for
+// the requests in flight to it.
+const drainingDetail = "stopping: waiting for requests in flight"
+
+// drain waits until the requests resolved to s before its release are
+// answered (table.LocalSlot.Drained), at most grace or until ctx ends;
+// those still in flight then are cut by the stop that follows, which is
+// logged and counted. A nil s, or no grace, waits for nothing.
+func (h *Host) drain(ctx context.Context, in *instance, s *table.LocalSlot, grace time.Duration) {
+	if s == nil || grace <= 0 {
+		return
+	}
+	select {
+	case <-s.Drained():
+		return
+	default:
+	}
+	in.mu.Lock()
+	in.detail = drainingDetail
+	in.mu.Unlock()
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-s.Drained():
+		return
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	h.met.drainsCut.Inc()
+	h.log.Warn("stopping an instance with requests still in flight", zap.String("instance", in.id),
+		zap.String("role", in.role), zap.Int("in_flight", s.Holds()), zap.Duration("grace", grace))
+}
+
+// stopRun stops a running instance: its registration of its role is
+// withdrawn first (new requests go elsewhere at once), then, for up to
+// drainGrace, the requests already resolved to it are let finish, and only
+// then is the process stopped with grace: through its supervisor when it
+// has one, else directly. The caller holds in.opMu.
+func (h *Host) stopRun(ctx context.Context, in *instance, grace, drainGrace time.Duration) error {
+	h.drain(ctx, in, h.withdrawRole(in), drainGrace)
 	if !in.stopSupervisor(grace) {
 		sctx, cancel := context.WithTimeout(ctx, grace+5*time.Second)
 		defer cancel()
@@ -284,7 +348,6 @@ func (h *Host) stopRun(ctx context.Context, in *instance, grace time.Duration) e
 	if in.managed.Alive() {
 		return errors.New("process still alive after stop")
 	}
-	h.deregisterRole(in)
 	return nil
 }
 

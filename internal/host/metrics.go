@@ -15,6 +15,7 @@ type metrics struct {
 	restarts      prometheus.Counter
 	teardowns     prometheus.Counter
 	auditFailures prometheus.Counter
+	drainsCut     prometheus.Counter
 	notices       *prometheus.CounterVec
 }
 
@@ -52,6 +53,10 @@ func newMetrics(reg prometheus.Registerer, instances func() float64) (*metrics, 
 			Name: "nodeld_host_audit_failures_total",
 			Help: "Chain records that could not be written.",
 		}),
+		drainsCut: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nodeld_host_stop_drain_timeouts_total",
+			Help: "Stops and unloads whose instance still had requests in flight when its drain grace ran out (they were cut).",
+		}),
 		notices: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nodeld_host_notices_total",
 			Help: "Signed revocation notices received, by result (applied, stale, refused, error).",
@@ -63,7 +68,7 @@ func newMetrics(reg prometheus.Registerer, instances func() float64) (*metrics, 
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.calls, m.fetchBytes, m.fetchResumes, m.restarts, m.teardowns, m.auditFailures, m.notices,
+	for _, c := range []prometheus.Collector{m.calls, m.fetchBytes, m.fetchResumes, m.restarts, m.teardowns, m.auditFailures, m.drainsCut, m.notices,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "nodeld_host_instances",
 			Help: "Instances listed by the host (loaded, running, stopped or failed).",

@@ -11,8 +11,9 @@ import (
 )
 
 // sweepRevocations tears down every instance that carries a revoked
-// subject: its supervisor and process are stopped (2 s grace, no other
-// check: the revocation is the authority), its role deregistered, and it
+// subject: its role is withdrawn, then its supervisor and process are
+// stopped at once (2 s grace for the process, no wait for the requests in
+// flight to it and no other check: the revocation is the authority), and it
 // leaves the list as departed (revoked), chained host.revoked.teardown. A
 // teardown that fails keeps the instance listed and is retried by the
 // next sweep; it reports whether every teardown succeeded. Idempotent.
@@ -45,7 +46,7 @@ func (h *Host) teardown(ctx context.Context, in *instance, subject string) bool 
 	}
 	payload := map[string]any{"instance_id": in.id, "decision_id": in.decision, "package": in.pkgID,
 		"version": in.version, "subject": subject}
-	if err := h.stopRun(context.WithoutCancel(ctx), in, shutdownGrace); err != nil {
+	if err := h.stopRun(context.WithoutCancel(ctx), in, shutdownGrace, 0); err != nil {
 		payload["unloaded"] = false
 		payload["error"] = err.Error()
 		_ = h.record(KindRevokedTeardown, payload)

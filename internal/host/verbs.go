@@ -140,7 +140,9 @@ func (h *Host) start(ctx context.Context, req ctl.Request, p ctl.InstanceParams)
 	return ctl.StartResult{Started: in.id}, nil
 }
 
-// stop stops an instance with the request's grace.
+// stop stops an instance with the request's grace: its role is withdrawn
+// first, the requests in flight to it get up to that grace to finish, and
+// the process then gets the grace to exit.
 func (h *Host) stop(ctx context.Context, req ctl.Request, p ctl.InstanceParams) (any, *ctl.Refusal) {
 	in, r := h.lookup(p.InstanceID)
 	if r != nil {
@@ -151,7 +153,7 @@ func (h *Host) stop(ctx context.Context, req ctl.Request, p ctl.InstanceParams) 
 	if !h.listed(in) {
 		return nil, ctl.NewRefusal(ctl.CodeUnknownInstance, "instance "+in.id+" was unloaded")
 	}
-	if err := h.stopRun(ctx, in, p.Grace()); err != nil {
+	if err := h.stopRun(ctx, in, p.Grace(), p.Grace()); err != nil {
 		return nil, ctl.NewRefusal(ctl.CodeRuntime, "stop failed: "+err.Error())
 	}
 	in.setState(ctl.StateStopped, "stopped by "+req.Requester)
@@ -166,7 +168,8 @@ func (h *Host) stop(ctx context.Context, req ctl.Request, p ctl.InstanceParams) 
 	return res, nil
 }
 
-// unload stops an instance if it runs and removes it, remembering it as
+// unload stops an instance if it runs, as stop does with the default
+// grace, and removes it, remembering it as
 // departed, and removes its package directory unless another instance or
 // a place in flight uses it.
 func (h *Host) unload(ctx context.Context, req ctl.Request, p ctl.InstanceParams) (any, *ctl.Refusal) {
@@ -179,7 +182,7 @@ func (h *Host) unload(ctx context.Context, req ctl.Request, p ctl.InstanceParams
 	if !h.listed(in) {
 		return nil, ctl.NewRefusal(ctl.CodeUnknownInstance, "instance "+in.id+" was unloaded")
 	}
-	if err := h.stopRun(ctx, in, ctl.DefaultStopGrace); err != nil {
+	if err := h.stopRun(ctx, in, ctl.DefaultStopGrace, ctl.DefaultStopGrace); err != nil {
 		return nil, ctl.NewRefusal(ctl.CodeRuntime, "unload failed: "+err.Error())
 	}
 	h.remove(in, ctl.DepartedUnloaded)

@@ -57,6 +57,11 @@ func TestConcurrentUse(t *testing.T) {
 					tb.Resolve(role)
 					tb.BaseURLForRole(role)
 					tb.LocalForPeer(role, node)
+					_, h, _ := tb.ResolveHeld(role)
+					_, h2, _ := tb.LocalForPeerHeld(role, node)
+					slot.Drained()
+					h.Done()
+					h2.Done()
 				case 8:
 					tb.Advertisements(time.Now())
 					tb.Snapshot()

@@ -35,6 +35,19 @@
 // elected registration elects the next one in the same step, so a survivor
 // serves with no gap; releasing one never withdraws another's.
 //
+// # Draining a registration
+//
+// A forwarder that resolves with ResolveHeld (the proxy) or
+// LocalForPeerHeld (the serving side of the mesh) takes a Hold of the
+// elected registration in the same step, and gives it back (Hold.Done)
+// when its exchange with the instance has ended. A registration's holder
+// that stops its instance therefore releases the registration first (new
+// requests go to the next registration or a peer at once), waits for
+// LocalSlot.Drained (every hold of it done, bounded by its own grace), and
+// only then stops the process: no request already sent to the instance,
+// or resolved to it and not yet sent, meets a closed port. Resolve and
+// LocalForPeer take no hold, for callers that do not forward.
+//
 // # Invariants
 //
 //   - Only loopback endpoints are registered locally: a base URL is exactly

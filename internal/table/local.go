@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	"github.com/nodeld/nodeld/internal/grammar"
 )
@@ -71,7 +73,49 @@ type LocalSlot struct {
 	// entry and released are guarded by t.mu.
 	entry    localEntry
 	released bool
+
+	// holds counts the Holds of s not yet done. It grows only under t.mu
+	// while s is elected, so never after Release.
+	holds atomic.Int64
+	// withdrawn is set by Release, under t.mu, before it looks at holds.
+	withdrawn atomic.Bool
+	// drained is closed (once) when s is withdrawn with no hold left.
+	drained   chan struct{}
+	drainOnce sync.Once
 }
+
+// Hold is a forward's use of the local registration its role resolved to,
+// taken in the same step as the resolution (ResolveHeld, LocalForPeerHeld)
+// and given back with Done once the exchange with the instance has ended.
+// A registration released while holds of it are outstanding is drained
+// (LocalSlot.Drained) only when the last is done, so its holder stops the
+// instance once nothing new reaches it and what was sent to it is
+// answered. The zero Hold (a remote target, nothing resolved) holds
+// nothing.
+type Hold struct{ s *LocalSlot }
+
+// Done gives the hold back. Call it exactly once per hold taken; Done of
+// the zero Hold does nothing.
+func (h Hold) Done() {
+	s := h.s
+	if s == nil {
+		return
+	}
+	// Release stores withdrawn before it loads holds, and this adds before
+	// it loads withdrawn: one of the two sees the other and closes drained.
+	if s.holds.Add(-1) == 0 && s.withdrawn.Load() {
+		s.markDrained()
+	}
+}
+
+// holdLocked takes a hold of s. Call with t.mu held (for reading at
+// least) and s elected, so s is not released.
+func (s *LocalSlot) holdLocked() Hold {
+	s.holds.Add(1)
+	return Hold{s: s}
+}
+
+func (s *LocalSlot) markDrained() { s.drainOnce.Do(func() { close(s.drained) }) }
 
 // RegisterLocal adds a registration of role served by the loopback server
 // at base, made by origin, and returns it: the caller holds it, updates it
@@ -101,7 +145,7 @@ func (t *Table) RegisterLocal(origin Origin, role, base, model, api, runtime str
 		return nil, fmt.Errorf("register %q: %w", role, err)
 	}
 	s := &LocalSlot{t: t, role: role, origin: origin,
-		entry: localEntry{base: canon, model: model, api: api, runtime: runtime}}
+		entry: localEntry{base: canon, model: model, api: api, runtime: runtime}, drained: make(chan struct{})}
 	var e effects
 	t.mu.Lock()
 	before := t.electedBaseLocked(role)
@@ -143,8 +187,10 @@ func (s *LocalSlot) Update(base, model, api, runtime string) error {
 }
 
 // Release withdraws s and only s: the role stays served while another
-// registration of it remains, re-elected at once. Releasing a released
-// slot, or a nil one, does nothing.
+// registration of it remains, re-elected at once, so no resolution returns
+// s from here on. Requests resolved to it before may still be on their
+// way to its instance: Drained says when the last is answered. Releasing
+// a released slot, or a nil one, does nothing.
 func (s *LocalSlot) Release() {
 	if s == nil {
 		return
@@ -154,6 +200,7 @@ func (s *LocalSlot) Release() {
 	t.mu.Lock()
 	if !s.released {
 		s.released = true
+		s.withdrawn.Store(true)
 		before := t.electedBaseLocked(s.role)
 		slots := t.local[s.role]
 		for i, o := range slots {
@@ -170,7 +217,36 @@ func (s *LocalSlot) Release() {
 		t.localChangedLocked(&e, s.role, before)
 	}
 	t.mu.Unlock()
+	if s.holds.Load() == 0 {
+		s.markDrained()
+	}
 	t.finish(e)
+}
+
+// Drained returns a channel closed once s is released and every Hold of
+// it is done: from then on no forward resolved to s is using its instance,
+// which its holder may stop without cutting one. It is never closed while
+// s is registered; a nil slot's is closed.
+func (s *LocalSlot) Drained() <-chan struct{} {
+	if s == nil {
+		return closedChan
+	}
+	return s.drained
+}
+
+// closedChan is the Drained of a nil slot.
+var closedChan = func() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()
+
+// Holds returns how many holds of s are outstanding (0 for a nil slot).
+func (s *LocalSlot) Holds() int {
+	if s == nil {
+		return 0
+	}
+	return int(s.holds.Load())
 }
 
 // Serving reports whether s is the registration elected to serve its role

@@ -88,20 +88,42 @@ func (t *Table) Resolve(role string) (Target, bool) { return t.ResolveExcept(rol
 // none left out): the next choice after a forward to node failed before any
 // answer came back. A local instance still wins.
 func (t *Table) ResolveExcept(role, node string) (Target, bool) {
+	tg, _, ok := t.resolve(role, node, false)
+	return tg, ok
+}
+
+// ResolveHeld is Resolve that, when role resolves to a local instance,
+// also takes a Hold of the elected registration in the same step: the
+// forwarder gives it back (Hold.Done) once its exchange with the instance
+// has ended, so the registration's holder stops the instance only after
+// the requests sent to it are answered (LocalSlot.Drained). A remote
+// target comes with the zero Hold.
+func (t *Table) ResolveHeld(role string) (Target, Hold, bool) { return t.resolve(role, "", true) }
+
+func (t *Table) resolve(role, node string, hold bool) (Target, Hold, bool) {
 	t.mu.RLock()
-	l, ok := t.localLocked(role)
+	s := t.electedLocked(role)
+	var h Hold
 	var cs []candidate
-	if !ok && t.admit != nil {
+	if s != nil && hold {
+		h = s.holdLocked()
+	}
+	if s == nil && t.admit != nil {
 		cs = t.candidatesLocked(role, t.now())
 		if node != "" {
 			cs = slices.DeleteFunc(cs, func(c candidate) bool { return c.node == node })
 		}
 	}
-	t.mu.RUnlock()
-	if ok {
-		return Target{Kind: TargetLocal, Base: l.base, Model: l.model, Runtime: l.runtime}, true
+	var l localEntry
+	if s != nil {
+		l = s.entry
 	}
-	return t.pickAdmitted(cs)
+	t.mu.RUnlock()
+	if s != nil {
+		return Target{Kind: TargetLocal, Base: l.base, Model: l.model, Runtime: l.runtime}, h, true
+	}
+	tg, ok := t.pickAdmitted(cs)
+	return tg, Hold{}, ok
 }
 
 // pickAdmitted returns the first admitted candidate. Call without mu: the

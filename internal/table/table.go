@@ -368,16 +368,31 @@ func (t *Table) ProxyPort(role string) (uint16, bool) {
 // registration). It never returns a remote target, so a request cannot be
 // bounced from node to node.
 func (t *Table) LocalForPeer(role, peer string) (MeshLocal, bool) {
+	l, _, ok := t.localForPeer(role, peer, false)
+	return l, ok
+}
+
+// LocalForPeerHeld is LocalForPeer that also takes a Hold of the elected
+// registration, as ResolveHeld does, for the serving side of the mesh.
+func (t *Table) LocalForPeerHeld(role, peer string) (MeshLocal, Hold, bool) {
+	return t.localForPeer(role, peer, true)
+}
+
+func (t *Table) localForPeer(role, peer string, hold bool) (MeshLocal, Hold, bool) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	if _, ok := t.exposed[role]; !ok || !hasMember(t.serveAllow, role, peer) {
-		return MeshLocal{}, false
+		return MeshLocal{}, Hold{}, false
 	}
-	l, ok := t.localLocked(role)
-	if !ok {
-		return MeshLocal{}, false
+	s := t.electedLocked(role)
+	if s == nil {
+		return MeshLocal{}, Hold{}, false
 	}
-	return MeshLocal{Base: l.base, Model: l.model, Runtime: l.runtime}, true
+	var h Hold
+	if hold {
+		h = s.holdLocked()
+	}
+	return MeshLocal{Base: s.entry.base, Model: s.entry.model, Runtime: s.entry.runtime}, h, true
 }
 
 // MeshPeerAllowed reports whether peer is on role's serve allowlist.
