@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# `make bench-compare`: the loopback proxy against nginx and against no proxy
+# at all, in one run. A fast Go upstream (test/benchtool) answers a small
+# chat completion; wrk (1 thread, keep-alive, scripts/bench-chat.lua) sends
+# it directly, through a nodeld role port and through nginx (one worker,
+# upstream keep-alive, proxy_buffering off as SSE needs), in interleaved
+# rounds whose order rotates. Printed: added p50/p99 at concurrency 1 and
+# the throughput share of direct at concurrency 64 (medians over rounds of
+# per-round differences), then the SSE relay: the largest added gap between
+# chunks of 200-chunk streams, 1 ms apart.
+#
+# Environment: ROUNDS (3), SECS (5, per wrk run), CONC (64), SSE_ROUNDS (3),
+# BASELINE=FILE adds a second nodeld binary (path "baseline", e.g. one built
+# from an earlier commit) to the same run; PROFILE=DIR saves a 10 s CPU
+# profile of nodeld under wrk at CONC into DIR (admin.pprof is enabled for
+# the run); BENCH_KEEP=1 keeps the work dir. Installs wrk, nginx and curl
+# from Debian when missing (apt-get; needs root or sudo).
+set -euo pipefail
+source "$(dirname "$0")/bench-lib.sh"
+
+ROUNDS="${ROUNDS:-3}"
+SECS="${SECS:-5}"
+CONC="${CONC:-64}"
+SSE_ROUNDS="${SSE_ROUNDS:-3}"
+
+bench_init
+bench_install_tools
+bench_build
+[ -n "${PROFILE:-}" ] && export BENCH_PPROF=1
+
+mapfile -t ports < <(bench_ports 6)
+up="${ports[0]}" role="${ports[1]}" admin="${ports[2]}" ngx="${ports[3]}"
+bench_start_upstream upstream "$up" -chunks 200 -pace 1ms
+bench_nodeld_config "$BENCH_DIR/nodeld.yaml" "$role" "$admin" "$up" 256
+bench_start_nodeld nodeld "$BENCH_DIR/nodeld.yaml" "$admin"
+bench_wait_http "http://127.0.0.1:$role/v1/models"
+bench_start_nginx nginx "$ngx" "$up"
+
+names=(direct nodeld nginx)
+declare -A urls=([direct]="http://127.0.0.1:$up" [nodeld]="http://127.0.0.1:$role" [nginx]="http://127.0.0.1:$ngx")
+if [ -n "${BASELINE:-}" ]; then
+	brole="${ports[4]}" badmin="${ports[5]}"
+	bench_nodeld_config "$BENCH_DIR/baseline.yaml" "$brole" "$badmin" "$up" 256
+	BENCH_NODELD="$BASELINE" bench_start_nodeld baseline "$BENCH_DIR/baseline.yaml" "$badmin"
+	bench_wait_http "http://127.0.0.1:$brole/v1/models"
+	names+=(baseline)
+	urls[baseline]="http://127.0.0.1:$brole"
+fi
+
+echo "## bench-compare $(date -u +%Y-%m-%dT%H:%MZ), $(git -C "$BENCH_ROOT" describe --always --dirty 2>/dev/null || echo unknown)"
+echo
+bench_machine
+echo "- ROUNDS=$ROUNDS SECS=$SECS CONC=$CONC; paths: ${names[*]}"
+echo
+
+results="$BENCH_DIR/results.txt"
+: >"$results"
+for name in "${names[@]}"; do # warm-up, not recorded
+	wrk -t1 -c"$CONC" -d1s -s "$BENCH_ROOT/scripts/bench-chat.lua" "${urls[$name]}/v1/chat/completions" >/dev/null
+done
+n=${#names[@]}
+for round in $(seq "$ROUNDS"); do
+	for i in $(seq 0 $((n - 1))); do
+		name="${names[$(((i + round) % n))]}"
+		bench_wrk "$round" "$name" "${urls[$name]}" 1 "$SECS" "$results"
+		bench_wrk "$round" "$name" "${urls[$name]}" "$CONC" "$SECS" "$results"
+	done
+done
+"$BENCH_BIN/benchtool" report "$results"
+echo
+
+if [ -n "${PROFILE:-}" ]; then
+	mkdir -p "$PROFILE"
+	wrk -t1 -c"$CONC" -d12s -s "$BENCH_ROOT/scripts/bench-chat.lua" "${urls[nodeld]}/v1/chat/completions" >/dev/null &
+	wrk_pid=$!
+	sleep 1
+	curl -sf -o "$PROFILE/nodeld-c$CONC.pprof" "http://127.0.0.1:$admin/debug/pprof/profile?seconds=10"
+	wait "$wrk_pid"
+	cp "$BENCH_BIN/nodeld" "$PROFILE/nodeld.bin"
+	echo "CPU profile: $PROFILE/nodeld-c$CONC.pprof (go tool pprof $PROFILE/nodeld.bin $PROFILE/nodeld-c$CONC.pprof)"
+	echo
+fi
+
+sse_args=()
+for name in "${names[@]}"; do sse_args+=("$name=${urls[$name]}"); done
+"$BENCH_BIN/benchtool" sse -rounds "$SSE_ROUNDS" -streams 5 -chunks 200 "${sse_args[@]}"
