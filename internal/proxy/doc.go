@@ -1,7 +1,7 @@
 // Package proxy is nodeld's per-role loopback OpenAI proxy: one net/http
 // server per role, on a fixed loopback address, that forwards each request
 // to wherever the placement table says the role is served right now: a
-// local instance (through httputil.ReverseProxy) or a peer (through the
+// local instance (through its own HTTP/1.1 client) or a peer (through the
 // mesh, via RemoteForwarder). Clients keep one URL while instances move.
 //
 // # What is served
@@ -46,10 +46,15 @@
 //
 // # Forwarding
 //
-// Local: Rewrite (never Director) sets only the destination; request
-// headers go unchanged (Authorization included) except hop-by-hop ones and
-// Upgrade; Host becomes the instance's address; X-Forwarded-* are not
-// added. The body streams to the instance, except on the inference POST
+// Local: the proxy's own HTTP/1.1 client (upstream.go: upstreamPool,
+// relayLocal) does what httputil.ReverseProxy with Rewrite did, in the
+// handler's goroutine: only the destination changes; request headers go
+// unchanged (Authorization included) except hop-by-hop ones, the ones a
+// Connection header names, and Upgrade; Host becomes the instance's
+// address; the client's Forwarded and X-Forwarded-* are dropped and none
+// are added. When Deps.Transport is given (tests that fake the instance),
+// httputil.ReverseProxy over it does the same exchange. The body streams
+// to the instance, except on the inference POST
 // paths (OpenAI's and Ollama's, pinnedPaths) when the instance's model is
 // known and the role has no ModelPassthrough: the body is then read into
 // memory (MaxBodyBytes, BodyTimeout) and its "model" pinned to the
@@ -60,10 +65,17 @@
 // sent. The response head is relayed as is (minus hop-by-hop headers)
 // plus X-Nodeld-Route: local (or the peer's node id for remote). Bodies
 // are flushed on every write (FlushInterval -1), so SSE and chunked
-// responses are never buffered. One shared http.Transport keeps
-// connections alive to upstreams; the servers keep them alive to clients.
-// An upstream response head over MaxUpstreamHeaderBytes (64 KiB) is 502,
-// on this transport and on the one serving peers' requests.
+// responses are never buffered (a stream's head is sent at once).
+// Connections to instances are kept alive: an exchange writes the request
+// head and an in-memory body in one syscall and reads the response on the
+// handler's goroutine; an idle connection holds no goroutine and is
+// checked with a non-blocking peek before reuse (an exchange that fails
+// on a reused connection before any response byte is retried once on a
+// new one when its body is in memory); at most the role's concurrency
+// stay idle per role and instance (a reload lowering it closes the
+// surplus), none longer than 90 s. The servers keep connections alive to
+// clients. An upstream response head over MaxUpstreamHeaderBytes (64 KiB)
+// is 502, on this client and on the transport serving peers' requests.
 // A client that goes away cancels the upstream request. A watchdog cancels
 // a request after StallTimeout without upstream bytes (head or body) or
 // after RequestTimeout: 504 before the response head, a cut stream after

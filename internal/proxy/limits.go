@@ -57,7 +57,11 @@ const (
 	// copyBufferBytes is the size of the pooled buffers used to relay
 	// response bodies.
 	copyBufferBytes = 32 << 10
-	// transportBufferBytes is the read and write buffer size of upstream
-	// connections.
+	// transportBufferBytes is the read and write buffer size of the
+	// connections of the mesh's serving transport.
 	transportBufferBytes = 32 << 10
+	// upstreamReadBufferBytes is the read buffer of a connection to a
+	// local instance on the role ports' path: response heads and small
+	// stream events; larger reads go straight to the relay's buffer.
+	upstreamReadBufferBytes = 4 << 10
 )

@@ -76,8 +76,8 @@ type Proxy struct {
 	ports     PortRecorder
 	remote    RemoteForwarder
 	metrics   *metrics
-	rp        *httputil.ReverseProxy
-	ownTrans  *http.Transport // the shared transport when the package built it
+	rp        *httputil.ReverseProxy // the local path over Deps.Transport, when one is given
+	pool      *upstreamPool          // the local path otherwise (upstream.go)
 	errorLog  *log.Logger
 	settings  atomic.Pointer[Config] // defaults applied; read per request
 	ready     chan struct{}
@@ -175,23 +175,18 @@ func New(cfg Config, deps Deps) (*Proxy, error) {
 		roles:    make(map[string]*roleServer, len(full.Roles)),
 	}
 	p.settings.Store(&full)
-	transport := deps.Transport
-	if transport == nil {
-		idle := DefaultConcurrency
-		for _, rc := range full.Roles {
-			idle = max(idle, rc.Concurrency)
+	if deps.Transport == nil {
+		p.pool = newUpstreamPool()
+	} else {
+		p.rp = &httputil.ReverseProxy{
+			Rewrite:        p.rewrite,
+			Transport:      deps.Transport,
+			FlushInterval:  0, // see doc.go: streaming responses are flushed on every write
+			BufferPool:     newBufferPool(),
+			ErrorLog:       errorLog,
+			ModifyResponse: p.modifyResponse,
+			ErrorHandler:   p.upstreamError,
 		}
-		p.ownTrans = newTransport(idle)
-		transport = p.ownTrans
-	}
-	p.rp = &httputil.ReverseProxy{
-		Rewrite:        p.rewrite,
-		Transport:      transport,
-		FlushInterval:  0, // see doc.go: streaming responses are flushed on every write
-		BufferPool:     newBufferPool(),
-		ErrorLog:       errorLog,
-		ModifyResponse: p.modifyResponse,
-		ErrorHandler:   p.upstreamError,
 	}
 	for _, rc := range full.Roles {
 		rs := newRoleServer(rc)
@@ -267,8 +262,8 @@ func (p *Proxy) Run(ctx context.Context) error {
 	p.applyMu.Unlock()
 	p.wg.Wait()
 	p.reportPorts(roles, true)
-	if p.ownTrans != nil {
-		p.ownTrans.CloseIdleConnections()
+	if p.pool != nil {
+		p.pool.close()
 	}
 	if err := context.Cause(runCtx); ctx.Err() == nil && err != nil {
 		return err
