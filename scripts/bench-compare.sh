@@ -10,8 +10,8 @@
 # chunks of 200-chunk streams, 1 ms apart.
 #
 # Environment: ROUNDS (3), SECS (5, per wrk run), CONC (64), SSE_ROUNDS (3),
-# BASELINE=FILE adds a second nodeld binary (path "baseline", e.g. one built
-# from an earlier commit) to the same run; PROFILE=DIR saves a 10 s CPU
+# BASELINE="[LABEL=]FILE ..." adds other nodeld binaries (e.g. built from
+# earlier commits; label "baseline" by default) to the same run; PROFILE=DIR saves a 10 s CPU
 # profile of nodeld under wrk at CONC into DIR (admin.pprof is enabled for
 # the run); BENCH_KEEP=1 keeps the work dir. Installs wrk, nginx and curl
 # from Debian when missing (apt-get; needs root or sudo).
@@ -28,7 +28,7 @@ bench_install_tools
 bench_build
 [ -n "${PROFILE:-}" ] && export BENCH_PPROF=1
 
-mapfile -t ports < <(bench_ports 6)
+mapfile -t ports < <(bench_ports 4)
 up="${ports[0]}" role="${ports[1]}" admin="${ports[2]}" ngx="${ports[3]}"
 bench_start_upstream upstream "$up" -chunks 200 -pace 1ms
 bench_nodeld_config "$BENCH_DIR/nodeld.yaml" "$role" "$admin" "$up" 256
@@ -38,14 +38,16 @@ bench_start_nginx nginx "$ngx" "$up"
 
 names=(direct nodeld nginx)
 declare -A urls=([direct]="http://127.0.0.1:$up" [nodeld]="http://127.0.0.1:$role" [nginx]="http://127.0.0.1:$ngx")
-if [ -n "${BASELINE:-}" ]; then
-	brole="${ports[4]}" badmin="${ports[5]}"
-	bench_nodeld_config "$BENCH_DIR/baseline.yaml" "$brole" "$badmin" "$up" 256
-	BENCH_NODELD="$BASELINE" bench_start_nodeld baseline "$BENCH_DIR/baseline.yaml" "$badmin"
-	bench_wait_http "http://127.0.0.1:$brole/v1/models"
-	names+=(baseline)
-	urls[baseline]="http://127.0.0.1:$brole"
-fi
+for entry in ${BASELINE:-}; do
+	label=baseline bin="$entry"
+	case "$entry" in *=*) label="${entry%%=*}" bin="${entry#*=}" ;; esac
+	mapfile -t bports < <(bench_ports 2)
+	bench_nodeld_config "$BENCH_DIR/$label.yaml" "${bports[0]}" "${bports[1]}" "$up" 256
+	BENCH_NODELD="$bin" bench_start_nodeld "$label" "$BENCH_DIR/$label.yaml" "${bports[1]}"
+	bench_wait_http "http://127.0.0.1:${bports[0]}/v1/models"
+	names+=("$label")
+	urls[$label]="http://127.0.0.1:${bports[0]}"
+done
 
 echo "## bench-compare $(date -u +%Y-%m-%dT%H:%MZ), $(git -C "$BENCH_ROOT" describe --always --dirty 2>/dev/null || echo unknown)"
 echo

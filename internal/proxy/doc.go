@@ -1,5 +1,5 @@
-// Package proxy is nodeld's per-role loopback OpenAI proxy: one net/http
-// server per role, on a fixed loopback address, that forwards each request
+// Package proxy is nodeld's per-role loopback OpenAI proxy: one server per
+// role, on a fixed loopback address, that forwards each request
 // to wherever the placement table says the role is served right now: a
 // local instance (through its own HTTP/1.1 client) or a peer (through the
 // mesh, via RemoteForwarder). Clients keep one URL while instances move.
@@ -21,6 +21,27 @@
 // starting with one '/', "//", "." or ".." segments, %2e/%2f/%5c/%00 in any
 // case, backslash, controls, or a percent-encoding other than the one Go
 // produces) is 400, so what is checked is exactly what is forwarded.
+//
+// # Serving a role port
+//
+// When the proxy owns its upstream client (Deps.Transport nil), a role's
+// connections are read by a small HTTP/1.1 reader of the common case
+// (fastserve.go): GET or POST, HTTP/1.1, a head within 4 KiB with one
+// Host, at most one Content-Length and no Transfer-Encoding, Expect or
+// Upgrade, every line a valid name and value. Its requests reach the same
+// handler as net/http's would, as *http.Request with a ResponseWriter that
+// writes HTTP/1.1 itself (Date, Content-Length or chunked framing, the
+// read deadline of http.ResponseController). The first request outside
+// that case hands the connection, with the bytes read so far, to the
+// role's net/http server for the rest of its life, so anything unusual is
+// parsed, refused or served exactly as net/http does (FuzzReadHead checks
+// that every head the reader serves parses the same in net/http). A body
+// the handler left unread is read and dropped before the response when
+// it is at most 256 KiB, else the connection closes after the response,
+// lingering up to 500 ms so the client reads it. A client that goes away
+// is noticed by a read of its connection that starts only for an
+// exchange still running 20 ms after its body was read (net/http starts
+// one per request), and cancels the exchange.
 //
 // # Guards, in order
 //
