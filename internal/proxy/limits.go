@@ -51,6 +51,10 @@ const (
 	upstreamDialTimeout = 5 * time.Second
 	// upstreamIdleTimeout closes an idle upstream keep-alive connection.
 	upstreamIdleTimeout = 90 * time.Second
+	// freshIdle is how long a connection to a local instance may have
+	// been idle and still be reused without first checking that the
+	// instance has not closed it, for a request that can be sent again.
+	freshIdle = time.Second
 	// upstreamMaxIdleConns bounds the idle upstream connections kept in
 	// total across all local instances.
 	upstreamMaxIdleConns = 4 * MaxConcurrency

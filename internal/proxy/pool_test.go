@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/nodeld/nodeld/internal/table"
 )
 
 // TestIdleUpstreamPoolBounded checks that the idle connections kept to a
@@ -102,9 +104,19 @@ func TestIdleUpstreamPoolBounded(t *testing.T) {
 }
 
 // TestReusedConnClosedByUpstream checks that a pooled connection the
-// instance closed while it was idle is not used: the next request goes
-// out on a new connection and succeeds.
+// instance closed while it was idle does not fail the next request: with
+// a streamed body the peek finds it closed, with a pinned (in-memory)
+// body the exchange on it fails before any response byte and is sent
+// again; either way on a new connection.
 func TestReusedConnClosedByUpstream(t *testing.T) {
+	for _, pinned := range []bool{false, true} {
+		t.Run(map[bool]string{false: "streamed body", true: "pinned body"}[pinned], func(t *testing.T) {
+			testReusedConnClosed(t, pinned)
+		})
+	}
+}
+
+func testReusedConnClosed(t *testing.T, pinned bool) {
 	var opened atomic.Int64
 	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
@@ -119,7 +131,11 @@ func TestReusedConnClosedByUpstream(t *testing.T) {
 	up.Start()
 	t.Cleanup(up.Close)
 	h := startProxy(t, Config{}, Deps{})
-	h.resolver.local("chat", up.URL)
+	target := table.Target{Kind: table.TargetLocal, Base: up.URL}
+	if pinned {
+		target.Model = "served"
+	}
+	h.resolver.set("chat", target)
 	if res, body := h.post("chat", "/v1/chat/completions", chatBody(false)); res.StatusCode != http.StatusOK {
 		t.Fatalf("status %d %s", res.StatusCode, body)
 	}

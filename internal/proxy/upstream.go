@@ -77,7 +77,10 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 }
 
 // get returns an idle connection of key that is still open, or dials one.
-func (up *upstreamPool) get(ctx context.Context, key poolKey) (*upConn, error) {
+// A connection idle for less than freshIdle is taken without the peek when
+// the request can be sent again (replay): an instance closing it in that
+// window fails the exchange before any response byte, which is retried.
+func (up *upstreamPool) get(ctx context.Context, key poolKey, replay bool) (*upConn, error) {
 	now := time.Now()
 	for {
 		up.mu.Lock()
@@ -90,7 +93,8 @@ func (up *upstreamPool) get(ctx context.Context, key poolKey) (*upConn, error) {
 		stack[len(stack)-1] = nil
 		up.idle[key] = stack[:len(stack)-1]
 		up.mu.Unlock()
-		if now.Sub(uc.idleFrom) < upstreamIdleTimeout && connAlive(uc.conn) {
+		idle := now.Sub(uc.idleFrom)
+		if idle < upstreamIdleTimeout && ((replay && idle < freshIdle) || connAlive(uc.conn)) {
 			uc.reused = true
 			return uc, nil
 		}
@@ -176,8 +180,9 @@ type upstreamRequest struct {
 // interrupts the connection's reads and writes; stop must be called once
 // the exchange is over and reports whether ctx ended before.
 func (up *upstreamPool) roundTrip(ctx context.Context, key poolKey, req *upstreamRequest) (*upConn, *http.Response, func() bool, error) {
+	replayable := req.inMem || req.stream == nil
 	for attempt := 0; ; attempt++ {
-		uc, err := up.get(ctx, key)
+		uc, err := up.get(ctx, key, replayable && attempt == 0)
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -188,7 +193,6 @@ func (up *upstreamPool) roundTrip(ctx context.Context, key poolKey, req *upstrea
 		}
 		stop()
 		_ = uc.conn.Close()
-		replayable := req.inMem || req.stream == nil
 		if !uc.reused || attempt > 0 || !replayable || ctx.Err() != nil || !errors.Is(err, errNoResponse) {
 			return nil, nil, nil, err
 		}
@@ -222,7 +226,7 @@ func (uc *upConn) exchange(req *upstreamRequest) (*http.Response, error) {
 	*hb = head
 	putHeadBuf(hb)
 	if err != nil {
-		return nil, err
+		return nil, errors.Join(errNoResponse, err)
 	}
 	uc.lim.left = MaxUpstreamHeaderBytes
 	for {
