@@ -21,6 +21,7 @@ const maxStreams = 5000
 // sample is what the measured process reports on its /metrics.
 type sample struct {
 	rss        float64 // bytes
+	heap       float64 // bytes of Go heap in use
 	goroutines float64
 }
 
@@ -49,8 +50,8 @@ func runStreams(ctx context.Context, args []string, out io.Writer) error {
 	mclient := &http.Client{Timeout: 5 * time.Second}
 	body := fmt.Sprintf(`{"model":"bench","stream":true,"max_tokens":%d,"messages":[{"role":"user","content":"Count slowly."}]}`, *chunks)
 
-	fmt.Fprintf(out, "| round | streams ok / failed | most open at once | RSS idle | RSS peak | RSS after | goroutines idle | peak | after |\n")
-	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintf(out, "| round | streams ok / failed | most open at once | RSS idle / peak / after | Go heap in use idle / peak / after | goroutines idle / peak / after |\n")
+	fmt.Fprintln(out, "|---|---|---|---|---|---|")
 	for round := 1; round <= *rounds; round++ {
 		idle, err := scrape(ctx, mclient, *metrics)
 		if err != nil {
@@ -77,6 +78,7 @@ func runStreams(ctx context.Context, args []string, out io.Writer) error {
 			case <-tick.C:
 				if s, err := scrape(ctx, mclient, *metrics); err == nil {
 					peak.rss, peak.goroutines = max(peak.rss, s.rss), max(peak.goroutines, s.goroutines)
+					peak.heap = max(peak.heap, s.heap)
 				}
 			}
 		}
@@ -93,9 +95,9 @@ func runStreams(ctx context.Context, args []string, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "| %d | %d / %d | %d | %.0f MB | %.0f MB | %.0f MB | %.0f | %.0f | %.0f |\n", round,
+		fmt.Fprintf(out, "| %d | %d / %d | %d | %.0f / %.0f / %.0f MB | %.0f / %.0f / %.0f MB | %.0f / %.0f / %.0f |\n", round,
 			int64(*n)-failed.Load(), failed.Load(), most.Load(), idle.rss/1e6, peak.rss/1e6, after.rss/1e6,
-			idle.goroutines, peak.goroutines, after.goroutines)
+			idle.heap/1e6, peak.heap/1e6, after.heap/1e6, idle.goroutines, peak.goroutines, after.goroutines)
 	}
 	return nil
 }
@@ -176,6 +178,8 @@ func scrape(ctx context.Context, client *http.Client, url string) (sample, error
 			s.rss, err = strconv.ParseFloat(val, 64)
 		case "go_goroutines":
 			s.goroutines, err = strconv.ParseFloat(val, 64)
+		case "go_memstats_heap_inuse_bytes":
+			s.heap, err = strconv.ParseFloat(val, 64)
 		default:
 			continue
 		}
@@ -184,8 +188,8 @@ func scrape(ctx context.Context, client *http.Client, url string) (sample, error
 		}
 		found++
 	}
-	if found != 2 {
-		return sample{}, fmt.Errorf("metrics at %s lack process_resident_memory_bytes or go_goroutines", url)
+	if found != 3 {
+		return sample{}, fmt.Errorf("metrics at %s lack process_resident_memory_bytes, go_memstats_heap_inuse_bytes or go_goroutines", url)
 	}
 	return s, sc.Err()
 }
