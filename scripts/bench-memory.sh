@@ -5,7 +5,10 @@
 # rounds in a row, with inference.limits.concurrency raised to N+64, and
 # prints nodeld's resident memory and goroutines (from its /metrics) idle
 # before each round, at the round's peak and SETTLE (10s) after its streams
-# ended. Targets: at most 200 MB at N=1000, no growth across rounds.
+# ended. Targets: at most 200 MB at N=1000, no growth across rounds. The Go
+# heap figures idle and after are taken right after a collection (admin.pprof
+# is on for the run: GET /debug/pprof/heap?gc=1), so they hold live memory
+# only; a binary without admin.pprof (BASELINE from before it) runs without.
 # BASELINE=FILE runs the same afterwards against another nodeld binary.
 set -euo pipefail
 source "$(dirname "$0")/bench-lib.sh"
@@ -29,7 +32,13 @@ bench_machine
 echo "- N=$N streams of $CHUNKS chunks 1 s apart, ROUNDS=$ROUNDS, SETTLE=$SETTLE"
 
 run_one() {
-	local label="$1" bin="$2"
+	local label="$1" bin="$2" gc=()
+	if "$bin" config check /dev/stdin <<<"admin: {pprof: true}" >/dev/null 2>&1; then
+		export BENCH_PPROF=1
+		gc=(-gc "http://127.0.0.1:$admin/debug/pprof/heap?gc=1")
+	else
+		unset BENCH_PPROF
+	fi
 	bench_nodeld_config "$BENCH_DIR/$label.yaml" "$role" "$admin" "$up" $((N + 64))
 	BENCH_NODELD="$bin" bench_start_nodeld "$label" "$BENCH_DIR/$label.yaml" "$admin"
 	bench_wait_http "http://127.0.0.1:$role/v1/models"
@@ -37,7 +46,7 @@ run_one() {
 	echo "### $label"
 	echo
 	"$BENCH_BIN/benchtool" streams -url "http://127.0.0.1:$role" -metrics "http://127.0.0.1:$admin/metrics" \
-		-n "$N" -rounds "$ROUNDS" -chunks "$CHUNKS" -settle "$SETTLE"
+		-n "$N" -rounds "$ROUNDS" -chunks "$CHUNKS" -settle "$SETTLE" "${gc[@]}"
 	bench_stop "$label"
 }
 

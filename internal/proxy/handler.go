@@ -264,10 +264,16 @@ func (p *Proxy) relayLocal(rec *recorder, out *http.Request, ex *exchange, req *
 }
 
 // relayBody copies an upstream body to the client through a pooled
-// buffer, flushing every write when flush is set.
+// buffer, flushing every write when flush is set. A stream, held for as
+// long as it lasts and made of small events, gets a small buffer: a
+// thousand streams must not hold 32 KiB each.
 func relayBody(rec *recorder, body io.Reader, flush bool) error {
-	bp := copyBuffers.Get().(*[]byte)
-	defer copyBuffers.Put(bp)
+	pool := &copyBuffers
+	if flush {
+		pool = &streamBuffers
+	}
+	bp := pool.Get().(*[]byte)
+	defer pool.Put(bp)
 	buf := *bp
 	for {
 		n, rerr := body.Read(buf)

@@ -61,6 +61,10 @@ const (
 	// copyBufferBytes is the size of the pooled buffers used to relay
 	// response bodies.
 	copyBufferBytes = 32 << 10
+	// streamBufferBytes is the size of the pooled buffers used to relay
+	// streamed responses (SSE, chunked) on the local path: held for the
+	// whole stream, read a few events at a time.
+	streamBufferBytes = 4 << 10
 	// transportBufferBytes is the read and write buffer size of the
 	// connections of the mesh's serving transport.
 	transportBufferBytes = 32 << 10

@@ -424,8 +424,9 @@ func removeHop(h http.Header) {
 
 // Pools of the buffers an exchange uses.
 var (
-	headBufs    = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
-	copyBuffers = sync.Pool{New: func() any { b := make([]byte, copyBufferBytes); return &b }}
+	headBufs      = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
+	copyBuffers   = sync.Pool{New: func() any { b := make([]byte, copyBufferBytes); return &b }}
+	streamBuffers = sync.Pool{New: func() any { b := make([]byte, streamBufferBytes); return &b }}
 )
 
 func getHeadBuf() *[]byte { return headBufs.Get().(*[]byte) }

@@ -36,11 +36,13 @@ func runStreams(ctx context.Context, args []string, out io.Writer) error {
 	rounds := fs.Int("rounds", 5, "rounds in a row")
 	chunks := fs.Int("chunks", 60, "chunks per stream (max_tokens); the upstream's -pace sets their spacing")
 	settle := fs.Duration("settle", 10*time.Second, "wait after a round's streams ended before sampling")
+	gcURL := fs.String("gc", "", "optional URL to GET before the idle and after samples, e.g. /debug/pprof/heap?gc=1, so the heap figures hold live memory only")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if !strings.HasPrefix(*url, "http://127.0.0.1:") || !strings.HasPrefix(*metrics, "http://127.0.0.1:") {
-		return errors.New("streams: -url and -metrics must be http://127.0.0.1:PORT URLs")
+	if !strings.HasPrefix(*url, "http://127.0.0.1:") || !strings.HasPrefix(*metrics, "http://127.0.0.1:") ||
+		(*gcURL != "" && !strings.HasPrefix(*gcURL, "http://127.0.0.1:")) {
+		return errors.New("streams: -url, -metrics and -gc must be http://127.0.0.1:PORT URLs")
 	}
 	if *n < 1 || *n > maxStreams || *rounds < 1 || *chunks < 1 {
 		return fmt.Errorf("streams: -n must be in 1..%d, -rounds and -chunks positive", maxStreams)
@@ -52,7 +54,29 @@ func runStreams(ctx context.Context, args []string, out io.Writer) error {
 
 	fmt.Fprintf(out, "| round | streams ok / failed | most open at once | RSS idle / peak / after | Go heap in use idle / peak / after | goroutines idle / peak / after |\n")
 	fmt.Fprintln(out, "|---|---|---|---|---|---|")
+	collect := func() error {
+		if *gcURL == "" {
+			return nil
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, *gcURL, nil)
+		if err != nil {
+			return err
+		}
+		res, err := mclient.Do(req)
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET %s: %s", *gcURL, res.Status)
+		}
+		return nil
+	}
 	for round := 1; round <= *rounds; round++ {
+		if err := collect(); err != nil {
+			return err
+		}
 		idle, err := scrape(ctx, mclient, *metrics)
 		if err != nil {
 			return err
@@ -90,6 +114,9 @@ func runStreams(ctx context.Context, args []string, out io.Writer) error {
 		case <-time.After(*settle):
 		case <-ctx.Done():
 			return ctx.Err()
+		}
+		if err := collect(); err != nil {
+			return err
 		}
 		after, err := scrape(ctx, mclient, *metrics)
 		if err != nil {
