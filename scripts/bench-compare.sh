@@ -73,13 +73,18 @@ echo
 
 if [ -n "${PROFILE:-}" ]; then
 	mkdir -p "$PROFILE"
-	wrk -t1 -c"$CONC" -d12s -s "$BENCH_ROOT/scripts/bench-chat.lua" "${urls[nodeld]}/v1/chat/completions" >/dev/null &
+	wrk -t1 -c"$CONC" -d12s -s "$BENCH_ROOT/scripts/bench-chat.lua" "${urls[nodeld]}/v1/chat/completions" >"$BENCH_DIR/profile-wrk.txt" &
 	wrk_pid=$!
 	sleep 1
 	curl -sf -o "$PROFILE/nodeld-c$CONC.pprof" "http://127.0.0.1:$admin/debug/pprof/profile?seconds=10"
 	wait "$wrk_pid"
 	cp "$BENCH_BIN/nodeld" "$PROFILE/nodeld.bin"
+	rps="$(sed -n 's/^RESULT [0-9]* [0-9]* \([0-9.]*\) .*/\1/p' "$BENCH_DIR/profile-wrk.txt")"
+	cpu="$(go tool pprof -top "$PROFILE/nodeld.bin" "$PROFILE/nodeld-c$CONC.pprof" 2>/dev/null | sed -n 's/.*Total samples = \([0-9.]*\)s.*/\1/p')"
 	echo "CPU profile: $PROFILE/nodeld-c$CONC.pprof (go tool pprof $PROFILE/nodeld.bin $PROFILE/nodeld-c$CONC.pprof)"
+	if [ -n "$rps" ] && [ -n "$cpu" ]; then
+		awk -v r="$rps" -v c="$cpu" 'BEGIN { printf "nodeld CPU per request at c='"$CONC"': %.1f us (%.2f s of CPU in 10 s at %.0f req/s)\n", c * 1e6 / (r * 10), c, r }'
+	fi
 	echo
 fi
 
