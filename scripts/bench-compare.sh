@@ -13,7 +13,8 @@
 # BASELINE="[LABEL=]FILE ..." adds other nodeld binaries (e.g. built from
 # earlier commits; label "baseline" by default) to the same run; PROFILE=DIR saves a 10 s CPU
 # profile of nodeld under wrk at CONC into DIR (admin.pprof is enabled for
-# the run); BENCH_KEEP=1 keeps the work dir. Installs wrk, nginx and curl
+# the run); BENCH_NICE=N runs every process of the run at that nice level
+# (see bench-lib.sh); BENCH_KEEP=1 keeps the work dir. Installs wrk, nginx and curl
 # from Debian when missing (apt-get; needs root or sudo).
 set -euo pipefail
 source "$(dirname "$0")/bench-lib.sh"
@@ -52,13 +53,13 @@ done
 echo "## bench-compare $(date -u +%Y-%m-%dT%H:%MZ), $(git -C "$BENCH_ROOT" describe --always --dirty 2>/dev/null || echo unknown)"
 echo
 bench_machine
-echo "- ROUNDS=$ROUNDS SECS=$SECS CONC=$CONC; paths: ${names[*]}"
+echo "- ROUNDS=$ROUNDS SECS=$SECS CONC=$CONC${BENCH_NICE:+ BENCH_NICE=$BENCH_NICE}; paths: ${names[*]}"
 echo
 
 results="$BENCH_DIR/results.txt"
 : >"$results"
 for name in "${names[@]}"; do # warm-up, not recorded
-	wrk -t1 -c"$CONC" -d1s -s "$BENCH_ROOT/scripts/bench-chat.lua" "${urls[$name]}/v1/chat/completions" >/dev/null
+	bench_run wrk -t1 -c"$CONC" -d1s -s "$BENCH_ROOT/scripts/bench-chat.lua" "${urls[$name]}/v1/chat/completions" >/dev/null
 done
 n=${#names[@]}
 for round in $(seq "$ROUNDS"); do
@@ -73,7 +74,7 @@ echo
 
 if [ -n "${PROFILE:-}" ]; then
 	mkdir -p "$PROFILE"
-	wrk -t1 -c"$CONC" -d12s -s "$BENCH_ROOT/scripts/bench-chat.lua" "${urls[nodeld]}/v1/chat/completions" >"$BENCH_DIR/profile-wrk.txt" &
+	bench_run wrk -t1 -c"$CONC" -d12s -s "$BENCH_ROOT/scripts/bench-chat.lua" "${urls[nodeld]}/v1/chat/completions" >"$BENCH_DIR/profile-wrk.txt" &
 	wrk_pid=$!
 	sleep 1
 	curl -sf -o "$PROFILE/nodeld-c$CONC.pprof" "http://127.0.0.1:$admin/debug/pprof/profile?seconds=10"
@@ -90,4 +91,4 @@ fi
 
 sse_args=()
 for name in "${names[@]}"; do sse_args+=("$name=${urls[$name]}"); done
-"$BENCH_BIN/benchtool" sse -rounds "$SSE_ROUNDS" -streams 5 -chunks 200 "${sse_args[@]}"
+bench_run "$BENCH_BIN/benchtool" sse -rounds "$SSE_ROUNDS" -streams 5 -chunks 200 "${sse_args[@]}"

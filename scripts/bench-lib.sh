@@ -19,9 +19,17 @@
 #   bench_start_nodeld NAME CONFIG ADMIN_PORT   nodeld run, waits for /readyz
 #                                (BENCH_NODELD=FILE runs another nodeld binary)
 #   bench_wrk ROUND PATH URL CONC SECS RESULTS  one wrk run (1 thread, keep-alive,
-#                                the chat POST of bench-chat.lua) appended to RESULTS
+#                                the chat POST of bench-chat.lua) appended to RESULTS,
+#                                with the CPU per request of the process started as
+#                                PATH (bench_start), if any
 #   bench_machine                the machine and tool versions, as markdown lines
 #   bench_stop NAME              stop one started process
+#   bench_run CMD...             run CMD at the benchmark's priority
+#
+# BENCH_NICE=N (e.g. -5; negative needs root) runs every process of the
+# benchmark (upstream, proxies, wrk, benchtool) at that nice level, the
+# same for every path, so builds and tests of other work on a shared
+# machine disturb the comparison less.
 
 BENCH_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 declare -A BENCH_PIDS=()
@@ -82,10 +90,24 @@ bench_build() {
 
 bench_ports() { "$BENCH_BIN/benchtool" freeports "$1"; }
 
+bench_run() {
+	if [ -n "${BENCH_NICE:-}" ]; then
+		nice -n "$BENCH_NICE" "$@"
+	else
+		"$@"
+	fi
+}
+
+# bench_start records the process's own pid ($! of a simple command, or of
+# nice, which execs it), so bench_stop and bench_cpu reach the process itself.
 bench_start() {
 	local name="$1"
 	shift
-	"$@" >"$BENCH_DIR/$name.log" 2>&1 &
+	if [ -n "${BENCH_NICE:-}" ]; then
+		nice -n "$BENCH_NICE" "$@" >"$BENCH_DIR/$name.log" 2>&1 &
+	else
+		"$@" >"$BENCH_DIR/$name.log" 2>&1 &
+	fi
 	BENCH_PIDS[$name]=$!
 }
 
@@ -179,16 +201,43 @@ bench_start_nodeld() {
 	bench_wait_http "http://127.0.0.1:$admin/readyz"
 }
 
+# bench_cpu PID...: the CPU time (user + system) the processes used so far,
+# in clock ticks.
+bench_cpu() {
+	local pid total=0 f
+	for pid in "$@"; do
+		f="$(cut -d')' -f2 "/proc/$pid/stat" 2>/dev/null)" || continue
+		total=$((total + $(echo "$f" | awk '{print $12 + $13}')))
+	done
+	echo "$total"
+}
+
+# bench_pids NAME: the pids of a started process and its children (nginx's
+# worker), for bench_cpu.
+bench_pids() {
+	local pid="${BENCH_PIDS[$1]}"
+	echo "$pid" $(pgrep -P "$pid" 2>/dev/null || true)
+}
+
 bench_wrk() {
 	local round="$1" path="$2" url="$3" conc="$4" secs="$5" results="$6" out line
-	out="$(wrk -t1 -c"$conc" -d"${secs}s" -s "$BENCH_ROOT/scripts/bench-chat.lua" "$url/v1/chat/completions")"
+	local pids=() cpu0=0 cpu1 cpu_us=0
+	[ -n "${BENCH_PIDS[$path]:-}" ] && [ "$path" != upstream ] && read -ra pids <<<"$(bench_pids "$path")"
+	[ ${#pids[@]} -gt 0 ] && cpu0="$(bench_cpu "${pids[@]}")"
+	out="$(bench_run wrk -t1 -c"$conc" -d"${secs}s" --timeout 10s -s "$BENCH_ROOT/scripts/bench-chat.lua" "$url/v1/chat/completions")"
 	line="$(printf '%s\n' "$out" | sed -n 's/^RESULT //p')"
 	if [ -z "$line" ]; then
 		printf '%s\n' "$out" >&2
 		echo "bench: wrk printed no RESULT line for $path" >&2
 		return 1
 	fi
-	printf '%s %s %s %s\n' "$round" "$path" "$conc" "$line" >>"$results"
+	if [ ${#pids[@]} -gt 0 ]; then
+		cpu1="$(bench_cpu "${pids[@]}")"
+		# ticks (1/CLK_TCK s) over requests (rate x seconds), in microseconds
+		cpu_us="$(awk -v d=$((cpu1 - cpu0)) -v hz="$(getconf CLK_TCK)" -v l="$line" -v s="$secs" \
+			'BEGIN { split(l, f, " "); if (f[3] > 0) printf "%.1f", d / hz * 1e6 / (f[3] * s); else print 0 }')"
+	fi
+	printf '%s %s %s %s %s\n' "$round" "$path" "$conc" "$line" "$cpu_us" >>"$results"
 }
 
 bench_machine() {

@@ -12,7 +12,8 @@ import (
 )
 
 // result is one wrk run, as bench_wrk in scripts/bench-lib.sh appends it:
-// "round path concurrency p50_us p99_us requests_per_s errors non2xx".
+// "round path concurrency p50_us p99_us requests_per_s errors non2xx
+// [proxy_cpu_us_per_request]".
 type result struct {
 	round     int
 	path      string
@@ -20,6 +21,7 @@ type result struct {
 	p50, p99  float64
 	rps       float64
 	errs, bad int
+	cpu       float64 // the proxy's CPU per request, µs; 0: not measured
 }
 
 func parseResults(r io.Reader) ([]result, error) {
@@ -32,8 +34,8 @@ func parseResults(r io.Reader) ([]result, error) {
 		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
 			continue
 		}
-		if len(f) != 8 {
-			return nil, fmt.Errorf("line %d: %d fields, want 8", line, len(f))
+		if len(f) != 8 && len(f) != 9 {
+			return nil, fmt.Errorf("line %d: %d fields, want 8 or 9", line, len(f))
 		}
 		var res result
 		var err error
@@ -55,6 +57,9 @@ func parseResults(r io.Reader) ([]result, error) {
 		res.round, res.path, res.conc = int(nums[0]), f[1], int(nums[1])
 		res.p50, res.p99, res.rps = nums[2], nums[3], nums[4]
 		res.errs, res.bad = int(nums[5]), int(nums[6])
+		if len(nums) == 8 {
+			res.cpu = nums[7]
+		}
 		out = append(out, res)
 	}
 	return out, sc.Err()
@@ -114,10 +119,10 @@ func runReport(args []string, out io.Writer) error {
 	// direct first, the rest in the order they were first measured
 	paths = slices.DeleteFunc(paths, func(p string) bool { return p == "direct" })
 	paths = append([]string{"direct"}, paths...)
-	fmt.Fprintf(out, "| path | p50 at c=%d | added p50 | added p99 | req/s at c=%d | share of direct | errors |\n", lo, hi)
-	fmt.Fprintln(out, "|---|---|---|---|---|---|---|")
+	fmt.Fprintf(out, "| path | p50 at c=%d | added p50 | added p99 | req/s at c=%d | share of direct | proxy CPU per request at c=%d | errors |\n", lo, hi, hi)
+	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|")
 	for _, path := range paths {
-		var p50, add50, add99, rps, share []float64
+		var p50, add50, add99, rps, share, cpu []float64
 		errs := 0
 		for round := range rounds {
 			d1, ok1 := byKey[key{round, "direct", lo}]
@@ -132,16 +137,24 @@ func runReport(args []string, out io.Writer) error {
 			if rN, ok := byKey[key{round, path, hi}]; ok && okN && dN.rps > 0 {
 				rps = append(rps, rN.rps)
 				share = append(share, rN.rps/dN.rps)
+				if rN.cpu > 0 {
+					cpu = append(cpu, rN.cpu)
+				}
 				errs += rN.errs + rN.bad
 			}
 		}
+		cpuText := "-"
+		if len(cpu) > 0 {
+			cpuText = fmt.Sprintf("%.0f µs", median(cpu))
+		}
 		if path == "direct" {
-			fmt.Fprintf(out, "| %s | %.0f µs | 0 | 0 | %.0f | 1.00 | %d |\n", path, median(p50), median(rps), errs)
+			fmt.Fprintf(out, "| %s | %.0f µs | 0 | 0 | %.0f | 1.00 | %s | %d |\n", path, median(p50), median(rps), cpuText, errs)
 			continue
 		}
-		fmt.Fprintf(out, "| %s | %.0f µs | %+.0f µs | %+.0f µs | %.0f | %.2f | %d |\n",
-			path, median(p50), median(add50), median(add99), median(rps), median(share), errs)
+		fmt.Fprintf(out, "| %s | %.0f µs | %+.0f µs | %+.0f µs | %.0f | %.2f | %s | %d |\n",
+			path, median(p50), median(add50), median(add99), median(rps), median(share), cpuText, errs)
 	}
-	fmt.Fprintf(out, "\n%d rounds; added latency and share are medians of per-round differences and ratios against direct in the same round.\n", len(rounds))
+	fmt.Fprintf(out, "\n%d rounds; added latency and share are medians of per-round differences and ratios against direct in the same round;\n"+
+		"proxy CPU per request is the proxy process's user+system time during the run over its requests (median of rounds).\n", len(rounds))
 	return nil
 }
