@@ -150,9 +150,13 @@
 //
 // # Concurrency and goroutines
 //
-// Run owns one Serve goroutine per role and one drain goroutine per role
-// being stopped, and waits for all of them (and for the roles' handlers)
-// before returning. Handlers run on net/http's goroutines and share only
+// Run owns, per role, its accept goroutine (the fast reader's, or
+// net/http's Serve) and, with the fast reader, net/http's Serve of the
+// handed-off connections, plus one drain goroutine per role being
+// stopped, and waits for all of them (and for the roles' handlers) before
+// returning. The fast reader runs one goroutine per connection, and one
+// more for the watch of a client during a long exchange; a drain waits
+// for them. Handlers run on these or on net/http's goroutines and share only
 // atomics (limits, in-flight counts), the Resolver, which must be safe
 // for concurrent use, and each role's performance samples, under a mutex
 // held for a few stores. ApplyConfig, Prepare, Addr, Inflight and Ready are
