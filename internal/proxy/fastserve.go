@@ -497,6 +497,9 @@ func (fc *fastConn) readHead() (*http.Request, int, error) {
 		switch name {
 		case "Host":
 			hosts++
+			if !validHostValue(v) {
+				return nil, 0, nil // net/http answers 400
+			}
 			r.Host = string(v)
 			continue // net/http keeps Host out of Header
 		case "Content-Length":
@@ -581,6 +584,30 @@ func validFieldName(b []byte) bool {
 	}
 	return len(b) > 0
 }
+
+// validHostValue reports whether b has only the bytes net/http's server
+// accepts in a Host header (its httpguts.ValidHostHeader).
+func validHostValue(b []byte) bool {
+	for _, c := range b {
+		if c >= 0x80 || !hostChars[c] {
+			return false
+		}
+	}
+	return true
+}
+
+var hostChars = func() (t [128]bool) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		t[c], t[c-32] = true, true
+	}
+	for _, c := range "!$%&'()*+,-.:;=[]_~" {
+		t[c] = true
+	}
+	return t
+}()
 
 // validFieldValue reports whether b has no control byte but tab.
 func validFieldValue(b []byte) bool {

@@ -189,6 +189,8 @@ func TestReadHead(t *testing.T) {
 		{"absolute form", "GET http://a/ HTTP/1.1\r\nHost: a\r\n\r\n", false},
 		{"control in value", "GET / HTTP/1.1\r\nHost: a\r\nX: a\x01b\r\n\r\n", false},
 		{"upgrade", "GET / HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\n\r\n", false},
+		{"bad host", "GET / HTTP/1.1\r\nHost: a b\r\n\r\n", false},
+		{"host with port", "GET / HTTP/1.1\r\nHost: [::1]:8090\r\n\r\n", true},
 		{"too big", "GET / HTTP/1.1\r\nHost: a\r\nX: " + strings.Repeat("a", fastHeadBytes) + "\r\n\r\n", false},
 	}
 	for _, tt := range tests {
