@@ -530,8 +530,16 @@ func (fc *fastConn) readHead() (*http.Request, int, error) {
 	return r, n, nil
 }
 
+// errBadTarget refuses a target net/http's URL parser refuses.
+var errBadTarget = errors.New("request target has a control byte")
+
 // requestURL parses an origin-form target as net/http does.
 func requestURL(target []byte) (*url.URL, error) {
+	for _, c := range target {
+		if c < 0x20 || c == 0x7f {
+			return nil, errBadTarget // net/http answers 400
+		}
+	}
 	if bytes.IndexByte(target, '%') < 0 {
 		path, query, _ := bytes.Cut(target, []byte("?"))
 		return &url.URL{Path: string(path), RawQuery: string(query)}, nil
