@@ -32,7 +32,7 @@ RELEASE_TARGETS ?= linux/amd64 linux/arm64 darwin/arm64
 RELEASE_DIR     ?= build/release
 SHA256SUM       ?= $(shell command -v sha256sum >/dev/null 2>&1 && echo sha256sum || echo 'shasum -a 256')
 
-.PHONY: all build run test test-deps fuzz bench lint clean example-package install uninstall release
+.PHONY: all build run test test-deps fuzz bench bench-compare bench-memory lint clean example-package install uninstall release
 
 all: build
 
@@ -69,6 +69,17 @@ faults:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
+
+# bench-compare measures a role port against nginx and a direct connection
+# in one run (wrk and nginx are installed from Debian when missing); its
+# table goes in BENCHMARKS.md. See scripts/bench-compare.sh for its knobs.
+bench-compare:
+	bash scripts/bench-compare.sh
+
+# bench-memory holds 1,000 SSE streams through one role port, five rounds in
+# a row, and prints nodeld's RSS and goroutines idle, at peak and after each.
+bench-memory:
+	bash scripts/bench-memory.sh
 
 lint:
 	$(GO) vet ./...

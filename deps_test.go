@@ -18,6 +18,8 @@ var tiers = map[string]int{
 	// Example workloads are programs of their own; they import nothing
 	// internal.
 	"examples/packages/echo-llm": 0,
+	// The comparison benchmarks' upstream and clients (scripts/bench-*.sh).
+	"test/benchtool": 0,
 
 	"internal/proxy":    1,
 	"internal/plane":    1,

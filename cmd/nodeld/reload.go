@@ -155,6 +155,7 @@ func (p *preparedReload) commit(n *node, next *config.Config, level zapcore.Leve
 	n.cfg = next
 	n.mu.Unlock()
 	n.level.SetLevel(level)
+	n.admin.SetPprof(next.Admin.Pprof)
 	p.proxy.Commit()
 	p.adopter()
 	p.host()

@@ -405,7 +405,7 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n.admin, err = admin.New(admin.Config{Listen: cfg.Admin.Listen}, admin.Deps{
+	n.admin, err = admin.New(admin.Config{Listen: cfg.Admin.Listen, Pprof: cfg.Admin.Pprof}, admin.Deps{
 		Gatherer: d.reg,
 		Status:   n.status,
 		Logger:   d.log.Named("admin"),

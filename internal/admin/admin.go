@@ -8,8 +8,10 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -32,6 +34,9 @@ const (
 type Config struct {
 	// Listen is a loopback host:port; port 0 picks a free port.
 	Listen string
+	// Pprof serves Go's profiles under /debug/pprof/ (off: 404 there).
+	// SetPprof changes it while the server runs.
+	Pprof bool
 }
 
 // Deps are what the server reads from.
@@ -56,6 +61,7 @@ type Server struct {
 	addr    net.Addr
 
 	bound chan struct{} // closed once the listener is bound
+	pprof atomic.Bool   // /debug/pprof/ is served
 }
 
 // New validates cfg. It binds nothing.
@@ -72,8 +78,14 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Server{cfg: cfg, deps: deps, log: log, pending: map[string]bool{}, checks: map[string]func() error{}, bound: make(chan struct{})}, nil
+	s := &Server{cfg: cfg, deps: deps, log: log, pending: map[string]bool{}, checks: map[string]func() error{}, bound: make(chan struct{})}
+	s.pprof.Store(cfg.Pprof)
+	return s, nil
 }
+
+// SetPprof turns the /debug/pprof/ routes on or off (a config reload of
+// admin.pprof); it applies to the next request.
+func (s *Server) SetPprof(on bool) { s.pprof.Store(on) }
 
 // Require adds a readiness condition that starts unmet. Call it before Run
 // for every listener or resource that must be up before /readyz says yes.
@@ -179,7 +191,26 @@ func (s *Server) Handler() http.Handler {
 			s.log.Warn("status encode", zap.Error(err))
 		}
 	})
+	// Go's profiles, for operators (go tool pprof http://127.0.0.1:9464/debug/pprof/profile?seconds=20).
+	// The handlers are net/http/pprof's, mounted here only: nodeld never
+	// serves http.DefaultServeMux, where that package also registers them.
+	mux.HandleFunc("GET /debug/pprof/", s.gatePprof(pprof.Index))
+	mux.HandleFunc("GET /debug/pprof/cmdline", s.gatePprof(pprof.Cmdline))
+	mux.HandleFunc("GET /debug/pprof/profile", s.gatePprof(pprof.Profile))
+	mux.HandleFunc("GET /debug/pprof/symbol", s.gatePprof(pprof.Symbol))
+	mux.HandleFunc("GET /debug/pprof/trace", s.gatePprof(pprof.Trace))
 	return loopbackOnly(mux)
+}
+
+// gatePprof answers 404, as for any unknown path, while admin.pprof is off.
+func (s *Server) gatePprof(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !s.pprof.Load() {
+			http.NotFound(w, r)
+			return
+		}
+		h(w, r)
+	}
 }
 
 // loopbackOnly applies the role ports' DNS-rebinding and cross-origin guard

@@ -201,3 +201,80 @@ func TestRebindingGuard(t *testing.T) {
 		})
 	}
 }
+
+// admin.pprof: Go's profiles are 404 while off, served while on, behind
+// the same loopback Host and Origin guard as every admin route, and a
+// reload (SetPprof) turns them on and off without a restart.
+func TestPprof(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		t.Run(map[bool]string{false: "off", true: "on"}[on], func(t *testing.T) {
+			s, err := New(Config{Listen: "127.0.0.1:0", Pprof: on}, Deps{
+				Gatherer: prometheus.NewRegistry(),
+				Status:   func() any { return nil },
+				Logger:   zaptest.NewLogger(t),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan error, 1)
+			go func() { done <- s.Run(ctx) }()
+			defer func() {
+				http.DefaultClient.CloseIdleConnections()
+				cancel()
+				if err := <-done; err != nil {
+					t.Error(err)
+				}
+			}()
+			<-s.Bound()
+			addr := s.Addr().String()
+			get := func(path, host, origin string) (int, string) {
+				t.Helper()
+				req, err := http.NewRequest(http.MethodGet, "http://"+addr+path, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				req.Host = host
+				if origin != "" {
+					req.Header.Set("Origin", origin)
+				}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				b, _ := io.ReadAll(resp.Body)
+				return resp.StatusCode, string(b)
+			}
+			paths := []string{"/debug/pprof/", "/debug/pprof/cmdline", "/debug/pprof/goroutine?debug=1", "/debug/pprof/symbol"}
+			want := http.StatusNotFound
+			if on {
+				want = http.StatusOK
+			}
+			for _, path := range paths {
+				if code, body := get(path, addr, ""); code != want {
+					t.Errorf("GET %s with admin.pprof %t = %d %.80q, want %d", path, on, code, body, want)
+				}
+			}
+			if code, body := get("/debug/pprof/goroutine?debug=1", addr, ""); on && !strings.Contains(body, "goroutine profile:") {
+				t.Errorf("goroutine profile = %d %.80q", code, body)
+			}
+			// The guard runs first, on or off.
+			if code, body := get("/debug/pprof/", "attacker.example", ""); code != http.StatusForbidden || strings.Contains(body, "goroutine") {
+				t.Errorf("rebinding host = %d %.80q, want 403", code, body)
+			}
+			if code, _ := get("/debug/pprof/cmdline", addr, "http://attacker.example"); code != http.StatusForbidden {
+				t.Errorf("cross origin = %d, want 403", code)
+			}
+			// A reload flips it.
+			s.SetPprof(!on)
+			flipped := http.StatusOK
+			if on {
+				flipped = http.StatusNotFound
+			}
+			if code, _ := get("/debug/pprof/", addr, ""); code != flipped {
+				t.Errorf("after SetPprof(%t): GET /debug/pprof/ = %d, want %d", !on, code, flipped)
+			}
+		})
+	}
+}

@@ -2,7 +2,10 @@
 // /healthz (the process is alive), /readyz (every listener is bound and
 // the chain is writable; it names the conditions not met, with the error
 // of a failing check), /metrics (the registry made in run) and /v1/status
-// (a JSON document the caller assembles).
+// (a JSON document the caller assembles), and, only while admin.pprof is
+// on (Config.Pprof, SetPprof), Go's profiles under /debug/pprof/
+// (net/http/pprof's handlers; 404 while off). A profile may run up to the
+// server's 30 s write timeout.
 //
 // Invariants: nothing served here mutates the node; mutating operator
 // calls go over the local unix socket, never this port. The listen

@@ -46,6 +46,11 @@ func TestParse(t *testing.T) {
 			want: func(c *Config) { c.Log.Format = "console"; c.Inference.Discover = true },
 		},
 		{
+			name: "admin.pprof turns the profiles on",
+			give: "admin: {pprof: true}\n",
+			want: func(c *Config) { c.Admin.Pprof = true },
+		},
+		{
 			name: "null scalar is empty",
 			give: "admin:\n  listen:\n",
 			want: func(c *Config) { c.Admin.Listen = "" },
@@ -661,5 +666,20 @@ func TestProblemsAreCapped(t *testing.T) {
 	errs = flatten(c.Validate())
 	if len(errs) != MaxProblems+1 || errs[MaxProblems].Error() != "1 more problem not shown" {
 		t.Errorf("Validate reported %d problems, last %q", len(errs), errs[len(errs)-1])
+	}
+}
+
+// admin.pprof is off unless a file turns it on: profiles are an
+// operator's choice, never the embedded or decoded default.
+func TestPprofOffByDefault(t *testing.T) {
+	if Default().Admin.Pprof {
+		t.Error("Default() has admin.pprof on")
+	}
+	c, err := LoadEmbedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Admin.Pprof {
+		t.Error("the embedded default has admin.pprof on")
 	}
 }

@@ -41,6 +41,10 @@ type Admin struct {
 	// Socket is the path of the operator unix socket; empty means
 	// <data_dir>/nodeld.sock (see Config.SocketPath).
 	Socket string `yaml:"socket"`
+	// Pprof serves Go's profiles under /debug/pprof/ on the admin
+	// listener (loopback, behind its Host and Origin guard). Off by
+	// default; a reload turns it on or off.
+	Pprof bool `yaml:"pprof"`
 }
 
 // Mesh configures the QUIC mesh.

@@ -1,7 +1,7 @@
-// Package proxy is nodeld's per-role loopback OpenAI proxy: one net/http
-// server per role, on a fixed loopback address, that forwards each request
+// Package proxy is nodeld's per-role loopback OpenAI proxy: one server per
+// role, on a fixed loopback address, that forwards each request
 // to wherever the placement table says the role is served right now: a
-// local instance (through httputil.ReverseProxy) or a peer (through the
+// local instance (through its own HTTP/1.1 client) or a peer (through the
 // mesh, via RemoteForwarder). Clients keep one URL while instances move.
 //
 // # What is served
@@ -21,6 +21,27 @@
 // starting with one '/', "//", "." or ".." segments, %2e/%2f/%5c/%00 in any
 // case, backslash, controls, or a percent-encoding other than the one Go
 // produces) is 400, so what is checked is exactly what is forwarded.
+//
+// # Serving a role port
+//
+// When the proxy owns its upstream client (Deps.Transport nil), a role's
+// connections are read by a small HTTP/1.1 reader of the common case
+// (fastserve.go): GET or POST, HTTP/1.1, a head within 4 KiB with one
+// Host, at most one Content-Length and no Transfer-Encoding, Expect or
+// Upgrade, every line a valid name and value. Its requests reach the same
+// handler as net/http's would, as *http.Request with a ResponseWriter that
+// writes HTTP/1.1 itself (Date, Content-Length or chunked framing, the
+// read deadline of http.ResponseController). The first request outside
+// that case hands the connection, with the bytes read so far, to the
+// role's net/http server for the rest of its life, so anything unusual is
+// parsed, refused or served exactly as net/http does (FuzzReadHead checks
+// that every head the reader serves parses the same in net/http). A body
+// the handler left unread is read and dropped before the response when
+// it is at most 256 KiB, else the connection closes after the response,
+// lingering up to 500 ms so the client reads it. A client that goes away
+// is noticed by a read of its connection that starts only for an
+// exchange still running 20 ms after its body was read (net/http starts
+// one per request), and cancels the exchange.
 //
 // # Guards, in order
 //
@@ -46,10 +67,15 @@
 //
 // # Forwarding
 //
-// Local: Rewrite (never Director) sets only the destination; request
-// headers go unchanged (Authorization included) except hop-by-hop ones and
-// Upgrade; Host becomes the instance's address; X-Forwarded-* are not
-// added. The body streams to the instance, except on the inference POST
+// Local: the proxy's own HTTP/1.1 client (upstream.go: upstreamPool,
+// relayLocal) does what httputil.ReverseProxy with Rewrite did, in the
+// handler's goroutine: only the destination changes; request headers go
+// unchanged (Authorization included) except hop-by-hop ones, the ones a
+// Connection header names, and Upgrade; Host becomes the instance's
+// address; the client's Forwarded and X-Forwarded-* are dropped and none
+// are added. When Deps.Transport is given (tests that fake the instance),
+// httputil.ReverseProxy over it does the same exchange. The body streams
+// to the instance, except on the inference POST
 // paths (OpenAI's and Ollama's, pinnedPaths) when the instance's model is
 // known and the role has no ModelPassthrough: the body is then read into
 // memory (MaxBodyBytes, BodyTimeout) and its "model" pinned to the
@@ -60,10 +86,17 @@
 // sent. The response head is relayed as is (minus hop-by-hop headers)
 // plus X-Nodeld-Route: local (or the peer's node id for remote). Bodies
 // are flushed on every write (FlushInterval -1), so SSE and chunked
-// responses are never buffered. One shared http.Transport keeps
-// connections alive to upstreams; the servers keep them alive to clients.
-// An upstream response head over MaxUpstreamHeaderBytes (64 KiB) is 502,
-// on this transport and on the one serving peers' requests.
+// responses are never buffered (a stream's head is sent at once).
+// Connections to instances are kept alive: an exchange writes the request
+// head and an in-memory body in one syscall and reads the response on the
+// handler's goroutine; an idle connection holds no goroutine and is
+// checked with a non-blocking peek before reuse (an exchange that fails
+// on a reused connection before any response byte is retried once on a
+// new one when its body is in memory); at most the role's concurrency
+// stay idle per role and instance (a reload lowering it closes the
+// surplus), none longer than 90 s. The servers keep connections alive to
+// clients. An upstream response head over MaxUpstreamHeaderBytes (64 KiB)
+// is 502, on this client and on the transport serving peers' requests.
 // A client that goes away cancels the upstream request. A watchdog cancels
 // a request after StallTimeout without upstream bytes (head or body) or
 // after RequestTimeout: 504 before the response head, a cut stream after
@@ -117,9 +150,13 @@
 //
 // # Concurrency and goroutines
 //
-// Run owns one Serve goroutine per role and one drain goroutine per role
-// being stopped, and waits for all of them (and for the roles' handlers)
-// before returning. Handlers run on net/http's goroutines and share only
+// Run owns, per role, its accept goroutine (the fast reader's, or
+// net/http's Serve) and, with the fast reader, net/http's Serve of the
+// handed-off connections, plus one drain goroutine per role being
+// stopped, and waits for all of them (and for the roles' handlers) before
+// returning. The fast reader runs one goroutine per connection, and one
+// more for the watch of a client during a long exchange; a drain waits
+// for them. Handlers run on these or on net/http's goroutines and share only
 // atomics (limits, in-flight counts), the Resolver, which must be safe
 // for concurrent use, and each role's performance samples, under a mutex
 // held for a few stores. ApplyConfig, Prepare, Addr, Inflight and Ready are

@@ -11,6 +11,7 @@ import (
 	"net/http/httputil"
 	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -28,7 +29,8 @@ const RouteHeader = "X-Nodeld-Route"
 // exchangeKey carries an *exchange in a forwarded request's context.
 type exchangeKey struct{}
 
-// exchange is the per-request state the shared ReverseProxy hooks need.
+// exchange is the per-request state of a local forward (the ReverseProxy
+// hooks read it from the request's context).
 type exchange struct {
 	role     string
 	upstream string // "ip:port" of the local instance
@@ -132,7 +134,7 @@ func (h *roleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		body = newBodyReader(rec, r.Body, start, set.BodyTimeout)
 	}
 	if rm.route == routeLocal {
-		p.forwardLocal(rec, r, role, target, set, body, pinsModel(r, target, h.rs.passthrough.Load()))
+		p.forwardLocal(rec, r, h.rs, target, set, body, pinsModel(r, target, h.rs.passthrough.Load()))
 	} else {
 		p.forwardRemote(rec, r, role, target, set, body)
 	}
@@ -160,11 +162,12 @@ func (p *Proxy) observe(role string, rm *routeMetrics, rec *recorder, start time
 	}
 }
 
-// forwardLocal relays r to a local instance through the shared
-// ReverseProxy; body (nil when there is none) streams to the instance,
+// forwardLocal relays r to a local instance (relayLocal, or the
+// ReverseProxy over Deps.Transport); body (nil when there is none) streams to the instance,
 // unless its "model" is pinned: it is then read into memory (bounded by
 // MaxBodyBytes and BodyTimeout) and pinned first.
-func (p *Proxy) forwardLocal(rec *recorder, r *http.Request, role string, target table.Target, set *Config, body *bodyReader, pin bool) {
+func (p *Proxy) forwardLocal(rec *recorder, r *http.Request, rs *roleServer, target table.Target, set *Config, body *bodyReader, pin bool) {
+	role := rs.name
 	// The destination of a forward never leaves the host, whatever the
 	// table holds.
 	ap, err := grammar.ParseLoopbackURL(target.Base)
@@ -183,6 +186,7 @@ func (p *Proxy) forwardLocal(rec *recorder, r *http.Request, role string, target
 	rec.wd = wd
 	ex := &exchange{role: role, upstream: ap.String(), client: r.Context(), wd: wd, body: body}
 	out := r.WithContext(context.WithValue(ctx, exchangeKey{}, ex))
+	req := &upstreamRequest{r: out, host: ex.upstream}
 	switch {
 	case body == nil:
 	case pin:
@@ -197,11 +201,103 @@ func (p *Proxy) forwardLocal(rec *recorder, r *http.Request, role string, target
 		out.Body = io.NopCloser(bytes.NewReader(data))
 		out.ContentLength = int64(len(data))
 		out.TransferEncoding = nil
+		req.body, req.inMem = data, true
 	default:
 		body.wd = wd
 		out.Body = http.MaxBytesReader(rec.ResponseWriter, body, set.MaxBodyBytes)
+		req.stream, req.length = out.Body, out.ContentLength
 	}
-	p.rp.ServeHTTP(rec, out)
+	if p.pool == nil {
+		p.rp.ServeHTTP(rec, out)
+		return
+	}
+	p.relayLocal(rec, out, ex, req, int(rs.capacity.Load()))
+}
+
+// relayLocal is forwardLocal's exchange over the proxy's own upstream
+// pool: what ReverseProxy does with the rules of rewrite, modifyResponse
+// and upstreamError, in one goroutine. The response head is relayed
+// without hop-by-hop headers, plus RouteHeader; a stream (SSE, or no
+// Content-Length) is flushed on every write, its head at once; a failure
+// after the head cuts the stream. The connection goes back to the pool
+// (at most idleCap idle) only after a whole, clean exchange.
+func (p *Proxy) relayLocal(rec *recorder, out *http.Request, ex *exchange, req *upstreamRequest, idleCap int) {
+	uc, res, stop, err := p.pool.roundTrip(out.Context(), poolKey{role: ex.role, addr: ex.upstream}, req)
+	if err != nil {
+		p.upstreamError(rec, out, err)
+		return
+	}
+	removeHop(res.Header)
+	h := rec.Header()
+	for k, vs := range res.Header {
+		h[k] = vs
+	}
+	h.Set(RouteHeader, routeLocal)
+	if len(res.Trailer) > 0 {
+		keys := make([]string, 0, len(res.Trailer))
+		for k := range res.Trailer {
+			keys = append(keys, k)
+		}
+		h.Add("Trailer", strings.Join(keys, ", "))
+	}
+	rec.WriteHeader(res.StatusCode)
+	stream := res.ContentLength == -1 || isEventStream(res.Header.Get("Content-Type"))
+	if stream {
+		rec.Flush()
+	}
+	if err := relayBody(rec, res.Body, stream); err != nil {
+		stop()
+		_ = uc.conn.Close()
+		if ex.client.Err() == nil {
+			p.log.Debug("local stream cut", zap.String("role", ex.role), zap.String("upstream", ex.upstream), zap.Error(err))
+		}
+		panic(http.ErrAbortHandler)
+	}
+	for k, vs := range res.Trailer {
+		h[k] = vs
+	}
+	if !stop() || res.Close {
+		_ = uc.conn.Close()
+		return
+	}
+	p.pool.put(uc, idleCap)
+}
+
+// relayBody copies an upstream body to the client through a pooled
+// buffer, flushing every write when flush is set. A stream, held for as
+// long as it lasts and made of small events, gets a small buffer: a
+// thousand streams must not hold 32 KiB each.
+func relayBody(rec *recorder, body io.Reader, flush bool) error {
+	pool := &copyBuffers
+	if flush {
+		pool = &streamBuffers
+	}
+	bp := pool.Get().(*[]byte)
+	defer pool.Put(bp)
+	buf := *bp
+	for {
+		n, rerr := body.Read(buf)
+		if n > 0 {
+			if _, err := rec.Write(buf[:n]); err != nil {
+				return err
+			}
+			if flush {
+				rec.Flush()
+			}
+		}
+		if rerr == io.EOF {
+			return nil
+		}
+		if rerr != nil {
+			return rerr
+		}
+	}
+}
+
+// isEventStream reports whether a Content-Type is text/event-stream.
+func isEventStream(ct string) bool {
+	base, _, _ := strings.Cut(ct, ";")
+	return strings.EqualFold(strings.TrimSpace(base), "text/event-stream")
 }
 
 // forwardRemote hands r to the mesh with its body read into memory (bounded

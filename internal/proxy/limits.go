@@ -51,13 +51,25 @@ const (
 	upstreamDialTimeout = 5 * time.Second
 	// upstreamIdleTimeout closes an idle upstream keep-alive connection.
 	upstreamIdleTimeout = 90 * time.Second
+	// freshIdle is how long a connection to a local instance may have
+	// been idle and still be reused without first checking that the
+	// instance has not closed it, for a request that can be sent again.
+	freshIdle = time.Second
 	// upstreamMaxIdleConns bounds the idle upstream connections kept in
 	// total across all local instances.
 	upstreamMaxIdleConns = 4 * MaxConcurrency
 	// copyBufferBytes is the size of the pooled buffers used to relay
 	// response bodies.
 	copyBufferBytes = 32 << 10
-	// transportBufferBytes is the read and write buffer size of upstream
-	// connections.
+	// streamBufferBytes is the size of the pooled buffers used to relay
+	// streamed responses (SSE, chunked) on the local path: held for the
+	// whole stream, read a few events at a time.
+	streamBufferBytes = 4 << 10
+	// transportBufferBytes is the read and write buffer size of the
+	// connections of the mesh's serving transport.
 	transportBufferBytes = 32 << 10
+	// upstreamReadBufferBytes is the read buffer of a connection to a
+	// local instance on the role ports' path: response heads and small
+	// stream events; larger reads go straight to the relay's buffer.
+	upstreamReadBufferBytes = 4 << 10
 )

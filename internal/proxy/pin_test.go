@@ -175,3 +175,66 @@ func BenchmarkPinLocal(b *testing.B) {
 		}
 	}
 }
+
+// TestPinnedAlready checks the fast check pinLocal makes before pinModel:
+// true only where pinModel returns the body as is.
+func TestPinnedAlready(t *testing.T) {
+	tests := []struct {
+		body string
+		want bool
+	}{
+		{`{"model":"served","messages":[]}`, true},
+		{" \n{ \"model\" : \"served\" , \"x\": {\"model\":\"other\"}, \"y\":[1,\"]}\"] }\n", true},
+		{`{"messages":[{"content":"}"}],"model":"served","stream":true}`, true},
+		{`{"model":"served","MODEL":"served"}`, true},
+		{`{"model":"served","Model":"other"}`, false},
+		{`{"model":"other"}`, false},
+		{`{"model":"served2"}`, false},
+		{`{"model":"serve"}`, false},
+		{`{"x":1}`, false},
+		{`{}`, false},
+		{`{"mod\u0065l":"served"}`, false},
+		{`{"model":"served"} {}`, false},
+		{`[{"model":"served"}]`, false},
+		{`{"model":"served"`, false},
+		{`{"model":"served",}`, false},
+		{`{"model":served}`, false},
+		{``, false},
+	}
+	for _, tt := range tests {
+		if got := pinnedAlready([]byte(tt.body), "served"); got != tt.want {
+			t.Errorf("pinnedAlready(%q) = %t, want %t", tt.body, got, tt.want)
+		}
+		if tt.want {
+			if got, err := pinModel([]byte(tt.body), table.MeshLocal{Model: "served"}); err != nil || string(got) != tt.body {
+				t.Errorf("pinModel(%q) = %q, %v: the fast check disagrees", tt.body, got, err)
+			}
+		}
+	}
+	for _, model := range []string{"", `a"b`, `a\b`, "a<b", "a&b", "é", "a\x00"} {
+		if pinnedAlready([]byte(`{"model":"x"}`), model) {
+			t.Errorf("pinnedAlready with model %q = true", model)
+		}
+	}
+}
+
+// FuzzPinnedAlready checks that the fast check never says a body is pinned
+// when pinModel would change it.
+func FuzzPinnedAlready(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"m","messages":[{"role":"user","content":"hi"}]}`,
+		`{"Model":"m","model":"m"}`, `{"model":"m","x":{"model":"n"}}`, `{"a":"\"","model":"m"}`,
+		`{"model":"m"}x`, `{"model" :"m" ,"b":[{}]}`, `{"model":"m","n":-1.5e3,"t":true,"z":null}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if !pinnedAlready(body, "m") {
+			return
+		}
+		got, err := pinModel(body, table.MeshLocal{Model: "m"})
+		if err == nil && string(got) != string(body) {
+			t.Fatalf("pinnedAlready(%q) = true, but pinModel makes it %q", body, got)
+		}
+	})
+}

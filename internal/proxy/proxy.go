@@ -76,8 +76,8 @@ type Proxy struct {
 	ports     PortRecorder
 	remote    RemoteForwarder
 	metrics   *metrics
-	rp        *httputil.ReverseProxy
-	ownTrans  *http.Transport // the shared transport when the package built it
+	rp        *httputil.ReverseProxy // the local path over Deps.Transport, when one is given
+	pool      *upstreamPool          // the local path otherwise (upstream.go)
 	errorLog  *log.Logger
 	settings  atomic.Pointer[Config] // defaults applied; read per request
 	ready     chan struct{}
@@ -100,6 +100,7 @@ type roleServer struct {
 	handlers tracker
 	ln       net.Listener // nil until bound
 	srv      *http.Server
+	fast     *fastServer // serves ln when the proxy owns its upstream client
 	// Metric children resolved once, not per request.
 	gauge prometheus.Gauge
 	local routeMetrics
@@ -175,23 +176,18 @@ func New(cfg Config, deps Deps) (*Proxy, error) {
 		roles:    make(map[string]*roleServer, len(full.Roles)),
 	}
 	p.settings.Store(&full)
-	transport := deps.Transport
-	if transport == nil {
-		idle := DefaultConcurrency
-		for _, rc := range full.Roles {
-			idle = max(idle, rc.Concurrency)
+	if deps.Transport == nil {
+		p.pool = newUpstreamPool()
+	} else {
+		p.rp = &httputil.ReverseProxy{
+			Rewrite:        p.rewrite,
+			Transport:      deps.Transport,
+			FlushInterval:  0, // see doc.go: streaming responses are flushed on every write
+			BufferPool:     newBufferPool(),
+			ErrorLog:       errorLog,
+			ModifyResponse: p.modifyResponse,
+			ErrorHandler:   p.upstreamError,
 		}
-		p.ownTrans = newTransport(idle)
-		transport = p.ownTrans
-	}
-	p.rp = &httputil.ReverseProxy{
-		Rewrite:        p.rewrite,
-		Transport:      transport,
-		FlushInterval:  0, // see doc.go: streaming responses are flushed on every write
-		BufferPool:     newBufferPool(),
-		ErrorLog:       errorLog,
-		ModifyResponse: p.modifyResponse,
-		ErrorHandler:   p.upstreamError,
 	}
 	for _, rc := range full.Roles {
 		rs := newRoleServer(rc)
@@ -267,8 +263,8 @@ func (p *Proxy) Run(ctx context.Context) error {
 	p.applyMu.Unlock()
 	p.wg.Wait()
 	p.reportPorts(roles, true)
-	if p.ownTrans != nil {
-		p.ownTrans.CloseIdleConnections()
+	if p.pool != nil {
+		p.pool.close()
 	}
 	if err := context.Cause(runCtx); ctx.Err() == nil && err != nil {
 		return err
@@ -303,12 +299,25 @@ func (p *Proxy) startLocked(rs *roleServer, set *Config) {
 		DisableGeneralOptionsHandler: true,
 	}
 	srv, ln, fail := rs.srv, rs.ln, p.serveFail
-	p.wg.Go(func() {
-		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) && !rs.stopping.Load() {
-			fail(fmt.Errorf("proxy: serve role %q: %w", rs.name, err))
-		}
-	})
-	p.log.Info("role listening", zap.String("role", rs.name), zap.Stringer("addr", ln.Addr()))
+	if p.pool != nil {
+		// The fast reader takes every connection first and hands the
+		// unusual ones to srv (fastserve.go).
+		fs := newFastServer(rs.srv.Handler, ln.Addr(), set.HeaderTimeout, p.errorLog)
+		rs.fast = fs
+		p.wg.Go(func() { _ = srv.Serve(fs.handoff) }) // ends with ErrServerClosed at drain
+		p.wg.Go(func() {
+			if err := fs.serve(ln); !errors.Is(err, http.ErrServerClosed) && !rs.stopping.Load() {
+				fail(fmt.Errorf("proxy: serve role %q: %w", rs.name, err))
+			}
+		})
+	} else {
+		p.wg.Go(func() {
+			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) && !rs.stopping.Load() {
+				fail(fmt.Errorf("proxy: serve role %q: %w", rs.name, err))
+			}
+		})
+	}
+	p.log.Info("role listening", zap.String("role", rs.name), zap.Stringer("addr", rs.ln.Addr()))
 }
 
 // drainLocked closes a role's listener at once, so its port is free when
@@ -320,10 +329,13 @@ func (p *Proxy) drainLocked(rs *roleServer) {
 	}
 	rs.stopping.Store(true)
 	_ = rs.ln.Close() // Serve returns; its error is expected (stopping)
-	srv, timeout := rs.srv, p.settings.Load().DrainTimeout
+	srv, fs, timeout := rs.srv, rs.fast, p.settings.Load().DrainTimeout
 	p.wg.Go(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
+		if fs != nil && !fs.shutdown(ctx) {
+			p.log.Warn("role drain timed out, cutting requests", zap.String("role", rs.name))
+		}
 		// Shutdown's own listener close fails (already closed); only a
 		// drain that ran out of time matters.
 		if err := srv.Shutdown(ctx); errors.Is(err, context.DeadlineExceeded) {

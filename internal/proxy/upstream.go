@@ -1,0 +1,438 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// upstreamPool is the HTTP/1.1 client of the loopback proxy's local path
+// when the proxy owns its transport (Deps.Transport nil): one exchange at
+// a time on each connection, the request head and an in-memory body
+// written in one syscall, the response read on the handler's goroutine.
+// Idle connections hold no goroutine; before one is reused a non-blocking
+// peek checks that the instance has not closed it, and an exchange that
+// fails on a reused connection before any response byte is retried once
+// on a new one when its body can be sent again (none, or pinned in
+// memory). The idle connections kept for a role and an instance are at
+// most the role's concurrency: a model server serves no more at once.
+type upstreamPool struct {
+	dialer net.Dialer
+
+	mu     sync.Mutex // guards idle, closed
+	idle   map[poolKey][]*upConn
+	closed bool
+}
+
+// poolKey names the idle connections of one role to one instance.
+type poolKey struct{ role, addr string }
+
+func newUpstreamPool() *upstreamPool {
+	return &upstreamPool{
+		dialer: net.Dialer{Timeout: upstreamDialTimeout, KeepAlive: -1},
+		idle:   map[poolKey][]*upConn{},
+	}
+}
+
+// upConn is one connection to a local instance.
+type upConn struct {
+	key      poolKey
+	conn     net.Conn
+	lim      *limitedReader
+	br       *bufio.Reader
+	reused   bool
+	idleFrom time.Time
+}
+
+// limitedReader bounds what the response head may take from the
+// connection (MaxUpstreamHeaderBytes); after the head it is unlimited.
+type limitedReader struct {
+	r    io.Reader
+	left int64
+}
+
+// errUpstreamHeadTooLarge fails an exchange whose response head is over
+// MaxUpstreamHeaderBytes.
+var errUpstreamHeadTooLarge = errors.New("upstream response head over " + strconv.Itoa(MaxUpstreamHeaderBytes) + " bytes")
+
+func (l *limitedReader) Read(p []byte) (int, error) {
+	if l.left <= 0 {
+		return 0, errUpstreamHeadTooLarge
+	}
+	if int64(len(p)) > l.left {
+		p = p[:l.left]
+	}
+	n, err := l.r.Read(p)
+	l.left -= int64(n)
+	return n, err
+}
+
+// get returns an idle connection of key that is still open, or dials one.
+// A connection idle for less than freshIdle is taken without the peek when
+// the request can be sent again (replay): an instance closing it in that
+// window fails the exchange before any response byte, which is retried.
+func (up *upstreamPool) get(ctx context.Context, key poolKey, replay bool) (*upConn, error) {
+	now := time.Now()
+	for {
+		up.mu.Lock()
+		stack := up.idle[key]
+		if len(stack) == 0 {
+			up.mu.Unlock()
+			break
+		}
+		uc := stack[len(stack)-1]
+		stack[len(stack)-1] = nil
+		up.idle[key] = stack[:len(stack)-1]
+		up.mu.Unlock()
+		idle := now.Sub(uc.idleFrom)
+		if idle < upstreamIdleTimeout && ((replay && idle < freshIdle) || connAlive(uc.conn)) {
+			uc.reused = true
+			return uc, nil
+		}
+		_ = uc.conn.Close() // closed by the instance, or idle too long
+	}
+	c, err := up.dialer.DialContext(ctx, "tcp", key.addr)
+	if err != nil {
+		return nil, err
+	}
+	uc := &upConn{key: key, conn: c, lim: &limitedReader{r: c, left: math.MaxInt64}}
+	uc.br = bufio.NewReaderSize(uc.lim, upstreamReadBufferBytes)
+	return uc, nil
+}
+
+// put keeps uc for the next exchange of its key, unless limit (the role's
+// concurrency) connections are idle there already; the oldest beyond the
+// limit, and any idle past upstreamIdleTimeout, are closed.
+func (up *upstreamPool) put(uc *upConn, limit int) {
+	uc.idleFrom = time.Now()
+	up.mu.Lock()
+	if up.closed {
+		up.mu.Unlock()
+		_ = uc.conn.Close()
+		return
+	}
+	stack := append(up.idle[uc.key], uc)
+	drop := 0
+	for drop < len(stack) && (len(stack)-drop > limit || uc.idleFrom.Sub(stack[drop].idleFrom) >= upstreamIdleTimeout) {
+		drop++
+	}
+	var closing []*upConn
+	if drop > 0 {
+		closing = append(closing, stack[:drop]...)
+		stack = append(stack[:0], stack[drop:]...)
+		clear(stack[len(stack):cap(stack)])
+	}
+	if len(stack) == 0 {
+		delete(up.idle, uc.key)
+	} else {
+		up.idle[uc.key] = stack
+	}
+	up.mu.Unlock()
+	for _, c := range closing {
+		_ = c.conn.Close()
+	}
+}
+
+// idleConns returns how many idle connections key has.
+func (up *upstreamPool) idleConns(key poolKey) int {
+	up.mu.Lock()
+	defer up.mu.Unlock()
+	return len(up.idle[key])
+}
+
+// close closes every idle connection; connections put back later are
+// closed too.
+func (up *upstreamPool) close() {
+	up.mu.Lock()
+	up.closed = true
+	idle := up.idle
+	up.idle = map[poolKey][]*upConn{}
+	up.mu.Unlock()
+	for _, stack := range idle {
+		for _, uc := range stack {
+			_ = uc.conn.Close()
+		}
+	}
+}
+
+// upstreamRequest is what an exchange sends: r's method, target and
+// headers, and either body (in memory, sent with the head) or r.Body.
+type upstreamRequest struct {
+	r      *http.Request
+	host   string // the instance's address, the Host sent
+	body   []byte
+	inMem  bool // body holds the whole request body
+	stream io.Reader
+	length int64 // of the streamed body; -1: unknown, sent chunked
+}
+
+// roundTrip sends req on a connection of key and returns the response
+// head; the body is read from the returned connection. ctx ending
+// interrupts the connection's reads and writes; stop must be called once
+// the exchange is over and reports whether ctx ended before.
+func (up *upstreamPool) roundTrip(ctx context.Context, key poolKey, req *upstreamRequest) (*upConn, *http.Response, func() bool, error) {
+	replayable := req.inMem || req.stream == nil
+	for attempt := 0; ; attempt++ {
+		uc, err := up.get(ctx, key, replayable && attempt == 0)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		stop := context.AfterFunc(ctx, uc.interrupt)
+		res, err := uc.exchange(req)
+		if err == nil {
+			return uc, res, stop, nil
+		}
+		stop()
+		_ = uc.conn.Close()
+		if !uc.reused || attempt > 0 || !replayable || ctx.Err() != nil || !errors.Is(err, errNoResponse) {
+			return nil, nil, nil, err
+		}
+		// The instance closed the reused connection as the request went
+		// out: send it again once on a new connection.
+	}
+}
+
+// errNoResponse wraps a failure to read any byte of a response head.
+var errNoResponse = errors.New("upstream closed the connection without a response")
+
+// interrupt makes the connection's blocked reads and writes return.
+func (uc *upConn) interrupt() { _ = uc.conn.SetDeadline(time.Unix(1, 0)) }
+
+// exchange writes req and reads the response head (1xx heads are skipped;
+// 101 is an error: protocol switches are not relayed).
+func (uc *upConn) exchange(req *upstreamRequest) (*http.Response, error) {
+	hb := getHeadBuf()
+	head := appendRequestHead((*hb)[:0], req)
+	var err error
+	switch {
+	case req.inMem && len(req.body) > 0:
+		bufs := net.Buffers{head, req.body}
+		_, err = bufs.WriteTo(uc.conn)
+	default:
+		_, err = uc.conn.Write(head)
+		if err == nil && req.stream != nil {
+			err = writeStreamedBody(uc.conn, req.stream, req.length)
+		}
+	}
+	*hb = head
+	putHeadBuf(hb)
+	if err != nil {
+		return nil, errors.Join(errNoResponse, err)
+	}
+	uc.lim.left = MaxUpstreamHeaderBytes
+	for {
+		if _, err := uc.br.Peek(1); err != nil {
+			if errors.Is(err, errUpstreamHeadTooLarge) {
+				return nil, err
+			}
+			return nil, errors.Join(errNoResponse, err)
+		}
+		res, err := http.ReadResponse(uc.br, req.r)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case res.StatusCode == http.StatusSwitchingProtocols:
+			return nil, errors.New("upstream switched protocols")
+		case res.StatusCode >= 100 && res.StatusCode < 200:
+			continue // informational heads are not relayed
+		}
+		uc.lim.left = math.MaxInt64
+		return res, nil
+	}
+}
+
+// writeStreamedBody copies a client's body to the instance: length bytes,
+// or chunked when the length is unknown (-1).
+func writeStreamedBody(w io.Writer, body io.Reader, length int64) error {
+	bp := copyBuffers.Get().(*[]byte)
+	defer copyBuffers.Put(bp)
+	buf := *bp
+	if length >= 0 {
+		n, err := io.CopyBuffer(writerOnly{w}, io.LimitReader(body, length), buf)
+		if err == nil && n < length {
+			err = io.ErrUnexpectedEOF
+		}
+		return err
+	}
+	cw := bufio.NewWriterSize(w, 512)
+	for {
+		n, rerr := body.Read(buf[:len(buf)-32])
+		if n > 0 {
+			cw.WriteString(strconv.FormatInt(int64(n), 16))
+			cw.WriteString("\r\n")
+			cw.Write(buf[:n])
+			if _, err := cw.WriteString("\r\n"); err != nil {
+				return err
+			}
+			if err := cw.Flush(); err != nil {
+				return err
+			}
+		}
+		if rerr == io.EOF {
+			_, _ = cw.WriteString("0\r\n\r\n")
+			return cw.Flush()
+		}
+		if rerr != nil {
+			return rerr
+		}
+	}
+}
+
+// writerOnly hides the connection's ReadFrom, so a copy goes through the
+// pooled buffer rather than the kernel's splice path for tiny bodies.
+type writerOnly struct{ io.Writer }
+
+// hopHeaders are removed from what is relayed in both directions, with
+// the headers a Connection header names (RFC 9110 7.6.1).
+var hopHeaders = []string{
+	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+// dropHeaders are not forwarded to an instance besides the hop-by-hop
+// ones: the client's forwarding claims (as ReverseProxy with Rewrite),
+// and the framing and Host that the proxy writes itself.
+var dropHeaders = map[string]bool{
+	"Host": true, "Content-Length": true,
+	"Forwarded": true, "X-Forwarded-For": true, "X-Forwarded-Host": true, "X-Forwarded-Proto": true,
+}
+
+// appendRequestHead writes the request head sent to an instance: the
+// client's method and target, Host the instance's address, the client's
+// headers but hop-by-hop and forwarding ones, and the body's framing.
+func appendRequestHead(b []byte, req *upstreamRequest) []byte {
+	r := req.r
+	b = append(b, r.Method...)
+	b = append(b, ' ')
+	b = append(b, requestTarget(r)...)
+	b = append(b, " HTTP/1.1\r\nHost: "...)
+	b = append(b, req.host...)
+	b = append(b, "\r\n"...)
+	named := connectionTokens(r.Header)
+	for k, vs := range r.Header {
+		if dropHeaders[k] || isHop(k) || (named != nil && named[strings.ToLower(k)]) {
+			continue
+		}
+		for _, v := range vs {
+			b = append(b, k...)
+			b = append(b, ": "...)
+			b = append(b, v...)
+			b = append(b, "\r\n"...)
+		}
+	}
+	if headerHasToken(r.Header["Te"], "trailers") {
+		b = append(b, "Te: trailers\r\n"...)
+	}
+	switch {
+	case req.inMem || req.stream == nil:
+		if len(req.body) > 0 || r.Method == http.MethodPost {
+			b = append(b, "Content-Length: "...)
+			b = strconv.AppendInt(b, int64(len(req.body)), 10)
+			b = append(b, "\r\n"...)
+		}
+	case req.length >= 0:
+		b = append(b, "Content-Length: "...)
+		b = strconv.AppendInt(b, req.length, 10)
+		b = append(b, "\r\n"...)
+	default:
+		b = append(b, "Transfer-Encoding: chunked\r\n"...)
+	}
+	return append(b, "\r\n"...)
+}
+
+// requestTarget is the target forwarded: the client's, which classifyPath
+// checked is in canonical origin form, with a query that does not parse
+// re-encoded without its bad parameters (as ReverseProxy does).
+func requestTarget(r *http.Request) string {
+	target := r.RequestURI
+	path, query, ok := strings.Cut(target, "?")
+	if !ok || query == "" {
+		return target
+	}
+	if !strings.Contains(query, ";") {
+		if _, err := url.ParseQuery(query); err == nil {
+			return target
+		}
+	}
+	v, _ := url.ParseQuery(query) // keeps the parameters that parse
+	if enc := v.Encode(); enc != "" {
+		return path + "?" + enc
+	}
+	return path
+}
+
+func isHop(k string) bool {
+	for _, h := range hopHeaders {
+		if k == h {
+			return true
+		}
+	}
+	return false
+}
+
+// connectionTokens returns the lower-case header names a Connection
+// header lists, nil when there are none.
+func connectionTokens(h http.Header) map[string]bool {
+	vs := h["Connection"]
+	if len(vs) == 0 {
+		return nil
+	}
+	var out map[string]bool
+	for _, v := range vs {
+		for f := range strings.SplitSeq(v, ",") {
+			if f = strings.TrimSpace(f); f != "" {
+				if out == nil {
+					out = map[string]bool{}
+				}
+				out[strings.ToLower(f)] = true
+			}
+		}
+	}
+	return out
+}
+
+func headerHasToken(vs []string, token string) bool {
+	for _, v := range vs {
+		for f := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(f), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// removeHop deletes hop-by-hop headers from a response head.
+func removeHop(h http.Header) {
+	for k := range connectionTokens(h) {
+		h.Del(k)
+	}
+	for _, k := range hopHeaders {
+		delete(h, k)
+	}
+}
+
+// Pools of the buffers an exchange uses.
+var (
+	headBufs      = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
+	copyBuffers   = sync.Pool{New: func() any { b := make([]byte, copyBufferBytes); return &b }}
+	streamBuffers = sync.Pool{New: func() any { b := make([]byte, streamBufferBytes); return &b }}
+)
+
+func getHeadBuf() *[]byte { return headBufs.Get().(*[]byte) }
+
+func putHeadBuf(b *[]byte) {
+	if cap(*b) <= 64<<10 {
+		headBufs.Put(b)
+	}
+}

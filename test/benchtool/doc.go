@@ -1,0 +1,27 @@
+// Command benchtool is the Go half of the comparison benchmarks
+// (scripts/bench-compare.sh, scripts/bench-memory.sh and the shell
+// functions of scripts/bench-lib.sh): a fast OpenAI-compatible upstream to
+// put proxies in front of, and the measurements wrk cannot make. It is a
+// benchmark program, not part of nodeld, and imports nothing of nodeld's.
+//
+//	benchtool upstream -listen 127.0.0.1:0 [-chunks N] [-pace D]
+//	    serves POST /v1/chat/completions (a small JSON answer, or with
+//	    "stream":true an SSE stream of N chunks, D apart, each carrying the
+//	    wall-clock time it was written as "sent_ns"), GET /v1/models and
+//	    GET /health; it prints "listening ADDR" once bound.
+//	benchtool freeports N
+//	    prints N free loopback TCP ports.
+//	benchtool report FILE
+//	    reads the wrk results the scripts appended to FILE and prints the
+//	    comparison table (medians over rounds of per-round differences).
+//	benchtool sse [-rounds R] [-streams S] NAME=URL ...
+//	    streams S completions through each URL in turn, R interleaved
+//	    rounds, and prints the largest and p99 added gap between chunks.
+//	benchtool streams -url URL -metrics URL [-n N] [-rounds R]
+//	    holds N SSE streams at once through URL, R rounds in a row, and
+//	    prints the resident memory and goroutines of the process serving
+//	    -metrics (Prometheus text) idle, at peak and after each round.
+//
+// Every load it makes goes to the loopback URLs it is given, bounded in
+// count and time.
+package main
