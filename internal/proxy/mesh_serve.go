@@ -48,11 +48,15 @@ var genericMessages = map[string]string{
 // ServeStream serves one KindInfer stream from peer (register it with
 // m.Handle(mesh.KindInfer, f.ServeStream)). The peer's id is the one its
 // link authenticated. It reads the head within MeshFirstFrameTimeout,
-// checks it and LocalForPeer, takes a per-peer and a total slot, reads the
-// body, pins "model", forwards to the local instance only (never onward to
-// another node) and streams the response back chunk by chunk. Refusals
-// carry a stable code and a generic message and are recorded (through the
-// Recorder); broken framing resets the stream.
+// checks it and LocalForPeer, takes a per-peer and a total slot, and
+// forwards the request to the local instance only (never onward to another
+// node) with its "model" pinned: a body of at most MeshBufferedBodyBytes is
+// read whole and pinned first (pinModel); a larger one, or one of unknown
+// length, is streamed to the instance as its frames arrive, pinned on the
+// way (pinReader), so that what is held stays a chunk whatever the body's
+// size. The response streams back chunk by chunk. Refusals carry a stable
+// code and a generic message and are recorded (through the Recorder);
+// broken framing resets the stream.
 func (f *MeshForwarder) ServeStream(ctx context.Context, peer mesh.PeerInfo, s *mesh.Stream) {
 	_ = s.SetReadDeadline(time.Now().Add(MeshFirstFrameTimeout))
 	head, err := readRequestHead(s)
@@ -71,7 +75,8 @@ func (f *MeshForwarder) ServeStream(ctx context.Context, peer mesh.PeerInfo, s *
 		f.refuse(s, peer, head.Role, RefuseForbiddenPath)
 		return
 	}
-	if head.BodyBytes > f.maxBody.Load() {
+	maxBody := f.maxBody.Load()
+	if head.BodyBytes > maxBody {
 		f.refuse(s, peer, head.Role, RefuseTooLarge)
 		return
 	}
@@ -80,23 +85,58 @@ func (f *MeshForwarder) ServeStream(ctx context.Context, peer mesh.PeerInfo, s *
 		return
 	}
 	defer f.release(peer.ID)
-	body, err := readRequestBody(s, head, func() { _ = s.SetReadDeadline(time.Now().Add(MeshFrameTimeout)) })
-	if err != nil {
-		f.readFailed(s, peer, head.Role, err)
-		return
+	arm := func() { _ = s.SetReadDeadline(time.Now().Add(MeshFrameTimeout)) }
+	var up upstreamBody
+	switch {
+	case head.BodyBytes >= 0 && head.BodyBytes <= MeshBufferedBodyBytes:
+		body, err := readRequestBody(s, head, maxBody, arm)
+		if err != nil {
+			f.readFailed(s, peer, head.Role, err)
+			return
+		}
+		_ = s.SetReadDeadline(time.Time{})
+		f.holdBody(int64(len(body)))
+		defer f.holdBody(-int64(len(body)))
+		if head.Path == "/v1/models" {
+			body = nil
+		} else if body, err = pinModel(body, local); err != nil {
+			f.refuse(s, peer, head.Role, RefuseBadRequest)
+			return
+		}
+		up = upstreamBody{r: bytes.NewReader(body), n: int64(len(body))}
+	case head.Path == "/v1/models":
+		// Nothing of a body is forwarded there: read it to its end.
+		if _, err := io.Copy(io.Discard, &meshBodyReader{r: s, arm: arm, announced: head.BodyBytes, limit: maxBody}); err != nil {
+			f.readFailed(s, peer, head.Role, err)
+			return
+		}
+		_ = s.SetReadDeadline(time.Time{})
+	default:
+		value, err := pinnedModel(local)
+		if err != nil {
+			f.refuse(s, peer, head.Role, RefuseUpstreamError)
+			return
+		}
+		src := &meshBodyReader{r: s, arm: arm, announced: head.BodyBytes, limit: maxBody}
+		pr := newPinReader(src, head.BodyBytes, value, MeshChunkBytes)
+		f.holdBody(pr.bufferedBytes())
+		defer f.holdBody(-pr.bufferedBytes())
+		up = upstreamBody{r: pr, n: pr.length(), stream: pr}
 	}
-	_ = s.SetReadDeadline(time.Time{})
-	if head.Path == "/v1/models" {
-		body = nil
-	} else if body, err = pinModel(body, local); err != nil {
-		f.refuse(s, peer, head.Role, RefuseBadRequest)
-		return
-	}
-	f.forward(ctx, s, peer, head, body, local)
+	f.forward(ctx, s, peer, head, up, local)
+}
+
+// upstreamBody is the body of a request to the local instance: n bytes
+// (-1: unknown, sent chunked) from r, which is stream when it is a peer's
+// body read as it arrives.
+type upstreamBody struct {
+	r      io.Reader
+	n      int64
+	stream *pinReader
 }
 
 // forward sends the request to the local instance and streams the answer.
-func (f *MeshForwarder) forward(ctx context.Context, s *mesh.Stream, peer mesh.PeerInfo, head meshRequestHead, body []byte, local table.MeshLocal) {
+func (f *MeshForwarder) forward(ctx context.Context, s *mesh.Stream, peer mesh.PeerInfo, head meshRequestHead, up upstreamBody, local table.MeshLocal) {
 	ctx, cancel := context.WithTimeout(ctx, MeshServeTimeout)
 	defer cancel()
 	// The consumer resetting the stream (its client went away) cancels the
@@ -106,13 +146,16 @@ func (f *MeshForwarder) forward(ctx context.Context, s *mesh.Stream, peer mesh.P
 	if head.Query != "" {
 		target += "?" + head.Query
 	}
-	req, err := http.NewRequestWithContext(ctx, head.Method, target, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, head.Method, target, nil)
 	if err != nil {
 		f.refuse(s, peer, head.Role, RefuseUpstreamError)
 		return
 	}
-	if len(body) == 0 {
-		req.Body = http.NoBody
+	if up.n != 0 {
+		// The transport closes the body when it is done, possibly after
+		// RoundTrip returned; the stream is read no more once this
+		// function returned (StopReading, Reset).
+		req.Body, req.ContentLength = io.NopCloser(up.r), up.n
 	}
 	if head.ContentType != "" {
 		req.Header.Set("Content-Type", head.ContentType)
@@ -121,6 +164,18 @@ func (f *MeshForwarder) forward(ctx context.Context, s *mesh.Stream, peer mesh.P
 		req.Header.Set("Accept", head.Accept)
 	}
 	res, err := f.transport.RoundTrip(req)
+	if up.stream != nil {
+		// A streamed body that failed (broken frames, not an object, the
+		// peer gone) is answered for what it is, whatever the instance
+		// made of the truncated request it got.
+		if ferr := up.stream.failure(); ferr != nil {
+			if err == nil {
+				res.Body.Close()
+			}
+			f.bodyFailed(s, peer, head.Role, ferr)
+			return
+		}
+	}
 	if err != nil {
 		switch {
 		case s.Context().Err() != nil:
@@ -145,27 +200,40 @@ func (f *MeshForwarder) forward(ctx context.Context, s *mesh.Stream, peer mesh.P
 			rh.Headers[name] = v
 		}
 	}
-	if err := writeJSONFrame(s, frameRespHead, rh); err != nil {
-		f.reset(s, peer, head.Role, mesh.StreamCodeCancelled, servedCancelled, err)
+	bp := f.getFrameBuf()
+	defer f.putFrameBuf(bp)
+	w, err := appendJSONFrame((*bp)[:0], frameRespHead, rh)
+	if err != nil {
+		f.refuse(s, peer, head.Role, RefuseUpstreamError)
 		return
 	}
-	bp := f.bufs.Get().(*[]byte)
-	defer f.bufs.Put(bp)
-	buf := *bp
+	// A stream's head goes at once (its first event may be long in
+	// coming); any other head leaves with the first chunk of its body, and
+	// a small answer with its end frame too: one write, one packet.
+	if isStreamType(rh.Headers["Content-Type"]) {
+		if _, err := s.Write(w); err != nil {
+			f.reset(s, peer, head.Role, mesh.StreamCodeCancelled, servedCancelled, err)
+			return
+		}
+		w = w[:0]
+	}
 	for {
-		n, rerr := res.Body.Read(buf)
+		// One frame per upstream read, read in place after its header:
+		// an SSE event flushed by the instance crosses the mesh at once.
+		at := len(w)
+		n, rerr := res.Body.Read(w[at+mesh.FrameHeaderSize : at+mesh.FrameHeaderSize+MeshChunkBytes])
 		if n > 0 {
-			// One frame per upstream read: an SSE event flushed by the
-			// instance crosses the mesh at once.
-			if err := mesh.WriteFrame(s, frameRespBody, buf[:n]); err != nil {
-				f.reset(s, peer, head.Role, mesh.StreamCodeCancelled, servedCancelled, err)
-				return
-			}
+			w = mesh.AppendFrameHeader(w, frameRespBody, n)
+			w = w[:at+mesh.FrameHeaderSize+n]
 		}
 		if rerr == io.EOF {
+			w = mesh.AppendFrameHeader(w, frameRespEnd, 0)
 			break
 		}
 		if rerr != nil {
+			if len(w) > 0 {
+				_, _ = s.Write(w) // what the instance sent before it failed
+			}
 			if s.Context().Err() != nil {
 				f.reset(s, peer, head.Role, mesh.StreamCodeCancelled, servedCancelled, rerr)
 				return
@@ -174,14 +242,32 @@ func (f *MeshForwarder) forward(ctx context.Context, s *mesh.Stream, peer mesh.P
 			f.refuse(s, peer, head.Role, RefuseUpstreamError)
 			return
 		}
+		if len(w) > 0 {
+			if _, err := s.Write(w); err != nil {
+				f.reset(s, peer, head.Role, mesh.StreamCodeCancelled, servedCancelled, err)
+				return
+			}
+			w = w[:0]
+		}
 	}
-	if err := mesh.WriteFrame(s, frameRespEnd, nil); err != nil {
+	if _, err := s.Write(w); err != nil {
 		f.reset(s, peer, head.Role, mesh.StreamCodeCancelled, servedCancelled, err)
 		return
 	}
 	_ = s.CloseWrite() // the peer has every byte or will see the stream reset
-	s.StopReading(mesh.StreamCodeCancelled)
+	s.FinishReading(MeshFinishWait)
 	f.met.served.WithLabelValues(f.roleLabel(head.Role), servedOK).Inc()
+}
+
+// bodyFailed answers a streamed body that failed on its way to the
+// instance: a refusal for one that is not a JSON object or is over the
+// limit, a reset for broken framing, silence or a peer that went away.
+func (f *MeshForwarder) bodyFailed(s *mesh.Stream, peer mesh.PeerInfo, role string, err error) {
+	if errors.Is(err, errNotObject) {
+		f.refuse(s, peer, role, RefuseBadRequest)
+		return
+	}
+	f.readFailed(s, peer, role, err)
 }
 
 // readFailed answers a request that could not be read: a refusal for a
