@@ -460,7 +460,11 @@ func sendStreamed(s *mesh.Stream, head meshRequestHead, body io.Reader, limit in
 	for {
 		at := len(w)
 		room := min(MeshChunkBytes, cap(w)-at-2*mesh.FrameHeaderSize)
-		n, rerr := body.Read(w[at+mesh.FrameHeaderSize : at+mesh.FrameHeaderSize+room])
+		// Whole frames: fewer, larger writes to the stream.
+		n, rerr := io.ReadFull(body, w[at+mesh.FrameHeaderSize:at+mesh.FrameHeaderSize+room])
+		if rerr == io.ErrUnexpectedEOF {
+			rerr = io.EOF
+		}
 		if n > 0 {
 			switch sent += int64(n); {
 			case sent > limit:

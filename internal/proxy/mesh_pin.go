@@ -641,7 +641,12 @@ func (r *pinReader) Read(p []byte) (int, error) {
 			continue
 		}
 		r.out, r.off = r.out[:0], 0
-		n, err := r.src.Read(r.in)
+		// Whole chunks: each becomes one write to the instance, whose
+		// connection would otherwise take a syscall per QUIC packet.
+		n, err := io.ReadFull(r.src, r.in)
+		if err == io.ErrUnexpectedEOF {
+			err = io.EOF
+		}
 		if n > 0 {
 			if ferr := r.transform(r.in[:n]); ferr != nil {
 				r.out = r.out[:0]
