@@ -421,10 +421,7 @@ func (e *clientBodyError) Unwrap() error { return e.err }
 // closes the write side. A body that fits buf with its head leaves in one
 // write (and so, usually, in one packet).
 func sendRequest(s *mesh.Stream, head meshRequestHead, body []byte, buf []byte) error {
-	w, err := appendJSONFrame(buf[:0], frameReqHead, head)
-	if err != nil {
-		return err
-	}
+	w := appendRequestHeadFrame(buf[:0], head)
 	for {
 		n := min(len(body), MeshChunkBytes, cap(w)-len(w)-2*mesh.FrameHeaderSize)
 		if n > 0 {
@@ -452,10 +449,7 @@ func sendRequest(s *mesh.Stream, head meshRequestHead, body []byte, buf []byte) 
 // and stopped reading); berr a failure to read body, or body over limit
 // (an *http.MaxBytesError) or shorter than head announced.
 func sendStreamed(s *mesh.Stream, head meshRequestHead, body io.Reader, limit int64, buf []byte) (werr, berr error) {
-	w, err := appendJSONFrame(buf[:0], frameReqHead, head)
-	if err != nil {
-		return err, nil
-	}
+	w := appendRequestHeadFrame(buf[:0], head)
 	var sent int64
 	for {
 		at := len(w)

@@ -194,23 +194,13 @@ func (f *MeshForwarder) forward(ctx context.Context, s *mesh.Stream, peer mesh.P
 		f.refuse(s, peer, head.Role, RefuseUpstreamError)
 		return
 	}
-	rh := meshResponseHead{V: MeshWireVersion, Status: res.StatusCode, Headers: make(map[string]string, len(relayedResponseHeaders))}
-	for _, name := range relayedResponseHeaders {
-		if v := res.Header.Get(name); validHeaderValue(v) {
-			rh.Headers[name] = v
-		}
-	}
 	bp := f.getFrameBuf()
 	defer f.putFrameBuf(bp)
-	w, err := appendJSONFrame((*bp)[:0], frameRespHead, rh)
-	if err != nil {
-		f.refuse(s, peer, head.Role, RefuseUpstreamError)
-		return
-	}
+	w, contentType := appendResponseHeadFrame((*bp)[:0], res.StatusCode, res.Header)
 	// A stream's head goes at once (its first event may be long in
 	// coming); any other head leaves with the first chunk of its body, and
 	// a small answer with its end frame too: one write, one packet.
-	if isStreamType(rh.Headers["Content-Type"]) {
+	if isStreamType(contentType) {
 		if _, err := s.Write(w); err != nil {
 			f.reset(s, peer, head.Role, mesh.StreamCodeCancelled, servedCancelled, err)
 			return

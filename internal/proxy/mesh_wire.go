@@ -159,9 +159,12 @@ func decodeStrict(b []byte, v any) error {
 // decodeRequestHead decodes and validates a request head as if it came
 // from an untrusted client. Errors are *wireError.
 func decodeRequestHead(b []byte) (meshRequestHead, error) {
-	var h meshRequestHead
-	if err := decodeStrict(b, &h); err != nil {
-		return meshRequestHead{}, badRequest("request head: %v", err)
+	h, ok := parseRequestHeadFast(b)
+	if !ok || len(b) > MaxMeshHeadBytes {
+		h = meshRequestHead{}
+		if err := decodeStrict(b, &h); err != nil {
+			return meshRequestHead{}, badRequest("request head: %v", err)
+		}
 	}
 	switch {
 	case h.V != MeshWireVersion:
@@ -187,9 +190,12 @@ func decodeRequestHead(b []byte) (meshRequestHead, error) {
 // relayed, or with unsafe values, are dropped; an interim or out of range
 // status is an error (a forged 1xx must not pass as the final answer).
 func decodeResponseHead(b []byte) (meshResponseHead, error) {
-	var h meshResponseHead
-	if err := decodeStrict(b, &h); err != nil {
-		return meshResponseHead{}, fmt.Errorf("response head: %w", err)
+	h, ok := parseResponseHeadFast(b)
+	if !ok || len(b) > MaxMeshHeadBytes {
+		h = meshResponseHead{}
+		if err := decodeStrict(b, &h); err != nil {
+			return meshResponseHead{}, fmt.Errorf("response head: %w", err)
+		}
 	}
 	if h.V != MeshWireVersion {
 		return meshResponseHead{}, fmt.Errorf("response head version %d", h.V)
