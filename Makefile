@@ -56,6 +56,14 @@ test: test-deps
 fuzz:
 	FUZZTIME=$(or $(FUZZ),100000x) bash scripts/fuzz.sh
 
+# bench-mesh measures the mesh hop (a consumer's role port -> QUIC -> a
+# serving node -> a fast upstream) against the direct path and the local
+# proxy, two nodeld processes on loopback, interleaved rounds (wrk from
+# Debian when missing). See scripts/bench-mesh.sh for its knobs.
+.PHONY: bench-mesh
+bench-mesh:
+	bash scripts/bench-mesh.sh
+
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
 
