@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"io"
@@ -227,6 +228,17 @@ var strPlain = func() (t [256]bool) {
 	return t
 }()
 
+// hasStringSpecial reports whether one of the 8 bytes of x ends or
+// escapes a string's plain run: '"', '\\' or a control byte below 0x20.
+// Each test is the exact "has a zero byte" (or "has a byte below n") word
+// trick, so a run of plain bytes is skipped 8 at a time.
+func hasStringSpecial(x uint64) bool {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	q := x ^ (lo * '"')
+	bs := x ^ (lo * '\\')
+	return ((q-lo)&^q|(bs-lo)&^bs|(x-lo*0x20)&^x)&hi != 0
+}
+
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 func hexVal(c byte) (rune, bool) {
@@ -350,6 +362,9 @@ func (s *jsonScan) feed(b []byte, ev scanEvents) error {
 		case stString:
 			if !s.inKey || s.keyN < 0 {
 				j := i
+				for j+8 <= len(b) && !hasStringSpecial(binary.LittleEndian.Uint64(b[j:])) {
+					j += 8
+				}
 				for j < len(b) && strPlain[b[j]] {
 					j++
 				}
