@@ -600,7 +600,8 @@ type pinReader struct {
 	srcDone bool
 	err     error // sticky: io.EOF at the end, else the failure
 
-	failed atomic.Pointer[error] // first failure, for failure()
+	failed   atomic.Pointer[error] // first failure, for failure()
+	srcEnded atomic.Bool           // the source was read to its end, for complete()
 }
 
 // newPinReader pins src (srcLen bytes, -1 unknown) to value (nil: remove
@@ -622,6 +623,10 @@ func (r *pinReader) length() int64 { return r.total }
 
 // bufferedBytes is the memory the reader holds.
 func (r *pinReader) bufferedBytes() int64 { return int64(cap(r.in) + cap(r.out)) }
+
+// complete reports whether the source was read to its end (so is read no
+// more).
+func (r *pinReader) complete() bool { return r.srcEnded.Load() }
 
 // failure returns why reading failed (the source's error or errNotObject),
 // nil when it has not.
@@ -687,6 +692,7 @@ func (r *pinReader) Read(p []byte) (int, error) {
 // end checks the body is complete and sets the padding.
 func (r *pinReader) end() error {
 	r.srcDone = true
+	r.srcEnded.Store(true)
 	// Whitespace alone passes as it is, as pinModel lets it.
 	if r.sc.st != stBegin {
 		if err := r.sc.finish(); err != nil {

@@ -245,7 +245,13 @@ func (f *MeshForwarder) forward(ctx context.Context, s *mesh.Stream, peer mesh.P
 		return
 	}
 	_ = s.CloseWrite() // the peer has every byte or will see the stream reset
-	s.FinishReading(MeshFinishWait)
+	if up.stream != nil && !up.stream.complete() {
+		// The instance answered before it read the whole body: the
+		// transport may still be reading the stream for it.
+		s.StopReading(mesh.StreamCodeCancelled)
+	} else {
+		s.FinishReading(MeshFinishWait)
+	}
 	f.met.served.WithLabelValues(f.roleLabel(head.Role), servedOK).Inc()
 }
 

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/nodeld/nodeld/internal/mesh/meshtest"
 )
 
 // sawRequest is what a bodyUpstream received of one request.
@@ -273,5 +275,25 @@ func TestMeshStreamedBodyRefusals(t *testing.T) {
 		if r.readErr == nil || r.readErr == io.EOF {
 			t.Errorf("the instance got a whole request of %d bytes", len(r.body))
 		}
+	}
+}
+
+// An instance that answers before it read a streamed body (an early
+// error, say) is heard: its answer reaches the client, and neither node
+// waits for the rest of the body.
+func TestMeshStreamedBodyAnsweredEarly(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusRequestEntityTooLarge)
+		_, _ = io.WriteString(w, `{"error":"too long for me"}`)
+	}))
+	t.Cleanup(srv.Close)
+	a, b := streamPair(t, srv.URL, 16<<20, 16<<20)
+	res, out := a.h.post("chat", "/v1/chat/completions", chatOfSize(4<<20, "m"))
+	if res.StatusCode != http.StatusRequestEntityTooLarge || string(out) != `{"error":"too long for me"}` {
+		t.Fatalf("got %d %s, want the instance's early answer", res.StatusCode, out)
+	}
+	for _, n := range []*meshNode{a, b} {
+		meshtest.WaitFor(t, n.Name+" holding no body", func() bool { return n.fwd.held.Load() == 0 })
 	}
 }
