@@ -245,7 +245,7 @@ run() {
 	1mib) conns=1 script=big.lua endpoint=/v1/embeddings ;;
 	esac
 	t0=$(cpu_ticks "$path")
-	out=$(wrk -t1 -c"$conns" -d"$DURATION" --latency -s "$work/$script" "$(url "$path" "$endpoint")")
+	out=$(wrk -t1 -c"$conns" -d"$DURATION" --timeout 10s --latency -s "$work/$script" "$(url "$path" "$endpoint")")
 	t1=$(cpu_ticks "$path")
 	if grep -q 'Non-2xx\|Socket errors' <<<"$out"; then
 		echo "bench-mesh: $path $load: errors:" >&2
