@@ -120,7 +120,9 @@ if [ -n "$PROFILE_DIR" ] && [ "$PPROF_CONFIG" = 1 ]; then pprof_line="  pprof: t
 
 # start_pair NAME BIN BASE: an upstream on port BASE, S serving chat from
 # it (model pinned to bench-model) to C, both with slots enough for 64
-# concurrent requests and more (mesh.max_inflight_per_peer 256). S's role
+# concurrent requests and more (mesh.max_inflight_per_peer 256), and a
+# liveness timeout of 10 s so that a stall of a shared machine does not
+# cut the link mid-run. S's role
 # port is BASE+1, C's BASE+2, their admin ports BASE+3 and BASE+4, their
 # mesh ports BASE+5 and BASE+6.
 start_pair() {
@@ -134,6 +136,7 @@ admin:
 $pprof_line
 mesh:
   listen: 127.0.0.1:$((base + 5))
+  liveness_timeout: 10s
   max_inflight_per_peer: 256
   max_inflight_total: 256
   peers: [{name: c, addr: 127.0.0.1:$((base + 6)), tier: paired}]
@@ -151,6 +154,7 @@ admin:
 $pprof_line
 mesh:
   listen: 127.0.0.1:$((base + 6))
+  liveness_timeout: 10s
   max_inflight_per_peer: 256
   max_inflight_total: 256
   peers: [{name: s, addr: 127.0.0.1:$((base + 5)), tier: paired}]
