@@ -240,7 +240,7 @@ cpu_ticks() {
 hz=$(getconf CLK_TCK)
 
 # run PATH LOAD: one wrk run; appends "round path load p50_us p99_us rps
-# cpu_us_per_request" to $work/results.
+# cpu_us_per_request errors" to $work/results.
 run() {
 	local path=$1 load=$2 conns script endpoint out t0 t1
 	case $load in
@@ -252,9 +252,10 @@ run() {
 	out=$(wrk -t1 -c"$conns" -d"$DURATION" --timeout 10s --latency -s "$work/$script" "$(url "$path" "$endpoint")")
 	t1=$(cpu_ticks "$path")
 	if grep -q 'Non-2xx\|Socket errors' <<<"$out"; then
-		echo "bench-mesh: $path $load: errors:" >&2
-		echo "$out" >&2
-		exit 1
+		# Counted and shown, not fatal: on a loaded shared machine a
+		# stall of several seconds fails a few requests of any path.
+		echo "bench-mesh: $path $load round $round: errors:" >&2
+		grep 'Non-2xx\|Socket errors' <<<"$out" >&2
 	fi
 	awk -v round="$round" -v path="$path" -v load="$load" -v ticks=$((t1 - t0)) -v hz="$hz" '
 		function us(v) {
@@ -267,7 +268,9 @@ run() {
 		$1 == "99%" { p99 = us($2) }
 		$1 == "Requests/sec:" { rps = $2 }
 		/requests in/ { n = $1 }
-		END { printf "%s %s %s %.1f %.1f %.1f %.1f\n", round, path, load, p50, p99, rps, (n > 0 ? ticks * 1000000 / hz / n : 0) }
+		/Non-2xx/ { errs += $NF }
+		/Socket errors/ { gsub(",", ""); errs += $4 + $6 + $8 + $10 }
+		END { printf "%s %s %s %.1f %.1f %.1f %.1f %d\n", round, path, load, p50, p99, rps, (n > 0 ? ticks * 1000000 / hz / n : 0), errs }
 	' <<<"$out" >>"$work/results"
 }
 
@@ -304,9 +307,9 @@ awk -v rounds="$ROUNDS" -v paths="$paths" '
 		return n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
 	}
 	$1 == "profile" { next }
-	{ p50[$1, $2, $3] = $4; p99[$1, $2, $3] = $5; rps[$1, $2, $3] = $6; cpu[$1, $2, $3] = $7 }
+	{ p50[$1, $2, $3] = $4; p99[$1, $2, $3] = $5; rps[$1, $2, $3] = $6; cpu[$1, $2, $3] = $7; errs[$2, $3] += $8 }
 	END {
-		printf "%-6s %-6s %9s %9s %9s %9s %9s %7s %11s\n", "load", "path", "p50 µs", "p99 µs", "+p50 µs", "+p99 µs", "req/s", "share", "cpu µs/req"
+		printf "%-6s %-6s %9s %9s %9s %9s %9s %7s %11s %7s\n", "load", "path", "p50 µs", "p99 µs", "+p50 µs", "+p99 µs", "req/s", "share", "cpu µs/req", "errors"
 		nl = split("c1 c64 1mib", loads, " ")
 		np = split(paths, ps, " ")
 		for (l = 1; l <= nl; l++) for (p = 1; p <= np; p++) {
@@ -318,14 +321,14 @@ awk -v rounds="$ROUNDS" -v paths="$paths" '
 			}
 			m50 = median(a50, rounds); m99 = median(a99, rounds); mr = median(ar, rounds)
 			md50 = median(d50, rounds); md99 = median(d99, rounds); ms = median(sh, rounds); mc = median(ac, rounds)
-			printf "%-6s %-6s %9.0f %9.0f %9.0f %9.0f %9.0f %7.2f %11.0f", L, P, m50, m99, md50, md99, mr, ms, mc
+			printf "%-6s %-6s %9.0f %9.0f %9.0f %9.0f %9.0f %7.2f %11.0f %7d", L, P, m50, m99, md50, md99, mr, ms, mc, errs[P, L]
 			if (L == "1mib") printf "  %.0f MB/s", mr * 1048576 / 1e6
 			printf "\n"
 			added[P, L] = md50
 		}
 		printf "\nmesh added p50 at c64 / local added p50 at c64: %.2f", (added["local", "c64"] > 0 ? added["mesh", "c64"] / added["local", "c64"] : 0)
 		if (index(paths, "mesh0")) printf " (base build: %.2f)", (added["local0", "c64"] > 0 ? added["mesh0", "c64"] / added["local0", "c64"] : 0)
-		printf "\n\nevery run (round path load p50_us p99_us req/s cpu_us/req):\n"
+		printf "\n\nevery run (round path load p50_us p99_us req/s cpu_us/req errors):\n"
 	}
 ' "$work/results"
 sort -k3,3 -k2,2 -k1,1n "$work/results" | grep -v '^profile' | column -t
