@@ -67,6 +67,14 @@ faults:
 	$(GO) vet -tags faults ./test/faults/
 	$(GO) test -tags faults -race -count=1 -timeout 10m -v ./test/faults/
 
+# bench-mesh measures the mesh hop (a consumer's role port -> QUIC -> a
+# serving node -> a fast upstream) against the direct path and the local
+# proxy, two nodeld processes on loopback, interleaved rounds (wrk from
+# Debian when missing). See scripts/bench-mesh.sh for its knobs.
+.PHONY: bench-mesh
+bench-mesh:
+	bash scripts/bench-mesh.sh
+
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
 

@@ -69,8 +69,20 @@
 // type: quic-go is imported by this package alone. A Stream ends cleanly
 // on the write side (CloseWrite), as a whole (Close: stop reading, which
 // unblocks a pending Read, and end the write side cleanly), or with a
-// StreamCode: both directions (Reset) or one (StopReading, AbortWrite).
-// ResetCode tells the code a peer aborted with from other errors.
+// StreamCode: both directions (Reset) or one (StopReading, AbortWrite);
+// FinishReading takes the peer's clean end when it came with its last
+// bytes and stops reading otherwise. ResetCode tells the code a peer
+// aborted with from other errors. A stream from OpenStream sends its kind
+// byte with the first bytes written, so a request written at once is one
+// packet; AppendFrameHeader and ReadFrameInto let a caller write several
+// frames in one Write and read one without allocating.
+//
+// Flow control is quic-go's default (a stream's window starts at 512 KiB
+// and grows with its use up to 6 MiB; a link's starts at 768 KiB and grows
+// up to 15 MiB): it bounds what a peer can make this node buffer for
+// streams its handlers do not read. Larger
+// initial windows did not speed up 1 MiB requests on loopback
+// (BENCHMARKS.md, "Mesh hop").
 //
 // Advertisements are sent to each linked peer when its link comes up, on
 // every table change and every AdvertInterval: the table's, each only to

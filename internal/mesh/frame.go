@@ -80,6 +80,62 @@ func WriteFrame(w io.Writer, t FrameType, payload []byte) error {
 	return err
 }
 
+// AppendFrameHeader appends the header of a frame of type t with a payload
+// of n bytes to dst, so that a caller can put several frames, or a header
+// and a payload it reads in place, into one Write. n must be within
+// 0..MaxFrameSize.
+func AppendFrameHeader(dst []byte, t FrameType, n int) []byte {
+	var hdr [FrameHeaderSize]byte
+	hdr[0] = byte(t)
+	binary.BigEndian.PutUint32(hdr[1:], uint32(n))
+	return append(dst, hdr[:]...)
+}
+
+// ReadFrameHeader reads one frame header and returns its type and payload
+// length, which is at most max (clamped to MaxFrameSize): a longer
+// declared length is ErrFrameTooLarge. The caller then reads exactly that
+// many payload bytes, as it likes (into its own buffer, in pieces). It
+// returns io.EOF only at a clean frame boundary and ErrTruncatedFrame
+// inside the header.
+func ReadFrameHeader(r io.Reader, max int) (FrameType, int, error) {
+	if max <= 0 || max > MaxFrameSize {
+		max = MaxFrameSize
+	}
+	var hdr [FrameHeaderSize]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return 0, 0, ErrTruncatedFrame
+		}
+		return 0, 0, err
+	}
+	n := binary.BigEndian.Uint32(hdr[1:])
+	if uint64(n) > uint64(max) {
+		return 0, 0, fmt.Errorf("frame of %d bytes, bound %d: %w", n, max, ErrFrameTooLarge)
+	}
+	return FrameType(hdr[0]), int(n), nil
+}
+
+// ReadFrameInto reads one frame whose payload fits buf into buf and
+// returns the payload (a prefix of buf), with ReadFrame's errors; a
+// declared length above len(buf) is ErrFrameTooLarge before any payload
+// byte is read. It allocates nothing.
+func ReadFrameInto(r io.Reader, buf []byte) (FrameType, []byte, error) {
+	t, n, err := ReadFrameHeader(r, min(len(buf), MaxFrameSize))
+	if err != nil {
+		return 0, nil, err
+	}
+	if len(buf) == 0 && n > 0 {
+		return 0, nil, fmt.Errorf("frame of %d bytes, bound 0: %w", n, ErrFrameTooLarge)
+	}
+	if _, err := io.ReadFull(r, buf[:n]); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			return 0, nil, ErrTruncatedFrame
+		}
+		return 0, nil, err
+	}
+	return t, buf[:n], nil
+}
+
 // ReadFrame reads one frame whose payload is at most max bytes (max is
 // clamped to MaxFrameSize). It returns io.EOF only at a clean frame
 // boundary, ErrTruncatedFrame inside a frame, and ErrFrameTooLarge, before

@@ -50,6 +50,34 @@ func TestFrameBounds(t *testing.T) {
 	}
 }
 
+func TestReadFrameIntoAndHeader(t *testing.T) {
+	var buf bytes.Buffer
+	b := AppendFrameHeader(nil, 7, 3)
+	buf.Write(append(b, "abc"...))
+	buf.Write(AppendFrameHeader(nil, 8, 0))
+	into := make([]byte, 4)
+	typ, p, err := ReadFrameInto(&buf, into)
+	if err != nil || typ != 7 || string(p) != "abc" || &p[0] != &into[0] {
+		t.Fatalf("ReadFrameInto = %d %q %v, want 7 abc in the caller's buffer", typ, p, err)
+	}
+	if typ, n, err := ReadFrameHeader(&buf, 0); err != nil || typ != 8 || n != 0 {
+		t.Fatalf("ReadFrameHeader = %d %d %v, want 8 0", typ, n, err)
+	}
+	if _, _, err := ReadFrameInto(&buf, into); !errors.Is(err, io.EOF) {
+		t.Fatalf("at a clean end = %v, want io.EOF", err)
+	}
+	over := bytes.NewReader(append(AppendFrameHeader(nil, 1, 5), "abcde"...))
+	if _, _, err := ReadFrameInto(over, into); !errors.Is(err, ErrFrameTooLarge) || over.Len() != 5 {
+		t.Fatalf("frame over the buffer = %v with %d payload bytes unread, want ErrFrameTooLarge before reading them", err, over.Len())
+	}
+	if _, _, err := ReadFrameInto(bytes.NewReader(append(AppendFrameHeader(nil, 1, 5), "ab"...)), make([]byte, 8)); !errors.Is(err, ErrTruncatedFrame) {
+		t.Fatalf("truncated payload = %v", err)
+	}
+	if _, _, err := ReadFrameInto(bytes.NewReader(AppendFrameHeader(nil, 1, 1)), nil); !errors.Is(err, ErrFrameTooLarge) {
+		t.Fatalf("payload into no buffer = %v", err)
+	}
+}
+
 func FuzzReadFrame(f *testing.F) {
 	var buf bytes.Buffer
 	_ = WriteFrame(&buf, 2, []byte(`{"role":"chat"}`))
@@ -73,6 +101,11 @@ func FuzzReadFrame(f *testing.F) {
 			var out bytes.Buffer
 			if err := WriteFrame(&out, typ, p); err != nil {
 				t.Fatal(err)
+			}
+			// ReadFrameInto with a buffer of just the payload reads the same.
+			typ2, p2, err := ReadFrameInto(bytes.NewReader(out.Bytes()), make([]byte, len(p)))
+			if err != nil || typ2 != typ || !bytes.Equal(p2, p) {
+				t.Fatalf("ReadFrameInto = %d, %d bytes, %v; ReadFrame read %d, %d bytes", typ2, len(p2), err, typ, len(p))
 			}
 		}
 	})

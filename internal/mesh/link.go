@@ -542,8 +542,9 @@ func (m *Mesh) pokeAll() {
 	}
 }
 
-// OpenStream opens a stream of kind on the existing link to nodeID and
-// writes the kind byte. It never dials: without a live link it returns
+// OpenStream opens a stream of kind on the existing link to nodeID. The
+// kind byte is sent with the caller's first Write (or CloseWrite, Close),
+// so a request written at once leaves with it. It never dials: without a live link it returns
 // ErrNoLink. The caller owns the stream and must end it (Close, CloseWrite
 // or Reset).
 func (m *Mesh) OpenStream(ctx context.Context, nodeID string, kind StreamKind) (*Stream, error) {
@@ -564,12 +565,8 @@ func (m *Mesh) OpenStream(ctx context.Context, nodeID string, kind StreamKind) (
 		m.met.stream(kind, resultError)
 		return nil, fmt.Errorf("open %s stream to %s: %w", kind, nodeID, err)
 	}
-	s := newStream(qs)
-	if _, err := s.Write([]byte{byte(kind)}); err != nil {
-		s.Reset(StreamCodeCancelled)
-		m.met.stream(kind, resultError)
-		return nil, fmt.Errorf("open %s stream to %s: %w", kind, nodeID, err)
-	}
+	// The kind byte leaves with the caller's first write: a request is
+	// then one packet, not a packet for the kind and one for the rest.
 	m.met.stream(kind, resultOpened)
-	return s, nil
+	return newOpenedStream(qs, kind), nil
 }

@@ -3,6 +3,7 @@ package mesh
 import (
 	"context"
 	"errors"
+	"io"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -31,17 +32,61 @@ import (
 // CloseWrite and Close send nothing and return an error.
 type Stream struct {
 	qs *quic.Stream
+	// kind is the stream's kind byte while it is still to be sent: an
+	// opened stream sends it with its first Write (or CloseWrite, Close),
+	// so that a request and its kind leave in one packet. Only the writing
+	// goroutine touches it.
+	kind    byte
+	pending bool
 }
 
 func newStream(qs *quic.Stream) *Stream { return &Stream{qs: qs} }
+
+// newOpenedStream is a stream this side opened, whose kind byte goes out
+// with the first bytes written.
+func newOpenedStream(qs *quic.Stream, kind StreamKind) *Stream {
+	return &Stream{qs: qs, kind: byte(kind), pending: true}
+}
+
+// coalesceKindBytes is the largest write the kind byte is copied in front
+// of; a larger first write sends the kind byte on its own just before it
+// (quic-go packs both into the same packets anyway).
+const coalesceKindBytes = 16 << 10
 
 // Read reads what the peer sent. It returns io.EOF after the peer's
 // CloseWrite; after a reset by either side it returns an error that
 // ResetCode recognises when the peer reset.
 func (s *Stream) Read(p []byte) (int, error) { return s.qs.Read(p) }
 
-// Write writes to the peer.
-func (s *Stream) Write(p []byte) (int, error) { return s.qs.Write(p) }
+// Write writes to the peer. On a stream returned by OpenStream the first
+// Write also carries the stream's kind byte.
+func (s *Stream) Write(p []byte) (int, error) {
+	if !s.pending || len(p) == 0 {
+		return s.qs.Write(p)
+	}
+	s.pending = false
+	if len(p) > coalesceKindBytes {
+		if _, err := s.qs.Write([]byte{s.kind}); err != nil {
+			return 0, err
+		}
+		return s.qs.Write(p)
+	}
+	buf := make([]byte, 1+len(p))
+	buf[0] = s.kind
+	copy(buf[1:], p)
+	n, err := s.qs.Write(buf)
+	return max(n-1, 0), err
+}
+
+// flushKind sends a kind byte not sent yet, before the write side ends.
+func (s *Stream) flushKind() error {
+	if !s.pending {
+		return nil
+	}
+	s.pending = false
+	_, err := s.qs.Write([]byte{s.kind})
+	return err
+}
 
 // SetDeadline sets the read and write deadlines; a zero time clears them.
 // A Read or Write past its deadline fails with a net.Error whose Timeout
@@ -62,13 +107,21 @@ func (s *Stream) Context() context.Context { return s.qs.Context() }
 
 // CloseWrite ends the write side cleanly (FIN): the peer reads io.EOF
 // after every byte written. The read side stays open.
-func (s *Stream) CloseWrite() error { return s.qs.Close() }
+func (s *Stream) CloseWrite() error {
+	if err := s.flushKind(); err != nil {
+		return err
+	}
+	return s.qs.Close()
+}
 
 // Close is done with the stream: it stops reading with StreamCodeCancelled,
 // which makes a pending Read return, and ends the write side cleanly, so
 // that bytes already written still reach the peer.
 func (s *Stream) Close() error {
 	s.qs.CancelRead(quic.StreamErrorCode(StreamCodeCancelled))
+	if err := s.flushKind(); err != nil {
+		return err
+	}
 	return s.qs.Close()
 }
 
@@ -77,6 +130,23 @@ func (s *Stream) Close() error {
 func (s *Stream) Reset(code StreamCode) {
 	s.qs.CancelRead(quic.StreamErrorCode(code))
 	s.qs.CancelWrite(quic.StreamErrorCode(code))
+}
+
+// FinishReading ends the read side once nothing more is expected from the
+// peer: it waits up to wait for the peer's clean end (CloseWrite) with no
+// data before it, which usually arrived with the peer's last bytes, and
+// reports whether it came; if it did not, it stops reading with
+// StreamCodeCancelled (as StopReading). Either way the read side is done.
+// Taking the clean end rather than stopping spares a STOP_SENDING frame,
+// and the packet that carries it, per exchange.
+func (s *Stream) FinishReading(wait time.Duration) bool {
+	_ = s.qs.SetReadDeadline(time.Now().Add(wait))
+	var one [1]byte
+	if n, err := s.qs.Read(one[:]); n == 0 && err == io.EOF {
+		return true
+	}
+	s.qs.CancelRead(quic.StreamErrorCode(StreamCodeCancelled))
+	return false
 }
 
 // StopReading aborts the read side with code: the peer's Write fails with

@@ -177,3 +177,108 @@ func TestLinkFailed(t *testing.T) {
 		}
 	}
 }
+
+// An opened stream's kind byte leaves with its first write, whatever its
+// size, or with CloseWrite when nothing is written: the peer's handler
+// sees the kind and then exactly what was written.
+func TestOpenedStreamSendsKindWithFirstWrite(t *testing.T) {
+	a, b := pair(t)
+	got := make(chan seen, 1)
+	a.m.Handle(KindCtl, func(ctx context.Context, peer PeerInfo, s *Stream) {
+		defer s.Close()
+		data, err := io.ReadAll(s)
+		got <- seen{string(data), err}
+	})
+	big := string(make([]byte, coalesceKindBytes+1))
+	for _, tc := range []struct{ name, first, rest string }{
+		{"small", "hello", " world"},
+		{"larger than coalesced", big, "!"},
+		{"nothing written", "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+			defer cancel()
+			s, err := b.m.OpenStream(ctx, a.id(), KindCtl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range []string{tc.first, tc.rest} {
+				if n, err := s.Write([]byte(p)); err != nil || n != len(p) {
+					t.Fatalf("Write = %d, %v; want %d, nil", n, err, len(p))
+				}
+			}
+			if err := s.CloseWrite(); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case sn := <-got:
+				if sn.err != nil || sn.data != tc.first+tc.rest {
+					t.Errorf("peer read %d bytes, %v; want %d bytes", len(sn.data), sn.err, len(tc.first+tc.rest))
+				}
+			case <-ctx.Done():
+				t.Fatal("handler saw nothing")
+			}
+			s.StopReading(StreamCodeCancelled)
+		})
+	}
+}
+
+// FinishReading takes the peer's clean end when it is there, and stops
+// the peer's writes when it is not.
+func TestFinishReading(t *testing.T) {
+	a, b := pair(t)
+	writeErr := make(chan error, 1)
+	a.m.Handle(KindCtl, func(ctx context.Context, peer PeerInfo, s *Stream) {
+		var mode [1]byte
+		if _, err := io.ReadFull(s, mode[:]); err != nil {
+			writeErr <- err
+			return
+		}
+		if mode[0] == 'e' {
+			_, _ = s.Write([]byte("x"))
+			_ = s.CloseWrite()
+			return
+		}
+		chunk := make([]byte, 1<<10)
+		var err error
+		for err == nil {
+			_, err = s.Write(chunk)
+		}
+		writeErr <- err
+	})
+	open := func(mode string) *Stream {
+		ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+		defer cancel()
+		s, err := b.m.OpenStream(ctx, a.id(), KindCtl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Write([]byte(mode)); err != nil {
+			t.Fatal(err)
+		}
+		_ = s.CloseWrite()
+		return s
+	}
+	s := open("e")
+	var x [1]byte
+	_ = s.SetReadDeadline(time.Now().Add(waitTimeout))
+	if _, err := io.ReadFull(s, x[:]); err != nil {
+		t.Fatal(err)
+	}
+	if !s.FinishReading(waitTimeout) {
+		t.Error("FinishReading after the peer's CloseWrite = false, want its clean end")
+	}
+
+	s = open("w")
+	if s.FinishReading(time.Millisecond) {
+		t.Error("FinishReading while the peer still writes = true")
+	}
+	select {
+	case err := <-writeErr:
+		if code, ok := ResetCode(err); !ok || code != StreamCodeCancelled {
+			t.Errorf("peer's write error = %v, want stopped with StreamCodeCancelled", err)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("peer's writes not stopped")
+	}
+}

@@ -102,10 +102,12 @@
 // after RequestTimeout: 504 before the response head, a cut stream after
 // it. Any failure after the head is sent cuts the stream
 // (http.ErrAbortHandler); responses over MaxResponseBytes are cut too.
-// Remote: the body is read into memory, bounded by MeshMaxBodyBytes and
-// BodyTimeout, and handed to RemoteForwarder with the same watchdog on
-// the client writes; every write of the forwarder is flushed to the
-// client at once.
+// Remote: a body of at most MeshBufferedBodyBytes (64 KiB) is read into
+// memory and handed to RemoteForwarder (so it can go to a second peer); a
+// larger one, or one of unknown length that turns out larger, is streamed
+// to the peer as the client sends it; both bounded by MeshMaxBodyBytes and
+// BodyTimeout, with the same watchdog on the client writes; every write of
+// the forwarder is flushed to the client at once.
 //
 // # Mesh forwarding (MeshForwarder)
 //
@@ -113,8 +115,10 @@
 // existing link (never dials; no handshake per request), after refusing a
 // body over the mesh limit or a path other than the four /v1 inference
 // paths, sends a versioned JSON head (method, path, query, Content-Type,
-// Accept only), the body in MeshChunkBytes frames and an end frame, and
-// relays each body frame as it arrives; the response head of a stream
+// Accept only), the body in MeshChunkBytes frames and an end frame (a
+// small request in one write, so one packet; a streamed body frame by
+// frame as it is read), and relays each body frame as it arrives, with the
+// instance's Content-Length when it gave one; the response head of a stream
 // (SSE, NDJSON) is relayed at once, any other head with its first body
 // byte, so a link that dies between the two leaves nothing written. Its ctx
 // ending resets the stream, which cancels the serving node's upstream
@@ -122,10 +126,16 @@
 // answered (no link, or the mesh closed it as dead: mesh.LinkFailed) is
 // marked errNotAnswered; the handler then tries the next candidate once
 // (Resolver.ResolveExcept), only while nothing was relayed to the client,
-// with the body it holds. ServeStream (serving node) reads the head within
-// MeshFirstFrameTimeout, requires LocalForPeer, takes a per-peer and a
-// total slot (429 over them), pins "model", forwards to the local
-// instance only and streams back one frame per upstream read. Refusals
+// with the body it holds (a streamed body is not retried). ServeStream
+// (serving node) reads the head within MeshFirstFrameTimeout, requires
+// LocalForPeer, takes a per-peer and a total slot (429 over them), pins
+// "model" (pinModel on a body of at most MeshBufferedBodyBytes read
+// whole; pinReader on a larger one, forwarded as its frames arrive with a
+// Content-Length announced first, or chunked when the consumer did not
+// know the length), forwards to the local instance only and streams back
+// one frame per upstream read (a response head with its first chunk).
+// What either side holds of a body is a chunk-sized buffer whatever the
+// mesh body limit (nodeld_proxy_mesh_body_bytes). Refusals
 // carry a stable code and a generic message and are recorded
 // ("infer.mesh.refused") through MeshDeps.Recorder, the daemon's shared
 // rate-limited recorder, keyed by the peer and the code; broken framing

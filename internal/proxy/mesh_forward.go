@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -98,7 +99,12 @@ type MeshForwarder struct {
 	transport http.RoundTripper
 	ownTrans  *http.Transport // set when the forwarder built transport
 	met       *meshMetrics
-	bufs      sync.Pool // *[]byte of MeshChunkBytes
+	frames    sync.Pool // *[]byte of frameBufBytes: frames read or written at once
+
+	// held and peakHeld are the request body bytes held in memory by the
+	// forwards in flight, both sides (nodeld_proxy_mesh_body_bytes), and
+	// the most they reached.
+	held, peakHeld atomic.Int64
 
 	perPeer atomic.Int64
 	total   atomic.Int64
@@ -131,8 +137,8 @@ func NewMeshForwarder(d MeshDeps) (*MeshForwarder, error) {
 		met:       met,
 		byPeer:    make(map[string]int),
 	}
-	f.bufs.New = func() any {
-		b := make([]byte, MeshChunkBytes)
+	f.frames.New = func() any {
+		b := make([]byte, 0, frameBufBytes)
 		return &b
 	}
 	if f.transport == nil {
@@ -206,6 +212,27 @@ func meshLimitDefaults(perPeer, total int, maxBody int64) (int, int, int64) {
 	return perPeer, total, maxBody
 }
 
+// frameBufBytes holds a head and a body chunk, each with its frame header,
+// and an end frame: what one Write of a KindInfer stream carries at most.
+const frameBufBytes = MaxMeshHeadBytes + MeshChunkBytes + 3*mesh.FrameHeaderSize
+
+func (f *MeshForwarder) getFrameBuf() *[]byte { return f.frames.Get().(*[]byte) }
+
+func (f *MeshForwarder) putFrameBuf(b *[]byte) { f.frames.Put(b) }
+
+// holdBody counts n more (or, negative, fewer) request body bytes held in
+// memory.
+func (f *MeshForwarder) holdBody(n int64) {
+	v := f.held.Add(n)
+	f.met.bodyBytes.Set(float64(v))
+	for {
+		p := f.peakHeld.Load()
+		if v <= p || f.peakHeld.CompareAndSwap(p, v) {
+			return
+		}
+	}
+}
+
 // Inflight returns the peers' requests being served now and the total
 // slot count.
 func (f *MeshForwarder) Inflight() (inflight, capacity int) {
@@ -259,14 +286,24 @@ const (
 	fwdError     = "error"
 )
 
-// ForwardRemote sends r (with body) to nodeID over one KindInfer stream and
-// relays the response to w as it arrives. Only Content-Type and Accept
-// cross the mesh; Authorization and cookies never do. A body over the mesh
-// limit or a path not served to peers is refused before any stream is
-// opened. When ctx ends the stream is reset, and the serving node cancels
-// its upstream request.
+// ForwardRemote sends r to nodeID over one KindInfer stream and relays
+// the response to w as it arrives. The body is body when the caller holds
+// it (it may then call again with it, on another peer); with body nil,
+// r.Body (r.ContentLength bytes, -1 unknown) is streamed to the peer as it
+// is read, in chunks of at most MeshChunkBytes, and a failure reading it
+// is a *clientBodyError. Only Content-Type and Accept cross the mesh;
+// Authorization and cookies never do. A body over the mesh limit or a
+// path not served to peers is refused before any stream is opened. When
+// ctx ends the stream is reset, and the serving node cancels its upstream
+// request.
 func (f *MeshForwarder) ForwardRemote(ctx context.Context, nodeID, role string, r *http.Request, body []byte, w http.ResponseWriter) error {
-	if limit := f.maxBody.Load(); int64(len(body)) > limit {
+	streamed := body == nil && r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
+	size := int64(len(body))
+	if streamed {
+		size = r.ContentLength
+	}
+	limit := f.maxBody.Load()
+	if size > limit {
 		f.met.forwarded(fwdTooLarge)
 		return errTooLarge(limit)
 	}
@@ -276,7 +313,7 @@ func (f *MeshForwarder) ForwardRemote(ctx context.Context, nodeID, role string, 
 			Message: "role '" + role + "' is served by a peer, which is not asked for " + r.URL.Path}
 	}
 	head := meshRequestHead{V: MeshWireVersion, Role: role, Method: r.Method, Path: r.URL.Path,
-		Query: r.URL.RawQuery, BodyBytes: int64(len(body))}
+		Query: r.URL.RawQuery, BodyBytes: size}
 	if v := r.Header.Get("Content-Type"); validHeaderValue(v) {
 		head.ContentType = v
 	}
@@ -297,16 +334,43 @@ func (f *MeshForwarder) ForwardRemote(ctx context.Context, nodeID, role string, 
 		s.Reset(mesh.StreamCodeCancelled)
 	})
 	defer stop()
-	werr := sendRequest(s, head, body)
+	bp := f.getFrameBuf()
+	defer f.putFrameBuf(bp)
+	var werr error
+	if streamed {
+		f.holdBody(int64(cap(*bp)))
+		defer f.holdBody(-int64(cap(*bp)))
+		var berr error
+		werr, berr = sendStreamed(s, head, r.Body, limit, *bp)
+		if berr != nil {
+			// The client's body failed (gone, too slow, too long): the
+			// peer must not answer a request it did not get whole.
+			s.Reset(mesh.StreamCodeCancelled)
+			var mbe *http.MaxBytesError
+			if errors.As(berr, &mbe) {
+				f.met.forwarded(fwdTooLarge)
+			} else {
+				f.met.forwarded(fwdCancelled)
+			}
+			return &clientBodyError{err: berr}
+		}
+	} else {
+		f.holdBody(int64(len(body)))
+		defer f.holdBody(-int64(len(body)))
+		werr = sendRequest(s, head, body, *bp)
+	}
 	// Read even after a failed send: a serving node that refuses early
 	// stops reading the body and answers with a refusal.
-	err = relayResponse(s, w)
-	s.StopReading(mesh.StreamCodeCancelled) // nothing more is expected
+	err = relayResponse(s, w, (*bp)[:cap(*bp)])
 	var ref *peerRefusal
 	switch {
 	case err == nil:
+		s.FinishReading(MeshFinishWait) // nothing more is expected
 		f.met.forwarded(fwdOK)
 		return nil
+	}
+	s.StopReading(mesh.StreamCodeCancelled) // nothing more is wanted
+	switch {
 	case ctx.Err() != nil:
 		s.AbortWrite(mesh.StreamCodeCancelled)
 		f.met.forwarded(fwdCancelled)
@@ -346,19 +410,85 @@ func (f *MeshForwarder) ForwardRemote(ctx context.Context, nodeID, role string, 
 // it so the proxy may try the next candidate.
 var errNotAnswered = errors.New("the link to the peer failed before it answered")
 
+// clientBodyError is a streamed request body that could not be read from
+// the client; the stream to the peer was reset.
+type clientBodyError struct{ err error }
+
+func (e *clientBodyError) Error() string { return "reading the request body: " + e.err.Error() }
+func (e *clientBodyError) Unwrap() error { return e.err }
+
 // sendRequest writes the head, the body frames and the end frame, then
-// closes the write side.
-func sendRequest(s *mesh.Stream, head meshRequestHead, body []byte) error {
-	if err := writeJSONFrame(s, frameReqHead, head); err != nil {
-		return err
+// closes the write side. A body that fits buf with its head leaves in one
+// write (and so, usually, in one packet).
+func sendRequest(s *mesh.Stream, head meshRequestHead, body []byte, buf []byte) error {
+	w := appendRequestHeadFrame(buf[:0], head)
+	for {
+		n := min(len(body), MeshChunkBytes, cap(w)-len(w)-2*mesh.FrameHeaderSize)
+		if n > 0 {
+			w = append(mesh.AppendFrameHeader(w, frameReqBody, n), body[:n]...)
+			body = body[n:]
+		}
+		if len(body) == 0 {
+			w = mesh.AppendFrameHeader(w, frameReqEnd, 0)
+			break
+		}
+		if _, err := s.Write(w); err != nil {
+			return err
+		}
+		w = w[:0]
 	}
-	if err := writeBodyFrames(s, frameReqBody, body); err != nil {
-		return err
-	}
-	if err := mesh.WriteFrame(s, frameReqEnd, nil); err != nil {
+	if _, err := s.Write(w); err != nil {
 		return err
 	}
 	return s.CloseWrite()
+}
+
+// sendStreamed writes the head, then each read of body as a frame as it
+// comes (the head with the first one), then the end frame, and closes the
+// write side. werr is a failure to write to the peer (it may have refused
+// and stopped reading); berr a failure to read body, or body over limit
+// (an *http.MaxBytesError) or shorter than head announced.
+func sendStreamed(s *mesh.Stream, head meshRequestHead, body io.Reader, limit int64, buf []byte) (werr, berr error) {
+	w := appendRequestHeadFrame(buf[:0], head)
+	var sent int64
+	for {
+		at := len(w)
+		room := min(MeshChunkBytes, cap(w)-at-2*mesh.FrameHeaderSize)
+		// Whole frames: fewer, larger writes to the stream.
+		n, rerr := io.ReadFull(body, w[at+mesh.FrameHeaderSize:at+mesh.FrameHeaderSize+room])
+		if rerr == io.ErrUnexpectedEOF {
+			rerr = io.EOF
+		}
+		if n > 0 {
+			switch sent += int64(n); {
+			case sent > limit:
+				return nil, &http.MaxBytesError{Limit: limit}
+			case head.BodyBytes >= 0 && sent > head.BodyBytes:
+				return nil, errors.New("body longer than its announced length")
+			}
+			w = mesh.AppendFrameHeader(w, frameReqBody, n)
+			w = w[:at+mesh.FrameHeaderSize+n]
+		}
+		if rerr == io.EOF {
+			if head.BodyBytes >= 0 && sent != head.BodyBytes {
+				return nil, io.ErrUnexpectedEOF
+			}
+			w = mesh.AppendFrameHeader(w, frameReqEnd, 0)
+			if _, err := s.Write(w); err != nil {
+				return err, nil
+			}
+			return s.CloseWrite(), nil
+		}
+		if rerr != nil {
+			return nil, rerr
+		}
+		if len(w) > 0 {
+			if _, err := s.Write(w); err != nil {
+				return err, nil
+			}
+			w = w[:0]
+		}
+	}
 }
 
 // meshMetrics are the forwarder's collectors. Labels are bounded: role is
@@ -368,6 +498,7 @@ type meshMetrics struct {
 	served    *prometheus.CounterVec // role, code
 	inflight  prometheus.Gauge
 	forwardsV *prometheus.CounterVec // result
+	bodyBytes prometheus.Gauge
 }
 
 func newMeshMetrics(reg prometheus.Registerer) (*meshMetrics, error) {
@@ -384,11 +515,15 @@ func newMeshMetrics(reg prometheus.Registerer) (*meshMetrics, error) {
 			Name: "nodeld_proxy_mesh_forwarded_total",
 			Help: "Inference requests this node forwarded to peers, by result.",
 		}, []string{"result"}),
+		bodyBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "nodeld_proxy_mesh_body_bytes",
+			Help: "Request body bytes held in memory by mesh forwards in flight, sent and served: small bodies whole, streamed ones a fixed buffer each.",
+		}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.served, m.inflight, m.forwardsV} {
+	for _, c := range []prometheus.Collector{m.served, m.inflight, m.forwardsV, m.bodyBytes} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register proxy mesh metrics: %w", err)
 		}

@@ -53,6 +53,9 @@ type meshNode struct {
 	fwd   *MeshForwarder
 	audit *fakeAudit
 	h     *harness
+	// proxyCfg is the config of n's proxy (role "chat" on a free port
+	// when it names no role); set it before start.
+	proxyCfg Config
 }
 
 // newMeshNodes makes nodes with identities and reserved UDP ports, so
@@ -85,7 +88,7 @@ func (n *meshNode) start(deps MeshDeps, peers ...*meshNode) {
 	n.Mesh.Handle(mesh.KindInfer, n.fwd.ServeStream)
 	pdeps := Deps{Resolver: n.Table, Remote: n.fwd, Logger: lg, Registerer: n.Registry}
 	if t, ok := n.t.(*testing.T); ok {
-		n.h = startProxy(t, Config{}, pdeps)
+		n.h = startProxy(t, n.proxyCfg, pdeps)
 	} else {
 		n.h = startProxyTB(n.t, pdeps)
 	}

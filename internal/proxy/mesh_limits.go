@@ -13,6 +13,15 @@ const (
 	// MeshChunkBytes is the largest body frame either side sends or
 	// accepts (below mesh.MaxFrameSize).
 	MeshChunkBytes = 64 << 10
+	// MeshBufferedBodyBytes is the largest request body a mesh forward
+	// holds whole, on both sides: the consumer reads it before it sends it
+	// (so that a forward whose link fails before the peer answered can be
+	// sent to the next peer), the serving node before it pins its model.
+	// A larger body, or one of unknown length that turns out larger, is
+	// streamed as it arrives (and is not retried), so that what a forward
+	// holds stays a chunk whatever inference.limits.mesh_max_body_bytes
+	// allows.
+	MeshBufferedBodyBytes = 64 << 10
 	// MaxMeshHeaderValueBytes bounds a relayed header value
 	// (Content-Type, Accept, Cache-Control).
 	MaxMeshHeaderValueBytes = 256
@@ -24,6 +33,11 @@ const (
 	// MeshFrameTimeout bounds the wait for each further request frame
 	// (body chunks and the end frame).
 	MeshFrameTimeout = 10 * time.Second
+	// MeshFinishWait is how long either side waits, once an exchange is
+	// complete, for the other side's clean end of the stream (which comes
+	// with its last bytes) before it stops reading instead: the clean end
+	// spares a STOP_SENDING frame, and a packet, per request.
+	MeshFinishWait = time.Millisecond
 	// MeshServeTimeout caps one served request from its head to the last
 	// response byte.
 	MeshServeTimeout = DefaultRequestTimeout

@@ -3,7 +3,6 @@ package proxy
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -49,11 +48,15 @@ var genericMessages = map[string]string{
 // ServeStream serves one KindInfer stream from peer (register it with
 // m.Handle(mesh.KindInfer, f.ServeStream)). The peer's id is the one its
 // link authenticated. It reads the head within MeshFirstFrameTimeout,
-// checks it and LocalForPeer, takes a per-peer and a total slot, reads the
-// body, pins "model", forwards to the local instance only (never onward to
-// another node) and streams the response back chunk by chunk. Refusals
-// carry a stable code and a generic message and are recorded (through the
-// Recorder); broken framing resets the stream.
+// checks it and LocalForPeer, takes a per-peer and a total slot, and
+// forwards the request to the local instance only (never onward to another
+// node) with its "model" pinned: a body of at most MeshBufferedBodyBytes is
+// read whole and pinned first (pinModel); a larger one, or one of unknown
+// length, is streamed to the instance as its frames arrive, pinned on the
+// way (pinReader), so that what is held stays a chunk whatever the body's
+// size. The response streams back chunk by chunk. Refusals carry a stable
+// code and a generic message and are recorded (through the Recorder);
+// broken framing resets the stream.
 func (f *MeshForwarder) ServeStream(ctx context.Context, peer mesh.PeerInfo, s *mesh.Stream) {
 	_ = s.SetReadDeadline(time.Now().Add(MeshFirstFrameTimeout))
 	head, err := readRequestHead(s)
@@ -72,7 +75,8 @@ func (f *MeshForwarder) ServeStream(ctx context.Context, peer mesh.PeerInfo, s *
 		f.refuse(s, peer, head.Role, RefuseForbiddenPath)
 		return
 	}
-	if head.BodyBytes > f.maxBody.Load() {
+	maxBody := f.maxBody.Load()
+	if head.BodyBytes > maxBody {
 		f.refuse(s, peer, head.Role, RefuseTooLarge)
 		return
 	}
@@ -81,23 +85,58 @@ func (f *MeshForwarder) ServeStream(ctx context.Context, peer mesh.PeerInfo, s *
 		return
 	}
 	defer f.release(peer.ID)
-	body, err := readRequestBody(s, head, func() { _ = s.SetReadDeadline(time.Now().Add(MeshFrameTimeout)) })
-	if err != nil {
-		f.readFailed(s, peer, head.Role, err)
-		return
+	arm := func() { _ = s.SetReadDeadline(time.Now().Add(MeshFrameTimeout)) }
+	var up upstreamBody
+	switch {
+	case head.BodyBytes >= 0 && head.BodyBytes <= MeshBufferedBodyBytes:
+		body, err := readRequestBody(s, head, maxBody, arm)
+		if err != nil {
+			f.readFailed(s, peer, head.Role, err)
+			return
+		}
+		_ = s.SetReadDeadline(time.Time{})
+		f.holdBody(int64(len(body)))
+		defer f.holdBody(-int64(len(body)))
+		if head.Path == "/v1/models" {
+			body = nil
+		} else if body, err = pinModel(body, local); err != nil {
+			f.refuse(s, peer, head.Role, RefuseBadRequest)
+			return
+		}
+		up = upstreamBody{r: bytes.NewReader(body), n: int64(len(body))}
+	case head.Path == "/v1/models":
+		// Nothing of a body is forwarded there: read it to its end.
+		if _, err := io.Copy(io.Discard, &meshBodyReader{r: s, arm: arm, announced: head.BodyBytes, limit: maxBody}); err != nil {
+			f.readFailed(s, peer, head.Role, err)
+			return
+		}
+		_ = s.SetReadDeadline(time.Time{})
+	default:
+		value, err := pinnedModel(local)
+		if err != nil {
+			f.refuse(s, peer, head.Role, RefuseUpstreamError)
+			return
+		}
+		src := &meshBodyReader{r: s, arm: arm, announced: head.BodyBytes, limit: maxBody}
+		pr := newPinReader(src, head.BodyBytes, value, MeshChunkBytes)
+		f.holdBody(pr.bufferedBytes())
+		defer f.holdBody(-pr.bufferedBytes())
+		up = upstreamBody{r: pr, n: pr.length(), stream: pr}
 	}
-	_ = s.SetReadDeadline(time.Time{})
-	if head.Path == "/v1/models" {
-		body = nil
-	} else if body, err = pinModel(body, local); err != nil {
-		f.refuse(s, peer, head.Role, RefuseBadRequest)
-		return
-	}
-	f.forward(ctx, s, peer, head, body, local)
+	f.forward(ctx, s, peer, head, up, local)
+}
+
+// upstreamBody is the body of a request to the local instance: n bytes
+// (-1: unknown, sent chunked) from r, which is stream when it is a peer's
+// body read as it arrives.
+type upstreamBody struct {
+	r      io.Reader
+	n      int64
+	stream *pinReader
 }
 
 // forward sends the request to the local instance and streams the answer.
-func (f *MeshForwarder) forward(ctx context.Context, s *mesh.Stream, peer mesh.PeerInfo, head meshRequestHead, body []byte, local table.MeshLocal) {
+func (f *MeshForwarder) forward(ctx context.Context, s *mesh.Stream, peer mesh.PeerInfo, head meshRequestHead, up upstreamBody, local table.MeshLocal) {
 	ctx, cancel := context.WithTimeout(ctx, MeshServeTimeout)
 	defer cancel()
 	// The consumer resetting the stream (its client went away) cancels the
@@ -107,13 +146,16 @@ func (f *MeshForwarder) forward(ctx context.Context, s *mesh.Stream, peer mesh.P
 	if head.Query != "" {
 		target += "?" + head.Query
 	}
-	req, err := http.NewRequestWithContext(ctx, head.Method, target, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, head.Method, target, nil)
 	if err != nil {
 		f.refuse(s, peer, head.Role, RefuseUpstreamError)
 		return
 	}
-	if len(body) == 0 {
-		req.Body = http.NoBody
+	if up.n != 0 {
+		// The transport closes the body when it is done, possibly after
+		// RoundTrip returned; the stream is read no more once this
+		// function returned (StopReading, Reset).
+		req.Body, req.ContentLength = io.NopCloser(up.r), up.n
 	}
 	if head.ContentType != "" {
 		req.Header.Set("Content-Type", head.ContentType)
@@ -122,6 +164,18 @@ func (f *MeshForwarder) forward(ctx context.Context, s *mesh.Stream, peer mesh.P
 		req.Header.Set("Accept", head.Accept)
 	}
 	res, err := f.transport.RoundTrip(req)
+	if up.stream != nil {
+		// A streamed body that failed (broken frames, not an object, the
+		// peer gone) is answered for what it is, whatever the instance
+		// made of the truncated request it got.
+		if ferr := up.stream.failure(); ferr != nil {
+			if err == nil {
+				res.Body.Close()
+			}
+			f.bodyFailed(s, peer, head.Role, ferr)
+			return
+		}
+	}
 	if err != nil {
 		switch {
 		case s.Context().Err() != nil:
@@ -140,33 +194,36 @@ func (f *MeshForwarder) forward(ctx context.Context, s *mesh.Stream, peer mesh.P
 		f.refuse(s, peer, head.Role, RefuseUpstreamError)
 		return
 	}
-	rh := meshResponseHead{V: MeshWireVersion, Status: res.StatusCode, Headers: make(map[string]string, len(relayedResponseHeaders))}
-	for _, name := range relayedResponseHeaders {
-		if v := res.Header.Get(name); validHeaderValue(v) {
-			rh.Headers[name] = v
+	bp := f.getFrameBuf()
+	defer f.putFrameBuf(bp)
+	w, contentType := appendResponseHeadFrame((*bp)[:0], res.StatusCode, res.Header)
+	// A stream's head goes at once (its first event may be long in
+	// coming); any other head leaves with the first chunk of its body, and
+	// a small answer with its end frame too: one write, one packet.
+	if isStreamType(contentType) {
+		if _, err := s.Write(w); err != nil {
+			f.reset(s, peer, head.Role, mesh.StreamCodeCancelled, servedCancelled, err)
+			return
 		}
+		w = w[:0]
 	}
-	if err := writeJSONFrame(s, frameRespHead, rh); err != nil {
-		f.reset(s, peer, head.Role, mesh.StreamCodeCancelled, servedCancelled, err)
-		return
-	}
-	bp := f.bufs.Get().(*[]byte)
-	defer f.bufs.Put(bp)
-	buf := *bp
 	for {
-		n, rerr := res.Body.Read(buf)
+		// One frame per upstream read, read in place after its header:
+		// an SSE event flushed by the instance crosses the mesh at once.
+		at := len(w)
+		n, rerr := res.Body.Read(w[at+mesh.FrameHeaderSize : at+mesh.FrameHeaderSize+MeshChunkBytes])
 		if n > 0 {
-			// One frame per upstream read: an SSE event flushed by the
-			// instance crosses the mesh at once.
-			if err := mesh.WriteFrame(s, frameRespBody, buf[:n]); err != nil {
-				f.reset(s, peer, head.Role, mesh.StreamCodeCancelled, servedCancelled, err)
-				return
-			}
+			w = mesh.AppendFrameHeader(w, frameRespBody, n)
+			w = w[:at+mesh.FrameHeaderSize+n]
 		}
 		if rerr == io.EOF {
+			w = mesh.AppendFrameHeader(w, frameRespEnd, 0)
 			break
 		}
 		if rerr != nil {
+			if len(w) > 0 {
+				_, _ = s.Write(w) // what the instance sent before it failed
+			}
 			if s.Context().Err() != nil {
 				f.reset(s, peer, head.Role, mesh.StreamCodeCancelled, servedCancelled, rerr)
 				return
@@ -175,14 +232,38 @@ func (f *MeshForwarder) forward(ctx context.Context, s *mesh.Stream, peer mesh.P
 			f.refuse(s, peer, head.Role, RefuseUpstreamError)
 			return
 		}
+		if len(w) > 0 {
+			if _, err := s.Write(w); err != nil {
+				f.reset(s, peer, head.Role, mesh.StreamCodeCancelled, servedCancelled, err)
+				return
+			}
+			w = w[:0]
+		}
 	}
-	if err := mesh.WriteFrame(s, frameRespEnd, nil); err != nil {
+	if _, err := s.Write(w); err != nil {
 		f.reset(s, peer, head.Role, mesh.StreamCodeCancelled, servedCancelled, err)
 		return
 	}
 	_ = s.CloseWrite() // the peer has every byte or will see the stream reset
-	s.StopReading(mesh.StreamCodeCancelled)
+	if up.stream != nil && !up.stream.complete() {
+		// The instance answered before it read the whole body: the
+		// transport may still be reading the stream for it.
+		s.StopReading(mesh.StreamCodeCancelled)
+	} else {
+		s.FinishReading(MeshFinishWait)
+	}
 	f.met.served.WithLabelValues(f.roleLabel(head.Role), servedOK).Inc()
+}
+
+// bodyFailed answers a streamed body that failed on its way to the
+// instance: a refusal for one that is not a JSON object or is over the
+// limit, a reset for broken framing, silence or a peer that went away.
+func (f *MeshForwarder) bodyFailed(s *mesh.Stream, peer mesh.PeerInfo, role string, err error) {
+	if errors.Is(err, errNotObject) {
+		f.refuse(s, peer, role, RefuseBadRequest)
+		return
+	}
+	f.readFailed(s, peer, role, err)
 }
 
 // readFailed answers a request that could not be read: a refusal for a
@@ -263,136 +344,4 @@ func (f *MeshForwarder) release(peer string) {
 		delete(f.byPeer, peer)
 	}
 	f.met.inflight.Dec()
-}
-
-// errNotObject refuses a request body that is not one JSON object.
-var errNotObject = errors.New("request body is not a JSON object")
-
-// pinModel returns body with its top-level "model" member set to the
-// instance's model: the served model when known ("default_model" for
-// mlx-lm, whose server would fetch any model named), every "model" member
-// (any case; duplicates included) replaced in place and the rest of the
-// body byte-identical, or a member added first when there was none; body
-// itself, not a copy, when it names that model already. When the model is
-// unknown the client's model members are removed, never passed through.
-// An empty body stays empty; anything other than one JSON object is
-// errNotObject. The local path pins with it too (pinLocal).
-func pinModel(body []byte, local table.MeshLocal) ([]byte, error) {
-	if len(bytes.TrimSpace(body)) == 0 {
-		return body, nil
-	}
-	if !json.Valid(body) {
-		return nil, errNotObject
-	}
-	model := local.Model
-	if local.Runtime == mlxRuntime {
-		model = "default_model"
-	}
-	members, open, err := topLevelMembers(body)
-	if err != nil {
-		return nil, err
-	}
-	if model == "" {
-		return dropModel(body, members), nil
-	}
-	value, err := json.Marshal(model)
-	if err != nil {
-		return nil, err
-	}
-	pinned := false
-	for _, m := range members {
-		if m.model {
-			if pinned = bytes.Equal(body[m.valueStart:m.end], value); !pinned {
-				break
-			}
-		}
-	}
-	if pinned {
-		return body, nil
-	}
-	out := make([]byte, 0, len(body)+len(value)+16)
-	found := false
-	pos := 0
-	for _, m := range members {
-		if !m.model {
-			continue
-		}
-		found = true
-		out = append(out, body[pos:m.valueStart]...)
-		out = append(out, value...)
-		pos = m.end
-	}
-	if !found {
-		out = append(out, body[:open+1]...)
-		out = append(out, `"model":`...)
-		out = append(out, value...)
-		if len(members) > 0 {
-			out = append(out, ',')
-		}
-		pos = open + 1
-	}
-	return append(out, body[pos:]...), nil
-}
-
-// member is the byte span of one top-level member of a JSON object.
-type member struct {
-	keyStart, valueStart, end int
-	model                     bool // the key is "model" in any case
-}
-
-// topLevelMembers returns the members of the JSON object body (already
-// known to be valid JSON) and the offset of its '{'.
-func topLevelMembers(body []byte) ([]member, int, error) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	tok, err := dec.Token()
-	if d, ok := tok.(json.Delim); err != nil || !ok || d != '{' {
-		return nil, 0, errNotObject
-	}
-	open := int(dec.InputOffset()) - 1
-	var members []member
-	for dec.More() {
-		prev := int(dec.InputOffset())
-		tok, err := dec.Token()
-		key, ok := tok.(string)
-		if err != nil || !ok {
-			return nil, 0, errNotObject
-		}
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return nil, 0, errNotObject
-		}
-		end := int(dec.InputOffset())
-		ks := prev
-		for ks < len(body) && body[ks] != '"' {
-			ks++ // whitespace and the comma before the key
-		}
-		members = append(members, member{keyStart: ks, valueStart: end - len(raw), end: end,
-			model: len(key) == 5 && bytes.EqualFold([]byte(key), []byte("model"))})
-	}
-	return members, open, nil
-}
-
-// dropModel removes the model members, keeping the others' bytes.
-func dropModel(body []byte, members []member) []byte {
-	if !slices.ContainsFunc(members, func(m member) bool { return m.model }) {
-		return body
-	}
-	var out []byte
-	first := true
-	var last int
-	for i, m := range members {
-		if i == 0 {
-			out = append(out, body[:m.keyStart]...)
-		}
-		last = m.end
-		if m.model {
-			continue
-		}
-		if !first {
-			out = append(out, ',')
-		}
-		first = false
-		out = append(out, body[m.keyStart:m.end]...)
-	}
-	return append(out, body[last:]...)
 }

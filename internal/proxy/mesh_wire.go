@@ -17,10 +17,16 @@ import (
 // The KindInfer stream, after the kind byte, carries mesh frames
 // (mesh.WriteFrame) of these types. The consumer sends one request head,
 // its body in chunks of at most MeshChunkBytes, and an end frame, then
-// closes its write side. The serving node answers either one refusal, or
-// one response head, body chunks and an end frame; a refusal after the
-// head means the response failed midway (the consumer cuts its client's
-// stream). Values are part of the wire protocol; never reuse one.
+// closes its write side; a body is sent as the consumer's client uploads
+// it, and the serving node forwards it to its instance as it arrives
+// (bodies of at most MeshBufferedBodyBytes are held whole on both sides).
+// The serving node answers either one refusal, or one response head, body
+// chunks and an end frame; a refusal after the head means the response
+// failed midway (the consumer cuts its client's stream). Frames that
+// follow one another without a wait (a request with its small body, a
+// response head with its first chunk) are written at once, so that they
+// leave in one packet. Values are part of the wire protocol; never reuse
+// one.
 const (
 	frameReqHead  mesh.FrameType = 0x01 // meshRequestHead JSON
 	frameReqBody  mesh.FrameType = 0x02 // raw request body bytes
@@ -83,7 +89,10 @@ func meshPathRefusal(path, runtime string) string {
 
 // relayedResponseHeaders are the upstream response headers carried back
 // to the consumer; anything else (Set-Cookie, Server, ...) stays home.
-var relayedResponseHeaders = []string{"Content-Type", "Cache-Control"}
+// Content-Length, when the instance sent one, lets the consumer answer its
+// client with it too (one write, no chunked encoding); a consumer that
+// does not know it drops it.
+var relayedResponseHeaders = []string{"Content-Type", "Cache-Control", "Content-Length"}
 
 // meshRequestHead is the first frame of a KindInfer stream. There is
 // deliberately no field for Authorization or cookies: a client's
@@ -96,7 +105,10 @@ type meshRequestHead struct {
 	Query       string `json:"query,omitempty"`
 	ContentType string `json:"content_type,omitempty"`
 	Accept      string `json:"accept,omitempty"`
-	// BodyBytes is the exact length of the body frames that follow.
+	// BodyBytes is the exact length of the body frames that follow, or
+	// -1 when the consumer's client did not say (a chunked upload): the
+	// end frame then ends the body, bounded by the serving node's mesh
+	// body limit.
 	BodyBytes int64 `json:"body_bytes"`
 }
 
@@ -147,9 +159,12 @@ func decodeStrict(b []byte, v any) error {
 // decodeRequestHead decodes and validates a request head as if it came
 // from an untrusted client. Errors are *wireError.
 func decodeRequestHead(b []byte) (meshRequestHead, error) {
-	var h meshRequestHead
-	if err := decodeStrict(b, &h); err != nil {
-		return meshRequestHead{}, badRequest("request head: %v", err)
+	h, ok := parseRequestHeadFast(b)
+	if !ok || len(b) > MaxMeshHeadBytes {
+		h = meshRequestHead{}
+		if err := decodeStrict(b, &h); err != nil {
+			return meshRequestHead{}, badRequest("request head: %v", err)
+		}
 	}
 	switch {
 	case h.V != MeshWireVersion:
@@ -165,7 +180,7 @@ func decodeRequestHead(b []byte) (meshRequestHead, error) {
 	case h.ContentType != "" && !validHeaderValue(h.ContentType),
 		h.Accept != "" && !validHeaderValue(h.Accept):
 		return meshRequestHead{}, badRequest("bad header value")
-	case h.BodyBytes < 0:
+	case h.BodyBytes < -1:
 		return meshRequestHead{}, badRequest("negative body length")
 	}
 	return h, nil
@@ -175,9 +190,12 @@ func decodeRequestHead(b []byte) (meshRequestHead, error) {
 // relayed, or with unsafe values, are dropped; an interim or out of range
 // status is an error (a forged 1xx must not pass as the final answer).
 func decodeResponseHead(b []byte) (meshResponseHead, error) {
-	var h meshResponseHead
-	if err := decodeStrict(b, &h); err != nil {
-		return meshResponseHead{}, fmt.Errorf("response head: %w", err)
+	h, ok := parseResponseHeadFast(b)
+	if !ok || len(b) > MaxMeshHeadBytes {
+		h = meshResponseHead{}
+		if err := decodeStrict(b, &h); err != nil {
+			return meshResponseHead{}, fmt.Errorf("response head: %w", err)
+		}
 	}
 	if h.V != MeshWireVersion {
 		return meshResponseHead{}, fmt.Errorf("response head version %d", h.V)
@@ -187,7 +205,7 @@ func decodeResponseHead(b []byte) (meshResponseHead, error) {
 	}
 	kept := make(map[string]string, len(relayedResponseHeaders))
 	for _, name := range relayedResponseHeaders {
-		if v, ok := h.Headers[name]; ok && validHeaderValue(v) {
+		if v, ok := h.Headers[name]; ok && validHeaderValue(v) && (name != "Content-Length" || validContentLength(v)) {
 			kept[name] = v
 		}
 	}
@@ -229,6 +247,19 @@ func validHeaderValue(v string) bool {
 	return true
 }
 
+// validContentLength accepts a decimal length of at most 18 digits.
+func validContentLength(v string) bool {
+	if v == "" || len(v) > 18 {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] < '0' || v[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
 // validQuery accepts a bounded query of visible ASCII without '#'.
 func validQuery(q string) bool {
 	if len(q) > MaxPathBytes {
@@ -244,24 +275,35 @@ func validQuery(q string) bool {
 
 // writeJSONFrame marshals v and writes it as one frame.
 func writeJSONFrame(w io.Writer, t mesh.FrameType, v any) error {
-	b, err := json.Marshal(v)
+	b, err := appendJSONFrame(nil, t, v)
 	if err != nil {
-		return fmt.Errorf("encode frame %#x: %w", byte(t), err)
+		return err
 	}
-	return mesh.WriteFrame(w, t, b)
+	_, err = w.Write(b)
+	return err
 }
 
-// writeBodyFrames writes body as frames of type t of at most
-// MeshChunkBytes.
-func writeBodyFrames(w io.Writer, t mesh.FrameType, body []byte) error {
+// appendJSONFrame appends v, marshalled, as one frame to dst.
+func appendJSONFrame(dst []byte, t mesh.FrameType, v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return dst, fmt.Errorf("encode frame %#x: %w", byte(t), err)
+	}
+	if len(b) > MaxMeshHeadBytes {
+		return dst, fmt.Errorf("encode frame %#x: %d bytes over the head bound %d", byte(t), len(b), MaxMeshHeadBytes)
+	}
+	return append(mesh.AppendFrameHeader(dst, t, len(b)), b...), nil
+}
+
+// appendBodyFrames appends body as frames of type t of at most
+// MeshChunkBytes to dst.
+func appendBodyFrames(dst []byte, t mesh.FrameType, body []byte) []byte {
 	for len(body) > 0 {
 		n := min(len(body), MeshChunkBytes)
-		if err := mesh.WriteFrame(w, t, body[:n]); err != nil {
-			return err
-		}
+		dst = append(mesh.AppendFrameHeader(dst, t, n), body[:n]...)
 		body = body[n:]
 	}
-	return nil
+	return dst
 }
 
 // readRequestHead reads the first frame of a KindInfer stream: it must be
@@ -279,35 +321,99 @@ func readRequestHead(r io.Reader) (meshRequestHead, error) {
 	return decodeRequestHead(p)
 }
 
-// readRequestBody reads the body frames announced by h and the end frame.
-// h.BodyBytes must already be checked against the body limit: it is
-// allocated at once. beforeFrame, if set, runs before each frame is read
-// (to arm a deadline).
-func readRequestBody(r io.Reader, h meshRequestHead, beforeFrame func()) ([]byte, error) {
-	body := make([]byte, 0, h.BodyBytes)
-	for {
-		if beforeFrame != nil {
-			beforeFrame()
+// readRequestBody reads the body frames announced by h and the end frame
+// into memory. h.BodyBytes must already be checked against what may be
+// held: it is allocated at once. A body of unknown length (-1) is read up
+// to limit. arm, if set, runs before each frame is read (to arm a
+// deadline).
+func readRequestBody(r io.Reader, h meshRequestHead, limit int64, arm func()) ([]byte, error) {
+	b := &meshBodyReader{r: r, arm: arm, announced: h.BodyBytes, limit: limit}
+	if h.BodyBytes < 0 {
+		return io.ReadAll(b)
+	}
+	body := make([]byte, h.BodyBytes)
+	if _, err := io.ReadFull(b, body); err != nil {
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			// The end frame came early: meshBodyReader says why.
+			err = b.err
 		}
-		t, p, err := mesh.ReadFrame(r, MeshChunkBytes)
-		if err != nil {
-			return nil, err
+		return nil, err
+	}
+	var one [1]byte
+	if n, err := b.Read(one[:]); n != 0 || err != io.EOF {
+		if err == nil {
+			err = fmt.Errorf("%w: body longer than announced", errMalformedFrames)
 		}
-		switch t {
-		case frameReqBody:
-			if int64(len(body))+int64(len(p)) > h.BodyBytes {
-				return nil, fmt.Errorf("%w: body longer than announced", errMalformedFrames)
-			}
-			body = append(body, p...)
-		case frameReqEnd:
-			if len(p) != 0 || int64(len(body)) != h.BodyBytes {
-				return nil, fmt.Errorf("%w: body of %d bytes, announced %d", errMalformedFrames, len(body), h.BodyBytes)
-			}
-			return body, nil
+		return nil, err
+	}
+	return body, nil
+}
+
+// errNoEndFrame is the stream ending where a body frame or the end frame
+// was due; it wraps io.EOF.
+var errNoEndFrame = fmt.Errorf("request ended before its end frame: %w", io.EOF)
+
+// meshBodyReader is the body of a KindInfer request: the payloads of its
+// body frames, read from the stream as the caller reads (one frame's
+// payload goes straight into the caller's buffer), until the end frame,
+// where Read returns io.EOF. A body longer or shorter than announced, a
+// frame of another type, or a frame over MeshChunkBytes is an error
+// (errMalformedFrames, mesh.ErrFrameTooLarge), and so is the stream ending
+// before the end frame (errNoEndFrame, mesh.ErrTruncatedFrame); a body of
+// unknown length over limit is a too_large *wireError. Errors are sticky.
+// Read is used by one goroutine at a time.
+type meshBodyReader struct {
+	r         io.Reader
+	arm       func() // before each frame header is read; may be nil
+	announced int64  // -1: unknown
+	limit     int64  // bound of a body of unknown length
+	got       int64
+	left      int // payload bytes of the current body frame not read yet
+	err       error
+}
+
+func (b *meshBodyReader) Read(p []byte) (int, error) {
+	for b.left == 0 {
+		if b.err != nil {
+			return 0, b.err
+		}
+		if b.arm != nil {
+			b.arm()
+		}
+		t, n, err := mesh.ReadFrameHeader(b.r, MeshChunkBytes)
+		switch {
+		case err == io.EOF:
+			b.err = errNoEndFrame
+		case err != nil:
+			b.err = err
+		case t == frameReqBody && b.announced >= 0 && b.got+int64(n) > b.announced:
+			b.err = fmt.Errorf("%w: body longer than announced", errMalformedFrames)
+		case t == frameReqBody && b.announced < 0 && b.got+int64(n) > b.limit:
+			b.err = &wireError{code: RefuseTooLarge, msg: "body over the mesh body limit"}
+		case t == frameReqBody:
+			b.left = n
+		case t == frameReqEnd && (n != 0 || (b.announced >= 0 && b.got != b.announced)):
+			b.err = fmt.Errorf("%w: body of %d bytes, announced %d", errMalformedFrames, b.got, b.announced)
+		case t == frameReqEnd:
+			b.err = io.EOF
 		default:
-			return nil, fmt.Errorf("%w: unexpected frame %#x in request", errMalformedFrames, byte(t))
+			b.err = fmt.Errorf("%w: unexpected frame %#x in request", errMalformedFrames, byte(t))
 		}
 	}
+	if len(p) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.r.Read(p)
+	b.left -= n
+	b.got += int64(n)
+	if err != nil && b.left > 0 {
+		if err == io.EOF {
+			err = mesh.ErrTruncatedFrame
+		}
+		b.err = err
+		return n, err
+	}
+	return n, nil
 }
 
 // peerRefusal is a refusal received from the serving node.
@@ -329,12 +435,19 @@ func (e *peerRefusal) Error() string {
 var errMalformedFrames = errors.New("malformed KindInfer frames")
 
 // relayResponse reads the serving node's frames from r and relays them to
-// w: head, then every body chunk as it arrives (w flushes each write), until
-// the end frame. It is the consumer's state machine: a body or end frame
+// w: head, then every body chunk as it arrives (w flushes each write),
+// until the end frame. A response whose length the instance gave carries
+// that Content-Length, so that net/http writes a small answer in one
+// write, without chunked encoding. It is the consumer's state machine: a body or end frame
 // before the head, a second head, a chunk over MeshChunkBytes, an unknown
 // frame type or data after a refusal are errMalformedFrames. A refusal
-// returns *peerRefusal.
-func relayResponse(r io.Reader, w http.ResponseWriter) error {
+// returns *peerRefusal. buf (nil: one is made) holds one frame.
+func relayResponse(r io.Reader, w http.ResponseWriter, buf []byte) error {
+	const bound = max(MeshChunkBytes, MaxMeshHeadBytes)
+	if len(buf) < bound {
+		buf = make([]byte, bound)
+	}
+	buf = buf[:bound]
 	headSeen := false
 	// held is a response head not yet written to w: a response that is
 	// not a stream is committed with its first body byte (or its end), so
@@ -352,7 +465,7 @@ func relayResponse(r io.Reader, w http.ResponseWriter) error {
 		w.WriteHeader(h.Status)
 	}
 	for {
-		t, p, err := mesh.ReadFrame(r, max(MeshChunkBytes, MaxMeshHeadBytes))
+		t, p, err := mesh.ReadFrameInto(r, buf)
 		if err != nil {
 			if errors.Is(err, mesh.ErrFrameTooLarge) {
 				return fmt.Errorf("%w: %w", errMalformedFrames, err)

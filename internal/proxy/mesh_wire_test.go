@@ -63,7 +63,8 @@ func TestDecodeRequestHead(t *testing.T) {
 		{"other v1", `{"v":1,"role":"chat","method":"POST","path":"/v1/props","body_bytes":0}`, RefuseForbiddenPath},
 		{"query space", `{"v":1,"role":"chat","method":"GET","path":"/v1/models","query":"a b","body_bytes":0}`, RefuseBadRequest},
 		{"crlf header", `{"v":1,"role":"chat","method":"POST","path":"/v1/embeddings","content_type":"a\r\nX: y","body_bytes":0}`, RefuseBadRequest},
-		{"negative body", `{"v":1,"role":"chat","method":"POST","path":"/v1/embeddings","body_bytes":-1}`, RefuseBadRequest},
+		{"unknown body length", `{"v":1,"role":"chat","method":"POST","path":"/v1/embeddings","body_bytes":-1}`, ""},
+		{"negative body", `{"v":1,"role":"chat","method":"POST","path":"/v1/embeddings","body_bytes":-2}`, RefuseBadRequest},
 		{"not json", `nope`, RefuseBadRequest},
 	}
 	for _, tt := range tests {
@@ -121,7 +122,7 @@ func TestRelayResponseStateMachine(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := httptest.NewRecorder()
-			err := relayResponse(bytes.NewReader(tt.give), rec)
+			err := relayResponse(bytes.NewReader(tt.give), rec, nil)
 			var ref *peerRefusal
 			switch {
 			case tt.wantErr != nil:
@@ -169,7 +170,7 @@ func TestReadRequest(t *testing.T) {
 			h, err := readRequestHead(r)
 			var body []byte
 			if err == nil {
-				body, err = readRequestBody(r, h, nil)
+				body, err = readRequestBody(r, h, DefaultMeshMaxBodyBytes, nil)
 			}
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("err %v, want %v", err, tt.wantErr)
@@ -236,7 +237,7 @@ func FuzzDecodeRequestHead(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if !meshPaths[h.Path] || !grammar.ValidName(h.Role) || h.BodyBytes < 0 || (h.ContentType != "" && !validHeaderValue(h.ContentType)) {
+		if !meshPaths[h.Path] || !grammar.ValidName(h.Role) || h.BodyBytes < -1 || (h.ContentType != "" && !validHeaderValue(h.ContentType)) {
 			t.Fatalf("accepted %+v", h)
 		}
 	})
@@ -282,7 +283,7 @@ func FuzzRelayResponse(f *testing.F) {
 	f.Add(frames(f, frameRespBody, "x", frameRespHead, head))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		rec := httptest.NewRecorder()
-		err := relayResponse(bytes.NewReader(b), rec)
+		err := relayResponse(bytes.NewReader(b), rec, nil)
 		if err == nil && (rec.Code < 200 || rec.Code > 599) {
 			t.Fatalf("success with status %d", rec.Code)
 		}
@@ -305,9 +306,12 @@ func FuzzReadRequest(f *testing.F) {
 		if h.BodyBytes > DefaultMeshMaxBodyBytes {
 			return // the server refuses before allocating
 		}
-		body, err := readRequestBody(r, h, nil)
-		if err == nil && int64(len(body)) != h.BodyBytes {
+		body, err := readRequestBody(r, h, DefaultMeshMaxBodyBytes, nil)
+		if err == nil && h.BodyBytes >= 0 && int64(len(body)) != h.BodyBytes {
 			t.Fatalf("body %d bytes, announced %d", len(body), h.BodyBytes)
+		}
+		if err == nil && int64(len(body)) > DefaultMeshMaxBodyBytes {
+			t.Fatalf("body of unknown length read to %d bytes, over the limit", len(body))
 		}
 	})
 }
@@ -399,7 +403,7 @@ func TestRelayResponseHoldsHeadUntilBody(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			w := &headWriter{h: http.Header{}}
-			err := relayResponse(frames(tt.contentType, tt.withBody), w)
+			err := relayResponse(frames(tt.contentType, tt.withBody), w, nil)
 			if tt.withBody && err != nil {
 				t.Fatalf("relayResponse = %v", err)
 			}

@@ -30,6 +30,7 @@ const (
 	retryOK          = "ok"
 	retryFailed      = "failed"
 	retryNoCandidate = "no_candidate"
+	retryStreamed    = "body_streamed" // not retried: the body was streamed, not held
 )
 
 // latencyBuckets span a fast embedding call to a long generation.
@@ -57,10 +58,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"role"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nodeld_proxy_mesh_retries_total",
-			Help: "Requests whose forward failed because the link to the peer failed before it answered, by what the one retry on the next peer did (ok, failed, no_candidate).",
+			Help: "Requests whose forward failed because the link to the peer failed before it answered, by what the one retry on the next peer did (ok, failed, no_candidate, body_streamed: none, the body was streamed).",
 		}, []string{"result"}),
 	}
-	for _, r := range []string{retryOK, retryFailed, retryNoCandidate} {
+	for _, r := range []string{retryOK, retryFailed, retryNoCandidate, retryStreamed} {
 		m.retries.WithLabelValues(r)
 	}
 	if reg == nil {

@@ -1,0 +1,334 @@
+#!/usr/bin/env bash
+# bench-mesh.sh: what the mesh hop adds, measured the way a user sees it.
+#
+# Two real nodeld processes on loopback and a fast Go upstream (stdlib
+# net/http, fixed answers):
+#
+#   wrk -> C's role port -> QUIC mesh -> S -> upstream    (mesh)
+#   wrk -> S's role port -> upstream                      (local: the local proxy)
+#   wrk -> upstream                                       (direct: the baseline)
+#
+# S serves role "chat" from the upstream and exposes it to C; C has no
+# instance and uses S's over the mesh. Each round runs every path back to
+# back (interleaved, so a noisy neighbour hits all of them alike): a small
+# chat POST at concurrency 1 and 64, and a 1 MiB /v1/embeddings body at
+# concurrency 1. The figures printed are medians over the rounds: added p50
+# and p99 against direct, the throughput share of direct, MB/s of the 1 MiB
+# bodies, and the CPU time the nodeld processes on the path spent per
+# request (S for local, S and C for mesh; from /proc, so other load on the
+# machine inflates it much less than it inflates latency). With
+# BASE_BIN=FILE a second pair of nodes runs that nodeld binary (an older
+# build, say) and its paths, local0 and mesh0, are measured in the same
+# rounds. wrk is installed from Debian when missing (root or sudo).
+#
+# Environment:
+#   ROUNDS=3          rounds (medians over them)
+#   DURATION=5s       length of one wrk run
+#   PORT_BASE=18700   first of 7 consecutive TCP/UDP ports used on 127.0.0.1
+#   NODELD_BIN=       a nodeld binary to run (default: built from this tree)
+#   BASE_BIN=         a second nodeld binary, measured as local0 and mesh0
+#                     (7 more ports, from PORT_BASE+7)
+#   PROFILE_DIR=      when set, one more mesh run of each load (c1, c64,
+#                     1mib) takes a 10 s CPU profile of both nodes from
+#                     /debug/pprof/profile on their admin listeners (needs
+#                     admin.pprof, written into the configs unless
+#                     PPROF_CONFIG=0) into PROFILE_DIR/{s,c}-LOAD.pprof
+#   PPROF_S, PPROF_C  host:port serving /debug/pprof/ of S and C (default:
+#                     their admin listeners)
+#   KEEP=1            keep the work directory (configs, logs, results)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+ROUNDS=${ROUNDS:-3}
+DURATION=${DURATION:-5s}
+PORT_BASE=${PORT_BASE:-18700}
+PROFILE_DIR=${PROFILE_DIR:-}
+PPROF_CONFIG=${PPROF_CONFIG:-1}
+PPROF_S=${PPROF_S:-127.0.0.1:$((PORT_BASE + 3))}
+PPROF_C=${PPROF_C:-127.0.0.1:$((PORT_BASE + 4))}
+
+sudo=""
+if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null; then sudo="sudo"; fi
+for tool in wrk curl; do
+	if ! command -v "$tool" >/dev/null; then
+		echo "bench-mesh: installing $tool (Debian)" >&2
+		$sudo apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "$tool" >/dev/null
+	fi
+done
+
+work=$(mktemp -d /tmp/nodeld-bench-mesh.XXXXXX)
+pids=()
+cleanup() {
+	for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+	for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+	if [ "${KEEP:-0}" = 1 ]; then echo "bench-mesh: kept $work" >&2; else rm -rf "$work"; fi
+}
+trap cleanup EXIT
+
+# The upstream: a model server that does no work, so that what is measured
+# is the path in front of it. It reads every request body to its end.
+mkdir -p "$work/upstream"
+cat >"$work/upstream/main.go" <<'EOF'
+package main
+
+import (
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+)
+
+var (
+	models = []byte(`{"object":"list","data":[{"id":"bench-model","object":"model","owned_by":"bench"}]}`)
+	chat   = []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"bench-model","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}`)
+	embed  = []byte(`{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.1,0.2,0.3]}],"model":"bench-model","usage":{"prompt_tokens":1,"total_tokens":1}}`)
+)
+
+func answer(body []byte) http.HandlerFunc {
+	n := strconv.Itoa(len(body))
+	return func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		h := w.Header()
+		h["Content-Type"] = []string{"application/json"}
+		h["Content-Length"] = []string{n}
+		_, _ = w.Write(body)
+	}
+}
+
+func main() {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/models", answer(models))
+	mux.HandleFunc("POST /v1/chat/completions", answer(chat))
+	mux.HandleFunc("POST /v1/completions", answer(chat))
+	mux.HandleFunc("POST /v1/embeddings", answer(embed))
+	if err := http.ListenAndServe(os.Args[1], mux); err != nil {
+		os.Stderr.WriteString(err.Error() + "\n")
+		os.Exit(1)
+	}
+}
+EOF
+printf 'module benchupstream\n\ngo 1.22\n' >"$work/upstream/go.mod"
+(cd "$work/upstream" && CGO_ENABLED=0 go build -o "$work/upstream-bin" .)
+if [ -z "${NODELD_BIN:-}" ]; then
+	CGO_ENABLED=0 go build -trimpath -o "$work/nodeld" ./cmd/nodeld
+	NODELD_BIN=$work/nodeld
+fi
+
+pprof_line=""
+if [ -n "$PROFILE_DIR" ] && [ "$PPROF_CONFIG" = 1 ]; then pprof_line="  pprof: true"; fi
+
+# start_pair NAME BIN BASE: an upstream on port BASE, S serving chat from
+# it (model pinned to bench-model) to C, both with slots enough for 64
+# concurrent requests and more (mesh.max_inflight_per_peer 256), and a
+# liveness timeout of 10 s so that a stall of a shared machine does not
+# cut the link mid-run. S's role
+# port is BASE+1, C's BASE+2, their admin ports BASE+3 and BASE+4, their
+# mesh ports BASE+5 and BASE+6.
+start_pair() {
+	local name=$1 bin=$2 base=$3
+	mkdir -p "$work/$name"
+	cat >"$work/$name/s.yaml" <<EOF
+node: {name: s, data_dir: $work/$name/s}
+log: {level: warn, format: json}
+admin:
+  listen: 127.0.0.1:$((base + 3))
+$pprof_line
+mesh:
+  listen: 127.0.0.1:$((base + 5))
+  liveness_timeout: 10s
+  max_inflight_per_peer: 256
+  max_inflight_total: 256
+  peers: [{name: c, addr: 127.0.0.1:$((base + 6)), tier: paired}]
+inference:
+  roles: [{name: chat, listen: 127.0.0.1:$((base + 1)), expose: true, serve_to: [c]}]
+  instances: [{role: chat, runtime: openai, url: http://127.0.0.1:$base, model: bench-model}]
+  probe_interval: 1s
+  limits: {concurrency: 256}
+EOF
+	cat >"$work/$name/c.yaml" <<EOF
+node: {name: c, data_dir: $work/$name/c}
+log: {level: warn, format: json}
+admin:
+  listen: 127.0.0.1:$((base + 4))
+$pprof_line
+mesh:
+  listen: 127.0.0.1:$((base + 6))
+  liveness_timeout: 10s
+  max_inflight_per_peer: 256
+  max_inflight_total: 256
+  peers: [{name: s, addr: 127.0.0.1:$((base + 5)), tier: paired}]
+inference:
+  roles: [{name: chat, listen: 127.0.0.1:$((base + 2)), use_from: [s]}]
+  limits: {concurrency: 256}
+EOF
+	"$work/upstream-bin" "127.0.0.1:$base" 2>"$work/$name/upstream.log" &
+	pids+=($!)
+	"$bin" run --config "$work/$name/s.yaml" >"$work/$name/s.log" 2>&1 &
+	pids+=($!)
+	echo $! >"$work/$name/s.pid"
+	"$bin" run --config "$work/$name/c.yaml" >"$work/$name/c.log" 2>&1 &
+	pids+=($!)
+	echo $! >"$work/$name/c.pid"
+}
+
+start_pair cur "$NODELD_BIN" "$PORT_BASE"
+paths="direct local mesh"
+if [ -n "${BASE_BIN:-}" ]; then
+	start_pair base "$BASE_BIN" $((PORT_BASE + 7))
+	paths="direct local0 local mesh0 mesh"
+fi
+
+small='{"model":"any","messages":[{"role":"user","content":"Say hello in one word."}],"max_tokens":8}'
+
+# wait_mesh PORT NAME: until C (role port PORT) answers a chat request
+# over the mesh (the route header names S, not "local").
+wait_mesh() {
+	local port=$1 name=$2
+	for _ in $(seq 1 300); do
+		if curl -s -o /dev/null -D "$work/head" -H 'Content-Type: application/json' -d "$small" \
+			"http://127.0.0.1:$port/v1/chat/completions" 2>/dev/null &&
+			grep -q '^HTTP/1.1 200' "$work/head" && grep -qi '^X-Nodeld-Route: n-' "$work/head"; then
+			return 0
+		fi
+		sleep 0.1
+	done
+	echo "bench-mesh: C never answered over the mesh; logs:" >&2
+	tail -n 20 "$work/$name/s.log" "$work/$name/c.log" >&2
+	exit 1
+}
+wait_mesh $((PORT_BASE + 2)) cur
+if [ -n "${BASE_BIN:-}" ]; then wait_mesh $((PORT_BASE + 9)) base; fi
+
+# wrk scripts: the small chat POST and a 1 MiB embeddings POST.
+cat >"$work/small.lua" <<EOF
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.body = '$small'
+EOF
+cat >"$work/big.lua" <<'EOF'
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.body = '{"model":"any","input":"' .. string.rep("x", 1048576 - 30) .. '"}'
+EOF
+
+url() {
+	case $1 in
+	direct) echo "http://127.0.0.1:$PORT_BASE$2" ;;
+	local) echo "http://127.0.0.1:$((PORT_BASE + 1))$2" ;;
+	mesh) echo "http://127.0.0.1:$((PORT_BASE + 2))$2" ;;
+	local0) echo "http://127.0.0.1:$((PORT_BASE + 8))$2" ;;
+	mesh0) echo "http://127.0.0.1:$((PORT_BASE + 9))$2" ;;
+	esac
+}
+
+# cpu_ticks PATH: user and system clock ticks so far of the nodeld
+# processes on PATH (0 for direct).
+cpu_ticks() {
+	local pair=cur files=()
+	case $1 in local0 | mesh0) pair=base ;; esac
+	case $1 in
+	direct)
+		echo 0
+		return
+		;;
+	local | local0) files=("/proc/$(cat "$work/$pair/s.pid")/stat") ;;
+	mesh | mesh0) files=("/proc/$(cat "$work/$pair/s.pid")/stat" "/proc/$(cat "$work/$pair/c.pid")/stat") ;;
+	esac
+	awk '{t += $14 + $15} END {print t}' "${files[@]}"
+}
+hz=$(getconf CLK_TCK)
+
+# run PATH LOAD: one wrk run; appends "round path load p50_us p99_us rps
+# cpu_us_per_request errors" to $work/results.
+run() {
+	local path=$1 load=$2 conns script endpoint out t0 t1
+	case $load in
+	c1) conns=1 script=small.lua endpoint=/v1/chat/completions ;;
+	c64) conns=64 script=small.lua endpoint=/v1/chat/completions ;;
+	1mib) conns=1 script=big.lua endpoint=/v1/embeddings ;;
+	esac
+	t0=$(cpu_ticks "$path")
+	out=$(wrk -t1 -c"$conns" -d"$DURATION" --timeout 10s --latency -s "$work/$script" "$(url "$path" "$endpoint")")
+	t1=$(cpu_ticks "$path")
+	if grep -q 'Non-2xx\|Socket errors' <<<"$out"; then
+		# Counted and shown, not fatal: on a loaded shared machine a
+		# stall of several seconds fails a few requests of any path.
+		echo "bench-mesh: $path $load round $round: errors:" >&2
+		grep 'Non-2xx\|Socket errors' <<<"$out" >&2
+	fi
+	awk -v round="$round" -v path="$path" -v load="$load" -v ticks=$((t1 - t0)) -v hz="$hz" '
+		function us(v) {
+			if (v ~ /us$/) return v + 0
+			if (v ~ /ms$/) return v * 1000
+			if (v ~ /s$/) return v * 1000000
+			return v
+		}
+		$1 == "50%" { p50 = us($2) }
+		$1 == "99%" { p99 = us($2) }
+		$1 == "Requests/sec:" { rps = $2 }
+		/requests in/ { n = $1 }
+		/Non-2xx/ { errs += $NF }
+		/Socket errors/ { gsub(",", ""); errs += $4 + $6 + $8 + $10 }
+		END { printf "%s %s %s %.1f %.1f %.1f %.1f %d\n", round, path, load, p50, p99, rps, (n > 0 ? ticks * 1000000 / hz / n : 0), errs }
+	' <<<"$out" >>"$work/results"
+}
+
+echo "bench-mesh: $ROUNDS rounds of $DURATION per run; $(nproc) CPUs; $(go version | cut -d' ' -f3)" >&2
+: >"$work/results"
+for round in $(seq 1 "$ROUNDS"); do
+	for load in c1 c64 1mib; do
+		for path in $paths; do
+			run "$path" "$load"
+		done
+	done
+	echo "bench-mesh: round $round done" >&2
+done
+
+if [ -n "$PROFILE_DIR" ]; then
+	mkdir -p "$PROFILE_DIR"
+	DURATION=12s
+	round=profile
+	for load in c1 c64 1mib; do
+		curl -sf -o "$PROFILE_DIR/s-$load.pprof" "http://$PPROF_S/debug/pprof/profile?seconds=10" &
+		ps=$!
+		curl -sf -o "$PROFILE_DIR/c-$load.pprof" "http://$PPROF_C/debug/pprof/profile?seconds=10" &
+		pc=$!
+		run mesh "$load"
+		wait "$ps" "$pc" || echo "bench-mesh: a profile of $load failed (is admin.pprof served?)" >&2
+	done
+	echo "bench-mesh: profiles in $PROFILE_DIR" >&2
+fi
+
+# Medians over the rounds, then every run.
+awk -v rounds="$ROUNDS" -v paths="$paths" '
+	function median(a, n,   i, j, t) {
+		for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
+		return n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
+	}
+	$1 == "profile" { next }
+	{ p50[$1, $2, $3] = $4; p99[$1, $2, $3] = $5; rps[$1, $2, $3] = $6; cpu[$1, $2, $3] = $7; errs[$2, $3] += $8 }
+	END {
+		printf "%-6s %-6s %9s %9s %9s %9s %9s %7s %11s %7s\n", "load", "path", "p50 µs", "p99 µs", "+p50 µs", "+p99 µs", "req/s", "share", "cpu µs/req", "errors"
+		nl = split("c1 c64 1mib", loads, " ")
+		np = split(paths, ps, " ")
+		for (l = 1; l <= nl; l++) for (p = 1; p <= np; p++) {
+			L = loads[l]; P = ps[p]
+			for (r = 1; r <= rounds; r++) {
+				a50[r] = p50[r, P, L]; a99[r] = p99[r, P, L]; ar[r] = rps[r, P, L]; ac[r] = cpu[r, P, L]
+				d50[r] = p50[r, P, L] - p50[r, "direct", L]; d99[r] = p99[r, P, L] - p99[r, "direct", L]
+				sh[r] = rps[r, P, L] / rps[r, "direct", L]
+			}
+			m50 = median(a50, rounds); m99 = median(a99, rounds); mr = median(ar, rounds)
+			md50 = median(d50, rounds); md99 = median(d99, rounds); ms = median(sh, rounds); mc = median(ac, rounds)
+			printf "%-6s %-6s %9.0f %9.0f %9.0f %9.0f %9.0f %7.2f %11.0f %7d", L, P, m50, m99, md50, md99, mr, ms, mc, errs[P, L]
+			if (L == "1mib") printf "  %.0f MB/s", mr * 1048576 / 1e6
+			printf "\n"
+			added[P, L] = md50
+		}
+		printf "\nmesh added p50 at c64 / local added p50 at c64: %.2f", (added["local", "c64"] > 0 ? added["mesh", "c64"] / added["local", "c64"] : 0)
+		if (index(paths, "mesh0")) printf " (base build: %.2f)", (added["local0", "c64"] > 0 ? added["mesh0", "c64"] / added["local0", "c64"] : 0)
+		printf "\n\nevery run (round path load p50_us p99_us req/s cpu_us/req errors):\n"
+	}
+' "$work/results"
+sort -k3,3 -k2,2 -k1,1n "$work/results" | grep -v '^profile' | column -t
