@@ -10,6 +10,9 @@
 #
 #   BUDGET=3600 bash scripts/fuzz-campaign.sh | tee fuzz-campaign.txt
 #
+# ONLY (an extended regexp matched against "<package> <target>") limits the
+# campaign to some targets, e.g. ONLY='FuzzReadHead|FuzzPin'.
+#
 # Go 1.26's coordinator can report "context deadline exceeded" when a
 # duration runs out while a worker is mid-input (golang/go#75804); such a
 # run without a failing input is reported as "ok (deadline)", not a finding.
@@ -21,6 +24,7 @@ list=$(mktemp)
 trap 'rm -f "$list"' EXIT
 for pkg in $(go list ./...); do
 	for t in $(go test -list '^Fuzz' "$pkg" 2>/dev/null | grep '^Fuzz' || true); do
+		if [ -n "${ONLY:-}" ] && ! echo "$pkg $t" | grep -Eq "$ONLY"; then continue; fi
 		w=1
 		if echo "$pkg $t" | grep -Eq "$network"; then w=2; fi
 		echo "$w $pkg $t" >>"$list"
