@@ -82,7 +82,10 @@ func (h *roleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.refuse(w, r, role, routeNone, errTooLarge(set.MaxBodyBytes))
 		return
 	}
-	target, ok := p.resolver.Resolve(role)
+	target, hold, ok := p.resolveHeld(role)
+	// Given back once the exchange has ended (cut streams included): a
+	// stop of the local instance waits for it before stopping the process.
+	defer hold.Done()
 	if !ok {
 		p.refuse(w, r, role, routeNone, errNoInstance(role))
 		return
@@ -138,6 +141,22 @@ func (h *roleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		p.forwardRemote(rec, r, role, target, set, body)
 	}
+}
+
+// heldResolver is a Resolver that holds a local target's registration
+// while it is forwarded to (the table), so the host stops that instance
+// only once the requests resolved to it are answered.
+type heldResolver interface {
+	ResolveHeld(role string) (table.Target, table.Hold, bool)
+}
+
+// resolveHeld resolves role, holding a local target when the Resolver can.
+func (p *Proxy) resolveHeld(role string) (table.Target, table.Hold, bool) {
+	if hr, ok := p.resolver.(heldResolver); ok {
+		return hr.ResolveHeld(role)
+	}
+	target, ok := p.resolver.Resolve(role)
+	return target, table.Hold{}, ok
 }
 
 // refuse answers a request that is not forwarded and counts it.
