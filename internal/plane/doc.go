@@ -124,6 +124,13 @@
 //     answers again stays unsettled (nothing else is placed for it); a
 //     lost declared replica that may not be rescheduled (pinned, not
 //     running, past MaxReschedules) keeps its slot.
+//   - A target whose host is disabled is still a candidate: its place is
+//     refused and dispatch falls through to the next candidate (the
+//     describe does not yet say whether the host takes workloads).
+//   - The acceptance lists' tests run on the in-memory fake cluster here
+//     and, end to end, in cmd/nodeld's controller tests; there is no
+//     harness of in-process nodes over QUIC with a fake clock (meshtest)
+//     running each acceptance item as its own test yet.
 //   - The fake cluster of the tests lives in the package's _test files,
 //     not yet in a planetest package.
 package plane
