@@ -47,3 +47,53 @@ func TestStateAtScaleRestores(t *testing.T) {
 		t.Fatalf("%d placements restored, want 1000", n)
 	}
 }
+
+// rewritten reports whether the state file was replaced since pin: pin
+// keeps a hard link to the file (so its inode cannot be reused), and
+// atomicfile replaces the file by a rename.
+func pin(t *testing.T, path string) string {
+	t.Helper()
+	link := path + ".pin"
+	os.Remove(link)
+	if err := os.Link(path, link); err != nil {
+		t.Fatal(err)
+	}
+	return link
+}
+
+func rewritten(t *testing.T, path, link string) bool {
+	t.Helper()
+	a, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.Stat(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return !os.SameFile(a, b)
+}
+
+// TestUnchangedStateNotRewritten: a tick that changes nothing does not
+// rewrite controller.json (a multi-megabyte write and fsync every tick
+// at scale); a change does.
+func TestUnchangedStateNotRewritten(t *testing.T) {
+	r, _ := newRig(t, 8, 8)
+	r.tick()
+	r.place(echo)
+	r.step()
+	link := pin(t, r.state)
+	r.step()
+	r.step()
+	if rewritten(t, r.state, link) {
+		t.Fatal("a tick that changed nothing rewrote the state file")
+	}
+	r.place(Order{PackageDir: "/pkg/echo", Start: true, Name: "echo-2"})
+	if !rewritten(t, r.state, link) {
+		t.Fatal("a place did not rewrite the state file")
+	}
+	r.restart()
+	if n := len(r.c.Placements()); n != 2 {
+		t.Fatalf("%d placements restored, want 2", n)
+	}
+}
