@@ -1,6 +1,7 @@
 package plane
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"errors"
@@ -60,6 +61,11 @@ type Controller struct {
 	// persistMu is held across encoding and writing the state file, so
 	// the last write holds the latest state.
 	persistMu sync.Mutex
+	// written is the state file's content as this controller last wrote
+	// it; persist does not write the same bytes again (a tick that
+	// changed nothing, the second persist of a place). Guarded by
+	// persistMu.
+	written []byte
 
 	// mu guards nodes, placements, decls and busy; never held across
 	// I/O.
@@ -291,7 +297,16 @@ func (c *Controller) persist() error {
 	if err != nil {
 		return err
 	}
-	return writeState(c.statePath, data)
+	if bytes.Equal(data, c.written) {
+		return nil
+	}
+	if err := writeState(c.statePath, data); err != nil {
+		// What is on disk is unknown: the next persist writes.
+		c.written = nil
+		return err
+	}
+	c.written = data
+	return nil
 }
 
 // appendChain chains one record.

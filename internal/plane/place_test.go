@@ -3,6 +3,7 @@ package plane
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"strings"
@@ -318,9 +319,10 @@ func TestCrashOnThePlacePathNeverTwoCopies(t *testing.T) {
 				t.Fatal(err)
 			}
 			// The decision and its candidates were on disk before the place.
-			if !bytes.Contains(atCall, []byte(rep.DecisionID)) || !bytes.Contains(atCall, []byte(`"candidates"`)) ||
-				!bytes.Contains(atCall, []byte(`"life": "dispatching"`)) {
-				t.Fatalf("state at the place call:\n%s", atCall)
+			var st stateFile
+			if err := json.Unmarshal(atCall, &st); err != nil || len(st.Placements) != 1 || st.Placements[0].DecisionID != rep.DecisionID ||
+				len(st.Placements[0].Candidates) == 0 || st.Placements[0].Life != LifeDispatching {
+				t.Fatalf("state at the place call (%v):\n%s", err, atCall)
 			}
 			if tt.mode != placeOK {
 				// Crash during the call: the file holds what it held then.

@@ -1,0 +1,471 @@
+package plane
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nodeld/nodeld/internal/chain"
+	"github.com/nodeld/nodeld/internal/ctl"
+	"github.com/nodeld/nodeld/internal/engine"
+	"github.com/nodeld/nodeld/internal/facts"
+	"github.com/nodeld/nodeld/internal/grammar"
+	"github.com/nodeld/nodeld/internal/pkg"
+)
+
+// The controller benchmarks run the real controller (real chain file,
+// real controller.json in t.TempDir()) over the fake cluster of
+// fake_test.go: 100 nodes with realistic signed facts (about 30
+// capability records, 0 to 4 GPUs) and 1,000 placed instances, 10 a
+// node. The fake's host-side work (signing each node's facts) is done
+// with the timer stopped: what is measured is the controller's side.
+
+const (
+	benchNodes      = 100
+	benchPlacements = 1000
+	benchPackages   = 10
+)
+
+// cpuClock accumulates the process's CPU time (user + system, getrusage)
+// over the timed sections of a benchmark, so the figure is steady on a
+// shared, loaded machine where wall time is not.
+type cpuClock struct {
+	total time.Duration
+	start time.Duration
+}
+
+func cpuNow() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func (c *cpuClock) Start() { c.start = cpuNow() }
+func (c *cpuClock) Stop()  { c.total += cpuNow() - c.start }
+
+func (c *cpuClock) report(b *testing.B) {
+	b.ReportMetric(float64(c.total.Nanoseconds())/float64(b.N), "cpu-ns/op")
+}
+
+// benchFacts is a node's facts as its probe would sign them: host memory,
+// CPU, OS, runtimes, labels, network, disks, measured serving speed, and
+// gpus GPUs with their VRAM; about 30 capability records.
+func benchFacts(i, gpus int) facts.Facts {
+	const gib = 1 << 30
+	probed, measured, claimed := grammar.ProvenanceProbed, grammar.ProvenanceMeasured, grammar.ProvenanceClaimed
+	avail, busy := grammar.StateAvailable, grammar.StateBusy
+	in, s, fl := grammar.IntValue, grammar.StringValue, grammar.FloatValue
+	f := facts.Facts{
+		Hostname: fmt.Sprintf("node-%03d", i), OS: "linux", Arch: "amd64", Kernel: "6.1.0-18-amd64", CPUs: 64,
+		MemTotalBytes: 512 * gib, MemFreeBytes: 384 * gib, Runtimes: []string{"llama.cpp", "process"},
+		Labels: map[string]string{"rack": fmt.Sprintf("r%d", i%20), "zone": fmt.Sprintf("z%d", i%4), "team": "ml"},
+	}
+	caps := []facts.Capability{
+		capRecord("os.linux", probed, avail, gv{"kernel": s("6.1.0-18-amd64")}),
+		capRecord("os.distro.debian", probed, avail, gv{"version": in(12)}),
+		capRecord("cpu.arch.amd64", probed, avail, gv{"name": s("amd64")}),
+		capRecord("cpu.cores", probed, avail, gv{"count": in(64)}),
+		capRecord("cpu.model.epyc", probed, avail, gv{"name": s("AMD EPYC 7443")}),
+		capRecord("cpu.features.avx2", probed, avail, nil),
+		capRecord("cpu.features.avx512", probed, avail, nil),
+		capRecord("mem.system", probed, avail, gv{"total": in(512 * gib), "free": in(384 * gib)}),
+		capRecord("runtime.process", probed, avail, nil),
+		capRecord("runtime.llamacpp", probed, avail, gv{"name": s("llama.cpp"), "version": s("b4100")}),
+		capRecord("label.rack", claimed, avail, gv{"value": s(f.Labels["rack"])}),
+		capRecord("label.zone", claimed, avail, gv{"value": s(f.Labels["zone"])}),
+		capRecord("label.team", claimed, avail, gv{"value": s("ml")}),
+		capRecord("net.iface.eth0", probed, avail, gv{"speed_mbps": in(25000)}),
+		capRecord("disk.nvme.0", probed, avail, gv{"bytes": in(2 << 40)}),
+		capRecord("disk.nvme.1", probed, avail, gv{"bytes": in(2 << 40)}),
+		capRecord("perf.infer.chat", measured, avail, gv{"metric": s("ttfb_ms"), "value": fl(41.5 + float64(i%7)), "samples": in(20)}),
+		capRecord("perf.infer.embed", measured, avail, gv{"metric": s("ttfb_ms"), "value": fl(4.5), "samples": in(20)}),
+		capRecord("node.class.server", claimed, avail, nil),
+	}
+	for g := range gpus {
+		state := avail
+		if g == 0 && i%3 == 0 {
+			state = busy
+		}
+		mem := int64([]int{24, 48, 80}[(i+g)%3]) * gib
+		f.GPUs = append(f.GPUs, facts.GPU{Index: g, Name: "NVIDIA A100", VRAMTotalBytes: uint64(mem), VRAMFreeBytes: uint64(mem) / 2})
+		caps = append(caps,
+			capRecord(fmt.Sprintf("accel.gpu.nvidia.a100-%d", g), probed, state, gv{"index": in(int64(g)), "mem_bytes": in(mem), "cuda": grammar.BoolValue(true)}),
+			capRecord("mem.vram", probed, avail, gv{"index": in(int64(g)), "total": in(mem), "free": in(mem / 2)}))
+	}
+	for n := 0; len(caps) < 30; n++ {
+		caps = append(caps, capRecord(fmt.Sprintf("feature.x%d.enabled", n), claimed, avail, nil))
+	}
+	f.Capabilities = caps
+	return f
+}
+
+// benchDispatcher is the fake cluster with each node's facts signed ahead
+// of the describe that returns them (presign, timer stopped): a host
+// signs its own facts, so the signing is not the controller's cost.
+type benchDispatcher struct {
+	*fakeCluster
+	signed map[string]facts.Signed
+}
+
+func (d *benchDispatcher) Describe(ctx context.Context, node string) (Description, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	h, err := d.host(node)
+	if err != nil {
+		return Description{}, err
+	}
+	st := d.status(h)
+	return Description{Facts: d.signed[node], Status: &st}, nil
+}
+
+// presign signs every host's facts with its next seq at the clock's now.
+func (d *benchDispatcher) presign(b *testing.B) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for id, h := range d.hosts {
+		h.seq++
+		s, err := facts.Sign(h.key, h.facts, h.seq, d.clock.Now(), 5*time.Minute)
+		if err != nil {
+			b.Fatal(err)
+		}
+		d.signed[id] = s
+	}
+}
+
+// benchRig is a controller over benchNodes nodes holding benchPlacements
+// placed instances.
+type benchRig struct {
+	clk   *clock
+	cl    *fakeCluster
+	d     *benchDispatcher
+	chain *chain.Chain
+	cfg   Config
+	ts    []Target
+	state string
+	// placements and instances are the starting placements and each
+	// host's instances, to start again from (restore).
+	placements []*Placement
+	instances  map[string]map[string]ctl.InstanceStatus
+	c          *Controller
+}
+
+func newBenchRig(b *testing.B) *benchRig {
+	b.Helper()
+	clk := &clock{t: t0}
+	cl := newCluster(clk)
+	ids := make([]string, 0, benchNodes)
+	for i := range benchNodes {
+		h := cl.addHost(b, byte(101+i), 0)
+		h.facts = benchFacts(i, i%5)
+		ids = append(ids, h.id)
+	}
+	for k := range benchPackages {
+		cl.addPackage(fmt.Sprintf("/pkg/svc%d", k), fmt.Sprintf("svc%d", k), pkg.KindService, 1)
+	}
+	cl.addPackage("/pkg/bench", "bench", pkg.KindService, 1)
+
+	dir := b.TempDir()
+	ck, _ := testKey(b, 99)
+	ch, _, err := chain.Open(filepath.Join(dir, "chain.log"), ck, chain.Options{Now: clk.Now})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ch.Close() })
+	cfg := Default()
+	cfg.Policy.Kinds = map[string]KindRule{pkg.KindService: {MinTier: engine.TrustPaired}}
+
+	// 1,000 placements, 10 a node, as the controller would have stored
+	// them after placing each, with the 100 eligible nodes as candidates.
+	// They are put straight into the controller (placing them one by one
+	// would rewrite a growing state file 3,000 times), not through
+	// controller.json: at this size the file is over MaxStateBytes and New
+	// refuses it (see BENCHMARKS.md).
+	ps := make([]*Placement, 0, benchPlacements)
+	for i := range benchPlacements {
+		node := ids[i%benchNodes]
+		k := i % benchPackages
+		dirK := fmt.Sprintf("/pkg/svc%d", k)
+		v := cl.pkgs[dirK]
+		o := &Order{Name: fmt.Sprintf("svc%d-%d", k, i), PackageDir: dirK, Start: true,
+			Config: ctl.InstanceConfig{Workload: fmt.Sprintf("w%d", i)}}
+		sum := sha256.Sum256(fmt.Appendf(nil, "decision %d", i))
+		pl := &Placement{
+			DecisionID: hex.EncodeToString(sum[:]), Kind: pkg.KindService, Workload: o.Name, Package: v.Manifest.ID,
+			Version: v.Manifest.Version, ManifestHash: v.ManifestHash, Life: LifePlaced, HostState: ctl.StateRunning,
+			WasRunning: true, PlacedAt: t0.Add(-time.Hour), Order: o,
+		}
+		// Place keeps the whole ranked list of eligible nodes: every
+		// node here.
+		for k := range benchNodes {
+			pl.Candidates = append(pl.Candidates, Candidate{Node: ids[(i+k)%benchNodes], Variant: "cpu"})
+		}
+		pl.aim(v, 0)
+		ps = append(ps, pl)
+		h := cl.hosts[node]
+		h.instances[pl.InstanceID] = ctl.InstanceStatus{InstanceID: pl.InstanceID, Package: v.Manifest.ID, Variant: "cpu",
+			DecisionID: pl.DecisionID, Lifecycle: ctl.StateRunning}
+		h.meta[pl.InstanceID] = instMeta{workload: o.Config.Workload, version: v.Manifest.Version}
+	}
+	r := &benchRig{clk: clk, cl: cl, d: &benchDispatcher{fakeCluster: cl, signed: map[string]facts.Signed{}}, chain: ch, cfg: cfg,
+		ts: cl.targets(engine.TrustPaired), state: filepath.Join(dir, "controller.json"), placements: ps,
+		instances: map[string]map[string]ctl.InstanceStatus{}}
+	for id, h := range cl.hosts {
+		r.instances[id] = cloneInstances(h.instances)
+	}
+	r.restore(b)
+	return r
+}
+
+func cloneInstances(m map[string]ctl.InstanceStatus) map[string]ctl.InstanceStatus {
+	out := make(map[string]ctl.InstanceStatus, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// restore starts again from the starting state: every host up with its
+// 10 instances, a new controller holding the 1,000 placements that has
+// heard every node once (steady state).
+func (r *benchRig) restore(b *testing.B) {
+	b.Helper()
+	r.cl.mu.Lock()
+	for id, h := range r.cl.hosts {
+		h.down = false
+		h.instances = cloneInstances(r.instances[id])
+		h.departed = nil
+	}
+	r.cl.mu.Unlock()
+	if err := os.Remove(r.state); err != nil && !os.IsNotExist(err) {
+		b.Fatal(err)
+	}
+	c, err := New(r.cfg, r.ts, Deps{Now: r.clk.Now, Chain: r.chain, Dispatcher: r.d, StatePath: r.state})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, p := range r.placements {
+		cp := p.clone()
+		c.placements[cp.DecisionID] = &cp
+	}
+	r.c = c
+	r.tick(b)
+	if n := len(r.c.Placements()); n != benchPlacements {
+		b.Fatalf("%d placements, want %d", n, benchPlacements)
+	}
+}
+
+// tick advances the clock one tick, signs the hosts' facts, and runs
+// Controller.Tick; only the Tick is timed (by the caller).
+func (r *benchRig) tick(b *testing.B) {
+	b.Helper()
+	r.clk.Advance(r.cfg.Tick)
+	r.d.presign(b)
+	if err := r.c.Tick(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkTick is one lifecycle tick over 100 nodes and 1,000
+// placements. steady: every node alive and every instance running as
+// placed. dead10: 10 nodes have been silent for dead_after, so their 100
+// placements are lost and rescheduled in this tick (each one a decision,
+// chained and persisted, and a place on another node).
+func BenchmarkTick(b *testing.B) {
+	b.Run("steady", func(b *testing.B) {
+		r := newBenchRig(b)
+		var cpu cpuClock
+		b.ReportAllocs()
+		b.ResetTimer()
+		for range b.N {
+			b.StopTimer()
+			r.clk.Advance(r.cfg.Tick)
+			r.d.presign(b)
+			b.StartTimer()
+			cpu.Start()
+			if err := r.c.Tick(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			cpu.Stop()
+		}
+		b.StopTimer()
+		cpu.report(b)
+		if n, _ := r.cl.copies("svc0"); n != benchPlacements/benchPackages {
+			b.Fatalf("%d copies of svc0", n)
+		}
+	})
+	b.Run("dead10", func(b *testing.B) {
+		r := newBenchRig(b)
+		var cpu cpuClock
+		b.ReportAllocs()
+		b.ResetTimer()
+		for range b.N {
+			b.StopTimer()
+			r.restore(b)
+			// Ten nodes go down; one more tick past dead_after makes them
+			// dead.
+			var down []string
+			r.cl.mu.Lock()
+			for i, t := range r.ts {
+				if i%10 == 3 {
+					r.cl.hosts[t.ID].down = true
+					down = append(down, t.ID)
+				}
+			}
+			r.cl.mu.Unlock()
+			r.clk.Advance(r.cfg.DeadAfter)
+			r.d.presign(b)
+			b.StartTimer()
+			cpu.Start()
+			if err := r.c.Tick(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			cpu.Stop()
+			b.StopTimer()
+			moved := 0
+			for _, p := range r.c.Placements() {
+				if p.Life == LifePlaced && p.Replaces != "" {
+					moved++
+				}
+			}
+			if moved != 10*len(down) {
+				b.Fatalf("%d placements moved off %d dead nodes, want %d", moved, len(down), 10*len(down))
+			}
+			b.StartTimer()
+		}
+		b.StopTimer()
+		cpu.report(b)
+	})
+}
+
+// BenchmarkPlacePath is the cost of Controller.Place beyond the engine, on
+// the steady cluster of BenchmarkTick:
+//
+//   - controller: Controller.Place of a one-replica service: package
+//     (the fake's VerifyPackage, a map lookup standing for the
+//     dispatcher's verified-package cache), governance, view, engine,
+//     the decision chained, controller.json persisted, the place sent to
+//     the fake and the result chained and persisted. The new placement is
+//     removed again untimed, so every op starts from 1,000.
+//   - engine: engine.Place on the same request and view.
+//   - view: building the view (Controller.view) alone.
+//   - chain-append: one decision record appended to the chain (fsync).
+//   - persist: writing controller.json with its 1,000 placements once
+//     (one placement changed each time, so that it is written).
+func BenchmarkPlacePath(b *testing.B) {
+	r := newBenchRig(b)
+	o := Order{PackageDir: "/pkg/bench", Start: true}
+	b.Run("controller", func(b *testing.B) {
+		var cpu cpuClock
+		b.ReportAllocs()
+		b.ResetTimer()
+		for range b.N {
+			cpu.Start()
+			rep, err := r.c.Place(context.Background(), o)
+			cpu.Stop()
+			if err != nil || rep.Placed == nil {
+				b.Fatalf("Place: %v %+v", err, rep)
+			}
+			b.StopTimer()
+			r.c.mu.Lock()
+			delete(r.c.placements, rep.DecisionID)
+			r.c.mu.Unlock()
+			r.cl.mu.Lock()
+			delete(r.cl.hosts[rep.Placed.Node].instances, rep.Placed.InstanceID)
+			r.cl.mu.Unlock()
+			b.StartTimer()
+		}
+		b.StopTimer()
+		cpu.report(b)
+	})
+	p, err := r.d.VerifyPackage(context.Background(), o.PackageDir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("engine", func(b *testing.B) {
+		req, _, err := r.c.evaluate(p, o, intent{reason: "operator"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		nodes := r.c.view(r.clk.Now(), pkg.KindService, req.Name)
+		var cpu cpuClock
+		b.ReportAllocs()
+		b.ResetTimer()
+		cpu.Start()
+		for range b.N {
+			dec, err := engine.Place(req, nodes, engine.Cluster{}, r.cfg.Weights)
+			if err != nil || dec.Chosen == nil {
+				b.Fatalf("engine: %v", err)
+			}
+		}
+		cpu.Stop()
+		cpu.report(b)
+	})
+	b.Run("view", func(b *testing.B) {
+		var cpu cpuClock
+		b.ReportAllocs()
+		b.ResetTimer()
+		cpu.Start()
+		for range b.N {
+			if n := r.c.view(r.clk.Now(), pkg.KindService, "bench"); len(n) != benchNodes {
+				b.Fatalf("%d nodes", len(n))
+			}
+		}
+		cpu.Stop()
+		cpu.report(b)
+	})
+	b.Run("chain-append", func(b *testing.B) {
+		rec := decisionRecord{Workload: "bench", Kind: pkg.KindService, Package: "bench", Version: "1.0.0",
+			ManifestHash: p.Verified().ManifestHash, Reason: "operator", Candidates: []string{}}
+		for _, t := range r.ts {
+			rec.Candidates = append(rec.Candidates, t.ID)
+		}
+		rec.Chosen, rec.Variant = rec.Candidates[0], "cpu"
+		var cpu cpuClock
+		b.ReportAllocs()
+		b.ResetTimer()
+		cpu.Start()
+		for range b.N {
+			if _, err := r.c.appendChain(KindDecision, rec); err != nil {
+				b.Fatal(err)
+			}
+		}
+		cpu.Stop()
+		cpu.report(b)
+	})
+	b.Run("persist", func(b *testing.B) {
+		var cpu cpuClock
+		b.ReportAllocs()
+		b.ResetTimer()
+		cpu.Start()
+		// One placement changes before each persist, so every persist
+		// writes (persist skips a write that would change nothing).
+		var pl *Placement
+		for _, p := range r.c.placements {
+			pl = p
+			break
+		}
+		for i := range b.N {
+			r.c.mu.Lock()
+			pl.Attempts = i % 2
+			r.c.mu.Unlock()
+			if err := r.c.persist(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		cpu.Stop()
+		cpu.report(b)
+		fi, err := os.Stat(r.state)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(fi.Size()), "state-bytes")
+	})
+}
