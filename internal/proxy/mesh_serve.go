@@ -137,6 +137,7 @@ type upstreamBody struct {
 
 // forward sends the request to the local instance and streams the answer.
 func (f *MeshForwarder) forward(ctx context.Context, s *mesh.Stream, peer mesh.PeerInfo, head meshRequestHead, up upstreamBody, local table.MeshLocal) {
+	serving := ctx // the mesh's: done when this node stops
 	ctx, cancel := context.WithTimeout(ctx, MeshServeTimeout)
 	defer cancel()
 	// The consumer resetting the stream (its client went away) cancels the
@@ -180,6 +181,13 @@ func (f *MeshForwarder) forward(ctx context.Context, s *mesh.Stream, peer mesh.P
 		switch {
 		case s.Context().Err() != nil:
 			f.reset(s, peer, head.Role, mesh.StreamCodeCancelled, servedCancelled, err)
+		case serving.Err() != nil:
+			// This node is stopping: the mesh cancels its handlers, then
+			// closes the links. Answer nothing, so the consumer sees the
+			// link close before any answer, not a refusal, and tries its
+			// next candidate.
+			f.met.served.WithLabelValues(f.roleLabel(head.Role), servedCancelled).Inc()
+			f.log.Debug("mesh infer left unanswered: stopping", zap.String("peer", peer.ID), zap.Error(err))
 		case isTimeout(err) || errors.Is(err, context.DeadlineExceeded):
 			f.refuse(s, peer, head.Role, RefuseUpstreamTimeout)
 		case isDialError(err):
