@@ -331,12 +331,7 @@ func probeROCm(ctx context.Context, deps ProbeDeps, path string, f *Facts, p *pr
 		return nil
 	}
 	p.amd = r.gpus
-	if r.skipped > 0 {
-		f.note(ProbeRocmSMI, fmt.Sprintf("skipped %d malformed cards", r.skipped))
-	}
-	if r.dropped > 0 {
-		f.note(ProbeRocmSMI, fmt.Sprintf("dropped %d GPUs beyond %d", r.dropped, MaxGPUs))
-	}
+	f.noteGPUParse(ProbeRocmSMI, "cards", r.skipped, r.dropped)
 	return nil
 }
 
@@ -365,11 +360,18 @@ func probeDisplays(ctx context.Context, deps ProbeDeps, cache *versionCache, f *
 		return nil
 	}
 	p.displays = r.gpus
-	if r.skipped > 0 {
-		f.note(ProbeSystemProfiler, fmt.Sprintf("skipped %d malformed entries", r.skipped))
-	}
-	if r.dropped > 0 {
-		f.note(ProbeSystemProfiler, fmt.Sprintf("dropped %d GPUs beyond %d", r.dropped, MaxGPUs))
-	}
+	f.noteGPUParse(ProbeSystemProfiler, "entries", r.skipped, r.dropped)
 	return nil
+}
+
+// noteGPUParse notes what a GPU probe's parser left out: skipped
+// malformed items (lines, cards or entries, as what says) and valid GPUs
+// dropped beyond MaxGPUs.
+func (f *Facts) noteGPUParse(probe, what string, skipped, dropped int) {
+	if skipped > 0 {
+		f.note(probe, fmt.Sprintf("skipped %d malformed %s", skipped, what))
+	}
+	if dropped > 0 {
+		f.note(probe, fmt.Sprintf("dropped %d GPUs beyond %d", dropped, MaxGPUs))
+	}
 }

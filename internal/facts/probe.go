@@ -308,12 +308,7 @@ func probeGPUs(ctx context.Context, deps ProbeDeps, path string, f *Facts, p *pr
 			p.gpuUtil[g.Index] = g.util
 		}
 	}
-	if r.skipped > 0 {
-		f.note(ProbeNvidiaSMI, fmt.Sprintf("skipped %d malformed lines", r.skipped))
-	}
-	if r.dropped > 0 {
-		f.note(ProbeNvidiaSMI, fmt.Sprintf("dropped %d GPUs beyond %d", r.dropped, MaxGPUs))
-	}
+	f.noteGPUParse(ProbeNvidiaSMI, "lines", r.skipped, r.dropped)
 	return nil
 }
 
