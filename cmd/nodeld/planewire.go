@@ -149,25 +149,35 @@ func (n *node) refOrWritten(ref string) string {
 }
 
 // configuredTargets are the nodes cfg names as targets: this node itself
-// when its host is enabled (tier pinned), and every mesh peer whose key
-// is known, configured or pinned on first contact (tier from config; the
+// when its host is enabled (tier pinned; never otherwise, even when
+// mesh.peers names its key), and every other mesh peer whose key is known, configured or pinned on first contact (tier from config; the
 // key binds the tier, never the address). A peer whose key is not known
 // yet becomes a target once it is pinned (OnPeersChanged).
 func (n *node) configuredTargets(cfg *config.Config) []plane.Target {
-	var ts []plane.Target
-	seen := map[string]bool{}
-	if cfg.Host.Enabled {
-		ts = append(ts, plane.Target{ID: n.id.ID(), Key: n.id.PublicKey(), Tier: engine.TrustPinned, Self: true})
-		seen[n.id.ID()] = true
-	}
 	if n.mesh == nil {
-		return ts
+		return targetsOf(cfg, n.id, nil)
 	}
 	pinned := map[string]string{}
 	for _, p := range n.mesh.Status() {
 		if p.Key != "" {
 			pinned[p.Addr] = p.Key
 		}
+	}
+	return targetsOf(cfg, n.id, pinned)
+}
+
+// targetsOf is configuredTargets for node self, with pinned the keys the
+// mesh pinned by peer address (nil without a mesh: then no peer is a
+// target).
+func targetsOf(cfg *config.Config, self *identity.Identity, pinned map[string]string) []plane.Target {
+	var ts []plane.Target
+	seen := map[string]bool{}
+	if cfg.Host.Enabled {
+		ts = append(ts, plane.Target{ID: self.ID(), Key: self.PublicKey(), Tier: engine.TrustPinned, Self: true})
+		seen[self.ID()] = true
+	}
+	if pinned == nil {
+		return ts
 	}
 	for _, p := range cfg.Mesh.Peers {
 		k := p.Key
@@ -179,7 +189,9 @@ func (n *node) configuredTargets(cfg *config.Config) []plane.Target {
 			continue // not known yet
 		}
 		id := identity.NodeID(pub)
-		if seen[id] {
+		if seen[id] || id == self.ID() {
+			// This node is a target only as itself, when its host is
+			// enabled, whatever mesh.peers says.
 			continue
 		}
 		seen[id] = true
@@ -211,11 +223,10 @@ func (p *planeDispatcher) Describe(ctx context.Context, node string) (plane.Desc
 	if err != nil {
 		return plane.Description{}, err
 	}
-	s, err := plane.DecodeDescribe(ans.Response.Result)
+	desc, err := plane.DecodeDescribe(ans.Response.Result)
 	if err != nil {
 		return plane.Description{}, fmt.Errorf("%s: %w", node, err)
 	}
-	desc := plane.Description{Facts: s}
 	if st, err := p.Status(ctx, node); err == nil {
 		desc.Status = &st
 	}

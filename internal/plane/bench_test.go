@@ -123,7 +123,7 @@ func (d *benchDispatcher) Describe(ctx context.Context, node string) (Descriptio
 		return Description{}, err
 	}
 	st := d.status(h)
-	return Description{Facts: d.signed[node], Status: &st}, nil
+	return Description{Facts: d.signed[node], Status: &st, Host: &ctl.HostMetadata{Instances: len(h.instances), Enabled: true}}, nil
 }
 
 // presign signs every host's facts with its next seq at the clock's now.

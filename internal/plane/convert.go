@@ -239,6 +239,9 @@ func gate(p Policy, kind string, n *nodeState) (engine.Verdict, string) {
 	if _, ok := p.Kinds[kind]; !ok {
 		return engine.VerdictDeny, fmt.Sprintf("kind %q is not admitted by the policy (default deny)", kind)
 	}
+	if why := n.hostGate(); why != "" {
+		return engine.VerdictDeny, why
+	}
 	if slices.Contains(p.DenyNodes, n.target.ID) {
 		return engine.VerdictDeny, "node is in policy.deny_nodes"
 	}

@@ -27,6 +27,13 @@ type Description struct {
 	// Status lists the node's instances (with departed ones), nil when
 	// the node did not say.
 	Status *ctl.StatusList
+	// Host is what the node's workload-host advertisement says of its
+	// host; nil when the describe carried none (HostNote says why). A
+	// node whose host is absent or disabled is not placed on (a gate
+	// verdict the explanation shows), though its describe counts as
+	// contact and its instances are still watched and torn down.
+	Host     *ctl.HostMetadata
+	HostNote string
 }
 
 // Dispatcher is the caller side of workload.ctl, as the controller uses

@@ -12,6 +12,10 @@
 //     pinned key and are cached under the seq and TTL rules the
 //     original used. The tier the engine sees is always the operator's, never one a
 //     node claims.
+//     A node whose describe shows its workload host disabled, or no
+//     workload host (Description.Host), is gate-denied, with that reason
+//     in the explanation: it is alive, its instances are watched and
+//     torn down, but nothing is placed on it until its host is enabled.
 //   - Place runs governance (default deny: a kind absent from
 //     Policy.Kinds goes nowhere; its MinTier is the engine's trust floor;
 //     deny_nodes and deny_labels are gate verdicts), the engine, chains
@@ -124,9 +128,6 @@
 //     answers again stays unsettled (nothing else is placed for it); a
 //     lost declared replica that may not be rescheduled (pinned, not
 //     running, past MaxReschedules) keeps its slot.
-//   - A target whose host is disabled is still a candidate: its place is
-//     refused and dispatch falls through to the next candidate (the
-//     describe does not yet say whether the host takes workloads).
 //   - The acceptance lists' tests run on the in-memory fake cluster here
 //     and, end to end, in cmd/nodeld's controller tests; there is no
 //     harness of in-process nodes over QUIC with a fake clock (meshtest)

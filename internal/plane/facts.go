@@ -36,6 +36,30 @@ type nodeState struct {
 	// status is the node's instance listing from the latest tick, when
 	// it gave one.
 	status *ctl.StatusList
+	// described is true once a describe verified; host and hostNote are
+	// what the latest one said of the node's workload host (hostGate).
+	described bool
+	host      *ctl.HostMetadata
+	hostNote  string
+}
+
+// hostGate says why n may not be placed on for what its describe said of
+// its host ("" when it may, or when it has not answered yet: without
+// facts the engine rejects it anyway).
+func (n *nodeState) hostGate() string {
+	switch {
+	case !n.described:
+		return ""
+	case n.host == nil:
+		note := n.hostNote
+		if note == "" {
+			note = "its describe shows no workload host"
+		}
+		return "not a workload host: " + note
+	case !n.host.Enabled:
+		return "its workload host is disabled (host.enabled false)"
+	}
+	return ""
 }
 
 // ingestFacts verifies s against the target's pinned key and caches it

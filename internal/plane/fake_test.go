@@ -60,6 +60,8 @@ type fakeHost struct {
 	frozen    bool // describe blocks until ctx ends
 	statusErr bool // status unreachable (while describe works)
 	noListing bool // describe carries no instance listing
+	hostOff   bool // describe shows the host disabled (host.enabled false)
+	noHost    bool // describe carries no workload-host advertisement
 	place     placeMode
 	unloadErr *ctl.Refusal
 	instances map[string]ctl.InstanceStatus
@@ -178,11 +180,17 @@ func (f *fakeCluster) Describe(ctx context.Context, node string) (Description, e
 	if err != nil {
 		return Description{}, err
 	}
-	if h.noListing {
-		return Description{Facts: s}, nil
+	d := Description{Facts: s}
+	if h.noHost {
+		d.HostNote = "its describe shows no workload host"
+	} else {
+		d.Host = &ctl.HostMetadata{Instances: len(h.instances), InFlight: len(h.inFlight), Enabled: !h.hostOff}
 	}
-	st := f.status(h)
-	return Description{Facts: s, Status: &st}, nil
+	if !h.noListing {
+		st := f.status(h)
+		d.Status = &st
+	}
+	return d, nil
 }
 
 func (f *fakeCluster) VerifyPackage(_ context.Context, dir string) (Package, error) {

@@ -127,6 +127,7 @@ func (c *Controller) describeAll(ctx context.Context) {
 			continue
 		}
 		n.alive, n.lastContact, n.status = true, now, r.status
+		n.described, n.host, n.hostNote = true, r.desc.Host, r.desc.HostNote
 	}
 }
 
