@@ -382,11 +382,14 @@ func (p placementDoc) explain() string {
 		fmt.Fprintf(&sb, " (%s)", p.HostState)
 	}
 	sb.WriteByte('\n')
-	cands := make([]string, len(p.Candidates))
-	for i, c := range p.Candidates {
-		cands[i] = c.Node + " via " + c.Variant
+	if len(p.Candidates) > 0 {
+		// Kept only while the decision is not settled.
+		cands := make([]string, len(p.Candidates))
+		for i, c := range p.Candidates {
+			cands[i] = c.Node + " via " + c.Variant
+		}
+		fmt.Fprintf(&sb, "ranked candidates: %s\n", strings.Join(cands, ", "))
 	}
-	fmt.Fprintf(&sb, "ranked candidates: %s\n", strings.Join(cands, ", "))
 	if p.Replaces != "" {
 		fmt.Fprintf(&sb, "replaces: %s\n", p.Replaces)
 	}

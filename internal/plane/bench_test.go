@@ -183,11 +183,9 @@ func newBenchRig(b *testing.B) *benchRig {
 	cfg.Policy.Kinds = map[string]KindRule{pkg.KindService: {MinTier: engine.TrustPaired}}
 
 	// 1,000 placements, 10 a node, as the controller would have stored
-	// them after placing each, with the 100 eligible nodes as candidates.
-	// They are put straight into the controller (placing them one by one
-	// would rewrite a growing state file 3,000 times), not through
-	// controller.json: at this size the file is over MaxStateBytes and New
-	// refuses it (see BENCHMARKS.md).
+	// them after placing each (the 100 eligible nodes were candidates).
+	// They are put straight into the controller: placing them one by one
+	// would rewrite a growing state file 3,000 times.
 	ps := make([]*Placement, 0, benchPlacements)
 	for i := range benchPlacements {
 		node := ids[i%benchNodes]
@@ -202,12 +200,13 @@ func newBenchRig(b *testing.B) *benchRig {
 			Version: v.Manifest.Version, ManifestHash: v.ManifestHash, Life: LifePlaced, HostState: ctl.StateRunning,
 			WasRunning: true, PlacedAt: t0.Add(-time.Hour), Order: o,
 		}
-		// Place keeps the whole ranked list of eligible nodes: every
-		// node here.
+		// Place walks the whole ranked list of eligible nodes (every
+		// node here), and drops it once the instance is placed.
 		for k := range benchNodes {
 			pl.Candidates = append(pl.Candidates, Candidate{Node: ids[(i+k)%benchNodes], Variant: "cpu"})
 		}
 		pl.aim(v, 0)
+		pl.Candidates = nil
 		ps = append(ps, pl)
 		h := cl.hosts[node]
 		h.instances[pl.InstanceID] = ctl.InstanceStatus{InstanceID: pl.InstanceID, Package: v.Manifest.ID, Variant: "cpu",

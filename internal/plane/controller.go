@@ -274,26 +274,39 @@ type Report struct {
 	Unsettled bool
 }
 
-// encodeLocked encodes the placements; the caller holds mu.
-func (c *Controller) encodeLocked() ([]byte, error) {
-	ps := make([]*Placement, 0, len(c.placements))
+// snapshotLocked copies the placements and declarations for encoding
+// without mu: each struct is copied (one allocation for all), the slices
+// and orders they point to are shared (they are replaced, never changed
+// in place). The caller holds mu.
+func (c *Controller) snapshotLocked() ([]*Placement, []*declState) {
+	vals := make([]Placement, 0, len(c.placements))
 	for _, p := range c.placements {
-		ps = append(ps, p)
+		vals = append(vals, *p)
 	}
-	ds := make([]*declState, 0, len(c.decls))
+	ps := make([]*Placement, len(vals))
+	for i := range vals {
+		ps[i] = &vals[i]
+	}
+	dvals := make([]declState, 0, len(c.decls))
 	for _, d := range c.decls {
-		ds = append(ds, d)
+		dvals = append(dvals, *d)
 	}
-	return encodeState(ps, ds)
+	ds := make([]*declState, len(dvals))
+	for i := range dvals {
+		ds[i] = &dvals[i]
+	}
+	return ps, ds
 }
 
-// persist writes the state file. Callers do not hold mu.
+// persist writes the state file. Callers do not hold mu; it is held only
+// to copy the state, not to encode it.
 func (c *Controller) persist() error {
 	c.persistMu.Lock()
 	defer c.persistMu.Unlock()
 	c.mu.Lock()
-	data, err := c.encodeLocked()
+	ps, ds := c.snapshotLocked()
 	c.mu.Unlock()
+	data, err := encodeState(ps, ds)
 	if err != nil {
 		return err
 	}

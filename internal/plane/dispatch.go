@@ -148,6 +148,9 @@ func (c *Controller) setLife(pl *Placement, l Lifecycle) {
 func (c *Controller) settled(ctx context.Context, pl *Placement, kind, iid, hostState string, attempt int) error {
 	c.mu.Lock()
 	pl.Life = LifePlaced
+	// Settled: the ranked candidates are walked no more (the chained
+	// decision keeps them).
+	pl.Candidates, pl.Cursor = nil, 0
 	pl.PlacedAt = c.now()
 	pl.InstanceID = iid
 	pl.HostState = hostState

@@ -52,7 +52,8 @@ func TestUnpersistedPlacementNotDispatched(t *testing.T) {
 func FuzzLoadState(f *testing.F) {
 	f.Add([]byte(`{"version":1,"placements":[]}`))
 	f.Add([]byte(`{"version":1,"placements":[{"decision_id":"` + string(make64('a')) + `","node":"n","life":"placed","candidates":[{"node":"n","variant":"v"}],"cursor":0}]}`))
-	f.Add([]byte(`{"version":2}`))
+	f.Add([]byte(`{"version":3}`))
+	f.Add([]byte(`{"version":2,"packages":[{"id":"echo","version":"1.0.0","kind":"service","manifest_hash":"h","reserved":{"cpu":[1,0]}}],"placements":[{"decision_id":"` + string(make64('b')) + `","package":0,"node":"n","variant":"cpu","instance":"echo-1","life":"placed","order":{"name":"e","package_dir":"/p","start":true}},{"decision_id":"` + string(make64('c')) + `","package":0,"workload":"w","node":"n","variant":"cpu","instance_id":"x","reserved":[2,3],"life":"unsettled","candidates":[{"node":"n","variant":"cpu"}]}]}`))
 	f.Add([]byte(`{"version":1,"placements":[],"declarations":[{"name":"chat","attempts":2,"next_attempt":"2026-03-01T12:00:00Z","last_error":"x"}]}`))
 	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, data []byte) {

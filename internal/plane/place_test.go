@@ -3,7 +3,6 @@ package plane
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"os"
 	"strings"
@@ -319,8 +318,8 @@ func TestCrashOnThePlacePathNeverTwoCopies(t *testing.T) {
 				t.Fatal(err)
 			}
 			// The decision and its candidates were on disk before the place.
-			var st stateFile
-			if err := json.Unmarshal(atCall, &st); err != nil || len(st.Placements) != 1 || st.Placements[0].DecisionID != rep.DecisionID ||
+			st, err := decodeState(atCall)
+			if err != nil || len(st.Placements) != 1 || st.Placements[0].DecisionID != rep.DecisionID ||
 				len(st.Placements[0].Candidates) == 0 || st.Placements[0].Life != LifeDispatching {
 				t.Fatalf("state at the place call (%v):\n%s", err, atCall)
 			}
@@ -360,7 +359,9 @@ func TestMalformedStateRefusedAndUntouched(t *testing.T) {
 	r, _ := newRig(t, 8)
 	for _, bad := range [][]byte{
 		[]byte("{not json"),
-		[]byte(`{"version":2,"placements":[]}`),
+		[]byte(`{"version":3,"placements":[]}`),
+		[]byte(`{"version":2,"packages":[],"placements":[{"decision_id":"` + string(make64('a')) + `","package":0,"node":"n","life":"placed"}]}`),
+		[]byte(`{"version":2,"packages":[],"placements":[],"extra":1}`),
 		[]byte(`{"version":1,"placements":[],"extra":1}`),
 		[]byte(`{"version":1,"placements":[{"decision_id":"x"}]}`),
 	} {

@@ -56,7 +56,7 @@ type Order struct {
 	// PackageDir is the package directory (verified on each use).
 	PackageDir string `json:"package_dir"`
 	// Config is the instance config sent with place.
-	Config ctl.InstanceConfig `json:"config"`
+	Config ctl.InstanceConfig `json:"config,omitzero"`
 	// Start asks the host to start the instance once loaded.
 	Start bool `json:"start"`
 	// Pin, Prefer and Avoid are the operator's placement hints.

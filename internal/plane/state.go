@@ -8,14 +8,21 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/nodeld/nodeld/internal/atomicfile"
 	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/grammar"
 )
 
-// StateVersion is the only state file version read and written.
-const StateVersion = 1
+// StateVersion is the state file version written. Version 1 files (every
+// placement with its package, and its ranked candidates even once
+// placed) are still read, and rewritten as version 2 at the next persist.
+const StateVersion = 2
+
+// stateVersion1 is the previous state file version, read only.
+const stateVersion1 = 1
 
 // MaxStateBytes bounds the state file.
 const MaxStateBytes = 8 << 20
@@ -27,13 +34,100 @@ const StateFileMode = 0o600
 // file, too large, malformed, another version). The file is left as it is.
 var ErrBadState = errors.New("controller state file refused")
 
-// stateFile is the document in controller.json.
+// stateFile is the controller's state as a state file holds it, whatever
+// its version: the placements and the declarations' progress.
 type stateFile struct {
-	Version    int          `json:"version"`
-	Placements []*Placement `json:"placements"`
+	Version    int
+	Placements []*Placement
 	// Declarations is the progress of declared workloads beyond their
 	// placements (the backoff of failed attempts).
+	Declarations []*declState
+}
+
+// stateFileV1 is the document of a version 1 controller.json: each
+// placement whole, as the operator reads it (Placement's JSON).
+type stateFileV1 struct {
+	Version      int          `json:"version"`
+	Placements   []*Placement `json:"placements"`
 	Declarations []*declState `json:"declarations,omitempty"`
+}
+
+// stateFileV2 is the document of a version 2 controller.json. It keeps
+// what reconciliation and rescheduling need, once: each package placed is
+// listed once (Packages) and placements name it by index; a placement
+// keeps its ranked candidates only while its decision is not settled
+// (dispatching or unsettled: a later tick resumes down them); fields at
+// their zero value are left out.
+type stateFileV2 struct {
+	Version      int              `json:"version"`
+	Packages     []statePackage   `json:"packages"`
+	Placements   []statePlacement `json:"placements"`
+	Declarations []*declState     `json:"declarations,omitempty"`
+}
+
+// statePackage is a package some placement runs (or is being given),
+// with what each of its variants reserves on a node (Placement.Reserved
+// of its placements, unless one says otherwise).
+type statePackage struct {
+	ID           string               `json:"id"`
+	Version      string               `json:"version"`
+	Kind         string               `json:"kind"`
+	ManifestHash string               `json:"manifest_hash"`
+	Labels       []string             `json:"labels,omitempty"`
+	Excludes     []string             `json:"excludes,omitempty"`
+	Reserved     map[string][2]uint64 `json:"reserved,omitempty"`
+}
+
+// statePlacement is one placement in a version 2 file; see Placement for
+// the fields. Package indexes stateFileV2.Packages. What the rest of the
+// file says is not repeated: Workload is absent when it is the order's
+// name (else the package id), Reserved when it is what the package lists
+// for the variant; an instance id that ends in "-" and the node id (as
+// ctl.InstanceID makes them) is kept without that suffix (Instance),
+// another whole (InstanceID).
+type statePlacement struct {
+	DecisionID   string      `json:"decision_id"`
+	Package      int         `json:"package"`
+	Workload     *string     `json:"workload,omitempty"`
+	Node         string      `json:"node"`
+	Variant      string      `json:"variant"`
+	Instance     string      `json:"instance,omitempty"`
+	InstanceID   string      `json:"instance_id,omitempty"`
+	Reserved     *[2]uint64  `json:"reserved,omitempty"`
+	PlacedAt     time.Time   `json:"placed_at,omitzero"`
+	Life         Lifecycle   `json:"life"`
+	HostState    string      `json:"host_state,omitempty"`
+	Order        *Order      `json:"order,omitempty"`
+	Candidates   []Candidate `json:"candidates,omitempty"`
+	Cursor       int         `json:"cursor,omitempty"`
+	Reschedules  int         `json:"reschedules,omitempty"`
+	Attempts     int         `json:"attempts,omitempty"`
+	NextAttempt  time.Time   `json:"next_attempt,omitzero"`
+	LastError    string      `json:"last_error,omitempty"`
+	WasRunning   bool        `json:"was_running,omitempty"`
+	ReplacedBy   string      `json:"replaced_by,omitempty"`
+	Replaces     string      `json:"replaces,omitempty"`
+	Declared     string      `json:"declared,omitempty"`
+	Replica      int         `json:"replica,omitempty"`
+	Supersedes   string      `json:"supersedes,omitempty"`
+	Stopped      bool        `json:"stopped,omitempty"`
+	RetireReason string      `json:"retire_reason,omitempty"`
+}
+
+// defaultWorkload is the workload name of a placement of order o and
+// package pkgID when nothing else says (workloadName).
+func defaultWorkload(o *Order, pkgID string) string {
+	if o != nil && o.Name != "" {
+		return o.Name
+	}
+	return pkgID
+}
+
+// settledLife reports whether a placement in life has no use for its
+// decision's ranked candidates any more: only a decision being dispatched
+// or unsettled walks them.
+func settledLife(l Lifecycle) bool {
+	return l != LifeDispatching && l != LifeUnsettled
 }
 
 // loadState reads the state file; a missing file is an empty state.
@@ -63,39 +157,123 @@ func loadState(path string) (stateFile, error) {
 	if len(data) > MaxStateBytes {
 		return stateFile{}, fmt.Errorf("state %q is larger than %d bytes: %w", path, MaxStateBytes, ErrBadState)
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	var s stateFile
-	if err := dec.Decode(&s); err != nil {
+	s, err := decodeState(data)
+	if err != nil {
 		return stateFile{}, fmt.Errorf("state %q: %w: %w", path, ErrBadState, err)
 	}
-	if dec.More() {
-		return stateFile{}, fmt.Errorf("state %q: trailing data: %w", path, ErrBadState)
+	return s, nil
+}
+
+// decodeState decodes a state file of either version strictly (unknown
+// fields and trailing data are refused) and checks it.
+func decodeState(data []byte) (stateFile, error) {
+	var head struct {
+		Version int `json:"version"`
 	}
-	if s.Version != StateVersion {
-		return stateFile{}, fmt.Errorf("state %q: version %d, want %d: %w", path, s.Version, StateVersion, ErrBadState)
+	if err := json.Unmarshal(data, &head); err != nil {
+		return stateFile{}, err
+	}
+	var s stateFile
+	switch head.Version {
+	case StateVersion:
+		var v2 stateFileV2
+		if err := decodeStrict(data, &v2); err != nil {
+			return stateFile{}, err
+		}
+		ps, err := v2.placements()
+		if err != nil {
+			return stateFile{}, err
+		}
+		s = stateFile{Version: StateVersion, Placements: ps, Declarations: v2.Declarations}
+	case stateVersion1:
+		var v1 stateFileV1
+		if err := decodeStrict(data, &v1); err != nil {
+			return stateFile{}, err
+		}
+		for _, p := range v1.Placements {
+			// Version 1 kept the candidates of settled decisions too.
+			if p != nil && settledLife(p.Life) {
+				p.Candidates, p.Cursor = nil, 0
+			}
+		}
+		s = stateFile{Version: stateVersion1, Placements: v1.Placements, Declarations: v1.Declarations}
+	default:
+		return stateFile{}, fmt.Errorf("version %d, want %d or %d", head.Version, stateVersion1, StateVersion)
 	}
 	seen := map[string]bool{}
 	for i, p := range s.Placements {
 		if err := p.check(); err != nil {
-			return stateFile{}, fmt.Errorf("state %q: placements[%d]: %w: %w", path, i, err, ErrBadState)
+			return stateFile{}, fmt.Errorf("placements[%d]: %w", i, err)
 		}
 		if seen[p.DecisionID] {
-			return stateFile{}, fmt.Errorf("state %q: placements[%d]: decision %s twice: %w", path, i, p.DecisionID, ErrBadState)
+			return stateFile{}, fmt.Errorf("placements[%d]: decision %s twice", i, p.DecisionID)
 		}
 		seen[p.DecisionID] = true
 	}
 	names := map[string]bool{}
 	for i, d := range s.Declarations {
 		if err := d.check(); err != nil {
-			return stateFile{}, fmt.Errorf("state %q: declarations[%d]: %w: %w", path, i, err, ErrBadState)
+			return stateFile{}, fmt.Errorf("declarations[%d]: %w", i, err)
 		}
 		if names[d.Name] {
-			return stateFile{}, fmt.Errorf("state %q: declarations[%d]: %s twice: %w", path, i, d.Name, ErrBadState)
+			return stateFile{}, fmt.Errorf("declarations[%d]: %s twice", i, d.Name)
 		}
 		names[d.Name] = true
 	}
 	return s, nil
+}
+
+// decodeStrict decodes data into v, refusing unknown fields and trailing
+// data.
+func decodeStrict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("trailing data")
+	}
+	return nil
+}
+
+// placements expands a version 2 file's placements.
+func (f *stateFileV2) placements() ([]*Placement, error) {
+	out := make([]*Placement, len(f.Placements))
+	for i, sp := range f.Placements {
+		if sp.Package < 0 || sp.Package >= len(f.Packages) {
+			return nil, fmt.Errorf("placements[%d]: package %d of %d", i, sp.Package, len(f.Packages))
+		}
+		pk := f.Packages[sp.Package]
+		workload := defaultWorkload(sp.Order, pk.ID)
+		if sp.Workload != nil {
+			workload = *sp.Workload
+		}
+		iid := sp.InstanceID
+		if sp.Instance != "" {
+			if iid != "" {
+				return nil, fmt.Errorf("placements[%d]: both instance and instance_id", i)
+			}
+			iid = sp.Instance + "-" + sp.Node
+		}
+		reserved := pk.Reserved[sp.Variant]
+		if sp.Reserved != nil {
+			reserved = *sp.Reserved
+		}
+		out[i] = &Placement{
+			DecisionID: sp.DecisionID, Kind: pk.Kind, Workload: workload, Package: pk.ID, Version: pk.Version,
+			ManifestHash: pk.ManifestHash, Candidates: sp.Candidates, Cursor: sp.Cursor,
+			Node: sp.Node, Variant: sp.Variant, InstanceID: iid,
+			Reserved: Reservation{HostBytes: reserved[0], AccelBytes: reserved[1]},
+			PlacedAt: sp.PlacedAt, Life: sp.Life, HostState: sp.HostState, Order: sp.Order,
+			Reschedules: sp.Reschedules, Attempts: sp.Attempts, NextAttempt: sp.NextAttempt, LastError: sp.LastError,
+			WasRunning: sp.WasRunning, ReplacedBy: sp.ReplacedBy, Replaces: sp.Replaces,
+			Declared: sp.Declared, Replica: sp.Replica, Supersedes: sp.Supersedes,
+			Labels: slices.Clone(pk.Labels), Excludes: slices.Clone(pk.Excludes),
+			Stopped: sp.Stopped, RetireReason: sp.RetireReason,
+		}
+	}
+	return out, nil
 }
 
 // check validates a restored placement.
@@ -114,6 +292,12 @@ func (p *Placement) check() error {
 	if p.Cursor < 0 || p.Cursor >= max(len(p.Candidates), 1) {
 		return fmt.Errorf("cursor %d out of %d candidates", p.Cursor, len(p.Candidates))
 	}
+	if !settledLife(p.Life) && len(p.Candidates) == 0 {
+		return fmt.Errorf("%s decision without its candidates", p.Life)
+	}
+	if p.Attempts < 0 || p.Reschedules < 0 {
+		return errors.New("negative attempts or reschedules")
+	}
 	if p.Node == "" {
 		return errors.New("no node")
 	}
@@ -130,19 +314,62 @@ func (p *Placement) check() error {
 }
 
 // encodeState encodes placements (sorted by decision id) and
-// declarations (by name).
+// declarations (by name) as a version 2 file. It reads the placements
+// and declarations only: the caller may hand them over from under its
+// lock as snapshots (snapshotState) and encode without it.
 func encodeState(ps []*Placement, ds []*declState) ([]byte, error) {
 	ps = slices.Clone(ps)
 	slices.SortFunc(ps, func(a, b *Placement) int { return cmpString(a.DecisionID, b.DecisionID) })
-	if ps == nil {
-		ps = []*Placement{}
-	}
 	ds = slices.Clone(ds)
 	slices.SortFunc(ds, func(a, b *declState) int { return cmpString(a.Name, b.Name) })
-	// Compact: the file is rewritten whole at every change, and an
-	// indented one is twice the size (every placement keeps its ranked
-	// candidates) and three times the CPU to encode.
-	b, err := json.Marshal(stateFile{Version: StateVersion, Placements: ps, Declarations: ds})
+	f := stateFileV2{Version: StateVersion, Packages: []statePackage{}, Placements: make([]statePlacement, len(ps)), Declarations: ds}
+	// Placements of one package share its entry; labels and excludes
+	// come with the manifest, but are part of the key all the same.
+	type pkgKey struct{ id, version, kind, hash, labels string }
+	index := map[pkgKey]int{}
+	for i, p := range ps {
+		k := pkgKey{p.Package, p.Version, p.Kind, p.ManifestHash, ""}
+		if len(p.Labels)+len(p.Excludes) > 0 {
+			k.labels = strings.Join(p.Labels, "\x00") + "\x01" + strings.Join(p.Excludes, "\x00")
+		}
+		pi, ok := index[k]
+		if !ok {
+			pi = len(f.Packages)
+			index[k] = pi
+			f.Packages = append(f.Packages, statePackage{ID: p.Package, Version: p.Version, Kind: p.Kind, ManifestHash: p.ManifestHash,
+				Labels: p.Labels, Excludes: p.Excludes})
+		}
+		pk := &f.Packages[pi]
+		sp := statePlacement{
+			DecisionID: p.DecisionID, Package: pi, Node: p.Node, Variant: p.Variant,
+			PlacedAt: p.PlacedAt, Life: p.Life, HostState: p.HostState,
+			Order: p.Order, Reschedules: p.Reschedules, Attempts: p.Attempts, NextAttempt: p.NextAttempt, LastError: p.LastError,
+			WasRunning: p.WasRunning, ReplacedBy: p.ReplacedBy, Replaces: p.Replaces, Declared: p.Declared, Replica: p.Replica,
+			Supersedes: p.Supersedes, Stopped: p.Stopped, RetireReason: p.RetireReason,
+		}
+		if !settledLife(p.Life) {
+			sp.Candidates, sp.Cursor = p.Candidates, p.Cursor
+		}
+		if p.Workload != defaultWorkload(p.Order, p.Package) {
+			sp.Workload = &p.Workload
+		}
+		if rest, ok := strings.CutSuffix(p.InstanceID, "-"+p.Node); ok && rest != "" {
+			sp.Instance = rest
+		} else {
+			sp.InstanceID = p.InstanceID
+		}
+		r := [2]uint64{p.Reserved.HostBytes, p.Reserved.AccelBytes}
+		if held, ok := pk.Reserved[p.Variant]; !ok && r != [2]uint64{} {
+			if pk.Reserved == nil {
+				pk.Reserved = map[string][2]uint64{}
+			}
+			pk.Reserved[p.Variant] = r
+		} else if held != r {
+			sp.Reserved = &r
+		}
+		f.Placements[i] = sp
+	}
+	b, err := json.Marshal(f)
 	if err != nil {
 		return nil, fmt.Errorf("encode state: %w", err)
 	}
