@@ -439,8 +439,14 @@ func printPlacements(w io.Writer, ps []placementDoc) {
 			state = "-"
 		}
 		note := p.LastError
+		if note == "" && p.LostReason != "" {
+			note = "lost: " + p.LostReason
+		}
 		if p.ReplacedBy != "" {
 			note = "replaced by " + shortHash(p.ReplacedBy)
+			if p.LostReason != "" {
+				note += " (lost: " + p.LostReason + ")"
+			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s %s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", shortHash(p.DecisionID), p.Workload, p.Package, p.Version,
 			p.Node, p.Variant, p.InstanceID, p.Life, state, p.Reschedules, note)

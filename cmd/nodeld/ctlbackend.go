@@ -396,6 +396,9 @@ func (p placementDoc) explain() string {
 	if p.ReplacedBy != "" {
 		fmt.Fprintf(&sb, "replaced by: %s\n", p.ReplacedBy)
 	}
+	if p.LostReason != "" {
+		fmt.Fprintf(&sb, "lost: %s\n", p.LostReason)
+	}
 	if p.LastError != "" {
 		fmt.Fprintf(&sb, "last error: %s\n", p.LastError)
 	}

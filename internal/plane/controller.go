@@ -77,6 +77,12 @@ type Controller struct {
 	// busy holds the decision ids being dispatched by a call in progress;
 	// the lifecycle leaves them alone until it returns.
 	busy map[string]bool
+	// gone holds the nodes that are not targets but that placements name,
+	// with their last contact: the controller's start for a node of a
+	// restored placement, the last describe of a target removed by
+	// SetTargets. Their placements are lost after DeadAfter of it, like a
+	// dead target's.
+	gone map[string]time.Time
 
 	// recent keeps the latest reports for Recent (operator.go).
 	recent recentReports
@@ -106,7 +112,7 @@ func New(cfg Config, targets []Target, deps Deps) (*Controller, error) {
 		log = zap.NewNop()
 	}
 	c := &Controller{
-		log: log.Named("plane"), now: now, busy: map[string]bool{}, chain: deps.Chain, disp: deps.Dispatcher, statePath: deps.StatePath,
+		log: log.Named("plane"), now: now, busy: map[string]bool{}, gone: map[string]time.Time{}, chain: deps.Chain, disp: deps.Dispatcher, statePath: deps.StatePath,
 		nodes: map[string]*nodeState{}, placements: map[string]*Placement{}, store: deps.Store, decls: map[string]*declState{},
 	}
 	c.cfg.Store(&cfg)
@@ -126,6 +132,12 @@ func New(cfg Config, targets []Target, deps Deps) (*Controller, error) {
 			p.Life = LifeUnsettled
 		}
 		c.placements[p.DecisionID] = p
+		if _, target := c.nodes[p.Node]; !target {
+			// Its node is no longer configured (a peer removed from
+			// mesh.peers while the controller was down): no contact from
+			// now on.
+			c.gone[p.Node] = now()
+		}
 	}
 	met, err := newMetrics(deps.Registerer)
 	if err != nil {
@@ -199,7 +211,9 @@ func (p *Placement) clone() Placement {
 // SetTargets replaces the targets (a config reload). A target whose key is
 // unchanged keeps its cached facts and liveness; a new or re-keyed one
 // starts unheard from now. Placements on a node no longer a target are
-// kept, and left alone by the lifecycle, until it is a target again.
+// kept; it is not described any more, so they are lost once DeadAfter
+// has passed since its last contact, and move (their status says why),
+// unless it is a target again by then.
 func (c *Controller) SetTargets(ts []Target) error {
 	c.tickMu.Lock()
 	defer c.tickMu.Unlock()
@@ -217,6 +231,16 @@ func (c *Controller) SetTargets(ts []Target) error {
 			continue
 		}
 		nodes[t.ID] = &nodeState{target: t, lastContact: now}
+	}
+	for id, old := range c.nodes {
+		if _, still := nodes[id]; !still {
+			if _, ok := c.gone[id]; !ok {
+				c.gone[id] = old.lastContact
+			}
+		}
+	}
+	for id := range nodes {
+		delete(c.gone, id)
 	}
 	c.nodes = nodes
 	return nil

@@ -128,8 +128,13 @@
 //     GPU, identical GPUs) while the engine names assignments by id;
 //     facts signed before capability records existed get the old
 //     derivation, without mem.unified for Apple silicon.
-//   - Placements on a node that is no longer a target are kept and left
-//     alone (retiring ones too); an unsettled decision whose node never
+//   - Placements on a node that is no longer a target (dropped by
+//     SetTargets, or named by a restored placement but not configured)
+//     are lost once DeadAfter has passed since its last contact (the
+//     controller's start for a restored one) and move, with LostReason
+//     saying so; but the copies of replaced or retiring placements there
+//     are never unloaded, as the node cannot be reached, and stay listed
+//     until it is a target again. An unsettled decision whose node never
 //     answers again stays unsettled (nothing else is placed for it); a
 //     lost declared replica that may not be rescheduled (pinned, not
 //     running, past MaxReschedules) keeps its slot.

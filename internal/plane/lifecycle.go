@@ -142,7 +142,9 @@ func (c *Controller) sortedPlacements() []*Placement {
 	return ps
 }
 
-// nodeView is what a tick knows of a placement's node.
+// nodeView is what a tick knows of a placement's node. A node that is not
+// a target (known false) is never alive, and dead once DeadAfter has
+// passed since its last contact (Controller.gone).
 type nodeView struct {
 	known  bool
 	alive  bool
@@ -155,10 +157,21 @@ func (c *Controller) nodeOf(id string, now time.Time) nodeView {
 	defer c.mu.Unlock()
 	n, ok := c.nodes[id]
 	if !ok {
-		return nodeView{}
+		since, seen := c.gone[id]
+		if !seen {
+			since = now
+			c.gone[id] = since
+		}
+		return nodeView{dead: now.Sub(since) >= c.conf().DeadAfter}
 	}
 	return nodeView{known: true, alive: n.alive, dead: n.dead(now, c.conf().DeadAfter), status: n.status}
 }
+
+// Reasons a placed instance is lost for its node.
+const (
+	lostNodeDead  = "node is dead"
+	lostNotTarget = "node is no longer a target (not in mesh.peers) and has not been heard from for dead_after"
+)
 
 // step advances one placement.
 func (c *Controller) step(ctx context.Context, pl *Placement, now time.Time) error {
@@ -170,8 +183,12 @@ func (c *Controller) step(ctx context.Context, pl *Placement, now time.Time) err
 	life := pl.Life
 	c.mu.Unlock()
 	nv := c.nodeOf(pl.Node, now)
-	if !nv.known {
+	if !nv.known && !nv.dead {
 		return nil
+	}
+	deadWhy := lostNodeDead
+	if !nv.known {
+		deadWhy = lostNotTarget
 	}
 	switch life {
 	case LifeDispatching, LifeUnsettled:
@@ -184,7 +201,7 @@ func (c *Controller) step(ctx context.Context, pl *Placement, now time.Time) err
 			c.mu.Lock()
 			pl.WasRunning = live(pl.HostState)
 			c.mu.Unlock()
-			if err := c.transition(pl, LifeLost, "node is dead"); err != nil {
+			if err := c.transition(pl, LifeLost, deadWhy); err != nil {
 				return err
 			}
 			return c.reschedule(ctx, pl, true, now)
@@ -209,6 +226,12 @@ func (c *Controller) transition(pl *Placement, to Lifecycle, reason string) erro
 	c.mu.Lock()
 	from := pl.Life
 	pl.Life = to
+	switch to {
+	case LifeLost:
+		pl.LostReason = reason
+	case LifePlaced:
+		pl.LostReason = ""
+	}
 	rec := lifecycleRecord{DecisionID: pl.DecisionID, InstanceID: pl.InstanceID, Node: pl.Node, Workload: pl.Workload,
 		From: string(from), To: string(to), Reason: reason}
 	c.mu.Unlock()

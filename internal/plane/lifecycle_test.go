@@ -3,6 +3,7 @@ package plane
 import (
 	"context"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -534,5 +535,95 @@ func TestOtherKeyIsNotContact(t *testing.T) {
 	}
 	if !moved {
 		t.Fatalf("not rescheduled off the re-keyed node: %+v", ps)
+	}
+}
+
+// TestRemovedTargetPlacementsMoveAfterRestart: the controller restarts
+// with a config that no longer names the node of a placement (a peer
+// removed from mesh.peers while it was down; the state file keeps no
+// keys, so the node cannot be described). The placement is left alone
+// for dead_after from the restart, then lost, with its status saying
+// why, and moved to a target, as a dead target's would be.
+func TestRemovedTargetPlacementsMoveAfterRestart(t *testing.T) {
+	r, hs := newRig(t, 16, 8)
+	r.tick()
+	rep := r.place(echo)
+	if rep.Placed == nil {
+		t.Fatalf("not placed:\n%s", rep.Explain())
+	}
+	a, b := hs[0], hs[1]
+	if rep.Placed.Node == b.id {
+		a, b = b, a
+	}
+	r.targets = slices.DeleteFunc(slices.Clone(r.targets), func(t Target) bool { return t.ID == a.id })
+	r.cl.set(a, func(h *fakeHost) { h.down = true }) // its link is gone too
+	r.restart()
+	for range 2 {
+		r.step()
+	}
+	if ps := r.c.Placements(); len(ps) != 1 || ps[0].Life != LifePlaced || ps[0].Node != a.id {
+		t.Fatalf("before dead_after: %+v", ps)
+	}
+	r.clk.Advance(r.cfg.DeadAfter)
+	r.tick()
+	var old, nu *Placement
+	for _, p := range r.c.Placements() {
+		switch p.DecisionID {
+		case rep.DecisionID:
+			old = &p
+		default:
+			nu = &p
+		}
+	}
+	if old == nil || old.Life != LifeRescheduled || !strings.Contains(old.LostReason, "no longer a target") {
+		t.Fatalf("old placement after dead_after: %+v", old)
+	}
+	if nu == nil || nu.Life != LifePlaced || nu.Node != b.id || nu.Replaces != rep.DecisionID {
+		t.Fatalf("replacement: %+v", nu)
+	}
+	if !chainHas(r.entries(KindLifecycle), "no longer a target") {
+		t.Error("the loss is not chained with its reason")
+	}
+	// The status survives another restart.
+	r.restart()
+	for _, p := range r.c.Placements() {
+		if p.DecisionID == rep.DecisionID && !strings.Contains(p.LostReason, "no longer a target") {
+			t.Errorf("lost reason after restart: %q", p.LostReason)
+		}
+	}
+}
+
+// TestRemovedTargetPlacementsMove: a reload that drops a target holding a
+// placement (SetTargets) does not leave it alone: once dead_after has
+// passed since the node's last contact, the placement moves.
+func TestRemovedTargetPlacementsMove(t *testing.T) {
+	r, hs := newRig(t, 16, 8)
+	r.tick()
+	rep := r.place(echo)
+	if rep.Placed == nil {
+		t.Fatalf("not placed:\n%s", rep.Explain())
+	}
+	a, b := hs[0], hs[1]
+	if rep.Placed.Node == b.id {
+		a, b = b, a
+	}
+	rest := slices.DeleteFunc(slices.Clone(r.targets), func(t Target) bool { return t.ID == a.id })
+	if err := r.c.SetTargets(rest); err != nil {
+		t.Fatal(err)
+	}
+	r.step()
+	if ps := r.c.Placements(); len(ps) != 1 || ps[0].Life != LifePlaced {
+		t.Fatalf("before dead_after: %+v", ps)
+	}
+	r.clk.Advance(r.cfg.DeadAfter)
+	r.tick()
+	moved := false
+	for _, p := range r.c.Placements() {
+		if p.Replaces == rep.DecisionID && p.Node == b.id && p.Life == LifePlaced {
+			moved = true
+		}
+	}
+	if !moved {
+		t.Fatalf("not moved: %+v", r.c.Placements())
 	}
 }

@@ -120,6 +120,10 @@ type Placement struct {
 	LastError string `json:"last_error,omitempty"`
 	// WasRunning records whether the instance was live when it was lost.
 	WasRunning bool `json:"was_running,omitempty"`
+	// LostReason says why the instance was lost (its node is dead, is no
+	// longer a target, or answers without it); kept once it is replaced,
+	// cleared when it rejoins.
+	LostReason string `json:"lost_reason,omitempty"`
 	// ReplacedBy is the decision id of the placement replacing this one
 	// (set while the replacement is dispatched, and after).
 	ReplacedBy string `json:"replaced_by,omitempty"`

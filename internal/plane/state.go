@@ -105,6 +105,7 @@ type statePlacement struct {
 	NextAttempt  time.Time   `json:"next_attempt,omitzero"`
 	LastError    string      `json:"last_error,omitempty"`
 	WasRunning   bool        `json:"was_running,omitempty"`
+	LostReason   string      `json:"lost_reason,omitempty"`
 	ReplacedBy   string      `json:"replaced_by,omitempty"`
 	Replaces     string      `json:"replaces,omitempty"`
 	Declared     string      `json:"declared,omitempty"`
@@ -267,7 +268,7 @@ func (f *stateFileV2) placements() ([]*Placement, error) {
 			Reserved: Reservation{HostBytes: reserved[0], AccelBytes: reserved[1]},
 			PlacedAt: sp.PlacedAt, Life: sp.Life, HostState: sp.HostState, Order: sp.Order,
 			Reschedules: sp.Reschedules, Attempts: sp.Attempts, NextAttempt: sp.NextAttempt, LastError: sp.LastError,
-			WasRunning: sp.WasRunning, ReplacedBy: sp.ReplacedBy, Replaces: sp.Replaces,
+			WasRunning: sp.WasRunning, LostReason: sp.LostReason, ReplacedBy: sp.ReplacedBy, Replaces: sp.Replaces,
 			Declared: sp.Declared, Replica: sp.Replica, Supersedes: sp.Supersedes,
 			Labels: slices.Clone(pk.Labels), Excludes: slices.Clone(pk.Excludes),
 			Stopped: sp.Stopped, RetireReason: sp.RetireReason,
@@ -344,7 +345,7 @@ func encodeState(ps []*Placement, ds []*declState) ([]byte, error) {
 			DecisionID: p.DecisionID, Package: pi, Node: p.Node, Variant: p.Variant,
 			PlacedAt: p.PlacedAt, Life: p.Life, HostState: p.HostState,
 			Order: p.Order, Reschedules: p.Reschedules, Attempts: p.Attempts, NextAttempt: p.NextAttempt, LastError: p.LastError,
-			WasRunning: p.WasRunning, ReplacedBy: p.ReplacedBy, Replaces: p.Replaces, Declared: p.Declared, Replica: p.Replica,
+			WasRunning: p.WasRunning, LostReason: p.LostReason, ReplacedBy: p.ReplacedBy, Replaces: p.Replaces, Declared: p.Declared, Replica: p.Replica,
 			Supersedes: p.Supersedes, Stopped: p.Stopped, RetireReason: p.RetireReason,
 		}
 		if !settledLife(p.Life) {
