@@ -9,9 +9,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/dispatch"
@@ -308,9 +311,11 @@ func (b *operatorBackend) teardown(ctx context.Context, req dispatch.OperatorReq
 type explainResult struct {
 	DecisionID string `json:"decision_id"`
 	// Source is "recent" (the report of a decision made since this
-	// controller started: the engine's full explanation) or "placement"
-	// (an older decision that still names a placement: what the state
-	// file keeps of it).
+	// controller started: the engine's full explanation), "chain" (an
+	// older decision, rebuilt from its plane.decision entry and the
+	// dispatch entries that follow it) or "placement" (a decision that
+	// still names a placement but is not in the chain file any more:
+	// what the state file keeps of it).
 	Source  string        `json:"source"`
 	Explain string        `json:"explain"`
 	Placed  *placementDoc `json:"placement,omitempty"`
@@ -344,21 +349,55 @@ func (b *operatorBackend) explain(ref string) dispatch.OperatorResponse {
 	if len(matches) == 1 {
 		id = matches[0]
 	}
-	var pd *placementDoc
-	for _, p := range placements {
-		if p.DecisionID == id {
-			d := placementDoc(p)
-			pd = &d
+	placed := func(id string) *placementDoc {
+		for _, p := range placements {
+			if p.DecisionID == id {
+				d := placementDoc(p)
+				return &d
+			}
 		}
+		return nil
 	}
 	if rep, ok := b.ctrl.c.Recent(id); ok {
-		return okResult(b.n.id.ID(), explainResult{DecisionID: id, Source: "recent", Explain: rep.Explain(), Placed: pd})
+		return okResult(b.n.id.ID(), explainResult{DecisionID: id, Source: "recent", Explain: rep.Explain(), Placed: placed(id)})
 	}
-	if pd != nil {
+	// Older, or made before a restart: the audit chain has it (one read
+	// of the chain file).
+	ds, err := b.scanChain(id)
+	switch {
+	case err != nil:
+		b.ctrl.log.Warn("explain: chain not read", zap.Error(err))
+	case len(ds) > 1:
+		ids := make([]string, len(ds))
+		for i, d := range ds {
+			ids[i] = d.ID
+		}
+		return badRequest("decision id prefix %s names %d decisions in the chain (%s): give more of it", ref, len(ds), strings.Join(ids, ", "))
+	case len(ds) == 1:
+		return okResult(b.n.id.ID(), explainResult{DecisionID: ds[0].ID, Source: "chain", Explain: ds[0].Explain, Placed: placed(ds[0].ID)})
+	}
+	if pd := placed(id); pd != nil {
 		return okResult(b.n.id.ID(), explainResult{DecisionID: id, Source: "placement", Explain: pd.explain(), Placed: pd})
 	}
-	return dispatch.OperatorResponse{Class: dispatch.ClassError, Code: codeUnknownDecision,
-		Reason: fmt.Sprintf("decision %s: not among this controller's last %d decisions nor its placements (the chain records every decision: plane.decision entries)", id, plane.MaxRecentReports)}
+	reason := fmt.Sprintf("decision %s: not among this controller's last %d decisions, its placements, nor the plane.decision entries of its chain", id, plane.MaxRecentReports)
+	if err != nil {
+		reason += " (chain not read: " + err.Error() + ")"
+	}
+	return dispatch.OperatorResponse{Class: dispatch.ClassError, Code: codeUnknownDecision, Reason: reason}
+}
+
+// scanChain finds the controller's decisions whose id starts with prefix
+// in this node's chain file (plane.ScanDecisions: one read of the file).
+func (b *operatorBackend) scanChain(prefix string) ([]plane.ChainedDecision, error) {
+	if b.n.chain == nil {
+		return nil, nil
+	}
+	f, err := os.Open(b.n.chain.Path())
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return plane.ScanDecisions(f, prefix)
 }
 
 // placementDoc is a placement as the operator reads it: the controller's

@@ -374,6 +374,15 @@ type decisionRecord struct {
 	Candidates   []string `json:"candidates"`
 	Rejected     []string `json:"rejected,omitempty"`
 	Error        string   `json:"error,omitempty"`
+	// What the explanation needs beyond the fields above (explainFields;
+	// ScanDecisions reads it back): the request's pin and opt-in, the
+	// choice's tier and score, and the engine's candidates (at most
+	// MaxChainedCandidates; RankedOmitted counts the rest).
+	Pin           string             `json:"pin,omitempty"`
+	AllowEmulated bool               `json:"allow_emulated,omitempty"`
+	Choice        *chainedChoice     `json:"choice,omitempty"`
+	Ranked        []chainedCandidate `json:"ranked,omitempty"`
+	RankedOmitted int                `json:"ranked_omitted,omitempty"`
 }
 
 // evaluate runs governance and the engine for order o on the current
@@ -423,6 +432,7 @@ func (c *Controller) decide(p Package, o Order, in intent) (engine.Decision, str
 	if err != nil {
 		rec.Error = err.Error()
 	}
+	rec.explainFields(dec)
 	var cands []Candidate
 	if dec.Chosen != nil {
 		rec.Chosen, rec.Variant = dec.Chosen.Node, dec.Chosen.Variant

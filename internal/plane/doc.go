@@ -62,7 +62,12 @@
 //   - The operator's Stop and Unload (reference 3.5.2) name a placement
 //     by instance or decision id and go through it: a stopped instance is
 //     not placed again when its node dies, an unloaded one is forgotten
-//     (a declaration places its replica anew). The request is chained
+//     (a declaration places its replica anew).
+//   - Every decision record carries what its explanation needs (the
+//     engine's candidates with scores and rejections, bounded by
+//     MaxChainedCandidates); ScanDecisions rebuilds the explanation of a
+//     decision from the chain file, in one read, once Recent no longer
+//     has it. The request is chained
 //     first; a teardown is never blocked by governance, and a node whose
 //     tier no longer admits the kind is waived with the waiver chained.
 //   - The state file (controller.json, 0600, versioned, atomic) holds the

@@ -1,0 +1,54 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/nodeld/nodeld/internal/plane"
+)
+
+// TestCtlExplainReadsTheChain: a node that runs a controller and a
+// host (its self target) makes more decisions than the controller keeps
+// explanations of (plane.MaxRecentReports); nodeld ctl explain of the
+// first, by an 8-character prefix, is rebuilt from the audit chain:
+// source chain, the decision and the candidates as they were.
+func TestCtlExplainReadsTheChain(t *testing.T) {
+	pkgDir, anchor := signedEchoPackage(t)
+	cl := newCtlCluster(t, "a")
+	a := startNodeAt(t, cl.dirs["a"], cl.config("a", nil, controllerSection(anchor, "200ms", "5s", "3s")+hostSection(cl.keys["a"], anchor), false), nil)
+	sock := a.n.config().SocketPath()
+	idA := a.n.id.ID()
+	var nodes []nodeDoc
+	waitLong(t, "the controller to hear from its own host", func() bool {
+		if _, _, rc := runCtl(t, "--socket", sock, "nodes"); rc != 0 {
+			return false // the operator socket is not up yet
+		}
+		ctlJSON(t, sock, &nodes, "nodes")
+		return len(nodes) == 1 && nodes[0].Liveness == "alive" && nodes[0].HasFacts
+	})
+	var first string
+	for i := range plane.MaxRecentReports + 2 {
+		rep, err := a.n.ctrl.c.Place(context.Background(), plane.Order{PackageDir: pkgDir, DryRun: true})
+		if err != nil || rep.Decision.Chosen == nil {
+			t.Fatalf("dry run %d: %v\n%s", i, err, rep.Explain())
+		}
+		if i == 0 {
+			first = rep.DecisionID
+		}
+	}
+	if _, ok := a.n.ctrl.c.Recent(first); ok {
+		t.Fatal("the first decision is still among the recent ones")
+	}
+	var res explainResult
+	ctlJSON(t, sock, &res, "explain", first[:8])
+	if res.Source != "chain" || res.DecisionID != first {
+		t.Fatalf("explain %s: source %q, decision %s", first[:8], res.Source, res.DecisionID)
+	}
+	out, errOut, rc := runCtl(t, "--socket", sock, "explain", first[:8])
+	for _, want := range []string{"decision: PLACED on " + idA, "1. " + idA + " eligible via ", "dry run", "decision_id: " + first, "(from the audit chain: entry "} {
+		if rc != 0 || !strings.Contains(out, want) {
+			t.Fatalf("explain = %d, lacks %q:\n%s\n%s", rc, want, out, errOut)
+		}
+	}
+}
