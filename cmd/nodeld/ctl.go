@@ -27,6 +27,7 @@ Verbs (NODE is a node id, a configured peer name, or "self"):
   place [NODE] DIR|PACKAGE-ID [--variant V] [--no-start]
         [--prefer NODE]... [--avoid NODE]... [--dry-run]
   start NODE INSTANCE
+  start ID               (an instance the controller placed: instance or decision id)
   stop NODE INSTANCE [--grace DURATION]
   unload NODE INSTANCE
   status NODE [INSTANCE] [--departed]
@@ -39,7 +40,9 @@ When this node runs a controller (controller.enabled), place goes through
 it: without NODE its engine chooses the node, with NODE it is pinned there;
 a PACKAGE-ID (ID or ID@VERSION) comes from the package store (nodeld
 package add); --dry-run prints the explanation and dispatches nothing;
-stop and unload of an instance it placed go through it; explain,
+start, stop and unload of an instance it placed go through it (a
+stopped instance is not moved when its node dies, one started again
+is); explain,
 placements and nodes read it. Without a controller, place needs NODE and
 a DIR, and sends the package there directly.
 
@@ -181,6 +184,12 @@ func ctlRequest(pos []string, set map[string]bool, f ctlFlags) (dispatch.Operato
 		}
 		return req, nil
 	case dispatch.VerbStart, dispatch.VerbStop, dispatch.VerbUnload, dispatch.VerbLogs:
+		if verb == dispatch.VerbStart && len(rest) == 1 {
+			// start ID: an instance the controller placed, by its
+			// instance id or decision id.
+			req.Args.Instance = rest[0]
+			return req, nil
+		}
 		if err := nargs(2, 2); err != nil {
 			return req, err
 		}
@@ -321,6 +330,11 @@ func printReadable(w io.Writer, req dispatch.OperatorRequest, resp dispatch.Oper
 		fmt.Fprintf(w, "%s %s (%s, variant %s, runtime %s) on %s: %s\n", what, r.InstanceID, r.Package, r.Variant, r.Runtime, resp.Node, stateText(r.Status))
 		fmt.Fprintf(w, "decision: %s\n", resp.DecisionID)
 	case dispatch.VerbStart:
+		var p placementDoc
+		if req.Node == "" && json.Unmarshal(raw, &p) == nil && p.InstanceID != "" {
+			fmt.Fprintf(w, "started %s on %s (decision %s)\n", p.InstanceID, p.Node, p.DecisionID)
+			return
+		}
 		fmt.Fprintf(w, "started %s on %s\n", req.Args.Instance, resp.Node)
 	case dispatch.VerbStop:
 		fmt.Fprintf(w, "stopped %s on %s\n", req.Args.Instance, resp.Node)

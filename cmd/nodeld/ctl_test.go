@@ -122,6 +122,7 @@ func TestCtlAgainstOperatorSocket(t *testing.T) {
 		{"package id", []string{"place", "self", "echo-llm@0.1.0"}, 1, "", "no_controller: place by package id"},
 		{"explain", []string{"explain", strings.Repeat("0", 64)}, 1, "", "no_controller: explain needs a controller"},
 		{"placements", []string{"placements"}, 1, "", "no_controller"},
+		{"start by id", []string{"start", "echo-1"}, 1, "", "no_controller: start without a node (of an instance the controller placed) needs a controller"},
 		{"nodes", []string{"nodes"}, 1, "", "no_controller"},
 	}
 	for _, tt := range tests {
@@ -151,7 +152,9 @@ func TestCtlUsageAndNoDaemon(t *testing.T) {
 	}{
 		{"no verb", []string{"--config", cfg}, 2, "no verb"},
 		{"unknown verb", []string{"--config", cfg, "frob", "self"}, 2, `unknown verb "frob"`},
-		{"missing instance", []string{"--config", cfg, "start", "self"}, 2, "wrong number of arguments"},
+		{"missing instance", []string{"--config", cfg, "stop", "self"}, 2, "wrong number of arguments"},
+		{"start without arguments", []string{"--config", cfg, "start"}, 2, "wrong number of arguments"},
+		{"start of an id is no usage error", []string{"--config", cfg, "start", "echo-1"}, 3, "is nodeld running?"},
 		{"flag of another verb", []string{"--config", cfg, "start", "self", "i", "--grace", "1s"}, 2, "--grace does not apply"},
 		{"bad flag", []string{"--config", cfg, "--frob", "describe", "self"}, 2, "frob"},
 		{"place with three arguments", []string{"--config", cfg, "place", "a", "b", "c"}, 2, "wrong number of arguments"},

@@ -40,6 +40,11 @@ const (
 	codeNoController = "no_controller"
 	// codeUnknownDecision: explain names no decision this node knows.
 	codeUnknownDecision = "unknown_decision"
+	// codeUnknownPlacement: start ID names no placement of the controller.
+	codeUnknownPlacement = "unknown_placement"
+	// codeNotStartable: the placement has no instance to start (lost,
+	// replaced, retiring), or its node's tier no longer admits its kind.
+	codeNotStartable = "not_startable"
 )
 
 // operatorBackend serves the operator socket: the controller's verbs when
@@ -82,11 +87,15 @@ func (b *operatorBackend) Operate(ctx context.Context, req dispatch.OperatorRequ
 		case a.Package != "":
 			return controllerOnly("place by package id")
 		}
-	case dispatch.VerbStop, dispatch.VerbUnload:
+	case dispatch.VerbStart, dispatch.VerbStop, dispatch.VerbUnload:
 		if b.ctrl != nil {
-			if resp, ok := b.teardown(ctx, req); ok {
+			if resp, ok := b.instanceVerb(ctx, req); ok {
 				return resp
 			}
+		}
+		if req.Node == "" {
+			// start ID names a placement, not a node's instance.
+			return controllerOnly(req.Verb + " without a node (of an instance the controller placed)")
 		}
 	case verbExplain, verbPlacements, verbNodes:
 		if b.ctrl == nil {
@@ -255,26 +264,34 @@ func (b *operatorBackend) place(ctx context.Context, req dispatch.OperatorReques
 	return resp
 }
 
-// teardown stops or unloads an instance the controller placed, through
-// the controller, so that it records it (a stopped instance is not placed
-// again when its node dies; an unloaded one is forgotten). ok is false
-// for an instance the controller did not place on that node: the
-// dispatcher's verb serves it, as on a node without a controller.
-func (b *operatorBackend) teardown(ctx context.Context, req dispatch.OperatorRequest) (dispatch.OperatorResponse, bool) {
+// instanceVerb starts, stops or unloads an instance the controller
+// placed, through the controller, so that it records it (a stopped
+// instance is not placed again when its node dies; one started again is
+// watched and moved as usual; an unloaded one is forgotten). Without a
+// node (start ID), the instance id or decision id names the placement.
+// ok is false for an instance the controller did not place on the node
+// named: the dispatcher's verb serves it, as on a node without a
+// controller.
+func (b *operatorBackend) instanceVerb(ctx context.Context, req dispatch.OperatorRequest) (dispatch.OperatorResponse, bool) {
 	a := req.Args
-	node, ok := b.n.resolveRef(req.Node)
-	if !ok || a.Instance == "" {
+	if a.Instance == "" {
 		return dispatch.OperatorResponse{}, false
 	}
-	var mine bool
-	for _, p := range b.ctrl.c.Placements() {
-		if p.InstanceID == a.Instance && p.Node == node {
-			mine = true
-			break
+	if req.Node != "" {
+		node, ok := b.n.resolveRef(req.Node)
+		if !ok {
+			return dispatch.OperatorResponse{}, false
 		}
-	}
-	if !mine {
-		return dispatch.OperatorResponse{}, false
+		var mine bool
+		for _, p := range b.ctrl.c.Placements() {
+			if p.InstanceID == a.Instance && p.Node == node {
+				mine = true
+				break
+			}
+		}
+		if !mine {
+			return dispatch.OperatorResponse{}, false
+		}
 	}
 	if a.GraceMS != 0 {
 		return badRequest("%s --grace: the controller stops its instances with the host's default grace; leave --grace out", req.Verb), true
@@ -283,14 +300,21 @@ func (b *operatorBackend) teardown(ctx context.Context, req dispatch.OperatorReq
 		p   plane.Placement
 		err error
 	)
-	if req.Verb == dispatch.VerbStop {
+	switch req.Verb {
+	case dispatch.VerbStart:
+		p, err = b.ctrl.c.Start(ctx, a.Instance)
+	case dispatch.VerbStop:
 		p, err = b.ctrl.c.Stop(ctx, a.Instance)
-	} else {
+	default:
 		p, err = b.ctrl.c.Unload(ctx, a.Instance)
 	}
 	if err != nil {
 		var ce *ctl.CallError
 		switch {
+		case errors.Is(err, plane.ErrUnknownPlacement):
+			return dispatch.OperatorResponse{Class: dispatch.ClassError, Code: codeUnknownPlacement, Reason: err.Error()}, true
+		case errors.Is(err, plane.ErrNotStartable):
+			return dispatch.OperatorResponse{Class: dispatch.ClassRefused, Code: codeNotStartable, Reason: err.Error()}, true
 		case errors.Is(err, plane.ErrPlacementBusy):
 			return dispatch.OperatorResponse{Class: dispatch.ClassError, Code: dispatch.CodeBusy, Reason: err.Error()}, true
 		case errors.As(err, &ce) && ce.Class == ctl.ClassRefused && ce.Refusal != nil:

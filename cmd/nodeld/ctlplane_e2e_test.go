@@ -52,3 +52,62 @@ func TestCtlExplainReadsTheChain(t *testing.T) {
 		}
 	}
 }
+
+// TestCtlStartThroughController: on a node that runs a controller and a
+// host, an instance the controller placed is stopped through it (ctl stop
+// NODE INSTANCE) and started again by its decision id (ctl start ID): the
+// host runs it again, and the controller's placement is no longer
+// stopped, running as far as its lifecycle knows.
+func TestCtlStartThroughController(t *testing.T) {
+	pkgDir, anchor := signedEchoPackage(t)
+	cl := newCtlCluster(t, "a")
+	a := startNodeAt(t, cl.dirs["a"], cl.config("a", nil, controllerSection(anchor, "200ms", "5s", "3s")+hostSection(cl.keys["a"], anchor), false), nil)
+	sock := a.n.config().SocketPath()
+	idA := a.n.id.ID()
+	var nodes []nodeDoc
+	waitLong(t, "the controller to hear from its own host", func() bool {
+		if _, _, rc := runCtl(t, "--socket", sock, "nodes"); rc != 0 {
+			return false
+		}
+		ctlJSON(t, sock, &nodes, "nodes")
+		return len(nodes) == 1 && nodes[0].Liveness == "alive" && nodes[0].HasFacts
+	})
+	_, id := placeSettled(t, sock, idA, pkgDir)
+	placement := func() placementDoc {
+		var ps []placementDoc
+		ctlJSON(t, sock, &ps, "placements")
+		if len(ps) != 1 || ps[0].DecisionID != id {
+			t.Fatalf("placements = %+v", ps)
+		}
+		return ps[0]
+	}
+	p := placement()
+	hostState := func() string {
+		for _, in := range a.n.host.Status().Instances {
+			if in.ID == p.InstanceID {
+				return in.State
+			}
+		}
+		return "absent"
+	}
+	if out, errOut, rc := runCtl(t, "--socket", sock, "stop", "self", p.InstanceID); rc != 0 {
+		t.Fatalf("stop = %d %q %q", rc, out, errOut)
+	}
+	if p = placement(); !p.Stopped || hostState() != "stopped" {
+		t.Fatalf("after stop: placement %+v, host %s", p, hostState())
+	}
+	out, errOut, rc := runCtl(t, "--socket", sock, "start", id[:12])
+	if rc != 1 || !strings.Contains(errOut, codeUnknownPlacement) {
+		t.Fatalf("start of a decision prefix = %d %q %q, want unknown_placement (a whole id is needed)", rc, out, errOut)
+	}
+	out, errOut, rc = runCtl(t, "--socket", sock, "start", id)
+	if rc != 0 || !strings.Contains(out, "started "+p.InstanceID+" on "+idA) {
+		t.Fatalf("start = %d %q %q", rc, out, errOut)
+	}
+	if p = placement(); p.Stopped || p.HostState != "running" || hostState() != "running" {
+		t.Fatalf("after start: placement %+v, host %s", p, hostState())
+	}
+	if n := kindCounts(t, a.chain.Path())["plane.instance"]; n != 2 {
+		t.Errorf("%d plane.instance entries, want the stop and the start", n)
+	}
+}

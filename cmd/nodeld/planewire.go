@@ -287,6 +287,12 @@ func (p *planeDispatcher) Status(ctx context.Context, node string) (ctl.StatusLi
 	return st, nil
 }
 
+// Start starts an instance again; the dispatcher chains its own decision.
+func (p *planeDispatcher) Start(ctx context.Context, node, instanceID string) error {
+	_, err := p.d.Call(ctx, node, ctl.MethodStart, ctl.InstanceParams{InstanceID: instanceID})
+	return err
+}
+
 // Stop stops an instance; the dispatcher chains its own decision.
 func (p *planeDispatcher) Stop(ctx context.Context, node, instanceID string) error {
 	_, err := p.d.Call(ctx, node, ctl.MethodStop, ctl.InstanceParams{InstanceID: instanceID})

@@ -52,8 +52,10 @@ type Dispatcher interface {
 	// Status lists node's instances, in-flight decisions and departed
 	// instances.
 	Status(ctx context.Context, node string) (ctl.StatusList, error)
-	// Stop and Unload take an instance down; the dispatcher chains its
-	// own decision for them.
+	// Start starts a loaded or stopped instance again (under its host's
+	// supervision); Stop and Unload take an instance down. The
+	// dispatcher chains its own decision for each.
+	Start(ctx context.Context, node, instanceID string) error
 	Stop(ctx context.Context, node, instanceID string) error
 	Unload(ctx context.Context, node, instanceID string) error
 }

@@ -59,10 +59,14 @@
 //   - Placements keep their package's labels and excludes, so the engine's
 //     co-residency constraint sees placed instances; upgrades, and
 //     reschedules of sticky packages, set the engine's CurrentNode.
-//   - The operator's Stop and Unload (reference 3.5.2) name a placement
-//     by instance or decision id and go through it: a stopped instance is
-//     not placed again when its node dies, an unloaded one is forgotten
-//     (a declaration places its replica anew).
+//   - The operator's Start, Stop and Unload (reference 3.5.2) name a
+//     placement by instance or decision id and go through it: a stopped
+//     instance is not placed again when its node dies, one started again
+//     is running under its host's supervision as far as the lifecycle
+//     knows (watched, and moved when its node dies), an unloaded one is
+//     forgotten (a declaration places its replica anew). Start is refused
+//     on a node whose tier no longer admits the kind (it runs the
+//     workload there again).
 //   - Every decision record carries what its explanation needs (the
 //     engine's candidates with scores and rejections, bounded by
 //     MaxChainedCandidates); ScanDecisions rebuilds the explanation of a
@@ -118,9 +122,7 @@
 //
 // # Not yet done
 //
-//   - Lease-stopped restarts; a Start verb on the controller (the
-//     Dispatcher has no start; starting again goes through the
-//     dispatcher's own verb, and the mirror then clears Stopped).
+//   - Lease-stopped restarts.
 //   - Revocations the controller's list does not hold (a host tore an
 //     instance down for a notice the controller has not applied) are not
 //     remembered: a declaration whose replica was torn down is placed

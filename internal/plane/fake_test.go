@@ -276,6 +276,24 @@ func (f *fakeCluster) Status(_ context.Context, node string) (ctl.StatusList, er
 	return f.status(h), nil
 }
 
+func (f *fakeCluster) Start(_ context.Context, node, iid string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, "start "+node)
+	h, err := f.host(node)
+	if err != nil {
+		return err
+	}
+	in, ok := h.instances[iid]
+	if !ok {
+		r := ctl.NewRefusal(ctl.CodeUnknownInstance, "no such instance")
+		return &ctl.CallError{Class: ctl.ClassRefused, Method: ctl.MethodStart, Refusal: r, Err: r}
+	}
+	in.Lifecycle = ctl.StateRunning
+	h.instances[iid] = in
+	return nil
+}
+
 func (f *fakeCluster) Stop(_ context.Context, node, iid string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -1,13 +1,17 @@
 package plane
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/engine"
 )
 
@@ -124,5 +128,100 @@ func TestNodeViews(t *testing.T) {
 		if diff := cmp.Diff(want, v); diff != "" {
 			t.Errorf("view of %s (-want +got):\n%s", h.id, diff)
 		}
+	}
+}
+
+// TestStartThroughController: an instance the operator stopped through
+// the controller is not placed again when its node dies; one started
+// again through the controller (Start) is running under its host's
+// supervision as far as the lifecycle knows: it is watched, and moved
+// when its node dies. The request and the transition are chained and
+// persisted.
+func TestStartThroughController(t *testing.T) {
+	ctx := context.Background()
+	for _, started := range []bool{false, true} {
+		t.Run(fmt.Sprintf("started=%v", started), func(t *testing.T) {
+			r, hs := newRig(t, 8, 8)
+			r.tick()
+			rep := r.place(echo)
+			if rep.Placed == nil {
+				t.Fatal("not placed")
+			}
+			h := hostOf(hs, rep.Placed.Node)
+			if _, err := r.c.Stop(ctx, rep.DecisionID); err != nil {
+				t.Fatal(err)
+			}
+			r.step()
+			if started {
+				p, err := r.c.Start(ctx, rep.Placed.InstanceID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if p.Stopped || p.HostState != ctl.StateRunning || !p.WasRunning {
+					t.Fatalf("after start: %+v", p)
+				}
+				r.cl.mu.Lock()
+				state := h.instances[rep.Placed.InstanceID].Lifecycle
+				r.cl.mu.Unlock()
+				if state != ctl.StateRunning {
+					t.Fatalf("the host has it %s", state)
+				}
+				if !chainHas(r.entries(KindInstance), `"verb":"start"`) || !chainHas(r.entries(KindLifecycle), "started by the operator") {
+					t.Error("start not chained")
+				}
+				// Persisted: a restart still knows it runs.
+				r.restart()
+				r.step()
+				if ps := r.c.Placements(); len(ps) != 1 || ps[0].Stopped || ps[0].HostState != ctl.StateRunning {
+					t.Fatalf("after restart: %+v", ps)
+				}
+			}
+			r.cl.set(h, func(h *fakeHost) { h.down = true })
+			r.clk.Advance(r.cfg.DeadAfter)
+			for range 3 {
+				r.step()
+			}
+			moved := r.liveCopies("echo") == 1
+			if moved != started {
+				t.Fatalf("started %v: moved %v (placements %+v)", started, moved, r.c.Placements())
+			}
+		})
+	}
+}
+
+func TestStartRefusals(t *testing.T) {
+	ctx := context.Background()
+	r, hs := newRig(t, 8, 8)
+	r.tick()
+	rep := r.place(echo)
+	if _, err := r.c.Start(ctx, "nope"); !errors.Is(err, ErrUnknownPlacement) {
+		t.Errorf("unknown: %v", err)
+	}
+	// Its node dies and it moves: the old placement has no instance to
+	// start.
+	r.cl.set(hostOf(hs, rep.Placed.Node), func(h *fakeHost) { h.down = true })
+	r.clk.Advance(r.cfg.DeadAfter)
+	r.step()
+	if _, err := r.c.Start(ctx, rep.DecisionID); !errors.Is(err, ErrNotStartable) {
+		t.Errorf("replaced: %v", err)
+	}
+	// A node demoted below the kind's min_tier does not start it again.
+	var nu Placement
+	for _, p := range r.c.Placements() {
+		if p.Replaces == rep.DecisionID {
+			nu = p
+		}
+	}
+	ts := slices.Clone(r.targets)
+	for i := range ts {
+		if ts[i].ID == nu.Node {
+			ts[i].Tier = engine.TrustDiscovered
+		}
+	}
+	if err := r.c.SetTargets(ts); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.c.Start(ctx, nu.DecisionID); !errors.Is(err, ErrNotStartable) || !strings.Contains(err.Error(), "below min_tier") {
+		t.Errorf("demoted: %v", err)
 	}
 }

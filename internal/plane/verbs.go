@@ -16,10 +16,14 @@ var (
 	// ErrPlacementBusy: the placement's decision is still being placed
 	// (dispatching or unsettled); try again once it settles.
 	ErrPlacementBusy = errors.New("the placement is still being placed")
+	// ErrNotStartable: the placement is not placed (lost, replaced,
+	// retiring): there is no instance of it to start.
+	ErrNotStartable = errors.New("the placement has no instance to start")
 )
 
 // Instance verbs through the controller.
 const (
+	VerbStart  = "start"
 	VerbStop   = "stop"
 	VerbUnload = "unload"
 )
@@ -59,6 +63,60 @@ func (c *Controller) Stop(ctx context.Context, ref string) (Placement, error) {
 // down for good; stop it to keep it down).
 func (c *Controller) Unload(ctx context.Context, ref string) (Placement, error) {
 	return c.teardown(ctx, VerbUnload, ref)
+}
+
+// Start starts the instance of a placement again, named by its instance
+// id or decision id: the request is chained, then sent to its node, whose
+// host starts it under its supervision; on success the placement is no
+// longer one the operator stopped: it is watched, and rescheduled when
+// its node dies, as any running instance (reference 4.5). Only a placed
+// instance is started (ErrNotStartable otherwise); a node whose tier no
+// longer admits the kind is refused like a place would be, as starting
+// runs the workload there again (the chained request says so).
+func (c *Controller) Start(ctx context.Context, ref string) (Placement, error) {
+	c.mu.Lock()
+	pl := c.findLocked(ref)
+	if pl == nil {
+		c.mu.Unlock()
+		return Placement{}, fmt.Errorf("start %s: %w", ref, ErrUnknownPlacement)
+	}
+	if c.busy[pl.DecisionID] || pl.Life == LifeDispatching || pl.Life == LifeUnsettled {
+		c.mu.Unlock()
+		return Placement{}, fmt.Errorf("start %s: decision %s: %w", ref, pl.DecisionID, ErrPlacementBusy)
+	}
+	if pl.Life != LifePlaced {
+		c.mu.Unlock()
+		return Placement{}, fmt.Errorf("start %s: decision %s is %s: %w", ref, pl.DecisionID, pl.Life, ErrNotStartable)
+	}
+	demoted, why := c.tierWaiverLocked(pl)
+	rec := instanceRecord{Verb: VerbStart, Phase: "request", DecisionID: pl.DecisionID, InstanceID: pl.InstanceID, Node: pl.Node,
+		Workload: pl.Workload, Declared: pl.Declared}
+	node, iid := pl.Node, pl.InstanceID
+	c.mu.Unlock()
+	if demoted {
+		rec.Phase, rec.Waiver = "refused", why
+		_, cerr := c.appendChain(KindInstance, rec)
+		return Placement{}, errors.Join(fmt.Errorf("start %s on %s: %w: %s", iid, node, ErrNotStartable, why), cerr)
+	}
+	if _, err := c.appendChain(KindInstance, rec); err != nil {
+		return Placement{}, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, c.conf().RescheduleTimeout)
+	err := c.disp.Start(cctx, node, iid)
+	cancel()
+	if err != nil {
+		return Placement{}, fmt.Errorf("start %s on %s: %w", iid, node, err)
+	}
+	c.mu.Lock()
+	from := pl.HostState
+	pl.Stopped, pl.HostState, pl.WasRunning = false, ctl.StateRunning, true
+	pl.Attempts, pl.NextAttempt, pl.LastError = 0, time.Time{}, ""
+	out := pl.clone()
+	lrec := lifecycleRecord{DecisionID: pl.DecisionID, InstanceID: iid, Node: node, Workload: pl.Workload,
+		From: from, To: ctl.StateRunning, Reason: "started by the operator"}
+	c.mu.Unlock()
+	_, cerr := c.appendChain(KindLifecycle, lrec)
+	return out, errors.Join(cerr, c.persist())
 }
 
 // find returns the placement whose decision id is ref, else the one whose
