@@ -66,6 +66,9 @@ type Controller struct {
 	// changed nothing, the second persist of a place). Guarded by
 	// persistMu.
 	written []byte
+	// enc keeps the placements' encodings between persists. Guarded by
+	// persistMu.
+	enc encodeCache
 
 	// mu guards nodes, placements, decls and busy; never held across
 	// I/O.
@@ -330,7 +333,7 @@ func (c *Controller) persist() error {
 	c.mu.Lock()
 	ps, ds := c.snapshotLocked()
 	c.mu.Unlock()
-	data, err := encodeState(ps, ds)
+	data, err := encodeState(ps, ds, &c.enc)
 	if err != nil {
 		return err
 	}

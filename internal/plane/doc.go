@@ -82,7 +82,10 @@
 //     settled (the chained decision keeps them for good), about 330
 //     bytes a placed instance; version 1 files load and are rewritten as
 //     version 2 at the next change. Every change rewrites the whole file
-//     (encoded outside mu); a write that would change nothing is skipped.
+//     (encoded outside mu, each placement's encoding reused while the
+//     placement is unchanged: its fields, slices and order are replaced,
+//     never changed in place); a write that would change nothing is
+//     skipped.
 //
 // # Invariants
 //

@@ -69,7 +69,7 @@ func FuzzLoadState(f *testing.F) {
 			return
 		}
 		// What loads encodes and loads again to the same placements.
-		b, err := encodeState(st.Placements, st.Declarations)
+		b, err := encodeState(st.Placements, st.Declarations, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -78,7 +78,9 @@ type Candidate struct {
 }
 
 // Placement is one placed (or being placed) instance, as the controller
-// knows it. Its ID is the decision id that made it.
+// knows it. Its ID is the decision id that made it. Its slices and its
+// Order are replaced, never changed in place: persist shares them with
+// its snapshot, and its encoding cache compares the Order by pointer.
 type Placement struct {
 	// DecisionID is the hash of the chained decision (the placement id).
 	DecisionID string `json:"decision_id"`

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -86,33 +87,42 @@ type statePackage struct {
 // ctl.InstanceID makes them) is kept without that suffix (Instance),
 // another whole (InstanceID).
 type statePlacement struct {
-	DecisionID   string      `json:"decision_id"`
-	Package      int         `json:"package"`
-	Workload     *string     `json:"workload,omitempty"`
-	Node         string      `json:"node"`
-	Variant      string      `json:"variant"`
-	Instance     string      `json:"instance,omitempty"`
-	InstanceID   string      `json:"instance_id,omitempty"`
-	Reserved     *[2]uint64  `json:"reserved,omitempty"`
-	PlacedAt     time.Time   `json:"placed_at,omitzero"`
-	Life         Lifecycle   `json:"life"`
-	HostState    string      `json:"host_state,omitempty"`
-	Order        *Order      `json:"order,omitempty"`
-	Candidates   []Candidate `json:"candidates,omitempty"`
-	Cursor       int         `json:"cursor,omitempty"`
-	Reschedules  int         `json:"reschedules,omitempty"`
-	Attempts     int         `json:"attempts,omitempty"`
-	NextAttempt  time.Time   `json:"next_attempt,omitzero"`
-	LastError    string      `json:"last_error,omitempty"`
-	WasRunning   bool        `json:"was_running,omitempty"`
-	LostReason   string      `json:"lost_reason,omitempty"`
-	ReplacedBy   string      `json:"replaced_by,omitempty"`
-	Replaces     string      `json:"replaces,omitempty"`
-	Declared     string      `json:"declared,omitempty"`
-	Replica      int         `json:"replica,omitempty"`
-	Supersedes   string      `json:"supersedes,omitempty"`
-	Stopped      bool        `json:"stopped,omitempty"`
-	RetireReason string      `json:"retire_reason,omitempty"`
+	placementCore
+	Workload   *string     `json:"workload,omitempty"`
+	Reserved   *[2]uint64  `json:"reserved,omitempty"`
+	Candidates []Candidate `json:"candidates,omitempty"`
+}
+
+// placementCore is the comparable part of a statePlacement (its fields
+// are encoded as the placement's own): encodeCache compares it to tell
+// whether a placement changed since it was last encoded. Order is
+// compared by pointer: a placement's order is replaced, never changed in
+// place.
+type placementCore struct {
+	DecisionID   string    `json:"decision_id"`
+	Package      int       `json:"package"`
+	Node         string    `json:"node"`
+	Variant      string    `json:"variant"`
+	Instance     string    `json:"instance,omitempty"`
+	InstanceID   string    `json:"instance_id,omitempty"`
+	PlacedAt     time.Time `json:"placed_at,omitzero"`
+	Life         Lifecycle `json:"life"`
+	HostState    string    `json:"host_state,omitempty"`
+	Order        *Order    `json:"order,omitempty"`
+	Cursor       int       `json:"cursor,omitempty"`
+	Reschedules  int       `json:"reschedules,omitempty"`
+	Attempts     int       `json:"attempts,omitempty"`
+	NextAttempt  time.Time `json:"next_attempt,omitzero"`
+	LastError    string    `json:"last_error,omitempty"`
+	WasRunning   bool      `json:"was_running,omitempty"`
+	LostReason   string    `json:"lost_reason,omitempty"`
+	ReplacedBy   string    `json:"replaced_by,omitempty"`
+	Replaces     string    `json:"replaces,omitempty"`
+	Declared     string    `json:"declared,omitempty"`
+	Replica      int       `json:"replica,omitempty"`
+	Supersedes   string    `json:"supersedes,omitempty"`
+	Stopped      bool      `json:"stopped,omitempty"`
+	RetireReason string    `json:"retire_reason,omitempty"`
 }
 
 // defaultWorkload is the workload name of a placement of order o and
@@ -314,11 +324,119 @@ func (p *Placement) check() error {
 	return nil
 }
 
+// encodeCache keeps each placement's encoding from the last persist, by
+// decision id, with the value it encodes (spKey): a placement that did
+// not change is not encoded again. The zero value is ready; it is not
+// safe for concurrent use (persistMu guards the controller's).
+type encodeCache struct {
+	m   map[string]*cachedPlacement
+	gen uint64
+}
+
+type cachedPlacement struct {
+	key   spKey
+	cands []Candidate
+	b     []byte
+	// gen is the encode that last saw the placement.
+	gen uint64
+}
+
+// spKey is a statePlacement as a comparable value, but for its
+// candidates (compared apart: only unsettled decisions have any): its
+// core, and its optional fields by value.
+type spKey struct {
+	core        placementCore
+	workload    string
+	hasWorkload bool
+	reserved    [2]uint64
+	hasReserved bool
+}
+
+func keyOf(sp *statePlacement) spKey {
+	k := spKey{core: sp.placementCore}
+	if sp.Workload != nil {
+		k.workload, k.hasWorkload = *sp.Workload, true
+	}
+	if sp.Reserved != nil {
+		k.reserved, k.hasReserved = *sp.Reserved, true
+	}
+	return k
+}
+
+// encode is json.Marshal of f, with each placement's encoding taken from
+// c when its value is unchanged (the same bytes: encoding/json encodes a
+// slice element by element); c then holds f's placements only.
+func (c *encodeCache) encode(f *stateFileV2) ([]byte, error) {
+	pk, err := json.Marshal(f.Packages)
+	if err != nil {
+		return nil, err
+	}
+	if c.m == nil {
+		c.m = make(map[string]*cachedPlacement, len(f.Placements))
+	}
+	c.gen++
+	parts := make([][]byte, len(f.Placements))
+	size := 64 + len(pk)
+	for i := range f.Placements {
+		sp := &f.Placements[i]
+		k := keyOf(sp)
+		cp := c.m[sp.DecisionID]
+		if cp == nil || cp.key != k || !slices.Equal(cp.cands, sp.Candidates) {
+			b, err := json.Marshal(sp)
+			if err != nil {
+				return nil, err
+			}
+			if cp == nil {
+				cp = &cachedPlacement{}
+				c.m[sp.DecisionID] = cp
+			}
+			cp.key, cp.cands, cp.b = k, sp.Candidates, b
+		}
+		cp.gen = c.gen
+		parts[i] = cp.b
+		size += len(cp.b) + 1
+	}
+	if len(c.m) > len(f.Placements) {
+		// Forget the placements that are gone.
+		for id, cp := range c.m {
+			if cp.gen != c.gen {
+				delete(c.m, id)
+			}
+		}
+	}
+	var ds []byte
+	if len(f.Declarations) > 0 {
+		if ds, err = json.Marshal(f.Declarations); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]byte, 0, size+len(ds))
+	out = append(out, `{"version":`...)
+	out = strconv.AppendInt(out, int64(f.Version), 10)
+	out = append(out, `,"packages":`...)
+	out = append(out, pk...)
+	out = append(out, `,"placements":[`...)
+	for i, b := range parts {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, b...)
+	}
+	out = append(out, ']')
+	if ds != nil {
+		out = append(out, `,"declarations":`...)
+		out = append(out, ds...)
+	}
+	out = append(out, '}')
+	return out, nil
+}
+
 // encodeState encodes placements (sorted by decision id) and
-// declarations (by name) as a version 2 file. It reads the placements
-// and declarations only: the caller may hand them over from under its
-// lock as snapshots (snapshotState) and encode without it.
-func encodeState(ps []*Placement, ds []*declState) ([]byte, error) {
+// declarations (by name) as a version 2 file, with the encodings of
+// unchanged placements from cache when it is not nil. It reads the
+// placements and declarations only: the caller may hand them over from
+// under its lock as snapshots (snapshotLocked) and encode without it.
+func encodeState(ps []*Placement, ds []*declState, cache *encodeCache) ([]byte, error) {
 	ps = slices.Clone(ps)
 	slices.SortFunc(ps, func(a, b *Placement) int { return cmpString(a.DecisionID, b.DecisionID) })
 	ds = slices.Clone(ds)
@@ -341,13 +459,13 @@ func encodeState(ps []*Placement, ds []*declState) ([]byte, error) {
 				Labels: p.Labels, Excludes: p.Excludes})
 		}
 		pk := &f.Packages[pi]
-		sp := statePlacement{
+		sp := statePlacement{placementCore: placementCore{
 			DecisionID: p.DecisionID, Package: pi, Node: p.Node, Variant: p.Variant,
 			PlacedAt: p.PlacedAt, Life: p.Life, HostState: p.HostState,
 			Order: p.Order, Reschedules: p.Reschedules, Attempts: p.Attempts, NextAttempt: p.NextAttempt, LastError: p.LastError,
 			WasRunning: p.WasRunning, LostReason: p.LostReason, ReplacedBy: p.ReplacedBy, Replaces: p.Replaces, Declared: p.Declared, Replica: p.Replica,
 			Supersedes: p.Supersedes, Stopped: p.Stopped, RetireReason: p.RetireReason,
-		}
+		}}
 		if !settledLife(p.Life) {
 			sp.Candidates, sp.Cursor = p.Candidates, p.Cursor
 		}
@@ -370,7 +488,15 @@ func encodeState(ps []*Placement, ds []*declState) ([]byte, error) {
 		}
 		f.Placements[i] = sp
 	}
-	b, err := json.Marshal(f)
+	var (
+		b   []byte
+		err error
+	)
+	if cache != nil {
+		b, err = cache.encode(&f)
+	} else {
+		b, err = json.Marshal(f)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("encode state: %w", err)
 	}
