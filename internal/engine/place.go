@@ -443,17 +443,6 @@ func newEvaluator(p *plan, nodes int) *evaluator {
 	}
 }
 
-// Fixed details.
-const (
-	textNodeRevoked     = "node is revoked"
-	textSuspect         = "node is suspect"
-	textDead            = "node is dead"
-	textLivenessUnknown = "node liveness is unknown"
-	textFactsExpired    = "facts expired"
-	textGateDenied      = "workload.place denied"
-	textNoGate          = "no gate decision for this node"
-)
-
 // evaluate fills c for node i, with profile pr: its rejections, or its
 // route; it returns the phase B inputs of an eligible node.
 func (e *evaluator) evaluate(i int, n *Node, pr *Profile, c *Candidate) (raw, bool) {
@@ -463,19 +452,19 @@ func (e *evaluator) evaluate(i int, n *Node, pr *Profile, c *Candidate) (raw, bo
 	c.Node = n.ID
 
 	if e.revoked != nil && e.revoked[i] {
-		e.reject(CodeNodeRevoked, why{s: textNodeRevoked})
+		e.reject(CodeNodeRevoked, why{t: p.t, a: fixedNodeRevoked})
 	}
 	switch n.Liveness {
 	case Alive:
 	case Suspect:
-		e.reject(CodeLiveness, why{s: textSuspect})
+		e.reject(CodeLiveness, why{t: p.t, a: fixedSuspect})
 	case Dead:
-		e.reject(CodeLiveness, why{s: textDead})
+		e.reject(CodeLiveness, why{t: p.t, a: fixedDead})
 	default:
-		e.reject(CodeLiveness, why{s: textLivenessUnknown})
+		e.reject(CodeLiveness, why{t: p.t, a: fixedLivenessUnknown})
 	}
 	if n.FactsExpired {
-		e.reject(CodeFactsExpired, why{s: textFactsExpired})
+		e.reject(CodeFactsExpired, why{t: p.t, a: fixedFactsExpired})
 	}
 	if n.Trust < req.MinTrust {
 		t := n.Trust
@@ -484,12 +473,12 @@ func (e *evaluator) evaluate(i int, n *Node, pr *Profile, c *Candidate) (raw, bo
 		}
 		e.reject(CodeTrust, why{t: p.t, kind: whyTrust, a: int32(t)})
 	}
-	if p.workloadRevoked != "" {
-		e.reject(CodeWorkloadRevoked, why{kind: whyRevokedRef, s: p.workloadRevoked})
+	if p.revokedRef >= 0 {
+		e.reject(CodeWorkloadRevoked, why{t: p.t, kind: whyRevokedRef, a: p.revokedRef})
 	}
 	if p.coResidency && len(n.Instances) > 0 {
-		if c := p.coResidencyOf(n.Instances); c != nil {
-			e.reject(CodeCoResidency, why{kind: whyConflict, c: c})
+		if c := p.coResidencyOf(n.Instances); c >= 0 {
+			e.reject(CodeCoResidency, why{t: p.t, kind: whyConflict, a: c})
 		}
 	}
 
@@ -502,16 +491,16 @@ func (e *evaluator) evaluate(i int, n *Node, pr *Profile, c *Candidate) (raw, bo
 	case VerdictAllow:
 	case VerdictDeny:
 		if n.GateReason == "" {
-			e.reject(CodeGate, why{s: textGateDenied})
+			e.reject(CodeGate, why{t: p.t, a: fixedGateDenied})
 		} else {
-			e.reject(CodeGate, why{kind: whyGate, s: n.GateReason})
+			e.reject(CodeGate, why{t: p.t, kind: whyGate, a: p.t.str(n.GateReason)})
 		}
 	default:
-		e.reject(CodeGate, why{s: textNoGate})
+		e.reject(CodeGate, why{t: p.t, a: fixedNoGate})
 	}
 	if t := p.perf; t != nil && t.HasBudget && s.hasPerf {
 		if (t.Better == BetterLower && s.perf > t.Budget) || (t.Better == BetterHigher && s.perf < t.Budget) {
-			e.reject(CodePerfBudget, why{t: p.t, kind: whyPerf, n: [2]uint64{math.Float64bits(s.perf)}})
+			e.reject(CodePerfBudget, why{t: p.t, kind: whyPerf, a: p.t.fig(math.Float64bits(s.perf), 0)})
 		}
 	}
 
@@ -689,7 +678,7 @@ func (e *evaluator) requirementPasses(ri int, record bool) bool {
 		// a is the first capability blocked by its state.
 		w.a = int32(e.pr.caps[a].state) - int32(stateBusy)
 		if e.pr.caps[a].state == stateOther {
-			w.a, w.s = -1, e.pr.odd[a]
+			w.a, w.b = -1, e.p.t.str(e.pr.odd[a])
 		}
 	}
 	e.reject(code, w)
@@ -768,7 +757,7 @@ func (e *evaluator) recordPool(vi, pool int, host, accel, pending, free uint64) 
 	if poolFits(host, accel, pending, free) {
 		return
 	}
-	e.reject(CodeMemory, why{t: e.p.t, kind: whyMemory, req: int32(vi), a: int32(pool), n: [2]uint64{pending, free}})
+	e.reject(CodeMemory, why{t: e.p.t, kind: whyMemory, req: int32(vi), a: int32(pool), b: e.p.t.fig(pending, free)})
 }
 
 // poolFits reports whether a demand of host and accel bytes, with
@@ -797,12 +786,13 @@ func satAdd(a, b uint64) uint64 {
 	return math.MaxUint64
 }
 
-// coResidencyOf returns why an instance on the node conflicts with the
-// request, or "": the first instance (in the node's order) that carries a
+// coResidencyOf keeps in texts.conflicts why an instance on the node
+// conflicts with the request, and returns its index there, or -1 when
+// none does: the first instance (in the node's order) that carries a
 // label the request excludes, or excludes one of its labels. A label is
 // looked for in the request's lists only when its length and first byte
 // are in the list's mask.
-func (p *plan) coResidencyOf(instances []Instance) *conflict {
+func (p *plan) coResidencyOf(instances []Instance) int32 {
 	req := p.req
 	for k := range instances {
 		in := &instances[k]
@@ -811,16 +801,16 @@ func (p *plan) coResidencyOf(instances []Instance) *conflict {
 		}
 		for _, l := range in.Labels {
 			if p.excludeMask&textBit(l) != 0 && containsText(req.Excludes, l) {
-				return &conflict{kind: in.Kind, name: in.Name, label: l}
+				return p.t.conflict(conflict{kind: in.Kind, name: in.Name, label: l})
 			}
 		}
 		for _, x := range in.Excludes {
 			if p.labelMask&textBit(x) != 0 && containsText(req.Labels, x) {
-				return &conflict{kind: in.Kind, name: in.Name, label: x, theyExclude: true}
+				return p.t.conflict(conflict{kind: in.Kind, name: in.Name, label: x, theyExclude: true})
 			}
 		}
 	}
-	return nil
+	return -1
 }
 
 // textBit is a text's bit in a 64-bit mask of texts, from its length and

@@ -37,10 +37,10 @@ type plan struct {
 	// ones, then the variant's.
 	routes [][]int32
 
-	workloadRevoked string // the revoked ref, when one of the request's is
-	coResidency     bool   // the request has labels or excludes
-	labelMask       uint64 // textBit of each label
-	excludeMask     uint64 // textBit of each exclude
+	revokedRef  int32  // the revoked ref, when one of the request's is, in t.strs; else -1
+	coResidency bool   // the request has labels or excludes
+	labelMask   uint64 // textBit of each label
+	excludeMask uint64 // textBit of each exclude
 
 	perf       *PerfTarget
 	perfParam  int32 // symbol of the perf target's parameter
@@ -91,8 +91,14 @@ const (
 
 // texts is what rejection details are made of (why.Detail): the
 // request's names, copied, so that a Decision shares no memory with the
-// request but strings and Values. It never changes after compile.
+// request but strings and Values; and what the decision's rejections
+// name of the nodes (strs, figs, conflicts), appended to while Place
+// runs, never after.
 type texts struct {
+	strs      []string   // gate reasons, unknown states, the revoked ref
+	figs      []uint64   // memory: pending, free; perf figures' bits
+	conflicts []conflict // co-residency
+
 	reqs     []reqText
 	variants []string
 	minTrust Trust
@@ -111,7 +117,7 @@ type reqText struct {
 }
 
 func compile(req *Request, w *Weights, cl *Cluster, syms *Symbols) *plan {
-	p := &plan{req: req, w: w, perf: req.Perf}
+	p := &plan{req: req, w: w, perf: req.Perf, revokedRef: -1}
 	n := len(req.Requirements) + len(req.Preferences)
 	for _, v := range req.Variants {
 		n += len(v.Requirements)
@@ -278,7 +284,7 @@ func compile(req *Request, w *Weights, cl *Cluster, syms *Symbols) *plan {
 		}
 		for _, r := range req.RevocableRefs {
 			if _, ok := revoked[r]; ok {
-				p.workloadRevoked = r
+				p.revokedRef = t.str(r)
 				break
 			}
 		}

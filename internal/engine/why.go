@@ -10,36 +10,58 @@ import (
 
 // why is what a rejection's detail is made of: Place records the figures
 // and names, and Rejection.Detail formats them when asked, so that a
-// decision pays for no text.
+// decision pays for no text. It holds one pointer and three integers
+// (24 bytes): texts, figures and conflicts of the node are kept in the
+// decision's texts (texts.strs, texts.figs, texts.conflicts) and named
+// here by index, so that a rejection is small and cheap to copy.
 type why struct {
-	t    *texts    // the request's names
-	s    string    // a text of the node or the request: gate reason, unknown state, revoked ref, fixed text
-	c    *conflict // co-residency
-	n    [2]uint64 // memory: pending, free; perf: the figure's bits
+	t    *texts // the request's names, and the decision's side tables
+	req  int32  // requirement (plan index), or variant for memory
+	a    int32  // kind-specific: see the whyKind constants
+	b    int32  // kind-specific: see the whyKind constants
 	kind whyKind
-	req  int32 // requirement (plan index), or variant for memory
-	a    int32 // kind-specific: see the whyKind constants
 }
 
 // whyKind says how a why is formatted.
 type whyKind uint8
 
 const (
-	whyText          whyKind = iota // s
+	whyFixed         whyKind = iota // a: index in fixedTexts
 	whyTrust                        // a: the node's tier
-	whyRevokedRef                   // s: the ref
-	whyConflict                     // c
+	whyRevokedRef                   // a: the ref, in t.strs
+	whyConflict                     // a: index in t.conflicts
 	whyNotAdvertised                // req
 	whyProvenance                   // req; a: best provenance rank found
 	whyPredicate                    // req; a: the predicate that fails
-	whyUnavailable                  // req; a: index in blockingStates, or -1 and s the state
+	whyUnavailable                  // req; a: index in blockingStates, or -1 and b the state in t.strs
 	whyUsable                       // req; a: usable capabilities found
 	whyContended                    // req; a: the variant
 	whyEmulation                    // a: bit set of fitting emulated variants
-	whyMemory                       // req: variant; a: pool; n: pending, free
-	whyGate                         // s: the reason
-	whyPerf                         // n[0]: the figure's bits
+	whyMemory                       // req: variant; a: pool; b: pending and free in t.figs
+	whyGate                         // a: the reason, in t.strs
+	whyPerf                         // a: the figure's bits, in t.figs
 )
+
+// Fixed details, by index (whyFixed).
+const (
+	fixedNodeRevoked = iota
+	fixedSuspect
+	fixedDead
+	fixedLivenessUnknown
+	fixedFactsExpired
+	fixedGateDenied
+	fixedNoGate
+)
+
+var fixedTexts = [...]string{
+	fixedNodeRevoked:     "node is revoked",
+	fixedSuspect:         "node is suspect",
+	fixedDead:            "node is dead",
+	fixedLivenessUnknown: "node liveness is unknown",
+	fixedFactsExpired:    "facts expired",
+	fixedGateDenied:      "workload.place denied",
+	fixedNoGate:          "no gate decision for this node",
+}
 
 // conflict is a co-residency rejection: an instance on the node carries
 // a label the workload excludes (theyExclude false), or excludes one of
@@ -70,9 +92,9 @@ func (w *why) text() string {
 	case whyTrust:
 		return "tier " + Trust(w.a).String() + " below required " + t.minTrust.String()
 	case whyRevokedRef:
-		return "workload ref " + w.s + " is revoked"
+		return "workload ref " + t.strs[w.a] + " is revoked"
 	case whyConflict:
-		c := w.c
+		c := &t.conflicts[w.a]
 		if c.theyExclude {
 			return "instance " + c.kind + "/" + c.name + " excludes label " + c.label + " of this workload"
 		}
@@ -89,9 +111,11 @@ func (w *why) text() string {
 			pr := r.preds[w.a]
 			return head + "predicate `" + pr.Attr + " " + pr.Op + " " + valueText(pr.Value) + "` failed"
 		case whyUnavailable:
-			state := w.s
+			var state string
 			if w.a >= 0 {
 				state = blockingStates[w.a]
+			} else {
+				state = t.strs[w.b]
 			}
 			return head + "unavailable (" + state + ")"
 		default:
@@ -121,7 +145,7 @@ func (w *why) text() string {
 		case poolVRAM:
 			host = 0
 		}
-		pending, free := w.n[0], w.n[1]
+		pending, free := t.figs[w.b], t.figs[w.b+1]
 		need := satAdd(satAdd(host, accel), pending)
 		b := []byte(t.prefix(w.req))
 		b = append(b, poolNames[w.a]...)
@@ -138,12 +162,31 @@ func (w *why) text() string {
 		b = append(b, " bytes"...)
 		return string(b)
 	case whyGate:
-		return "workload.place denied: " + w.s
+		return "workload.place denied: " + t.strs[w.a]
 	case whyPerf:
-		return "measured " + t.perfID + " " + formatFloat(math.Float64frombits(w.n[0])) + " misses budget " + formatFloat(t.budget)
+		return "measured " + t.perfID + " " + formatFloat(math.Float64frombits(t.figs[w.a])) + " misses budget " + formatFloat(t.budget)
 	default:
-		return w.s
+		return fixedTexts[w.a]
 	}
+}
+
+// str keeps s in the decision's strings and returns its index.
+func (t *texts) str(s string) int32 {
+	t.strs = append(t.strs, s)
+	return int32(len(t.strs) - 1)
+}
+
+// conflict keeps c in the decision's conflicts and returns its index.
+func (t *texts) conflict(c conflict) int32 {
+	t.conflicts = append(t.conflicts, c)
+	return int32(len(t.conflicts) - 1)
+}
+
+// fig keeps two figures in the decision's figures and returns the index
+// of the first.
+func (t *texts) fig(a, b uint64) int32 {
+	t.figs = append(t.figs, a, b)
+	return int32(len(t.figs) - 2)
 }
 
 // prefix is "variant <name>: " for variant vi, "" for -1.
