@@ -39,7 +39,7 @@ func Place(req Request, nodes []Node, cluster Cluster, w Weights) (Decision, err
 	if req.Pin != "" && byID.index(nodes, req.Pin) < 0 {
 		return Decision{}, fmt.Errorf("%w: %q", ErrUnknownPin, clip(req.Pin))
 	}
-	syms, profiles, err := profilesOf(nodes)
+	syms, prepared, err := profilesOf(nodes)
 	if err != nil {
 		return Decision{}, err
 	}
@@ -52,11 +52,15 @@ func Place(req Request, nodes []Node, cluster Cluster, w Weights) (Decision, err
 	// another node, and the order of the output is decided by the sorts
 	// below alone.
 	cands := make([]Candidate, len(nodes))
-	eligible := make([]raw, 0, len(nodes))
+	eligible := make([]int32, 0, len(nodes))
 	for i := range nodes {
-		if r, ok := e.evaluate(i, &nodes[i], profiles[i], &cands[i]); ok {
-			r.cand = int32(i)
-			eligible = append(eligible, r)
+		n := &nodes[i]
+		pr := n.Profile
+		if prepared != nil {
+			pr = prepared[i]
+		}
+		if e.evaluate(i, n, pr, &cands[i]) {
+			eligible = append(eligible, int32(i))
 		}
 	}
 	p.score(cands, eligible)
@@ -71,7 +75,7 @@ func Place(req Request, nodes []Node, cluster Cluster, w Weights) (Decision, err
 			keys = append(keys, nodeRef{key: rankOrder(c.Tier, c.Score.Total), i: int32(k)})
 		}
 	}
-	sortRefs(keys)
+	sortRefs(keys, byID.tmp)
 	for lo := 0; lo < len(keys); {
 		hi := lo + 1
 		for hi < len(keys) && keys[hi].key == keys[lo].key {
@@ -125,16 +129,15 @@ func Place(req Request, nodes []Node, cluster Cluster, w Weights) (Decision, err
 	return d, nil
 }
 
-// profilesOf returns the nodes' Profiles and their Symbols. Nodes given
+// profilesOf returns the Symbols of the nodes' Profiles. Nodes given
 // with Profiles must all have one, from one Symbols; nodes given without
-// are prepared here, with a Symbols of this call.
+// are prepared here, with a Symbols of this call, and their Profiles
+// returned (nil when the nodes have theirs).
 func profilesOf(nodes []Node) (*Symbols, []*Profile, error) {
-	profiles := make([]*Profile, len(nodes))
 	var syms *Symbols
 	given := 0
 	for i := range nodes {
 		if pr := nodes[i].Profile; pr != nil {
-			profiles[i] = pr
 			if syms == nil {
 				syms = pr.vocab
 			} else if pr.vocab != syms {
@@ -145,12 +148,13 @@ func profilesOf(nodes []Node) (*Symbols, []*Profile, error) {
 	}
 	switch {
 	case given == len(nodes) && syms != nil:
-		return syms, profiles, nil
+		return syms, nil, nil
 	case given > 0:
 		i := slices.IndexFunc(nodes, func(n Node) bool { return n.Profile == nil })
 		return nil, nil, fmt.Errorf("%w: node[%d] %q has no Profile, and others have", ErrInvalidNodes, i, clip(nodes[i].ID))
 	}
 	syms = NewSymbols()
+	profiles := make([]*Profile, len(nodes))
 	for i := range nodes {
 		profiles[i] = syms.Prepare(nodes[i].Capabilities, nodes[i].Memory)
 	}
@@ -203,7 +207,8 @@ func (a assignment) accelerator() string {
 // and sorts compact, pointer-free references.
 type idOrder struct {
 	refs []nodeRef
-	skip int // the length of the prefix all ids share
+	tmp  []nodeRef // scratch for radixSort, as long as refs
+	skip int       // the length of the prefix all ids share
 }
 
 // nodeRef is a node's key and index.
@@ -237,7 +242,8 @@ func sortByID(nodes []Node) idOrder {
 	// the order of index, and only runs of equal keys (ids alike in their
 	// first four distinct bytes) are sorted again by id. Equal ids (an
 	// error) keep their order of index.
-	sortRefs(o.refs)
+	o.tmp = make([]nodeRef, len(nodes))
+	sortRefs(o.refs, o.tmp)
 	for lo := 0; lo < len(o.refs); {
 		hi := lo + 1
 		for hi < len(o.refs) && o.refs[hi].key == o.refs[lo].key {
@@ -254,8 +260,9 @@ func sortByID(nodes []Node) idOrder {
 }
 
 // sortRefs sorts refs by key, then index: by radix, which is stable, for
-// refs given in order of index; by comparison below radixMin.
-func sortRefs(refs []nodeRef) {
+// refs given in order of index; by comparison below radixMin. tmp is
+// scratch space at least as long as refs.
+func sortRefs(refs, tmp []nodeRef) {
 	if len(refs) < radixMin {
 		slices.SortFunc(refs, func(a, b nodeRef) int {
 			if c := cmp.Compare(a.key, b.key); c != 0 {
@@ -265,7 +272,7 @@ func sortRefs(refs []nodeRef) {
 		})
 		return
 	}
-	radixSort(refs)
+	radixSort(refs, tmp)
 }
 
 // radixMin is the fewest nodes sorted by radix: below it, the passes'
@@ -274,8 +281,8 @@ const radixMin = 256
 
 // radixSort sorts refs by key, stably: one pass counts every byte of
 // every key, then one pass per byte that varies places them, from the
-// last byte to the first.
-func radixSort(refs []nodeRef) {
+// last byte to the first. tmp is scratch space at least as long as refs.
+func radixSort(refs, tmp []nodeRef) {
 	if len(refs) < 2 {
 		return
 	}
@@ -290,8 +297,7 @@ func radixSort(refs []nodeRef) {
 		count[2][k>>16&0xff]++
 		count[3][k>>24]++
 	}
-	tmp := make([]nodeRef, len(refs))
-	src, dst := refs, tmp
+	src, dst := refs, tmp[:len(refs)]
 	for d := range 4 {
 		if (and^or)>>(8*d)&0xff == 0 {
 			continue // every key has the same byte here
@@ -395,21 +401,17 @@ func permute(cs []Candidate, perm []int32) {
 	}
 }
 
-// raw holds what phase B needs of an eligible node beyond its Candidate:
-// what it compares across the survivors. Phase A fills the rest of the
-// score (locality, load) in the Candidate.
-type raw struct {
-	capacity float64 // the summed mem_bytes of the assigned accelerators; 0 when unknown
-	perf     float64
-	cand     int32 // index of the node and its candidate
-	flags    uint8 // raw* bits
-}
-
-// Bits of raw.flags.
+// What phase B needs of an eligible node beyond its score's locality and
+// load, what it compares across the survivors, phase A keeps in its
+// Candidate until phase B replaces it, so that it takes no memory of its
+// own: Score.AccelFit holds the summed mem_bytes of the assigned
+// accelerators (0 when unknown), Score.Perf the node's perf figure, and
+// these bits of Flags, above the exported ones, say what holds.
 const (
-	rawAccelAssigned uint8 = 1 << iota // an accel.* capability was assigned
-	rawHasAccel                        // the node has any accel.* capability (known when none was assigned)
-	rawHasPerf                         // perf holds a measurement
+	rawAccelAssigned Flags = 1 << (7 - iota) // an accel.* capability was assigned
+	rawHasAccel                              // the node has any accel.* capability (known when none was assigned)
+	rawHasPerf                               // Score.Perf holds a measurement
+	rawFlags         = rawAccelAssigned | rawHasAccel | rawHasPerf
 )
 
 // evaluator runs phase A node by node, reusing its scratch space.
@@ -444,8 +446,9 @@ func newEvaluator(p *plan, nodes int) *evaluator {
 }
 
 // evaluate fills c for node i, with profile pr: its rejections, or its
-// route; it returns the phase B inputs of an eligible node.
-func (e *evaluator) evaluate(i int, n *Node, pr *Profile, c *Candidate) (raw, bool) {
+// route and the phase B inputs of an eligible node (rawFlags); it reports
+// whether the node is eligible.
+func (e *evaluator) evaluate(i int, n *Node, pr *Profile, c *Candidate) bool {
 	p := e.p
 	req := p.req
 	e.rej = e.rej[:0]
@@ -507,16 +510,16 @@ func (e *evaluator) evaluate(i int, n *Node, pr *Profile, c *Candidate) (raw, bo
 	if len(e.rej) > 0 {
 		c.Rejections = e.rejections.take(len(e.rej), i)
 		copy(c.Rejections, e.rej)
-		return raw{}, false
+		return false
 	}
 
 	c.Variant, c.Tier = p.t.variants[variant], tier
 	if tier == TierEmulated {
 		c.Flags |= FlagEmulated
 	}
-	r := raw{perf: s.perf}
 	if s.hasPerf {
-		r.flags |= rawHasPerf
+		c.Score.Perf = s.perf
+		c.Flags |= rawHasPerf
 	}
 	if len(pr.caps) > 0 {
 		load := float64(pr.busy) / float64(len(pr.caps))
@@ -544,7 +547,7 @@ func (e *evaluator) evaluate(i int, n *Node, pr *Profile, c *Candidate) (raw, bo
 			if cp.flags&capAccel == 0 || slices.Contains(idx[len(route)+1:at-1], ci) {
 				continue
 			}
-			r.flags |= rawAccelAssigned
+			c.Flags |= rawAccelAssigned
 			if mb := pr.attr(cp, p.symMemSize); mb != nil {
 				if f, ok := number(mb.kind, mb.bits); ok && f > 0 && !math.IsInf(f, 0) {
 					capacity += f
@@ -557,17 +560,17 @@ func (e *evaluator) evaluate(i int, n *Node, pr *Profile, c *Candidate) (raw, bo
 	idx[len(route)] = int32(at)
 	c.assigned = assignment{pr: pr, idx: idx}
 	if !unknown {
-		r.capacity = capacity
+		c.Score.AccelFit = capacity
 	}
-	if r.flags&rawAccelAssigned == 0 && pr.accel {
-		r.flags |= rawHasAccel
+	if c.Flags&rawAccelAssigned == 0 && pr.accel {
+		c.Flags |= rawHasAccel
 	}
 	for i := p.prefStart; i < len(p.reqs); i++ {
 		if int(s.stats[i].usable) >= p.reqs[i].count {
 			c.Score.Locality += req.Preferences[i-p.prefStart].Weight
 		}
 	}
-	return r, true
+	return true
 }
 
 // assigned returns what the chosen route gives its requirement k.
