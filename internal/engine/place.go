@@ -529,12 +529,9 @@ func (e *evaluator) evaluate(i int, n *Node, pr *Profile, c *Candidate) bool {
 	}
 	// The assignment, by capability index, per route requirement; and
 	// the capacity of the distinct accelerators in it.
+	// Each requirement of a route that fits gets exactly its count.
 	route := e.chosen
-	total := len(route) + 1
-	for k := range route {
-		total += len(e.assigned(k))
-	}
-	idx := e.idx.take(total, i)
+	idx := e.idx.take(len(route)+1+p.routeCaps[variant], i)
 	at := len(route) + 1
 	var capacity float64
 	unknown := false
@@ -578,7 +575,7 @@ func (e *evaluator) assigned(k int) []int32 {
 	if e.fromKept {
 		return e.kept[e.keptAt[k]:e.keptAt[k+1]]
 	}
-	return e.joint.assignOf(e.chosen[k])
+	return e.joint.assignOf(e.p, e.chosen[k])
 }
 
 func (e *evaluator) reject(code Code, w why) {
@@ -693,7 +690,7 @@ func (e *evaluator) requirementPasses(ri int, record bool) bool {
 func (e *evaluator) jointly(vi int, caps []pcap, record bool) bool {
 	p, j := e.p, e.joint
 	reqs := p.routes[vi]
-	if j.solve(p, reqs, caps) {
+	if j.solve(p, vi, reqs, caps) {
 		return true
 	}
 	if !record {
@@ -721,7 +718,7 @@ func (e *evaluator) keep(vi int) {
 	e.kept = e.kept[:0]
 	e.keptAt = append(e.keptAt[:0], 0)
 	for _, ri := range e.p.routes[vi] {
-		e.kept = append(e.kept, j.assignOf(ri)...)
+		e.kept = append(e.kept, j.assignOf(e.p, ri)...)
 		e.keptAt = append(e.keptAt, int32(len(e.kept)))
 	}
 }

@@ -36,6 +36,14 @@ type plan struct {
 	// routes lists, per variant, its route's requirements: the common
 	// ones, then the variant's.
 	routes [][]int32
+	// disjoint is, per variant, whether no two requirements of its route
+	// select a common capability id (neither selector is the other's or
+	// one of its dot-prefixes): joint matching then cannot fail where
+	// each requirement passes alone, and each gets what it would alone.
+	disjoint []bool
+	// routeCaps is, per variant, the capabilities its route is given: the
+	// sum of its requirements' counts.
+	routeCaps []int
 
 	revokedRef  int32  // the revoked ref, when one of the request's is, in t.strs; else -1
 	coResidency bool   // the request has labels or excludes
@@ -269,6 +277,22 @@ func compile(req *Request, w *Weights, cl *Cluster, syms *Symbols) *plan {
 			all = append(all, int32(ri))
 		}
 		p.routes[vi] = all[start:len(all):len(all)]
+	}
+	p.disjoint = make([]bool, len(p.variants))
+	p.routeCaps = make([]int, len(p.variants))
+	for vi, route := range p.routes {
+		p.disjoint[vi] = true
+		for _, ri := range route {
+			p.routeCaps[vi] += p.reqs[ri].count
+		}
+		for a, ra := range route {
+			for _, rb := range route[a+1:] {
+				sa, sb := t.reqs[ra].sel, t.reqs[rb].sel
+				if grammar.SelectorMatches(sa, sb) || grammar.SelectorMatches(sb, sa) {
+					p.disjoint[vi] = false
+				}
+			}
+		}
 	}
 	p.coResidency = len(req.Labels) > 0 || len(req.Excludes) > 0
 	for _, l := range req.Labels {
