@@ -336,11 +336,15 @@ func newJoint(p *plan, s *nodeScan) *joint {
 // assignOf returns the capabilities chosen for requirement ri, by the
 // last solve.
 func (j *joint) assignOf(p *plan, ri int32) []int32 {
-	if j.alone {
-		return j.aloneOf(p, ri)
+	if !j.alone {
+		at := j.assignAt[ri]
+		return j.assignBuf[at : at+j.alen[ri]]
 	}
-	at := j.assignAt[ri]
-	return j.assignBuf[at : at+j.alen[ri]]
+	r := &p.reqs[ri]
+	if cands := j.scan.cands[ri]; r.exclusive || r.count == 1 && j.caps[cands[0]].flags&capExclusive == 0 {
+		return cands[:r.count]
+	}
+	return j.aloneOf(p, ri)
 }
 
 // aloneOf returns what greedy gives requirement ri when no other
@@ -349,12 +353,8 @@ func (j *joint) assignOf(p *plan, ri int32) []int32 {
 // candidates, then of its exclusive ones, in node order.
 func (j *joint) aloneOf(p *plan, ri int32) []int32 {
 	r := &p.reqs[ri]
-	cands := j.scan.candsOf(ri)[:r.count]
 	if r.exclusive {
-		return cands
-	}
-	if r.count == 1 && j.caps[cands[0]].flags&capExclusive == 0 {
-		return cands
+		return j.scan.candsOf(ri)[:r.count]
 	}
 	out := j.assignBuf[j.assignAt[ri]:][:0:r.count]
 	for _, pass := range [2]uint8{0, capExclusive} {
