@@ -53,17 +53,29 @@ func Place(req Request, nodes []Node, cluster Cluster, w Weights) (Decision, err
 	// below alone.
 	cands := make([]Candidate, len(nodes))
 	eligible := make([]int32, 0, len(nodes))
+	// rank holds, per node index, the rank key of an eligible node (see
+	// rankOrder), or rejected: the sorts below read it rather than the
+	// Candidates.
+	rank := make([]uint32, len(nodes))
 	for i := range nodes {
 		n := &nodes[i]
 		pr := n.Profile
 		if prepared != nil {
 			pr = prepared[i]
+		} else if pr.vocab != syms {
+			return Decision{}, otherSymbols(nodes, i)
 		}
 		if e.evaluate(i, n, pr, &cands[i]) {
 			eligible = append(eligible, int32(i))
+		} else {
+			rank[i] = rejected
 		}
 	}
 	p.score(cands, eligible)
+	for _, i := range eligible {
+		c := &cands[i]
+		rank[i] = rankOrder(c.Tier, c.Score.Total)
+	}
 
 	// Eligible first by tier, then score, then node id (its rank in
 	// byID); then the rejected in node id order. The candidates are put
@@ -71,8 +83,8 @@ func Place(req Request, nodes []Node, cluster Cluster, w Weights) (Decision, err
 	// sorted stably by a key of tier and score (see rankOrder).
 	keys := make([]nodeRef, 0, len(eligible))
 	for k, r := range byID.refs {
-		if c := &cands[r.i]; c.Eligible() {
-			keys = append(keys, nodeRef{key: rankOrder(c.Tier, c.Score.Total), i: int32(k)})
+		if rk := rank[r.i]; rk != rejected {
+			keys = append(keys, nodeRef{key: rk, i: int32(k)})
 		}
 	}
 	sortRefs(keys, byID.tmp)
@@ -95,7 +107,7 @@ func Place(req Request, nodes []Node, cluster Cluster, w Weights) (Decision, err
 		perm = append(perm, byID.refs[k.i].i)
 	}
 	for _, r := range byID.refs {
-		if !cands[r.i].Eligible() {
+		if rank[r.i] == rejected {
 			perm = append(perm, r.i)
 		}
 	}
@@ -133,32 +145,46 @@ func Place(req Request, nodes []Node, cluster Cluster, w Weights) (Decision, err
 // with Profiles must all have one, from one Symbols; nodes given without
 // are prepared here, with a Symbols of this call, and their Profiles
 // returned (nil when the nodes have theirs).
+//
+// When every node has a Profile, the Symbols returned is the first
+// node's, and the caller checks that every other Profile is of it
+// (otherSymbols) as it reads them: the Profiles are read once.
 func profilesOf(nodes []Node) (*Symbols, []*Profile, error) {
-	var syms *Symbols
 	given := 0
 	for i := range nodes {
-		if pr := nodes[i].Profile; pr != nil {
-			if syms == nil {
-				syms = pr.vocab
-			} else if pr.vocab != syms {
-				return nil, nil, fmt.Errorf("%w: node[%d] %q: its Profile was prepared by another Symbols", ErrInvalidNodes, i, clip(nodes[i].ID))
-			}
+		if nodes[i].Profile != nil {
 			given++
 		}
 	}
 	switch {
-	case given == len(nodes) && syms != nil:
-		return syms, nil, nil
+	case given == len(nodes) && given > 0:
+		return nodes[0].Profile.vocab, nil, nil
 	case given > 0:
+		var syms *Symbols
+		for i := range nodes {
+			if pr := nodes[i].Profile; pr != nil {
+				if syms == nil {
+					syms = pr.vocab
+				} else if pr.vocab != syms {
+					return nil, nil, otherSymbols(nodes, i)
+				}
+			}
+		}
 		i := slices.IndexFunc(nodes, func(n Node) bool { return n.Profile == nil })
 		return nil, nil, fmt.Errorf("%w: node[%d] %q has no Profile, and others have", ErrInvalidNodes, i, clip(nodes[i].ID))
 	}
-	syms = NewSymbols()
+	syms := NewSymbols()
 	profiles := make([]*Profile, len(nodes))
 	for i := range nodes {
 		profiles[i] = syms.Prepare(nodes[i].Capabilities, nodes[i].Memory)
 	}
 	return syms, profiles, nil
+}
+
+// otherSymbols is the error for node i, whose Profile was prepared by
+// another Symbols than the first node's.
+func otherSymbols(nodes []Node, i int) error {
+	return fmt.Errorf("%w: node[%d] %q: its Profile was prepared by another Symbols", ErrInvalidNodes, i, clip(nodes[i].ID))
 }
 
 // affinity chooses among the ranked eligible candidates: within the best
@@ -376,8 +402,13 @@ func (o idOrder) revoked(nodes []Node, ids []string) []bool {
 // way), to 30 bits: the exponent and 18 bits of the fraction. Equal keys
 // are resolved by score exactly.
 func rankOrder(t Tier, score float64) uint32 {
+	// t is at most TierDevFallback: no key is rejected.
 	return uint32(t)<<30 | uint32((^math.Float64bits(score)&(1<<63-1))>>33)
 }
+
+// rejected is the rank key of a rejected node: above every rankOrder,
+// whose top two bits are a tier.
+const rejected = ^uint32(0)
 
 // permute reorders cs in place so that position k holds what was at
 // perm[k]; perm is consumed.
