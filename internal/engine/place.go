@@ -135,7 +135,7 @@ func Place(req Request, nodes []Node, cluster Cluster, w Weights) (Decision, err
 		vi := slices.IndexFunc(req.Variants, func(v Variant) bool { return v.Name == c.Variant })
 		d.Chosen = &Placement{
 			Node: c.Node, Variant: c.Variant, Execution: req.Variants[vi].Execution, Tier: c.Tier,
-			Accelerator: c.assigned.accelerator(), Score: c.Score, Flags: c.Flags,
+			Accelerator: c.accelerator(), Score: c.Score, Flags: c.Flags,
 		}
 	}
 	return d, nil
@@ -214,14 +214,16 @@ func affinity(ranked []Candidate, prefer, avoid []string) int {
 }
 
 // accelerator is the first capability of the accelerator family in the
-// assignment, in requirement order, or "".
-func (a assignment) accelerator() string {
-	if a.pr == nil {
+// candidate's assignment, in requirement order, or "".
+func (c *Candidate) accelerator() string {
+	pr, a := c.assignment()
+	if pr == nil {
 		return ""
 	}
-	for _, ci := range a.idx[a.idx[0]:] {
-		if a.pr.caps[ci].flags&capAccel != 0 {
-			return a.pr.id(ci)
+	r := int(a[1]) - 2
+	for _, ci := range a[a[1]:a[r+1]] {
+		if pr.caps[ci].flags&capAccel != 0 {
+			return pr.id(ci)
 		}
 	}
 	return ""
@@ -464,7 +466,7 @@ type evaluator struct {
 	fromKept bool
 
 	rejections arena[Rejection]
-	idx        arena[int32]
+	blocks     assignArena
 }
 
 func newEvaluator(p *plan, nodes int) *evaluator {
@@ -472,7 +474,7 @@ func newEvaluator(p *plan, nodes int) *evaluator {
 	return &evaluator{
 		p: p, scan: scan, joint: newJoint(p, scan),
 		rejections: arena[Rejection]{nodes: nodes},
-		idx:        arena[int32]{nodes: nodes},
+		blocks:     assignArena{nodes: nodes},
 	}
 }
 
@@ -562,17 +564,20 @@ func (e *evaluator) evaluate(i int, n *Node, pr *Profile, c *Candidate) bool {
 	// the capacity of the distinct accelerators in it.
 	// Each requirement of a route that fits gets exactly its count.
 	route := e.chosen
-	idx := e.idx.take(len(route)+1+p.routeCaps[variant], i)
-	at := len(route) + 1
+	blk, start := e.blocks.take(len(route)+2+p.routeCaps[variant], i)
+	idx := blk.idx[start:]
+	idx[0] = int32(len(blk.prs))
+	blk.prs = append(blk.prs, pr)
+	at := len(route) + 2
 	var capacity float64
 	unknown := false
 	for k := range route {
-		idx[k] = int32(at)
+		idx[k+1] = int32(at)
 		for _, ci := range e.assigned(k) {
 			idx[at] = ci
 			at++
 			cp := &pr.caps[ci]
-			if cp.flags&capAccel == 0 || slices.Contains(idx[len(route)+1:at-1], ci) {
+			if cp.flags&capAccel == 0 || slices.Contains(idx[len(route)+2:at-1], ci) {
 				continue
 			}
 			c.Flags |= rawAccelAssigned
@@ -585,8 +590,8 @@ func (e *evaluator) evaluate(i int, n *Node, pr *Profile, c *Candidate) bool {
 			unknown = true
 		}
 	}
-	idx[len(route)] = int32(at)
-	c.assigned = assignment{pr: pr, idx: idx}
+	idx[len(route)+1] = int32(at)
+	c.assigned, c.assignAt = blk, int32(start)
 	if !unknown {
 		c.Score.AccelFit = capacity
 	}
@@ -869,6 +874,42 @@ func containsText(list []string, s string) bool {
 	return false
 }
 
+// assignArena hands out room for assignments in shared blocks, as arena
+// does slices.
+type assignArena struct {
+	blk   *assignBlock
+	nodes int // nodes in the decision
+	used  int // elements handed out
+	taken int // assignments handed out
+}
+
+// take returns a block and where n elements for node i start in it,
+// with room for its Profile in prs.
+func (a *assignArena) take(n, i int) (*assignBlock, int) {
+	if b := a.blk; b == nil || cap(b.idx)-len(b.idx) < n || len(b.prs) == cap(b.prs) {
+		a.blk = &assignBlock{idx: make([]int32, 0, max(n, chunkSize(a.used, a.nodes, i))),
+			prs: make([]*Profile, 0, max(1, chunkSize(a.taken, a.nodes, i)))}
+	}
+	b := a.blk
+	l := len(b.idx)
+	b.idx = b.idx[:l+n]
+	a.used += n
+	a.taken++
+	return b, l
+}
+
+// chunkSize is the size of a new chunk of an arena that handed out used
+// elements to nodes 0 to i-1 of nodes: what they took, for each node
+// left, and an eighth; at most four times what was taken so far.
+func chunkSize(used, nodes, i int) int {
+	if used == 0 {
+		return 32
+	}
+	left := nodes - i
+	est := used * left / max(i, 1)
+	return min(est+est/8, 4*used)
+}
+
 // arena hands out slices carved from shared chunks, so that a decision
 // over many nodes makes a few large allocations rather than one per node.
 // A chunk is sized by what the nodes evaluated so far took, times the
@@ -886,15 +927,7 @@ func (a *arena[T]) take(n, i int) []T {
 		return nil
 	}
 	if cap(a.buf)-len(a.buf) < n {
-		size := 32
-		if a.used > 0 {
-			// What nodes 0 to i-1 took, for each node left, and an
-			// eighth; at most four times what was taken so far.
-			left := a.nodes - i
-			est := a.used * left / max(i, 1)
-			size = min(est+est/8, 4*a.used)
-		}
-		a.buf = make([]T, 0, max(n, size))
+		a.buf = make([]T, 0, max(n, chunkSize(a.used, a.nodes, i)))
 	}
 	l := len(a.buf)
 	a.buf = a.buf[:l+n]
