@@ -624,10 +624,7 @@ func (e *evaluator) reject(code Code, w why) {
 // through the variants again to record why each fails.
 func (e *evaluator) route(n *Node, pr *Profile) (variant int, tier Tier) {
 	p, s := e.p, e.scan
-	commonOK := true
-	for ri := 0; ri < p.nCommon && commonOK; ri++ {
-		commonOK = e.passes(ri)
-	}
+	commonOK := p.allPass(s.stats, 0, p.nCommon)
 	native, emulated, emulatedFit := -1, -1, int32(0)
 	mem := pr.mem
 	for _, r := range n.Pending {
@@ -637,11 +634,7 @@ func (e *evaluator) route(n *Node, pr *Profile) (variant int, tier Tier) {
 	for vi := 0; vi < len(p.variants) && commonOK; vi++ {
 		v := &p.variants[vi]
 		s.ensure(p, pr, vi)
-		ok := true
-		for ri := v.start; ri < v.end && ok; ri++ {
-			ok = e.passes(ri)
-		}
-		if !ok || !mem.fits(v) || !e.jointly(vi, pr.caps, false) {
+		if !p.allPass(s.stats, v.start, v.end) || !mem.fits(v) || !e.jointly(vi, pr.caps, false) {
 			continue
 		}
 		if !v.emulated {
@@ -692,7 +685,19 @@ func (e *evaluator) route(n *Node, pr *Profile) (variant int, tier Tier) {
 // passes reports whether requirement ri passes on its own: it has Count
 // usable capabilities, which passed every filter before.
 func (e *evaluator) passes(ri int) bool {
-	return int(e.scan.stats[ri].usable) >= e.p.reqs[ri].count
+	return e.scan.stats[ri].usable >= e.p.counts[ri]
+}
+
+// allPass reports whether requirements lo to hi-1 all pass on their own.
+func (p *plan) allPass(stats []reqStat, lo, hi int) bool {
+	counts := p.counts[lo:hi]
+	stats = stats[lo:hi]
+	for k, c := range counts {
+		if stats[k].usable < c {
+			return false
+		}
+	}
+	return true
 }
 
 // requirementPasses reports whether requirement ri passes on its own,

@@ -19,6 +19,7 @@ type plan struct {
 	// [0, nCommon), then each variant's (variants[v].start..end), then the
 	// preferences' [prefStart, len).
 	reqs      []reqPlan
+	counts    []int32 // each requirement's count, as in reqs
 	nCommon   int
 	variants  []variantPlan
 	prefStart int
@@ -206,6 +207,10 @@ func compile(req *Request, w *Weights, cl *Cluster, syms *Symbols) *plan {
 	p.prefStart = len(p.reqs)
 	for i := range req.Preferences {
 		add(&req.Preferences[i].Requirement, -1)
+	}
+	p.counts = make([]int32, len(p.reqs))
+	for ri := range p.reqs {
+		p.counts[ri] = int32(p.reqs[ri].count)
 	}
 	devAt, perfAt, paramAt, paramValueAt := int32(-1), int32(-1), int32(-1), int32(-1)
 	if w.DevFallbackClass != "" {
