@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"math"
 	"slices"
 
 	"github.com/nodeld/nodeld/internal/grammar"
@@ -326,21 +325,10 @@ func compile(req *Request, w *Weights, cl *Cluster, syms *Symbols) *plan {
 }
 
 // scalarOperand is the pval of an operand scalar; a string's symbol is
-// filled in after the lookup.
+// filled in after the lookup (until then it equals nothing interned).
 func scalarOperand(v grammar.Value) pval {
-	e := pval{kind: v.Kind()}
-	switch e.kind {
-	case grammar.KindBool:
-		if b, _ := v.Bool(); b {
-			e.bits = 1
-		}
-	case grammar.KindInt:
-		i, _ := v.Int()
-		e.bits = uint64(i)
-	case grammar.KindFloat:
-		f, _ := v.Number()
-		e.bits = math.Float64bits(f)
-	case grammar.KindString:
+	e := scalar(v)
+	if e.kind == grammar.KindString {
 		e.bits = ^uint64(0)
 	}
 	return e

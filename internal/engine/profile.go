@@ -165,9 +165,20 @@ func (s *Symbols) Prepare(caps []Capability, mem Memory) *Profile {
 func (p *Profile) id(i int32) string { return p.ids[p.idAt[i]:p.idAt[i+1]] }
 
 // encode prepares a scalar, interning a string; the caller holds mu for
-// writing. A list (in a list) or an invalid Value keeps its kind, which
-// nothing equals.
+// writing.
 func (s *Symbols) encode(v grammar.Value) pval {
+	e := scalar(v)
+	if e.kind == grammar.KindString {
+		str, _ := v.Str()
+		e.bits = uint64(s.intern(str))
+	}
+	return e
+}
+
+// scalar is the pval of a scalar but for a string's symbol, which the
+// caller fills in. A list (in a list) or an invalid Value keeps its
+// kind, which nothing equals.
+func scalar(v grammar.Value) pval {
 	e := pval{kind: v.Kind()}
 	switch e.kind {
 	case grammar.KindBool:
@@ -180,9 +191,6 @@ func (s *Symbols) encode(v grammar.Value) pval {
 	case grammar.KindFloat:
 		f, _ := v.Number()
 		e.bits = math.Float64bits(f)
-	case grammar.KindString:
-		str, _ := v.Str()
-		e.bits = uint64(s.intern(str))
 	}
 	return e
 }
