@@ -536,7 +536,7 @@ func (e *evaluator) evaluate(i int, n *Node, pr *Profile, c *Candidate) bool {
 	}
 	if t := p.perf; t != nil && t.HasBudget && s.hasPerf {
 		if (t.Better == BetterLower && s.perf > t.Budget) || (t.Better == BetterHigher && s.perf < t.Budget) {
-			e.reject(CodePerfBudget, why{t: p.t, kind: whyPerf, a: p.t.fig(math.Float64bits(s.perf), 0)})
+			e.reject(CodePerfBudget, why{t: p.t, kind: whyPerf, a: p.t.fig(math.Float64bits(s.perf))})
 		}
 	}
 
@@ -710,7 +710,7 @@ func (e *evaluator) requirementPasses(ri int, record bool) bool {
 		return false
 	}
 	kind, a, _ := e.scan.stats[ri].failure(e.p.reqs[ri].count)
-	w := why{t: e.p.t, kind: kind, req: int32(ri), a: a}
+	w := why{t: e.p.t, kind: kind, req: int16(ri), a: a}
 	code := CodeRequirements
 	switch kind {
 	case whyProvenance:
@@ -719,7 +719,7 @@ func (e *evaluator) requirementPasses(ri int, record bool) bool {
 		// a is the first capability blocked by its state.
 		w.a = int32(e.pr.caps[a].state) - int32(stateBusy)
 		if e.pr.caps[a].state == stateOther {
-			w.a, w.b = -1, e.p.t.str(e.pr.odd[a])
+			w.a = -1 - e.p.t.str(e.pr.odd[a])
 		}
 	}
 	e.reject(code, w)
@@ -740,13 +740,13 @@ func (e *evaluator) jointly(vi int, caps []pcap, record bool) bool {
 	any := false
 	for _, ri := range reqs {
 		if j.competing(p, ri) {
-			e.reject(CodeRequirements, why{t: p.t, kind: whyContended, req: ri, a: int32(vi)})
+			e.reject(CodeRequirements, why{t: p.t, kind: whyContended, req: int16(ri), a: int32(vi)})
 			any = true
 		}
 	}
 	if !any {
 		for _, ri := range reqs {
-			e.reject(CodeRequirements, why{t: p.t, kind: whyContended, req: ri, a: int32(vi)})
+			e.reject(CodeRequirements, why{t: p.t, kind: whyContended, req: int16(ri), a: int32(vi)})
 		}
 	}
 	return false
@@ -798,7 +798,7 @@ func (e *evaluator) recordPool(vi, pool int, host, accel, pending, free uint64) 
 	if poolFits(host, accel, pending, free) {
 		return
 	}
-	e.reject(CodeMemory, why{t: e.p.t, kind: whyMemory, req: int32(vi), a: int32(pool), b: e.p.t.fig(pending, free)})
+	e.reject(CodeMemory, why{t: e.p.t, kind: whyMemory, req: int16(vi), a: e.p.t.fig3(uint64(pool), pending, free)})
 }
 
 // poolFits reports whether a demand of host and accel bytes, with

@@ -10,15 +10,14 @@ import (
 
 // why is what a rejection's detail is made of: Place records the figures
 // and names, and Rejection.Detail formats them when asked, so that a
-// decision pays for no text. It holds one pointer and three integers
-// (24 bytes): texts, figures and conflicts of the node are kept in the
+// decision pays for no text. It holds one pointer and two integers
+// (16 bytes): texts, figures and conflicts of the node are kept in the
 // decision's texts (texts.strs, texts.figs, texts.conflicts) and named
 // here by index, so that a rejection is small and cheap to copy.
 type why struct {
 	t    *texts // the request's names, and the decision's side tables
-	req  int32  // requirement (plan index), or variant for memory
 	a    int32  // kind-specific: see the whyKind constants
-	b    int32  // kind-specific: see the whyKind constants
+	req  int16  // requirement (plan index, at most 1,152), or variant for memory
 	kind whyKind
 }
 
@@ -33,11 +32,11 @@ const (
 	whyNotAdvertised                // req
 	whyProvenance                   // req; a: best provenance rank found
 	whyPredicate                    // req; a: the predicate that fails
-	whyUnavailable                  // req; a: index in blockingStates, or -1 and b the state in t.strs
+	whyUnavailable                  // req; a: index in blockingStates, or -1 - the state's index in t.strs
 	whyUsable                       // req; a: usable capabilities found
 	whyContended                    // req; a: the variant
 	whyEmulation                    // a: bit set of fitting emulated variants
-	whyMemory                       // req: variant; a: pool; b: pending and free in t.figs
+	whyMemory                       // req: variant; a: pool, pending and free, in t.figs
 	whyGate                         // a: the reason, in t.strs
 	whyPerf                         // a: the figure's bits, in t.figs
 )
@@ -115,7 +114,7 @@ func (w *why) text() string {
 			if w.a >= 0 {
 				state = blockingStates[w.a]
 			} else {
-				state = t.strs[w.b]
+				state = t.strs[-1-w.a]
 			}
 			return head + "unavailable (" + state + ")"
 		default:
@@ -139,16 +138,16 @@ func (w *why) text() string {
 	case whyMemory:
 		res := t.res[w.req]
 		host, accel := res.HostBytes, res.AccelBytes
-		switch w.a {
+		pool, pending, free := t.figs[w.a], t.figs[w.a+1], t.figs[w.a+2]
+		switch pool {
 		case poolSystem:
 			accel = 0
 		case poolVRAM:
 			host = 0
 		}
-		pending, free := t.figs[w.b], t.figs[w.b+1]
 		need := satAdd(satAdd(host, accel), pending)
-		b := []byte(t.prefix(w.req))
-		b = append(b, poolNames[w.a]...)
+		b := []byte(t.prefix(int32(w.req)))
+		b = append(b, poolNames[pool]...)
 		b = append(b, " pool: need "...)
 		b = strconv.AppendUint(b, need, 10)
 		b = append(b, " bytes"...)
@@ -182,11 +181,17 @@ func (t *texts) conflict(c conflict) int32 {
 	return int32(len(t.conflicts) - 1)
 }
 
-// fig keeps two figures in the decision's figures and returns the index
-// of the first.
-func (t *texts) fig(a, b uint64) int32 {
-	t.figs = append(t.figs, a, b)
-	return int32(len(t.figs) - 2)
+// fig keeps one figure in the decision's figures and returns its index.
+func (t *texts) fig(a uint64) int32 {
+	t.figs = append(t.figs, a)
+	return int32(len(t.figs) - 1)
+}
+
+// fig3 keeps three figures in the decision's figures and returns the
+// index of the first.
+func (t *texts) fig3(a, b, c uint64) int32 {
+	t.figs = append(t.figs, a, b, c)
+	return int32(len(t.figs) - 3)
 }
 
 // prefix is "variant <name>: " for variant vi, "" for -1.
