@@ -471,6 +471,7 @@ type evaluator struct {
 
 func newEvaluator(p *plan, nodes int) *evaluator {
 	scan := newNodeScan(len(p.reqs))
+	p.t.figs = newFigStore(nodes)
 	return &evaluator{
 		p: p, scan: scan, joint: newJoint(p, scan),
 		rejections: arena[Rejection]{nodes: nodes},
@@ -536,7 +537,7 @@ func (e *evaluator) evaluate(i int, n *Node, pr *Profile, c *Candidate) bool {
 	}
 	if t := p.perf; t != nil && t.HasBudget && s.hasPerf {
 		if (t.Better == BetterLower && s.perf > t.Budget) || (t.Better == BetterHigher && s.perf < t.Budget) {
-			e.reject(CodePerfBudget, why{t: p.t, kind: whyPerf, a: p.t.fig(math.Float64bits(s.perf))})
+			e.reject(CodePerfBudget, why{t: p.t, kind: whyPerf, a: p.t.figs.add(math.Float64bits(s.perf))})
 		}
 	}
 
@@ -661,6 +662,7 @@ func (e *evaluator) route(n *Node, pr *Profile) (variant int, tier Tier) {
 	}
 
 	// No route: record every failure.
+	memAt := int32(-1) // the node's memory figures in texts.figs, once kept
 	for ri := range p.nCommon {
 		e.requirementPasses(ri, true)
 	}
@@ -674,7 +676,7 @@ func (e *evaluator) route(n *Node, pr *Profile) (variant int, tier Tier) {
 		if ok {
 			e.jointly(vi, pr.caps, true)
 		}
-		e.recordMemory(&mem, vi)
+		e.recordMemory(&mem, vi, &memAt)
 	}
 	if emulated >= 0 {
 		e.reject(CodeEmulationNotAllowed, why{t: p.t, kind: whyEmulation, a: emulatedFit})
@@ -782,23 +784,29 @@ func (m *memory) fits(v *variantPlan) bool {
 
 // recordMemory records each pool that variant v's demand, with pending
 // reservations, does not fit.
-func (e *evaluator) recordMemory(m *memory, vi int) {
+// The node's figures are kept in the decision's once, at memAt (-1
+// until then): pending host and accel bytes, free host and vram bytes.
+func (e *evaluator) recordMemory(m *memory, vi int, memAt *int32) {
 	v := &e.p.variants[vi]
 	if m.unified {
-		e.recordPool(vi, poolUnified, v.res.HostBytes, v.res.AccelBytes, satAdd(m.pendHost, m.pendAccel), m.host)
+		e.recordPool(m, vi, poolUnified, v.res.HostBytes, v.res.AccelBytes, satAdd(m.pendHost, m.pendAccel), m.host, memAt)
 	} else {
-		e.recordPool(vi, poolSystem, v.res.HostBytes, 0, m.pendHost, m.host)
-		e.recordPool(vi, poolVRAM, 0, v.res.AccelBytes, m.pendAccel, m.vram)
+		e.recordPool(m, vi, poolSystem, v.res.HostBytes, 0, m.pendHost, m.host, memAt)
+		e.recordPool(m, vi, poolVRAM, 0, v.res.AccelBytes, m.pendAccel, m.vram, memAt)
 	}
 }
 
 // recordPool records that variant vi's demand of host and accel bytes,
 // with pending, does not fit a pool, if so.
-func (e *evaluator) recordPool(vi, pool int, host, accel, pending, free uint64) {
+func (e *evaluator) recordPool(m *memory, vi, pool int, host, accel, pending, free uint64, memAt *int32) {
 	if poolFits(host, accel, pending, free) {
 		return
 	}
-	e.reject(CodeMemory, why{t: e.p.t, kind: whyMemory, req: int16(vi), a: e.p.t.fig3(uint64(pool), pending, free)})
+	t := e.p.t
+	if *memAt < 0 {
+		*memAt = t.figs.add(m.pendHost, m.pendAccel, m.host, m.vram)
+	}
+	e.reject(CodeMemory, why{t: t, kind: whyMemory, req: int16(vi), a: *memAt<<2 | int32(pool)})
 }
 
 // poolFits reports whether a demand of host and accel bytes, with

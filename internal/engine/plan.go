@@ -104,7 +104,7 @@ const (
 // runs, never after.
 type texts struct {
 	strs      []string   // gate reasons, unknown states, the revoked ref
-	figs      []uint64   // memory: pending, free; perf figures' bits
+	figs      figStore   // nodes' memory figures; perf figures' bits
 	conflicts []conflict // co-residency
 
 	reqs     []reqText

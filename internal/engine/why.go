@@ -36,7 +36,7 @@ const (
 	whyUsable                       // req; a: usable capabilities found
 	whyContended                    // req; a: the variant
 	whyEmulation                    // a: bit set of fitting emulated variants
-	whyMemory                       // req: variant; a: pool, pending and free, in t.figs
+	whyMemory                       // req: variant; a: the node's memory figures in t.figs (see recordMemory) << 2 | pool
 	whyGate                         // a: the reason, in t.strs
 	whyPerf                         // a: the figure's bits, in t.figs
 )
@@ -138,12 +138,14 @@ func (w *why) text() string {
 	case whyMemory:
 		res := t.res[w.req]
 		host, accel := res.HostBytes, res.AccelBytes
-		pool, pending, free := t.figs[w.a], t.figs[w.a+1], t.figs[w.a+2]
+		pool, at := w.a&3, w.a>>2
+		pendHost, pendAccel := t.figs.at(at), t.figs.at(at+1)
+		pending, free := satAdd(pendHost, pendAccel), t.figs.at(at+2)
 		switch pool {
 		case poolSystem:
-			accel = 0
+			accel, pending = 0, pendHost
 		case poolVRAM:
-			host = 0
+			host, pending, free = 0, pendAccel, t.figs.at(at+3)
 		}
 		need := satAdd(satAdd(host, accel), pending)
 		b := []byte(t.prefix(int32(w.req)))
@@ -163,7 +165,7 @@ func (w *why) text() string {
 	case whyGate:
 		return "workload.place denied: " + t.strs[w.a]
 	case whyPerf:
-		return "measured " + t.perfID + " " + formatFloat(math.Float64frombits(t.figs[w.a])) + " misses budget " + formatFloat(t.budget)
+		return "measured " + t.perfID + " " + formatFloat(math.Float64frombits(t.figs.at(w.a))) + " misses budget " + formatFloat(t.budget)
 	default:
 		return fixedTexts[w.a]
 	}
@@ -181,18 +183,33 @@ func (t *texts) conflict(c conflict) int32 {
 	return int32(len(t.conflicts) - 1)
 }
 
-// fig keeps one figure in the decision's figures and returns its index.
-func (t *texts) fig(a uint64) int32 {
-	t.figs = append(t.figs, a)
-	return int32(len(t.figs) - 1)
+// figStore keeps a decision's figures in chunks of a fixed size, so that
+// growing copies none; a record of figures is never split across chunks.
+type figStore struct {
+	chunks [][]uint64
+	size   int // of a chunk; at least the largest record
 }
 
-// fig3 keeps three figures in the decision's figures and returns the
-// index of the first.
-func (t *texts) fig3(a, b, c uint64) int32 {
-	t.figs = append(t.figs, a, b, c)
-	return int32(len(t.figs) - 3)
+// newFigStore returns a figStore sized for a decision over nodes: a
+// record or two per node, in chunks of 64 to 4,096.
+func newFigStore(nodes int) figStore {
+	return figStore{size: min(max(2*nodes, 64), 4096)}
 }
+
+// add keeps a record of figures and returns the index of its first.
+func (f *figStore) add(figs ...uint64) int32 {
+	last := len(f.chunks) - 1
+	if last < 0 || len(f.chunks[last])+len(figs) > f.size {
+		f.chunks = append(f.chunks, make([]uint64, 0, f.size))
+		last++
+	}
+	at := last*f.size + len(f.chunks[last])
+	f.chunks[last] = append(f.chunks[last], figs...)
+	return int32(at)
+}
+
+// at returns the figure at index i.
+func (f *figStore) at(i int32) uint64 { return f.chunks[int(i)/f.size][int(i)%f.size] }
 
 // prefix is "variant <name>: " for variant vi, "" for -1.
 func (t *texts) prefix(vi int32) string {
