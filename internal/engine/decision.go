@@ -40,20 +40,39 @@ type Candidate struct {
 	Node string
 	// Rejections is empty for an eligible node.
 	Rejections []Rejection
-	// Variant, Tier, Score and Assigned are set for eligible nodes only.
-	Variant  string
-	Tier     Tier
+	// Variant, Tier, Flags, Score and Assigned are set for eligible nodes
+	// only.
+	Variant string
+	Tier    Tier
+	Flags   Flags
+	// The assignment (see assignBlock): where it starts in its block,
+	// and the block, nil for a rejected node. With Flags beside Tier, a
+	// Candidate is 128 bytes.
+	assignAt int32
 	Score    Score
-	Flags    Flags
-	assigned assignment
+	assigned *assignBlock
 }
 
-// assignment is what a requirement was given, by capability index in the
-// node's Profile: r+1 offsets, then the indices; requirement k of the
-// route has idx[idx[k]:idx[k+1]].
-type assignment struct {
-	pr  *Profile
+// assignBlock holds the assignments of some eligible candidates, one
+// after the other in idx, by capability index in the node's Profile: at
+// its start, an assignment has the index in prs of its Profile, then the
+// offsets, from its start, of each route requirement's list and of the
+// end of the last; requirement k of a route of r has the indices from
+// offset k+1 to offset k+2 (the first offset is r+2).
+type assignBlock struct {
 	idx []int32
+	prs []*Profile
+}
+
+// assignment returns the Profile and the assignment of an eligible
+// candidate, or nil, nil.
+func (c *Candidate) assignment() (*Profile, []int32) {
+	b := c.assigned
+	if b == nil {
+		return nil, nil
+	}
+	a := b.idx[c.assignAt:]
+	return b.prs[a[0]], a
 }
 
 // Assigned lists, per requirement of the route (the common ones, then
@@ -61,20 +80,20 @@ type assignment struct {
 // capabilities it was given; nil for a rejected node. Place records
 // indices; the lists are made on each call.
 func (c Candidate) Assigned() [][]string {
-	a := c.assigned
-	if a.pr == nil || a.idx[0] == 1 {
+	pr, a := c.assignment()
+	if pr == nil || a[1] == 2 {
 		return nil
 	}
-	r := int(a.idx[0]) - 1 // the offsets end where the first list starts
+	r := int(a[1]) - 2 // the offsets end where the first list starts
 	out := make([][]string, r)
 	for k := range r {
-		idx := a.idx[a.idx[k]:a.idx[k+1]]
+		idx := a[a[k+1]:a[k+2]]
 		if len(idx) == 0 {
 			continue
 		}
 		ids := make([]string, len(idx))
 		for m, ci := range idx {
-			ids[m] = a.pr.id(ci)
+			ids[m] = pr.id(ci)
 		}
 		out[k] = ids
 	}

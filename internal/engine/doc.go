@@ -81,10 +81,16 @@
 // then matched (provenance, predicates and state as integers, attributes
 // found by symbol). Work only some nodes need waits until they need it:
 // the later variants' selections (a node that does not fit the first),
-// the accelerator capacity (an eligible node). Per-node scratch is reused
+// the accelerator capacity (an eligible node). A route whose
+// requirements select no common capability id is not matched jointly:
+// each requirement takes what it would alone. Per-node scratch is reused
 // and written without storing pointers (but for a rejected node's
-// rejections). Rejection.Detail and Candidate.Assigned make their text
-// and lists on demand, from figures and indices Place records, and
-// Decision.Explain formats the explanation on demand: none of it is part
-// of Place's cost. BENCHMARKS.md has the figures.
+// rejections and an eligible node's assignment block). A decision
+// allocates little per node: a Candidate of 128 bytes, 32 per rejection
+// (a rejection names its node's texts and figures by index in the
+// decision's side tables), an assignment of a few integers, and a few
+// integers of sort keys. Rejection.Detail and Candidate.Assigned make
+// their text and lists on demand, from figures and indices Place
+// records, and Decision.Explain formats the explanation on demand: none
+// of it is part of Place's cost. BENCHMARKS.md has the figures.
 package engine

@@ -318,6 +318,7 @@ type joint struct {
 	sorted   [][]int32 // per plan index: candidates, least contested first
 	steps    int
 	searched bool // contest is valid (the search ran)
+	alone    bool // the last route solved is disjoint: see aloneOf
 }
 
 func newJoint(p *plan, s *nodeScan) *joint {
@@ -332,10 +333,38 @@ func newJoint(p *plan, s *nodeScan) *joint {
 	return j
 }
 
-// assignOf returns the capabilities chosen for requirement ri.
-func (j *joint) assignOf(ri int32) []int32 {
-	at := j.assignAt[ri]
-	return j.assignBuf[at : at+j.alen[ri]]
+// assignOf returns the capabilities chosen for requirement ri, by the
+// last solve.
+func (j *joint) assignOf(p *plan, ri int32) []int32 {
+	if !j.alone {
+		at := j.assignAt[ri]
+		return j.assignBuf[at : at+j.alen[ri]]
+	}
+	r := &p.reqs[ri]
+	if cands := j.scan.cands[ri]; r.exclusive || r.count == 1 && j.caps[cands[0]].flags&capExclusive == 0 {
+		return cands[:r.count]
+	}
+	return j.aloneOf(p, ri)
+}
+
+// aloneOf returns what greedy gives requirement ri when no other
+// requirement of the route selects its capabilities: its first Count
+// candidates when it is exclusive; else the first Count of its shared
+// candidates, then of its exclusive ones, in node order.
+func (j *joint) aloneOf(p *plan, ri int32) []int32 {
+	r := &p.reqs[ri]
+	if r.exclusive {
+		return j.scan.candsOf(ri)[:r.count]
+	}
+	out := j.assignBuf[j.assignAt[ri]:][:0:r.count]
+	for _, pass := range [2]uint8{0, capExclusive} {
+		for _, ci := range j.scan.candsOf(ri) {
+			if len(out) < r.count && j.caps[ci].flags&capExclusive == pass {
+				out = append(out, ci)
+			}
+		}
+	}
+	return out
 }
 
 // push adds capability ci to requirement ri's assignment.
@@ -344,10 +373,17 @@ func (j *joint) push(ri, ci int32) {
 	j.alen[ri]++
 }
 
-// solve assigns the requirements reqs, returning false when no assignment
-// exists or MaxJointSteps ran out.
-func (j *joint) solve(p *plan, reqs []int32, caps []pcap) bool {
+// solve assigns the requirements reqs, the route of variant vi, each of
+// which passes alone, returning false when no assignment exists or
+// MaxJointSteps ran out. A disjoint route is not matched: each
+// requirement gets what it would alone, found by assignOf when asked.
+func (j *joint) solve(p *plan, vi int, reqs []int32, caps []pcap) bool {
 	j.searched = false
+	j.alone = p.disjoint[vi]
+	if j.alone {
+		j.caps = caps
+		return true
+	}
 	if j.greedy(p, reqs, caps) {
 		return true
 	}

@@ -39,7 +39,7 @@ func Place(req Request, nodes []Node, cluster Cluster, w Weights) (Decision, err
 	if req.Pin != "" && byID.index(nodes, req.Pin) < 0 {
 		return Decision{}, fmt.Errorf("%w: %q", ErrUnknownPin, clip(req.Pin))
 	}
-	syms, profiles, err := profilesOf(nodes)
+	syms, prepared, err := profilesOf(nodes)
 	if err != nil {
 		return Decision{}, err
 	}
@@ -52,14 +52,30 @@ func Place(req Request, nodes []Node, cluster Cluster, w Weights) (Decision, err
 	// another node, and the order of the output is decided by the sorts
 	// below alone.
 	cands := make([]Candidate, len(nodes))
-	eligible := make([]raw, 0, len(nodes))
+	eligible := make([]int32, 0, len(nodes))
+	// rank holds, per node index, the rank key of an eligible node (see
+	// rankOrder), or rejected: the sorts below read it rather than the
+	// Candidates.
+	rank := make([]uint32, len(nodes))
 	for i := range nodes {
-		if r, ok := e.evaluate(i, &nodes[i], profiles[i], &cands[i]); ok {
-			r.cand = int32(i)
-			eligible = append(eligible, r)
+		n := &nodes[i]
+		pr := n.Profile
+		if prepared != nil {
+			pr = prepared[i]
+		} else if pr.vocab != syms {
+			return Decision{}, otherSymbols(nodes, i)
+		}
+		if e.evaluate(i, n, pr, &cands[i]) {
+			eligible = append(eligible, int32(i))
+		} else {
+			rank[i] = rejected
 		}
 	}
 	p.score(cands, eligible)
+	for _, i := range eligible {
+		c := &cands[i]
+		rank[i] = rankOrder(c.Tier, c.Score.Total)
+	}
 
 	// Eligible first by tier, then score, then node id (its rank in
 	// byID); then the rejected in node id order. The candidates are put
@@ -67,11 +83,11 @@ func Place(req Request, nodes []Node, cluster Cluster, w Weights) (Decision, err
 	// sorted stably by a key of tier and score (see rankOrder).
 	keys := make([]nodeRef, 0, len(eligible))
 	for k, r := range byID.refs {
-		if c := &cands[r.i]; c.Eligible() {
-			keys = append(keys, nodeRef{key: rankOrder(c.Tier, c.Score.Total), i: int32(k)})
+		if rk := rank[r.i]; rk != rejected {
+			keys = append(keys, nodeRef{key: rk, i: int32(k)})
 		}
 	}
-	sortRefs(keys)
+	sortRefs(keys, byID.tmp)
 	for lo := 0; lo < len(keys); {
 		hi := lo + 1
 		for hi < len(keys) && keys[hi].key == keys[lo].key {
@@ -91,7 +107,7 @@ func Place(req Request, nodes []Node, cluster Cluster, w Weights) (Decision, err
 		perm = append(perm, byID.refs[k.i].i)
 	}
 	for _, r := range byID.refs {
-		if !cands[r.i].Eligible() {
+		if rank[r.i] == rejected {
 			perm = append(perm, r.i)
 		}
 	}
@@ -119,42 +135,56 @@ func Place(req Request, nodes []Node, cluster Cluster, w Weights) (Decision, err
 		vi := slices.IndexFunc(req.Variants, func(v Variant) bool { return v.Name == c.Variant })
 		d.Chosen = &Placement{
 			Node: c.Node, Variant: c.Variant, Execution: req.Variants[vi].Execution, Tier: c.Tier,
-			Accelerator: c.assigned.accelerator(), Score: c.Score, Flags: c.Flags,
+			Accelerator: c.accelerator(), Score: c.Score, Flags: c.Flags,
 		}
 	}
 	return d, nil
 }
 
-// profilesOf returns the nodes' Profiles and their Symbols. Nodes given
+// profilesOf returns the Symbols of the nodes' Profiles. Nodes given
 // with Profiles must all have one, from one Symbols; nodes given without
-// are prepared here, with a Symbols of this call.
+// are prepared here, with a Symbols of this call, and their Profiles
+// returned (nil when the nodes have theirs).
+//
+// When every node has a Profile, the Symbols returned is the first
+// node's, and the caller checks that every other Profile is of it
+// (otherSymbols) as it reads them: the Profiles are read once.
 func profilesOf(nodes []Node) (*Symbols, []*Profile, error) {
-	profiles := make([]*Profile, len(nodes))
-	var syms *Symbols
 	given := 0
 	for i := range nodes {
-		if pr := nodes[i].Profile; pr != nil {
-			profiles[i] = pr
-			if syms == nil {
-				syms = pr.vocab
-			} else if pr.vocab != syms {
-				return nil, nil, fmt.Errorf("%w: node[%d] %q: its Profile was prepared by another Symbols", ErrInvalidNodes, i, clip(nodes[i].ID))
-			}
+		if nodes[i].Profile != nil {
 			given++
 		}
 	}
 	switch {
-	case given == len(nodes) && syms != nil:
-		return syms, profiles, nil
+	case given == len(nodes) && given > 0:
+		return nodes[0].Profile.vocab, nil, nil
 	case given > 0:
+		var syms *Symbols
+		for i := range nodes {
+			if pr := nodes[i].Profile; pr != nil {
+				if syms == nil {
+					syms = pr.vocab
+				} else if pr.vocab != syms {
+					return nil, nil, otherSymbols(nodes, i)
+				}
+			}
+		}
 		i := slices.IndexFunc(nodes, func(n Node) bool { return n.Profile == nil })
 		return nil, nil, fmt.Errorf("%w: node[%d] %q has no Profile, and others have", ErrInvalidNodes, i, clip(nodes[i].ID))
 	}
-	syms = NewSymbols()
+	syms := NewSymbols()
+	profiles := make([]*Profile, len(nodes))
 	for i := range nodes {
 		profiles[i] = syms.Prepare(nodes[i].Capabilities, nodes[i].Memory)
 	}
 	return syms, profiles, nil
+}
+
+// otherSymbols is the error for node i, whose Profile was prepared by
+// another Symbols than the first node's.
+func otherSymbols(nodes []Node, i int) error {
+	return fmt.Errorf("%w: node[%d] %q: its Profile was prepared by another Symbols", ErrInvalidNodes, i, clip(nodes[i].ID))
 }
 
 // affinity chooses among the ranked eligible candidates: within the best
@@ -184,14 +214,16 @@ func affinity(ranked []Candidate, prefer, avoid []string) int {
 }
 
 // accelerator is the first capability of the accelerator family in the
-// assignment, in requirement order, or "".
-func (a assignment) accelerator() string {
-	if a.pr == nil {
+// candidate's assignment, in requirement order, or "".
+func (c *Candidate) accelerator() string {
+	pr, a := c.assignment()
+	if pr == nil {
 		return ""
 	}
-	for _, ci := range a.idx[a.idx[0]:] {
-		if a.pr.caps[ci].flags&capAccel != 0 {
-			return a.pr.id(ci)
+	r := int(a[1]) - 2
+	for _, ci := range a[a[1]:a[r+1]] {
+		if pr.caps[ci].flags&capAccel != 0 {
+			return pr.id(ci)
 		}
 	}
 	return ""
@@ -203,7 +235,8 @@ func (a assignment) accelerator() string {
 // and sorts compact, pointer-free references.
 type idOrder struct {
 	refs []nodeRef
-	skip int // the length of the prefix all ids share
+	tmp  []nodeRef // scratch for radixSort, as long as refs
+	skip int       // the length of the prefix all ids share
 }
 
 // nodeRef is a node's key and index.
@@ -237,7 +270,8 @@ func sortByID(nodes []Node) idOrder {
 	// the order of index, and only runs of equal keys (ids alike in their
 	// first four distinct bytes) are sorted again by id. Equal ids (an
 	// error) keep their order of index.
-	sortRefs(o.refs)
+	o.tmp = make([]nodeRef, len(nodes))
+	sortRefs(o.refs, o.tmp)
 	for lo := 0; lo < len(o.refs); {
 		hi := lo + 1
 		for hi < len(o.refs) && o.refs[hi].key == o.refs[lo].key {
@@ -254,8 +288,9 @@ func sortByID(nodes []Node) idOrder {
 }
 
 // sortRefs sorts refs by key, then index: by radix, which is stable, for
-// refs given in order of index; by comparison below radixMin.
-func sortRefs(refs []nodeRef) {
+// refs given in order of index; by comparison below radixMin. tmp is
+// scratch space at least as long as refs.
+func sortRefs(refs, tmp []nodeRef) {
 	if len(refs) < radixMin {
 		slices.SortFunc(refs, func(a, b nodeRef) int {
 			if c := cmp.Compare(a.key, b.key); c != 0 {
@@ -265,7 +300,7 @@ func sortRefs(refs []nodeRef) {
 		})
 		return
 	}
-	radixSort(refs)
+	radixSort(refs, tmp)
 }
 
 // radixMin is the fewest nodes sorted by radix: below it, the passes'
@@ -274,8 +309,8 @@ const radixMin = 256
 
 // radixSort sorts refs by key, stably: one pass counts every byte of
 // every key, then one pass per byte that varies places them, from the
-// last byte to the first.
-func radixSort(refs []nodeRef) {
+// last byte to the first. tmp is scratch space at least as long as refs.
+func radixSort(refs, tmp []nodeRef) {
 	if len(refs) < 2 {
 		return
 	}
@@ -290,8 +325,7 @@ func radixSort(refs []nodeRef) {
 		count[2][k>>16&0xff]++
 		count[3][k>>24]++
 	}
-	tmp := make([]nodeRef, len(refs))
-	src, dst := refs, tmp
+	src, dst := refs, tmp[:len(refs)]
 	for d := range 4 {
 		if (and^or)>>(8*d)&0xff == 0 {
 			continue // every key has the same byte here
@@ -370,8 +404,13 @@ func (o idOrder) revoked(nodes []Node, ids []string) []bool {
 // way), to 30 bits: the exponent and 18 bits of the fraction. Equal keys
 // are resolved by score exactly.
 func rankOrder(t Tier, score float64) uint32 {
+	// t is at most TierDevFallback: no key is rejected.
 	return uint32(t)<<30 | uint32((^math.Float64bits(score)&(1<<63-1))>>33)
 }
+
+// rejected is the rank key of a rejected node: above every rankOrder,
+// whose top two bits are a tier.
+const rejected = ^uint32(0)
 
 // permute reorders cs in place so that position k holds what was at
 // perm[k]; perm is consumed.
@@ -395,21 +434,17 @@ func permute(cs []Candidate, perm []int32) {
 	}
 }
 
-// raw holds what phase B needs of an eligible node beyond its Candidate:
-// what it compares across the survivors. Phase A fills the rest of the
-// score (locality, load) in the Candidate.
-type raw struct {
-	capacity float64 // the summed mem_bytes of the assigned accelerators; 0 when unknown
-	perf     float64
-	cand     int32 // index of the node and its candidate
-	flags    uint8 // raw* bits
-}
-
-// Bits of raw.flags.
+// What phase B needs of an eligible node beyond its score's locality and
+// load, what it compares across the survivors, phase A keeps in its
+// Candidate until phase B replaces it, so that it takes no memory of its
+// own: Score.AccelFit holds the summed mem_bytes of the assigned
+// accelerators (0 when unknown), Score.Perf the node's perf figure, and
+// these bits of Flags, above the exported ones, say what holds.
 const (
-	rawAccelAssigned uint8 = 1 << iota // an accel.* capability was assigned
-	rawHasAccel                        // the node has any accel.* capability (known when none was assigned)
-	rawHasPerf                         // perf holds a measurement
+	rawAccelAssigned Flags = 1 << (7 - iota) // an accel.* capability was assigned
+	rawHasAccel                              // the node has any accel.* capability (known when none was assigned)
+	rawHasPerf                               // Score.Perf holds a measurement
+	rawFlags         = rawAccelAssigned | rawHasAccel | rawHasPerf
 )
 
 // evaluator runs phase A node by node, reusing its scratch space.
@@ -431,51 +466,42 @@ type evaluator struct {
 	fromKept bool
 
 	rejections arena[Rejection]
-	idx        arena[int32]
+	blocks     assignArena
 }
 
 func newEvaluator(p *plan, nodes int) *evaluator {
 	scan := newNodeScan(len(p.reqs))
+	p.t.figs = newFigStore(nodes)
 	return &evaluator{
 		p: p, scan: scan, joint: newJoint(p, scan),
 		rejections: arena[Rejection]{nodes: nodes},
-		idx:        arena[int32]{nodes: nodes},
+		blocks:     assignArena{nodes: nodes},
 	}
 }
 
-// Fixed details.
-const (
-	textNodeRevoked     = "node is revoked"
-	textSuspect         = "node is suspect"
-	textDead            = "node is dead"
-	textLivenessUnknown = "node liveness is unknown"
-	textFactsExpired    = "facts expired"
-	textGateDenied      = "workload.place denied"
-	textNoGate          = "no gate decision for this node"
-)
-
 // evaluate fills c for node i, with profile pr: its rejections, or its
-// route; it returns the phase B inputs of an eligible node.
-func (e *evaluator) evaluate(i int, n *Node, pr *Profile, c *Candidate) (raw, bool) {
+// route and the phase B inputs of an eligible node (rawFlags); it reports
+// whether the node is eligible.
+func (e *evaluator) evaluate(i int, n *Node, pr *Profile, c *Candidate) bool {
 	p := e.p
 	req := p.req
 	e.rej = e.rej[:0]
 	c.Node = n.ID
 
 	if e.revoked != nil && e.revoked[i] {
-		e.reject(CodeNodeRevoked, why{s: textNodeRevoked})
+		e.reject(CodeNodeRevoked, why{t: p.t, a: fixedNodeRevoked})
 	}
 	switch n.Liveness {
 	case Alive:
 	case Suspect:
-		e.reject(CodeLiveness, why{s: textSuspect})
+		e.reject(CodeLiveness, why{t: p.t, a: fixedSuspect})
 	case Dead:
-		e.reject(CodeLiveness, why{s: textDead})
+		e.reject(CodeLiveness, why{t: p.t, a: fixedDead})
 	default:
-		e.reject(CodeLiveness, why{s: textLivenessUnknown})
+		e.reject(CodeLiveness, why{t: p.t, a: fixedLivenessUnknown})
 	}
 	if n.FactsExpired {
-		e.reject(CodeFactsExpired, why{s: textFactsExpired})
+		e.reject(CodeFactsExpired, why{t: p.t, a: fixedFactsExpired})
 	}
 	if n.Trust < req.MinTrust {
 		t := n.Trust
@@ -484,12 +510,12 @@ func (e *evaluator) evaluate(i int, n *Node, pr *Profile, c *Candidate) (raw, bo
 		}
 		e.reject(CodeTrust, why{t: p.t, kind: whyTrust, a: int32(t)})
 	}
-	if p.workloadRevoked != "" {
-		e.reject(CodeWorkloadRevoked, why{kind: whyRevokedRef, s: p.workloadRevoked})
+	if p.revokedRef >= 0 {
+		e.reject(CodeWorkloadRevoked, why{t: p.t, kind: whyRevokedRef, a: p.revokedRef})
 	}
 	if p.coResidency && len(n.Instances) > 0 {
-		if c := p.coResidencyOf(n.Instances); c != nil {
-			e.reject(CodeCoResidency, why{kind: whyConflict, c: c})
+		if c := p.coResidencyOf(n.Instances); c >= 0 {
+			e.reject(CodeCoResidency, why{t: p.t, kind: whyConflict, a: c})
 		}
 	}
 
@@ -502,32 +528,32 @@ func (e *evaluator) evaluate(i int, n *Node, pr *Profile, c *Candidate) (raw, bo
 	case VerdictAllow:
 	case VerdictDeny:
 		if n.GateReason == "" {
-			e.reject(CodeGate, why{s: textGateDenied})
+			e.reject(CodeGate, why{t: p.t, a: fixedGateDenied})
 		} else {
-			e.reject(CodeGate, why{kind: whyGate, s: n.GateReason})
+			e.reject(CodeGate, why{t: p.t, kind: whyGate, a: p.t.str(n.GateReason)})
 		}
 	default:
-		e.reject(CodeGate, why{s: textNoGate})
+		e.reject(CodeGate, why{t: p.t, a: fixedNoGate})
 	}
 	if t := p.perf; t != nil && t.HasBudget && s.hasPerf {
 		if (t.Better == BetterLower && s.perf > t.Budget) || (t.Better == BetterHigher && s.perf < t.Budget) {
-			e.reject(CodePerfBudget, why{t: p.t, kind: whyPerf, n: [2]uint64{math.Float64bits(s.perf)}})
+			e.reject(CodePerfBudget, why{t: p.t, kind: whyPerf, a: p.t.figs.add(math.Float64bits(s.perf))})
 		}
 	}
 
 	if len(e.rej) > 0 {
 		c.Rejections = e.rejections.take(len(e.rej), i)
 		copy(c.Rejections, e.rej)
-		return raw{}, false
+		return false
 	}
 
 	c.Variant, c.Tier = p.t.variants[variant], tier
 	if tier == TierEmulated {
 		c.Flags |= FlagEmulated
 	}
-	r := raw{perf: s.perf}
 	if s.hasPerf {
-		r.flags |= rawHasPerf
+		c.Score.Perf = s.perf
+		c.Flags |= rawHasPerf
 	}
 	if len(pr.caps) > 0 {
 		load := float64(pr.busy) / float64(len(pr.caps))
@@ -537,25 +563,25 @@ func (e *evaluator) evaluate(i int, n *Node, pr *Profile, c *Candidate) (raw, bo
 	}
 	// The assignment, by capability index, per route requirement; and
 	// the capacity of the distinct accelerators in it.
+	// Each requirement of a route that fits gets exactly its count.
 	route := e.chosen
-	total := len(route) + 1
-	for k := range route {
-		total += len(e.assigned(k))
-	}
-	idx := e.idx.take(total, i)
-	at := len(route) + 1
+	blk, start := e.blocks.take(len(route)+2+p.routeCaps[variant], i)
+	idx := blk.idx[start:]
+	idx[0] = int32(len(blk.prs))
+	blk.prs = append(blk.prs, pr)
+	at := len(route) + 2
 	var capacity float64
 	unknown := false
 	for k := range route {
-		idx[k] = int32(at)
+		idx[k+1] = int32(at)
 		for _, ci := range e.assigned(k) {
 			idx[at] = ci
 			at++
 			cp := &pr.caps[ci]
-			if cp.flags&capAccel == 0 || slices.Contains(idx[len(route)+1:at-1], ci) {
+			if cp.flags&capAccel == 0 || slices.Contains(idx[len(route)+2:at-1], ci) {
 				continue
 			}
-			r.flags |= rawAccelAssigned
+			c.Flags |= rawAccelAssigned
 			if mb := pr.attr(cp, p.symMemSize); mb != nil {
 				if f, ok := number(mb.kind, mb.bits); ok && f > 0 && !math.IsInf(f, 0) {
 					capacity += f
@@ -565,20 +591,20 @@ func (e *evaluator) evaluate(i int, n *Node, pr *Profile, c *Candidate) (raw, bo
 			unknown = true
 		}
 	}
-	idx[len(route)] = int32(at)
-	c.assigned = assignment{pr: pr, idx: idx}
+	idx[len(route)+1] = int32(at)
+	c.assigned, c.assignAt = blk, int32(start)
 	if !unknown {
-		r.capacity = capacity
+		c.Score.AccelFit = capacity
 	}
-	if r.flags&rawAccelAssigned == 0 && pr.accel {
-		r.flags |= rawHasAccel
+	if c.Flags&rawAccelAssigned == 0 && pr.accel {
+		c.Flags |= rawHasAccel
 	}
 	for i := p.prefStart; i < len(p.reqs); i++ {
 		if int(s.stats[i].usable) >= p.reqs[i].count {
 			c.Score.Locality += req.Preferences[i-p.prefStart].Weight
 		}
 	}
-	return r, true
+	return true
 }
 
 // assigned returns what the chosen route gives its requirement k.
@@ -586,7 +612,7 @@ func (e *evaluator) assigned(k int) []int32 {
 	if e.fromKept {
 		return e.kept[e.keptAt[k]:e.keptAt[k+1]]
 	}
-	return e.joint.assignOf(e.chosen[k])
+	return e.joint.assignOf(e.p, e.chosen[k])
 }
 
 func (e *evaluator) reject(code Code, w why) {
@@ -599,10 +625,7 @@ func (e *evaluator) reject(code Code, w why) {
 // through the variants again to record why each fails.
 func (e *evaluator) route(n *Node, pr *Profile) (variant int, tier Tier) {
 	p, s := e.p, e.scan
-	commonOK := true
-	for ri := 0; ri < p.nCommon && commonOK; ri++ {
-		commonOK = e.passes(ri)
-	}
+	commonOK := p.allPass(s.stats, 0, p.nCommon)
 	native, emulated, emulatedFit := -1, -1, int32(0)
 	mem := pr.mem
 	for _, r := range n.Pending {
@@ -612,11 +635,7 @@ func (e *evaluator) route(n *Node, pr *Profile) (variant int, tier Tier) {
 	for vi := 0; vi < len(p.variants) && commonOK; vi++ {
 		v := &p.variants[vi]
 		s.ensure(p, pr, vi)
-		ok := true
-		for ri := v.start; ri < v.end && ok; ri++ {
-			ok = e.passes(ri)
-		}
-		if !ok || !mem.fits(v) || !e.jointly(vi, pr.caps, false) {
+		if !p.allPass(s.stats, v.start, v.end) || !mem.fits(v) || !e.jointly(vi, pr.caps, false) {
 			continue
 		}
 		if !v.emulated {
@@ -643,6 +662,7 @@ func (e *evaluator) route(n *Node, pr *Profile) (variant int, tier Tier) {
 	}
 
 	// No route: record every failure.
+	memAt := int32(-1) // the node's memory figures in texts.figs, once kept
 	for ri := range p.nCommon {
 		e.requirementPasses(ri, true)
 	}
@@ -656,7 +676,7 @@ func (e *evaluator) route(n *Node, pr *Profile) (variant int, tier Tier) {
 		if ok {
 			e.jointly(vi, pr.caps, true)
 		}
-		e.recordMemory(&mem, vi)
+		e.recordMemory(&mem, vi, &memAt)
 	}
 	if emulated >= 0 {
 		e.reject(CodeEmulationNotAllowed, why{t: p.t, kind: whyEmulation, a: emulatedFit})
@@ -667,7 +687,19 @@ func (e *evaluator) route(n *Node, pr *Profile) (variant int, tier Tier) {
 // passes reports whether requirement ri passes on its own: it has Count
 // usable capabilities, which passed every filter before.
 func (e *evaluator) passes(ri int) bool {
-	return int(e.scan.stats[ri].usable) >= e.p.reqs[ri].count
+	return e.scan.stats[ri].usable >= e.p.counts[ri]
+}
+
+// allPass reports whether requirements lo to hi-1 all pass on their own.
+func (p *plan) allPass(stats []reqStat, lo, hi int) bool {
+	counts := p.counts[lo:hi]
+	stats = stats[lo:hi]
+	for k, c := range counts {
+		if stats[k].usable < c {
+			return false
+		}
+	}
+	return true
 }
 
 // requirementPasses reports whether requirement ri passes on its own,
@@ -680,7 +712,7 @@ func (e *evaluator) requirementPasses(ri int, record bool) bool {
 		return false
 	}
 	kind, a, _ := e.scan.stats[ri].failure(e.p.reqs[ri].count)
-	w := why{t: e.p.t, kind: kind, req: int32(ri), a: a}
+	w := why{t: e.p.t, kind: kind, req: int16(ri), a: a}
 	code := CodeRequirements
 	switch kind {
 	case whyProvenance:
@@ -689,7 +721,7 @@ func (e *evaluator) requirementPasses(ri int, record bool) bool {
 		// a is the first capability blocked by its state.
 		w.a = int32(e.pr.caps[a].state) - int32(stateBusy)
 		if e.pr.caps[a].state == stateOther {
-			w.a, w.s = -1, e.pr.odd[a]
+			w.a = -1 - e.p.t.str(e.pr.odd[a])
 		}
 	}
 	e.reject(code, w)
@@ -701,7 +733,7 @@ func (e *evaluator) requirementPasses(ri int, record bool) bool {
 func (e *evaluator) jointly(vi int, caps []pcap, record bool) bool {
 	p, j := e.p, e.joint
 	reqs := p.routes[vi]
-	if j.solve(p, reqs, caps) {
+	if j.solve(p, vi, reqs, caps) {
 		return true
 	}
 	if !record {
@@ -710,13 +742,13 @@ func (e *evaluator) jointly(vi int, caps []pcap, record bool) bool {
 	any := false
 	for _, ri := range reqs {
 		if j.competing(p, ri) {
-			e.reject(CodeRequirements, why{t: p.t, kind: whyContended, req: ri, a: int32(vi)})
+			e.reject(CodeRequirements, why{t: p.t, kind: whyContended, req: int16(ri), a: int32(vi)})
 			any = true
 		}
 	}
 	if !any {
 		for _, ri := range reqs {
-			e.reject(CodeRequirements, why{t: p.t, kind: whyContended, req: ri, a: int32(vi)})
+			e.reject(CodeRequirements, why{t: p.t, kind: whyContended, req: int16(ri), a: int32(vi)})
 		}
 	}
 	return false
@@ -729,7 +761,7 @@ func (e *evaluator) keep(vi int) {
 	e.kept = e.kept[:0]
 	e.keptAt = append(e.keptAt[:0], 0)
 	for _, ri := range e.p.routes[vi] {
-		e.kept = append(e.kept, j.assignOf(ri)...)
+		e.kept = append(e.kept, j.assignOf(e.p, ri)...)
 		e.keptAt = append(e.keptAt, int32(len(e.kept)))
 	}
 }
@@ -752,23 +784,29 @@ func (m *memory) fits(v *variantPlan) bool {
 
 // recordMemory records each pool that variant v's demand, with pending
 // reservations, does not fit.
-func (e *evaluator) recordMemory(m *memory, vi int) {
+// The node's figures are kept in the decision's once, at memAt (-1
+// until then): pending host and accel bytes, free host and vram bytes.
+func (e *evaluator) recordMemory(m *memory, vi int, memAt *int32) {
 	v := &e.p.variants[vi]
 	if m.unified {
-		e.recordPool(vi, poolUnified, v.res.HostBytes, v.res.AccelBytes, satAdd(m.pendHost, m.pendAccel), m.host)
+		e.recordPool(m, vi, poolUnified, v.res.HostBytes, v.res.AccelBytes, satAdd(m.pendHost, m.pendAccel), m.host, memAt)
 	} else {
-		e.recordPool(vi, poolSystem, v.res.HostBytes, 0, m.pendHost, m.host)
-		e.recordPool(vi, poolVRAM, 0, v.res.AccelBytes, m.pendAccel, m.vram)
+		e.recordPool(m, vi, poolSystem, v.res.HostBytes, 0, m.pendHost, m.host, memAt)
+		e.recordPool(m, vi, poolVRAM, 0, v.res.AccelBytes, m.pendAccel, m.vram, memAt)
 	}
 }
 
 // recordPool records that variant vi's demand of host and accel bytes,
 // with pending, does not fit a pool, if so.
-func (e *evaluator) recordPool(vi, pool int, host, accel, pending, free uint64) {
+func (e *evaluator) recordPool(m *memory, vi, pool int, host, accel, pending, free uint64, memAt *int32) {
 	if poolFits(host, accel, pending, free) {
 		return
 	}
-	e.reject(CodeMemory, why{t: e.p.t, kind: whyMemory, req: int32(vi), a: int32(pool), n: [2]uint64{pending, free}})
+	t := e.p.t
+	if *memAt < 0 {
+		*memAt = t.figs.add(m.pendHost, m.pendAccel, m.host, m.vram)
+	}
+	e.reject(CodeMemory, why{t: t, kind: whyMemory, req: int16(vi), a: *memAt<<2 | int32(pool)})
 }
 
 // poolFits reports whether a demand of host and accel bytes, with
@@ -797,12 +835,13 @@ func satAdd(a, b uint64) uint64 {
 	return math.MaxUint64
 }
 
-// coResidencyOf returns why an instance on the node conflicts with the
-// request, or "": the first instance (in the node's order) that carries a
+// coResidencyOf keeps in texts.conflicts why an instance on the node
+// conflicts with the request, and returns its index there, or -1 when
+// none does: the first instance (in the node's order) that carries a
 // label the request excludes, or excludes one of its labels. A label is
 // looked for in the request's lists only when its length and first byte
 // are in the list's mask.
-func (p *plan) coResidencyOf(instances []Instance) *conflict {
+func (p *plan) coResidencyOf(instances []Instance) int32 {
 	req := p.req
 	for k := range instances {
 		in := &instances[k]
@@ -811,16 +850,16 @@ func (p *plan) coResidencyOf(instances []Instance) *conflict {
 		}
 		for _, l := range in.Labels {
 			if p.excludeMask&textBit(l) != 0 && containsText(req.Excludes, l) {
-				return &conflict{kind: in.Kind, name: in.Name, label: l}
+				return p.t.conflict(conflict{kind: in.Kind, name: in.Name, label: l})
 			}
 		}
 		for _, x := range in.Excludes {
 			if p.labelMask&textBit(x) != 0 && containsText(req.Labels, x) {
-				return &conflict{kind: in.Kind, name: in.Name, label: x, theyExclude: true}
+				return p.t.conflict(conflict{kind: in.Kind, name: in.Name, label: x, theyExclude: true})
 			}
 		}
 	}
-	return nil
+	return -1
 }
 
 // textBit is a text's bit in a 64-bit mask of texts, from its length and
@@ -848,6 +887,42 @@ func containsText(list []string, s string) bool {
 	return false
 }
 
+// assignArena hands out room for assignments in shared blocks, as arena
+// does slices.
+type assignArena struct {
+	blk   *assignBlock
+	nodes int // nodes in the decision
+	used  int // elements handed out
+	taken int // assignments handed out
+}
+
+// take returns a block and where n elements for node i start in it,
+// with room for its Profile in prs.
+func (a *assignArena) take(n, i int) (*assignBlock, int) {
+	if b := a.blk; b == nil || cap(b.idx)-len(b.idx) < n || len(b.prs) == cap(b.prs) {
+		a.blk = &assignBlock{idx: make([]int32, 0, max(n, chunkSize(a.used, a.nodes, i))),
+			prs: make([]*Profile, 0, max(1, chunkSize(a.taken, a.nodes, i)))}
+	}
+	b := a.blk
+	l := len(b.idx)
+	b.idx = b.idx[:l+n]
+	a.used += n
+	a.taken++
+	return b, l
+}
+
+// chunkSize is the size of a new chunk of an arena that handed out used
+// elements to nodes 0 to i-1 of nodes: what they took, for each node
+// left, and an eighth; at most four times what was taken so far.
+func chunkSize(used, nodes, i int) int {
+	if used == 0 {
+		return 32
+	}
+	left := nodes - i
+	est := used * left / max(i, 1)
+	return min(est+est/8, 4*used)
+}
+
 // arena hands out slices carved from shared chunks, so that a decision
 // over many nodes makes a few large allocations rather than one per node.
 // A chunk is sized by what the nodes evaluated so far took, times the
@@ -865,15 +940,7 @@ func (a *arena[T]) take(n, i int) []T {
 		return nil
 	}
 	if cap(a.buf)-len(a.buf) < n {
-		size := 32
-		if a.used > 0 {
-			// What nodes 0 to i-1 took, for each node left, and an
-			// eighth; at most four times what was taken so far.
-			left := a.nodes - i
-			est := a.used * left / max(i, 1)
-			size = min(est+est/8, 4*a.used)
-		}
-		a.buf = make([]T, 0, max(n, size))
+		a.buf = make([]T, 0, max(n, chunkSize(a.used, a.nodes, i)))
 	}
 	l := len(a.buf)
 	a.buf = a.buf[:l+n]

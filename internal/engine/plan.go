@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"math"
 	"slices"
 
 	"github.com/nodeld/nodeld/internal/grammar"
@@ -19,6 +18,7 @@ type plan struct {
 	// [0, nCommon), then each variant's (variants[v].start..end), then the
 	// preferences' [prefStart, len).
 	reqs      []reqPlan
+	counts    []int32 // each requirement's count, as in reqs
 	nCommon   int
 	variants  []variantPlan
 	prefStart int
@@ -36,11 +36,19 @@ type plan struct {
 	// routes lists, per variant, its route's requirements: the common
 	// ones, then the variant's.
 	routes [][]int32
+	// disjoint is, per variant, whether no two requirements of its route
+	// select a common capability id (neither selector is the other's or
+	// one of its dot-prefixes): joint matching then cannot fail where
+	// each requirement passes alone, and each gets what it would alone.
+	disjoint []bool
+	// routeCaps is, per variant, the capabilities its route is given: the
+	// sum of its requirements' counts.
+	routeCaps []int
 
-	workloadRevoked string // the revoked ref, when one of the request's is
-	coResidency     bool   // the request has labels or excludes
-	labelMask       uint64 // textBit of each label
-	excludeMask     uint64 // textBit of each exclude
+	revokedRef  int32  // the revoked ref, when one of the request's is, in t.strs; else -1
+	coResidency bool   // the request has labels or excludes
+	labelMask   uint64 // textBit of each label
+	excludeMask uint64 // textBit of each exclude
 
 	perf       *PerfTarget
 	perfParam  int32 // symbol of the perf target's parameter
@@ -91,8 +99,14 @@ const (
 
 // texts is what rejection details are made of (why.Detail): the
 // request's names, copied, so that a Decision shares no memory with the
-// request but strings and Values. It never changes after compile.
+// request but strings and Values; and what the decision's rejections
+// name of the nodes (strs, figs, conflicts), appended to while Place
+// runs, never after.
 type texts struct {
+	strs      []string   // gate reasons, unknown states, the revoked ref
+	figs      figStore   // nodes' memory figures; perf figures' bits
+	conflicts []conflict // co-residency
+
 	reqs     []reqText
 	variants []string
 	minTrust Trust
@@ -111,7 +125,7 @@ type reqText struct {
 }
 
 func compile(req *Request, w *Weights, cl *Cluster, syms *Symbols) *plan {
-	p := &plan{req: req, w: w, perf: req.Perf}
+	p := &plan{req: req, w: w, perf: req.Perf, revokedRef: -1}
 	n := len(req.Requirements) + len(req.Preferences)
 	for _, v := range req.Variants {
 		n += len(v.Requirements)
@@ -193,6 +207,10 @@ func compile(req *Request, w *Weights, cl *Cluster, syms *Symbols) *plan {
 	for i := range req.Preferences {
 		add(&req.Preferences[i].Requirement, -1)
 	}
+	p.counts = make([]int32, len(p.reqs))
+	for ri := range p.reqs {
+		p.counts[ri] = int32(p.reqs[ri].count)
+	}
 	devAt, perfAt, paramAt, paramValueAt := int32(-1), int32(-1), int32(-1), int32(-1)
 	if w.DevFallbackClass != "" {
 		devAt = want(w.DevFallbackClass)
@@ -264,6 +282,22 @@ func compile(req *Request, w *Weights, cl *Cluster, syms *Symbols) *plan {
 		}
 		p.routes[vi] = all[start:len(all):len(all)]
 	}
+	p.disjoint = make([]bool, len(p.variants))
+	p.routeCaps = make([]int, len(p.variants))
+	for vi, route := range p.routes {
+		p.disjoint[vi] = true
+		for _, ri := range route {
+			p.routeCaps[vi] += p.reqs[ri].count
+		}
+		for a, ra := range route {
+			for _, rb := range route[a+1:] {
+				sa, sb := t.reqs[ra].sel, t.reqs[rb].sel
+				if grammar.SelectorMatches(sa, sb) || grammar.SelectorMatches(sb, sa) {
+					p.disjoint[vi] = false
+				}
+			}
+		}
+	}
 	p.coResidency = len(req.Labels) > 0 || len(req.Excludes) > 0
 	for _, l := range req.Labels {
 		p.labelMask |= textBit(l)
@@ -278,7 +312,7 @@ func compile(req *Request, w *Weights, cl *Cluster, syms *Symbols) *plan {
 		}
 		for _, r := range req.RevocableRefs {
 			if _, ok := revoked[r]; ok {
-				p.workloadRevoked = r
+				p.revokedRef = t.str(r)
 				break
 			}
 		}
@@ -291,21 +325,10 @@ func compile(req *Request, w *Weights, cl *Cluster, syms *Symbols) *plan {
 }
 
 // scalarOperand is the pval of an operand scalar; a string's symbol is
-// filled in after the lookup.
+// filled in after the lookup (until then it equals nothing interned).
 func scalarOperand(v grammar.Value) pval {
-	e := pval{kind: v.Kind()}
-	switch e.kind {
-	case grammar.KindBool:
-		if b, _ := v.Bool(); b {
-			e.bits = 1
-		}
-	case grammar.KindInt:
-		i, _ := v.Int()
-		e.bits = uint64(i)
-	case grammar.KindFloat:
-		f, _ := v.Number()
-		e.bits = math.Float64bits(f)
-	case grammar.KindString:
+	e := scalar(v)
+	if e.kind == grammar.KindString {
 		e.bits = ^uint64(0)
 	}
 	return e

@@ -18,18 +18,22 @@ import (
 // A Profile is immutable and safe for concurrent use. It keeps a copy of
 // the capability ids of the records it was prepared from (one string,
 // for Candidate.Assigned), nothing else of them.
+//
+// What a decision reads of every node comes first, in the first two
+// cache lines; what explanations and rare cases read comes last.
 type Profile struct {
 	vocab *Symbols
-	ids   string  // the capability ids, one after the other (one pointer for the collector to trace)
-	idAt  []int32 // capability i's id is ids[idAt[i]:idAt[i+1]]
 	idSym []int32 // per capability, the symbol of its id (what a scan reads)
 	caps  []pcap
+	busy  int32 // capabilities busy or reserved
+	accel bool  // a capability of the accelerator family
 	attrs []pattr
+	mem   memory // the pools; no pending
+
 	elems []pval   // the elements of list attributes
 	odd   []string // per capability, its state when not a grammar state; nil when none is
-	mem   memory   // the pools; no pending
-	busy  int32    // capabilities busy or reserved
-	accel bool     // a capability of the accelerator family
+	ids   string   // the capability ids, one after the other (one pointer for the collector to trace)
+	idAt  []int32  // capability i's id is ids[idAt[i]:idAt[i+1]]
 }
 
 // pcap is one prepared capability record.
@@ -85,8 +89,8 @@ func (s *Symbols) Prepare(caps []Capability, mem Memory) *Profile {
 			nelems += caps[i].Attrs[k].Value.Len()
 		}
 	}
-	ints := make([]int32, 2*len(caps)+1) // idAt, then idSym
-	p := &Profile{vocab: s, idAt: ints[: len(caps)+1 : len(caps)+1], idSym: ints[len(caps)+1:],
+	ints := make([]int32, 2*len(caps)+1) // idSym, then idAt
+	p := &Profile{vocab: s, idSym: ints[:len(caps):len(caps)], idAt: ints[len(caps):],
 		caps: make([]pcap, len(caps)), attrs: make([]pattr, 0, nattrs)}
 	if nelems > 0 {
 		p.elems = make([]pval, 0, nelems)
@@ -161,9 +165,20 @@ func (s *Symbols) Prepare(caps []Capability, mem Memory) *Profile {
 func (p *Profile) id(i int32) string { return p.ids[p.idAt[i]:p.idAt[i+1]] }
 
 // encode prepares a scalar, interning a string; the caller holds mu for
-// writing. A list (in a list) or an invalid Value keeps its kind, which
-// nothing equals.
+// writing.
 func (s *Symbols) encode(v grammar.Value) pval {
+	e := scalar(v)
+	if e.kind == grammar.KindString {
+		str, _ := v.Str()
+		e.bits = uint64(s.intern(str))
+	}
+	return e
+}
+
+// scalar is the pval of a scalar but for a string's symbol, which the
+// caller fills in. A list (in a list) or an invalid Value keeps its
+// kind, which nothing equals.
+func scalar(v grammar.Value) pval {
 	e := pval{kind: v.Kind()}
 	switch e.kind {
 	case grammar.KindBool:
@@ -176,9 +191,6 @@ func (s *Symbols) encode(v grammar.Value) pval {
 	case grammar.KindFloat:
 		f, _ := v.Number()
 		e.bits = math.Float64bits(f)
-	case grammar.KindString:
-		str, _ := v.Str()
-		e.bits = uint64(s.intern(str))
 	}
 	return e
 }

@@ -693,3 +693,67 @@ func bruteForce(caps []Capability, reqs []Requirement) bool {
 	}
 	return try(0, map[int]int{}, map[int]int{})
 }
+
+// TestPropertyDisjointRouteAsGreedy: a route whose requirements select no
+// common capability id is not matched jointly; each requirement gets
+// what it would alone (joint.aloneOf). That is what the greedy matcher
+// gives it, capability for capability, whenever each requirement passes
+// alone.
+func TestPropertyDisjointRouteAsGreedy(t *testing.T) {
+	ids := []string{"accel.gpu.0", "accel.gpu.1", "accel.gpu.2", "accel.npu.0", "accel.npu.1", "os.linux"}
+	genReq := rapid.Custom(func(t *rapid.T) Requirement {
+		return Requirement{
+			Selector:  rapid.SampledFrom([]string{"accel", "accel.gpu", "accel.npu", "os.linux"}).Draw(t, "selector"),
+			Count:     rapid.SampledFrom([]int{1, 1, 2}).Draw(t, "count"),
+			Exclusive: rapid.Bool().Draw(t, "exclusive"),
+		}
+	})
+	disjoint := 0
+	rapid.Check(t, func(t *rapid.T) {
+		var caps []Capability
+		for _, id := range rapid.SliceOfNDistinct(rapid.SampledFrom(ids), 1, len(ids), rapid.ID[string]).Draw(t, "caps") {
+			caps = append(caps, Capability{ID: id, Provenance: "probed",
+				State:     rapid.SampledFrom([]string{"", "", "", "busy"}).Draw(t, "state"),
+				Exclusive: rapid.IntRange(0, 2).Draw(t, "exclusive") == 0})
+		}
+		reqs := rapid.SliceOfN(genReq, 1, 3).Draw(t, "requirements")
+		req := Request{Kind: "service", Name: "w", Variants: []Variant{{Name: "only", Requirements: reqs}}}
+		w, cl := DefaultWeights(), Cluster{}
+		syms := NewSymbols()
+		pr := syms.Prepare(caps, Memory{})
+		p := compile(&req, &w, &cl, syms)
+		if !p.disjoint[0] {
+			return
+		}
+		s := newNodeScan(len(p.reqs))
+		s.scan(p, pr)
+		s.ensure(p, pr, 0)
+		for ri := range p.reqs {
+			if int(s.stats[ri].usable) < p.reqs[ri].count {
+				return
+			}
+		}
+		disjoint++
+		j := newJoint(p, s)
+		route := p.routes[0]
+		if !j.solve(p, 0, route, pr.caps) {
+			t.Fatalf("a disjoint route whose requirements pass alone does not solve")
+		}
+		alone := make([][]int32, len(route))
+		for k, ri := range route {
+			alone[k] = slices.Clone(j.assignOf(p, ri))
+		}
+		if !j.greedy(p, route, pr.caps) {
+			t.Fatalf("greedy fails a disjoint route whose requirements pass alone")
+		}
+		for k, ri := range route {
+			at := j.assignAt[ri]
+			if greedy := j.assignBuf[at : at+j.alen[ri]]; !slices.Equal(alone[k], greedy) {
+				t.Fatalf("requirement %d: alone %v, greedy %v", k, alone[k], greedy)
+			}
+		}
+	})
+	if disjoint == 0 {
+		t.Fatal("no disjoint route was drawn")
+	}
+}

@@ -7,44 +7,47 @@ import "math"
 // survivors (accel_fit with the smallest sufficient accelerator, perf with
 // the best measurement), so they are computed once every node has been
 // through phase A.
-func (p *plan) score(cands []Candidate, eligible []raw) {
+func (p *plan) score(cands []Candidate, eligible []int32) {
 	w := p.w
 	minCap := math.Inf(1)
 	bestPerf, havePerf := 0.0, false
-	for i := range eligible {
-		r := &eligible[i]
-		if r.flags&rawAccelAssigned != 0 && r.capacity > 0 {
-			minCap = min(minCap, r.capacity)
+	for _, i := range eligible {
+		c := &cands[i]
+		if c.Flags&rawAccelAssigned != 0 && c.Score.AccelFit > 0 {
+			minCap = min(minCap, c.Score.AccelFit)
 		}
-		if p.perf != nil && r.flags&rawHasPerf != 0 {
+		if p.perf != nil && c.Flags&rawHasPerf != 0 {
+			perf := c.Score.Perf
 			switch {
 			case !havePerf:
-				bestPerf, havePerf = r.perf, true
+				bestPerf, havePerf = perf, true
 			case p.perf.Better == BetterLower:
-				bestPerf = min(bestPerf, r.perf)
+				bestPerf = min(bestPerf, perf)
 			default:
-				bestPerf = max(bestPerf, r.perf)
+				bestPerf = max(bestPerf, perf)
 			}
 		}
 	}
-	for i := range eligible {
-		r := &eligible[i]
-		c := &cands[r.cand]
+	for _, i := range eligible {
+		c := &cands[i]
 		s := &c.Score
+		raw, capacity, perf := c.Flags&rawFlags, s.AccelFit, s.Perf
+		c.Flags &^= rawFlags
 		s.Execution = w.tierWeight(c.Tier)
 		switch {
-		case r.flags&(rawAccelAssigned|rawHasAccel) == 0:
+		case raw&(rawAccelAssigned|rawHasAccel) == 0:
 			s.AccelFit = w.AccelFit // work that needs no accelerator, on a node without one
-		case r.flags&rawAccelAssigned == 0:
+		case raw&rawAccelAssigned == 0:
 			s.AccelFit = 0 // don't waste an accelerator
-		case r.capacity <= 0:
+		case capacity <= 0:
 			s.AccelFit = w.AccelFit // capacity unknown
 		default:
-			s.AccelFit = w.AccelFit * (minCap / r.capacity)
+			s.AccelFit = w.AccelFit * (minCap / capacity)
 		}
+		s.Perf = 0
 		if p.perf != nil {
-			if r.flags&rawHasPerf != 0 {
-				s.Perf = p.perfMul * perfRatio(p.perf.Better, r.perf, bestPerf)
+			if raw&rawHasPerf != 0 {
+				s.Perf = p.perfMul * perfRatio(p.perf.Better, perf, bestPerf)
 			} else {
 				c.Flags |= FlagUnmeasured
 			}

@@ -10,36 +10,57 @@ import (
 
 // why is what a rejection's detail is made of: Place records the figures
 // and names, and Rejection.Detail formats them when asked, so that a
-// decision pays for no text.
+// decision pays for no text. It holds one pointer and two integers
+// (16 bytes): texts, figures and conflicts of the node are kept in the
+// decision's texts (texts.strs, texts.figs, texts.conflicts) and named
+// here by index, so that a rejection is small and cheap to copy.
 type why struct {
-	t    *texts    // the request's names
-	s    string    // a text of the node or the request: gate reason, unknown state, revoked ref, fixed text
-	c    *conflict // co-residency
-	n    [2]uint64 // memory: pending, free; perf: the figure's bits
+	t    *texts // the request's names, and the decision's side tables
+	a    int32  // kind-specific: see the whyKind constants
+	req  int16  // requirement (plan index, at most 1,152), or variant for memory
 	kind whyKind
-	req  int32 // requirement (plan index), or variant for memory
-	a    int32 // kind-specific: see the whyKind constants
 }
 
 // whyKind says how a why is formatted.
 type whyKind uint8
 
 const (
-	whyText          whyKind = iota // s
+	whyFixed         whyKind = iota // a: index in fixedTexts
 	whyTrust                        // a: the node's tier
-	whyRevokedRef                   // s: the ref
-	whyConflict                     // c
+	whyRevokedRef                   // a: the ref, in t.strs
+	whyConflict                     // a: index in t.conflicts
 	whyNotAdvertised                // req
 	whyProvenance                   // req; a: best provenance rank found
 	whyPredicate                    // req; a: the predicate that fails
-	whyUnavailable                  // req; a: index in blockingStates, or -1 and s the state
+	whyUnavailable                  // req; a: index in blockingStates, or -1 - the state's index in t.strs
 	whyUsable                       // req; a: usable capabilities found
 	whyContended                    // req; a: the variant
 	whyEmulation                    // a: bit set of fitting emulated variants
-	whyMemory                       // req: variant; a: pool; n: pending, free
-	whyGate                         // s: the reason
-	whyPerf                         // n[0]: the figure's bits
+	whyMemory                       // req: variant; a: the node's memory figures in t.figs (see recordMemory) << 2 | pool
+	whyGate                         // a: the reason, in t.strs
+	whyPerf                         // a: the figure's bits, in t.figs
 )
+
+// Fixed details, by index (whyFixed).
+const (
+	fixedNodeRevoked = iota
+	fixedSuspect
+	fixedDead
+	fixedLivenessUnknown
+	fixedFactsExpired
+	fixedGateDenied
+	fixedNoGate
+)
+
+var fixedTexts = [...]string{
+	fixedNodeRevoked:     "node is revoked",
+	fixedSuspect:         "node is suspect",
+	fixedDead:            "node is dead",
+	fixedLivenessUnknown: "node liveness is unknown",
+	fixedFactsExpired:    "facts expired",
+	fixedGateDenied:      "workload.place denied",
+	fixedNoGate:          "no gate decision for this node",
+}
 
 // conflict is a co-residency rejection: an instance on the node carries
 // a label the workload excludes (theyExclude false), or excludes one of
@@ -70,9 +91,9 @@ func (w *why) text() string {
 	case whyTrust:
 		return "tier " + Trust(w.a).String() + " below required " + t.minTrust.String()
 	case whyRevokedRef:
-		return "workload ref " + w.s + " is revoked"
+		return "workload ref " + t.strs[w.a] + " is revoked"
 	case whyConflict:
-		c := w.c
+		c := &t.conflicts[w.a]
 		if c.theyExclude {
 			return "instance " + c.kind + "/" + c.name + " excludes label " + c.label + " of this workload"
 		}
@@ -89,9 +110,11 @@ func (w *why) text() string {
 			pr := r.preds[w.a]
 			return head + "predicate `" + pr.Attr + " " + pr.Op + " " + valueText(pr.Value) + "` failed"
 		case whyUnavailable:
-			state := w.s
+			var state string
 			if w.a >= 0 {
 				state = blockingStates[w.a]
+			} else {
+				state = t.strs[-1-w.a]
 			}
 			return head + "unavailable (" + state + ")"
 		default:
@@ -115,16 +138,18 @@ func (w *why) text() string {
 	case whyMemory:
 		res := t.res[w.req]
 		host, accel := res.HostBytes, res.AccelBytes
-		switch w.a {
+		pool, at := w.a&3, w.a>>2
+		pendHost, pendAccel := t.figs.at(at), t.figs.at(at+1)
+		pending, free := satAdd(pendHost, pendAccel), t.figs.at(at+2)
+		switch pool {
 		case poolSystem:
-			accel = 0
+			accel, pending = 0, pendHost
 		case poolVRAM:
-			host = 0
+			host, pending, free = 0, pendAccel, t.figs.at(at+3)
 		}
-		pending, free := w.n[0], w.n[1]
 		need := satAdd(satAdd(host, accel), pending)
-		b := []byte(t.prefix(w.req))
-		b = append(b, poolNames[w.a]...)
+		b := []byte(t.prefix(int32(w.req)))
+		b = append(b, poolNames[pool]...)
 		b = append(b, " pool: need "...)
 		b = strconv.AppendUint(b, need, 10)
 		b = append(b, " bytes"...)
@@ -138,13 +163,53 @@ func (w *why) text() string {
 		b = append(b, " bytes"...)
 		return string(b)
 	case whyGate:
-		return "workload.place denied: " + w.s
+		return "workload.place denied: " + t.strs[w.a]
 	case whyPerf:
-		return "measured " + t.perfID + " " + formatFloat(math.Float64frombits(w.n[0])) + " misses budget " + formatFloat(t.budget)
+		return "measured " + t.perfID + " " + formatFloat(math.Float64frombits(t.figs.at(w.a))) + " misses budget " + formatFloat(t.budget)
 	default:
-		return w.s
+		return fixedTexts[w.a]
 	}
 }
+
+// str keeps s in the decision's strings and returns its index.
+func (t *texts) str(s string) int32 {
+	t.strs = append(t.strs, s)
+	return int32(len(t.strs) - 1)
+}
+
+// conflict keeps c in the decision's conflicts and returns its index.
+func (t *texts) conflict(c conflict) int32 {
+	t.conflicts = append(t.conflicts, c)
+	return int32(len(t.conflicts) - 1)
+}
+
+// figStore keeps a decision's figures in chunks of a fixed size, so that
+// growing copies none; a record of figures is never split across chunks.
+type figStore struct {
+	chunks [][]uint64
+	size   int // of a chunk; at least the largest record
+}
+
+// newFigStore returns a figStore sized for a decision over nodes: a
+// record or two per node, in chunks of 64 to 4,096.
+func newFigStore(nodes int) figStore {
+	return figStore{size: min(max(2*nodes, 64), 4096)}
+}
+
+// add keeps a record of figures and returns the index of its first.
+func (f *figStore) add(figs ...uint64) int32 {
+	last := len(f.chunks) - 1
+	if last < 0 || len(f.chunks[last])+len(figs) > f.size {
+		f.chunks = append(f.chunks, make([]uint64, 0, f.size))
+		last++
+	}
+	at := last*f.size + len(f.chunks[last])
+	f.chunks[last] = append(f.chunks[last], figs...)
+	return int32(at)
+}
+
+// at returns the figure at index i.
+func (f *figStore) at(i int32) uint64 { return f.chunks[int(i)/f.size][int(i)%f.size] }
 
 // prefix is "variant <name>: " for variant vi, "" for -1.
 func (t *texts) prefix(vi int32) string {
