@@ -241,6 +241,9 @@ type copyWatch struct {
 	snaps []copySnap
 	stopc chan struct{}
 	done  chan struct{}
+	c     *cluster
+	pkgID string
+	final *copySnap // the sample taken by the first stop
 }
 
 type copySnap struct {
@@ -249,7 +252,7 @@ type copySnap struct {
 }
 
 func (c *cluster) watchCopies(pkgID string) *copyWatch {
-	w := &copyWatch{stopc: make(chan struct{}), done: make(chan struct{})}
+	w := &copyWatch{stopc: make(chan struct{}), done: make(chan struct{}), c: c, pkgID: pkgID}
 	go func() {
 		defer close(w.done)
 		for {
@@ -274,7 +277,13 @@ func (w *copyWatch) stop() []copySnap {
 		close(w.stopc)
 	}
 	<-w.done
+	// One more sample: what a caller saw just before stop is in it.
+	s := copySnap{at: time.Now(), per: w.c.procCopies(w.pkgID)}
 	w.mu.Lock()
+	if w.final == nil {
+		w.final = &s
+		w.snaps = append(w.snaps, s)
+	}
 	defer w.mu.Unlock()
 	return slices.Clone(w.snaps)
 }
@@ -286,6 +295,17 @@ func most(snaps []copySnap) int {
 		m = max(m, total(s.per))
 	}
 	return m
+}
+
+// last returns the sample last taken before t (zero if none).
+func last(snaps []copySnap, t time.Time) copySnap {
+	var out copySnap
+	for _, s := range snaps {
+		if s.at.Before(t) {
+			out = s
+		}
+	}
+	return out
 }
 
 // first returns the time of the first sample after t where cond holds,
@@ -500,12 +520,13 @@ func partitionHost(c *cluster) outcome {
 	snaps := w.stop()
 	decided := c.decidedAfter(start, "node_dead")
 	running := first(snaps, start, func(p map[string]int) bool { return p[other.name] > 0 })
+	atHeal := last(snaps, healed).per
 	orphanGone := first(snaps, healed, func(p map[string]int) bool { return p[h.name] == 0 })
 	o := outcome{
-		observed: fmt.Sprintf("echo-llm ran on %s; its port down: the controller decided the move %s later (node_dead), a copy ran on %s %s later and served c %s later, with %s's still running; healed after %s: the orphan on %s gone %s later; settled with one copy on %s",
-			h.name, sinceOr(decided, start), other.name, sinceOr(running, start), ms(served.Sub(start)), h.name, ms(healed.Sub(start)), h.name, sinceOr(orphanGone, healed), back.name),
+		observed: fmt.Sprintf("echo-llm ran on %s; its port down: the controller decided the move %s later (node_dead), a copy ran on %s %s later and served c %s later; healed after %s with copies %v; the orphan on %s gone %s after it healed; settled with one copy on %s",
+			h.name, sinceOr(decided, start), other.name, sinceOr(running, start), ms(served.Sub(start)), ms(healed.Sub(start)), atHeal, h.name, sinceOr(orphanGone, healed), back.name),
 		figure: fmt.Sprintf("rescheduled %s into the partition (decided %s); orphan unloaded %s after it healed", sinceOr(running, start), sinceOr(decided, start), sinceOr(orphanGone, healed)),
-		pass:   !decided.IsZero() && !running.IsZero() && running.Before(healed) && !orphanGone.IsZero() && back == other,
+		pass:   !decided.IsZero() && !running.IsZero() && running.Before(healed) && atHeal[h.name] == 1 && !orphanGone.IsZero() && back == other,
 	}
 	return o
 }
