@@ -536,12 +536,67 @@ type placePoint struct {
 	name string
 	flag string // the test-only nodeld run flag that holds it there; "" for none
 	hook string // what it logs when it holds
+	// inFlight kills it while a host lists the decision in flight (the
+	// host fetching the package from the controller, slowed by a delay
+	// on the hosts' links).
+	inFlight bool
 }
 
 var placePoints = []placePoint{
-	{"before the place is sent (candidate persisted)", "--test-hold-before-place", "test hook: holding before a place is sent"},
-	{"after the host answered, before the controller recorded it", "--test-hold-after-place", "test hook: holding after a place answer"},
-	{"right after the place was recorded (ctl place returned)", "", ""},
+	{name: "before the place is sent (candidate persisted)", flag: "--test-hold-before-place", hook: "test hook: holding before a place is sent"},
+	{name: "while the host places it (fetching the package from the controller)", inFlight: true},
+	{name: "after the host answered, before the controller recorded it", flag: "--test-hold-after-place", hook: "test hook: holding after a place answer"},
+	{name: "right after the place was recorded (ctl place returned)"},
+}
+
+// inFlightDelay slows what the hosts send while fault 6 waits for a
+// place in flight: the package's fetch then takes many round trips.
+const inFlightDelay = 100 * time.Millisecond
+
+// inFlight reports whether a host lists a place of pkgID in flight.
+func (c *cluster) inFlight(pkgID string) string {
+	for _, name := range hosts {
+		code, body, err := c.n(name).get("/v1/status")
+		if err != nil || code != http.StatusOK {
+			continue
+		}
+		var st struct {
+			Host *struct {
+				InFlight []struct {
+					Package string `json:"package"`
+				} `json:"in_flight"`
+			} `json:"host"`
+		}
+		if json.Unmarshal([]byte(body), &st) != nil || st.Host == nil {
+			continue
+		}
+		for _, f := range st.Host.InFlight {
+			if f.Package == pkgID {
+				return name
+			}
+		}
+	}
+	return ""
+}
+
+// lastHash returns the hash of the node's last chain entry of kind
+// (a plane.decision's hash is its decision id), "" if none.
+func (n *node) lastHash(kind string) string {
+	b, err := os.ReadFile(filepath.Join(n.dir, "chain.log"))
+	if err != nil {
+		return ""
+	}
+	h := ""
+	for _, line := range strings.Split(string(b), "\n") {
+		var e struct {
+			Kind string `json:"kind"`
+			Hash string `json:"hash"`
+		}
+		if json.Unmarshal([]byte(line), &e) == nil && e.Kind == kind {
+			h = e.Hash
+		}
+	}
+	return h
 }
 
 // countLog counts the lines of the node's log that contain s.
@@ -624,7 +679,26 @@ func (c *cluster) killAt(e *node, pkgDir string, pt placePoint) (string, bool) {
 		res <- result{out, errOut, err}
 	}()
 	var r result
-	if pt.hook != "" {
+	held := "" // in flight on this host when killed
+	switch {
+	case pt.inFlight:
+		for _, name := range hosts {
+			c.nw.sw.impair(name, impairment{Delay: inFlightDelay})
+		}
+		err := until("a host to hold the place in flight", waitLimit, func() bool {
+			held = c.inFlight("batch-a")
+			return held != ""
+		})
+		e.process().signal(syscall.SIGKILL)
+		<-e.process().done
+		for _, name := range hosts {
+			c.nw.sw.impair(name, impairment{})
+		}
+		r = <-res
+		if err != nil {
+			return fail("%v (ctl place: exit %d %s)", err, exitCode(r.err), firstLine(r.out+r.errOut))
+		}
+	case pt.hook != "":
 		err := until("e to hold on its place path", waitLimit, func() bool { return e.countLog(pt.hook) > hooked })
 		if err != nil {
 			e.process().signal(syscall.SIGKILL)
@@ -634,7 +708,7 @@ func (c *cluster) killAt(e *node, pkgDir string, pt placePoint) (string, bool) {
 		e.process().signal(syscall.SIGKILL)
 		<-e.process().done
 		r = <-res
-	} else {
+	default:
 		r = <-res
 		e.process().signal(syscall.SIGKILL)
 		<-e.process().done
@@ -643,6 +717,7 @@ func (c *cluster) killAt(e *node, pkgDir string, pt placePoint) (string, bool) {
 		}
 	}
 	atKill := c.procCopies("batch-a")
+	decision := e.lastHash("plane.decision") // the decision it was killed on
 	if err := e.start(); err != nil {
 		return fail("start e: %v", err)
 	}
@@ -684,16 +759,29 @@ func (c *cluster) killAt(e *node, pkgDir string, pt placePoint) (string, bool) {
 		return fail("%v: %s", err, why)
 	}
 	note := fmt.Sprintf("%s: ctl place exit %d; batch-a processes when killed %v; ", pt.name, exitCode(r.err), atKill)
+	if held != "" {
+		note = fmt.Sprintf("%s: ctl place exit %d; killed with the place in flight on %s; batch-a processes when killed %v; ", pt.name, exitCode(r.err), held, atKill)
+	}
 	if p.DecisionID == "" {
-		note += "the restarted controller gave the decision up, no copy"
+		note += fmt.Sprintf("the restarted controller gave decision %.8s up, no copy", decision)
 		return note, true
+	}
+	if p.DecisionID != decision {
+		return fail("placed under decision %.8s, not %.8s, the one it was killed on", p.DecisionID, decision)
 	}
 	h := c.byID(p.Node)
 	ins, err := h.listed("batch-a")
 	if err != nil || len(ins) != 1 || ins[0].DecisionID != p.DecisionID {
 		return fail("%s lists %+v (%v) for decision %s", h.name, ins, err, p.DecisionID)
 	}
-	note += fmt.Sprintf("reconciled: placed on %s under decision %.8s, the host's one copy", h.name, p.DecisionID)
+	how := "placed"
+	for _, k := range []string{"plane.adopted", "plane.placed"} {
+		if len(e.chainTimes(k, p.DecisionID)) > 0 {
+			how = strings.TrimPrefix(k, "plane.")
+			break
+		}
+	}
+	note += fmt.Sprintf("reconciled: %s on %s under the same decision %.8s, the host's one copy", how, h.name, p.DecisionID)
 	// Unloaded through the controller, so the next point starts clean.
 	if _, errOut, err := c.ctlE("unload", h.name, p.InstanceID); err != nil {
 		return fail("unload %s: %v %s", p.InstanceID, err, firstLine(errOut))
