@@ -622,9 +622,15 @@ func killControllerMidPlace(c *cluster) outcome {
 	pass := true
 	w := c.watchCopies("batch-a")
 	defer w.stop()
-	defer func() { // whatever happens below, e ends running without a hook
-		if !e.running() {
-			_ = e.start()
+	defer func() { // after a miss, e ends running without a hook, and batch-a unloaded
+		if pass && e.running() {
+			return
+		}
+		if e.running() {
+			_ = e.stop()
+		}
+		if e.start() == nil && e.waitReady() == nil {
+			_ = c.unloadAll("batch-a")
 		}
 	}()
 	for _, pt := range placePoints {
@@ -783,23 +789,42 @@ func (c *cluster) killAt(e *node, pkgDir string, pt placePoint) (string, bool) {
 	}
 	note += fmt.Sprintf("reconciled: %s on %s under the same decision %.8s, the host's one copy", how, h.name, p.DecisionID)
 	// Unloaded through the controller, so the next point starts clean.
-	if _, errOut, err := c.ctlE("unload", h.name, p.InstanceID); err != nil {
-		return fail("unload %s: %v %s", p.InstanceID, err, firstLine(errOut))
-	}
-	err = until("batch-a gone", waitLimit, func() bool {
-		ps, err := c.placements()
-		if err != nil {
-			return false
-		}
-		for _, q := range ps {
-			if q.Package == "batch-a" {
-				return false
-			}
-		}
-		return total(c.procCopies("batch-a")) == 0
-	})
-	if err != nil {
+	if err := c.unloadAll("batch-a"); err != nil {
 		return fail("%v", err)
 	}
 	return note, true
+}
+
+// unloadAll unloads every placement of pkgID through the controller and
+// waits until none is left and no copy runs. A placement the controller
+// is still working on answers busy: the unload is tried again.
+func (c *cluster) unloadAll(pkgID string) error {
+	var why string
+	err := until(pkgID+" unloaded", waitLimit, func() bool {
+		ps, err := c.placements()
+		if err != nil {
+			why = err.Error()
+			return false
+		}
+		left := 0
+		for _, q := range ps {
+			if q.Package != pkgID {
+				continue
+			}
+			left++
+			if _, errOut, err := c.ctlE("unload", q.Node, q.InstanceID); err != nil {
+				why = fmt.Sprintf("unload %s: %v %s", q.InstanceID, err, firstLine(errOut))
+			}
+		}
+		procs := c.procCopies(pkgID)
+		if left > 0 || total(procs) > 0 {
+			why = fmt.Sprintf("%d placements left, processes %v; %s", left, procs, why)
+			return false
+		}
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %s", err, why)
+	}
+	return nil
 }
