@@ -427,6 +427,10 @@ func killHost(c *cluster) outcome {
 	return o
 }
 
+// frozenExtra is how long fault 3 keeps the node frozen after the
+// replacement runs.
+const frozenExtra = time.Second
+
 // freezeHost is fault 3: the node running the workload gets SIGSTOP
 // (its instance runs on: nodeld is frozen, not its children) for
 // longer than dead_after: the controller finds it dead and places the
@@ -455,7 +459,9 @@ func freezeHost(c *cluster) outcome {
 	if err != nil {
 		return miss("%v", err)
 	}
-	// Frozen past dead_after by then: the move needs h dead.
+	// Frozen past dead_after by then (the move needs h dead); it stays
+	// frozen a while longer, with two copies running.
+	time.Sleep(frozenExtra) // the length of the fault, not a wait for a condition
 	h.process().signal(syscall.SIGCONT)
 	frozen = false
 	returned := time.Now()
@@ -780,12 +786,20 @@ func (c *cluster) killAt(e *node, pkgDir string, pt placePoint) (string, bool) {
 	if err != nil || len(ins) != 1 || ins[0].DecisionID != p.DecisionID {
 		return fail("%s lists %+v (%v) for decision %s", h.name, ins, err, p.DecisionID)
 	}
-	how := "placed"
-	for _, k := range []string{"plane.adopted", "plane.placed"} {
-		if len(e.chainTimes(k, p.DecisionID)) > 0 {
-			how = strings.TrimPrefix(k, "plane.")
-			break
+	// How the controller settled it, from its chain (the entry may follow
+	// the placement's state by a moment).
+	how := ""
+	_ = until("e to chain how it settled the decision", 2*time.Second, func() bool {
+		for _, k := range []string{"plane.adopted", "plane.placed"} {
+			if len(e.chainTimes(k, p.DecisionID)) > 0 {
+				how = strings.TrimPrefix(k, "plane.")
+				return true
+			}
 		}
+		return false
+	})
+	if how == "" {
+		how = "settled (neither plane.placed nor plane.adopted chained)"
 	}
 	note += fmt.Sprintf("reconciled: %s on %s under the same decision %.8s, the host's one copy", how, h.name, p.DecisionID)
 	// Unloaded through the controller, so the next point starts clean.
