@@ -127,7 +127,8 @@ func (c *cluster) placements() ([]placement, error) {
 	return ps, json.Unmarshal([]byte(out), &ps)
 }
 
-// alive reports whether e's controller holds both hosts alive.
+// hostsAlive reports whether e's controller holds both hosts alive, with
+// their facts.
 func (c *cluster) hostsAlive() bool {
 	out, _, err := c.ctlE("--json", "nodes")
 	if err != nil {
@@ -357,8 +358,9 @@ func (c *cluster) decidedAfter(t time.Time, match string) time.Time {
 	return time.Time{}
 }
 
-// rescheduleLimit is how soon after a host's last answer the controller
-// decides to move its workload: dead_after + 2 ticks.
+// rescheduleLimit is how soon after a host dies (or freezes, or is cut
+// off) the controller decides to move its workload, and how soon after
+// it returns its orphan goes: dead_after + 2 ticks.
 const rescheduleLimit = ctlDead + 2*ctlTick
 
 func sinceOr(t, from time.Time) string {
