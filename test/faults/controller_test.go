@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -701,8 +702,11 @@ func (c *cluster) killAt(e *node, pkgDir string, pt placePoint) (string, bool) {
 		}
 		err := until("a host to hold the place in flight", waitLimit, func() bool {
 			held = c.inFlight("batch-a")
-			return held != ""
+			return held != "" || len(res) > 0 // or the place is over
 		})
+		if err == nil && held == "" {
+			err = errors.New("the place ended before a host was seen holding it in flight")
+		}
 		e.process().signal(syscall.SIGKILL)
 		<-e.process().done
 		for _, name := range hosts {
