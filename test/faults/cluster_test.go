@@ -42,8 +42,8 @@ const (
 
 // The cluster's nodes and what each does.
 const (
-	nodeA = "a" // serves chat to c from its own echo server
-	nodeB = "b" // serves chat to c too; the workload host, controlled by d
+	nodeA = "a" // serves chat to c from its own echo server; a workload host for e's controller
+	nodeB = "b" // serves chat to c too; a workload host for d's calls and e's controller
 	nodeC = "c" // the consumer: the client drives its role port
 	nodeD = "d" // the operator's node: nodeld ctl places on b through it
 	nodeE = "e" // runs the controller, which keeps echo-llm (role gen) on a or b
@@ -364,6 +364,8 @@ func (c *cluster) config(n *node, anchor string) string {
 	case nodeB:
 		fmt.Fprintf(&b, "host:\n  enabled: true\n  controllers: [%s, %s]\n  trust_anchors: [%s]\n", c.nodes[nodeD].pubKey, c.nodes[nodeE].pubKey, anchor)
 	case nodeE:
+		// max_reschedules well above the moves one run makes (the
+		// shipped 5 would stop the workload moving by the last faults).
 		fmt.Fprintf(&b, "controller:\n  enabled: true\n  tick: %s\n  dead_after: %s\n  describe_timeout: %s\n  retry_backoff: 1s\n  max_reschedules: 1000\n", ctlTick, ctlDead, ctlDescribe)
 		fmt.Fprintf(&b, "  trust_anchors: [%s]\n  policy:\n    kinds:\n      inference: {min_tier: paired}\n    deny_nodes: [%s, %s]\n", anchor, nodeC, nodeD)
 		fmt.Fprintf(&b, "  workloads:\n    - name: gen\n      package: %s\n", genPkg)
