@@ -19,9 +19,11 @@
 // controllerRunner in the errgroup, which applies new targets on its own
 // goroutine after a reload or a first-contact pin. The operator socket's
 // backend (ctlbackend.go) serves the controller's verbs and hands the
-// rest to the dispatcher. nodeld run --test-hold-after-place is a test
-// hook only: the controller holds after a place was answered, before it
-// records the answer, until the process is killed.
+// rest to the dispatcher. nodeld run --test-hold-after-place and
+// --test-hold-before-place are test hooks only: the controller holds after
+// a place was answered, before it records the answer (or before it sends
+// the place, after it persisted the candidate), until the process is
+// killed.
 //
 // Exit status: 0 on success, 1 when the command failed (one line on
 // stderr), 2 on a usage error or an invalid config.

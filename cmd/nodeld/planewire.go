@@ -212,6 +212,8 @@ type planeDispatcher struct {
 	// afterPlace, when set, runs after a place was answered and before
 	// the controller learns of it (a test hook: see nodeDeps).
 	afterPlace func(ctx context.Context)
+	// beforePlace, when set, runs before a place is sent (a test hook).
+	beforePlace func(ctx context.Context)
 }
 
 var _ plane.Dispatcher = (*planeDispatcher)(nil)
@@ -256,6 +258,9 @@ func (p *planeDispatcher) PlaceDecided(ctx context.Context, node string, pk plan
 	vp, ok := pk.(dispatch.VerifiedPackage)
 	if !ok {
 		return ctl.PlaceResult{}, fmt.Errorf("place on %s: not a package this dispatcher verified: %w", node, dispatch.ErrBadPackage)
+	}
+	if p.beforePlace != nil {
+		p.beforePlace(ctx)
 	}
 	ans, err := p.d.PlaceDecided(ctx, node, vp, variant, cfg, start, decisionID)
 	if err != nil {
@@ -332,7 +337,7 @@ func newController(n *node, cfg *config.Config, d nodeDeps, rev *pkg.Revocations
 	if err != nil {
 		return nil, err
 	}
-	pd := &planeDispatcher{d: n.dispatch, rev: rev, afterPlace: d.afterPlace}
+	pd := &planeDispatcher{d: n.dispatch, rev: rev, afterPlace: d.afterPlace, beforePlace: d.beforePlace}
 	pd.anchors.Store(&anchors)
 	r := &controllerRunner{n: n, disp: pd, log: d.log.Named("controller"), due: make(chan struct{}, 1),
 		store: pkg.NewStore(filepath.Join(cfg.Node.DataDir, pkg.StoreDir), rev)}

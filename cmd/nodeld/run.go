@@ -51,6 +51,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	clockOffset := fs.Duration("test-clock-offset", 0, "TEST ONLY, never in production: shift the clock this node signs and checks workload.ctl calls and revocation notices with (e.g. 10m, -10m), to test clock skew between nodes")
 	holdAfterPlace := fs.Bool("test-hold-after-place", false,
 		"for tests only: the controller stops after a node answers a place, before it records the answer, until the process is killed")
+	holdBeforePlace := fs.Bool("test-hold-before-place", false,
+		"for tests only: the controller stops after it persisted the candidate it is about to place on, before it sends the place, until the process is killed")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -63,12 +65,13 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	return runDaemon(ctx, daemonOptions{
-		cfg:            cfg,
-		cfgPath:        path,
-		chainReset:     *chainReset,
-		clockOffset:    *clockOffset,
-		holdAfterPlace: *holdAfterPlace,
-		stderr:         stderr,
+		cfg:             cfg,
+		cfgPath:         path,
+		chainReset:      *chainReset,
+		clockOffset:     *clockOffset,
+		holdAfterPlace:  *holdAfterPlace,
+		holdBeforePlace: *holdBeforePlace,
+		stderr:          stderr,
 	})
 }
 
@@ -84,7 +87,10 @@ type daemonOptions struct {
 	// holdAfterPlace is --test-hold-after-place (tests of a controller
 	// killed on its place path).
 	holdAfterPlace bool
-	stderr         io.Writer
+	// holdBeforePlace is --test-hold-before-place (tests of a controller
+	// killed on its place path, before the place is sent).
+	holdBeforePlace bool
+	stderr          io.Writer
 }
 
 // runDaemon makes what every component shares (logger, data dir, node
@@ -151,6 +157,12 @@ func runDaemon(ctx context.Context, o daemonOptions) (err error) {
 			<-ctx.Done()
 		}
 	}
+	if o.holdBeforePlace {
+		deps.beforePlace = func(ctx context.Context) {
+			log.Warn("test hook: holding before a place is sent, after the controller persisted its candidate")
+			<-ctx.Done()
+		}
+	}
 	n, err := newNode(cfg, deps)
 	if err != nil {
 		return err
@@ -213,6 +225,10 @@ type nodeDeps struct {
 	// a test hook for crashes on the place path (nodeld run
 	// --test-hold-after-place blocks there until it is killed).
 	afterPlace func(ctx context.Context)
+	// beforePlace, when set, is called by the controller's dispatcher
+	// before a place is sent, after the controller persisted the
+	// candidate: a test hook (nodeld run --test-hold-before-place).
+	beforePlace func(ctx context.Context)
 }
 
 // node is the running daemon: its components, in the order newNode builds

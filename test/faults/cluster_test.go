@@ -29,7 +29,8 @@ import (
 const (
 	netPrefix = "10.213.0" // the nodes' addresses on the switch: .1, .2, ...
 	meshPort  = 7400
-	rolePort  = "127.0.0.1:8090" // role chat (ops on the operator node)
+	rolePort  = "127.0.0.1:8090" // role chat (ops on the operator nodes)
+	genPort   = "127.0.0.1:8091" // role gen, served only by the controller's echo-llm
 	adminAddr = "127.0.0.1:9464"
 	echoAddr  = "127.0.0.1:8081" // the adopted model server of a serving node
 	// chunkDelay paces the echo server's streamed words, so a stream
@@ -41,22 +42,38 @@ const (
 
 // The cluster's nodes and what each does.
 const (
-	nodeA = "a" // serves chat to c from its own echo server
-	nodeB = "b" // serves chat to c too; the workload host, controlled by d
+	nodeA = "a" // serves chat to c from its own echo server; a workload host for e's controller
+	nodeB = "b" // serves chat to c too; a workload host for d's calls and e's controller
 	nodeC = "c" // the consumer: the client drives its role port
 	nodeD = "d" // the operator's node: nodeld ctl places on b through it
+	nodeE = "e" // runs the controller, which keeps echo-llm (role gen) on a or b
 )
 
-// cluster is four nodeld processes, each in its own namespace on the
+// hosts are the nodes the controller places on.
+var hosts = []string{nodeA, nodeB}
+
+// The controller's loop, short for the run (the shipped defaults are a
+// 5 s tick and a dead_after of 30 s): a node is found dead within
+// dead_after + 2 ticks of its last answer.
+const (
+	ctlTick     = 500 * time.Millisecond
+	ctlDead     = 3 * time.Second
+	ctlDescribe = 450 * time.Millisecond // below a tick
+	// genPkg is the package the controller declares (workload gen).
+	genPkg = "echo-llm"
+)
+
+// cluster is five nodeld processes, each in its own namespace on the
 // switch, with keyed mesh peers.
 type cluster struct {
 	dir   string
 	nw    *network
 	nodes map[string]*node
-	// pkgs are signed packages by id: echo-llm, the example (role
-	// chat), and batch-a and batch-b, the same server for role batch,
-	// which no role port serves: placing, stopping and unloading them
-	// never touches the role the client drives.
+	// pkgs are signed packages by id: echo-llm, the example, for role
+	// gen (the workload e's controller declares), and batch-a and
+	// batch-b, the same server for role batch, which no role port
+	// serves: placing, stopping and unloading them never touches a role
+	// the client drives.
 	pkgs map[string]string
 }
 
@@ -143,7 +160,7 @@ func newCluster(t *testing.T) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{nodeA, nodeB, nodeC, nodeD} {
+	for _, name := range []string{nodeA, nodeB, nodeC, nodeD, nodeE} {
 		ns, err := nw.add(name)
 		if err != nil {
 			t.Fatal(err)
@@ -160,6 +177,10 @@ func newCluster(t *testing.T) *cluster {
 		if err := os.WriteFile(n.cfgPath, []byte(c.config(n, anchor)), 0o600); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// The declared package goes into e's store before e starts.
+	if _, _, err := nodeldCLI("package", "add", "--config", c.n(nodeE).cfgPath, c.pkgs[genPkg]); err != nil {
+		t.Fatalf("package add on e: %v", err)
 	}
 	for _, name := range []string{nodeA, nodeB} {
 		if err := c.nodes[name].startEcho(); err != nil {
@@ -272,7 +293,7 @@ func (c *cluster) buildPackages() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	for _, p := range []struct{ id, role string }{{"echo-llm", "chat"}, {"batch-a", "batch"}, {"batch-b", "batch"}} {
+	for _, p := range []struct{ id, role string }{{genPkg, "gen"}, {"batch-a", "batch"}, {"batch-b", "batch"}} {
 		id := p.id
 		var m map[string]any
 		if err := json.Unmarshal(tmpl, &m); err != nil {
@@ -309,9 +330,11 @@ func (c *cluster) buildPackages() (string, error) {
 }
 
 // config renders a node's config: every other node is a keyed, paired
-// peer at its address; a and b serve chat to c from their echo server; b
-// is a workload host for d's calls; the mesh runs on the shipped
-// defaults (keep-alive, liveness timeout, in-flight limits).
+// peer at its address; a and b serve chat to c from their echo server,
+// and gen from what the controller places there; a and b are workload
+// hosts for e's controller, b for d's calls too; e runs the controller,
+// which declares echo-llm and places only on a and b; the mesh runs on
+// the shipped defaults (keep-alive, liveness timeout, in-flight limits).
 func (c *cluster) config(n *node, anchor string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "node:\n  name: %s\n  data_dir: %s\n", n.name, n.dir)
@@ -327,14 +350,25 @@ func (c *cluster) config(n *node, anchor string) string {
 	switch n.name {
 	case nodeA, nodeB:
 		fmt.Fprintf(&b, "    - name: chat\n      listen: %s\n      expose: true\n      serve_to: [%s]\n", rolePort, nodeC)
+		fmt.Fprintf(&b, "    - name: gen\n      listen: %s\n      expose: true\n      serve_to: [%s]\n", genPort, nodeC)
 		fmt.Fprintf(&b, "  instances:\n    - role: chat\n      runtime: openai\n      url: http://%s\n", echoAddr)
 	case nodeC:
 		fmt.Fprintf(&b, "    - name: chat\n      listen: %s\n      use_from: [%s, %s]\n", rolePort, nodeA, nodeB)
+		fmt.Fprintf(&b, "    - name: gen\n      listen: %s\n      use_from: [%s, %s]\n", genPort, nodeA, nodeB)
 	default:
 		fmt.Fprintf(&b, "    - name: ops\n      listen: %s\n", rolePort)
 	}
-	if n.name == nodeB {
-		fmt.Fprintf(&b, "host:\n  enabled: true\n  controllers: [%s]\n  trust_anchors: [%s]\n", c.nodes[nodeD].pubKey, anchor)
+	switch n.name {
+	case nodeA:
+		fmt.Fprintf(&b, "host:\n  enabled: true\n  controllers: [%s]\n  trust_anchors: [%s]\n", c.nodes[nodeE].pubKey, anchor)
+	case nodeB:
+		fmt.Fprintf(&b, "host:\n  enabled: true\n  controllers: [%s, %s]\n  trust_anchors: [%s]\n", c.nodes[nodeD].pubKey, c.nodes[nodeE].pubKey, anchor)
+	case nodeE:
+		// max_reschedules well above the moves one run makes (the
+		// shipped 5 would stop the workload moving by the last faults).
+		fmt.Fprintf(&b, "controller:\n  enabled: true\n  tick: %s\n  dead_after: %s\n  describe_timeout: %s\n  retry_backoff: 1s\n  max_reschedules: 1000\n", ctlTick, ctlDead, ctlDescribe)
+		fmt.Fprintf(&b, "  trust_anchors: [%s]\n  policy:\n    kinds:\n      inference: {min_tier: paired}\n    deny_nodes: [%s, %s]\n", anchor, nodeC, nodeD)
+		fmt.Fprintf(&b, "  workloads:\n    - name: gen\n      package: %s\n", genPkg)
 	}
 	return b.String()
 }
@@ -580,14 +614,18 @@ func (n *node) waitLinked() error {
 
 // fresh returns the node ids whose chat adverts c holds fresh, healthy,
 // allowed and admitted: those c resolves chat to.
-func (c *cluster) fresh() []string {
+func (c *cluster) fresh() []string { return c.freshFor("chat") }
+
+// freshFor returns the node ids whose adverts of role c holds fresh,
+// healthy, allowed and admitted.
+func (c *cluster) freshFor(role string) []string {
 	st, err := c.n(nodeC).status()
 	if err != nil {
 		return nil
 	}
 	var ids []string
 	for _, r := range st.Table.Roles {
-		if r.Role != "chat" {
+		if r.Role != role {
 			continue
 		}
 		for _, rm := range r.Remote {
@@ -600,17 +638,23 @@ func (c *cluster) fresh() []string {
 }
 
 // waitHealthy waits for the state every fault starts from: every node
-// linked to every other, and c holding fresh adverts of both a and b.
+// linked to every other, c holding fresh adverts of both a and b, and
+// the controller's workload settled (waitSettled).
 func (c *cluster) waitHealthy() error {
 	for _, n := range c.nodes {
 		if err := n.waitLinked(); err != nil {
 			return err
 		}
 	}
-	return until("c to hold both servers' adverts", waitLimit, func() bool {
+	err := until("c to hold both servers' adverts", waitLimit, func() bool {
 		f := c.fresh()
 		return slices.Contains(f, c.n(nodeA).id) && slices.Contains(f, c.n(nodeB).id)
 	})
+	if err != nil {
+		return err
+	}
+	_, err = c.waitSettled()
+	return err
 }
 
 // ctl runs `nodeld ctl VERB ARGS` through d's daemon (its operator

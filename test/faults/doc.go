@@ -17,12 +17,16 @@
 // TestMain builds nodeld (static, as make build does) and the echo-llm
 // example once. TestSwitchImpairs checks the instrument: UDP probes
 // between two namespaces measure the switch's loss, delay and partition.
-// TestFaults starts four nodes (cluster_test.go): a and b serve role chat
+// TestFaults starts five nodes (cluster_test.go): a and b serve role chat
 // to c from an adopted echo-llm each; c is the consumer; d is b's
-// controller (nodeld ctl place on b goes through d). Peers are keyed and
-// paired; the mesh runs on its shipped defaults. Each namespace has only
-// loopback and its eth0 on the switch (10.213.0.0/24): the host's own
-// namespace gets no interface, so no traffic leaves the machine.
+// controller for the operator's calls (nodeld ctl place on b goes
+// through d); e runs the controller (controller.enabled, a 500 ms tick,
+// dead_after 3 s), which declares the echo-llm package as workload gen
+// and places it on a or b (their hosts name e's key), whose role gen c
+// uses. Peers are keyed and paired; the mesh runs on its shipped
+// defaults. Each namespace has only loopback and its eth0 on the switch
+// (10.213.0.0/24): the host's own namespace gets no interface, so no
+// traffic leaves the machine.
 //
 // # The switch
 //
@@ -35,12 +39,15 @@
 //
 // A fault is a row of the faults table (faults_test.go): an id, a name,
 // what nodeld promises, and a run that injects the fault, observes,
-// returns an outcome and leaves the cluster healthy (every node up and
-// linked, c resolving chat to a and b). The faults that need the
-// controller (2, 3, 4 and 6 of docs/reliability.md) join it once the
-// daemon runs one; what they need is here: node.process().signal
-// (SIGKILL, SIGSTOP, SIGCONT), node.start and restart, and
-// cluster.nw.sw.impair(node, impairment{Down: true}) for a partition.
+// returns an outcome and leaves the cluster healthy (waitHealthy: every
+// node up and linked, c resolving chat to a and b, and the controller's
+// workload settled: one copy, running, served to c). The tools:
+// node.process().signal (SIGKILL, SIGSTOP, SIGCONT), node.start and
+// restart, cluster.nw.sw.impair(node, impairment{Down: true}) for a
+// partition, and for the controller's faults (controller_test.go)
+// procCopies, which counts a package's copies from what runs (processes
+// of its binary under a host's data dir, found in /proc, so a frozen or
+// cut-off node's copy counts too) rather than from the controller's view.
 //
 // # Cleanup
 //

@@ -40,13 +40,8 @@ func miss(format string, args ...any) outcome {
 	return outcome{observed: fmt.Sprintf(format, args...)}
 }
 
-// faults is the suite's table. The faults of docs/reliability.md that
-// need the controller (2: kill -9 of the hosting node, 3: SIGSTOP of it
-// past dead_after, 4: a partition that heals, 6: kill -9 of the
-// controller mid-place) join it when the daemon runs the controller:
-// a row with its run, built on what is here: node.process().signal
-// (SIGKILL, SIGSTOP, SIGCONT), node.start and restart, and
-// cluster.nw.sw.impair(node, impairment{Down: true}) for a partition.
+// faults is the suite's table, in the order of docs/reliability.md. The
+// controller's faults (2, 3, 4, 6) are in controller_test.go.
 var faults = []fault{
 	{
 		id:       1,
@@ -55,10 +50,34 @@ var faults = []fault{
 		run:      killServing,
 	},
 	{
+		id:       2,
+		name:     "kill -9 of the hosting node",
+		expected: "the controller reschedules the workload within dead_after + 2 ticks; exactly one copy, also once the node returns; figure: time to serve again",
+		run:      killHost,
+	},
+	{
+		id:       3,
+		name:     "SIGSTOP of the hosting node past dead_after, then SIGCONT",
+		expected: "rescheduled while it is frozen (two copies run); once it returns its orphan is unloaded within dead_after + 2 ticks; one copy",
+		run:      freezeHost,
+	},
+	{
+		id:       4,
+		name:     "a partition of the hosting node that heals",
+		expected: "rescheduled during the partition (two copies may run); the orphan unloaded after it heals; one copy",
+		run:      partitionHost,
+	},
+	{
 		id:       5,
 		name:     "loss 5%, delay 50 ms ± 20 ms on every link",
 		expected: "every request and stream completes; figures: success rate, added time to first token",
 		run:      lossyLinks,
+	},
+	{
+		id:       6,
+		name:     "kill -9 of the controller mid-place, and a restart",
+		expected: "at each point of the place path: never two copies; the restarted controller reconciles the decision with the host",
+		run:      killControllerMidPlace,
 	},
 	{
 		id:       7,
@@ -74,7 +93,7 @@ var faults = []fault{
 	},
 }
 
-// TestFaults runs every fault of the table on one cluster of four nodes,
+// TestFaults runs every fault of the table on one cluster of five nodes,
 // prints the table (fault, expected, observed, figure) and fails on any
 // miss. Run one with -run 'TestFaults/7'.
 func TestFaults(t *testing.T) {
@@ -270,12 +289,12 @@ func lossyLinks(c *cluster) outcome {
 
 // clockSkew is fault 7: d, b's controller, runs with its ctl clock ten
 // minutes ahead, then ten minutes behind (--test-clock-offset), and
-// places a package on b; then 20 s ahead, inside the window (a request may
+// places batch-a on b; then 20 s ahead, inside the window (a request may
 // be issued at most ctl.MaxSkew, 30 s, in the future); then without
 // offset again.
 func clockSkew(c *cluster) outcome {
 	d, b := c.n(nodeD), c.n(nodeB)
-	pkg := c.pkgs["echo-llm"]
+	pkg := c.pkgs["batch-a"]
 	var notes []string
 	refused := 0
 	skewed := false
