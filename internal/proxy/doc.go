@@ -125,8 +125,9 @@
 // request. A forward that fails because the link failed before the peer
 // answered (no link, or the mesh closed it as dead: mesh.LinkFailed) is
 // marked errNotAnswered; the handler then tries the next candidate once
-// (Resolver.ResolveExcept), only while nothing was relayed to the client,
-// with the body it holds (a streamed body is not retried). ServeStream
+// (Resolver.ResolveExcept; the same peer when the link led to a previous
+// run of it, mesh.PeerRestarted), only while nothing was relayed to the
+// client, with the body it holds (a streamed body is not retried). ServeStream
 // (serving node) reads the head within MeshFirstFrameTimeout, requires
 // LocalForPeer, takes a per-peer and a total slot (429 over them), pins
 // "model" (pinModel on a body of at most MeshBufferedBodyBytes read
