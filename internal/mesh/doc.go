@@ -43,6 +43,23 @@
 // IdleTimeoutFactor times it); a lost link is redialed with capped
 // exponential backoff and jitter. The stateless reset key is derived from
 // the node key, so a restarted node resets its peers' stale links.
+//
+// A restarted peer (killed and started again on the same key and address)
+// is recognised by the certificate it presents, which each run makes anew:
+// a link carrying another certificate than the current link's replaces it
+// at once, whatever DuplicateSettleWindow and the dialers say, and the old
+// one is closed with CodeStale. A link that ends with a stateless reset is
+// redialed at once. A stream opened on a link to the peer's previous run
+// is sent again, once, on the link to its new run when no run can have
+// read it (replay.go: a stateless reset drawn by the stream's own packet,
+// nothing heard from the peer since the stream's first write, at most
+// replayCap written, nothing read); OpenStream retires a link it finds
+// ended and opens on the next one, and waits up to RestartLinkWait for the
+// link to a peer that restarted. PeerRestarted tells a caller that may
+// send its request twice (an inference request) that the peer's new run
+// is linking. The connection that loses a simultaneous dial is served
+// until it is closed, so streams the peer opened on it before it settled
+// are answered.
 // Failure detection does not wait for the idle timeout: each end of a link
 // sends a one-byte QUIC datagram LivenessHeartbeatsPerTimeout times per
 // Config.LivenessTimeout (default 2 s), and a link that hears none for the

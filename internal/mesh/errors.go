@@ -53,4 +53,7 @@ const (
 	CodeNotAdmitted quic.ApplicationErrorCode = 0x3
 	// CodeDead: no liveness heartbeat was heard within the timeout.
 	CodeDead quic.ApplicationErrorCode = 0x4
+	// CodeStale: the peer restarted; a link to its new run replaced this
+	// one, which leads to the run that is gone.
+	CodeStale quic.ApplicationErrorCode = 0x5
 )

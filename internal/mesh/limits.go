@@ -66,6 +66,12 @@ const (
 	// dial is kept open for streams already started on it.
 	DuplicateDrain = 10 * time.Second
 
+	// RestartLinkWait is how long a stream to a peer that restarted (its
+	// link ended with a stateless reset) waits for the link to its new
+	// run, when the caller gives no earlier deadline: the peer dials its
+	// peers when it starts, and this side redials at once.
+	RestartLinkWait = 5 * time.Second
+
 	// MaxPeers bounds the configured peers.
 	MaxPeers = 1024
 	// MaxKnownPeersFileBytes bounds known_peers.json when it is read.

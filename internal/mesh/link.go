@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"errors"
@@ -48,6 +49,27 @@ func connKey(conn *quic.Conn) ed25519.PublicKey {
 	return k
 }
 
+// connCert is the certificate the peer of conn presented. A node makes a
+// new certificate (with a random serial) each time it starts, so two
+// links carrying different certificates of one key reach two different
+// runs of the peer.
+func connCert(conn *quic.Conn) []byte {
+	certs := conn.ConnectionState().TLS.PeerCertificates
+	if len(certs) == 0 {
+		return nil
+	}
+	return certs[0].Raw
+}
+
+// replacesRun reports whether a new link to old's peer reaches a newer
+// run of it than old does: old's connection has already ended, or the
+// peer presented another certificate, which it does only after a
+// restart. Such a link replaces old at once, whatever DuplicateSettleWindow
+// and the dialers say: old leads to a run that is gone.
+func replacesRun(old *link, cert []byte) bool {
+	return old.conn.Context().Err() != nil || !bytes.Equal(old.cert, cert)
+}
+
 // adopt makes a handshaken connection its peer's link, or closes it.
 // dialed is the peer dialed for an outbound connection, nil for an
 // accepted one. It reports whether the connection became the link.
@@ -73,19 +95,29 @@ func (m *Mesh) adopt(conn *quic.Conn, dialed *peerEntry) bool {
 	}
 	low := min(self, p.id)
 	old := p.link
-	if old != nil && !preferNew(old.dialer, old.up, dialer, now, low) {
+	cert := connCert(conn)
+	stale := old != nil && replacesRun(old, cert)
+	if old != nil && !stale && !preferNew(old.dialer, old.up, dialer, now, low) {
+		// The peer may have opened streams on conn before it settled on
+		// the other link too: they are served while conn drains.
+		loser := &link{
+			conn: conn, cert: cert, peer: p, peerID: p.id, dialer: dialer, outbound: dialed != nil, up: now,
+			done: make(chan struct{}), kick: make(chan struct{}, 1),
+		}
+		close(loser.done)
 		m.drainLocked(conn)
+		m.serveDrainingLocked(loser)
 		m.mu.Unlock()
 		m.met.handshakes.WithLabelValues(handshakeOK).Inc()
 		return false
 	}
 	l := &link{
-		conn: conn, peer: p, peerID: p.id, dialer: dialer, outbound: dialed != nil, up: now,
+		conn: conn, cert: cert, peer: p, peerID: p.id, dialer: dialer, outbound: dialed != nil, up: now,
 		done: make(chan struct{}), kick: make(chan struct{}, 1),
 	}
 	if old != nil {
 		close(old.done)
-		if now.Sub(old.up) <= DuplicateSettleWindow {
+		if !stale && now.Sub(old.up) <= DuplicateSettleWindow {
 			// A simultaneous dial: streams may already be open on the
 			// losing connection, so it is closed only after they had time
 			// to finish.
@@ -96,6 +128,8 @@ func (m *Mesh) adopt(conn *quic.Conn, dialed *peerEntry) bool {
 	p.link = l
 	p.state = StateConnected
 	p.lastErr = ""
+	p.resetAt = time.Time{}
+	m.linkChangedLocked()
 	m.updateGaugeLocked()
 	m.wg.Go(func() { m.serveLink(l) })
 	m.wg.Go(func() { m.advertSender(l) })
@@ -108,7 +142,10 @@ func (m *Mesh) adopt(conn *quic.Conn, dialed *peerEntry) bool {
 	m.mu.Unlock()
 
 	m.met.handshakes.WithLabelValues(handshakeOK).Inc()
-	if old != nil {
+	switch {
+	case old != nil && stale:
+		_ = old.conn.CloseWithError(CodeStale, "peer restarted")
+	case old != nil:
 		_ = old.conn.CloseWithError(CodeDuplicate, "duplicate link")
 	}
 	m.log.Info("peer link up", zap.String("peer", l.peerID), zap.Stringer("addr", conn.RemoteAddr()),
@@ -156,6 +193,29 @@ func (m *Mesh) drainLocked(conn *quic.Conn) {
 	})
 }
 
+// serveDrainingLocked serves the streams the peer opens on l, a link that
+// lost a simultaneous dial and drains, until its connection ends: the
+// peer may not have learned yet that the other link won. m.mu is held.
+func (m *Mesh) serveDrainingLocked(l *link) {
+	runCtx := m.runCtx
+	if runCtx == nil {
+		return
+	}
+	m.wg.Go(func() {
+		ctx, cancel := context.WithCancel(runCtx)
+		defer cancel()
+		stop := context.AfterFunc(l.conn.Context(), cancel)
+		defer stop()
+		for {
+			s, err := l.conn.AcceptStream(ctx)
+			if err != nil {
+				return
+			}
+			m.wg.Go(func() { m.serveStream(ctx, l, newStream(s)) })
+		}
+	})
+}
+
 // serveLink accepts the link's streams until the connection ends, then
 // retires the link.
 func (m *Mesh) serveLink(l *link) {
@@ -186,10 +246,14 @@ func (m *Mesh) linkLost(l *link, cause error) {
 	if current {
 		p.link = nil
 		close(l.done)
+		m.linkChangedLocked()
 		p.state = StateReconnecting
 		p.lastErr = "link lost"
 		if cause != nil {
 			p.lastErr = "link lost: " + cause.Error()
+		}
+		if restarted(cause) {
+			p.resetAt = time.Now()
 		}
 		m.updateGaugeLocked()
 	}
@@ -218,6 +282,11 @@ func (m *Mesh) dialLoop(ctx context.Context, p *peerEntry) {
 			}
 			if time.Since(l.up) > BackoffMax {
 				attempt = 0
+			}
+			if restarted(context.Cause(l.conn.Context())) {
+				// The peer answered with a stateless reset: it is up again
+				// after a restart, and callers wait for a link to it.
+				continue
 			}
 		} else {
 			err := m.dialOnce(ctx, p)
@@ -544,23 +613,60 @@ func (m *Mesh) pokeAll() {
 
 // OpenStream opens a stream of kind on the existing link to nodeID. The
 // kind byte is sent with the caller's first Write (or CloseWrite, Close),
-// so a request written at once leaves with it. It never dials: without a live link it returns
-// ErrNoLink. The caller owns the stream and must end it (Close, CloseWrite
-// or Reset).
+// so a request written at once leaves with it. It never dials: without a
+// live link it returns ErrNoLink, except that a peer whose link ended
+// with a stateless reset (it restarted) less than RestartLinkWait ago is
+// waited for, within ctx. A link found ended when the stream is opened
+// (nothing was sent on the stream) is retired, and the stream is opened on
+// the peer's next link: at once when there is one, or once it comes up
+// (within RestartLinkWait and ctx) when the old link ended as stale. A stream whose link turns
+// out to lead to a previous run of the peer is sent again on the new
+// run's link when no run can have read it (see replay). The caller owns
+// the stream and must end it (Close, CloseWrite or Reset).
 func (m *Mesh) OpenStream(ctx context.Context, nodeID string, kind StreamKind) (*Stream, error) {
 	if kind == KindAdvert || kind.String() == "unknown" {
 		return nil, fmt.Errorf("open stream of kind %d: not a handler kind", kind)
 	}
 	m.mu.Lock()
 	var l *link
+	var wait time.Duration
 	if p := m.peerByIDLocked(nodeID); p != nil {
 		l = p.link
+		if l == nil && !p.resetAt.IsZero() {
+			wait = RestartLinkWait - time.Since(p.resetAt)
+		}
 	}
 	m.mu.Unlock()
+	if l == nil && wait > 0 {
+		// The peer restarted a moment ago: its new run is linking.
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		l, _ = m.awaitLink(wctx, nodeID, nil)
+		cancel()
+	}
 	if l == nil {
 		return nil, fmt.Errorf("open %s stream to %s: %w", kind, nodeID, ErrNoLink)
 	}
 	qs, err := l.conn.OpenStreamSync(ctx)
+	if err != nil && ctx.Err() == nil && l.conn.Context().Err() != nil {
+		// The link ended before anything was sent on the stream.
+		cause := context.Cause(l.conn.Context())
+		m.linkLost(l, cause)
+		wctx := ctx
+		if !restarted(cause) && !staleLink(cause) {
+			// Only a link already up is worth taking.
+			c, cancel := context.WithCancel(ctx)
+			cancel()
+			wctx = c
+		} else {
+			c, cancel := context.WithTimeout(ctx, RestartLinkWait)
+			defer cancel()
+			wctx = c
+		}
+		if nl, nqs, rerr := m.reopen(wctx, nodeID, l); rerr == nil {
+			l, qs, err = nl, nqs, nil
+			m.met.stream(kind, resultReplayed)
+		}
+	}
 	if err != nil {
 		m.met.stream(kind, resultError)
 		return nil, fmt.Errorf("open %s stream to %s: %w", kind, nodeID, err)
@@ -568,5 +674,5 @@ func (m *Mesh) OpenStream(ctx context.Context, nodeID string, kind StreamKind) (
 	// The kind byte leaves with the caller's first write: a request is
 	// then one packet, not a packet for the kind and one for the rest.
 	m.met.stream(kind, resultOpened)
-	return newOpenedStream(qs, kind), nil
+	return newOpenedStream(m, nodeID, l, qs, kind), nil
 }

@@ -108,6 +108,11 @@ type Deps struct {
 	// block: ctx ends when that link stops being the peer's link or the
 	// mesh stops.
 	OnLinkUp func(ctx context.Context, peer PeerInfo)
+	// ListenUDP, when set, binds the mesh's socket instead of
+	// net.ListenUDP; Run closes the socket when it returns. Tests use it
+	// to keep the socket and close it under a running mesh, as a node
+	// killed with SIGKILL does.
+	ListenUDP func(addr *net.UDPAddr) (*net.UDPConn, error)
 }
 
 // AuditSource is the source of the mesh's audit records.
@@ -182,10 +187,14 @@ type peerEntry struct {
 	refusedKey string // hex of a different key seen at ap
 	link       *link
 	stop       context.CancelFunc // the dial loop; nil when not running
+	// resetAt is when the peer's last link ended with a stateless reset
+	// (the peer restarted); zero once a new link is up.
+	resetAt time.Time
 }
 
 type link struct {
 	conn     *quic.Conn
+	cert     []byte // the certificate the peer presented (connCert)
 	peer     *peerEntry
 	peerID   string
 	dialer   string // node id of the side that dialed
@@ -220,6 +229,7 @@ type Mesh struct {
 	extra     func() []table.Advertisement
 	onPeers   func()
 	onLinkUp  func(ctx context.Context, peer PeerInfo)
+	listenUDP func(addr *net.UDPAddr) (*net.UDPConn, error)
 	cert      tls.Certificate
 	ready     chan struct{}
 	changed   chan struct{} // size 1: OnPeersChanged is due
@@ -238,9 +248,12 @@ type Mesh struct {
 	addr     net.Addr
 	tr       *quic.Transport
 	runCtx   context.Context // non-nil while Run runs
-	running  bool
-	closing  bool
-	wg       sync.WaitGroup // every goroutine Run starts, directly or not
+	// linkEvent is closed, and replaced, whenever a peer's link changes
+	// (awaitLink waits on it).
+	linkEvent chan struct{}
+	running   bool
+	closing   bool
+	wg        sync.WaitGroup // every goroutine Run starts, directly or not
 }
 
 // New validates cfg and deps and loads the TOFU pins. It binds nothing.
@@ -269,11 +282,13 @@ func New(cfg Config, deps Deps) (*Mesh, error) {
 		extra:     deps.ExtraAdverts,
 		onPeers:   deps.OnPeersChanged,
 		onLinkUp:  deps.OnLinkUp,
+		listenUDP: deps.ListenUDP,
 		ready:     make(chan struct{}),
 		changed:   make(chan struct{}, 1),
 		cfg:       cfg,
 		peers:     make(map[string]*peerEntry),
 		handlers:  make(map[StreamKind]Handler),
+		linkEvent: make(chan struct{}),
 	}
 	if m.log == nil {
 		m.log = zap.NewNop()
@@ -426,7 +441,11 @@ func (m *Mesh) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("mesh listen %q: %w", listen, err)
 	}
-	uc, err := net.ListenUDP("udp", laddr)
+	listenUDP := m.listenUDP
+	if listenUDP == nil {
+		listenUDP = func(addr *net.UDPAddr) (*net.UDPConn, error) { return net.ListenUDP("udp", addr) }
+	}
+	uc, err := listenUDP(laddr)
 	if err != nil {
 		return fmt.Errorf("mesh listen %q: %w", listen, err)
 	}
@@ -461,6 +480,7 @@ func (m *Mesh) Run(ctx context.Context) error {
 
 	m.mu.Lock()
 	m.closing = true
+	m.linkChangedLocked()
 	var links []*link
 	for _, p := range m.peers {
 		if p.link != nil {
@@ -593,6 +613,7 @@ func (m *Mesh) applyConfig(cfg Config) {
 			close(p.link.done)
 			closing = append(closing, p.link)
 			p.link = nil
+			m.linkChangedLocked()
 		}
 		if p.id != "" {
 			gone = append(gone, p.id)
@@ -712,6 +733,12 @@ func (m *Mesh) peerInfoLocked(p *peerEntry) PeerInfo {
 		info.Addr = net.UDPAddrFromAddrPort(p.ap)
 	}
 	return info
+}
+
+// linkChangedLocked wakes every awaitLink. m.mu must be held.
+func (m *Mesh) linkChangedLocked() {
+	close(m.linkEvent)
+	m.linkEvent = make(chan struct{})
 }
 
 func (m *Mesh) updateGaugeLocked() {

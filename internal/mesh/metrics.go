@@ -33,6 +33,9 @@ const (
 	resultNoHandler   = "no_handler"
 	resultTimeout     = "timeout"
 	resultError       = "error"
+	// resultReplayed: an opened stream was sent again on the link to the
+	// peer's new run (see replay).
+	resultReplayed = "replayed"
 )
 
 // Handshake results.

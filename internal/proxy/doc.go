@@ -125,14 +125,20 @@
 // request. A forward that fails because the link failed before the peer
 // answered (no link, or the mesh closed it as dead: mesh.LinkFailed) is
 // marked errNotAnswered; the handler then tries the next candidate once
-// (Resolver.ResolveExcept), only while nothing was relayed to the client,
-// with the body it holds (a streamed body is not retried). ServeStream
+// (Resolver.ResolveExcept; the same peer when the link led to a previous
+// run of it, mesh.PeerRestarted), only while nothing was relayed to the
+// client, with the body it holds (a streamed body is not retried). ServeStream
 // (serving node) reads the head within MeshFirstFrameTimeout, requires
-// LocalForPeer, takes a per-peer and a total slot (429 over them), pins
+// LocalForPeerHeld (its Hold given back once the answer is relayed, so a
+// stop of the instance drains it), takes a per-peer and a total slot (429
+// over them), pins
 // "model" (pinModel on a body of at most MeshBufferedBodyBytes read
 // whole; pinReader on a larger one, forwarded as its frames arrive with a
 // Content-Length announced first, or chunked when the consumer did not
-// know the length), forwards to the local instance only and streams back
+// know the length), forwards to the local instance only (a held body, or
+// none, through its own pooled HTTP/1.1 client as the local path does; a
+// streamed one through net/http's Transport, which hears an answer that
+// comes before the whole body was written) and streams back
 // one frame per upstream read (a response head with its first chunk).
 // What either side holds of a body is a chunk-sized buffer whatever the
 // mesh body limit (nodeld_proxy_mesh_body_bytes). Refusals

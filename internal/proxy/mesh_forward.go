@@ -25,7 +25,10 @@ type MeshStreams interface {
 // MeshTable is the serving side's view of the placement table;
 // *table.Table implements it.
 type MeshTable interface {
-	LocalForPeer(role, peer string) (table.MeshLocal, bool)
+	// LocalForPeerHeld returns the local instance role serves to peer
+	// with a Hold of its registration, given back once the request is
+	// answered, so that a stop of the instance drains it first.
+	LocalForPeerHeld(role, peer string) (table.MeshLocal, table.Hold, bool)
 }
 
 // exposedRoles is implemented by tables that can list their exposed roles
@@ -78,7 +81,9 @@ type MeshDeps struct {
 	// Registerer may be nil (metrics kept, not exported).
 	Registerer prometheus.Registerer
 	// Transport reaches local instances for peers' requests; nil means
-	// a transport of the package's shared tuning, owned by the forwarder.
+	// the forwarder's own clients: the pooled HTTP/1.1 client of the local
+	// path for requests with a held body (or none), a transport of the
+	// package's shared tuning for streamed bodies.
 	Transport http.RoundTripper
 	// MaxInflightPerPeer and MaxInflightTotal bound the requests served
 	// to peers at once (0: the defaults).
@@ -98,8 +103,11 @@ type MeshForwarder struct {
 	rec       Recorder
 	transport http.RoundTripper
 	ownTrans  *http.Transport // set when the forwarder built transport
-	met       *meshMetrics
-	frames    sync.Pool // *[]byte of frameBufBytes: frames read or written at once
+	// pool is the pooled HTTP/1.1 client of requests with a held body or
+	// none, set when the forwarder built its transport (upstream.go).
+	pool   *upstreamPool
+	met    *meshMetrics
+	frames sync.Pool // *[]byte of frameBufBytes: frames read or written at once
 
 	// held and peakHeld are the request body bytes held in memory by the
 	// forwards in flight, both sides (nodeld_proxy_mesh_body_bytes), and
@@ -144,6 +152,7 @@ func NewMeshForwarder(d MeshDeps) (*MeshForwarder, error) {
 	if f.transport == nil {
 		f.ownTrans = newTransport(DefaultMeshMaxInflightTotal)
 		f.transport = f.ownTrans
+		f.pool = newUpstreamPool()
 	}
 	if err := f.SetLimits(d.MaxInflightPerPeer, d.MaxInflightTotal, d.MaxBodyBytes); err != nil {
 		return nil, err
@@ -246,6 +255,9 @@ func (f *MeshForwarder) Inflight() (inflight, capacity int) {
 func (f *MeshForwarder) CloseIdleConnections() {
 	if f.ownTrans != nil {
 		f.ownTrans.CloseIdleConnections()
+	}
+	if f.pool != nil {
+		f.pool.closeIdle()
 	}
 }
 

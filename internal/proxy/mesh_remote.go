@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/nodeld/nodeld/internal/mesh"
 	"github.com/nodeld/nodeld/internal/table"
 )
 
@@ -54,15 +55,21 @@ func (p *Proxy) forwardRemote(rec *recorder, r *http.Request, role string, targe
 	}
 	if err != nil && rec.status == 0 && ctx.Err() == nil && errors.Is(err, errNotAnswered) {
 		// The link to the peer failed before it answered and nothing was
-		// relayed: try the next candidate, once, if the body is held.
+		// relayed: try the next candidate, once, if the body is held. A
+		// peer that restarted (the link led to its previous run) is its
+		// own next candidate: its new run serves the role as soon as it
+		// is linked, which the mesh waits for.
 		next, ok := p.resolver.ResolveExcept(role, target.NodeID)
+		if mesh.PeerRestarted(err) {
+			next, ok = target, true
+		}
 		switch {
 		case stream != nil:
 			p.metrics.retries.WithLabelValues(retryStreamed).Inc()
 		case !ok || next.Kind != table.TargetRemote || meshPathRefusal(r.URL.Path, next.Runtime) != "":
 			p.metrics.retries.WithLabelValues(retryNoCandidate).Inc()
 		default:
-			p.log.Info("forward failed before an answer; retrying on the next peer", zap.String("role", role),
+			p.log.Info("forward failed before an answer; retrying", zap.String("role", role),
 				zap.String("failed", target.NodeID), zap.String("next", next.NodeID), zap.Error(err))
 			target = next
 			rec.Header().Set(RouteHeader, target.NodeID)

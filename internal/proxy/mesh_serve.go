@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -13,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nodeld/nodeld/internal/chain"
+	"github.com/nodeld/nodeld/internal/grammar"
 	"github.com/nodeld/nodeld/internal/mesh"
 	"github.com/nodeld/nodeld/internal/table"
 )
@@ -64,11 +67,14 @@ func (f *MeshForwarder) ServeStream(ctx context.Context, peer mesh.PeerInfo, s *
 		f.readFailed(s, peer, "", err)
 		return
 	}
-	local, ok := f.table.LocalForPeer(head.Role, peer.ID)
+	// The hold keeps the registration from draining (a stop of its
+	// instance waits) until the answer has been relayed.
+	local, hold, ok := f.table.LocalForPeerHeld(head.Role, peer.ID)
 	if !ok {
 		f.refuse(s, peer, head.Role, RefuseNotServed)
 		return
 	}
+	defer hold.Done()
 	if meshPathRefusal(head.Path, local.Runtime) != "" {
 		// An Ollama path for an instance that is not an Ollama (the
 		// consumer's view of the advertisement was stale).
@@ -103,7 +109,7 @@ func (f *MeshForwarder) ServeStream(ctx context.Context, peer mesh.PeerInfo, s *
 			f.refuse(s, peer, head.Role, RefuseBadRequest)
 			return
 		}
-		up = upstreamBody{r: bytes.NewReader(body), n: int64(len(body))}
+		up = upstreamBody{data: body, n: int64(len(body))}
 	case head.Path == "/v1/models":
 		// Nothing of a body is forwarded there: read it to its end.
 		if _, err := io.Copy(io.Discard, &meshBodyReader{r: s, arm: arm, announced: head.BodyBytes, limit: maxBody}); err != nil {
@@ -121,16 +127,16 @@ func (f *MeshForwarder) ServeStream(ctx context.Context, peer mesh.PeerInfo, s *
 		pr := newPinReader(src, head.BodyBytes, value, MeshChunkBytes)
 		f.holdBody(pr.bufferedBytes())
 		defer f.holdBody(-pr.bufferedBytes())
-		up = upstreamBody{r: pr, n: pr.length(), stream: pr}
+		up = upstreamBody{n: pr.length(), stream: pr}
 	}
 	f.forward(ctx, s, peer, head, up, local)
 }
 
-// upstreamBody is the body of a request to the local instance: n bytes
-// (-1: unknown, sent chunked) from r, which is stream when it is a peer's
-// body read as it arrives.
+// upstreamBody is the body of a request to the local instance: n bytes,
+// either data (held in memory) or (-1: unknown, sent chunked) read from
+// stream, a peer's body pinned as it arrives.
 type upstreamBody struct {
-	r      io.Reader
+	data   []byte
 	n      int64
 	stream *pinReader
 }
@@ -143,35 +149,14 @@ func (f *MeshForwarder) forward(ctx context.Context, s *mesh.Stream, peer mesh.P
 	// The consumer resetting the stream (its client went away) cancels the
 	// upstream request at once.
 	defer context.AfterFunc(s.Context(), cancel)()
-	target := local.Base + head.Path
-	if head.Query != "" {
-		target += "?" + head.Query
-	}
-	req, err := http.NewRequestWithContext(ctx, head.Method, target, nil)
-	if err != nil {
-		f.refuse(s, peer, head.Role, RefuseUpstreamError)
-		return
-	}
-	if up.n != 0 {
-		// The transport closes the body when it is done, possibly after
-		// RoundTrip returned; the stream is read no more once this
-		// function returned (StopReading, Reset).
-		req.Body, req.ContentLength = io.NopCloser(up.r), up.n
-	}
-	if head.ContentType != "" {
-		req.Header.Set("Content-Type", head.ContentType)
-	}
-	if head.Accept != "" {
-		req.Header.Set("Accept", head.Accept)
-	}
-	res, err := f.transport.RoundTrip(req)
+	res, finish, err := f.roundTrip(ctx, head, up, local)
 	if up.stream != nil {
 		// A streamed body that failed (broken frames, not an object, the
 		// peer gone) is answered for what it is, whatever the instance
 		// made of the truncated request it got.
 		if ferr := up.stream.failure(); ferr != nil {
 			if err == nil {
-				res.Body.Close()
+				finish(false)
 			}
 			f.bodyFailed(s, peer, head.Role, ferr)
 			return
@@ -197,7 +182,8 @@ func (f *MeshForwarder) forward(ctx context.Context, s *mesh.Stream, peer mesh.P
 		}
 		return
 	}
-	defer res.Body.Close()
+	clean := false
+	defer func() { finish(clean) }()
 	if res.StatusCode < 200 || res.StatusCode > 599 {
 		f.refuse(s, peer, head.Role, RefuseUpstreamError)
 		return
@@ -252,6 +238,7 @@ func (f *MeshForwarder) forward(ctx context.Context, s *mesh.Stream, peer mesh.P
 		f.reset(s, peer, head.Role, mesh.StreamCodeCancelled, servedCancelled, err)
 		return
 	}
+	clean = true       // the whole answer was read: the connection may serve again
 	_ = s.CloseWrite() // the peer has every byte or will see the stream reset
 	if up.stream != nil && !up.stream.complete() {
 		// The instance answered before it read the whole body: the
@@ -261,6 +248,73 @@ func (f *MeshForwarder) forward(ctx context.Context, s *mesh.Stream, peer mesh.P
 		s.FinishReading(MeshFinishWait)
 	}
 	f.met.served.WithLabelValues(f.roleLabel(head.Role), servedOK).Inc()
+}
+
+// roundTrip sends the request to the local instance and returns its
+// answer's head. finish must be called once the answer is done with,
+// clean when its body was read to the end. A held body (or none) goes
+// through the forwarder's pooled HTTP/1.1 client, the local path's
+// (upstream.go): head and body in one write, the answer read on this
+// goroutine, the connection kept for the next request. A streamed body
+// goes through net/http's Transport, which reads the answer while it
+// still writes the body: an instance may answer (an early error) before
+// it read a body it will never read whole.
+func (f *MeshForwarder) roundTrip(ctx context.Context, head meshRequestHead, up upstreamBody, local table.MeshLocal) (*http.Response, func(clean bool), error) {
+	target := head.Path
+	if head.Query != "" {
+		target += "?" + head.Query
+	}
+	var h http.Header
+	if head.ContentType != "" || head.Accept != "" {
+		h = make(http.Header, 2)
+		if head.ContentType != "" {
+			h["Content-Type"] = []string{head.ContentType}
+		}
+		if head.Accept != "" {
+			h["Accept"] = []string{head.Accept}
+		}
+	}
+	if f.pool != nil && up.stream == nil {
+		// The destination never leaves the host, whatever the table holds.
+		ap, err := grammar.ParseLoopbackURL(local.Base)
+		if err != nil {
+			return nil, nil, fmt.Errorf("local base %q: %w", local.Base, err)
+		}
+		addr := ap.String()
+		r := &http.Request{Method: head.Method, RequestURI: target, Header: h, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
+		req := &upstreamRequest{r: r, host: addr, body: up.data, inMem: true}
+		uc, res, stop, err := f.pool.roundTrip(ctx, poolKey{role: head.Role, addr: addr}, req)
+		if err != nil {
+			return nil, nil, err
+		}
+		return res, func(clean bool) {
+			if !stop() || !clean || res.Close {
+				_ = uc.conn.Close()
+				return
+			}
+			f.pool.put(uc, int(f.total.Load()))
+		}, nil
+	}
+	req, err := http.NewRequestWithContext(ctx, head.Method, local.Base+target, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	if up.n != 0 {
+		// The transport closes the body when it is done, possibly after
+		// RoundTrip returned; the stream is read no more once the caller
+		// returned (StopReading, Reset).
+		var body io.Reader = up.stream
+		if up.stream == nil {
+			body = bytes.NewReader(up.data)
+		}
+		req.Body, req.ContentLength = io.NopCloser(body), up.n
+	}
+	maps.Copy(req.Header, h)
+	res, err := f.transport.RoundTrip(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	return res, func(bool) { res.Body.Close() }, nil
 }
 
 // bodyFailed answers a streamed body that failed on its way to the

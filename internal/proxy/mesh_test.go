@@ -618,3 +618,34 @@ func TestMeshOllamaPaths(t *testing.T) {
 		}
 	})
 }
+
+// A consumer's first request after its serving peer was killed and started
+// again on the same key and address meets the consumer's link to the
+// peer's previous run, which the new run answers with a stateless reset:
+// the request is served by the new run once it is linked, not failed.
+func TestMeshForwardAfterPeerRestart(t *testing.T) {
+	up := proxytest.New(t, proxytest.Options{Model: "served-model"})
+	a, b := pairNodes(t, up, MeshDeps{})
+	if res, body := a.h.post("chat", "/v1/chat/completions", chatBody(false)); res.StatusCode != http.StatusOK {
+		t.Fatalf("before the restart: %d %s", res.StatusCode, body)
+	}
+
+	b.Crash()
+	// The new run admits no peer yet, so it does not dial a: a's link to
+	// b is still the one to the previous run when the request leaves.
+	b.start(MeshDeps{})
+	got := make(chan *http.Response, 1)
+	bodies := make(chan []byte, 1)
+	go func() {
+		res, body := a.h.post("chat", "/v1/chat/completions", chatBody(false))
+		got <- res
+		bodies <- body
+	}()
+	meshtest.WaitFor(t, "a's link to b's previous run reset", func() bool { return !a.Connected(b.Node) })
+	b.Apply(a.Peer())
+	res := wait(t, got, "response")
+	body := <-bodies
+	if res.StatusCode != http.StatusOK || res.Header.Get(RouteHeader) != b.ID() || !strings.Contains(string(body), "served-model") {
+		t.Fatalf("after the restart: %d %s via %q, want 200 from b", res.StatusCode, body, res.Header.Get(RouteHeader))
+	}
+}

@@ -149,6 +149,19 @@ func (up *upstreamPool) idleConns(key poolKey) int {
 	return len(up.idle[key])
 }
 
+// closeIdle closes every idle connection; the pool stays usable.
+func (up *upstreamPool) closeIdle() {
+	up.mu.Lock()
+	idle := up.idle
+	up.idle = map[poolKey][]*upConn{}
+	up.mu.Unlock()
+	for _, stack := range idle {
+		for _, uc := range stack {
+			_ = uc.conn.Close()
+		}
+	}
+}
+
 // close closes every idle connection; connections put back later are
 // closed too.
 func (up *upstreamPool) close() {

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -114,6 +115,7 @@ type Node[T mesh.AdvertTable] struct {
 	admit  *Admission
 	cancel context.CancelFunc
 	done   chan error
+	sock   atomic.Pointer[net.UDPConn] // the running mesh's socket
 }
 
 // Admission lets a table consult a mesh built after it.
@@ -180,7 +182,14 @@ func (n *Node[T]) Build(peers ...mesh.PeerConfig) {
 	n.Registry = prometheus.NewRegistry()
 	n.Config.Peers = peers
 	m, err := mesh.New(n.Config, mesh.Deps{Identity: n.Ident, DataDir: n.Dir, Table: n.Table,
-		Audit: n.audit, Recorder: n.rec, Logger: n.Logger, Registerer: n.Registry})
+		Audit: n.audit, Recorder: n.rec, Logger: n.Logger, Registerer: n.Registry,
+		ListenUDP: func(addr *net.UDPAddr) (*net.UDPConn, error) {
+			uc, err := net.ListenUDP("udp", addr)
+			if err == nil {
+				n.sock.Store(uc)
+			}
+			return uc, err
+		}})
 	if err != nil {
 		n.tb.Fatal(err)
 	}
@@ -230,6 +239,17 @@ func (n *Node[T]) Stop() {
 	case <-time.After(WaitTimeout):
 		n.tb.Errorf("mesh %s did not stop", n.Name)
 	}
+}
+
+// Crash stops n's mesh the way SIGKILL stops a node: its socket closes
+// first, so its peers are told nothing and keep their links to this run
+// until a packet they send draws a stateless reset from the node's next
+// run on the same key and address (or their liveness timeout passes).
+func (n *Node[T]) Crash() {
+	if uc := n.sock.Load(); uc != nil {
+		_ = uc.Close()
+	}
+	n.Stop()
 }
 
 // Apply makes peers the running mesh's peers.
