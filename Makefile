@@ -67,6 +67,17 @@ faults:
 	$(GO) vet -tags faults ./test/faults/
 	$(GO) test -tags faults -race -count=1 -timeout 10m -v ./test/faults/
 
+# demo starts three nodes (network namespaces as root, else loopback
+# processes), lets A's controller place the echo-llm package on B, prints
+# which node answers a client's requests, kills B with SIGKILL and narrates
+# the move to A; under a minute. It exits non-zero if the workload does not
+# move or runs twice, and removes everything it made (also on Ctrl-C).
+# See test/demo and README "See it move".
+.PHONY: demo
+demo: example-package
+	$(GO) build -o build/demo ./test/demo
+	build/demo -nodeld $(BIN) -package build/packages/echo-llm
+
 # bench-mesh measures the mesh hop (a consumer's role port -> QUIC -> a
 # serving node -> a fast upstream) against the direct path and the local
 # proxy, two nodeld processes on loopback, interleaved rounds (wrk from
