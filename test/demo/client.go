@@ -83,9 +83,18 @@ func ask(ctx context.Context, hc *http.Client, url string, seq int) (int, string
 			} `json:"message"`
 		} `json:"choices"`
 	}
-	if res.StatusCode == http.StatusOK && json.Unmarshal(b, &ok) == nil && len(ok.Choices) > 0 {
+	var bad struct {
+		Error struct {
+			Message string `json:"message"`
+			Code    string `json:"code"`
+		} `json:"error"`
+	}
+	switch {
+	case res.StatusCode == http.StatusOK && json.Unmarshal(b, &ok) == nil && len(ok.Choices) > 0:
 		text = fmt.Sprintf("%q", ok.Choices[0].Message.Content)
-	} else if len(text) > 120 {
+	case res.StatusCode != http.StatusOK && json.Unmarshal(b, &bad) == nil && bad.Error.Message != "":
+		text = bad.Error.Code + ": " + bad.Error.Message
+	case len(text) > 120:
 		text = text[:120] + "..."
 	}
 	return res.StatusCode, res.Header.Get("X-Nodeld-Route"), text, ""
