@@ -100,6 +100,15 @@ bench-compare:
 bench-memory:
 	bash scripts/bench-memory.sh
 
+# soak holds 1,000 SSE streams through a role port and 1,000 through
+# another node's role port over the mesh for SOAK_DURATION (10m), with a
+# controller ticking, and fails on a failed stream, RSS or goroutines
+# rising beyond noise, or a chain growing faster; not in CI (it loads the
+# machine for the whole run). See scripts/soak.sh; figures in BENCHMARKS.md.
+.PHONY: soak
+soak:
+	bash scripts/soak.sh
+
 lint:
 	$(GO) vet ./...
 	@if command -v staticcheck >/dev/null 2>&1; then staticcheck ./...; else echo "staticcheck not installed; skipped (go install honnef.co/go/tools/cmd/staticcheck@latest)"; fi
