@@ -718,6 +718,22 @@ func (d *demo) instanceProcs() []int {
 	return out
 }
 
+// logTails prints the last lines of each node's log, for a run that
+// failed.
+func (d *demo) logTails(w io.Writer) {
+	for _, name := range names {
+		b, err := os.ReadFile(filepath.Join(d.tmp, name+".log"))
+		if err != nil {
+			continue
+		}
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		fmt.Fprintf(w, "--- the last lines of %s's log:\n", name)
+		for _, l := range lines[max(0, len(lines)-15):] {
+			fmt.Fprintln(w, l)
+		}
+	}
+}
+
 // cleanup stops everything the demo started and removes what it made.
 func (d *demo) cleanup() {
 	d.mu.Lock()

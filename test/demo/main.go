@@ -48,6 +48,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	err = d.run(ctx)
+	if err != nil && ctx.Err() == nil {
+		d.logTails(stderr)
+	}
 	d.cleanup()
 	switch {
 	case err == nil:
