@@ -19,15 +19,19 @@
 # reads both nodes' RSS, Go heap and goroutines (/metrics) and their chain
 # sizes; at the end it prints, per series, the slope over the last half of
 # the run and the noise about it, and each chain's growth in bytes per
-# minute (benchtool soak). It exits non-zero on any failed stream, on RSS
-# or goroutines rising beyond their noise over the last half, on a chain
+# minute (benchtool soak). It exits non-zero on any failed stream, on RSS,
+# goroutines or the live heap rising beyond their noise over the last
+# half, on a chain
 # growing faster in the last half than in the first, and when the
 # controller did not tick. Not part of CI (it loads the machine for the
 # whole run); figures in BENCHMARKS.md.
 #
 # Environment: N, SOAK_DURATION, CHUNKS, PACE (1s), SAMPLE, SOAK_TICK, SOAK_LIVENESS,
-# SOAK_PPROF=true (admin.pprof on both nodes, to profile a run), BENCH_NICE
-# and BENCH_KEEP (scripts/bench-lib.sh).
+# BENCH_NICE and BENCH_KEEP (scripts/bench-lib.sh). admin.pprof is on for
+# the run: once a minute the soak collects garbage in both nodes
+# (/debug/pprof/heap?gc=1) and reads their live heap, the series that
+# tells a leak from memory the runtime has not returned yet; the
+# profiles can be read during a run too.
 set -euo pipefail
 source "$(dirname "$0")/bench-lib.sh"
 
@@ -73,7 +77,7 @@ anchor="$("$nodeld" package keygen --out "$BENCH_DIR/publisher.key")"
 cat >"$BENCH_DIR/s.yaml" <<EOF
 node: {name: s, data_dir: $BENCH_DIR/s}
 log: {level: warn, format: json}
-admin: {listen: 127.0.0.1:$s_admin, pprof: ${SOAK_PPROF:-false}}
+admin: {listen: 127.0.0.1:$s_admin, pprof: true}
 mesh:
   listen: 127.0.0.1:$s_mesh
   liveness_timeout: $SOAK_LIVENESS
@@ -95,7 +99,7 @@ EOF
 cat >"$BENCH_DIR/c.yaml" <<EOF
 node: {name: c, data_dir: $BENCH_DIR/c}
 log: {level: warn, format: json}
-admin: {listen: 127.0.0.1:$c_admin, pprof: ${SOAK_PPROF:-false}}
+admin: {listen: 127.0.0.1:$c_admin, pprof: true}
 mesh:
   listen: 127.0.0.1:$c_mesh
   liveness_timeout: $SOAK_LIVENESS
@@ -141,6 +145,8 @@ until_ok 90 "the controller placing spare on C, running" spare_running
 
 metric() { curl -s "http://127.0.0.1:$1/metrics" | awk -v m="$2" '$1 == m {print $2}'; }
 ticks0="$(metric "$s_admin" nodeld_plane_tick_duration_seconds_count)"
+chain0_s="$(stat -c %s "$BENCH_DIR/s/chain.log")"
+chain0_c="$(stat -c %s "$BENCH_DIR/c/chain.log")"
 
 echo "## soak $(date -u +%Y-%m-%dT%H:%MZ), $(git -C "$BENCH_ROOT" describe --always --dirty 2>/dev/null || echo unknown)"
 echo
@@ -153,12 +159,19 @@ echo
 rc=0
 bench_run "$BENCH_BIN/benchtool" soak -target "local=http://127.0.0.1:$s_role" -target "mesh=http://127.0.0.1:$c_role" \
 	-metrics "s=http://127.0.0.1:$s_admin/metrics" -metrics "c=http://127.0.0.1:$c_admin/metrics" \
+	-gc "s=http://127.0.0.1:$s_admin/debug/pprof/heap?gc=1" -gc "c=http://127.0.0.1:$c_admin/debug/pprof/heap?gc=1" \
 	-chain "s=$BENCH_DIR/s/chain.log" -chain "c=$BENCH_DIR/c/chain.log" \
 	-n "$N" -chunks "$CHUNKS" -pace "$PACE" -duration "$SOAK_DURATION" -sample "$SAMPLE" || rc=$?
 
 ticks1="$(metric "$s_admin" nodeld_plane_tick_duration_seconds_count)"
 echo
 echo "- controller ticks during the run: $(awk -v a="${ticks0:-0}" -v b="${ticks1:-0}" 'BEGIN {print b - a}'); load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+# What the chains recorded during the run, by kind.
+for n in s c; do
+	var="chain0_$n"
+	kinds="$(tail -c +$((${!var} + 1)) "$BENCH_DIR/$n/chain.log" | grep -o '"kind": *"[^"]*"' | sed 's/.*"\([^"]*\)"$/\1/' | sort | uniq -c | awk '{printf "%s%s x%s", sep, $2, $1; sep=", "}' || true)"
+	echo "- $n's chain entries during the run: ${kinds:-none}"
+done
 echo "- placements at the end (S's controller):"
 ctl placements | sed 's/^/    /'
 if ! spare_running; then

@@ -72,15 +72,21 @@ func (s *series) add(at time.Duration, v float64) {
 // It prints the streams ok and failed per target, and for each series
 // its slope over the last half of the run, the noise about that line and
 // the rise the slope makes over the last half; and each chain's growth in
-// bytes per minute. It fails on any failed stream, on an RSS or
-// goroutine series whose rise exceeds twice its noise, and on a chain
-// that grows faster in the last half than in the first (beyond -chain-slack).
+// bytes per minute. With -gc it also reads each such process's live heap
+// right after a collection, every -gc-every. It fails on any failed
+// stream, on an RSS, goroutine or live heap series whose rise exceeds
+// twice its noise (a live heap sampled fewer than three times in the last
+// half is shown, not judged), and on a chain that grows faster in the
+// last half than in the first (beyond -chain-slack).
 func runSoak(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("soak", flag.ContinueOnError)
 	var targets, metrics, chains namedFlag
 	fs.Var(&targets, "target", "NAME=URL of a role port to hold -n streams through (repeatable)")
 	fs.Var(&metrics, "metrics", "NAME=URL of a Prometheus /metrics of a process measured (repeatable)")
 	fs.Var(&chains, "chain", "NAME=PATH of a chain file whose growth is measured (repeatable)")
+	var gcs namedFlag
+	fs.Var(&gcs, "gc", "NAME=URL to GET (e.g. /debug/pprof/heap?gc=1) every -gc-every before reading NAME's -metrics: its heap then is the live heap (repeatable)")
+	gcEvery := fs.Duration("gc-every", time.Minute, "time between the collections of -gc")
 	n := fs.Int("n", 1000, "streams held at once through each target")
 	chunks := fs.Int("chunks", 30, "chunks per stream (max_tokens); the upstream's -pace sets their spacing")
 	pace := fs.Duration("pace", time.Second, "the upstream's -pace, to stagger the first streams over one stream's length")
@@ -93,7 +99,15 @@ func runSoak(ctx context.Context, args []string, out io.Writer) error {
 	if len(targets.names) == 0 || len(metrics.names) == 0 {
 		return errors.New("soak: at least one -target and one -metrics")
 	}
-	for _, u := range append(slices.Clone(targets.values), metrics.values...) {
+	for _, name := range gcs.names {
+		if !slices.Contains(metrics.names, name) {
+			return fmt.Errorf("soak: -gc %s names no -metrics", name)
+		}
+	}
+	if *gcEvery < *every {
+		return errors.New("soak: -gc-every must be at least -sample")
+	}
+	for _, u := range append(append(slices.Clone(targets.values), metrics.values...), gcs.values...) {
 		if !strings.HasPrefix(u, "http://127.") {
 			return fmt.Errorf("soak: %q is not a loopback http URL", u)
 		}
@@ -143,6 +157,7 @@ func runSoak(ctx context.Context, args []string, out io.Writer) error {
 
 	var all []*series
 	mem := map[string][3]*series{}
+	live := map[string]*series{}
 	for _, name := range metrics.names {
 		s := [3]*series{
 			{name: name + " RSS", unit: "MB", scale: 1e6},
@@ -151,7 +166,12 @@ func runSoak(ctx context.Context, args []string, out io.Writer) error {
 		}
 		mem[name] = s
 		all = append(all, s[:]...)
+		if slices.Contains(gcs.names, name) {
+			live[name] = &series{name: name + " live heap (after a collection)", unit: "MB", scale: 1e6}
+			all = append(all, live[name])
+		}
 	}
+	var lastGC time.Time
 	chainS := map[string]*series{}
 	for _, name := range chains.names {
 		chainS[name] = &series{name: name + " chain", unit: "bytes", scale: 1}
@@ -162,6 +182,17 @@ func runSoak(ctx context.Context, args []string, out io.Writer) error {
 	}
 	sampleOnce := func() {
 		at := time.Since(start)
+		if time.Since(lastGC) >= *gcEvery {
+			lastGC = time.Now()
+			for i, name := range gcs.names {
+				if err := getOK(ctx, mclient, gcs.values[i]); err != nil {
+					continue
+				}
+				if s, err := scrape(ctx, mclient, metrics.values[slices.Index(metrics.names, name)]); err == nil {
+					live[name].add(at, s.heap)
+				}
+			}
+		}
 		for i, name := range metrics.names {
 			if s, err := scrape(ctx, mclient, metrics.values[i]); err == nil {
 				m := mem[name]
@@ -205,6 +236,24 @@ wait:
 		}
 	}
 	return soakReport(out, ts, all, metrics.names, chains.names, chainS, openS, duration.Seconds(), *chainSlack, *n)
+}
+
+// getOK GETs url and wants 200.
+func getOK(ctx context.Context, client *http.Client, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	res, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, res.Status)
+	}
+	return nil
 }
 
 // soakReport prints the figures and returns an error naming every miss.
@@ -251,7 +300,7 @@ func soakReport(out io.Writer, ts []*soakTarget, all []*series, metricNames, cha
 		switch {
 		case f.n < 3:
 			verdict = "too few samples"
-			if judged {
+			if judged && !strings.Contains(s.name, "live heap") {
 				misses = append(misses, s.name+": too few samples in the last half")
 			}
 		case !f.flat && judged:
@@ -261,6 +310,10 @@ func soakReport(out io.Writer, ts []*soakTarget, all []*series, metricNames, cha
 			verdict = "grows (not judged)"
 		case !judged:
 			verdict = "flat (not judged)"
+		}
+		if f.n < 3 {
+			fmt.Fprintf(out, "| %s | %.1f%s | - | - | - | - | %s |\n", s.name, s.v[0]/s.scale, s.unit, verdict)
+			continue
 		}
 		fmt.Fprintf(out, "| %s | %.1f%s | %.1f%s | %+.2f%s/min | %.2f%s | %+.2f%s | %s |\n", s.name, s.v[0]/s.scale, s.unit,
 			f.mean/s.scale, s.unit, f.slope*60/s.scale, s.unit, f.noise/s.scale, s.unit, f.rise/s.scale, s.unit, verdict)
