@@ -67,6 +67,17 @@ faults:
 	$(GO) vet -tags faults ./test/faults/
 	$(GO) test -tags faults -race -count=1 -timeout 10m -v ./test/faults/
 
+# demo starts three nodes (network namespaces as root, else loopback
+# processes), lets A's controller place the echo-llm package on B, prints
+# which node answers a client's requests, kills B with SIGKILL and narrates
+# the move to A; under a minute. It exits non-zero if the workload does not
+# move or runs twice, and removes everything it made (also on Ctrl-C).
+# See test/demo and README "See it move".
+.PHONY: demo
+demo: example-package
+	$(GO) build -o build/demo ./test/demo
+	build/demo -nodeld $(BIN) -package build/packages/echo-llm
+
 # bench-mesh measures the mesh hop (a consumer's role port -> QUIC -> a
 # serving node -> a fast upstream) against the direct path and the local
 # proxy, two nodeld processes on loopback, interleaved rounds (wrk from
@@ -88,6 +99,15 @@ bench-compare:
 # a row, and prints nodeld's RSS and goroutines idle, at peak and after each.
 bench-memory:
 	bash scripts/bench-memory.sh
+
+# soak holds 1,000 SSE streams through a role port and 1,000 through
+# another node's role port over the mesh for SOAK_DURATION (10m), with a
+# controller ticking, and fails on a failed stream, RSS or goroutines
+# rising beyond noise, or a chain growing faster; not in CI (it loads the
+# machine for the whole run). See scripts/soak.sh; figures in BENCHMARKS.md.
+.PHONY: soak
+soak:
+	bash scripts/soak.sh
 
 lint:
 	$(GO) vet ./...

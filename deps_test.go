@@ -20,6 +20,8 @@ var tiers = map[string]int{
 	"examples/packages/echo-llm": 0,
 	// The comparison benchmarks' upstream and clients (scripts/bench-*.sh).
 	"test/benchtool": 0,
+	// make demo: drives the nodeld binary, imports nothing internal.
+	"test/demo": 0,
 
 	"internal/proxy":    1,
 	"internal/plane":    1,

@@ -93,7 +93,11 @@ func proxyConfig(cfg *config.Config) proxy.Config {
 }
 
 func meshConfig(cfg *config.Config) mesh.Config {
-	mc := mesh.Config{Listen: cfg.Mesh.Listen, Keepalive: cfg.Mesh.Keepalive.D, LivenessTimeout: cfg.Mesh.LivenessTimeout.D}
+	mc := mesh.Config{Listen: cfg.Mesh.Listen, Keepalive: cfg.Mesh.Keepalive.D, LivenessTimeout: cfg.Mesh.LivenessTimeout.D,
+		// A peer may hold mesh.max_inflight_per_peer forwarded requests
+		// here (more are refused with 429), each a stream, besides its
+		// other streams.
+		MaxStreams: cfg.Mesh.MaxInflightPerPeer + mesh.MaxStreamsPerPeer}
 	for _, p := range cfg.Mesh.Peers {
 		mc.Peers = append(mc.Peers, mesh.PeerConfig{Name: p.Name, Addr: p.Addr, Key: p.Key, Tier: p.Tier})
 	}

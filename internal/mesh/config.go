@@ -49,6 +49,16 @@ type Config struct {
 	// is closed as dead; 0 means DefaultLivenessTimeout. A change applies
 	// to new links.
 	LivenessTimeout time.Duration
+	// MaxStreams is the most concurrent streams a peer may open on its
+	// link (requests it forwards here, and the rest); below
+	// MaxStreamsPerPeer (0 included) it is MaxStreamsPerPeer, at most
+	// MaxStreamsLimit. The listener takes it at Run; a change applies to
+	// links dialed after it.
+	MaxStreams int
+}
+
+func (c Config) maxStreams() int64 {
+	return int64(max(c.MaxStreams, MaxStreamsPerPeer))
 }
 
 func (c Config) livenessTimeout() time.Duration {
@@ -84,6 +94,9 @@ func (c Config) Validate(self ed25519.PublicKey) error {
 	}
 	if c.LivenessTimeout != 0 && (c.LivenessTimeout < MinLivenessTimeout || c.LivenessTimeout > MaxLivenessTimeout) {
 		errs = append(errs, fmt.Errorf("mesh.liveness_timeout %v is outside [%v, %v]", c.LivenessTimeout, MinLivenessTimeout, MaxLivenessTimeout))
+	}
+	if c.MaxStreams < 0 || c.MaxStreams > MaxStreamsLimit {
+		errs = append(errs, fmt.Errorf("mesh max streams per peer %d: want 0..%d", c.MaxStreams, MaxStreamsLimit))
 	}
 	if c.AdvertInterval < 0 {
 		errs = append(errs, fmt.Errorf("mesh advert interval %v is negative", c.AdvertInterval))

@@ -113,8 +113,8 @@
 // New starts nothing. Run binds the socket and owns every goroutine: the
 // accept loop, the advert loop, the OnPeersChanged notifier, one dial loop
 // per configured peer, and per link a stream-accept loop, an advert sender,
-// one goroutine per incoming stream (bounded by MaxStreamsPerPeer per
-// link) and, with Deps.OnLinkUp, one goroutine calling it (its context
+// one goroutine per incoming stream (bounded by Config.MaxStreams, at
+// least MaxStreamsPerPeer, per link) and, with Deps.OnLinkUp, one goroutine calling it (its context
 // ends when the link stops being the peer's link). Run returns after closing every link and waiting for all of them.
 // All methods are safe for concurrent use; Handle should be called before
 // Run. Table, Auditor, Recorder, OnPeersChanged and OnLinkUp are never

@@ -134,6 +134,8 @@ type testNode struct {
 	// keepalive and liveness override the test defaults (1 s, the
 	// package default) when set before start.
 	keepalive, liveness time.Duration
+	// maxStreams is Config.MaxStreams when set before start.
+	maxStreams int
 }
 
 func (n *testNode) config(peers []PeerConfig) Config {
@@ -141,7 +143,7 @@ func (n *testNode) config(peers []PeerConfig) Config {
 	if ka == 0 {
 		ka = time.Second
 	}
-	return Config{Listen: n.listen, Keepalive: ka, LivenessTimeout: n.liveness, Peers: peers}
+	return Config{Listen: n.listen, Keepalive: ka, LivenessTimeout: n.liveness, Peers: peers, MaxStreams: n.maxStreams}
 }
 
 // newNode builds a node with its own identity, data dir and table; start

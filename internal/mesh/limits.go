@@ -44,8 +44,11 @@ const (
 	MaxAdvertsPerFrame = 256
 
 	// MaxStreamsPerPeer is the most concurrent bidirectional streams a
-	// peer may open on its link (quic.Config.MaxIncomingStreams).
+	// peer may open on its link (quic.Config.MaxIncomingStreams) unless
+	// Config.MaxStreams raises it.
 	MaxStreamsPerPeer = 64
+	// MaxStreamsLimit caps Config.MaxStreams.
+	MaxStreamsLimit = 1 << 17
 	// StreamHeadTimeout bounds the wait for the kind byte of an incoming
 	// stream.
 	StreamHeadTimeout = 10 * time.Second

@@ -417,7 +417,7 @@ func (m *Mesh) quicConfigLocked() *quic.Config {
 		HandshakeIdleTimeout:  HandshakeTimeout,
 		MaxIdleTimeout:        ka * IdleTimeoutFactor,
 		KeepAlivePeriod:       ka,
-		MaxIncomingStreams:    MaxStreamsPerPeer,
+		MaxIncomingStreams:    m.cfg.maxStreams(),
 		MaxIncomingUniStreams: -1,
 		EnableDatagrams:       true, // liveness heartbeats
 	}

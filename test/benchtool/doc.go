@@ -1,6 +1,6 @@
 // Command benchtool is the Go half of the comparison benchmarks
-// (scripts/bench-compare.sh, scripts/bench-memory.sh and the shell
-// functions of scripts/bench-lib.sh): a fast OpenAI-compatible upstream to
+// (scripts/bench-compare.sh, scripts/bench-memory.sh, scripts/soak.sh
+// and the shell functions of scripts/bench-lib.sh): a fast OpenAI-compatible upstream to
 // put proxies in front of, and the measurements wrk cannot make. It is a
 // benchmark program, not part of nodeld, and imports nothing of nodeld's.
 //
@@ -21,6 +21,15 @@
 //	    holds N SSE streams at once through URL, R rounds in a row, and
 //	    prints the resident memory and goroutines of the process serving
 //	    -metrics (Prometheus text) idle, at peak and after each round.
+//	benchtool soak -target NAME=URL... -metrics NAME=URL... [-chain NAME=PATH]...
+//	    [-n N] [-chunks C] [-duration D] [-sample S]
+//	    holds N SSE streams open through each target for D, each replaced
+//	    by a new one when it ends, samples RSS, Go heap and goroutines of
+//	    each -metrics process and the size of each chain file, and prints
+//	    the slope of each over the last half with its noise and each
+//	    chain's bytes per minute; it fails on a failed stream, on RSS or
+//	    goroutines that rise beyond their noise, and on a chain growing
+//	    faster in the last half (scripts/soak.sh, make soak).
 //
 // Every load it makes goes to the loopback URLs it is given, bounded in
 // count and time.

@@ -22,7 +22,7 @@ func main() {
 	}
 }
 
-const usage = "usage: benchtool upstream|freeports|report|sse|streams [flags]"
+const usage = "usage: benchtool upstream|freeports|report|sse|streams|soak [flags]"
 
 func run(ctx context.Context, args []string, out io.Writer) error {
 	if len(args) == 0 {
@@ -39,6 +39,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return runSSE(ctx, rest, out)
 	case "streams":
 		return runStreams(ctx, rest, out)
+	case "soak":
+		return runSoak(ctx, rest, out)
 	default:
 		return errors.New(usage)
 	}

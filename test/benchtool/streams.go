@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -145,6 +146,17 @@ func holdStream(ctx context.Context, client *http.Client, url, body string, chun
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
+		// The error's code, when the body names one ("no_instance"):
+		// which refusal it was.
+		b, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
+		var e struct {
+			Error struct {
+				Code string `json:"code"`
+			} `json:"error"`
+		}
+		if json.Unmarshal(b, &e) == nil && e.Error.Code != "" {
+			return fmt.Errorf("status %d %s", res.StatusCode, e.Error.Code)
+		}
 		return fmt.Errorf("status %d", res.StatusCode)
 	}
 	br := bufio.NewReader(res.Body)
