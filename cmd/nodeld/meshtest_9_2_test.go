@@ -44,6 +44,7 @@ func (mn *mnode) ctlOK(args ...string) string {
 // after the unload. A chains the decision (plane.decision, with the
 // placement's node) and plane.placed with the same decision id.
 func TestMeshtest_9_2_PlaceFetchStatusStopLogsUnload(t *testing.T) {
+	t.Parallel()
 	pkgDir, anchor := signedEchoPackage(t)
 	m := newMesh(t, "a", "b")
 	b := m.start("b", m.config("b", []peer{{name: "a", tier: "paired"}}, meshHost(m.node("a").key, anchor)))

@@ -44,6 +44,7 @@ func threeNodes(t *testing.T, anchor, ctrlExtra string, hook func(m *meshT) func
 // B (host.place.refused). nodeld has no start gate: a start failure is a
 // runtime refusal where the reference's gate denial is governance.
 func TestMeshtest_9_4_StartFailureRollsBack(t *testing.T) {
+	t.Parallel()
 	pub := newPublisher(t)
 	script := "#!/bin/sh\ncase \"$PWD\" in */b/*) echo 'start refused on b' >&2; exit 3;; esac\nexec \"$PWD/echo-llm\" \"$@\"\n"
 	dir := pub.build("picky", echoManifest("picky", "start.sh", defaultVariant), map[string]string{"start.sh": script})
@@ -77,6 +78,7 @@ func TestMeshtest_9_4_StartFailureRollsBack(t *testing.T) {
 // it and tries the next candidate: one instance, on B, and nothing sent
 // to C.
 func TestMeshtest_9_4_LostAnswerReconciled(t *testing.T) {
+	t.Parallel()
 	pkgDir, anchor := signedEchoPackage(t)
 	var lost atomic.Int32
 	m, a, b, c := threeNodes(t, anchor, "", func(m *meshT) func(context.Context, string) error {
@@ -111,6 +113,7 @@ func TestMeshtest_9_4_LostAnswerReconciled(t *testing.T) {
 // meanwhile): reconciled, the node does not hold it, so the controller
 // tries the next candidate, C, and chains "trying the next candidate".
 func TestMeshtest_9_4_LostAnswerNotHeldTriesNext(t *testing.T) {
+	t.Parallel()
 	pkgDir, anchor := signedEchoPackage(t)
 	var lost atomic.Int32
 	m, a, b, c := threeNodes(t, anchor, "", func(m *meshT) func(context.Context, string) error {
@@ -159,6 +162,7 @@ func TestMeshtest_9_4_LostAnswerNotHeldTriesNext(t *testing.T) {
 // duplicate). Once B is back, a tick settles the decision: B holds the
 // instance and the controller adopts it. One instance throughout.
 func TestMeshtest_9_4_LostAnswerTargetUnreachable(t *testing.T) {
+	t.Parallel()
 	pkgDir, anchor := signedEchoPackage(t)
 	var lost atomic.Int32
 	m, a, b, c := threeNodes(t, anchor, "", func(m *meshT) func(context.Context, string) error {

@@ -22,6 +22,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -174,7 +175,7 @@ func meshController(anchor string, extra string) string {
   tick: 1s
   dead_after: 30s
   retry_backoff: 10s
-  describe_timeout: 5s
+  describe_timeout: 2s
   place_timeout: 60s
   trust_anchors: [%s]
   policy:
@@ -203,30 +204,39 @@ func (m *meshT) start(name, cfg string) *mnode {
 
 // run builds the node from its config file and data dir and runs it.
 func (mn *mnode) run() {
+	mn.m.t.Helper()
+	if err := mn.tryRun(); err != nil {
+		mn.m.t.Fatalf("node %s: %v", mn.name, err)
+	}
+}
+
+// tryRun is run, returning the error of a node that cannot be built
+// (the chain it opened is closed again).
+func (mn *mnode) tryRun() error {
 	t := mn.m.t
 	t.Helper()
 	if mn.n != nil {
-		t.Fatalf("node %s runs already", mn.name)
+		return fmt.Errorf("node %s runs already", mn.name)
 	}
 	c, err := reloadConfig(mn.cfgPath)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	if err := checkComponents(c, mn.cfgPath); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Named(mn.name)
 	if err := ensureDataDir(c.Node.DataDir, log); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	id, _, err := identity.LoadOrGenerate(identity.KeyPath(c.Node.DataDir))
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	reg := prometheus.NewRegistry()
 	ch, err := openChain(filepath.Join(c.Node.DataDir, chainFileName), id, false, reg, log)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	d := nodeDeps{
 		id: id, chain: ch, reg: reg, log: log, level: zap.NewAtomicLevelAt(zap.WarnLevel), cfgPath: mn.cfgPath,
@@ -243,7 +253,7 @@ func (mn *mnode) run() {
 	n, err := newNode(c, d)
 	if err != nil {
 		_ = ch.Close()
-		t.Fatal(err)
+		return err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	mn.n, mn.chain, mn.cancel, mn.done = n, ch, cancel, make(chan error, 1)
@@ -256,13 +266,15 @@ func (mn *mnode) run() {
 	deadline := time.After(waitTimeout)
 	for {
 		if ok, _ := n.admin.Ready(); ok {
-			return
+			return nil
 		}
 		select {
 		case err := <-mn.done:
-			t.Fatalf("node %s stopped before ready: %v", mn.name, err)
+			mn.n = nil
+			_ = ch.Close()
+			return fmt.Errorf("stopped before ready: %v", err)
 		case <-deadline:
-			t.Fatalf("node %s not ready", mn.name)
+			return errors.New("not ready")
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
