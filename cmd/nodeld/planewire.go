@@ -305,7 +305,8 @@ type controllerRunner struct {
 	// store is the package store in the data dir.
 	store *pkg.Store
 	// manual (tests only: nodeDeps.manualTicks) leaves the loop
-	// unstarted; the test ticks the controller itself.
+	// unstarted: the test ticks the controller and applies due targets
+	// itself.
 	manual bool
 
 	mu sync.Mutex // guards applied
@@ -446,12 +447,14 @@ func (r *controllerRunner) apply() {
 // Run runs the controller's loop and applies targets when due, until ctx
 // ends; it returns once the loop has returned.
 func (r *controllerRunner) Run(ctx context.Context) error {
+	if r.manual {
+		// The test ticks, and applies what is due, itself.
+		<-ctx.Done()
+		return nil
+	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() {
-		if r.manual {
-			return
-		}
 		if err := r.c.Run(ctx); err != nil {
 			r.log.Error("controller loop", zap.Error(err))
 		}
