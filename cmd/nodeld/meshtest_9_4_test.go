@@ -24,7 +24,13 @@ func (mn *mnode) instances() []ctl.InstanceStatus {
 // paired, with the controller's extra config; A's place hook is hook.
 func threeNodes(t *testing.T, anchor, ctrlExtra string, hook func(m *meshT) func(context.Context, string) error) (*meshT, *mnode, *mnode, *mnode) {
 	t.Helper()
-	m := newMesh(t, "a", "b", "c")
+	return threeNodesOn(t, newMesh(t, "a", "b", "c"), anchor, ctrlExtra, hook)
+}
+
+// threeNodesOn is threeNodes on a mesh made by the caller (nodes a, b
+// and c, with probes set as it likes).
+func threeNodesOn(t *testing.T, m *meshT, anchor, ctrlExtra string, hook func(m *meshT) func(context.Context, string) error) (*meshT, *mnode, *mnode, *mnode) {
+	t.Helper()
 	keyA := m.node("a").key
 	b := m.start("b", m.config("b", []peer{{name: "a", tier: "paired"}, {name: "c", tier: "paired"}}, meshHost(keyA, anchor)))
 	c := m.start("c", m.config("c", []peer{{name: "a", tier: "paired"}, {name: "b", tier: "paired"}}, meshHost(keyA, anchor)))
