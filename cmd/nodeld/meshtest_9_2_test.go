@@ -55,7 +55,7 @@ func (mn *mnode) ctlOK(args ...string) string {
 // placement's node) and plane.placed with the same decision id.
 func TestMeshtest_9_2_PlaceFetchStatusStopLogsUnload(t *testing.T) {
 	t.Parallel()
-	pkgDir, anchor := signedEchoPackage(t)
+	pkgDir, anchor := meshEchoPackage(t)
 	m := newMesh(t, "a", "b")
 	b := m.start("b", m.config("b", []peer{{name: "a", tier: "paired"}}, meshHost(m.node("a").key, anchor)))
 	a := m.start("a", m.config("a", []peer{{name: "b", tier: "paired"}}, meshController(anchor, "")))
@@ -206,13 +206,12 @@ func refusedWith(t *testing.T, what string, r ctl.Response, code ctl.Code) {
 // emulation, C is not eligible.
 func TestMeshtest_9_2_NativeTierOverEmulated(t *testing.T) {
 	t.Parallel()
-	pub := newPublisher(t)
 	variants := `{"name": "native", "requires": {"os": ["linux"], "arch": ["` + runtime.GOARCH + `"], "runtimes": ["process"]}, "resources": {"mem_bytes": 67108864}},
 	{"name": "emulated", "execution": "emulated", "requires": {"os": ["linux"], "runtimes": ["process"]}, "resources": {"mem_bytes": 67108864}}`
-	dir := pub.build("tiers", echoManifest("tiers", "echo-llm", variants), nil)
+	dir, anchor := meshPackage(t, "tiers", echoManifest("tiers", "start.sh", variants), map[string]string{"start.sh": lightScript("")})
 	m := newMesh(t, "a", "b", "c")
 	m.node("c").probe = &fakeProbe{arch: "riscv64"}
-	m, a, b, c := threeNodesOn(t, m, pub.anchor, "", nil)
+	m, a, b, c := threeNodesOn(t, m, anchor, "", nil)
 	idB, idC := m.id("b"), m.id("c")
 
 	// Without emulation C has no route.
@@ -248,7 +247,6 @@ func TestMeshtest_9_2_NativeTierOverEmulated(t *testing.T) {
 		!strings.Contains(ex, idB) || !strings.Contains(ex, idC) || !strings.Contains(ex, "emulated") {
 		t.Fatalf("explain:\n%s", ex)
 	}
-	t.Logf("explain:\n%s", ex)
 	if n, nc := len(b.instances()), len(c.instances()); n != 1 || nc != 0 {
 		t.Fatalf("instances: B %d, C %d", n, nc)
 	}
@@ -262,7 +260,7 @@ func TestMeshtest_9_2_NativeTierOverEmulated(t *testing.T) {
 // admission) and on B (host.place.refused, admission).
 func TestMeshtest_9_2_AdmissionRefusalFallsThrough(t *testing.T) {
 	t.Parallel()
-	pkgDir, anchor := signedEchoPackage(t)
+	pkgDir, anchor := meshLightPackage(t)
 	m := newMesh(t, "a", "b", "c")
 	probe := &fakeProbe{}
 	probe.memFree.Store(32 << 30)
@@ -301,7 +299,7 @@ func TestMeshtest_9_2_AdmissionRefusalFallsThrough(t *testing.T) {
 // cannot reach it at all (its handshake is refused and chained).
 func TestMeshtest_9_2_SignedCallsRefused(t *testing.T) {
 	t.Parallel()
-	_, anchor := signedEchoPackage(t)
+	_, anchor := meshLightPackage(t)
 	m := newMesh(t, "a", "b", "c", "d")
 	keyA := m.node("a").key
 	b := m.start("b", m.config("b", []peer{{name: "a", tier: "paired"}, {name: "c", tier: "paired"}}, meshHost(keyA, anchor)))
@@ -363,12 +361,11 @@ func TestMeshtest_9_2_SignedCallsRefused(t *testing.T) {
 // the decision is chained all the same.
 func TestMeshtest_9_2_NothingFits(t *testing.T) {
 	t.Parallel()
-	pub := newPublisher(t)
 	variant := `{"name": "default", "requires": {"os": ["linux"], "arch": ["riscv64"], "runtimes": ["process"]}, "resources": {"mem_bytes": 67108864}}`
-	dir := pub.build("exotic", echoManifest("exotic", "echo-llm", variant), nil)
+	dir, anchor := meshPackage(t, "exotic", echoManifest("exotic", "start.sh", variant), map[string]string{"start.sh": lightScript("")})
 	m := newMesh(t, "a", "b")
-	b := m.start("b", m.config("b", []peer{{name: "a", tier: "paired"}}, meshHost(m.node("a").key, pub.anchor)))
-	a := m.start("a", m.config("a", []peer{{name: "b", tier: "paired"}}, meshController(pub.anchor, "")))
+	b := m.start("b", m.config("b", []peer{{name: "a", tier: "paired"}}, meshHost(m.node("a").key, anchor)))
+	a := m.start("a", m.config("a", []peer{{name: "b", tier: "paired"}}, meshController(anchor, "")))
 	a.waitAlive(m.id("b"))
 	res, rc, _ := a.placeJSON(dir)
 	if rc != 1 || res.Outcome != codeUnplaceable || len(res.Attempts) != 0 {
@@ -391,13 +388,12 @@ func TestMeshtest_9_2_NothingFits(t *testing.T) {
 // lacks it: ineligible, the runtime not advertised, nothing dispatched.
 func TestMeshtest_9_2_RuntimeMissingNotOffered(t *testing.T) {
 	t.Parallel()
-	pub := newPublisher(t)
 	variant := `{"name": "ollama", "requires": {"os": ["linux"], "runtimes": ["ollama"]}, "resources": {"mem_bytes": 67108864}}`
-	dir := pub.build("needs-ollama", echoManifest("needs-ollama", "echo-llm", variant), nil)
+	dir, anchor := meshPackage(t, "needs-ollama", echoManifest("needs-ollama", "start.sh", variant), map[string]string{"start.sh": lightScript("")})
 	m := newMesh(t, "a", "b")
 	m.node("b").probe = &fakeProbe{noRuntimes: true}
-	b := m.start("b", m.config("b", []peer{{name: "a", tier: "paired"}}, meshHost(m.node("a").key, pub.anchor)))
-	a := m.start("a", m.config("a", []peer{{name: "b", tier: "paired"}}, meshController(pub.anchor, "")))
+	b := m.start("b", m.config("b", []peer{{name: "a", tier: "paired"}}, meshHost(m.node("a").key, anchor)))
+	a := m.start("a", m.config("a", []peer{{name: "b", tier: "paired"}}, meshController(anchor, "")))
 	a.waitAlive(m.id("b"))
 	res, rc, _ := a.placeJSON(dir)
 	if rc != 1 || res.Outcome != codeUnplaceable || len(res.Attempts) != 0 {
@@ -417,7 +413,7 @@ func TestMeshtest_9_2_RuntimeMissingNotOffered(t *testing.T) {
 // not learned.
 func TestMeshtest_9_2_ReplacedNodeSuspect(t *testing.T) {
 	t.Parallel()
-	_, anchor := signedEchoPackage(t)
+	_, anchor := meshLightPackage(t)
 	m := newMesh(t, "a", "b")
 	cfgB := m.config("b", []peer{{name: "a", tier: "paired"}}, meshHost(m.node("a").key, anchor))
 	b := m.start("b", cfgB)

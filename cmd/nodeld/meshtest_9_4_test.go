@@ -51,10 +51,9 @@ func threeNodesOn(t *testing.T, m *meshT, anchor, ctrlExtra string, hook func(m 
 // runtime refusal where the reference's gate denial is governance.
 func TestMeshtest_9_4_StartFailureRollsBack(t *testing.T) {
 	t.Parallel()
-	pub := newPublisher(t)
-	script := "#!/bin/sh\ncase \"$PWD\" in */b/*) echo 'start refused on b' >&2; exit 3;; esac\nexec \"$PWD/echo-llm\" \"$@\"\n"
-	dir := pub.build("picky", echoManifest("picky", "start.sh", defaultVariant), map[string]string{"start.sh": script})
-	m, a, b, c := threeNodes(t, pub.anchor, "", nil)
+	script := lightScript("case \"$PWD\" in */b/*) echo 'start refused on b' >&2; exit 3;; esac\n")
+	dir, anchor := meshPackage(t, "picky", echoManifest("picky", "start.sh", defaultVariant), map[string]string{"start.sh": script})
+	m, a, b, c := threeNodes(t, anchor, "", nil)
 	idB, idC := m.id("b"), m.id("c")
 
 	res, rc, errOut := a.placeJSON("--prefer", "b", dir)
@@ -85,7 +84,7 @@ func TestMeshtest_9_4_StartFailureRollsBack(t *testing.T) {
 // to C.
 func TestMeshtest_9_4_LostAnswerReconciled(t *testing.T) {
 	t.Parallel()
-	pkgDir, anchor := signedEchoPackage(t)
+	pkgDir, anchor := meshLightPackage(t)
 	var lost atomic.Int32
 	m, a, b, c := threeNodes(t, anchor, "", func(m *meshT) func(context.Context, string) error {
 		return func(_ context.Context, node string) error {
@@ -120,7 +119,7 @@ func TestMeshtest_9_4_LostAnswerReconciled(t *testing.T) {
 // tries the next candidate, C, and chains "trying the next candidate".
 func TestMeshtest_9_4_LostAnswerNotHeldTriesNext(t *testing.T) {
 	t.Parallel()
-	pkgDir, anchor := signedEchoPackage(t)
+	pkgDir, anchor := meshLightPackage(t)
 	var lost atomic.Int32
 	m, a, b, c := threeNodes(t, anchor, "", func(m *meshT) func(context.Context, string) error {
 		return func(ctx context.Context, node string) error {
@@ -169,7 +168,7 @@ func TestMeshtest_9_4_LostAnswerNotHeldTriesNext(t *testing.T) {
 // instance and the controller adopts it. One instance throughout.
 func TestMeshtest_9_4_LostAnswerTargetUnreachable(t *testing.T) {
 	t.Parallel()
-	pkgDir, anchor := signedEchoPackage(t)
+	pkgDir, anchor := meshLightPackage(t)
 	var lost atomic.Int32
 	m, a, b, c := threeNodes(t, anchor, "", func(m *meshT) func(context.Context, string) error {
 		return func(_ context.Context, node string) error {

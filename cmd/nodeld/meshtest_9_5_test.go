@@ -34,7 +34,7 @@ func (mn *mnode) statePath() string { return filepath.Join(mn.dataDir, controlle
 // unload is durable (another restart lists nothing).
 func TestMeshtest_9_5_RestartRestoresPlacements(t *testing.T) {
 	t.Parallel()
-	pkgDir, anchor := signedEchoPackage(t)
+	pkgDir, anchor := meshLightPackage(t)
 	m := newMesh(t, "a", "b")
 	b := m.start("b", m.config("b", []peer{{name: "a", tier: "paired"}}, meshHost(m.node("a").key, anchor)))
 	a := m.start("a", m.config("a", []peer{{name: "b", tier: "paired"}}, meshController(anchor, "")))
@@ -87,7 +87,7 @@ func TestMeshtest_9_5_RestartRestoresPlacements(t *testing.T) {
 // target appears under the new key.
 func TestMeshtest_9_5_RestoredTargetKeepsItsKey(t *testing.T) {
 	t.Parallel()
-	pkgDir, anchor := signedEchoPackage(t)
+	pkgDir, anchor := meshLightPackage(t)
 	m := newMesh(t, "a", "b")
 	cfgB := m.config("b", []peer{{name: "a", tier: "paired"}}, meshHost(m.node("a").key, anchor))
 	m.start("b", cfgB)
@@ -133,7 +133,7 @@ func TestMeshtest_9_5_RestoredTargetKeepsItsKey(t *testing.T) {
 // byte as it was.
 func TestMeshtest_9_5_MalformedStateFileRefused(t *testing.T) {
 	t.Parallel()
-	_, anchor := signedEchoPackage(t)
+	_, anchor := meshLightPackage(t)
 	m := newMesh(t, "a")
 	a := m.start("a", m.config("a", nil, "host:\n  enabled: true\n  trust_anchors: ["+anchor+"]\n"+meshController(anchor, "")))
 	a.kill()
@@ -165,7 +165,7 @@ func TestMeshtest_9_5_MalformedStateFileRefused(t *testing.T) {
 // instance lost and reschedules it on C from the stored order.
 func TestMeshtest_9_5_LifecycleSurvivesRestart(t *testing.T) {
 	t.Parallel()
-	pkgDir, anchor := signedEchoPackage(t)
+	pkgDir, anchor := meshLightPackage(t)
 	m, a, b, c := threeNodes(t, anchor, "", nil)
 	idB, idC := m.id("b"), m.id("c")
 	res, rc, errOut := a.placeJSON("--prefer", "b", pkgDir)

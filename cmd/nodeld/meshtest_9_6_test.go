@@ -48,7 +48,7 @@ func (mn *mnode) tierOf(id string) string {
 // discovered it is demoted.
 func TestMeshtest_9_6_TierFollowsConfig(t *testing.T) {
 	t.Parallel()
-	pkgDir, anchor := signedEchoPackage(t)
+	pkgDir, anchor := meshLightPackage(t)
 	m := newMesh(t, "a", "b")
 	hostA := "host:\n  enabled: true\n  trust_anchors: [" + anchor + "]\n"
 	cfgA := func(peers ...peer) string { return m.config("a", peers, hostA+meshController(anchor, "")) }
@@ -109,7 +109,7 @@ func TestMeshtest_9_6_TierFollowsConfig(t *testing.T) {
 // and without facts, and never chosen.
 func TestMeshtest_9_6_DiscoveredRaisedUnreachableReported(t *testing.T) {
 	t.Parallel()
-	pkgDir, anchor := signedEchoPackage(t)
+	pkgDir, anchor := meshLightPackage(t)
 	m := newMesh(t, "a", "b", "c")
 	cfgA := func(tierB string) string {
 		return m.config("a", []peer{{name: "b", tier: tierB}, {name: "c", tier: "paired"}}, meshController(anchor, ""))
@@ -158,7 +158,7 @@ func TestMeshtest_9_6_DiscoveredRaisedUnreachableReported(t *testing.T) {
 // discovered.
 func TestMeshtest_9_6_OtherKeyAtListedAddress(t *testing.T) {
 	t.Parallel()
-	pkgDir, anchor := signedEchoPackage(t)
+	pkgDir, anchor := meshLightPackage(t)
 	m := newMesh(t, "a", "b")
 	listed := m.id("b")
 	cfgA := m.config("a", []peer{{name: "b", tier: "paired"}}, meshController(anchor, ""))
@@ -197,7 +197,7 @@ func TestMeshtest_9_6_OtherKeyAtListedAddress(t *testing.T) {
 // address, paired, and chosen.
 func TestMeshtest_9_6_PinnedKeyReflash(t *testing.T) {
 	t.Parallel()
-	pkgDir, anchor := signedEchoPackage(t)
+	pkgDir, anchor := meshLightPackage(t)
 	m := newMesh(t, "a", "b")
 	b := m.node("b")
 	oldKey, oldID := b.key, m.id("b")
