@@ -149,7 +149,7 @@ func runDaemon(ctx context.Context, o daemonOptions) (err error) {
 		deps.afterPlace = func(ctx context.Context, _ string) error {
 			log.Warn("test hook: holding after a place answer, before the controller records it")
 			<-ctx.Done()
-			return ctx.Err()
+			return nil
 		}
 	}
 	n, err := newNode(cfg, deps)
