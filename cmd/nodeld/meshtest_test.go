@@ -18,6 +18,26 @@ package main
 //
 // testing/synctest cannot drive real sockets, hence a fake clock instead.
 //
+// Writing a test (see the 9.x files for examples):
+//
+//	m := newMesh(t, "a", "b", "c")             // keys, addresses, relays
+//	m.node("c").probe = &fakeProbe{arch: "riscv64"} // optional, before start
+//	m.node("a").afterPlace = hook                  // optional place-path fault
+//	b := m.start("b", m.config("b", peers, meshHost(keyA, anchor)))
+//	a := m.start("a", m.config("a", peers, meshController(anchor, extra)))
+//	a.waitAlive(m.id("b"))                          // ticks until described
+//	res, rc, _ := a.placeJSON("--prefer", "b", dir) // ctl place --json
+//	m.clock.Advance(31 * time.Second); a.tick()     // dead_after passes
+//	b.kill(); b.run(); a.restart(); m.cut("b"); m.heal("b")
+//	a.find(plane.KindDispatch, map[string]any{"node": id}) // chain entries
+//	a.reconfigure(cfg)                              // reload, as SIGHUP
+//
+// Packages: meshLightPackage (a start script running the test's echo-llm
+// binary, a few hundred bytes), meshEchoPackage (the whole binary), or
+// meshPackage for a manifest of the test's own; each is built once per
+// test binary. Tests call t.Parallel: each has its own ports, dirs and
+// clock.
+//
 // The acceptance lists, item by item (TestMeshtest_<list>_<what>; the
 // second part of the lists, 9.10 and 9.11, is in other files):
 //
