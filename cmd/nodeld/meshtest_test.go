@@ -606,8 +606,14 @@ func (r *udpRelay) connFor(from net.Addr) (*net.UDPConn, error) {
 		buf := make([]byte, 64<<10)
 		for {
 			n, err := c.Read(buf)
-			if err != nil {
+			if errors.Is(err, net.ErrClosed) {
 				return
+			}
+			if err != nil {
+				// The node is down (an ICMP port unreachable makes a
+				// connected socket's next read fail): it may come back
+				// at the same address, so keep relaying.
+				continue
 			}
 			if r.dropped(from) {
 				continue
