@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"slices"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -65,12 +66,16 @@ func nodeHostConfig(cfg *config.Config, id *identity.Identity) (host.Config, err
 // newFacts builds the node's signed facts source: node.labels and the
 // proxy's measurements of local instances (perf), signed with the node
 // key under a seq kept in the data dir.
-func newFacts(cfg *config.Config, id *identity.Identity, perf facts.PerfSource) (*facts.Source, error) {
+func newFacts(cfg *config.Config, id *identity.Identity, perf facts.PerfSource, probe *facts.ProbeDeps, now func() time.Time) (*facts.Source, error) {
 	seq, err := facts.OpenSeqStore(cfg.Node.DataDir)
 	if err != nil {
 		return nil, err
 	}
-	return facts.NewSource(facts.DefaultProbeDeps(), id.PrivateKey(), cfg.Node.Labels, seq, facts.SourceOptions{Perf: perf})
+	pd := facts.DefaultProbeDeps()
+	if probe != nil {
+		pd = *probe
+	}
+	return facts.NewSource(pd, id.PrivateKey(), cfg.Node.Labels, seq, facts.SourceOptions{Perf: perf, Now: now})
 }
 
 // newHost builds the workload host with its revocation list and signed

@@ -211,7 +211,7 @@ type planeDispatcher struct {
 	anchors atomic.Pointer[pkg.Anchors]
 	// afterPlace, when set, runs after a place was answered and before
 	// the controller learns of it (a test hook: see nodeDeps).
-	afterPlace func(ctx context.Context)
+	afterPlace func(ctx context.Context, node string) error
 	// beforePlace, when set, runs before a place is sent (a test hook).
 	beforePlace func(ctx context.Context)
 }
@@ -267,7 +267,9 @@ func (p *planeDispatcher) PlaceDecided(ctx context.Context, node string, pk plan
 		return ctl.PlaceResult{}, err
 	}
 	if p.afterPlace != nil {
-		p.afterPlace(ctx)
+		if err := p.afterPlace(ctx, node); err != nil {
+			return ctl.PlaceResult{}, &ctl.CallError{Class: ctl.ClassIndeterminate, Method: ctl.MethodPlace, Err: err}
+		}
 	}
 	var res ctl.PlaceResult
 	if err := ctl.DecodeResult(ans.Response.Result, &res); err != nil {
@@ -324,6 +326,10 @@ type controllerRunner struct {
 	due chan struct{}
 	// store is the package store in the data dir.
 	store *pkg.Store
+	// manual (tests only: nodeDeps.manualTicks) leaves the loop
+	// unstarted: the test ticks the controller and applies due targets
+	// itself.
+	manual bool
 
 	mu sync.Mutex // guards applied
 	// applied are the targets last given to the controller, by node id.
@@ -340,9 +346,10 @@ func newController(n *node, cfg *config.Config, d nodeDeps, rev *pkg.Revocations
 	pd := &planeDispatcher{d: n.dispatch, rev: rev, afterPlace: d.afterPlace, beforePlace: d.beforePlace}
 	pd.anchors.Store(&anchors)
 	r := &controllerRunner{n: n, disp: pd, log: d.log.Named("controller"), due: make(chan struct{}, 1),
-		store: pkg.NewStore(filepath.Join(cfg.Node.DataDir, pkg.StoreDir), rev)}
+		store: pkg.NewStore(filepath.Join(cfg.Node.DataDir, pkg.StoreDir), rev), manual: d.manualTicks}
 	ts := r.targets(cfg, nil)
 	c, err := plane.New(controllerConfig(cfg, n.refOrWritten), ts, plane.Deps{
+		Now:        d.now,
 		Chain:      d.chain,
 		Dispatcher: pd,
 		StatePath:  filepath.Join(cfg.Node.DataDir, controllerStateFile),
@@ -462,6 +469,11 @@ func (r *controllerRunner) apply() {
 // Run runs the controller's loop and applies targets when due, until ctx
 // ends; it returns once the loop has returned.
 func (r *controllerRunner) Run(ctx context.Context) error {
+	if r.manual {
+		// The test ticks, and applies what is due, itself.
+		<-ctx.Done()
+		return nil
+	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() {

@@ -152,9 +152,10 @@ func runDaemon(ctx context.Context, o daemonOptions) (err error) {
 		load: func() (*config.Config, error) { return reloadConfig(o.cfgPath) },
 	}
 	if o.holdAfterPlace {
-		deps.afterPlace = func(ctx context.Context) {
+		deps.afterPlace = func(ctx context.Context, _ string) error {
 			log.Warn("test hook: holding after a place answer, before the controller records it")
 			<-ctx.Done()
+			return nil
 		}
 	}
 	if o.holdBeforePlace {
@@ -216,15 +217,26 @@ type nodeDeps struct {
 	// discover replaces runner.DefaultDiscoverCandidates (tests: never
 	// the real well-known ports); nil keeps them.
 	discover []runner.DiscoverCandidate
-	// now is the clock of the dispatcher and the host (workload.ctl and
-	// revocation notices, signed and checked); nil means time.Now. Only
-	// --test-clock-offset sets it.
+	// now is the clock of the dispatcher, the host, the facts source
+	// (workload.ctl and revocation notices, signed and checked; facts
+	// issued) and the controller; nil means time.Now. Only
+	// --test-clock-offset and tests (one fake clock shared by in-process
+	// nodes) set it.
 	now func() time.Time
+	// manualTicks (tests only) leaves the controller's loop unstarted:
+	// the test calls the controller's Tick itself, on its fake clock.
+	manualTicks bool
+	// probe (tests only) replaces the facts probe's dependencies (a
+	// node that reports another architecture or less free memory);
+	// nil probes this machine.
+	probe *facts.ProbeDeps
 	// afterPlace, when set, is called by the controller's dispatcher
 	// after a node answered a place and before the controller records it:
 	// a test hook for crashes on the place path (nodeld run
-	// --test-hold-after-place blocks there until it is killed).
-	afterPlace func(ctx context.Context)
+	// --test-hold-after-place blocks there until it is killed). A
+	// non-nil error loses the answer: the controller sees an
+	// indeterminate place, as if the link had failed before it arrived.
+	afterPlace func(ctx context.Context, node string) error
 	// beforePlace, when set, is called by the controller's dispatcher
 	// before a place is sent, after the controller persisted the
 	// candidate: a test hook (nodeld run --test-hold-before-place).
@@ -388,7 +400,7 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n.facts, err = newFacts(cfg, d.id, proxyPerf{n.proxy})
+	n.facts, err = newFacts(cfg, d.id, proxyPerf{n.proxy}, d.probe, d.now)
 	if err != nil {
 		return nil, err
 	}
