@@ -55,6 +55,7 @@ var hex64 = regexp.MustCompile(`^[0-9a-f]{64}$`)
 // node_dead, a 64-hex decision id). Further ticks while B stays down
 // chain nothing and place nothing.
 func TestMeshtest_9_10_DeadNodeRescheduled(t *testing.T) {
+	t.Parallel()
 	lc := newLC(t, lcOpts{})
 	a := lc.a
 	res := lc.place(lc.idB, "--prefer", "b")
@@ -118,6 +119,7 @@ func TestMeshtest_9_10_DeadNodeRescheduled(t *testing.T) {
 // unloads its replaced copy (plane.orphan "orphan unloaded"), B lists it
 // departed (unloaded), and the workload runs once, on C.
 func TestMeshtest_9_10_OrphanUnloaded(t *testing.T) {
+	t.Parallel()
 	lc := newLC(t, lcOpts{})
 	a := lc.a
 	res := lc.place(lc.idB, "--prefer", "b")
@@ -138,8 +140,7 @@ func TestMeshtest_9_10_OrphanUnloaded(t *testing.T) {
 	}
 
 	lc.m.heal("b")
-	waitFor(t, "the orphan unload on B", func() bool {
-		a.tick()
+	lc.tickUntil("the orphan unload on B", 11*time.Second, func() bool {
 		_, still := lc.pl(dec)
 		return !still
 	})
@@ -163,6 +164,7 @@ func TestMeshtest_9_10_OrphanUnloaded(t *testing.T) {
 // rejoined with the instance"), running, on B, and nothing was placed
 // elsewhere.
 func TestMeshtest_9_10_PinnedAlertsThenRecovers(t *testing.T) {
+	t.Parallel()
 	lc := newLC(t, lcOpts{})
 	a := lc.a
 	res := lc.place(lc.idB, "b")
@@ -211,6 +213,7 @@ func TestMeshtest_9_10_PinnedAlertsThenRecovers(t *testing.T) {
 // with the alert "it was not running when it was lost", and nothing is
 // started on C.
 func TestMeshtest_9_10_StoppedNotPlacedAgain(t *testing.T) {
+	t.Parallel()
 	lc := newLC(t, lcOpts{})
 	a := lc.a
 	res := lc.place(lc.idB, "--prefer", "b")
@@ -243,6 +246,7 @@ func TestMeshtest_9_10_StoppedNotPlacedAgain(t *testing.T) {
 // often it is retried. C starts and verifies: once the backoff has
 // passed, the instance is rescheduled on C.
 func TestMeshtest_9_10_FallbackUnverified(t *testing.T) {
+	t.Parallel()
 	lc := newLC(t, lcOpts{noC: true})
 	a := lc.a
 	res := lc.place(lc.idB)
@@ -294,6 +298,7 @@ func TestMeshtest_9_10_FallbackUnverified(t *testing.T) {
 // lists C as paired and reloads A: once the backoff has passed, the
 // instance is rescheduled on C.
 func TestMeshtest_9_10_DemotedFallbackThenPromoted(t *testing.T) {
+	t.Parallel()
 	lc := newLC(t, lcOpts{tierC: "discovered"})
 	a := lc.a
 	a.waitAlive(lc.idC) // C answers; its tier alone keeps it out
@@ -323,8 +328,10 @@ func TestMeshtest_9_10_DemotedFallbackThenPromoted(t *testing.T) {
 	if err := a.n.applyReload(); err != nil {
 		t.Fatal(err)
 	}
-	lc.advance(21 * time.Second)
-	a.tick()
+	lc.tickUntil("the reschedule on C", 21*time.Second, func() bool {
+		o := lc.others(dec)
+		return len(o) == 1 && o[0].Life == plane.LifePlaced
+	})
 	o := lc.others(dec)
 	if len(o) != 1 || o[0].Node != lc.idC || o[0].Life != plane.LifePlaced || lc.mustPl(dec).Life != plane.LifeRescheduled {
 		t.Fatalf("after C was paired: %+v", a.ctrl().Placements())
@@ -340,6 +347,7 @@ func TestMeshtest_9_10_DemotedFallbackThenPromoted(t *testing.T) {
 // its node is up"), placed again at once with one reschedule, chained as
 // a migrate of reason instance_lost; one copy runs.
 func TestMeshtest_9_10_RebootInsideGrace(t *testing.T) {
+	t.Parallel()
 	lc := newLC(t, lcOpts{})
 	a := lc.a
 	res := lc.place(lc.idB, "--prefer", "b")
@@ -347,8 +355,7 @@ func TestMeshtest_9_10_RebootInsideGrace(t *testing.T) {
 	a.tick()
 
 	lc.b.restart()
-	waitFor(t, "the lost instance to be replaced", func() bool {
-		a.tick()
+	lc.tickUntil("the lost instance to be replaced", time.Second, func() bool {
 		_, still := lc.pl(dec)
 		return !still || lc.mustPl(dec).Life == plane.LifeRescheduled
 	})
@@ -376,6 +383,7 @@ func TestMeshtest_9_10_RebootInsideGrace(t *testing.T) {
 // ("unloaded") and forgets it ("no longer on its node: unloaded"); it is
 // never placed again, however many ticks pass.
 func TestMeshtest_9_10_UnloadedBehindTheBackIsGone(t *testing.T) {
+	t.Parallel()
 	lc := newLC(t, lcOpts{bSelf: true})
 	a := lc.a
 	res := lc.place(lc.idB, "--prefer", "b")
@@ -405,6 +413,7 @@ func TestMeshtest_9_10_UnloadedBehindTheBackIsGone(t *testing.T) {
 // derives it from the workload), chained as a migrate of reason
 // instance_lost; one placement, running on B, one reschedule.
 func TestMeshtest_9_10_PinnedRebootAfterGrace(t *testing.T) {
+	t.Parallel()
 	lc := newLC(t, lcOpts{})
 	a := lc.a
 	res := lc.place(lc.idB, "b")
@@ -420,8 +429,7 @@ func TestMeshtest_9_10_PinnedRebootAfterGrace(t *testing.T) {
 	}
 
 	lc.b.run()
-	waitFor(t, "the instance placed again on B", func() bool {
-		a.tick()
+	lc.tickUntil("the instance placed again on B", 11*time.Second, func() bool {
 		_, still := lc.pl(dec)
 		return !still
 	})
@@ -444,6 +452,7 @@ func TestMeshtest_9_10_PinnedRebootAfterGrace(t *testing.T) {
 // "still retrying" is chained when the attempts reach max_reschedules,
 // and it never gives up: once C starts, the instance is placed there.
 func TestMeshtest_9_10_NoNodeRetriedWithBackoff(t *testing.T) {
+	t.Parallel()
 	lc := newLC(t, lcOpts{noC: true, ctrl: "  max_reschedules: 2\n"})
 	a := lc.a
 	res := lc.place(lc.idB)
@@ -504,6 +513,7 @@ func TestMeshtest_9_10_NoNodeRetriedWithBackoff(t *testing.T) {
 // put with the alert "already rescheduled 1 times", though B could take
 // it.
 func TestMeshtest_9_10_MaxReschedulesCaps(t *testing.T) {
+	t.Parallel()
 	lc := newLC(t, lcOpts{ctrl: "  max_reschedules: 1\n"})
 	a := lc.a
 	res := lc.place(lc.idB, "--prefer", "b")
@@ -520,8 +530,7 @@ func TestMeshtest_9_10_MaxReschedulesCaps(t *testing.T) {
 	moved := o[0].DecisionID
 
 	lc.b.run()
-	waitFor(t, "B back and its old copy settled", func() bool {
-		a.tick()
+	lc.tickUntil("B back and its old copy settled", 11*time.Second, func() bool {
 		_, still := lc.pl(dec)
 		return !still
 	})
@@ -551,6 +560,7 @@ func TestMeshtest_9_10_MaxReschedulesCaps(t *testing.T) {
 // lists it departed: A forgets it ("taken down while unreachable:
 // unloaded") and places nothing.
 func TestMeshtest_9_10_UnloadWhileUnreachableNotUndone(t *testing.T) {
+	t.Parallel()
 	lc := newLC(t, lcOpts{twoNodes: true, bSelf: true})
 	a := lc.a
 	res := lc.place(lc.idB)
@@ -590,6 +600,7 @@ func TestMeshtest_9_10_UnloadWhileUnreachableNotUndone(t *testing.T) {
 // gives the same instance id, which leaves B's departed list, and A's
 // ticks keep the new placement (it is not taken for departed).
 func TestMeshtest_9_10_FreshPlacementClearsDeparted(t *testing.T) {
+	t.Parallel()
 	lc := newLC(t, lcOpts{twoNodes: true})
 	a := lc.a
 	res := lc.place(lc.idB)

@@ -292,3 +292,16 @@ func (mn *mnode) lcWaitLinked(id string) {
 func (mn *mnode) lcLifecycle(id, to string) []chainEntry {
 	return mn.find(plane.KindLifecycle, map[string]any{"decision_id": id, "to": to})
 }
+
+// tickUntil ticks A, first advancing the clock by step, until cond holds
+// (within waitTimeout of real time). A step past the backoff lets a call
+// that failed on a link still settling (a node that just restarted) be
+// retried rather than waited for.
+func (lc *lcCluster) tickUntil(what string, step time.Duration, cond func() bool) {
+	lc.m.t.Helper()
+	waitFor(lc.m.t, what, func() bool {
+		lc.advance(step)
+		lc.a.tick()
+		return cond()
+	})
+}
