@@ -85,6 +85,12 @@ func (b *operatorBackend) Operate(ctx context.Context, req dispatch.OperatorRequ
 				return resp
 			}
 		}
+	case dispatch.VerbStart:
+		if b.ctrl != nil {
+			if resp, refused := b.revokedStart(ctx, req); refused {
+				return resp
+			}
+		}
 	case verbExplain, verbPlacements, verbNodes:
 		if b.ctrl == nil {
 			return controllerOnly(req.Verb)

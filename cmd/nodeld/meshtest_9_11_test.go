@@ -207,7 +207,9 @@ func TestMeshtest_9_11_ForcedUnloadNeedsNoPermit(t *testing.T) {
 // on A, the controller. Placing it is refused (the error says it "is
 // revoked: <reason>"; A chains plane.refuse with the revoked subject) and
 // nothing is placed; the instance placed before the revocation can still
-// be stopped and unloaded through A.
+// be stopped through A, and unloaded, but not started again (refused
+// governance, "is revoked", chained plane.refuse phase start with the
+// subject), though B's own list does not revoke it.
 func TestMeshtest_9_11_RevokedNotPlacedButTornDown(t *testing.T) {
 	t.Parallel()
 	lc := newLC(t, lcOpts{twoNodes: true})
@@ -228,6 +230,17 @@ func TestMeshtest_9_11_RevokedNotPlacedButTornDown(t *testing.T) {
 		t.Fatalf("placements: %+v", ps)
 	}
 	a.ctlOK("stop", "b", res.InstanceID)
+	out2, errOut2, rc2 := runCtl(t, "--socket", a.socket(), "start", "b", res.InstanceID)
+	if rc2 == 0 || !strings.Contains(errOut2, "governance") || !strings.Contains(errOut2, "is revoked: test package") {
+		t.Fatalf("start of a revoked instance = %d\n%s\n%s", rc2, out2, errOut2)
+	}
+	started := a.find(plane.KindRefuse, map[string]any{"phase": "start", "instance_id": res.InstanceID})
+	if len(started) != 1 || fmt.Sprint(started[0].Payload["revoked"]) == "<nil>" {
+		t.Fatalf("A's start refusals: %+v", started)
+	}
+	if got := lc.b.lcHeld().Instances; len(got) != 1 || got[0].Lifecycle != "stopped" {
+		t.Fatalf("B holds %+v after the refused start", got)
+	}
 	a.ctlOK("unload", "b", res.InstanceID)
 	if ps, held := a.ctrl().Placements(), lc.b.lcHeld(); len(ps) != 0 || len(held.Instances) != 0 {
 		t.Fatalf("after stop and unload: placements %+v, B holds %+v", ps, held.Instances)
