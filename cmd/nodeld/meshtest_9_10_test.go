@@ -243,8 +243,8 @@ func TestMeshtest_9_10_StoppedNotPlacedAgain(t *testing.T) {
 // fallback, has never verified a describe (it is not running). The grace
 // comes first (nothing on the first tick); after dead_after the instance
 // is lost and its reschedule fails, the refusal chained once however
-// often it is retried. C starts and verifies: once the backoff has
-// passed, the instance is rescheduled on C.
+// often it is retried. C starts and verifies: nothing moves while the
+// backoff runs; once it has passed, the instance is rescheduled on C.
 func TestMeshtest_9_10_FallbackUnverified(t *testing.T) {
 	t.Parallel()
 	lc := newLC(t, lcOpts{noC: true})
@@ -277,10 +277,13 @@ func TestMeshtest_9_10_FallbackUnverified(t *testing.T) {
 		t.Fatalf("refusals: %+v", refusals)
 	}
 
+	// C verifies; the third attempt's backoff (40 s) still runs.
 	lc.startC()
-	waitFor(t, "the reschedule on C", func() bool {
-		lc.advance(5 * time.Second)
-		a.tick()
+	a.waitAlive(lc.idC)
+	if p := lc.mustPl(dec); p.Life != plane.LifeLost || p.Attempts != 3 || len(lc.others(dec)) != 0 {
+		t.Fatalf("C alive inside the backoff: %+v, others %+v", p, lc.others(dec))
+	}
+	lc.tickUntil("the reschedule on C", 41*time.Second, func() bool {
 		o := lc.others(dec)
 		return len(o) == 1 && o[0].Life == plane.LifePlaced
 	})
