@@ -19,10 +19,11 @@ package main
 //     is pinned (or pinned on first contact); there is no link to an
 //     unverified peer for a replay to go over, so nothing to test over the
 //     wire beyond the mesh's own admission tests.
-//   - "replay stops when the peer leaves": a replay sends a handful of
-//     notices NoticeReplayPace (20 ms, real time) apart on the link's own
-//     context; a peer cannot be made to leave in the middle of one
-//     deterministically. The host's unit tests cover the cancellation.
+//   - "replay stops when the peer leaves" (known gap): a replay sends
+//     the log's notices NoticeReplayPace (20 ms, real time) apart on the
+//     link's own context (mesh OnLinkUp), which ends with the link; a
+//     peer cannot be made to leave in the middle of a replay of a few
+//     notices deterministically, and no test covers the stop yet.
 // The replay log in nodeld refuses a line that is not base64 (the node
 // does not start, with an error naming the line); a line that decodes
 // but does not verify, garbage included, is dropped
@@ -206,7 +207,9 @@ func TestMeshtest_9_11_ForcedUnloadNeedsNoPermit(t *testing.T) {
 // TestMeshtest_9_11_RevokedNotPlacedButTornDown: the package is revoked
 // on A, the controller. Placing it is refused (the error says it "is
 // revoked: <reason>"; A chains plane.refuse with the revoked subject) and
-// nothing is placed; the instance placed before the revocation can still
+// nothing is placed: nodeld refuses the package before the engine runs,
+// so there is no decision to explain, where the reference explains an
+// unplaceable one; the instance placed before the revocation can still
 // be stopped through A, and unloaded, but not started again (refused
 // governance, "is revoked", chained plane.refuse phase start with the
 // subject), though B's own list does not revoke it.
