@@ -30,10 +30,13 @@ package main
 //
 // Known gap:
 //   - "Refused orphan unload backs off ...": a real host refuses the
-//     unload of an instance it holds only when the instance's process
-//     survives a stop (SIGKILL included), which no test package can do;
-//     the backoff is covered on a fake cluster by the plane unit test
-//     TestRefusedOrphanUnloadBacksOff.
+//     unload of an instance it holds only when stopping it fails (its
+//     process survives SIGKILL), which no test package can arrange; an
+//     unload that outlasts A's call timeout (a long drain) fails too, but
+//     on real time, seconds per attempt, with nothing to pin the failure
+//     text. The backoff (no attempt and no chain entry inside it, the same
+//     failure chained once) is covered on a fake cluster by the plane
+//     unit test TestRefusedOrphanUnloadBacksOff, not over the wire.
 
 import (
 	"os"
