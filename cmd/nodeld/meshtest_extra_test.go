@@ -298,10 +298,23 @@ func (mn *mnode) lcLifecycle(id, to string) []chainEntry {
 // that failed on a link still settling (a node that just restarted) be
 // retried rather than waited for.
 func (lc *lcCluster) tickUntil(what string, step time.Duration, cond func() bool) {
-	lc.m.t.Helper()
-	waitFor(lc.m.t, what, func() bool {
+	t := lc.m.t
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	poll := time.NewTicker(50 * time.Millisecond) // waitFor's poll period
+	defer poll.Stop()
+	for {
 		lc.advance(step)
 		lc.a.tick()
-		return cond()
-	})
+		if cond() {
+			return
+		}
+		if time.Now().After(deadline) {
+			a := lc.a
+			es := a.entries()
+			t.Fatalf("timed out waiting for %s\nplacements: %+v\nnodes: %+v\nA's last entries: %s", what,
+				a.ctrl().Placements(), a.ctrl().NodeViews(), lcKinds(es[max(0, len(es)-12):]))
+		}
+		<-poll.C
+	}
 }
