@@ -361,7 +361,12 @@ func TestMeshtest_9_10_RebootInsideGrace(t *testing.T) {
 	a.tick()
 
 	lc.b.restart()
-	lc.tickUntil("the lost instance to be replaced", time.Second, func() bool {
+	// The clock stands still until B answers: it is back inside the grace.
+	waitFor(t, "B to answer without the instance", func() bool {
+		a.tick()
+		return len(a.lcLifecycle(dec, string(plane.LifeLost))) > 0
+	})
+	lc.tickUntil("the lost instance to be replaced", 11*time.Second, func() bool {
 		_, still := lc.pl(dec)
 		return !still || lc.mustPl(dec).Life == plane.LifeRescheduled
 	})
