@@ -88,6 +88,11 @@ func (b *operatorBackend) Operate(ctx context.Context, req dispatch.OperatorRequ
 			return controllerOnly("place by package id")
 		}
 	case dispatch.VerbStart, dispatch.VerbStop, dispatch.VerbUnload:
+		if b.ctrl != nil && req.Verb == dispatch.VerbStart {
+			if resp, refused := b.revokedStart(ctx, req); refused {
+				return resp
+			}
+		}
 		if b.ctrl != nil {
 			if resp, ok := b.instanceVerb(ctx, req); ok {
 				return resp
