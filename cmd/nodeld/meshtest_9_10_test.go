@@ -75,8 +75,7 @@ func TestMeshtest_9_10_DeadNodeRescheduled(t *testing.T) {
 		t.Fatalf("the first tick without B chained %s", lcKinds(got))
 	}
 
-	lc.advance(31 * time.Second)
-	a.tick()
+	lc.pastDeadAfter()
 	old := lc.mustPl(dec)
 	nu := lc.others(dec)
 	if old.Life != plane.LifeRescheduled || len(nu) != 1 || nu[0].Node != lc.idC || nu[0].Life != plane.LifePlaced {
@@ -105,8 +104,7 @@ func TestMeshtest_9_10_DeadNodeRescheduled(t *testing.T) {
 	// Nothing more while B stays down.
 	before = a.lcSeq()
 	for range 3 {
-		lc.advance(31 * time.Second)
-		a.tick()
+		lc.pastDeadAfter()
 	}
 	if got := a.lcSince(before, plane.ChainSource); len(got) != 0 {
 		t.Fatalf("ticks with B still down chained %s", lcKinds(got))
@@ -132,8 +130,7 @@ func TestMeshtest_9_10_OrphanUnloaded(t *testing.T) {
 	lc.m.cut("b")
 	a.lcWaitUnlinked(lc.idB)
 	a.tick()
-	lc.advance(31 * time.Second)
-	a.tick()
+	lc.pastDeadAfter()
 	nu := lc.others(dec)
 	if len(nu) != 1 || nu[0].Node != lc.idC || lc.mustPl(dec).Life != plane.LifeRescheduled {
 		t.Fatalf("not rescheduled on C: %+v", a.ctrl().Placements())
@@ -177,19 +174,14 @@ func TestMeshtest_9_10_PinnedAlertsThenRecovers(t *testing.T) {
 	lc.m.cut("b")
 	a.lcWaitUnlinked(lc.idB)
 	a.tick()
-	lc.advance(31 * time.Second)
-	a.tick()
+	lc.pastDeadAfter()
 	for range 3 {
-		lc.advance(31 * time.Second)
-		a.tick()
+		lc.pastDeadAfter()
 	}
 	if p := lc.mustPl(dec); p.Life != plane.LifeLost || len(lc.others(dec)) != 0 {
 		t.Fatalf("pinned placement on a dead node: %+v, others %+v", p, lc.others(dec))
 	}
-	alerts := a.find(plane.KindAlert, map[string]any{"decision_id": dec})
-	if len(alerts) != 1 || !strings.Contains(alerts[0].Payload["reason"].(string), "pinned") {
-		t.Fatalf("alerts: %+v", alerts)
-	}
+	lc.wantOneAlert(dec, "pinned")
 	if got := lc.c.lcHeld().Instances; len(got) != 0 {
 		t.Fatalf("C holds %+v", got)
 	}
@@ -226,17 +218,12 @@ func TestMeshtest_9_10_StoppedNotPlacedAgain(t *testing.T) {
 
 	lc.b.kill()
 	a.tick()
-	lc.advance(31 * time.Second)
-	a.tick()
-	lc.advance(31 * time.Second)
-	a.tick()
+	lc.pastDeadAfter()
+	lc.pastDeadAfter()
 	if p := lc.mustPl(dec); p.Life != plane.LifeLost || len(lc.others(dec)) != 0 {
 		t.Fatalf("stopped placement on a dead node: %+v, others %+v", p, lc.others(dec))
 	}
-	alerts := a.find(plane.KindAlert, map[string]any{"decision_id": dec})
-	if len(alerts) != 1 || !strings.Contains(alerts[0].Payload["reason"].(string), "not running") {
-		t.Fatalf("alerts: %+v", alerts)
-	}
+	lc.wantOneAlert(dec, "not running")
 	if got := lc.c.lcHeld().Instances; len(got) != 0 {
 		t.Fatalf("C holds %+v", got)
 	}
@@ -262,8 +249,7 @@ func TestMeshtest_9_10_FallbackUnverified(t *testing.T) {
 	if got := a.lcSince(before, plane.ChainSource); len(got) != 0 || lc.mustPl(dec).Life != plane.LifePlaced {
 		t.Fatalf("the grace tick chained %s", lcKinds(got))
 	}
-	lc.advance(31 * time.Second)
-	a.tick()
+	lc.pastDeadAfter()
 	p := lc.mustPl(dec)
 	if p.Life != plane.LifeLost || p.Attempts != 1 || len(lc.others(dec)) != 0 {
 		t.Fatalf("after dead_after: %+v, others %+v", p, lc.others(dec))
@@ -314,8 +300,7 @@ func TestMeshtest_9_10_DemotedFallbackThenPromoted(t *testing.T) {
 
 	lc.b.kill()
 	a.tick()
-	lc.advance(31 * time.Second)
-	a.tick()
+	lc.pastDeadAfter()
 	lc.advance(11 * time.Second)
 	a.tick()
 	if p := lc.mustPl(dec); p.Life != plane.LifeLost || p.Attempts != 2 || len(lc.others(dec)) != 0 {
@@ -410,8 +395,7 @@ func TestMeshtest_9_10_UnloadedBehindTheBackIsGone(t *testing.T) {
 		t.Fatalf("gone records: %+v", got)
 	}
 	for range 3 {
-		lc.advance(31 * time.Second)
-		a.tick()
+		lc.pastDeadAfter()
 	}
 	if ps := a.ctrl().Placements(); len(ps) != 0 || len(lc.b.lcHeld().Instances)+len(lc.c.lcHeld().Instances) != 0 {
 		t.Fatalf("placed again: %+v", ps)
@@ -433,8 +417,7 @@ func TestMeshtest_9_10_PinnedRebootAfterGrace(t *testing.T) {
 
 	lc.b.kill()
 	a.tick()
-	lc.advance(31 * time.Second)
-	a.tick()
+	lc.pastDeadAfter()
 	if p := lc.mustPl(dec); p.Life != plane.LifeLost || len(a.find(plane.KindAlert, map[string]any{"decision_id": dec})) != 1 {
 		t.Fatalf("pinned on a dead node: %+v, alerts %+v", p, a.find(plane.KindAlert, nil))
 	}
@@ -472,8 +455,7 @@ func TestMeshtest_9_10_NoNodeRetriedWithBackoff(t *testing.T) {
 
 	lc.b.kill()
 	a.tick()
-	lc.advance(31 * time.Second)
-	a.tick() // attempt 1; the next in 10 s
+	lc.pastDeadAfter() // attempt 1; the next in 10 s
 	steps := []struct {
 		advance  time.Duration
 		attempts int
@@ -501,10 +483,7 @@ func TestMeshtest_9_10_NoNodeRetriedWithBackoff(t *testing.T) {
 	if got := a.find(plane.KindRefuse, map[string]any{"decision_id": dec}); len(got) != 1 {
 		t.Fatalf("refusals: %+v", got)
 	}
-	alerts := a.find(plane.KindAlert, map[string]any{"decision_id": dec})
-	if len(alerts) != 1 || !strings.Contains(alerts[0].Payload["reason"].(string), "still retrying") {
-		t.Fatalf("alerts: %+v", alerts)
-	}
+	lc.wantOneAlert(dec, "still retrying")
 
 	lc.startC()
 	waitFor(t, "the reschedule on C", func() bool {
@@ -532,8 +511,7 @@ func TestMeshtest_9_10_MaxReschedulesCaps(t *testing.T) {
 	a.tick()
 	lc.b.kill()
 	a.tick()
-	lc.advance(31 * time.Second)
-	a.tick()
+	lc.pastDeadAfter()
 	o := lc.others(dec)
 	if len(o) != 1 || o[0].Node != lc.idC || o[0].Reschedules != 1 {
 		t.Fatalf("first move: %+v", a.ctrl().Placements())
@@ -548,18 +526,13 @@ func TestMeshtest_9_10_MaxReschedulesCaps(t *testing.T) {
 	a.waitAlive(lc.idB)
 	lc.c.kill()
 	a.tick()
-	lc.advance(31 * time.Second)
-	a.tick()
-	lc.advance(31 * time.Second)
-	a.tick()
+	lc.pastDeadAfter()
+	lc.pastDeadAfter()
 	p := lc.mustPl(moved)
 	if p.Life != plane.LifeLost || len(lc.others(moved)) != 0 {
 		t.Fatalf("second loss: %+v, others %+v", p, lc.others(moved))
 	}
-	alerts := a.find(plane.KindAlert, map[string]any{"decision_id": moved})
-	if len(alerts) != 1 || !strings.Contains(alerts[0].Payload["reason"].(string), "already rescheduled 1 times") {
-		t.Fatalf("alerts: %+v", alerts)
-	}
+	lc.wantOneAlert(moved, "already rescheduled 1 times")
 	if got := lc.b.lcHeld().Instances; len(got) != 0 {
 		t.Fatalf("B holds %+v", got)
 	}
@@ -582,8 +555,7 @@ func TestMeshtest_9_10_UnloadWhileUnreachableNotUndone(t *testing.T) {
 	a.lcWaitUnlinked(lc.idB)
 	lc.b.ctlOK("unload", "self", res.InstanceID)
 	a.tick()
-	lc.advance(31 * time.Second)
-	a.tick()
+	lc.pastDeadAfter()
 	if p := lc.mustPl(dec); p.Life != plane.LifeLost {
 		t.Fatalf("after dead_after: %+v", p)
 	}
@@ -598,8 +570,7 @@ func TestMeshtest_9_10_UnloadWhileUnreachableNotUndone(t *testing.T) {
 		t.Fatalf("gone records: %+v", a.find(plane.KindLifecycle, map[string]any{"decision_id": dec}))
 	}
 	for range 2 {
-		lc.advance(31 * time.Second)
-		a.tick()
+		lc.pastDeadAfter()
 	}
 	if ps := a.ctrl().Placements(); len(ps) != 0 || len(lc.b.lcHeld().Instances) != 0 {
 		t.Fatalf("placed again: %+v", ps)

@@ -425,8 +425,7 @@ func TestMeshtest_9_11_Scripted(t *testing.T) {
 	a.tick()
 	lc.b.kill()
 	a.tick()
-	lc.advance(31 * time.Second)
-	a.tick()
+	lc.pastDeadAfter()
 	nu := lc.others(res.DecisionID)
 	if len(nu) != 1 || nu[0].Node != lc.idC {
 		t.Fatalf("not rescheduled: %+v", a.ctrl().Placements())

@@ -177,6 +177,26 @@ func (lc *lcCluster) place(want string, args ...string) controllerPlaceResult {
 // advance moves the cluster's clock.
 func (lc *lcCluster) advance(d time.Duration) { lc.m.clock.Advance(d) }
 
+// pastDeadAfter moves the clock a second past A's dead_after (30s) and
+// ticks A's controller.
+func (lc *lcCluster) pastDeadAfter() {
+	lc.advance(31 * time.Second)
+	lc.a.tick()
+}
+
+// wantOneAlert fails unless A chained exactly one alert for decision id,
+// its reason containing want.
+func (lc *lcCluster) wantOneAlert(id, want string) {
+	lc.m.t.Helper()
+	alerts := lc.a.find(plane.KindAlert, map[string]any{"decision_id": id})
+	if len(alerts) != 1 {
+		lc.m.t.Fatalf("alerts for %s: %+v, want one (%q)", id, alerts, want)
+	}
+	if r, _ := alerts[0].Payload["reason"].(string); !strings.Contains(r, want) {
+		lc.m.t.Fatalf("alert for %s: %+v, want reason containing %q", id, alerts[0], want)
+	}
+}
+
 // pl is A's placement of decision id (ok false when A has none).
 func (lc *lcCluster) pl(id string) (plane.Placement, bool) {
 	for _, p := range lc.a.ctrl().Placements() {
