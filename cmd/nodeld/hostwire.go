@@ -24,7 +24,7 @@ import (
 
 // hostConfig maps the host section; keys were validated with the config.
 func hostConfig(cfg *config.Config) (host.Config, error) {
-	hc := host.Config{Enabled: cfg.Host.Enabled, DataDir: cfg.Node.DataDir, Labels: cfg.Node.Labels}
+	hc := host.Config{Enabled: cfg.Host.Enabled, DataDir: cfg.Node.DataDir, Labels: cfg.Node.Labels, Class: cfg.Node.Class}
 	for _, k := range cfg.Host.Controllers {
 		pub, err := identity.ParsePublicKeyHex(k)
 		if err != nil {
@@ -63,7 +63,7 @@ func nodeHostConfig(cfg *config.Config, id *identity.Identity) (host.Config, err
 	return hc, nil
 }
 
-// newFacts builds the node's signed facts source: node.labels and the
+// newFacts builds the node's signed facts source: node.labels, node.class and the
 // proxy's measurements of local instances (perf), signed with the node
 // key under a seq kept in the data dir.
 func newFacts(cfg *config.Config, id *identity.Identity, perf facts.PerfSource, probe *facts.ProbeDeps, now func() time.Time) (*facts.Source, error) {
@@ -75,7 +75,7 @@ func newFacts(cfg *config.Config, id *identity.Identity, perf facts.PerfSource, 
 	if probe != nil {
 		pd = *probe
 	}
-	return facts.NewSource(pd, id.PrivateKey(), cfg.Node.Labels, seq, facts.SourceOptions{Perf: perf, Now: now})
+	return facts.NewSource(pd, id.PrivateKey(), cfg.Node.Labels, seq, facts.SourceOptions{Perf: perf, Now: now, Class: cfg.Node.Class})
 }
 
 // newHost builds the workload host with its revocation list and signed

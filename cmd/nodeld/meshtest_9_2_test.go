@@ -439,3 +439,61 @@ func TestMeshtest_9_2_ReplacedNodeSuspect(t *testing.T) {
 		t.Fatal("the new key became a target")
 	}
 }
+
+// withClass is a node config cfg (from meshT.config) with node.class set.
+func withClass(cfg, class string) string {
+	return strings.Replace(cfg, "node:\n", "node:\n  class: "+class+"\n", 1)
+}
+
+// TestMeshtest_9_2_DevMacIsDevFallback: the reference's dev Mac is a
+// node whose config says node.class: dev-mac, so its signed facts claim
+// node.class.dev-mac, the engine's dev class. B and C run the same
+// machine; C is the dev Mac. Preferred, C still ranks below B: it is
+// listed in the dev_fallback tier and B, native, is chosen. Once B has
+// no memory left (its facts, described again), C is the only fit and
+// is chosen, in the dev_fallback tier.
+func TestMeshtest_9_2_DevMacIsDevFallback(t *testing.T) {
+	t.Parallel()
+	pkgDir, anchor := meshLightPackage(t)
+	m := newMesh(t, "a", "b", "c")
+	probe := &fakeProbe{}
+	probe.memFree.Store(32 << 30)
+	m.node("b").probe = probe
+	keyA := m.node("a").key
+	b := m.start("b", m.config("b", []peer{{name: "a", tier: "paired"}, {name: "c", tier: "paired"}}, meshHost(keyA, anchor)))
+	c := m.start("c", withClass(m.config("c", []peer{{name: "a", tier: "paired"}, {name: "b", tier: "paired"}}, meshHost(keyA, anchor)), "dev-mac"))
+	a := m.start("a", m.config("a", []peer{{name: "b", tier: "paired"}, {name: "c", tier: "paired"}}, meshController(anchor, "")))
+	idB, idC := m.id("b"), m.id("c")
+	a.waitAlive(idB, idC)
+
+	res, rc, errOut := a.placeJSON("--prefer", "c", pkgDir)
+	if rc != 0 || res.Outcome != "placed" || res.Node != idB || len(res.Attempts) != 1 {
+		t.Fatalf("place = %d %+v\n%s", rc, res, errOut)
+	}
+	if !strings.Contains(res.Explain, "decision: PLACED on "+idB+" via default (tier native,") ||
+		!strings.Contains(res.Explain, idC+" eligible via default (tier dev_fallback)") {
+		t.Fatalf("explain does not rank C in dev_fallback below B:\n%s", res.Explain)
+	}
+	if n, nc := len(b.instances()), len(c.instances()); n != 1 || nc != 0 {
+		t.Fatalf("instances: B %d, C %d", n, nc)
+	}
+
+	// B's memory is gone; A describes it again and C is the only fit.
+	probe.memFree.Store(1 << 20)
+	m.clock.Advance(facts.DefaultMaxProbeAge + time.Second)
+	a.waitAlive(idB, idC)
+	res, rc, errOut = a.placeJSON(pkgDir)
+	if rc != 0 || res.Outcome != "placed" || res.Node != idC || len(res.Attempts) != 1 {
+		t.Fatalf("second place = %d %+v\n%s", rc, res, errOut)
+	}
+	if !strings.Contains(res.Explain, "decision: PLACED on "+idC+" via default (tier dev_fallback,") ||
+		!strings.Contains(res.Explain, "memory: variant default: system pool") {
+		t.Fatalf("explain of the second place:\n%s", res.Explain)
+	}
+	if e, ok := a.decision(res.DecisionID); !ok || e.Payload["chosen"] == nil {
+		t.Fatalf("A's decision %s: %+v (found %v)", res.DecisionID, e, ok)
+	}
+	if n, nc := len(b.instances()), len(c.instances()); n != 1 || nc != 1 {
+		t.Fatalf("instances after the second place: B %d, C %d", n, nc)
+	}
+}

@@ -683,3 +683,35 @@ func TestPprofOffByDefault(t *testing.T) {
 		t.Error("the embedded default has admin.pprof on")
 	}
 }
+
+// TestNodeClass: node.class is optional (empty by default), one
+// capability word when set, and a bad one is refused with its line and
+// the syntax.
+func TestNodeClass(t *testing.T) {
+	if c := Default(); c.Node.Class != "" {
+		t.Fatalf("default class %q, want none", c.Node.Class)
+	}
+	for _, class := range []string{"dev-mac", "edge_box", "gpu2"} {
+		c, err := Parse([]byte("node:\n  data_dir: /tmp/x\n  class: " + class + "\n"))
+		if err != nil {
+			t.Fatalf("%s: %v", class, err)
+		}
+		if c.Node.Class != class {
+			t.Errorf("class %q, want %q", c.Node.Class, class)
+		}
+		if err := c.Validate(); err != nil {
+			t.Errorf("%s: Validate = %v", class, err)
+		}
+	}
+	for _, class := range []string{"dev.mac", "Dev-Mac", "-dev", "'dev mac'", strings.Repeat("a", 65)} {
+		c, err := Parse([]byte("node:\n  data_dir: /tmp/x\n  class: " + class + "\n"))
+		if err != nil {
+			t.Fatalf("%s: %v", class, err)
+		}
+		err = c.Validate()
+		if err == nil || !strings.Contains(err.Error(), "line 3: node.class: ") ||
+			!strings.Contains(err.Error(), "is not a valid node class: use 1 to 64 bytes of a-z 0-9 _ -") {
+			t.Errorf("%s: Validate = %v, want node.class refused on line 3", class, err)
+		}
+	}
+}

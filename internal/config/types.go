@@ -27,6 +27,12 @@ type Node struct {
 	// Labels become capability records label.<key> in the node's signed
 	// facts, so each key is one capability word (grammar.ValidLabelKey).
 	Labels map[string]string `yaml:"labels"`
+	// Class, when set, becomes the capability record node.class.<class>
+	// (claimed) in the node's signed facts: one capability word
+	// (grammar.ValidNodeClass). Class dev-mac marks a development machine,
+	// which the placement engine ranks in its dev_fallback tier, below
+	// every native node. Empty (the default): no class.
+	Class string `yaml:"class"`
 }
 
 // Log configures the zap logger.

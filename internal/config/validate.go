@@ -76,6 +76,10 @@ func (v *validator) node() {
 			v.addf(p, "label value must be at most %d printable ASCII characters", grammar.MaxLabelValueLen)
 		}
 	}
+	if n.Class != "" && !grammar.ValidNodeClass(n.Class) {
+		// One capability word: the class becomes capability node.class.<class>.
+		v.addf("node.class", "%q is not a valid node class: use %s", n.Class, grammar.NodeClassSyntax)
+	}
 }
 
 func (v *validator) log() {

@@ -31,6 +31,8 @@
 // perf.infer.<role> {metric, value, samples} records, measured, from its
 // PerfSource (the proxy's time to first byte and tokens per second of
 // local instances), and keeps the label records in step with SetLabels.
+// With a class (SourceOptions.Class, SetClass: the operator's node.class)
+// it adds node.class.<class>, claimed, without attributes.
 // Load is the share of busy or reserved records; unknown with none.
 //
 // Sign and Verify carry facts in a Signed envelope whose signature is

@@ -1,6 +1,7 @@
 package facts
 
 import (
+	"fmt"
 	"maps"
 	"math"
 	"slices"
@@ -202,6 +203,33 @@ func labelRecords(labels map[string]string) []Capability {
 		})
 	}
 	return caps
+}
+
+// classFamily is the capability family of the node class records: a
+// Source adds them (SourceOptions.Class, SetClass); Probe emits none.
+var classFamily = grammar.CapabilityFamily(grammar.CapNodeClass)
+
+// ValidateClass checks an operator's node class: empty (no class), or one
+// capability word (grammar.ValidNodeClass), so that it becomes the
+// capability record node.class.<class>.
+func ValidateClass(class string) error {
+	if class != "" && !grammar.ValidNodeClass(class) {
+		return fmt.Errorf("%w: node class %q is not %s", ErrInvalidFacts, clip(class), grammar.NodeClassSyntax)
+	}
+	return nil
+}
+
+// classRecords returns the record node.class.<class>, claimed and
+// available, or none when class is empty.
+func classRecords(class string) []Capability {
+	if class == "" {
+		return nil
+	}
+	return []Capability{{
+		ID:         grammar.CapNodeClass + "." + class,
+		Provenance: grammar.ProvenanceClaimed,
+		State:      grammar.StateAvailable,
+	}}
 }
 
 // replaceFamily returns caps with every record of family replaced by

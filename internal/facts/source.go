@@ -26,6 +26,9 @@ type SourceOptions struct {
 	// Perf, when set, is read at every probe: its measurements become
 	// perf.infer.<role> capability records.
 	Perf PerfSource
+	// Class, when set, is the operator's node.class: the facts claim the
+	// capability record node.class.<class> (ValidateClass).
+	Class string
 }
 
 // Source serves this node's facts, probing at most once per MaxProbeAge
@@ -45,10 +48,11 @@ type Source struct {
 	probeSem chan struct{}
 	versions *versionCache
 
-	// mu guards labels, cached, probedAt and have. It is never held
-	// across a probe.
+	// mu guards labels, class, cached, probedAt and have. It is never
+	// held across a probe.
 	mu       sync.Mutex
 	labels   map[string]string
+	class    string
 	cached   Facts
 	probedAt time.Time
 	have     bool
@@ -65,6 +69,9 @@ func NewSource(deps ProbeDeps, key ed25519.PrivateKey, labels map[string]string,
 		errs = append(errs, fmt.Errorf("private key has %d bytes, want %d", len(key), ed25519.PrivateKeySize))
 	}
 	if err := ValidateLabels(labels); err != nil {
+		errs = append(errs, err)
+	}
+	if err := ValidateClass(opts.Class); err != nil {
 		errs = append(errs, err)
 	}
 	if seq == nil {
@@ -93,6 +100,7 @@ func NewSource(deps ProbeDeps, key ed25519.PrivateKey, labels map[string]string,
 		key:      key,
 		id:       identity.NodeID(key.Public().(ed25519.PublicKey)),
 		labels:   maps.Clone(labels),
+		class:    opts.Class,
 		seq:      seq,
 		ttl:      opts.TTL,
 		maxAge:   opts.MaxProbeAge,
@@ -157,6 +165,7 @@ func (s *Source) facts(ctx context.Context) (Facts, error) {
 	// Labels set while this probe ran win over the ones it was given.
 	f.Labels = labelsOf(s.labels)
 	f.Capabilities = replaceFamily(f.Capabilities, grammar.CapLabel, labelRecords(s.labels))
+	f.Capabilities = replaceFamily(f.Capabilities, classFamily, classRecords(s.class))
 	s.cached, s.probedAt, s.have = f, s.now(), true
 	s.mu.Unlock()
 	return f, nil
@@ -178,6 +187,24 @@ func (s *Source) SetLabels(labels map[string]string) error {
 		// hold them.
 		s.cached.Labels = labelsOf(labels)
 		s.cached.Capabilities = replaceFamily(s.cached.Capabilities, grammar.CapLabel, labelRecords(labels))
+	}
+	return nil
+}
+
+// SetClass replaces the operator's node class (a config reload): the next
+// Facts and Signed claim node.class.<class> (none when class is empty),
+// without waiting for the next probe. An invalid class (ValidateClass) is
+// refused and nothing changes.
+func (s *Source) SetClass(class string) error {
+	if err := ValidateClass(class); err != nil {
+		return fmt.Errorf("set facts class: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.class = class
+	if s.have {
+		// A new slice, never the old one changed: callers may hold it.
+		s.cached.Capabilities = replaceFamily(s.cached.Capabilities, classFamily, classRecords(class))
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package facts
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -161,6 +162,96 @@ func TestSourceSetLabels(t *testing.T) {
 	}
 }
 
+// TestSourceClass: a Source with a class signs facts that claim the
+// record node.class.<class> (claimed, available, no attributes), once;
+// SetClass (a reload) changes or removes it without a probe, refuses a
+// class that is not one capability word, and a reprobe keeps the class
+// last set. Facts of a Source without a class have no node.* record and
+// verify as before.
+func TestSourceClass(t *testing.T) {
+	deps, probes := countingDeps(linuxMachine())
+	clock := &fakeClock{now: t0}
+	seq, err := OpenSeqStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := NewSource(deps, testKey(1), map[string]string{"rack": "a"}, seq, SourceOptions{Now: clock.Now, Class: "dev-mac"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	classes := func() []Capability {
+		t.Helper()
+		s, err := src.Signed(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, _, err := Verify(s, pubOf(testKey(1)), clock.Now())
+		if err != nil {
+			t.Fatalf("Verify: %v", err)
+		}
+		if f.Labels["rack"] != "a" {
+			t.Errorf("labels %v, want rack a", f.Labels)
+		}
+		var out []Capability
+		for _, c := range f.Capabilities {
+			if grammar.CapabilityFamily(c.ID) == "node" {
+				out = append(out, c)
+			}
+		}
+		return out
+	}
+	want := func(class string) []Capability {
+		return []Capability{{ID: "node.class." + class, Provenance: grammar.ProvenanceClaimed, State: grammar.StateAvailable}}
+	}
+	if diff := cmp.Diff(want("dev-mac"), classes()); diff != "" {
+		t.Fatalf("class records (-want +got):\n%s", diff)
+	}
+	if err := src.SetClass("edge"); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want("edge"), classes()); diff != "" {
+		t.Errorf("after SetClass (-want +got):\n%s", diff)
+	}
+	if got := probes.Load(); got != 1 {
+		t.Errorf("%d probes, want 1 (a class needs no probe)", got)
+	}
+	for _, bad := range []string{"dev.mac", "Edge", "-x", strings.Repeat("a", grammar.MaxNameLen+1)} {
+		if err := src.SetClass(bad); err == nil {
+			t.Errorf("SetClass(%q) accepted", bad)
+		}
+	}
+	if diff := cmp.Diff(want("edge"), classes()); diff != "" {
+		t.Errorf("after refused SetClass (-want +got):\n%s", diff)
+	}
+	clock.Set(t0.Add(DefaultMaxProbeAge))
+	if diff := cmp.Diff(want("edge"), classes()); diff != "" || probes.Load() != 2 {
+		t.Errorf("after a reprobe (%d probes) (-want +got):\n%s", probes.Load(), diff)
+	}
+	if err := src.SetClass(""); err != nil {
+		t.Fatal(err)
+	}
+	if got := classes(); len(got) != 0 {
+		t.Errorf("after SetClass(\"\"): %+v, want no class record", got)
+	}
+
+	// A Source without a class (as every node before node.class).
+	plain := newTestSource(t, deps, clock)
+	s, err := plain.Signed(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _, err := Verify(s, pubOf(testKey(1)), clock.Now())
+	if err != nil {
+		t.Fatalf("Verify of facts without a class: %v", err)
+	}
+	for _, c := range f.Capabilities {
+		if grammar.CapabilityFamily(c.ID) == "node" {
+			t.Errorf("facts without a class carry %+v", c)
+		}
+	}
+}
+
 func TestSourceConcurrentCallersProbeOnce(t *testing.T) {
 	deps, probes := countingDeps(linuxMachine())
 	src := newTestSource(t, deps, &fakeClock{now: t0})
@@ -267,6 +358,8 @@ func TestNewSourceRefuses(t *testing.T) {
 		{name: "ttl too short", deps: good, key: testKey(1), seq: seq, opts: SourceOptions{TTL: time.Second}},
 		{name: "negative probe age", deps: good, key: testKey(1), seq: seq, opts: SourceOptions{MaxProbeAge: -time.Second}},
 		{name: "incomplete deps", deps: ProbeDeps{GOOS: "linux"}, key: testKey(1), seq: seq},
+		{name: "dotted class", deps: good, key: testKey(1), seq: seq, opts: SourceOptions{Class: "dev.mac"}},
+		{name: "upper-case class", deps: good, key: testKey(1), seq: seq, opts: SourceOptions{Class: "Dev-Mac"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

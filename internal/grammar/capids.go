@@ -44,6 +44,11 @@ const (
 	// (PerfMetricTTFBMillis, PerfMetricTokensPerSecond), AttrValue and
 	// AttrSamples.
 	CapPerfInfer = "perf.infer"
+	// CapNodeClass + "." + class is the operator's node.class ("node.class.dev-mac"),
+	// claimed: the placement engine ranks native work on a node of its
+	// dev fallback class (a laptop) below every other native node. It has
+	// no attributes. Classes are single capability words (ValidNodeClass).
+	CapNodeClass = "node.class"
 )
 
 // Attribute names of the well-known capabilities.
@@ -83,6 +88,16 @@ const (
 	ExecutionNative   = "native"
 	ExecutionEmulated = "emulated"
 )
+
+// NodeClassSyntax states ValidNodeClass for error messages.
+const NodeClassSyntax = "1 to 64 bytes of a-z 0-9 _ -, starting with a-z or 0-9, without dots (one capability word, such as dev-mac)"
+
+// ValidNodeClass reports whether c may be a node class: one capability word
+// (ValidCapabilitySegment) of at most MaxNameLen bytes, so CapNodeClass +
+// "." + c is always a capability record id.
+func ValidNodeClass(c string) bool {
+	return len(c) <= MaxNameLen && ValidCapabilitySegment(c)
+}
 
 // LabelKeySyntax states ValidLabelKey for error messages.
 const LabelKeySyntax = "1 to 64 bytes of a-z 0-9 _ -, starting with a-z or 0-9, without dots (one capability word)"

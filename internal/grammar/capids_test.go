@@ -46,6 +46,21 @@ func TestRuntimeCapabilityWord(t *testing.T) {
 	}
 }
 
+func TestValidNodeClass(t *testing.T) {
+	for c, want := range map[string]bool{
+		"dev-mac": true, "edge_box": true, "9": true, strings.Repeat("a", MaxNameLen): true,
+		"dev.mac": false, "Dev-Mac": false, "": false, "-dev": false, "dev mac": false,
+		strings.Repeat("a", MaxNameLen+1): false,
+	} {
+		if got := ValidNodeClass(c); got != want {
+			t.Errorf("ValidNodeClass(%q) = %v, want %v", c, got, want)
+		}
+		if want && !ValidCapabilityRecordID(CapNodeClass+"."+c) {
+			t.Errorf("node.class.%s is not a record id", c)
+		}
+	}
+}
+
 func TestValidLabelKey(t *testing.T) {
 	for k, want := range map[string]bool{
 		"rack": true, "gpu_vendor": true, "zone-1": true, "9lives": true,

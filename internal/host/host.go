@@ -64,6 +64,9 @@ type Config struct {
 	DataDir string
 	// Labels ride on the advertisement (label.<k>).
 	Labels map[string]string
+	// Class is the node's class (node.class): a reload sets it on the
+	// facts source, which claims node.class.<class> (facts.ValidateClass).
+	Class string
 	// RestartPolicy bounds supervised restarts; zero means
 	// runner.DefaultRestartPolicy (3 in 10 minutes, 1 s doubling to 30 s).
 	RestartPolicy runner.RestartPolicy
@@ -242,13 +245,17 @@ func New(cfg Config, deps Deps) (*Host, error) {
 // CheckConfig is the static check of a Config, the one New and Prepare
 // make: it reads nothing and needs no Host, so a config can be checked
 // before a node runs. Labels must be valid facts labels
-// (facts.ValidateLabels: no tier or trust labels).
+// (facts.ValidateLabels: no tier or trust labels), and the class a valid
+// facts class (facts.ValidateClass).
 func CheckConfig(cfg Config) error {
 	var errs []error
 	if cfg.DataDir == "" {
 		errs = append(errs, errors.New("data dir is required"))
 	}
 	if err := facts.ValidateLabels(cfg.Labels); err != nil {
+		errs = append(errs, err)
+	}
+	if err := facts.ValidateClass(cfg.Class); err != nil {
 		errs = append(errs, err)
 	}
 	for i, k := range cfg.Controllers {
@@ -359,6 +366,9 @@ func (h *Host) Prepare(cfg Config) (commit func(), err error) {
 		if h.facts != nil {
 			if err := h.facts.SetLabels(cfg.Labels); err != nil {
 				h.log.DPanic("checked labels refused", zap.Error(err))
+			}
+			if err := h.facts.SetClass(cfg.Class); err != nil {
+				h.log.DPanic("checked class refused", zap.Error(err))
 			}
 		}
 		h.mu.Lock()
