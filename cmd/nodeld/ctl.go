@@ -25,7 +25,7 @@ const ctlUsage = `usage: nodeld ctl [--config FILE] [--socket PATH] [--json] VER
 Verbs (NODE is a node id, a configured peer name, or "self"):
   describe NODE
   place [NODE] DIR|PACKAGE-ID [--variant V] [--no-start]
-        [--prefer NODE]... [--avoid NODE]... [--dry-run]
+        [--prefer NODE]... [--avoid NODE]... [--dry-run] [--allow-emulated]
   start NODE INSTANCE
   start ID               (an instance the controller placed: instance or decision id)
   stop NODE INSTANCE [--grace DURATION]
@@ -40,6 +40,8 @@ When this node runs a controller (controller.enabled), place goes through
 it: without NODE its engine chooses the node, with NODE it is pinned there;
 a PACKAGE-ID (ID or ID@VERSION) comes from the package store (nodeld
 package add); --dry-run prints the explanation and dispatches nothing;
+--allow-emulated lets the engine choose an emulated variant when no node
+fits a native one;
 start, stop and unload of an instance it placed go through it (a
 stopped instance is not moved when its node dies, one started again
 is); explain,
@@ -80,6 +82,7 @@ type ctlFlags struct {
 	prefer   listFlag
 	avoid    listFlag
 	dryRun   bool
+	emulated bool
 }
 
 // cmdCtl sends one operator request to the local daemon's socket.
@@ -97,6 +100,7 @@ func cmdCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.Var(&f.prefer, "prefer", "place: a node the engine prefers (repeatable)")
 	fs.Var(&f.avoid, "avoid", "place: a node the engine avoids (repeatable)")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "place: decide and explain, dispatch nothing")
+	fs.BoolVar(&f.emulated, "allow-emulated", false, "place: an emulated variant may be chosen when no node fits a native one")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -141,11 +145,11 @@ func ctlRequest(pos []string, set map[string]bool, f ctlFlags) (dispatch.Operato
 	}
 	verb, rest := pos[0], pos[1:]
 	allowed := map[string][]string{
-		dispatch.VerbPlace:  {"variant", "no-start", "prefer", "avoid", "dry-run"},
+		dispatch.VerbPlace:  {"variant", "no-start", "prefer", "avoid", "dry-run", "allow-emulated"},
 		dispatch.VerbStop:   {"grace"},
 		dispatch.VerbStatus: {"departed"},
 	}
-	for _, fl := range []string{"variant", "no-start", "grace", "departed", "prefer", "avoid", "dry-run"} {
+	for _, fl := range []string{"variant", "no-start", "grace", "departed", "prefer", "avoid", "dry-run", "allow-emulated"} {
 		if set[fl] && !slices.Contains(allowed[verb], fl) {
 			return dispatch.OperatorRequest{}, usageError("ctl %s: --%s does not apply", verb, fl)
 		}
@@ -166,7 +170,7 @@ func ctlRequest(pos []string, set map[string]bool, f ctlFlags) (dispatch.Operato
 		if err := nargs(1, 2); err != nil {
 			return req, err
 		}
-		req.Args = dispatch.OperatorArgs{Variant: f.variant, NoStart: f.noStart, Prefer: f.prefer, Avoid: f.avoid, DryRun: f.dryRun}
+		req.Args = dispatch.OperatorArgs{Variant: f.variant, NoStart: f.noStart, Prefer: f.prefer, Avoid: f.avoid, DryRun: f.dryRun, AllowEmulated: f.emulated}
 		what := rest[len(rest)-1]
 		if fi, err := os.Stat(what); err == nil && fi.IsDir() {
 			dir, err := filepath.Abs(what)

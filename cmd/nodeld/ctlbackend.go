@@ -84,6 +84,8 @@ func (b *operatorBackend) Operate(ctx context.Context, req dispatch.OperatorRequ
 			return controllerOnly("place --dry-run")
 		case len(a.Prefer) > 0 || len(a.Avoid) > 0:
 			return controllerOnly("place --prefer or --avoid")
+		case a.AllowEmulated:
+			return controllerOnly("place --allow-emulated")
 		case a.Package != "":
 			return controllerOnly("place by package id")
 		}
@@ -161,7 +163,7 @@ type attemptDoc struct {
 // or wherever the engine chooses.
 func (b *operatorBackend) place(ctx context.Context, req dispatch.OperatorRequest) dispatch.OperatorResponse {
 	a := req.Args
-	o := plane.Order{Start: !a.NoStart, DryRun: a.DryRun, Variant: a.Variant}
+	o := plane.Order{Start: !a.NoStart, DryRun: a.DryRun, Variant: a.Variant, AllowEmulated: a.AllowEmulated}
 	switch {
 	case a.PackageDir != "" && a.Package != "":
 		return badRequest("place takes a package directory or a package id, not both")

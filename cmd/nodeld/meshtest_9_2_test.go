@@ -203,7 +203,8 @@ func refusedWith(t *testing.T, what string, r ctl.Response, code ctl.Code) {
 // and C preferred, B still wins (strict tier order over affinity) with
 // its native route, and C is eligible in the emulated tier; the
 // explanation shows the tier order and a line per node. Without
-// emulation, C is not eligible.
+// emulation, C is not eligible. Emulation is allowed the operator's way:
+// ctl place --allow-emulated.
 func TestMeshtest_9_2_NativeTierOverEmulated(t *testing.T) {
 	t.Parallel()
 	variants := `{"name": "native", "requires": {"os": ["linux"], "arch": ["` + runtime.GOARCH + `"], "runtimes": ["process"]}, "resources": {"mem_bytes": 67108864}},
@@ -223,29 +224,20 @@ func TestMeshtest_9_2_NativeTierOverEmulated(t *testing.T) {
 		t.Fatalf("dry run explain does not say why C is out:\n%s", res.Explain)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-	defer cancel()
-	rep, err := a.ctrl().Place(ctx, plane.Order{PackageDir: dir, Start: true, AllowEmulated: true, Prefer: []string{idC}})
-	if err != nil || rep.Placed == nil {
-		t.Fatalf("place: %v %+v", err, rep)
+	// ctl place --allow-emulated: C is eligible, in the emulated tier.
+	res, rc, errOut := a.placeJSON("--allow-emulated", "--prefer", "c", dir)
+	if rc != 0 || res.Outcome != "placed" || res.Node != idB || res.Variant != "native" {
+		t.Fatalf("place --allow-emulated = %d %+v\n%s", rc, res, errOut)
 	}
-	ch := rep.Decision.Chosen
-	if ch.Node != idB || ch.Variant != "native" || ch.Tier != engine.TierNative {
-		t.Fatalf("chosen %+v, want B's native route", ch)
+	ex := res.Explain
+	if !strings.Contains(ex, "allow_emulated: true") ||
+		!strings.Contains(ex, "tier order (strict): native > emulated > dev_fallback") ||
+		!strings.Contains(ex, "decision: PLACED on "+idB+" via native (tier native,") ||
+		!strings.Contains(ex, idC+" eligible via emulated (tier emulated)") {
+		t.Fatalf("explain does not rank C eligible in the emulated tier below B:\n%s", ex)
 	}
-	var sawC bool
-	for _, cd := range rep.Decision.Candidates {
-		if cd.Node == idC {
-			sawC = true
-			if len(cd.Rejections) != 0 || cd.Tier != engine.TierEmulated || cd.Variant != "emulated" {
-				t.Fatalf("C: %+v, want eligible in the emulated tier", cd)
-			}
-		}
-	}
-	ex := rep.Explain()
-	if !sawC || !strings.Contains(ex, "tier order (strict): native > emulated > dev_fallback") ||
-		!strings.Contains(ex, idB) || !strings.Contains(ex, idC) || !strings.Contains(ex, "emulated") {
-		t.Fatalf("explain:\n%s", ex)
+	if e, ok := a.decision(res.DecisionID); !ok || e.Payload["chosen"] != idB {
+		t.Fatalf("A's decision %s: %+v (found %v), want B chosen", res.DecisionID, e, ok)
 	}
 	if n, nc := len(b.instances()), len(c.instances()); n != 1 || nc != 0 {
 		t.Fatalf("instances: B %d, C %d", n, nc)
@@ -495,5 +487,54 @@ func TestMeshtest_9_2_DevMacIsDevFallback(t *testing.T) {
 	}
 	if n, nc := len(b.instances()), len(c.instances()); n != 1 || nc != 1 {
 		t.Fatalf("instances after the second place: B %d, C %d", n, nc)
+	}
+}
+
+// TestMeshtest_9_2_EmulatedOnlyNeedsTheFlag: B reports another
+// architecture, so only the package's emulated variant fits it. Without
+// --allow-emulated the place is unplaceable (exit 1, nothing sent to B),
+// B rejected with the engine's emulation_not_allowed; the decision is
+// chained all the same. With ctl place --allow-emulated it is placed on
+// B, variant emulated, in the emulated tier.
+func TestMeshtest_9_2_EmulatedOnlyNeedsTheFlag(t *testing.T) {
+	t.Parallel()
+	variants := `{"name": "native", "requires": {"os": ["linux"], "arch": ["` + runtime.GOARCH + `"], "runtimes": ["process"]}, "resources": {"mem_bytes": 67108864}},
+	{"name": "emulated", "execution": "emulated", "requires": {"os": ["linux"], "runtimes": ["process"]}, "resources": {"mem_bytes": 67108864}}`
+	dir, anchor := meshPackage(t, "tiers", echoManifest("tiers", "start.sh", variants), map[string]string{"start.sh": lightScript("")})
+	m := newMesh(t, "a", "b")
+	m.node("b").probe = &fakeProbe{arch: "riscv64"}
+	b := m.start("b", m.config("b", []peer{{name: "a", tier: "paired"}}, meshHost(m.node("a").key, anchor)))
+	a := m.start("a", m.config("a", []peer{{name: "b", tier: "paired"}}, meshController(anchor, "")))
+	idB := m.id("b")
+	a.waitAlive(idB)
+
+	res, rc, errOut := a.placeJSON(dir)
+	if rc != 1 || res.Outcome != codeUnplaceable || len(res.Attempts) != 0 {
+		t.Fatalf("place without the flag = %d %+v\n%s", rc, res, errOut)
+	}
+	if !strings.Contains(res.Explain, "allow_emulated: false") || !strings.Contains(res.Explain, "UNPLACEABLE") ||
+		!strings.Contains(res.Explain, string(engine.CodeEmulationNotAllowed)) {
+		t.Fatalf("explain does not say emulation is not allowed:\n%s", res.Explain)
+	}
+	if _, ok := a.decision(res.DecisionID); !ok {
+		t.Fatalf("the unplaceable decision %s is not chained", res.DecisionID)
+	}
+	if got := b.find("host.place.begin", nil); len(got) != 0 {
+		t.Fatalf("B was asked to place: %+v", got)
+	}
+
+	res, rc, errOut = a.placeJSON("--allow-emulated", dir)
+	if rc != 0 || res.Outcome != "placed" || res.Node != idB || res.Variant != "emulated" {
+		t.Fatalf("place --allow-emulated = %d %+v\n%s", rc, res, errOut)
+	}
+	if !strings.Contains(res.Explain, "allow_emulated: true") ||
+		!strings.Contains(res.Explain, "decision: PLACED on "+idB+" via emulated (tier emulated, emulated true)") {
+		t.Fatalf("explain:\n%s", res.Explain)
+	}
+	if n := len(b.instances()); n != 1 {
+		t.Fatalf("B holds %d instances, want 1", n)
+	}
+	if got := b.find("host.place.ok", map[string]any{"decision_id": res.DecisionID}); len(got) != 1 {
+		t.Fatalf("B's place records: %+v", b.find("host.place.ok", nil))
 	}
 }

@@ -48,3 +48,14 @@ func TestConfiguredTargetsSelfOnlyWithHostEnabled(t *testing.T) {
 		t.Fatalf("no mesh, host disabled: targets %+v, want none", ts)
 	}
 }
+
+// TestControllerConfigAllowEmulated: a declared workload's allow_emulated
+// reaches the plane's workload (and so its orders).
+func TestControllerConfigAllowEmulated(t *testing.T) {
+	cfg := config.Default()
+	cfg.Controller.Workloads = []config.Workload{{Name: "a", Package: "p", Replicas: 1}, {Name: "b", Package: "p", Replicas: 1, AllowEmulated: true}}
+	ws := controllerConfig(cfg, asWritten).Workloads
+	if len(ws) != 2 || ws[0].AllowEmulated || !ws[1].AllowEmulated {
+		t.Fatalf("plane workloads %+v, want a without and b with AllowEmulated", ws)
+	}
+}

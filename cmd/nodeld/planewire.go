@@ -75,6 +75,7 @@ func controllerConfig(cfg *config.Config, ref func(string) string) plane.Config 
 		pw := plane.Workload{
 			Name: w.Name, Package: w.Package, Version: w.Version, Variant: w.Variant,
 			Prefer: refs(w.Prefer), Avoid: refs(w.Avoid), Replicas: w.Replicas,
+			AllowEmulated: w.AllowEmulated,
 		}
 		if w.Node != "" {
 			pw.Node = ref(w.Node)

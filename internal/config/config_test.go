@@ -715,3 +715,15 @@ func TestNodeClass(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkloadAllowEmulated: controller.workloads[].allow_emulated is
+// false unless set.
+func TestWorkloadAllowEmulated(t *testing.T) {
+	c, err := Parse([]byte("controller:\n  workloads:\n    - name: a\n      package: p\n    - name: b\n      package: p\n      allow_emulated: true\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := c.Controller.Workloads; len(w) != 2 || w[0].AllowEmulated || !w[1].AllowEmulated {
+		t.Fatalf("workloads %+v, want a without and b with allow_emulated", w)
+	}
+}

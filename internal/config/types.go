@@ -224,6 +224,10 @@ type Workload struct {
 	// Replicas is the number of instances kept, each on a distinct node;
 	// 1 when the key is omitted.
 	Replicas int `yaml:"replicas"`
+	// AllowEmulated lets the controller place an emulated variant (a
+	// manifest's execution: emulated) when no node fits a native one;
+	// false (the default) places native variants only.
+	AllowEmulated bool `yaml:"allow_emulated"`
 }
 
 // Duration is a Go duration written as a string ("500ms", "15s", "5m").

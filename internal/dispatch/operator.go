@@ -96,6 +96,9 @@ type OperatorArgs struct {
 	Avoid  []string `json:"avoid,omitempty"`
 	// DryRun decides and explains, and dispatches nothing (place).
 	DryRun bool `json:"dry_run,omitempty"`
+	// AllowEmulated lets the controller's engine choose an emulated
+	// variant when no node fits a native one (place).
+	AllowEmulated bool `json:"allow_emulated,omitempty"`
 	// DecisionID names the decision to explain.
 	DecisionID string `json:"decision_id,omitempty"`
 }

@@ -24,6 +24,9 @@ type Workload struct {
 	// node: 1 when 0 (the default), at most MaxReplicas; a workload pinned
 	// to a Node has one.
 	Replicas int
+	// AllowEmulated lets the engine place the workload on an emulated
+	// variant when no node runs a native one (Order.AllowEmulated).
+	AllowEmulated bool
 }
 
 // Store holds the signed packages the controller places by id

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/engine"
+	"github.com/nodeld/nodeld/internal/grammar"
 	"github.com/nodeld/nodeld/internal/pkg"
 )
 
@@ -889,5 +890,47 @@ func TestTeardownOnDemotedNodeWaived(t *testing.T) {
 	}
 	if r.liveCopies("echo") != 1 {
 		t.Fatalf("%d live copies (the stopped one stays listed)", r.liveCopies("echo"))
+	}
+}
+
+// TestDeclaredAllowEmulated: a declared workload whose package has only
+// an emulated variant is unplaceable while the declaration does not
+// allow emulation (the engine's emulation_not_allowed, chained as the
+// refusal); declared with allow_emulated, it is placed in the emulated
+// tier, and its stored order keeps the opt-in (so a reschedule does too).
+func TestDeclaredAllowEmulated(t *testing.T) {
+	r, _ := newRig(t, 8, 8)
+	r.addVersion("echo", "1.0.0", 1, func(m *pkg.Manifest) {
+		m.Variants = []pkg.Variant{{Name: "emu", Execution: grammar.ExecutionEmulated, Resources: pkg.Resources{MemBytes: 1 << 30}}}
+	})
+	r.declare(false, chat)
+	r.tick()
+	if cs := r.liveOf("chat"); len(cs) != 0 {
+		t.Fatalf("placed without allow_emulated: %+v", cs)
+	}
+	refs := r.refusals("chat")
+	if len(refs) != 1 || !strings.Contains(refs[0].Reason, string(engine.CodeEmulationNotAllowed)) {
+		t.Fatalf("refusals %+v, want one naming emulation_not_allowed", refs)
+	}
+
+	w := chat
+	w.AllowEmulated = true
+	r.declare(true, w)
+	for range 70 {
+		r.step()
+		if len(r.liveOf("chat")) == 1 {
+			break
+		}
+	}
+	if cs := r.liveOf("chat"); len(cs) != 1 {
+		t.Fatalf("instances %+v, want one with allow_emulated", cs)
+	}
+	ps := r.declaredPlacements("chat")
+	if len(ps) != 1 || ps[0].Order == nil || !ps[0].Order.AllowEmulated || ps[0].Variant != "emu" {
+		t.Fatalf("placements %+v, want one of variant emu whose order allows emulation", ps)
+	}
+	rep, ok := r.c.Recent(ps[0].DecisionID)
+	if !ok || rep.Decision.Chosen == nil || rep.Decision.Chosen.Tier != engine.TierEmulated || !rep.Decision.AllowEmulated {
+		t.Fatalf("decision %s (found %v): %+v, want chosen in the emulated tier", ps[0].DecisionID, ok, rep.Decision)
 	}
 }

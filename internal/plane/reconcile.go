@@ -564,6 +564,7 @@ func declaredOrder(w Workload, dir string) Order {
 	return Order{
 		Name: w.Name, PackageDir: dir, Config: ctl.InstanceConfig{Workload: w.Name}, Start: true,
 		Pin: w.Node, Prefer: slices.Clone(w.Prefer), Avoid: slices.Clone(w.Avoid), Variant: w.Variant,
+		AllowEmulated: w.AllowEmulated,
 	}
 }
 
