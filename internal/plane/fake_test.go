@@ -370,7 +370,7 @@ type rig struct {
 	cfg     Config
 	c       *Controller
 	targets []Target
-	store   Store // Deps.Store; nil for none
+	store   Store       // Deps.Store; nil for none
 	rev     Revocations // Deps.Revocations; nil for none
 }
 
