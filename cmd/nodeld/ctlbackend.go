@@ -90,11 +90,6 @@ func (b *operatorBackend) Operate(ctx context.Context, req dispatch.OperatorRequ
 			return controllerOnly("place by package id")
 		}
 	case dispatch.VerbStart, dispatch.VerbStop, dispatch.VerbUnload:
-		if b.ctrl != nil && req.Verb == dispatch.VerbStart {
-			if resp, refused := b.revokedStart(ctx, req); refused {
-				return resp
-			}
-		}
 		if b.ctrl != nil {
 			if resp, ok := b.instanceVerb(ctx, req); ok {
 				return resp
@@ -320,6 +315,9 @@ func (b *operatorBackend) instanceVerb(ctx context.Context, req dispatch.Operato
 		switch {
 		case errors.Is(err, plane.ErrUnknownPlacement):
 			return dispatch.OperatorResponse{Class: dispatch.ClassError, Code: codeUnknownPlacement, Reason: err.Error()}, true
+		case errors.Is(err, plane.ErrStartRevoked):
+			// Refused by the controller's revocation list (chained).
+			return dispatch.OperatorResponse{Class: dispatch.ClassRefused, Code: string(ctl.CodeGovernance), Node: p.Node, Reason: err.Error()}, true
 		case errors.Is(err, plane.ErrNotStartable):
 			return dispatch.OperatorResponse{Class: dispatch.ClassRefused, Code: codeNotStartable, Reason: err.Error()}, true
 		case errors.Is(err, plane.ErrPlacementBusy):

@@ -46,6 +46,18 @@ func startNode(t *testing.T, cfg string, discover []runner.DiscoverCandidate) *t
 // made first, so that other nodes' configs can name it).
 func startNodeAt(t *testing.T, dataDir, cfg string, discover []runner.DiscoverCandidate) *testNode {
 	t.Helper()
+	tn := buildNode(t, dataDir, cfg, discover)
+	ctx, cancel := context.WithCancel(context.Background())
+	tn.cancel, tn.done = cancel, make(chan error, 1)
+	go func() { tn.done <- tn.n.run(ctx, nil) }()
+	t.Cleanup(tn.stop)
+	tn.waitReady()
+	return tn
+}
+
+// buildNode is startNodeAt without the run: the node built, nothing bound.
+func buildNode(t *testing.T, dataDir, cfg string, discover []runner.DiscoverCandidate) *testNode {
+	t.Helper()
 	dir := t.TempDir()
 	tn := &testNode{t: t, dataDir: dataDir, cfgPath: filepath.Join(dir, "nodeld.yaml")}
 	tn.write(fmt.Sprintf(cfg, tn.dataDir))
@@ -79,11 +91,6 @@ func startNodeAt(t *testing.T, dataDir, cfg string, discover []runner.DiscoverCa
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	tn.cancel, tn.done = cancel, make(chan error, 1)
-	go func() { tn.done <- tn.n.run(ctx, nil) }()
-	t.Cleanup(tn.stop)
-	tn.waitReady()
 	return tn
 }
 

@@ -349,6 +349,10 @@ func newController(n *node, cfg *config.Config, d nodeDeps, rev *pkg.Revocations
 	r := &controllerRunner{n: n, disp: pd, log: d.log.Named("controller"), due: make(chan struct{}, 1),
 		store: pkg.NewStore(filepath.Join(cfg.Node.DataDir, pkg.StoreDir), rev), manual: d.manualTicks}
 	ts := r.targets(cfg, nil)
+	var revs plane.Revocations
+	if rev != nil {
+		revs = rev // the start verb consults the node's list
+	}
 	c, err := plane.New(controllerConfig(cfg, n.refOrWritten), ts, plane.Deps{
 		Now:        d.now,
 		Chain:      d.chain,
@@ -358,7 +362,8 @@ func newController(n *node, cfg *config.Config, d nodeDeps, rev *pkg.Revocations
 		Registerer: d.reg,
 		// Declared workloads, and ctl place by package id, come from
 		// <data_dir>/store (nodeld package add).
-		Store: r.store,
+		Store:       r.store,
+		Revocations: revs,
 	})
 	if err != nil {
 		return nil, err

@@ -39,6 +39,9 @@ const (
 	readyProxy = "proxy listeners"
 	readyChain = "chain"
 	readyMesh  = "mesh listener"
+	// readyOperator is the operator socket: a script that waits for
+	// readiness (or READY=1) and then runs nodeld ctl must reach it.
+	readyOperator = "operator socket"
 )
 
 // chainSource is the chain source of the daemon's own lifecycle entries.
@@ -441,7 +444,7 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, c := range []string{readyAdmin, readyProxy} {
+	for _, c := range []string{readyAdmin, readyProxy, readyOperator} {
 		n.admin.Require(c)
 	}
 	if n.mesh != nil {
@@ -508,6 +511,12 @@ func (n *node) supervise(ctx context.Context, hup <-chan os.Signal) error {
 	select {
 	case <-n.proxy.Ready():
 		n.admin.SetReady(readyProxy, true)
+	case <-ctx.Done():
+		return nil
+	}
+	select {
+	case <-n.operator.Ready():
+		n.admin.SetReady(readyOperator, true)
 	case <-ctx.Done():
 		return nil
 	}

@@ -51,6 +51,7 @@ type Controller struct {
 	disp      Dispatcher
 	statePath string
 	store     Store
+	rev       Revocations
 	met       *metrics
 	log       *zap.Logger
 
@@ -117,6 +118,7 @@ func New(cfg Config, targets []Target, deps Deps) (*Controller, error) {
 	c := &Controller{
 		log: log.Named("plane"), now: now, busy: map[string]bool{}, gone: map[string]time.Time{}, chain: deps.Chain, disp: deps.Dispatcher, statePath: deps.StatePath,
 		nodes: map[string]*nodeState{}, placements: map[string]*Placement{}, store: deps.Store, decls: map[string]*declState{},
+		rev: deps.Revocations,
 	}
 	c.cfg.Store(&cfg)
 	if err := c.setTargets(targets, now()); err != nil {

@@ -2,6 +2,7 @@ package plane
 
 import (
 	"context"
+	"crypto/ed25519"
 	"time"
 
 	"github.com/nodeld/nodeld/internal/chain"
@@ -60,6 +61,17 @@ type Dispatcher interface {
 	Unload(ctx context.Context, node, instanceID string) error
 }
 
+// Revocations is the revocation list the controller consults before it
+// starts an instance it placed again (Start); *pkg.Revocations implements
+// it. (Places are refused through Dispatcher.VerifyPackage, which checks
+// the same list.)
+type Revocations interface {
+	// Check returns a *pkg.VerifyError with pkg.CodeRevoked and the
+	// subject when the manifest's id, manifestHash (if not empty) or one
+	// of signers is revoked, else nil.
+	Check(m *pkg.Manifest, manifestHash string, signers ...ed25519.PublicKey) error
+}
+
 // Appender appends to the audit chain; *chain.Chain implements it. The
 // entry's Hash is the decision id.
 type Appender interface {
@@ -84,4 +96,8 @@ type Deps struct {
 	// Store resolves the package ids of declared workloads; nil means no
 	// store (declared workloads are then unplaceable, with that reason).
 	Store Store
+	// Revocations is the controller's revocation list, which Start
+	// consults; nil means none (a start then goes to the host, which
+	// checks its own list).
+	Revocations Revocations
 }

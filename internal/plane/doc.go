@@ -52,7 +52,11 @@
 //   - Revocation (reference 4.8): a package the dispatcher refuses as
 //     revoked (package, signer or artifact) is not placed; the refusal is
 //     chained with the revoked subject (operator places and declarations
-//     alike; declarations back off). A lost instance whose package is
+//     alike; declarations back off). The operator's start of a placed
+//     instance (Start) is refused, and chained (phase start), when the
+//     controller's revocation list (Deps.Revocations) revokes its package
+//     id or manifest hash, or its package directory verifies as revoked;
+//     stop and unload stay possible. A lost instance whose package is
 //     revoked is retired, not rescheduled; an instance its host tore down
 //     for revocation (departed "revoked") is forgotten. The signed notices
 //     themselves are the dispatcher's (its revoke verb with notify).

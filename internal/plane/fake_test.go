@@ -370,7 +370,8 @@ type rig struct {
 	cfg     Config
 	c       *Controller
 	targets []Target
-	store   Store // Deps.Store; nil for none
+	store   Store       // Deps.Store; nil for none
+	rev     Revocations // Deps.Revocations; nil for none
 }
 
 func newRig(t *testing.T, hosts ...uint64) (*rig, []*fakeHost) {
@@ -405,7 +406,7 @@ func (r *rig) restart() {
 	if r.app != nil {
 		app = r.app
 	}
-	c, err := New(r.cfg, r.targets, Deps{Now: r.clk.Now, Chain: app, Dispatcher: r.cl, StatePath: r.state, Store: r.store})
+	c, err := New(r.cfg, r.targets, Deps{Now: r.clk.Now, Chain: app, Dispatcher: r.cl, StatePath: r.state, Store: r.store, Revocations: r.rev})
 	if err != nil {
 		r.t.Fatalf("New: %v", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nodeld/nodeld/internal/ctl"
+	"github.com/nodeld/nodeld/internal/pkg"
 )
 
 // Errors of the operator's instance verbs.
@@ -19,6 +20,12 @@ var (
 	// ErrNotStartable: the placement is not placed (lost, replaced,
 	// retiring): there is no instance of it to start.
 	ErrNotStartable = errors.New("the placement has no instance to start")
+	// ErrStartRevoked: the placement's package id, manifest hash, signer
+	// or an artifact is revoked on the controller's list (reference
+	// 4.8): a revoked workload is started nowhere, while stop and unload
+	// stay possible. The error also wraps the *pkg.VerifyError that
+	// names the subject.
+	ErrStartRevoked = errors.New("start refused: revoked")
 )
 
 // Instance verbs through the controller.
@@ -73,10 +80,28 @@ func (c *Controller) Unload(ctx context.Context, ref string) (Placement, error) 
 // instance is started (ErrNotStartable otherwise); a node whose tier no
 // longer admits the kind is refused like a place would be, as starting
 // runs the workload there again (the chained request says so).
+//
+// First of all, a placement whose package id or manifest hash the
+// controller's revocation list revokes, or whose package directory (if
+// still there) verifies as revoked (a signer, an artifact), is not
+// started: the refusal is chained (KindRefuse, phase start, with the
+// subject) and the error wraps ErrStartRevoked; the placement is returned
+// with it (its node names where the start was refused).
 func (c *Controller) Start(ctx context.Context, ref string) (Placement, error) {
 	c.mu.Lock()
 	pl := c.findLocked(ref)
 	if pl == nil {
+		c.mu.Unlock()
+		return Placement{}, fmt.Errorf("start %s: %w", ref, ErrUnknownPlacement)
+	}
+	snap := pl.clone()
+	c.mu.Unlock()
+	if err := c.refuseRevokedStart(ctx, snap); err != nil {
+		return snap, err
+	}
+	c.mu.Lock()
+	if pl = c.findLocked(ref); pl == nil {
+		// Forgotten while the revocation list was read.
 		c.mu.Unlock()
 		return Placement{}, fmt.Errorf("start %s: %w", ref, ErrUnknownPlacement)
 	}
@@ -117,6 +142,61 @@ func (c *Controller) Start(ctx context.Context, ref string) (Placement, error) {
 	c.mu.Unlock()
 	_, cerr := c.appendChain(KindLifecycle, lrec)
 	return out, errors.Join(cerr, c.persist())
+}
+
+// startRefusal is the payload of the KindRefuse record of a start the
+// controller refused (phase start).
+type startRefusal struct {
+	Phase      string       `json:"phase"`
+	DecisionID string       `json:"decision_id"`
+	InstanceID string       `json:"instance_id"`
+	Node       string       `json:"node"`
+	Workload   string       `json:"workload"`
+	Reason     string       `json:"reason"`
+	Revoked    *pkg.Subject `json:"revoked,omitempty"`
+}
+
+// revokedStartError is the refusal of a revoked placement's start: it
+// wraps ErrStartRevoked and the revocation (a *pkg.VerifyError).
+type revokedStartError struct {
+	instance string
+	err      error
+}
+
+func (e *revokedStartError) Error() string {
+	return "start of " + e.instance + " refused: " + e.err.Error()
+}
+
+func (e *revokedStartError) Unwrap() []error { return []error{ErrStartRevoked, e.err} }
+
+// refuseRevokedStart checks pl against the revocation list: its package
+// id and manifest hash as the placement records them, then its signers
+// and file hashes by verifying its package directory again, if it is
+// still there (else the host's own check stands). A revoked one is
+// refused and the refusal chained; nil means the start may go on.
+func (c *Controller) refuseRevokedStart(ctx context.Context, pl Placement) error {
+	if c.rev == nil {
+		return nil
+	}
+	err := c.rev.Check(&pkg.Manifest{ID: pl.Package}, pl.ManifestHash)
+	if err == nil && pl.Order != nil && pl.Order.PackageDir != "" {
+		if _, verr := c.disp.VerifyPackage(ctx, pl.Order.PackageDir); pkg.ErrorCode(verr) == pkg.CodeRevoked {
+			err = verr
+		}
+	}
+	if err == nil {
+		return nil
+	}
+	rec := startRefusal{Phase: VerbStart, DecisionID: pl.DecisionID, InstanceID: pl.InstanceID, Node: pl.Node,
+		Workload: pl.Workload, Reason: err.Error()}
+	if ve, ok := errors.AsType[*pkg.VerifyError](err); ok {
+		rec.Revoked = ve.Subject
+	}
+	if _, cerr := c.appendChain(KindRefuse, rec); cerr != nil {
+		// Not started either way; the operator learns it was not chained.
+		return fmt.Errorf("start of %s refused, and not chained: %w", pl.InstanceID, cerr)
+	}
+	return &revokedStartError{instance: pl.InstanceID, err: err}
 }
 
 // find returns the placement whose decision id is ref, else the one whose
