@@ -17,7 +17,8 @@
 # by the soak and by other work once missed heartbeats for 2 s and cut the
 # link with its 1,000 streams (BENCHMARKS.md). Every SAMPLE (5s) it
 # reads both nodes' RSS, Go heap (in use, idle not released, released to
-# the OS: what RSS holds besides live objects) and goroutines (/metrics),
+# the OS), goroutine stacks (what RSS holds besides live objects) and
+# goroutines (/metrics),
 # S's probes of its adopted upstream by result, and their chain sizes; at
 # the end it prints, per series, the slope over the last half of
 # the run and the noise about it, and each chain's growth in bytes per

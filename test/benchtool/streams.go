@@ -28,6 +28,9 @@ type sample struct {
 	// ones returned to the OS (go_memstats_heap_idle_bytes and
 	// _released_bytes); 0 when not exported.
 	idle, released float64
+	// stack is go_memstats_stack_inuse_bytes (goroutine stacks, outside
+	// the heap); 0 when not exported.
+	stack float64
 	// probes are nodeld_runtime_probes_total by their labels
 	// (`result="up",role="chat"`), and down counts the adopted instances
 	// whose nodeld_runtime_instance_up is 0; empty and 0 on a node
@@ -243,6 +246,9 @@ func scrape(ctx context.Context, client *http.Client, url string) (sample, error
 			continue
 		case "go_memstats_heap_released_bytes":
 			s.released, _ = strconv.ParseFloat(val, 64)
+			continue
+		case "go_memstats_stack_inuse_bytes":
+			s.stack, _ = strconv.ParseFloat(val, 64)
 			continue
 		case "process_resident_memory_bytes":
 			s.rss, err = strconv.ParseFloat(val, 64)
