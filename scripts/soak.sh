@@ -16,8 +16,11 @@
 # to SOAK_LIVENESS (10s): with the shipped 2 s, a 2-core machine saturated
 # by the soak and by other work once missed heartbeats for 2 s and cut the
 # link with its 1,000 streams (BENCHMARKS.md). Every SAMPLE (5s) it
-# reads both nodes' RSS, Go heap and goroutines (/metrics) and their chain
-# sizes; at the end it prints, per series, the slope over the last half of
+# reads both nodes' RSS, Go heap (in use, idle not released, released to
+# the OS), goroutine stacks (what RSS holds besides live objects) and
+# goroutines (/metrics),
+# S's probes of its adopted upstream by result, and their chain sizes; at
+# the end it prints, per series, the slope over the last half of
 # the run and the noise about it, and each chain's growth in bytes per
 # minute (benchtool soak). It exits non-zero on any failed stream, on RSS,
 # goroutines or the live heap rising beyond their noise over the last

@@ -60,6 +60,11 @@ type AdopterConfig struct {
 	// ProbeTimeout bounds one instance's probe; zero means
 	// DefaultProbeTimeout.
 	ProbeTimeout time.Duration
+	// MissLimit is how many probes in a row that get no answer (a timeout,
+	// a connection reset) take an instance that is up down; zero means
+	// DefaultMissLimit. An answer that it is not up (a refused connection,
+	// a status other than 200, a model not listed) takes it down at once.
+	MissLimit int
 	// Discover, while Instances is empty, adopts for DiscoverRole the first
 	// of DiscoverCandidates that answers like the runtime it is tried as
 	// (see "Discovery" in the package documentation).
@@ -103,7 +108,9 @@ type InstanceStatus struct {
 	Health Health
 	// LastProbe is when the last probe finished (zero before the first).
 	LastProbe time.Time
-	// LastError says why the last probe was not up; "" when it was.
+	// LastError says why the last probe was not up; "" when it was. With
+	// Health up it is a missed probe (no answer) that the instance is
+	// kept up through, fewer than MissLimit in a row.
 	LastError string
 	// Serving is true while this instance is the Adopter's registration
 	// for Role and the Registrar elected it to serve the role (a placed
@@ -165,6 +172,9 @@ type instanceState struct {
 	model     string // last model served while up ("" if none learned)
 	lastProbe time.Time
 	lastErr   string
+	// misses counts the probes in a row that got no answer while the
+	// instance was kept up (always below the MissLimit).
+	misses int
 	// discovered is set for the instance discovery adopted; it is the only
 	// state while it lasts, and is dropped once its probe finds it down.
 	discovered bool
@@ -450,17 +460,37 @@ func (a *Adopter) apply(gen uint64, outs []probeOutcome, cands []candidate, cand
 	for i := range a.states {
 		s, o := &a.states[i], outs[i]
 		prev := s.health
-		s.health, s.lastProbe, s.lastErr = o.res.Health, o.at, ""
+		miss := o.err != nil && missed(o.err)
+		result := string(o.res.Health)
+		if miss {
+			result = resultMissed
+		}
+		a.metrics.probes.WithLabelValues(s.inst.Role, result).Inc()
+		s.lastProbe, s.lastErr = o.at, ""
 		if o.err != nil {
 			s.lastErr = o.err.Error()
 		}
+		if miss && prev == HealthUp && s.misses+1 < a.cfg.MissLimit {
+			// No answer, but no answer that it is down either: a loaded
+			// host (or server) is not a dead one. Kept up, and serving.
+			s.misses++
+			a.log.Warn("instance probe missed, kept up",
+				zap.String("role", s.inst.Role),
+				zap.String("runtime", string(s.inst.Kind)),
+				zap.String("url", s.ep.base),
+				zap.Int("misses", s.misses),
+				zap.Int("miss_limit", a.cfg.MissLimit),
+				zap.String("reason", s.lastErr))
+			continue
+		}
+		s.misses = 0
+		s.health = o.res.Health
 		up := 0.0
 		if s.health == HealthUp {
 			s.model = o.res.Model
 			up = 1
 		}
 		a.metrics.up.WithLabelValues(s.inst.Role, s.ep.hostPort).Set(up)
-		a.metrics.probes.WithLabelValues(s.inst.Role, string(s.health)).Inc()
 		if prev != s.health {
 			a.log.Info("instance health changed",
 				zap.String("role", s.inst.Role),

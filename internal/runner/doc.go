@@ -21,11 +21,27 @@
 // up. So an instance that goes down stops resolving within one probe
 // interval plus the round's probing time (ProbeTimeout per batch of
 // maxConcurrentProbes instances), and one that comes back resolves again on
-// the next round. The table elects which of a role's registrations serves:
+// the next round. "Goes down" means an answer that it is not up; a probe
+// with no answer is a miss (see "Missed probes"). The table elects which of a role's registrations serves:
 // a placed instance of the role serves before the adopted one, which stands
 // by meanwhile (InstanceStatus.Serving is false) and takes over at once
 // when the placed one stops. The runtime string registered is the Kind ("llama.cpp",
 // "ollama", "mlx-lm", "openai"); the api string is always "openai".
+//
+// # Missed probes
+//
+// A probe that gets no answer (its ProbeTimeout ran out, or its connection
+// was reset or cut mid-answer) is a miss: on a loaded host it says nothing
+// about the server, and dropping a role on it refused every new request to
+// a server that was serving well (the soak saw this). An instance that is
+// up stays up, registered and serving, through misses, and goes down only
+// at the MissLimit-th in a row (DefaultMissLimit, 3: about three intervals
+// plus three ProbeTimeouts); Status shows it up with the miss in
+// LastError. An answer that it is not up takes it down at once, misses or
+// not: a refused connection (nothing listens), any status but 200 (503
+// loading included), a model not listed, a body that does not decode. A
+// miss of an instance that is not up leaves it down. Probes are counted by
+// result (nodeld_runtime_probes_total), misses as "missed".
 //
 // # Discovery
 //

@@ -123,10 +123,13 @@ const (
 	minHealthInterval = 10 * time.Millisecond
 
 	// DefaultMissLimit is how many failed health checks in a row make a
-	// running instance unhealthy when the config gives none.
+	// running instance unhealthy when the config gives none, and how many
+	// probes in a row without an answer take an adopted instance that is up
+	// down (AdopterConfig.MissLimit).
 	DefaultMissLimit = 3
 
-	// maxMissLimit caps SupervisorConfig.MissLimit.
+	// maxMissLimit caps SupervisorConfig.MissLimit and
+	// AdopterConfig.MissLimit.
 	maxMissLimit = 100
 
 	// ollamaLoadTimeout bounds the request that loads a model into Ollama.

@@ -12,9 +12,15 @@ import (
 type adopterMetrics struct {
 	// up is 1 while the instance's last probe found it up, else 0.
 	up *prometheus.GaugeVec
-	// probes counts probes by role and resulting Health.
+	// probes counts probes by role and result: the Health found, or
+	// resultMissed.
 	probes *prometheus.CounterVec
 }
+
+// resultMissed is the probes' result label of a probe that got no answer
+// (a timeout, a connection reset), whether or not the instance was kept up
+// through it.
+const resultMissed = "missed"
 
 // newAdopterMetrics builds and registers the Adopter's metrics on reg; a nil
 // reg leaves them unregistered. (Named for its component, not newMetrics,
@@ -27,7 +33,7 @@ func newAdopterMetrics(reg prometheus.Registerer) (*adopterMetrics, error) {
 		}, []string{"role", "instance"}),
 		probes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nodeld_runtime_probes_total",
-			Help: "Probes of adopted model servers by role and result (up, loading, down, model_missing).",
+			Help: "Probes of adopted model servers by role and result (up, loading, down, model_missing, missed: no answer, a timeout or a reset connection).",
 		}, []string{"role", "result"}),
 	}
 	if reg == nil {

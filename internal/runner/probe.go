@@ -150,7 +150,7 @@ func (p prober) get(ctx context.Context, path string) (int, []byte, error) {
 	req.Header.Set("Accept", "application/json")
 	resp, err := p.c.Do(req)
 	if err != nil {
-		return 0, nil, fmt.Errorf("GET %s: %w", path, err)
+		return 0, nil, fmt.Errorf("GET %s: %w", path, noAnswer(err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusServiceUnavailable {
@@ -171,12 +171,39 @@ func readBounded(resp *http.Response) ([]byte, error) {
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxProbeBodyBytes+1))
 	if err != nil {
-		return nil, fmt.Errorf("read body: %w", err)
+		return nil, fmt.Errorf("read body: %w", noAnswer(err))
 	}
 	if len(body) > maxProbeBodyBytes {
 		return nil, fmt.Errorf("body exceeds %d bytes", maxProbeBodyBytes)
 	}
 	return body, nil
+}
+
+// noAnswerError marks a probe that got no answer: its request timed out,
+// or its connection failed other than by being refused (reset, cut mid
+// body). On a loaded host that says nothing about the server's health, so
+// the Adopter keeps an instance that is up until MissLimit such probes in a
+// row (see "Missed probes" in the package documentation).
+type noAnswerError struct{ err error }
+
+func (e noAnswerError) Error() string { return e.err.Error() }
+func (e noAnswerError) Unwrap() error { return e.err }
+
+// noAnswer wraps a request's transport error as a noAnswerError unless it
+// is an answer after all: a refused connection (nothing listens: the
+// server is gone) or a dial nodeld refused itself.
+func noAnswer(err error) error {
+	if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, ErrNotLoopback) {
+		return err
+	}
+	return noAnswerError{err}
+}
+
+// missed reports whether a probe's error says it got no answer (see
+// noAnswerError), as opposed to an answer that the server is not up.
+func missed(err error) bool {
+	var e noAnswerError
+	return errors.As(err, &e)
 }
 
 func down(err error) (ProbeResult, error) { return ProbeResult{Health: HealthDown}, err }

@@ -124,6 +124,9 @@ func (c AdopterConfig) withDefaults() AdopterConfig {
 	if c.ProbeTimeout == 0 {
 		c.ProbeTimeout = DefaultProbeTimeout
 	}
+	if c.MissLimit == 0 {
+		c.MissLimit = DefaultMissLimit
+	}
 	if c.DiscoverCandidates == nil {
 		c.DiscoverCandidates = DefaultDiscoverCandidates()
 	}
@@ -155,6 +158,9 @@ func (c AdopterConfig) validate() ([]endpoint, []candidate, error) {
 	}
 	if c.ProbeTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("probe timeout %s is not positive", c.ProbeTimeout))
+	}
+	if c.MissLimit < 1 || c.MissLimit > maxMissLimit {
+		errs = append(errs, fmt.Errorf("miss limit %d is not in 1..%d", c.MissLimit, maxMissLimit))
 	}
 	if len(c.Instances) > maxAdoptedInstances {
 		errs = append(errs, fmt.Errorf("%d instances, at most %d", len(c.Instances), maxAdoptedInstances))

@@ -106,6 +106,8 @@ func TestNewAdopterValidates(t *testing.T) {
 		{name: "too many", give: AdopterConfig{Instances: many}, wantIs: ErrInvalidConfig, wantMsg: "at most"},
 		{name: "interval too short", give: AdopterConfig{Interval: time.Millisecond}, wantIs: ErrInvalidConfig, wantMsg: "interval"},
 		{name: "negative timeout", give: AdopterConfig{ProbeTimeout: -time.Second}, wantIs: ErrInvalidConfig, wantMsg: "timeout"},
+		{name: "negative miss limit", give: AdopterConfig{MissLimit: -1}, wantIs: ErrInvalidConfig, wantMsg: "miss limit"},
+		{name: "miss limit too high", give: AdopterConfig{MissLimit: maxMissLimit + 1}, wantIs: ErrInvalidConfig, wantMsg: "miss limit"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -58,6 +58,17 @@ type series struct {
 	name, unit string
 	scale      float64 // printed value = raw / scale
 	t, v       []float64
+	// shown series are printed but not judged: the Go heap's parts, which
+	// explain RSS but move with the collector's pace.
+	shown bool
+}
+
+// probeTally is what one measured node's adopted-instance metrics said
+// during the run: its probes by result (counter values at the first and
+// the last sample) and the samples that found an adopted instance down.
+type probeTally struct {
+	first, last   map[string]float64
+	samples, down int
 }
 
 func (s *series) add(at time.Duration, v float64) {
@@ -67,12 +78,15 @@ func (s *series) add(at time.Duration, v float64) {
 // runSoak holds -n SSE streams open through each -target for -duration:
 // each stream reads -chunks chunks to its end and is replaced at once by
 // a new one, the first ones staggered over one stream's length so that
-// they do not end together. Every -sample it reads RSS, Go heap and
-// goroutines from each -metrics URL and the size of each -chain file.
+// they do not end together. Every -sample it reads RSS, the Go heap (in
+// use, idle and not released, released to the OS), goroutine stacks (what
+// RSS holds besides live objects) and goroutines from each -metrics URL, its adopted
+// instances' probes by result, and the size of each -chain file.
 // It prints the streams ok and failed per target, and for each series
 // its slope over the last half of the run, the noise about that line and
 // the rise the slope makes over the last half; and each chain's growth in
-// bytes per minute. With -gc it also reads each such process's live heap
+// bytes per minute, and each node's probes during the run by result
+// (shown, not judged). With -gc it also reads each such process's live heap
 // right after a collection, every -gc-every. It fails on any failed
 // stream, on an RSS, goroutine or live heap series whose rise exceeds
 // twice its noise (a live heap sampled fewer than three times in the last
@@ -156,15 +170,20 @@ func runSoak(ctx context.Context, args []string, out io.Writer) error {
 	go func() { wg.Wait(); close(done) }()
 
 	var all []*series
-	mem := map[string][3]*series{}
+	mem := map[string][6]*series{}
 	live := map[string]*series{}
+	tallies := map[string]*probeTally{}
 	for _, name := range metrics.names {
-		s := [3]*series{
+		s := [6]*series{
 			{name: name + " RSS", unit: "MB", scale: 1e6},
-			{name: name + " Go heap in use", unit: "MB", scale: 1e6},
+			{name: name + " Go heap in use", unit: "MB", scale: 1e6, shown: true},
+			{name: name + " Go heap idle, not released", unit: "MB", scale: 1e6, shown: true},
+			{name: name + " Go heap released to the OS", unit: "MB", scale: 1e6, shown: true},
+			{name: name + " goroutine stacks", unit: "MB", scale: 1e6, shown: true},
 			{name: name + " goroutines", unit: "", scale: 1},
 		}
 		mem[name] = s
+		tallies[name] = &probeTally{}
 		all = append(all, s[:]...)
 		if slices.Contains(gcs.names, name) {
 			live[name] = &series{name: name + " live heap (after a collection)", unit: "MB", scale: 1e6}
@@ -198,7 +217,19 @@ func runSoak(ctx context.Context, args []string, out io.Writer) error {
 				m := mem[name]
 				m[0].add(at, s.rss)
 				m[1].add(at, s.heap)
-				m[2].add(at, s.goroutines)
+				m[2].add(at, s.idle-s.released)
+				m[3].add(at, s.released)
+				m[4].add(at, s.stack)
+				m[5].add(at, s.goroutines)
+				pt := tallies[name]
+				if pt.samples == 0 {
+					pt.first = s.probes
+				}
+				pt.samples++
+				pt.last = s.probes
+				if s.down > 0 {
+					pt.down++
+				}
 			}
 		}
 		for i, name := range chains.names {
@@ -235,7 +266,42 @@ wait:
 			}
 		}
 	}
-	return soakReport(out, ts, all, metrics.names, chains.names, chainS, openS, duration.Seconds(), *chainSlack, *n)
+	if err := soakReport(out, ts, all, metrics.names, chains.names, chainS, openS, duration.Seconds(), *chainSlack, *n); err != nil {
+		probeReport(out, metrics.names, tallies)
+		return err
+	}
+	probeReport(out, metrics.names, tallies)
+	return nil
+}
+
+// probeReport prints, for each measured node with adopted instances, its
+// probes during the run by role and result and the samples that found
+// one of them down. It judges nothing: a probe without an answer (missed)
+// is tolerated by design, and a role withdrawn shows as failed streams.
+func probeReport(out io.Writer, names []string, tallies map[string]*probeTally) {
+	header := false
+	for _, name := range names {
+		pt := tallies[name]
+		if len(pt.last) == 0 && pt.down == 0 {
+			continue
+		}
+		if !header {
+			fmt.Fprintln(out)
+			fmt.Fprintln(out, "| node | probes of adopted instances during the run | samples with one down |")
+			fmt.Fprintln(out, "|---|---|---|")
+			header = true
+		}
+		keys := make([]string, 0, len(pt.last))
+		for k := range pt.last {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var parts []string
+		for _, k := range keys {
+			parts = append(parts, fmt.Sprintf("%s %.0f", strings.ReplaceAll(k, `"`, ""), pt.last[k]-pt.first[k]))
+		}
+		fmt.Fprintf(out, "| %s | %s | %d of %d |\n", name, strings.Join(parts, "; "), pt.down, pt.samples)
+	}
 }
 
 // getOK GETs url and wants 200.
@@ -293,9 +359,9 @@ func soakReport(out io.Writer, ts []*soakTarget, all []*series, metricNames, cha
 			continue
 		}
 		f := flatness(s, dur)
-		// The heap is shown, not judged: RSS holds it, and a collection
-		// that comes late makes its samples jump.
-		judged := !strings.HasSuffix(s.name, "heap in use")
+		// The heap's parts are shown, not judged: RSS holds them, and a
+		// collection that comes late makes their samples jump.
+		judged := !s.shown
 		verdict := "flat"
 		switch {
 		case f.n < 3:

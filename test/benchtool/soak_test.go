@@ -2,8 +2,12 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -130,5 +134,44 @@ func TestNamedFlag(t *testing.T) {
 		if err := f.Set(bad); err == nil {
 			t.Errorf("Set(%q) accepted", bad)
 		}
+	}
+}
+
+// TestScrapeProbesAndHeap: scrape reads the Go heap's idle and released
+// bytes, the probe counters by their labels and the adopted instances
+// down, and probeReport prints the probes made between the first and the
+// last sample.
+func TestScrapeProbesAndHeap(t *testing.T) {
+	var probesUp atomic.Int64
+	probesUp.Store(10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintf(w, "# HELP x\n"+
+			"process_resident_memory_bytes 2e+08\ngo_goroutines 50\ngo_memstats_heap_inuse_bytes 1.5e+08\n"+
+			"go_memstats_heap_idle_bytes 4e+07\ngo_memstats_heap_released_bytes 1e+07\ngo_memstats_stack_inuse_bytes 3e+06\n"+
+			"nodeld_runtime_instance_up{instance=\"127.0.0.1:9\",role=\"chat\"} 0\n"+
+			"nodeld_runtime_probes_total{result=\"missed\",role=\"chat\"} 2\n"+
+			"nodeld_runtime_probes_total{result=\"up\",role=\"chat\"} %d\n", probesUp.Load())
+	}))
+	defer srv.Close()
+	first, err := scrape(t.Context(), srv.Client(), srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.idle != 4e7 || first.released != 1e7 || first.stack != 3e6 || first.down != 1 || first.heap != 1.5e8 {
+		t.Errorf("sample %+v: want idle 4e7, released 1e7, stacks 3e6, one down", first)
+	}
+	probesUp.Store(25)
+	last, err := scrape(t.Context(), srv.Client(), srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	probeReport(&out, []string{"s", "c"}, map[string]*probeTally{
+		"s": {first: first.probes, last: last.probes, samples: 2, down: 2},
+		"c": {samples: 2},
+	})
+	want := "| s | result=missed,role=chat 0; result=up,role=chat 15 | 2 of 2 |\n"
+	if !strings.Contains(out.String(), want) || strings.Contains(out.String(), "| c |") {
+		t.Errorf("probe report:\n%s\nwant the row %q and none for c", out.String(), want)
 	}
 }

@@ -24,6 +24,19 @@ type sample struct {
 	rss        float64 // bytes
 	heap       float64 // bytes of Go heap in use
 	goroutines float64
+	// idle and released are the Go heap's idle bytes and, of those, the
+	// ones returned to the OS (go_memstats_heap_idle_bytes and
+	// _released_bytes); 0 when not exported.
+	idle, released float64
+	// stack is go_memstats_stack_inuse_bytes (goroutine stacks, outside
+	// the heap); 0 when not exported.
+	stack float64
+	// probes are nodeld_runtime_probes_total by their labels
+	// (`result="up",role="chat"`), and down counts the adopted instances
+	// whose nodeld_runtime_instance_up is 0; empty and 0 on a node
+	// without adopted instances.
+	probes map[string]float64
+	down   int
 }
 
 // runStreams holds n streams at once through url, rounds times, and prints
@@ -212,7 +225,31 @@ func scrape(ctx context.Context, client *http.Client, url string) (sample, error
 		if !ok {
 			continue
 		}
+		if labels, ok := strings.CutPrefix(name, "nodeld_runtime_probes_total{"); ok {
+			if v, err := strconv.ParseFloat(val, 64); err == nil {
+				if s.probes == nil {
+					s.probes = map[string]float64{}
+				}
+				s.probes[strings.TrimSuffix(labels, "}")] = v
+			}
+			continue
+		}
+		if strings.HasPrefix(name, "nodeld_runtime_instance_up{") {
+			if v, err := strconv.ParseFloat(val, 64); err == nil && v == 0 {
+				s.down++
+			}
+			continue
+		}
 		switch name {
+		case "go_memstats_heap_idle_bytes":
+			s.idle, _ = strconv.ParseFloat(val, 64)
+			continue
+		case "go_memstats_heap_released_bytes":
+			s.released, _ = strconv.ParseFloat(val, 64)
+			continue
+		case "go_memstats_stack_inuse_bytes":
+			s.stack, _ = strconv.ParseFloat(val, 64)
+			continue
 		case "process_resident_memory_bytes":
 			s.rss, err = strconv.ParseFloat(val, 64)
 		case "go_goroutines":
