@@ -61,6 +61,73 @@ func TestPropertyPlacerSameDecision(t *testing.T) {
 	})
 }
 
+// TestPropertyCompactSameDecision: nodes given with compacted Profiles
+// (Compact, in the order of the nodes or another, some Profiles nil in
+// what is compacted) decide as the nodes given with their records, by
+// Place and by a Placer kept across scenarios.
+func TestPropertyCompactSameDecision(t *testing.T) {
+	var pl Placer
+	syms := NewSymbols()
+	rapid.Check(t, func(t *rapid.T) {
+		s := genScenario(t)
+		want, wantErr := Place(s.req, s.nodes, s.cl, s.w)
+		nodes := prepared(syms, s.nodes)
+		prs := make([]*Profile, 0, 2*len(nodes))
+		for _, n := range rapid.Permutation(nodes).Draw(t, "compacted in order") {
+			prs = append(prs, n.Profile)
+			if rapid.Bool().Draw(t, "a nil too") {
+				prs = append(prs, nil)
+			}
+		}
+		compact := Compact(prs)
+		for i := range nodes {
+			k := slices.Index(prs, nodes[i].Profile)
+			if compact[k] == prs[k] {
+				t.Fatalf("Profile %d was not copied", k)
+			}
+			nodes[i].Profile = compact[k]
+		}
+		for k := range prs {
+			if (prs[k] == nil) != (compact[k] == nil) {
+				t.Fatalf("Profile %d: nil %v, compacted nil %v", k, prs[k] == nil, compact[k] == nil)
+			}
+		}
+		for _, place := range []func(Request, []Node, Cluster, Weights) (Decision, error){Place, pl.Place} {
+			got, gotErr := place(s.req, nodes, s.cl, s.w)
+			if fmt.Sprint(wantErr) != fmt.Sprint(gotErr) {
+				t.Fatalf("errors differ: %v / %v", wantErr, gotErr)
+			}
+			if diff := cmp.Diff(want, got, rejText); diff != "" {
+				t.Fatalf("compacted Profiles decide otherwise (-records +compacted):\n%s", diff)
+			}
+			if want.Explain() != got.Explain() {
+				t.Fatal("compacted Profiles explain otherwise")
+			}
+		}
+	})
+}
+
+// TestCompactManyNodes: over realistic nodes, above the radix sorts'
+// threshold, compacted Profiles decide as those they were copied from.
+func TestCompactManyNodes(t *testing.T) {
+	req, cl, w := benchRequest(), Cluster{RevokedNodes: []string{"n-00000000000000ff"}}, DefaultWeights()
+	nodes := prepared(NewSymbols(), benchNodes(400))
+	want, err := Place(req, nodes, cl, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Place(req, compacted(nodes), cl, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got, rejText); diff != "" {
+		t.Fatalf("compacted Profiles decide otherwise (-given +compacted):\n%s", diff)
+	}
+	if want.Explain() != got.Explain() {
+		t.Fatal("compacted Profiles explain otherwise")
+	}
+}
+
 // TestPlacerManyNodes: above the radix sorts' threshold, which the
 // generated scenarios never reach, a Placer decides as Place over the
 // same nodes twice, shuffled, with fewer nodes, and with a repeated id.
