@@ -198,6 +198,57 @@ func BenchmarkPlacePrepared(b *testing.B) {
 	}
 }
 
+// BenchmarkPlacer is BenchmarkPlacePrepared with one Placer kept across
+// the decisions, as the controller keeps one: its working memory and
+// its order of the node ids are reused.
+func BenchmarkPlacer(b *testing.B) {
+	for _, n := range benchSizes {
+		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
+			req, cl, w := benchRequest(), Cluster{RevokedNodes: []string{"n-00000000000000ff"}}, DefaultWeights()
+			nodes := prepared(NewSymbols(), benchNodes(n))
+			var pl Placer
+			d, err := pl.Place(req, nodes, cl, w)
+			if err != nil || d.Chosen == nil {
+				b.Fatalf("Place: %v, chosen %v", err, d.Chosen)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu0, _ := cpuTime()
+			for b.Loop() {
+				if _, err := pl.Place(req, nodes, cl, w); err != nil {
+					b.Fatal(err)
+				}
+			}
+			reportDecisions(b, n, cpu0)
+		})
+	}
+}
+
+// BenchmarkPlacerCompact is BenchmarkPlacer with the Profiles compacted
+// (Compact) in the order of the nodes, as the controller keeps them.
+func BenchmarkPlacerCompact(b *testing.B) {
+	for _, n := range benchSizes {
+		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
+			req, cl, w := benchRequest(), Cluster{RevokedNodes: []string{"n-00000000000000ff"}}, DefaultWeights()
+			nodes := compacted(prepared(NewSymbols(), benchNodes(n)))
+			var pl Placer
+			d, err := pl.Place(req, nodes, cl, w)
+			if err != nil || d.Chosen == nil {
+				b.Fatalf("Place: %v, chosen %v", err, d.Chosen)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu0, _ := cpuTime()
+			for b.Loop() {
+				if _, err := pl.Place(req, nodes, cl, w); err != nil {
+					b.Fatal(err)
+				}
+			}
+			reportDecisions(b, n, cpu0)
+		})
+	}
+}
+
 // BenchmarkPrepare is preparing n realistic nodes' records into one
 // Symbols, as a caller does when their facts change: the cost that
 // BenchmarkPlace adds to BenchmarkPlacePrepared, without a decision.

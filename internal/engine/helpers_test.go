@@ -94,6 +94,20 @@ func prepared(syms *Symbols, nodes []Node) []Node {
 	return out
 }
 
+// compacted returns the nodes with their Profiles compacted (Compact).
+func compacted(nodes []Node) []Node {
+	prs := make([]*Profile, len(nodes))
+	for i := range nodes {
+		prs[i] = nodes[i].Profile
+	}
+	prs = Compact(prs)
+	out := slices.Clone(nodes)
+	for i := range out {
+		out[i].Profile = prs[i]
+	}
+	return out
+}
+
 // rej is a Rejection as text, for comparisons.
 type rej struct {
 	Code   Code

@@ -42,7 +42,7 @@ func TestSortByID(t *testing.T) {
 					}
 				}
 			}
-			o := sortByID(nodes)
+			o := sortByID(nodes, nil, nil)
 			got := make([]string, len(o.refs))
 			for k, r := range o.refs {
 				got[k] = nodes[r.i].ID

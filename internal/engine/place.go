@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Place decides where req goes among nodes (reference 3.6): it validates
@@ -27,13 +28,100 @@ import (
 // (matching ErrPinIneligible), which comes with the complete Decision.
 // "Nothing fits" is not an error: Decision.Chosen is nil.
 func Place(req Request, nodes []Node, cluster Cluster, w Weights) (Decision, error) {
+	var s scratch
+	return s.place(req, nodes, cluster, w)
+}
+
+// Placer decides as Place does, reusing its working memory from one
+// decision to the next: the sort of the nodes by id (kept, with the ids
+// it sorted, and reused while a decision is given the same node ids in
+// the same order, as a caller that keeps its nodes gives them), the rank
+// keys and the permutation. A decision still allocates what it returns
+// (its Candidates, their rejections and assignments), which shares no
+// memory with the Placer: a Decision stays valid and unchanged whatever
+// the Placer decides next.
+//
+// The zero Placer is ready to use. A Placer is safe for concurrent use:
+// one decision at a time uses its memory, others meanwhile decide with
+// memory of their own, as Place does. What a Placer keeps never changes
+// a decision: the same arguments give the same Decision as Place.
+type Placer struct {
+	mu sync.Mutex
+	s  scratch
+}
+
+// Place is Place, with the Placer's memory.
+func (pl *Placer) Place(req Request, nodes []Node, cluster Cluster, w Weights) (Decision, error) {
+	if !pl.mu.TryLock() {
+		return Place(req, nodes, cluster, w)
+	}
+	defer pl.mu.Unlock()
+	pl.s.keep = true
+	return pl.s.place(req, nodes, cluster, w)
+}
+
+// scratch is a decision's working memory that the Decision does not
+// keep: Place makes it afresh, a Placer keeps it.
+type scratch struct {
+	keep bool // a Placer's: keep the id order for the next decision
+
+	// The nodes' order by id, valid for the nodes whose ids are ids, in
+	// that order (nil: none is kept). Only the order of valid ids is
+	// kept.
+	ids  []string
+	byID idOrder
+	rank []uint32
+	elig []int32
+	keys []nodeRef
+	perm []int32
+}
+
+// sized returns s with length n, reusing its memory when it has room.
+func sized[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+// order sorts the nodes by id and validates their ids, or takes the
+// order it kept when the ids are those it sorted last.
+func (s *scratch) order(nodes []Node) (idOrder, error) {
+	if s.ids != nil && len(s.ids) == len(nodes) {
+		same := true
+		for i := range nodes {
+			if nodes[i].ID != s.ids[i] {
+				same = false
+				break
+			}
+		}
+		if same {
+			return s.byID, nil
+		}
+	}
+	s.ids = nil
+	s.byID = sortByID(nodes, s.byID.refs, s.byID.tmp)
+	if err := validateNodes(nodes, s.byID); err != nil {
+		return idOrder{}, err
+	}
+	if s.keep && len(nodes) > 0 {
+		ids := sized(s.ids[:0:cap(s.ids)], len(nodes))
+		for i := range nodes {
+			ids[i] = nodes[i].ID
+		}
+		s.ids = ids
+	}
+	return s.byID, nil
+}
+
+func (s *scratch) place(req Request, nodes []Node, cluster Cluster, w Weights) (Decision, error) {
 	if err := errors.Join(req.Validate(), w.Validate()); err != nil {
 		return Decision{}, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
 	// One sort by node id finds repeated ids and later orders ties and
 	// rejected nodes.
-	byID := sortByID(nodes)
-	if err := validateNodes(nodes, byID); err != nil {
+	byID, err := s.order(nodes)
+	if err != nil {
 		return Decision{}, err
 	}
 	if req.Pin != "" && byID.index(nodes, req.Pin) < 0 {
@@ -52,11 +140,11 @@ func Place(req Request, nodes []Node, cluster Cluster, w Weights) (Decision, err
 	// another node, and the order of the output is decided by the sorts
 	// below alone.
 	cands := make([]Candidate, len(nodes))
-	eligible := make([]int32, 0, len(nodes))
+	eligible := sized(s.elig, len(nodes))[:0]
 	// rank holds, per node index, the rank key of an eligible node (see
 	// rankOrder), or rejected: the sorts below read it rather than the
 	// Candidates.
-	rank := make([]uint32, len(nodes))
+	rank := sized(s.rank, len(nodes))
 	for i := range nodes {
 		n := &nodes[i]
 		pr := n.Profile
@@ -81,7 +169,7 @@ func Place(req Request, nodes []Node, cluster Cluster, w Weights) (Decision, err
 	// byID); then the rejected in node id order. The candidates are put
 	// in that order in place. The eligible are taken in id order and
 	// sorted stably by a key of tier and score (see rankOrder).
-	keys := make([]nodeRef, 0, len(eligible))
+	keys := sized(s.keys, len(eligible))[:0]
 	for k, r := range byID.refs {
 		if rk := rank[r.i]; rk != rejected {
 			keys = append(keys, nodeRef{key: rk, i: int32(k)})
@@ -102,7 +190,7 @@ func Place(req Request, nodes []Node, cluster Cluster, w Weights) (Decision, err
 		}
 		lo = hi
 	}
-	perm := make([]int32, 0, len(nodes)) // position -> node index
+	perm := sized(s.perm, len(nodes))[:0] // position -> node index
 	for _, k := range keys {
 		perm = append(perm, byID.refs[k.i].i)
 	}
@@ -112,6 +200,7 @@ func Place(req Request, nodes []Node, cluster Cluster, w Weights) (Decision, err
 		}
 	}
 	permute(cands, perm)
+	s.rank, s.elig, s.keys, s.perm = rank, eligible, keys, perm
 	d := Decision{Kind: req.Kind, Name: req.Name, AllowEmulated: req.AllowEmulated, Pin: req.Pin,
 		Candidates: cands}
 
@@ -245,8 +334,9 @@ type nodeRef struct {
 	i   int32
 }
 
-func sortByID(nodes []Node) idOrder {
-	o := idOrder{refs: make([]nodeRef, len(nodes))}
+// sortByID sorts the nodes by id, in refs and tmp when they have room.
+func sortByID(nodes []Node, refs, tmp []nodeRef) idOrder {
+	o := idOrder{refs: sized(refs, len(nodes)), tmp: sized(tmp, len(nodes))}
 	if len(nodes) == 0 {
 		return o
 	}
@@ -270,7 +360,6 @@ func sortByID(nodes []Node) idOrder {
 	// the order of index, and only runs of equal keys (ids alike in their
 	// first four distinct bytes) are sorted again by id. Equal ids (an
 	// error) keep their order of index.
-	o.tmp = make([]nodeRef, len(nodes))
 	sortRefs(o.refs, o.tmp)
 	for lo := 0; lo < len(o.refs); {
 		hi := lo + 1

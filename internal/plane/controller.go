@@ -92,6 +92,8 @@ type Controller struct {
 	recent recentReports
 	// profiles keeps the nodes' engine profiles between decisions (view).
 	profiles profiles
+	// placer keeps the engine's working memory between decisions.
+	placer engine.Placer
 }
 
 // conf returns the current config.
@@ -406,7 +408,7 @@ func (c *Controller) evaluate(p Package, o Order, in intent) (engine.Request, en
 	c.shapeRequest(&req, o, in)
 	nodes := c.view(now, m.Kind, req.Name)
 	c.separateInstances(nodes, m.Kind, req.Name, in)
-	dec, err := engine.Place(req, nodes, engine.Cluster{}, c.conf().Weights)
+	dec, err := c.placer.Place(req, nodes, engine.Cluster{}, c.conf().Weights)
 	return req, dec, err
 }
 
@@ -500,6 +502,7 @@ func (c *Controller) view(now time.Time, kind, name string) []engine.Node {
 		verdict, why := gate(c.conf().Policy, kind, n)
 		out = append(out, engineNode(n, now, c.conf().DeadAfter, c.profiles.of(n), instances[id], pending[id], verdict, why))
 	}
+	c.profiles.compact(ids, out)
 	return out
 }
 

@@ -18,15 +18,25 @@ import (
 // with a new seq but probes again only now and then, so newer facts
 // whose records and memory are those the Profile was prepared from keep
 // it too. The zero value is ready; guarded by Controller.mu.
+//
+// The Profiles are given to the engine compacted (engine.Compact: laid
+// out one after the other in the order of the view, which the engine
+// reads faster), for views of compactMin nodes or more: compacted again
+// when an eighth of the nodes have a
+// Profile prepared since the last compaction, so that a compaction,
+// which a kept Decision keeps alive whole, is made once per many
+// changes, not per change.
 type profiles struct {
 	syms   *engine.Symbols
 	byNode map[string]profileEntry
 	empty  *engine.Profile // for a node without facts
+	loose  int             // nodes of the current view whose Profile is not compacted
 }
 
 type profileEntry struct {
-	facts   *cachedFacts // what it was prepared from
-	profile *engine.Profile
+	facts     *cachedFacts // what it was prepared from
+	profile   *engine.Profile
+	compacted *engine.Profile // profile, compacted; nil until it is
 }
 
 // maxSymbols bounds the vocabulary kept for nodes: facts that keep
@@ -41,8 +51,10 @@ func (ps *profiles) begin(nodes map[string]*nodeState) {
 		ps.syms = engine.NewSymbols()
 		ps.byNode = make(map[string]profileEntry, len(nodes))
 		ps.empty = nil
+		ps.loose = 0
 		return
 	}
+	ps.loose = 0
 	for id := range ps.byNode {
 		if _, ok := nodes[id]; !ok {
 			delete(ps.byNode, id)
@@ -61,13 +73,51 @@ func (ps *profiles) of(n *nodeState) *engine.Profile {
 	}
 	id := n.target.ID
 	if e, ok := ps.byNode[id]; ok && (e.facts == n.facts || sameProfileInput(e.facts.facts, n.facts.facts)) {
-		e.facts = n.facts
-		ps.byNode[id] = e
+		if e.facts != n.facts {
+			e.facts = n.facts
+			ps.byNode[id] = e
+		}
+		if e.compacted != nil {
+			return e.compacted
+		}
+		ps.loose++
 		return e.profile
 	}
 	p := ps.syms.Prepare(capabilities(n.facts.facts), memory(n.facts.facts))
 	ps.byNode[id] = profileEntry{facts: n.facts, profile: p}
+	ps.loose++
 	return p
+}
+
+// compactMin is the fewest nodes whose Profiles are compacted: the
+// Profiles of fewer nodes stay in the processor's caches from one
+// decision to the next wherever they lie.
+const compactMin = 128
+
+// compact ends a view (nodes, in the order of ids): when an eighth of
+// its nodes or more have a Profile not compacted, the Profiles of every
+// node with facts are compacted in this order and given to the nodes,
+// and kept for the next views.
+func (ps *profiles) compact(ids []string, nodes []engine.Node) {
+	if len(nodes) < compactMin || ps.loose == 0 || ps.loose < len(nodes)/8 {
+		return
+	}
+	prs := make([]*engine.Profile, len(nodes))
+	for i := range nodes {
+		if e, ok := ps.byNode[ids[i]]; ok && (nodes[i].Profile == e.profile || nodes[i].Profile == e.compacted) {
+			prs[i] = e.profile
+		}
+	}
+	compacted := engine.Compact(prs)
+	for i := range nodes {
+		if prs[i] != nil {
+			e := ps.byNode[ids[i]]
+			e.compacted = compacted[i]
+			ps.byNode[ids[i]] = e
+			nodes[i].Profile = compacted[i]
+		}
+	}
+	ps.loose = 0
 }
 
 // sameProfileInput reports whether a and b give the same capabilities and

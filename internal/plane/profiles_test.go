@@ -3,6 +3,7 @@ package plane
 import (
 	"crypto/ed25519"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -161,5 +162,98 @@ func TestViewKeepsProfiles(t *testing.T) {
 		if c.Eligible() == (c.Node == hs[1].id) {
 			t.Errorf("%s eligible %v\n%s", c.Node, c.Eligible(), d.Explain())
 		}
+	}
+}
+
+// TestProfilesCompacted: the Profiles of a view of compactMin nodes or
+// more are given compacted, and kept so while few nodes change; a node
+// whose records change gets its own new Profile at once, and when an
+// eighth of the nodes have changed, every Profile is compacted again.
+// Decisions over them are those over the Profiles they were compacted
+// from.
+func TestProfilesCompacted(t *testing.T) {
+	const n = compactMin + 72
+	nodes := map[string]*nodeState{}
+	keys := map[string]ed25519.PrivateKey{}
+	var ids []string
+	for i := range n {
+		k, id := testKey(t, byte(i+1))
+		keys[id] = k
+		nodes[id] = &nodeState{target: Target{ID: id, Key: k.Public().(ed25519.PublicKey), Tier: engine.TrustPaired}}
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	seq := uint64(0)
+	ingest := func(id string, freeGiB int64) {
+		t.Helper()
+		seq++
+		if err := nodes[id].ingestFacts(signFacts(t, keys[id], recordFacts(freeGiB), seq, t0), t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range ids {
+		ingest(id, 16)
+	}
+	var ps profiles
+	view := func() []engine.Node {
+		ps.begin(nodes)
+		out := make([]engine.Node, len(ids))
+		for i, id := range ids {
+			out[i] = engine.Node{ID: id, Liveness: engine.Alive, Trust: engine.TrustPaired, Gate: engine.VerdictAllow,
+				Profile: ps.of(nodes[id])}
+		}
+		ps.compact(ids, out)
+		return out
+	}
+	// What the engine decides over the nodes: which are eligible for 6
+	// GiB of host memory.
+	eligible := func(nodes []engine.Node) map[string]bool {
+		t.Helper()
+		d, err := engine.Place(engine.Request{Kind: "service", Name: "w", MinTrust: engine.TrustPaired,
+			Variants: []engine.Variant{{Name: "cpu", Resources: engine.Resources{HostBytes: 6 << 30}}}},
+			nodes, engine.Cluster{}, engine.DefaultWeights())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]bool{}
+		for _, c := range d.Candidates {
+			out[c.Node] = c.Eligible()
+		}
+		return out
+	}
+	first := view()
+	for i, nd := range first {
+		if e := ps.byNode[ids[i]]; nd.Profile != e.compacted || e.compacted == nil || e.compacted == e.profile {
+			t.Fatalf("%s: Profile not compacted", ids[i])
+		}
+	}
+	if again := view(); !slices.EqualFunc(first, again, func(a, b engine.Node) bool { return a.Profile == b.Profile }) {
+		t.Fatal("unchanged nodes compacted again")
+	}
+
+	// One node with less memory: its own new Profile, the others kept.
+	ingest(ids[3], 4)
+	second := view()
+	for i := range ids {
+		if changed := second[i].Profile != first[i].Profile; changed != (i == 3) {
+			t.Fatalf("%s: profile changed %v", ids[i], changed)
+		}
+	}
+	if got := eligible(second); slices.ContainsFunc(ids, func(id string) bool { return got[id] == (id == ids[3]) }) {
+		t.Fatalf("decision over one node changed: %v", got)
+	}
+
+	// An eighth of the nodes changed: every Profile compacted again.
+	for _, id := range ids[:n/8] {
+		ingest(id, 5)
+	}
+	third := view()
+	for i, nd := range third {
+		if e := ps.byNode[ids[i]]; nd.Profile == second[i].Profile || nd.Profile != e.compacted {
+			t.Fatalf("%s: not compacted again", ids[i])
+		}
+	}
+	if got := eligible(third); slices.ContainsFunc(ids, func(id string) bool { return got[id] == slices.Contains(ids[:n/8], id) }) {
+		t.Fatalf("decision over compacted nodes: %v", got)
 	}
 }
