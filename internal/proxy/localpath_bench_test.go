@@ -1,0 +1,168 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"runtime"
+	"strconv"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/nodeld/nodeld/internal/table"
+)
+
+// localPathRequest is the request of `make bench-compare`
+// (scripts/bench-chat.lua): a small chat completion naming the instance's
+// model, so the pin check runs.
+var localPathRequest = func() []byte {
+	body := `{"model":"bench","messages":[{"role":"system","content":"You are a helpful assistant."},` +
+		`{"role":"user","content":"Say hello."}],"max_tokens":16}`
+	return []byte("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" +
+		"Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body)
+}()
+
+// localPathAnswer is the upstream's answer (test/benchtool upstream's).
+var localPathAnswer = func() []byte {
+	body := `{"id":"chatcmpl-bench","object":"chat.completion","created":1,"model":"bench",` +
+		`"choices":[{"index":0,"message":{"role":"assistant","content":"Hello! How can I help you today?"},"finish_reason":"stop"}],` +
+		`"usage":{"prompt_tokens":12,"completion_tokens":9,"total_tokens":21}}`
+	return []byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nDate: Tue, 01 Dec 2026 20:00:00 GMT\r\n" +
+		"Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body)
+}()
+
+// rawUpstream serves localPathAnswer to every request on ln, reading
+// heads and Content-Length bodies with no allocation per request, so
+// that allocations counted by a benchmark are the proxy's.
+func rawUpstream(ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			br := bufio.NewReaderSize(c, 8<<10)
+			for {
+				length, err := readRawHead(br)
+				if err != nil {
+					return
+				}
+				if _, err := br.Discard(length); err != nil {
+					return
+				}
+				if _, err := c.Write(localPathAnswer); err != nil {
+					return
+				}
+			}
+		}()
+	}
+}
+
+var contentLengthPrefix = []byte("content-length:")
+
+// readRawHead reads a head (request or response) from br and returns its
+// Content-Length.
+func readRawHead(br *bufio.Reader) (int, error) {
+	length := 0
+	for {
+		line, err := br.ReadSlice('\n')
+		if err != nil {
+			return 0, err
+		}
+		if len(line) <= 2 {
+			return length, nil
+		}
+		if len(line) > len(contentLengthPrefix) && bytes.EqualFold(line[:len(contentLengthPrefix)], contentLengthPrefix) {
+			v := bytes.TrimSpace(line[len(contentLengthPrefix):])
+			length = 0
+			for _, c := range v {
+				length = length*10 + int(c-'0')
+			}
+		}
+	}
+}
+
+// BenchmarkLocalPath measures the local path in process: raw HTTP/1.1
+// keep-alive clients (no allocation of their own) send the benchmark's
+// chat request through a role port to a raw upstream. allocs/op is what
+// the proxy allocates per request.
+//
+//	go test -run '^$' -bench BenchmarkLocalPath -benchmem ./internal/proxy/
+func BenchmarkLocalPath(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	go rawUpstream(ln)
+	res := newResolver()
+	res.set("chat", table.Target{Kind: table.TargetLocal, Base: "http://" + ln.Addr().String(), Model: "bench"})
+	p, err := New(Config{Roles: []RoleConfig{{Name: "chat", Listen: "127.0.0.1:0", Concurrency: 256}}},
+		Deps{Resolver: res, Logger: zap.NewNop(), Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			b.Errorf("Run: %v", err)
+		}
+	}()
+	<-p.Ready()
+	addr, _ := p.Addr("chat")
+	for _, conc := range []int{1, 16} {
+		b.Run("c"+strconv.Itoa(conc), func(b *testing.B) {
+			conns := make(chan net.Conn, conc)
+			for range conc {
+				c, err := net.Dial("tcp", addr.String())
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer c.Close()
+				conns <- c
+			}
+			one := func(c net.Conn, br *bufio.Reader) error {
+				if _, err := c.Write(localPathRequest); err != nil {
+					return err
+				}
+				n, err := readRawHead(br)
+				if err != nil {
+					return err
+				}
+				_, err = br.Discard(n)
+				return err
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			if conc == 1 {
+				c := <-conns
+				br := bufio.NewReaderSize(c, 8<<10)
+				for b.Loop() {
+					if err := one(c, br); err != nil {
+						b.Fatal(err)
+					}
+				}
+				return
+			}
+			b.SetParallelism((conc + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+			b.RunParallel(func(pb *testing.PB) {
+				c := <-conns
+				br := bufio.NewReaderSize(c, 8<<10)
+				for pb.Next() {
+					if err := one(c, br); err != nil && err != io.EOF {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
