@@ -20,7 +20,7 @@ import (
 const waitTimeout = 15 * time.Second
 
 // waitFor polls cond until it holds or waitTimeout passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.NewTimer(waitTimeout)
 	defer deadline.Stop()
@@ -35,7 +35,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func newIdentity(t *testing.T) *identity.Identity {
+func newIdentity(t testing.TB) *identity.Identity {
 	t.Helper()
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -117,7 +117,7 @@ func (a *admitRef) IsAdmitted(id string) bool {
 }
 
 type testNode struct {
-	t      *testing.T
+	t      testing.TB
 	name   string
 	ident  *identity.Identity
 	dir    string
@@ -148,7 +148,7 @@ func (n *testNode) config(peers []PeerConfig) Config {
 
 // newNode builds a node with its own identity, data dir and table; start
 // runs it.
-func newNode(t *testing.T, name string) *testNode {
+func newNode(t testing.TB, name string) *testNode {
 	t.Helper()
 	n := &testNode{t: t, name: name, ident: newIdentity(t), dir: t.TempDir(), listen: "127.0.0.1:0", admit: &admitRef{}}
 	n.tbl = table.New(n.ident.ID(), table.Options{Admission: n.admit})
@@ -256,7 +256,7 @@ func (n *testNode) resolvesRemote(role, node string) bool {
 // pair starts a and b linked with pinned keys, by one dial (b's): a's
 // first dial is refused by b, which does not know a yet, and a then backs
 // off while b dials.
-func pair(t *testing.T) (*testNode, *testNode) {
+func pair(t testing.TB) (*testNode, *testNode) {
 	t.Helper()
 	a, b := newNode(t, "a"), newNode(t, "b")
 	a.start()

@@ -206,12 +206,13 @@ func (m *Mesh) serveDrainingLocked(l *link) {
 		defer cancel()
 		stop := context.AfterFunc(l.conn.Context(), cancel)
 		defer stop()
+		cr := newCredits()
 		for {
 			s, err := l.conn.AcceptStream(ctx)
 			if err != nil {
 				return
 			}
-			m.wg.Go(func() { m.serveStream(ctx, l, newStream(s)) })
+			m.wg.Go(func() { m.serveAccepted(ctx, l, s, cr) })
 		}
 	})
 }
@@ -225,12 +226,13 @@ func (m *Mesh) serveLink(l *link) {
 	ctx, cancel := context.WithCancel(runCtx)
 	stop := context.AfterFunc(l.conn.Context(), cancel)
 	defer stop()
+	cr := newCredits()
 	for {
 		s, err := l.conn.AcceptStream(ctx)
 		if err != nil {
 			break
 		}
-		m.wg.Go(func() { m.serveStream(ctx, l, newStream(s)) })
+		m.wg.Go(func() { m.serveAccepted(ctx, l, s, cr) })
 	}
 	cancel()
 	m.met.bytes.retire(l.conn)
@@ -383,6 +385,16 @@ func resolveAddr(ctx context.Context, addr string) (netip.AddrPort, error) {
 		return netip.AddrPort{}, fmt.Errorf("resolve peer address %q: %w", addr, err)
 	}
 	return normAddrPort(netip.AddrPortFrom(ips[0], uint16(pn))), nil
+}
+
+// serveAccepted serves a stream the peer opened on l, then gives its
+// credit back to cr (the peer may open another in its place): with the
+// next answer written on the link, or soon anyway.
+func (m *Mesh) serveAccepted(ctx context.Context, l *link, qs *quic.Stream, cr *credits) {
+	s := newStream(qs)
+	s.cr = cr
+	m.serveStream(ctx, l, s)
+	cr.done(qs)
 }
 
 // serveStream reads the kind byte of an incoming stream and dispatches it.

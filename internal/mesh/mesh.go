@@ -419,7 +419,9 @@ func (m *Mesh) quicConfigLocked() *quic.Config {
 		KeepAlivePeriod:       ka,
 		MaxIncomingStreams:    m.cfg.maxStreams(),
 		MaxIncomingUniStreams: -1,
-		EnableDatagrams:       true, // liveness heartbeats
+		// Served streams' credit rides with the next answer (credits).
+		RequireStreamCreditRelease: true,
+		EnableDatagrams:            true, // liveness heartbeats
 	}
 }
 

@@ -42,6 +42,9 @@ type Stream struct {
 	// rp, on a stream this side opened, can send the stream again on a
 	// new link to the same peer (see replay); nil on accepted streams.
 	rp *replay
+	// cr, on an accepted stream, holds the credit of the link's streams
+	// already served, released with this stream's writes (see credits).
+	cr *credits
 }
 
 func newStream(qs *quic.Stream) *Stream {
@@ -90,6 +93,9 @@ func (s *Stream) Read(p []byte) (int, error) {
 func (s *Stream) Write(p []byte) (int, error) {
 	rp := s.rp
 	if rp == nil {
+		if s.cr != nil {
+			s.cr.beforeWrite()
+		}
 		return s.q().Write(p)
 	}
 	rp.wmu.Lock()
