@@ -43,11 +43,14 @@ package main
 //
 // 9.2 Two-node placement over the real wire
 //   - ARM board over the dev Mac, the Mac eligible as dev_fallback via
-//     <arch>-container: nodeld's tiers native over emulated
-//     (9_2_NativeTierOverEmulated). Known gap: no node can be in the
-//     dev_fallback tier, as no fact advertises the engine's dev class
-//     capability (node.class.dev-mac); and ctl place cannot allow
-//     emulation (the test sets plane.Order.AllowEmulated itself).
+//     <arch>-container: nodeld's tiers native over emulated, emulation
+//     allowed by ctl place --allow-emulated (9_2_NativeTierOverEmulated);
+//     an emulated-only fit is unplaceable without the flag
+//     (emulation_not_allowed) and placed with it
+//     (9_2_EmulatedOnlyNeedsTheFlag); a node configured node.class: dev-mac
+//     claims the engine's dev class (node.class.dev-mac), ranks in the
+//     dev_fallback tier below a native node, and is chosen when it is the
+//     only fit (9_2_DevMacIsDevFallback).
 //   - Payload fetched from the controller before load: B chains
 //     host.place.begin, host.fetch.done (the whole payload, not cached),
 //     host.place.ok under the decision id (9_2_PlaceFetchStatusStopLogsUnload).

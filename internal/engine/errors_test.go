@@ -294,3 +294,11 @@ func TestPlaceWhilePreparing(t *testing.T) {
 	}
 	<-done
 }
+
+// TestDevFallbackClassIsTheDevMacNodeClass: the default dev class is the
+// record a node configured with node.class: dev-mac claims.
+func TestDevFallbackClassIsTheDevMacNodeClass(t *testing.T) {
+	if want := grammar.CapNodeClass + ".dev-mac"; DefaultDevFallbackClass != want || !grammar.ValidNodeClass("dev-mac") {
+		t.Fatalf("DefaultDevFallbackClass = %q, want %q", DefaultDevFallbackClass, want)
+	}
+}

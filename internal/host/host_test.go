@@ -16,6 +16,7 @@ import (
 
 	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/facts"
+	"github.com/nodeld/nodeld/internal/grammar"
 	"github.com/nodeld/nodeld/internal/mesh/meshtest"
 	"github.com/nodeld/nodeld/internal/pkg"
 	"github.com/nodeld/nodeld/internal/runner"
@@ -394,5 +395,60 @@ func TestApplyConfigLabelsReachSignedFacts(t *testing.T) {
 	if f, _, ad := describe(); f.Labels["rack"] != "b" || ad.Metadata["label.rack"] != "b" || !c.h.Status().Enabled {
 		t.Errorf("after refused and uncommitted configs: facts labels %v, advertisement %v, enabled %v; want rack b, enabled",
 			f.Labels, ad.Metadata, c.h.Status().Enabled)
+	}
+}
+
+// TestApplyConfigClassReachesSignedFacts: a node.class reload is in the
+// next describe's signed facts as node.class.<class>; a class the host
+// refuses (not one capability word) changes nothing, and an empty class
+// removes the record.
+func TestApplyConfigClassReachesSignedFacts(t *testing.T) {
+	c := newCluster(t, clusterOpts{})
+	classes := func() []string {
+		t.Helper()
+		var desc ctl.DescribeResult
+		c.mustCall(t, ctl.MethodDescribe, nil, "", &desc)
+		var signed facts.Signed
+		if err := json.Unmarshal(desc.Facts, &signed); err != nil {
+			t.Fatal(err)
+		}
+		f, _, err := facts.Verify(signed, c.hostNode.Ident.PublicKey(), time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, r := range f.Capabilities {
+			if grammar.CapabilityFamily(r.ID) == "node" {
+				out = append(out, r.ID+" "+r.Provenance)
+			}
+		}
+		return out
+	}
+	if got := classes(); len(got) != 0 {
+		t.Fatalf("class records before any class: %v", got)
+	}
+	cfg := Config{Enabled: true, Controllers: []ed25519.PublicKey{c.caller.Ident.PublicKey()},
+		TrustAnchors: pkg.Anchors{pubOf(c.publisher)}, DataDir: c.hostNode.Dir,
+		HealthInterval: 50 * time.Millisecond, Class: "dev-mac"}
+	if err := c.h.ApplyConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if got := classes(); len(got) != 1 || got[0] != "node.class.dev-mac claimed" {
+		t.Fatalf("class records after the reload: %v, want node.class.dev-mac claimed", got)
+	}
+	bad := cfg
+	bad.Class = "dev.mac"
+	if err := c.h.ApplyConfig(bad); err == nil {
+		t.Error("ApplyConfig accepted a dotted class")
+	}
+	if got := classes(); len(got) != 1 || got[0] != "node.class.dev-mac claimed" {
+		t.Errorf("class records after a refused config: %v", got)
+	}
+	cfg.Class = ""
+	if err := c.h.ApplyConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if got := classes(); len(got) != 0 {
+		t.Errorf("class records after the class was removed: %v", got)
 	}
 }
