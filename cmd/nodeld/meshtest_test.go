@@ -167,6 +167,9 @@ type mnode struct {
 	probe *fakeProbe
 	// afterPlace is the controller's place hook (nodeDeps.afterPlace).
 	afterPlace func(ctx context.Context, node string) error
+	// stopFault, set with setStopFault at any time (restarts keep it),
+	// is the host's stop hook (nodeDeps.hostStopFault).
+	stopFault atomic.Pointer[func(instanceID string) error]
 
 	n      *node
 	chain  *chain.Chain
@@ -324,6 +327,12 @@ func (mn *mnode) tryRun() error {
 		now:         mn.m.clock.Now,
 		manualTicks: true,
 		afterPlace:  mn.afterPlace,
+		hostStopFault: func(iid string) error {
+			if f := mn.stopFault.Load(); f != nil {
+				return (*f)(iid)
+			}
+			return nil
+		},
 	}
 	if mn.probe != nil {
 		pd := mn.probe.deps()
@@ -357,6 +366,17 @@ func (mn *mnode) tryRun() error {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+}
+
+// setStopFault makes mn's host fail the stop of an instance's process
+// (a stop, an unload) with f's error, as a process that survives its kill
+// would; nil stops failing.
+func (mn *mnode) setStopFault(f func(instanceID string) error) {
+	if f == nil {
+		mn.stopFault.Store(nil)
+		return
+	}
+	mn.stopFault.Store(&f)
 }
 
 // kill stops the node: its links close, its host stops its instances,

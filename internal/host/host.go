@@ -136,21 +136,30 @@ type Deps struct {
 	// Now is the clock of requests, chain payloads and restart windows;
 	// nil means time.Now.
 	Now func() time.Time
+	// StopFault (tests only) is called with the instance id before the
+	// host stops an instance's process (stop, unload, a revocation
+	// teardown); a non-nil error fails that stop, before anything is
+	// withdrawn, as a process that survives its kill would: the caller
+	// is refused (runtime, "unload failed: ...") and the instance stays.
+	// nil in the daemon.
+	StopFault func(instanceID string) error
 }
 
 // Host is the workload host. See the package documentation.
 type Host struct {
-	self     *identity.Identity
-	mesh     Mesh
-	table    Table
-	audit    Auditor
-	rec      Recorder
-	rev      *pkg.Revocations
-	facts    *facts.Source
-	log      *zap.Logger
-	now      func() time.Time
-	verifier *ctl.Verifier
-	met      *metrics
+	self  *identity.Identity
+	mesh  Mesh
+	table Table
+	audit Auditor
+	rec   Recorder
+	rev   *pkg.Revocations
+	facts *facts.Source
+	log   *zap.Logger
+	now   func() time.Time
+	// stopFault is Deps.StopFault (tests only; nil in the daemon).
+	stopFault func(instanceID string) error
+	verifier  *ctl.Verifier
+	met       *metrics
 	// notes is the replay log of revocation notices (notice.go).
 	notes notices
 
@@ -205,7 +214,7 @@ func New(cfg Config, deps Deps) (*Host, error) {
 	}
 	h := &Host{
 		self: deps.Identity, mesh: deps.Mesh, table: deps.Table, audit: deps.Audit, rec: deps.Recorder,
-		rev: deps.Revocations, facts: deps.Facts, log: deps.Logger, now: deps.Now,
+		rev: deps.Revocations, facts: deps.Facts, log: deps.Logger, now: deps.Now, stopFault: deps.StopFault,
 		cfg:      cloneConfig(cfg),
 		inflight: map[string]*inflight{},
 		reserved: map[string]string{},
