@@ -120,6 +120,7 @@ import (
 	"github.com/nodeld/nodeld/internal/config"
 	"github.com/nodeld/nodeld/internal/engine"
 	"github.com/nodeld/nodeld/internal/facts"
+	"github.com/nodeld/nodeld/internal/host"
 	"github.com/nodeld/nodeld/internal/identity"
 	"github.com/nodeld/nodeld/internal/plane"
 	"github.com/nodeld/nodeld/internal/runner"
@@ -170,6 +171,9 @@ type mnode struct {
 	// stopFault, set with setStopFault at any time (restarts keep it),
 	// is the host's stop hook (nodeDeps.hostStopFault).
 	stopFault atomic.Pointer[func(instanceID string) error]
+	// replayWait, set with setReplayWait, paces the host's notice
+	// replays (nodeDeps.replayWait); unset, host.NoticeReplayPace.
+	replayWait atomic.Pointer[func(ctx context.Context, peerID string, sent int) error]
 
 	n      *node
 	chain  *chain.Chain
@@ -333,6 +337,19 @@ func (mn *mnode) tryRun() error {
 			}
 			return nil
 		},
+		replayWait: func(ctx context.Context, peerID string, sent int) error {
+			if f := mn.replayWait.Load(); f != nil {
+				return (*f)(ctx, peerID, sent)
+			}
+			t := time.NewTimer(host.NoticeReplayPace)
+			defer t.Stop()
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-t.C:
+				return nil
+			}
+		},
 	}
 	if mn.probe != nil {
 		pd := mn.probe.deps()
@@ -377,6 +394,16 @@ func (mn *mnode) setStopFault(f func(instanceID string) error) {
 		return
 	}
 	mn.stopFault.Store(&f)
+}
+
+// setReplayWait makes f pace mn's notice replays (nil: the host's own
+// pace).
+func (mn *mnode) setReplayWait(f func(ctx context.Context, peerID string, sent int) error) {
+	if f == nil {
+		mn.replayWait.Store(nil)
+		return
+	}
+	mn.replayWait.Store(&f)
 }
 
 // kill stops the node: its links close, its host stops its instances,

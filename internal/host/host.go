@@ -143,6 +143,12 @@ type Deps struct {
 	// is refused (runtime, "unload failed: ...") and the instance stays.
 	// nil in the daemon.
 	StopFault func(instanceID string) error
+	// ReplayWait, when set, is the pause between two notices replayed to
+	// a peer (ReplayNotices): called with the link's context, the peer
+	// and how many notices went out so far, it returns when the next may
+	// go; an error stops the replay. nil waits NoticeReplayPace, or until
+	// the link goes. Tests set it to step a replay themselves.
+	ReplayWait func(ctx context.Context, peerID string, sent int) error
 }
 
 // Host is the workload host. See the package documentation.
@@ -158,8 +164,11 @@ type Host struct {
 	now   func() time.Time
 	// stopFault is Deps.StopFault (tests only; nil in the daemon).
 	stopFault func(instanceID string) error
-	verifier  *ctl.Verifier
-	met       *metrics
+	// replayWait paces a notice replay (Deps.ReplayWait, else
+	// waitReplayPace).
+	replayWait func(ctx context.Context, peerID string, sent int) error
+	verifier   *ctl.Verifier
+	met        *metrics
 	// notes is the replay log of revocation notices (notice.go).
 	notes notices
 
@@ -215,17 +224,21 @@ func New(cfg Config, deps Deps) (*Host, error) {
 	h := &Host{
 		self: deps.Identity, mesh: deps.Mesh, table: deps.Table, audit: deps.Audit, rec: deps.Recorder,
 		rev: deps.Revocations, facts: deps.Facts, log: deps.Logger, now: deps.Now, stopFault: deps.StopFault,
-		cfg:      cloneConfig(cfg),
-		inflight: map[string]*inflight{},
-		reserved: map[string]string{},
-		insts:    map[string]*instance{},
-		removing: map[string]chan struct{}{},
+		replayWait: deps.ReplayWait,
+		cfg:        cloneConfig(cfg),
+		inflight:   map[string]*inflight{},
+		reserved:   map[string]string{},
+		insts:      map[string]*instance{},
+		removing:   map[string]chan struct{}{},
 	}
 	if h.log == nil {
 		h.log = zap.NewNop()
 	}
 	if h.now == nil {
 		h.now = time.Now
+	}
+	if h.replayWait == nil {
+		h.replayWait = waitReplayPace
 	}
 	v, err := ctl.NewVerifier(ctl.VerifierConfig{
 		Self:        deps.Identity.PublicKey(),
