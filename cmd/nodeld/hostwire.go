@@ -81,7 +81,8 @@ func newFacts(cfg *config.Config, id *identity.Identity, perf facts.PerfSource, 
 // newHost builds the workload host with its revocation list and signed
 // facts source. It serves workload.ctl over the mesh when there is one,
 // and the local operator's calls to "self" always.
-func newHost(cfg *config.Config, id *identity.Identity, n *node, ch *chain.Chain, rec *chain.Recorder, rev *pkg.Revocations, src *facts.Source, reg prometheus.Registerer, log *zap.Logger) (*host.Host, error) {
+func newHost(cfg *config.Config, id *identity.Identity, n *node, ch *chain.Chain, rec *chain.Recorder, rev *pkg.Revocations, src *facts.Source,
+	reg prometheus.Registerer, log *zap.Logger, hooks hostHooks) (*host.Host, error) {
 	hc, err := nodeHostConfig(cfg, id)
 	if err != nil {
 		return nil, err
@@ -89,11 +90,19 @@ func newHost(cfg *config.Config, id *identity.Identity, n *node, ch *chain.Chain
 	deps := host.Deps{
 		Identity: id, Table: n.table, Audit: ch, Recorder: rec, Revocations: rev, Facts: src,
 		Logger: log.Named("host"), Registerer: reg, Now: n.now,
+		StopFault: hooks.stopFault, ReplayWait: hooks.replayWait,
 	}
 	if n.mesh != nil { // never a typed nil in the interface
 		deps.Mesh = n.mesh
 	}
 	return host.New(hc, deps)
+}
+
+// hostHooks are the host's test hooks (nodeDeps.hostStopFault and
+// replayWait); nil in the daemon.
+type hostHooks struct {
+	stopFault  func(instanceID string) error
+	replayWait func(ctx context.Context, peerID string, sent int) error
 }
 
 // localHost lets the operator's calls to "self" reach this node's host

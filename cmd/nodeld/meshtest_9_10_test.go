@@ -28,20 +28,17 @@ package main
 //   - Membership states (Unreachable, Unverified, Active) as a separate
 //     service: mapped as said above (TestMeshtest_9_10_FallbackUnverified).
 //
-// Known gap:
-//   - "Refused orphan unload backs off ...": a real host refuses the
-//     unload of an instance it holds only when stopping it fails (its
-//     process survives SIGKILL), which no test package can arrange; an
-//     unload that outlasts A's call timeout (a long drain) fails too, but
-//     on real time, seconds per attempt, with nothing to pin the failure
-//     text. The backoff (no attempt and no chain entry inside it, the same
-//     failure chained once) is covered on a fake cluster by the plane
-//     unit test TestRefusedOrphanUnloadBacksOff, not over the wire.
+// "Refused orphan unload backs off" needs a host that refuses an unload of
+// an instance it holds: a real host does so only when stopping the
+// process fails (it survives SIGKILL), which the harness arranges with
+// the host's stop hook (mnode.setStopFault, nodeDeps.hostStopFault).
 
 import (
+	"errors"
 	"os"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -154,6 +151,127 @@ func TestMeshtest_9_10_OrphanUnloaded(t *testing.T) {
 	}
 	if got := lc.c.lcRunning(); len(got) != 1 || got[0] != nu[0].InstanceID || len(a.ctrl().Placements()) != 1 {
 		t.Fatalf("C runs %v; placements %+v", got, a.ctrl().Placements())
+	}
+}
+
+// TestMeshtest_9_10_RefusedOrphanUnloadBacksOff: B is cut off with its
+// instance running and the instance moves to C; when B returns, its host
+// refuses to unload the replaced copy (stopping the process fails). A's
+// orphan unload is refused and chained once (an alert "replaced copy not
+// unloaded on the returned node", with B's refusal); inside retry_backoff
+// (10 s on the fake clock) A's ticks send no unload and chain nothing;
+// after it the unload is tried again, refused again and not chained again
+// (the next backoff doubles, 20 s); once B's host can stop the process,
+// the next attempt after the backoff unloads the orphan (plane.orphan
+// "orphan unloaded", B lists it departed), and the workload runs once,
+// on C.
+func TestMeshtest_9_10_RefusedOrphanUnloadBacksOff(t *testing.T) {
+	t.Parallel()
+	lc := newLC(t, lcOpts{})
+	a := lc.a
+	res := lc.place(lc.idB, "--prefer", "b")
+	dec, iid := res.DecisionID, res.InstanceID
+	a.tick()
+
+	lc.m.cut("b")
+	a.lcWaitUnlinked(lc.idB)
+	a.tick()
+	lc.pastDeadAfter()
+	nu := lc.others(dec)
+	if len(nu) != 1 || nu[0].Node != lc.idC || lc.mustPl(dec).Life != plane.LifeRescheduled {
+		t.Fatalf("not rescheduled on C: %+v", a.ctrl().Placements())
+	}
+
+	// B's host cannot stop the orphan's process: every unload of it is
+	// refused.
+	var tries atomic.Int32
+	const survived = "process survived SIGKILL (test hook)"
+	lc.b.setStopFault(func(id string) error {
+		if id != iid {
+			return nil
+		}
+		tries.Add(1)
+		return errors.New(survived)
+	})
+	t.Cleanup(func() { lc.b.setStopFault(nil) }) // before the nodes stop
+	notUnloaded := func() []chainEntry {
+		var out []chainEntry
+		for _, e := range a.find(plane.KindAlert, map[string]any{"decision_id": dec}) {
+			if r, _ := e.Payload["reason"].(string); strings.Contains(r, "replaced copy not unloaded on the returned node") {
+				out = append(out, e)
+			}
+		}
+		return out
+	}
+
+	// B returns: the first attempt, on a clock that stands still.
+	lc.m.heal("b")
+	a.lcWaitLinked(lc.idB)
+	lc.tickUntil("the first orphan unload attempt", 0, func() bool { return tries.Load() > 0 })
+	alerts := notUnloaded()
+	if n := tries.Load(); n != 1 || len(alerts) != 1 || !strings.Contains(alerts[0].Payload["reason"].(string), survived) ||
+		alerts[0].Payload["node"] != lc.idB {
+		t.Fatalf("after the refused unload: %d attempts, alerts %+v", n, alerts)
+	}
+	if p := lc.mustPl(dec); p.Life != plane.LifeRescheduled || p.Attempts != 1 {
+		t.Fatalf("the orphan's placement after the refusal: %+v", p)
+	}
+	if got := lc.b.lcRunning(); len(got) != 1 || got[0] != iid {
+		t.Fatalf("B runs %v, want its copy %s", got, iid)
+	}
+
+	// Inside the backoff: no attempt, nothing chained.
+	before := a.lcSeq()
+	for range 3 {
+		lc.advance(3 * time.Second) // 9 s of 10
+		a.tick()
+	}
+	if n := tries.Load(); n != 1 {
+		t.Fatalf("%d unload attempts inside the backoff, want none after the first", n)
+	}
+	if got := a.lcSince(before, ""); len(got) != 0 {
+		t.Fatalf("ticks inside the backoff chained %s", lcKinds(got))
+	}
+
+	// After it: tried again, refused again, not chained again.
+	lc.advance(2 * time.Second) // 11 s
+	a.tick()
+	if n, alerts := tries.Load(), notUnloaded(); n != 2 || len(alerts) != 1 {
+		t.Fatalf("after the backoff: %d attempts, %d alerts; want 2 and 1 (the same failure chained once)", n, len(alerts))
+	}
+	if p := lc.mustPl(dec); p.Attempts != 2 {
+		t.Fatalf("the orphan's placement after the second refusal: %+v", p)
+	}
+
+	// B's host can stop it now; the doubled backoff (20 s) still holds.
+	lc.b.setStopFault(nil)
+	before = a.lcSeq()
+	lc.advance(10 * time.Second) // 10 s of 20
+	a.tick()
+	if _, still := lc.pl(dec); !still {
+		t.Fatal("unloaded inside the doubled backoff")
+	}
+	if got := a.lcSince(before, ""); len(got) != 0 {
+		t.Fatalf("a tick inside the doubled backoff chained %s", lcKinds(got))
+	}
+	lc.advance(11 * time.Second) // 21 s
+	a.tick()
+	if _, still := lc.pl(dec); still {
+		t.Fatalf("the orphan is still placed after the backoff: %+v", lc.mustPl(dec))
+	}
+	if got := a.find(plane.KindOrphan, map[string]any{"decision_id": dec, "instance_id": iid}); len(got) != 1 ||
+		got[0].Payload["reason"] != "orphan unloaded" || got[0].Payload["node"] != lc.idB {
+		t.Fatalf("orphan records: %+v", got)
+	}
+	held := lc.b.lcHeld()
+	if len(held.Instances) != 0 || len(held.Departed) != 1 || held.Departed[0].InstanceID != iid || held.Departed[0].Reason != "unloaded" {
+		t.Fatalf("B holds %+v", held)
+	}
+	if got := lc.c.lcRunning(); len(got) != 1 || got[0] != nu[0].InstanceID || len(a.ctrl().Placements()) != 1 {
+		t.Fatalf("C runs %v; placements %+v", got, a.ctrl().Placements())
+	}
+	if n := len(notUnloaded()); n != 1 {
+		t.Fatalf("%d not-unloaded alerts, want 1", n)
 	}
 }
 

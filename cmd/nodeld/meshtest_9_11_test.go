@@ -19,11 +19,10 @@ package main
 //     is pinned (or pinned on first contact); there is no link to an
 //     unverified peer for a replay to go over, so nothing to test over the
 //     wire beyond the mesh's own admission tests.
-//   - "replay stops when the peer leaves" (known gap): a replay sends
-//     the log's notices NoticeReplayPace (20 ms, real time) apart on the
-//     link's own context (mesh OnLinkUp), which ends with the link; a
-//     peer cannot be made to leave in the middle of a replay of a few
-//     notices deterministically, and no test covers the stop yet.
+//
+// A replay paces its notices NoticeReplayPace apart; the harness steps
+// it instead (mnode.setReplayWait, nodeDeps.replayWait), so that a peer
+// can leave in the middle of one (TestMeshtest_9_11_ReplayStopsWhenPeerLeaves).
 // The replay log in nodeld refuses a line that is not base64 (the node
 // does not start, with an error naming the line); a line that decodes
 // but does not verify, garbage included, is dropped
@@ -31,6 +30,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/ed25519"
 	"encoding/base64"
 	"fmt"
@@ -66,6 +66,22 @@ func (mn *mnode) lcRevoke(verb, kind, value string, viaMesh bool) {
 	if rc != 0 {
 		t.Fatalf("%v = %d\n%s\n%s", args, rc, out, errOut)
 	}
+}
+
+// lcReplayMetric is mn's nodeld_host_notice_replays_total of result.
+func (mn *mnode) lcReplayMetric(result string) int {
+	t := mn.m.t
+	t.Helper()
+	code, body := httpGet(t, "http://"+mn.n.admin.Addr().String()+"/metrics")
+	if code != 200 {
+		t.Fatalf("metrics: %d", code)
+	}
+	m := regexp.MustCompile(`(?m)^nodeld_host_notice_replays_total\{result="` + result + `"\} (\d+)$`).FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("no nodeld_host_notice_replays_total{result=%q}", result)
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
 }
 
 // lcTeardowns is mn's host.revoked.teardown records of instance iid.
@@ -376,6 +392,135 @@ func TestMeshtest_9_11_RepeatedRecoveriesOneReplay(t *testing.T) {
 	waitFor(t, "the replay after the cooldown", func() bool { return b.lcNoticeMetric("stale") >= 1 })
 	if n, s := b.lcNoticeMetric("applied"), b.lcNoticeMetric("stale"); n != 1 || s != 1 {
 		t.Fatalf("B's notices: applied %d, stale %d; want 1 and 1 (one replay per cooldown)", n, s)
+	}
+}
+
+// replayStep is one pause of a replay the test steps: the replay's
+// (link's) context, how many notices it sent, and the channel that lets
+// it go on.
+type replayStep struct {
+	ctx     context.Context
+	sent    int
+	release chan struct{}
+}
+
+// TestMeshtest_9_11_ReplayStopsWhenPeerLeaves: A's log holds three
+// notices B missed while cut off. B returns and A replays them, the test
+// stepping each pause: after the first notice (B applied it), B's link
+// goes (cut) in the pause and the replay's link context ends. B returns
+// on a new link before the old replay goes on: A replays the whole log on
+// the new one (the old replay was cut short, so no cooldown holds it
+// back). The old replay, let go on, sends nothing more: it stops
+// (nodeld_host_notice_replays_total stopped 1), B counts one notice
+// applied and one stale (the new replay's first), and the old replay
+// pauses no more. The new replay then sends the rest: B applies all
+// three, one stale in all, and the replay completes. (B's config gives A's
+// address as one nobody answers at, so only A dials: one link per return,
+// one replay each.)
+func TestMeshtest_9_11_ReplayStopsWhenPeerLeaves(t *testing.T) {
+	t.Parallel()
+	_, anchor := lcPackage(t)
+	m := newMesh(t, "a", "b")
+	idB := m.id("b")
+	cfgB := m.config("b", []peer{{name: "a", tier: "paired"}}, meshHost(m.node("a").key, anchor))
+	cfgB = strings.Replace(cfgB, m.node("a").relay.Addr(), freeUDPAddr(t), 1)
+	b := m.start("b", cfgB)
+	a := m.start("a", m.config("a", []peer{{name: "b", tier: "paired"}}, ""))
+	a.lcWaitLinked(idB)
+
+	steps := make(chan replayStep, 16)
+	stop := make(chan struct{})
+	// The pause ignores the context on purpose: what stops the replay
+	// must be the host's own check of its link.
+	a.setReplayWait(func(ctx context.Context, peerID string, sent int) error {
+		st := replayStep{ctx: ctx, sent: sent, release: make(chan struct{})}
+		steps <- st
+		select {
+		case <-st.release:
+		case <-stop:
+		}
+		return nil
+	})
+	t.Cleanup(func() { close(stop) }) // before the nodes stop
+	next := func(what string) replayStep {
+		t.Helper()
+		select {
+		case st := <-steps:
+			return st
+		case <-time.After(waitTimeout):
+			t.Fatalf("timed out waiting for %s", what)
+			return replayStep{}
+		}
+	}
+	notices := func(wantApplied, wantStale int) {
+		t.Helper()
+		if n, s := b.lcNoticeMetric("applied"), b.lcNoticeMetric("stale"); n != wantApplied || s != wantStale {
+			t.Fatalf("B's notices: applied %d, stale %d; want %d and %d", n, s, wantApplied, wantStale)
+		}
+	}
+
+	m.cut("b")
+	a.lcWaitUnlinked(idB)
+	for _, p := range []string{"gone-1", "gone-2", "gone-3"} {
+		a.lcRevoke("revoke", pkg.SubjectPackage, p, true)
+	}
+	if log, err := os.ReadFile(filepath.Join(a.dataDir, host.NoticesFile)); err != nil || strings.Count(string(log), "\n") != 3 {
+		t.Fatalf("A's log %q: %v", log, err)
+	}
+
+	// B returns: the first notice, then the first pause.
+	m.heal("b")
+	old := next("the first pause of the replay")
+	if old.sent != 1 || old.ctx.Err() != nil {
+		t.Fatalf("first pause after %d notices (link context: %v)", old.sent, old.ctx.Err())
+	}
+	notices(1, 0)
+
+	// B leaves in the pause: the replay's link context ends.
+	m.cut("b")
+	a.lcWaitUnlinked(idB)
+	waitFor(t, "the old replay's link context to end", func() bool { return old.ctx.Err() != nil })
+
+	// B returns on a new link while the old replay still pauses: the new
+	// link replays the whole log (its first notice is stale on B).
+	m.heal("b")
+	a.lcWaitLinked(idB)
+	nu := next("the first pause of the new replay")
+	if nu.ctx == old.ctx || nu.sent != 1 || nu.ctx.Err() != nil {
+		t.Fatalf("new replay's first pause: after %d notices, same context %v, link context %v", nu.sent, nu.ctx == old.ctx, nu.ctx.Err())
+	}
+	notices(1, 1)
+
+	// The old replay goes on: it stops, sending nothing on the new link.
+	close(old.release)
+	waitFor(t, "the old replay to stop", func() bool { return a.lcReplayMetric("stopped") == 1 })
+	select {
+	case st := <-steps:
+		t.Fatalf("a pause after the old replay stopped: after %d notices (old link: %v)", st.sent, st.ctx == old.ctx)
+	default:
+	}
+	notices(1, 1)
+	if n := a.lcReplayMetric("complete"); n != 0 {
+		t.Fatalf("%d replays complete, want none yet", n)
+	}
+
+	// The new replay sends the rest.
+	close(nu.release)
+	st := next("the second pause of the new replay")
+	if st.ctx != nu.ctx || st.sent != 2 {
+		t.Fatalf("second pause: after %d notices, new replay %v", st.sent, st.ctx == nu.ctx)
+	}
+	notices(2, 1)
+	close(st.release)
+	waitFor(t, "the new replay to complete", func() bool { return a.lcReplayMetric("complete") == 1 })
+	notices(3, 1)
+	if n := a.lcReplayMetric("stopped"); n != 1 {
+		t.Fatalf("%d replays stopped, want 1", n)
+	}
+	select {
+	case st := <-steps:
+		t.Fatalf("a pause after the last notice: after %d notices", st.sent)
+	default:
 	}
 }
 

@@ -123,6 +123,7 @@ import (
 	"github.com/nodeld/nodeld/internal/config"
 	"github.com/nodeld/nodeld/internal/engine"
 	"github.com/nodeld/nodeld/internal/facts"
+	"github.com/nodeld/nodeld/internal/host"
 	"github.com/nodeld/nodeld/internal/identity"
 	"github.com/nodeld/nodeld/internal/plane"
 	"github.com/nodeld/nodeld/internal/runner"
@@ -170,6 +171,12 @@ type mnode struct {
 	probe *fakeProbe
 	// afterPlace is the controller's place hook (nodeDeps.afterPlace).
 	afterPlace func(ctx context.Context, node string) error
+	// stopFault, set with setStopFault at any time (restarts keep it),
+	// is the host's stop hook (nodeDeps.hostStopFault).
+	stopFault atomic.Pointer[func(instanceID string) error]
+	// replayWait, set with setReplayWait, paces the host's notice
+	// replays (nodeDeps.replayWait); unset, host.NoticeReplayPace.
+	replayWait atomic.Pointer[func(ctx context.Context, peerID string, sent int) error]
 
 	n      *node
 	chain  *chain.Chain
@@ -327,6 +334,25 @@ func (mn *mnode) tryRun() error {
 		now:         mn.m.clock.Now,
 		manualTicks: true,
 		afterPlace:  mn.afterPlace,
+		hostStopFault: func(iid string) error {
+			if f := mn.stopFault.Load(); f != nil {
+				return (*f)(iid)
+			}
+			return nil
+		},
+		replayWait: func(ctx context.Context, peerID string, sent int) error {
+			if f := mn.replayWait.Load(); f != nil {
+				return (*f)(ctx, peerID, sent)
+			}
+			t := time.NewTimer(host.NoticeReplayPace)
+			defer t.Stop()
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-t.C:
+				return nil
+			}
+		},
 	}
 	if mn.probe != nil {
 		pd := mn.probe.deps()
@@ -360,6 +386,27 @@ func (mn *mnode) tryRun() error {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+}
+
+// setStopFault makes mn's host fail the stop of an instance's process
+// (a stop, an unload) with f's error, as a process that survives its kill
+// would; nil stops failing.
+func (mn *mnode) setStopFault(f func(instanceID string) error) {
+	if f == nil {
+		mn.stopFault.Store(nil)
+		return
+	}
+	mn.stopFault.Store(&f)
+}
+
+// setReplayWait makes f pace mn's notice replays (nil: the host's own
+// pace).
+func (mn *mnode) setReplayWait(f func(ctx context.Context, peerID string, sent int) error) {
+	if f == nil {
+		mn.replayWait.Store(nil)
+		return
+	}
+	mn.replayWait.Store(&f)
 }
 
 // kill stops the node: its links close, its host stops its instances,

@@ -244,6 +244,15 @@ type nodeDeps struct {
 	// before a place is sent, after the controller persisted the
 	// candidate: a test hook (nodeld run --test-hold-before-place).
 	beforePlace func(ctx context.Context)
+	// hostStopFault (tests only) is the host's StopFault: called before
+	// this node's host stops an instance's process, a non-nil error
+	// fails the stop (and so a stop or unload over the wire) as a process
+	// that survives its kill would.
+	hostStopFault func(instanceID string) error
+	// replayWait (tests only) is the host's ReplayWait: the pause between
+	// two revocation notices replayed to a peer; nil waits
+	// host.NoticeReplayPace.
+	replayWait func(ctx context.Context, peerID string, sent int) error
 }
 
 // node is the running daemon: its components, in the order newNode builds
@@ -407,7 +416,7 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n.host, err = newHost(cfg, d.id, n, d.chain, n.rec, rev, n.facts, d.reg, d.log)
+	n.host, err = newHost(cfg, d.id, n, d.chain, n.rec, rev, n.facts, d.reg, d.log, hostHooks{stopFault: d.hostStopFault, replayWait: d.replayWait})
 	if err != nil {
 		return nil, err
 	}

@@ -53,8 +53,9 @@
 // Invariants). SubmitNotice is
 // the local operator's entry (dispatch's revoke --notify). ReplayNotices,
 // wired to mesh.Deps.OnLinkUp, sends the log to a peer whose link comes
-// up, NoticeReplayPace apart, at most once per NoticeReplayCooldown, until
-// its link goes. New loads the log and applies every notice that still
+// up, NoticeReplayPace apart, at most one complete replay per
+// NoticeReplayCooldown, until its link goes (a replay cut short does not
+// count). New loads the log and applies every notice that still
 // verifies, dropping the rest.
 //
 // # Invariants

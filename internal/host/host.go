@@ -139,21 +139,39 @@ type Deps struct {
 	// Now is the clock of requests, chain payloads and restart windows;
 	// nil means time.Now.
 	Now func() time.Time
+	// StopFault (tests only) is called with the instance id before the
+	// host stops an instance's process (stop, unload, a revocation
+	// teardown); a non-nil error fails that stop, before anything is
+	// withdrawn, as a process that survives its kill would: the caller
+	// is refused (runtime, "unload failed: ...") and the instance stays.
+	// nil in the daemon.
+	StopFault func(instanceID string) error
+	// ReplayWait, when set, is the pause between two notices replayed to
+	// a peer (ReplayNotices): called with the link's context, the peer
+	// and how many notices went out so far, it returns when the next may
+	// go; an error stops the replay. nil waits NoticeReplayPace, or until
+	// the link goes. Tests set it to step a replay themselves.
+	ReplayWait func(ctx context.Context, peerID string, sent int) error
 }
 
 // Host is the workload host. See the package documentation.
 type Host struct {
-	self     *identity.Identity
-	mesh     Mesh
-	table    Table
-	audit    Auditor
-	rec      Recorder
-	rev      *pkg.Revocations
-	facts    *facts.Source
-	log      *zap.Logger
-	now      func() time.Time
-	verifier *ctl.Verifier
-	met      *metrics
+	self  *identity.Identity
+	mesh  Mesh
+	table Table
+	audit Auditor
+	rec   Recorder
+	rev   *pkg.Revocations
+	facts *facts.Source
+	log   *zap.Logger
+	now   func() time.Time
+	// stopFault is Deps.StopFault (tests only; nil in the daemon).
+	stopFault func(instanceID string) error
+	// replayWait paces a notice replay (Deps.ReplayWait, else
+	// waitReplayPace).
+	replayWait func(ctx context.Context, peerID string, sent int) error
+	verifier   *ctl.Verifier
+	met        *metrics
 	// notes is the replay log of revocation notices (notice.go).
 	notes notices
 
@@ -208,18 +226,22 @@ func New(cfg Config, deps Deps) (*Host, error) {
 	}
 	h := &Host{
 		self: deps.Identity, mesh: deps.Mesh, table: deps.Table, audit: deps.Audit, rec: deps.Recorder,
-		rev: deps.Revocations, facts: deps.Facts, log: deps.Logger, now: deps.Now,
-		cfg:      cloneConfig(cfg),
-		inflight: map[string]*inflight{},
-		reserved: map[string]string{},
-		insts:    map[string]*instance{},
-		removing: map[string]chan struct{}{},
+		rev: deps.Revocations, facts: deps.Facts, log: deps.Logger, now: deps.Now, stopFault: deps.StopFault,
+		replayWait: deps.ReplayWait,
+		cfg:        cloneConfig(cfg),
+		inflight:   map[string]*inflight{},
+		reserved:   map[string]string{},
+		insts:      map[string]*instance{},
+		removing:   map[string]chan struct{}{},
 	}
 	if h.log == nil {
 		h.log = zap.NewNop()
 	}
 	if h.now == nil {
 		h.now = time.Now
+	}
+	if h.replayWait == nil {
+		h.replayWait = waitReplayPace
 	}
 	v, err := ctl.NewVerifier(ctl.VerifierConfig{
 		Self:        deps.Identity.PublicKey(),

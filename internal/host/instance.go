@@ -337,6 +337,11 @@ func (h *Host) drain(ctx context.Context, in *instance, s *table.LocalSlot, grac
 // then is the process stopped with grace: through its supervisor when it
 // has one, else directly. The caller holds in.opMu.
 func (h *Host) stopRun(ctx context.Context, in *instance, grace, drainGrace time.Duration) error {
+	if h.stopFault != nil {
+		if err := h.stopFault(in.id); err != nil {
+			return err
+		}
+	}
 	h.drain(ctx, in, h.withdrawRole(in), drainGrace)
 	if !in.stopSupervisor(grace) {
 		sctx, cancel := context.WithTimeout(ctx, grace+5*time.Second)

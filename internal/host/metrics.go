@@ -17,7 +17,15 @@ type metrics struct {
 	auditFailures prometheus.Counter
 	drainsCut     prometheus.Counter
 	notices       *prometheus.CounterVec
+	replays       *prometheus.CounterVec
 }
+
+// How a replay of the notice log to a peer ended
+// (nodeld_host_notice_replays_total).
+const (
+	replayComplete = "complete"
+	replayStopped  = "stopped"
+)
 
 // Results of a received notice (nodeld_host_notices_total).
 const (
@@ -61,14 +69,21 @@ func newMetrics(reg prometheus.Registerer, instances func() float64) (*metrics, 
 			Name: "nodeld_host_notices_total",
 			Help: "Signed revocation notices received, by result (applied, stale, refused, error).",
 		}, []string{"result"}),
+		replays: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodeld_host_notice_replays_total",
+			Help: "Replays of the notice log to a peer whose link came up, by how they ended (complete; stopped: the link went or a send failed).",
+		}, []string{"result"}),
 	}
 	for _, r := range []string{noticeApplied, noticeStale, noticeRefused, noticeError} {
 		m.notices.WithLabelValues(r)
 	}
+	for _, r := range []string{replayComplete, replayStopped} {
+		m.replays.WithLabelValues(r)
+	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.calls, m.fetchBytes, m.fetchResumes, m.restarts, m.teardowns, m.auditFailures, m.drainsCut, m.notices,
+	for _, c := range []prometheus.Collector{m.calls, m.fetchBytes, m.fetchResumes, m.restarts, m.teardowns, m.auditFailures, m.drainsCut, m.notices, m.replays,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "nodeld_host_instances",
 			Help: "Instances listed by the host (loaded, running, stopped or failed).",

@@ -342,9 +342,13 @@ func (h *Host) sendNotice(ctx context.Context, peerID string, raw []byte) error 
 }
 
 // ReplayNotices sends the replay log to peer, oldest first,
-// NoticeReplayPace apart, unless peer was replayed to less than
-// NoticeReplayCooldown ago. It stops at the first failed send or when ctx
-// ends (the mesh's OnLinkUp context ends with the link).
+// NoticeReplayPace apart (Deps.ReplayWait), unless a replay to peer
+// completed less than NoticeReplayCooldown ago. It stops at the first
+// failed send or when ctx ends (the mesh's OnLinkUp context ends with the
+// link): nothing more is sent for that link. A replay cut short does not
+// count for the cooldown, so the peer's next link replays the whole log
+// again, even one that came up before the old replay noticed its link
+// had gone (a simultaneous dial, a quick return).
 func (h *Host) ReplayNotices(ctx context.Context, peer mesh.PeerInfo) {
 	if h.mesh == nil {
 		return
@@ -355,43 +359,58 @@ func (h *Host) ReplayNotices(ctx context.Context, peer mesh.PeerInfo) {
 		h.notes.mu.Unlock()
 		return
 	}
-	if h.notes.lastReplay == nil {
-		h.notes.lastReplay = map[string]time.Time{}
-	}
 	for id, t := range h.notes.lastReplay {
 		if now.Sub(t) >= NoticeReplayCooldown {
 			delete(h.notes.lastReplay, id)
 		}
 	}
 	entries := h.notes.entries
-	if len(entries) > 0 {
-		h.notes.lastReplay[peer.ID] = now
-	}
 	h.notes.mu.Unlock()
+	if len(entries) == 0 {
+		return
+	}
 	if err := h.replay(ctx, peer.ID, entries); err != nil {
 		// Cut short: the next link up replays again.
-		h.notes.mu.Lock()
-		delete(h.notes.lastReplay, peer.ID)
-		h.notes.mu.Unlock()
+		h.met.replays.WithLabelValues(replayStopped).Inc()
 		h.log.Info("notice replay stopped", zap.String("peer", peer.ID), zap.Error(err))
+		return
 	}
+	h.met.replays.WithLabelValues(replayComplete).Inc()
+	h.notes.mu.Lock()
+	if h.notes.lastReplay == nil {
+		h.notes.lastReplay = map[string]time.Time{}
+	}
+	h.notes.lastReplay[peer.ID] = h.now()
+	h.notes.mu.Unlock()
 }
 
 func (h *Host) replay(ctx context.Context, peerID string, entries []noticeEntry) error {
-	pace := time.NewTimer(NoticeReplayPace)
-	defer pace.Stop()
 	for i, e := range entries {
 		if i > 0 {
-			pace.Reset(NoticeReplayPace)
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-pace.C:
+			if err := h.replayWait(ctx, peerID, i); err != nil {
+				return err
 			}
+		}
+		// The link may have gone while the last send or the pause took.
+		if err := ctx.Err(); err != nil {
+			return err
 		}
 		if err := h.sendNotice(ctx, peerID, e.raw); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// waitReplayPace is the default Deps.ReplayWait: NoticeReplayPace, or
+// until ctx ends.
+func waitReplayPace(ctx context.Context, _ string, _ int) error {
+	t := time.NewTimer(NoticeReplayPace)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
