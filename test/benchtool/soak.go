@@ -79,7 +79,8 @@ func (s *series) add(at time.Duration, v float64) {
 // each stream reads -chunks chunks to its end and is replaced at once by
 // a new one, the first ones staggered over one stream's length so that
 // they do not end together. Every -sample it reads RSS, the Go heap (in
-// use, idle and not released, released to the OS), goroutine stacks (what
+// use, idle and not released, released to the OS, the next collection's
+// goal), goroutine stacks (what
 // RSS holds besides live objects) and goroutines from each -metrics URL, its adopted
 // instances' probes by result, and the size of each -chain file.
 // It prints the streams ok and failed per target, and for each series
@@ -170,15 +171,16 @@ func runSoak(ctx context.Context, args []string, out io.Writer) error {
 	go func() { wg.Wait(); close(done) }()
 
 	var all []*series
-	mem := map[string][6]*series{}
+	mem := map[string][7]*series{}
 	live := map[string]*series{}
 	tallies := map[string]*probeTally{}
 	for _, name := range metrics.names {
-		s := [6]*series{
+		s := [7]*series{
 			{name: name + " RSS", unit: "MB", scale: 1e6},
 			{name: name + " Go heap in use", unit: "MB", scale: 1e6, shown: true},
 			{name: name + " Go heap idle, not released", unit: "MB", scale: 1e6, shown: true},
 			{name: name + " Go heap released to the OS", unit: "MB", scale: 1e6, shown: true},
+			{name: name + " Go heap goal (next GC)", unit: "MB", scale: 1e6, shown: true},
 			{name: name + " goroutine stacks", unit: "MB", scale: 1e6, shown: true},
 			{name: name + " goroutines", unit: "", scale: 1},
 		}
@@ -219,8 +221,9 @@ func runSoak(ctx context.Context, args []string, out io.Writer) error {
 				m[1].add(at, s.heap)
 				m[2].add(at, s.idle-s.released)
 				m[3].add(at, s.released)
-				m[4].add(at, s.stack)
-				m[5].add(at, s.goroutines)
+				m[4].add(at, s.goal)
+				m[5].add(at, s.stack)
+				m[6].add(at, s.goroutines)
 				pt := tallies[name]
 				if pt.samples == 0 {
 					pt.first = s.probes

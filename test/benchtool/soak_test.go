@@ -147,7 +147,7 @@ func TestScrapeProbesAndHeap(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintf(w, "# HELP x\n"+
 			"process_resident_memory_bytes 2e+08\ngo_goroutines 50\ngo_memstats_heap_inuse_bytes 1.5e+08\n"+
-			"go_memstats_heap_idle_bytes 4e+07\ngo_memstats_heap_released_bytes 1e+07\ngo_memstats_stack_inuse_bytes 3e+06\n"+
+			"go_memstats_heap_idle_bytes 4e+07\ngo_memstats_heap_released_bytes 1e+07\ngo_memstats_stack_inuse_bytes 3e+06\ngo_memstats_next_gc_bytes 2e+08\n"+
 			"nodeld_runtime_instance_up{instance=\"127.0.0.1:9\",role=\"chat\"} 0\n"+
 			"nodeld_runtime_probes_total{result=\"missed\",role=\"chat\"} 2\n"+
 			"nodeld_runtime_probes_total{result=\"up\",role=\"chat\"} %d\n", probesUp.Load())
@@ -157,8 +157,8 @@ func TestScrapeProbesAndHeap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if first.idle != 4e7 || first.released != 1e7 || first.stack != 3e6 || first.down != 1 || first.heap != 1.5e8 {
-		t.Errorf("sample %+v: want idle 4e7, released 1e7, stacks 3e6, one down", first)
+	if first.idle != 4e7 || first.released != 1e7 || first.stack != 3e6 || first.goal != 2e8 || first.down != 1 || first.heap != 1.5e8 {
+		t.Errorf("sample %+v: want idle 4e7, released 1e7, stacks 3e6, goal 2e8, one down", first)
 	}
 	probesUp.Store(25)
 	last, err := scrape(t.Context(), srv.Client(), srv.URL)

@@ -31,6 +31,10 @@ type sample struct {
 	// stack is go_memstats_stack_inuse_bytes (goroutine stacks, outside
 	// the heap); 0 when not exported.
 	stack float64
+	// goal is go_memstats_next_gc_bytes, the heap size at which the next
+	// collection starts; the runtime keeps up to about 10% above it before
+	// returning idle heap to the OS. 0 when not exported.
+	goal float64
 	// probes are nodeld_runtime_probes_total by their labels
 	// (`result="up",role="chat"`), and down counts the adopted instances
 	// whose nodeld_runtime_instance_up is 0; empty and 0 on a node
@@ -249,6 +253,9 @@ func scrape(ctx context.Context, client *http.Client, url string) (sample, error
 			continue
 		case "go_memstats_stack_inuse_bytes":
 			s.stack, _ = strconv.ParseFloat(val, 64)
+			continue
+		case "go_memstats_next_gc_bytes":
+			s.goal, _ = strconv.ParseFloat(val, 64)
 			continue
 		case "process_resident_memory_bytes":
 			s.rss, err = strconv.ParseFloat(val, 64)
