@@ -249,6 +249,27 @@ func BenchmarkPlacerCompact(b *testing.B) {
 	}
 }
 
+// BenchmarkCompact is compacting n realistic nodes' Profiles: what the
+// controller pays when it compacts its view again.
+func BenchmarkCompact(b *testing.B) {
+	for _, n := range benchSizes {
+		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
+			nodes := prepared(NewSymbols(), benchNodes(n))
+			prs := make([]*Profile, n)
+			for i := range nodes {
+				prs[i] = nodes[i].Profile
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu0, _ := cpuTime()
+			for b.Loop() {
+				Compact(prs)
+			}
+			reportDecisions(b, n, cpu0)
+		})
+	}
+}
+
 // BenchmarkPrepare is preparing n realistic nodes' records into one
 // Symbols, as a caller does when their facts change: the cost that
 // BenchmarkPlace adds to BenchmarkPlacePrepared, without a decision.

@@ -28,6 +28,11 @@
 // prepared by Place itself, with a Symbols of its own, for every
 // decision.
 //
+// Compact copies a node set's Profiles so that they lie one after the
+// other in memory, in the order of the nodes, which a decision reads
+// faster; a Placer decides as Place, keeping its working memory and the
+// order of the node ids between decisions. Neither changes a decision.
+//
 // # How a decision is made
 //
 // Phase A rejects every node that fails a hard constraint and records
