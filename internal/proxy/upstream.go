@@ -249,6 +249,11 @@ func (uc *upConn) exchange(req *upstreamRequest) (*http.Response, error) {
 			}
 			return nil, errors.Join(errNoResponse, err)
 		}
+		res := parseResponseHead(uc.br, req.r)
+		if res != nil {
+			uc.lim.left = math.MaxInt64
+			return res, nil
+		}
 		res, err := http.ReadResponse(uc.br, req.r)
 		if err != nil {
 			return nil, err
