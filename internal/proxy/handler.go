@@ -39,6 +39,28 @@ type exchange struct {
 	body     *bodyReader // nil when the request has no body
 }
 
+// routeLocalValue is RouteHeader's value on the local path, shared by
+// every response (its capacity is its length: an Add copies it).
+var routeLocalValue = []string{routeLocal}[:1:1]
+
+// upstreamAddr returns the "ip:port" of a local base URL, which must be
+// a loopback address; the last one is cached.
+func (rs *roleServer) upstreamAddr(base string) (string, error) {
+	if c := rs.lastBase.Load(); c != nil && c.base == base {
+		return c.addr, nil
+	}
+	ap, err := grammar.ParseLoopbackURL(base)
+	if err != nil {
+		return "", err
+	}
+	c := &baseAddr{base: base, addr: ap.String()}
+	rs.lastBase.Store(c)
+	return c.addr, nil
+}
+
+// baseAddr is a local base URL and its address.
+type baseAddr struct{ base, addr string }
+
 // roleHandler serves one role's listener.
 type roleHandler struct {
 	p  *Proxy
@@ -189,7 +211,7 @@ func (p *Proxy) forwardLocal(rec *recorder, r *http.Request, rs *roleServer, tar
 	role := rs.name
 	// The destination of a forward never leaves the host, whatever the
 	// table holds.
-	ap, err := grammar.ParseLoopbackURL(target.Base)
+	upstream, err := rs.upstreamAddr(target.Base)
 	if err != nil {
 		err = fmt.Errorf("local base %q: %w", target.Base, err)
 		p.log.Warn("local target refused", zap.String("role", role), zap.Error(err))
@@ -203,7 +225,7 @@ func (p *Proxy) forwardLocal(rec *recorder, r *http.Request, rs *roleServer, tar
 	wd := startWatchdog(set.StallTimeout, set.RequestTimeout, cancel)
 	defer wd.stop()
 	rec.wd = wd
-	ex := &exchange{role: role, upstream: ap.String(), client: r.Context(), wd: wd, body: body}
+	ex := &exchange{role: role, upstream: upstream, client: r.Context(), wd: wd, body: body}
 	out := r.WithContext(context.WithValue(ctx, exchangeKey{}, ex))
 	req := &upstreamRequest{r: out, host: ex.upstream}
 	switch {
@@ -217,10 +239,12 @@ func (p *Proxy) forwardLocal(rec *recorder, r *http.Request, rs *roleServer, tar
 			return
 		}
 		data = pinLocal(data, target)
-		out.Body = io.NopCloser(bytes.NewReader(data))
-		out.ContentLength = int64(len(data))
-		out.TransferEncoding = nil
 		req.body, req.inMem = data, true
+		if p.pool == nil {
+			out.Body = io.NopCloser(bytes.NewReader(data))
+			out.ContentLength = int64(len(data))
+			out.TransferEncoding = nil
+		}
 	default:
 		body.wd = wd
 		out.Body = http.MaxBytesReader(rec.ResponseWriter, body, set.MaxBodyBytes)
@@ -251,7 +275,7 @@ func (p *Proxy) relayLocal(rec *recorder, out *http.Request, ex *exchange, req *
 	for k, vs := range res.Header {
 		h[k] = vs
 	}
-	h.Set(RouteHeader, routeLocal)
+	h[RouteHeader] = routeLocalValue
 	if len(res.Trailer) > 0 {
 		keys := make([]string, 0, len(res.Trailer))
 		for k := range res.Trailer {
@@ -325,11 +349,35 @@ func readBody(w http.ResponseWriter, body *bodyReader, declared, limit int64) ([
 	if body == nil {
 		return nil, nil
 	}
-	var buf bytes.Buffer
-	if declared > 0 && declared <= limit {
-		buf.Grow(int(declared))
+	var r io.Reader = body
+	if declared >= 0 && declared <= limit {
+		// The common case: exactly the declared length, which the body's
+		// framing ends, in one allocation.
+		data := make([]byte, declared)
+		n := 0
+		for n < len(data) {
+			m, err := body.Read(data[n:])
+			n += m
+			if err == io.EOF {
+				return data[:n], nil
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+		var one [1]byte
+		m, err := body.Read(one[:])
+		if m == 0 && err == io.EOF {
+			return data, nil
+		}
+		if err != nil && err != io.EOF {
+			return nil, err
+		}
+		// More than declared: read it all within the limit, as below.
+		r = io.MultiReader(bytes.NewReader(append(data, one[:m]...)), body)
 	}
-	if _, err := buf.ReadFrom(http.MaxBytesReader(w, body, limit)); err != nil {
+	var buf bytes.Buffer
+	if _, err := buf.ReadFrom(http.MaxBytesReader(w, io.NopCloser(r), limit)); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil

@@ -51,6 +51,8 @@ type upConn struct {
 	br       *bufio.Reader
 	reused   bool
 	idleFrom time.Time
+	wb       [2][]byte   // a request's head and body, written together
+	bufs     net.Buffers // over wb, consumed by the write
 }
 
 // limitedReader bounds what the response head may take from the
@@ -228,8 +230,10 @@ func (uc *upConn) exchange(req *upstreamRequest) (*http.Response, error) {
 	var err error
 	switch {
 	case req.inMem && len(req.body) > 0:
-		bufs := net.Buffers{head, req.body}
-		_, err = bufs.WriteTo(uc.conn)
+		uc.wb = [2][]byte{head, req.body}
+		uc.bufs = uc.wb[:]
+		_, err = uc.bufs.WriteTo(uc.conn)
+		uc.wb = [2][]byte{} // the body is not held past the exchange
 	default:
 		_, err = uc.conn.Write(head)
 		if err == nil && req.stream != nil {
