@@ -184,7 +184,7 @@ type fastConn struct {
 	linger bool // close the connection lingering (an unread body)
 
 	mu        sync.Mutex // guards the fields below
-	cancel    context.CancelFunc
+	ctx       *exchangeCtx // the running exchange's, nil between exchanges
 	active    bool // an exchange runs
 	bodyDone  bool // its body was read to the end
 	due       bool // clientWatchDelay passed since the exchange started
@@ -246,7 +246,7 @@ func (fc *fastConn) serve() {
 			return
 		}
 		_ = fc.c.SetReadDeadline(time.Now().Add(fc.fs.headWait))
-		req, n, err := fc.readHead()
+		req, n, err := fc.readHead(newExchangeCtx())
 		if err != nil {
 			return // a timeout, or the client went away mid-head
 		}
@@ -282,10 +282,10 @@ func (c *handedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 // exchange serves one request and reports whether the connection may
 // serve another.
 func (fc *fastConn) exchange(r *http.Request) (keep bool) {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx := r.Context().(*exchangeCtx)
 	body := r.Body.(*fastBody)
 	fc.mu.Lock()
-	fc.cancel = cancel
+	fc.ctx = ctx
 	fc.active, fc.bodyDone, fc.due = true, body.left == 0, false
 	fc.mu.Unlock()
 	if body.left == 0 {
@@ -297,7 +297,10 @@ func (fc *fastConn) exchange(r *http.Request) (keep bool) {
 	defer func() {
 		fc.timer.Stop()
 		fc.stopWatch()
-		cancel()
+		ctx.cancel(nil)
+		fc.mu.Lock()
+		fc.ctx = nil
+		fc.mu.Unlock()
 		if v := recover(); v != nil {
 			keep = false
 			_ = fc.bw.Flush() // what was written goes out before the cut, as with net/http
@@ -308,7 +311,7 @@ func (fc *fastConn) exchange(r *http.Request) (keep bool) {
 			}
 		}
 	}()
-	fc.fs.h.ServeHTTP(w, r.WithContext(ctx))
+	fc.fs.h.ServeHTTP(w, r)
 	ok := w.finish()
 	if body.left != 0 || body.err != nil {
 		// The rest of the body was not read: the connection is out of step.
@@ -321,10 +324,10 @@ func (fc *fastConn) exchange(r *http.Request) (keep bool) {
 // cancelExchange cancels the running exchange, if any.
 func (fc *fastConn) cancelExchange() {
 	fc.mu.Lock()
-	cancel := fc.cancel
+	ctx := fc.ctx
 	fc.mu.Unlock()
-	if cancel != nil {
-		cancel()
+	if ctx != nil {
+		ctx.cancel(nil)
 	}
 }
 
@@ -345,7 +348,7 @@ func (fc *fastConn) startWatchLocked() {
 	}
 	fc.watching, fc.aborting = true, false
 	fc.watchDone = make(chan struct{})
-	done, cancel := fc.watchDone, fc.cancel
+	done, ctx := fc.watchDone, fc.ctx
 	go func() {
 		defer close(done)
 		n, err := fc.c.Read(fc.byteBuf[:])
@@ -356,7 +359,7 @@ func (fc *fastConn) startWatchLocked() {
 			return
 		}
 		if err != nil && !fc.aborting {
-			cancel() // the client went away
+			ctx.cancel(nil) // the client went away
 		}
 	}()
 }
@@ -440,11 +443,12 @@ var knownHeaders = func() map[string]string {
 
 var crlf2 = []byte("\r\n\r\n")
 
-// readHead reads a request head and returns the request and the head's
-// length, or a nil request when net/http must serve the connection: the
-// head does not fit the buffer or is anything but the common case. The
-// body (its fastBody) is not read yet.
-func (fc *fastConn) readHead() (*http.Request, int, error) {
+// readHead reads a request head and returns the request, with ctx as
+// its context, and the head's length, or a nil request when net/http
+// must serve the connection: the head does not fit the buffer or is
+// anything but the common case. The body (its fastBody) is not read yet.
+// One string holds the target and every value.
+func (fc *fastConn) readHead(ctx context.Context) (*http.Request, int, error) {
 	br := fc.br
 	var head []byte
 	for {
@@ -474,22 +478,31 @@ func (fc *fastConn) readHead() (*http.Request, int, error) {
 		len(target) == 0 || target[0] != '/' {
 		return nil, 0, nil
 	}
-	r := &http.Request{
-		Method: method, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: make(http.Header, 8), RemoteAddr: fc.remote, RequestURI: string(target),
-	}
+	text := string(head)
+	ts := len(method) + 1
+	lines := bytes.Count(rest, []byte("\r\n"))
+	h := make(http.Header, lines)
+	strs := make([]string, lines)
+	var host string
+	var contentLength int64
 	var hosts, lengths int
+	closing := false
+	off := len(line) + 2
 	for len(rest) > 0 {
 		var l []byte
 		l, rest, _ = bytes.Cut(rest, []byte("\r\n"))
+		start := off
+		off += len(l) + 2
 		colon := bytes.IndexByte(l, ':')
 		if colon <= 0 || !validFieldName(l[:colon]) {
 			return nil, 0, nil // a folded line, a bad name: net/http's answer
 		}
-		v := bytes.Trim(l[colon+1:], " \t")
+		v := l[colon+1:]
 		if !validFieldValue(v) {
 			return nil, 0, nil
 		}
+		vs, ve := trimOWS(v)
+		value := text[start+colon+1+vs : start+colon+1+ve]
 		name, ok := knownHeaders[string(l[:colon])]
 		if !ok {
 			name = http.CanonicalHeaderKey(string(l[:colon]))
@@ -497,54 +510,77 @@ func (fc *fastConn) readHead() (*http.Request, int, error) {
 		switch name {
 		case "Host":
 			hosts++
-			if !validHostValue(v) {
+			if !validHostValue(v[vs:ve]) {
 				return nil, 0, nil // net/http answers 400
 			}
-			r.Host = string(v)
+			host = value
 			continue // net/http keeps Host out of Header
 		case "Content-Length":
 			lengths++
-			cl, err := strconv.ParseInt(string(v), 10, 64)
-			if err != nil || cl < 0 || v[0] == '+' {
+			cl, err := strconv.ParseInt(value, 10, 64)
+			if err != nil || cl < 0 || value[0] == '+' {
 				return nil, 0, nil
 			}
-			r.ContentLength = cl
+			contentLength = cl
 		case "Transfer-Encoding", "Expect", "Upgrade":
 			return nil, 0, nil
 		case "Connection":
-			if headerHasToken([]string{string(v)}, "close") {
-				r.Close = true
+			if headerHasToken([]string{value}, "close") {
+				closing = true
 			}
 		}
-		r.Header[name] = append(r.Header[name], string(v))
+		if vv := h[name]; vv == nil && len(strs) > 0 {
+			vv, strs = strs[:1:1], strs[1:]
+			vv[0] = value
+			h[name] = vv
+		} else {
+			h[name] = append(vv, value)
+		}
 	}
 	if hosts != 1 || lengths > 1 {
 		return nil, 0, nil
 	}
-	u, err := requestURL(target)
-	if err != nil {
+	uri := text[ts : ts+len(target)]
+	x := &fastRequest{body: fastBody{fc: fc, left: contentLength}}
+	if err := requestURL(uri, &x.url); err != nil {
 		return nil, 0, nil
 	}
-	r.URL = u
-	r.Body = &fastBody{fc: fc, left: r.ContentLength}
-	return r, n, nil
+	tmpl := http.Request{
+		Method: method, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: h, RemoteAddr: fc.remote, RequestURI: uri, Host: host, URL: &x.url,
+		ContentLength: contentLength, Close: closing, Body: &x.body,
+	}
+	return tmpl.WithContext(ctx), n, nil
+}
+
+// fastRequest holds what a request of the fast reader points to, in one
+// allocation.
+type fastRequest struct {
+	url  url.URL
+	body fastBody
 }
 
 // errBadTarget refuses a target net/http's URL parser refuses.
 var errBadTarget = errors.New("request target has a control byte")
 
-// requestURL parses an origin-form target as net/http does.
-func requestURL(target []byte) (*url.URL, error) {
-	for _, c := range target {
-		if c < 0x20 || c == 0x7f {
-			return nil, errBadTarget // net/http answers 400
+// requestURL parses an origin-form target into u as net/http does.
+func requestURL(target string, u *url.URL) error {
+	for i := 0; i < len(target); i++ {
+		if c := target[i]; c < 0x20 || c == 0x7f {
+			return errBadTarget // net/http answers 400
 		}
 	}
-	if bytes.IndexByte(target, '%') < 0 {
-		path, query, _ := bytes.Cut(target, []byte("?"))
-		return &url.URL{Path: string(path), RawQuery: string(query)}, nil
+	if strings.IndexByte(target, '%') < 0 {
+		path, query, _ := strings.Cut(target, "?")
+		*u = url.URL{Path: path, RawQuery: query}
+		return nil
 	}
-	return url.ParseRequestURI(string(target))
+	pu, err := url.ParseRequestURI(target)
+	if err != nil {
+		return err
+	}
+	*u = *pu
+	return nil
 }
 
 // bareLF reports whether b has a line feed not preceded by a carriage

@@ -33,10 +33,25 @@ type exchangeKey struct{}
 // hooks read it from the request's context).
 type exchange struct {
 	role     string
-	upstream string // "ip:port" of the local instance
-	client   context.Context
+	upstream string          // "ip:port" of the local instance
+	client   context.Context // the client's request's
+	ctx      context.Context // the forward's: client's, or a child of it
 	wd       *watchdog
 	body     *bodyReader // nil when the request has no body
+}
+
+// clientGone reports whether the client's context ended (the client went
+// away, or the server stopped): not the forward's own timeouts when the
+// forward shares the client's context.
+func (ex *exchange) clientGone() bool {
+	if ex.ctx != ex.client {
+		return ex.client.Err() != nil
+	}
+	switch contextCause(ex.client) {
+	case nil, errStalled, errRequestTimeout:
+		return false
+	}
+	return true
 }
 
 // routeLocalValue is RouteHeader's value on the local path, shared by
@@ -220,13 +235,25 @@ func (p *Proxy) forwardLocal(rec *recorder, r *http.Request, rs *roleServer, tar
 			Message: "the local instance of role '" + role + "' has an invalid address"})
 		return
 	}
-	ctx, cancel := context.WithCancelCause(r.Context())
-	defer cancel(nil)
+	var ctx context.Context
+	var cancel context.CancelCauseFunc
+	if ec, ok := r.Context().(*exchangeCtx); ok && p.pool != nil {
+		// The fast reader's exchange context is the forward's: its
+		// cancellation by the watchdog has a cause that clientGone tells
+		// apart, and it ends with the exchange.
+		ctx, cancel = ec, ec.cancel
+	} else {
+		ctx, cancel = context.WithCancelCause(r.Context())
+		defer cancel(nil)
+	}
 	wd := startWatchdog(set.StallTimeout, set.RequestTimeout, cancel)
 	defer wd.stop()
 	rec.wd = wd
-	ex := &exchange{role: role, upstream: upstream, client: r.Context(), wd: wd, body: body}
-	out := r.WithContext(context.WithValue(ctx, exchangeKey{}, ex))
+	ex := &exchange{role: role, upstream: upstream, client: r.Context(), ctx: ctx, wd: wd, body: body}
+	out := r // the pool's request: r's method, target and headers
+	if p.pool == nil {
+		out = r.WithContext(context.WithValue(ctx, exchangeKey{}, ex))
+	}
 	req := &upstreamRequest{r: out, host: ex.upstream}
 	switch {
 	case body == nil:
@@ -247,8 +274,11 @@ func (p *Proxy) forwardLocal(rec *recorder, r *http.Request, rs *roleServer, tar
 		}
 	default:
 		body.wd = wd
-		out.Body = http.MaxBytesReader(rec.ResponseWriter, body, set.MaxBodyBytes)
-		req.stream, req.length = out.Body, out.ContentLength
+		limited := http.MaxBytesReader(rec.ResponseWriter, body, set.MaxBodyBytes)
+		if p.pool == nil {
+			out.Body = limited
+		}
+		req.stream, req.length = limited, r.ContentLength
 	}
 	if p.pool == nil {
 		p.rp.ServeHTTP(rec, out)
@@ -265,9 +295,9 @@ func (p *Proxy) forwardLocal(rec *recorder, r *http.Request, rs *roleServer, tar
 // after the head cuts the stream. The connection goes back to the pool
 // (at most idleCap idle) only after a whole, clean exchange.
 func (p *Proxy) relayLocal(rec *recorder, out *http.Request, ex *exchange, req *upstreamRequest, idleCap int) {
-	uc, res, stop, err := p.pool.roundTrip(out.Context(), poolKey{role: ex.role, addr: ex.upstream}, req)
+	uc, res, stop, err := p.pool.roundTrip(ex.ctx, poolKey{role: ex.role, addr: ex.upstream}, req)
 	if err != nil {
-		p.upstreamError(rec, out, err)
+		p.forwardError(rec, out, ex, err)
 		return
 	}
 	removeHop(res.Header)
@@ -291,7 +321,7 @@ func (p *Proxy) relayLocal(rec *recorder, out *http.Request, ex *exchange, req *
 	if err := relayBody(rec, res.Body, stream); err != nil {
 		stop()
 		_ = uc.conn.Close()
-		if ex.client.Err() == nil {
+		if !ex.clientGone() {
 			p.log.Debug("local stream cut", zap.String("role", ex.role), zap.String("upstream", ex.upstream), zap.Error(err))
 		}
 		panic(http.ErrAbortHandler)
@@ -423,7 +453,11 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 // upstreamError answers a local forward that failed before the response
 // head was sent.
 func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
-	ex := r.Context().Value(exchangeKey{}).(*exchange)
+	p.forwardError(w, r, r.Context().Value(exchangeKey{}).(*exchange), err)
+}
+
+// forwardError is upstreamError for the exchange ex.
+func (p *Proxy) forwardError(w http.ResponseWriter, r *http.Request, ex *exchange, err error) {
 	w.Header().Set(RouteHeader, routeLocal)
 	// Before the client check: the body deadline cancels the client's
 	// context too (net/http does on any read error from the connection).
@@ -431,13 +465,13 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 		writeError(w, r, errBodyTimeout(ex.body.timeout))
 		return
 	}
-	if ex.client.Err() != nil {
+	if ex.clientGone() {
 		return // the client went away; counted as statusClientClosed
 	}
 	set := p.settings.Load()
 	var e *Error
 	var mbe *http.MaxBytesError
-	switch cause := context.Cause(r.Context()); {
+	switch cause := contextCause(ex.ctx); {
 	case errors.As(err, &mbe):
 		writeError(w, r, errTooLarge(mbe.Limit))
 		return
