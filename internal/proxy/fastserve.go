@@ -183,13 +183,13 @@ type fastConn struct {
 	remote string
 	linger bool // close the connection lingering (an unread body)
 
-	mu        sync.Mutex // guards the fields below
+	mu        sync.Mutex   // guards the fields below
 	ctx       *exchangeCtx // the running exchange's, nil between exchanges
-	active    bool // an exchange runs
-	bodyDone  bool // its body was read to the end
-	due       bool // clientWatchDelay passed since the exchange started
-	watching  bool // the background read runs
-	aborting  bool // the background read is being stopped
+	active    bool         // an exchange runs
+	bodyDone  bool         // its body was read to the end
+	due       bool         // clientWatchDelay passed since the exchange started
+	watching  bool         // the background read runs
+	aborting  bool         // the background read is being stopped
 	watchDone chan struct{}
 	hasByte   bool // the background read got a byte of the next request
 	byteBuf   [1]byte
