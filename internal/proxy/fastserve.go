@@ -194,6 +194,39 @@ type fastConn struct {
 	hasByte   bool // the background read got a byte of the next request
 	byteBuf   [1]byte
 	timer     *time.Timer
+	// The read deadline is set on the connection only before a read
+	// that reaches it: most requests arrive whole, so the head's and the
+	// body's deadlines are rarely needed.
+	rdWant time.Time // the read deadline in force
+	rdSet  time.Time // the one set on the connection
+
+	w      fastWriter  // the running exchange's
+	header http.Header // w's, cleared for each exchange
+}
+
+// setReadDeadline sets the read deadline of the reads from the
+// connection that follow (fc.Read, the background read).
+func (fc *fastConn) setReadDeadline(t time.Time) {
+	fc.mu.Lock()
+	fc.rdWant = t
+	fc.mu.Unlock()
+}
+
+// applyDeadlineLocked sets the wanted read deadline on the connection.
+// fc.mu must be held.
+func (fc *fastConn) applyDeadlineLocked() {
+	if !fc.rdWant.Equal(fc.rdSet) {
+		_ = fc.c.SetReadDeadline(fc.rdWant)
+		fc.rdSet = fc.rdWant
+	}
+}
+
+// setConnDeadline sets t on the connection now, as the deadline in force.
+func (fc *fastConn) setConnDeadline(t time.Time) {
+	fc.mu.Lock()
+	fc.rdWant, fc.rdSet = t, t
+	fc.mu.Unlock()
+	_ = fc.c.SetReadDeadline(t)
 }
 
 // Read feeds the connection's bufio.Reader: a byte the background read
@@ -206,6 +239,7 @@ func (fc *fastConn) Read(p []byte) (int, error) {
 		fc.mu.Unlock()
 		return 1, nil
 	}
+	fc.applyDeadlineLocked()
 	fc.mu.Unlock()
 	return fc.c.Read(p)
 }
@@ -238,14 +272,14 @@ func (fc *fastConn) serve() {
 		if !fc.fs.setBusy(fc, false) {
 			return
 		}
-		_ = fc.c.SetReadDeadline(time.Now().Add(clientIdleTimeout))
+		fc.setReadDeadline(time.Now().Add(clientIdleTimeout))
 		if _, err := fc.br.Peek(1); err != nil {
 			return
 		}
 		if !fc.fs.setBusy(fc, true) {
 			return
 		}
-		_ = fc.c.SetReadDeadline(time.Now().Add(fc.fs.headWait))
+		fc.setReadDeadline(time.Now().Add(fc.fs.headWait))
 		req, n, err := fc.readHead(newExchangeCtx())
 		if err != nil {
 			return // a timeout, or the client went away mid-head
@@ -266,7 +300,7 @@ func (fc *fastConn) handOff() bool {
 	fc.fs.mu.Lock()
 	delete(fc.fs.conns, fc)
 	fc.fs.mu.Unlock()
-	_ = fc.c.SetReadDeadline(time.Time{})
+	fc.setConnDeadline(time.Time{}) // net/http sets its own from here
 	return fc.fs.handoff.push(&handedConn{Conn: fc.c, r: fc.br})
 }
 
@@ -287,13 +321,22 @@ func (fc *fastConn) exchange(r *http.Request) (keep bool) {
 	fc.mu.Lock()
 	fc.ctx = ctx
 	fc.active, fc.bodyDone, fc.due = true, body.left == 0, false
+	if body.left == 0 {
+		fc.rdWant = time.Time{}
+	}
 	fc.mu.Unlock()
 	if body.left == 0 {
 		r.Body = http.NoBody
-		_ = fc.c.SetReadDeadline(time.Time{})
 	}
 	fc.timer.Reset(clientWatchDelay)
-	w := &fastWriter{fc: fc, req: r, body: body, header: make(http.Header, 8), contentLength: -1}
+	// The writer and its header map are the connection's, reused by each
+	// exchange: a handler does not keep them once it returned.
+	if fc.header == nil {
+		fc.header = make(http.Header, 8)
+	}
+	clear(fc.header)
+	fc.w = fastWriter{fc: fc, req: r, body: body, header: fc.header, contentLength: -1}
+	w := &fc.w
 	defer func() {
 		fc.timer.Stop()
 		fc.stopWatch()
@@ -347,6 +390,7 @@ func (fc *fastConn) startWatchLocked() {
 		return
 	}
 	fc.watching, fc.aborting = true, false
+	fc.applyDeadlineLocked()
 	fc.watchDone = make(chan struct{})
 	done, ctx := fc.watchDone, fc.ctx
 	go func() {
@@ -377,15 +421,15 @@ func (fc *fastConn) stopWatch() {
 	}
 	_ = fc.c.SetReadDeadline(time.Unix(1, 0))
 	<-done
-	_ = fc.c.SetReadDeadline(time.Time{})
+	fc.setConnDeadline(time.Time{})
 }
 
 // bodyRead is called when the request body has been read to its end:
 // net/http clears the body's read deadline there, and the exchange may
 // now be watched.
 func (fc *fastConn) bodyRead() {
-	_ = fc.c.SetReadDeadline(time.Time{})
 	fc.mu.Lock()
+	fc.rdWant = time.Time{}
 	fc.bodyDone = true
 	fc.startWatchLocked()
 	fc.mu.Unlock()
@@ -793,8 +837,7 @@ func (w *fastWriter) writeHead(first []byte) {
 		w.closeAfter = true
 	}
 	bw := w.fc.bw
-	var line [64]byte
-	b := append(line[:0], "HTTP/1.1 "...)
+	b := append(bw.AvailableBuffer(), "HTTP/1.1 "...)
 	b = strconv.AppendInt(b, int64(code), 10)
 	b = append(b, ' ')
 	b = append(b, http.StatusText(code)...)
@@ -849,7 +892,11 @@ func (w *fastWriter) FlushError() error {
 
 // SetReadDeadline sets the connection's read deadline (the request
 // body's deadline, see bodyReader).
-func (w *fastWriter) SetReadDeadline(t time.Time) error { return w.fc.c.SetReadDeadline(t) }
+// It takes effect at the next read that reaches the connection.
+func (w *fastWriter) SetReadDeadline(t time.Time) error {
+	w.fc.setReadDeadline(t)
+	return nil
+}
 
 // SetWriteDeadline sets the connection's write deadline.
 func (w *fastWriter) SetWriteDeadline(t time.Time) error { return w.fc.c.SetWriteDeadline(t) }

@@ -40,6 +40,12 @@ type exchange struct {
 	body     *bodyReader // nil when the request has no body
 }
 
+// localForward is what a local forward allocates, in one allocation.
+type localForward struct {
+	ex  exchange
+	req upstreamRequest
+}
+
 // clientGone reports whether the client's context ended (the client went
 // away, or the server stopped): not the forward's own timeouts when the
 // forward shares the client's context.
@@ -249,12 +255,14 @@ func (p *Proxy) forwardLocal(rec *recorder, r *http.Request, rs *roleServer, tar
 	wd := startWatchdog(set.StallTimeout, set.RequestTimeout, cancel)
 	defer wd.stop()
 	rec.wd = wd
-	ex := &exchange{role: role, upstream: upstream, client: r.Context(), ctx: ctx, wd: wd, body: body}
+	fw := &localForward{ex: exchange{role: role, upstream: upstream, client: r.Context(), ctx: ctx, wd: wd, body: body}}
+	ex := &fw.ex
 	out := r // the pool's request: r's method, target and headers
 	if p.pool == nil {
 		out = r.WithContext(context.WithValue(ctx, exchangeKey{}, ex))
 	}
-	req := &upstreamRequest{r: out, host: ex.upstream}
+	req := &fw.req
+	*req = upstreamRequest{r: out, host: ex.upstream}
 	switch {
 	case body == nil:
 	case pin:
