@@ -41,7 +41,10 @@
 // lingering up to 500 ms so the client reads it. A client that goes away
 // is noticed by a read of its connection that starts only for an
 // exchange still running 20 ms after its body was read (net/http starts
-// one per request), and cancels the exchange.
+// one per request), and cancels the exchange. Each exchange has a context
+// of its own (exchangectx.go, cheaper than context.WithCancelCause) that
+// the local forward uses directly; the head's and the body's read
+// deadlines are set on the connection only before a read that reaches it.
 //
 // # Guards, in order
 //
@@ -89,7 +92,9 @@
 // responses are never buffered (a stream's head is sent at once).
 // Connections to instances are kept alive: an exchange writes the request
 // head and an in-memory body in one syscall and reads the response on the
-// handler's goroutine; an idle connection holds no goroutine and is
+// handler's goroutine (a common head, HTTP/1.1 with one Content-Length,
+// by its own parser that FuzzResponseHead checks against
+// http.ReadResponse; any other by net/http); an idle connection holds no goroutine and is
 // checked with a non-blocking peek before reuse (an exchange that fails
 // on a reused connection before any response byte is retried once on a
 // new one when its body is in memory); at most the role's concurrency

@@ -183,17 +183,50 @@ type fastConn struct {
 	remote string
 	linger bool // close the connection lingering (an unread body)
 
-	mu        sync.Mutex // guards the fields below
-	cancel    context.CancelFunc
-	active    bool // an exchange runs
-	bodyDone  bool // its body was read to the end
-	due       bool // clientWatchDelay passed since the exchange started
-	watching  bool // the background read runs
-	aborting  bool // the background read is being stopped
+	mu        sync.Mutex   // guards the fields below
+	ctx       *exchangeCtx // the running exchange's, nil between exchanges
+	active    bool         // an exchange runs
+	bodyDone  bool         // its body was read to the end
+	due       bool         // clientWatchDelay passed since the exchange started
+	watching  bool         // the background read runs
+	aborting  bool         // the background read is being stopped
 	watchDone chan struct{}
 	hasByte   bool // the background read got a byte of the next request
 	byteBuf   [1]byte
 	timer     *time.Timer
+	// The read deadline is set on the connection only before a read
+	// that reaches it: most requests arrive whole, so the head's and the
+	// body's deadlines are rarely needed.
+	rdWant time.Time // the read deadline in force
+	rdSet  time.Time // the one set on the connection
+
+	w      fastWriter  // the running exchange's
+	header http.Header // w's, cleared for each exchange
+}
+
+// setReadDeadline sets the read deadline of the reads from the
+// connection that follow (fc.Read, the background read).
+func (fc *fastConn) setReadDeadline(t time.Time) {
+	fc.mu.Lock()
+	fc.rdWant = t
+	fc.mu.Unlock()
+}
+
+// applyDeadlineLocked sets the wanted read deadline on the connection.
+// fc.mu must be held.
+func (fc *fastConn) applyDeadlineLocked() {
+	if !fc.rdWant.Equal(fc.rdSet) {
+		_ = fc.c.SetReadDeadline(fc.rdWant)
+		fc.rdSet = fc.rdWant
+	}
+}
+
+// setConnDeadline sets t on the connection now, as the deadline in force.
+func (fc *fastConn) setConnDeadline(t time.Time) {
+	fc.mu.Lock()
+	fc.rdWant, fc.rdSet = t, t
+	fc.mu.Unlock()
+	_ = fc.c.SetReadDeadline(t)
 }
 
 // Read feeds the connection's bufio.Reader: a byte the background read
@@ -206,6 +239,7 @@ func (fc *fastConn) Read(p []byte) (int, error) {
 		fc.mu.Unlock()
 		return 1, nil
 	}
+	fc.applyDeadlineLocked()
 	fc.mu.Unlock()
 	return fc.c.Read(p)
 }
@@ -238,15 +272,15 @@ func (fc *fastConn) serve() {
 		if !fc.fs.setBusy(fc, false) {
 			return
 		}
-		_ = fc.c.SetReadDeadline(time.Now().Add(clientIdleTimeout))
+		fc.setReadDeadline(time.Now().Add(clientIdleTimeout))
 		if _, err := fc.br.Peek(1); err != nil {
 			return
 		}
 		if !fc.fs.setBusy(fc, true) {
 			return
 		}
-		_ = fc.c.SetReadDeadline(time.Now().Add(fc.fs.headWait))
-		req, n, err := fc.readHead()
+		fc.setReadDeadline(time.Now().Add(fc.fs.headWait))
+		req, n, err := fc.readHead(newExchangeCtx())
 		if err != nil {
 			return // a timeout, or the client went away mid-head
 		}
@@ -266,7 +300,7 @@ func (fc *fastConn) handOff() bool {
 	fc.fs.mu.Lock()
 	delete(fc.fs.conns, fc)
 	fc.fs.mu.Unlock()
-	_ = fc.c.SetReadDeadline(time.Time{})
+	fc.setConnDeadline(time.Time{}) // net/http sets its own from here
 	return fc.fs.handoff.push(&handedConn{Conn: fc.c, r: fc.br})
 }
 
@@ -282,22 +316,34 @@ func (c *handedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 // exchange serves one request and reports whether the connection may
 // serve another.
 func (fc *fastConn) exchange(r *http.Request) (keep bool) {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx := r.Context().(*exchangeCtx)
 	body := r.Body.(*fastBody)
 	fc.mu.Lock()
-	fc.cancel = cancel
+	fc.ctx = ctx
 	fc.active, fc.bodyDone, fc.due = true, body.left == 0, false
+	if body.left == 0 {
+		fc.rdWant = time.Time{}
+	}
 	fc.mu.Unlock()
 	if body.left == 0 {
 		r.Body = http.NoBody
-		_ = fc.c.SetReadDeadline(time.Time{})
 	}
 	fc.timer.Reset(clientWatchDelay)
-	w := &fastWriter{fc: fc, req: r, body: body, header: make(http.Header, 8), contentLength: -1}
+	// The writer and its header map are the connection's, reused by each
+	// exchange: a handler does not keep them once it returned.
+	if fc.header == nil {
+		fc.header = make(http.Header, 8)
+	}
+	clear(fc.header)
+	fc.w = fastWriter{fc: fc, req: r, body: body, header: fc.header, contentLength: -1}
+	w := &fc.w
 	defer func() {
 		fc.timer.Stop()
 		fc.stopWatch()
-		cancel()
+		ctx.cancel(nil)
+		fc.mu.Lock()
+		fc.ctx = nil
+		fc.mu.Unlock()
 		if v := recover(); v != nil {
 			keep = false
 			_ = fc.bw.Flush() // what was written goes out before the cut, as with net/http
@@ -308,7 +354,7 @@ func (fc *fastConn) exchange(r *http.Request) (keep bool) {
 			}
 		}
 	}()
-	fc.fs.h.ServeHTTP(w, r.WithContext(ctx))
+	fc.fs.h.ServeHTTP(w, r)
 	ok := w.finish()
 	if body.left != 0 || body.err != nil {
 		// The rest of the body was not read: the connection is out of step.
@@ -321,10 +367,10 @@ func (fc *fastConn) exchange(r *http.Request) (keep bool) {
 // cancelExchange cancels the running exchange, if any.
 func (fc *fastConn) cancelExchange() {
 	fc.mu.Lock()
-	cancel := fc.cancel
+	ctx := fc.ctx
 	fc.mu.Unlock()
-	if cancel != nil {
-		cancel()
+	if ctx != nil {
+		ctx.cancel(nil)
 	}
 }
 
@@ -344,8 +390,9 @@ func (fc *fastConn) startWatchLocked() {
 		return
 	}
 	fc.watching, fc.aborting = true, false
+	fc.applyDeadlineLocked()
 	fc.watchDone = make(chan struct{})
-	done, cancel := fc.watchDone, fc.cancel
+	done, ctx := fc.watchDone, fc.ctx
 	go func() {
 		defer close(done)
 		n, err := fc.c.Read(fc.byteBuf[:])
@@ -356,7 +403,7 @@ func (fc *fastConn) startWatchLocked() {
 			return
 		}
 		if err != nil && !fc.aborting {
-			cancel() // the client went away
+			ctx.cancel(nil) // the client went away
 		}
 	}()
 }
@@ -374,15 +421,15 @@ func (fc *fastConn) stopWatch() {
 	}
 	_ = fc.c.SetReadDeadline(time.Unix(1, 0))
 	<-done
-	_ = fc.c.SetReadDeadline(time.Time{})
+	fc.setConnDeadline(time.Time{})
 }
 
 // bodyRead is called when the request body has been read to its end:
 // net/http clears the body's read deadline there, and the exchange may
 // now be watched.
 func (fc *fastConn) bodyRead() {
-	_ = fc.c.SetReadDeadline(time.Time{})
 	fc.mu.Lock()
+	fc.rdWant = time.Time{}
 	fc.bodyDone = true
 	fc.startWatchLocked()
 	fc.mu.Unlock()
@@ -440,11 +487,12 @@ var knownHeaders = func() map[string]string {
 
 var crlf2 = []byte("\r\n\r\n")
 
-// readHead reads a request head and returns the request and the head's
-// length, or a nil request when net/http must serve the connection: the
-// head does not fit the buffer or is anything but the common case. The
-// body (its fastBody) is not read yet.
-func (fc *fastConn) readHead() (*http.Request, int, error) {
+// readHead reads a request head and returns the request, with ctx as
+// its context, and the head's length, or a nil request when net/http
+// must serve the connection: the head does not fit the buffer or is
+// anything but the common case. The body (its fastBody) is not read yet.
+// One string holds the target and every value.
+func (fc *fastConn) readHead(ctx context.Context) (*http.Request, int, error) {
 	br := fc.br
 	var head []byte
 	for {
@@ -474,22 +522,31 @@ func (fc *fastConn) readHead() (*http.Request, int, error) {
 		len(target) == 0 || target[0] != '/' {
 		return nil, 0, nil
 	}
-	r := &http.Request{
-		Method: method, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-		Header: make(http.Header, 8), RemoteAddr: fc.remote, RequestURI: string(target),
-	}
+	text := string(head)
+	ts := len(method) + 1
+	lines := bytes.Count(rest, []byte("\r\n"))
+	h := make(http.Header, lines)
+	strs := make([]string, lines)
+	var host string
+	var contentLength int64
 	var hosts, lengths int
+	closing := false
+	off := len(line) + 2
 	for len(rest) > 0 {
 		var l []byte
 		l, rest, _ = bytes.Cut(rest, []byte("\r\n"))
+		start := off
+		off += len(l) + 2
 		colon := bytes.IndexByte(l, ':')
 		if colon <= 0 || !validFieldName(l[:colon]) {
 			return nil, 0, nil // a folded line, a bad name: net/http's answer
 		}
-		v := bytes.Trim(l[colon+1:], " \t")
+		v := l[colon+1:]
 		if !validFieldValue(v) {
 			return nil, 0, nil
 		}
+		vs, ve := trimOWS(v)
+		value := text[start+colon+1+vs : start+colon+1+ve]
 		name, ok := knownHeaders[string(l[:colon])]
 		if !ok {
 			name = http.CanonicalHeaderKey(string(l[:colon]))
@@ -497,54 +554,77 @@ func (fc *fastConn) readHead() (*http.Request, int, error) {
 		switch name {
 		case "Host":
 			hosts++
-			if !validHostValue(v) {
+			if !validHostValue(v[vs:ve]) {
 				return nil, 0, nil // net/http answers 400
 			}
-			r.Host = string(v)
+			host = value
 			continue // net/http keeps Host out of Header
 		case "Content-Length":
 			lengths++
-			cl, err := strconv.ParseInt(string(v), 10, 64)
-			if err != nil || cl < 0 || v[0] == '+' {
+			cl, err := strconv.ParseInt(value, 10, 64)
+			if err != nil || cl < 0 || value[0] == '+' {
 				return nil, 0, nil
 			}
-			r.ContentLength = cl
+			contentLength = cl
 		case "Transfer-Encoding", "Expect", "Upgrade":
 			return nil, 0, nil
 		case "Connection":
-			if headerHasToken([]string{string(v)}, "close") {
-				r.Close = true
+			if headerHasToken([]string{value}, "close") {
+				closing = true
 			}
 		}
-		r.Header[name] = append(r.Header[name], string(v))
+		if vv := h[name]; vv == nil && len(strs) > 0 {
+			vv, strs = strs[:1:1], strs[1:]
+			vv[0] = value
+			h[name] = vv
+		} else {
+			h[name] = append(vv, value)
+		}
 	}
 	if hosts != 1 || lengths > 1 {
 		return nil, 0, nil
 	}
-	u, err := requestURL(target)
-	if err != nil {
+	uri := text[ts : ts+len(target)]
+	x := &fastRequest{body: fastBody{fc: fc, left: contentLength}}
+	if err := requestURL(uri, &x.url); err != nil {
 		return nil, 0, nil
 	}
-	r.URL = u
-	r.Body = &fastBody{fc: fc, left: r.ContentLength}
-	return r, n, nil
+	tmpl := http.Request{
+		Method: method, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: h, RemoteAddr: fc.remote, RequestURI: uri, Host: host, URL: &x.url,
+		ContentLength: contentLength, Close: closing, Body: &x.body,
+	}
+	return tmpl.WithContext(ctx), n, nil
+}
+
+// fastRequest holds what a request of the fast reader points to, in one
+// allocation.
+type fastRequest struct {
+	url  url.URL
+	body fastBody
 }
 
 // errBadTarget refuses a target net/http's URL parser refuses.
 var errBadTarget = errors.New("request target has a control byte")
 
-// requestURL parses an origin-form target as net/http does.
-func requestURL(target []byte) (*url.URL, error) {
-	for _, c := range target {
-		if c < 0x20 || c == 0x7f {
-			return nil, errBadTarget // net/http answers 400
+// requestURL parses an origin-form target into u as net/http does.
+func requestURL(target string, u *url.URL) error {
+	for i := 0; i < len(target); i++ {
+		if c := target[i]; c < 0x20 || c == 0x7f {
+			return errBadTarget // net/http answers 400
 		}
 	}
-	if bytes.IndexByte(target, '%') < 0 {
-		path, query, _ := bytes.Cut(target, []byte("?"))
-		return &url.URL{Path: string(path), RawQuery: string(query)}, nil
+	if strings.IndexByte(target, '%') < 0 {
+		path, query, _ := strings.Cut(target, "?")
+		*u = url.URL{Path: path, RawQuery: query}
+		return nil
 	}
-	return url.ParseRequestURI(string(target))
+	pu, err := url.ParseRequestURI(target)
+	if err != nil {
+		return err
+	}
+	*u = *pu
+	return nil
 }
 
 // bareLF reports whether b has a line feed not preceded by a carriage
@@ -757,8 +837,7 @@ func (w *fastWriter) writeHead(first []byte) {
 		w.closeAfter = true
 	}
 	bw := w.fc.bw
-	var line [64]byte
-	b := append(line[:0], "HTTP/1.1 "...)
+	b := append(bw.AvailableBuffer(), "HTTP/1.1 "...)
 	b = strconv.AppendInt(b, int64(code), 10)
 	b = append(b, ' ')
 	b = append(b, http.StatusText(code)...)
@@ -813,7 +892,11 @@ func (w *fastWriter) FlushError() error {
 
 // SetReadDeadline sets the connection's read deadline (the request
 // body's deadline, see bodyReader).
-func (w *fastWriter) SetReadDeadline(t time.Time) error { return w.fc.c.SetReadDeadline(t) }
+// It takes effect at the next read that reaches the connection.
+func (w *fastWriter) SetReadDeadline(t time.Time) error {
+	w.fc.setReadDeadline(t)
+	return nil
+}
 
 // SetWriteDeadline sets the connection's write deadline.
 func (w *fastWriter) SetWriteDeadline(t time.Time) error { return w.fc.c.SetWriteDeadline(t) }

@@ -33,11 +33,54 @@ type exchangeKey struct{}
 // hooks read it from the request's context).
 type exchange struct {
 	role     string
-	upstream string // "ip:port" of the local instance
-	client   context.Context
+	upstream string          // "ip:port" of the local instance
+	client   context.Context // the client's request's
+	ctx      context.Context // the forward's: client's, or a child of it
 	wd       *watchdog
 	body     *bodyReader // nil when the request has no body
 }
+
+// localForward is what a local forward allocates, in one allocation.
+type localForward struct {
+	ex  exchange
+	req upstreamRequest
+}
+
+// clientGone reports whether the client's context ended (the client went
+// away, or the server stopped): not the forward's own timeouts when the
+// forward shares the client's context.
+func (ex *exchange) clientGone() bool {
+	if ex.ctx != ex.client {
+		return ex.client.Err() != nil
+	}
+	switch contextCause(ex.client) {
+	case nil, errStalled, errRequestTimeout:
+		return false
+	}
+	return true
+}
+
+// routeLocalValue is RouteHeader's value on the local path, shared by
+// every response (its capacity is its length: an Add copies it).
+var routeLocalValue = []string{routeLocal}[:1:1]
+
+// upstreamAddr returns the "ip:port" of a local base URL, which must be
+// a loopback address; the last one is cached.
+func (rs *roleServer) upstreamAddr(base string) (string, error) {
+	if c := rs.lastBase.Load(); c != nil && c.base == base {
+		return c.addr, nil
+	}
+	ap, err := grammar.ParseLoopbackURL(base)
+	if err != nil {
+		return "", err
+	}
+	c := &baseAddr{base: base, addr: ap.String()}
+	rs.lastBase.Store(c)
+	return c.addr, nil
+}
+
+// baseAddr is a local base URL and its address.
+type baseAddr struct{ base, addr string }
 
 // roleHandler serves one role's listener.
 type roleHandler struct {
@@ -189,7 +232,7 @@ func (p *Proxy) forwardLocal(rec *recorder, r *http.Request, rs *roleServer, tar
 	role := rs.name
 	// The destination of a forward never leaves the host, whatever the
 	// table holds.
-	ap, err := grammar.ParseLoopbackURL(target.Base)
+	upstream, err := rs.upstreamAddr(target.Base)
 	if err != nil {
 		err = fmt.Errorf("local base %q: %w", target.Base, err)
 		p.log.Warn("local target refused", zap.String("role", role), zap.Error(err))
@@ -198,14 +241,28 @@ func (p *Proxy) forwardLocal(rec *recorder, r *http.Request, rs *roleServer, tar
 			Message: "the local instance of role '" + role + "' has an invalid address"})
 		return
 	}
-	ctx, cancel := context.WithCancelCause(r.Context())
-	defer cancel(nil)
+	var ctx context.Context
+	var cancel context.CancelCauseFunc
+	if ec, ok := r.Context().(*exchangeCtx); ok && p.pool != nil {
+		// The fast reader's exchange context is the forward's: its
+		// cancellation by the watchdog has a cause that clientGone tells
+		// apart, and it ends with the exchange.
+		ctx, cancel = ec, ec.cancel
+	} else {
+		ctx, cancel = context.WithCancelCause(r.Context())
+		defer cancel(nil)
+	}
 	wd := startWatchdog(set.StallTimeout, set.RequestTimeout, cancel)
 	defer wd.stop()
 	rec.wd = wd
-	ex := &exchange{role: role, upstream: ap.String(), client: r.Context(), wd: wd, body: body}
-	out := r.WithContext(context.WithValue(ctx, exchangeKey{}, ex))
-	req := &upstreamRequest{r: out, host: ex.upstream}
+	fw := &localForward{ex: exchange{role: role, upstream: upstream, client: r.Context(), ctx: ctx, wd: wd, body: body}}
+	ex := &fw.ex
+	out := r // the pool's request: r's method, target and headers
+	if p.pool == nil {
+		out = r.WithContext(context.WithValue(ctx, exchangeKey{}, ex))
+	}
+	req := &fw.req
+	*req = upstreamRequest{r: out, host: ex.upstream}
 	switch {
 	case body == nil:
 	case pin:
@@ -217,14 +274,19 @@ func (p *Proxy) forwardLocal(rec *recorder, r *http.Request, rs *roleServer, tar
 			return
 		}
 		data = pinLocal(data, target)
-		out.Body = io.NopCloser(bytes.NewReader(data))
-		out.ContentLength = int64(len(data))
-		out.TransferEncoding = nil
 		req.body, req.inMem = data, true
+		if p.pool == nil {
+			out.Body = io.NopCloser(bytes.NewReader(data))
+			out.ContentLength = int64(len(data))
+			out.TransferEncoding = nil
+		}
 	default:
 		body.wd = wd
-		out.Body = http.MaxBytesReader(rec.ResponseWriter, body, set.MaxBodyBytes)
-		req.stream, req.length = out.Body, out.ContentLength
+		limited := http.MaxBytesReader(rec.ResponseWriter, body, set.MaxBodyBytes)
+		if p.pool == nil {
+			out.Body = limited
+		}
+		req.stream, req.length = limited, r.ContentLength
 	}
 	if p.pool == nil {
 		p.rp.ServeHTTP(rec, out)
@@ -241,9 +303,9 @@ func (p *Proxy) forwardLocal(rec *recorder, r *http.Request, rs *roleServer, tar
 // after the head cuts the stream. The connection goes back to the pool
 // (at most idleCap idle) only after a whole, clean exchange.
 func (p *Proxy) relayLocal(rec *recorder, out *http.Request, ex *exchange, req *upstreamRequest, idleCap int) {
-	uc, res, stop, err := p.pool.roundTrip(out.Context(), poolKey{role: ex.role, addr: ex.upstream}, req)
+	uc, res, stop, err := p.pool.roundTrip(ex.ctx, poolKey{role: ex.role, addr: ex.upstream}, req)
 	if err != nil {
-		p.upstreamError(rec, out, err)
+		p.forwardError(rec, out, ex, err)
 		return
 	}
 	removeHop(res.Header)
@@ -251,7 +313,7 @@ func (p *Proxy) relayLocal(rec *recorder, out *http.Request, ex *exchange, req *
 	for k, vs := range res.Header {
 		h[k] = vs
 	}
-	h.Set(RouteHeader, routeLocal)
+	h[RouteHeader] = routeLocalValue
 	if len(res.Trailer) > 0 {
 		keys := make([]string, 0, len(res.Trailer))
 		for k := range res.Trailer {
@@ -267,7 +329,7 @@ func (p *Proxy) relayLocal(rec *recorder, out *http.Request, ex *exchange, req *
 	if err := relayBody(rec, res.Body, stream); err != nil {
 		stop()
 		_ = uc.conn.Close()
-		if ex.client.Err() == nil {
+		if !ex.clientGone() {
 			p.log.Debug("local stream cut", zap.String("role", ex.role), zap.String("upstream", ex.upstream), zap.Error(err))
 		}
 		panic(http.ErrAbortHandler)
@@ -325,11 +387,35 @@ func readBody(w http.ResponseWriter, body *bodyReader, declared, limit int64) ([
 	if body == nil {
 		return nil, nil
 	}
-	var buf bytes.Buffer
-	if declared > 0 && declared <= limit {
-		buf.Grow(int(declared))
+	var r io.Reader = body
+	if declared >= 0 && declared <= limit {
+		// The common case: exactly the declared length, which the body's
+		// framing ends, in one allocation.
+		data := make([]byte, declared)
+		n := 0
+		for n < len(data) {
+			m, err := body.Read(data[n:])
+			n += m
+			if err == io.EOF {
+				return data[:n], nil
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+		var one [1]byte
+		m, err := body.Read(one[:])
+		if m == 0 && err == io.EOF {
+			return data, nil
+		}
+		if err != nil && err != io.EOF {
+			return nil, err
+		}
+		// More than declared: read it all within the limit, as below.
+		r = io.MultiReader(bytes.NewReader(append(data, one[:m]...)), body)
 	}
-	if _, err := buf.ReadFrom(http.MaxBytesReader(w, body, limit)); err != nil {
+	var buf bytes.Buffer
+	if _, err := buf.ReadFrom(http.MaxBytesReader(w, io.NopCloser(r), limit)); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil
@@ -375,7 +461,11 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 // upstreamError answers a local forward that failed before the response
 // head was sent.
 func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
-	ex := r.Context().Value(exchangeKey{}).(*exchange)
+	p.forwardError(w, r, r.Context().Value(exchangeKey{}).(*exchange), err)
+}
+
+// forwardError is upstreamError for the exchange ex.
+func (p *Proxy) forwardError(w http.ResponseWriter, r *http.Request, ex *exchange, err error) {
 	w.Header().Set(RouteHeader, routeLocal)
 	// Before the client check: the body deadline cancels the client's
 	// context too (net/http does on any read error from the connection).
@@ -383,13 +473,13 @@ func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error)
 		writeError(w, r, errBodyTimeout(ex.body.timeout))
 		return
 	}
-	if ex.client.Err() != nil {
+	if ex.clientGone() {
 		return // the client went away; counted as statusClientClosed
 	}
 	set := p.settings.Load()
 	var e *Error
 	var mbe *http.MaxBytesError
-	switch cause := context.Cause(r.Context()); {
+	switch cause := contextCause(ex.ctx); {
 	case errors.As(err, &mbe):
 		writeError(w, r, errTooLarge(mbe.Limit))
 		return

@@ -80,15 +80,17 @@ func (p *Proxy) LocalPerf(minSamples int) []RolePerf {
 	return out
 }
 
-// instanceKey names the local instance a sample came from.
-func instanceKey(t table.Target) string { return t.Base + " " + t.Model }
+// instanceID names the local instance a sample came from.
+type instanceID struct{ base, model string }
+
+func instanceKey(t table.Target) instanceID { return instanceID{t.Base, t.Model} }
 
 // perfRecorder keeps one role's recent samples. Recording takes its
 // mutex for a few stores; LocalPerf copies and sorts at most PerfWindow
 // values per metric under it.
 type perfRecorder struct {
 	mu       sync.Mutex // guards instance, ttfb and tps
-	instance string     // instanceKey of the samples' instance
+	instance instanceID // the samples' instance
 	ttfb     perfRing   // milliseconds
 	tps      perfRing   // tokens per second
 }
@@ -119,7 +121,7 @@ func (r *perfRing) median() float64 {
 
 // record adds one exchange's samples, starting afresh when they come
 // from another instance than the ones held.
-func (pr *perfRecorder) record(instance string, ttfb time.Duration, tps float64) {
+func (pr *perfRecorder) record(instance instanceID, ttfb time.Duration, tps float64) {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	if pr.instance != instance {
@@ -134,7 +136,7 @@ func (pr *perfRecorder) record(instance string, ttfb time.Duration, tps float64)
 
 // stats returns the medians of instance's samples, and false when there
 // are none of that instance.
-func (pr *perfRecorder) stats(instance string, minSamples int) (RolePerf, bool) {
+func (pr *perfRecorder) stats(instance instanceID, minSamples int) (RolePerf, bool) {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	if pr.instance != instance || pr.ttfb.n == 0 {

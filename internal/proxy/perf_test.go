@@ -39,29 +39,29 @@ func TestPerfRing(t *testing.T) {
 
 func TestPerfRecorder(t *testing.T) {
 	var pr perfRecorder
-	if _, ok := pr.stats("a", 1); ok {
+	if _, ok := pr.stats(instanceID{base: "a"}, 1); ok {
 		t.Fatal("stats with no samples")
 	}
 	for i := range 5 {
-		pr.record("a", time.Duration(i+1)*time.Millisecond, float64(10*(i+1)))
+		pr.record(instanceID{base: "a"}, time.Duration(i+1)*time.Millisecond, float64(10*(i+1)))
 	}
-	pr.record("a", 3*time.Millisecond, 0) // no token count
-	got, ok := pr.stats("a", 5)
+	pr.record(instanceID{base: "a"}, 3*time.Millisecond, 0) // no token count
+	got, ok := pr.stats(instanceID{base: "a"}, 5)
 	want := RolePerf{TTFB: 3 * time.Millisecond, TTFBSamples: 6, TokensPerSecond: 30, TokensSamples: 5}
 	if !ok || got != want {
 		t.Errorf("stats = %+v, %v; want %+v", got, ok, want)
 	}
 	// Below the minimum: counts without a median.
-	got, _ = pr.stats("a", 6)
+	got, _ = pr.stats(instanceID{base: "a"}, 6)
 	if want := (RolePerf{TTFB: 3 * time.Millisecond, TTFBSamples: 6, TokensSamples: 5}); got != want {
 		t.Errorf("stats(min 6) = %+v, want %+v", got, want)
 	}
-	if _, ok := pr.stats("b", 1); ok {
+	if _, ok := pr.stats(instanceID{base: "b"}, 1); ok {
 		t.Error("samples of instance a reported for instance b")
 	}
 	// Another instance starts afresh.
-	pr.record("b", time.Second, 0)
-	if got, _ := pr.stats("b", 1); got.TTFBSamples != 1 || got.TTFB != time.Second || got.TokensSamples != 0 {
+	pr.record(instanceID{base: "b"}, time.Second, 0)
+	if got, _ := pr.stats(instanceID{base: "b"}, 1); got.TTFBSamples != 1 || got.TTFB != time.Second || got.TokensSamples != 0 {
 		t.Errorf("after the instance changed: %+v", got)
 	}
 }

@@ -108,6 +108,8 @@ type roleServer struct {
 
 	passthrough atomic.Bool // the role's ModelPassthrough
 
+	lastBase atomic.Pointer[baseAddr] // the last local base and its address
+
 	perf perfRecorder // the local instance's measured speed (perf.go)
 }
 

@@ -45,12 +45,15 @@ func newUpstreamPool() *upstreamPool {
 
 // upConn is one connection to a local instance.
 type upConn struct {
-	key      poolKey
-	conn     net.Conn
-	lim      *limitedReader
-	br       *bufio.Reader
-	reused   bool
-	idleFrom time.Time
+	key         poolKey
+	conn        net.Conn
+	lim         *limitedReader
+	br          *bufio.Reader
+	reused      bool
+	idleFrom    time.Time
+	interruptFn func()      // interrupt, made once
+	wb          [2][]byte   // a request's head and body, written together
+	bufs        net.Buffers // over wb, consumed by the write
 }
 
 // limitedReader bounds what the response head may take from the
@@ -105,6 +108,7 @@ func (up *upstreamPool) get(ctx context.Context, key poolKey, replay bool) (*upC
 		return nil, err
 	}
 	uc := &upConn{key: key, conn: c, lim: &limitedReader{r: c, left: math.MaxInt64}}
+	uc.interruptFn = uc.interrupt
 	uc.br = bufio.NewReaderSize(uc.lim, upstreamReadBufferBytes)
 	return uc, nil
 }
@@ -199,7 +203,12 @@ func (up *upstreamPool) roundTrip(ctx context.Context, key poolKey, req *upstrea
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		stop := context.AfterFunc(ctx, uc.interrupt)
+		var stop func() bool
+		if ec, ok := ctx.(*exchangeCtx); ok {
+			stop = ec.AfterFunc(uc.interruptFn)
+		} else {
+			stop = context.AfterFunc(ctx, uc.interruptFn)
+		}
 		res, err := uc.exchange(req)
 		if err == nil {
 			return uc, res, stop, nil
@@ -228,8 +237,10 @@ func (uc *upConn) exchange(req *upstreamRequest) (*http.Response, error) {
 	var err error
 	switch {
 	case req.inMem && len(req.body) > 0:
-		bufs := net.Buffers{head, req.body}
-		_, err = bufs.WriteTo(uc.conn)
+		uc.wb = [2][]byte{head, req.body}
+		uc.bufs = uc.wb[:]
+		_, err = uc.bufs.WriteTo(uc.conn)
+		uc.wb = [2][]byte{} // the body is not held past the exchange
 	default:
 		_, err = uc.conn.Write(head)
 		if err == nil && req.stream != nil {
@@ -248,6 +259,11 @@ func (uc *upConn) exchange(req *upstreamRequest) (*http.Response, error) {
 				return nil, err
 			}
 			return nil, errors.Join(errNoResponse, err)
+		}
+		res := parseResponseHead(uc.br, req.r)
+		if res != nil {
+			uc.lim.left = math.MaxInt64
+			return res, nil
 		}
 		res, err := http.ReadResponse(uc.br, req.r)
 		if err != nil {
