@@ -2,6 +2,9 @@ package mesh
 
 import (
 	"context"
+	"io"
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -117,4 +120,56 @@ func TestServedStreamsGiveCreditBack(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// goid is the id of the calling goroutine (never reused by the runtime).
+func goid() string {
+	var buf [64]byte
+	n := runtime.Stack(buf[:], false)
+	f := strings.Fields(string(buf[:n]))
+	if len(f) < 2 {
+		return ""
+	}
+	return f[1]
+}
+
+// TestStreamWorkersAreReused: streams served one after another run on a
+// worker goroutine that served one before (goServe), not each on a new
+// goroutine whose stack grows again. Goroutine ids are never reused, so
+// without workers no id repeats.
+func TestStreamWorkersAreReused(t *testing.T) {
+	a, b := pair(t)
+	ids := make(chan string, 64)
+	a.m.Handle(KindInfer, func(_ context.Context, _ PeerInfo, s *Stream) {
+		ids <- goid()
+		if _, _, err := ReadFrame(s, 16); err != nil {
+			s.Reset(StreamCodeMalformed)
+			return
+		}
+		_ = WriteFrame(s, 1, []byte("ok"))
+		_ = s.CloseWrite()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	seen := map[string]bool{}
+	for i := range 20 {
+		s, err := b.m.OpenStream(ctx, a.id(), KindInfer)
+		if err != nil {
+			t.Fatalf("open stream %d: %v", i, err)
+		}
+		if err := WriteFrame(s, 1, []byte("x")); err != nil {
+			t.Fatalf("write stream %d: %v", i, err)
+		}
+		_ = s.CloseWrite()
+		if _, err := io.ReadAll(s); err != nil {
+			t.Fatalf("read stream %d: %v", i, err)
+		}
+		s.Close()
+		id := <-ids
+		if seen[id] {
+			return
+		}
+		seen[id] = true
+	}
+	t.Fatalf("20 streams served one after another on 20 goroutines")
 }

@@ -101,6 +101,12 @@
 // initial windows did not speed up 1 MiB requests on loopback
 // (BENCHMARKS.md, "Mesh hop").
 //
+// Stream credit: a served stream's place (QUIC's MAX_STREAMS) is given
+// back with the next answer written on the link rather than in a packet
+// of its own (quic.Config.RequireStreamCreditRelease), at once when
+// creditBatch streams wait and after creditFlushDelay in any case: a
+// request and its answer are then one packet each way.
+//
 // Advertisements are sent to each linked peer when its link comes up, on
 // every table change and every AdvertInterval: the table's, each only to
 // the peers its serving allowlist names (Table.MeshPeerAllowed, by node id
@@ -113,8 +119,10 @@
 // New starts nothing. Run binds the socket and owns every goroutine: the
 // accept loop, the advert loop, the OnPeersChanged notifier, one dial loop
 // per configured peer, and per link a stream-accept loop, an advert sender,
-// one goroutine per incoming stream (bounded by Config.MaxStreams, at
-// least MaxStreamsPerPeer, per link) and, with Deps.OnLinkUp, one goroutine calling it (its context
+// one goroutine per incoming stream in progress (bounded by
+// Config.MaxStreams, at least MaxStreamsPerPeer, per link; a goroutine
+// that served one waits up to workerIdle for the next, keeping its grown
+// stack) and, with Deps.OnLinkUp, one goroutine calling it (its context
 // ends when the link stops being the peer's link). Run returns after closing every link and waiting for all of them.
 // All methods are safe for concurrent use; Handle should be called before
 // Run. Table, Auditor, Recorder, OnPeersChanged and OnLinkUp are never

@@ -212,7 +212,7 @@ func (m *Mesh) serveDrainingLocked(l *link) {
 			if err != nil {
 				return
 			}
-			m.wg.Go(func() { m.serveAccepted(ctx, l, s, cr) })
+			m.goServe(runCtx, func() { m.serveAccepted(ctx, l, s, cr) })
 		}
 	})
 }
@@ -232,7 +232,7 @@ func (m *Mesh) serveLink(l *link) {
 		if err != nil {
 			break
 		}
-		m.wg.Go(func() { m.serveAccepted(ctx, l, s, cr) })
+		m.goServe(runCtx, func() { m.serveAccepted(ctx, l, s, cr) })
 	}
 	cancel()
 	m.met.bytes.retire(l.conn)
@@ -385,6 +385,42 @@ func resolveAddr(ctx context.Context, addr string) (netip.AddrPort, error) {
 		return netip.AddrPort{}, fmt.Errorf("resolve peer address %q: %w", addr, err)
 	}
 	return normAddrPort(netip.AddrPortFrom(ips[0], uint16(pn))), nil
+}
+
+// workerIdle is how long a stream worker waits for its next stream
+// before it ends.
+const workerIdle = 5 * time.Second
+
+// goServe runs serve, an accepted stream's handling, on an idle worker
+// goroutine, or on a new one when none is idle. A worker waits for its
+// next stream up to workerIdle, until runCtx ends: a request's handling
+// grows a goroutine's stack to tens of KiB, which a new goroutine for
+// every stream copied several times over (runtime.copystack was a tenth of
+// the serving node's CPU at concurrency 1). Goroutines stay one per stream
+// in progress, bounded by the peers' stream limits.
+func (m *Mesh) goServe(runCtx context.Context, serve func()) {
+	select {
+	case m.work <- serve:
+	default:
+		m.wg.Go(func() { m.worker(runCtx, serve) })
+	}
+}
+
+func (m *Mesh) worker(runCtx context.Context, serve func()) {
+	serve()
+	t := time.NewTimer(workerIdle)
+	defer t.Stop()
+	for {
+		select {
+		case serve = <-m.work:
+			serve()
+			t.Reset(workerIdle)
+		case <-t.C:
+			return
+		case <-runCtx.Done():
+			return
+		}
+	}
 }
 
 // serveAccepted serves a stream the peer opened on l, then gives its

@@ -254,6 +254,9 @@ type Mesh struct {
 	running   bool
 	closing   bool
 	wg        sync.WaitGroup // every goroutine Run starts, directly or not
+
+	// work hands an accepted stream to an idle worker (see goServe).
+	work chan func()
 }
 
 // New validates cfg and deps and loads the TOFU pins. It binds nothing.
@@ -289,6 +292,7 @@ func New(cfg Config, deps Deps) (*Mesh, error) {
 		peers:     make(map[string]*peerEntry),
 		handlers:  make(map[StreamKind]Handler),
 		linkEvent: make(chan struct{}),
+		work:      make(chan func()),
 	}
 	if m.log == nil {
 		m.log = zap.NewNop()
