@@ -40,7 +40,15 @@ type exchange struct {
 	body     *bodyReader // nil when the request has no body
 }
 
-// localForward is what a local forward allocates, in one allocation.
+// requestState is what serving one request allocates, in one allocation.
+type requestState struct {
+	rec  recorder
+	body bodyReader
+	wd   watchdog
+	fw   localForward
+}
+
+// localForward is the state of a local forward.
 type localForward struct {
 	ex  exchange
 	req upstreamRequest
@@ -157,7 +165,8 @@ func (h *roleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.rs.gauge.Inc()
-	rec := &recorder{ResponseWriter: w, start: start, limit: set.MaxResponseBytes}
+	st := &requestState{rec: recorder{ResponseWriter: w, start: start, limit: set.MaxResponseBytes}}
+	rec := &st.rec
 	measure, usage := measured(r)
 	measure = measure && rm.route == routeLocal
 	if measure && usage {
@@ -177,10 +186,11 @@ func (h *roleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// keep it past BodyTimeout.
 	var body *bodyReader
 	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
-		body = newBodyReader(rec, r.Body, start, set.BodyTimeout)
+		body = &st.body
+		body.init(rec, r.Body, start, set.BodyTimeout)
 	}
 	if rm.route == routeLocal {
-		p.forwardLocal(rec, r, h.rs, target, set, body, pinsModel(r, target, h.rs.passthrough.Load()))
+		p.forwardLocal(st, r, h.rs, target, set, body, pinsModel(r, target, h.rs.passthrough.Load()))
 	} else {
 		p.forwardRemote(rec, r, role, target, set, body)
 	}
@@ -228,7 +238,8 @@ func (p *Proxy) observe(role string, rm *routeMetrics, rec *recorder, start time
 // ReverseProxy over Deps.Transport); body (nil when there is none) streams to the instance,
 // unless its "model" is pinned: it is then read into memory (bounded by
 // MaxBodyBytes and BodyTimeout) and pinned first.
-func (p *Proxy) forwardLocal(rec *recorder, r *http.Request, rs *roleServer, target table.Target, set *Config, body *bodyReader, pin bool) {
+func (p *Proxy) forwardLocal(st *requestState, r *http.Request, rs *roleServer, target table.Target, set *Config, body *bodyReader, pin bool) {
+	rec := &st.rec
 	role := rs.name
 	// The destination of a forward never leaves the host, whatever the
 	// table holds.
@@ -242,20 +253,23 @@ func (p *Proxy) forwardLocal(rec *recorder, r *http.Request, rs *roleServer, tar
 		return
 	}
 	var ctx context.Context
-	var cancel context.CancelCauseFunc
+	wd := &st.wd
 	if ec, ok := r.Context().(*exchangeCtx); ok && p.pool != nil {
 		// The fast reader's exchange context is the forward's: its
 		// cancellation by the watchdog has a cause that clientGone tells
 		// apart, and it ends with the exchange.
-		ctx, cancel = ec, ec.cancel
+		ctx = ec
+		wd.start(set.StallTimeout, set.RequestTimeout, nil, ec)
 	} else {
+		var cancel context.CancelCauseFunc
 		ctx, cancel = context.WithCancelCause(r.Context())
 		defer cancel(nil)
+		wd.start(set.StallTimeout, set.RequestTimeout, cancel, nil)
 	}
-	wd := startWatchdog(set.StallTimeout, set.RequestTimeout, cancel)
 	defer wd.stop()
 	rec.wd = wd
-	fw := &localForward{ex: exchange{role: role, upstream: upstream, client: r.Context(), ctx: ctx, wd: wd, body: body}}
+	fw := &st.fw
+	fw.ex = exchange{role: role, upstream: upstream, client: r.Context(), ctx: ctx, wd: wd, body: body}
 	ex := &fw.ex
 	out := r // the pool's request: r's method, target and headers
 	if p.pool == nil {
@@ -535,11 +549,11 @@ type bodyReader struct {
 	timedOut atomic.Bool // a read failed on the deadline
 }
 
-func newBodyReader(w http.ResponseWriter, r io.ReadCloser, start time.Time, timeout time.Duration) *bodyReader {
+func (b *bodyReader) init(w http.ResponseWriter, r io.ReadCloser, start time.Time, timeout time.Duration) {
 	// Only a ResponseWriter that is not net/http's (a test's recorder)
 	// has no deadline to set; its body is then bounded by size alone.
 	_ = http.NewResponseController(w).SetReadDeadline(start.Add(timeout))
-	return &bodyReader{r: r, timeout: timeout}
+	b.r, b.timeout = r, timeout
 }
 
 func (b *bodyReader) Read(p []byte) (int, error) {

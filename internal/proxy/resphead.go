@@ -16,8 +16,10 @@ import (
 // yet, 1xx, chunked or close-delimited bodies, folded lines, Pragma or
 // Trailer headers, a HEAD request): http.ReadResponse reads those. What
 // it returns is what http.ReadResponse returns for the same bytes
-// (FuzzResponseHead checks it).
-func parseResponseHead(br *bufio.Reader, req *http.Request) *http.Response {
+// (FuzzResponseHead checks it). With a non-nil slot the response, its
+// body and its header map are slot's, reused: they must be done with
+// before the next call with slot.
+func parseResponseHead(br *bufio.Reader, req *http.Request, slot *responseSlot) *http.Response {
 	if req != nil && req.Method == http.MethodHead {
 		return nil
 	}
@@ -53,7 +55,13 @@ func parseResponseHead(br *bufio.Reader, req *http.Request) *http.Response {
 	// canonicalized copies.
 	text := string(raw)
 	lines := bytes.Count(rest, []byte("\r\n"))
-	h := make(http.Header, lines)
+	var h http.Header
+	if slot != nil && slot.header != nil {
+		h = slot.header
+		clear(h)
+	} else {
+		h = make(http.Header, lines)
+	}
 	strs := make([]string, lines)
 	length := int64(-1)
 	closing := false
@@ -112,17 +120,34 @@ func parseResponseHead(br *bufio.Reader, req *http.Request) *http.Response {
 		delete(h, "Connection") // as net/http does
 	}
 	status := text[9:len(line)]
-	res := &http.Response{
+	var res *http.Response
+	var body *lengthBody
+	if slot != nil {
+		slot.header = h
+		res, body = &slot.res, &slot.body
+	} else {
+		res, body = new(http.Response), new(lengthBody)
+	}
+	*res = http.Response{
 		Status: status, StatusCode: code, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
 		Header: h, ContentLength: length, Close: closing, Request: req,
 	}
 	if length == 0 {
 		res.Body = http.NoBody
 	} else {
-		res.Body = &lengthBody{r: br, left: length}
+		*body = lengthBody{r: br, left: length}
+		res.Body = body
 	}
 	_, _ = br.Discard(end + 4)
 	return res
+}
+
+// responseSlot holds a response parseResponseHead may reuse: an
+// upstream connection's, for one exchange at a time.
+type responseSlot struct {
+	res    http.Response
+	body   lengthBody
+	header http.Header
 }
 
 // knownResponseHeaders maps the header names an instance usually sends,

@@ -19,7 +19,7 @@ func checkResponseHead(t *testing.T, data []byte, method string) *http.Response 
 	br := bufio.NewReaderSize(bytes.NewReader(data), 64<<10)
 	_, _ = br.Peek(len(data))
 	held := br.Buffered()
-	res := parseResponseHead(br, req)
+	res := parseResponseHead(br, req, nil)
 	if res == nil {
 		if br.Buffered() != held {
 			t.Fatalf("declined head consumed %d bytes", held-br.Buffered())

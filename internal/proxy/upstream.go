@@ -51,9 +51,12 @@ type upConn struct {
 	br          *bufio.Reader
 	reused      bool
 	idleFrom    time.Time
-	interruptFn func()      // interrupt, made once
-	wb          [2][]byte   // a request's head and body, written together
-	bufs        net.Buffers // over wb, consumed by the write
+	interruptFn func() // interrupt, made once
+	// slot is the response of the exchange running, reused by the next
+	// one: a response is done with before its connection is put back.
+	slot responseSlot
+	wb   [2][]byte   // a request's head and body, written together
+	bufs net.Buffers // over wb, consumed by the write
 }
 
 // limitedReader bounds what the response head may take from the
@@ -260,7 +263,7 @@ func (uc *upConn) exchange(req *upstreamRequest) (*http.Response, error) {
 			}
 			return nil, errors.Join(errNoResponse, err)
 		}
-		res := parseResponseHead(uc.br, req.r)
+		res := parseResponseHead(uc.br, req.r, &uc.slot)
 		if res != nil {
 			uc.lim.left = math.MaxInt64
 			return res, nil

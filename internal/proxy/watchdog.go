@@ -21,36 +21,52 @@ var (
 type watchdog struct {
 	stall   time.Duration
 	total   time.Duration
-	cancel  context.CancelCauseFunc
-	start   time.Time
+	cancel  context.CancelCauseFunc // or ec's cancel when ec is set
+	ec      *exchangeCtx
+	begin   time.Time
 	last    atomic.Int64 // nanoseconds after start of the latest activity
 	stopped atomic.Bool
 	timer   *time.Timer
 }
 
 func startWatchdog(stall, total time.Duration, cancel context.CancelCauseFunc) *watchdog {
-	w := &watchdog{stall: stall, total: total, cancel: cancel, start: time.Now()}
-	w.timer = time.AfterFunc(min(stall, total), w.fire)
+	w := &watchdog{}
+	w.start(stall, total, cancel, nil)
 	return w
+}
+
+// start arms a zero watchdog that cancels with cancel, or ec's cancel
+// when ec is not nil.
+func (w *watchdog) start(stall, total time.Duration, cancel context.CancelCauseFunc, ec *exchangeCtx) {
+	w.stall, w.total, w.cancel, w.ec, w.begin = stall, total, cancel, ec, time.Now()
+	w.timer = time.AfterFunc(min(stall, total), w.fire)
+}
+
+func (w *watchdog) cancelWith(cause error) {
+	if w.ec != nil {
+		w.ec.cancel(cause)
+		return
+	}
+	w.cancel(cause)
 }
 
 // touch records upstream activity.
 func (w *watchdog) touch() {
-	w.last.Store(int64(time.Since(w.start)))
+	w.last.Store(int64(time.Since(w.begin)))
 }
 
 func (w *watchdog) fire() {
 	if w.stopped.Load() {
 		return
 	}
-	elapsed := time.Since(w.start)
+	elapsed := time.Since(w.begin)
 	if elapsed >= w.total {
-		w.cancel(errRequestTimeout)
+		w.cancelWith(errRequestTimeout)
 		return
 	}
 	idle := elapsed - time.Duration(w.last.Load())
 	if idle >= w.stall {
-		w.cancel(errStalled)
+		w.cancelWith(errStalled)
 		return
 	}
 	w.timer.Reset(min(w.stall-idle, w.total-elapsed))
