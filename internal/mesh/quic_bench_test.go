@@ -125,7 +125,8 @@ func flowWindows(c *quic.Config) *quic.Config {
 // writes a request frame and its end, the handler reads it, answers with
 // a frame and its end, and the opener reads the answer to its end. It
 // reports the datagrams each side sent per exchange (QUIC packets; the
-// fewer, the fewer wake-ups of both nodes).
+// fewer, the fewer wake-ups of both nodes) and the CPU time of both sides
+// per exchange.
 func BenchmarkMeshExchange(b *testing.B) {
 	a, c := pair(b)
 	a.m.Handle(KindInfer, func(_ context.Context, _ PeerInfo, s *Stream) {
@@ -159,11 +160,13 @@ func BenchmarkMeshExchange(b *testing.B) {
 	}
 	la, lc := a.link(c.id()), c.link(a.id())
 	sa, sc := la.conn.ConnectionStats(), lc.conn.ConnectionStats()
+	cpu0 := cpuTime()
 	b.ResetTimer()
 	for range b.N {
 		exchange()
 	}
 	b.StopTimer()
+	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-us/op")
 	ea, ec := la.conn.ConnectionStats(), lc.conn.ConnectionStats()
 	b.ReportMetric(float64(ea.PacketsSent-sa.PacketsSent)/float64(b.N), "server-pkts/op")
 	b.ReportMetric(float64(ec.PacketsSent-sc.PacketsSent)/float64(b.N), "client-pkts/op")
