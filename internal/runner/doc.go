@@ -130,7 +130,11 @@
 // Linux, so a dying nodeld takes it along), an environment of the Spec's
 // Env, PATH (default /usr/local/bin:/usr/bin:/bin) and NODELD_PORT only,
 // {port}, {dir} and {model_file} substituted in args and env values, and a
-// port picked free on 127.0.0.1 when the Spec gives 0. Stdout and stderr
+// port picked free on 127.0.0.1 when the Spec gives 0 (a server that exits
+// at once because another socket took that port before it could bind is
+// started again on another, at most 3 times in all; a server that exits
+// before it is up for any other reason fails the start, the error quoting
+// its last line of output). Stdout and stderr
 // are captured into tail buffers of LogCap bytes each (DefaultLogCap 256
 // KiB); Logs returns the last run's, the front cut on a UTF-8 boundary.
 // Stop sends SIGTERM to the group, then SIGKILL to the group after the

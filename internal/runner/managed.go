@@ -102,6 +102,9 @@ type ManagedDeps struct {
 	// not bound to loopback; nil means reading /proc (Linux). Elsewhere
 	// there is no /proc and the check is skipped unless this is set.
 	Listeners func(pgid int) ([]netip.AddrPort, error)
+	// FreePort picks the loopback port of a server whose spec names none;
+	// nil means asking the kernel for a free one.
+	FreePort func() (int, error)
 }
 
 // ExitStatus is how a managed run ended.
@@ -192,6 +195,8 @@ type driverDeps struct {
 	// exposed records listeners found beyond loopback; every later Start
 	// refuses.
 	exposed func([]netip.AddrPort)
+	// freePort is ManagedDeps.FreePort, defaulted.
+	freePort func() (int, error)
 }
 
 // newDriver is the one place a runtime kind maps to its driver: adding a
@@ -220,6 +225,10 @@ func NewManaged(spec Spec, deps ManagedDeps) (*Managed, error) {
 		client:    NewProbeClient(DefaultProbeTimeout),
 		lookPath:  deps.LookPath,
 		listeners: deps.Listeners,
+		freePort:  deps.FreePort,
+	}
+	if dd.freePort == nil {
+		dd.freePort = freeLoopbackPort
 	}
 	if dd.log == nil {
 		dd.log = zap.NewNop()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -211,6 +212,10 @@ func TestManagedExitBeforeUp(t *testing.T) {
 	if !strings.Contains(string(stderr), "no-such-flag") {
 		t.Errorf("stderr %q does not name the bad flag", stderr)
 	}
+	// The error itself says why, for the operator reading the refusal.
+	if !strings.Contains(err.Error(), "last output") || !strings.Contains(err.Error(), "no-such-flag") {
+		t.Errorf("Start = %v, want the server's last output naming the bad flag", err)
+	}
 	if st := recvExit(t, m.Wait()); st.Code != 1 || st.Stopped {
 		t.Errorf("exit %+v, want code 1 not stopped", st)
 	}
@@ -261,5 +266,108 @@ func TestManagedEnvAndSubstitution(t *testing.T) {
 	want := fmt.Sprintf("4321 4321 %s %s\n%s\n0\n", dir, defaultPath, real)
 	if diff := cmp.Diff(want, string(stdout)); diff != "" {
 		t.Errorf("stdout (-want +got):\n%s", diff)
+	}
+}
+
+// takenPorts is a FreePort that first hands out ports the test holds
+// (another socket took them before the server could bind), then free ones;
+// it counts its calls.
+type takenPorts struct {
+	t     *testing.T
+	held  []int
+	calls int
+}
+
+// hold takes n ports the way the race does: as the local ports of client
+// connections (to a listener of the test's), which a server cannot bind
+// and which refuse a probe.
+func (p *takenPorts) hold(n int) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.t.Cleanup(func() { ln.Close() })
+	for range n {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			p.t.Fatal(err)
+		}
+		p.t.Cleanup(func() { c.Close() })
+		p.held = append(p.held, c.LocalAddr().(*net.TCPAddr).Port)
+	}
+}
+
+func (p *takenPorts) next() (int, error) {
+	p.calls++
+	if len(p.held) > 0 {
+		port := p.held[0]
+		p.held = p.held[1:]
+		return port, nil
+	}
+	return freeLoopbackPort()
+}
+
+func newPortManaged(t *testing.T, spec Spec, ports *takenPorts) *Managed {
+	t.Helper()
+	m, err := NewManaged(spec, ManagedDeps{Logger: zaptest.NewLogger(t), FreePort: ports.next})
+	if err != nil {
+		t.Fatalf("NewManaged: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := m.Stop(context.Background(), 100*time.Millisecond); err != nil {
+			t.Errorf("cleanup stop: %v", err)
+		}
+	})
+	return m
+}
+
+// TestManagedPortTakenStartsElsewhere: the port nodeld picked is taken by
+// another socket before the server binds it; the server exits at once and
+// is started again on another port, which it serves.
+func TestManagedPortTakenStartsElsewhere(t *testing.T) {
+	ports := &takenPorts{t: t}
+	ports.hold(portRaceAttempts - 1)
+	m := newPortManaged(t, echoSpec(t, "127.0.0.1"), ports)
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatalf("Start = %v, want the server up on a later port", err)
+	}
+	if ports.calls != portRaceAttempts {
+		t.Errorf("%d ports picked, want %d", ports.calls, portRaceAttempts)
+	}
+	ep, ok := m.Endpoint()
+	if !ok {
+		t.Fatal("no endpoint once up")
+	}
+	resp, err := http.Get(ep + "/health")
+	if err != nil {
+		t.Fatalf("health: %v", err)
+	}
+	resp.Body.Close()
+}
+
+// TestManagedPortTakenBounded: a port taken on every attempt ends the
+// start after portRaceAttempts with the server's reason; a server that
+// exits for its own reason on a free port is not started again.
+func TestManagedPortTakenBounded(t *testing.T) {
+	ports := &takenPorts{t: t}
+	ports.hold(portRaceAttempts + 1)
+	m := newPortManaged(t, echoSpec(t, "127.0.0.1"), ports)
+	err := m.Start(context.Background())
+	if !errors.Is(err, ErrExited) || !strings.Contains(err.Error(), "last output") {
+		t.Fatalf("Start = %v, want ErrExited with the server's last output", err)
+	}
+	if ports.calls != portRaceAttempts {
+		t.Errorf("%d ports picked, want %d", ports.calls, portRaceAttempts)
+	}
+
+	own := &takenPorts{t: t}
+	spec := echoSpec(t, "127.0.0.1")
+	spec.Args = append(spec.Args, "--no-such-flag")
+	m = newPortManaged(t, spec, own)
+	if err := m.Start(context.Background()); !errors.Is(err, ErrExited) {
+		t.Fatalf("Start = %v, want ErrExited", err)
+	}
+	if own.calls != 1 {
+		t.Errorf("a server failing on its own was started %d times, want 1", own.calls)
 	}
 }

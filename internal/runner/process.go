@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -176,14 +177,46 @@ func (d *procDriver) lastRun() *procRun {
 // start spawns a run and, when the kind has an HTTP health, waits for its
 // server to come up.
 func (d *procDriver) start(ctx context.Context) error {
-	port := d.spec.Port
-	if port == 0 {
-		p, err := freeLoopbackPort()
+	if d.spec.Port != 0 {
+		return d.startOn(ctx, d.spec.Port)
+	}
+	// nodeld picks the port: between closing its probe listener and the
+	// server's bind, another socket (a client's ephemeral port included)
+	// can take it. A server that then exits at once is started again on
+	// another port, a bounded number of times, only when its port is
+	// found taken; any other early exit is the server's own failure.
+	for attempt := 1; ; attempt++ {
+		port, err := d.freePort()
 		if err != nil {
 			return fmt.Errorf("start: %w", err)
 		}
-		port = p
+		err = d.startOn(ctx, port)
+		if err == nil || attempt >= portRaceAttempts || !errors.Is(err, ErrExited) || !loopbackPortTaken(port) {
+			return err
+		}
+		d.log.Warn("managed server's port was taken before it could bind; starting it on another port",
+			zap.Int("port", port), zap.Int("attempt", attempt), zap.Error(err))
 	}
+}
+
+// portRaceAttempts bounds the starts of a server whose port another
+// socket took before it could bind.
+const portRaceAttempts = 3
+
+// loopbackPortTaken reports whether 127.0.0.1:port is held by another
+// socket now (binding it fails with EADDRINUSE).
+func loopbackPortTaken(port int) bool {
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		return errors.Is(err, syscall.EADDRINUSE)
+	}
+	_ = ln.Close()
+	return false
+}
+
+// startOn spawns a run on port and, when the kind has an HTTP health,
+// waits for its server to come up.
+func (d *procDriver) startOn(ctx context.Context, port int) error {
 	r, err := d.spawn(port)
 	if err != nil {
 		return fmt.Errorf("start %s: %w", d.command, err)
@@ -263,7 +296,7 @@ func (d *procDriver) waitUp(ctx context.Context, r *procRun, port int) error {
 	for {
 		select {
 		case <-r.done:
-			return fmt.Errorf("%w before its server came up: %s", ErrExited, r.status)
+			return fmt.Errorf("%w before its server came up: %s%s", ErrExited, r.status, lastOutput(r))
 		case <-ctx.Done():
 			return fmt.Errorf("server not up: %w (last: %v)", ctx.Err(), last)
 		case <-t.C:
@@ -277,9 +310,47 @@ func (d *procDriver) waitUp(ctx context.Context, r *procRun, port int) error {
 	}
 }
 
+// maxExitOutputBytes bounds the output quoted in the error of a server
+// that exited before it came up.
+const maxExitOutputBytes = 256
+
+// lastOutput is the last non-empty line the run wrote (stderr first, where
+// servers say why they stop), quoted for an error: ` (last output: "...")`,
+// or "" when it wrote nothing. The operator reads the reason (a port in
+// use, a missing model file) in the refusal, not only in the logs.
+func lastOutput(r *procRun) string {
+	for _, b := range []*tailBuffer{r.stderr, r.stdout} {
+		line := lastLine(b.Bytes())
+		if line == "" {
+			continue
+		}
+		if len(line) > maxExitOutputBytes {
+			line = line[len(line)-maxExitOutputBytes:]
+		}
+		return fmt.Sprintf(" (last output: %q)", line)
+	}
+	return ""
+}
+
+// lastLine is the last line of b with text, without its surrounding space.
+func lastLine(b []byte) string {
+	for len(b) > 0 {
+		b = bytes.TrimRight(b, " \t\r\n")
+		i := bytes.LastIndexByte(b, '\n')
+		if line := strings.TrimSpace(string(b[i+1:])); line != "" {
+			return line
+		}
+		if i < 0 {
+			return ""
+		}
+		b = b[:i]
+	}
+	return ""
+}
+
 // freeLoopbackPort asks the kernel for a free port on 127.0.0.1. Another
-// process could take it before the server binds it; the server then fails
-// to start and the run ends.
+// socket could take it before the server binds it; start then picks
+// another (see portRaceAttempts).
 func freeLoopbackPort() (int, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
