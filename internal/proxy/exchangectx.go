@@ -37,9 +37,12 @@ var closedDone = func() chan struct{} { c := make(chan struct{}); close(c); retu
 
 func newExchangeCtx() *exchangeCtx {
 	c := &exchangeCtx{}
-	c.fns = c.inl[:0]
+	c.init()
 	return c
 }
+
+// init readies a zero exchangeCtx.
+func (c *exchangeCtx) init() { c.fns = c.inl[:0] }
 
 func (c *exchangeCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
 

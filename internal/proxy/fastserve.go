@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -42,9 +43,9 @@ type fastServer struct {
 	errorLog *log.Logger
 	headWait time.Duration // the role's HeaderTimeout
 
-	mu       sync.Mutex // guards conns, stopping
+	mu       sync.Mutex // guards conns; stopping is set under it
 	conns    map[*fastConn]bool
-	stopping bool
+	stopping atomic.Bool
 	wg       sync.WaitGroup // connection goroutines
 }
 
@@ -87,7 +88,7 @@ func (fs *fastServer) serve(ln net.Listener) error {
 		c, err := ln.Accept()
 		if err != nil {
 			fs.mu.Lock()
-			stopping := fs.stopping
+			stopping := fs.stopping.Load()
 			fs.mu.Unlock()
 			if stopping || errors.Is(err, net.ErrClosed) {
 				return http.ErrServerClosed
@@ -106,7 +107,7 @@ func (fs *fastServer) serve(ln net.Listener) error {
 		backoff = 0
 		fc := &fastConn{fs: fs, c: c}
 		fs.mu.Lock()
-		if fs.stopping {
+		if fs.stopping.Load() {
 			fs.mu.Unlock()
 			_ = c.Close()
 			continue
@@ -124,9 +125,9 @@ func (fs *fastServer) serve(ln net.Listener) error {
 // exchanges.
 func (fs *fastServer) shutdown(ctx context.Context) bool {
 	fs.mu.Lock()
-	fs.stopping = true
-	for fc, busy := range fs.conns {
-		if !busy {
+	fs.stopping.Store(true)
+	for fc := range fs.conns {
+		if !fc.busy.Load() {
 			_ = fc.c.Close()
 		}
 	}
@@ -149,15 +150,13 @@ func (fs *fastServer) shutdown(ctx context.Context) bool {
 }
 
 // setBusy marks fc busy (an exchange runs) or idle, and reports false when
-// the server is stopping and an idle fc must close instead.
+// the server is stopping and an idle fc must close instead. Without a
+// lock: fc stores its state before it loads stopping, shutdown stores
+// stopping before it loads the states, so either fc sees it stopping or
+// shutdown sees fc idle and closes it.
 func (fs *fastServer) setBusy(fc *fastConn, busy bool) bool {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	if fs.stopping && !busy {
-		return false
-	}
-	fs.conns[fc] = busy
-	return true
+	fc.busy.Store(busy)
+	return busy || !fs.stopping.Load()
 }
 
 func (fs *fastServer) forget(fc *fastConn) {
@@ -167,11 +166,7 @@ func (fs *fastServer) forget(fc *fastConn) {
 	fs.wg.Done()
 }
 
-func (fs *fastServer) isStopping() bool {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	return fs.stopping
-}
+func (fs *fastServer) isStopping() bool { return fs.stopping.Load() }
 
 // fastConn is one client connection on the fast reader.
 type fastConn struct {
@@ -181,7 +176,8 @@ type fastConn struct {
 	bw *bufio.Writer
 
 	remote string
-	linger bool // close the connection lingering (an unread body)
+	linger bool        // close the connection lingering (an unread body)
+	busy   atomic.Bool // an exchange runs (see setBusy)
 
 	mu        sync.Mutex   // guards the fields below
 	ctx       *exchangeCtx // the running exchange's, nil between exchanges
@@ -280,7 +276,7 @@ func (fc *fastConn) serve() {
 			return
 		}
 		fc.setReadDeadline(time.Now().Add(fc.fs.headWait))
-		req, n, err := fc.readHead(newExchangeCtx())
+		req, n, err := fc.readHead()
 		if err != nil {
 			return // a timeout, or the client went away mid-head
 		}
@@ -487,12 +483,12 @@ var knownHeaders = func() map[string]string {
 
 var crlf2 = []byte("\r\n\r\n")
 
-// readHead reads a request head and returns the request, with ctx as
-// its context, and the head's length, or a nil request when net/http
+// readHead reads a request head and returns the request, with a new
+// exchangeCtx as its context, and the head's length, or a nil request when net/http
 // must serve the connection: the head does not fit the buffer or is
 // anything but the common case. The body (its fastBody) is not read yet.
 // One string holds the target and every value.
-func (fc *fastConn) readHead(ctx context.Context) (*http.Request, int, error) {
+func (fc *fastConn) readHead() (*http.Request, int, error) {
 	br := fc.br
 	var head []byte
 	for {
@@ -586,6 +582,7 @@ func (fc *fastConn) readHead(ctx context.Context) (*http.Request, int, error) {
 	}
 	uri := text[ts : ts+len(target)]
 	x := &fastRequest{body: fastBody{fc: fc, left: contentLength}}
+	x.ctx.init()
 	if err := requestURL(uri, &x.url); err != nil {
 		return nil, 0, nil
 	}
@@ -594,7 +591,7 @@ func (fc *fastConn) readHead(ctx context.Context) (*http.Request, int, error) {
 		Header: h, RemoteAddr: fc.remote, RequestURI: uri, Host: host, URL: &x.url,
 		ContentLength: contentLength, Close: closing, Body: &x.body,
 	}
-	return tmpl.WithContext(ctx), n, nil
+	return tmpl.WithContext(&x.ctx), n, nil
 }
 
 // fastRequest holds what a request of the fast reader points to, in one
@@ -602,6 +599,7 @@ func (fc *fastConn) readHead(ctx context.Context) (*http.Request, int, error) {
 type fastRequest struct {
 	url  url.URL
 	body fastBody
+	ctx  exchangeCtx
 }
 
 // errBadTarget refuses a target net/http's URL parser refuses.
@@ -949,23 +947,23 @@ func declaredTrailer(h http.Header, k string) bool {
 	return k != "Trailer" && headerHasToken(h["Trailer"], k)
 }
 
-// Date headers, formatted once a second.
-var dateCache struct {
-	mu   sync.Mutex // guards sec, text
+// dateCache holds the Date header of the current second, formatted once
+// a second.
+var dateCache atomic.Pointer[dateText]
+
+type dateText struct {
 	sec  int64
 	text []byte
 }
 
 func appendDate(b []byte) []byte {
 	now := time.Now()
-	dateCache.mu.Lock()
-	if s := now.Unix(); s != dateCache.sec {
-		dateCache.sec = s
-		dateCache.text = now.UTC().AppendFormat(dateCache.text[:0], http.TimeFormat)
+	d := dateCache.Load()
+	if d == nil || d.sec != now.Unix() {
+		d = &dateText{sec: now.Unix(), text: now.UTC().AppendFormat(nil, http.TimeFormat)}
+		dateCache.Store(d)
 	}
-	b = append(b, dateCache.text...)
-	dateCache.mu.Unlock()
-	return b
+	return append(b, d.text...)
 }
 
 // handoffListener is the listener the role's net/http server serves:

@@ -210,7 +210,7 @@ func TestReadHead(t *testing.T) {
 func readHeadOf(b []byte) (*http.Request, int, error) {
 	fc := &fastConn{remote: "127.0.0.1:1"}
 	fc.br = bufio.NewReaderSize(bytes.NewReader(b), fastHeadBytes)
-	return fc.readHead(context.Background())
+	return fc.readHead()
 }
 
 // FuzzReadHead checks the fast reader against net/http's: a head it
