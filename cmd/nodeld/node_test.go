@@ -8,6 +8,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
+	"strings"
 	"testing"
 	"time"
 
@@ -130,8 +132,16 @@ func (tn *testNode) stop() {
 			tn.t.Errorf("run: %v", err)
 		}
 	case <-time.After(waitTimeout):
-		tn.t.Error("run did not return")
+		tn.t.Errorf("run did not return; all goroutines:\n%s", allStacks())
 	}
+}
+
+// allStacks is every goroutine's stack, so that a node whose shutdown
+// hangs names the goroutine it waits on.
+func allStacks() string {
+	var b strings.Builder
+	_ = pprof.Lookup("goroutine").WriteTo(&b, 2)
+	return b.String()
 }
 
 // reloadGauge is nodeld_config_last_reload_successful.

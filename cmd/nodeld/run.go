@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -470,23 +471,94 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 // Shutdown order: the proxy drains its clients' requests first (the
 // instances and links they use stay up meanwhile), then everything else
 // stops; the caller closes the chain after run returns.
+//
+// A stop that takes longer than stopWarnEvery is logged every
+// stopWarnEvery with the components that have not returned yet, so that
+// a stop that hangs (and that systemd ends with SIGKILL) says where.
 func (n *node) run(ctx context.Context, hup <-chan os.Signal) error {
 	g, gctx := errgroup.WithContext(ctx)
 	rest, stopRest := context.WithCancel(context.WithoutCancel(gctx))
 	defer stopRest()
-	g.Go(func() error {
+	var left stillRunning
+	start := func(name string, f func() error) {
+		left.add(name)
+		g.Go(func() error {
+			defer left.done(name)
+			return f()
+		})
+	}
+	start("proxy", func() error {
 		defer stopRest()
 		return n.proxy.Run(gctx)
 	})
-	g.Go(func() error { return n.supervise(gctx, hup) })
+	start("supervise", func() error { return n.supervise(gctx, hup) })
 	for _, c := range n.components() {
-		g.Go(func() error { return c.Run(rest) })
+		start(c.name, func() error { return c.Run(rest) })
 	}
+	stopped := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		left.watch(gctx, stopped, stopWarnEvery, n.log)
+	}()
 	err := g.Wait()
+	close(stopped)
+	<-watched
 	if n.forwarder != nil {
 		n.forwarder.CloseIdleConnections()
 	}
 	return err
+}
+
+// stopWarnEvery is how often a node that is stopping names the components
+// it still waits for.
+const stopWarnEvery = 5 * time.Second
+
+// stillRunning is the names of run's components that have not returned.
+type stillRunning struct {
+	mu    sync.Mutex
+	names []string // in start order
+}
+
+func (s *stillRunning) add(name string) {
+	s.mu.Lock()
+	s.names = append(s.names, name)
+	s.mu.Unlock()
+}
+
+func (s *stillRunning) done(name string) {
+	s.mu.Lock()
+	if i := slices.Index(s.names, name); i >= 0 {
+		s.names = slices.Delete(s.names, i, i+1)
+	}
+	s.mu.Unlock()
+}
+
+func (s *stillRunning) list() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.names)
+}
+
+// watch waits for ctx's end (the stop) and then, every every until
+// stopped is closed, logs the components still running.
+func (s *stillRunning) watch(ctx context.Context, stopped <-chan struct{}, every time.Duration, log *zap.Logger) {
+	select {
+	case <-ctx.Done():
+	case <-stopped:
+		return
+	}
+	began := time.Now()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-stopped:
+			return
+		case <-t.C:
+		}
+		log.Warn("still stopping", zap.Strings("waiting_for", s.list()), zap.Duration("after", time.Since(began)))
+	}
 }
 
 // component is what run starts: Run owns its goroutines and returns nil
@@ -495,15 +567,21 @@ type component interface {
 	Run(ctx context.Context) error
 }
 
+// namedComponent is a component with the name a slow stop logs.
+type namedComponent struct {
+	component
+	name string
+}
+
 // components are what run starts besides the proxy and supervise, which
 // it orders itself.
-func (n *node) components() []component {
-	cs := []component{n.admin, n.adopter, n.operator, n.host, n.rec}
+func (n *node) components() []namedComponent {
+	cs := []namedComponent{{n.admin, "admin"}, {n.adopter, "adopter"}, {n.operator, "operator"}, {n.host, "host"}, {n.rec, "recorder"}}
 	if n.mesh != nil {
-		cs = append(cs, n.mesh)
+		cs = append(cs, namedComponent{n.mesh, "mesh"})
 	}
 	if n.ctrl != nil {
-		cs = append(cs, n.ctrl)
+		cs = append(cs, namedComponent{n.ctrl, "controller"})
 	}
 	return cs
 }

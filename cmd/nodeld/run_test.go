@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
@@ -104,4 +107,50 @@ func TestLogEncoding(t *testing.T) {
 	if isTerminal(f) {
 		t.Error("a regular file reads as a terminal")
 	}
+}
+
+// TestStopWatch: once the stop begins, and only then, the components
+// still running are named every interval until they have all returned.
+func TestStopWatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		core, logs := observer.New(zap.WarnLevel)
+		var left stillRunning
+		for _, name := range []string{"proxy", "mesh", "controller"} {
+			left.add(name)
+		}
+		ctx, stop := context.WithCancel(t.Context())
+		stopped, watched := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(watched)
+			left.watch(ctx, stopped, 5*time.Second, zap.New(core))
+		}()
+		waitFor := func(d time.Duration, want int) {
+			t.Helper()
+			time.Sleep(d)
+			synctest.Wait()
+			if logs.Len() != want {
+				t.Fatalf("%d warnings, want %d: %v", logs.Len(), want, logs.All())
+			}
+		}
+		waitFor(time.Minute, 0) // running, not stopping
+		stop()
+		left.done("proxy")
+		waitFor(4*time.Second, 0)
+		waitFor(time.Second, 1)
+		left.done("mesh")
+		waitFor(5*time.Second, 2)
+		for i, want := range []struct {
+			names string
+			after time.Duration
+		}{{"[mesh controller]", 5 * time.Second}, {"[controller]", 10 * time.Second}} {
+			e := logs.All()[i]
+			if e.Message != "still stopping" || fmt.Sprint(e.ContextMap()["waiting_for"]) != want.names || e.ContextMap()["after"] != want.after {
+				t.Errorf("warning %d = %q %v, want %s after %v", i, e.Message, e.ContextMap(), want.names, want.after)
+			}
+		}
+		left.done("controller")
+		close(stopped)
+		<-watched
+		waitFor(time.Minute, 2)
+	})
 }
