@@ -423,6 +423,15 @@ func versionsOf(cs []copyOf) map[string]int {
 	return out
 }
 
+// wantOldNew fails, saying what, unless chat's live copies are old at
+// 1.0.0 and new at 1.1.0.
+func (r *rig) wantOldNew(what string, old, new int) {
+	r.t.Helper()
+	if v := versionsOf(r.liveOf("chat")); v["1.0.0"] != old || v["1.1.0"] != new {
+		r.t.Fatalf("%s: %v", what, v)
+	}
+}
+
 func TestDeclaredUpgradeOneAtATimeNewHealthyFirst(t *testing.T) {
 	r, hs := upgradeRig(t)
 	for _, h := range hs {
@@ -430,29 +439,21 @@ func TestDeclaredUpgradeOneAtATimeNewHealthyFirst(t *testing.T) {
 	}
 	r.addVersion("echo", "1.1.0", 1, nil)
 	r.step()
-	if v := versionsOf(r.liveOf("chat")); v["1.0.0"] != 2 || v["1.1.0"] != 1 {
-		t.Fatalf("after the first upgrade step: %v", v)
-	}
+	r.wantOldNew("after the first upgrade step", 2, 1)
 	// The new instance is not healthy: the old one stays, and no second
 	// upgrade starts.
 	for range 5 {
 		r.step()
-		if v := versionsOf(r.liveOf("chat")); v["1.0.0"] != 2 || v["1.1.0"] != 1 {
-			t.Fatalf("while the new one is unhealthy: %v", v)
-		}
+		r.wantOldNew("while the new one is unhealthy", 2, 1)
 	}
 	// Healthy: the old one it replaces is unloaded in the tick that sees
 	// it, and the next replica's upgrade starts (the same way).
 	r.setState("1.1.0", ctl.StateRunning)
 	r.step()
-	if v := versionsOf(r.liveOf("chat")); v["1.0.0"] != 1 || v["1.1.0"] != 2 {
-		t.Fatalf("after the first new instance ran healthy: %v", v)
-	}
+	r.wantOldNew("after the first new instance ran healthy", 1, 2)
 	for range 3 {
 		r.step()
-		if v := versionsOf(r.liveOf("chat")); v["1.0.0"] != 1 || v["1.1.0"] != 2 {
-			t.Fatalf("while the second new one is unhealthy: %v", v)
-		}
+		r.wantOldNew("while the second new one is unhealthy", 1, 2)
 	}
 	r.setState("1.1.0", ctl.StateRunning)
 	for range 3 {
@@ -782,9 +783,7 @@ func TestDeclaredProgressSurvivesRestart(t *testing.T) {
 		r.step()
 		r.restart()
 		r.step()
-		if v := versionsOf(r.liveOf("chat")); v["1.0.0"] != 2 || v["1.1.0"] != 1 {
-			t.Fatalf("after the restart: %v", v)
-		}
+		r.wantOldNew("after the restart", 2, 1)
 		for _, h := range hs {
 			r.cl.set(h, func(h *fakeHost) { h.startAs = "" })
 		}
