@@ -276,6 +276,20 @@ func (r *benchRig) timedTick(b *testing.B, cpu *cpuClock) {
 	cpu.Stop()
 }
 
+// cpuLoop runs op b.N times (given the iteration) with allocations
+// reported, timed from here, and reports the process's CPU time per op.
+func cpuLoop(b *testing.B, op func(i int)) {
+	var cpu cpuClock
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu.Start()
+	for i := range b.N {
+		op(i)
+	}
+	cpu.Stop()
+	cpu.report(b)
+}
+
 // BenchmarkTick is one lifecycle tick over 100 nodes and 1,000
 // placements. steady: every node alive and every instance running as
 // placed. dead10: 10 nodes have been silent for dead_after, so their 100
@@ -388,31 +402,19 @@ func BenchmarkPlacePath(b *testing.B) {
 			b.Fatal(err)
 		}
 		nodes := r.c.view(r.clk.Now(), pkg.KindService, req.Name)
-		var cpu cpuClock
-		b.ReportAllocs()
-		b.ResetTimer()
-		cpu.Start()
-		for range b.N {
+		cpuLoop(b, func(int) {
 			dec, err := engine.Place(req, nodes, engine.Cluster{}, r.cfg.Weights)
 			if err != nil || dec.Chosen == nil {
 				b.Fatalf("engine: %v", err)
 			}
-		}
-		cpu.Stop()
-		cpu.report(b)
+		})
 	})
 	b.Run("view", func(b *testing.B) {
-		var cpu cpuClock
-		b.ReportAllocs()
-		b.ResetTimer()
-		cpu.Start()
-		for range b.N {
+		cpuLoop(b, func(int) {
 			if n := r.c.view(r.clk.Now(), pkg.KindService, "bench"); len(n) != benchNodes {
 				b.Fatalf("%d nodes", len(n))
 			}
-		}
-		cpu.Stop()
-		cpu.report(b)
+		})
 	})
 	b.Run("chain-append", func(b *testing.B) {
 		rec := decisionRecord{Workload: "bench", Kind: pkg.KindService, Package: "bench", Version: "1.0.0",
@@ -421,23 +423,13 @@ func BenchmarkPlacePath(b *testing.B) {
 			rec.Candidates = append(rec.Candidates, t.ID)
 		}
 		rec.Chosen, rec.Variant = rec.Candidates[0], "cpu"
-		var cpu cpuClock
-		b.ReportAllocs()
-		b.ResetTimer()
-		cpu.Start()
-		for range b.N {
+		cpuLoop(b, func(int) {
 			if _, err := r.c.appendChain(KindDecision, rec); err != nil {
 				b.Fatal(err)
 			}
-		}
-		cpu.Stop()
-		cpu.report(b)
+		})
 	})
 	b.Run("persist", func(b *testing.B) {
-		var cpu cpuClock
-		b.ReportAllocs()
-		b.ResetTimer()
-		cpu.Start()
 		// One placement changes before each persist, so every persist
 		// writes (persist skips a write that would change nothing).
 		var pl *Placement
@@ -445,16 +437,14 @@ func BenchmarkPlacePath(b *testing.B) {
 			pl = p
 			break
 		}
-		for i := range b.N {
+		cpuLoop(b, func(i int) {
 			r.c.mu.Lock()
 			pl.Attempts = i % 2
 			r.c.mu.Unlock()
 			if err := r.c.persist(); err != nil {
 				b.Fatal(err)
 			}
-		}
-		cpu.Stop()
-		cpu.report(b)
+		})
 		fi, err := os.Stat(r.state)
 		if err != nil {
 			b.Fatal(err)

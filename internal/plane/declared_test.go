@@ -180,12 +180,7 @@ func (r *rig) declaredPlacements(name string) []Placement {
 var chat = Workload{Name: "chat", Package: "echo"}
 
 func TestDeclaredReplicasOnDistinctNodes(t *testing.T) {
-	r, _ := newRig(t, 8, 8, 8)
-	r.addVersion("echo", "1.0.0", 1, nil)
-	w := chat
-	w.Replicas = 2
-	r.declare(false, w)
-	r.tick()
+	r, _, _, _ := declaredChat(t, 2)
 	cs := r.liveOf("chat")
 	if len(cs) != 2 || !distinct(nodesOf(cs)) {
 		t.Fatalf("instances %+v, want 2 on distinct nodes", cs)
@@ -273,12 +268,7 @@ func TestReplicasNeverShareANode(t *testing.T) {
 }
 
 func TestDeclaredScaleDown(t *testing.T) {
-	r, _ := newRig(t, 8, 8, 8)
-	r.addVersion("echo", "1.0.0", 1, nil)
-	w := chat
-	w.Replicas = 3
-	r.declare(false, w)
-	r.tick()
+	r, _, w, _ := declaredChat(t, 3)
 	if n := len(r.liveOf("chat")); n != 3 {
 		t.Fatalf("%d instances", n)
 	}
@@ -305,12 +295,7 @@ func TestDeclaredScaleDown(t *testing.T) {
 // also one whose node was dead then (when it returns); an operator's
 // placement of the same package stays.
 func TestUndeclaredUnloaded(t *testing.T) {
-	r, hs := newRig(t, 8, 8, 8)
-	dir := r.addVersion("echo", "1.0.0", 1, nil)
-	w := chat
-	w.Replicas = 2
-	r.declare(false, w)
-	r.tick()
+	r, hs, _, dir := declaredChat(t, 2)
 	op := r.place(Order{PackageDir: dir, Start: true})
 	if op.Placed == nil {
 		t.Fatal("operator placement not placed")
@@ -355,12 +340,7 @@ func TestUndeclaredUnloaded(t *testing.T) {
 // that replica (not placed anew beside the reschedule), on a node without
 // the other replica.
 func TestDeclaredReplicaMovesOffDeadNode(t *testing.T) {
-	r, hs := newRig(t, 8, 8, 8)
-	r.addVersion("echo", "1.0.0", 1, nil)
-	w := chat
-	w.Replicas = 2
-	r.declare(false, w)
-	r.tick()
+	r, hs, _, _ := declaredChat(t, 2)
 	before := r.liveOf("chat")
 	r.cl.set(hostOf(hs, before[0].node), func(h *fakeHost) { h.down = true })
 	for range 10 {
@@ -388,13 +368,22 @@ func TestDeclaredReplicaMovesOffDeadNode(t *testing.T) {
 }
 
 // upgradeRig has replicas 2 of chat at 1.0.0 on three nodes.
-func upgradeRig(t *testing.T) (*rig, []*fakeHost) {
+// declaredChat is a rig of three nodes with echo 1.0.0 and chat declared
+// with replicas, after one tick; it returns the workload as declared and
+// the package's directory too.
+func declaredChat(t *testing.T, replicas int) (*rig, []*fakeHost, Workload, string) {
+	t.Helper()
 	r, hs := newRig(t, 8, 8, 8)
-	r.addVersion("echo", "1.0.0", 1, nil)
+	dir := r.addVersion("echo", "1.0.0", 1, nil)
 	w := chat
-	w.Replicas = 2
+	w.Replicas = replicas
 	r.declare(false, w)
 	r.tick()
+	return r, hs, w, dir
+}
+
+func upgradeRig(t *testing.T) (*rig, []*fakeHost) {
+	r, hs, _, _ := declaredChat(t, 2)
 	if n := len(r.liveOf("chat")); n != 2 {
 		t.Fatalf("%d instances", n)
 	}

@@ -40,11 +40,7 @@ func onePropertyRun(t *testing.T, seed uint64) {
 		t.Helper()
 		t.Fatalf("seed %d after %v: %s", seed, log, fmt.Sprintf(format, args...))
 	}
-	r, hs := newRig(t, 8, 8, 8)
-	// An in-memory chain and a state file on a memory file system: the
-	// fsyncs would make the runs slow, and they are not what is tested.
-	r.app = &memChain{}
-	r.state = shmPath(t)
+	r, hs := propertyRig(t)
 	r.restart()
 	r.tick()
 	r.place(echo)
@@ -94,6 +90,17 @@ func onePropertyRun(t *testing.T, seed uint64) {
 	if placed > 1 || n != placed || (n == 1 && on[0] != node) {
 		fail("healed: %d placed (on %s), %d copies on %v; placements %+v", placed, node, n, on, r.c.Placements())
 	}
+}
+
+// propertyRig is a rig of three nodes for a random run, with an
+// in-memory chain and a state file on a memory file system: the fsyncs
+// would make the runs slow, and they are not what is tested.
+func propertyRig(t *testing.T) (*rig, []*fakeHost) {
+	t.Helper()
+	r, hs := newRig(t, 8, 8, 8)
+	r.app = &memChain{}
+	r.state = shmPath(t)
+	return r, hs
 }
 
 // fault is one of the faults the random runs inflict on a node or the
@@ -242,9 +249,7 @@ func oneDeclaredRun(t *testing.T, seed uint64) {
 		t.Helper()
 		t.Fatalf("seed %d after %v: %s", seed, log, fmt.Sprintf(format, args...))
 	}
-	r, hs := newRig(t, 8, 8, 8)
-	r.app = &memChain{}
-	r.state = shmPath(t)
+	r, hs := propertyRig(t)
 	r.cfg.MaxReschedules = 1000 // the cap would strand a replica; not what is tested
 	versions := []string{"1.0.0"}
 	r.addVersion("echo", versions[0], 1, nil)
