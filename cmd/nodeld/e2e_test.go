@@ -61,6 +61,15 @@ func startDaemonEnv(t *testing.T, dataDir, cfg string, env []string, extraArgs .
 	if env != nil {
 		d.cmd.Env = append(os.Environ(), env...)
 	}
+	d.launch()
+	return d
+}
+
+// launch starts d.cmd with its log read into d; the test kills it at the
+// end unless it has ended.
+func (d *proc) launch() {
+	t := d.t
+	t.Helper()
 	stderr, err := d.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -77,7 +86,6 @@ func startDaemonEnv(t *testing.T, dataDir, cfg string, env []string, extraArgs .
 			<-d.done
 		}
 	})
-	return d
 }
 
 func (d *proc) readLogs(r io.Reader) {

@@ -47,6 +47,66 @@ import (
 
 var hex64 = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
+// placeTicked places as place does and ticks A's controller (its mirror
+// then has the instance running): it returns the decision and instance.
+func (lc *lcCluster) placeTicked(want string, args ...string) (dec, iid string) {
+	lc.m.t.Helper()
+	res := lc.place(want, args...)
+	lc.a.tick()
+	return res.DecisionID, res.InstanceID
+}
+
+// cutBMovedToC cuts B off the mesh with the instance of decision dec
+// and passes dead_after: the instance must be rescheduled on C. It
+// returns A's other placements (the one on C).
+func (lc *lcCluster) cutBMovedToC(dec string) []plane.Placement {
+	t, a := lc.m.t, lc.a
+	t.Helper()
+	lc.m.cut("b")
+	a.lcWaitUnlinked(lc.idB)
+	a.tick()
+	lc.pastDeadAfter()
+	nu := lc.others(dec)
+	if len(nu) != 1 || nu[0].Node != lc.idC || lc.mustPl(dec).Life != plane.LifeRescheduled {
+		t.Fatalf("not rescheduled on C: %+v", a.ctrl().Placements())
+	}
+	return nu
+}
+
+// wantOrphanUnloaded fails unless B's replaced copy iid of decision dec
+// was unloaded as an orphan (chained; B lists it departed, unloaded) and
+// the workload runs once, on C, as nu.
+func (lc *lcCluster) wantOrphanUnloaded(dec, iid string, nu plane.Placement) {
+	t, a := lc.m.t, lc.a
+	t.Helper()
+	if got := a.find(plane.KindOrphan, map[string]any{"decision_id": dec, "instance_id": iid}); len(got) != 1 ||
+		got[0].Payload["reason"] != "orphan unloaded" || got[0].Payload["node"] != lc.idB {
+		t.Fatalf("orphan records: %+v", got)
+	}
+	held := lc.b.lcHeld()
+	if len(held.Instances) != 0 || len(held.Departed) != 1 || held.Departed[0].InstanceID != iid || held.Departed[0].Reason != "unloaded" {
+		t.Fatalf("B holds %+v", held)
+	}
+	if got := lc.c.lcRunning(); len(got) != 1 || got[0] != nu.InstanceID || len(a.ctrl().Placements()) != 1 {
+		t.Fatalf("C runs %v; placements %+v", got, a.ctrl().Placements())
+	}
+}
+
+// wantLostInPlace fails (saying what) unless decision dec is lost and
+// not moved, with one alert whose reason contains alert, and the node
+// other (named name) holds no instance.
+func (lc *lcCluster) wantLostInPlace(what, dec, alert, name string, other *mnode) {
+	t := lc.m.t
+	t.Helper()
+	if p := lc.mustPl(dec); p.Life != plane.LifeLost || len(lc.others(dec)) != 0 {
+		t.Fatalf("%s: %+v, others %+v", what, p, lc.others(dec))
+	}
+	lc.wantOneAlert(dec, alert)
+	if got := other.lcHeld().Instances; len(got) != 0 {
+		t.Fatalf("%s holds %+v", name, got)
+	}
+}
+
 // TestMeshtest_9_10_DeadNodeRescheduled: B, hosting the instance, is
 // killed. The first tick finds it unreachable and does nothing (not
 // dead); after dead_after the instance is lost ("node is dead") and
@@ -58,9 +118,7 @@ func TestMeshtest_9_10_DeadNodeRescheduled(t *testing.T) {
 	t.Parallel()
 	lc := newLC(t, lcOpts{})
 	a := lc.a
-	res := lc.place(lc.idB, "--prefer", "b")
-	dec := res.DecisionID
-	a.tick() // mirror: running
+	dec, iid := lc.placeTicked(lc.idB, "--prefer", "b") // mirror: running
 
 	lc.b.kill()
 	before := a.lcSeq()
@@ -93,7 +151,7 @@ func TestMeshtest_9_10_DeadNodeRescheduled(t *testing.T) {
 	}
 	mp := mig[0].Payload
 	if mp["from_node"] != lc.idB || mp["to_node"] != lc.idC || mp["reason"] != "node_dead" ||
-		mp["from_instance"] != res.InstanceID || mp["to_instance"] != nu[0].InstanceID ||
+		mp["from_instance"] != iid || mp["to_instance"] != nu[0].InstanceID ||
 		!hex64.MatchString(mp["decision_id"].(string)) || mp["decision_id"] != nu[0].DecisionID {
 		t.Fatalf("migrate: %+v", mp)
 	}
@@ -119,19 +177,9 @@ func TestMeshtest_9_10_DeadNodeRescheduled(t *testing.T) {
 func TestMeshtest_9_10_OrphanUnloaded(t *testing.T) {
 	t.Parallel()
 	lc := newLC(t, lcOpts{})
-	a := lc.a
-	res := lc.place(lc.idB, "--prefer", "b")
-	dec, iid := res.DecisionID, res.InstanceID
-	a.tick()
+	dec, iid := lc.placeTicked(lc.idB, "--prefer", "b")
 
-	lc.m.cut("b")
-	a.lcWaitUnlinked(lc.idB)
-	a.tick()
-	lc.pastDeadAfter()
-	nu := lc.others(dec)
-	if len(nu) != 1 || nu[0].Node != lc.idC || lc.mustPl(dec).Life != plane.LifeRescheduled {
-		t.Fatalf("not rescheduled on C: %+v", a.ctrl().Placements())
-	}
+	nu := lc.cutBMovedToC(dec)
 	if got := lc.b.lcRunning(); len(got) != 1 || got[0] != iid {
 		t.Fatalf("B behind the partition runs %v, want its copy %s", got, iid)
 	}
@@ -141,17 +189,7 @@ func TestMeshtest_9_10_OrphanUnloaded(t *testing.T) {
 		_, still := lc.pl(dec)
 		return !still
 	})
-	if got := a.find(plane.KindOrphan, map[string]any{"decision_id": dec, "instance_id": iid}); len(got) != 1 ||
-		got[0].Payload["reason"] != "orphan unloaded" || got[0].Payload["node"] != lc.idB {
-		t.Fatalf("orphan records: %+v", got)
-	}
-	held := lc.b.lcHeld()
-	if len(held.Instances) != 0 || len(held.Departed) != 1 || held.Departed[0].InstanceID != iid || held.Departed[0].Reason != "unloaded" {
-		t.Fatalf("B holds %+v", held)
-	}
-	if got := lc.c.lcRunning(); len(got) != 1 || got[0] != nu[0].InstanceID || len(a.ctrl().Placements()) != 1 {
-		t.Fatalf("C runs %v; placements %+v", got, a.ctrl().Placements())
-	}
+	lc.wantOrphanUnloaded(dec, iid, nu[0])
 }
 
 // TestMeshtest_9_10_RefusedOrphanUnloadBacksOff: B is cut off with its
@@ -169,18 +207,9 @@ func TestMeshtest_9_10_RefusedOrphanUnloadBacksOff(t *testing.T) {
 	t.Parallel()
 	lc := newLC(t, lcOpts{})
 	a := lc.a
-	res := lc.place(lc.idB, "--prefer", "b")
-	dec, iid := res.DecisionID, res.InstanceID
-	a.tick()
+	dec, iid := lc.placeTicked(lc.idB, "--prefer", "b")
 
-	lc.m.cut("b")
-	a.lcWaitUnlinked(lc.idB)
-	a.tick()
-	lc.pastDeadAfter()
-	nu := lc.others(dec)
-	if len(nu) != 1 || nu[0].Node != lc.idC || lc.mustPl(dec).Life != plane.LifeRescheduled {
-		t.Fatalf("not rescheduled on C: %+v", a.ctrl().Placements())
-	}
+	nu := lc.cutBMovedToC(dec)
 
 	// B's host cannot stop the orphan's process: every unload of it is
 	// refused.
@@ -259,17 +288,7 @@ func TestMeshtest_9_10_RefusedOrphanUnloadBacksOff(t *testing.T) {
 	if _, still := lc.pl(dec); still {
 		t.Fatalf("the orphan is still placed after the backoff: %+v", lc.mustPl(dec))
 	}
-	if got := a.find(plane.KindOrphan, map[string]any{"decision_id": dec, "instance_id": iid}); len(got) != 1 ||
-		got[0].Payload["reason"] != "orphan unloaded" || got[0].Payload["node"] != lc.idB {
-		t.Fatalf("orphan records: %+v", got)
-	}
-	held := lc.b.lcHeld()
-	if len(held.Instances) != 0 || len(held.Departed) != 1 || held.Departed[0].InstanceID != iid || held.Departed[0].Reason != "unloaded" {
-		t.Fatalf("B holds %+v", held)
-	}
-	if got := lc.c.lcRunning(); len(got) != 1 || got[0] != nu[0].InstanceID || len(a.ctrl().Placements()) != 1 {
-		t.Fatalf("C runs %v; placements %+v", got, a.ctrl().Placements())
-	}
+	lc.wantOrphanUnloaded(dec, iid, nu[0])
 	if n := len(notUnloaded()); n != 1 {
 		t.Fatalf("%d not-unloaded alerts, want 1", n)
 	}
@@ -285,9 +304,7 @@ func TestMeshtest_9_10_PinnedAlertsThenRecovers(t *testing.T) {
 	t.Parallel()
 	lc := newLC(t, lcOpts{})
 	a := lc.a
-	res := lc.place(lc.idB, "b")
-	dec, iid := res.DecisionID, res.InstanceID
-	a.tick()
+	dec, iid := lc.placeTicked(lc.idB, "b")
 
 	lc.m.cut("b")
 	a.lcWaitUnlinked(lc.idB)
@@ -296,13 +313,7 @@ func TestMeshtest_9_10_PinnedAlertsThenRecovers(t *testing.T) {
 	for range 3 {
 		lc.pastDeadAfter()
 	}
-	if p := lc.mustPl(dec); p.Life != plane.LifeLost || len(lc.others(dec)) != 0 {
-		t.Fatalf("pinned placement on a dead node: %+v, others %+v", p, lc.others(dec))
-	}
-	lc.wantOneAlert(dec, "pinned")
-	if got := lc.c.lcHeld().Instances; len(got) != 0 {
-		t.Fatalf("C holds %+v", got)
-	}
+	lc.wantLostInPlace("pinned placement on a dead node", dec, "pinned", "C", lc.c)
 
 	lc.m.heal("b")
 	waitFor(t, "B to rejoin with the instance", func() bool {
@@ -338,13 +349,7 @@ func TestMeshtest_9_10_StoppedNotPlacedAgain(t *testing.T) {
 	a.tick()
 	lc.pastDeadAfter()
 	lc.pastDeadAfter()
-	if p := lc.mustPl(dec); p.Life != plane.LifeLost || len(lc.others(dec)) != 0 {
-		t.Fatalf("stopped placement on a dead node: %+v, others %+v", p, lc.others(dec))
-	}
-	lc.wantOneAlert(dec, "not running")
-	if got := lc.c.lcHeld().Instances; len(got) != 0 {
-		t.Fatalf("C holds %+v", got)
-	}
+	lc.wantLostInPlace("stopped placement on a dead node", dec, "not running", "C", lc.c)
 }
 
 // TestMeshtest_9_10_FallbackUnverified: B dies while C, the only
@@ -357,9 +362,7 @@ func TestMeshtest_9_10_FallbackUnverified(t *testing.T) {
 	t.Parallel()
 	lc := newLC(t, lcOpts{noC: true})
 	a := lc.a
-	res := lc.place(lc.idB)
-	dec := res.DecisionID
-	a.tick()
+	dec, _ := lc.placeTicked(lc.idB)
 
 	lc.b.kill()
 	before := a.lcSeq()
@@ -412,9 +415,7 @@ func TestMeshtest_9_10_DemotedFallbackThenPromoted(t *testing.T) {
 	lc := newLC(t, lcOpts{tierC: "discovered"})
 	a := lc.a
 	a.waitAlive(lc.idC) // C answers; its tier alone keeps it out
-	res := lc.place(lc.idB)
-	dec := res.DecisionID
-	a.tick()
+	dec, _ := lc.placeTicked(lc.idB)
 
 	lc.b.kill()
 	a.tick()
@@ -459,9 +460,7 @@ func TestMeshtest_9_10_RebootInsideGrace(t *testing.T) {
 	t.Parallel()
 	lc := newLC(t, lcOpts{})
 	a := lc.a
-	res := lc.place(lc.idB, "--prefer", "b")
-	dec, iid := res.DecisionID, res.InstanceID
-	a.tick()
+	dec, iid := lc.placeTicked(lc.idB, "--prefer", "b")
 
 	lc.b.restart()
 	// The clock stands still until B answers: it is back inside the grace.
@@ -500,11 +499,9 @@ func TestMeshtest_9_10_UnloadedBehindTheBackIsGone(t *testing.T) {
 	t.Parallel()
 	lc := newLC(t, lcOpts{bSelf: true})
 	a := lc.a
-	res := lc.place(lc.idB, "--prefer", "b")
-	dec := res.DecisionID
-	a.tick()
+	dec, iid := lc.placeTicked(lc.idB, "--prefer", "b")
 
-	lc.b.ctlOK("unload", "self", res.InstanceID)
+	lc.b.ctlOK("unload", "self", iid)
 	a.tick()
 	if _, still := lc.pl(dec); still {
 		t.Fatalf("placement kept: %+v", lc.mustPl(dec))
@@ -529,9 +526,7 @@ func TestMeshtest_9_10_PinnedRebootAfterGrace(t *testing.T) {
 	t.Parallel()
 	lc := newLC(t, lcOpts{})
 	a := lc.a
-	res := lc.place(lc.idB, "b")
-	dec, iid := res.DecisionID, res.InstanceID
-	a.tick()
+	dec, iid := lc.placeTicked(lc.idB, "b")
 
 	lc.b.kill()
 	a.tick()
@@ -567,9 +562,7 @@ func TestMeshtest_9_10_NoNodeRetriedWithBackoff(t *testing.T) {
 	t.Parallel()
 	lc := newLC(t, lcOpts{noC: true, ctrl: "  max_reschedules: 2\n"})
 	a := lc.a
-	res := lc.place(lc.idB)
-	dec := res.DecisionID
-	a.tick()
+	dec, _ := lc.placeTicked(lc.idB)
 
 	lc.b.kill()
 	a.tick()
@@ -624,9 +617,7 @@ func TestMeshtest_9_10_MaxReschedulesCaps(t *testing.T) {
 	t.Parallel()
 	lc := newLC(t, lcOpts{ctrl: "  max_reschedules: 1\n"})
 	a := lc.a
-	res := lc.place(lc.idB, "--prefer", "b")
-	dec := res.DecisionID
-	a.tick()
+	dec, _ := lc.placeTicked(lc.idB, "--prefer", "b")
 	lc.b.kill()
 	a.tick()
 	lc.pastDeadAfter()
@@ -646,14 +637,7 @@ func TestMeshtest_9_10_MaxReschedulesCaps(t *testing.T) {
 	a.tick()
 	lc.pastDeadAfter()
 	lc.pastDeadAfter()
-	p := lc.mustPl(moved)
-	if p.Life != plane.LifeLost || len(lc.others(moved)) != 0 {
-		t.Fatalf("second loss: %+v, others %+v", p, lc.others(moved))
-	}
-	lc.wantOneAlert(moved, "already rescheduled 1 times")
-	if got := lc.b.lcHeld().Instances; len(got) != 0 {
-		t.Fatalf("B holds %+v", got)
-	}
+	lc.wantLostInPlace("second loss", moved, "already rescheduled 1 times", "B", lc.b)
 }
 
 // TestMeshtest_9_10_UnloadWhileUnreachableNotUndone: B is cut off; its
@@ -665,13 +649,11 @@ func TestMeshtest_9_10_UnloadWhileUnreachableNotUndone(t *testing.T) {
 	t.Parallel()
 	lc := newLC(t, lcOpts{twoNodes: true, bSelf: true})
 	a := lc.a
-	res := lc.place(lc.idB)
-	dec := res.DecisionID
-	a.tick()
+	dec, iid := lc.placeTicked(lc.idB)
 
 	lc.m.cut("b")
 	a.lcWaitUnlinked(lc.idB)
-	lc.b.ctlOK("unload", "self", res.InstanceID)
+	lc.b.ctlOK("unload", "self", iid)
 	a.tick()
 	lc.pastDeadAfter()
 	if p := lc.mustPl(dec); p.Life != plane.LifeLost {

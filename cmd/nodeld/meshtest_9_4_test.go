@@ -71,8 +71,34 @@ func TestMeshtest_9_4_StartFailureRollsBack(t *testing.T) {
 	if got := b.find("host.place.refused", map[string]any{"decision_id": res.DecisionID, "code": ctl.CodeRuntime}); len(got) != 1 {
 		t.Fatalf("B's refusal: %+v", b.find("host.place.refused", nil))
 	}
-	if n, nc := len(b.instances()), len(c.instances()); n != 0 || nc != 1 {
-		t.Fatalf("instances: B %d, C %d; want 0 and 1", n, nc)
+	wantInstances(t, b, c, 0, 1)
+}
+
+// wantInstances fails unless B holds nB instances and C nC.
+func wantInstances(t *testing.T, b, c *mnode, nB, nC int) {
+	t.Helper()
+	if n, nc := len(b.instances()), len(c.instances()); n != nB || nc != nC {
+		t.Fatalf("instances: B %d, C %d; want %d and %d", n, nc, nB, nC)
+	}
+}
+
+// loseBsFirstAnswer is a place hook for threeNodes: the answer to the
+// first place sent to B is lost (an error), after also (when not nil)
+// has run with B's node id; every other place goes through.
+func loseBsFirstAnswer(also func(ctx context.Context, m *meshT, node string) error) func(m *meshT) func(context.Context, string) error {
+	var lost atomic.Int32
+	return func(m *meshT) func(context.Context, string) error {
+		return func(ctx context.Context, node string) error {
+			if node != m.id("b") || lost.Add(1) != 1 {
+				return nil
+			}
+			if also != nil {
+				if err := also(ctx, m, node); err != nil {
+					return err
+				}
+			}
+			return errors.New("answer lost (test)")
+		}
 	}
 }
 
@@ -85,15 +111,7 @@ func TestMeshtest_9_4_StartFailureRollsBack(t *testing.T) {
 func TestMeshtest_9_4_LostAnswerReconciled(t *testing.T) {
 	t.Parallel()
 	pkgDir, anchor := meshLightPackage(t)
-	var lost atomic.Int32
-	m, a, b, c := threeNodes(t, anchor, "", func(m *meshT) func(context.Context, string) error {
-		return func(_ context.Context, node string) error {
-			if node == m.id("b") && lost.Add(1) == 1 {
-				return errors.New("answer lost (test)")
-			}
-			return nil
-		}
-	})
+	m, a, b, c := threeNodes(t, anchor, "", loseBsFirstAnswer(nil))
 	idB := m.id("b")
 	res, rc, errOut := a.placeJSON("--prefer", "b", pkgDir)
 	if rc != 0 || res.Outcome != "placed" || res.Node != idB || len(res.Attempts) != 1 {
@@ -108,9 +126,7 @@ func TestMeshtest_9_4_LostAnswerReconciled(t *testing.T) {
 	if got := a.find(plane.KindAdopted, map[string]any{"decision_id": res.DecisionID, "node": idB}); len(got) != 1 {
 		t.Fatalf("A's adopted records: %+v", got)
 	}
-	if n, nc := len(b.instances()), len(c.instances()); n != 1 || nc != 0 {
-		t.Fatalf("instances: B %d, C %d; want 1 and 0", n, nc)
-	}
+	wantInstances(t, b, c, 1, 0)
 }
 
 // TestMeshtest_9_4_LostAnswerNotHeldTriesNext: B's answer is lost and B
@@ -120,30 +136,24 @@ func TestMeshtest_9_4_LostAnswerReconciled(t *testing.T) {
 func TestMeshtest_9_4_LostAnswerNotHeldTriesNext(t *testing.T) {
 	t.Parallel()
 	pkgDir, anchor := meshLightPackage(t)
-	var lost atomic.Int32
-	m, a, b, c := threeNodes(t, anchor, "", func(m *meshT) func(context.Context, string) error {
-		return func(ctx context.Context, node string) error {
-			if node != m.id("b") || lost.Add(1) != 1 {
-				return nil
-			}
-			// B's instance goes before the controller hears of it.
-			d := m.node("a").n.dispatch
-			ans, err := d.Call(ctx, node, ctl.MethodStatus, ctl.InstanceParams{})
-			if err != nil {
-				return err
-			}
-			var st ctl.StatusList
-			if err := ctl.DecodeResult(ans.Response.Result, &st); err != nil {
-				return err
-			}
-			for _, in := range st.Instances {
-				if _, err := d.Call(ctx, node, ctl.MethodUnload, ctl.InstanceParams{InstanceID: in.InstanceID}); err != nil {
-					return err
-				}
-			}
-			return errors.New("answer lost (test)")
+	m, a, b, c := threeNodes(t, anchor, "", loseBsFirstAnswer(func(ctx context.Context, m *meshT, node string) error {
+		// B's instance goes before the controller hears of it.
+		d := m.node("a").n.dispatch
+		ans, err := d.Call(ctx, node, ctl.MethodStatus, ctl.InstanceParams{})
+		if err != nil {
+			return err
 		}
-	})
+		var st ctl.StatusList
+		if err := ctl.DecodeResult(ans.Response.Result, &st); err != nil {
+			return err
+		}
+		for _, in := range st.Instances {
+			if _, err := d.Call(ctx, node, ctl.MethodUnload, ctl.InstanceParams{InstanceID: in.InstanceID}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
 	idB, idC := m.id("b"), m.id("c")
 	res, rc, errOut := a.placeJSON("--prefer", "b", pkgDir)
 	if rc != 0 || res.Outcome != "placed" || res.Node != idC || len(res.Attempts) != 2 {
@@ -155,9 +165,7 @@ func TestMeshtest_9_4_LostAnswerNotHeldTriesNext(t *testing.T) {
 	if got := a.find(plane.KindDispatch, map[string]any{"decision_id": res.DecisionID, "node": idB, "outcome": "indeterminate", "next": "trying the next candidate"}); len(got) != 1 {
 		t.Fatalf("A's dispatch records: %+v", a.find(plane.KindDispatch, nil))
 	}
-	if n, nc := len(b.instances()), len(c.instances()); n != 0 || nc != 1 {
-		t.Fatalf("instances: B %d, C %d; want 0 and 1", n, nc)
-	}
+	wantInstances(t, b, c, 0, 1)
 }
 
 // TestMeshtest_9_4_LostAnswerTargetUnreachable: B's answer is lost and B
@@ -169,16 +177,10 @@ func TestMeshtest_9_4_LostAnswerNotHeldTriesNext(t *testing.T) {
 func TestMeshtest_9_4_LostAnswerTargetUnreachable(t *testing.T) {
 	t.Parallel()
 	pkgDir, anchor := meshLightPackage(t)
-	var lost atomic.Int32
-	m, a, b, c := threeNodes(t, anchor, "", func(m *meshT) func(context.Context, string) error {
-		return func(_ context.Context, node string) error {
-			if node == m.id("b") && lost.Add(1) == 1 {
-				m.cut("b")
-				return errors.New("answer lost (test)")
-			}
-			return nil
-		}
-	})
+	m, a, b, c := threeNodes(t, anchor, "", loseBsFirstAnswer(func(_ context.Context, m *meshT, _ string) error {
+		m.cut("b")
+		return nil
+	}))
 	idB := m.id("b")
 	res, rc, errOut := a.placeJSON("--prefer", "b", pkgDir)
 	if rc != 3 || res.Outcome != "unsettled" || len(res.Attempts) != 1 {
@@ -207,7 +209,5 @@ func TestMeshtest_9_4_LostAnswerTargetUnreachable(t *testing.T) {
 	if ps := a.ctrl().Placements(); ps[0].Node != idB {
 		t.Fatalf("settled on %s, want B", ps[0].Node)
 	}
-	if n, nc := len(b.instances()), len(c.instances()); n != 1 || nc != 0 {
-		t.Fatalf("instances: B %d, C %d; want 1 and 0", n, nc)
-	}
+	wantInstances(t, b, c, 1, 0)
 }

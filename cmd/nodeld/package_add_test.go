@@ -13,15 +13,7 @@ import (
 // foreign signer and a config without anchors are refused, and the store
 // is left as it was.
 func TestCLIPackageAdd(t *testing.T) {
-	tmp := t.TempDir()
-	dir := filepath.Join(tmp, "pkg")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "echo-llm"), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	keyOut, _, rc := runCLI(t, "package", "keygen", "--out", filepath.Join(tmp, "pub.key"))
+	tmp, dir, keyOut, _, rc := newPackageWork(t)
 	anchor := strings.TrimSpace(keyOut)
 	if rc != 0 {
 		t.Fatal("keygen failed")

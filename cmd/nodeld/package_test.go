@@ -8,19 +8,28 @@ import (
 	"testing"
 )
 
-// TestCLIPackage drives the publisher workflow through the binary:
-// keygen, build, sign, verify; then a tampered file, a foreign anchor and
-// a revoked signer are each refused with exit 1 and the reason.
-func TestCLIPackage(t *testing.T) {
-	tmp := t.TempDir()
-	dir := filepath.Join(tmp, "pkg")
+// newPackageWork is a temporary directory with pkg/echo-llm (a script
+// that exits 0) and a publisher key made there by nodeld package keygen
+// --out pub.key, whose output it returns.
+func newPackageWork(t *testing.T) (tmp, dir, keyOut, errOut string, rc int) {
+	t.Helper()
+	tmp = t.TempDir()
+	dir = filepath.Join(tmp, "pkg")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "echo-llm"), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	keyOut, errOut, rc := runCLI(t, "package", "keygen", "--out", filepath.Join(tmp, "pub.key"))
+	keyOut, errOut, rc = runCLI(t, "package", "keygen", "--out", filepath.Join(tmp, "pub.key"))
+	return tmp, dir, keyOut, errOut, rc
+}
+
+// TestCLIPackage drives the publisher workflow through the binary:
+// keygen, build, sign, verify; then a tampered file, a foreign anchor and
+// a revoked signer are each refused with exit 1 and the reason.
+func TestCLIPackage(t *testing.T) {
+	tmp, dir, keyOut, errOut, rc := newPackageWork(t)
 	anchor := strings.TrimSpace(keyOut)
 	if rc != 0 || !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(anchor) {
 		t.Fatalf("keygen = %d %q %q", rc, keyOut, errOut)

@@ -62,21 +62,6 @@ func startInDir(t *testing.T, dir, cfgPath string) *proc {
 	d := &proc{t: t, cfgPath: cfgPath, done: make(chan struct{})}
 	d.cmd = exec.Command(nodeldBin, "run", "--config", cfgPath)
 	d.cmd.Dir = dir
-	stderr, err := d.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go d.readLogs(stderr)
-	t.Cleanup(func() {
-		select {
-		case <-d.done:
-		default:
-			_ = d.cmd.Process.Kill()
-			<-d.done
-		}
-	})
+	d.launch()
 	return d
 }

@@ -149,13 +149,20 @@ func reportDecisions(b *testing.B, n int, cpu0 time.Duration) {
 	}
 }
 
-// BenchmarkPlace is one decision over n realistic nodes. Run it with
-// -cpu 1; ns/node and allocs/node show the cost is linear in nodes.
-func BenchmarkPlace(b *testing.B) {
+// placeFunc is Place or a kept Placer's Place.
+type placeFunc func(Request, []Node, Cluster, Weights) (Decision, error)
+
+// benchPlace is one decision per iteration over n realistic nodes, for
+// each of benchSizes: nodesOf builds the nodes before the timer starts,
+// newPlace gives the decision function once per size (a Placer made
+// there is kept across that size's decisions).
+func benchPlace(b *testing.B, nodesOf func(n int) []Node, newPlace func() placeFunc) {
 	for _, n := range benchSizes {
 		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
-			req, nodes, cl, w := benchRequest(), benchNodes(n), Cluster{RevokedNodes: []string{"n-00000000000000ff"}}, DefaultWeights()
-			d, err := Place(req, nodes, cl, w)
+			req, cl, w := benchRequest(), Cluster{RevokedNodes: []string{"n-00000000000000ff"}}, DefaultWeights()
+			nodes := nodesOf(n)
+			place := newPlace()
+			d, err := place(req, nodes, cl, w)
 			if err != nil || d.Chosen == nil {
 				b.Fatalf("Place: %v, chosen %v", err, d.Chosen)
 			}
@@ -163,13 +170,31 @@ func BenchmarkPlace(b *testing.B) {
 			b.ResetTimer()
 			cpu0, _ := cpuTime()
 			for b.Loop() {
-				if _, err := Place(req, nodes, cl, w); err != nil {
+				if _, err := place(req, nodes, cl, w); err != nil {
 					b.Fatal(err)
 				}
 			}
 			reportDecisions(b, n, cpu0)
 		})
 	}
+}
+
+// placeEach is Place itself, with no state between decisions.
+func placeEach() placeFunc { return Place }
+
+// placeKept is one Placer's Place, kept across the decisions.
+func placeKept() placeFunc {
+	var pl Placer
+	return pl.Place
+}
+
+// preparedNodes is benchNodes with their Profiles prepared.
+func preparedNodes(n int) []Node { return prepared(NewSymbols(), benchNodes(n)) }
+
+// BenchmarkPlace is one decision over n realistic nodes. Run it with
+// -cpu 1; ns/node and allocs/node show the cost is linear in nodes.
+func BenchmarkPlace(b *testing.B) {
+	benchPlace(b, benchNodes, placeEach)
 }
 
 // BenchmarkPlacePrepared is one decision over n realistic nodes given
@@ -177,76 +202,20 @@ func BenchmarkPlace(b *testing.B) {
 // caller that keeps them between decisions does. BenchmarkPlace pays for
 // preparing every node in every decision.
 func BenchmarkPlacePrepared(b *testing.B) {
-	for _, n := range benchSizes {
-		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
-			req, cl, w := benchRequest(), Cluster{RevokedNodes: []string{"n-00000000000000ff"}}, DefaultWeights()
-			nodes := prepared(NewSymbols(), benchNodes(n))
-			d, err := Place(req, nodes, cl, w)
-			if err != nil || d.Chosen == nil {
-				b.Fatalf("Place: %v, chosen %v", err, d.Chosen)
-			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			cpu0, _ := cpuTime()
-			for b.Loop() {
-				if _, err := Place(req, nodes, cl, w); err != nil {
-					b.Fatal(err)
-				}
-			}
-			reportDecisions(b, n, cpu0)
-		})
-	}
+	benchPlace(b, preparedNodes, placeEach)
 }
 
 // BenchmarkPlacer is BenchmarkPlacePrepared with one Placer kept across
 // the decisions, as the controller keeps one: its working memory and
 // its order of the node ids are reused.
 func BenchmarkPlacer(b *testing.B) {
-	for _, n := range benchSizes {
-		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
-			req, cl, w := benchRequest(), Cluster{RevokedNodes: []string{"n-00000000000000ff"}}, DefaultWeights()
-			nodes := prepared(NewSymbols(), benchNodes(n))
-			var pl Placer
-			d, err := pl.Place(req, nodes, cl, w)
-			if err != nil || d.Chosen == nil {
-				b.Fatalf("Place: %v, chosen %v", err, d.Chosen)
-			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			cpu0, _ := cpuTime()
-			for b.Loop() {
-				if _, err := pl.Place(req, nodes, cl, w); err != nil {
-					b.Fatal(err)
-				}
-			}
-			reportDecisions(b, n, cpu0)
-		})
-	}
+	benchPlace(b, preparedNodes, placeKept)
 }
 
 // BenchmarkPlacerCompact is BenchmarkPlacer with the Profiles compacted
 // (Compact) in the order of the nodes, as the controller keeps them.
 func BenchmarkPlacerCompact(b *testing.B) {
-	for _, n := range benchSizes {
-		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
-			req, cl, w := benchRequest(), Cluster{RevokedNodes: []string{"n-00000000000000ff"}}, DefaultWeights()
-			nodes := compacted(prepared(NewSymbols(), benchNodes(n)))
-			var pl Placer
-			d, err := pl.Place(req, nodes, cl, w)
-			if err != nil || d.Chosen == nil {
-				b.Fatalf("Place: %v, chosen %v", err, d.Chosen)
-			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			cpu0, _ := cpuTime()
-			for b.Loop() {
-				if _, err := pl.Place(req, nodes, cl, w); err != nil {
-					b.Fatal(err)
-				}
-			}
-			reportDecisions(b, n, cpu0)
-		})
-	}
+	benchPlace(b, func(n int) []Node { return compacted(preparedNodes(n)) }, placeKept)
 }
 
 // BenchmarkCompact is compacting n realistic nodes' Profiles: what the

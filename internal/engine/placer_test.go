@@ -31,6 +31,26 @@ func samePlace(t interface {
 	return got
 }
 
+// sameDecision fails unless got and gotErr are want and wantErr, the
+// explanation included: diffMsg (a format for the -want +got diff) and
+// explainMsg say what differs.
+func sameDecision(t interface {
+	Helper()
+	Fatal(...any)
+	Fatalf(string, ...any)
+}, want Decision, wantErr error, got Decision, gotErr error, diffMsg, explainMsg string) {
+	t.Helper()
+	if fmt.Sprint(wantErr) != fmt.Sprint(gotErr) {
+		t.Fatalf("errors differ: %v / %v", wantErr, gotErr)
+	}
+	if diff := cmp.Diff(want, got, rejText); diff != "" {
+		t.Fatalf(diffMsg, diff)
+	}
+	if want.Explain() != got.Explain() {
+		t.Fatal(explainMsg)
+	}
+}
+
 // TestPropertyPlacerSameDecision: a Placer, kept across every scenario,
 // decides as Place whatever it decided before: the same nodes again (its
 // kept order of ids), the nodes in another order, one node's id changed
@@ -94,15 +114,8 @@ func TestPropertyCompactSameDecision(t *testing.T) {
 		}
 		for _, place := range []func(Request, []Node, Cluster, Weights) (Decision, error){Place, pl.Place} {
 			got, gotErr := place(s.req, nodes, s.cl, s.w)
-			if fmt.Sprint(wantErr) != fmt.Sprint(gotErr) {
-				t.Fatalf("errors differ: %v / %v", wantErr, gotErr)
-			}
-			if diff := cmp.Diff(want, got, rejText); diff != "" {
-				t.Fatalf("compacted Profiles decide otherwise (-records +compacted):\n%s", diff)
-			}
-			if want.Explain() != got.Explain() {
-				t.Fatal("compacted Profiles explain otherwise")
-			}
+			sameDecision(t, want, wantErr, got, gotErr,
+				"compacted Profiles decide otherwise (-records +compacted):\n%s", "compacted Profiles explain otherwise")
 		}
 	})
 }

@@ -439,21 +439,11 @@ func TestPropertySameInputSameDecision(t *testing.T) {
 		want, wantErr := Place(s.req, s.nodes, s.cl, s.w)
 		shuffled := rapid.Permutation(s.nodes).Draw(t, "order")
 		got, gotErr := Place(s.req, shuffled, s.cl, s.w)
-		if fmt.Sprint(wantErr) != fmt.Sprint(gotErr) {
-			t.Fatalf("errors differ: %v / %v", wantErr, gotErr)
-		}
-		if diff := cmp.Diff(want, got, rejText); diff != "" {
-			t.Fatalf("decision depends on node order (-first +shuffled):\n%s", diff)
-		}
-		if want.Explain() != got.Explain() {
-			t.Fatal("explanation depends on node order")
-		}
+		sameDecision(t, want, wantErr, got, gotErr,
+			"decision depends on node order (-first +shuffled):\n%s", "explanation depends on node order")
 	})
 }
 
-// TestPropertyPinNeverOverridesAConstraint: a pin is chosen exactly when
-// it is eligible; otherwise Place fails naming every one of its
-// rejections.
 // TestPropertyPreparedSameDecision: nodes given with Profiles decide as
 // the same nodes given with their records, whatever the Symbols has
 // interned before (one Symbols serves every scenario, and some nodes are
@@ -470,18 +460,14 @@ func TestPropertyPreparedSameDecision(t *testing.T) {
 			nodes[i].Profile = syms.Prepare(s.nodes[i].Capabilities, s.nodes[i].Memory)
 		}
 		got, gotErr := Place(s.req, nodes, s.cl, s.w)
-		if fmt.Sprint(wantErr) != fmt.Sprint(gotErr) {
-			t.Fatalf("errors differ: %v / %v", wantErr, gotErr)
-		}
-		if diff := cmp.Diff(want, got, rejText); diff != "" {
-			t.Fatalf("prepared nodes decide otherwise (-records +profiles):\n%s", diff)
-		}
-		if want.Explain() != got.Explain() {
-			t.Fatal("prepared nodes explain otherwise")
-		}
+		sameDecision(t, want, wantErr, got, gotErr,
+			"prepared nodes decide otherwise (-records +profiles):\n%s", "prepared nodes explain otherwise")
 	})
 }
 
+// TestPropertyPinNeverOverridesAConstraint: a pin is chosen exactly when
+// it is eligible; otherwise Place fails naming every one of its
+// rejections.
 func TestPropertyPinNeverOverridesAConstraint(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		s := genScenario(t)

@@ -26,6 +26,29 @@ func (h *Host) listed(in *instance) bool {
 	return h.insts[in.id] == in
 }
 
+// lockListed finds the instance id names and takes its operation lock,
+// refusing if there is none or if it was unloaded while the lock was
+// waited for. unlock releases the lock.
+func (h *Host) lockListed(id string) (in *instance, unlock func(), r *ctl.Refusal) {
+	in, r = h.lookup(id)
+	if r != nil {
+		return nil, nil, r
+	}
+	in.opMu.Lock()
+	if !h.listed(in) {
+		in.opMu.Unlock()
+		return nil, nil, ctl.NewRefusal(ctl.CodeUnknownInstance, "instance "+in.id+" was unloaded")
+	}
+	return in, in.opMu.Unlock, nil
+}
+
+// opRecord is what every verb's chain record says: the request's
+// decision and requester, and the instance with its package and version.
+func opRecord(req ctl.Request, in *instance) map[string]any {
+	return map[string]any{"decision_id": req.DecisionID, "requester": req.Requester,
+		"instance_id": in.id, "package": in.pkgID, "version": in.version}
+}
+
 func (in *instance) ctlStatus() ctl.InstanceStatus {
 	snap := in.snapshot()
 	st := ctl.InstanceStatus{
@@ -107,15 +130,11 @@ func tailUTF8(b []byte, n int) (string, bool) {
 // start starts a loaded, stopped or failed instance with a fresh restart
 // budget: host.start.begin is chained first, and host.start once it runs.
 func (h *Host) start(ctx context.Context, req ctl.Request, p ctl.InstanceParams) (any, *ctl.Refusal) {
-	in, r := h.lookup(p.InstanceID)
+	in, unlock, r := h.lockListed(p.InstanceID)
 	if r != nil {
 		return nil, r
 	}
-	in.opMu.Lock()
-	defer in.opMu.Unlock()
-	if !h.listed(in) {
-		return nil, ctl.NewRefusal(ctl.CodeUnknownInstance, "instance "+in.id+" was unloaded")
-	}
+	defer unlock()
 	if err := h.rev.CheckVerified(in.verified); err != nil {
 		return nil, revocationRefusal("", err)
 	}
@@ -125,8 +144,7 @@ func (h *Host) start(ctx context.Context, req ctl.Request, p ctl.InstanceParams)
 	}
 	// A start is taken only once its begin record is written (fail
 	// closed); stop and unload reduce risk and proceed without theirs.
-	if err := h.record(KindStartBegin, map[string]any{"decision_id": req.DecisionID, "requester": req.Requester,
-		"instance_id": in.id, "package": in.pkgID, "version": in.version}); err != nil {
+	if err := h.record(KindStartBegin, opRecord(req, in)); err != nil {
 		return nil, ctl.NewRefusal(ctl.CodeRuntime, "audit chain unavailable")
 	}
 	// A failed instance may still have a supervisor that ended; clear it.
@@ -135,8 +153,7 @@ func (h *Host) start(ctx context.Context, req ctl.Request, p ctl.InstanceParams)
 		in.setState(ctl.StateStopped, "start failed: "+err.Error())
 		return nil, ctl.NewRefusal(ctl.CodeRuntime, "start failed: "+err.Error())
 	}
-	_ = h.record(KindStart, map[string]any{"decision_id": req.DecisionID, "requester": req.Requester,
-		"instance_id": in.id, "package": in.pkgID, "version": in.version})
+	_ = h.record(KindStart, opRecord(req, in))
 	return ctl.StartResult{Started: in.id}, nil
 }
 
@@ -144,15 +161,11 @@ func (h *Host) start(ctx context.Context, req ctl.Request, p ctl.InstanceParams)
 // first, the requests in flight to it get up to that grace to finish, and
 // the process then gets the grace to exit.
 func (h *Host) stop(ctx context.Context, req ctl.Request, p ctl.InstanceParams) (any, *ctl.Refusal) {
-	in, r := h.lookup(p.InstanceID)
+	in, unlock, r := h.lockListed(p.InstanceID)
 	if r != nil {
 		return nil, r
 	}
-	in.opMu.Lock()
-	defer in.opMu.Unlock()
-	if !h.listed(in) {
-		return nil, ctl.NewRefusal(ctl.CodeUnknownInstance, "instance "+in.id+" was unloaded")
-	}
+	defer unlock()
 	if err := h.stopRun(ctx, in, p.Grace(), p.Grace()); err != nil {
 		return nil, ctl.NewRefusal(ctl.CodeRuntime, "stop failed: "+err.Error())
 	}
@@ -163,8 +176,9 @@ func (h *Host) stop(ctx context.Context, req ctl.Request, p ctl.InstanceParams) 
 		ev = map[string]any{"exit_code": ex.Code, "signal": int(ex.Signal), "killed": ex.Killed, "stopped": ex.Stopped}
 		res.Evidence, _ = json.Marshal(ev)
 	}
-	_ = h.record(KindStop, map[string]any{"decision_id": req.DecisionID, "requester": req.Requester,
-		"instance_id": in.id, "package": in.pkgID, "version": in.version, "grace_ms": p.Grace().Milliseconds(), "evidence": ev})
+	rec := opRecord(req, in)
+	rec["grace_ms"], rec["evidence"] = p.Grace().Milliseconds(), ev
+	_ = h.record(KindStop, rec)
 	return res, nil
 }
 
@@ -173,21 +187,16 @@ func (h *Host) stop(ctx context.Context, req ctl.Request, p ctl.InstanceParams) 
 // departed, and removes its package directory unless another instance or
 // a place in flight uses it.
 func (h *Host) unload(ctx context.Context, req ctl.Request, p ctl.InstanceParams) (any, *ctl.Refusal) {
-	in, r := h.lookup(p.InstanceID)
+	in, unlock, r := h.lockListed(p.InstanceID)
 	if r != nil {
 		return nil, r
 	}
-	in.opMu.Lock()
-	defer in.opMu.Unlock()
-	if !h.listed(in) {
-		return nil, ctl.NewRefusal(ctl.CodeUnknownInstance, "instance "+in.id+" was unloaded")
-	}
+	defer unlock()
 	if err := h.stopRun(ctx, in, ctl.DefaultStopGrace, ctl.DefaultStopGrace); err != nil {
 		return nil, ctl.NewRefusal(ctl.CodeRuntime, "unload failed: "+err.Error())
 	}
 	h.remove(in, ctl.DepartedUnloaded)
-	_ = h.record(KindUnload, map[string]any{"decision_id": req.DecisionID, "requester": req.Requester,
-		"instance_id": in.id, "package": in.pkgID, "version": in.version})
+	_ = h.record(KindUnload, opRecord(req, in))
 	h.releasePackage(in.pkgDir())
 	return ctl.UnloadResult{Unloaded: in.id}, nil
 }

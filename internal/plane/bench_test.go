@@ -172,15 +172,8 @@ func newBenchRig(b *testing.B) *benchRig {
 	}
 	cl.addPackage("/pkg/bench", "bench", pkg.KindService, 1)
 
-	dir := b.TempDir()
-	ck, _ := testKey(b, 99)
-	ch, _, err := chain.Open(filepath.Join(dir, "chain.log"), ck, chain.Options{Now: clk.Now})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { ch.Close() })
-	cfg := Default()
-	cfg.Policy.Kinds = map[string]KindRule{pkg.KindService: {MinTier: engine.TrustPaired}}
+	dir, ch, _ := testChain(b, clk)
+	cfg := pairedServices()
 
 	// 1,000 placements, 10 a node, as the controller would have stored
 	// them after placing each (the 100 eligible nodes were candidates).
@@ -272,6 +265,31 @@ func (r *benchRig) tick(b *testing.B) {
 	}
 }
 
+// timedTick is one tick with the timer and cpu running: it starts both
+// and stops cpu (the timer runs on).
+func (r *benchRig) timedTick(b *testing.B, cpu *cpuClock) {
+	b.StartTimer()
+	cpu.Start()
+	if err := r.c.Tick(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	cpu.Stop()
+}
+
+// cpuLoop runs op b.N times (given the iteration) with allocations
+// reported, timed from here, and reports the process's CPU time per op.
+func cpuLoop(b *testing.B, op func(i int)) {
+	var cpu cpuClock
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu.Start()
+	for i := range b.N {
+		op(i)
+	}
+	cpu.Stop()
+	cpu.report(b)
+}
+
 // BenchmarkTick is one lifecycle tick over 100 nodes and 1,000
 // placements. steady: every node alive and every instance running as
 // placed. dead10: 10 nodes have been silent for dead_after, so their 100
@@ -287,12 +305,7 @@ func BenchmarkTick(b *testing.B) {
 			b.StopTimer()
 			r.clk.Advance(r.cfg.Tick)
 			r.d.presign(b)
-			b.StartTimer()
-			cpu.Start()
-			if err := r.c.Tick(context.Background()); err != nil {
-				b.Fatal(err)
-			}
-			cpu.Stop()
+			r.timedTick(b, &cpu)
 		}
 		b.StopTimer()
 		cpu.report(b)
@@ -321,12 +334,7 @@ func BenchmarkTick(b *testing.B) {
 			r.cl.mu.Unlock()
 			r.clk.Advance(r.cfg.DeadAfter)
 			r.d.presign(b)
-			b.StartTimer()
-			cpu.Start()
-			if err := r.c.Tick(context.Background()); err != nil {
-				b.Fatal(err)
-			}
-			cpu.Stop()
+			r.timedTick(b, &cpu)
 			b.StopTimer()
 			moved := 0
 			for _, p := range r.c.Placements() {
@@ -394,31 +402,19 @@ func BenchmarkPlacePath(b *testing.B) {
 			b.Fatal(err)
 		}
 		nodes := r.c.view(r.clk.Now(), pkg.KindService, req.Name)
-		var cpu cpuClock
-		b.ReportAllocs()
-		b.ResetTimer()
-		cpu.Start()
-		for range b.N {
+		cpuLoop(b, func(int) {
 			dec, err := engine.Place(req, nodes, engine.Cluster{}, r.cfg.Weights)
 			if err != nil || dec.Chosen == nil {
 				b.Fatalf("engine: %v", err)
 			}
-		}
-		cpu.Stop()
-		cpu.report(b)
+		})
 	})
 	b.Run("view", func(b *testing.B) {
-		var cpu cpuClock
-		b.ReportAllocs()
-		b.ResetTimer()
-		cpu.Start()
-		for range b.N {
+		cpuLoop(b, func(int) {
 			if n := r.c.view(r.clk.Now(), pkg.KindService, "bench"); len(n) != benchNodes {
 				b.Fatalf("%d nodes", len(n))
 			}
-		}
-		cpu.Stop()
-		cpu.report(b)
+		})
 	})
 	b.Run("chain-append", func(b *testing.B) {
 		rec := decisionRecord{Workload: "bench", Kind: pkg.KindService, Package: "bench", Version: "1.0.0",
@@ -427,23 +423,13 @@ func BenchmarkPlacePath(b *testing.B) {
 			rec.Candidates = append(rec.Candidates, t.ID)
 		}
 		rec.Chosen, rec.Variant = rec.Candidates[0], "cpu"
-		var cpu cpuClock
-		b.ReportAllocs()
-		b.ResetTimer()
-		cpu.Start()
-		for range b.N {
+		cpuLoop(b, func(int) {
 			if _, err := r.c.appendChain(KindDecision, rec); err != nil {
 				b.Fatal(err)
 			}
-		}
-		cpu.Stop()
-		cpu.report(b)
+		})
 	})
 	b.Run("persist", func(b *testing.B) {
-		var cpu cpuClock
-		b.ReportAllocs()
-		b.ResetTimer()
-		cpu.Start()
 		// One placement changes before each persist, so every persist
 		// writes (persist skips a write that would change nothing).
 		var pl *Placement
@@ -451,16 +437,14 @@ func BenchmarkPlacePath(b *testing.B) {
 			pl = p
 			break
 		}
-		for i := range b.N {
+		cpuLoop(b, func(i int) {
 			r.c.mu.Lock()
 			pl.Attempts = i % 2
 			r.c.mu.Unlock()
 			if err := r.c.persist(); err != nil {
 				b.Fatal(err)
 			}
-		}
-		cpu.Stop()
-		cpu.report(b)
+		})
 		fi, err := os.Stat(r.state)
 		if err != nil {
 			b.Fatal(err)

@@ -217,20 +217,7 @@ func ScanDecisions(r io.Reader, prefix string) ([]ChainedDecision, error) {
 	for i, f := range matches {
 		var b strings.Builder
 		f.rec.explain(&b)
-		fmt.Fprintf(&b, "decision_id: %s\n", f.e.Hash)
-		if len(f.attempts) > 0 {
-			b.WriteString("dispatch:\n")
-		}
-		for j, a := range f.attempts {
-			fmt.Fprintf(&b, "  %d. %s via %s: %s", j+1, a.Node, a.Variant, a.Outcome)
-			switch {
-			case a.Code != "":
-				fmt.Fprintf(&b, " (%s: %s)", a.Code, a.Reason)
-			case a.Reason != "":
-				fmt.Fprintf(&b, " (%s)", a.Reason)
-			}
-			b.WriteByte('\n')
-		}
+		writeDispatch(&b, f.e.Hash, f.attempts)
 		for _, p := range f.placed {
 			fmt.Fprintf(&b, "instance: %s on %s\n", p.InstanceID, p.Node)
 		}

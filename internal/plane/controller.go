@@ -610,6 +610,25 @@ func (pl *Placement) aim(v *pkg.Verified, i int) {
 	pl.Reserved = variantResources(v.Manifest, cd.Variant)
 }
 
+// writeDispatch writes a decision's id and its dispatch attempts, one a
+// line, as Report.Explain and ScanDecisions show them.
+func writeDispatch(b *strings.Builder, decisionID string, attempts []Attempt) {
+	fmt.Fprintf(b, "decision_id: %s\n", decisionID)
+	if len(attempts) > 0 {
+		b.WriteString("dispatch:\n")
+	}
+	for i, a := range attempts {
+		fmt.Fprintf(b, "  %d. %s via %s: %s", i+1, a.Node, a.Variant, a.Outcome)
+		switch {
+		case a.Code != "":
+			fmt.Fprintf(b, " (%s: %s)", a.Code, a.Reason)
+		case a.Reason != "":
+			fmt.Fprintf(b, " (%s)", a.Reason)
+		}
+		b.WriteByte('\n')
+	}
+}
+
 // Explain renders the report: the engine's explanation, the decision id,
 // and one line per place call.
 func (r Report) Explain() string {
@@ -618,20 +637,7 @@ func (r Report) Explain() string {
 	if !strings.HasSuffix(b.String(), "\n") {
 		b.WriteByte('\n')
 	}
-	fmt.Fprintf(&b, "decision_id: %s\n", r.DecisionID)
-	if len(r.Attempts) > 0 {
-		b.WriteString("dispatch:\n")
-	}
-	for i, a := range r.Attempts {
-		fmt.Fprintf(&b, "  %d. %s via %s: %s", i+1, a.Node, a.Variant, a.Outcome)
-		switch {
-		case a.Code != "":
-			fmt.Fprintf(&b, " (%s: %s)", a.Code, a.Reason)
-		case a.Reason != "":
-			fmt.Fprintf(&b, " (%s)", a.Reason)
-		}
-		b.WriteByte('\n')
-	}
+	writeDispatch(&b, r.DecisionID, r.Attempts)
 	if r.Unsettled {
 		b.WriteString("unsettled: the node may hold the instance; settled on a later tick\n")
 	}

@@ -180,12 +180,7 @@ func (r *rig) declaredPlacements(name string) []Placement {
 var chat = Workload{Name: "chat", Package: "echo"}
 
 func TestDeclaredReplicasOnDistinctNodes(t *testing.T) {
-	r, _ := newRig(t, 8, 8, 8)
-	r.addVersion("echo", "1.0.0", 1, nil)
-	w := chat
-	w.Replicas = 2
-	r.declare(false, w)
-	r.tick()
+	r, _, _, _ := declaredChat(t, 2)
 	cs := r.liveOf("chat")
 	if len(cs) != 2 || !distinct(nodesOf(cs)) {
 		t.Fatalf("instances %+v, want 2 on distinct nodes", cs)
@@ -273,12 +268,7 @@ func TestReplicasNeverShareANode(t *testing.T) {
 }
 
 func TestDeclaredScaleDown(t *testing.T) {
-	r, _ := newRig(t, 8, 8, 8)
-	r.addVersion("echo", "1.0.0", 1, nil)
-	w := chat
-	w.Replicas = 3
-	r.declare(false, w)
-	r.tick()
+	r, _, w, _ := declaredChat(t, 3)
 	if n := len(r.liveOf("chat")); n != 3 {
 		t.Fatalf("%d instances", n)
 	}
@@ -305,12 +295,7 @@ func TestDeclaredScaleDown(t *testing.T) {
 // also one whose node was dead then (when it returns); an operator's
 // placement of the same package stays.
 func TestUndeclaredUnloaded(t *testing.T) {
-	r, hs := newRig(t, 8, 8, 8)
-	dir := r.addVersion("echo", "1.0.0", 1, nil)
-	w := chat
-	w.Replicas = 2
-	r.declare(false, w)
-	r.tick()
+	r, hs, _, dir := declaredChat(t, 2)
 	op := r.place(Order{PackageDir: dir, Start: true})
 	if op.Placed == nil {
 		t.Fatal("operator placement not placed")
@@ -355,12 +340,7 @@ func TestUndeclaredUnloaded(t *testing.T) {
 // that replica (not placed anew beside the reschedule), on a node without
 // the other replica.
 func TestDeclaredReplicaMovesOffDeadNode(t *testing.T) {
-	r, hs := newRig(t, 8, 8, 8)
-	r.addVersion("echo", "1.0.0", 1, nil)
-	w := chat
-	w.Replicas = 2
-	r.declare(false, w)
-	r.tick()
+	r, hs, _, _ := declaredChat(t, 2)
 	before := r.liveOf("chat")
 	r.cl.set(hostOf(hs, before[0].node), func(h *fakeHost) { h.down = true })
 	for range 10 {
@@ -388,13 +368,22 @@ func TestDeclaredReplicaMovesOffDeadNode(t *testing.T) {
 }
 
 // upgradeRig has replicas 2 of chat at 1.0.0 on three nodes.
-func upgradeRig(t *testing.T) (*rig, []*fakeHost) {
+// declaredChat is a rig of three nodes with echo 1.0.0 and chat declared
+// with replicas, after one tick; it returns the workload as declared and
+// the package's directory too.
+func declaredChat(t *testing.T, replicas int) (*rig, []*fakeHost, Workload, string) {
+	t.Helper()
 	r, hs := newRig(t, 8, 8, 8)
-	r.addVersion("echo", "1.0.0", 1, nil)
+	dir := r.addVersion("echo", "1.0.0", 1, nil)
 	w := chat
-	w.Replicas = 2
+	w.Replicas = replicas
 	r.declare(false, w)
 	r.tick()
+	return r, hs, w, dir
+}
+
+func upgradeRig(t *testing.T) (*rig, []*fakeHost) {
+	r, hs, _, _ := declaredChat(t, 2)
 	if n := len(r.liveOf("chat")); n != 2 {
 		t.Fatalf("%d instances", n)
 	}
@@ -423,6 +412,15 @@ func versionsOf(cs []copyOf) map[string]int {
 	return out
 }
 
+// wantOldNew fails, saying what, unless chat's live copies are old at
+// 1.0.0 and new at 1.1.0.
+func (r *rig) wantOldNew(what string, old, new int) {
+	r.t.Helper()
+	if v := versionsOf(r.liveOf("chat")); v["1.0.0"] != old || v["1.1.0"] != new {
+		r.t.Fatalf("%s: %v", what, v)
+	}
+}
+
 func TestDeclaredUpgradeOneAtATimeNewHealthyFirst(t *testing.T) {
 	r, hs := upgradeRig(t)
 	for _, h := range hs {
@@ -430,29 +428,21 @@ func TestDeclaredUpgradeOneAtATimeNewHealthyFirst(t *testing.T) {
 	}
 	r.addVersion("echo", "1.1.0", 1, nil)
 	r.step()
-	if v := versionsOf(r.liveOf("chat")); v["1.0.0"] != 2 || v["1.1.0"] != 1 {
-		t.Fatalf("after the first upgrade step: %v", v)
-	}
+	r.wantOldNew("after the first upgrade step", 2, 1)
 	// The new instance is not healthy: the old one stays, and no second
 	// upgrade starts.
 	for range 5 {
 		r.step()
-		if v := versionsOf(r.liveOf("chat")); v["1.0.0"] != 2 || v["1.1.0"] != 1 {
-			t.Fatalf("while the new one is unhealthy: %v", v)
-		}
+		r.wantOldNew("while the new one is unhealthy", 2, 1)
 	}
 	// Healthy: the old one it replaces is unloaded in the tick that sees
 	// it, and the next replica's upgrade starts (the same way).
 	r.setState("1.1.0", ctl.StateRunning)
 	r.step()
-	if v := versionsOf(r.liveOf("chat")); v["1.0.0"] != 1 || v["1.1.0"] != 2 {
-		t.Fatalf("after the first new instance ran healthy: %v", v)
-	}
+	r.wantOldNew("after the first new instance ran healthy", 1, 2)
 	for range 3 {
 		r.step()
-		if v := versionsOf(r.liveOf("chat")); v["1.0.0"] != 1 || v["1.1.0"] != 2 {
-			t.Fatalf("while the second new one is unhealthy: %v", v)
-		}
+		r.wantOldNew("while the second new one is unhealthy", 1, 2)
 	}
 	r.setState("1.1.0", ctl.StateRunning)
 	for range 3 {
@@ -782,9 +772,7 @@ func TestDeclaredProgressSurvivesRestart(t *testing.T) {
 		r.step()
 		r.restart()
 		r.step()
-		if v := versionsOf(r.liveOf("chat")); v["1.0.0"] != 2 || v["1.1.0"] != 1 {
-			t.Fatalf("after the restart: %v", v)
-		}
+		r.wantOldNew("after the restart", 2, 1)
 		for _, h := range hs {
 			r.cl.set(h, func(h *fakeHost) { h.startAs = "" })
 		}

@@ -21,15 +21,23 @@ func describeResult(t testing.TB, fs json.RawMessage) json.RawMessage {
 	return b
 }
 
-func TestDecodeDescribe(t *testing.T) {
+// describeFacts is sampleFacts for test key 7, signed at seq to live a
+// minute from t0, as JSON, and the key.
+func describeFacts(t testing.TB, seq uint64) (ed25519.PrivateKey, json.RawMessage) {
+	t.Helper()
 	k, id := testKey(t, 7)
 	f := sampleFacts()
 	f.NodeID = id
-	s, err := facts.Sign(k, f, 3, t0, time.Minute)
+	s, err := facts.Sign(k, f, seq, t0, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
 	good, _ := json.Marshal(s)
+	return k, good
+}
+
+func TestDecodeDescribe(t *testing.T) {
+	k, good := describeFacts(t, 3)
 	got, err := DecodeDescribe(describeResult(t, good))
 	if err != nil {
 		t.Fatal(err)
@@ -56,14 +64,7 @@ func TestDecodeDescribe(t *testing.T) {
 }
 
 func FuzzDecodeDescribe(f *testing.F) {
-	k, id := testKey(f, 7)
-	fa := sampleFacts()
-	fa.NodeID = id
-	s, err := facts.Sign(k, fa, 1, t0, time.Minute)
-	if err != nil {
-		f.Fatal(err)
-	}
-	good, _ := json.Marshal(s)
+	_, good := describeFacts(f, 1)
 	f.Add([]byte(describeResult(f, good)))
 	f.Add([]byte(describeResult(f, json.RawMessage("null"))))
 	f.Add([]byte(`{"facts":{"payload":1},"advertisement":null}`))
@@ -93,14 +94,7 @@ func describeHost(t testing.TB, fs json.RawMessage, ad string) json.RawMessage {
 // host takes workloads; without one (or one that is not readable) the
 // node has no host the controller can place on.
 func TestDecodeDescribeHost(t *testing.T) {
-	k, id := testKey(t, 7)
-	f := sampleFacts()
-	f.NodeID = id
-	s, err := facts.Sign(k, f, 3, t0, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	good, _ := json.Marshal(s)
+	_, good := describeFacts(t, 3)
 	ad := func(enabled string) string {
 		return `{"name":"workload-host","node_id":"x","methods":[],"version":"1","metadata":{"instances":"2","in_flight":"0","enabled":"` + enabled + `","label.zone":"a"},"last_updated":5}`
 	}

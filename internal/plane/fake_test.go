@@ -277,27 +277,20 @@ func (f *fakeCluster) Status(_ context.Context, node string) (ctl.StatusList, er
 }
 
 func (f *fakeCluster) Start(_ context.Context, node, iid string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.calls = append(f.calls, "start "+node)
-	h, err := f.host(node)
-	if err != nil {
-		return err
-	}
-	in, ok := h.instances[iid]
-	if !ok {
-		r := ctl.NewRefusal(ctl.CodeUnknownInstance, "no such instance")
-		return &ctl.CallError{Class: ctl.ClassRefused, Method: ctl.MethodStart, Refusal: r, Err: r}
-	}
-	in.Lifecycle = ctl.StateRunning
-	h.instances[iid] = in
-	return nil
+	return f.setLifecycle("start", ctl.MethodStart, node, iid, ctl.StateRunning)
 }
 
 func (f *fakeCluster) Stop(_ context.Context, node, iid string) error {
+	return f.setLifecycle("stop", ctl.MethodStop, node, iid, ctl.StateStopped)
+}
+
+// setLifecycle is Start and Stop: it records the call (verb and node)
+// and puts iid on node in state, refused as method when node does not
+// hold it.
+func (f *fakeCluster) setLifecycle(verb string, method ctl.Method, node, iid, state string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.calls = append(f.calls, "stop "+node)
+	f.calls = append(f.calls, verb+" "+node)
 	h, err := f.host(node)
 	if err != nil {
 		return err
@@ -305,9 +298,9 @@ func (f *fakeCluster) Stop(_ context.Context, node, iid string) error {
 	in, ok := h.instances[iid]
 	if !ok {
 		r := ctl.NewRefusal(ctl.CodeUnknownInstance, "no such instance")
-		return &ctl.CallError{Class: ctl.ClassRefused, Method: ctl.MethodStop, Refusal: r, Err: r}
+		return &ctl.CallError{Class: ctl.ClassRefused, Method: method, Refusal: r, Err: r}
 	}
-	in.Lifecycle = ctl.StateStopped
+	in.Lifecycle = state
 	h.instances[iid] = in
 	return nil
 }
@@ -383,6 +376,18 @@ func newRig(t *testing.T, hosts ...uint64) (*rig, []*fakeHost) {
 		hs = append(hs, cl.addHost(t, byte(i+1), mem))
 	}
 	cl.addPackage("/pkg/echo", "echo", pkg.KindService, 1)
+	dir, ch, ck := testChain(t, clk)
+	cfg := pairedServices()
+	r := &rig{t: t, clk: clk, cl: cl, chain: ch, key: ck, state: filepath.Join(dir, "controller.json"), cfg: cfg,
+		targets: cl.targets(engine.TrustPaired)}
+	r.restart()
+	return r, hs
+}
+
+// testChain is a chain in a new test directory, signed by test key 99,
+// on clk; the test closes it. It returns the directory and the key too.
+func testChain(t testing.TB, clk *clock) (string, *chain.Chain, ed25519.PrivateKey) {
+	t.Helper()
 	dir := t.TempDir()
 	ck, _ := testKey(t, 99)
 	ch, _, err := chain.Open(filepath.Join(dir, "chain.log"), ck, chain.Options{Now: clk.Now})
@@ -390,12 +395,15 @@ func newRig(t *testing.T, hosts ...uint64) (*rig, []*fakeHost) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ch.Close() })
+	return dir, ch, ck
+}
+
+// pairedServices is the default config with services placed on paired
+// nodes.
+func pairedServices() Config {
 	cfg := Default()
 	cfg.Policy.Kinds = map[string]KindRule{pkg.KindService: {MinTier: engine.TrustPaired}}
-	r := &rig{t: t, clk: clk, cl: cl, chain: ch, key: ck, state: filepath.Join(dir, "controller.json"), cfg: cfg,
-		targets: cl.targets(engine.TrustPaired)}
-	r.restart()
-	return r, hs
+	return cfg
 }
 
 // restart drops the controller and builds a new one from the state file,

@@ -538,6 +538,23 @@ func TestOtherKeyIsNotContact(t *testing.T) {
 	}
 }
 
+// placedOnOneOfTwo is a rig of two nodes with echo placed: a holds it,
+// b does not.
+func placedOnOneOfTwo(t *testing.T) (r *rig, rep Report, a, b *fakeHost) {
+	t.Helper()
+	r, hs := newRig(t, 16, 8)
+	r.tick()
+	rep = r.place(echo)
+	if rep.Placed == nil {
+		t.Fatalf("not placed:\n%s", rep.Explain())
+	}
+	a, b = hs[0], hs[1]
+	if rep.Placed.Node == b.id {
+		a, b = b, a
+	}
+	return r, rep, a, b
+}
+
 // TestRemovedTargetPlacementsMoveAfterRestart: the controller restarts
 // with a config that no longer names the node of a placement (a peer
 // removed from mesh.peers while it was down; the state file keeps no
@@ -545,16 +562,7 @@ func TestOtherKeyIsNotContact(t *testing.T) {
 // for dead_after from the restart, then lost, with its status saying
 // why, and moved to a target, as a dead target's would be.
 func TestRemovedTargetPlacementsMoveAfterRestart(t *testing.T) {
-	r, hs := newRig(t, 16, 8)
-	r.tick()
-	rep := r.place(echo)
-	if rep.Placed == nil {
-		t.Fatalf("not placed:\n%s", rep.Explain())
-	}
-	a, b := hs[0], hs[1]
-	if rep.Placed.Node == b.id {
-		a, b = b, a
-	}
+	r, rep, a, b := placedOnOneOfTwo(t)
 	r.targets = slices.DeleteFunc(slices.Clone(r.targets), func(t Target) bool { return t.ID == a.id })
 	r.cl.set(a, func(h *fakeHost) { h.down = true }) // its link is gone too
 	r.restart()
@@ -597,16 +605,7 @@ func TestRemovedTargetPlacementsMoveAfterRestart(t *testing.T) {
 // placement (SetTargets) does not leave it alone: once dead_after has
 // passed since the node's last contact, the placement moves.
 func TestRemovedTargetPlacementsMove(t *testing.T) {
-	r, hs := newRig(t, 16, 8)
-	r.tick()
-	rep := r.place(echo)
-	if rep.Placed == nil {
-		t.Fatalf("not placed:\n%s", rep.Explain())
-	}
-	a, b := hs[0], hs[1]
-	if rep.Placed.Node == b.id {
-		a, b = b, a
-	}
+	r, rep, a, b := placedOnOneOfTwo(t)
 	rest := slices.DeleteFunc(slices.Clone(r.targets), func(t Target) bool { return t.ID == a.id })
 	if err := r.c.SetTargets(rest); err != nil {
 		t.Fatal(err)

@@ -40,38 +40,15 @@ func onePropertyRun(t *testing.T, seed uint64) {
 		t.Helper()
 		t.Fatalf("seed %d after %v: %s", seed, log, fmt.Sprintf(format, args...))
 	}
-	r, hs := newRig(t, 8, 8, 8)
-	// An in-memory chain and a state file on a memory file system: the
-	// fsyncs would make the runs slow, and they are not what is tested.
-	r.app = &memChain{}
-	r.state = shmPath(t)
+	r, hs := propertyRig(t)
 	r.restart()
 	r.tick()
 	r.place(echo)
-	modes := []placeMode{placeOK, placeRefuse, placeLostAfterActing, placeLostNoAct}
 	for range 1 + rnd.IntN(32) {
 		i := rnd.IntN(len(hs))
-		h := hs[i]
-		switch rnd.IntN(10) {
-		case 0:
-			log = append(log, fmt.Sprint("kill ", i))
-			r.cl.set(h, func(h *fakeHost) { h.down = true })
-		case 1:
-			log = append(log, fmt.Sprint("revive ", i))
-			r.cl.set(h, func(h *fakeHost) { h.down = false })
-		case 2:
-			m := modes[rnd.IntN(len(modes))]
-			log = append(log, fmt.Sprint("mode ", i, " ", m))
-			r.cl.set(h, func(h *fakeHost) { h.place = m })
-		case 3:
-			log = append(log, "restart")
-			r.restart()
-		case 4:
-			acts := rnd.IntN(2) == 0
-			log = append(log, fmt.Sprint("crash at the next place, acts ", acts))
-			r.cl.mu.Lock()
-			r.cl.crashArmed, r.cl.crashActs, r.cl.crashPath = true, acts, r.state
-			r.cl.mu.Unlock()
+		switch op := rnd.IntN(10); op {
+		case 0, 1, 2, 3, 4, 5:
+			r.fault(rnd, &log, hs, i, fault(op))
 		case 6:
 			// Kill the node that holds the instance: the move is what
 			// the invariant is about.
@@ -82,30 +59,16 @@ func onePropertyRun(t *testing.T, seed uint64) {
 				}
 			}
 		case 7:
-			log = append(log, fmt.Sprint("reboot ", i))
-			r.cl.set(h, func(h *fakeHost) { clear(h.instances) })
-		case 5:
-			log = append(log, fmt.Sprint("status flaky ", i))
-			r.cl.set(h, func(h *fakeHost) { h.statusErr = !h.statusErr })
+			r.fault(rnd, &log, hs, i, faultReboot)
 		default:
-			n := []int{1, 1, 2, 7}[rnd.IntN(4)]
-			log = append(log, fmt.Sprint("tick ", n))
-			r.clk.Advance(r.cfg.Tick * time.Duration(n))
-			if err := r.c.Tick(context.Background()); err != nil {
-				fail("Tick: %v", err)
-			}
-			if r.crashRestart() {
-				log = append(log, "crashed")
-			}
+			r.randomTick(rnd, &log, fail)
 			if n := r.liveCopies("echo"); n > 1 {
 				fail("%d copies on the answering nodes", n)
 			}
 		}
 	}
 	// Heal: every node back and well behaved.
-	r.cl.mu.Lock()
-	r.cl.crashArmed = false
-	r.cl.mu.Unlock()
+	r.cl.disarmCrash()
 	for _, h := range hs {
 		r.cl.set(h, func(h *fakeHost) { h.down = false; h.place = placeOK; h.statusErr = false })
 	}
@@ -127,6 +90,95 @@ func onePropertyRun(t *testing.T, seed uint64) {
 	if placed > 1 || n != placed || (n == 1 && on[0] != node) {
 		fail("healed: %d placed (on %s), %d copies on %v; placements %+v", placed, node, n, on, r.c.Placements())
 	}
+}
+
+// propertyRig is a rig of three nodes for a random run, with an
+// in-memory chain and a state file on a memory file system: the fsyncs
+// would make the runs slow, and they are not what is tested.
+func propertyRig(t *testing.T) (*rig, []*fakeHost) {
+	t.Helper()
+	r, hs := newRig(t, 8, 8, 8)
+	r.app = &memChain{}
+	r.state = shmPath(t)
+	return r, hs
+}
+
+// fault is one of the faults the random runs inflict on a node or the
+// controller.
+type fault int
+
+const (
+	faultKill    fault = iota // the node stops answering
+	faultRevive               // it answers again
+	faultMode                 // its place calls behave in a mode drawn from placeModes
+	faultRestart              // the controller restarts
+	faultCrash                // the controller crashes at the next place (acting or not: drawn)
+	faultFlaky                // the node's status listing fails, or works again
+	faultReboot               // the node forgets its instances
+)
+
+// placeModes are the modes faultMode draws from.
+var placeModes = []placeMode{placeOK, placeRefuse, placeLostAfterActing, placeLostNoAct}
+
+// fault inflicts f on hs[i] (or the controller), drawing what it needs
+// from rnd, and logs it.
+func (r *rig) fault(rnd *rand.Rand, log *[]string, hs []*fakeHost, i int, f fault) {
+	h := hs[i]
+	switch f {
+	case faultKill:
+		*log = append(*log, fmt.Sprint("kill ", i))
+		r.cl.set(h, func(h *fakeHost) { h.down = true })
+	case faultRevive:
+		*log = append(*log, fmt.Sprint("revive ", i))
+		r.cl.set(h, func(h *fakeHost) { h.down = false })
+	case faultMode:
+		m := placeModes[rnd.IntN(len(placeModes))]
+		*log = append(*log, fmt.Sprint("mode ", i, " ", m))
+		r.cl.set(h, func(h *fakeHost) { h.place = m })
+	case faultRestart:
+		*log = append(*log, "restart")
+		r.restart()
+	case faultCrash:
+		acts := rnd.IntN(2) == 0
+		*log = append(*log, fmt.Sprint("crash at the next place, acts ", acts))
+		r.cl.mu.Lock()
+		r.cl.crashArmed, r.cl.crashActs, r.cl.crashPath = true, acts, r.state
+		r.cl.mu.Unlock()
+	case faultFlaky:
+		*log = append(*log, fmt.Sprint("status flaky ", i))
+		r.cl.set(h, func(h *fakeHost) { h.statusErr = !h.statusErr })
+	case faultReboot:
+		*log = append(*log, fmt.Sprint("reboot ", i))
+		r.cl.set(h, func(h *fakeHost) { clear(h.instances) })
+	default:
+		r.t.Fatalf("no fault %d", f)
+	}
+}
+
+// randomTick advances the clock by 1, 2 or 7 ticks (drawn from rnd),
+// ticks, and restarts the controller if a crash was armed and happened
+// (crashRestart): it says whether it did. fail reports a Tick error.
+func (r *rig) randomTick(rnd *rand.Rand, log *[]string, fail func(string, ...any)) bool {
+	r.t.Helper()
+	n := []int{1, 1, 2, 7}[rnd.IntN(4)]
+	*log = append(*log, fmt.Sprint("tick ", n))
+	r.clk.Advance(r.cfg.Tick * time.Duration(n))
+	if err := r.c.Tick(context.Background()); err != nil {
+		fail("Tick: %v", err)
+	}
+	crashed := r.crashRestart()
+	if crashed {
+		*log = append(*log, "crashed")
+	}
+	return crashed
+}
+
+// disarmCrash takes back a crash armed by faultCrash that has not
+// happened.
+func (f *fakeCluster) disarmCrash() {
+	f.mu.Lock()
+	f.crashArmed = false
+	f.mu.Unlock()
 }
 
 // memChain is an in-memory Appender whose hashes are distinct.
@@ -197,9 +249,7 @@ func oneDeclaredRun(t *testing.T, seed uint64) {
 		t.Helper()
 		t.Fatalf("seed %d after %v: %s", seed, log, fmt.Sprintf(format, args...))
 	}
-	r, hs := newRig(t, 8, 8, 8)
-	r.app = &memChain{}
-	r.state = shmPath(t)
+	r, hs := propertyRig(t)
 	r.cfg.MaxReschedules = 1000 // the cap would strand a replica; not what is tested
 	versions := []string{"1.0.0"}
 	r.addVersion("echo", versions[0], 1, nil)
@@ -213,37 +263,15 @@ func oneDeclaredRun(t *testing.T, seed uint64) {
 			fail("%v", err)
 		}
 	}
-	modes := []placeMode{placeOK, placeRefuse, placeLostAfterActing, placeLostNoAct}
 	for range 1 + rnd.IntN(40) {
 		i := rnd.IntN(len(hs))
 		h := hs[i]
-		switch rnd.IntN(13) {
-		case 0:
-			log = append(log, fmt.Sprint("kill ", i))
-			r.cl.set(h, func(h *fakeHost) { h.down = true })
-		case 1:
-			log = append(log, fmt.Sprint("revive ", i))
-			r.cl.set(h, func(h *fakeHost) { h.down = false })
-		case 2:
-			m := modes[rnd.IntN(len(modes))]
-			log = append(log, fmt.Sprint("mode ", i, " ", m))
-			r.cl.set(h, func(h *fakeHost) { h.place = m })
+		switch op := rnd.IntN(13); op {
+		case 0, 1, 2, 4, 5, 6:
+			r.fault(rnd, &log, hs, i, fault(op))
 		case 3:
-			log = append(log, "restart")
-			r.restart()
+			r.fault(rnd, &log, hs, i, faultRestart)
 			check()
-		case 4:
-			acts := rnd.IntN(2) == 0
-			log = append(log, fmt.Sprint("crash at the next place, acts ", acts))
-			r.cl.mu.Lock()
-			r.cl.crashArmed, r.cl.crashActs, r.cl.crashPath = true, acts, r.state
-			r.cl.mu.Unlock()
-		case 5:
-			log = append(log, fmt.Sprint("status flaky ", i))
-			r.cl.set(h, func(h *fakeHost) { h.statusErr = !h.statusErr })
-		case 6:
-			log = append(log, fmt.Sprint("reboot ", i))
-			r.cl.set(h, func(h *fakeHost) { clear(h.instances) })
 		case 7:
 			w.Replicas = 1 + rnd.IntN(3)
 			log = append(log, fmt.Sprint("replicas ", w.Replicas))
@@ -267,16 +295,7 @@ func oneDeclaredRun(t *testing.T, seed uint64) {
 					r.setState(v, ctl.StateRunning)
 				}
 			}
-			n := []int{1, 1, 2, 7}[rnd.IntN(4)]
-			log = append(log, fmt.Sprint("tick ", n))
-			r.clk.Advance(r.cfg.Tick * time.Duration(n))
-			if err := r.c.Tick(context.Background()); err != nil {
-				fail("Tick: %v", err)
-			}
-			crashed := r.crashRestart()
-			if crashed {
-				log = append(log, "crashed")
-			}
+			crashed := r.randomTick(rnd, &log, fail)
 			check()
 			if !crashed {
 				if err := noStrayCopies(r, "chat"); err != nil {
@@ -286,9 +305,7 @@ func oneDeclaredRun(t *testing.T, seed uint64) {
 		}
 	}
 	// Heal: every node back and well behaved, every instance healthy.
-	r.cl.mu.Lock()
-	r.cl.crashArmed = false
-	r.cl.mu.Unlock()
+	r.cl.disarmCrash()
 	for _, h := range hs {
 		r.cl.set(h, func(h *fakeHost) { h.down = false; h.place = placeOK; h.statusErr = false; h.startAs = "" })
 	}

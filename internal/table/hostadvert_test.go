@@ -157,16 +157,7 @@ func TestHostAdvertRefusals(t *testing.T) {
 			if e.t.IngestAdvertisement(tt.sender, tt.ad) {
 				t.Fatal("advertisement taken")
 			}
-			if diff := cmp.Diff(tt.wantAudit, e.audit.take()); diff != "" {
-				t.Fatalf("audit (-want +got):\n%s", diff)
-			}
-			var wantKeys []refusalKey
-			for _, r := range tt.wantAudit {
-				wantKeys = append(wantKeys, refusalKey{tt.sender, KindAdvertRefused, r.Payload.(AdvertRefusedEvent).Why})
-			}
-			if diff := cmp.Diff(wantKeys, e.audit.takeKeys()); diff != "" {
-				t.Fatalf("refusal keys (-want +got):\n%s", diff)
-			}
+			wantRefused(t, e.audit, tt.sender, tt.wantAudit)
 			if diff := cmp.Diff(map[string]HostAdvert{"n-c": {Advertisement: hostAd("n-c", 1), Received: e.clock.now()}},
 				e.t.HostAdverts()); diff != "" {
 				t.Fatalf("HostAdverts (-want +got):\n%s", diff)

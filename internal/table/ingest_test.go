@@ -9,6 +9,29 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
+// refusedAd is the one record of an advertisement for role and node
+// refused from sender, for why.
+func refusedAd(role, sender, node, why string) []rec {
+	return []rec{{KindAdvertRefused, AdvertRefusedEvent{Role: role, Sender: sender, AdvertisedNode: node, Why: why}}}
+}
+
+// wantRefused fails unless audit took exactly want since it was last
+// taken, each refusal keyed by the verified sender and its fixed reason
+// (so that a recorder counts a peer's repeats together).
+func wantRefused(t *testing.T, audit *fakeAuditor, sender string, want []rec) {
+	t.Helper()
+	if diff := cmp.Diff(want, audit.take()); diff != "" {
+		t.Fatalf("audit (-want +got):\n%s", diff)
+	}
+	var wantKeys []refusalKey
+	for _, r := range want {
+		wantKeys = append(wantKeys, refusalKey{sender, KindAdvertRefused, r.Payload.(AdvertRefusedEvent).Why})
+	}
+	if diff := cmp.Diff(wantKeys, audit.takeKeys()); diff != "" {
+		t.Fatalf("refusal keys (-want +got):\n%s", diff)
+	}
+}
+
 func TestIngestRefusals(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -17,32 +40,28 @@ func TestIngestRefusals(t *testing.T) {
 		wantAudit []rec
 	}{
 		{
-			name:   "for another node",
-			sender: "n-b",
-			ad:     ad("chat", "n-c"),
-			wantAudit: []rec{{KindAdvertRefused, AdvertRefusedEvent{
-				Role: "chat", Sender: "n-b", AdvertisedNode: "n-c", Why: ReasonOtherNode}}},
+			name:      "for another node",
+			sender:    "n-b",
+			ad:        ad("chat", "n-c"),
+			wantAudit: refusedAd("chat", "n-b", "n-c", ReasonOtherNode),
 		},
 		{
-			name:   "not admitted",
-			sender: "n-x",
-			ad:     ad("chat", "n-x"),
-			wantAudit: []rec{{KindAdvertRefused, AdvertRefusedEvent{
-				Role: "chat", Sender: "n-x", AdvertisedNode: "n-x", Why: ReasonNotAdmitted}}},
+			name:      "not admitted",
+			sender:    "n-x",
+			ad:        ad("chat", "n-x"),
+			wantAudit: refusedAd("chat", "n-x", "n-x", ReasonNotAdmitted),
 		},
 		{
-			name:   "not allowed for this role",
-			sender: "n-b",
-			ad:     ad("embed", "n-b"),
-			wantAudit: []rec{{KindAdvertRefused, AdvertRefusedEvent{
-				Role: "embed", Sender: "n-b", AdvertisedNode: "n-b", Why: ReasonNotAllowed}}},
+			name:      "not allowed for this role",
+			sender:    "n-b",
+			ad:        ad("embed", "n-b"),
+			wantAudit: refusedAd("embed", "n-b", "n-b", ReasonNotAllowed),
 		},
 		{
-			name:   "admitted but not allowlisted",
-			sender: "n-c",
-			ad:     ad("chat", "n-c"),
-			wantAudit: []rec{{KindAdvertRefused, AdvertRefusedEvent{
-				Role: "chat", Sender: "n-c", AdvertisedNode: "n-c", Why: ReasonNotAllowed}}},
+			name:      "admitted but not allowlisted",
+			sender:    "n-c",
+			ad:        ad("chat", "n-c"),
+			wantAudit: refusedAd("chat", "n-c", "n-c", ReasonNotAllowed),
 		},
 		{
 			name:   "too many metadata entries",
@@ -54,15 +73,13 @@ func TestIngestRefusals(t *testing.T) {
 				}
 				return a
 			}(),
-			wantAudit: []rec{{KindAdvertRefused, AdvertRefusedEvent{
-				Role: "chat", Sender: "n-b", AdvertisedNode: "n-b", Why: ReasonTooLarge}}},
+			wantAudit: refusedAd("chat", "n-b", "n-b", ReasonTooLarge),
 		},
 		{
-			name:   "over-long metadata value",
-			sender: "n-b",
-			ad:     ad("chat", "n-b", MetaModel, strings.Repeat("m", MaxAdvertFieldLen+1)),
-			wantAudit: []rec{{KindAdvertRefused, AdvertRefusedEvent{
-				Role: "chat", Sender: "n-b", AdvertisedNode: "n-b", Why: ReasonTooLarge}}},
+			name:      "over-long metadata value",
+			sender:    "n-b",
+			ad:        ad("chat", "n-b", MetaModel, strings.Repeat("m", MaxAdvertFieldLen+1)),
+			wantAudit: refusedAd("chat", "n-b", "n-b", ReasonTooLarge),
 		},
 		{
 			name:   "too many methods",
@@ -72,8 +89,7 @@ func TestIngestRefusals(t *testing.T) {
 				a.Methods = make([]string, MaxAdvertMethods+1)
 				return a
 			}(),
-			wantAudit: []rec{{KindAdvertRefused, AdvertRefusedEvent{
-				Role: "chat", Sender: "n-b", AdvertisedNode: "n-b", Why: ReasonTooLarge}}},
+			wantAudit: refusedAd("chat", "n-b", "n-b", ReasonTooLarge),
 		},
 		{name: "other name (silent)", sender: "n-b", ad: func() Advertisement {
 			a := ad("chat", "n-b")
@@ -97,18 +113,7 @@ func TestIngestRefusals(t *testing.T) {
 			if e.t.IngestAdvertisement(tt.sender, tt.ad) {
 				t.Fatal("advertisement taken")
 			}
-			if diff := cmp.Diff(tt.wantAudit, e.audit.take()); diff != "" {
-				t.Fatalf("audit (-want +got):\n%s", diff)
-			}
-			// Keyed by the verified sender and the fixed reason, so that
-			// a recorder counts a peer's repeats together.
-			var wantKeys []refusalKey
-			for _, r := range tt.wantAudit {
-				wantKeys = append(wantKeys, refusalKey{tt.sender, KindAdvertRefused, r.Payload.(AdvertRefusedEvent).Why})
-			}
-			if diff := cmp.Diff(wantKeys, e.audit.takeKeys()); diff != "" {
-				t.Fatalf("refusal keys (-want +got):\n%s", diff)
-			}
+			wantRefused(t, e.audit, tt.sender, tt.wantAudit)
 			if g := e.t.Generation(); g != gen {
 				t.Fatalf("generation moved %d -> %d", gen, g)
 			}
@@ -131,7 +136,7 @@ func TestIngestWithoutAdmissionIsRefused(t *testing.T) {
 	if tb.IngestAdvertisement("n-b", ad("chat", "n-b")) {
 		t.Fatal("taken without a mesh")
 	}
-	want := []rec{{KindAdvertRefused, AdvertRefusedEvent{Role: "chat", Sender: "n-b", AdvertisedNode: "n-b", Why: ReasonNotAdmitted}}}
+	want := refusedAd("chat", "n-b", "n-b", ReasonNotAdmitted)
 	if diff := cmp.Diff(want, audit.take()); diff != "" {
 		t.Fatalf("audit (-want +got):\n%s", diff)
 	}
