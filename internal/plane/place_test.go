@@ -299,19 +299,9 @@ func TestCrashOnThePlacePathNeverTwoCopies(t *testing.T) {
 			}
 			// The state file as the crash left it: captured when the place
 			// call is made (decision persisted, first candidate named).
-			var atCall []byte
 			r.cl.set(first, func(h *fakeHost) { h.place = tt.mode })
-			hook := &hookDispatcher{fakeCluster: r.cl, before: func() {
-				b, err := os.ReadFile(r.state)
-				if err != nil {
-					t.Error(err)
-				}
-				atCall = b
-			}}
-			c, err := New(r.cfg, r.targets, Deps{Now: r.clk.Now, Chain: r.chain, Dispatcher: hook, StatePath: r.state})
-			if err != nil {
-				t.Fatal(err)
-			}
+			var atCall []byte
+			c := r.capturingController(t, &atCall)
 			c.Tick(context.Background())
 			rep, err := c.Place(context.Background(), echo)
 			if err != nil {
@@ -342,6 +332,25 @@ func TestCrashOnThePlacePathNeverTwoCopies(t *testing.T) {
 			}
 		})
 	}
+}
+
+// capturingController is a controller on r's state file whose place
+// calls first read that file into *atCall: the file a crash during the
+// call would leave.
+func (r *rig) capturingController(t *testing.T, atCall *[]byte) *Controller {
+	t.Helper()
+	hook := &hookDispatcher{fakeCluster: r.cl, before: func() {
+		b, err := os.ReadFile(r.state)
+		if err != nil {
+			t.Error(err)
+		}
+		*atCall = b
+	}}
+	c, err := New(r.cfg, r.targets, Deps{Now: r.clk.Now, Chain: r.chain, Dispatcher: hook, StatePath: r.state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // hookDispatcher runs before ahead of every place.
