@@ -308,19 +308,9 @@ func TestCrashDuringRescheduleNeverTwoCopies(t *testing.T) {
 	// The replacement's place is made, the host acts, and the controller
 	// crashes before the answer: the file holds the new placement
 	// (dispatching) and the old one (lost, replaced by it).
-	var atCall []byte
 	r.cl.set(other, func(h *fakeHost) { h.place = placeLostAfterActing })
-	hook := &hookDispatcher{fakeCluster: r.cl, before: func() {
-		b, err := os.ReadFile(r.state)
-		if err != nil {
-			t.Error(err)
-		}
-		atCall = b
-	}}
-	c, err := New(r.cfg, r.targets, Deps{Now: r.clk.Now, Chain: r.chain, Dispatcher: hook, StatePath: r.state})
-	if err != nil {
-		t.Fatal(err)
-	}
+	var atCall []byte
+	c := r.capturingController(t, &atCall)
 	for range 10 {
 		r.clk.Advance(r.cfg.Tick)
 		c.Tick(context.Background())

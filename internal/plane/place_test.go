@@ -19,6 +19,18 @@ import (
 )
 
 // rankOrder returns the ranked candidates of a dry run.
+// firstOfTwo is the one of two hosts ranked first for echo, with the
+// rank order.
+func (r *rig) firstOfTwo(hs []*fakeHost) (*fakeHost, []string) {
+	r.t.Helper()
+	order := r.rankOrder()
+	first := hs[0]
+	if hs[1].id == order[0] {
+		first = hs[1]
+	}
+	return first, order
+}
+
 func (r *rig) rankOrder() []string {
 	r.t.Helper()
 	o := echo
@@ -150,12 +162,8 @@ func TestIndeterminateReconciles(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r, hs := newRig(t, 8, 8)
 			r.tick()
-			order := r.rankOrder()
+			first, order := r.firstOfTwo(hs)
 			idx := map[string]string{order[0]: "0", order[1]: "1"}
-			first := hs[0]
-			if hs[1].id == order[0] {
-				first = hs[1]
-			}
 			r.cl.set(first, func(h *fakeHost) { h.place = tt.mode; h.statusErr = tt.statusErr })
 			rep := r.place(echo)
 			var got []string
@@ -225,11 +233,7 @@ func TestIndeterminateReconciles(t *testing.T) {
 func TestUnsettledNotFoundResumesNextCandidate(t *testing.T) {
 	r, hs := newRig(t, 8, 8)
 	r.tick()
-	order := r.rankOrder()
-	first := hs[0]
-	if hs[1].id == order[0] {
-		first = hs[1]
-	}
+	first, order := r.firstOfTwo(hs)
 	r.cl.set(first, func(h *fakeHost) { h.place = placeLostNoAct; h.statusErr = true })
 	if rep := r.place(echo); !rep.Unsettled {
 		t.Fatalf("not unsettled: %+v", rep)
@@ -292,26 +296,12 @@ func TestCrashOnThePlacePathNeverTwoCopies(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r, hs := newRig(t, 8, 8)
 			r.tick()
-			order := r.rankOrder()
-			first := hs[0]
-			if hs[1].id == order[0] {
-				first = hs[1]
-			}
+			first, _ := r.firstOfTwo(hs)
 			// The state file as the crash left it: captured when the place
 			// call is made (decision persisted, first candidate named).
-			var atCall []byte
 			r.cl.set(first, func(h *fakeHost) { h.place = tt.mode })
-			hook := &hookDispatcher{fakeCluster: r.cl, before: func() {
-				b, err := os.ReadFile(r.state)
-				if err != nil {
-					t.Error(err)
-				}
-				atCall = b
-			}}
-			c, err := New(r.cfg, r.targets, Deps{Now: r.clk.Now, Chain: r.chain, Dispatcher: hook, StatePath: r.state})
-			if err != nil {
-				t.Fatal(err)
-			}
+			var atCall []byte
+			c := r.capturingController(t, &atCall)
 			c.Tick(context.Background())
 			rep, err := c.Place(context.Background(), echo)
 			if err != nil {
@@ -342,6 +332,25 @@ func TestCrashOnThePlacePathNeverTwoCopies(t *testing.T) {
 			}
 		})
 	}
+}
+
+// capturingController is a controller on r's state file whose place
+// calls first read that file into *atCall: the file a crash during the
+// call would leave.
+func (r *rig) capturingController(t *testing.T, atCall *[]byte) *Controller {
+	t.Helper()
+	hook := &hookDispatcher{fakeCluster: r.cl, before: func() {
+		b, err := os.ReadFile(r.state)
+		if err != nil {
+			t.Error(err)
+		}
+		*atCall = b
+	}}
+	c, err := New(r.cfg, r.targets, Deps{Now: r.clk.Now, Chain: r.chain, Dispatcher: hook, StatePath: r.state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // hookDispatcher runs before ahead of every place.
