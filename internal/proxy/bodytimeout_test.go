@@ -74,12 +74,15 @@ func (h *harness) trickle(role, path string, size int, gap time.Duration) (*http
 // model). On the local path the stall timeout does not cover it: every
 // body byte counts as activity.
 func TestTrickledBodyFreesSlot(t *testing.T) {
-	const bodyTimeout = 300 * time.Millisecond
+	const bodyTimeout = 600 * time.Millisecond
 	cfg := Config{
 		Roles:       []RoleConfig{{Name: "chat", Listen: "127.0.0.1:0", Concurrency: 1}},
 		BodyTimeout: bodyTimeout,
-		// Shorter than the body timeout, and never reached by a trickle.
-		StallTimeout: 100 * time.Millisecond,
+		// Shorter than the body timeout, and never reached by a trickle
+		// (a byte every 20 ms): 15 gaps' worth, so a client or a proxy
+		// goroutine descheduled on a loaded machine does not pass for a
+		// stalled upstream (it did at 100 ms, load average 20).
+		StallTimeout: 300 * time.Millisecond,
 	}
 	var forwarded atomic.Int64
 	remote := remoteFunc(func(ctx context.Context, nodeID, role string, r *http.Request, body []byte, w http.ResponseWriter) error {
