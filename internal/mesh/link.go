@@ -227,16 +227,28 @@ func (m *Mesh) serveLink(l *link) {
 	stop := context.AfterFunc(l.conn.Context(), cancel)
 	defer stop()
 	cr := newCredits()
+	var acceptErr error
 	for {
 		s, err := l.conn.AcceptStream(ctx)
 		if err != nil {
+			acceptErr = err
 			break
 		}
 		m.goServe(runCtx, func() { m.serveAccepted(ctx, l, s, cr) })
 	}
 	cancel()
 	m.met.bytes.retire(l.conn)
-	m.linkLost(l, context.Cause(l.conn.Context()))
+	// quic-go fails AcceptStream with the close error before it cancels
+	// the connection's context, so the context may carry no cause yet:
+	// then the accept's error is why the link ended (a stateless reset
+	// must be known as one, or a forward retried on the peer's new run
+	// does not wait for its link; TestMeshForwardAfterPeerRestart
+	// failed 1 run in 40 to 90 that way).
+	cause := context.Cause(l.conn.Context())
+	if cause == nil {
+		cause = acceptErr
+	}
+	m.linkLost(l, cause)
 }
 
 // linkLost retires l when it is still its peer's link: its peer's
@@ -695,9 +707,15 @@ func (m *Mesh) OpenStream(ctx context.Context, nodeID string, kind StreamKind) (
 		return nil, fmt.Errorf("open %s stream to %s: %w", kind, nodeID, ErrNoLink)
 	}
 	qs, err := l.conn.OpenStreamSync(ctx)
-	if err != nil && ctx.Err() == nil && l.conn.Context().Err() != nil {
-		// The link ended before anything was sent on the stream.
+	if err != nil && ctx.Err() == nil {
+		// The link ended before anything was sent on the stream
+		// (OpenStreamSync fails only with ctx or the connection; quic-go
+		// returns the close error before it cancels the connection's
+		// context, so the error is the cause when the context has none).
 		cause := context.Cause(l.conn.Context())
+		if cause == nil {
+			cause = err
+		}
 		m.linkLost(l, cause)
 		wctx := ctx
 		if !restarted(cause) && !staleLink(cause) {

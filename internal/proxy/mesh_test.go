@@ -631,9 +631,6 @@ func TestMeshForwardAfterPeerRestart(t *testing.T) {
 	}
 
 	b.Crash()
-	// The new run admits no peer yet, so it does not dial a: a's link to
-	// b is still the one to the previous run when the request leaves.
-	b.start(MeshDeps{})
 	got := make(chan *http.Response, 1)
 	bodies := make(chan []byte, 1)
 	go func() {
@@ -641,6 +638,15 @@ func TestMeshForwardAfterPeerRestart(t *testing.T) {
 		got <- res
 		bodies <- body
 	}()
+	// The request leaves on a's link to b's previous run (its body held
+	// by the forwarder once the stream is open) while nothing listens at
+	// b's address; had b's new run started first, a packet of a's could
+	// meet it before the request left, the link be gone and the role
+	// unresolved (503, not what this test is about).
+	meshtest.WaitFor(t, "the request sent on the link to b's previous run", func() bool { return a.fwd.held.Load() > 0 })
+	// The new run admits no peer yet, so it does not dial a: it answers
+	// the link's next packet with a stateless reset.
+	b.start(MeshDeps{})
 	meshtest.WaitFor(t, "a's link to b's previous run reset", func() bool { return !a.Connected(b.Node) })
 	b.Apply(a.Peer())
 	res := wait(t, got, "response")
