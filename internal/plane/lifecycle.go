@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -62,6 +63,10 @@ func (c *Controller) Tick(ctx context.Context) error {
 	start := c.now()
 	defer func() { c.met.tick.Observe(c.now().Sub(start).Seconds()) }()
 
+	c.mu.Lock()
+	c.listedAt = c.verbs
+	maps.DeleteFunc(c.verbAt, func(_ string, at uint64) bool { return at <= c.listedAt })
+	c.mu.Unlock()
 	c.describeAll(ctx)
 	now := c.now()
 	errs := []error{c.retireUnwanted()}
@@ -176,7 +181,7 @@ const (
 // step advances one placement.
 func (c *Controller) step(ctx context.Context, pl *Placement, now time.Time) error {
 	c.mu.Lock()
-	if _, still := c.placements[pl.DecisionID]; !still || c.busy[pl.DecisionID] {
+	if _, still := c.placements[pl.DecisionID]; !still || c.busy[pl.DecisionID] || c.verbAt[pl.DecisionID] > c.listedAt {
 		c.mu.Unlock()
 		return nil
 	}

@@ -135,6 +135,7 @@ func (c *Controller) Start(ctx context.Context, ref string) (Placement, error) {
 	c.mu.Lock()
 	from := pl.HostState
 	pl.Stopped, pl.HostState, pl.WasRunning = false, ctl.StateRunning, true
+	c.verbDoneLocked(pl)
 	pl.Attempts, pl.NextAttempt, pl.LastError = 0, time.Time{}, ""
 	out := pl.clone()
 	lrec := lifecycleRecord{DecisionID: pl.DecisionID, InstanceID: iid, Node: node, Workload: pl.Workload,
@@ -235,6 +236,16 @@ func (c *Controller) tierWaiverLocked(pl *Placement) (bool, string) {
 // may be placed, and taking one down never places anything; a node whose
 // tier would not admit the workload any more (a demoted peer) is waived,
 // and the waiver is chained with the request.
+// verbDoneLocked notes that the operator's start or stop changed pl
+// (see Controller.verbs). c.mu is held.
+func (c *Controller) verbDoneLocked(pl *Placement) {
+	c.verbs++
+	if c.verbAt == nil {
+		c.verbAt = map[string]uint64{}
+	}
+	c.verbAt[pl.DecisionID] = c.verbs
+}
+
 func (c *Controller) teardown(ctx context.Context, verb, ref string) (Placement, error) {
 	c.mu.Lock()
 	pl := c.findLocked(ref)
@@ -282,6 +293,7 @@ func (c *Controller) teardown(ctx context.Context, verb, ref string) (Placement,
 	c.mu.Lock()
 	from := pl.HostState
 	pl.Stopped, pl.HostState, pl.WasRunning = true, ctl.StateStopped, false
+	c.verbDoneLocked(pl)
 	pl.Attempts, pl.NextAttempt, pl.LastError = 0, time.Time{}, ""
 	out := pl.clone()
 	lrec := lifecycleRecord{DecisionID: pl.DecisionID, InstanceID: iid, Node: node, Workload: pl.Workload,

@@ -1,0 +1,93 @@
+package plane
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nodeld/nodeld/internal/ctl"
+)
+
+// heldDescribes is the fake cluster with the describes of one node held
+// once armed: the listing is taken, then the describe waits for release,
+// as a describe whose answer is on its way while the operator acts.
+type heldDescribes struct {
+	*fakeCluster
+	node      string
+	armed     bool
+	described chan struct{}
+	release   chan struct{}
+}
+
+func (h *heldDescribes) Describe(ctx context.Context, node string) (Description, error) {
+	d, err := h.fakeCluster.Describe(ctx, node)
+	if h.armed && node == h.node {
+		h.described <- struct{}{}
+		select {
+		case <-h.release:
+		case <-ctx.Done():
+		}
+	}
+	return d, err
+}
+
+// TestStopDuringTickStays: a tick whose listing of a node was taken before
+// the operator stopped an instance there does not undo the stop (the
+// stale listing showed it running: "started again"); the next tick,
+// which lists the node anew, sees it stopped.
+func TestStopDuringTickStays(t *testing.T) {
+	r, _ := newRig(t, 8, 8)
+	r.cfg.DescribeTimeout = time.Minute
+	r.restart()
+	r.tick()
+	rep := r.place(echo)
+	if rep.Placed == nil {
+		t.Fatalf("not placed: %+v", rep)
+	}
+	disp := &heldDescribes{fakeCluster: r.cl, node: rep.Placed.Node,
+		described: make(chan struct{}), release: make(chan struct{})}
+	c, err := New(r.cfg, r.targets, Deps{Now: r.clk.Now, Chain: r.chain, Dispatcher: disp, StatePath: r.state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Tick(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	iid := rep.Placed.InstanceID
+	want := func(when string, stopped bool, state string) {
+		t.Helper()
+		ps := c.Placements()
+		if len(ps) != 1 || ps[0].Stopped != stopped || ps[0].HostState != state {
+			t.Fatalf("%s: %+v, want stopped %v and host state %s", when, ps, stopped, state)
+		}
+	}
+	want("before the stop", false, ctl.StateRunning)
+
+	disp.armed = true
+	ticked := make(chan error, 1)
+	go func() { ticked <- c.Tick(context.Background()) }()
+	select {
+	case <-disp.described:
+	case <-time.After(time.Minute):
+		t.Fatal("the tick did not describe the node")
+	}
+	if _, err := c.Stop(context.Background(), iid); err != nil {
+		t.Fatal(err)
+	}
+	close(disp.release)
+	select {
+	case err := <-ticked:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the tick did not return")
+	}
+	want("after the tick that listed the node before the stop", true, ctl.StateStopped)
+
+	disp.armed = false
+	if err := c.Tick(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want("after the next tick", true, ctl.StateStopped)
+}
