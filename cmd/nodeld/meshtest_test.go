@@ -424,7 +424,7 @@ func (mn *mnode) kill() {
 			t.Errorf("node %s run: %v", mn.name, err)
 		}
 	case <-time.After(waitTimeout):
-		t.Errorf("node %s: run did not return", mn.name)
+		t.Errorf("node %s: run did not return; goroutines:\n%s", mn.name, allStacks())
 	}
 	if err := mn.chain.Close(); err != nil {
 		t.Errorf("node %s chain: %v", mn.name, err)
