@@ -569,13 +569,7 @@ func (fc *fastConn) readHead() (*http.Request, int, error) {
 				closing = true
 			}
 		}
-		if vv := h[name]; vv == nil && len(strs) > 0 {
-			vv, strs = strs[:1:1], strs[1:]
-			vv[0] = value
-			h[name] = vv
-		} else {
-			h[name] = append(vv, value)
-		}
+		strs = addHeaderValue(h, strs, name, value)
 	}
 	if hosts != 1 || lengths > 1 {
 		return nil, 0, nil

@@ -105,13 +105,7 @@ func parseResponseHead(br *bufio.Reader, req *http.Request, slot *responseSlot) 
 				closing = true
 			}
 		}
-		if vv := h[name]; vv == nil && len(strs) > 0 {
-			vv, strs = strs[:1:1], strs[1:]
-			vv[0] = value
-			h[name] = vv
-		} else {
-			h[name] = append(vv, value)
-		}
+		strs = addHeaderValue(h, strs, name, value)
 	}
 	if length < 0 {
 		return nil
@@ -253,3 +247,18 @@ func (b *lengthBody) Read(p []byte) (int, error) {
 }
 
 func (b *lengthBody) Close() error { return nil }
+
+// addHeaderValue adds value to h[name] (name already canonical): a name's
+// first value takes a one-element slice cut from strs, a block the caller
+// allocated for the whole head, so a head of n fields costs one allocation
+// rather than n; later values append. It returns what is left of strs.
+func addHeaderValue(h http.Header, strs []string, name, value string) []string {
+	if vv := h[name]; vv == nil && len(strs) > 0 {
+		vv, strs = strs[:1:1], strs[1:]
+		vv[0] = value
+		h[name] = vv
+	} else {
+		h[name] = append(vv, value)
+	}
+	return strs
+}

@@ -52,7 +52,14 @@ func recvExit(t *testing.T, ch <-chan ExitStatus) ExitStatus {
 
 func newTestManaged(t *testing.T, spec Spec) *Managed {
 	t.Helper()
-	m, err := NewManaged(spec, ManagedDeps{Logger: zaptest.NewLogger(t)})
+	return newTestManagedDeps(t, spec, ManagedDeps{})
+}
+
+// newTestManagedDeps is newTestManaged with deps (its Logger the test's).
+func newTestManagedDeps(t *testing.T, spec Spec, deps ManagedDeps) *Managed {
+	t.Helper()
+	deps.Logger = zaptest.NewLogger(t)
+	m, err := NewManaged(spec, deps)
 	if err != nil {
 		t.Fatalf("NewManaged: %v", err)
 	}
@@ -309,16 +316,7 @@ func (p *takenPorts) next() (int, error) {
 
 func newPortManaged(t *testing.T, spec Spec, ports *takenPorts) *Managed {
 	t.Helper()
-	m, err := NewManaged(spec, ManagedDeps{Logger: zaptest.NewLogger(t), FreePort: ports.next})
-	if err != nil {
-		t.Fatalf("NewManaged: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := m.Stop(context.Background(), 100*time.Millisecond); err != nil {
-			t.Errorf("cleanup stop: %v", err)
-		}
-	})
-	return m
+	return newTestManagedDeps(t, spec, ManagedDeps{FreePort: ports.next})
 }
 
 // TestManagedPortTakenStartsElsewhere: the port nodeld picked is taken by
