@@ -3,15 +3,11 @@ package proxy
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"io"
 	"net"
 	"runtime"
 	"strconv"
 	"testing"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap"
 
 	"github.com/nodeld/nodeld/internal/table"
 )
@@ -102,21 +98,7 @@ func BenchmarkLocalPath(b *testing.B) {
 	go rawUpstream(ln)
 	res := newResolver()
 	res.set("chat", table.Target{Kind: table.TargetLocal, Base: "http://" + ln.Addr().String(), Model: "bench"})
-	p, err := New(Config{Roles: []RoleConfig{{Name: "chat", Listen: "127.0.0.1:0", Concurrency: 256}}},
-		Deps{Resolver: res, Logger: zap.NewNop(), Registerer: prometheus.NewRegistry()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			b.Errorf("Run: %v", err)
-		}
-	}()
-	<-p.Ready()
+	p := runBenchProxy(b, Config{Roles: []RoleConfig{{Name: "chat", Listen: "127.0.0.1:0", Concurrency: 256}}}, res)
 	addr, _ := p.Addr("chat")
 	for _, conc := range []int{1, 16} {
 		b.Run("c"+strconv.Itoa(conc), func(b *testing.B) {

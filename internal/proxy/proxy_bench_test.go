@@ -57,23 +57,10 @@ func BenchmarkProxy(b *testing.B) {
 	res := newResolver()
 	res.local("chat", chatUp.URL)
 	res.local("stream", streamUp.URL)
-	p, err := New(Config{Roles: []RoleConfig{
+	p := runBenchProxy(b, Config{Roles: []RoleConfig{
 		{Name: "chat", Listen: "127.0.0.1:0", Concurrency: 256},
 		{Name: "stream", Listen: "127.0.0.1:0"},
-	}}, Deps{Resolver: res, Logger: zap.NewNop(), Registerer: prometheus.NewRegistry()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			b.Errorf("Run: %v", err)
-		}
-	}()
-	<-p.Ready()
+	}}, res)
 	chatAddr, _ := p.Addr("chat")
 	streamAddr, _ := p.Addr("stream")
 	env.chatDirect, env.chatProxy = chatUp.URL, "http://"+chatAddr.String()
@@ -226,3 +213,24 @@ func pct(ds []time.Duration, q float64) time.Duration {
 }
 
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// runBenchProxy starts a proxy of cfg on res for a benchmark and returns it
+// once it is ready; it stops when the benchmark ends.
+func runBenchProxy(b *testing.B, cfg Config, res Resolver) *Proxy {
+	b.Helper()
+	p, err := New(cfg, Deps{Resolver: res, Logger: zap.NewNop(), Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	b.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			b.Errorf("Run: %v", err)
+		}
+	})
+	<-p.Ready()
+	return p
+}
