@@ -479,11 +479,14 @@ func printNodes(w io.Writer, ns []nodeDoc) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tNAME\tTIER\tLIVENESS\tFACTS AGE\tMEM FREE\tVRAM FREE\tINSTANCES\tPLACEMENTS")
+	fmt.Fprintln(tw, "NODE\tNAME\tTIER\tCLASS\tLIVENESS\tFACTS AGE\tMEM FREE\tVRAM FREE\tINSTANCES\tPLACEMENTS")
 	for _, n := range ns {
-		name := n.Name
+		name, class := n.Name, n.Class
 		if name == "" {
 			name = "-"
+		}
+		if class == "" {
+			class = "-"
 		}
 		age, mem, vram, insts := "-", "-", "-", "-"
 		if n.HasFacts {
@@ -496,7 +499,7 @@ func printNodes(w io.Writer, ns []nodeDoc) {
 		if n.Instances >= 0 {
 			insts = strconv.Itoa(n.Instances)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", n.ID, name, n.Tier, n.Liveness, age, mem, vram, insts, n.Placements)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", n.ID, name, n.Tier, class, n.Liveness, age, mem, vram, insts, n.Placements)
 	}
 	_ = tw.Flush()
 }

@@ -478,20 +478,22 @@ func (p placementDoc) explain() string {
 type nodeDoc struct {
 	ID string `json:"id"`
 	// Name is the peer's configured name, "self" for this node.
-	Name       string  `json:"name,omitempty"`
-	Tier       string  `json:"tier"`
-	Liveness   string  `json:"liveness"`
-	LastSeen   string  `json:"last_contact,omitempty"`
-	FactsSeq   uint64  `json:"facts_seq,omitempty"`
-	FactsAgeS  float64 `json:"facts_age_seconds"`
-	HasFacts   bool    `json:"has_facts"`
-	MemFree    uint64  `json:"mem_free_bytes"`
-	MemTotal   uint64  `json:"mem_total_bytes"`
-	GPUs       int     `json:"gpus"`
-	VRAMFree   uint64  `json:"vram_free_bytes"`
-	VRAMTotal  uint64  `json:"vram_total_bytes"`
-	Instances  int     `json:"instances"`
-	Placements int     `json:"placements"`
+	Name      string  `json:"name,omitempty"`
+	Tier      string  `json:"tier"`
+	Liveness  string  `json:"liveness"`
+	LastSeen  string  `json:"last_contact,omitempty"`
+	FactsSeq  uint64  `json:"facts_seq,omitempty"`
+	FactsAgeS float64 `json:"facts_age_seconds"`
+	HasFacts  bool    `json:"has_facts"`
+	MemFree   uint64  `json:"mem_free_bytes"`
+	MemTotal  uint64  `json:"mem_total_bytes"`
+	GPUs      int     `json:"gpus"`
+	VRAMFree  uint64  `json:"vram_free_bytes"`
+	VRAMTotal uint64  `json:"vram_total_bytes"`
+	// Class is the node class its facts claim (node.class), "" when none.
+	Class      string `json:"class,omitempty"`
+	Instances  int    `json:"instances"`
+	Placements int    `json:"placements"`
 }
 
 func (b *operatorBackend) nodeDocs() []nodeDoc {
@@ -511,7 +513,7 @@ func (b *operatorBackend) nodeDocs() []nodeDoc {
 			FactsSeq: v.FactsSeq, FactsAgeS: v.FactsAge.Seconds(), HasFacts: v.HasFacts,
 			MemFree: v.MemFreeBytes, MemTotal: v.MemTotalBytes, GPUs: v.GPUs,
 			VRAMFree: v.VRAMFreeBytes, VRAMTotal: v.VRAMTotalBytes,
-			Instances: v.Instances, Placements: v.Placements,
+			Instances: v.Instances, Placements: v.Placements, Class: v.Class,
 		}
 		if !v.LastContact.IsZero() {
 			d.LastSeen = v.LastContact.UTC().Format(time.RFC3339)

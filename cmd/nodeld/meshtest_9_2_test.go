@@ -469,6 +469,21 @@ func TestMeshtest_9_2_DevMacIsDevFallback(t *testing.T) {
 	if n, nc := len(b.instances()), len(c.instances()); n != 1 || nc != 0 {
 		t.Fatalf("instances: B %d, C %d", n, nc)
 	}
+	// ctl nodes shows the class C's facts claim, and none for B.
+	var nodes []nodeDoc
+	if err := json.Unmarshal([]byte(a.ctlOK("--json", "nodes")), &nodes); err != nil {
+		t.Fatal(err)
+	}
+	classes := map[string]string{}
+	for _, n := range nodes {
+		classes[n.ID] = n.Class
+	}
+	if classes[idC] != "dev-mac" || classes[idB] != "" {
+		t.Fatalf("ctl nodes classes %v, want C dev-mac and B none", classes)
+	}
+	if out := a.ctlOK("nodes"); !strings.Contains(out, "CLASS") || !strings.Contains(out, "dev-mac") {
+		t.Fatalf("ctl nodes does not show C's class:\n%s", out)
+	}
 
 	// B's memory is gone; A describes it again and C is the only fit.
 	probe.memFree.Store(1 << 20)

@@ -6,10 +6,13 @@ package plane
 
 import (
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/nodeld/nodeld/internal/engine"
+	"github.com/nodeld/nodeld/internal/facts"
+	"github.com/nodeld/nodeld/internal/grammar"
 )
 
 // MaxRecentReports bounds the reports Recent keeps: the explanations of
@@ -109,6 +112,9 @@ type NodeView struct {
 	GPUs           int
 	VRAMFreeBytes  uint64
 	VRAMTotalBytes uint64
+	// Class is the node class its facts claim (node.class.<class>, the
+	// operator's node.class), "" when none.
+	Class string
 	// Instances is the number of instances the node listed in the latest
 	// tick; -1 when it gave no listing (not readable, or not answering).
 	Instances int
@@ -139,6 +145,7 @@ func (c *Controller) NodeViews() []NodeView {
 			v.FactsAge = max(now.Sub(f.meta.IssuedAt), 0)
 			v.MemFreeBytes, v.MemTotalBytes = f.facts.MemFreeBytes, f.facts.MemTotalBytes
 			v.GPUs = len(f.facts.GPUs)
+			v.Class = nodeClass(f.facts.Capabilities)
 			for _, g := range f.facts.GPUs {
 				v.VRAMFreeBytes += g.VRAMFreeBytes
 				v.VRAMTotalBytes += g.VRAMTotalBytes
@@ -151,4 +158,15 @@ func (c *Controller) NodeViews() []NodeView {
 	}
 	slices.SortFunc(out, func(a, b NodeView) int { return cmpString(a.ID, b.ID) })
 	return out
+}
+
+// nodeClass is the class of the first node.class.<class> record in caps,
+// "" when there is none.
+func nodeClass(caps []facts.Capability) string {
+	for _, c := range caps {
+		if class, ok := strings.CutPrefix(c.ID, grammar.CapNodeClass+"."); ok {
+			return class
+		}
+	}
+	return ""
 }
