@@ -432,11 +432,6 @@ func TestMeshtest_9_2_ReplacedNodeSuspect(t *testing.T) {
 	}
 }
 
-// withClass is a node config cfg (from meshT.config) with node.class set.
-func withClass(cfg, class string) string {
-	return strings.Replace(cfg, "node:\n", "node:\n  class: "+class+"\n", 1)
-}
-
 // TestMeshtest_9_2_DevMacIsDevFallback: the reference's dev Mac is a
 // node whose config says node.class: dev-mac, so its signed facts claim
 // node.class.dev-mac, the engine's dev class. B and C run the same
@@ -451,12 +446,9 @@ func TestMeshtest_9_2_DevMacIsDevFallback(t *testing.T) {
 	probe := &fakeProbe{}
 	probe.memFree.Store(32 << 30)
 	m.node("b").probe = probe
-	keyA := m.node("a").key
-	b := m.start("b", m.config("b", []peer{{name: "a", tier: "paired"}, {name: "c", tier: "paired"}}, meshHost(keyA, anchor)))
-	c := m.start("c", withClass(m.config("c", []peer{{name: "a", tier: "paired"}, {name: "b", tier: "paired"}}, meshHost(keyA, anchor)), "dev-mac"))
-	a := m.start("a", m.config("a", []peer{{name: "b", tier: "paired"}, {name: "c", tier: "paired"}}, meshController(anchor, "")))
+	m.node("c").class = "dev-mac"
+	m, a, b, c := threeNodesOn(t, m, anchor, "", nil)
 	idB, idC := m.id("b"), m.id("c")
-	a.waitAlive(idB, idC)
 
 	res, rc, errOut := a.placeJSON("--prefer", "c", pkgDir)
 	if rc != 0 || res.Outcome != "placed" || res.Node != idB || len(res.Attempts) != 1 {

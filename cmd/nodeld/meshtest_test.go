@@ -169,6 +169,8 @@ type mnode struct {
 	key     string // public key hex
 	// probe is what its facts report (nil: this machine as it is).
 	probe *fakeProbe
+	// class is its config's node.class (set before config; "": none).
+	class string
 	// afterPlace is the controller's place hook (nodeDeps.afterPlace).
 	afterPlace func(ctx context.Context, node string) error
 	// stopFault, set with setStopFault at any time (restarts keep it),
@@ -236,7 +238,11 @@ type peer struct {
 func (m *meshT) config(name string, peers []peer, rest string) string {
 	mn := m.node(name)
 	var b strings.Builder
-	fmt.Fprintf(&b, "node:\n  name: %s\n  data_dir: %s\nlog:\n  level: info\n  format: json\nadmin:\n  listen: 127.0.0.1:0\n", name, mn.dataDir)
+	fmt.Fprintf(&b, "node:\n  name: %s\n  data_dir: %s\n", name, mn.dataDir)
+	if mn.class != "" {
+		fmt.Fprintf(&b, "  class: %s\n", mn.class)
+	}
+	b.WriteString("log:\n  level: info\n  format: json\nadmin:\n  listen: 127.0.0.1:0\n")
 	// A generous liveness timeout: a link must not be taken for dead
 	// while -race and other tests starve the nodes.
 	fmt.Fprintf(&b, "mesh:\n  listen: %s\n  keepalive: 1s\n  liveness_timeout: 5s\n  peers:\n", mn.addr)
@@ -344,14 +350,7 @@ func (mn *mnode) tryRun() error {
 			if f := mn.replayWait.Load(); f != nil {
 				return (*f)(ctx, peerID, sent)
 			}
-			t := time.NewTimer(host.NoticeReplayPace)
-			defer t.Stop()
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-t.C:
-				return nil
-			}
+			return host.WaitReplayPace(ctx, peerID, sent)
 		},
 	}
 	if mn.probe != nil {

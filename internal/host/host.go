@@ -168,7 +168,7 @@ type Host struct {
 	// stopFault is Deps.StopFault (tests only; nil in the daemon).
 	stopFault func(instanceID string) error
 	// replayWait paces a notice replay (Deps.ReplayWait, else
-	// waitReplayPace).
+	// WaitReplayPace).
 	replayWait func(ctx context.Context, peerID string, sent int) error
 	verifier   *ctl.Verifier
 	met        *metrics
@@ -241,7 +241,7 @@ func New(cfg Config, deps Deps) (*Host, error) {
 		h.now = time.Now
 	}
 	if h.replayWait == nil {
-		h.replayWait = waitReplayPace
+		h.replayWait = WaitReplayPace
 	}
 	v, err := ctl.NewVerifier(ctl.VerifierConfig{
 		Self:        deps.Identity.PublicKey(),

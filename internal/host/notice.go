@@ -402,9 +402,9 @@ func (h *Host) replay(ctx context.Context, peerID string, entries []noticeEntry)
 	return nil
 }
 
-// waitReplayPace is the default Deps.ReplayWait: NoticeReplayPace, or
+// WaitReplayPace is the default Deps.ReplayWait: NoticeReplayPace, or
 // until ctx ends.
-func waitReplayPace(ctx context.Context, _ string, _ int) error {
+func WaitReplayPace(ctx context.Context, _ string, _ int) error {
 	t := time.NewTimer(NoticeReplayPace)
 	defer t.Stop()
 	select {
