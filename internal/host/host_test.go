@@ -343,16 +343,7 @@ func TestApplyConfigLabelsReachSignedFacts(t *testing.T) {
 	c := newCluster(t, clusterOpts{})
 	describe := func() (facts.Facts, uint64, table.Advertisement) {
 		t.Helper()
-		var desc ctl.DescribeResult
-		c.mustCall(t, ctl.MethodDescribe, nil, "", &desc)
-		var signed facts.Signed
-		if err := json.Unmarshal(desc.Facts, &signed); err != nil {
-			t.Fatal(err)
-		}
-		f, meta, err := facts.Verify(signed, c.hostNode.Ident.PublicKey(), time.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
+		desc, f, meta := c.describeFacts(t)
 		var ad table.Advertisement
 		if err := json.Unmarshal(desc.Advertisement, &ad); err != nil {
 			t.Fatal(err)
@@ -406,16 +397,7 @@ func TestApplyConfigClassReachesSignedFacts(t *testing.T) {
 	c := newCluster(t, clusterOpts{})
 	classes := func() []string {
 		t.Helper()
-		var desc ctl.DescribeResult
-		c.mustCall(t, ctl.MethodDescribe, nil, "", &desc)
-		var signed facts.Signed
-		if err := json.Unmarshal(desc.Facts, &signed); err != nil {
-			t.Fatal(err)
-		}
-		f, _, err := facts.Verify(signed, c.hostNode.Ident.PublicKey(), time.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, f, _ := c.describeFacts(t)
 		var out []string
 		for _, r := range f.Capabilities {
 			if grammar.CapabilityFamily(r.ID) == "node" {
@@ -451,4 +433,21 @@ func TestApplyConfigClassReachesSignedFacts(t *testing.T) {
 	if got := classes(); len(got) != 0 {
 		t.Errorf("class records after the class was removed: %v", got)
 	}
+}
+
+// describeFacts describes the host as its controller and returns the
+// answer with its signed facts, verified against the host's key.
+func (c *cluster) describeFacts(t *testing.T) (ctl.DescribeResult, facts.Facts, facts.Meta) {
+	t.Helper()
+	var desc ctl.DescribeResult
+	c.mustCall(t, ctl.MethodDescribe, nil, "", &desc)
+	var signed facts.Signed
+	if err := json.Unmarshal(desc.Facts, &signed); err != nil {
+		t.Fatal(err)
+	}
+	f, meta, err := facts.Verify(signed, c.hostNode.Ident.PublicKey(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return desc, f, meta
 }
