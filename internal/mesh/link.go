@@ -238,17 +238,21 @@ func (m *Mesh) serveLink(l *link) {
 	}
 	cancel()
 	m.met.bytes.retire(l.conn)
-	// quic-go fails AcceptStream with the close error before it cancels
-	// the connection's context, so the context may carry no cause yet:
-	// then the accept's error is why the link ended (a stateless reset
-	// must be known as one, or a forward retried on the peer's new run
-	// does not wait for its link; TestMeshForwardAfterPeerRestart
-	// failed 1 run in 40 to 90 that way).
-	cause := context.Cause(l.conn.Context())
-	if cause == nil {
-		cause = acceptErr
+	m.linkLost(l, endCause(l, acceptErr))
+}
+
+// endCause is why l's connection ended, given err, the error a call on it
+// failed with because it ended. quic-go fails its calls with the close
+// error before it cancels the connection's context, so the context may
+// carry no cause yet: then err is the cause. (A stateless reset must be
+// known as one, or a forward retried on the peer's new run does not wait
+// for its link: TestMeshForwardAfterPeerRestart failed 1 run in 40 to 90
+// that way.)
+func endCause(l *link, err error) error {
+	if cause := context.Cause(l.conn.Context()); cause != nil {
+		return cause
 	}
-	m.linkLost(l, cause)
+	return err
 }
 
 // linkLost retires l when it is still its peer's link: its peer's
@@ -709,13 +713,8 @@ func (m *Mesh) OpenStream(ctx context.Context, nodeID string, kind StreamKind) (
 	qs, err := l.conn.OpenStreamSync(ctx)
 	if err != nil && ctx.Err() == nil {
 		// The link ended before anything was sent on the stream
-		// (OpenStreamSync fails only with ctx or the connection; quic-go
-		// returns the close error before it cancels the connection's
-		// context, so the error is the cause when the context has none).
-		cause := context.Cause(l.conn.Context())
-		if cause == nil {
-			cause = err
-		}
+		// (OpenStreamSync fails only with ctx or the connection).
+		cause := endCause(l, err)
 		m.linkLost(l, cause)
 		wctx := ctx
 		if !restarted(cause) && !staleLink(cause) {
