@@ -28,6 +28,10 @@
 #   NODELD_BIN=       a nodeld binary to run (default: built from this tree)
 #   BASE_BIN=         a second nodeld binary, measured as local0 and mesh0
 #                     (7 more ports, from PORT_BASE+7)
+#   BASE_ENV=         environment for the second pair's nodes, e.g.
+#                     "GOMAXPROCS=1"; without BASE_BIN the second pair then
+#                     runs the same binary, so local0/mesh0 measure the
+#                     setting against the default in the same rounds
 #   PROFILE_DIR=      when set, one more mesh run of each load (c1, c64,
 #                     1mib) takes a 10 s CPU profile of both nodes from
 #                     /debug/pprof/profile on their admin listeners (needs
@@ -126,7 +130,7 @@ if [ -n "$PROFILE_DIR" ] && [ "$PPROF_CONFIG" = 1 ]; then pprof_line="  pprof: t
 # port is BASE+1, C's BASE+2, their admin ports BASE+3 and BASE+4, their
 # mesh ports BASE+5 and BASE+6.
 start_pair() {
-	local name=$1 bin=$2 base=$3
+	local name=$1 bin=$2 base=$3 envs=${4:-}
 	mkdir -p "$work/$name"
 	cat >"$work/$name/s.yaml" <<EOF
 node: {name: s, data_dir: $work/$name/s}
@@ -164,18 +168,21 @@ inference:
 EOF
 	"$work/upstream-bin" "127.0.0.1:$base" 2>"$work/$name/upstream.log" &
 	pids+=($!)
-	"$bin" run --config "$work/$name/s.yaml" >"$work/$name/s.log" 2>&1 &
+	# shellcheck disable=SC2086 # envs is a list of NAME=VALUE words
+	env $envs "$bin" run --config "$work/$name/s.yaml" >"$work/$name/s.log" 2>&1 &
 	pids+=($!)
 	echo $! >"$work/$name/s.pid"
-	"$bin" run --config "$work/$name/c.yaml" >"$work/$name/c.log" 2>&1 &
+	# shellcheck disable=SC2086
+	env $envs "$bin" run --config "$work/$name/c.yaml" >"$work/$name/c.log" 2>&1 &
 	pids+=($!)
 	echo $! >"$work/$name/c.pid"
 }
 
+if [ -n "${BASE_ENV:-}" ] && [ -z "${BASE_BIN:-}" ]; then BASE_BIN=$NODELD_BIN; fi
 start_pair cur "$NODELD_BIN" "$PORT_BASE"
 paths="direct local mesh"
 if [ -n "${BASE_BIN:-}" ]; then
-	start_pair base "$BASE_BIN" $((PORT_BASE + 7))
+	start_pair base "$BASE_BIN" $((PORT_BASE + 7)) "${BASE_ENV:-}"
 	paths="direct local0 local mesh0 mesh"
 fi
 
@@ -274,7 +281,7 @@ run() {
 	' <<<"$out" >>"$work/results"
 }
 
-echo "bench-mesh: $ROUNDS rounds of $DURATION per run; $(nproc) CPUs; $(go version | cut -d' ' -f3)" >&2
+echo "bench-mesh: $ROUNDS rounds of $DURATION per run; $(nproc) CPUs; $(go version | cut -d' ' -f3)${BASE_ENV:+; local0/mesh0 with $BASE_ENV}" >&2
 : >"$work/results"
 for round in $(seq 1 "$ROUNDS"); do
 	for load in c1 c64 1mib; do
