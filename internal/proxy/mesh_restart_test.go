@@ -86,6 +86,21 @@ func linkFrom(t *testing.T, a, s *meshNode, extra ...*meshNode) {
 	meshtest.WaitLinked(t, a.Node, s.Node)
 }
 
+// waitResetSeen waits until n has processed the stateless reset of its
+// link to peer's previous run: the link is gone, and peer's route is
+// either kept waiting for its link or removed (which one is what the
+// caller tests).
+func (n *meshNode) waitResetSeen(peer *meshNode) {
+	n.t.Helper()
+	meshtest.WaitFor(n.t, n.Name+" done with its link to "+peer.Name+"'s previous run", func() bool {
+		if n.Connected(peer.Node) {
+			return false
+		}
+		r, ok := n.route(peer)
+		return !ok || r.WaitingForLink
+	})
+}
+
 // restartUnlinked kills s and starts it again on the same key and address
 // with no peer admitted, so that its new run answers the consumer's link
 // with a stateless reset and does not link until the test admits the
@@ -179,7 +194,7 @@ func TestMeshRestartedPeerServesNewRequest(t *testing.T) {
 
 	restartUnlinked(s)
 	done := drawReset(a, s)
-	a.waitRouteWaiting(s)
+	a.waitResetSeen(s)
 	done()
 	got := a.postAsync()
 	select {
@@ -274,7 +289,7 @@ func TestMeshRestartedPeerNotBack(t *testing.T) {
 
 	restartUnlinked(s) // and never admits a again
 	done := drawReset(a, s)
-	a.waitRouteWaiting(s)
+	a.waitResetSeen(s)
 	done()
 	r := wait(t, a.postAsync(), "response")
 	if r.err != nil {
