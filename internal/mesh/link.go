@@ -315,10 +315,12 @@ func (m *Mesh) expireRestart(runCtx context.Context, p *peerEntry, resetAt time.
 	}
 	m.mu.Lock()
 	id := p.id
-	waiting := p.link == nil && p.resetAt.Equal(resetAt)
+	waiting := m.peers[p.cfg.Addr] == p && p.link == nil && p.resetAt.Equal(resetAt)
 	m.mu.Unlock()
 	if !waiting {
-		return // linked again, or restarted again (its own expiry runs)
+		// Linked again, restarted again (its own expiry runs), or removed
+		// from the config (RemoveNode dropped the routes).
+		return
 	}
 	if m.tbl.RemoveLinking(id) {
 		m.log.Info("restarted peer did not link again; its routes are removed",
