@@ -73,11 +73,12 @@
 // waiting for its link, for at most RestartLinkWait (Deps.RestartLinkWait):
 // the table ranks them after every local instance and every peer with a
 // live link, so they only serve a request nothing else can, which
-// OpenStream then holds until the new link is up. The new link calls
-// Table.Linked before any of its advertisements is read, and its first
-// round replaces the kept routes; without a new link by the end of the
-// wait, expireRestart removes them (Table.RemoveLinking) and OpenStream
-// returns ErrNoLink. An idle or liveness timeout, a close, a refused peer
+// OpenStream then holds until the new link is up. The new link's first
+// advertisement round replaces the kept routes and ends the wait
+// (Table.Linked): until then they rank last, so no request goes to a new
+// run that may not serve the role yet while another node does. Without a
+// new link by the end of the wait, expireRestart removes them
+// (Table.RemoveLinking) and OpenStream returns ErrNoLink. An idle or liveness timeout, a close, a refused peer
 // or one removed from the config still drops its routes at once, so
 // failover to another node never waits.
 //

@@ -223,10 +223,6 @@ func (m *Mesh) serveLink(l *link) {
 	m.mu.Lock()
 	runCtx := m.runCtx
 	m.mu.Unlock()
-	// The peer's routes kept while it restarted count as live again, before
-	// any advertisement of this link is read (and so before an expiry of
-	// the wait could drop what this link brings).
-	m.tbl.Linked(l.peerID)
 	ctx, cancel := context.WithCancel(runCtx)
 	stop := context.AfterFunc(l.conn.Context(), cancel)
 	defer stop()
@@ -304,8 +300,11 @@ func (m *Mesh) linkLost(l *link, cause error) {
 
 // expireRestart removes the routes of p, kept by linkLost when p's link
 // ended at resetAt because p restarted, unless a new link to p came within
-// the restart wait (Table.RemoveLinking does nothing once Linked ran). The
-// mesh stopping ends the wait at once: no link will come.
+// the restart wait. A new link's first advertisement round ends the wait
+// (Table.Linked, after which RemoveLinking does nothing); until it comes
+// the kept routes stop resolving at the end of the wait by themselves, so
+// a round in flight is never raced. The mesh stopping ends the wait at
+// once: no link will come.
 func (m *Mesh) expireRestart(runCtx context.Context, p *peerEntry, resetAt time.Time) {
 	t := time.NewTimer(m.restartWait - time.Since(resetAt))
 	defer t.Stop()
@@ -318,8 +317,9 @@ func (m *Mesh) expireRestart(runCtx context.Context, p *peerEntry, resetAt time.
 	waiting := m.peers[p.cfg.Addr] == p && p.link == nil && p.resetAt.Equal(resetAt)
 	m.mu.Unlock()
 	if !waiting {
-		// Linked again, restarted again (its own expiry runs), or removed
-		// from the config (RemoveNode dropped the routes).
+		// Linked again (its first round ends the wait), restarted again
+		// (its own expiry runs), or removed from the config (RemoveNode
+		// dropped the routes).
 		return
 	}
 	if m.tbl.RemoveLinking(id) {
@@ -598,10 +598,18 @@ func (m *Mesh) receiveAdverts(l *link, s *Stream) {
 	// them last and drops them at the end of the wait.
 	m.mu.Lock()
 	p := l.peer
+	current := p.link == l
 	gone := p.link == nil
 	waiting := gone && !p.resetAt.IsZero() && time.Since(p.resetAt) < m.restartWait
 	m.mu.Unlock()
-	if gone && !waiting {
+	switch {
+	case current:
+		// The first round of a link to a peer that restarted says what
+		// its new run serves: the routes it kept are replaced, and count
+		// as live again. Until then they ranked last, so no request went
+		// to a run that may not serve them yet when another node does.
+		m.tbl.Linked(l.peerID)
+	case gone && !waiting:
 		m.tbl.RemoveNode(l.peerID)
 	}
 	_ = s.CloseWrite()

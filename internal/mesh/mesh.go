@@ -58,7 +58,9 @@ type AdvertTable interface {
 	// moment. They must rank after every node with a live link and stop
 	// resolving once wait has passed.
 	KeepForRestart(nodeID string, wait time.Duration)
-	// Linked ends nodeID's wait: a new link to it is up.
+	// Linked ends nodeID's wait: a new link to it is up and its first
+	// advertisement round was taken. The mesh calls it after every round
+	// of a peer's current link.
 	Linked(nodeID string)
 	// RemoveLinking forgets nodeID's advertisements, as RemoveNode, only
 	// while it is still waiting for its link (no new link came within

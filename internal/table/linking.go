@@ -38,10 +38,17 @@ func (t *Table) KeepForRestart(nodeID string, wait time.Duration) {
 }
 
 // Linked ends nodeID's wait for its link (see KeepForRestart): a new link
-// to it is up, so its routes rank as any live candidate's again until its
-// first advertisement round replaces them. It bumps the generation when
-// the node was waiting and has routes.
+// to it is up and has sent its first advertisement round, which replaced
+// the kept routes; they rank as any live candidate's again. It bumps the
+// generation when the node was waiting and has routes, and is cheap when
+// it was not (the mesh calls it after every round).
 func (t *Table) Linked(nodeID string) {
+	t.mu.RLock()
+	_, ok := t.linking[nodeID]
+	t.mu.RUnlock()
+	if !ok {
+		return
+	}
 	var e effects
 	t.mu.Lock()
 	if _, ok := t.linking[nodeID]; ok {
