@@ -114,10 +114,10 @@ func errNoInstance(role string) *Error {
 
 // errNoInstanceRestarted is errNoInstance for a role whose only route led
 // to a peer that restarted and did not link again within the mesh's
-// restart wait.
+// restart wait, or whose new run does not serve the role.
 func errNoInstanceRestarted(role string) *Error {
 	e := errNoInstance(role)
-	e.Message += ": its peer restarted and has not linked again"
+	e.Message += ": its peer restarted and does not serve it again yet"
 	return e
 }
 

@@ -345,3 +345,54 @@ func TestMeshLostPeerRoutesGoAtOnce(t *testing.T) {
 		})
 	}
 }
+
+// A restarted peer whose new run links before it serves the role again
+// (its instance not registered yet) refuses the request that waited for
+// it: the client gets 503 no_instance, as with no route, not a 502.
+func TestMeshRestartedPeerLinksWithoutInstance(t *testing.T) {
+	up := proxytest.New(t, proxytest.Options{Model: "served-model"})
+	nodes := newMeshNodesOpts(t, restartOpts, "a", "s")
+	a, s := nodes[0], nodes[1]
+	var ws *watchStreams
+	a.wrapStreams = func(ms MeshStreams) MeshStreams { ws = newWatchStreams(ms); return ws }
+	slot, err := s.Table.RegisterLocal(table.OriginAdopted, "chat", up.URL, "served-model", "openai", "llama.cpp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Table.ExposeToMesh("chat", true)
+	s.Table.AllowMeshPeer("chat", a.ID(), true)
+	a.Table.AllowRemoteNode("chat", s.ID(), true)
+	linkFrom(t, a, s)
+	a.resolvesTo(s)
+
+	s.Crash()
+	slot.Release() // the new run has no instance yet
+	s.start(MeshDeps{})
+	done := drawReset(a, s)
+	a.waitResetSeen(s)
+	done()
+	got := a.postAsync()
+	select {
+	case id := <-ws.opened:
+		if id != s.ID() {
+			t.Fatalf("stream opened to %s, want s", id)
+		}
+	case r := <-got:
+		t.Fatalf("answered before s linked again: %v %d %s", r.err, r.res.StatusCode, r.body)
+	case <-time.After(meshtest.WaitTimeout):
+		t.Fatal("no stream opened for the request")
+	}
+	s.Apply(a.Peer())
+	r := wait(t, got, "response")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.res.StatusCode != http.StatusServiceUnavailable || errorCode(t, r.body) != CodeNoInstance {
+		t.Fatalf("request to s's new run without an instance: %d %s, want 503 no_instance", r.res.StatusCode, r.body)
+	}
+	// s's first round names no chat: the route is gone.
+	meshtest.WaitFor(t, "s's route removed by its new run's round", func() bool {
+		_, ok := a.route(s)
+		return !ok
+	})
+}
