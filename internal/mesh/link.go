@@ -737,7 +737,8 @@ func (m *Mesh) pokeAll() {
 // so a request written at once leaves with it. It never dials: without a
 // live link it returns ErrNoLink, except that a peer whose link ended
 // with a stateless reset (it restarted) less than RestartLinkWait ago is
-// waited for, within ctx (ErrNoLink when the wait ends without a link). A link found ended when the stream is opened
+// waited for, within ctx (ErrNoLink when the wait ends without a link).
+// A link found ended when the stream is opened
 // (nothing was sent on the stream) is retired, and the stream is opened on
 // the peer's next link: at once when there is one, or once it comes up
 // (within RestartLinkWait and ctx) when the old link ended as stale. A stream whose link turns

@@ -96,7 +96,7 @@ func (p *Proxy) forwardRemote(rec *recorder, r *http.Request, role string, targe
 		// did not link within the mesh's restart wait, or linked but
 		// does not serve the role (yet): nothing serves the role, as
 		// when no route is left at all.
-		p.log.Warn("restarted peer did not link again in time", zap.String("role", role),
+		p.log.Warn("restarted peer does not serve the role again within its wait", zap.String("role", role),
 			zap.String("node", target.NodeID), zap.Error(err))
 		writeError(rec, r, errNoInstanceRestarted(role))
 		return
