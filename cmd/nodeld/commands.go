@@ -195,6 +195,9 @@ func printStatus(w io.Writer, st *statusDoc) {
 		if r.Resolved != "" {
 			target = r.Resolved
 		}
+		if r.WaitingForLink {
+			target += " (restarted, waiting for its link)"
+		}
 		fmt.Fprintf(w, "role     %-12s %-22s -> %s\n", r.Name, r.Listen, target)
 	}
 	if st.Mesh != nil {

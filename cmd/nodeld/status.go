@@ -85,12 +85,15 @@ type tableDoc struct {
 
 // roleDoc is one configured role as an operator reads it.
 type roleDoc struct {
-	Name        string `json:"name"`
-	Listen      string `json:"listen"`
-	Resolved    string `json:"resolved,omitempty"` // "local <base>" or "remote <node id>"; empty = 503
-	Inflight    int    `json:"inflight"`
-	Concurrency int    `json:"concurrency"`
-	Exposed     bool   `json:"exposed"`
+	Name     string `json:"name"`
+	Listen   string `json:"listen"`
+	Resolved string `json:"resolved,omitempty"` // "local <base>" or "remote <node id>"; empty = 503
+	// WaitingForLink: Resolved is a peer that restarted and has not linked
+	// again; a request waits for its link (at most mesh.RestartLinkWait).
+	WaitingForLink bool `json:"waiting_for_link,omitempty"`
+	Inflight       int  `json:"inflight"`
+	Concurrency    int  `json:"concurrency"`
+	Exposed        bool `json:"exposed"`
 }
 
 // instanceDoc is one adopted instance, configured or discovered.

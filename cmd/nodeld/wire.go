@@ -174,6 +174,7 @@ func (n *node) status() any {
 				rd.Resolved = "local " + rs.Resolved.Base
 			case table.TargetRemote:
 				rd.Resolved = "remote " + rs.Resolved.NodeID
+				rd.WaitingForLink = rs.Resolved.WaitingForLink
 			}
 		}
 		st.Roles = append(st.Roles, rd)

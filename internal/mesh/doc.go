@@ -67,7 +67,20 @@
 // frozen or cut off is retired within the timeout. LinkFailed tells a
 // stream error caused by the link dying from a reset by the peer.
 // Losing a link or removing a peer calls Table.RemoveNode for it, so its
-// roles stop resolving at once.
+// roles stop resolving at once, with one exception: a link that ended with
+// a stateless reset (the peer restarted; its new run links again in a
+// moment) calls Table.KeepForRestart instead. The peer's routes then stay,
+// waiting for its link, for at most RestartLinkWait (Deps.RestartLinkWait):
+// the table ranks them after every local instance and every peer with a
+// live link, so they only serve a request nothing else can, which
+// OpenStream then holds until the new link is up. The new link's first
+// advertisement round replaces the kept routes and ends the wait
+// (Table.Linked): until then they rank last, so no request goes to a new
+// run that may not serve the role yet while another node does. Without a
+// new link by the end of the wait, expireRestart removes them
+// (Table.RemoveLinking) and OpenStream returns ErrNoLink. An idle or liveness timeout, a close, a refused peer
+// or one removed from the config still drops its routes at once, so
+// failover to another node never waits.
 //
 // # Streams
 //

@@ -50,8 +50,11 @@ func (f *floodTable) Subscribe() (<-chan struct{}, func())           { return f.
 func (f *floodTable) IngestAdvertisement(string, table.Advertisement) bool {
 	return false
 }
-func (f *floodTable) RetainRemote(string, []string) {}
-func (f *floodTable) RemoveNode(string)             {}
+func (f *floodTable) RetainRemote(string, []string)        {}
+func (f *floodTable) RemoveNode(string)                    {}
+func (f *floodTable) KeepForRestart(string, time.Duration) {}
+func (f *floodTable) Linked(string)                        {}
+func (f *floodTable) RemoveLinking(string) bool            { return false }
 
 func (f *floodTable) poke() {
 	select {

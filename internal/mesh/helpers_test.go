@@ -136,6 +136,9 @@ type testNode struct {
 	keepalive, liveness time.Duration
 	// maxStreams is Config.MaxStreams when set before start.
 	maxStreams int
+	// advTable, when set before start, is the mesh's table instead of
+	// tbl (which it should wrap).
+	advTable AdvertTable
 }
 
 func (n *testNode) config(peers []PeerConfig) Config {
@@ -159,8 +162,12 @@ func (n *testNode) start(peers ...PeerConfig) {
 	n.t.Helper()
 	n.reg = prometheus.NewRegistry()
 	n.audit = &fakeAudit{}
+	var tbl AdvertTable = n.tbl
+	if n.advTable != nil {
+		tbl = n.advTable
+	}
 	m, err := New(n.config(peers), Deps{
-		Identity: n.ident, DataDir: n.dir, Table: n.tbl, Audit: n.audit, Recorder: n.audit.recorder(),
+		Identity: n.ident, DataDir: n.dir, Table: tbl, Audit: n.audit, Recorder: n.audit.recorder(),
 		Logger: zaptest.NewLogger(n.t).Named(n.name), Registerer: n.reg,
 		OnPeersChanged: func() { n.peersChanged.Add(1) },
 	})

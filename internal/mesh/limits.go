@@ -72,7 +72,9 @@ const (
 	// RestartLinkWait is how long a stream to a peer that restarted (its
 	// link ended with a stateless reset) waits for the link to its new
 	// run, when the caller gives no earlier deadline: the peer dials its
-	// peers when it starts, and this side redials at once.
+	// peers when it starts, and this side redials at once. The peer's
+	// routes are kept for as long, waiting for that link
+	// (Table.KeepForRestart), then removed if it has not come.
 	RestartLinkWait = 5 * time.Second
 
 	// MaxPeers bounds the configured peers.

@@ -257,10 +257,15 @@ func endCause(l *link, err error) error {
 
 // linkLost retires l when it is still its peer's link: its peer's
 // advertisements stop resolving at once and the dial loop reconnects.
+// When the peer restarted (a stateless reset) they are kept instead,
+// waiting for its link, for at most the restart wait (see
+// expireRestart): its new run links again in a moment, and a request
+// that nothing else serves had better wait for it than fail.
 func (m *Mesh) linkLost(l *link, cause error) {
 	m.mu.Lock()
 	p := l.peer
 	current := m.peers[p.cfg.Addr] == p && p.link == l
+	keep := false
 	if current {
 		p.link = nil
 		close(l.done)
@@ -272,15 +277,55 @@ func (m *Mesh) linkLost(l *link, cause error) {
 		}
 		if restarted(cause) {
 			p.resetAt = time.Now()
+			// Only while Run runs: the expiry is one of its goroutines.
+			keep = m.runCtx != nil && !m.closing
 		}
 		m.updateGaugeLocked()
+		if keep {
+			runCtx, resetAt := m.runCtx, p.resetAt
+			m.wg.Go(func() { m.expireRestart(runCtx, p, resetAt) })
+		}
 	}
 	m.mu.Unlock()
 	if !current {
 		return
 	}
-	m.tbl.RemoveNode(l.peerID)
-	m.log.Info("peer link lost", zap.String("peer", l.peerID), zap.Error(cause))
+	if keep {
+		m.tbl.KeepForRestart(l.peerID, m.restartWait)
+	} else {
+		m.tbl.RemoveNode(l.peerID)
+	}
+	m.log.Info("peer link lost", zap.String("peer", l.peerID), zap.Bool("restarted", keep), zap.Error(cause))
+}
+
+// expireRestart removes the routes of p, kept by linkLost when p's link
+// ended at resetAt because p restarted, unless a new link to p came within
+// the restart wait. A new link's first advertisement round ends the wait
+// (Table.Linked, after which RemoveLinking does nothing); until it comes
+// the kept routes stop resolving at the end of the wait by themselves, so
+// a round in flight is never raced. The mesh stopping ends the wait at
+// once: no link will come.
+func (m *Mesh) expireRestart(runCtx context.Context, p *peerEntry, resetAt time.Time) {
+	t := time.NewTimer(m.restartWait - time.Since(resetAt))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-runCtx.Done():
+	}
+	m.mu.Lock()
+	id := p.id
+	waiting := m.peers[p.cfg.Addr] == p && p.link == nil && p.resetAt.Equal(resetAt)
+	m.mu.Unlock()
+	if !waiting {
+		// Linked again (its first round ends the wait), restarted again
+		// (its own expiry runs), or removed from the config (RemoveNode
+		// dropped the routes).
+		return
+	}
+	if m.tbl.RemoveLinking(id) {
+		m.log.Info("restarted peer did not link again; its routes are removed",
+			zap.String("peer", id), zap.Duration("waited", m.restartWait))
+	}
 }
 
 // dialLoop keeps p linked: it dials while p has no link, with capped
@@ -548,11 +593,23 @@ func (m *Mesh) receiveAdverts(l *link, s *Stream) {
 	// A round read while its link was being lost may land after linkLost
 	// removed the peer's adverts: with no link to the peer now, remove
 	// them again, or they would resolve until their TTL runs out. (A new
-	// link's own rounds replace them otherwise.)
+	// link's own rounds replace them otherwise.) A peer that restarted a
+	// moment ago keeps them, still waiting for its link: the table ranks
+	// them last and drops them at the end of the wait.
 	m.mu.Lock()
-	gone := l.peer.link == nil
+	p := l.peer
+	current := p.link == l
+	gone := p.link == nil
+	waiting := gone && !p.resetAt.IsZero() && time.Since(p.resetAt) < m.restartWait
 	m.mu.Unlock()
-	if gone {
+	switch {
+	case current:
+		// The first round of a link to a peer that restarted says what
+		// its new run serves: the routes it kept are replaced, and count
+		// as live again. Until then they ranked last, so no request went
+		// to a run that may not serve them yet when another node does.
+		m.tbl.Linked(l.peerID)
+	case gone && !waiting:
 		m.tbl.RemoveNode(l.peerID)
 	}
 	_ = s.CloseWrite()
@@ -680,7 +737,8 @@ func (m *Mesh) pokeAll() {
 // so a request written at once leaves with it. It never dials: without a
 // live link it returns ErrNoLink, except that a peer whose link ended
 // with a stateless reset (it restarted) less than RestartLinkWait ago is
-// waited for, within ctx. A link found ended when the stream is opened
+// waited for, within ctx (ErrNoLink when the wait ends without a link).
+// A link found ended when the stream is opened
 // (nothing was sent on the stream) is retired, and the stream is opened on
 // the peer's next link: at once when there is one, or once it comes up
 // (within RestartLinkWait and ctx) when the old link ended as stale. A stream whose link turns
@@ -697,7 +755,7 @@ func (m *Mesh) OpenStream(ctx context.Context, nodeID string, kind StreamKind) (
 	if p := m.peerByIDLocked(nodeID); p != nil {
 		l = p.link
 		if l == nil && !p.resetAt.IsZero() {
-			wait = RestartLinkWait - time.Since(p.resetAt)
+			wait = m.restartWait - time.Since(p.resetAt)
 		}
 	}
 	m.mu.Unlock()
@@ -723,7 +781,7 @@ func (m *Mesh) OpenStream(ctx context.Context, nodeID string, kind StreamKind) (
 			cancel()
 			wctx = c
 		} else {
-			c, cancel := context.WithTimeout(ctx, RestartLinkWait)
+			c, cancel := context.WithTimeout(ctx, m.restartWait)
 			defer cancel()
 			wctx = c
 		}

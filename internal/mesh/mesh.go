@@ -52,6 +52,20 @@ type AdvertTable interface {
 	// RemoveNode forgets every advertisement of nodeID (its link was lost
 	// or it was removed).
 	RemoveNode(nodeID string)
+	// KeepForRestart keeps nodeID's advertisements for at most wait,
+	// marked as waiting for its link, instead of forgetting them: its
+	// link ended because it restarted, and its new run links again in a
+	// moment. They must rank after every node with a live link and stop
+	// resolving once wait has passed.
+	KeepForRestart(nodeID string, wait time.Duration)
+	// Linked ends nodeID's wait: a new link to it is up and its first
+	// advertisement round was taken. The mesh calls it after every round
+	// of a peer's current link.
+	Linked(nodeID string)
+	// RemoveLinking forgets nodeID's advertisements, as RemoveNode, only
+	// while it is still waiting for its link (no new link came within
+	// the wait); it reports whether it removed any.
+	RemoveLinking(nodeID string) bool
 }
 
 // Auditor records an audit event. The chain implements it.
@@ -108,6 +122,10 @@ type Deps struct {
 	// block: ctx ends when that link stops being the peer's link or the
 	// mesh stops.
 	OnLinkUp func(ctx context.Context, peer PeerInfo)
+	// RestartLinkWait, when positive, replaces RestartLinkWait: how long
+	// a peer that restarted is waited for (its routes kept, streams to it
+	// held). Tests shorten it.
+	RestartLinkWait time.Duration
 	// ListenUDP, when set, binds the mesh's socket instead of
 	// net.ListenUDP; Run closes the socket when it returns. Tests use it
 	// to keep the socket and close it under a running mesh, as a node
@@ -230,9 +248,11 @@ type Mesh struct {
 	onPeers   func()
 	onLinkUp  func(ctx context.Context, peer PeerInfo)
 	listenUDP func(addr *net.UDPAddr) (*net.UDPConn, error)
-	cert      tls.Certificate
-	ready     chan struct{}
-	changed   chan struct{} // size 1: OnPeersChanged is due
+	// restartWait is RestartLinkWait or Deps.RestartLinkWait.
+	restartWait time.Duration
+	cert        tls.Certificate
+	ready       chan struct{}
+	changed     chan struct{} // size 1: OnPeersChanged is due
 
 	// pinMu serialises admission decisions that may pin a key, so that
 	// known_peers.json is written in pin order. It is taken before mu,
@@ -274,28 +294,32 @@ func New(cfg Config, deps Deps) (*Mesh, error) {
 		return nil, fmt.Errorf("mesh config: %w", err)
 	}
 	m := &Mesh{
-		ident:     deps.Identity,
-		knownPath: filepath.Join(deps.DataDir, KnownPeersFile),
-		tbl:       deps.Table,
-		audit:     deps.Audit,
-		rec:       deps.Recorder,
-		log:       deps.Logger,
-		now:       deps.Now,
-		rand:      deps.Rand,
-		extra:     deps.ExtraAdverts,
-		onPeers:   deps.OnPeersChanged,
-		onLinkUp:  deps.OnLinkUp,
-		listenUDP: deps.ListenUDP,
-		ready:     make(chan struct{}),
-		changed:   make(chan struct{}, 1),
-		cfg:       cfg,
-		peers:     make(map[string]*peerEntry),
-		handlers:  make(map[StreamKind]Handler),
-		linkEvent: make(chan struct{}),
-		work:      make(chan func()),
+		ident:       deps.Identity,
+		knownPath:   filepath.Join(deps.DataDir, KnownPeersFile),
+		tbl:         deps.Table,
+		audit:       deps.Audit,
+		rec:         deps.Recorder,
+		log:         deps.Logger,
+		now:         deps.Now,
+		rand:        deps.Rand,
+		extra:       deps.ExtraAdverts,
+		onPeers:     deps.OnPeersChanged,
+		onLinkUp:    deps.OnLinkUp,
+		listenUDP:   deps.ListenUDP,
+		restartWait: deps.RestartLinkWait,
+		ready:       make(chan struct{}),
+		changed:     make(chan struct{}, 1),
+		cfg:         cfg,
+		peers:       make(map[string]*peerEntry),
+		handlers:    make(map[StreamKind]Handler),
+		linkEvent:   make(chan struct{}),
+		work:        make(chan func()),
 	}
 	if m.log == nil {
 		m.log = zap.NewNop()
+	}
+	if m.restartWait <= 0 {
+		m.restartWait = RestartLinkWait
 	}
 	if m.now == nil {
 		m.now = time.Now

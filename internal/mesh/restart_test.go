@@ -2,10 +2,13 @@ package mesh
 
 import (
 	"context"
+	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nodeld/nodeld/internal/table"
 )
 
 // crash stops n the way SIGKILL does: its socket closes before anything
@@ -256,4 +259,86 @@ func waitForWithin(t *testing.T, what string, bound time.Duration, cond func() b
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// heldAdverts is a table whose advertisements are not handed to the mesh
+// while held: the first round of a new link is not sent until release.
+type heldAdverts struct {
+	*table.Table
+	held    atomic.Bool
+	release chan struct{}
+}
+
+func (h *heldAdverts) Advertisements(now time.Time) []table.Advertisement {
+	if h.held.Load() {
+		<-h.release
+	}
+	return h.Table.Advertisements(now)
+}
+
+// A peer that restarted keeps its routes waiting for its link, ranked
+// last, until the new link's first advertisement round: a new run that is
+// linked but has not said what it serves is not preferred to a node that
+// does. The round ends the wait.
+func TestRestartedPeerRoutesWaitForTheFirstRound(t *testing.T) {
+	a, b := newNode(t, "a"), newNode(t, "b")
+	hb := &heldAdverts{Table: b.tbl, release: make(chan struct{})}
+	b.advTable = hb
+	// release lets a held round go; it runs before b's run is stopped
+	// (registered after each start), or the stop would wait for it.
+	release := func() {
+		if hb.held.Swap(false) {
+			close(hb.release)
+		}
+	}
+	a.start()
+	b.start()
+	b.serveChat("chat", a.id())
+	a.tbl.AllowRemoteNode("chat", b.id(), true)
+	// a knows b at an address where nothing listens: every link is b's
+	// dial, so a's redial after the reset cannot reach b's new run (which
+	// would link before refusing a, as TLS 1.3 tells the client last).
+	pc := b.peer(true)
+	ln, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc.Addr = ln.LocalAddr().String()
+	ln.Close()
+	a.apply(pc)
+	b.apply(a.peer(true))
+	waitFor(t, "link a-b", func() bool { return a.link(b.id()) != nil })
+	waitFor(t, "a resolving chat to b", func() bool { return a.resolvesRemote("chat", b.id()) })
+	waiting := func() bool {
+		tg, ok := a.tbl.Resolve("chat")
+		return ok && tg.NodeID == b.id() && tg.WaitingForLink
+	}
+
+	b.crash()
+	hb.held.Store(true)
+	b.start() // admits nobody yet: answers a's link with a stateless reset
+	t.Cleanup(release)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	calls := make(chan error, 1)
+	go func() {
+		// A request-sized packet on a's link to b's previous run draws
+		// the reset.
+		_, err := callEcho(ctx, a, b.id(), request)
+		calls <- err
+	}()
+	waitFor(t, "a keeping b's route waiting for its link", waiting)
+
+	b.apply(a.peer(true))
+	waitFor(t, "b's new run linked to a", func() bool { return a.link(b.id()) != nil })
+	if !waiting() {
+		t.Fatal("b's route counts as live before its new run's first round")
+	}
+	release()
+	waitFor(t, "b's route live after its first round", func() bool {
+		tg, ok := a.tbl.Resolve("chat")
+		return ok && tg.NodeID == b.id() && !tg.WaitingForLink
+	})
+	cancel()
+	<-calls
 }

@@ -132,7 +132,12 @@
 // marked errNotAnswered; the handler then tries the next candidate once
 // (Resolver.ResolveExcept; the same peer when the link led to a previous
 // run of it, mesh.PeerRestarted), only while nothing was relayed to the
-// client, with the body it holds (a streamed body is not retried). ServeStream
+// client, with the body it holds (a streamed body is not retried). A
+// target marked WaitingForLink (its peer restarted and has not linked
+// again; the table picks it only when nothing else serves the role) whose
+// wait ends without a link, or whose new run refuses it as not served
+// (errPeerNotServing: it linked before it had its instance), and no other
+// candidate, is 503 no_instance, as if no route had been left. ServeStream
 // (serving node) reads the head within MeshFirstFrameTimeout, requires
 // LocalForPeerHeld (its Hold given back once the answer is relayed, so a
 // stop of the instance drains it), takes a per-peer and a total slot (429

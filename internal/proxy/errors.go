@@ -112,6 +112,15 @@ func errNoInstance(role string) *Error {
 		Message: "no instance serves role '" + role + "'"}
 }
 
+// errNoInstanceRestarted is errNoInstance for a role whose only route led
+// to a peer that restarted and did not link again within the mesh's
+// restart wait, or whose new run does not serve the role.
+func errNoInstanceRestarted(role string) *Error {
+	e := errNoInstance(role)
+	e.Message += ": its peer restarted and does not serve it again yet"
+	return e
+}
+
 func errMeshNotRunning(role string) *Error {
 	return &Error{Status: http.StatusServiceUnavailable, Type: TypeUnavailable, Code: CodeMeshNotRunning,
 		Message: "role '" + role + "' is served by a peer but the mesh is not running"}

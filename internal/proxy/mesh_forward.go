@@ -395,6 +395,7 @@ func (f *MeshForwarder) ForwardRemote(ctx context.Context, nodeID, role string, 
 		e := refusalStatus[ref.code]
 		if ref.code == RefuseNotServed {
 			e.Message = "mesh: the peer does not serve role '" + role + "' to this node"
+			return fmt.Errorf("%w (%w)", &e, errPeerNotServing)
 		}
 		return &e
 	case errors.Is(err, errMalformedFrames):
@@ -416,6 +417,11 @@ func (f *MeshForwarder) ForwardRemote(ctx context.Context, nodeID, role string, 
 		return fmt.Errorf("read from peer %s: %w", nodeID, err)
 	}
 }
+
+// errPeerNotServing marks a forward the peer refused because it does not
+// serve the role to this node (RefuseNotServed): a peer's new run after a
+// restart, linked before it has its instance, answers so.
+var errPeerNotServing = errors.New("the peer does not serve the role")
 
 // errNotAnswered marks a forward that failed because the link to the peer
 // failed (none, or it died) before the peer answered: ForwardRemote wraps

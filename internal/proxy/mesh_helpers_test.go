@@ -56,15 +56,28 @@ type meshNode struct {
 	// proxyCfg is the config of n's proxy (role "chat" on a free port
 	// when it names no role); set it before start.
 	proxyCfg Config
+	// wrapStreams, when set before start, wraps the mesh as the
+	// forwarder's MeshStreams, so a test can see streams being opened.
+	wrapStreams func(MeshStreams) MeshStreams
 }
 
 // newMeshNodes makes nodes with identities and reserved UDP ports, so
 // every node can be configured with the others' keys and addresses.
 func newMeshNodes(t testing.TB, names ...string) []*meshNode {
 	t.Helper()
+	return newMeshNodesOpts(t, meshtest.Options{}, names...)
+}
+
+// newMeshNodesOpts is newMeshNodes with the nodes' meshtest options
+// (Keepalive testKeepalive when unset).
+func newMeshNodesOpts(t testing.TB, opts meshtest.Options, names ...string) []*meshNode {
+	t.Helper()
+	if opts.Keepalive == 0 {
+		opts.Keepalive = testKeepalive
+	}
 	nodes := make([]*meshNode, len(names))
 	for i, name := range names {
-		nodes[i] = &meshNode{Node: meshtest.NewNode(t, name, meshtest.Options{Keepalive: testKeepalive}, admittingTable), t: t}
+		nodes[i] = &meshNode{Node: meshtest.NewNode(t, name, opts, admittingTable), t: t}
 	}
 	return nodes
 }
@@ -73,10 +86,19 @@ func newMeshNodes(t testing.TB, names ...string) []*meshNode {
 // forwarder and its proxy until the test ends. deps may set limits.
 func (n *meshNode) start(deps MeshDeps, peers ...*meshNode) {
 	n.t.Helper()
+	n.startPeers(deps, peerConfigs(peers)...)
+}
+
+// startPeers is start with the peer entries as given.
+func (n *meshNode) startPeers(deps MeshDeps, peers ...mesh.PeerConfig) {
+	n.t.Helper()
 	n.audit = &fakeAudit{}
-	n.Build(peerConfigs(peers)...)
+	n.Build(peers...)
 	lg := n.Logger
 	deps.Mesh, deps.Table, deps.Logger, deps.Registerer = n.Mesh, n.Table, lg, n.Registry
+	if n.wrapStreams != nil {
+		deps.Mesh = n.wrapStreams(n.Mesh)
+	}
 	if deps.Recorder == nil {
 		deps.Recorder = n.audit
 	}

@@ -91,6 +91,16 @@ func (p *Proxy) forwardRemote(rec *recorder, r *http.Request, role string, targe
 	if r.Context().Err() != nil {
 		return // the client went away; counted as statusClientClosed
 	}
+	if target.WaitingForLink && (errors.Is(err, mesh.ErrNoLink) || errors.Is(err, errPeerNotServing)) {
+		// The only candidate was a peer that restarted, and its new run
+		// did not link within the mesh's restart wait, or linked but
+		// does not serve the role (yet): nothing serves the role, as
+		// when no route is left at all.
+		p.log.Warn("restarted peer does not serve the role again within its wait", zap.String("role", role),
+			zap.String("node", target.NodeID), zap.Error(err))
+		writeError(rec, r, errNoInstanceRestarted(role))
+		return
+	}
 	e, ok := asError(err)
 	if !ok {
 		switch context.Cause(ctx) {

@@ -282,12 +282,22 @@ func (t *Table) RetainRemote(nodeID string, roles []string) {
 }
 
 // RemoveNode forgets every advertisement of nodeID (the peer left or was
-// revoked), its workload-host advertisement included. It bumps the
-// generation when an infer advertisement was removed.
+// revoked), its workload-host advertisement included, and ends any wait
+// for its link (KeepForRestart). It bumps the generation when an infer
+// advertisement was removed.
 func (t *Table) RemoveNode(nodeID string) {
 	var e effects
 	t.mu.Lock()
+	t.removeNodeLocked(&e, nodeID)
+	t.mu.Unlock()
+	t.finish(e)
+}
+
+// removeNodeLocked is RemoveNode with mu held for writing; it reports
+// whether an infer advertisement was removed.
+func (t *Table) removeNodeLocked(e *effects, nodeID string) bool {
 	delete(t.hosts, nodeID)
+	delete(t.linking, nodeID)
 	removed := false
 	for role, per := range t.remote {
 		if _, ok := per[nodeID]; ok {
@@ -299,8 +309,7 @@ func (t *Table) RemoveNode(nodeID string) {
 		}
 	}
 	if removed {
-		t.bump(&e)
+		t.bump(e)
 	}
-	t.mu.Unlock()
-	t.finish(e)
+	return removed
 }

@@ -70,6 +70,12 @@
 //     TTL. Expired entries are kept but never resolve, and HostAdverts
 //     leaves out expired workload-host advertisements and those of peers
 //     no longer admitted. RemoveNode drops all of a peer's.
+//   - A peer that restarted keeps its routes only while it waits for its
+//     link (KeepForRestart, at most the mesh's restart wait, by
+//     Options.Now): they rank after every live candidate, stop resolving
+//     when the wait is over even if nobody removes them, count as live
+//     again after Linked, and go with RemoveLinking (only while still
+//     waiting) or RemoveNode. Snapshot shows them as waiting_for_link.
 //   - Admission is re-checked on every resolution, so a revoked peer stops
 //     resolving at once, before its entry is removed.
 //   - A LocalSlot changes only through its holder; releasing it twice, or
@@ -78,8 +84,9 @@
 //     Advertisement(s) and Snapshot's Local all read the elected
 //     registration; Snapshot lists the others as Standby.
 //   - Resolution prefers the local instance (warm KV cache), then the best
-//     remote candidate: healthy first, lowest advertised load, ties by node
-//     id ascending. The original took the first by node id; with equal
+//     remote candidate: a node with a live link before one waiting for its
+//     link after a restart (KeepForRestart), then healthy first, lowest
+//     advertised load, ties by node id ascending. The original took the first by node id; with equal
 //     loads this is the same choice. Same table, same answer.
 //   - LocalForPeer never returns a remote target, so a forwarded request
 //     cannot bounce from node to node.

@@ -15,12 +15,23 @@ type candidate struct {
 	runtime string
 	healthy bool
 	load    float64
+	// waiting: the node restarted and its routes wait for its new link
+	// (KeepForRestart).
+	waiting bool
 }
 
-// compareCandidates orders candidates best first: healthy ("health"
-// absent or "up") before unhealthy, then lower load, then node id
-// ascending. The order is total, so resolution is deterministic.
+// compareCandidates orders candidates best first: a node with a live link
+// before one waiting for its link after a restart (which would make the
+// request wait), then healthy ("health" absent or "up") before unhealthy,
+// then lower load, then node id ascending. The order is total, so
+// resolution is deterministic.
 func compareCandidates(a, b candidate) int {
+	if a.waiting != b.waiting {
+		if b.waiting {
+			return -1
+		}
+		return 1
+	}
 	if a.healthy != b.healthy {
 		if a.healthy {
 			return -1
@@ -34,7 +45,8 @@ func compareCandidates(a, b candidate) int {
 }
 
 // candidatesLocked returns role's remote nodes that are on its use_from
-// allowlist now and fresh at now, best first. Call with mu held.
+// allowlist now and fresh at now, best first; a node whose wait for its
+// link after a restart is over is left out. Call with mu held.
 func (t *Table) candidatesLocked(role string, now time.Time) []candidate {
 	per := t.remote[role]
 	allowed := t.allow[role]
@@ -46,7 +58,13 @@ func (t *Table) candidatesLocked(role string, now time.Time) []candidate {
 		if _, ok := allowed[node]; !ok || !t.fresh(e, now) {
 			continue
 		}
-		cs = append(cs, candidateOf(node, e.ad))
+		waiting, expired := t.waitingLocked(node, now)
+		if expired {
+			continue
+		}
+		c := candidateOf(node, e.ad)
+		c.waiting = waiting
+		cs = append(cs, c)
 	}
 	slices.SortFunc(cs, compareCandidates)
 	return cs
@@ -79,7 +97,8 @@ func candidateOrder(cs []candidate) []string {
 // its KV cache stays warm): the elected one of its registrations (see
 // RegisterLocal). Otherwise, when there is a mesh, the best
 // remote candidate (see compareCandidates) that is on role's use_from
-// allowlist, fresh by TTL and admitted at this very call: admission is
+// allowlist, fresh by TTL, not past a wait for its link (KeepForRestart)
+// and admitted at this very call: admission is
 // re-checked every time, so a revoked peer stops resolving at once, before
 // its entry is removed.
 func (t *Table) Resolve(role string) (Target, bool) { return t.ResolveExcept(role, "") }
@@ -134,7 +153,7 @@ func (t *Table) pickAdmitted(cs []candidate) (Target, bool) {
 	}
 	for _, c := range cs {
 		if t.admit.IsAdmitted(c.node) {
-			return Target{Kind: TargetRemote, NodeID: c.node, Model: c.model, Runtime: c.runtime}, true
+			return Target{Kind: TargetRemote, NodeID: c.node, Model: c.model, Runtime: c.runtime, WaitingForLink: c.waiting}, true
 		}
 	}
 	return Target{}, false

@@ -62,6 +62,13 @@ type RemoteSnapshot struct {
 	Fresh      bool    `json:"fresh"`
 	Allowed    bool    `json:"allowed"`
 	Admitted   bool    `json:"admitted"`
+	// WaitingForLink: the node restarted and this route is kept for a
+	// moment while its new run links (KeepForRestart); it resolves only
+	// when nothing live serves the role.
+	WaitingForLink bool `json:"waiting_for_link,omitempty"`
+	// LinkWaitOver: the wait for the node's link has passed; the route
+	// no longer resolves and is about to be removed.
+	LinkWaitOver bool `json:"link_wait_over,omitempty"`
 }
 
 // Snapshot returns a copy of the whole table.
@@ -104,6 +111,7 @@ func (t *Table) Snapshot() Snapshot {
 		per := t.remote[role]
 		for _, node := range slices.Sorted(maps.Keys(per)) {
 			e := per[node]
+			waiting, over := t.waitingLocked(node, now)
 			rs.Remote = append(rs.Remote, RemoteSnapshot{
 				Node:       node,
 				Model:      e.ad.Metadata[MetaModel],
@@ -112,6 +120,9 @@ func (t *Table) Snapshot() Snapshot {
 				AgeSeconds: now.Sub(e.received).Seconds(),
 				Fresh:      t.fresh(e, now),
 				Allowed:    hasMember(t.allow, role, node),
+
+				WaitingForLink: waiting,
+				LinkWaitOver:   over,
 			})
 		}
 		s.Roles = append(s.Roles, rs)

@@ -103,7 +103,7 @@ type Table struct {
 	metrics *metrics
 
 	// mu guards every field below it: local, remote, hosts, allow,
-	// serveAllow, exposed, proxyPorts and gen, and the state of this table's
+	// serveAllow, exposed, proxyPorts, linking and gen, and the state of this table's
 	// LocalSlots. It is never held while calling the Auditor, the
 	// Admission, Options.Load or while waking subscribers.
 	mu sync.RWMutex
@@ -125,6 +125,9 @@ type Table struct {
 	exposed map[string]struct{}
 	// proxyPorts: role -> port of this node's loopback proxy listener.
 	proxyPorts map[string]uint16
+	// linking: node id -> until when its routes are kept waiting for
+	// its link after it restarted (KeepForRestart); nil until first used.
+	linking map[string]time.Time
 	// gen counts resolution-relevant changes.
 	gen uint64
 

@@ -60,4 +60,9 @@ type Target struct {
 	// where the instance is one, and pins mlx-lm requests to its default
 	// model.
 	Runtime string `json:"runtime,omitempty"`
+	// WaitingForLink is set for a remote target whose node restarted and
+	// has not linked again yet (KeepForRestart): it is chosen only when no
+	// local instance and no node with a live link serves the role, and a
+	// forward to it waits (within the mesh's restart wait) for the link.
+	WaitingForLink bool `json:"waiting_for_link,omitempty"`
 }

@@ -80,6 +80,10 @@ type Options struct {
 	Audit mesh.Auditor
 	// Recorder, when set, is the mesh's recorder of refused handshakes.
 	Recorder mesh.Recorder
+	// RestartLinkWait, when positive, is the mesh's wait for a peer that
+	// restarted (mesh.Deps.RestartLinkWait); zero means
+	// mesh.RestartLinkWait.
+	RestartLinkWait time.Duration
 }
 
 // NewTable makes a node's table from its id. admit reports, once the
@@ -112,6 +116,7 @@ type Node[T mesh.AdvertTable] struct {
 	tb     testing.TB
 	audit  mesh.Auditor
 	rec    mesh.Recorder
+	wait   time.Duration // mesh.Deps.RestartLinkWait
 	admit  *Admission
 	cancel context.CancelFunc
 	done   chan error
@@ -151,7 +156,8 @@ func NewNode[T mesh.AdvertTable](tb testing.TB, name string, opts Options, newTa
 		keepalive = DefaultKeepalive
 	}
 	n := &Node[T]{Name: name, Ident: id, Dir: tb.TempDir(), Listen: FreeUDP(tb),
-		Logger: zaptest.NewLogger(tb).Named(name), tb: tb, audit: opts.Audit, rec: opts.Recorder}
+		Logger: zaptest.NewLogger(tb).Named(name), tb: tb, audit: opts.Audit, rec: opts.Recorder,
+		wait: opts.RestartLinkWait}
 	n.Config = mesh.Config{Listen: n.Listen, Keepalive: keepalive}
 	n.admit = &Admission{}
 	n.Table = newTable(id.ID(), n.admit)
@@ -183,6 +189,7 @@ func (n *Node[T]) Build(peers ...mesh.PeerConfig) {
 	n.Config.Peers = peers
 	m, err := mesh.New(n.Config, mesh.Deps{Identity: n.Ident, DataDir: n.Dir, Table: n.Table,
 		Audit: n.audit, Recorder: n.rec, Logger: n.Logger, Registerer: n.Registry,
+		RestartLinkWait: n.wait,
 		ListenUDP: func(addr *net.UDPAddr) (*net.UDPConn, error) {
 			uc, err := net.ListenUDP("udp", addr)
 			if err == nil {

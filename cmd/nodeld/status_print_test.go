@@ -1,0 +1,24 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// A role resolved to a peer that restarted and has not linked again says
+// so: a request to it waits for the link rather than being served at once.
+func TestPrintStatusWaitingForLink(t *testing.T) {
+	st := &statusDoc{Roles: []roleDoc{
+		{Name: "chat", Listen: "127.0.0.1:8001", Resolved: "remote n-abc", WaitingForLink: true},
+		{Name: "embed", Listen: "127.0.0.1:8002", Resolved: "remote n-def"},
+	}}
+	var sb strings.Builder
+	printStatus(&sb, st)
+	out := sb.String()
+	if !strings.Contains(out, "-> remote n-abc (restarted, waiting for its link)") {
+		t.Errorf("status does not show chat waiting for its link:\n%s", out)
+	}
+	if strings.Contains(out, "n-def (restarted") {
+		t.Errorf("status shows a live route as waiting:\n%s", out)
+	}
+}
