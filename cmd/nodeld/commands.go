@@ -196,7 +196,7 @@ func printStatus(w io.Writer, st *statusDoc) {
 			target = r.Resolved
 		}
 		if r.WaitingForLink {
-			target += " (restarted, waiting for its link)"
+			target += " (restarted or stopped, waiting for its link)"
 		}
 		fmt.Fprintf(w, "role     %-12s %-22s -> %s\n", r.Name, r.Listen, target)
 	}

@@ -88,8 +88,8 @@ type roleDoc struct {
 	Name     string `json:"name"`
 	Listen   string `json:"listen"`
 	Resolved string `json:"resolved,omitempty"` // "local <base>" or "remote <node id>"; empty = 503
-	// WaitingForLink: Resolved is a peer that restarted and has not linked
-	// again; a request waits for its link (at most mesh.RestartLinkWait).
+	// WaitingForLink: Resolved is a peer that restarted or stopped and has
+	// not linked again; a request waits for its link (at most mesh.RestartLinkWait).
 	WaitingForLink bool `json:"waiting_for_link,omitempty"`
 	Inflight       int  `json:"inflight"`
 	Concurrency    int  `json:"concurrency"`

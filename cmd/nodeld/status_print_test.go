@@ -15,7 +15,7 @@ func TestPrintStatusWaitingForLink(t *testing.T) {
 	var sb strings.Builder
 	printStatus(&sb, st)
 	out := sb.String()
-	if !strings.Contains(out, "-> remote n-abc (restarted, waiting for its link)") {
+	if !strings.Contains(out, "-> remote n-abc (restarted or stopped, waiting for its link)") {
 		t.Errorf("status does not show chat waiting for its link:\n%s", out)
 	}
 	if strings.Contains(out, "n-def (restarted") {

@@ -69,7 +69,9 @@
 // Losing a link or removing a peer calls Table.RemoveNode for it, so its
 // roles stop resolving at once, with one exception: a link that ended with
 // a stateless reset (the peer restarted; its new run links again in a
-// moment) calls Table.KeepForRestart instead. The peer's routes then stay,
+// moment) or that the peer closed as it stopped gracefully (CodeShutdown:
+// a restart or an upgrade, as often as not) calls Table.KeepForRestart
+// instead. The peer's routes then stay,
 // waiting for its link, for at most RestartLinkWait (Deps.RestartLinkWait):
 // the table ranks them after every local instance and every peer with a
 // live link, so they only serve a request nothing else can, which
@@ -78,7 +80,9 @@
 // (Table.Linked): until then they rank last, so no request goes to a new
 // run that may not serve the role yet while another node does. Without a
 // new link by the end of the wait, expireRestart removes them
-// (Table.RemoveLinking) and OpenStream returns ErrNoLink. An idle or liveness timeout, a close, a refused peer
+// (Table.RemoveLinking) and OpenStream returns ErrNoLink. (For a peer that
+// stopped, OpenStream holds only inference streams: a control call or an
+// artifact fetch to it fails at once.) An idle or liveness timeout, a close by this node, a refused peer
 // or one removed from the config still drops its routes at once, so
 // failover to another node never waits.
 //

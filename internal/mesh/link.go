@@ -129,6 +129,7 @@ func (m *Mesh) adopt(conn *quic.Conn, dialed *peerEntry) bool {
 	p.state = StateConnected
 	p.lastErr = ""
 	p.resetAt = time.Time{}
+	p.awayAt = time.Time{}
 	m.linkChangedLocked()
 	m.updateGaugeLocked()
 	m.wg.Go(func() { m.serveLink(l) })
@@ -257,10 +258,13 @@ func endCause(l *link, err error) error {
 
 // linkLost retires l when it is still its peer's link: its peer's
 // advertisements stop resolving at once and the dial loop reconnects.
-// When the peer restarted (a stateless reset) they are kept instead,
-// waiting for its link, for at most the restart wait (see
+// When the peer restarted (a stateless reset) or closed the link
+// stopping (CodeShutdown: a `systemctl restart`, an upgrade) they are kept
+// instead, waiting for its link, for at most the restart wait (see
 // expireRestart): its new run links again in a moment, and a request
-// that nothing else serves had better wait for it than fail.
+// that nothing else serves had better wait for it than fail. A peer
+// stopped for good costs such a request the rest of the wait before the
+// same 503; every other candidate ranks first meanwhile.
 func (m *Mesh) linkLost(l *link, cause error) {
 	m.mu.Lock()
 	p := l.peer
@@ -277,13 +281,16 @@ func (m *Mesh) linkLost(l *link, cause error) {
 		}
 		if restarted(cause) {
 			p.resetAt = time.Now()
+		}
+		if restarted(cause) || stopping(cause) {
+			p.awayAt = time.Now()
 			// Only while Run runs: the expiry is one of its goroutines.
 			keep = m.runCtx != nil && !m.closing
 		}
 		m.updateGaugeLocked()
 		if keep {
-			runCtx, resetAt := m.runCtx, p.resetAt
-			m.wg.Go(func() { m.expireRestart(runCtx, p, resetAt) })
+			runCtx, awayAt := m.runCtx, p.awayAt
+			m.wg.Go(func() { m.expireRestart(runCtx, p, awayAt) })
 		}
 	}
 	m.mu.Unlock()
@@ -295,18 +302,18 @@ func (m *Mesh) linkLost(l *link, cause error) {
 	} else {
 		m.tbl.RemoveNode(l.peerID)
 	}
-	m.log.Info("peer link lost", zap.String("peer", l.peerID), zap.Bool("restarted", keep), zap.Error(cause))
+	m.log.Info("peer link lost", zap.String("peer", l.peerID), zap.Bool("routes_kept", keep), zap.Error(cause))
 }
 
 // expireRestart removes the routes of p, kept by linkLost when p's link
-// ended at resetAt because p restarted, unless a new link to p came within
+// ended at awayAt because p restarted or stopped, unless a new link to p came within
 // the restart wait. A new link's first advertisement round ends the wait
 // (Table.Linked, after which RemoveLinking does nothing); until it comes
 // the kept routes stop resolving at the end of the wait by themselves, so
 // a round in flight is never raced. The mesh stopping ends the wait at
 // once: no link will come.
-func (m *Mesh) expireRestart(runCtx context.Context, p *peerEntry, resetAt time.Time) {
-	t := time.NewTimer(m.restartWait - time.Since(resetAt))
+func (m *Mesh) expireRestart(runCtx context.Context, p *peerEntry, awayAt time.Time) {
+	t := time.NewTimer(m.restartWait - time.Since(awayAt))
 	defer t.Stop()
 	select {
 	case <-t.C:
@@ -314,7 +321,7 @@ func (m *Mesh) expireRestart(runCtx context.Context, p *peerEntry, resetAt time.
 	}
 	m.mu.Lock()
 	id := p.id
-	waiting := m.peers[p.cfg.Addr] == p && p.link == nil && p.resetAt.Equal(resetAt)
+	waiting := m.peers[p.cfg.Addr] == p && p.link == nil && p.awayAt.Equal(awayAt)
 	m.mu.Unlock()
 	if !waiting {
 		// Linked again (its first round ends the wait), restarted again
@@ -600,7 +607,7 @@ func (m *Mesh) receiveAdverts(l *link, s *Stream) {
 	p := l.peer
 	current := p.link == l
 	gone := p.link == nil
-	waiting := gone && !p.resetAt.IsZero() && time.Since(p.resetAt) < m.restartWait
+	waiting := gone && !p.awayAt.IsZero() && time.Since(p.awayAt) < m.restartWait
 	m.mu.Unlock()
 	switch {
 	case current:
@@ -754,8 +761,15 @@ func (m *Mesh) OpenStream(ctx context.Context, nodeID string, kind StreamKind) (
 	var wait time.Duration
 	if p := m.peerByIDLocked(nodeID); p != nil {
 		l = p.link
-		if l == nil && !p.resetAt.IsZero() {
+		switch {
+		case l != nil:
+		case !p.resetAt.IsZero():
 			wait = m.restartWait - time.Since(p.resetAt)
+		case kind == KindInfer && !p.awayAt.IsZero():
+			// A peer that closed its link stopping: only a request
+			// waits for its return (its routes are kept for that), a
+			// control call or a fetch fails at once as before.
+			wait = m.restartWait - time.Since(p.awayAt)
 		}
 	}
 	m.mu.Unlock()

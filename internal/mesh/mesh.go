@@ -208,6 +208,12 @@ type peerEntry struct {
 	// resetAt is when the peer's last link ended with a stateless reset
 	// (the peer restarted); zero once a new link is up.
 	resetAt time.Time
+	// awayAt is when the peer's last link ended because the peer
+	// restarted (resetAt) or closed it stopping (CodeShutdown: a
+	// restart, as often as not, such as an upgrade): its routes are kept
+	// waiting for its next link from then for the restart wait. Zero
+	// once a new link is up.
+	awayAt time.Time
 }
 
 type link struct {
@@ -489,7 +495,11 @@ func (m *Mesh) Run(ctx context.Context) error {
 		_ = uc.Close()
 		return fmt.Errorf("mesh listen %q: %w", listen, err)
 	}
-	runCtx, cancel := context.WithCancel(ctx)
+	// runCtx ends only after the links are closed below, not with ctx:
+	// a link's serveLink retiring it at ctx's end would leave nothing
+	// here to close, and the peer would learn of the stop from its
+	// liveness timeout instead of the CodeShutdown close.
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 
 	m.mu.Lock()

@@ -317,6 +317,14 @@ func restarted(err error) bool {
 	return errors.As(err, &reset)
 }
 
+// stopping reports whether a link ended because the peer closed it as it
+// stopped (CodeShutdown): a node's graceful stop, often the first half of
+// a restart.
+func stopping(err error) bool {
+	var app *quic.ApplicationError
+	return errors.As(err, &app) && app.Remote && app.ErrorCode == CodeShutdown
+}
+
 // staleLink reports whether err says the stream's link led to a run of the
 // peer that is gone: a stateless reset, or this side closed it with
 // CodeStale when a link to the peer's new run replaced it.

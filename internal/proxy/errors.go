@@ -113,11 +113,11 @@ func errNoInstance(role string) *Error {
 }
 
 // errNoInstanceRestarted is errNoInstance for a role whose only route led
-// to a peer that restarted and did not link again within the mesh's
-// restart wait, or whose new run does not serve the role.
+// to a peer that restarted or stopped and did not link again within the
+// mesh's restart wait, or whose new run does not serve the role.
 func errNoInstanceRestarted(role string) *Error {
 	e := errNoInstance(role)
-	e.Message += ": its peer restarted and does not serve it again yet"
+	e.Message += ": its peer restarted or stopped and does not serve it again yet"
 	return e
 }
 

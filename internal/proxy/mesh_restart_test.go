@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -312,21 +313,98 @@ func TestMeshRestartedPeerNotBack(t *testing.T) {
 	}
 }
 
+// A peer that stops gracefully (its link closed with CodeShutdown, as
+// `systemctl restart` or an upgrade does) keeps its routes waiting for its
+// link as a restarted one does: a request that only it serves, sent while
+// it is away, is served by its next run.
+func TestMeshStoppedPeerServesNewRequestAfterStart(t *testing.T) {
+	up := proxytest.New(t, proxytest.Options{Model: "served-model"})
+	nodes := newMeshNodesOpts(t, restartOpts, "a", "s")
+	a, s := nodes[0], nodes[1]
+	var ws *watchStreams
+	a.wrapStreams = func(ms MeshStreams) MeshStreams { ws = newWatchStreams(ms); return ws }
+	s.serve(up.URL, "served-model", a)
+	a.Table.AllowRemoteNode("chat", s.ID(), true)
+	linkFrom(t, a, s)
+	a.resolvesTo(s)
+
+	s.Stop()
+	a.waitRouteWaiting(s)
+	got := a.postAsync()
+	select {
+	case id := <-ws.opened:
+		if id != s.ID() {
+			t.Fatalf("stream opened to %s, want s", id)
+		}
+	case r := <-got:
+		t.Fatalf("answered while s was away: %v %d %s", r.err, r.res.StatusCode, r.body)
+	case <-time.After(meshtest.WaitTimeout):
+		t.Fatal("no stream opened for the request")
+	}
+	s.start(MeshDeps{}, a) // the next run; it links to a
+	r := wait(t, got, "response")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.res.StatusCode != http.StatusOK || r.res.Header.Get(RouteHeader) != s.ID() || !strings.Contains(string(r.body), "served-model") {
+		t.Fatalf("after s started again: %d %s via %q, want 200 from s", r.res.StatusCode, r.body, r.res.Header.Get(RouteHeader))
+	}
+}
+
+// A peer stopped for good: a request that only it served waits at most the
+// restart wait and gets 503 no_instance, the route is gone after it, and a
+// control call to the stopped peer fails at once (only requests wait).
+func TestMeshStoppedPeerNotBack(t *testing.T) {
+	const restartWait = 2 * time.Second
+	up := proxytest.New(t, proxytest.Options{Model: "served-model"})
+	nodes := newMeshNodesOpts(t, meshtest.Options{Keepalive: restartOpts.Keepalive, RestartLinkWait: restartWait}, "a", "s")
+	a, s := nodes[0], nodes[1]
+	s.serve(up.URL, "served-model", a)
+	a.Table.AllowRemoteNode("chat", s.ID(), true)
+	linkFrom(t, a, s)
+	a.resolvesTo(s)
+
+	s.Stop()
+	a.waitRouteWaiting(s)
+	start := time.Now()
+	if _, err := a.Mesh.OpenStream(context.Background(), s.ID(), mesh.KindCtl); !errors.Is(err, mesh.ErrNoLink) {
+		t.Fatalf("ctl stream to the stopped peer: %v, want ErrNoLink", err)
+	}
+	if took := time.Since(start); took >= restartWait/2 {
+		t.Fatalf("the ctl stream took %v to fail: it waited for the stopped peer", took)
+	}
+	r := wait(t, a.postAsync(), "response")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.res.StatusCode != http.StatusServiceUnavailable || errorCode(t, r.body) != CodeNoInstance ||
+		!strings.Contains(string(r.body), "stopped") {
+		t.Fatalf("waiting request: %d %s, want 503 no_instance from the wait for s", r.res.StatusCode, r.body)
+	}
+	if r.took > restartWait+time.Second {
+		t.Errorf("the request took %v, more than the restart wait %v", r.took, restartWait)
+	}
+	meshtest.WaitFor(t, "s's route removed", func() bool {
+		_, ok := a.route(s)
+		return !ok
+	})
+}
+
 // Any other end of a link removes the peer's routes at once, never kept
-// waiting: a peer that stopped (its link closed) or went silent (idle
-// timeout) is failed over from without delay.
+// waiting: a peer that went silent (idle timeout) or that this node
+// dropped from its config is failed over from without delay.
 func TestMeshLostPeerRoutesGoAtOnce(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		end  func(s *meshNode)
+		end  func(a, s *meshNode)
 	}{
-		{"stopped", func(s *meshNode) { s.Stop() }},
-		{"idle timeout", func(s *meshNode) { s.Crash() }},
+		{"idle timeout", func(a, s *meshNode) { s.Crash() }},
+		{"removed by this node", func(a, s *meshNode) { a.Apply() }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			up := proxytest.New(t, proxytest.Options{Model: "served-model"})
 			a, s := pairNodes(t, up, MeshDeps{})
-			tc.end(s)
+			tc.end(a, s)
 			meshtest.WaitFor(t, "s's route removed", func() bool {
 				rt, ok := a.route(s)
 				if ok && rt.WaitingForLink {

@@ -3,7 +3,9 @@ package table
 import "time"
 
 // A peer whose mesh link ended because it restarted (its new run answered
-// with a stateless reset) normally links again within milliseconds. Its
+// with a stateless reset), or because it closed the link as it stopped
+// gracefully (often the first half of a restart), normally links again
+// within moments. Its
 // routes are kept for that moment instead of being dropped, so that a new
 // request arriving before the new run has linked and advertised is sent
 // to it (the mesh waits for the link) rather than refused with no
