@@ -44,6 +44,10 @@ func cmdPackage(args []string, stdout, stderr io.Writer) error {
 		return usageError("%s", packageUsage)
 	}
 	verb, rest := args[0], args[1:]
+	if isHelp(verb) {
+		fmt.Fprintln(stdout, packageUsage)
+		return nil
+	}
 	switch verb {
 	case "keygen":
 		fs := newFlagSet("package keygen", stderr)
