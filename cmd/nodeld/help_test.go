@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -82,6 +84,48 @@ func TestUsageNamesEveryVerb(t *testing.T) {
 		// A whole word: "add" must not match in "--addr".
 		if !regexp.MustCompile(`(^|[^a-z-])` + verb + `([^a-z-]|$)`).MatchString(usage) {
 			t.Errorf("nodeld --help does not name %s verb %q", cmd, verb)
+		}
+	}
+}
+
+// TestRevocationsHelpListsItsFlags: package revocations only lists, so
+// its --help shows --config alone, and a revoke flag given to it is a
+// usage error, as is a stray argument; revoke keeps its flags.
+func TestRevocationsHelpListsItsFlags(t *testing.T) {
+	var out, errb bytes.Buffer
+	if rc := exitCode(run(context.Background(), []string{"package", "revocations", "--help"}, &out, &errb), &errb); rc != 0 {
+		t.Fatalf("package revocations --help: exit %d:\n%s", rc, errb.String())
+	}
+	for _, flag := range []string{"-kind", "-mesh", "-reason"} {
+		if strings.Contains(errb.String(), flag) {
+			t.Errorf("package revocations --help lists %s, which it does not take:\n%s", flag, errb.String())
+		}
+	}
+	// A config of its own, so that a command that wrongly goes on to
+	// list makes its data dir in a temp dir, not here.
+	cfg := filepath.Join(t.TempDir(), "nodeld.yaml")
+	if err := os.WriteFile(cfg, []byte("node:\n  data_dir: "+filepath.Join(filepath.Dir(cfg), "data")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"package", "revocations", "--config", cfg, "--mesh"},
+		{"package", "revocations", "--config", cfg, "--kind", "package"},
+		{"package", "revocations", "--config", cfg, "stray"},
+	} {
+		out.Reset()
+		errb.Reset()
+		if rc := exitCode(run(context.Background(), args, &out, &errb), &errb); rc != 2 {
+			t.Errorf("nodeld %s: exit %d, want 2 (usage)", strings.Join(args, " "), rc)
+		}
+	}
+	out.Reset()
+	errb.Reset()
+	if rc := exitCode(run(context.Background(), []string{"package", "revoke", "--help"}, &out, &errb), &errb); rc != 0 {
+		t.Fatalf("package revoke --help: exit %d", rc)
+	}
+	for _, flag := range []string{"-kind", "-mesh", "-reason", "-config"} {
+		if !strings.Contains(errb.String(), flag) {
+			t.Errorf("package revoke --help lacks %s:\n%s", flag, errb.String())
 		}
 	}
 }
