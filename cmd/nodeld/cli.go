@@ -36,8 +36,8 @@ Usage:
                                                and on a controller explain|placements|nodes)
   nodeld version                               print the version
 
-Without --config, commands read /etc/nodeld/nodeld.yaml; run falls back to
-the embedded single-node default when that file does not exist.
+Without --config, commands read /etc/nodeld/nodeld.yaml, or the embedded
+single-node default when that file does not exist (config check needs a file).
 COMMAND --help prints a command's flags.
 `
 
