@@ -72,11 +72,12 @@ faults:
 # which node answers a client's requests, kills B with SIGKILL and narrates
 # the move to A; under a minute. It exits non-zero if the workload does not
 # move or runs twice, and removes everything it made (also on Ctrl-C).
-# See test/demo and README "See it move".
+# See test/demo and README "See it move". DEMO_FLAGS='-mode loopback' runs
+# the processes on loopback also as root; DEMO_FLAGS=-keep keeps the temp dir.
 .PHONY: demo
 demo: example-package
 	$(GO) build -o build/demo ./test/demo
-	build/demo -nodeld $(BIN) -package build/packages/echo-llm
+	build/demo -nodeld $(BIN) -package build/packages/echo-llm $(DEMO_FLAGS)
 
 # bench-mesh measures the mesh hop (a consumer's role port -> QUIC -> a
 # serving node -> a fast upstream) against the direct path and the local

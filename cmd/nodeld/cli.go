@@ -28,15 +28,17 @@ Usage:
                                                verify an audit chain
   nodeld status [--config FILE] [--addr HOST:PORT] [--json]
                                                print a running daemon's status
-  nodeld package keygen|build|sign|verify|revoke|unrevoke|revocations ...
+  nodeld package keygen|build|sign|verify|add|revoke|unrevoke|revocations ...
                                                publish and check signed workload packages
   nodeld ctl [--config FILE] [--socket PATH] [--json] VERB ARGS...
                                                drive workloads through the local daemon
-                                               (describe|place|start|stop|unload|status|logs)
+                                               (describe|place|start|stop|unload|status|logs,
+                                               and on a controller explain|placements|nodes)
   nodeld version                               print the version
 
-Without --config, commands read /etc/nodeld/nodeld.yaml; run falls back to
-the embedded single-node default when that file does not exist.
+Without --config, commands read /etc/nodeld/nodeld.yaml, or the embedded
+single-node default when that file does not exist (config check needs a file).
+COMMAND --help prints a command's flags.
 `
 
 // run is the whole program: it dispatches a subcommand and returns its
@@ -55,11 +57,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "id":
 		return cmdID(rest, stdout, stderr)
 	case "config":
+		if len(rest) == 1 && isHelp(rest[0]) {
+			fmt.Fprintln(stdout, "usage: nodeld config check [FILE]")
+			return nil
+		}
 		if len(rest) == 0 || rest[0] != "check" {
 			return usageError("usage: nodeld config check [FILE]")
 		}
 		return cmdConfigCheck(rest[1:], stdout, stderr)
 	case "chain":
+		if len(rest) == 1 && isHelp(rest[0]) {
+			fmt.Fprintln(stdout, "usage: nodeld chain verify [FILE] [--key HEX] [--config FILE]")
+			return nil
+		}
 		if len(rest) == 0 || rest[0] != "verify" {
 			return usageError("usage: nodeld chain verify [FILE] [--key HEX] [--config FILE]")
 		}
@@ -73,7 +83,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "version", "--version", "-v":
 		fmt.Fprintf(stdout, "nodeld %s (%s)\n", buildVersion(), buildGoVersion())
 		return nil
-	case "help", "-h", "--help":
+	case "help", "-h", "--help", "-help":
 		fmt.Fprint(stdout, usage)
 		return nil
 	default:
@@ -82,12 +92,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 }
 
+// isHelp reports whether arg asks for help where a verb is expected.
+func isHelp(arg string) bool {
+	return arg == "help" || arg == "-h" || arg == "--help" || arg == "-help"
+}
+
 // parseFlags parses flags that may come before, between or after the
 // positional arguments, and returns the positionals.
 func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				// -h or --help: the flag set printed its usage, which is
+				// what was asked for, so the exit status is 0.
+				return nil, errSilent(0)
+			}
 			return nil, usageError("%s: %v", fs.Name(), err)
 		}
 		args = fs.Args()

@@ -44,6 +44,10 @@ func cmdPackage(args []string, stdout, stderr io.Writer) error {
 		return usageError("%s", packageUsage)
 	}
 	verb, rest := args[0], args[1:]
+	if isHelp(verb) {
+		fmt.Fprintln(stdout, packageUsage)
+		return nil
+	}
 	switch verb {
 	case "keygen":
 		fs := newFlagSet("package keygen", stderr)
@@ -134,15 +138,20 @@ func cmdPackage(args []string, stdout, stderr io.Writer) error {
 func cmdRevocations(verb string, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("package "+verb, stderr)
 	cfgPath := fs.String("config", "", "config file, to find the data dir")
-	kind := fs.String("kind", "", "package | signer | artifact")
-	reason := fs.String("reason", "", "why (recorded with the revocation)")
-	viaMesh := fs.Bool("mesh", false, "sign a notice with this node's key and send it to linked peers (needs the running daemon)")
+	// Only the flags a verb takes are defined, so its --help lists
+	// those and no others: revocations only lists.
+	kind, reason, viaMesh := new(string), new(string), new(bool)
+	if verb != "revocations" {
+		fs.StringVar(kind, "kind", "", "package | signer | artifact")
+		fs.StringVar(reason, "reason", "", "why (recorded with the revocation)")
+		fs.BoolVar(viaMesh, "mesh", false, "sign a notice with this node's key and send it to linked peers (needs the running daemon)")
+	}
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
-	if *viaMesh && verb == "revocations" {
-		return usageError("usage: --mesh applies to revoke and unrevoke")
+	if verb == "revocations" && len(pos) != 0 {
+		return usageError("usage: nodeld package revocations [--config FILE]")
 	}
 	cfg, _, err := loadConfig(*cfgPath, true)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -35,6 +36,11 @@ func runClient(ctx context.Context, args []string, out io.Writer) error {
 	}
 	if !strings.HasPrefix(*url, "http://127.") || *every <= 0 {
 		return errors.New("client: -url must be a loopback http URL, -every positive")
+	}
+	// The demo starts the client with the nodes: wait for c's role port
+	// to listen, so the first line is an answer, not a refused connection.
+	if err := waitListening(ctx, strings.TrimPrefix(*url, "http://"), 30*time.Second); err != nil {
+		return err
 	}
 	hc := &http.Client{Timeout: 5 * time.Second}
 	tick := time.NewTicker(*every)
@@ -107,4 +113,23 @@ func parseAnswer(line string) (*answer, bool) {
 		return nil, false
 	}
 	return &answer{at: time.Now(), seq: l.Seq, status: l.Status, route: l.Route, text: l.Text, err: l.Err}, true
+}
+
+// waitListening dials addr until it accepts a connection, ctx ends or
+// limit passes.
+func waitListening(ctx context.Context, addr string, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	var d net.Dialer
+	for {
+		conn, err := d.DialContext(ctx, "tcp", addr)
+		if err == nil {
+			return conn.Close()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("client: %s not listening after %s: %w", addr, limit, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
