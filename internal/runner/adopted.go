@@ -571,7 +571,9 @@ func (a *Adopter) syncRolesLocked() {
 	}
 	for role := range a.serving {
 		if _, ok := first[role]; !ok {
-			a.deregisterLocked(role, "instance no longer configured")
+			// A discovered server that went away, as often as a
+			// configured one that was removed.
+			a.deregisterLocked(role, "no configured or discovered instance left for the role")
 		}
 	}
 	for _, role := range roles {
