@@ -62,6 +62,11 @@ func decodeKnownPeers(data []byte) (map[string]knownPeer, error) {
 	if err := dec.Decode(&doc); err != nil {
 		return nil, fmt.Errorf("decode known peers: %w", err)
 	}
+	// writeKnownPeers writes one document; anything after it is damage,
+	// not more pins.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("decode known peers: trailing data after the document")
+	}
 	if doc.Version != knownPeersVersion {
 		return nil, fmt.Errorf("known peers version %d, want %d", doc.Version, knownPeersVersion)
 	}
@@ -70,6 +75,11 @@ func decodeKnownPeers(data []byte) (map[string]knownPeer, error) {
 		k, err := identity.ParsePublicKeyHex(p.Key)
 		if err != nil {
 			return nil, fmt.Errorf("known peer %q: %w", p.Addr, err)
+		}
+		// One pin per address: two would leave which key the address
+		// must show to whichever entry the decoder happened to keep.
+		if _, dup := out[p.Addr]; dup {
+			return nil, fmt.Errorf("known peer %q pinned twice", p.Addr)
 		}
 		p.Key = hex.EncodeToString(k)
 		p.ID = identity.NodeID(k)
