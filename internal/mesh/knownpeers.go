@@ -91,6 +91,15 @@ func decodeKnownPeers(data []byte) (map[string]knownPeer, error) {
 // writeKnownPeers replaces the pin file atomically: temp file, fsync,
 // rename, directory fsync; mode 0600.
 func writeKnownPeers(path string, pins map[string]knownPeer) error {
+	data, err := encodeKnownPeers(pins)
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(path, data, 0o600)
+}
+
+// encodeKnownPeers is the pin file's content: the pins sorted by address.
+func encodeKnownPeers(pins map[string]knownPeer) ([]byte, error) {
 	doc := knownPeersDoc{Version: knownPeersVersion, Peers: make([]knownPeer, 0, len(pins))}
 	for _, p := range pins {
 		doc.Peers = append(doc.Peers, p)
@@ -98,8 +107,7 @@ func writeKnownPeers(path string, pins map[string]knownPeer) error {
 	slices.SortFunc(doc.Peers, func(a, b knownPeer) int { return strings.Compare(a.Addr, b.Addr) })
 	data, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {
-		return fmt.Errorf("encode known peers: %w", err)
+		return nil, fmt.Errorf("encode known peers: %w", err)
 	}
-	data = append(data, '\n')
-	return atomicfile.WriteFile(path, data, 0o600)
+	return append(data, '\n'), nil
 }
