@@ -22,3 +22,23 @@ func FuzzReadLine(f *testing.F) {
 		}
 	})
 }
+
+// A request line holds one request: a second one, or anything else after
+// the object, is refused rather than silently dropped.
+func TestDecodeOperatorRequestTrailingData(t *testing.T) {
+	for _, bad := range []string{
+		`{"verb":"status","node":"self"} {"verb":"revoke","node":"self"}`,
+		`{"verb":"status","node":"self"}}`,
+		`{"verb":"status","node":"self"}]`,
+		`{"verb":"status","node":"self"} x`,
+		`{"verb":"status","node":"self","x":1}`,
+	} {
+		if req, err := decodeOperatorRequest([]byte(bad)); err == nil {
+			t.Errorf("decodeOperatorRequest(%s) = %+v, nil error", bad, req)
+		}
+	}
+	req, err := decodeOperatorRequest([]byte(" {\"verb\":\"status\",\"node\":\"self\"}\r"))
+	if err != nil || req.Verb != VerbStatus || req.Node != SelfRef {
+		t.Fatalf("decodeOperatorRequest = %+v, %v", req, err)
+	}
+}
