@@ -3,7 +3,11 @@ package dispatch
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
 // FuzzReadLine: operator request lines come from local clients; the
@@ -41,4 +45,40 @@ func TestDecodeOperatorRequestTrailingData(t *testing.T) {
 	if err != nil || req.Verb != VerbStatus || req.Node != SelfRef {
 		t.Fatalf("decodeOperatorRequest = %+v, %v", req, err)
 	}
+}
+
+// FuzzDecodeOperatorRequest: request lines come from local clients of the
+// operator socket. The decoder never panics; what it accepts is one JSON
+// object, and the request encodes (as DialOperator sends it) and decodes
+// to itself.
+func FuzzDecodeOperatorRequest(f *testing.F) {
+	f.Add([]byte(`{"verb":"describe","node":"self"}`))
+	f.Add([]byte(`{"verb":"place","node":"","args":{"package":"echo@1.0.0","prefer":["a"],"avoid":[],"dry_run":true},"json":true}`))
+	f.Add([]byte(`{"verb":"revoke","node":"self","args":{"subject":{"kind":"package","value":"echo","reason":"x"},"notify":true}}`))
+	f.Add([]byte(`{"verb":"stop","node":"n","args":{"instance":"i","grace_ms":-5}}`))
+	f.Add([]byte(`{"verb":"status","node":"self"} {"verb":"revoke"}`))
+	f.Add([]byte(`{"verb":"status","node":"self"}]`))
+	f.Add([]byte(`{"verb":"status","x":1}`))
+	f.Add([]byte(`{"args":{"subject":null}}`))
+	f.Add([]byte(`null`))
+	f.Fuzz(func(t *testing.T, line []byte) {
+		req, err := decodeOperatorRequest(line)
+		if err != nil {
+			return
+		}
+		if !json.Valid(line) {
+			t.Fatalf("accepted %q, not one JSON value", line)
+		}
+		b, err := json.Marshal(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := decodeOperatorRequest(b)
+		if err != nil {
+			t.Fatalf("re-decode of %s: %v", b, err)
+		}
+		if diff := cmp.Diff(req, again, cmpopts.EquateEmpty()); diff != "" {
+			t.Fatalf("round trip (-decoded +again):\n%s", diff)
+		}
+	})
 }
