@@ -57,7 +57,7 @@ func startDaemonEnv(t *testing.T, dataDir, cfg string, env []string, extraArgs .
 	}
 	d := &proc{t: t, dataDir: dataDir, cfgPath: cfgPath, done: make(chan struct{})}
 	args := append([]string{"run", "--config", cfgPath}, extraArgs...)
-	d.cmd = exec.Command(nodeldBin, args...)
+	d.cmd = exec.Command(nodeldBinary(t), args...)
 	if env != nil {
 		d.cmd.Env = append(os.Environ(), env...)
 	}
@@ -262,7 +262,7 @@ func httpGet(t *testing.T, url string) (int, string) {
 // runCLI runs a nodeld subcommand and returns stdout, stderr, exit code.
 func runCLI(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command(nodeldBin, args...)
+	cmd := exec.Command(nodeldBinary(t), args...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()

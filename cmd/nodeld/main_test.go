@@ -5,14 +5,52 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"go.uber.org/goleak"
 )
 
-// nodeldBin and echoBin are the binaries built once for the binary-level
-// tests: nodeld itself and the echo-llm example model server.
-var nodeldBin, echoBin string
+// binDir holds the binaries the binary-level tests run: nodeld itself
+// (with -race) and the echo-llm example model server. Each is built by the
+// first test that needs it (nodeldBinary, echoBinary), not by TestMain:
+// fuzz workers run TestMain too, and building nodeld in each of them cost
+// seconds per fuzz target.
+var binDir string
+
+var nodeldBuild, echoBuild lazyBinary
+
+// lazyBinary is a binary built once, on first use.
+type lazyBinary struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+func (b *lazyBinary) get(t testing.TB, name string, args ...string) string {
+	t.Helper()
+	b.once.Do(func() {
+		path := filepath.Join(binDir, name)
+		cmd := exec.Command("go", append(append([]string{"build"}, args[:len(args)-1]...), "-o", path, args[len(args)-1])...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("build %s: %v\n%s", name, err, out)
+			return
+		}
+		b.path = path
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.path
+}
+
+// nodeldBinary returns nodeld built with -race from this directory.
+func nodeldBinary(t testing.TB) string { return nodeldBuild.get(t, "nodeld", "-race", ".") }
+
+// echoBinary returns the echo-llm example server.
+func echoBinary(t testing.TB) string {
+	return echoBuild.get(t, "echo-llm", "../../examples/packages/echo-llm")
+}
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "nodeld-bin-")
@@ -20,20 +58,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	nodeldBin = filepath.Join(dir, "nodeld")
-	build := exec.Command("go", "build", "-race", "-o", nodeldBin, ".")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build nodeld:", err)
-		os.Exit(1)
-	}
-	echoBin = filepath.Join(dir, "echo-llm")
-	build = exec.Command("go", "build", "-o", echoBin, "../../examples/packages/echo-llm")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build echo-llm:", err)
-		os.Exit(1)
-	}
+	binDir = dir
 	code := m.Run()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {

@@ -209,7 +209,7 @@ func TestMeshtest_9_2_NativeTierOverEmulated(t *testing.T) {
 	t.Parallel()
 	variants := `{"name": "native", "requires": {"os": ["linux"], "arch": ["` + runtime.GOARCH + `"], "runtimes": ["process"]}, "resources": {"mem_bytes": 67108864}},
 	{"name": "emulated", "execution": "emulated", "requires": {"os": ["linux"], "runtimes": ["process"]}, "resources": {"mem_bytes": 67108864}}`
-	dir, anchor := meshPackage(t, "tiers", echoManifest("tiers", "start.sh", variants), map[string]string{"start.sh": lightScript("")})
+	dir, anchor := meshPackage(t, "tiers", echoManifest("tiers", "start.sh", variants), map[string]string{"start.sh": lightScript(t, "")})
 	m := newMesh(t, "a", "b", "c")
 	m.node("c").probe = &fakeProbe{arch: "riscv64"}
 	m, a, b, c := threeNodesOn(t, m, anchor, "", nil)
@@ -354,7 +354,7 @@ func TestMeshtest_9_2_SignedCallsRefused(t *testing.T) {
 func TestMeshtest_9_2_NothingFits(t *testing.T) {
 	t.Parallel()
 	variant := `{"name": "default", "requires": {"os": ["linux"], "arch": ["riscv64"], "runtimes": ["process"]}, "resources": {"mem_bytes": 67108864}}`
-	dir, anchor := meshPackage(t, "exotic", echoManifest("exotic", "start.sh", variant), map[string]string{"start.sh": lightScript("")})
+	dir, anchor := meshPackage(t, "exotic", echoManifest("exotic", "start.sh", variant), map[string]string{"start.sh": lightScript(t, "")})
 	m := newMesh(t, "a", "b")
 	b := m.start("b", m.config("b", []peer{{name: "a", tier: "paired"}}, meshHost(m.node("a").key, anchor)))
 	a := m.start("a", m.config("a", []peer{{name: "b", tier: "paired"}}, meshController(anchor, "")))
@@ -381,7 +381,7 @@ func TestMeshtest_9_2_NothingFits(t *testing.T) {
 func TestMeshtest_9_2_RuntimeMissingNotOffered(t *testing.T) {
 	t.Parallel()
 	variant := `{"name": "ollama", "requires": {"os": ["linux"], "runtimes": ["ollama"]}, "resources": {"mem_bytes": 67108864}}`
-	dir, anchor := meshPackage(t, "needs-ollama", echoManifest("needs-ollama", "start.sh", variant), map[string]string{"start.sh": lightScript("")})
+	dir, anchor := meshPackage(t, "needs-ollama", echoManifest("needs-ollama", "start.sh", variant), map[string]string{"start.sh": lightScript(t, "")})
 	m := newMesh(t, "a", "b")
 	m.node("b").probe = &fakeProbe{noRuntimes: true}
 	b := m.start("b", m.config("b", []peer{{name: "a", tier: "paired"}}, meshHost(m.node("a").key, anchor)))
@@ -507,7 +507,7 @@ func TestMeshtest_9_2_EmulatedOnlyNeedsTheFlag(t *testing.T) {
 	t.Parallel()
 	variants := `{"name": "native", "requires": {"os": ["linux"], "arch": ["` + runtime.GOARCH + `"], "runtimes": ["process"]}, "resources": {"mem_bytes": 67108864}},
 	{"name": "emulated", "execution": "emulated", "requires": {"os": ["linux"], "runtimes": ["process"]}, "resources": {"mem_bytes": 67108864}}`
-	dir, anchor := meshPackage(t, "tiers", echoManifest("tiers", "start.sh", variants), map[string]string{"start.sh": lightScript("")})
+	dir, anchor := meshPackage(t, "tiers", echoManifest("tiers", "start.sh", variants), map[string]string{"start.sh": lightScript(t, "")})
 	m := newMesh(t, "a", "b")
 	m.node("b").probe = &fakeProbe{arch: "riscv64"}
 	b := m.start("b", m.config("b", []peer{{name: "a", tier: "paired"}}, meshHost(m.node("a").key, anchor)))

@@ -51,7 +51,7 @@ func threeNodesOn(t *testing.T, m *meshT, anchor, ctrlExtra string, hook func(m 
 // runtime refusal where the reference's gate denial is governance.
 func TestMeshtest_9_4_StartFailureRollsBack(t *testing.T) {
 	t.Parallel()
-	script := lightScript("case \"$PWD\" in */b/*) echo 'start refused on b' >&2; exit 3;; esac\n")
+	script := lightScript(t, "case \"$PWD\" in */b/*) echo 'start refused on b' >&2; exit 3;; esac\n")
 	dir, anchor := meshPackage(t, "picky", echoManifest("picky", "start.sh", defaultVariant), map[string]string{"start.sh": script})
 	m, a, b, c := threeNodes(t, anchor, "", nil)
 	idB, idC := m.id("b"), m.id("c")

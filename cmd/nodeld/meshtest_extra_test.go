@@ -74,7 +74,7 @@ func (lc *lcCluster) aConfig(tierC, extra string) string {
 }
 
 // lcPkg is the signed echo-llm package every lcCluster places, built once
-// per test binary in the directory of echoBin (TestMain removes it): the
+// per test binary in the directory of echoBinary (TestMain removes it): the
 // build runs the nodeld binary three times, seconds under -race.
 var lcPkg struct {
 	once        sync.Once
@@ -85,13 +85,13 @@ var lcPkg struct {
 func lcPackage(t *testing.T) (dir, anchor string) {
 	t.Helper()
 	lcPkg.once.Do(func() {
-		root := filepath.Join(filepath.Dir(echoBin), "lc")
+		root := filepath.Join(filepath.Dir(echoBinary(t)), "lc")
 		dir := filepath.Join(root, "echo-llm")
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			lcPkg.err = err
 			return
 		}
-		data, err := os.ReadFile(echoBin)
+		data, err := os.ReadFile(echoBinary(t))
 		if err == nil {
 			err = os.WriteFile(filepath.Join(dir, "echo-llm"), data, 0o755)
 		}

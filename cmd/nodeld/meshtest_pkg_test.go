@@ -31,7 +31,7 @@ func meshPackage(t *testing.T, name, manifest string, files map[string]string) (
 	t.Helper()
 	mp := &meshPackages
 	mp.once.Do(func() {
-		root := filepath.Join(filepath.Dir(echoBin), "meshtest-packages")
+		root := filepath.Join(filepath.Dir(echoBinary(t)), "meshtest-packages")
 		mp.pub = newPublisherAt(t, root)
 		mp.byName = map[string]*sharedPackage{}
 	})
@@ -66,15 +66,15 @@ func meshEchoPackage(t *testing.T) (dir, anchor string) {
 // then the echo-llm binary built for the tests, outside the package. A
 // light package is a few hundred bytes, so that places do not move and
 // hash megabytes under -race; the real process still runs.
-func lightScript(pre string) string {
-	return "#!/bin/sh\n" + pre + "exec '" + echoBin + "' \"$@\"\n"
+func lightScript(t *testing.T, pre string) string {
+	return "#!/bin/sh\n" + pre + "exec '" + echoBinary(t) + "' \"$@\"\n"
 }
 
 // meshLightPackage is the echo-llm package in its light form: a start
 // script that runs the test's echo-llm binary.
 func meshLightPackage(t *testing.T) (dir, anchor string) {
 	t.Helper()
-	return meshPackage(t, "echo-light", echoManifest("echo-light", "start.sh", defaultVariant), map[string]string{"start.sh": lightScript("")})
+	return meshPackage(t, "echo-light", echoManifest("echo-light", "start.sh", defaultVariant), map[string]string{"start.sh": lightScript(t, "")})
 }
 
 // publisher signs packages.
@@ -107,7 +107,7 @@ func (p *publisher) build(t *testing.T, name, manifest string, files map[string]
 		t.Fatal(err)
 	}
 	if files == nil {
-		bin, err := os.ReadFile(echoBin)
+		bin, err := os.ReadFile(echoBinary(t))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -78,6 +78,11 @@ func cmdPackage(args []string, stdout, stderr io.Writer) error {
 		if err := dec.Decode(&m); err != nil {
 			return fmt.Errorf("manifest template %s: %w", *tmpl, err)
 		}
+		// A second object or a stray bracket after the manifest is a
+		// damaged template, not something to build from in silence.
+		if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+			return fmt.Errorf("manifest template %s: trailing data after the manifest", *tmpl)
+		}
 		if _, err := pkg.Build(pos[0], m); err != nil {
 			return err
 		}

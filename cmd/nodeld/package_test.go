@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -83,5 +85,38 @@ func TestCLIPackage(t *testing.T) {
 	}
 	if _, _, rc := runCLI(t, "package", "frob"); rc != 2 {
 		t.Fatalf("unknown package verb exit = %d, want 2", rc)
+	}
+}
+
+// A manifest template with anything after the manifest object is refused,
+// a stray closing bracket included; the template as it is builds.
+func TestPackageBuildRefusesTrailingData(t *testing.T) {
+	tmpl, err := os.ReadFile("../../examples/packages/echo-llm/manifest.template.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tail := range []string{"}", "]", "{}", "x", ""} {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "echo-llm"), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(t.TempDir(), "template.json")
+		if err := os.WriteFile(path, append(bytes.Clone(bytes.TrimSpace(tmpl)), tail...), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var out, errb bytes.Buffer
+		err := run(context.Background(), []string{"package", "build", "--manifest", path, dir}, &out, &errb)
+		if tail == "" {
+			if err != nil {
+				t.Fatalf("build from the template: %v", err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), "trailing data") {
+			t.Errorf("template + %q: %v, want trailing data refused", tail, err)
+		}
+		if _, serr := os.Stat(filepath.Join(dir, "manifest.json")); serr == nil {
+			t.Errorf("template + %q: manifest.json written", tail)
+		}
 	}
 }

@@ -21,7 +21,7 @@ func TestPlaceSelfThroughOperatorSocket(t *testing.T) {
 	if err := os.MkdirAll(pkgDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(echoBin)
+	data, err := os.ReadFile(echoBinary(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ func signedEchoPackage(t *testing.T) (string, string) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(echoBin)
+	data, err := os.ReadFile(echoBinary(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ type echoServer struct {
 // startEcho runs echo-llm on addr and waits until it accepts connections.
 func startEcho(t *testing.T, addr string) *echoServer {
 	t.Helper()
-	cmd := exec.Command(echoBin, "--listen", addr, "--model", "echo-e2e")
+	cmd := exec.Command(echoBinary(t), "--listen", addr, "--model", "echo-e2e")
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -60,7 +60,7 @@ func TestShippedClusterConfigs(t *testing.T) {
 func startInDir(t *testing.T, dir, cfgPath string) *proc {
 	t.Helper()
 	d := &proc{t: t, cfgPath: cfgPath, done: make(chan struct{})}
-	d.cmd = exec.Command(nodeldBin, "run", "--config", cfgPath)
+	d.cmd = exec.Command(nodeldBinary(t), "run", "--config", cfgPath)
 	d.cmd.Dir = dir
 	d.launch()
 	return d

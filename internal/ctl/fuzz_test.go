@@ -142,3 +142,30 @@ func FuzzSplitPiece(f *testing.F) {
 		}
 	})
 }
+
+// FuzzPeek: a refused request's method and nonce are read from bytes that
+// failed verification, to name them in the signed refusal. peek never
+// panics, echoes only a well-formed nonce and a short printable method, and
+// what it echoes signs into a refusal.
+func FuzzPeek(f *testing.F) {
+	e := newTestEnv(f, nil)
+	f.Add(signRaw(f, controllerKey, e.request(MethodPlace)))
+	bad := e.request(MethodStop)
+	bad.Method = "stop\x1b[2J"
+	f.Add(signRaw(f, controllerKey, bad))
+	f.Add([]byte(`{"payload":"eyJtZXRob2QiOiJ4Iiwibm9uY2UiOjF9","public_key":"00","signature":"00"}`))
+	f.Add([]byte(`{"payload":"bnVsbA==","public_key":"","signature":""}`))
+	f.Add([]byte(`{}`))
+	f.Fuzz(func(t *testing.T, wire []byte) {
+		method, nonce := peek(wire)
+		if nonce != "" && !ValidNonce(nonce) {
+			t.Fatalf("echoed nonce %q", nonce)
+		}
+		if method != "" && !printableToken(string(method), MaxMethodBytes) {
+			t.Fatalf("echoed method %q", method)
+		}
+		if _, err := SignResponse(selfKey, Response{Method: method, RequestNonce: nonce, Outcome: OutcomeRefused, Refusal: NewRefusal(CodeSignature, "x")}); err != nil {
+			t.Fatalf("refusal naming %q, %q does not sign: %v", method, nonce, err)
+		}
+	})
+}

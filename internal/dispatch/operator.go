@@ -361,12 +361,10 @@ func (o *OperatorServer) serveConn(ctx context.Context, conn net.Conn) {
 		return
 	}
 	_ = conn.SetReadDeadline(time.Time{})
-	var req OperatorRequest
-	dec := json.NewDecoder(bytes.NewReader(line))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
+	req, err := decodeOperatorRequest(line)
+	if err != nil {
 		o.requests.WithLabelValues("unknown", ClassError).Inc()
-		writeResponse(conn, OperatorResponse{Class: ClassError, Code: CodeBadRequest, Reason: "decode request: " + err.Error()})
+		writeResponse(conn, OperatorResponse{Class: ClassError, Code: CodeBadRequest, Reason: err.Error()})
 		return
 	}
 	resp := o.backend.Operate(ctx, req)
@@ -379,6 +377,22 @@ func (o *OperatorServer) serveConn(ctx context.Context, conn net.Conn) {
 		zap.String("class", resp.Class), zap.String("code", resp.Code))
 	_ = conn.SetWriteDeadline(time.Now().Add(OperatorWriteTimeout))
 	writeResponse(conn, resp)
+}
+
+// decodeOperatorRequest strictly decodes one request line: unknown fields
+// and anything after the request object are refused, so a second request
+// on the line is an error rather than silently dropped.
+func decodeOperatorRequest(line []byte) (OperatorRequest, error) {
+	var req OperatorRequest
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return OperatorRequest{}, fmt.Errorf("decode request: %w", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return OperatorRequest{}, errors.New("decode request: trailing data after the request")
+	}
+	return req, nil
 }
 
 // Verbs returns the verbs the Dispatcher serves (OperatorBackend).

@@ -2,6 +2,7 @@ package facts
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -274,6 +275,32 @@ func TestParseSysctlBytes(t *testing.T) {
 			t.Errorf("parseSysctlBytes(%.20q) = %d, %v; want %d, error %v", tt.give, got, err, tt.want, tt.wantErr)
 		}
 	}
+}
+
+// FuzzParseSysctlBytes: sysctl's output is read like every other probe's.
+// What parses is a memory size within bounds whose decimal form parses
+// again to itself.
+func FuzzParseSysctlBytes(f *testing.F) {
+	f.Add([]byte("34359738368\n"))
+	f.Add([]byte(" 1 "))
+	f.Add([]byte("0\n"))
+	f.Add([]byte("+5"))
+	f.Add([]byte("18446744073709551615"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		v, err := parseSysctlBytes(data)
+		if err != nil {
+			if v != 0 {
+				t.Fatalf("%d returned with an error", v)
+			}
+			return
+		}
+		if v == 0 || v > MaxMemBytes {
+			t.Fatalf("parseSysctlBytes(%q) = %d, outside 1..%d", data, v, uint64(MaxMemBytes))
+		}
+		if again, err := parseSysctlBytes([]byte(strconv.FormatUint(v, 10))); err != nil || again != v {
+			t.Fatalf("round trip of %d: %d, %v", v, again, err)
+		}
+	})
 }
 
 func TestParseVMStat(t *testing.T) {

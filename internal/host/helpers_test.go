@@ -129,7 +129,7 @@ func buildEcho(t testing.TB, key ed25519.PrivateKey) testPackage {
 func buildEchoAs(t testing.TB, key ed25519.PrivateKey, id string) testPackage {
 	t.Helper()
 	dir := t.TempDir()
-	bin, err := os.ReadFile(echoBin)
+	bin, err := os.ReadFile(echoBinary(t))
 	if err != nil {
 		t.Fatal(err)
 	}

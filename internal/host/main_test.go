@@ -5,13 +5,39 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"go.uber.org/goleak"
 )
 
-// echoBin is the echo-llm example server, built once for the tests.
-var echoBin string
+// echoDir holds the echo-llm example server, built by the first test that
+// needs it (echoBinary): fuzz workers run this binary too, and building
+// the server in each of them cost seconds per target.
+var (
+	echoDir  string
+	echoOnce sync.Once
+	echoBin  string
+	echoErr  error
+)
+
+// echoBinary returns the path of the echo-llm server, building it once.
+func echoBinary(t testing.TB) string {
+	t.Helper()
+	echoOnce.Do(func() {
+		bin := filepath.Join(echoDir, "echo-llm")
+		out, err := exec.Command("go", "build", "-o", bin, "github.com/nodeld/nodeld/examples/packages/echo-llm").CombinedOutput()
+		if err != nil {
+			echoErr = fmt.Errorf("build echo-llm: %v\n%s", err, out)
+			return
+		}
+		echoBin = bin
+	})
+	if echoErr != nil {
+		t.Fatal(echoErr)
+	}
+	return echoBin
+}
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "host-test-")
@@ -19,12 +45,6 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	echoBin = filepath.Join(dir, "echo-llm")
-	out, err := exec.Command("go", "build", "-o", echoBin, "github.com/nodeld/nodeld/examples/packages/echo-llm").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "build echo-llm: %v\n%s", err, out)
-		_ = os.RemoveAll(dir)
-		os.Exit(1)
-	}
+	echoDir = dir
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { _ = os.RemoveAll(dir) }))
 }

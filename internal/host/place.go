@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -30,7 +31,8 @@ func decodeInstanceConfig(p []byte, c *ctl.InstanceConfig) error {
 	if err := dec.Decode(c); err != nil {
 		return fmt.Errorf("decode instance config: %w", err)
 	}
-	if dec.More() {
+	// Token, not More: More reports false for a stray '}' or ']'.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return errors.New("trailing data after the instance config")
 	}
 	return nil

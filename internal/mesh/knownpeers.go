@@ -62,6 +62,11 @@ func decodeKnownPeers(data []byte) (map[string]knownPeer, error) {
 	if err := dec.Decode(&doc); err != nil {
 		return nil, fmt.Errorf("decode known peers: %w", err)
 	}
+	// writeKnownPeers writes one document; anything after it is damage,
+	// not more pins.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("decode known peers: trailing data after the document")
+	}
 	if doc.Version != knownPeersVersion {
 		return nil, fmt.Errorf("known peers version %d, want %d", doc.Version, knownPeersVersion)
 	}
@@ -70,6 +75,11 @@ func decodeKnownPeers(data []byte) (map[string]knownPeer, error) {
 		k, err := identity.ParsePublicKeyHex(p.Key)
 		if err != nil {
 			return nil, fmt.Errorf("known peer %q: %w", p.Addr, err)
+		}
+		// One pin per address: two would leave which key the address
+		// must show to whichever entry the decoder happened to keep.
+		if _, dup := out[p.Addr]; dup {
+			return nil, fmt.Errorf("known peer %q pinned twice", p.Addr)
 		}
 		p.Key = hex.EncodeToString(k)
 		p.ID = identity.NodeID(k)
@@ -81,6 +91,15 @@ func decodeKnownPeers(data []byte) (map[string]knownPeer, error) {
 // writeKnownPeers replaces the pin file atomically: temp file, fsync,
 // rename, directory fsync; mode 0600.
 func writeKnownPeers(path string, pins map[string]knownPeer) error {
+	data, err := encodeKnownPeers(pins)
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(path, data, 0o600)
+}
+
+// encodeKnownPeers is the pin file's content: the pins sorted by address.
+func encodeKnownPeers(pins map[string]knownPeer) ([]byte, error) {
 	doc := knownPeersDoc{Version: knownPeersVersion, Peers: make([]knownPeer, 0, len(pins))}
 	for _, p := range pins {
 		doc.Peers = append(doc.Peers, p)
@@ -88,8 +107,7 @@ func writeKnownPeers(path string, pins map[string]knownPeer) error {
 	slices.SortFunc(doc.Peers, func(a, b knownPeer) int { return strings.Compare(a.Addr, b.Addr) })
 	data, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {
-		return fmt.Errorf("encode known peers: %w", err)
+		return nil, fmt.Errorf("encode known peers: %w", err)
 	}
-	data = append(data, '\n')
-	return atomicfile.WriteFile(path, data, 0o600)
+	return append(data, '\n'), nil
 }

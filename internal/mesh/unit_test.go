@@ -127,7 +127,13 @@ func TestKnownPeersRoundTrip(t *testing.T) {
 	if len(entries) != 1 {
 		t.Errorf("temp files left: %v", entries)
 	}
-	for _, bad := range []string{`{"version":2,"peers":[]}`, `{"version":1,"peers":[{"addr":"a","key":"zz"}]}`, `{"version":1,"x":1}`} {
+	for _, bad := range []string{`{"version":2,"peers":[]}`, `{"version":1,"peers":[{"addr":"a","key":"zz"}]}`, `{"version":1,"x":1}`,
+		// Trailing data, even a closing bracket, is damage (json.Decoder's
+		// More would not see a stray '}' or ']').
+		`{"version":1,"peers":[]}}`, `{"version":1,"peers":[]}]`, `{"version":1,"peers":[]} {}`,
+		// Two pins for one address leave its key ambiguous.
+		`{"version":1,"peers":[{"addr":"a:1","key":"` + strings.Repeat("ab", 32) + `"},{"addr":"a:1","key":"` + strings.Repeat("cd", 32) + `"}]}`,
+	} {
 		if _, err := decodeKnownPeers([]byte(bad)); err == nil {
 			t.Errorf("decodeKnownPeers(%s) = nil error", bad)
 		}

@@ -373,6 +373,10 @@ func TestMalformedStateRefusedAndUntouched(t *testing.T) {
 		[]byte(`{"version":2,"packages":[],"placements":[],"extra":1}`),
 		[]byte(`{"version":1,"placements":[],"extra":1}`),
 		[]byte(`{"version":1,"placements":[{"decision_id":"x"}]}`),
+		// Trailing data, a stray closing bracket included.
+		[]byte(`{"version":2,"packages":[],"placements":[]}}`),
+		[]byte(`{"version":2,"packages":[],"placements":[]}]`),
+		[]byte(`{"version":1,"placements":[]} {}`),
 	} {
 		if err := os.WriteFile(r.state, bad, 0o600); err != nil {
 			t.Fatal(err)

@@ -5,14 +5,22 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"go.uber.org/goleak"
 )
 
-// echoLLMPath is the echo-llm server built by TestMain for the managed
-// runtime tests ("" if the build failed: those tests then fail).
-var echoLLMPath string
+// The echo-llm server for the managed runtime tests is built into
+// echoLLMDir by the first test that needs it (needEchoLLM), not by
+// TestMain: fuzz workers run TestMain too, and building it in each of
+// them cost seconds per fuzz target.
+var (
+	echoLLMDir  string
+	echoLLMOnce sync.Once
+	echoLLMPath string
+	echoLLMErr  error
+)
 
 func TestMain(m *testing.M) {
 	os.Exit(runTests(m))
@@ -25,11 +33,7 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	if p, err := buildEchoLLM(dir); err != nil {
-		fmt.Fprintln(os.Stderr, "build echo-llm:", err)
-	} else {
-		echoLLMPath = p
-	}
+	echoLLMDir = dir
 	// goleak.VerifyTestMain would exit before the deferred cleanup.
 	code := m.Run()
 	if code == 0 {
@@ -58,8 +62,9 @@ func buildEchoLLM(dir string) (string, error) {
 // needEchoLLM returns the echo-llm binary or fails the test.
 func needEchoLLM(t *testing.T) string {
 	t.Helper()
-	if echoLLMPath == "" {
-		t.Fatal("echo-llm was not built (see TestMain's output)")
+	echoLLMOnce.Do(func() { echoLLMPath, echoLLMErr = buildEchoLLM(echoLLMDir) })
+	if echoLLMErr != nil {
+		t.Fatalf("build echo-llm: %v", echoLLMErr)
 	}
 	return echoLLMPath
 }

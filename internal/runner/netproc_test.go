@@ -213,3 +213,20 @@ func FuzzDecodeProcNetTCP(f *testing.F) {
 		}
 	})
 }
+
+// FuzzStatPGID: /proc/<pid>/stat carries the command name a workload chose
+// (parentheses, spaces and newlines included). statPGID never panics, and
+// for any command name it reads back the process group written after it.
+func FuzzStatPGID(f *testing.F) {
+	f.Add([]byte("12 (echo) S 1 12 12 0 -1"), "echo", int32(12))
+	f.Add([]byte("12 (a) b) S 1 7 7"), "a) b", int32(7))
+	f.Add([]byte("12 (x"), ") S 1 2 (", int32(-1))
+	f.Add([]byte(")"), "\n)\n", int32(0))
+	f.Fuzz(func(t *testing.T, raw []byte, comm string, pgrp int32) {
+		_, _ = statPGID(raw)
+		stat := fmt.Sprintf("4242 (%s) S 1 %d 4242 0 -1 4194560 101 0 0 0 0 0 0 0 20 0 1 0\n", comm, pgrp)
+		if g, ok := statPGID([]byte(stat)); !ok || g != int(pgrp) {
+			t.Fatalf("statPGID(%q) = %d, %v; want %d", stat, g, ok, pgrp)
+		}
+	})
+}
