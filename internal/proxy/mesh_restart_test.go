@@ -143,6 +143,28 @@ type result struct {
 	took time.Duration
 }
 
+// postWaitingFor sends a chat request to n's role port from a goroutine
+// and returns once its forward opened a stream to peer (which waits for
+// peer's link), failing the test if it is answered first.
+func (n *meshNode) postWaitingFor(ws *watchStreams, peer *meshNode) <-chan result {
+	n.t.Helper()
+	got := n.postAsync()
+	select {
+	case id := <-ws.opened:
+		if id != peer.ID() {
+			n.t.Fatalf("stream opened to %s, want %s", id, peer.Name)
+		}
+	case r := <-got:
+		if r.err != nil {
+			n.t.Fatalf("request failed before %s linked again: %v", peer.Name, r.err)
+		}
+		n.t.Fatalf("answered before %s linked again: %d %s", peer.Name, r.res.StatusCode, r.body)
+	case <-time.After(meshtest.WaitTimeout):
+		n.t.Fatal("no stream opened for the request")
+	}
+	return got
+}
+
 // postAsync sends a chat request to n's role port from a goroutine.
 func (n *meshNode) postAsync() <-chan result {
 	out := make(chan result, 1)
@@ -197,17 +219,7 @@ func TestMeshRestartedPeerServesNewRequest(t *testing.T) {
 	done := drawReset(a, s)
 	a.waitResetSeen(s)
 	done()
-	got := a.postAsync()
-	select {
-	case id := <-ws.opened:
-		if id != s.ID() {
-			t.Fatalf("stream opened to %s, want s", id)
-		}
-	case r := <-got:
-		t.Fatalf("answered before s linked again: %v %d %s", r.err, r.res.StatusCode, r.body)
-	case <-time.After(meshtest.WaitTimeout):
-		t.Fatal("no stream opened for the request")
-	}
+	got := a.postWaitingFor(ws, s)
 	// The forward waits for s's link now; s's new run admits a and links.
 	s.Apply(a.Peer())
 	r := wait(t, got, "response")
@@ -330,17 +342,7 @@ func TestMeshStoppedPeerServesNewRequestAfterStart(t *testing.T) {
 
 	s.Stop()
 	a.waitRouteWaiting(s)
-	got := a.postAsync()
-	select {
-	case id := <-ws.opened:
-		if id != s.ID() {
-			t.Fatalf("stream opened to %s, want s", id)
-		}
-	case r := <-got:
-		t.Fatalf("answered while s was away: %v %d %s", r.err, r.res.StatusCode, r.body)
-	case <-time.After(meshtest.WaitTimeout):
-		t.Fatal("no stream opened for the request")
-	}
+	got := a.postWaitingFor(ws, s)
 	s.start(MeshDeps{}, a) // the next run; it links to a
 	r := wait(t, got, "response")
 	if r.err != nil {
@@ -449,17 +451,7 @@ func TestMeshRestartedPeerLinksWithoutInstance(t *testing.T) {
 	done := drawReset(a, s)
 	a.waitResetSeen(s)
 	done()
-	got := a.postAsync()
-	select {
-	case id := <-ws.opened:
-		if id != s.ID() {
-			t.Fatalf("stream opened to %s, want s", id)
-		}
-	case r := <-got:
-		t.Fatalf("answered before s linked again: %v %d %s", r.err, r.res.StatusCode, r.body)
-	case <-time.After(meshtest.WaitTimeout):
-		t.Fatal("no stream opened for the request")
-	}
+	got := a.postWaitingFor(ws, s)
 	s.Apply(a.Peer())
 	r := wait(t, got, "response")
 	if r.err != nil {
