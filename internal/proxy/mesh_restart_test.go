@@ -136,6 +136,22 @@ func drawReset(a, s *meshNode) (done func()) {
 // not timed out before the peer's new run answers it.
 var restartOpts = meshtest.Options{Keepalive: time.Second}
 
+// restartPair starts consumer a and server s of the restart tests (nodes
+// with opts, linked by linkFrom), s serving chat from an upstream to a,
+// and returns them with the watch of the streams a opens.
+func restartPair(t *testing.T, opts meshtest.Options) (a, s *meshNode, ws *watchStreams) {
+	t.Helper()
+	up := proxytest.New(t, proxytest.Options{Model: "served-model"})
+	nodes := newMeshNodesOpts(t, opts, "a", "s")
+	a, s = nodes[0], nodes[1]
+	a.wrapStreams = func(ms MeshStreams) MeshStreams { ws = newWatchStreams(ms); return ws }
+	s.serve(up.URL, "served-model", a)
+	a.Table.AllowRemoteNode("chat", s.ID(), true)
+	linkFrom(t, a, s)
+	a.resolvesTo(s)
+	return a, s, ws
+}
+
 type result struct {
 	res  *http.Response
 	body []byte
@@ -201,15 +217,7 @@ func errorCode(t *testing.T, body []byte) string {
 // peer's route is kept, waiting for its link, and the forward waits for
 // the link.
 func TestMeshRestartedPeerServesNewRequest(t *testing.T) {
-	up := proxytest.New(t, proxytest.Options{Model: "served-model"})
-	nodes := newMeshNodesOpts(t, restartOpts, "a", "s")
-	a, s := nodes[0], nodes[1]
-	var ws *watchStreams
-	a.wrapStreams = func(ms MeshStreams) MeshStreams { ws = newWatchStreams(ms); return ws }
-	s.serve(up.URL, "served-model", a)
-	a.Table.AllowRemoteNode("chat", s.ID(), true)
-	linkFrom(t, a, s)
-	a.resolvesTo(s)
+	a, s, ws := restartPair(t, restartOpts)
 	if res, body := a.h.post("chat", "/v1/chat/completions", chatBody(false)); res.StatusCode != http.StatusOK {
 		t.Fatalf("before the restart: %d %s", res.StatusCode, body)
 	}
@@ -292,13 +300,7 @@ func TestMeshRestartedPeerRanksAfterLiveNode(t *testing.T) {
 // hang, not a 502), and so does the next one, at once.
 func TestMeshRestartedPeerNotBack(t *testing.T) {
 	const restartWait = 2 * time.Second
-	up := proxytest.New(t, proxytest.Options{Model: "served-model"})
-	nodes := newMeshNodesOpts(t, meshtest.Options{Keepalive: restartOpts.Keepalive, RestartLinkWait: restartWait}, "a", "s")
-	a, s := nodes[0], nodes[1]
-	s.serve(up.URL, "served-model", a)
-	a.Table.AllowRemoteNode("chat", s.ID(), true)
-	linkFrom(t, a, s)
-	a.resolvesTo(s)
+	a, s, _ := restartPair(t, meshtest.Options{Keepalive: restartOpts.Keepalive, RestartLinkWait: restartWait})
 
 	restartUnlinked(s) // and never admits a again
 	done := drawReset(a, s)
@@ -330,15 +332,7 @@ func TestMeshRestartedPeerNotBack(t *testing.T) {
 // link as a restarted one does: a request that only it serves, sent while
 // it is away, is served by its next run.
 func TestMeshStoppedPeerServesNewRequestAfterStart(t *testing.T) {
-	up := proxytest.New(t, proxytest.Options{Model: "served-model"})
-	nodes := newMeshNodesOpts(t, restartOpts, "a", "s")
-	a, s := nodes[0], nodes[1]
-	var ws *watchStreams
-	a.wrapStreams = func(ms MeshStreams) MeshStreams { ws = newWatchStreams(ms); return ws }
-	s.serve(up.URL, "served-model", a)
-	a.Table.AllowRemoteNode("chat", s.ID(), true)
-	linkFrom(t, a, s)
-	a.resolvesTo(s)
+	a, s, ws := restartPair(t, restartOpts)
 
 	s.Stop()
 	a.waitRouteWaiting(s)
@@ -358,13 +352,7 @@ func TestMeshStoppedPeerServesNewRequestAfterStart(t *testing.T) {
 // control call to the stopped peer fails at once (only requests wait).
 func TestMeshStoppedPeerNotBack(t *testing.T) {
 	const restartWait = 2 * time.Second
-	up := proxytest.New(t, proxytest.Options{Model: "served-model"})
-	nodes := newMeshNodesOpts(t, meshtest.Options{Keepalive: restartOpts.Keepalive, RestartLinkWait: restartWait}, "a", "s")
-	a, s := nodes[0], nodes[1]
-	s.serve(up.URL, "served-model", a)
-	a.Table.AllowRemoteNode("chat", s.ID(), true)
-	linkFrom(t, a, s)
-	a.resolvesTo(s)
+	a, s, _ := restartPair(t, meshtest.Options{Keepalive: restartOpts.Keepalive, RestartLinkWait: restartWait})
 
 	s.Stop()
 	a.waitRouteWaiting(s)
