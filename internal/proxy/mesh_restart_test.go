@@ -131,6 +131,15 @@ func drawReset(a, s *meshNode) (done func()) {
 	}
 }
 
+// seeReset makes n draw the stateless reset of s's new run (drawReset)
+// and waits with seen until n has processed it.
+func (n *meshNode) seeReset(s *meshNode, seen func(peer *meshNode)) {
+	n.t.Helper()
+	done := drawReset(n, s)
+	defer done()
+	seen(s)
+}
+
 // restartOpts are the options of the nodes of the restart tests: a
 // keep-alive long enough that the consumer's link to a killed peer is
 // not timed out before the peer's new run answers it.
@@ -224,9 +233,7 @@ func TestMeshRestartedPeerServesNewRequest(t *testing.T) {
 	<-ws.opened
 
 	restartUnlinked(s)
-	done := drawReset(a, s)
-	a.waitResetSeen(s)
-	done()
+	a.seeReset(s, a.waitResetSeen)
 	got := a.postWaitingFor(ws, s)
 	// The forward waits for s's link now; s's new run admits a and links.
 	s.Apply(a.Peer())
@@ -273,9 +280,7 @@ func TestMeshRestartedPeerRanksAfterLiveNode(t *testing.T) {
 	a.resolvesTo(s)
 
 	restartUnlinked(s)
-	done := drawReset(a, s)
-	a.waitRouteWaiting(s)
-	done()
+	a.seeReset(s, a.waitRouteWaiting)
 	r := wait(t, a.postAsync(), "response")
 	if r.err != nil {
 		t.Fatal(r.err)
@@ -303,9 +308,7 @@ func TestMeshRestartedPeerNotBack(t *testing.T) {
 	a, s, _ := restartPair(t, meshtest.Options{Keepalive: restartOpts.Keepalive, RestartLinkWait: restartWait})
 
 	restartUnlinked(s) // and never admits a again
-	done := drawReset(a, s)
-	a.waitResetSeen(s)
-	done()
+	a.seeReset(s, a.waitResetSeen)
 	r := wait(t, a.postAsync(), "response")
 	if r.err != nil {
 		t.Fatal(r.err)
@@ -436,9 +439,7 @@ func TestMeshRestartedPeerLinksWithoutInstance(t *testing.T) {
 	s.Crash()
 	slot.Release() // the new run has no instance yet
 	s.start(MeshDeps{})
-	done := drawReset(a, s)
-	a.waitResetSeen(s)
-	done()
+	a.seeReset(s, a.waitResetSeen)
 	got := a.postWaitingFor(ws, s)
 	s.Apply(a.Peer())
 	r := wait(t, got, "response")
