@@ -27,7 +27,7 @@ Verbs (NODE is a node id, a configured peer name, or "self"):
   place [NODE] DIR|PACKAGE-ID [--variant V] [--no-start]
         [--prefer NODE]... [--avoid NODE]... [--dry-run] [--allow-emulated]
   start NODE INSTANCE
-  start ID               (an instance the controller placed: instance or decision id)
+  start ID               (an instance the controller placed: instance id, decision id or its first 8+ characters)
   stop NODE INSTANCE [--grace DURATION]
   unload NODE INSTANCE
   status NODE [INSTANCE] [--departed]

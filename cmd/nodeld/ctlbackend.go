@@ -315,6 +315,8 @@ func (b *operatorBackend) instanceVerb(ctx context.Context, req dispatch.Operato
 		switch {
 		case errors.Is(err, plane.ErrUnknownPlacement):
 			return dispatch.OperatorResponse{Class: dispatch.ClassError, Code: codeUnknownPlacement, Reason: err.Error()}, true
+		case errors.Is(err, plane.ErrAmbiguousPlacement):
+			return badRequest("%v", err), true
 		case errors.Is(err, plane.ErrStartRevoked):
 			// Refused by the controller's revocation list (chained).
 			return dispatch.OperatorResponse{Class: dispatch.ClassRefused, Code: string(ctl.CodeGovernance), Node: p.Node, Reason: err.Error()}, true
@@ -524,8 +526,9 @@ func (b *operatorBackend) nodeDocs() []nodeDoc {
 	return out
 }
 
-// minDecisionPrefix is the shortest decision id prefix explain takes.
-const minDecisionPrefix = 8
+// minDecisionPrefix is the shortest decision id prefix explain takes, as
+// the instance verbs through the controller do.
+const minDecisionPrefix = plane.MinDecisionPrefix
 
 // validDecisionRef reports whether ref is a decision id or a prefix of
 // one that explain takes.

@@ -96,13 +96,14 @@ func TestCtlStartThroughController(t *testing.T) {
 	if p = placement(); !p.Stopped || hostState() != "stopped" {
 		t.Fatalf("after stop: placement %+v, host %s", p, hostState())
 	}
-	out, errOut, rc := runCtl(t, "--socket", sock, "start", id[:12])
+	out, errOut, rc := runCtl(t, "--socket", sock, "start", id[:7])
 	if rc != 1 || !strings.Contains(errOut, codeUnknownPlacement) {
-		t.Fatalf("start of a decision prefix = %d %q %q, want unknown_placement (a whole id is needed)", rc, out, errOut)
+		t.Fatalf("start of a 7-character decision prefix = %d %q %q, want unknown_placement (8 or more are needed)", rc, out, errOut)
 	}
-	out, errOut, rc = runCtl(t, "--socket", sock, "start", id)
+	// The 16 characters ctl placements shows name it, as for explain.
+	out, errOut, rc = runCtl(t, "--socket", sock, "start", id[:16])
 	if rc != 0 || !strings.Contains(out, "started "+p.InstanceID+" on "+idA) {
-		t.Fatalf("start = %d %q %q", rc, out, errOut)
+		t.Fatalf("start by a decision id prefix = %d %q %q", rc, out, errOut)
 	}
 	if p = placement(); p.Stopped || p.HostState != "running" || hostState() != "running" {
 		t.Fatalf("after start: placement %+v, host %s", p, hostState())

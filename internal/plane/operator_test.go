@@ -225,3 +225,54 @@ func TestStartRefusals(t *testing.T) {
 		t.Errorf("demoted: %v", err)
 	}
 }
+
+// The instance verbs take a unique decision id prefix of 8 characters or
+// more, as explain does, and refuse one that names several placements
+// rather than guess.
+func TestDecisionPrefix(t *testing.T) {
+	a := &Placement{DecisionID: "abcdef0123456789" + strings.Repeat("0", 48)}
+	b := &Placement{DecisionID: "abcdef0199999999" + strings.Repeat("1", 48)}
+	ps := map[string]*Placement{a.DecisionID: a, b.DecisionID: b}
+	for _, tc := range []struct {
+		ref  string
+		want *Placement
+		err  error
+	}{
+		{"abcdef0123", a, nil},
+		{"abcdef0199", b, nil},
+		{"abcdef01", nil, ErrAmbiguousPlacement},
+		{"abcdef0", nil, ErrUnknownPlacement},               // too short
+		{"ABCDEF0123", nil, ErrUnknownPlacement},            // not lower-case hex
+		{"abcdef01x3", nil, ErrUnknownPlacement},            // not hex
+		{"ffffffff", nil, ErrUnknownPlacement},              // no match
+		{a.DecisionID[:63] + "x", nil, ErrUnknownPlacement}, // 64 characters: a whole id or nothing
+	} {
+		got, err := byDecisionPrefix(ps, tc.ref)
+		if got != tc.want || !errors.Is(err, tc.err) {
+			t.Errorf("byDecisionPrefix(%q) = %v, %v; want %v, %v", tc.ref, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+// Start, stop and unload through the controller resolve a decision id
+// prefix to its placement.
+func TestVerbsTakeDecisionPrefix(t *testing.T) {
+	ctx := context.Background()
+	r, _ := newRig(t, 8, 8)
+	r.tick()
+	rep := r.place(echo)
+	p, err := r.c.Stop(ctx, rep.DecisionID[:16])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.DecisionID != rep.DecisionID || !p.Stopped {
+		t.Fatalf("stop by prefix: %+v", p)
+	}
+	r.step()
+	if p, err = r.c.Start(ctx, rep.DecisionID[:8]); err != nil {
+		t.Fatal(err)
+	}
+	if p.DecisionID != rep.DecisionID || p.Stopped {
+		t.Fatalf("start by prefix: %+v", p)
+	}
+}

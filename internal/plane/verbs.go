@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nodeld/nodeld/internal/ctl"
@@ -14,6 +15,9 @@ import (
 var (
 	// ErrUnknownPlacement: no placement has the instance or decision id.
 	ErrUnknownPlacement = errors.New("no placement has this instance or decision id")
+	// ErrAmbiguousPlacement: a decision id prefix names more than one
+	// placement.
+	ErrAmbiguousPlacement = errors.New("the decision id prefix names more than one placement: give more of it")
 	// ErrPlacementBusy: the placement's decision is still being placed
 	// (dispatching or unsettled); try again once it settles.
 	ErrPlacementBusy = errors.New("the placement is still being placed")
@@ -89,10 +93,10 @@ func (c *Controller) Unload(ctx context.Context, ref string) (Placement, error) 
 // with it (its node names where the start was refused).
 func (c *Controller) Start(ctx context.Context, ref string) (Placement, error) {
 	c.mu.Lock()
-	pl := c.findLocked(ref)
-	if pl == nil {
+	pl, err := c.findLocked(ref)
+	if err != nil {
 		c.mu.Unlock()
-		return Placement{}, fmt.Errorf("start %s: %w", ref, ErrUnknownPlacement)
+		return Placement{}, fmt.Errorf("start %s: %w", ref, err)
 	}
 	snap := pl.clone()
 	c.mu.Unlock()
@@ -100,10 +104,10 @@ func (c *Controller) Start(ctx context.Context, ref string) (Placement, error) {
 		return snap, err
 	}
 	c.mu.Lock()
-	if pl = c.findLocked(ref); pl == nil {
+	if pl, err = c.findLocked(ref); err != nil {
 		// Forgotten while the revocation list was read.
 		c.mu.Unlock()
-		return Placement{}, fmt.Errorf("start %s: %w", ref, ErrUnknownPlacement)
+		return Placement{}, fmt.Errorf("start %s: %w", ref, err)
 	}
 	if c.busy[pl.DecisionID] || pl.Life == LifeDispatching || pl.Life == LifeUnsettled {
 		c.mu.Unlock()
@@ -127,7 +131,7 @@ func (c *Controller) Start(ctx context.Context, ref string) (Placement, error) {
 		return Placement{}, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, c.conf().RescheduleTimeout)
-	err := c.disp.Start(cctx, node, iid)
+	err = c.disp.Start(cctx, node, iid)
 	cancel()
 	if err != nil {
 		return Placement{}, fmt.Errorf("start %s on %s: %w", iid, node, err)
@@ -200,11 +204,19 @@ func (c *Controller) refuseRevokedStart(ctx context.Context, pl Placement) error
 	return &revokedStartError{instance: pl.InstanceID, err: err}
 }
 
-// find returns the placement whose decision id is ref, else the one whose
-// instance id is, preferring a placed one; the caller holds mu.
-func (c *Controller) findLocked(ref string) *Placement {
+// MinDecisionPrefix is the shortest decision id prefix the instance verbs
+// take for a whole id (as explain does): ctl placements shows 16
+// characters.
+const MinDecisionPrefix = 8
+
+// findLocked finds the placement ref names: its decision id, its instance
+// id (the placement that has it in the most current life), or a unique
+// prefix of its decision id (MinDecisionPrefix to 63 lower-case hex
+// characters; ErrAmbiguousPlacement when it names several, so a verb never
+// guesses). The caller holds mu.
+func (c *Controller) findLocked(ref string) (*Placement, error) {
 	if p, ok := c.placements[ref]; ok {
-		return p
+		return p, nil
 	}
 	rank := map[Lifecycle]int{LifePlaced: 0, LifeLost: 1, LifeRetiring: 2, LifeRescheduled: 3, LifeUnsettled: 4, LifeDispatching: 5}
 	var best *Placement
@@ -213,7 +225,33 @@ func (c *Controller) findLocked(ref string) *Placement {
 			best = p
 		}
 	}
-	return best
+	if best != nil {
+		return best, nil
+	}
+	return byDecisionPrefix(c.placements, ref)
+}
+
+// byDecisionPrefix is the one placement whose decision id starts with
+// prefix, a MinDecisionPrefix to 63 character lower-case hex string.
+func byDecisionPrefix(placements map[string]*Placement, prefix string) (*Placement, error) {
+	if len(prefix) < MinDecisionPrefix || len(prefix) >= 64 || strings.Trim(prefix, "0123456789abcdef") != "" {
+		return nil, ErrUnknownPlacement
+	}
+	var found *Placement
+	n := 0
+	for id, p := range placements {
+		if strings.HasPrefix(id, prefix) {
+			found = p
+			n++
+		}
+	}
+	switch {
+	case n == 0:
+		return nil, ErrUnknownPlacement
+	case n > 1:
+		return nil, fmt.Errorf("%w (%d match)", ErrAmbiguousPlacement, n)
+	}
+	return found, nil
 }
 
 // tierWaiverLocked says whether tearing down pl is a teardown the node's
@@ -248,10 +286,10 @@ func (c *Controller) verbDoneLocked(pl *Placement) {
 
 func (c *Controller) teardown(ctx context.Context, verb, ref string) (Placement, error) {
 	c.mu.Lock()
-	pl := c.findLocked(ref)
-	if pl == nil {
+	pl, err := c.findLocked(ref)
+	if err != nil {
 		c.mu.Unlock()
-		return Placement{}, fmt.Errorf("%s %s: %w", verb, ref, ErrUnknownPlacement)
+		return Placement{}, fmt.Errorf("%s %s: %w", verb, ref, err)
 	}
 	if c.busy[pl.DecisionID] || pl.Life == LifeDispatching || pl.Life == LifeUnsettled {
 		c.mu.Unlock()
@@ -266,7 +304,6 @@ func (c *Controller) teardown(ctx context.Context, verb, ref string) (Placement,
 		return Placement{}, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, c.conf().RescheduleTimeout)
-	var err error
 	if verb == VerbStop {
 		err = c.disp.Stop(cctx, node, iid)
 	} else {
