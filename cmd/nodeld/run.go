@@ -766,6 +766,8 @@ func newLogger(format string, level zap.AtomicLevel, w io.Writer) *zap.Logger {
 	var enc zapcore.Encoder
 	if logEncoding(format, isTerminal(w)) == logConsole {
 		encCfg.EncodeLevel = zapcore.CapitalLevelEncoder
+		// A person reads "5s", not 5; JSON keeps seconds as numbers.
+		encCfg.EncodeDuration = zapcore.StringDurationEncoder
 		enc = zapcore.NewConsoleEncoder(encCfg)
 	} else {
 		enc = zapcore.NewJSONEncoder(encCfg)

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -153,4 +155,20 @@ func TestStopWatch(t *testing.T) {
 		<-watched
 		waitFor(time.Minute, 2)
 	})
+}
+
+// Durations read as durations in the console format ("5s") and as seconds
+// in JSON, where a program reads them.
+func TestLogDurations(t *testing.T) {
+	for _, tc := range []struct{ format, want string }{
+		{"console", "\t{\"interval\": \"5s\"}"},
+		{"json", "\"interval\":5}"},
+	} {
+		var buf bytes.Buffer
+		log := newLogger(tc.format, zap.NewAtomicLevelAt(zap.InfoLevel), &buf)
+		log.Info("adopter started", zap.Duration("interval", 5*time.Second))
+		if !strings.Contains(buf.String(), tc.want) {
+			t.Errorf("%s: %q does not contain %q", tc.format, buf.String(), tc.want)
+		}
+	}
 }
