@@ -190,6 +190,17 @@ func (n *meshNode) postWaitingFor(ws *watchStreams, peer *meshNode) <-chan resul
 	return got
 }
 
+// response waits for the answer of a request sent by postAsync, failing
+// the test if the request itself failed.
+func response(t *testing.T, got <-chan result) result {
+	t.Helper()
+	r := wait(t, got, "response")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	return r
+}
+
 // postAsync sends a chat request to n's role port from a goroutine.
 func (n *meshNode) postAsync() <-chan result {
 	out := make(chan result, 1)
@@ -237,10 +248,7 @@ func TestMeshRestartedPeerServesNewRequest(t *testing.T) {
 	got := a.postWaitingFor(ws, s)
 	// The forward waits for s's link now; s's new run admits a and links.
 	s.Apply(a.Peer())
-	r := wait(t, got, "response")
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
+	r := response(t, got)
 	if r.res.StatusCode != http.StatusOK || r.res.Header.Get(RouteHeader) != s.ID() || !strings.Contains(string(r.body), "served-model") {
 		t.Fatalf("after the restart: %d %s via %q, want 200 from s", r.res.StatusCode, r.body, r.res.Header.Get(RouteHeader))
 	}
@@ -281,10 +289,7 @@ func TestMeshRestartedPeerRanksAfterLiveNode(t *testing.T) {
 
 	restartUnlinked(s)
 	a.seeReset(s, a.waitRouteWaiting)
-	r := wait(t, a.postAsync(), "response")
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
+	r := response(t, a.postAsync())
 	if r.res.StatusCode != http.StatusOK || r.res.Header.Get(RouteHeader) != l.ID() {
 		t.Fatalf("in the window: %d %s via %q, want 200 from the live node", r.res.StatusCode, r.body, r.res.Header.Get(RouteHeader))
 	}
@@ -309,10 +314,7 @@ func TestMeshRestartedPeerNotBack(t *testing.T) {
 
 	restartUnlinked(s) // and never admits a again
 	a.seeReset(s, a.waitResetSeen)
-	r := wait(t, a.postAsync(), "response")
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
+	r := response(t, a.postAsync())
 	if r.res.StatusCode != http.StatusServiceUnavailable || errorCode(t, r.body) != CodeNoInstance ||
 		r.res.Header.Get(RouteHeader) != s.ID() || !strings.Contains(string(r.body), "restarted") {
 		t.Fatalf("waiting request: %d %s via %q, want 503 no_instance from the wait for s", r.res.StatusCode, r.body, r.res.Header.Get(RouteHeader))
@@ -341,10 +343,7 @@ func TestMeshStoppedPeerServesNewRequestAfterStart(t *testing.T) {
 	a.waitRouteWaiting(s)
 	got := a.postWaitingFor(ws, s)
 	s.start(MeshDeps{}, a) // the next run; it links to a
-	r := wait(t, got, "response")
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
+	r := response(t, got)
 	if r.res.StatusCode != http.StatusOK || r.res.Header.Get(RouteHeader) != s.ID() || !strings.Contains(string(r.body), "served-model") {
 		t.Fatalf("after s started again: %d %s via %q, want 200 from s", r.res.StatusCode, r.body, r.res.Header.Get(RouteHeader))
 	}
@@ -366,10 +365,7 @@ func TestMeshStoppedPeerNotBack(t *testing.T) {
 	if took := time.Since(start); took >= restartWait/2 {
 		t.Fatalf("the ctl stream took %v to fail: it waited for the stopped peer", took)
 	}
-	r := wait(t, a.postAsync(), "response")
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
+	r := response(t, a.postAsync())
 	if r.res.StatusCode != http.StatusServiceUnavailable || errorCode(t, r.body) != CodeNoInstance ||
 		!strings.Contains(string(r.body), "stopped") {
 		t.Fatalf("waiting request: %d %s, want 503 no_instance from the wait for s", r.res.StatusCode, r.body)
@@ -442,10 +438,7 @@ func TestMeshRestartedPeerLinksWithoutInstance(t *testing.T) {
 	a.seeReset(s, a.waitResetSeen)
 	got := a.postWaitingFor(ws, s)
 	s.Apply(a.Peer())
-	r := wait(t, got, "response")
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
+	r := response(t, got)
 	if r.res.StatusCode != http.StatusServiceUnavailable || errorCode(t, r.body) != CodeNoInstance {
 		t.Fatalf("request to s's new run without an instance: %d %s, want 503 no_instance", r.res.StatusCode, r.body)
 	}
