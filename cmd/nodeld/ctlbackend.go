@@ -528,21 +528,11 @@ func (b *operatorBackend) nodeDocs() []nodeDoc {
 
 // minDecisionPrefix is the shortest decision id prefix explain takes, as
 // the instance verbs through the controller do.
-const minDecisionPrefix = plane.MinDecisionPrefix
+const minDecisionPrefix = ctl.MinDecisionPrefix
 
 // validDecisionRef reports whether ref is a decision id or a prefix of
 // one that explain takes.
-func validDecisionRef(ref string) bool {
-	if len(ref) < minDecisionPrefix || len(ref) > 64 {
-		return false
-	}
-	for i := range len(ref) {
-		if c := ref[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
-}
+func validDecisionRef(ref string) bool { return ctl.ValidDecisionPrefix(ref) }
 
 // packageRef splits a place argument that is a package id, "ID" or
 // "ID@VERSION"; ok is false for anything else.

@@ -173,6 +173,16 @@ func ValidNonce(s string) bool { return len(s) == NonceHexLen && isLowerHex(s) }
 // the id its meaning.
 func ValidDecisionID(s string) bool { return len(s) == DecisionIDHexLen && isLowerHex(s) }
 
+// MinDecisionPrefix is the shortest decision id prefix an operator may
+// name a decision by (ctl placements shows 16 characters).
+const MinDecisionPrefix = 8
+
+// ValidDecisionPrefix reports whether s is a decision id or a prefix an
+// operator may name one by: MinDecisionPrefix to 64 lower hex.
+func ValidDecisionPrefix(s string) bool {
+	return len(s) >= MinDecisionPrefix && len(s) <= DecisionIDHexLen && isLowerHex(s)
+}
+
 // NewNonce draws a fresh nonce from rand.
 func NewNonce(rand io.Reader) (string, error) {
 	var b [NonceHexLen / 2]byte

@@ -204,15 +204,9 @@ func (c *Controller) refuseRevokedStart(ctx context.Context, pl Placement) error
 	return &revokedStartError{instance: pl.InstanceID, err: err}
 }
 
-// MinDecisionPrefix is the shortest decision id prefix the instance verbs
-// take for a whole id (as explain does): ctl placements shows 16
-// characters.
-const MinDecisionPrefix = 8
-
 // findLocked finds the placement ref names: its decision id, its instance
 // id (the placement that has it in the most current life), or a unique
-// prefix of its decision id (MinDecisionPrefix to 63 lower-case hex
-// characters; ErrAmbiguousPlacement when it names several, so a verb never
+// prefix of its decision id (ctl.ValidDecisionPrefix; ErrAmbiguousPlacement when it names several, so a verb never
 // guesses). The caller holds mu.
 func (c *Controller) findLocked(ref string) (*Placement, error) {
 	if p, ok := c.placements[ref]; ok {
@@ -232,9 +226,9 @@ func (c *Controller) findLocked(ref string) (*Placement, error) {
 }
 
 // byDecisionPrefix is the one placement whose decision id starts with
-// prefix, a MinDecisionPrefix to 63 character lower-case hex string.
+// prefix (ctl.ValidDecisionPrefix).
 func byDecisionPrefix(placements map[string]*Placement, prefix string) (*Placement, error) {
-	if len(prefix) < MinDecisionPrefix || len(prefix) >= 64 || strings.Trim(prefix, "0123456789abcdef") != "" {
+	if !ctl.ValidDecisionPrefix(prefix) {
 		return nil, ErrUnknownPlacement
 	}
 	var found *Placement
