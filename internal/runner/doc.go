@@ -157,18 +157,28 @@
 // # Supervision
 //
 // A Supervisor keeps one Instance (a *Managed) running. Run starts it,
-// checks Health every HealthInterval (default 10 s) and watches for its
-// exit. An exit, or MissLimit (default 3) failed checks in a row, makes it
-// unhealthy; RestartPolicy.Next (a pure function) then allows a restart
-// after Backoff·2^k, at most MaxBackoff (k: restarts in the Window), or
-// declares the budget spent when Max restarts happened in the Window
-// (default 3 in 10 minutes, 1 s doubling to 30 s). A spent budget, or a
-// listener beyond loopback, stops the instance and ends in failed, held
-// for the operator: a new Run gives a fresh budget. States are starting,
+// checks Health every HealthInterval (default 5 s) and watches for its
+// exit. Every failed check is logged at warn. A check answered that the
+// instance is not up (a refused connection, an error status, the model
+// gone) makes it unhealthy at once, so the host withdraws its role within
+// one interval of a server's death, and the next check that finds it up
+// makes it running again; a check that got no answer (a timeout, a reset
+// connection: a loaded host rather than a dead server) leaves it running.
+// An exit, or MissLimit (default 3) failed checks in a row of either
+// kind, makes it unhealthy for a restart: RestartPolicy.Next (a pure
+// function) allows one after Backoff·2^k, at most MaxBackoff (k: restarts
+// in the Window), or declares the budget spent when Max restarts happened
+// in the Window (default 5 in 10 minutes, waiting 2, 4, 8, 16 and 30 s, so
+// a server down for about a minute, a daemon restarted, is ridden out). A
+// spent budget, or a listener beyond loopback, stops the instance and
+// ends in failed: a new Run gives a fresh budget. States are starting,
 // running, unhealthy, restarting, stopped and failed, the names of the
 // workload.ctl instance states; OnChange reports each one so the host
 // holds a registration of the inference role while running and releases
-// it otherwise.
+// it otherwise, and Cause says why the instance is not running with a
+// sentinel to branch on (ErrRestartBudget, ErrNotLoopback, ErrHealthCheck,
+// ErrExited, ErrStartFailed). A change for the worse (unhealthy,
+// restarting, failed) is logged at warn, one for the better at info.
 //
 // # Concurrency of managed runtimes
 //

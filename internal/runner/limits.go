@@ -117,7 +117,7 @@ const (
 
 	// DefaultHealthInterval is the Supervisor's health poll interval when
 	// its config gives none.
-	DefaultHealthInterval = 10 * time.Second
+	DefaultHealthInterval = 5 * time.Second
 
 	// minHealthInterval is the shortest health interval accepted.
 	minHealthInterval = 10 * time.Millisecond

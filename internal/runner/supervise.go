@@ -22,8 +22,10 @@ const (
 	StateStarting State = "starting"
 	// StateRunning: the instance is up.
 	StateRunning State = "running"
-	// StateUnhealthy: the instance exited or missed MissLimit health
-	// checks; a restart is pending its backoff.
+	// StateUnhealthy: a health check got an answer that the instance is
+	// not up (it is watched on, and is running again at the next check
+	// that finds it up), or it exited or missed MissLimit health checks
+	// in a row (a restart is pending its backoff).
 	StateUnhealthy State = "unhealthy"
 	// StateRestarting: the instance is being stopped and started again.
 	StateRestarting State = "restarting"
@@ -35,8 +37,20 @@ const (
 	StateFailed State = "failed"
 )
 
-// ErrSupervisorRunning is returned by a second concurrent call to Run.
-var ErrSupervisorRunning = errors.New("supervisor already running")
+// Errors of supervision. Supervisor.Cause wraps one of them (or
+// ErrExited, ErrNotLoopback) to say why the instance left running, so a
+// caller can report a stable reason without reading the text.
+var (
+	// ErrSupervisorRunning is returned by a second concurrent call to Run.
+	ErrSupervisorRunning = errors.New("supervisor already running")
+	// ErrRestartBudget: the restart budget is spent; the instance failed.
+	ErrRestartBudget = errors.New("restart budget spent")
+	// ErrHealthCheck: a health check found the instance not up, or
+	// MissLimit checks in a row got no answer.
+	ErrHealthCheck = errors.New("health check failed")
+	// ErrStartFailed: a start the Supervisor made failed.
+	ErrStartFailed = errors.New("start failed")
+)
 
 // RestartPolicy bounds restarts: at most Max within any Window, the k-th
 // (0-based) of them waiting Backoff·2^k, at most MaxBackoff, after the
@@ -52,10 +66,13 @@ type RestartPolicy struct {
 	MaxBackoff time.Duration
 }
 
-// DefaultRestartPolicy is 3 restarts in 10 minutes, waiting 1 s doubling to
-// at most 30 s.
+// DefaultRestartPolicy is 5 restarts in 10 minutes, waiting 2 s doubling to
+// at most 30 s (2, 4, 8, 16 and 30 s): with the default health checks a
+// model server that is down for a minute is restarted in time, where a
+// budget spent within seconds would leave the instance failed through an
+// outage as short as a daemon's restart.
 func DefaultRestartPolicy() RestartPolicy {
-	return RestartPolicy{Max: 3, Window: 10 * time.Minute, Backoff: time.Second, MaxBackoff: 30 * time.Second}
+	return RestartPolicy{Max: 5, Window: 10 * time.Minute, Backoff: 2 * time.Second, MaxBackoff: 30 * time.Second}
 }
 
 // Validate reports every problem with p.
@@ -173,6 +190,7 @@ type Supervisor struct {
 	state    State
 	restarts int
 	reason   string
+	cause    error
 	cancel   context.CancelFunc
 	stopped  bool
 }
@@ -242,6 +260,16 @@ func (s *Supervisor) State() (state State, restarts int, reason string) {
 	return s.state, s.restarts, s.reason
 }
 
+// Cause returns the error behind the current state when the instance is
+// not running (nil while starting, running or stopped): it wraps
+// ErrRestartBudget or ErrNotLoopback when failed, else ErrHealthCheck,
+// ErrExited or ErrStartFailed.
+func (s *Supervisor) Cause() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cause
+}
+
 // Stop makes Run stop the instance and return, cancelling any pending
 // restart. It does not wait; Run's caller does.
 func (s *Supervisor) Stop() {
@@ -253,14 +281,28 @@ func (s *Supervisor) Stop() {
 	}
 }
 
-func (s *Supervisor) set(st State, h Health, reason string) {
+// set enters st for reason (cause: the error behind it, nil for starting,
+// running and stopped) and reports it. A change for the worse (unhealthy,
+// restarting, failed) is logged at warn: an operator reading warnings
+// sees the instance leave running and why.
+func (s *Supervisor) set(st State, h Health, reason string, cause error) {
 	s.mu.Lock()
 	from := s.state
-	s.state, s.reason = st, reason
+	s.state, s.reason, s.cause = st, reason, cause
 	s.mu.Unlock()
-	s.log.Info("managed instance state", zap.String("from", string(from)), zap.String("to", string(st)),
+	log := s.log.Info
+	if worse(st) {
+		log = s.log.Warn
+	}
+	log("managed instance state", zap.String("from", string(from)), zap.String("to", string(st)),
 		zap.String("health", string(h)), zap.String("reason", reason))
 	s.change(st, h)
+}
+
+// worse reports whether st is a state an instance is in because something
+// went wrong.
+func worse(st State) bool {
+	return st == StateUnhealthy || st == StateRestarting || st == StateFailed
 }
 
 // Run starts the instance and supervises it until ctx ends or Stop is
@@ -291,11 +333,11 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	tick, stopTick := s.ticks(s.cfg.HealthInterval)
 	defer stopTick()
 	var history []time.Time
-	s.set(StateStarting, HealthUnknown, "start")
-	err := s.inst.Start(ctx)
+	s.set(StateStarting, HealthUnknown, "start", nil)
+	err := s.start(ctx)
 	for ctx.Err() == nil {
 		if err == nil {
-			s.set(StateRunning, HealthUp, "started")
+			s.set(StateRunning, HealthUp, "started", nil)
 			if err = s.watch(ctx, tick); err == nil {
 				break // ctx ended
 			}
@@ -304,16 +346,17 @@ func (s *Supervisor) Run(ctx context.Context) error {
 			break
 		}
 		if errors.Is(err, ErrNotLoopback) {
-			s.fail(ctx, err.Error())
+			s.fail(ctx, err.Error(), err)
 			return nil
 		}
 		now := s.now()
 		d := s.cfg.Policy.Next(history, now)
 		if d.Exhausted {
-			s.fail(ctx, fmt.Sprintf("restart budget spent (%d in %s): %v", s.cfg.Policy.Max, s.cfg.Policy.Window, err))
+			cause := fmt.Errorf("%w (%d in %s): %w", ErrRestartBudget, s.cfg.Policy.Max, s.cfg.Policy.Window, err)
+			s.fail(ctx, cause.Error(), cause)
 			return nil
 		}
-		s.set(StateUnhealthy, HealthDown, err.Error())
+		s.set(StateUnhealthy, HealthDown, err.Error(), err)
 		select {
 		case <-ctx.Done():
 			continue
@@ -324,24 +367,39 @@ func (s *Supervisor) Run(ctx context.Context) error {
 		s.restarts++
 		n := s.restarts
 		s.mu.Unlock()
-		s.set(StateRestarting, HealthDown, fmt.Sprintf("restart %d/%d: %v", d.Recent+1, s.cfg.Policy.Max, err))
+		s.set(StateRestarting, HealthDown, fmt.Sprintf("restart %d/%d: %v", d.Recent+1, s.cfg.Policy.Max, err), err)
 		if serr := s.stopInstance(ctx); serr != nil {
 			s.log.Warn("stop before restart", zap.Error(serr))
 		}
-		if err = s.inst.Start(ctx); err == nil {
+		if err = s.start(ctx); err == nil {
 			s.log.Info("managed instance restarted", zap.Int("restarts", n))
 		}
 	}
 	if err := s.stopInstance(context.WithoutCancel(ctx)); err != nil {
 		s.log.Warn("stop on shutdown", zap.Error(err))
 	}
-	s.set(StateStopped, HealthDown, "stopped")
+	s.set(StateStopped, HealthDown, "stopped", nil)
+	return nil
+}
+
+// start starts the instance; its error wraps ErrStartFailed (and what the
+// instance said, ErrNotLoopback included).
+func (s *Supervisor) start(ctx context.Context) error {
+	if err := s.inst.Start(ctx); err != nil {
+		return fmt.Errorf("%w: %w", ErrStartFailed, err)
+	}
 	return nil
 }
 
 // watch checks the running instance until ctx ends (nil) or the instance
 // exits, misses MissLimit checks in a row, or is refused for listening
-// beyond loopback (the reason).
+// beyond loopback (the reason). Every failed check is logged at warn. One
+// that got an answer that the instance is not up (nothing listens, an
+// error status, the model gone) makes it unhealthy at once, so its role
+// is withdrawn within one HealthInterval of the server's death; one that
+// got no answer (a timeout, a reset: a loaded host, not a dead server)
+// leaves it running. Either way the MissLimit-th in a row ends the watch,
+// and a check that finds it up again makes it running again.
 func (s *Supervisor) watch(ctx context.Context, tick <-chan time.Time) error {
 	exit := s.inst.Wait()
 	misses := 0
@@ -362,22 +420,37 @@ func (s *Supervisor) watch(ctx context.Context, tick <-chan time.Time) error {
 		case errors.Is(err, ErrNotLoopback):
 			return err
 		case h == HealthUp:
+			if misses > 0 {
+				s.log.Info("managed instance health check passed again", zap.Int("missed", misses))
+				if st, _, _ := s.State(); st != StateRunning {
+					s.set(StateRunning, HealthUp, "health check passed", nil)
+				}
+			}
 			misses = 0
 			continue
 		}
 		misses++
+		if err == nil {
+			err = fmt.Errorf("health %s", h)
+		}
+		cause := fmt.Errorf("%w (%d of %d in a row): %w", ErrHealthCheck, misses, s.cfg.MissLimit, err)
 		if misses >= s.cfg.MissLimit {
-			return fmt.Errorf("%d missed health checks: %s: %v", misses, h, err)
+			return cause
+		}
+		s.log.Warn("managed instance health check missed", zap.Int("missed", misses),
+			zap.Int("miss_limit", s.cfg.MissLimit), zap.String("health", string(h)), zap.Error(err))
+		if st, _, _ := s.State(); st == StateRunning && !missed(err) {
+			s.set(StateUnhealthy, h, cause.Error(), cause)
 		}
 	}
 }
 
 // fail stops the instance and enters failed.
-func (s *Supervisor) fail(ctx context.Context, reason string) {
+func (s *Supervisor) fail(ctx context.Context, reason string, cause error) {
 	if err := s.stopInstance(context.WithoutCancel(ctx)); err != nil {
 		s.log.Warn("stop on failure", zap.Error(err))
 	}
-	s.set(StateFailed, HealthDown, reason)
+	s.set(StateFailed, HealthDown, reason, cause)
 }
 
 // stopInstance stops the instance with the configured grace.

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 func TestRestartPolicyNext(t *testing.T) {
@@ -21,11 +23,13 @@ func TestRestartPolicyNext(t *testing.T) {
 		past []time.Time
 		want RestartDecision
 	}{
-		{"first restart waits the base", p, nil, RestartDecision{Delay: time.Second}},
-		{"second doubles", p, []time.Time{ago(time.Second)}, RestartDecision{Recent: 1, Delay: 2 * time.Second}},
-		{"third doubles again", p, []time.Time{ago(3 * time.Second), ago(time.Second)}, RestartDecision{Recent: 2, Delay: 4 * time.Second}},
-		{"budget spent", p, []time.Time{ago(5 * time.Second), ago(3 * time.Second), ago(time.Second)}, RestartDecision{Recent: 3, Exhausted: true}},
-		{"old restarts leave the window", p, []time.Time{ago(11 * time.Minute), ago(10 * time.Minute), ago(time.Second)}, RestartDecision{Recent: 1, Delay: 2 * time.Second}},
+		{"first restart waits the base", p, nil, RestartDecision{Delay: 2 * time.Second}},
+		{"second doubles", p, []time.Time{ago(time.Second)}, RestartDecision{Recent: 1, Delay: 4 * time.Second}},
+		{"third doubles again", p, []time.Time{ago(3 * time.Second), ago(time.Second)}, RestartDecision{Recent: 2, Delay: 8 * time.Second}},
+		{"fourth", p, []time.Time{ago(9 * time.Second), ago(3 * time.Second), ago(time.Second)}, RestartDecision{Recent: 3, Delay: 16 * time.Second}},
+		{"fifth is capped", p, []time.Time{ago(20 * time.Second), ago(9 * time.Second), ago(3 * time.Second), ago(time.Second)}, RestartDecision{Recent: 4, Delay: 30 * time.Second}},
+		{"budget spent", p, []time.Time{ago(50 * time.Second), ago(20 * time.Second), ago(9 * time.Second), ago(3 * time.Second), ago(time.Second)}, RestartDecision{Recent: 5, Exhausted: true}},
+		{"old restarts leave the window", p, []time.Time{ago(11 * time.Minute), ago(10 * time.Minute), ago(time.Second)}, RestartDecision{Recent: 1, Delay: 4 * time.Second}},
 		{"capped", RestartPolicy{Max: 10, Window: time.Hour, Backoff: time.Second, MaxBackoff: 30 * time.Second},
 			[]time.Time{ago(9), ago(8), ago(7), ago(6), ago(5), ago(4)}, RestartDecision{Recent: 6, Delay: 30 * time.Second}},
 		{"cap not a power of two", RestartPolicy{Max: 100, Window: time.Hour, Backoff: 3 * time.Second, MaxBackoff: 10 * time.Second},
@@ -129,7 +133,7 @@ func TestSupervisorCrashLoopFails(t *testing.T) {
 	}
 	done := runSupervisor(context.Background(), s)
 	var waits []time.Duration
-	for range 3 {
+	for range 5 {
 		select {
 		case d := <-clock.waits:
 			waits = append(waits, d)
@@ -141,17 +145,21 @@ func TestSupervisorCrashLoopFails(t *testing.T) {
 	if err := recvErr(t, done); err != nil {
 		t.Fatalf("Run = %v", err)
 	}
-	if diff := cmp.Diff([]time.Duration{time.Second, 2 * time.Second, 4 * time.Second}, waits); diff != "" {
+	if diff := cmp.Diff([]time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 30 * time.Second}, waits); diff != "" {
 		t.Errorf("backoff schedule (-want +got):\n%s", diff)
 	}
 	state, restarts, reason := s.State()
-	if state != StateFailed || restarts != 3 {
-		t.Errorf("State = %s, %d restarts (%s); want failed after 3", state, restarts, reason)
+	if state != StateFailed || restarts != 5 {
+		t.Errorf("State = %s, %d restarts (%s); want failed after 5", state, restarts, reason)
 	}
-	want := []State{StateStarting, StateRunning, StateUnhealthy,
-		StateRestarting, StateRunning, StateUnhealthy,
-		StateRestarting, StateRunning, StateUnhealthy,
-		StateRestarting, StateRunning, StateFailed}
+	if cause := s.Cause(); !errors.Is(cause, ErrRestartBudget) || !errors.Is(cause, ErrExited) {
+		t.Errorf("Cause = %v, want the spent budget and the exit behind it", cause)
+	}
+	want := []State{StateStarting, StateRunning}
+	for range 5 {
+		want = append(want, StateUnhealthy, StateRestarting, StateRunning)
+	}
+	want = append(want, StateFailed)
 	if diff := cmp.Diff(want, ch.list()); diff != "" {
 		t.Errorf("states (-want +got):\n%s", diff)
 	}
@@ -162,12 +170,13 @@ func TestSupervisorCrashLoopFails(t *testing.T) {
 
 // fakeInstance is an Instance whose health the test sets.
 type fakeInstance struct {
-	mu      sync.Mutex
-	health  Health
-	starts  int
-	stops   int
-	exit    chan ExitStatus
-	started chan struct{}
+	mu       sync.Mutex
+	health   Health
+	noAnswer bool
+	starts   int
+	stops    int
+	exit     chan ExitStatus
+	started  chan struct{}
 	// checked receives each health check's answer, so the test knows a
 	// tick was handled before it changes the health.
 	checked chan Health
@@ -197,6 +206,9 @@ func (f *fakeInstance) Health(context.Context) (Health, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.checked <- f.health
+	if f.noAnswer {
+		return HealthDown, noAnswerError{context.DeadlineExceeded}
+	}
 	if f.health != HealthUp {
 		return f.health, errors.New("not up")
 	}
@@ -211,17 +223,31 @@ func (f *fakeInstance) Wait() <-chan ExitStatus {
 
 func (f *fakeInstance) setHealth(h Health) {
 	f.mu.Lock()
-	f.health = h
+	f.health, f.noAnswer = h, false
 	f.mu.Unlock()
 }
 
+// setNoAnswer makes the health checks time out (no answer either way).
+func (f *fakeInstance) setNoAnswer() {
+	f.mu.Lock()
+	f.health, f.noAnswer = HealthDown, true
+	f.mu.Unlock()
+}
+
+// TestSupervisorHealthMissesRestartThenStop: a check that gets no answer
+// leaves the instance running below the MissLimit; one that gets an
+// answer that it is down makes it unhealthy at once (its role is
+// withdrawn) and one that finds it up makes it running again; every
+// missed check and every change for the worse is a warning; the
+// MissLimit-th miss in a row restarts it after the backoff.
 func TestSupervisorHealthMissesRestartThenStop(t *testing.T) {
 	inst := newFakeInstance()
 	clock := newFakeClock()
 	ch := newChanges()
 	ticks := make(chan time.Time)
-	s, err := NewSupervisor(inst, SupervisorConfig{MissLimit: 2}, SupervisorDeps{
-		Logger:   zaptest.NewLogger(t),
+	core, logs := observer.New(zap.InfoLevel)
+	s, err := NewSupervisor(inst, SupervisorConfig{MissLimit: 3}, SupervisorDeps{
+		Logger:   zap.New(core),
 		Ticks:    func(time.Duration) (<-chan time.Time, func()) { return ticks, func() {} },
 		After:    clock.after,
 		OnChange: ch.on,
@@ -243,6 +269,14 @@ func TestSupervisorHealthMissesRestartThenStop(t *testing.T) {
 			t.Fatalf("timed out waiting for %s", want)
 		}
 	}
+	expectNone := func() {
+		t.Helper()
+		select {
+		case got := <-ch.c:
+			t.Fatalf("state %s, want no change", got)
+		default:
+		}
+	}
 	expect(StateStarting)
 	expect(StateRunning)
 	tick := func() {
@@ -254,17 +288,41 @@ func TestSupervisorHealthMissesRestartThenStop(t *testing.T) {
 			t.Fatal("timed out waiting for a health check")
 		}
 	}
+	warnings := func() int { return logs.FilterLevelExact(zap.WarnLevel).Len() }
 	tick() // healthy: nothing changes
-	inst.setHealth(HealthDown)
-	tick() // one miss: below the limit
+	inst.setNoAnswer()
+	tick() // no answer: a miss, still running
+	tick()
 	inst.setHealth(HealthUp)
-	tick() // recovered: the count resets
+	tick() // answered up: the count resets
+	expectNone()
+	if n := logs.FilterMessage("managed instance health check missed").Len(); n != 2 {
+		t.Errorf("%d missed checks logged, want 2", n)
+	}
+	if st, _, _ := s.State(); st != StateRunning {
+		t.Fatalf("state %s after checks that got no answer, want running", st)
+	}
+	inst.setHealth(HealthDown)
+	w := warnings()
+	tick() // an answer that it is down: unhealthy at once
+	expect(StateUnhealthy)
+	if st, _, reason := s.State(); st != StateUnhealthy || !errors.Is(s.Cause(), ErrHealthCheck) || reason == "" {
+		t.Errorf("after one failed check: %s (%s), cause %v", st, reason, s.Cause())
+	}
+	if got := warnings() - w; got != 2 {
+		t.Errorf("%d warnings for a failed check that left running, want 2 (the miss, the change)", got)
+	}
+	inst.setHealth(HealthUp)
+	tick() // up again: running, no restart
+	expect(StateRunning)
 	inst.setHealth(HealthDown)
 	tick()
-	tick() // second miss in a row: unhealthy, restart after the backoff
 	expect(StateUnhealthy)
-	if d := <-clock.waits; d != time.Second {
-		t.Errorf("first backoff %s, want 1s", d)
+	tick()
+	tick() // the third in a row: restart after the backoff
+	expect(StateUnhealthy)
+	if d := <-clock.waits; d != 2*time.Second {
+		t.Errorf("first backoff %s, want 2s", d)
 	}
 	inst.setHealth(HealthUp)
 	clock.fire <- time.Time{}
@@ -278,12 +336,24 @@ func TestSupervisorHealthMissesRestartThenStop(t *testing.T) {
 	inst.exit <- ExitStatus{Code: 1}
 	inst.mu.Unlock()
 	expect(StateUnhealthy)
+	if !errors.Is(s.Cause(), ErrExited) {
+		t.Errorf("cause after an exit: %v", s.Cause())
+	}
 	<-clock.waits // the second backoff: Stop cancels it
 	s.Stop()
 	if err := recvErr(t, done); err != nil {
 		t.Fatalf("Run = %v", err)
 	}
 	expect(StateStopped)
+	if s.Cause() != nil {
+		t.Errorf("cause when stopped: %v", s.Cause())
+	}
+	for _, e := range logs.FilterMessage("managed instance state").All() {
+		to := e.ContextMap()["to"]
+		if bad := worse(State(to.(string))); bad != (e.Level == zap.WarnLevel) {
+			t.Errorf("state change to %v logged at %s", to, e.Level)
+		}
+	}
 	inst.mu.Lock()
 	defer inst.mu.Unlock()
 	if inst.starts != 2 || inst.stops != 2 {
