@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 )
 
 // errTooManyModels reports a model list longer than maxListedModels.
@@ -36,74 +37,130 @@ func decodeOllamaTags(body []byte) ([]string, error) {
 	})
 }
 
-// decodeNameList walks a JSON object token by token, finds the array under
-// key and picks a name out of each element. Entries are counted before they
-// are decoded, so a list longer than maxListedModels is refused without
-// allocating its tail. Names that fail validModelName are skipped, not
-// errors: one odd entry must not hide the others. A missing or repeated key,
-// a non-array value, or trailing data is an error.
+// decodeNameList decodes the array under key (see decodeList) and picks a
+// name out of each element. Names that fail validModelName are skipped,
+// not errors: one odd entry must not hide the others.
 func decodeNameList(body []byte, key string, pick func(listItem) string) ([]string, error) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := expectDelim(dec, '{'); err != nil {
+	var names []string
+	err := decodeList(body, key, func(it listItem) {
+		if name := pick(it); validModelName(name) {
+			names = append(names, name)
+		}
+	})
+	if err != nil {
 		return nil, err
 	}
-	var (
-		names []string
-		found bool
-	)
+	return names, nil
+}
+
+// decodeList walks a JSON object token by token, finds the array under
+// key and decodes each element onto a T for keep. Entries are counted
+// before they are decoded, so a list longer than maxListedModels is
+// refused without allocating its tail. A missing or repeated key, a
+// non-array value, an element that does not decode onto T, or trailing
+// data is an error; "key": null is an empty list.
+func decodeList[T any](body []byte, key string, keep func(T)) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := expectDelim(dec, '{'); err != nil {
+		return err
+	}
+	found := false
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return nil, fmt.Errorf("read key: %w", err)
+			return fmt.Errorf("read key: %w", err)
 		}
 		k, _ := tok.(string)
 		if k != key {
 			var skip json.RawMessage
 			if err := dec.Decode(&skip); err != nil {
-				return nil, fmt.Errorf("skip %q: %w", k, err)
+				return fmt.Errorf("skip %q: %w", k, err)
 			}
 			continue
 		}
 		if found {
-			return nil, fmt.Errorf("key %q repeated", key)
+			return fmt.Errorf("key %q repeated", key)
 		}
 		found = true
 		tok, err = dec.Token()
 		if err != nil {
-			return nil, fmt.Errorf("read %q: %w", key, err)
+			return fmt.Errorf("read %q: %w", key, err)
 		}
 		if tok == nil { // "key": null is an empty list
 			continue
 		}
 		if d, ok := tok.(json.Delim); !ok || d != '[' {
-			return nil, fmt.Errorf("%q is not an array", key)
+			return fmt.Errorf("%q is not an array", key)
 		}
 		for n := 0; dec.More(); n++ {
 			if n == maxListedModels {
-				return nil, fmt.Errorf("%w: more than %d entries", errTooManyModels, maxListedModels)
+				return fmt.Errorf("%w: more than %d entries", errTooManyModels, maxListedModels)
 			}
-			var it listItem
+			var it T
 			if err := dec.Decode(&it); err != nil {
-				return nil, fmt.Errorf("%s[%d]: %w", key, n, err)
+				return fmt.Errorf("%s[%d]: %w", key, n, err)
 			}
-			if name := pick(it); validModelName(name) {
-				names = append(names, name)
-			}
+			keep(it)
 		}
 		if err := expectDelim(dec, ']'); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if err := expectDelim(dec, '}'); err != nil {
-		return nil, err
+		return err
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("trailing data after the object")
+		return errors.New("trailing data after the object")
 	}
 	if !found {
-		return nil, fmt.Errorf("no %q list", key)
+		return fmt.Errorf("no %q list", key)
 	}
-	return names, nil
+	return nil
+}
+
+// ollamaLoaded is one model an Ollama /api/ps lists as loaded.
+type ollamaLoaded struct {
+	// Name is models[].name (models[].model when name is empty).
+	Name string
+	// ExpiresAt is when Ollama unloads the model (models[].expires_at);
+	// zero when the entry gives none that parses as RFC 3339.
+	ExpiresAt time.Time
+}
+
+// psItem is the part of a /api/ps entry that is read. expires_at is kept
+// raw so that an odd value only loses the expiry, not the entry.
+type psItem struct {
+	Name      string          `json:"name"`
+	Model     string          `json:"model"`
+	ExpiresAt json.RawMessage `json:"expires_at"`
+}
+
+// decodeOllamaPS decodes an Ollama /api/ps body:
+// {"models":[{"name":...,"model":...,"expires_at":"<RFC 3339>",...}]}.
+// Entries whose name fails validModelName are skipped.
+func decodeOllamaPS(body []byte) ([]ollamaLoaded, error) {
+	var out []ollamaLoaded
+	err := decodeList(body, "models", func(it psItem) {
+		name := it.Name
+		if name == "" {
+			name = it.Model
+		}
+		if !validModelName(name) {
+			return
+		}
+		e := ollamaLoaded{Name: name}
+		var raw string
+		if len(it.ExpiresAt) <= maxTimestampBytes && json.Unmarshal(it.ExpiresAt, &raw) == nil {
+			if t, err := time.Parse(time.RFC3339Nano, raw); err == nil {
+				e.ExpiresAt = t
+			}
+		}
+		out = append(out, e)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func expectDelim(dec *json.Decoder, want json.Delim) error {

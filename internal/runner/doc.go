@@ -109,10 +109,17 @@
 //   - mlx-lm: mlx_lm.server --model <model file, else model, else dir>
 //     --host 127.0.0.1 --port <port> [args]; health is GET /v1/models.
 //   - ollama: drives an existing loopback Ollama daemon, never starts or
-//     signals it. Start loads the model (POST /api/generate, empty prompt,
-//     keep_alive -1) unless /api/ps shows it resident already; Stop unloads
-//     it (keep_alive 0) only if this instance loaded it; health is "/api/ps
-//     lists it".
+//     signals it. Start loads the model with the pin (POST /api/generate,
+//     empty prompt, keep_alive -1) unless /api/ps shows it resident and
+//     pinned already (someone else's load); Stop unloads it (keep_alive 0)
+//     only if this instance loaded or pinned it. Health is "/api/ps lists
+//     it, pinned": a listed model whose expires_at is less than a year
+//     ahead lost its pin (the daemon restarted and client traffic loaded
+//     it with Ollama's default five minutes), and health pins it again,
+//     which Ollama does without a reload; the instance owns the load from
+//     then on. A load Ollama refuses keeps Ollama's error text
+//     ({"error":"model 'x' not found"}) in the error, bounded
+//     (serverErrorText).
 //
 // Each kind has one driver behind the unexported driver interface (start,
 // stop, health, endpoint, lastRun), and newDriver is the only place a kind

@@ -138,4 +138,16 @@ const (
 	// maxOllamaBodyBytes caps the request body sent to Ollama (a model
 	// name and two fixed fields).
 	maxOllamaBodyBytes = 4096
+
+	// maxTimestampBytes caps a timestamp read from a model server (an
+	// Ollama /api/ps expires_at) before it is parsed.
+	maxTimestampBytes = 64
+
+	// maxServerErrorBodyBytes caps the bytes read from a model server's
+	// error answer to find its message (serverErrorText).
+	maxServerErrorBodyBytes = 64 << 10
+
+	// maxServerErrorTextBytes caps the model server's error text kept in
+	// an error (and so in a refusal, a status detail, a log line).
+	maxServerErrorTextBytes = 256
 )

@@ -75,10 +75,27 @@ type ollamaGenerate struct {
 	KeepAlive int    `json:"keep_alive"`
 }
 
-// start loads the model into the daemon unless it is already resident, in
-// which case this instance does not own the load and never unloads it.
+// ollamaPinHorizon is how far ahead an expiry must lie for a model to
+// count as pinned. A load with keep_alive -1 shows in /api/ps as expiring
+// about 292 years ahead (Ollama's own CLI prints "Forever" beyond 20);
+// one made by client traffic with Ollama's default keep_alive expires in
+// 5 minutes (or OLLAMA_KEEP_ALIVE, hours at most in practice).
+const ollamaPinHorizon = 365 * 24 * time.Hour
+
+// pinned reports whether e stays loaded until told otherwise. An entry
+// without an expiry says nothing, and is taken as pinned: nodeld does not
+// act on what it cannot see.
+func (d *ollamaDriver) pinned(e ollamaLoaded) bool {
+	return e.ExpiresAt.IsZero() || e.ExpiresAt.Sub(d.now()) > ollamaPinHorizon
+}
+
+// start loads the model into the daemon with the pin (keep_alive -1). A
+// model already resident and pinned is someone else's load: this
+// instance does not own it and never unloads it. One resident but due to
+// expire (loaded by client traffic) is pinned, which Ollama does without
+// loading it again, and is then owned.
 func (d *ollamaDriver) start(ctx context.Context) error {
-	if resident, err := d.resident(ctx); err == nil && resident {
+	if e, found, err := d.ps(ctx); err == nil && found && d.pinned(e) {
 		d.mu.Lock()
 		d.loaded, d.ownsLoad = true, false
 		d.mu.Unlock()
@@ -123,7 +140,9 @@ func (d *ollamaDriver) stop(ctx context.Context, _ time.Duration) error {
 
 // generate posts a load or unload request. The client is the probe
 // client (loopback only, no redirects) without its short timeout: ctx
-// bounds the request.
+// bounds the request. A refusal keeps Ollama's own error text
+// ({"error":"model 'x' not found"}); a request that got no answer is a
+// noAnswerError, as a probe's is.
 func (d *ollamaDriver) generate(ctx context.Context, keepAlive int) error {
 	body, err := json.Marshal(ollamaGenerate{Model: d.model, KeepAlive: keepAlive})
 	if err != nil {
@@ -145,36 +164,45 @@ func (d *ollamaDriver) generate(ctx context.Context, keepAlive int) error {
 	defer tr.CloseIdleConnections()
 	resp, err := c.Do(req)
 	if err != nil {
-		return fmt.Errorf("POST /api/generate: %w", err)
+		return fmt.Errorf("POST /api/generate: %w", noAnswer(err))
 	}
 	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxProbeBodyBytes))
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("POST /api/generate: HTTP %d", resp.StatusCode)
+		return statusError("POST /api/generate", resp)
 	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxProbeBodyBytes))
 	return nil
 }
 
-// resident reports whether GET /api/ps lists the model.
-func (d *ollamaDriver) resident(ctx context.Context) (bool, error) {
+// ps returns the model's entry in GET /api/ps, and whether it is listed
+// (resident).
+func (d *ollamaDriver) ps(ctx context.Context) (ollamaLoaded, bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, DefaultProbeTimeout)
 	defer cancel()
 	status, body, err := prober{c: d.client, base: d.base}.get(ctx, "/api/ps")
 	if err != nil {
-		return false, err
+		return ollamaLoaded{}, false, err
 	}
 	if status != http.StatusOK {
-		return false, fmt.Errorf("GET /api/ps: HTTP %d", status)
+		return ollamaLoaded{}, false, fmt.Errorf("GET /api/ps: HTTP %d", status)
 	}
-	names, err := decodeOllamaTags(body) // same shape: models[].name
+	loaded, err := decodeOllamaPS(body)
 	if err != nil {
-		return false, fmt.Errorf("decode /api/ps: %w", err)
+		return ollamaLoaded{}, false, fmt.Errorf("decode /api/ps: %w", err)
 	}
-	return modelListed(d.model, names, ollamaMatches), nil
+	for _, e := range loaded {
+		if ollamaMatches(d.model, e.Name) {
+			return e, true, nil
+		}
+	}
+	return ollamaLoaded{}, false, nil
 }
 
-// health is up while the model is loaded by this instance and resident in
-// the daemon.
+// health is up while the model is loaded by this instance, resident in
+// the daemon and pinned. A resident model due to expire lost its pin (the
+// daemon restarted and client traffic loaded it again with Ollama's
+// default keep_alive): it is pinned again here, which Ollama does without
+// loading it again, and this instance owns the load from then on.
 func (d *ollamaDriver) health(ctx context.Context) (Health, error) {
 	d.mu.Lock()
 	loaded := d.loaded
@@ -182,12 +210,24 @@ func (d *ollamaDriver) health(ctx context.Context) (Health, error) {
 	if !loaded {
 		return HealthDown, ErrNotRunning
 	}
-	resident, err := d.resident(ctx)
+	e, found, err := d.ps(ctx)
 	switch {
 	case err != nil:
 		return HealthDown, err
-	case !resident:
+	case !found:
 		return HealthDown, fmt.Errorf("model %s is not resident in ollama", d.model)
+	case d.pinned(e):
+		return HealthUp, nil
 	}
+	d.log.Warn("ollama model pin lost, pinning it again", zap.String("model", d.model),
+		zap.Time("expires_at", e.ExpiresAt))
+	if err := d.generate(ctx, -1); err != nil {
+		return HealthDown, fmt.Errorf("pin %s again: %w", d.model, err)
+	}
+	d.mu.Lock()
+	if d.loaded {
+		d.ownsLoad = true
+	}
+	d.mu.Unlock()
 	return HealthUp, nil
 }
