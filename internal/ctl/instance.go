@@ -26,9 +26,33 @@ const (
 	// StateStopped: stopped by a verb, by a start that failed, or by the
 	// host's shutdown; it may be started again.
 	StateStopped = "stopped"
-	// StateFailed: the restart budget ran out, or a failed start could
-	// not be rolled back. It stays listed until unloaded.
+	// StateFailed: the restart budget ran out, the server listened
+	// beyond loopback, a start failed, or a failed start could not be
+	// rolled back (InstanceState.Reason says which). It stays listed
+	// until started again or unloaded.
 	StateFailed = "failed"
+)
+
+// Reasons of an instance's state (InstanceState.Reason): why it is not
+// running when it should be. A controller may branch on them; they are
+// never renamed.
+const (
+	// ReasonRestartBudget (failed): its supervisor spent the restart
+	// budget; the host restarts it no more until a start.
+	ReasonRestartBudget = "restart_budget"
+	// ReasonNotLoopback (failed): its server listened beyond loopback and
+	// was stopped; every later start of it is refused.
+	ReasonNotLoopback = "not_loopback"
+	// ReasonStartFailed (failed): a start verb's start failed; (unhealthy,
+	// restarting) a restart's start failed.
+	ReasonStartFailed = "start_failed"
+	// ReasonRollback (failed): a place's start failed and the unload that
+	// should have rolled it back failed too.
+	ReasonRollback = "rollback"
+	// ReasonHealth (unhealthy, restarting): its health checks fail.
+	ReasonHealth = "health"
+	// ReasonExited (unhealthy, restarting): its process exited.
+	ReasonExited = "exited"
 )
 
 // Reasons of a Departed instance: why the host took it down on purpose.

@@ -64,6 +64,10 @@ func (p InstanceParams) Grace() time.Duration {
 }
 
 // InstanceState is the runtime state of an instance.
+//
+// Since and Reason were added after the first release; a controller
+// decodes results strictly, so one older than its hosts refuses their
+// status answers: upgrade controllers before hosts.
 type InstanceState struct {
 	// State is e.g. "loaded", "running", "stopped", "failed".
 	State string `json:"state"`
@@ -71,6 +75,12 @@ type InstanceState struct {
 	ExitCode *int `json:"exit_code,omitempty"`
 	// Detail explains the state, if there is more to say.
 	Detail string `json:"detail,omitempty"`
+	// Since is when the instance entered State (the host's clock).
+	Since time.Time `json:"since,omitzero"`
+	// Reason is why the instance is unhealthy, restarting or failed: one
+	// of the Reason* codes, stable for a controller to branch on (Detail
+	// says it in words); empty in the other states.
+	Reason string `json:"reason,omitempty"`
 }
 
 // PlaceResult is the result of place and load.

@@ -349,6 +349,10 @@ type cluster struct {
 type clusterOpts struct {
 	policy runner.RestartPolicy
 	noRun  bool
+	// noFacts runs the host without node facts, so admission does not
+	// ask for the package's runtime on PATH (an ollama package on a
+	// machine without ollama).
+	noFacts bool
 	// now is the host's clock; nil means time.Now.
 	now func() time.Time
 	// audit and recorder, when set, replace the fake audit (which then
@@ -377,6 +381,9 @@ func newCluster(t testing.TB, opts clusterOpts) *cluster {
 	src, err := facts.NewSource(facts.DefaultProbeDeps(), c.hostNode.Ident.PrivateKey(), nil, seq, facts.SourceOptions{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if opts.noFacts {
+		src = nil
 	}
 	var audit Auditor = c.audit
 	if opts.audit != nil {

@@ -167,6 +167,9 @@ type Host struct {
 	now   func() time.Time
 	// stopFault is Deps.StopFault (tests only; nil in the daemon).
 	stopFault func(instanceID string) error
+	// ollamaURL is the Ollama daemon the ollama packages drive, "" for
+	// runner.DefaultOllamaURL; tests set it (under mu) to a fake daemon.
+	ollamaURL string
 	// replayWait paces a notice replay (Deps.ReplayWait, else
 	// WaitReplayPace).
 	replayWait func(ctx context.Context, peerID string, sent int) error
@@ -520,9 +523,14 @@ type InstanceInfo struct {
 	Role       string `json:"role,omitempty"`
 	Runtime    string `json:"runtime"`
 	State      string `json:"state"`
-	Restarts   int    `json:"restarts"`
-	Endpoint   string `json:"endpoint,omitempty"`
-	Detail     string `json:"detail,omitempty"`
+	// Since is when the instance entered State.
+	Since time.Time `json:"since,omitzero"`
+	// Reason is why it is unhealthy, restarting or failed (a ctl.Reason*
+	// code).
+	Reason   string `json:"reason,omitempty"`
+	Restarts int    `json:"restarts"`
+	Endpoint string `json:"endpoint,omitempty"`
+	Detail   string `json:"detail,omitempty"`
 }
 
 // Status returns in-flight decisions, instances and departed instances,
@@ -537,7 +545,7 @@ func (h *Host) Status() HostStatus {
 		ep, _ := in.managed.Endpoint()
 		st.Instances = append(st.Instances, InstanceInfo{
 			ID: in.id, DecisionID: in.decision, Package: in.pkgID, Version: in.version, Variant: in.variant,
-			Role: in.role, Runtime: string(in.kind), State: snap.state, Restarts: snap.restarts,
+			Role: in.role, Runtime: string(in.kind), State: snap.state, Since: snap.since, Reason: snap.reason, Restarts: snap.restarts,
 			Endpoint: ep, Detail: snap.detail,
 		})
 	}

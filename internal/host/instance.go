@@ -40,6 +40,8 @@ type instance struct {
 	mu       sync.Mutex
 	state    string
 	detail   string
+	reason   string    // a ctl.Reason* code, or ""
+	since    time.Time // when state was entered
 	restarts int
 	started  bool // a run was ever started, so Wait answers at once after a stop
 	sup      *runner.Supervisor
@@ -60,21 +62,60 @@ type instance struct {
 }
 
 type instanceSnapshot struct {
-	state, detail string
-	restarts      int
-	started       bool
+	state, detail, reason string
+	since                 time.Time
+	restarts              int
+	started               bool
 }
 
 func (in *instance) snapshot() instanceSnapshot {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	return instanceSnapshot{state: in.state, detail: in.detail, restarts: in.restarts, started: in.started}
+	return instanceSnapshot{state: in.state, detail: in.detail, reason: in.reason, since: in.since,
+		restarts: in.restarts, started: in.started}
 }
 
-func (in *instance) setState(state, detail string) {
+// wireState is the instance's state as workload.ctl reports it.
+func (s instanceSnapshot) wireState() ctl.InstanceState {
+	return ctl.InstanceState{State: s.state, Detail: s.detail, Since: s.since, Reason: s.reason}
+}
+
+func (in *instance) setState(state, detail string) { in.enter(state, "", detail) }
+
+// enter sets the instance's state, its reason (a ctl.Reason* code, or "")
+// and detail; since moves only when the state changes.
+func (in *instance) enter(state, reason, detail string) {
+	now := in.h.now()
 	in.mu.Lock()
-	in.state, in.detail = state, detail
+	in.enterLocked(state, reason, detail, now)
 	in.mu.Unlock()
+}
+
+// enterLocked is enter with in.mu held.
+func (in *instance) enterLocked(state, reason, detail string, now time.Time) {
+	if state != in.state || in.since.IsZero() {
+		in.since = now
+	}
+	in.state, in.reason, in.detail = state, reason, detail
+}
+
+// stateReason maps why a supervisor left running (runner.Supervisor.Cause)
+// to the ctl reason code reported for it.
+func stateReason(cause error) string {
+	switch {
+	case cause == nil:
+		return ""
+	case errors.Is(cause, runner.ErrNotLoopback):
+		return ctl.ReasonNotLoopback
+	case errors.Is(cause, runner.ErrRestartBudget):
+		return ctl.ReasonRestartBudget
+	case errors.Is(cause, runner.ErrStartFailed):
+		return ctl.ReasonStartFailed
+	case errors.Is(cause, runner.ErrExited):
+		return ctl.ReasonExited
+	default:
+		return ctl.ReasonHealth
+	}
 }
 
 // supervised adapts a Managed to the Supervisor: the host makes the first
@@ -202,33 +243,38 @@ func (h *Host) onChange(in *instance, st runner.State) {
 	sup := in.sup
 	in.mu.Unlock()
 	restarts, reason := 0, ""
+	var cause error
 	if sup != nil {
 		_, restarts, reason = sup.State()
+		cause = sup.Cause()
 	}
+	now := h.now()
 	switch st {
 	case runner.StateStarting:
 		return
 	case runner.StateRunning:
 		in.mu.Lock()
-		in.state, in.detail, in.restarts = ctl.StateRunning, "", restarts
+		in.enterLocked(ctl.StateRunning, "", "", now)
+		in.restarts = restarts
 		in.mu.Unlock()
 		h.registerRole(in)
 		return
 	}
 	h.deregisterRole(in)
+	code := stateReason(cause)
 	in.mu.Lock()
 	in.restarts = restarts
 	switch st {
 	case runner.StateUnhealthy:
-		in.state, in.detail = ctl.StateUnhealthy, reason
+		in.enterLocked(ctl.StateUnhealthy, code, reason, now)
 	case runner.StateRestarting:
-		in.state, in.detail = ctl.StateRestarting, reason
+		in.enterLocked(ctl.StateRestarting, code, reason, now)
 	case runner.StateFailed:
-		in.state, in.detail = ctl.StateFailed, reason
+		in.enterLocked(ctl.StateFailed, code, reason, now)
 	case runner.StateStopped:
 		// A verb or shutdown stopped it; the verb sets its own state.
 		if in.state != ctl.StateFailed {
-			in.state, in.detail = ctl.StateStopped, reason
+			in.enterLocked(ctl.StateStopped, "", reason, now)
 		}
 	}
 	in.mu.Unlock()
@@ -239,7 +285,7 @@ func (h *Host) onChange(in *instance, st runner.State) {
 			"package": in.pkgID, "version": in.version, "restarts": restarts, "reason": reason})
 	case runner.StateFailed:
 		_ = h.record(KindFailed, map[string]any{"instance_id": in.id, "decision_id": in.decision,
-			"package": in.pkgID, "version": in.version, "restarts": restarts, "reason": reason})
+			"package": in.pkgID, "version": in.version, "restarts": restarts, "reason": reason, "code": code})
 	}
 }
 

@@ -128,7 +128,13 @@ func (h *Host) place(ctx context.Context, req ctl.Request, open ArtifactOpener) 
 		return nil, ctl.NewRefusal(ctl.CodeVerify, "fetched package has another manifest")
 	}
 
-	managed, err := runner.NewManaged(specOf(m, dir, icfg), runner.ManagedDeps{Logger: h.log.Named("runner"), Now: h.now})
+	spec := specOf(m, dir, icfg)
+	if spec.Kind == runner.KindOllama {
+		h.mu.Lock()
+		spec.URL = h.ollamaURL
+		h.mu.Unlock()
+	}
+	managed, err := runner.NewManaged(spec, runner.ManagedDeps{Logger: h.log.Named("runner"), Now: h.now})
 	if err != nil {
 		return nil, ctl.NewRefusal(ctl.CodeRuntime, "runtime: "+err.Error())
 	}
@@ -136,7 +142,7 @@ func (h *Host) place(ctx context.Context, req ctl.Request, open ArtifactOpener) 
 		h: h, id: id, decision: req.DecisionID, requester: req.Requester, pkgID: m.ID, version: m.Version,
 		variant: variant.Name, role: m.Role, model: m.Runtime.Model, manifestHash: v.ManifestHash,
 		kind: runner.Kind(m.Runtime.Type), inference: m.Kind == pkg.KindInference, verified: dv,
-		managed: managed, adapter: &supervised{m: managed}, state: ctl.StateLoaded,
+		managed: managed, adapter: &supervised{m: managed}, state: ctl.StateLoaded, since: h.now(),
 	}
 	in.opMu.Lock()
 	defer in.opMu.Unlock()
@@ -173,7 +179,7 @@ func (h *Host) place(ctx context.Context, req ctl.Request, open ArtifactOpener) 
 	snap := in.snapshot()
 	return ctl.PlaceResult{
 		InstanceID: id, Runtime: m.Runtime.Type, Variant: variant.Name, Package: m.ID,
-		Status: ctl.InstanceState{State: snap.state, Detail: snap.detail}, Node: h.self.ID(),
+		Status: snap.wireState(), Node: h.self.ID(),
 	}, nil
 }
 
@@ -189,7 +195,7 @@ func (h *Host) rollback(ctx context.Context, in *instance, startErr error) *ctl.
 		h.mu.Unlock()
 		return ctl.NewRefusal(ctl.CodeRuntime, fmt.Sprintf("start failed: %v; loaded instance %s unloaded", startErr, in.id))
 	}
-	in.setState(ctl.StateFailed, "start failed and unload failed")
+	in.enter(ctl.StateFailed, ctl.ReasonRollback, fmt.Sprintf("start failed (%v) and unload failed (%v)", startErr, serr))
 	return ctl.NewRefusal(ctl.CodeRuntime, fmt.Sprintf("start failed: %v; unload of %s failed too (%v), it stays listed", startErr, in.id, serr))
 }
 

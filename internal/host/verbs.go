@@ -3,9 +3,13 @@ package host
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"unicode/utf8"
 
+	"go.uber.org/zap"
+
 	"github.com/nodeld/nodeld/internal/ctl"
+	"github.com/nodeld/nodeld/internal/runner"
 )
 
 // lookup returns the instance named by p, or unknown_instance.
@@ -53,7 +57,7 @@ func (in *instance) ctlStatus() ctl.InstanceStatus {
 	snap := in.snapshot()
 	st := ctl.InstanceStatus{
 		InstanceID: in.id, Package: in.pkgID, Variant: in.variant, DecisionID: in.decision,
-		Status: ctl.InstanceState{State: snap.state, Detail: snap.detail}, Lifecycle: snap.state, Restarts: snap.restarts,
+		Status: snap.wireState(), Lifecycle: snap.state, Restarts: snap.restarts,
 	}
 	if ex, ok := in.lastExit(); ok {
 		code := ex.Code
@@ -150,7 +154,14 @@ func (h *Host) start(ctx context.Context, req ctl.Request, p ctl.InstanceParams)
 	// A failed instance may still have a supervisor that ended; clear it.
 	in.stopSupervisor(ctl.DefaultStopGrace)
 	if err := h.startRun(ctx, in); err != nil {
-		in.setState(ctl.StateStopped, "start failed: "+err.Error())
+		// Failed, not stopped: stopped is an operator's intent, failed
+		// asks for a start again (a controller's, once the cause is gone).
+		reason := ctl.ReasonStartFailed
+		if errors.Is(err, runner.ErrNotLoopback) {
+			reason = ctl.ReasonNotLoopback
+		}
+		in.enter(ctl.StateFailed, reason, "start failed: "+err.Error())
+		h.log.Warn("instance start failed", zap.String("instance", in.id), zap.String("reason", reason), zap.Error(err))
 		return nil, ctl.NewRefusal(ctl.CodeRuntime, "start failed: "+err.Error())
 	}
 	_ = h.record(KindStart, opRecord(req, in))
