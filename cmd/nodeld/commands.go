@@ -225,7 +225,8 @@ func printStatus(w io.Writer, st *statusDoc) {
 			if role == "" {
 				role = "-"
 			}
-			fmt.Fprintf(w, "placed   %-40s %s %s role %s %s restarts %d\n", in.ID, in.Package, in.Version, role, in.State, in.Restarts)
+			fmt.Fprintf(w, "placed   %-40s %s %s role %s %s%s restarts %d\n", in.ID, in.Package, in.Version, role, in.State,
+				reasonSinceText(in.Reason, in.Since), in.Restarts)
 		}
 	}
 	if c := st.Controller; c != nil {

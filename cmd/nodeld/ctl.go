@@ -518,13 +518,28 @@ func humanBytes(n uint64) string {
 	return fmt.Sprintf("%.1f%ciB", float64(n)/float64(div), "KMGTP"[exp])
 }
 
+// stateText renders a host's instance state: "failed (exit 1)
+// (restart_budget) since 2026-12-05T15:04:05Z: <detail>".
 func stateText(s ctl.InstanceState) string {
 	out := s.State
 	if s.ExitCode != nil {
 		out += fmt.Sprintf(" (exit %d)", *s.ExitCode)
 	}
+	out += reasonSinceText(s.Reason, s.Since)
 	if s.Detail != "" {
 		out += ": " + s.Detail
+	}
+	return out
+}
+
+// reasonSinceText is " (<reason>) since <time>", each part only when set.
+func reasonSinceText(reason string, since time.Time) string {
+	out := ""
+	if reason != "" {
+		out += " (" + reason + ")"
+	}
+	if !since.IsZero() {
+		out += " since " + since.UTC().Format(time.RFC3339)
 	}
 	return out
 }
