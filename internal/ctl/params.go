@@ -65,9 +65,10 @@ func (p InstanceParams) Grace() time.Duration {
 
 // InstanceState is the runtime state of an instance.
 //
-// Since and Reason were added after the first release; a controller
-// decodes results strictly, so one older than its hosts refuses their
-// status answers: upgrade controllers before hosts.
+// Since and Reason were added after the first release. Results are
+// decoded strictly, so a node older than its hosts refuses their status
+// answers that carry them: upgrade controllers before hosts. A host's
+// place answer (PlaceResult) sets neither, so it decodes everywhere.
 type InstanceState struct {
 	// State is e.g. "loaded", "running", "stopped", "failed".
 	State string `json:"state"`

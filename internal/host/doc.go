@@ -27,7 +27,21 @@
 // through an os.Root; a place that begins meanwhile waits for the removal. The instance is listed (loaded) before the
 // decision leaves the in-flight set, so a lost answer is always visible to
 // a status listing. For place with start, a failed start is rolled back
-// (unloaded); if that fails too the instance stays listed (failed).
+// (unloaded); if that fails too the instance stays listed (failed, reason
+// rollback). A start verb that fails leaves the instance failed (reason
+// start_failed, or not_loopback), never stopped: stopped is an
+// operator's doing, failed asks for a start again.
+//
+// # States and reasons
+//
+// Each instance's state (ctl.InstanceState) carries since, when it was
+// entered (the host's clock, Deps.Now), and, for unhealthy, restarting
+// and failed, a stable reason code (ctl.Reason*) mapped from the
+// supervisor's cause (runner.Supervisor.Cause): restart_budget,
+// not_loopback, start_failed, health, exited. The place answer carries
+// neither (it must decode on older controllers); the status listing and
+// Status (/v1/status) carry both. An ollama package drives the daemon at
+// runner.DefaultOllamaURL.
 //
 // The wire contract a controller reads from hosts is ctl's, not this
 // package's: the lifecycle states an instance is reported in

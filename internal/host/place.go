@@ -179,7 +179,9 @@ func (h *Host) place(ctx context.Context, req ctl.Request, open ArtifactOpener) 
 	snap := in.snapshot()
 	return ctl.PlaceResult{
 		InstanceID: id, Runtime: m.Runtime.Type, Variant: variant.Name, Package: m.ID,
-		Status: snap.wireState(), Node: h.self.ID(),
+		// State and detail only: a place answer decodes on a controller
+		// older than since and reason (they are in the status listing).
+		Status: ctl.InstanceState{State: snap.state, Detail: snap.detail}, Node: h.self.ID(),
 	}, nil
 }
 
