@@ -68,7 +68,7 @@ type Config struct {
 	// facts source, which claims node.class.<class> (facts.ValidateClass).
 	Class string
 	// RestartPolicy bounds supervised restarts; zero means
-	// runner.DefaultRestartPolicy (3 in 10 minutes, 1 s doubling to 30 s).
+	// runner.DefaultRestartPolicy (5 in 10 minutes, 2 s doubling to 30 s).
 	RestartPolicy runner.RestartPolicy
 	// HealthInterval is the supervisors' health poll period; zero means
 	// runner.DefaultHealthInterval. Not reloadable for running instances.

@@ -270,6 +270,9 @@ func (h *Host) onChange(in *instance, st runner.State) {
 	case runner.StateRestarting:
 		in.enterLocked(ctl.StateRestarting, code, reason, now)
 	case runner.StateFailed:
+		if code != ctl.ReasonNotLoopback {
+			code = ctl.ReasonRestartBudget // the supervisor fails for no other cause
+		}
 		in.enterLocked(ctl.StateFailed, code, reason, now)
 	case runner.StateStopped:
 		// A verb or shutdown stopped it; the verb sets its own state.
@@ -284,6 +287,7 @@ func (h *Host) onChange(in *instance, st runner.State) {
 		_ = h.record(KindRestart, map[string]any{"instance_id": in.id, "decision_id": in.decision,
 			"package": in.pkgID, "version": in.version, "restarts": restarts, "reason": reason})
 	case runner.StateFailed:
+		h.met.failures.WithLabelValues(code).Inc()
 		_ = h.record(KindFailed, map[string]any{"instance_id": in.id, "decision_id": in.decision,
 			"package": in.pkgID, "version": in.version, "restarts": restarts, "reason": reason, "code": code})
 	}

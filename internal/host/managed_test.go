@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/grammar"
 	"github.com/nodeld/nodeld/internal/mesh/meshtest"
@@ -103,6 +105,9 @@ func TestOllamaInstanceFailsWithAReason(t *testing.T) {
 	if len(failed) != 1 || failed[0]["code"] != ctl.ReasonRestartBudget {
 		t.Errorf("host.failed records: %v", failed)
 	}
+	if n := testutil.ToFloat64(c.h.met.failures.WithLabelValues(ctl.ReasonRestartBudget)); n != 1 {
+		t.Errorf("nodeld_host_instance_failures_total{reason=restart_budget} = %v, want 1", n)
+	}
 	list := c.h.Status()
 	if len(list.Instances) != 1 || list.Instances[0].Reason != ctl.ReasonRestartBudget || list.Instances[0].Since.IsZero() {
 		t.Errorf("/v1/status instance: %+v", list.Instances)
@@ -140,5 +145,8 @@ func TestOllamaStartFailureKeepsOllamasText(t *testing.T) {
 	if st.Status.State != ctl.StateFailed || st.Status.Reason != ctl.ReasonStartFailed ||
 		!strings.Contains(st.Status.Detail, said) || st.Status.Since.IsZero() {
 		t.Errorf("status after the failed start: %+v", st.Status)
+	}
+	if n := testutil.ToFloat64(c.h.met.failures.WithLabelValues(ctl.ReasonStartFailed)); n != 1 {
+		t.Errorf("nodeld_host_instance_failures_total{reason=start_failed} = %v, want 1", n)
 	}
 }

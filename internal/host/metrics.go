@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nodeld/nodeld/internal/ctl"
 )
 
 // metrics are the host's metrics. Label values are bounded: method names
@@ -13,12 +15,18 @@ type metrics struct {
 	fetchBytes    prometheus.Counter
 	fetchResumes  prometheus.Counter
 	restarts      prometheus.Counter
+	failures      *prometheus.CounterVec
 	teardowns     prometheus.Counter
 	auditFailures prometheus.Counter
 	drainsCut     prometheus.Counter
 	notices       *prometheus.CounterVec
 	replays       *prometheus.CounterVec
 }
+
+// failureReasons are the reasons an instance enters failed
+// (nodeld_host_instance_failures_total); stateReason maps every other
+// cause of a supervisor's failure to one of them.
+var failureReasons = []string{ctl.ReasonRestartBudget, ctl.ReasonNotLoopback, ctl.ReasonStartFailed, ctl.ReasonRollback}
 
 // How a replay of the notice log to a peer ended
 // (nodeld_host_notice_replays_total).
@@ -53,6 +61,10 @@ func newMetrics(reg prometheus.Registerer, instances func() float64) (*metrics, 
 			Name: "nodeld_host_instance_restarts_total",
 			Help: "Supervised restarts of instances.",
 		}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodeld_host_instance_failures_total",
+			Help: "Instances that entered failed, by reason (restart_budget, not_loopback, start_failed, rollback).",
+		}, []string{"reason"}),
 		teardowns: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "nodeld_host_revocation_teardowns_total",
 			Help: "Instances torn down because a subject they carry was revoked.",
@@ -80,10 +92,13 @@ func newMetrics(reg prometheus.Registerer, instances func() float64) (*metrics, 
 	for _, r := range []string{replayComplete, replayStopped} {
 		m.replays.WithLabelValues(r)
 	}
+	for _, r := range failureReasons {
+		m.failures.WithLabelValues(r)
+	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.calls, m.fetchBytes, m.fetchResumes, m.restarts, m.teardowns, m.auditFailures, m.drainsCut, m.notices, m.replays,
+	for _, c := range []prometheus.Collector{m.calls, m.fetchBytes, m.fetchResumes, m.restarts, m.failures, m.teardowns, m.auditFailures, m.drainsCut, m.notices, m.replays,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "nodeld_host_instances",
 			Help: "Instances listed by the host (loaded, running, stopped or failed).",

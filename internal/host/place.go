@@ -197,6 +197,7 @@ func (h *Host) rollback(ctx context.Context, in *instance, startErr error) *ctl.
 		h.mu.Unlock()
 		return ctl.NewRefusal(ctl.CodeRuntime, fmt.Sprintf("start failed: %v; loaded instance %s unloaded", startErr, in.id))
 	}
+	h.met.failures.WithLabelValues(ctl.ReasonRollback).Inc()
 	in.enter(ctl.StateFailed, ctl.ReasonRollback, fmt.Sprintf("start failed (%v) and unload failed (%v)", startErr, serr))
 	return ctl.NewRefusal(ctl.CodeRuntime, fmt.Sprintf("start failed: %v; unload of %s failed too (%v), it stays listed", startErr, in.id, serr))
 }

@@ -161,6 +161,7 @@ func (h *Host) start(ctx context.Context, req ctl.Request, p ctl.InstanceParams)
 			reason = ctl.ReasonNotLoopback
 		}
 		in.enter(ctl.StateFailed, reason, "start failed: "+err.Error())
+		h.met.failures.WithLabelValues(reason).Inc()
 		h.log.Warn("instance start failed", zap.String("instance", in.id), zap.String("reason", reason), zap.Error(err))
 		return nil, ctl.NewRefusal(ctl.CodeRuntime, "start failed: "+err.Error())
 	}
