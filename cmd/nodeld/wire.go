@@ -84,6 +84,7 @@ func proxyConfig(cfg *config.Config) proxy.Config {
 		StallTimeout:     l.StallTimeout.D,
 		RequestTimeout:   l.RequestTimeout.D,
 		BodyTimeout:      l.BodyTimeout.D,
+		MaxConnections:   l.MaxConnections,
 	}
 	for _, r := range cfg.Inference.Roles {
 		pc.Roles = append(pc.Roles, proxy.RoleConfig{Name: r.Name, Listen: r.Listen, Concurrency: l.ConcurrencyFor(r),

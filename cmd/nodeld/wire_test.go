@@ -17,7 +17,11 @@ func TestProxyConfigCarriesLimits(t *testing.T) {
 	l.BodyTimeout = config.Duration{D: 7 * time.Second}
 	l.StallTimeout = config.Duration{D: 8 * time.Second}
 	l.RequestTimeout = config.Duration{D: 9 * time.Second}
+	l.MaxConnections = 77
 	pc := proxyConfig(cfg)
+	if pc.MaxConnections != 77 {
+		t.Errorf("proxy max connections = %d, want 77", pc.MaxConnections)
+	}
 	if pc.BodyTimeout != 7*time.Second || pc.StallTimeout != 8*time.Second || pc.RequestTimeout != 9*time.Second {
 		t.Errorf("proxy timeouts = body %v stall %v request %v, want 7s 8s 9s", pc.BodyTimeout, pc.StallTimeout, pc.RequestTimeout)
 	}

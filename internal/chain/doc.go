@@ -71,18 +71,28 @@
 // Recorder, so that a flood grows the chain by a bounded number of
 // entries and costs the append lock (and the disk) no more than that, and
 // an honest repeat (a peer refused every 20 s, forever) grows it ever more
-// slowly. Each RecordKey {Sender, Kind, Reason} has a period, aligned to
+// slowly. Each RecordKey {Class, Sender, Kind, Reason} has a period, aligned to
 // multiples of the window (default one minute): the first PerKey events
 // of the period are chained as given and the rest counted; after the
 // period closes one summary entry, of kind Kind+".suppressed", records the
 // count. A key that has events period after period backs off: periods of
 // one window, one window, then twice as long each time up to MaxPeriod
-// (default one hour); a period without events forgets the key. At most
-// MaxKeys keys are tracked at once; the events of further keys are only
-// counted, into one OverflowKind summary per window. The bound: the events
-// of one window, however many, make at most MaxKeys*(PerKey+1)+1 chain
-// entries (513 with the defaults), and the recorder appends no more than
-// that in any one window; it holds at most MaxKeys keys of at most
+// (default one hour); a period without events forgets the key. Keys are
+// tracked per class (RecordClass): ClassPeer for senders the
+// configuration bounds (admitted peers, configured addresses; MaxKeys,
+// default 256), ClassSource for senders anyone can pick (the remote
+// address of a refused handshake; MaxSourceKeys, default 64) and
+// ClassSecurity for the evidence of an attack (a key that differs from
+// the pinned one, an untrusted signer, a bad signature; MaxSecurityKeys,
+// default 64). The caller classifies. Once a class's keys are taken, the
+// events of its further keys are only counted, into one OverflowKind
+// summary of the class per window that names the class and counts them
+// by kind and reason (at most MaxOverflowReasons pairs); the first such
+// event of a window and the summary are logged. A flood of one class
+// never takes the keys of another. The bound: the events of one window,
+// however many, make at most K*(PerKey+1)+3 chain entries, K the sum of
+// the three budgets (771 with the defaults), and the recorder appends no
+// more than that in any one window; it holds at most K keys of at most
 // MaxRecordKeyBytes per field. The steady growth of a key that repeats
 // forever is PerKey+1 entries per MaxPeriod once backed off (two an hour
 // with the defaults). Every event is accounted for: chained, counted in

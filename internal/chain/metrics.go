@@ -69,6 +69,7 @@ func (m *metrics) unregister() {
 // recorderMetrics are a Recorder's collectors on an injected registry.
 type recorderMetrics struct {
 	suppressed *prometheus.CounterVec
+	overflow   *prometheus.CounterVec
 }
 
 // newRecorderMetrics builds and registers the recorder metrics. The kind
@@ -79,8 +80,19 @@ func newRecorderMetrics(reg prometheus.Registerer) (*recorderMetrics, error) {
 			Name: "nodeld_chain_records_suppressed_total",
 			Help: "Remotely triggered events counted into a summary entry of the audit chain instead of chained one by one, by kind.",
 		}, []string{"kind"}),
+		overflow: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodeld_chain_records_overflow_total",
+			Help: "Remotely triggered events counted into their class's overflow summary because the class's budget of tracked senders was taken, by class (peer, source, security).",
+		}, []string{"class"}),
+	}
+	for c := range numClasses {
+		m.overflow.WithLabelValues(c.String())
 	}
 	if err := reg.Register(m.suppressed); err != nil {
+		return nil, fmt.Errorf("register chain recorder metrics: %w", err)
+	}
+	if err := reg.Register(m.overflow); err != nil {
+		reg.Unregister(m.suppressed)
 		return nil, fmt.Errorf("register chain recorder metrics: %w", err)
 	}
 	return m, nil

@@ -85,6 +85,7 @@ func TestRecorderWindows(t *testing.T) {
 		kind        string // "" means "mesh.peer.refused"
 		reason      string // "" means "unknown_key"
 		source      string // "" means "mesh"
+		class       RecordClass
 		wantChained bool
 	}
 	rec := func(at time.Duration, sender string, want bool) op {
@@ -158,7 +159,32 @@ func TestRecorderWindows(t *testing.T) {
 			want: []any{
 				ev(0), ev(1),
 				wantSum{"mesh", "mesh.peer.refused.suppressed", sum("a", 1, 0, time.Minute)},
-				wantSum{"first-overflow", OverflowKind, SuppressedEvent{Suppressed: 3, WindowStart: base, WindowEnd: base.Add(time.Minute), Overflow: true}},
+				wantSum{"first-overflow", OverflowKind, SuppressedEvent{Suppressed: 3, WindowStart: base, WindowEnd: base.Add(time.Minute), Overflow: true,
+					Reasons: []OverflowReason{{Kind: "mesh.peer.refused", Reason: "unknown_key", Suppressed: 3}}}},
+			},
+		},
+		{
+			name: "each class has its own budget and overflow, counted by kind and reason",
+			opts: RecorderOptions{MaxKeys: 1, MaxSourceKeys: 1, MaxSecurityKeys: 1},
+			ops: []op{
+				{sender: "ip1", class: ClassSource, wantChained: true},
+				{sender: "ip2", class: ClassSource, source: "flood"},
+				{sender: "ip3", class: ClassSource, reason: "bad_cert"},
+				{sender: "ip4", class: ClassSource},
+				{sender: "p", wantChained: true},
+				{sender: "ip5", class: ClassSecurity, reason: "key_differs", wantChained: true},
+				{sender: "ip6", class: ClassSecurity, reason: "key_differs", source: "sec"},
+				{sender: "q"},
+				flush(time.Minute),
+			},
+			want: []any{
+				ev(0), ev(4), ev(5),
+				wantSum{"mesh", OverflowKind, SuppressedEvent{Suppressed: 1, WindowStart: base, WindowEnd: base.Add(time.Minute), Overflow: true,
+					Reasons: []OverflowReason{{Kind: "mesh.peer.refused", Reason: "unknown_key", Suppressed: 1}}}},
+				wantSum{"flood", OverflowKind, SuppressedEvent{Class: ClassSource, Suppressed: 3, WindowStart: base, WindowEnd: base.Add(time.Minute), Overflow: true,
+					Reasons: []OverflowReason{{Kind: "mesh.peer.refused", Reason: "unknown_key", Suppressed: 2}, {Kind: "mesh.peer.refused", Reason: "bad_cert", Suppressed: 1}}}},
+				wantSum{"sec", OverflowKind, SuppressedEvent{Class: ClassSecurity, Suppressed: 1, WindowStart: base, WindowEnd: base.Add(time.Minute), Overflow: true,
+					Reasons: []OverflowReason{{Kind: "mesh.peer.refused", Reason: "key_differs", Suppressed: 1}}}},
 			},
 		},
 		{
@@ -196,7 +222,7 @@ func TestRecorderWindows(t *testing.T) {
 					}
 					continue
 				}
-				key := RecordKey{Sender: o.sender, Kind: cmpOr(o.kind, "mesh.peer.refused"), Reason: cmpOr(o.reason, "unknown_key")}
+				key := RecordKey{Class: o.class, Sender: o.sender, Kind: cmpOr(o.kind, "mesh.peer.refused"), Reason: cmpOr(o.reason, "unknown_key")}
 				chained, err := r.Record(key, cmpOr(o.source, "mesh"), map[string]int{"i": i})
 				if err != nil || chained != o.wantChained {
 					t.Errorf("op %d: Record = %v, %v; want %v, nil", i, chained, err, o.wantChained)
@@ -449,6 +475,7 @@ func TestRecordInvalid(t *testing.T) {
 		{"reserved kind", RecordKey{Kind: "chain.x"}, "mesh"},
 		{"long sender", RecordKey{Kind: "k", Sender: strings.Repeat("s", MaxRecordKeyBytes+1)}, "mesh"},
 		{"long reason", RecordKey{Kind: "k", Reason: strings.Repeat("r", MaxRecordKeyBytes+1)}, "mesh"},
+		{"unknown class", RecordKey{Kind: "k", Class: numClasses}, "mesh"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -34,6 +34,7 @@ func Default() *Config {
 			RequestTimeout:   Duration{D: 900 * time.Second},
 			BodyTimeout:      Duration{D: 30 * time.Second},
 			Concurrency:      DefaultConcurrency,
+			MaxConnections:   DefaultMaxConnections,
 		}},
 		Controller: Controller{
 			Tick:            Duration{D: 5 * time.Second},

@@ -52,6 +52,8 @@ const (
 	DefaultMaxResponseBytes = 64 << 20
 	// DefaultConcurrency is inference.limits.concurrency.
 	DefaultConcurrency = 64
+	// DefaultMaxConnections is inference.limits.max_connections.
+	DefaultMaxConnections = 512
 	// DefaultMaxInflightPerPeer is mesh.max_inflight_per_peer.
 	DefaultMaxInflightPerPeer = 8
 	// DefaultMaxInflightTotal is mesh.max_inflight_total.

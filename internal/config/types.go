@@ -112,6 +112,10 @@ type Limits struct {
 	// Concurrency is the default number of requests one role serves at
 	// once; more are answered 429. Role.Concurrency overrides it.
 	Concurrency int `yaml:"concurrency"`
+	// MaxConnections is how many client connections each role's port
+	// holds open at once, idle or busy; one more is closed as soon as it
+	// is accepted.
+	MaxConnections int `yaml:"max_connections"`
 }
 
 // Role is one loopback proxy port for a model role.

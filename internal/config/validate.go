@@ -252,6 +252,7 @@ func (v *validator) inference(adminPort int) {
 	v.positive("inference.limits.request_timeout", l.RequestTimeout)
 	v.positive("inference.limits.body_timeout", l.BodyTimeout)
 	v.intRange("inference.limits.concurrency", int64(l.Concurrency), MaxConcurrency)
+	v.intRange("inference.limits.max_connections", int64(l.MaxConnections), MaxConcurrency)
 }
 
 // peerRefs checks a serve_to or use_from list: every entry must resolve

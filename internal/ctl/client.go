@@ -106,7 +106,9 @@ type ClientConfig struct {
 	// Rand is the nonce source; nil means crypto/rand.
 	Rand io.Reader
 	// TTL is each request's lifetime; 0 means DefaultTTL. At most
-	// MaxLifetime.
+	// MaxLifetime. A read-only request (describe, status, logs) lives at
+	// most ReadOnlyTTL, so a target that is not the caller's to control
+	// accepts it (MaxReadOnlyLifetime).
 	TTL time.Duration
 }
 
@@ -236,7 +238,7 @@ func (c *Client) build(target Target, method Method, body any, decisionID string
 		Target:      target.ID,
 		Nonce:       nonce,
 		IssuedAtMS:  now.UnixMilli(),
-		ExpiresAtMS: now.Add(c.ttl).UnixMilli(),
+		ExpiresAtMS: now.Add(c.lifetime(method)).UnixMilli(),
 		DecisionID:  decisionID,
 		Body:        raw,
 	}
@@ -245,4 +247,13 @@ func (c *Client) build(target Target, method Method, body any, decisionID string
 		return invalid("%v", err)
 	}
 	return req, wire, nil
+}
+
+// lifetime is the lifetime of a request of method: the client's TTL, at
+// most ReadOnlyTTL for a read-only method.
+func (c *Client) lifetime(method Method) time.Duration {
+	if !IsMutating(method) {
+		return min(c.ttl, ReadOnlyTTL)
+	}
+	return c.ttl
 }

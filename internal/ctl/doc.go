@@ -42,9 +42,15 @@
 //     section 2.7 with the QUIC peer binding after the requester check);
 //     the first failure names the refusal, and the nonce is burned last,
 //     only for a request that passed every other check.
-//   - The nonce guard holds at most MaxNonces live nonces per class of
-//     signer (controllers, read-only peers) and fails closed (replay)
-//     when full; expired entries are pruned to make room.
+//   - Controllers and the other peers have separate nonce guards. The
+//     controllers' holds at most MaxNonces live nonces; the peers'
+//     (PeerNonceGuard) at most MaxPeerNonces per peer, with a reserve of
+//     PeerNonceReserve each and a pool of MaxNonces beyond the reserves,
+//     so one peer flooding cannot lock the others out. Both fail closed
+//     (replay) when full; the peers' drops expired nonces on every insert.
+//     A peer's read-only request lives at most MaxReadOnlyLifetime (a
+//     Client sends them with ReadOnlyTTL), so its nonces leave the guard
+//     soon.
 //   - Every request read whole gets a signed answer, refusals of
 //     unauthenticated requests included; Serve then closes the stream.
 //     Serve reports whether the request was authenticated, and the

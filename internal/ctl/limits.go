@@ -29,6 +29,15 @@ const (
 	// DefaultTTL is the lifetime a Client gives its requests: below
 	// MaxLifetime so that a little skew between clocks is tolerated.
 	DefaultTTL = 290 * time.Second
+	// MaxReadOnlyLifetime bounds the lifetime of a read-only request
+	// (describe, status, logs) from a peer that is not a controller: its
+	// nonce takes a slot of the peer's quota until it expires, so a short
+	// life frees the quota soon. Controllers' requests are bound by
+	// MaxLifetime alone.
+	MaxReadOnlyLifetime = 60 * time.Second
+	// ReadOnlyTTL is the lifetime a Client gives its read-only requests:
+	// below MaxReadOnlyLifetime for the same reason as DefaultTTL.
+	ReadOnlyTTL = 50 * time.Second
 
 	// CallTimeout is the deadline callers give ordinary calls.
 	CallTimeout = 20 * time.Second
@@ -60,8 +69,21 @@ const (
 	// MaxFrameBytes bounds one frame's payload (the mesh's frame bound).
 	MaxFrameBytes = mesh.MaxFrameSize
 
-	// MaxNonces is the nonce guard's capacity.
+	// MaxNonces is the capacity of the controllers' nonce guard, and of
+	// the pool the peers' guard shares among the peers beyond their
+	// reserves (PeerNonceGuard).
 	MaxNonces = 8192
+	// MaxPeerNonces is how many live nonces one peer that is not a
+	// controller may hold: with read-only requests living at most
+	// MaxReadOnlyLifetime, about 8 calls a second, sustained.
+	MaxPeerNonces = 512
+	// PeerNonceReserve is how many live nonces every peer may hold
+	// whatever the others hold.
+	PeerNonceReserve = 8
+	// MaxNoncePeers bounds the peers holding live nonces at once in the
+	// peers' guard; with PeerNonceReserve it bounds the nonces held in
+	// reserve (8,192).
+	MaxNoncePeers = 1024
 
 	// NonceHexLen is the length of a nonce: 16 random bytes in lower hex.
 	NonceHexLen = 32

@@ -65,6 +65,7 @@ func TestVerifierNonceGuardFull(t *testing.T) {
 		ReadOnly:      func(ed25519.PublicKey, Method) bool { return true },
 		Now:           clock.Now,
 		NonceCapacity: 2,
+		PeerNonces:    PeerNonceLimits{PerPeer: 2},
 	})
 	if err != nil {
 		t.Fatal(err)

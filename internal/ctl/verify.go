@@ -23,8 +23,12 @@ type VerifierConfig struct {
 	ReadOnly func(ed25519.PublicKey, Method) bool
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-	// NonceCapacity bounds each nonce guard; 0 means MaxNonces.
+	// NonceCapacity bounds the controllers' nonce guard and the pool the
+	// peers' guard shares; 0 means MaxNonces.
 	NonceCapacity int
+	// PeerNonces bounds the peers' nonce guard beyond its pool (Shared is
+	// NonceCapacity); zero fields take the defaults.
+	PeerNonces PeerNonceLimits
 }
 
 // Verifier checks signed requests on a target node (reference section
@@ -36,9 +40,10 @@ type Verifier struct {
 
 	// Controllers and read-only peers have separate nonce guards, so that
 	// a flood of read-only calls from admitted peers cannot fill the
-	// guard and lock the controllers out.
+	// guard and lock the controllers out; the peers' guard has a quota
+	// per peer, so that one peer cannot lock the others out.
 	controllerNonces *NonceGuard
-	peerNonces       *NonceGuard
+	peerNonces       *PeerNonceGuard
 
 	// mu guards controllers.
 	mu sync.RWMutex
@@ -54,12 +59,18 @@ func NewVerifier(cfg VerifierConfig) (*Verifier, error) {
 	if cfg.NonceCapacity < 0 {
 		return nil, fmt.Errorf("verifier: negative nonce capacity %d", cfg.NonceCapacity)
 	}
+	lim := cfg.PeerNonces
+	lim.Shared = cfg.NonceCapacity
+	peerNonces, err := NewPeerNonceGuard(lim)
+	if err != nil {
+		return nil, fmt.Errorf("verifier: %w", err)
+	}
 	v := &Verifier{
 		selfID:           identity.NodeID(cfg.Self),
 		readOnly:         cfg.ReadOnly,
 		now:              cfg.Now,
 		controllerNonces: NewNonceGuard(cfg.NonceCapacity),
-		peerNonces:       NewNonceGuard(cfg.NonceCapacity),
+		peerNonces:       peerNonces,
 	}
 	if v.now == nil {
 		v.now = time.Now
@@ -107,8 +118,11 @@ func (v *Verifier) isController(pub ed25519.PublicKey) bool {
 //  6. target is this node, or * with describe: not_for_me
 //  7. expires > now, issued <= now+MaxSkew, 0 <= lifetime <= MaxLifetime: expired
 //  8. nonce form: invalid_request
-//  9. the key may call this method: unauthorized
-//  10. nonce guard: replay (also when full of live nonces)
+//  9. the key may call this method: unauthorized; a peer that is not a
+//     controller only a read-only method, with a lifetime of at most
+//     MaxReadOnlyLifetime: expired
+//  10. nonce guard: replay (also when full of live nonces, or a peer
+//     that is not a controller holds its quota of them)
 //
 // The nonce is burned only by step 10, so a request refused for any other
 // reason never consumes a nonce. The method name itself and the decision
@@ -141,15 +155,18 @@ func (v *Verifier) VerifyRequest(wire []byte, peerKey ed25519.PublicKey) (Reques
 	if !ValidNonce(req.Nonce) {
 		return Request{}, NewRefusal(CodeInvalidRequest, "nonce is not 32 lower-case hex")
 	}
-	guard := v.peerNonces
 	switch {
 	case v.isController(pub):
-		guard = v.controllerNonces
+		err = v.controllerNonces.Admit(req.Requester+"/"+req.Nonce, req.ExpiresAt(), now)
 	case !IsMutating(req.Method) && v.readOnly != nil && v.readOnly(pub, req.Method):
+		if req.ExpiresAtMS-req.IssuedAtMS > MaxReadOnlyLifetime.Milliseconds() {
+			return Request{}, NewRefusal(CodeExpired, fmt.Sprintf("read-only request lifetime exceeds %s", MaxReadOnlyLifetime))
+		}
+		err = v.peerNonces.Admit(req.Requester, req.Nonce, req.ExpiresAt(), now)
 	default:
 		return Request{}, NewRefusal(CodeUnauthorized, "key may not call this method")
 	}
-	if err := guard.Admit(req.Requester+"/"+req.Nonce, req.ExpiresAt(), now); err != nil {
+	if err != nil {
 		return Request{}, NewRefusal(CodeReplay, err.Error())
 	}
 	return req, nil

@@ -167,13 +167,36 @@ func TestNoticeFlood(t *testing.T) {
 	rec.Flush(t)
 	entries := rec.Entries(t)
 	got := chaintest.Count(t, entries, KindNoticeRefused)
-	key := chain.RecordKey{Sender: c.caller.Ident.ID(), Kind: KindNoticeRefused, Reason: pkg.CodeUntrustedSigner}
+	key := chain.RecordKey{Class: chain.ClassSecurity, Sender: c.caller.Ident.ID(), Kind: KindNoticeRefused, Reason: pkg.CodeUntrustedSigner}
 	if got.Chained != 1 || got.Summaries != 1 || got.ByKey[key] != notices-1 {
 		t.Errorf("%d refused notices left %d entries and %d summaries counting %v; want 1, 1 and %d under %+v",
 			notices, got.Chained, got.Summaries, got.ByKey, notices-1, key)
 	}
 	if !chaintest.Has(entries, KindNoticeApplied, `"value":"evil"`) {
 		t.Error("the controller's notice sent during the flood is not in the chain")
+	}
+}
+
+// TestForgedNoticeChainedWhilePeerKeysTaken: an admitted peer's refused
+// calls take every key the recorder tracks for peers; a notice signed by
+// an untrusted key is then still chained, with its code, in the security
+// budget.
+func TestForgedNoticeChainedWhilePeerKeysTaken(t *testing.T) {
+	rec := chaintest.New(t, chain.RecorderOptions{MaxKeys: 1})
+	c := newCluster(t, clusterOpts{audit: rec.Chain, recorder: rec})
+	floodCalls(t, c, 3, ctl.MethodLogs, ctl.InstanceParams{InstanceID: "missing"}, ctl.CodeUnknownInstance)
+	raw, err := pkg.SignNotice(newKey(t), pkg.Notice{Seq: 1, IssuedAt: time.Now(), Action: pkg.NoticeRevoke,
+		Subject: pkg.Subject{Kind: pkg.SubjectPackage, Value: "x", Reason: "test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sendNoticeFrame(t, c, raw)
+	meshtest.WaitFor(t, "the notice's refusal recorded", func() bool { return rec.Events(KindNoticeRefused) == 1 })
+	if got := chaintest.Count(t, rec.Entries(t), KindNoticeRefused); got.Chained != 1 {
+		t.Errorf("the forged notice's refusal is not in the chain (%d chained)", got.Chained)
+	}
+	if !chaintest.Has(rec.Entries(t), KindNoticeRefused, pkg.CodeUntrustedSigner) {
+		t.Error("the chained refusal does not name untrusted_signer")
 	}
 }
 

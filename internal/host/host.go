@@ -601,10 +601,12 @@ func (h *Host) record(kind string, payload any) error {
 
 // recordRepeatable hands a record its sender can repeat at will to the
 // Recorder with source AuditSource, keyed by sender (the authenticated
-// peer), kind and reason (a fixed code). It chains the first of a key per
-// period and counts the rest.
+// peer), kind and reason (a fixed code), in the class of its reason
+// (recordClass). It chains the first of a key per period and counts the
+// rest.
 func (h *Host) recordRepeatable(sender, kind, reason string, payload any) {
-	if _, err := h.rec.Record(chain.RecordKey{Sender: sender, Kind: kind, Reason: reason}, AuditSource, payload); err != nil {
+	key := chain.RecordKey{Class: recordClass(reason), Sender: sender, Kind: kind, Reason: reason}
+	if _, err := h.rec.Record(key, AuditSource, payload); err != nil {
 		h.met.auditFailures.Inc()
 		h.log.Error("chain record", zap.String("kind", kind), zap.Error(err))
 	}

@@ -27,6 +27,23 @@ type refusal struct {
 	sender string
 }
 
+// class is the Recorder budget the refusal takes. A key that differs
+// from the one pinned for an address is evidence of an impostor (or of a
+// peer's new key the operator must pin): it has its own budget, which a
+// flood of strangers cannot take, and its senders are bounded (only the
+// address of a configured peer gets this refusal). The other refusals of
+// an inbound handshake come from addresses anyone can pick; those of an
+// outbound one from a configured address.
+func (r *refusal) class() chain.RecordClass {
+	switch {
+	case r.reason == RefusalKeyDiffers:
+		return chain.ClassSecurity
+	case r.direction == "inbound":
+		return chain.ClassSource
+	}
+	return chain.ClassPeer
+}
+
 func (r *refusal) error() error {
 	return fmt.Errorf("%s: %w", r.reason, ErrRefused)
 }
@@ -225,7 +242,7 @@ func (m *Mesh) recordRefusal(r *refusal) {
 		m.log.Debug("peer refused", fields...)
 		return
 	}
-	chained, err := m.rec.Record(chain.RecordKey{Sender: r.sender, Kind: KindPeerRefused, Reason: r.reason}, AuditSource, ev)
+	chained, err := m.rec.Record(chain.RecordKey{Class: r.class(), Sender: r.sender, Kind: KindPeerRefused, Reason: r.reason}, AuditSource, ev)
 	switch {
 	case err != nil:
 		m.log.Error("audit record not written", append(fields, zap.String("kind", KindPeerRefused), zap.Error(err))...)

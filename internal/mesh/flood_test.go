@@ -244,7 +244,7 @@ func TestHandshakeFlood(t *testing.T) {
 		t.Errorf("%d entries accounting for %d refusals, want %d refusals in at most %d entries", got.Entries(), got.Events(), rec.Events(kind), bound)
 	}
 	// Keyed by the address without its port: one key, however many ports.
-	stranger := chain.RecordKey{Sender: "127.0.0.1", Kind: kind, Reason: mesh.RefusalNotAdmitted}
+	stranger := chain.RecordKey{Class: chain.ClassSource, Sender: "127.0.0.1", Kind: kind, Reason: mesh.RefusalNotAdmitted}
 	if n := got.ByKey[stranger]; n != dials-1 {
 		t.Errorf("the stranger's summary counts %d refusals, want %d of %d (one chained)", n, dials-1, dials)
 	}

@@ -114,7 +114,7 @@ func TestUnadmittedKeyRefused(t *testing.T) {
 	}
 	// Keyed by the remote IP without its port (a caller picks a new one
 	// for every attempt) and the fixed reason, never by the key it shows.
-	want := chain.RecordKey{Sender: "127.0.0.1", Kind: KindPeerRefused, Reason: RefusalNotAdmitted}
+	want := chain.RecordKey{Class: chain.ClassSource, Sender: "127.0.0.1", Kind: KindPeerRefused, Reason: RefusalNotAdmitted}
 	if got := a.audit.recordKeys()[0]; got != want {
 		t.Errorf("refusal key = %+v, want %+v", got, want)
 	}

@@ -38,8 +38,13 @@ type Config struct {
 	StallTimeout time.Duration
 	// RequestTimeout caps one forwarded request from arrival to last byte.
 	RequestTimeout time.Duration
-	// HeaderTimeout bounds reading a client's request head.
+	// HeaderTimeout bounds reading a client's request head, and a new
+	// connection's wait for its first request.
 	HeaderTimeout time.Duration
+	// MaxConnections is how many client connections each role's listener
+	// holds open at once, idle or busy; one more is closed as soon as it
+	// is accepted. A reload applies it to the next accepted connection.
+	MaxConnections int
 	// BodyTimeout bounds reading a client's request body, from the end of
 	// its head to its last byte, on both paths: a client still sending
 	// when it passes is answered 408 and its concurrency slot is freed.
@@ -72,6 +77,9 @@ func (cfg Config) withDefaults() Config {
 	}
 	if out.RequestTimeout == 0 {
 		out.RequestTimeout = DefaultRequestTimeout
+	}
+	if out.MaxConnections == 0 {
+		out.MaxConnections = DefaultMaxConnections
 	}
 	if out.HeaderTimeout == 0 {
 		out.HeaderTimeout = DefaultHeaderTimeout
@@ -116,6 +124,9 @@ func (cfg Config) Validate() error {
 		if rc.Concurrency < 0 || rc.Concurrency > MaxConcurrency {
 			errs = append(errs, fmt.Errorf("roles[%d] (%s): concurrency %d outside 0..%d", i, rc.Name, rc.Concurrency, MaxConcurrency))
 		}
+	}
+	if cfg.MaxConnections < 0 || cfg.MaxConnections > MaxConnectionsLimit {
+		errs = append(errs, fmt.Errorf("max connections %d outside 0..%d", cfg.MaxConnections, MaxConnectionsLimit))
 	}
 	checkBytes := func(name string, v int64) {
 		if v < 0 || v > MaxBodyBytesLimit {

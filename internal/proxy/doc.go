@@ -46,6 +46,17 @@
 // the local forward uses directly; the head's and the body's read
 // deadlines are set on the connection only before a read that reaches it.
 //
+// A new connection must send its first request head within HeaderTimeout
+// of being accepted (the wait for its first byte included, as net/http's
+// ReadHeaderTimeout does), else it is closed; only between requests may
+// it stay idle for up to 120 s. Each role's listener holds at most
+// MaxConnections client connections at once (conngate.go), idle or busy,
+// whichever server reads them: one accepted over the cap is closed at
+// once, unanswered, counted in nodeld_proxy_connections_refused_total and
+// logged at most once a minute, while the connections held keep being
+// served. nodeld_proxy_client_connections shows the count. A reload
+// applies a new cap to the next connection accepted.
+//
 // # Guards, in order
 //
 // Method (405), path (400/403/404), Host must be a loopback host

@@ -264,18 +264,27 @@ func (fc *fastConn) serve() {
 	fc.timer = time.AfterFunc(time.Hour, fc.watchDue)
 	fc.timer.Stop()
 	defer fc.timer.Stop()
-	for {
+	// A new connection gets the head timeout for its first request,
+	// the wait for it included, as net/http gives ReadHeaderTimeout: a
+	// silent connection holds a goroutine and a descriptor for no
+	// longer. Between requests it may stay idle for clientIdleTimeout.
+	fc.setReadDeadline(time.Now().Add(fc.fs.headWait))
+	for first := true; ; first = false {
 		if !fc.fs.setBusy(fc, false) {
 			return
 		}
-		fc.setReadDeadline(time.Now().Add(clientIdleTimeout))
+		if !first {
+			fc.setReadDeadline(time.Now().Add(clientIdleTimeout))
+		}
 		if _, err := fc.br.Peek(1); err != nil {
 			return
 		}
 		if !fc.fs.setBusy(fc, true) {
 			return
 		}
-		fc.setReadDeadline(time.Now().Add(fc.fs.headWait))
+		if !first {
+			fc.setReadDeadline(time.Now().Add(fc.fs.headWait))
+		}
 		req, n, err := fc.readHead()
 		if err != nil {
 			return // a timeout, or the client went away mid-head

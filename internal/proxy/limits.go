@@ -23,8 +23,15 @@ const (
 	DefaultStallTimeout = 120 * time.Second
 	// DefaultRequestTimeout caps the wall-clock time of one forwarded request.
 	DefaultRequestTimeout = 900 * time.Second
-	// DefaultHeaderTimeout bounds reading a client's request head.
+	// DefaultHeaderTimeout bounds reading a client's request head, and a
+	// new connection's wait for its first request.
 	DefaultHeaderTimeout = 10 * time.Second
+	// DefaultMaxConnections is how many client connections one role's
+	// listener holds open at once; one more is closed as soon as it is
+	// accepted.
+	DefaultMaxConnections = 512
+	// MaxConnectionsLimit caps a configured MaxConnections.
+	MaxConnectionsLimit = 1 << 16
 	// DefaultBodyTimeout bounds reading a client's request body, counted
 	// from the end of its head (the reference's body_timeout).
 	DefaultBodyTimeout = 30 * time.Second
@@ -45,8 +52,13 @@ const (
 	// MaxRoles bounds the number of roles (and so listeners) in a config.
 	MaxRoles = 256
 
-	// clientIdleTimeout closes a client keep-alive connection idle this long.
+	// clientIdleTimeout closes a client keep-alive connection idle this
+	// long after a request; before its first request a connection gets
+	// the HeaderTimeout only.
 	clientIdleTimeout = 120 * time.Second
+	// connRefusedLogEvery spaces the log lines of a role refusing
+	// connections over its cap (the metric counts every refusal).
+	connRefusedLogEvery = time.Minute
 	// upstreamDialTimeout bounds a TCP connect to a local instance.
 	upstreamDialTimeout = 5 * time.Second
 	// upstreamIdleTimeout closes an idle upstream keep-alive connection.

@@ -23,6 +23,8 @@ type metrics struct {
 	ttfb     *prometheus.HistogramVec // role, route
 	inflight *prometheus.GaugeVec     // role
 	retries  *prometheus.CounterVec   // result
+	conns    *prometheus.GaugeVec     // role
+	refused  *prometheus.CounterVec   // role
 }
 
 // Results of a retry on the next peer (nodeld_proxy_mesh_retries_total).
@@ -60,6 +62,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "nodeld_proxy_mesh_retries_total",
 			Help: "Requests whose forward failed because the link to the peer failed before it answered, by what the one retry on the next peer did (ok, failed, no_candidate, body_streamed: none, the body was streamed).",
 		}, []string{"result"}),
+		conns: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "nodeld_proxy_client_connections",
+			Help: "Client connections open on a role's port, idle or busy, by role.",
+		}, []string{"role"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodeld_proxy_connections_refused_total",
+			Help: "Client connections closed as soon as accepted because the role's port held inference.limits.max_connections, by role.",
+		}, []string{"role"}),
 	}
 	for _, r := range []string{retryOK, retryFailed, retryNoCandidate, retryStreamed} {
 		m.retries.WithLabelValues(r)
@@ -67,7 +77,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.ttfb, m.inflight, m.retries} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.ttfb, m.inflight, m.retries, m.conns, m.refused} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register proxy metrics: %w", err)
 		}

@@ -99,6 +99,7 @@ type roleServer struct {
 	stopping atomic.Bool // set before the listener is closed on purpose
 	handlers tracker
 	ln       net.Listener // nil until bound
+	gate     connGate     // bounds the connections ln accepts
 	srv      *http.Server
 	fast     *fastServer // serves ln when the proxy owns its upstream client
 	// Metric children resolved once, not per request.
@@ -193,6 +194,7 @@ func New(cfg Config, deps Deps) (*Proxy, error) {
 	}
 	for _, rc := range full.Roles {
 		rs := newRoleServer(rc)
+		rs.gate.max.Store(int64(full.MaxConnections))
 		p.withMetrics(rs)
 		p.roles[rc.Name] = rs
 	}
@@ -203,6 +205,7 @@ func New(cfg Config, deps Deps) (*Proxy, error) {
 // prepared reload that is aborted leaves no trace in them.
 func newRoleServer(rc RoleConfig) *roleServer {
 	rs := &roleServer{name: rc.Name, listen: rc.Listen}
+	rs.gate.role = rc.Name
 	rs.capacity.Store(int64(rc.Concurrency))
 	rs.passthrough.Store(rc.ModelPassthrough)
 	return rs
@@ -213,6 +216,9 @@ func (p *Proxy) withMetrics(rs *roleServer) {
 	rs.gauge = p.metrics.inflight.WithLabelValues(rs.name)
 	rs.local = p.metrics.forRoute(rs.name, routeLocal)
 	rs.peer = p.metrics.forRoute(rs.name, routeRemote)
+	rs.gate.log = p.log
+	rs.gate.gauge = p.metrics.conns.WithLabelValues(rs.name)
+	rs.gate.refused = p.metrics.refused.WithLabelValues(rs.name)
 }
 
 // Run binds one listener per role, serves until ctx is done, then drains
@@ -300,7 +306,7 @@ func (p *Proxy) startLocked(rs *roleServer, set *Config) {
 		ErrorLog:                     p.errorLog,
 		DisableGeneralOptionsHandler: true,
 	}
-	srv, ln, fail := rs.srv, rs.ln, p.serveFail
+	srv, ln, fail := rs.srv, net.Listener(&gateListener{Listener: rs.ln, g: &rs.gate}), p.serveFail
 	if p.pool != nil {
 		// The fast reader takes every connection first and hands the
 		// unusual ones to srv (fastserve.go).
@@ -398,7 +404,7 @@ func (p *Proxy) Inflight(role string) (inflight, capacity int) {
 
 // ApplyConfig reloads the configuration: Prepare, then Commit. Limits and
 // ModelPassthrough apply to new requests at once; concurrency changes apply to a role's
-// next admission. Added roles (and roles whose listen address changed) get
+// next admission, MaxConnections to its next accepted connection. Added roles (and roles whose listen address changed) get
 // new listeners and removed ones are drained. Binding is all or nothing:
 // if any new listener cannot be bound, nothing changes and the error is
 // returned. HeaderTimeout applies to listeners started after the reload.
@@ -481,6 +487,7 @@ func (r *Prepared) Commit() {
 	for _, rc := range full.Roles {
 		r.next[rc.Name].capacity.Store(int64(rc.Concurrency))
 		r.next[rc.Name].passthrough.Store(rc.ModelPassthrough)
+		r.next[rc.Name].gate.max.Store(int64(full.MaxConnections))
 	}
 	p.settings.Store(&full)
 	p.mu.Lock()

@@ -166,7 +166,7 @@ func Count(tb testing.TB, entries []chain.Entry, kind string) Tally {
 			}
 			t.Summaries++
 			t.Suppressed += ev.Suppressed
-			t.ByKey[chain.RecordKey{Sender: ev.Sender, Kind: ev.Kind, Reason: ev.Reason}] += ev.Suppressed
+			t.ByKey[chain.RecordKey{Class: ev.Class, Sender: ev.Sender, Kind: ev.Kind, Reason: ev.Reason}] += ev.Suppressed
 		}
 	}
 	return t
