@@ -34,6 +34,7 @@ Verbs (NODE is a node id, a configured peer name, or "self"):
   logs NODE INSTANCE
   explain DECISION-ID    (or its first 8 or more characters)
   placements
+  workloads              (the declared workloads: state, since when, last reason)
   nodes
 
 When this node runs a controller (controller.enabled), place goes through
@@ -224,7 +225,7 @@ func ctlRequest(pos []string, set map[string]bool, f ctlFlags) (dispatch.Operato
 		}
 		req.Args.DecisionID = rest[0]
 		return req, nil
-	case verbPlacements, verbNodes:
+	case verbPlacements, verbNodes, verbWorkloads:
 		return req, nargs(0, 0)
 	default:
 		return req, usageError("ctl: unknown verb %q", verb)
@@ -408,6 +409,13 @@ func printReadable(w io.Writer, req dispatch.OperatorRequest, resp dispatch.Oper
 			return
 		}
 		printPlacements(w, ps)
+	case verbWorkloads:
+		var ws []workloadDoc
+		if json.Unmarshal(raw, &ws) != nil {
+			asJSON()
+			return
+		}
+		printWorkloads(w, ws)
 	case verbNodes:
 		var ns []nodeDoc
 		if json.Unmarshal(raw, &ns) != nil {

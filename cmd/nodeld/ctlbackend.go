@@ -62,7 +62,7 @@ var _ dispatch.OperatorBackend = (*operatorBackend)(nil)
 
 // Verbs returns the dispatcher's verbs and the controller's.
 func (b *operatorBackend) Verbs() []string {
-	return append(b.d.Verbs(), verbExplain, verbPlacements, verbNodes)
+	return append(b.d.Verbs(), verbExplain, verbPlacements, verbNodes, verbWorkloads)
 }
 
 // Operate serves one request.
@@ -99,7 +99,7 @@ func (b *operatorBackend) Operate(ctx context.Context, req dispatch.OperatorRequ
 			// start ID names a placement, not a node's instance.
 			return controllerOnly(req.Verb + " without a node (of an instance the controller placed)")
 		}
-	case verbExplain, verbPlacements, verbNodes:
+	case verbExplain, verbPlacements, verbNodes, verbWorkloads:
 		if b.ctrl == nil {
 			return controllerOnly(req.Verb)
 		}
@@ -108,6 +108,8 @@ func (b *operatorBackend) Operate(ctx context.Context, req dispatch.OperatorRequ
 			return b.explain(a.DecisionID)
 		case verbPlacements:
 			return okResult(b.n.id.ID(), placementDocs(b.ctrl.c.Placements()))
+		case verbWorkloads:
+			return okResult(b.n.id.ID(), workloadDocs(b.ctrl.c.Declarations()))
 		default:
 			return okResult(b.n.id.ID(), b.nodeDocs())
 		}

@@ -515,5 +515,6 @@ func (r *controllerRunner) status(n *node) *controllerDoc {
 			doc.Unsettled++
 		}
 	}
+	doc.DeclarationsByState, doc.Unplaceable = declarationCounts(r.c.Declarations())
 	return doc
 }
