@@ -261,10 +261,10 @@ func printCtl(stdout io.Writer, req dispatch.OperatorRequest, resp dispatch.Oper
 	case dispatch.ClassOK:
 		return nil
 	case dispatch.ClassRefused:
-		if req.Node == "" {
-			return &exitError{code: 1, err: fmt.Errorf("%s refused: %s: %s", req.Verb, resp.Code, resp.Reason)}
+		if by := refusedBy(req, resp); by != "" {
+			return &exitError{code: 1, err: fmt.Errorf("%s refused by %s: %s: %s", req.Verb, by, resp.Code, resp.Reason)}
 		}
-		return &exitError{code: 1, err: fmt.Errorf("%s refused by %s: %s: %s", req.Verb, req.Node, resp.Code, resp.Reason)}
+		return &exitError{code: 1, err: fmt.Errorf("%s refused: %s: %s", req.Verb, resp.Code, resp.Reason)}
 	case dispatch.ClassUnreachable:
 		if req.Node == "" {
 			return &exitError{code: 3, err: fmt.Errorf("%s: unreachable: %s", req.Verb, resp.Reason)}

@@ -244,6 +244,10 @@ func (b *operatorBackend) place(ctx context.Context, req dispatch.OperatorReques
 		res.Outcome = "unsettled"
 		resp = dispatch.OperatorResponse{Class: dispatch.ClassIndeterminate,
 			Reason: "the place went without an answer and the node could not say whether it holds the instance; the controller settles it on a later tick (nodeld ctl placements)"}
+	case rep.Governance != "":
+		// The policy denied it: no node was asked.
+		res.Outcome = string(ctl.CodeGovernance)
+		resp = dispatch.OperatorResponse{Class: dispatch.ClassRefused, Code: string(ctl.CodeGovernance), Reason: rep.Governance}
 	case rep.Decision.Chosen == nil:
 		res.Outcome = codeUnplaceable
 		resp = dispatch.OperatorResponse{Class: dispatch.ClassRefused, Code: codeUnplaceable, Reason: "no eligible node (see the explanation)"}

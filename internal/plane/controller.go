@@ -312,6 +312,9 @@ type Report struct {
 	// could not say whether it holds the instance: nothing else is tried
 	// until a later tick settles it.
 	Unsettled bool
+	// Governance is the policy's reason when governance, not the engine,
+	// placed nothing (governance.go); "" otherwise.
+	Governance string
 }
 
 // snapshotLocked copies the placements and declarations for encoding
@@ -408,10 +411,11 @@ func (c *Controller) evaluate(p Package, o Order, in intent) (engine.Request, en
 	v := p.Verified()
 	m := v.Manifest
 	now := c.now()
-	rule, admitted := c.conf().Policy.Kinds[m.Kind]
-	minTrust := rule.MinTier
-	if !admitted {
-		minTrust = engine.TrustPinned
+	// A kind the policy does not admit is denied by the gate on every
+	// node, with the policy's reason; no trust floor is made up for it.
+	minTrust := engine.TrustDiscovered
+	if rule, admitted := c.conf().Policy.Kinds[m.Kind]; admitted {
+		minTrust = rule.MinTier
 	}
 	req := request(v, o, minTrust)
 	c.shapeRequest(&req, o, in)
@@ -540,7 +544,7 @@ func (c *Controller) place(ctx context.Context, p Package, o Order, in intent, t
 		c.met.placements.WithLabelValues(outError).Inc()
 		return Report{}, err
 	}
-	rep = Report{DecisionID: id, Decision: dec}
+	rep = Report{DecisionID: id, Decision: dec, Governance: c.governanceDenial(p.Verified().Manifest.Kind, dec)}
 	defer func() { c.recent.add(rep) }()
 	switch {
 	case o.DryRun:
@@ -645,6 +649,9 @@ func (r Report) Explain() string {
 	b.WriteString(r.Decision.Explain())
 	if !strings.HasSuffix(b.String(), "\n") {
 		b.WriteByte('\n')
+	}
+	if r.Governance != "" {
+		b.WriteString("governance: " + r.Governance + "\n")
 	}
 	writeDispatch(&b, r.DecisionID, r.Attempts)
 	if r.Unsettled {

@@ -584,7 +584,7 @@ func (c *Controller) placeDeclared(ctx context.Context, w Workload, p Package, d
 	version := p.Verified().Manifest.Version
 	previewed := ""
 	if _, dec, err := c.evaluate(p, o, in); dec.Chosen == nil {
-		previewed = unplaceable(dec, err)
+		previewed = c.declUnplaceable(p, dec, err)
 		c.mu.Lock()
 		same := c.decls[w.Name] != nil && c.decls[w.Name].LastError == previewed
 		c.mu.Unlock()
@@ -603,7 +603,7 @@ func (c *Controller) placeDeclared(ctx context.Context, w Workload, p Package, d
 		}
 		return false, errors.Join(err, c.declFailed(w, version, why, nil))
 	case rep.Decision.Chosen == nil:
-		return false, errors.Join(err, c.declFailed(w, version, unplaceable(rep.Decision, nil), nil))
+		return false, errors.Join(err, c.declFailed(w, version, c.declUnplaceable(p, rep.Decision, nil), nil))
 	default:
 		return false, errors.Join(err, c.declFailed(w, version, exhausted(rep.Attempts), nil))
 	}
