@@ -115,13 +115,9 @@ func cmdCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	req.JSON = *asJSON
 
-	path := *socket
-	if path == "" {
-		cfg, _, err := loadConfig(*cfgPath, true)
-		if err != nil {
-			return err
-		}
-		path = cfg.SocketPath()
+	path, err := ctlSocket(*socket, *cfgPath, stderr)
+	if err != nil {
+		return err
 	}
 	timeout := ctl.CallTimeout + ctlMargin
 	if req.Verb == dispatch.VerbPlace {
