@@ -456,10 +456,7 @@ func printPlacements(w io.Writer, ps []placementDoc) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "DECISION\tWORKLOAD\tPACKAGE\tNODE\tVARIANT\tINSTANCE\tLIFE\tHOST STATE\tMOVES\tNOTE")
 	for _, p := range ps {
-		state := p.HostState
-		if state == "" {
-			state = "-"
-		}
+		state := hostStateText(p)
 		note := p.LastError
 		if note == "" && p.LostReason != "" {
 			note = "lost: " + p.LostReason

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/nodeld/nodeld/internal/dispatch"
+	"github.com/nodeld/nodeld/internal/plane"
 )
 
 // refusedBy names the node that refused a request, "" when no node did.
@@ -25,4 +26,18 @@ func refusedBy(req dispatch.OperatorRequest, resp dispatch.OperatorResponse) str
 		}
 	}
 	return ""
+}
+
+// hostStateText is a placement's HOST STATE as ctl placements shows it:
+// the state its node last reported, or, for an instance the controller
+// holds lost (its node silent), "unknown (last <state>)": what the node
+// said before it went silent is not what it runs now.
+func hostStateText(p placementDoc) string {
+	switch {
+	case p.Life == plane.LifeLost && p.HostState != "":
+		return "unknown (last " + p.HostState + ")"
+	case p.Life == plane.LifeLost, p.HostState == "":
+		return "-"
+	}
+	return p.HostState
 }

@@ -39,3 +39,17 @@ func TestRefusedByNamesOnlyARefusingNode(t *testing.T) {
 		t.Errorf("a node's refusal = %q, want %q", got, want)
 	}
 }
+
+// TestPlacementsLostHostStateIsUnknown: a lost instance's HOST STATE is
+// not the stale "running" its node last reported.
+func TestPlacementsLostHostStateIsUnknown(t *testing.T) {
+	var sb strings.Builder
+	printPlacements(&sb, []placementDoc{
+		{DecisionID: strings.Repeat("a", 64), Workload: "chat", Node: "n-b", Life: "lost", HostState: "running", LostReason: "node silent"},
+		{DecisionID: strings.Repeat("b", 64), Workload: "embed", Node: "n-c", Life: "placed", HostState: "running"},
+	})
+	lines := strings.Split(sb.String(), "\n")
+	if len(lines) < 3 || !strings.Contains(lines[1], "unknown (last running)") || strings.Contains(lines[2], "unknown") {
+		t.Fatalf("placements:\n%s", sb.String())
+	}
+}
