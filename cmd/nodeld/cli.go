@@ -188,6 +188,11 @@ func cmdConfigCheck(args []string, stdout, stderr io.Writer) error {
 	if err == nil {
 		err = checkComponents(cfg, path)
 	}
+	if err == nil {
+		// The nodes the workloads name, as run and a reload resolve them
+		// (this node's key and first-contact pins are read from its data dir).
+		err = checkNodeRefs(cfg, path, knownNodesIn(cfg.Node.DataDir))
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return errSilent(2)

@@ -233,6 +233,9 @@ func printStatus(w io.Writer, st *statusDoc) {
 		fmt.Fprintf(w, "control  %d targets (%s), placements %s, %d unsettled\n", len(c.Targets),
 			countsText(c.TargetsByLiveness, "alive", "suspect", "dead"),
 			countsText(c.PlacementsByLife, "placed", "dispatching", "unsettled", "lost", "rescheduled"), c.Unsettled)
+		if len(c.DeclarationsByState) > 0 {
+			fmt.Fprintf(w, "declared %s\n", declaredText(c))
+		}
 		for _, t := range c.Targets {
 			name := t.Name
 			if name == "" {

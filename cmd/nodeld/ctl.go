@@ -34,6 +34,7 @@ Verbs (NODE is a node id, a configured peer name, or "self"):
   logs NODE INSTANCE
   explain DECISION-ID    (or its first 8 or more characters)
   placements
+  workloads              (the declared workloads: state, since when, last reason)
   nodes
 
 When this node runs a controller (controller.enabled), place goes through
@@ -114,13 +115,9 @@ func cmdCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	req.JSON = *asJSON
 
-	path := *socket
-	if path == "" {
-		cfg, _, err := loadConfig(*cfgPath, true)
-		if err != nil {
-			return err
-		}
-		path = cfg.SocketPath()
+	path, err := ctlSocket(*socket, *cfgPath, stderr)
+	if err != nil {
+		return err
 	}
 	timeout := ctl.CallTimeout + ctlMargin
 	if req.Verb == dispatch.VerbPlace {
@@ -224,7 +221,7 @@ func ctlRequest(pos []string, set map[string]bool, f ctlFlags) (dispatch.Operato
 		}
 		req.Args.DecisionID = rest[0]
 		return req, nil
-	case verbPlacements, verbNodes:
+	case verbPlacements, verbNodes, verbWorkloads:
 		return req, nargs(0, 0)
 	default:
 		return req, usageError("ctl: unknown verb %q", verb)
@@ -260,10 +257,10 @@ func printCtl(stdout io.Writer, req dispatch.OperatorRequest, resp dispatch.Oper
 	case dispatch.ClassOK:
 		return nil
 	case dispatch.ClassRefused:
-		if req.Node == "" {
-			return &exitError{code: 1, err: fmt.Errorf("%s refused: %s: %s", req.Verb, resp.Code, resp.Reason)}
+		if by := refusedBy(req, resp); by != "" {
+			return &exitError{code: 1, err: fmt.Errorf("%s refused by %s: %s: %s", req.Verb, by, resp.Code, resp.Reason)}
 		}
-		return &exitError{code: 1, err: fmt.Errorf("%s refused by %s: %s: %s", req.Verb, req.Node, resp.Code, resp.Reason)}
+		return &exitError{code: 1, err: fmt.Errorf("%s refused: %s: %s", req.Verb, resp.Code, resp.Reason)}
 	case dispatch.ClassUnreachable:
 		if req.Node == "" {
 			return &exitError{code: 3, err: fmt.Errorf("%s: unreachable: %s", req.Verb, resp.Reason)}
@@ -408,6 +405,13 @@ func printReadable(w io.Writer, req dispatch.OperatorRequest, resp dispatch.Oper
 			return
 		}
 		printPlacements(w, ps)
+	case verbWorkloads:
+		var ws []workloadDoc
+		if json.Unmarshal(raw, &ws) != nil {
+			asJSON()
+			return
+		}
+		printWorkloads(w, ws)
 	case verbNodes:
 		var ns []nodeDoc
 		if json.Unmarshal(raw, &ns) != nil {
@@ -452,10 +456,7 @@ func printPlacements(w io.Writer, ps []placementDoc) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "DECISION\tWORKLOAD\tPACKAGE\tNODE\tVARIANT\tINSTANCE\tLIFE\tHOST STATE\tMOVES\tNOTE")
 	for _, p := range ps {
-		state := p.HostState
-		if state == "" {
-			state = "-"
-		}
+		state := hostStateText(p)
 		note := p.LastError
 		if note == "" && p.LostReason != "" {
 			note = "lost: " + p.LostReason

@@ -62,7 +62,7 @@ var _ dispatch.OperatorBackend = (*operatorBackend)(nil)
 
 // Verbs returns the dispatcher's verbs and the controller's.
 func (b *operatorBackend) Verbs() []string {
-	return append(b.d.Verbs(), verbExplain, verbPlacements, verbNodes)
+	return append(b.d.Verbs(), verbExplain, verbPlacements, verbNodes, verbWorkloads)
 }
 
 // Operate serves one request.
@@ -99,7 +99,7 @@ func (b *operatorBackend) Operate(ctx context.Context, req dispatch.OperatorRequ
 			// start ID names a placement, not a node's instance.
 			return controllerOnly(req.Verb + " without a node (of an instance the controller placed)")
 		}
-	case verbExplain, verbPlacements, verbNodes:
+	case verbExplain, verbPlacements, verbNodes, verbWorkloads:
 		if b.ctrl == nil {
 			return controllerOnly(req.Verb)
 		}
@@ -108,6 +108,8 @@ func (b *operatorBackend) Operate(ctx context.Context, req dispatch.OperatorRequ
 			return b.explain(a.DecisionID)
 		case verbPlacements:
 			return okResult(b.n.id.ID(), placementDocs(b.ctrl.c.Placements()))
+		case verbWorkloads:
+			return okResult(b.n.id.ID(), workloadDocs(b.ctrl.c.Declarations()))
 		default:
 			return okResult(b.n.id.ID(), b.nodeDocs())
 		}
@@ -242,6 +244,10 @@ func (b *operatorBackend) place(ctx context.Context, req dispatch.OperatorReques
 		res.Outcome = "unsettled"
 		resp = dispatch.OperatorResponse{Class: dispatch.ClassIndeterminate,
 			Reason: "the place went without an answer and the node could not say whether it holds the instance; the controller settles it on a later tick (nodeld ctl placements)"}
+	case rep.Governance != "":
+		// The policy denied it: no node was asked.
+		res.Outcome = string(ctl.CodeGovernance)
+		resp = dispatch.OperatorResponse{Class: dispatch.ClassRefused, Code: string(ctl.CodeGovernance), Reason: rep.Governance}
 	case rep.Decision.Chosen == nil:
 		res.Outcome = codeUnplaceable
 		resp = dispatch.OperatorResponse{Class: dispatch.ClassRefused, Code: codeUnplaceable, Reason: "no eligible node (see the explanation)"}

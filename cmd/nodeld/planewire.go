@@ -128,20 +128,14 @@ func controllerNotes(cfg *config.Config) []string {
 	return notes
 }
 
-// resolveRef resolves a node reference: "self", this node's id or its
-// node.name is this node; a configured peer's name or id is its node id
-// once its key is known. ok is false for anything else, returned as it
-// is.
+// resolveRef resolves a node reference the one way config check does
+// (config.ResolveNodeRef, with what this daemon knows): "self", this
+// node's id or its node.name is this node; a configured peer's name or id
+// is its node id once its key is known. ok is false for anything else,
+// returned as it is.
 func (n *node) resolveRef(ref string) (string, bool) {
-	if ref == config.SelfRef || ref == n.id.ID() || ref != "" && ref == n.config().Node.Name {
-		return n.id.ID(), true
-	}
-	if n.mesh != nil {
-		if id, ok := n.mesh.ResolveRef(ref); ok {
-			return id, true
-		}
-	}
-	return ref, false
+	id, kind := config.ResolveNodeRef(n.config(), n.knownNodes(), ref)
+	return id, kind == config.RefSelf || kind == config.RefPeer
 }
 
 func (n *node) refOrWritten(ref string) string {
@@ -515,5 +509,6 @@ func (r *controllerRunner) status(n *node) *controllerDoc {
 			doc.Unsettled++
 		}
 	}
+	doc.DeclarationsByState, doc.Unplaceable = declarationCounts(r.c.Declarations())
 	return doc
 }

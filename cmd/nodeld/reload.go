@@ -77,6 +77,9 @@ func (n *node) applyReload() error {
 	if err := checkComponents(next, configSource(n.cfgPath)); err != nil {
 		return err
 	}
+	if err := checkNodeRefs(next, configSource(n.cfgPath), n.knownNodes()); err != nil {
+		return err
+	}
 	p, err := n.prepareReload(next)
 	if err != nil {
 		return err

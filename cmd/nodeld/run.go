@@ -123,6 +123,10 @@ func runDaemon(ctx context.Context, o daemonOptions) (err error) {
 		log.Info("generated node key", zap.String("path", identity.KeyPath(cfg.Node.DataDir)))
 	}
 	log = log.With(zap.String("node_id", id.ID()))
+	// The nodes the workloads name, as config check resolves them.
+	if err := checkNodeRefs(cfg, configSource(o.cfgPath), knownNodesIn(cfg.Node.DataDir)); err != nil {
+		return &exitError{code: 2, err: err}
+	}
 	var now func() time.Time // nil: the components' default, time.Now
 	if off := o.clockOffset; off != 0 {
 		now = func() time.Time { return time.Now().Add(off) }

@@ -46,6 +46,11 @@ type controllerDoc struct {
 	// answer and that are not reconciled yet.
 	Unsettled int         `json:"unsettled"`
 	Targets   []targetDoc `json:"targets"`
+	// DeclarationsByState counts the declared workloads: placed, pending,
+	// unplaceable; Unplaceable names the unplaceable ones (nodeld ctl
+	// workloads says why).
+	DeclarationsByState map[string]int `json:"declarations_by_state"`
+	Unplaceable         []string       `json:"unplaceable"`
 }
 
 // targetDoc is one controller target in the status.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -110,4 +111,20 @@ func encodeKnownPeers(pins map[string]knownPeer) ([]byte, error) {
 		return nil, fmt.Errorf("encode known peers: %w", err)
 	}
 	return append(data, '\n'), nil
+}
+
+// ReadPins returns the node ids pinned on first contact in dataDir's
+// known_peers.json, by peer address: what config check needs to resolve
+// a node id that names a peer whose key the config does not give. A
+// missing file has no pins; a damaged one is an error, as it is to New.
+func ReadPins(dataDir string) (map[string]string, error) {
+	pins, err := loadKnownPeers(filepath.Join(dataDir, KnownPeersFile))
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(pins))
+	for addr, p := range pins {
+		out[addr] = p.ID
+	}
+	return out, nil
 }

@@ -304,6 +304,10 @@ func (rec *decisionRecord) explain(b *strings.Builder) {
 	if rec.RankedOmitted > 0 {
 		fmt.Fprintf(b, "  ... and %d more candidates, not chained\n", rec.RankedOmitted)
 	}
+	for _, n := range rec.Notes {
+		b.WriteString(n + "\n")
+	}
+	b.WriteString(tieBreakNote + "\n")
 }
 
 func score2(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) }

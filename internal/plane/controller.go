@@ -312,6 +312,13 @@ type Report struct {
 	// could not say whether it holds the instance: nothing else is tried
 	// until a later tick settles it.
 	Unsettled bool
+	// Governance is the policy's reason when governance, not the engine,
+	// placed nothing (governance.go); "" otherwise.
+	Governance string
+	// Notes are the lines Explain adds after the engine's explanation
+	// (explainnotes.go): prefer and avoid, the affinity that chose, the
+	// measured perf figures, the tie-break rule.
+	Notes []string
 }
 
 // snapshotLocked copies the placements and declarations for encoding
@@ -399,6 +406,9 @@ type decisionRecord struct {
 	Choice        *chainedChoice     `json:"choice,omitempty"`
 	Ranked        []chainedCandidate `json:"ranked,omitempty"`
 	RankedOmitted int                `json:"ranked_omitted,omitempty"`
+	// Notes are the explanation's lines beyond the engine's
+	// (explainnotes.go).
+	Notes []string `json:"notes,omitempty"`
 }
 
 // evaluate runs governance and the engine for order o on the current
@@ -408,10 +418,11 @@ func (c *Controller) evaluate(p Package, o Order, in intent) (engine.Request, en
 	v := p.Verified()
 	m := v.Manifest
 	now := c.now()
-	rule, admitted := c.conf().Policy.Kinds[m.Kind]
-	minTrust := rule.MinTier
-	if !admitted {
-		minTrust = engine.TrustPinned
+	// A kind the policy does not admit is denied by the gate on every
+	// node, with the policy's reason; no trust floor is made up for it.
+	minTrust := engine.TrustDiscovered
+	if rule, admitted := c.conf().Policy.Kinds[m.Kind]; admitted {
+		minTrust = rule.MinTier
 	}
 	req := request(v, o, minTrust)
 	c.shapeRequest(&req, o, in)
@@ -422,9 +433,9 @@ func (c *Controller) evaluate(p Package, o Order, in intent) (engine.Request, en
 }
 
 // decide runs governance and the engine for order o and chains the
-// decision. It returns the decision, its id and the ranked dispatch
-// candidates.
-func (c *Controller) decide(p Package, o Order, in intent) (engine.Decision, string, []Candidate, error) {
+// decision. It returns the decision, its id, the ranked dispatch
+// candidates and the explanation's notes (chained with it).
+func (c *Controller) decide(p Package, o Order, in intent) (engine.Decision, string, []Candidate, []string, error) {
 	v := p.Verified()
 	m := v.Manifest
 	req, dec, err := c.evaluate(p, o, in)
@@ -441,14 +452,15 @@ func (c *Controller) decide(p Package, o Order, in intent) (engine.Decision, str
 	if err != nil && !errors.As(err, &pinErr) {
 		rec.Error = err.Error()
 		if _, cerr := c.appendChain(KindRefuse, rec); cerr != nil {
-			return engine.Decision{}, "", nil, errors.Join(err, cerr)
+			return engine.Decision{}, "", nil, nil, errors.Join(err, cerr)
 		}
-		return engine.Decision{}, "", nil, fmt.Errorf("placement of %s: %w", req.Name, err)
+		return engine.Decision{}, "", nil, nil, fmt.Errorf("placement of %s: %w", req.Name, err)
 	}
 	if err != nil {
 		rec.Error = err.Error()
 	}
 	rec.explainFields(dec)
+	rec.Notes = c.explainNotes(m, o, dec)
 	var cands []Candidate
 	if dec.Chosen != nil {
 		rec.Chosen, rec.Variant = dec.Chosen.Node, dec.Chosen.Variant
@@ -471,9 +483,9 @@ func (c *Controller) decide(p Package, o Order, in intent) (engine.Decision, str
 	}
 	id, cerr := c.appendChain(KindDecision, rec)
 	if cerr != nil {
-		return engine.Decision{}, "", nil, cerr
+		return engine.Decision{}, "", nil, nil, cerr
 	}
-	return dec, id, cands, nil
+	return dec, id, cands, rec.Notes, nil
 }
 
 // view builds the engine's nodes for a workload of kind named name.
@@ -535,12 +547,13 @@ func (c *Controller) Place(ctx context.Context, o Order) (Report, error) {
 // is.
 func (c *Controller) place(ctx context.Context, p Package, o Order, in intent, timeout time.Duration) (rep Report, err error) {
 	replaces := in.replaces
-	dec, id, cands, err := c.decide(p, o, in)
+	dec, id, cands, notes, err := c.decide(p, o, in)
 	if err != nil {
 		c.met.placements.WithLabelValues(outError).Inc()
 		return Report{}, err
 	}
-	rep = Report{DecisionID: id, Decision: dec}
+	rep = Report{DecisionID: id, Decision: dec, Governance: c.governanceDenial(p.Verified().Manifest.Kind, dec),
+		Notes: notes}
 	defer func() { c.recent.add(rep) }()
 	switch {
 	case o.DryRun:
@@ -645,6 +658,13 @@ func (r Report) Explain() string {
 	b.WriteString(r.Decision.Explain())
 	if !strings.HasSuffix(b.String(), "\n") {
 		b.WriteByte('\n')
+	}
+	for _, n := range r.Notes {
+		b.WriteString(n + "\n")
+	}
+	b.WriteString(tieBreakNote + "\n")
+	if r.Governance != "" {
+		b.WriteString("governance: " + r.Governance + "\n")
 	}
 	writeDispatch(&b, r.DecisionID, r.Attempts)
 	if r.Unsettled {

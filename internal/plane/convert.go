@@ -5,7 +5,6 @@ package plane
 // routes, co-residency labels and the perf target from manifests.
 
 import (
-	"fmt"
 	"maps"
 	"math"
 	"slices"
@@ -236,27 +235,14 @@ func variantResources(m *pkg.Manifest, variant string) Reservation {
 // gate is governance's verdict for placing a workload of kind on node n
 // (default deny).
 func gate(p Policy, kind string, n *nodeState) (engine.Verdict, string) {
-	if _, ok := p.Kinds[kind]; !ok {
-		return engine.VerdictDeny, fmt.Sprintf("kind %q is not admitted by the policy (default deny)", kind)
+	if why := kindDenial(p, kind); why != "" {
+		return engine.VerdictDeny, why
 	}
 	if why := n.hostGate(); why != "" {
 		return engine.VerdictDeny, why
 	}
-	if slices.Contains(p.DenyNodes, n.target.ID) {
-		return engine.VerdictDeny, "node is in policy.deny_nodes"
-	}
-	if n.facts != nil {
-		keys := make([]string, 0, len(p.DenyLabels))
-		for k := range p.DenyLabels {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			v, has := n.facts.facts.Labels[k]
-			if want := p.DenyLabels[k]; has && (want == "*" || want == v) {
-				return engine.VerdictDeny, fmt.Sprintf("label %s=%s is in policy.deny_labels", k, v)
-			}
-		}
+	if why := policyNodeDenial(p, n); why != "" {
+		return engine.VerdictDeny, why
 	}
 	return engine.VerdictAllow, ""
 }

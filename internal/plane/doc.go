@@ -48,7 +48,18 @@
 //     retired instead. A declaration that cannot be placed backs off like
 //     a reschedule, and its failure is chained once per change of reason
 //     (an unplaceable decision whose reason is unchanged is evaluated, not
-//     chained again).
+//     chained again). Declarations (declview.go) lists each declared
+//     workload with its state (placed, pending, unplaceable), its last
+//     reason and since when; the gauge nodeld_plane_declarations{state}
+//     counts them, and each change of reason is logged once at warn.
+//   - Governance (governance.go): when the policy, not the engine, placed
+//     nothing (a kind not admitted: no trust floor is made up for it; or
+//     every node considered, the pin alone when pinned, denied by
+//     deny_nodes or deny_labels), Report.Governance has the policy's
+//     reason and a declaration's reason starts "governance:".
+//   - A decision's explanation adds notes (explainnotes.go, chained with
+//     the decision): prefer and avoid, which of them chose, the measured
+//     figure behind each perf score, and the tie-break rule.
 //   - Revocation (reference 4.8): a package the dispatcher refuses as
 //     revoked (package, signer or artifact) is not placed; the refusal is
 //     chained with the revoked subject (operator places and declarations

@@ -13,7 +13,9 @@ type metrics struct {
 	reschedule *prometheus.CounterVec
 	nodes      *prometheus.GaugeVec
 	unsettled  prometheus.Gauge
-	tick       prometheus.Histogram
+	// declarations counts the declared workloads by state (declview.go).
+	declarations *prometheus.GaugeVec
+	tick         prometheus.Histogram
 }
 
 // Outcome label values.
@@ -57,6 +59,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "nodeld_plane_unsettled_decisions",
 			Help: "Decisions whose place went without an answer and are not reconciled yet.",
 		}),
+		declarations: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "nodeld_plane_declarations",
+			Help: "Declared workloads by state: placed, pending, unplaceable.",
+		}, []string{"state"}),
 		tick: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "nodeld_plane_tick_duration_seconds",
 			Help:    "Duration of one lifecycle tick.",
@@ -66,7 +72,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.placements, m.dispatches, m.reschedule, m.nodes, m.unsettled, m.tick} {
+	for _, c := range []prometheus.Collector{m.placements, m.dispatches, m.reschedule, m.nodes, m.unsettled, m.declarations, m.tick} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register plane metrics: %w", err)
 		}

@@ -33,6 +33,8 @@ type declState struct {
 	Attempts    int       `json:"attempts"`
 	NextAttempt time.Time `json:"next_attempt,omitzero"`
 	LastError   string    `json:"last_error,omitempty"`
+	// Since is when LastError was first given (declview.go).
+	Since time.Time `json:"since,omitzero"`
 }
 
 func (d *declState) check() error {
@@ -368,6 +370,7 @@ func (c *Controller) reconcileDeclared(ctx context.Context, now time.Time) error
 		}
 		errs = append(errs, c.reconcileWorkload(ctx, w, now))
 	}
+	c.updateDeclGauge()
 	return errors.Join(errs...)
 }
 
@@ -581,7 +584,7 @@ func (c *Controller) placeDeclared(ctx context.Context, w Workload, p Package, d
 	version := p.Verified().Manifest.Version
 	previewed := ""
 	if _, dec, err := c.evaluate(p, o, in); dec.Chosen == nil {
-		previewed = unplaceable(dec, err)
+		previewed = c.declUnplaceable(p, dec, err)
 		c.mu.Lock()
 		same := c.decls[w.Name] != nil && c.decls[w.Name].LastError == previewed
 		c.mu.Unlock()
@@ -600,7 +603,7 @@ func (c *Controller) placeDeclared(ctx context.Context, w Workload, p Package, d
 		}
 		return false, errors.Join(err, c.declFailed(w, version, why, nil))
 	case rep.Decision.Chosen == nil:
-		return false, errors.Join(err, c.declFailed(w, version, unplaceable(rep.Decision, nil), nil))
+		return false, errors.Join(err, c.declFailed(w, version, c.declUnplaceable(p, rep.Decision, nil), nil))
 	default:
 		return false, errors.Join(err, c.declFailed(w, version, exhausted(rep.Attempts), nil))
 	}
@@ -665,12 +668,16 @@ func (c *Controller) declFailed(w Workload, version, why string, cause error) er
 	st.Attempts++
 	st.NextAttempt = now.Add(backoff(c.conf().RetryBackoff, st.Attempts))
 	isNew := st.LastError != why
+	if isNew {
+		st.Since = now
+	}
 	st.LastError = why
-	attempt := st.Attempts
+	attempt, next := st.Attempts, st.NextAttempt
 	c.mu.Unlock()
 	if !isNew {
 		return nil
 	}
+	c.logDeclFailed(w, version, why, attempt, next)
 	rec := refuseRecord{Phase: "declared", Workload: w.Name, Package: w.Package, Version: version, Reason: why,
 		Revoked: revokedSubject(cause), Attempt: attempt, Next: "retry with backoff"}
 	_, err := c.appendChain(KindRefuse, rec)
@@ -680,8 +687,13 @@ func (c *Controller) declFailed(w Workload, version, why string, cause error) er
 // declOK clears the backoff of workload name after a success.
 func (c *Controller) declOK(name string) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	was := ""
 	if st := c.decls[name]; st != nil {
-		st.Attempts, st.NextAttempt, st.LastError = 0, time.Time{}, ""
+		was = st.LastError
+		st.Attempts, st.NextAttempt, st.LastError, st.Since = 0, time.Time{}, "", time.Time{}
+	}
+	c.mu.Unlock()
+	if was != "" {
+		c.logDeclPlaced(name, was)
 	}
 }
