@@ -96,7 +96,11 @@ func TestOllamaInstanceFailsWithAReason(t *testing.T) {
 	id, _ := c.placeRunning(t, p)
 	before := time.Now()
 	ollama.Kill()
-	meshtest.WaitFor(t, "failed", func() bool { return c.state(id) == ctl.StateFailed })
+	// The state changes under the instance lock; the metric and the chain
+	// record follow it, so wait for the record too.
+	meshtest.WaitFor(t, "failed and chained", func() bool {
+		return c.state(id) == ctl.StateFailed && len(c.audit.ofKind(KindFailed)) > 0
+	})
 	st := c.instanceStatus(t, id)
 	if st.Status.Reason != ctl.ReasonRestartBudget || st.Status.Since.Before(before) || !strings.Contains(st.Status.Detail, "restart budget spent") {
 		t.Errorf("failed status: %+v", st.Status)
