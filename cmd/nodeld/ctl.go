@@ -467,7 +467,7 @@ func printPlacements(w io.Writer, ps []placementDoc) {
 			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s %s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", shortHash(p.DecisionID), p.Workload, p.Package, p.Version,
-			p.Node, p.Variant, p.InstanceID, p.Life, state, p.Reschedules, note)
+			p.Node, p.Variant, p.InstanceID, p.Life, state, len(p.Moves), note)
 	}
 	_ = tw.Flush()
 }

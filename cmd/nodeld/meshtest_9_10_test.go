@@ -454,7 +454,7 @@ func TestMeshtest_9_10_DemotedFallbackThenPromoted(t *testing.T) {
 // TestMeshtest_9_10_RebootInsideGrace: B restarts (its host comes back
 // without the instance) well inside dead_after. A's next tick with B
 // answering finds the instance missing: lost ("instance missing though
-// its node is up"), placed again at once with one reschedule, chained as
+// its node is up"), placed again at once on B (no move), chained as
 // a migrate of reason instance_lost; one copy runs.
 func TestMeshtest_9_10_RebootInsideGrace(t *testing.T) {
 	t.Parallel()
@@ -477,7 +477,7 @@ func TestMeshtest_9_10_RebootInsideGrace(t *testing.T) {
 		t.Fatalf("lost records: %+v", got)
 	}
 	ps := a.ctrl().Placements()
-	if len(ps) != 1 || ps[0].Life != plane.LifePlaced || ps[0].Reschedules != 1 {
+	if len(ps) != 1 || ps[0].Life != plane.LifePlaced || ps[0].Node != lc.idB || len(ps[0].Moves) != 0 {
 		t.Fatalf("placements: %+v", ps)
 	}
 	mig := a.find(plane.KindMigrate, nil)
@@ -541,7 +541,7 @@ func TestMeshtest_9_10_PinnedRebootAfterGrace(t *testing.T) {
 		return !still
 	})
 	ps := a.ctrl().Placements()
-	if len(ps) != 1 || ps[0].Node != lc.idB || ps[0].InstanceID != iid || ps[0].Life != plane.LifePlaced || ps[0].Reschedules != 1 {
+	if len(ps) != 1 || ps[0].Node != lc.idB || ps[0].InstanceID != iid || ps[0].Life != plane.LifePlaced || len(ps[0].Moves) != 0 {
 		t.Fatalf("placements: %+v", ps)
 	}
 	if mig := a.find(plane.KindMigrate, nil); len(mig) != 1 || mig[0].Payload["reason"] != "instance_lost" ||
@@ -611,8 +611,8 @@ func TestMeshtest_9_10_NoNodeRetriedWithBackoff(t *testing.T) {
 // TestMeshtest_9_10_MaxReschedulesCaps: with max_reschedules 1, the
 // instance moves from B (killed) to C once. B restarts (its replaced copy
 // is gone: orphan unloaded); then C dies: the instance is lost and stays
-// put with the alert "already rescheduled 1 times", though B could take
-// it.
+// put, capped, with the alert "moved 1 times in the last 1h0m0s", though
+// B could take it.
 func TestMeshtest_9_10_MaxReschedulesCaps(t *testing.T) {
 	t.Parallel()
 	lc := newLC(t, lcOpts{ctrl: "  max_reschedules: 1\n"})
@@ -622,7 +622,7 @@ func TestMeshtest_9_10_MaxReschedulesCaps(t *testing.T) {
 	a.tick()
 	lc.pastDeadAfter()
 	o := lc.others(dec)
-	if len(o) != 1 || o[0].Node != lc.idC || o[0].Reschedules != 1 {
+	if len(o) != 1 || o[0].Node != lc.idC || len(o[0].Moves) != 1 {
 		t.Fatalf("first move: %+v", a.ctrl().Placements())
 	}
 	moved := o[0].DecisionID
@@ -637,7 +637,10 @@ func TestMeshtest_9_10_MaxReschedulesCaps(t *testing.T) {
 	a.tick()
 	lc.pastDeadAfter()
 	lc.pastDeadAfter()
-	lc.wantLostInPlace("second loss", moved, "already rescheduled 1 times", "B", lc.b)
+	lc.wantLostInPlace("second loss", moved, "capped: lost, not placed again: moved 1 times", "B", lc.b)
+	if p := lc.mustPl(moved); !p.Capped {
+		t.Fatalf("not capped: %+v", p)
+	}
 }
 
 // TestMeshtest_9_10_UnloadWhileUnreachableNotUndone: B is cut off; its

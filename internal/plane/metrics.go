@@ -13,6 +13,9 @@ type metrics struct {
 	reschedule *prometheus.CounterVec
 	nodes      *prometheus.GaugeVec
 	unsettled  prometheus.Gauge
+	// capped and restarts: moves.go, failed.go.
+	capped   prometheus.Gauge
+	restarts *prometheus.CounterVec
 	tick       prometheus.Histogram
 }
 
@@ -57,6 +60,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "nodeld_plane_unsettled_decisions",
 			Help: "Decisions whose place went without an answer and are not reconciled yet.",
 		}),
+		capped: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "nodeld_plane_capped_placements",
+			Help: "Lost placements not placed again: moved max_reschedules times within reschedule_window.",
+		}),
+		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodeld_plane_instance_restarts_total",
+			Help: "Starts the controller sent for failed instances, by outcome: started, failed.",
+		}, []string{"outcome"}),
 		tick: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "nodeld_plane_tick_duration_seconds",
 			Help:    "Duration of one lifecycle tick.",
@@ -66,7 +77,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.placements, m.dispatches, m.reschedule, m.nodes, m.unsettled, m.tick} {
+	for _, c := range []prometheus.Collector{m.placements, m.dispatches, m.reschedule, m.nodes, m.unsettled, m.capped, m.restarts, m.tick} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register plane metrics: %w", err)
 		}
