@@ -372,6 +372,9 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 			// A peer that joins or comes back gets the revocation notices
 			// this node holds.
 			OnLinkUp: l.replayNotices,
+			// A peer that stopped (not restarted) is dead to the
+			// controller at once.
+			OnPeerStopped: n.peerStopped,
 		})
 		if err != nil {
 			return nil, err

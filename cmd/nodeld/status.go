@@ -46,6 +46,18 @@ type controllerDoc struct {
 	// answer and that are not reconciled yet.
 	Unsettled int         `json:"unsettled"`
 	Targets   []targetDoc `json:"targets"`
+	// Capped lists the lost placements not placed again: they moved
+	// max_reschedules times within reschedule_window (ctl start places
+	// one again).
+	Capped []cappedDoc `json:"capped,omitempty"`
+}
+
+// cappedDoc is one capped placement in the status.
+type cappedDoc struct {
+	DecisionID string `json:"decision_id"`
+	Workload   string `json:"workload"`
+	Node       string `json:"node"`
+	Moves      int    `json:"moves"`
 }
 
 // targetDoc is one controller target in the status.

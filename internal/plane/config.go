@@ -12,13 +12,13 @@ import (
 
 // Defaults of Config, the original controller's.
 const (
-	DefaultTick              = 5 * time.Second
-	DefaultDeadAfter         = 30 * time.Second
-	DefaultRetryBackoff      = 10 * time.Second
-	DefaultMaxReschedules    = 5
-	DefaultRescheduleWindow  = time.Hour
+	DefaultTick             = 5 * time.Second
+	DefaultDeadAfter        = 30 * time.Second
+	DefaultRetryBackoff     = 10 * time.Second
+	DefaultMaxReschedules   = 5
+	DefaultRescheduleWindow = time.Hour
 	// MaxRescheduleWindow caps RescheduleWindow (a week).
-	MaxRescheduleWindow = 168 * time.Hour
+	MaxRescheduleWindow      = 168 * time.Hour
 	DefaultDescribeTimeout   = 3 * time.Second
 	DefaultPlaceTimeout      = 280 * time.Second
 	DefaultRescheduleTimeout = 60 * time.Second

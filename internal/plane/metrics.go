@@ -16,7 +16,7 @@ type metrics struct {
 	// capped and restarts: moves.go, failed.go.
 	capped   prometheus.Gauge
 	restarts *prometheus.CounterVec
-	tick       prometheus.Histogram
+	tick     prometheus.Histogram
 }
 
 // Outcome label values.

@@ -107,17 +107,17 @@ type statePlacement struct {
 // compared by pointer: a placement's order is replaced, never changed in
 // place.
 type placementCore struct {
-	DecisionID   string    `json:"decision_id"`
-	Package      int       `json:"package"`
-	Node         string    `json:"node"`
-	Variant      string    `json:"variant"`
-	Instance     string    `json:"instance,omitempty"`
-	InstanceID   string    `json:"instance_id,omitempty"`
-	PlacedAt     time.Time `json:"placed_at,omitzero"`
-	Life         Lifecycle `json:"life"`
-	HostState    string    `json:"host_state,omitempty"`
-	Order        *Order    `json:"order,omitempty"`
-	Cursor       int       `json:"cursor,omitempty"`
+	DecisionID string    `json:"decision_id"`
+	Package    int       `json:"package"`
+	Node       string    `json:"node"`
+	Variant    string    `json:"variant"`
+	Instance   string    `json:"instance,omitempty"`
+	InstanceID string    `json:"instance_id,omitempty"`
+	PlacedAt   time.Time `json:"placed_at,omitzero"`
+	Life       Lifecycle `json:"life"`
+	HostState  string    `json:"host_state,omitempty"`
+	Order      *Order    `json:"order,omitempty"`
+	Cursor     int       `json:"cursor,omitempty"`
 	// Reschedules is the lifelong move count files written before
 	// Moves existed hold; read (movesOf), never written.
 	Reschedules  int       `json:"reschedules,omitempty"`
