@@ -241,7 +241,7 @@ func printStatus(w io.Writer, st *statusDoc) {
 		}
 		for _, p := range c.Capped {
 			fmt.Fprintf(w, "capped   %s decision %s lost on %s, moved %d times in reschedule_window: nodeld ctl start %s places it again\n",
-				p.Workload, shortHash(p.DecisionID), p.Node, p.Moves, shortHash(p.DecisionID))
+				p.Workload, shortHash(p.DecisionID), p.Node, p.Moves, p.DecisionID[:min(16, len(p.DecisionID))])
 		}
 	}
 	insts := append([]instanceDoc(nil), st.Instances...)
