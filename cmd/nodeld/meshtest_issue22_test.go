@@ -3,11 +3,16 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/pkg"
 	"github.com/nodeld/nodeld/internal/plane"
+	"github.com/nodeld/nodeld/internal/runner"
 )
 
 // copyDir copies the regular files of src (one level) into dst.
@@ -96,5 +101,80 @@ func TestMeshtest_FailoverPlacesWhatWasPlaced(t *testing.T) {
 	}
 	if got := lc.c.lcRunning(); len(got) != 1 || got[0] != nu[0].InstanceID {
 		t.Fatalf("C runs %v", got)
+	}
+}
+
+// TestMeshtest_FailedInstanceStartedAgain: B's host gives up on an
+// instance at its first exit (a restart budget of none) while its model
+// server cannot start (the package's start script fails while a flag
+// file exists): the instance is failed. A's controller starts it again
+// at its next tick (chained, the host refuses: the server still cannot
+// start), and again after the backoff once the server can: it runs.
+func TestMeshtest_FailedInstanceStartedAgain(t *testing.T) {
+	t.Parallel()
+	base := filepath.Dir(echoBinary(t))
+	flag, pidFile := filepath.Join(base, "issue22-fail.flag"), filepath.Join(base, "issue22-fail.pid")
+	pre := "[ -f '" + flag + "' ] && exit 1\necho $$ > '" + pidFile + "'\n"
+	dir, anchor := meshPackage(t, "echo-failing", echoManifest("echo-failing", "start.sh", defaultVariant),
+		map[string]string{"start.sh": lightScript(t, pre)})
+	m := newMesh(t, "a", "b")
+	m.node("b").restartPolicy = runner.RestartPolicy{Max: 0, Window: time.Hour, Backoff: 10 * time.Millisecond, MaxBackoff: 10 * time.Millisecond}
+	b := m.start("b", m.config("b", []peer{{name: "a", tier: "paired"}}, meshHost(m.node("a").key, anchor)))
+	a := m.start("a", m.config("a", []peer{{name: "b", tier: "paired"}}, meshController(anchor, "")))
+	a.waitAlive(m.id("b"))
+	res, rc, errOut := a.placeJSON(dir)
+	if rc != 0 || res.Outcome != "placed" {
+		t.Fatalf("place = %d %+v\n%s", rc, res, errOut)
+	}
+	a.tick()
+	t.Cleanup(func() { os.Remove(flag); os.Remove(pidFile) })
+	state := func() string {
+		for _, in := range b.lcHeld().Instances {
+			if in.InstanceID == res.InstanceID {
+				return in.Lifecycle
+			}
+		}
+		return ""
+	}
+	// The server dies and cannot start: the host gives up.
+	if err := os.WriteFile(flag, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pid, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := strconv.Atoi(strings.TrimSpace(string(pid)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(p, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the instance failed on B", func() bool { return state() == ctl.StateFailed })
+
+	a.tick() // started again: refused, the server still cannot start
+	if got := a.find(plane.KindLifecycle, map[string]any{"decision_id": res.DecisionID, "to": ctl.StateRunning}); len(got) != 1 {
+		t.Fatalf("restart records: %+v", got)
+	}
+	if pl := a.ctrl().Placements()[0]; pl.FailedSince.IsZero() || pl.Attempts != 1 {
+		t.Fatalf("after the first start: %+v", pl)
+	}
+	if st := state(); st == ctl.StateRunning {
+		t.Fatal("running while its server cannot start")
+	}
+	a.tick() // inside the backoff: nothing
+	if got := a.find(plane.KindLifecycle, map[string]any{"decision_id": res.DecisionID, "to": ctl.StateRunning}); len(got) != 1 {
+		t.Fatalf("started again inside the backoff: %+v", got)
+	}
+
+	// The server can start again: after the backoff it runs.
+	if err := os.Remove(flag); err != nil {
+		t.Fatal(err)
+	}
+	m.clock.Advance(11 * time.Second)
+	a.tick()
+	if st := state(); st != ctl.StateRunning {
+		t.Fatalf("not running after the second start: %s; alerts %+v", st, a.find(plane.KindAlert, nil))
 	}
 }

@@ -254,6 +254,9 @@ type nodeDeps struct {
 	// two revocation notices replayed to a peer; nil waits
 	// host.NoticeReplayPace.
 	replayWait func(ctx context.Context, peerID string, sent int) error
+	// hostRestart (tests only), when set, is the host's restart policy
+	// (a budget spent in milliseconds); zero keeps the runner's default.
+	hostRestart runner.RestartPolicy
 }
 
 // node is the running daemon: its components, in the order newNode builds
@@ -420,7 +423,7 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n.host, err = newHost(cfg, d.id, n, d.chain, n.rec, rev, n.facts, d.reg, d.log, hostHooks{stopFault: d.hostStopFault, replayWait: d.replayWait})
+	n.host, err = newHost(cfg, d.id, n, d.chain, n.rec, rev, n.facts, d.reg, d.log, hostHooks{stopFault: d.hostStopFault, replayWait: d.replayWait, restart: d.hostRestart})
 	if err != nil {
 		return nil, err
 	}
