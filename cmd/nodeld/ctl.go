@@ -18,6 +18,7 @@ import (
 
 	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/dispatch"
+	"github.com/nodeld/nodeld/internal/plane"
 )
 
 const ctlUsage = `usage: nodeld ctl [--config FILE] [--socket PATH] [--json] VERB ARGS...
@@ -336,6 +337,11 @@ func printReadable(w io.Writer, req dispatch.OperatorRequest, resp dispatch.Oper
 	case dispatch.VerbStart:
 		var p placementDoc
 		if req.Node == "" && json.Unmarshal(raw, &p) == nil && p.InstanceID != "" {
+			if p.Life == plane.LifeLost {
+				// A capped placement: the start cleared its cap.
+				fmt.Fprintf(w, "cap cleared: %s (decision %s), lost on %s, is placed again at the next tick\n", p.Workload, p.DecisionID, p.Node)
+				return
+			}
 			fmt.Fprintf(w, "started %s on %s (decision %s)\n", p.InstanceID, p.Node, p.DecisionID)
 			return
 		}

@@ -615,7 +615,8 @@ func TestMeshtest_9_10_NoNodeRetriedWithBackoff(t *testing.T) {
 // instance moves from B (killed) to C once. B restarts (its replaced copy
 // is gone: orphan unloaded); then C dies: the instance is lost and stays
 // put, capped, with the alert "moved 1 times in the last 1h0m0s", though
-// B could take it.
+// B could take it, until the operator's ctl start clears the cap: then it
+// goes to B.
 func TestMeshtest_9_10_MaxReschedulesCaps(t *testing.T) {
 	t.Parallel()
 	lc := newLC(t, lcOpts{ctrl: "  max_reschedules: 1\n"})
@@ -643,6 +644,14 @@ func TestMeshtest_9_10_MaxReschedulesCaps(t *testing.T) {
 	lc.wantLostInPlace("second loss", moved, "capped: lost, not placed again: moved 1 times", "B", lc.b)
 	if p := lc.mustPl(moved); !p.Capped {
 		t.Fatalf("not capped: %+v", p)
+	}
+	// The operator's start clears the cap: placed again, on B.
+	if out := a.ctlOK("start", moved[:16]); !strings.Contains(out, "cap cleared") {
+		t.Fatalf("ctl start of a capped placement: %q", out)
+	}
+	a.tick()
+	if o := lc.others(moved); len(o) != 1 || o[0].Node != lc.idB || o[0].Life != plane.LifePlaced {
+		t.Fatalf("after ctl start: %+v", a.ctrl().Placements())
 	}
 }
 
