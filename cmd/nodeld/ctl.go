@@ -28,7 +28,8 @@ Verbs (NODE is a node id, a configured peer name, or "self"):
   place [NODE] DIR|PACKAGE-ID [--variant V] [--no-start]
         [--prefer NODE]... [--avoid NODE]... [--dry-run] [--allow-emulated]
   start NODE INSTANCE
-  start ID               (an instance the controller placed: instance id, decision id or its first 8+ characters)
+  start ID               (an instance the controller placed: instance id, decision id or its first 8+ characters;
+                          a capped placement's cap is cleared, and it is placed again)
   stop NODE INSTANCE [--grace DURATION]
   unload NODE INSTANCE
   status NODE [INSTANCE] [--departed]
