@@ -366,7 +366,7 @@ func newController(n *node, cfg *config.Config, d nodeDeps, rev *pkg.Revocations
 		Revocations: revs,
 		// What an operator placement placed is kept in <data_dir>/placed:
 		// its failover places those bytes.
-		Placed: pkg.NewPlacedStore(filepath.Join(cfg.Node.DataDir, pkg.PlacedDir)),
+		Placed: placedStore{PlacedStore: pkg.NewPlacedStore(filepath.Join(cfg.Node.DataDir, pkg.PlacedDir)), store: r.store.Root()},
 	})
 	if err != nil {
 		return nil, err
@@ -498,6 +498,22 @@ func (r *controllerRunner) Run(ctx context.Context) error {
 			r.apply()
 		}
 	}
+}
+
+// placedStore keeps placed packages in <data_dir>/placed, but for those
+// placed from the package store (ctl place PACKAGE-ID): the store never
+// replaces a version, so its directory is kept as it is rather than
+// copied (a model's weights are not stored twice).
+type placedStore struct {
+	*pkg.PlacedStore
+	store string
+}
+
+func (s placedStore) Keep(ctx context.Context, v *pkg.Verified) (string, error) {
+	if rel, err := filepath.Rel(s.store, v.Dir); err == nil && filepath.IsLocal(rel) {
+		return v.Dir, nil
+	}
+	return s.PlacedStore.Keep(ctx, v)
 }
 
 // peerStopped is the mesh's OnPeerStopped: the peer closed its link
