@@ -243,6 +243,10 @@ func printStatus(w io.Writer, st *statusDoc) {
 			}
 			fmt.Fprintf(w, "target   %-12s %-18s %-10s %s\n", name, t.ID, t.Tier, t.Liveness)
 		}
+		for _, p := range c.Capped {
+			fmt.Fprintf(w, "capped   %s decision %s lost on %s, moved %d times in reschedule_window: nodeld ctl start %s places it again\n",
+				p.Workload, shortHash(p.DecisionID), p.Node, p.Moves, p.DecisionID[:min(16, len(p.DecisionID))])
+		}
 	}
 	insts := append([]instanceDoc(nil), st.Instances...)
 	sort.SliceStable(insts, func(i, j int) bool { return insts[i].Role < insts[j].Role })

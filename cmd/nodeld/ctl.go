@@ -18,6 +18,7 @@ import (
 
 	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/dispatch"
+	"github.com/nodeld/nodeld/internal/plane"
 )
 
 const ctlUsage = `usage: nodeld ctl [--config FILE] [--socket PATH] [--json] VERB ARGS...
@@ -27,7 +28,8 @@ Verbs (NODE is a node id, a configured peer name, or "self"):
   place [NODE] DIR|PACKAGE-ID [--variant V] [--no-start]
         [--prefer NODE]... [--avoid NODE]... [--dry-run] [--allow-emulated]
   start NODE INSTANCE
-  start ID               (an instance the controller placed: instance id, decision id or its first 8+ characters)
+  start ID               (an instance the controller placed: instance id, decision id or its first 8+ characters;
+                          a capped placement's cap is cleared, and it is placed again)
   stop NODE INSTANCE [--grace DURATION]
   unload NODE INSTANCE
   status NODE [INSTANCE] [--departed]
@@ -333,6 +335,11 @@ func printReadable(w io.Writer, req dispatch.OperatorRequest, resp dispatch.Oper
 	case dispatch.VerbStart:
 		var p placementDoc
 		if req.Node == "" && json.Unmarshal(raw, &p) == nil && p.InstanceID != "" {
+			if p.Life == plane.LifeLost {
+				// A capped placement: the start cleared its cap.
+				fmt.Fprintf(w, "cap cleared: %s (decision %s), lost on %s, is placed again at the next tick\n", p.Workload, p.DecisionID, p.Node)
+				return
+			}
 			fmt.Fprintf(w, "started %s on %s (decision %s)\n", p.InstanceID, p.Node, p.DecisionID)
 			return
 		}
@@ -468,7 +475,7 @@ func printPlacements(w io.Writer, ps []placementDoc) {
 			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s %s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", shortHash(p.DecisionID), p.Workload, p.Package, p.Version,
-			p.Node, p.Variant, p.InstanceID, p.Life, state, p.Reschedules, note)
+			p.Node, p.Variant, p.InstanceID, p.Life, state, len(p.Moves), note)
 	}
 	_ = tw.Flush()
 }

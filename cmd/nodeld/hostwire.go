@@ -20,6 +20,7 @@ import (
 	"github.com/nodeld/nodeld/internal/host"
 	"github.com/nodeld/nodeld/internal/identity"
 	"github.com/nodeld/nodeld/internal/pkg"
+	"github.com/nodeld/nodeld/internal/runner"
 )
 
 // hostConfig maps the host section; keys were validated with the config.
@@ -87,6 +88,7 @@ func newHost(cfg *config.Config, id *identity.Identity, n *node, ch *chain.Chain
 	if err != nil {
 		return nil, err
 	}
+	hc.RestartPolicy = hooks.restart
 	deps := host.Deps{
 		Identity: id, Table: n.table, Audit: ch, Recorder: rec, Revocations: rev, Facts: src,
 		Logger: log.Named("host"), Registerer: reg, Now: n.now,
@@ -103,6 +105,8 @@ func newHost(cfg *config.Config, id *identity.Identity, n *node, ch *chain.Chain
 type hostHooks struct {
 	stopFault  func(instanceID string) error
 	replayWait func(ctx context.Context, peerID string, sent int) error
+	// restart, when set, is the host's restart policy (tests only).
+	restart runner.RestartPolicy
 }
 
 // localHost lets the operator's calls to "self" reach this node's host

@@ -356,8 +356,9 @@ func TestMeshtest_9_10_StoppedNotPlacedAgain(t *testing.T) {
 // fallback, has never verified a describe (it is not running). The grace
 // comes first (nothing on the first tick); after dead_after the instance
 // is lost and its reschedule fails, the refusal chained once however
-// often it is retried. C starts and verifies: nothing moves while the
-// backoff runs; once it has passed, the instance is rescheduled on C.
+// often it is retried. C starts and verifies: a node that becomes alive
+// ends the backoff, and the instance is rescheduled on C at the next tick
+// without the clock moving.
 func TestMeshtest_9_10_FallbackUnverified(t *testing.T) {
 	t.Parallel()
 	lc := newLC(t, lcOpts{noC: true})
@@ -387,15 +388,17 @@ func TestMeshtest_9_10_FallbackUnverified(t *testing.T) {
 		t.Fatalf("refusals: %+v", refusals)
 	}
 
-	// C verifies; the third attempt's backoff (40 s) still runs.
+	// C verifies while the third attempt's backoff (40 s) runs: a node
+	// that becomes alive ends it; the clock stands still.
 	lc.startC()
 	a.waitAlive(lc.idC)
-	if p := lc.mustPl(dec); p.Life != plane.LifeLost || p.Attempts != 3 || len(lc.others(dec)) != 0 {
-		t.Fatalf("C alive inside the backoff: %+v, others %+v", p, lc.others(dec))
-	}
-	lc.tickUntil("the reschedule on C", 41*time.Second, func() bool {
+	waitFor(t, "the reschedule on C without waiting out the backoff", func() bool {
 		o := lc.others(dec)
-		return len(o) == 1 && o[0].Life == plane.LifePlaced
+		if len(o) == 1 && o[0].Life == plane.LifePlaced {
+			return true
+		}
+		a.tick()
+		return false
 	})
 	if o := lc.others(dec); o[0].Node != lc.idC || len(lc.c.lcRunning()) != 1 {
 		t.Fatalf("rescheduled %+v; C runs %v", o, lc.c.lcRunning())
@@ -454,7 +457,7 @@ func TestMeshtest_9_10_DemotedFallbackThenPromoted(t *testing.T) {
 // TestMeshtest_9_10_RebootInsideGrace: B restarts (its host comes back
 // without the instance) well inside dead_after. A's next tick with B
 // answering finds the instance missing: lost ("instance missing though
-// its node is up"), placed again at once with one reschedule, chained as
+// its node is up"), placed again at once on B (no move), chained as
 // a migrate of reason instance_lost; one copy runs.
 func TestMeshtest_9_10_RebootInsideGrace(t *testing.T) {
 	t.Parallel()
@@ -477,7 +480,7 @@ func TestMeshtest_9_10_RebootInsideGrace(t *testing.T) {
 		t.Fatalf("lost records: %+v", got)
 	}
 	ps := a.ctrl().Placements()
-	if len(ps) != 1 || ps[0].Life != plane.LifePlaced || ps[0].Reschedules != 1 {
+	if len(ps) != 1 || ps[0].Life != plane.LifePlaced || ps[0].Node != lc.idB || len(ps[0].Moves) != 0 {
 		t.Fatalf("placements: %+v", ps)
 	}
 	mig := a.find(plane.KindMigrate, nil)
@@ -541,7 +544,7 @@ func TestMeshtest_9_10_PinnedRebootAfterGrace(t *testing.T) {
 		return !still
 	})
 	ps := a.ctrl().Placements()
-	if len(ps) != 1 || ps[0].Node != lc.idB || ps[0].InstanceID != iid || ps[0].Life != plane.LifePlaced || ps[0].Reschedules != 1 {
+	if len(ps) != 1 || ps[0].Node != lc.idB || ps[0].InstanceID != iid || ps[0].Life != plane.LifePlaced || len(ps[0].Moves) != 0 {
 		t.Fatalf("placements: %+v", ps)
 	}
 	if mig := a.find(plane.KindMigrate, nil); len(mig) != 1 || mig[0].Payload["reason"] != "instance_lost" ||
@@ -611,8 +614,9 @@ func TestMeshtest_9_10_NoNodeRetriedWithBackoff(t *testing.T) {
 // TestMeshtest_9_10_MaxReschedulesCaps: with max_reschedules 1, the
 // instance moves from B (killed) to C once. B restarts (its replaced copy
 // is gone: orphan unloaded); then C dies: the instance is lost and stays
-// put with the alert "already rescheduled 1 times", though B could take
-// it.
+// put, capped, with the alert "moved 1 times in the last 1h0m0s", though
+// B could take it, until the operator's ctl start clears the cap: then it
+// goes to B.
 func TestMeshtest_9_10_MaxReschedulesCaps(t *testing.T) {
 	t.Parallel()
 	lc := newLC(t, lcOpts{ctrl: "  max_reschedules: 1\n"})
@@ -622,7 +626,7 @@ func TestMeshtest_9_10_MaxReschedulesCaps(t *testing.T) {
 	a.tick()
 	lc.pastDeadAfter()
 	o := lc.others(dec)
-	if len(o) != 1 || o[0].Node != lc.idC || o[0].Reschedules != 1 {
+	if len(o) != 1 || o[0].Node != lc.idC || len(o[0].Moves) != 1 {
 		t.Fatalf("first move: %+v", a.ctrl().Placements())
 	}
 	moved := o[0].DecisionID
@@ -637,7 +641,18 @@ func TestMeshtest_9_10_MaxReschedulesCaps(t *testing.T) {
 	a.tick()
 	lc.pastDeadAfter()
 	lc.pastDeadAfter()
-	lc.wantLostInPlace("second loss", moved, "already rescheduled 1 times", "B", lc.b)
+	lc.wantLostInPlace("second loss", moved, "capped: lost, not placed again: moved 1 times", "B", lc.b)
+	if p := lc.mustPl(moved); !p.Capped {
+		t.Fatalf("not capped: %+v", p)
+	}
+	// The operator's start clears the cap: placed again, on B.
+	if out := a.ctlOK("start", moved[:16]); !strings.Contains(out, "cap cleared") {
+		t.Fatalf("ctl start of a capped placement: %q", out)
+	}
+	a.tick()
+	if o := lc.others(moved); len(o) != 1 || o[0].Node != lc.idB || o[0].Life != plane.LifePlaced {
+		t.Fatalf("after ctl start: %+v", a.ctrl().Placements())
+	}
 }
 
 // TestMeshtest_9_10_UnloadWhileUnreachableNotUndone: B is cut off; its

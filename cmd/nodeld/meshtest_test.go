@@ -179,6 +179,9 @@ type mnode struct {
 	// replayWait, set with setReplayWait, paces the host's notice
 	// replays (nodeDeps.replayWait); unset, host.NoticeReplayPace.
 	replayWait atomic.Pointer[func(ctx context.Context, peerID string, sent int) error]
+	// restartPolicy is its host's restart policy (nodeDeps.hostRestart; set
+	// before run).
+	restartPolicy runner.RestartPolicy
 
 	n      *node
 	chain  *chain.Chain
@@ -340,6 +343,7 @@ func (mn *mnode) tryRun() error {
 		now:         mn.m.clock.Now,
 		manualTicks: true,
 		afterPlace:  mn.afterPlace,
+		hostRestart: mn.restartPolicy,
 		hostStopFault: func(iid string) error {
 			if f := mn.stopFault.Load(); f != nil {
 				return (*f)(iid)

@@ -51,7 +51,7 @@ func controllerConfig(cfg *config.Config, ref func(string) string) plane.Config 
 	cc := cfg.Controller
 	c := plane.Default()
 	c.Tick, c.DeadAfter, c.RetryBackoff = cc.Tick.D, cc.DeadAfter.D, cc.RetryBackoff.D
-	c.MaxReschedules = cc.MaxReschedules
+	c.MaxReschedules, c.RescheduleWindow = cc.MaxReschedules, cc.RescheduleWindow.D
 	c.DescribeTimeout, c.PlaceTimeout = cc.DescribeTimeout.D, cc.PlaceTimeout.D
 	refs := func(in []string) []string {
 		if len(in) == 0 {
@@ -358,6 +358,9 @@ func newController(n *node, cfg *config.Config, d nodeDeps, rev *pkg.Revocations
 		// <data_dir>/store (nodeld package add).
 		Store:       r.store,
 		Revocations: revs,
+		// What an operator placement placed is kept in <data_dir>/placed:
+		// its failover places those bytes.
+		Placed: placedStore{PlacedStore: pkg.NewPlacedStore(filepath.Join(cfg.Node.DataDir, pkg.PlacedDir)), store: r.store.Root()},
 	})
 	if err != nil {
 		return nil, err
@@ -491,6 +494,31 @@ func (r *controllerRunner) Run(ctx context.Context) error {
 	}
 }
 
+// placedStore keeps placed packages in <data_dir>/placed, but for those
+// placed from the package store (ctl place PACKAGE-ID): the store never
+// replaces a version, so its directory is kept as it is rather than
+// copied (a model's weights are not stored twice).
+type placedStore struct {
+	*pkg.PlacedStore
+	store string
+}
+
+func (s placedStore) Keep(ctx context.Context, v *pkg.Verified) (string, error) {
+	if rel, err := filepath.Rel(s.store, v.Dir); err == nil && filepath.IsLocal(rel) {
+		return v.Dir, nil
+	}
+	return s.PlacedStore.Keep(ctx, v)
+}
+
+// peerStopped is the mesh's OnPeerStopped: the peer closed its link
+// stopping and did not come back within the restart wait, so the
+// controller counts it dead now rather than after dead_after.
+func (n *node) peerStopped(peer string) {
+	if n.ctrl != nil {
+		n.ctrl.c.PeerStopped(peer)
+	}
+}
+
 // status is the controller's part of /v1/status.
 func (r *controllerRunner) status(n *node) *controllerDoc {
 	doc := &controllerDoc{
@@ -507,6 +535,9 @@ func (r *controllerRunner) status(n *node) *controllerDoc {
 		doc.PlacementsByLife[string(p.Life)]++
 		if p.Life == plane.LifeUnsettled {
 			doc.Unsettled++
+		}
+		if p.Capped && p.Life == plane.LifeLost {
+			doc.Capped = append(doc.Capped, cappedDoc{DecisionID: p.DecisionID, Workload: p.Workload, Node: p.Node, Moves: len(p.Moves)})
 		}
 	}
 	doc.DeclarationsByState, doc.Unplaceable = declarationCounts(r.c.Declarations())

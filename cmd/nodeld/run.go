@@ -258,6 +258,9 @@ type nodeDeps struct {
 	// two revocation notices replayed to a peer; nil waits
 	// host.NoticeReplayPace.
 	replayWait func(ctx context.Context, peerID string, sent int) error
+	// hostRestart (tests only), when set, is the host's restart policy
+	// (a budget spent in milliseconds); zero keeps the runner's default.
+	hostRestart runner.RestartPolicy
 }
 
 // node is the running daemon: its components, in the order newNode builds
@@ -376,6 +379,9 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 			// A peer that joins or comes back gets the revocation notices
 			// this node holds.
 			OnLinkUp: l.replayNotices,
+			// A peer that stopped (not restarted) is dead to the
+			// controller at once.
+			OnPeerStopped: n.peerStopped,
 		})
 		if err != nil {
 			return nil, err
@@ -421,7 +427,7 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n.host, err = newHost(cfg, d.id, n, d.chain, n.rec, rev, n.facts, d.reg, d.log, hostHooks{stopFault: d.hostStopFault, replayWait: d.replayWait})
+	n.host, err = newHost(cfg, d.id, n, d.chain, n.rec, rev, n.facts, d.reg, d.log, hostHooks{stopFault: d.hostStopFault, replayWait: d.replayWait, restart: d.hostRestart})
 	if err != nil {
 		return nil, err
 	}

@@ -51,6 +51,18 @@ type controllerDoc struct {
 	// workloads says why).
 	DeclarationsByState map[string]int `json:"declarations_by_state"`
 	Unplaceable         []string       `json:"unplaceable"`
+	// Capped lists the lost placements not placed again: they moved
+	// max_reschedules times within reschedule_window (ctl start places
+	// one again).
+	Capped []cappedDoc `json:"capped,omitempty"`
+}
+
+// cappedDoc is one capped placement in the status.
+type cappedDoc struct {
+	DecisionID string `json:"decision_id"`
+	Workload   string `json:"workload"`
+	Node       string `json:"node"`
+	Moves      int    `json:"moves"`
 }
 
 // targetDoc is one controller target in the status.

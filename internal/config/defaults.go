@@ -37,12 +37,13 @@ func Default() *Config {
 			MaxConnections:   DefaultMaxConnections,
 		}},
 		Controller: Controller{
-			Tick:            Duration{D: 5 * time.Second},
-			DeadAfter:       Duration{D: 30 * time.Second},
-			RetryBackoff:    Duration{D: 10 * time.Second},
-			MaxReschedules:  DefaultMaxReschedules,
-			DescribeTimeout: Duration{D: 3 * time.Second},
-			PlaceTimeout:    Duration{D: 280 * time.Second},
+			Tick:             Duration{D: 5 * time.Second},
+			DeadAfter:        Duration{D: 30 * time.Second},
+			RetryBackoff:     Duration{D: 10 * time.Second},
+			MaxReschedules:   DefaultMaxReschedules,
+			RescheduleWindow: Duration{D: time.Hour},
+			DescribeTimeout:  Duration{D: 3 * time.Second},
+			PlaceTimeout:     Duration{D: 280 * time.Second},
 		},
 	}
 }

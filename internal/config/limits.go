@@ -28,6 +28,8 @@ const (
 	MaxReplicas = 64
 	// MaxReschedulesLimit caps controller.max_reschedules.
 	MaxReschedulesLimit = 1000
+	// MaxRescheduleWindow caps controller.reschedule_window (a week).
+	MaxRescheduleWindow = 168 * time.Hour
 	// MaxRetryBackoff caps controller.retry_backoff: the doubling backoff
 	// is capped there too.
 	MaxRetryBackoff = 5 * time.Minute

@@ -169,9 +169,14 @@ type Controller struct {
 	// RetryBackoff is the first wait after a failed reschedule; it
 	// doubles per failed attempt up to 5m.
 	RetryBackoff Duration `yaml:"retry_backoff"`
-	// MaxReschedules caps the successful moves of one workload; past it
-	// a lost instance stays put with an alert.
+	// MaxReschedules caps the moves of one workload (placed again on
+	// another node) within RescheduleWindow; past it a lost instance
+	// stays put with an alert (capped) until a move leaves the window or
+	// the operator starts it. A restart on the same node is not a move.
 	MaxReschedules int `yaml:"max_reschedules"`
+	// RescheduleWindow is how far back moves count towards
+	// MaxReschedules.
+	RescheduleWindow Duration `yaml:"reschedule_window"`
 	// DescribeTimeout bounds each describe of a tick, so that a dead node
 	// cannot stall one.
 	DescribeTimeout Duration `yaml:"describe_timeout"`

@@ -336,6 +336,8 @@ func (v *validator) controller() {
 	v.positive("controller.retry_backoff", c.RetryBackoff)
 	v.positive("controller.describe_timeout", c.DescribeTimeout)
 	v.positive("controller.place_timeout", c.PlaceTimeout)
+	v.positive("controller.reschedule_window", c.RescheduleWindow)
+	v.atMost("controller.reschedule_window", c.RescheduleWindow, MaxRescheduleWindow)
 	if c.Tick.Valid() && c.DeadAfter.Valid() && c.Tick.D > 0 && c.DeadAfter.D > 0 && c.DeadAfter.D < c.Tick.D {
 		v.addf("controller.dead_after", "%s is shorter than controller.tick (%s)", c.DeadAfter, c.Tick)
 	}

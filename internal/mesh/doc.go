@@ -80,7 +80,10 @@
 // (Table.Linked): until then they rank last, so no request goes to a new
 // run that may not serve the role yet while another node does. Without a
 // new link by the end of the wait, expireRestart removes them
-// (Table.RemoveLinking) and OpenStream returns ErrNoLink. (For a peer that
+// (Table.RemoveLinking) and OpenStream returns ErrNoLink; for a peer that
+// closed its link stopping (not one reset by its new run) the mesh then
+// calls Deps.OnPeerStopped, so the controller counts it dead without
+// waiting for its own dead_after. (For a peer that
 // stopped, OpenStream holds only inference streams: a control call or an
 // artifact fetch to it fails at once.) An idle or liveness timeout, a close by this node, a refused peer
 // or one removed from the config still drops its routes at once, so

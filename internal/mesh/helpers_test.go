@@ -139,6 +139,10 @@ type testNode struct {
 	// advTable, when set before start, is the mesh's table instead of
 	// tbl (which it should wrap).
 	advTable AdvertTable
+	// onStopped and restartWait, when set before start, are
+	// Deps.OnPeerStopped and Deps.RestartLinkWait.
+	onStopped   func(peer string)
+	restartWait time.Duration
 }
 
 func (n *testNode) config(peers []PeerConfig) Config {
@@ -170,6 +174,7 @@ func (n *testNode) start(peers ...PeerConfig) {
 		Identity: n.ident, DataDir: n.dir, Table: tbl, Audit: n.audit, Recorder: n.audit.recorder(),
 		Logger: zaptest.NewLogger(n.t).Named(n.name), Registerer: n.reg,
 		OnPeersChanged: func() { n.peersChanged.Add(1) },
+		OnPeerStopped:  n.onStopped, RestartLinkWait: n.restartWait,
 	})
 	if err != nil {
 		n.t.Fatal(err)

@@ -322,6 +322,8 @@ func (m *Mesh) expireRestart(runCtx context.Context, p *peerEntry, awayAt time.T
 	m.mu.Lock()
 	id := p.id
 	waiting := m.peers[p.cfg.Addr] == p && p.link == nil && p.awayAt.Equal(awayAt)
+	// Closed for shutdown rather than reset by a new run (resetAt).
+	stopped := waiting && p.resetAt.IsZero() && runCtx.Err() == nil
 	m.mu.Unlock()
 	if !waiting {
 		// Linked again (its first round ends the wait), restarted again
@@ -332,6 +334,11 @@ func (m *Mesh) expireRestart(runCtx context.Context, p *peerEntry, awayAt time.T
 	if m.tbl.RemoveLinking(id) {
 		m.log.Info("restarted peer did not link again; its routes are removed",
 			zap.String("peer", id), zap.Duration("waited", m.restartWait))
+	}
+	if stopped && m.onStopped != nil {
+		m.log.Info("peer stopped: its link closed for shutdown and it did not link again",
+			zap.String("peer", id), zap.Duration("waited", m.restartWait))
+		m.onStopped(id)
 	}
 }
 

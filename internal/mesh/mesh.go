@@ -122,6 +122,13 @@ type Deps struct {
 	// block: ctx ends when that link stops being the peer's link or the
 	// mesh stops.
 	OnLinkUp func(ctx context.Context, peer PeerInfo)
+	// OnPeerStopped, when set, is called with a peer's node id when its
+	// link closed because the peer stopped (CodeShutdown) and no new link
+	// to it came within the restart wait: it stopped, not restarted. A
+	// link lost without a word (a crash, a network fault, a stateless
+	// reset) never calls it. It runs on a goroutine the mesh owns (Run
+	// waits for it), never under the mesh's locks, and must not block.
+	OnPeerStopped func(peer string)
 	// RestartLinkWait, when positive, replaces RestartLinkWait: how long
 	// a peer that restarted is waited for (its routes kept, streams to it
 	// held). Tests shorten it.
@@ -253,6 +260,7 @@ type Mesh struct {
 	extra     func() []table.Advertisement
 	onPeers   func()
 	onLinkUp  func(ctx context.Context, peer PeerInfo)
+	onStopped func(peer string)
 	listenUDP func(addr *net.UDPAddr) (*net.UDPConn, error)
 	// restartWait is RestartLinkWait or Deps.RestartLinkWait.
 	restartWait time.Duration
@@ -311,6 +319,7 @@ func New(cfg Config, deps Deps) (*Mesh, error) {
 		extra:       deps.ExtraAdverts,
 		onPeers:     deps.OnPeersChanged,
 		onLinkUp:    deps.OnLinkUp,
+		onStopped:   deps.OnPeerStopped,
 		listenUDP:   deps.ListenUDP,
 		restartWait: deps.RestartLinkWait,
 		ready:       make(chan struct{}),

@@ -80,6 +80,13 @@
 // highest pre-release; versions that are not semantic sort below every
 // semantic one and are only ever chosen by name).
 //
+// PlacedStore is the controller's placed-package store,
+// <data_dir>/placed: the package an operator placement placed, in
+// <manifest hash>/, copied as Store.Add copies (the verified manifest and
+// signature bytes, each listed file hashed as it is copied, through a
+// temporary directory renamed into place), at most MaxPlaced of them;
+// Prune drops those no placement uses and copies a crash left.
+//
 // # Revocations
 //
 // Revocations is <data_dir>/revocations.json (mode 0600, written to a

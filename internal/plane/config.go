@@ -12,10 +12,13 @@ import (
 
 // Defaults of Config, the original controller's.
 const (
-	DefaultTick              = 5 * time.Second
-	DefaultDeadAfter         = 30 * time.Second
-	DefaultRetryBackoff      = 10 * time.Second
-	DefaultMaxReschedules    = 5
+	DefaultTick             = 5 * time.Second
+	DefaultDeadAfter        = 30 * time.Second
+	DefaultRetryBackoff     = 10 * time.Second
+	DefaultMaxReschedules   = 5
+	DefaultRescheduleWindow = time.Hour
+	// MaxRescheduleWindow caps RescheduleWindow (a week).
+	MaxRescheduleWindow      = 168 * time.Hour
 	DefaultDescribeTimeout   = 3 * time.Second
 	DefaultPlaceTimeout      = 280 * time.Second
 	DefaultRescheduleTimeout = 60 * time.Second
@@ -35,9 +38,15 @@ type Config struct {
 	// RetryBackoff is the first wait after a failed reschedule or orphan
 	// unload; it doubles per failed attempt up to MaxBackoff.
 	RetryBackoff time.Duration
-	// MaxReschedules caps the successful moves of one workload; past it a
-	// lost instance stays put and an alert is chained.
+	// MaxReschedules caps the moves of one workload (placed again on
+	// another node than the one it was lost on) within RescheduleWindow;
+	// past it a lost instance whose node is dead stays put (Capped), with
+	// an alert, until a move leaves the window or the operator starts it.
+	// A restart on the same node is not a move.
 	MaxReschedules int
+	// RescheduleWindow is how far back moves count towards
+	// MaxReschedules.
+	RescheduleWindow time.Duration
 	// DescribeTimeout bounds each describe of a tick, so a dead node
 	// cannot stall one.
 	DescribeTimeout time.Duration
@@ -77,6 +86,7 @@ func Default() Config {
 		DeadAfter:         DefaultDeadAfter,
 		RetryBackoff:      DefaultRetryBackoff,
 		MaxReschedules:    DefaultMaxReschedules,
+		RescheduleWindow:  DefaultRescheduleWindow,
 		DescribeTimeout:   DefaultDescribeTimeout,
 		PlaceTimeout:      DefaultPlaceTimeout,
 		RescheduleTimeout: DefaultRescheduleTimeout,
@@ -98,6 +108,10 @@ func (c Config) Validate() error {
 	pos("describe_timeout", c.DescribeTimeout)
 	pos("place_timeout", c.PlaceTimeout)
 	pos("reschedule_timeout", c.RescheduleTimeout)
+	pos("reschedule_window", c.RescheduleWindow)
+	if c.RescheduleWindow > MaxRescheduleWindow {
+		errs = append(errs, fmt.Errorf("reschedule_window: %s is above the %s cap", c.RescheduleWindow, MaxRescheduleWindow))
+	}
 	if c.Tick > 0 && c.DeadAfter > 0 && c.DeadAfter < c.Tick {
 		errs = append(errs, fmt.Errorf("dead_after: %s is shorter than one tick (%s)", c.DeadAfter, c.Tick))
 	}

@@ -96,6 +96,16 @@ type Controller struct {
 	// SetTargets. Their placements are lost after DeadAfter of it, like a
 	// dead target's.
 	gone map[string]time.Time
+	// wake is set when a node became alive or a target was added: the
+	// next tick ends every reschedule's and declaration's backoff
+	// (wakeBackoffsLocked).
+	wake bool
+	// kept is where placed packages are kept (Deps.Placed; nil: none);
+	// keptMu serialises keeping and pruning, and keeping counts the
+	// manifest hashes being kept for a place not yet recorded (kept.go).
+	kept    PlacedStore
+	keptMu  sync.Mutex
+	keeping map[string]int
 
 	// recent keeps the latest reports for Recent (operator.go).
 	recent recentReports
@@ -129,7 +139,7 @@ func New(cfg Config, targets []Target, deps Deps) (*Controller, error) {
 	c := &Controller{
 		log: log.Named("plane"), now: now, busy: map[string]bool{}, gone: map[string]time.Time{}, chain: deps.Chain, disp: deps.Dispatcher, statePath: deps.StatePath,
 		nodes: map[string]*nodeState{}, placements: map[string]*Placement{}, store: deps.Store, decls: map[string]*declState{},
-		rev: deps.Revocations,
+		rev: deps.Revocations, kept: deps.Placed, keeping: map[string]int{},
 	}
 	c.cfg.Store(&cfg)
 	if err := c.setTargets(targets, now()); err != nil {
@@ -247,6 +257,7 @@ func (c *Controller) SetTargets(ts []Target) error {
 			continue
 		}
 		nodes[t.ID] = &nodeState{target: t, lastContact: now}
+		c.wake = true // a new target: room for what waits
 	}
 	for id, old := range c.nodes {
 		if _, still := nodes[id]; !still {
@@ -539,6 +550,18 @@ func (c *Controller) Place(ctx context.Context, o Order) (Report, error) {
 		cerr := c.chainRefusal("place", o.Name, "", "", o.PackageDir, err, 0)
 		return Report{}, errors.Join(fmt.Errorf("%w: %w", ErrNoPackage, err), cerr)
 	}
+	if !o.DryRun {
+		// What is placed is kept: its failover places these bytes.
+		kp, ko, release, err := c.keep(ctx, p, o)
+		if err != nil {
+			c.met.placements.WithLabelValues(outError).Inc()
+			m := p.Verified().Manifest
+			cerr := c.chainRefusal("place", o.Name, m.ID, m.Version, o.PackageDir, err, 0)
+			return Report{}, errors.Join(fmt.Errorf("%w: %w", ErrNoPackage, err), cerr)
+		}
+		defer release()
+		p, o = kp, ko
+	}
 	return c.place(ctx, p, o, intent{reason: "operator"}, c.conf().PlaceTimeout)
 }
 
@@ -579,7 +602,8 @@ func (c *Controller) place(ctx context.Context, p Package, o Order, in intent, t
 	if replaces != nil {
 		c.mu.Lock()
 		pl.Replaces = replaces.DecisionID
-		pl.Reschedules = replaces.Reschedules + 1
+		// Counted as a move once placed on another node (settled).
+		pl.Moves = replaces.Moves
 		pl.Declared, pl.Replica = replaces.Declared, replaces.Replica
 		c.mu.Unlock()
 	}

@@ -100,4 +100,21 @@ type Deps struct {
 	// consults; nil means none (a start then goes to the host, which
 	// checks its own list).
 	Revocations Revocations
+	// Placed keeps the package of each operator placement (the bytes
+	// placed, by manifest hash), so its failover places exactly them
+	// whatever becomes of the operator's directory; nil keeps none (a
+	// failover then verifies the order's directory again, and places it
+	// only with the manifest hash placed). *pkg.PlacedStore implements
+	// it.
+	Placed PlacedStore
+}
+
+// PlacedStore keeps placed packages (kept.go).
+type PlacedStore interface {
+	// Keep copies the verified package v (from v.Dir) into the store, if
+	// it is not there yet, and returns its directory there.
+	Keep(ctx context.Context, v *pkg.Verified) (string, error)
+	// Prune removes the kept packages whose manifest hash used does not
+	// report in use.
+	Prune(used func(hash string) bool) (int, error)
 }

@@ -165,6 +165,10 @@ func (c *Controller) settled(ctx context.Context, pl *Placement, kind, iid, host
 	if pl.Replaces != "" {
 		old = c.placements[pl.Replaces]
 	}
+	if old != nil && old.Node != pl.Node {
+		// A move: the workload left the node it was lost on.
+		pl.Moves = c.recordMove(pl.Moves, pl.PlacedAt)
+	}
 	rec := placedRecord{DecisionID: pl.DecisionID, Node: pl.Node, Variant: pl.Variant, InstanceID: iid, Attempt: attempt}
 	c.mu.Unlock()
 	if kind == KindPlaced {

@@ -26,12 +26,27 @@
 //     node (status) first, and a decision it cannot settle stops
 //     dispatching and is settled on a later tick.
 //   - Tick mirrors the hosts' instance states, marks instances of nodes
-//     silent for DeadAfter lost, reschedules them avoiding the dead node
-//     with a doubling backoff (failed attempts never stop; successful moves
-//     are capped by MaxReschedules, then the instance stays put with an
-//     alert), unloads a replaced copy when its node returns (orphan
-//     unload), and takes back an instance whose node returns with it
-//     (rejoin).
+//     silent for DeadAfter (or reported stopped by the mesh: PeerStopped)
+//     lost, reschedules them avoiding the dead node with a doubling
+//     backoff (failed attempts never stop; moves, placements on another
+//     node than the one the workload was lost on, are capped by
+//     MaxReschedules within RescheduleWindow: past it a lost instance of
+//     a dead node stays put, Capped, with an alert and a warn log, until a
+//     move leaves the window or the operator's Start clears it; a restart
+//     on the same node is no move), unloads a replaced copy when its node
+//     returns (orphan unload), and takes back an instance whose node
+//     returns with it (rejoin). A node that becomes alive, or a new
+//     target, ends every reschedule's and declaration's backoff at the
+//     next tick (moves.go). An instance its host reports failed (its
+//     supervisor gave up), of a declared workload or an operator's
+//     placement, is started again through its node, chained first, with
+//     the reschedule backoff and never given up (failed.go).
+//   - An operator placement keeps its package (Deps.Placed, kept.go):
+//     Place copies what it verified into the placed-package store and
+//     places that copy; a failover, a resumed decision and a start read
+//     it (Order.Kept), and a package is only ever placed for a placement
+//     when its manifest hash is the one placed (ErrPackageChanged). Kept
+//     packages no placement uses are pruned every tick.
 //   - Declared workloads (Config.Workloads) are reconciled every tick
 //     after the lifecycle steps: their packages come from the Store (a
 //     pinned version, else the newest by semantic version) and are
@@ -162,7 +177,9 @@
 //     until it is a target again. An unsettled decision whose node never
 //     answers again stays unsettled (nothing else is placed for it); a
 //     lost declared replica that may not be rescheduled (pinned, not
-//     running, past MaxReschedules) keeps its slot.
+//     running, capped) keeps its slot. A failed instance is only started
+//     again on its node (placed elsewhere only once its node no longer
+//     has it).
 //   - The acceptance lists' tests run on the in-memory fake cluster here
 //     and, end to end, in cmd/nodeld's controller tests; there is no
 //     harness of in-process nodes over QUIC with a fake clock (meshtest)

@@ -33,6 +33,10 @@ type nodeState struct {
 	lastContact time.Time
 	// alive is true when the latest tick's describe verified.
 	alive bool
+	// stopped is set when the mesh reported the node stopped (its link
+	// closed for shutdown and it did not come back within the restart
+	// wait: PeerStopped); it is dead at once, until it answers again.
+	stopped bool
 	// status is the node's instance listing from the latest tick, when
 	// it gave one.
 	status *ctl.StatusList
@@ -110,7 +114,7 @@ func (n *nodeState) liveness(now time.Time, deadAfter time.Duration) engine.Live
 // dead reports whether the node has gone deadAfter without contact. A node
 // that answered in the latest tick is never dead.
 func (n *nodeState) dead(now time.Time, deadAfter time.Duration) bool {
-	return !n.alive && now.Sub(n.lastContact) >= deadAfter
+	return !n.alive && (n.stopped || now.Sub(n.lastContact) >= deadAfter)
 }
 
 // NodeStatus is one target as the controller sees it, for status pages.

@@ -71,6 +71,9 @@ type fakeHost struct {
 	meta map[string]instMeta
 	// startAs is the state a started instance reports ("" = running).
 	startAs string
+	// startErr, when set, refuses every start (the instance stays as it
+	// is).
+	startErr *ctl.Refusal
 }
 
 // instMeta is an instance's declared workload (from its config) and
@@ -294,6 +297,9 @@ func (f *fakeCluster) setLifecycle(verb string, method ctl.Method, node, iid, st
 	h, err := f.host(node)
 	if err != nil {
 		return err
+	}
+	if verb == "start" && h.startErr != nil {
+		return &ctl.CallError{Class: ctl.ClassRefused, Method: method, Refusal: h.startErr, Err: h.startErr}
 	}
 	in, ok := h.instances[iid]
 	if !ok {

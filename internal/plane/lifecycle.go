@@ -69,6 +69,9 @@ func (c *Controller) Tick(ctx context.Context) error {
 	c.mu.Unlock()
 	c.describeAll(ctx)
 	now := c.now()
+	c.mu.Lock()
+	c.wakeBackoffsLocked()
+	c.mu.Unlock()
 	errs := []error{c.retireUnwanted()}
 	for _, pl := range c.sortedPlacements() {
 		if ctx.Err() != nil {
@@ -77,6 +80,7 @@ func (c *Controller) Tick(ctx context.Context) error {
 		errs = append(errs, c.step(ctx, pl, now))
 	}
 	errs = append(errs, c.reconcileDeclared(ctx, now))
+	c.pruneKept()
 	c.updateGauges()
 	errs = append(errs, c.persist())
 	return errors.Join(errs...)
@@ -124,6 +128,7 @@ func (c *Controller) describeAll(ctx context.Context) {
 		if !ok {
 			continue
 		}
+		wasAlive := n.alive
 		n.alive, n.status = false, nil
 		if r.err != nil {
 			continue
@@ -131,6 +136,11 @@ func (c *Controller) describeAll(ctx context.Context) {
 		if err := n.ingestFacts(r.desc.Facts, now); err != nil && !errors.Is(err, ErrStaleFacts) {
 			continue
 		}
+		if !wasAlive {
+			// Room may have come back: the backoffs end (wakeBackoffs).
+			c.wake = true
+		}
+		n.stopped = false
 		n.alive, n.lastContact, n.status = true, now, r.status
 		n.described, n.host, n.hostNote = true, r.desc.Host, r.desc.HostNote
 	}
@@ -289,7 +299,7 @@ func (c *Controller) mirror(ctx context.Context, pl *Placement, nv nodeView, now
 			pl.Stopped = false // started again
 		}
 		c.mu.Unlock()
-		return nil
+		return c.restartFailed(ctx, pl, in, now)
 	}
 	if why, ok := departedReason(nv.status, pl.InstanceID); ok {
 		return c.forget(pl, "no longer on its node: "+why)
@@ -379,40 +389,54 @@ func (c *Controller) reschedule(ctx context.Context, pl *Placement, nodeDead boo
 	}
 	c.mu.Lock()
 	wait := now.Before(pl.NextAttempt)
-	wasRunning, order, n := pl.WasRunning, pl.Order, pl.Reschedules
+	wasRunning, order, lostOn := pl.WasRunning, pl.Order, pl.Node
+	n := len(c.movesWithin(pl.Moves, now))
 	c.mu.Unlock()
 	if wait || c.replacementPending(pl) {
 		return nil
 	}
+	// Past the cap a lost instance may still start again where it was
+	// (its node answers without it): that is not a move.
+	capped := n >= c.conf().MaxReschedules
 	var block string
 	switch {
 	case !wasRunning:
 		block = "lost, not placed again: it was not running when it was lost"
 	case order == nil:
 		block = "lost, not placed again: no stored placement order (adopted instance)"
-	case n >= c.conf().MaxReschedules:
-		block = fmt.Sprintf("lost, not placed again: already rescheduled %d times", n)
+	case capped && nodeDead:
+		block = c.capReason(pl, n)
 	case order.Pin != "" && nodeDead:
 		block = "lost, not placed again: pinned to " + order.Pin
 	}
 	if block != "" {
+		if capped && nodeDead && wasRunning && order != nil {
+			c.setCapped(pl, n)
+		}
 		isNew, err := c.alert(pl, block)
 		if isNew {
 			c.met.reschedule.WithLabelValues(outBlocked).Inc()
 		}
 		return err
 	}
+	if !capped {
+		c.uncapped(pl)
+	}
 	o := *order
 	o.DryRun = false
 	o.Avoid = slices.Clone(o.Avoid)
-	if nodeDead {
-		o.Avoid = append(o.Avoid, pl.Node)
+	switch {
+	case nodeDead:
+		o.Avoid = append(o.Avoid, lostOn)
+	case capped:
+		// Only a restart on its own node, which is no move.
+		o.Pin = lostOn
 	}
 	reason := "instance_lost"
 	if nodeDead {
 		reason = "node_dead"
 	}
-	p, err := c.disp.VerifyPackage(ctx, o.PackageDir)
+	p, err := c.placedPackage(ctx, &o, pl.ManifestHash)
 	if pkg.ErrorCode(err) == pkg.CodeRevoked {
 		// A revoked workload is never placed again: its copy is unloaded
 		// if its node answers with it.
@@ -586,7 +610,7 @@ func (c *Controller) settle(ctx context.Context, pl *Placement, nv nodeView) err
 		c.abandon(pl, "the unanswered place did not place the instance")
 		return nil
 	}
-	p, err := c.disp.VerifyPackage(ctx, order.PackageDir)
+	p, err := c.placedPackage(ctx, order, pl.ManifestHash)
 	if err != nil {
 		c.abandon(pl, "package: "+err.Error())
 		return nil
@@ -621,4 +645,5 @@ func (c *Controller) updateGauges() {
 		c.met.nodes.WithLabelValues(l.String()).Set(float64(counts[l]))
 	}
 	c.met.unsettled.Set(float64(unsettled))
+	c.met.capped.Set(float64(c.cappedLocked()))
 }

@@ -104,7 +104,7 @@ func TestDeadNodeRescheduledThenOrphanUnloaded(t *testing.T) {
 	r.step()
 	r.wantCopies("echo", 1)
 	ps := r.c.Placements()
-	if len(ps) != 1 || ps[0].Life != LifePlaced || ps[0].Node == old.id || ps[0].Reschedules != 1 {
+	if len(ps) != 1 || ps[0].Life != LifePlaced || ps[0].Node == old.id || len(ps[0].Moves) != 1 {
 		t.Fatalf("after the return: %+v", ps)
 	}
 	if len(r.entries(KindOrphan)) != 1 {
@@ -216,7 +216,7 @@ func TestMaxReschedulesAlert(t *testing.T) {
 	if n := r.liveCopies("echo"); n != 0 {
 		t.Fatalf("moved past max_reschedules: %d live copies", n)
 	}
-	if !chainHas(r.entries(KindAlert), "already rescheduled 1 times") {
+	if !chainHas(r.entries(KindAlert), "capped: lost, not placed again: moved 1 times in the last 1h0m0s") {
 		t.Errorf("no max-reschedules alert")
 	}
 	if n := len(r.entries(KindAlert)); n != 1 {
@@ -257,7 +257,8 @@ func TestRebootWithoutInstanceReplaced(t *testing.T) {
 	r.step()
 	r.wantCopies("echo", 1)
 	ps := r.c.Placements()
-	if len(ps) != 1 || ps[0].Life != LifePlaced || ps[0].DecisionID == rep.DecisionID || ps[0].Reschedules != 1 {
+	// Placed again on its own node, which answers: no move.
+	if len(ps) != 1 || ps[0].Life != LifePlaced || ps[0].DecisionID == rep.DecisionID || ps[0].Node != h.id || len(ps[0].Moves) != 0 {
 		t.Fatalf("after the reboot: %+v", ps)
 	}
 	if !chainHas(r.entries(KindMigrate), "instance_lost") {

@@ -15,7 +15,10 @@ type metrics struct {
 	unsettled  prometheus.Gauge
 	// declarations counts the declared workloads by state (declview.go).
 	declarations *prometheus.GaugeVec
-	tick         prometheus.Histogram
+	// capped and restarts: moves.go, failed.go.
+	capped   prometheus.Gauge
+	restarts *prometheus.CounterVec
+	tick     prometheus.Histogram
 }
 
 // Outcome label values.
@@ -63,6 +66,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "nodeld_plane_declarations",
 			Help: "Declared workloads by state: placed, pending, unplaceable.",
 		}, []string{"state"}),
+		capped: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "nodeld_plane_capped_placements",
+			Help: "Lost placements not placed again: moved max_reschedules times within reschedule_window.",
+		}),
+		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodeld_plane_instance_restarts_total",
+			Help: "Starts the controller sent for failed instances, by outcome: started, failed.",
+		}, []string{"outcome"}),
 		tick: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "nodeld_plane_tick_duration_seconds",
 			Help:    "Duration of one lifecycle tick.",
@@ -72,7 +83,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.placements, m.dispatches, m.reschedule, m.nodes, m.unsettled, m.declarations, m.tick} {
+	for _, c := range []prometheus.Collector{m.placements, m.dispatches, m.reschedule, m.nodes, m.unsettled, m.declarations, m.capped, m.restarts, m.tick} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register plane metrics: %w", err)
 		}

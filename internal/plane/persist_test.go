@@ -115,6 +115,8 @@ func TestStateVersion1Migrates(t *testing.T) {
 		if settledLife(want.Life) {
 			want.Candidates, want.Cursor = nil, 0
 		}
+		// The lifelong move count becomes moves at its last placement.
+		want.Moves = movesOf(p.Reschedules, p.PlacedAt)
 		if diff := cmp.Diff(want, got[i], cmpopts.EquateEmpty()); diff != "" {
 			t.Errorf("placement %s from version 1 (-want +got):\n%s", p.DecisionID[:8], diff)
 		}
@@ -260,6 +262,8 @@ func TestEncodeCacheMatchesFullEncoding(t *testing.T) {
 				v.HostBytes++
 			case *[]string:
 				*v = append(slices.Clone(*v), "new")
+			case *[]time.Time:
+				*v = append(slices.Clone(*v), t0)
 			case *[]Candidate:
 				*v = append(slices.Clone(*v), Candidate{Node: "n-new", Variant: "cpu"})
 			case **Order:
@@ -280,7 +284,7 @@ func TestEncodeCacheMatchesFullEncoding(t *testing.T) {
 	check("one forgotten")
 	ps = append(ps, &Placement{DecisionID: string(make64('e')), Node: "n", Life: LifePlaced})
 	check("one added")
-	if got := reflect.TypeFor[statePlacement]().NumField(); got != 4 {
+	if got := reflect.TypeFor[statePlacement]().NumField(); got != 5 {
 		t.Fatalf("statePlacement has %d fields: keep the ones outside placementCore in spKey", got)
 	}
 }

@@ -55,6 +55,10 @@ type Order struct {
 	Name string `json:"name"`
 	// PackageDir is the package directory (verified on each use).
 	PackageDir string `json:"package_dir"`
+	// Kept is the copy of the package placed in the controller's
+	// placed-package store (Deps.Placed), which a failover or a start
+	// reads rather than PackageDir; empty when none was kept.
+	Kept string `json:"kept,omitempty"`
 	// Config is the instance config sent with place.
 	Config ctl.InstanceConfig `json:"config,omitzero"`
 	// Start asks the host to start the instance once loaded.
@@ -111,8 +115,15 @@ type Placement struct {
 	// Order is the order the placement came from (nil for an instance the
 	// controller adopted without one).
 	Order *Order `json:"order,omitempty"`
-	// Reschedules counts the successful moves of this workload so far.
-	Reschedules int `json:"reschedules"`
+	// Moves are when this workload moved (was placed again on another
+	// node than the one it was lost on), oldest first; only the moves
+	// within Config.RescheduleWindow of the latest are kept. A restart on
+	// the same node is not a move.
+	Moves []time.Time `json:"moves,omitempty"`
+	// Capped is set while a lost instance is not placed again because it
+	// moved MaxReschedules times within RescheduleWindow; it is cleared
+	// when a move leaves the window, and by the operator's Start.
+	Capped bool `json:"capped,omitempty"`
 	// Attempts counts failed reschedule (or orphan unload) attempts since
 	// the last success; NextAttempt is when the next may be made.
 	Attempts    int       `json:"attempts"`
@@ -150,6 +161,10 @@ type Placement struct {
 	Stopped bool `json:"stopped,omitempty"`
 	// RetireReason says why a retiring placement is unloaded.
 	RetireReason string `json:"retire_reason,omitempty"`
+	// FailedSince is when the controller found the instance failed on
+	// its node (its supervisor gave up) and began to start it again
+	// (failed.go); zero once it has run again past its backoff.
+	FailedSince time.Time `json:"failed_since,omitzero"`
 }
 
 // live reports whether the host state is one where the instance serves.

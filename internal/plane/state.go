@@ -48,9 +48,16 @@ type stateFile struct {
 // stateFileV1 is the document of a version 1 controller.json: each
 // placement whole, as the operator reads it (Placement's JSON).
 type stateFileV1 struct {
-	Version      int          `json:"version"`
-	Placements   []*Placement `json:"placements"`
-	Declarations []*declState `json:"declarations,omitempty"`
+	Version      int            `json:"version"`
+	Placements   []*placementV1 `json:"placements"`
+	Declarations []*declState   `json:"declarations,omitempty"`
+}
+
+// placementV1 is a placement of a version 1 file: Placement's JSON with
+// the lifelong move count of its time (see movesOf).
+type placementV1 struct {
+	Placement
+	Reschedules int `json:"reschedules"`
 }
 
 // stateFileV2 is the document of a version 2 controller.json. It keeps
@@ -91,6 +98,7 @@ type statePlacement struct {
 	Workload   *string     `json:"workload,omitempty"`
 	Reserved   *[2]uint64  `json:"reserved,omitempty"`
 	Candidates []Candidate `json:"candidates,omitempty"`
+	Moves      []time.Time `json:"moves,omitempty"`
 }
 
 // placementCore is the comparable part of a statePlacement (its fields
@@ -99,18 +107,21 @@ type statePlacement struct {
 // compared by pointer: a placement's order is replaced, never changed in
 // place.
 type placementCore struct {
-	DecisionID   string    `json:"decision_id"`
-	Package      int       `json:"package"`
-	Node         string    `json:"node"`
-	Variant      string    `json:"variant"`
-	Instance     string    `json:"instance,omitempty"`
-	InstanceID   string    `json:"instance_id,omitempty"`
-	PlacedAt     time.Time `json:"placed_at,omitzero"`
-	Life         Lifecycle `json:"life"`
-	HostState    string    `json:"host_state,omitempty"`
-	Order        *Order    `json:"order,omitempty"`
-	Cursor       int       `json:"cursor,omitempty"`
+	DecisionID string    `json:"decision_id"`
+	Package    int       `json:"package"`
+	Node       string    `json:"node"`
+	Variant    string    `json:"variant"`
+	Instance   string    `json:"instance,omitempty"`
+	InstanceID string    `json:"instance_id,omitempty"`
+	PlacedAt   time.Time `json:"placed_at,omitzero"`
+	Life       Lifecycle `json:"life"`
+	HostState  string    `json:"host_state,omitempty"`
+	Order      *Order    `json:"order,omitempty"`
+	Cursor     int       `json:"cursor,omitempty"`
+	// Reschedules is the lifelong move count files written before
+	// Moves existed hold; read (movesOf), never written.
 	Reschedules  int       `json:"reschedules,omitempty"`
+	Capped       bool      `json:"capped,omitempty"`
 	Attempts     int       `json:"attempts,omitempty"`
 	NextAttempt  time.Time `json:"next_attempt,omitzero"`
 	LastError    string    `json:"last_error,omitempty"`
@@ -123,6 +134,26 @@ type placementCore struct {
 	Supersedes   string    `json:"supersedes,omitempty"`
 	Stopped      bool      `json:"stopped,omitempty"`
 	RetireReason string    `json:"retire_reason,omitempty"`
+	FailedSince  time.Time `json:"failed_since,omitzero"`
+}
+
+// maxMoves bounds a placement's Moves in a state file: more than
+// config's largest max_reschedules (1000) are never kept.
+const maxMoves = 1024
+
+// movesOf migrates the lifelong move count of a file written before
+// Moves existed: n moves (at most maxMoves) at the time the placement was
+// last placed, the latest a move of it can have been, so they leave the
+// window RescheduleWindow after that (none when that time is unknown).
+func movesOf(n int, placedAt time.Time) []time.Time {
+	if n <= 0 || placedAt.IsZero() {
+		return nil
+	}
+	out := make([]time.Time, min(n, maxMoves))
+	for i := range out {
+		out[i] = placedAt
+	}
+	return out
 }
 
 // defaultWorkload is the workload name of a placement of order o and
@@ -201,13 +232,22 @@ func decodeState(data []byte) (stateFile, error) {
 		if err := decodeStrict(data, &v1); err != nil {
 			return stateFile{}, err
 		}
-		for _, p := range v1.Placements {
+		ps := make([]*Placement, len(v1.Placements))
+		for i, p1 := range v1.Placements {
+			if p1 == nil {
+				continue // refused by check below
+			}
+			p := &p1.Placement
 			// Version 1 kept the candidates of settled decisions too.
-			if p != nil && settledLife(p.Life) {
+			if settledLife(p.Life) {
 				p.Candidates, p.Cursor = nil, 0
 			}
+			if len(p.Moves) == 0 {
+				p.Moves = movesOf(p1.Reschedules, p.PlacedAt)
+			}
+			ps[i] = p
 		}
-		s = stateFile{Version: stateVersion1, Placements: v1.Placements, Declarations: v1.Declarations}
+		s = stateFile{Version: stateVersion1, Placements: ps, Declarations: v1.Declarations}
 	default:
 		return stateFile{}, fmt.Errorf("version %d, want %d or %d", head.Version, stateVersion1, StateVersion)
 	}
@@ -267,6 +307,10 @@ func (f *stateFileV2) placements() ([]*Placement, error) {
 			}
 			iid = sp.Instance + "-" + sp.Node
 		}
+		moves := sp.Moves
+		if len(moves) == 0 {
+			moves = movesOf(sp.Reschedules, sp.PlacedAt)
+		}
 		reserved := pk.Reserved[sp.Variant]
 		if sp.Reserved != nil {
 			reserved = *sp.Reserved
@@ -277,11 +321,11 @@ func (f *stateFileV2) placements() ([]*Placement, error) {
 			Node: sp.Node, Variant: sp.Variant, InstanceID: iid,
 			Reserved: Reservation{HostBytes: reserved[0], AccelBytes: reserved[1]},
 			PlacedAt: sp.PlacedAt, Life: sp.Life, HostState: sp.HostState, Order: sp.Order,
-			Reschedules: sp.Reschedules, Attempts: sp.Attempts, NextAttempt: sp.NextAttempt, LastError: sp.LastError,
+			Moves: moves, Capped: sp.Capped, Attempts: sp.Attempts, NextAttempt: sp.NextAttempt, LastError: sp.LastError,
 			WasRunning: sp.WasRunning, LostReason: sp.LostReason, ReplacedBy: sp.ReplacedBy, Replaces: sp.Replaces,
 			Declared: sp.Declared, Replica: sp.Replica, Supersedes: sp.Supersedes,
 			Labels: slices.Clone(pk.Labels), Excludes: slices.Clone(pk.Excludes),
-			Stopped: sp.Stopped, RetireReason: sp.RetireReason,
+			Stopped: sp.Stopped, RetireReason: sp.RetireReason, FailedSince: sp.FailedSince,
 		}
 	}
 	return out, nil
@@ -306,8 +350,11 @@ func (p *Placement) check() error {
 	if !settledLife(p.Life) && len(p.Candidates) == 0 {
 		return fmt.Errorf("%s decision without its candidates", p.Life)
 	}
-	if p.Attempts < 0 || p.Reschedules < 0 {
-		return errors.New("negative attempts or reschedules")
+	if p.Attempts < 0 {
+		return errors.New("negative attempts")
+	}
+	if len(p.Moves) > maxMoves {
+		return fmt.Errorf("%d moves, at most %d", len(p.Moves), maxMoves)
 	}
 	if p.Node == "" {
 		return errors.New("no node")
@@ -336,6 +383,7 @@ type encodeCache struct {
 type cachedPlacement struct {
 	key   spKey
 	cands []Candidate
+	moves []time.Time
 	b     []byte
 	// gen is the encode that last saw the placement.
 	gen uint64
@@ -381,7 +429,7 @@ func (c *encodeCache) encode(f *stateFileV2) ([]byte, error) {
 		sp := &f.Placements[i]
 		k := keyOf(sp)
 		cp := c.m[sp.DecisionID]
-		if cp == nil || cp.key != k || !slices.Equal(cp.cands, sp.Candidates) {
+		if cp == nil || cp.key != k || !slices.Equal(cp.cands, sp.Candidates) || !slices.EqualFunc(cp.moves, sp.Moves, time.Time.Equal) {
 			b, err := json.Marshal(sp)
 			if err != nil {
 				return nil, err
@@ -390,7 +438,7 @@ func (c *encodeCache) encode(f *stateFileV2) ([]byte, error) {
 				cp = &cachedPlacement{}
 				c.m[sp.DecisionID] = cp
 			}
-			cp.key, cp.cands, cp.b = k, sp.Candidates, b
+			cp.key, cp.cands, cp.moves, cp.b = k, sp.Candidates, sp.Moves, b
 		}
 		cp.gen = c.gen
 		parts[i] = cp.b
@@ -462,13 +510,14 @@ func encodeState(ps []*Placement, ds []*declState, cache *encodeCache) ([]byte, 
 		sp := statePlacement{placementCore: placementCore{
 			DecisionID: p.DecisionID, Package: pi, Node: p.Node, Variant: p.Variant,
 			PlacedAt: p.PlacedAt, Life: p.Life, HostState: p.HostState,
-			Order: p.Order, Reschedules: p.Reschedules, Attempts: p.Attempts, NextAttempt: p.NextAttempt, LastError: p.LastError,
+			Order: p.Order, Capped: p.Capped, Attempts: p.Attempts, NextAttempt: p.NextAttempt, LastError: p.LastError,
 			WasRunning: p.WasRunning, LostReason: p.LostReason, ReplacedBy: p.ReplacedBy, Replaces: p.Replaces, Declared: p.Declared, Replica: p.Replica,
-			Supersedes: p.Supersedes, Stopped: p.Stopped, RetireReason: p.RetireReason,
+			Supersedes: p.Supersedes, Stopped: p.Stopped, RetireReason: p.RetireReason, FailedSince: p.FailedSince,
 		}}
 		if !settledLife(p.Life) {
 			sp.Candidates, sp.Cursor = p.Candidates, p.Cursor
 		}
+		sp.Moves = p.Moves
 		if p.Workload != defaultWorkload(p.Order, p.Package) {
 			sp.Workload = &p.Workload
 		}

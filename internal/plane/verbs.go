@@ -85,6 +85,10 @@ func (c *Controller) Unload(ctx context.Context, ref string) (Placement, error) 
 // longer admits the kind is refused like a place would be, as starting
 // runs the workload there again (the chained request says so).
 //
+// A lost placement that is capped (Placement.Capped) is not started on
+// its node: the start clears its cap and its backoff, and the next tick
+// places it again.
+//
 // First of all, a placement whose package id or manifest hash the
 // controller's revocation list revokes, or whose package directory (if
 // still there) verifies as revoked (a signer, an artifact), is not
@@ -112,6 +116,16 @@ func (c *Controller) Start(ctx context.Context, ref string) (Placement, error) {
 	if c.busy[pl.DecisionID] || pl.Life == LifeDispatching || pl.Life == LifeUnsettled {
 		c.mu.Unlock()
 		return Placement{}, fmt.Errorf("start %s: decision %s: %w", ref, pl.DecisionID, ErrPlacementBusy)
+	}
+	if pl.Life == LifeLost && pl.Capped {
+		// Capped (moved max_reschedules times in the window): the start
+		// clears the cap; the next tick places it again.
+		rec := c.uncapLocked(pl)
+		out := pl.clone()
+		c.mu.Unlock()
+		_, cerr := c.appendChain(KindLifecycle, rec)
+		c.updateGauges()
+		return out, errors.Join(cerr, c.persist())
 	}
 	if pl.Life != LifePlaced {
 		c.mu.Unlock()
@@ -184,8 +198,8 @@ func (c *Controller) refuseRevokedStart(ctx context.Context, pl Placement) error
 		return nil
 	}
 	err := c.rev.Check(&pkg.Manifest{ID: pl.Package}, pl.ManifestHash)
-	if err == nil && pl.Order != nil && pl.Order.PackageDir != "" {
-		if _, verr := c.disp.VerifyPackage(ctx, pl.Order.PackageDir); pkg.ErrorCode(verr) == pkg.CodeRevoked {
+	if err == nil && pl.Order != nil && (pl.Order.PackageDir != "" || pl.Order.Kept != "") {
+		if _, verr := c.placedPackage(ctx, pl.Order, pl.ManifestHash); pkg.ErrorCode(verr) == pkg.CodeRevoked {
 			err = verr
 		}
 	}
