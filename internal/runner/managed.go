@@ -145,7 +145,6 @@ type ExitStatus struct {
 // memory: the reason an operator and a controller read.
 const ReasonOOMKilled = "oom_killed"
 
-
 // String describes the status for logs and reasons.
 func (s ExitStatus) String() string {
 	switch {

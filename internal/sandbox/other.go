@@ -39,8 +39,10 @@ type cgroup struct{}
 
 func detectCgroups() (*cgroups, error) { return nil, errors.New("cgroups need Linux") }
 
-func (c *cgroups) create(string, Limits) (*cgroup, error) { return nil, errors.New("cgroups need Linux") }
-func (g *cgroup) join(int) error                          { return nil }
-func (g *cgroup) oomKills() uint64                        { return 0 }
-func (g *cgroup) killAll()                                {}
-func (g *cgroup) remove() error                           { return nil }
+func (c *cgroups) create(string, Limits) (*cgroup, error) {
+	return nil, errors.New("cgroups need Linux")
+}
+func (g *cgroup) join(int) error   { return nil }
+func (g *cgroup) oomKills() uint64 { return 0 }
+func (g *cgroup) killAll()         {}
+func (g *cgroup) remove() error    { return nil }
