@@ -510,6 +510,9 @@ type HostStatus struct {
 	InFlight  []InFlightStatus `json:"in_flight"`
 	Instances []InstanceInfo   `json:"instances"`
 	Departed  []ctl.Departed   `json:"departed"`
+	// Isolation is what the host enforces on the instances it starts;
+	// nil when it isolates nothing.
+	Isolation *sandbox.Support `json:"isolation,omitempty"`
 }
 
 // InFlightStatus is a place being handled.
@@ -541,6 +544,10 @@ type InstanceInfo struct {
 func (h *Host) Status() HostStatus {
 	h.mu.Lock()
 	st := HostStatus{Enabled: h.cfg.Enabled, InFlight: h.inflightLocked(), Departed: slices.Clone(h.departed)}
+	if h.iso != nil {
+		sup := h.iso.Support()
+		st.Isolation = &sup
+	}
 	insts := h.sortedInstancesLocked()
 	h.mu.Unlock()
 	for _, in := range insts {

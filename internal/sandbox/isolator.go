@@ -60,19 +60,19 @@ type Config struct {
 // Support is what this daemon enforces on the instances it starts.
 type Support struct {
 	// Filesystem is "landlock" (enforced), StateOff or StateUnavailable.
-	Filesystem string
+	Filesystem string `json:"filesystem"`
 	// LandlockABI is the kernel's Landlock ABI version, 0 if none.
-	LandlockABI int
+	LandlockABI int `json:"landlock_abi"`
 	// Users is "dynamic" (a uid per instance), "shared" (the daemon's
 	// own uid: the file-system rules still hold) or StateOff.
-	Users string
+	Users string `json:"users"`
 	// Cgroup is CgroupV1 or CgroupV2 (enforced), StateOff or
 	// StateUnavailable.
-	Cgroup string
+	Cgroup string `json:"cgroup"`
 	// Controllers are the cgroup controllers limits are set with.
-	Controllers []string
+	Controllers []string `json:"controllers,omitempty"`
 	// Problem says why a part that is on is unavailable ("" if none).
-	Problem string
+	Problem string `json:"problem,omitempty"`
 }
 
 // Values of Support.Users.
