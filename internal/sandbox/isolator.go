@@ -126,12 +126,17 @@ func New(cfg Config) (*Isolator, error) {
 	switch {
 	case cfg.Users == ModeOff:
 		s.Users = StateOff
-	case root && cfg.UIDCount >= 2:
+	case root && cfg.UIDCount >= 2 && ancestorsSearchable(cfg.DataDir) == nil:
 		s.Users = UsersDynamic
-	case cfg.Users == ModeOn:
+	case cfg.Users == ModeOn && !root:
 		return nil, errors.New("isolation: host.isolation.users is on but nodeld is not root")
+	case cfg.Users == ModeOn:
+		return nil, fmt.Errorf("isolation: host.isolation.users is on but %v", ancestorsSearchable(cfg.DataDir))
 	default:
 		s.Users = UsersShared
+		if root {
+			problems = append(problems, fmt.Sprintf("users: %v", ancestorsSearchable(cfg.DataDir)))
+		}
 	}
 	if cfg.Resources == ModeOff {
 		s.Cgroup = StateOff
@@ -148,6 +153,28 @@ func New(cfg Config) (*Isolator, error) {
 		return nil, err
 	}
 	return i, nil
+}
+
+// ancestorsSearchable reports an ancestor of dir that an instance's uid
+// could not search (no execute bit for others): it could not reach its
+// package or scratch directory, so instances keep the daemon's uid.
+func ancestorsSearchable(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	for p := filepath.Dir(abs); ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return err
+		}
+		if fi.Mode().Perm()&0o001 == 0 {
+			return fmt.Errorf("%s, above the data dir, is not searchable by others", p)
+		}
+		if p == filepath.Dir(p) {
+			return nil
+		}
+	}
 }
 
 // Support returns what the isolator enforces.
