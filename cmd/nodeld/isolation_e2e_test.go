@@ -2,12 +2,15 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/nodeld/nodeld/internal/plane"
 )
 
 // isolationPackage builds and signs a package in dir whose command is
@@ -205,4 +208,66 @@ func lineOf(out, s string) string {
 		}
 	}
 	return ""
+}
+
+// TestIsolationOffRefusesRequiringPackage: with host.isolation opted out,
+// the host's status and its signed facts say so, and a package whose
+// variant requires isolation.fs is placed nowhere, the engine naming the
+// missing record in ctl explain (acceptance 4).
+func TestIsolationOffRefusesRequiringPackage(t *testing.T) {
+	pkgDir, anchor := signedEchoPackage(t)
+	// Rebuild it with a variant that requires filesystem isolation.
+	tmpl, err := os.ReadFile("../../examples/packages/echo-llm/manifest.template.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl = bytes.Replace(tmpl, []byte(`"resources":`), []byte(`"requirements": [{"select": "isolation.fs"}], "resources":`), 1)
+	tmplPath := filepath.Join(t.TempDir(), "manifest.json")
+	if err := os.WriteFile(tmplPath, tmpl, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	key := filepath.Join(filepath.Dir(pkgDir), "publisher.key")
+	for _, args := range [][]string{{"package", "build", "--manifest", tmplPath, pkgDir}, {"package", "sign", "--key", key, pkgDir}} {
+		if _, errOut, rc := runCLI(t, args...); rc != 0 {
+			t.Fatalf("%v: %q", args, errOut)
+		}
+	}
+	cl := newCtlCluster(t, "a")
+	off := "  isolation:\n    filesystem: off\n    resources: off\n    users: off\n"
+	a := startNodeAt(t, cl.dirs["a"], cl.config("a", nil, controllerSection(anchor, "200ms", "5s", "3s")+hostSection(cl.keys["a"], anchor)+off, false), nil)
+	if iso := a.n.host.Status().Isolation; iso == nil || iso.Filesystem != "off" || iso.Cgroup != "off" || iso.Users != "off" {
+		t.Fatalf("host status isolation = %+v, want every part off", iso)
+	}
+	f, err := a.n.facts.Facts(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range f.Capabilities {
+		if strings.HasPrefix(c.ID, "isolation.") {
+			t.Errorf("facts claim %s with isolation off", c.ID)
+		}
+	}
+	if !strings.Contains(fmt.Sprint(f.Notes), "filesystem isolation off") {
+		t.Errorf("facts notes %v do not say filesystem isolation is off", f.Notes)
+	}
+	sock := a.n.config().SocketPath()
+	waitLong(t, "the controller to hear from its own host", func() bool {
+		if _, _, rc := runCtl(t, "--socket", sock, "nodes"); rc != 0 {
+			return false
+		}
+		var nodes []nodeDoc
+		ctlJSON(t, sock, &nodes, "nodes")
+		return len(nodes) == 1 && nodes[0].Liveness == "alive" && nodes[0].HasFacts
+	})
+	rep, err := a.n.ctrl.c.Place(context.Background(), plane.Order{PackageDir: pkgDir, DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Decision.Chosen != nil {
+		t.Fatalf("placed a package requiring isolation.fs on a node without it:\n%s", rep.Explain())
+	}
+	out, errOut, rc := runCtl(t, "--socket", sock, "explain", rep.DecisionID)
+	if rc != 0 || !strings.Contains(out, "isolation.fs") {
+		t.Fatalf("ctl explain = %d, want the missing isolation.fs named:\n%s\n%s", rc, out, errOut)
+	}
 }
