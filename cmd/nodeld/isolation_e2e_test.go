@@ -5,9 +5,11 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/nodeld/nodeld/internal/plane"
@@ -269,5 +271,81 @@ func TestIsolationOffRefusesRequiringPackage(t *testing.T) {
 	out, errOut, rc := runCtl(t, "--socket", sock, "explain", rep.DecisionID)
 	if rc != 0 || !strings.Contains(out, "isolation.fs") {
 		t.Fatalf("ctl explain = %d, want the missing isolation.fs named:\n%s\n%s", rc, out, errOut)
+	}
+}
+
+// TestIsolationNonRootDaemon: nodeld running as an unprivileged user, as
+// the shipped unit runs it (no uid switch, no cgroups), still keeps the
+// node key, the data dir, the chain and the package out of an instance's
+// reach (acceptance 2).
+func TestIsolationNonRootDaemon(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to start nodeld as another user (CI runs as root)")
+	}
+	const nobody = 65534
+	tmp := t.TempDir()
+	for _, p := range []string{tmp, filepath.Dir(tmp), filepath.Dir(nodeldBinary(t))} {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dataDir := filepath.Join(tmp, "data")
+	anchorOut, errOut, rc := runCLI(t, "package", "keygen", "--out", filepath.Join(tmp, "publisher.key"))
+	if rc != 0 {
+		t.Fatalf("package keygen: %q", errOut)
+	}
+	cfgPath := filepath.Join(tmp, "pre.yaml")
+	base := nodeConfig(dataDir, "")
+	if err := os.WriteFile(cfgPath, []byte(base), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, rc := runCLI(t, "keygen", "--config", cfgPath)
+	if rc != 0 {
+		t.Fatalf("keygen: %q", errOut)
+	}
+	nodeKey := regexp.MustCompile(`public key: ([0-9a-f]{64})`).FindStringSubmatch(out)[1]
+	if err := filepath.WalkDir(dataDir, func(p string, _ os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Chown(p, nobody, nobody)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// No resources declared: a daemon that cannot make cgroups places it.
+	attackDir := isolationPackage(t, tmp, "attack", attackScript, []string{"none"}, 0)
+	cfg := base + fmt.Sprintf("host:\n  enabled: true\n  controllers: [%s]\n  trust_anchors: [%s]\n", nodeKey, strings.TrimSpace(anchorOut))
+	cfgFile := filepath.Join(tmp, "nodeld.yaml")
+	if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := &proc{t: t, dataDir: dataDir, cfgPath: cfgFile, done: make(chan struct{})}
+	d.cmd = exec.Command(nodeldBinary(t), "run", "--config", cfgFile)
+	d.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	d.launch()
+	d.waitReady()
+	if out, _, rc := runCLI(t, "status", "--addr", d.admin); rc != 0 || !strings.Contains(out, "isolate  filesystem landlock") || !strings.Contains(out, "users shared") {
+		t.Fatalf("nodeld status = %d\n%s\nwant landlock with the daemon's uid", rc, out)
+	}
+	keyBefore, err := os.ReadFile(filepath.Join(dataDir, "node.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, rc = runCLI(t, "ctl", "--config", cfgFile, "place", "self", attackDir)
+	if rc != 0 {
+		t.Fatalf("ctl place self = %d\n%s\n%s\nlogs:\n%s", rc, out, errOut, d.logText())
+	}
+	attack := regexp.MustCompile(`attack-[0-9a-f]{8}-n-[0-9a-f]{16}`).FindString(out)
+	result := filepath.Join(dataDir, "scratch", attack, "result")
+	waitFor(t, "the attack instance's report", func() bool { _, err := os.Stat(result); return err == nil })
+	got, err := os.ReadFile(result)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "denied key\ndenied list\ndenied chain\ndenied pkg\ndenied other\nok tmp\n"; string(got) != want {
+		t.Errorf("from inside the instance of a non-root daemon:\n%s\nwant:\n%s", got, want)
+	}
+	if keyAfter, _ := os.ReadFile(filepath.Join(dataDir, "node.key")); !bytes.Equal(keyBefore, keyAfter) {
+		t.Error("node.key changed")
 	}
 }
