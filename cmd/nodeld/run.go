@@ -446,7 +446,8 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 		}
 	}
 	n.operator, err = dispatch.NewOperatorServer(dispatch.OperatorConfig{Path: cfg.SocketPath()},
-		dispatch.OperatorDeps{Backend: &operatorBackend{d: n.dispatch, ctrl: n.ctrl, n: n}, Logger: d.log.Named("operator"), Registerer: d.reg})
+		dispatch.OperatorDeps{Backend: &operatorBackend{d: n.dispatch, ctrl: n.ctrl, n: n}, Logger: d.log.Named("operator"), Registerer: d.reg,
+			RefusePeer: iso.IsInstanceProcess})
 	if err != nil {
 		return nil, err
 	}

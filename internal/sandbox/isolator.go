@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -270,7 +271,7 @@ func (i *Isolator) Instance(id, pkgDir string, lim Limits) (*Instance, error) {
 		if lim.PidsMax == 0 {
 			lim.PidsMax = i.cfg.PidsMax
 		}
-		g, err := i.cg.create("nodeld-"+id, lim)
+		g, err := i.cg.create(cgroupPrefix+id, lim)
 		if err != nil {
 			return nil, fmt.Errorf("isolation: %w", err)
 		}
@@ -279,6 +280,9 @@ func (i *Isolator) Instance(id, pkgDir string, lim Limits) (*Instance, error) {
 	ok = true
 	return in, nil
 }
+
+// cgroupPrefix begins the name of every instance cgroup.
+const cgroupPrefix = "nodeld-"
 
 // takeUID gives id the lowest free uid of the range.
 func (i *Isolator) takeUID(id string) (uint32, error) {
@@ -422,4 +426,29 @@ func (s Support) String() string {
 		cg += fmt.Sprint(" ", s.Controllers)
 	}
 	return "filesystem " + fs + ", users " + s.Users + ", cgroup " + cg
+}
+
+// IsInstanceProcess reports whether the process pid (of uid) belongs to a
+// placed instance: its uid is in the instances' range (users dynamic) or
+// it sits in an instance's cgroup. The operator socket refuses such
+// peers: Landlock before ABI 9 does not stop an instance from connecting
+// to a socket by its path.
+func (i *Isolator) IsInstanceProcess(pid int, uid uint32) bool {
+	if i.support.Users == UsersDynamic && uid >= i.cfg.UIDFirst && uid-i.cfg.UIDFirst < i.cfg.UIDCount {
+		return true
+	}
+	if i.cg == nil {
+		return false
+	}
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		// Gone already, or unreadable: refuse when in doubt.
+		return true
+	}
+	for _, seg := range strings.FieldsFunc(string(data), func(r rune) bool { return r == '/' || r == '\n' || r == ':' }) {
+		if strings.HasPrefix(seg, cgroupPrefix) {
+			return true
+		}
+	}
+	return false
 }
