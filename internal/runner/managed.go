@@ -114,8 +114,8 @@ type ManagedDeps struct {
 // rewrite cmd (program, arguments, environment, extra files,
 // credentials); started is called with the pid once cmd has started (an
 // error kills the process and fails the start), and ended once it is
-// reaped, reporting whether the kernel killed it for exceeding its
-// memory limit.
+// reaped (or once cmd failed to start), reporting whether the kernel
+// killed it for exceeding its memory limit.
 type Launcher interface {
 	Wrap(cmd *exec.Cmd) (started func(pid int) error, ended func() (oomKilled bool), err error)
 }

@@ -427,6 +427,9 @@ func (d *procDriver) spawn(port int) (*procRun, error) {
 	if err != nil {
 		outR.Close()
 		errR.Close()
+		if ended != nil {
+			ended() // releases what Wrap holds for a run that never began
+		}
 		return nil, err
 	}
 	r := &procRun{

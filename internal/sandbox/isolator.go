@@ -405,6 +405,8 @@ func (in *Instance) Wrap(cmd *exec.Cmd) (started func(pid int) error, ended func
 		return nil
 	}
 	ended = func() bool {
+		r.Close()
+		w.Close() // a start that failed never called started
 		if in.cg == nil {
 			return false
 		}
