@@ -148,7 +148,7 @@ func New(cfg Config) (*Isolator, error) {
 		i.cg, s.Cgroup, s.Controllers = cg, cg.version, cg.controllers
 	}
 	if len(problems) > 0 {
-		s.Problem = fmt.Sprint(problems)
+		s.Problem = strings.Join(problems, "; ")
 	}
 	if err := i.prepareDirs(); err != nil {
 		return nil, err
