@@ -113,8 +113,10 @@ func TestMeshtest_FailoverPlacesWhatWasPlaced(t *testing.T) {
 func TestMeshtest_FailedInstanceStartedAgain(t *testing.T) {
 	t.Parallel()
 	base := filepath.Dir(echoBinary(t))
-	flag, pidFile := filepath.Join(base, "issue22-fail.flag"), filepath.Join(base, "issue22-fail.pid")
-	pre := "[ -f '" + flag + "' ] && exit 1\necho $$ > '" + pidFile + "'\n"
+	// The flag is in a directory placed instances may read; the pid goes
+	// to the instance's scratch directory, the one place it may write.
+	flag := filepath.Join(base, "issue22-fail.flag")
+	pre := "[ -f '" + flag + "' ] && exit 1\necho $$ > \"$NODELD_SCRATCH/pid\"\n"
 	dir, anchor := meshPackage(t, "echo-failing", echoManifest("echo-failing", "start.sh", defaultVariant),
 		map[string]string{"start.sh": lightScript(t, pre)})
 	m := newMesh(t, "a", "b")
@@ -127,7 +129,8 @@ func TestMeshtest_FailedInstanceStartedAgain(t *testing.T) {
 		t.Fatalf("place = %d %+v\n%s", rc, res, errOut)
 	}
 	a.tick()
-	t.Cleanup(func() { os.Remove(flag); os.Remove(pidFile) })
+	t.Cleanup(func() { os.Remove(flag) })
+	pidFile := filepath.Join(m.node("b").dataDir, "scratch", res.InstanceID, "pid")
 	state := func() string {
 		for _, in := range b.lcHeld().Instances {
 			if in.InstanceID == res.InstanceID {
