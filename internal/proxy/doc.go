@@ -24,8 +24,7 @@
 //
 // # Serving a role port
 //
-// When the proxy owns its upstream client (Deps.Transport nil), a role's
-// connections are read by a small HTTP/1.1 reader of the common case
+// A role's connections are read by a small HTTP/1.1 reader of the common case
 // (fastserve.go): GET or POST, HTTP/1.1, a head within 4 KiB with one
 // Host, at most one Content-Length and no Transfer-Encoding, Expect or
 // Upgrade, every line a valid name and value. Its requests reach the same
@@ -87,8 +86,7 @@
 // unchanged (Authorization included) except hop-by-hop ones, the ones a
 // Connection header names, and Upgrade; Host becomes the instance's
 // address; the client's Forwarded and X-Forwarded-* are dropped and none
-// are added. When Deps.Transport is given (tests that fake the instance),
-// httputil.ReverseProxy over it does the same exchange. The body streams
+// are added. The body streams
 // to the instance, except on the inference POST
 // paths (OpenAI's and Ollama's, pinnedPaths) when the instance's model is
 // known and the role has no ModelPassthrough: the body is then read into

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httputil"
 	"os"
 	"strconv"
 	"strings"
@@ -26,11 +25,7 @@ import (
 // peer's node id.
 const RouteHeader = "X-Nodeld-Route"
 
-// exchangeKey carries an *exchange in a forwarded request's context.
-type exchangeKey struct{}
-
-// exchange is the per-request state of a local forward (the ReverseProxy
-// hooks read it from the request's context).
+// exchange is the per-request state of a local forward.
 type exchange struct {
 	role     string
 	upstream string          // "ip:port" of the local instance
@@ -234,8 +229,7 @@ func (p *Proxy) observe(role string, rm *routeMetrics, rec *recorder, start time
 	}
 }
 
-// forwardLocal relays r to a local instance (relayLocal, or the
-// ReverseProxy over Deps.Transport); body (nil when there is none) streams to the instance,
+// forwardLocal relays r to a local instance (relayLocal); body (nil when there is none) streams to the instance,
 // unless its "model" is pinned: it is then read into memory (bounded by
 // MaxBodyBytes and BodyTimeout) and pinned first.
 func (p *Proxy) forwardLocal(st *requestState, r *http.Request, rs *roleServer, target table.Target, set *Config, body *bodyReader, pin bool) {
@@ -254,7 +248,7 @@ func (p *Proxy) forwardLocal(st *requestState, r *http.Request, rs *roleServer, 
 	}
 	var ctx context.Context
 	wd := &st.wd
-	if ec, ok := r.Context().(*exchangeCtx); ok && p.pool != nil {
+	if ec, ok := r.Context().(*exchangeCtx); ok {
 		// The fast reader's exchange context is the forward's: its
 		// cancellation by the watchdog has a cause that clientGone tells
 		// apart, and it ends with the exchange.
@@ -272,9 +266,6 @@ func (p *Proxy) forwardLocal(st *requestState, r *http.Request, rs *roleServer, 
 	fw.ex = exchange{role: role, upstream: upstream, client: r.Context(), ctx: ctx, wd: wd, body: body}
 	ex := &fw.ex
 	out := r // the pool's request: r's method, target and headers
-	if p.pool == nil {
-		out = r.WithContext(context.WithValue(ctx, exchangeKey{}, ex))
-	}
 	req := &fw.req
 	*req = upstreamRequest{r: out, host: ex.upstream}
 	switch {
@@ -289,29 +280,16 @@ func (p *Proxy) forwardLocal(st *requestState, r *http.Request, rs *roleServer, 
 		}
 		data = pinLocal(data, target)
 		req.body, req.inMem = data, true
-		if p.pool == nil {
-			out.Body = io.NopCloser(bytes.NewReader(data))
-			out.ContentLength = int64(len(data))
-			out.TransferEncoding = nil
-		}
 	default:
 		body.wd = wd
 		limited := http.MaxBytesReader(rec.ResponseWriter, body, set.MaxBodyBytes)
-		if p.pool == nil {
-			out.Body = limited
-		}
 		req.stream, req.length = limited, r.ContentLength
-	}
-	if p.pool == nil {
-		p.rp.ServeHTTP(rec, out)
-		return
 	}
 	p.relayLocal(rec, out, ex, req, int(rs.capacity.Load()))
 }
 
 // relayLocal is forwardLocal's exchange over the proxy's own upstream
-// pool: what ReverseProxy does with the rules of rewrite, modifyResponse
-// and upstreamError, in one goroutine. The response head is relayed
+// pool, in one goroutine. The response head is relayed
 // without hop-by-hop headers, plus RouteHeader; a stream (SSE, or no
 // Content-Length) is flushed on every write, its head at once; a failure
 // after the head cuts the stream. The connection goes back to the pool
@@ -450,35 +428,8 @@ func bodyError(err error, body *bodyReader) *Error {
 	}
 }
 
-// rewrite points the outbound request at the local instance. Headers go
-// unchanged except hop-by-hop ones (removed by ReverseProxy) and Upgrade:
-// protocol switches are not relayed. Host becomes the instance's address;
-// Authorization and the body pass through untouched.
-func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
-	ex := pr.In.Context().Value(exchangeKey{}).(*exchange)
-	pr.Out.URL.Scheme = "http"
-	pr.Out.URL.Host = ex.upstream
-	pr.Out.Host = ""
-	pr.Out.Header.Del("Upgrade")
-	pr.Out.Header.Del("Connection")
-}
-
-// modifyResponse marks the route and refuses protocol switches.
-func (p *Proxy) modifyResponse(res *http.Response) error {
-	if res.StatusCode == http.StatusSwitchingProtocols {
-		return errors.New("upstream switched protocols")
-	}
-	res.Header.Set(RouteHeader, routeLocal)
-	return nil
-}
-
-// upstreamError answers a local forward that failed before the response
+// forwardError answers a local forward that failed before the response
 // head was sent.
-func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
-	p.forwardError(w, r, r.Context().Value(exchangeKey{}).(*exchange), err)
-}
-
-// forwardError is upstreamError for the exchange ex.
 func (p *Proxy) forwardError(w http.ResponseWriter, r *http.Request, ex *exchange, err error) {
 	w.Header().Set(RouteHeader, routeLocal)
 	// Before the client check: the body deadline cancels the client's

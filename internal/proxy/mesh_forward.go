@@ -152,7 +152,7 @@ func NewMeshForwarder(d MeshDeps) (*MeshForwarder, error) {
 	if f.transport == nil {
 		f.ownTrans = newTransport(DefaultMeshMaxInflightTotal)
 		f.transport = f.ownTrans
-		f.pool = newUpstreamPool()
+		f.pool = newUpstreamPool(nil)
 	}
 	if err := f.SetLimits(d.MaxInflightPerPeer, d.MaxInflightTotal, d.MaxBodyBytes); err != nil {
 		return nil, err

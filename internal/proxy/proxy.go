@@ -7,7 +7,6 @@ import (
 	"log"
 	"net"
 	"net/http"
-	"net/http/httputil"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,9 +53,10 @@ type Deps struct {
 	Logger *zap.Logger
 	// Registerer may be nil (metrics are kept but not exported).
 	Registerer prometheus.Registerer
-	// Transport reaches local instances; nil means the package's shared
-	// tuned transport.
-	Transport http.RoundTripper
+	// Dial connects to local instances; nil means a TCP dial bounded by
+	// the package's dial timeout. Tests give a dialer of in-memory
+	// connections to a fake instance.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // ErrRunning is returned by a second call to Run.
@@ -76,8 +76,7 @@ type Proxy struct {
 	ports     PortRecorder
 	remote    RemoteForwarder
 	metrics   *metrics
-	rp        *httputil.ReverseProxy // the local path over Deps.Transport, when one is given
-	pool      *upstreamPool          // the local path otherwise (upstream.go)
+	pool      *upstreamPool // the local path (upstream.go)
 	errorLog  *log.Logger
 	settings  atomic.Pointer[Config] // defaults applied; read per request
 	ready     chan struct{}
@@ -177,21 +176,9 @@ func New(cfg Config, deps Deps) (*Proxy, error) {
 		ready:    make(chan struct{}),
 		cfg:      full,
 		roles:    make(map[string]*roleServer, len(full.Roles)),
+		pool:     newUpstreamPool(deps.Dial),
 	}
 	p.settings.Store(&full)
-	if deps.Transport == nil {
-		p.pool = newUpstreamPool()
-	} else {
-		p.rp = &httputil.ReverseProxy{
-			Rewrite:        p.rewrite,
-			Transport:      deps.Transport,
-			FlushInterval:  0, // see doc.go: streaming responses are flushed on every write
-			BufferPool:     newBufferPool(),
-			ErrorLog:       errorLog,
-			ModifyResponse: p.modifyResponse,
-			ErrorHandler:   p.upstreamError,
-		}
-	}
 	for _, rc := range full.Roles {
 		rs := newRoleServer(rc)
 		rs.gate.max.Store(int64(full.MaxConnections))
@@ -271,9 +258,7 @@ func (p *Proxy) Run(ctx context.Context) error {
 	p.applyMu.Unlock()
 	p.wg.Wait()
 	p.reportPorts(roles, true)
-	if p.pool != nil {
-		p.pool.close()
-	}
+	p.pool.close()
 	if err := context.Cause(runCtx); ctx.Err() == nil && err != nil {
 		return err
 	}
@@ -307,24 +292,16 @@ func (p *Proxy) startLocked(rs *roleServer, set *Config) {
 		DisableGeneralOptionsHandler: true,
 	}
 	srv, ln, fail := rs.srv, net.Listener(&gateListener{Listener: rs.ln, g: &rs.gate}), p.serveFail
-	if p.pool != nil {
-		// The fast reader takes every connection first and hands the
-		// unusual ones to srv (fastserve.go).
-		fs := newFastServer(rs.srv.Handler, ln.Addr(), set.HeaderTimeout, p.errorLog)
-		rs.fast = fs
-		p.wg.Go(func() { _ = srv.Serve(fs.handoff) }) // ends with ErrServerClosed at drain
-		p.wg.Go(func() {
-			if err := fs.serve(ln); !errors.Is(err, http.ErrServerClosed) && !rs.stopping.Load() {
-				fail(fmt.Errorf("proxy: serve role %q: %w", rs.name, err))
-			}
-		})
-	} else {
-		p.wg.Go(func() {
-			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) && !rs.stopping.Load() {
-				fail(fmt.Errorf("proxy: serve role %q: %w", rs.name, err))
-			}
-		})
-	}
+	// The fast reader takes every connection first and hands the unusual
+	// ones to srv (fastserve.go).
+	fs := newFastServer(rs.srv.Handler, ln.Addr(), set.HeaderTimeout, p.errorLog)
+	rs.fast = fs
+	p.wg.Go(func() { _ = srv.Serve(fs.handoff) }) // ends with ErrServerClosed at drain
+	p.wg.Go(func() {
+		if err := fs.serve(ln); !errors.Is(err, http.ErrServerClosed) && !rs.stopping.Load() {
+			fail(fmt.Errorf("proxy: serve role %q: %w", rs.name, err))
+		}
+	})
 	p.log.Info("role listening", zap.String("role", rs.name), zap.Stringer("addr", rs.ln.Addr()))
 }
 

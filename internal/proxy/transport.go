@@ -3,7 +3,6 @@ package proxy
 import (
 	"net"
 	"net/http"
-	"sync"
 )
 
 // newTransport returns the transport shared by all roles for local
@@ -28,24 +27,4 @@ func newTransport(maxIdlePerHost int) *http.Transport {
 		// Not net/http's 10 MiB default.
 		MaxResponseHeaderBytes: MaxUpstreamHeaderBytes,
 	}
-}
-
-// bufferPool recycles the buffers ReverseProxy relays bodies through.
-type bufferPool struct{ pool sync.Pool }
-
-func newBufferPool() *bufferPool {
-	return &bufferPool{pool: sync.Pool{New: func() any {
-		b := make([]byte, copyBufferBytes)
-		return &b
-	}}}
-}
-
-func (b *bufferPool) Get() []byte { return *(b.pool.Get().(*[]byte)) }
-
-func (b *bufferPool) Put(buf []byte) {
-	if cap(buf) != copyBufferBytes {
-		return
-	}
-	buf = buf[:copyBufferBytes]
-	b.pool.Put(&buf)
 }

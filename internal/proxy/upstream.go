@@ -15,8 +15,8 @@ import (
 	"time"
 )
 
-// upstreamPool is the HTTP/1.1 client of the loopback proxy's local path
-// when the proxy owns its transport (Deps.Transport nil): one exchange at
+// upstreamPool is the HTTP/1.1 client of the loopback proxy's local path:
+// one exchange at
 // a time on each connection, the request head and an in-memory body
 // written in one syscall, the response read on the handler's goroutine.
 // Idle connections hold no goroutine; before one is reused a non-blocking
@@ -26,7 +26,7 @@ import (
 // memory). The idle connections kept for a role and an instance are at
 // most the role's concurrency: a model server serves no more at once.
 type upstreamPool struct {
-	dialer net.Dialer
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	mu     sync.Mutex // guards idle, closed
 	idle   map[poolKey][]*upConn
@@ -36,11 +36,14 @@ type upstreamPool struct {
 // poolKey names the idle connections of one role to one instance.
 type poolKey struct{ role, addr string }
 
-func newUpstreamPool() *upstreamPool {
-	return &upstreamPool{
-		dialer: net.Dialer{Timeout: upstreamDialTimeout, KeepAlive: -1},
-		idle:   map[poolKey][]*upConn{},
+// newUpstreamPool returns a pool that connects with dial (nil: a TCP dial
+// bounded by upstreamDialTimeout).
+func newUpstreamPool(dial func(ctx context.Context, network, addr string) (net.Conn, error)) *upstreamPool {
+	if dial == nil {
+		d := &net.Dialer{Timeout: upstreamDialTimeout, KeepAlive: -1}
+		dial = d.DialContext
 	}
+	return &upstreamPool{dial: dial, idle: map[poolKey][]*upConn{}}
 }
 
 // upConn is one connection to a local instance.
@@ -106,7 +109,7 @@ func (up *upstreamPool) get(ctx context.Context, key poolKey, replay bool) (*upC
 		}
 		_ = uc.conn.Close() // closed by the instance, or idle too long
 	}
-	c, err := up.dialer.DialContext(ctx, "tcp", key.addr)
+	c, err := up.dial(ctx, "tcp", key.addr)
 	if err != nil {
 		return nil, err
 	}
