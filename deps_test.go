@@ -47,6 +47,8 @@ var tiers = map[string]int{
 	// Leaves (leafTier): they import the standard library only.
 	"internal/grammar":    4,
 	"internal/atomicfile": 4,
+	// The proxy's HTTP/1.1 server and upstream client.
+	"internal/httpfast": 4,
 }
 
 // leafTier is the tier of the leaves, which import nothing but the

@@ -25,7 +25,7 @@
 // # Serving a role port
 //
 // A role's connections are read by a small HTTP/1.1 reader of the common case
-// (fastserve.go): GET or POST, HTTP/1.1, a head within 4 KiB with one
+// (httpfast.Server): GET or POST, HTTP/1.1, a head within 4 KiB with one
 // Host, at most one Content-Length and no Transfer-Encoding, Expect or
 // Upgrade, every line a valid name and value. Its requests reach the same
 // handler as net/http's would, as *http.Request with a ResponseWriter that
@@ -41,7 +41,7 @@
 // is noticed by a read of its connection that starts only for an
 // exchange still running 20 ms after its body was read (net/http starts
 // one per request), and cancels the exchange. Each exchange has a context
-// of its own (exchangectx.go, cheaper than context.WithCancelCause) that
+// of its own (httpfast.Context, cheaper than context.WithCancelCause) that
 // the local forward uses directly; the head's and the body's read
 // deadlines are set on the connection only before a read that reaches it.
 //
@@ -80,7 +80,7 @@
 //
 // # Forwarding
 //
-// Local: the proxy's own HTTP/1.1 client (upstream.go: upstreamPool,
+// Local: the proxy's own HTTP/1.1 client (httpfast.Pool,
 // relayLocal) does what httputil.ReverseProxy with Rewrite did, in the
 // handler's goroutine: only the destination changes; request headers go
 // unchanged (Authorization included) except hop-by-hop ones, the ones a

@@ -11,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nodeld/nodeld/internal/grammar"
+	"github.com/nodeld/nodeld/internal/httpfast"
 	"github.com/nodeld/nodeld/internal/table"
 )
 
@@ -46,7 +48,7 @@ type requestState struct {
 // localForward is the state of a local forward.
 type localForward struct {
 	ex  exchange
-	req upstreamRequest
+	req httpfast.Request
 }
 
 // clientGone reports whether the client's context ended (the client went
@@ -56,7 +58,7 @@ func (ex *exchange) clientGone() bool {
 	if ex.ctx != ex.client {
 		return ex.client.Err() != nil
 	}
-	switch contextCause(ex.client) {
+	switch httpfast.Cause(ex.client) {
 	case nil, errStalled, errRequestTimeout:
 		return false
 	}
@@ -248,7 +250,7 @@ func (p *Proxy) forwardLocal(st *requestState, r *http.Request, rs *roleServer, 
 	}
 	var ctx context.Context
 	wd := &st.wd
-	if ec, ok := r.Context().(*exchangeCtx); ok {
+	if ec, ok := r.Context().(*httpfast.Context); ok {
 		// The fast reader's exchange context is the forward's: its
 		// cancellation by the watchdog has a cause that clientGone tells
 		// apart, and it ends with the exchange.
@@ -267,7 +269,7 @@ func (p *Proxy) forwardLocal(st *requestState, r *http.Request, rs *roleServer, 
 	ex := &fw.ex
 	out := r // the pool's request: r's method, target and headers
 	req := &fw.req
-	*req = upstreamRequest{r: out, host: ex.upstream}
+	*req = httpfast.Request{R: out, Host: ex.upstream}
 	switch {
 	case body == nil:
 	case pin:
@@ -279,11 +281,11 @@ func (p *Proxy) forwardLocal(st *requestState, r *http.Request, rs *roleServer, 
 			return
 		}
 		data = pinLocal(data, target)
-		req.body, req.inMem = data, true
+		req.Body, req.InMem = data, true
 	default:
 		body.wd = wd
 		limited := http.MaxBytesReader(rec.ResponseWriter, body, set.MaxBodyBytes)
-		req.stream, req.length = limited, r.ContentLength
+		req.Stream, req.Length = limited, r.ContentLength
 	}
 	p.relayLocal(rec, out, ex, req, int(rs.capacity.Load()))
 }
@@ -294,13 +296,13 @@ func (p *Proxy) forwardLocal(st *requestState, r *http.Request, rs *roleServer, 
 // Content-Length) is flushed on every write, its head at once; a failure
 // after the head cuts the stream. The connection goes back to the pool
 // (at most idleCap idle) only after a whole, clean exchange.
-func (p *Proxy) relayLocal(rec *recorder, out *http.Request, ex *exchange, req *upstreamRequest, idleCap int) {
-	uc, res, stop, err := p.pool.roundTrip(ex.ctx, poolKey{role: ex.role, addr: ex.upstream}, req)
+func (p *Proxy) relayLocal(rec *recorder, out *http.Request, ex *exchange, req *httpfast.Request, idleCap int) {
+	uc, res, stop, err := p.pool.RoundTrip(ex.ctx, httpfast.PoolKey{Role: ex.role, Addr: ex.upstream}, req)
 	if err != nil {
 		p.forwardError(rec, out, ex, err)
 		return
 	}
-	removeHop(res.Header)
+	httpfast.RemoveHop(res.Header)
 	h := rec.Header()
 	for k, vs := range res.Header {
 		h[k] = vs
@@ -320,7 +322,7 @@ func (p *Proxy) relayLocal(rec *recorder, out *http.Request, ex *exchange, req *
 	}
 	if err := relayBody(rec, res.Body, stream); err != nil {
 		stop()
-		_ = uc.conn.Close()
+		_ = uc.Close()
 		if !ex.clientGone() {
 			p.log.Debug("local stream cut", zap.String("role", ex.role), zap.String("upstream", ex.upstream), zap.Error(err))
 		}
@@ -330,10 +332,10 @@ func (p *Proxy) relayLocal(rec *recorder, out *http.Request, ex *exchange, req *
 		h[k] = vs
 	}
 	if !stop() || res.Close {
-		_ = uc.conn.Close()
+		_ = uc.Close()
 		return
 	}
-	p.pool.put(uc, idleCap)
+	p.pool.Put(uc, idleCap)
 }
 
 // relayBody copies an upstream body to the client through a pooled
@@ -366,6 +368,12 @@ func relayBody(rec *recorder, body io.Reader, flush bool) error {
 		}
 	}
 }
+
+// Pools of the buffers relayBody copies through.
+var (
+	copyBuffers   = sync.Pool{New: func() any { b := make([]byte, copyBufferBytes); return &b }}
+	streamBuffers = sync.Pool{New: func() any { b := make([]byte, streamBufferBytes); return &b }}
+)
 
 // isEventStream reports whether a Content-Type is text/event-stream.
 func isEventStream(ct string) bool {
@@ -444,7 +452,7 @@ func (p *Proxy) forwardError(w http.ResponseWriter, r *http.Request, ex *exchang
 	set := p.settings.Load()
 	var e *Error
 	var mbe *http.MaxBytesError
-	switch cause := contextCause(ex.ctx); {
+	switch cause := httpfast.Cause(ex.ctx); {
 	case errors.As(err, &mbe):
 		writeError(w, r, errTooLarge(mbe.Limit))
 		return

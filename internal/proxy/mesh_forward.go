@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nodeld/nodeld/internal/chain"
+	"github.com/nodeld/nodeld/internal/httpfast"
 	"github.com/nodeld/nodeld/internal/mesh"
 	"github.com/nodeld/nodeld/internal/table"
 )
@@ -104,8 +105,8 @@ type MeshForwarder struct {
 	transport http.RoundTripper
 	ownTrans  *http.Transport // set when the forwarder built transport
 	// pool is the pooled HTTP/1.1 client of requests with a held body or
-	// none, set when the forwarder built its transport (upstream.go).
-	pool   *upstreamPool
+	// none, set when the forwarder built its transport (httpfast.Pool).
+	pool   *httpfast.Pool
 	met    *meshMetrics
 	frames sync.Pool // *[]byte of frameBufBytes: frames read or written at once
 
@@ -150,9 +151,9 @@ func NewMeshForwarder(d MeshDeps) (*MeshForwarder, error) {
 		return &b
 	}
 	if f.transport == nil {
-		f.ownTrans = newTransport(DefaultMeshMaxInflightTotal)
+		f.ownTrans = httpfast.NewTransport(DefaultMeshMaxInflightTotal)
 		f.transport = f.ownTrans
-		f.pool = newUpstreamPool(nil)
+		f.pool = httpfast.NewPool(nil)
 	}
 	if err := f.SetLimits(d.MaxInflightPerPeer, d.MaxInflightTotal, d.MaxBodyBytes); err != nil {
 		return nil, err
@@ -257,7 +258,7 @@ func (f *MeshForwarder) CloseIdleConnections() {
 		f.ownTrans.CloseIdleConnections()
 	}
 	if f.pool != nil {
-		f.pool.closeIdle()
+		f.pool.CloseIdle()
 	}
 }
 

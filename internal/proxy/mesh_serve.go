@@ -16,6 +16,7 @@ import (
 
 	"github.com/nodeld/nodeld/internal/chain"
 	"github.com/nodeld/nodeld/internal/grammar"
+	"github.com/nodeld/nodeld/internal/httpfast"
 	"github.com/nodeld/nodeld/internal/mesh"
 	"github.com/nodeld/nodeld/internal/table"
 )
@@ -254,7 +255,7 @@ func (f *MeshForwarder) forward(ctx context.Context, s *mesh.Stream, peer mesh.P
 // answer's head. finish must be called once the answer is done with,
 // clean when its body was read to the end. A held body (or none) goes
 // through the forwarder's pooled HTTP/1.1 client, the local path's
-// (upstream.go): head and body in one write, the answer read on this
+// (httpfast.Pool): head and body in one write, the answer read on this
 // goroutine, the connection kept for the next request. A streamed body
 // goes through net/http's Transport, which reads the answer while it
 // still writes the body: an instance may answer (an early error) before
@@ -282,17 +283,17 @@ func (f *MeshForwarder) roundTrip(ctx context.Context, head meshRequestHead, up 
 		}
 		addr := ap.String()
 		r := &http.Request{Method: head.Method, RequestURI: target, Header: h, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
-		req := &upstreamRequest{r: r, host: addr, body: up.data, inMem: true}
-		uc, res, stop, err := f.pool.roundTrip(ctx, poolKey{role: head.Role, addr: addr}, req)
+		req := &httpfast.Request{R: r, Host: addr, Body: up.data, InMem: true}
+		uc, res, stop, err := f.pool.RoundTrip(ctx, httpfast.PoolKey{Role: head.Role, Addr: addr}, req)
 		if err != nil {
 			return nil, nil, err
 		}
 		return res, func(clean bool) {
 			if !stop() || !clean || res.Close {
-				_ = uc.conn.Close()
+				_ = uc.Close()
 				return
 			}
-			f.pool.put(uc, int(f.total.Load()))
+			f.pool.Put(uc, int(f.total.Load()))
 		}, nil
 	}
 	req, err := http.NewRequestWithContext(ctx, head.Method, local.Base+target, nil)

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/nodeld/nodeld/internal/httpfast"
 	"github.com/nodeld/nodeld/internal/table"
 )
 
@@ -76,7 +77,7 @@ type Proxy struct {
 	ports     PortRecorder
 	remote    RemoteForwarder
 	metrics   *metrics
-	pool      *upstreamPool // the local path (upstream.go)
+	pool      *httpfast.Pool // the local path
 	errorLog  *log.Logger
 	settings  atomic.Pointer[Config] // defaults applied; read per request
 	ready     chan struct{}
@@ -100,7 +101,7 @@ type roleServer struct {
 	ln       net.Listener // nil until bound
 	gate     connGate     // bounds the connections ln accepts
 	srv      *http.Server
-	fast     *fastServer // serves ln when the proxy owns its upstream client
+	fast     *httpfast.Server // serves ln first, handing unusual connections to srv
 	// Metric children resolved once, not per request.
 	gauge prometheus.Gauge
 	local routeMetrics
@@ -176,7 +177,7 @@ func New(cfg Config, deps Deps) (*Proxy, error) {
 		ready:    make(chan struct{}),
 		cfg:      full,
 		roles:    make(map[string]*roleServer, len(full.Roles)),
-		pool:     newUpstreamPool(deps.Dial),
+		pool:     httpfast.NewPool(deps.Dial),
 	}
 	p.settings.Store(&full)
 	for _, rc := range full.Roles {
@@ -258,7 +259,7 @@ func (p *Proxy) Run(ctx context.Context) error {
 	p.applyMu.Unlock()
 	p.wg.Wait()
 	p.reportPorts(roles, true)
-	p.pool.close()
+	p.pool.Close()
 	if err := context.Cause(runCtx); ctx.Err() == nil && err != nil {
 		return err
 	}
@@ -293,12 +294,12 @@ func (p *Proxy) startLocked(rs *roleServer, set *Config) {
 	}
 	srv, ln, fail := rs.srv, net.Listener(&gateListener{Listener: rs.ln, g: &rs.gate}), p.serveFail
 	// The fast reader takes every connection first and hands the unusual
-	// ones to srv (fastserve.go).
-	fs := newFastServer(rs.srv.Handler, ln.Addr(), set.HeaderTimeout, p.errorLog)
+	// ones to srv (httpfast.Server).
+	fs := httpfast.NewServer(rs.srv.Handler, ln.Addr(), set.HeaderTimeout, p.errorLog)
 	rs.fast = fs
-	p.wg.Go(func() { _ = srv.Serve(fs.handoff) }) // ends with ErrServerClosed at drain
+	p.wg.Go(func() { _ = srv.Serve(fs.Handoff()) }) // ends with ErrServerClosed at drain
 	p.wg.Go(func() {
-		if err := fs.serve(ln); !errors.Is(err, http.ErrServerClosed) && !rs.stopping.Load() {
+		if err := fs.Serve(ln); !errors.Is(err, http.ErrServerClosed) && !rs.stopping.Load() {
 			fail(fmt.Errorf("proxy: serve role %q: %w", rs.name, err))
 		}
 	})
@@ -318,7 +319,7 @@ func (p *Proxy) drainLocked(rs *roleServer) {
 	p.wg.Go(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
-		if fs != nil && !fs.shutdown(ctx) {
+		if fs != nil && !fs.Shutdown(ctx) {
 			p.log.Warn("role drain timed out, cutting requests", zap.String("role", rs.name))
 		}
 		// Shutdown's own listener close fails (already closed); only a

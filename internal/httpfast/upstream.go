@@ -1,4 +1,4 @@
-package proxy
+package httpfast
 
 import (
 	"bufio"
@@ -15,9 +15,8 @@ import (
 	"time"
 )
 
-// upstreamPool is the HTTP/1.1 client of the loopback proxy's local path:
-// one exchange at
-// a time on each connection, the request head and an in-memory body
+// Pool is an HTTP/1.1 client of local instances: one exchange at a time
+// on each connection, the request head and an in-memory body
 // written in one syscall, the response read on the handler's goroutine.
 // Idle connections hold no goroutine; before one is reused a non-blocking
 // peek checks that the instance has not closed it, and an exchange that
@@ -25,30 +24,30 @@ import (
 // on a new one when its body can be sent again (none, or pinned in
 // memory). The idle connections kept for a role and an instance are at
 // most the role's concurrency: a model server serves no more at once.
-type upstreamPool struct {
+type Pool struct {
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	mu     sync.Mutex // guards idle, closed
-	idle   map[poolKey][]*upConn
+	idle   map[PoolKey][]*Conn
 	closed bool
 }
 
-// poolKey names the idle connections of one role to one instance.
-type poolKey struct{ role, addr string }
+// PoolKey names the idle connections of one role to one instance.
+type PoolKey struct{ Role, Addr string }
 
-// newUpstreamPool returns a pool that connects with dial (nil: a TCP dial
+// NewPool returns a pool that connects with dial (nil: a TCP dial
 // bounded by upstreamDialTimeout).
-func newUpstreamPool(dial func(ctx context.Context, network, addr string) (net.Conn, error)) *upstreamPool {
+func NewPool(dial func(ctx context.Context, network, addr string) (net.Conn, error)) *Pool {
 	if dial == nil {
 		d := &net.Dialer{Timeout: upstreamDialTimeout, KeepAlive: -1}
 		dial = d.DialContext
 	}
-	return &upstreamPool{dial: dial, idle: map[poolKey][]*upConn{}}
+	return &Pool{dial: dial, idle: map[PoolKey][]*Conn{}}
 }
 
-// upConn is one connection to a local instance.
-type upConn struct {
-	key         poolKey
+// Conn is one connection to a local instance.
+type Conn struct {
+	key         PoolKey
 	conn        net.Conn
 	lim         *limitedReader
 	br          *bufio.Reader
@@ -63,15 +62,15 @@ type upConn struct {
 }
 
 // limitedReader bounds what the response head may take from the
-// connection (MaxUpstreamHeaderBytes); after the head it is unlimited.
+// connection (MaxResponseHeadBytes); after the head it is unlimited.
 type limitedReader struct {
 	r    io.Reader
 	left int64
 }
 
 // errUpstreamHeadTooLarge fails an exchange whose response head is over
-// MaxUpstreamHeaderBytes.
-var errUpstreamHeadTooLarge = errors.New("upstream response head over " + strconv.Itoa(MaxUpstreamHeaderBytes) + " bytes")
+// MaxResponseHeadBytes.
+var errUpstreamHeadTooLarge = errors.New("upstream response head over " + strconv.Itoa(MaxResponseHeadBytes) + " bytes")
 
 func (l *limitedReader) Read(p []byte) (int, error) {
 	if l.left <= 0 {
@@ -89,7 +88,7 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 // A connection idle for less than freshIdle is taken without the peek when
 // the request can be sent again (replay): an instance closing it in that
 // window fails the exchange before any response byte, which is retried.
-func (up *upstreamPool) get(ctx context.Context, key poolKey, replay bool) (*upConn, error) {
+func (up *Pool) get(ctx context.Context, key PoolKey, replay bool) (*Conn, error) {
 	now := time.Now()
 	for {
 		up.mu.Lock()
@@ -109,20 +108,20 @@ func (up *upstreamPool) get(ctx context.Context, key poolKey, replay bool) (*upC
 		}
 		_ = uc.conn.Close() // closed by the instance, or idle too long
 	}
-	c, err := up.dial(ctx, "tcp", key.addr)
+	c, err := up.dial(ctx, "tcp", key.Addr)
 	if err != nil {
 		return nil, err
 	}
-	uc := &upConn{key: key, conn: c, lim: &limitedReader{r: c, left: math.MaxInt64}}
+	uc := &Conn{key: key, conn: c, lim: &limitedReader{r: c, left: math.MaxInt64}}
 	uc.interruptFn = uc.interrupt
 	uc.br = bufio.NewReaderSize(uc.lim, upstreamReadBufferBytes)
 	return uc, nil
 }
 
-// put keeps uc for the next exchange of its key, unless limit (the role's
+// Put keeps uc for the next exchange of its key, unless limit (the role's
 // concurrency) connections are idle there already; the oldest beyond the
 // limit, and any idle past upstreamIdleTimeout, are closed.
-func (up *upstreamPool) put(uc *upConn, limit int) {
+func (up *Pool) Put(uc *Conn, limit int) {
 	uc.idleFrom = time.Now()
 	up.mu.Lock()
 	if up.closed {
@@ -135,7 +134,7 @@ func (up *upstreamPool) put(uc *upConn, limit int) {
 	for drop < len(stack) && (len(stack)-drop > limit || uc.idleFrom.Sub(stack[drop].idleFrom) >= upstreamIdleTimeout) {
 		drop++
 	}
-	var closing []*upConn
+	var closing []*Conn
 	if drop > 0 {
 		closing = append(closing, stack[:drop]...)
 		stack = append(stack[:0], stack[drop:]...)
@@ -152,18 +151,18 @@ func (up *upstreamPool) put(uc *upConn, limit int) {
 	}
 }
 
-// idleConns returns how many idle connections key has.
-func (up *upstreamPool) idleConns(key poolKey) int {
+// IdleConns returns how many idle connections key has.
+func (up *Pool) IdleConns(key PoolKey) int {
 	up.mu.Lock()
 	defer up.mu.Unlock()
 	return len(up.idle[key])
 }
 
-// closeIdle closes every idle connection; the pool stays usable.
-func (up *upstreamPool) closeIdle() {
+// CloseIdle closes every idle connection; the pool stays usable.
+func (up *Pool) CloseIdle() {
 	up.mu.Lock()
 	idle := up.idle
-	up.idle = map[poolKey][]*upConn{}
+	up.idle = map[PoolKey][]*Conn{}
 	up.mu.Unlock()
 	for _, stack := range idle {
 		for _, uc := range stack {
@@ -172,13 +171,13 @@ func (up *upstreamPool) closeIdle() {
 	}
 }
 
-// close closes every idle connection; connections put back later are
+// Close closes every idle connection; connections put back later are
 // closed too.
-func (up *upstreamPool) close() {
+func (up *Pool) Close() {
 	up.mu.Lock()
 	up.closed = true
 	idle := up.idle
-	up.idle = map[poolKey][]*upConn{}
+	up.idle = map[PoolKey][]*Conn{}
 	up.mu.Unlock()
 	for _, stack := range idle {
 		for _, uc := range stack {
@@ -187,30 +186,30 @@ func (up *upstreamPool) close() {
 	}
 }
 
-// upstreamRequest is what an exchange sends: r's method, target and
-// headers, and either body (in memory, sent with the head) or r.Body.
-type upstreamRequest struct {
-	r      *http.Request
-	host   string // the instance's address, the Host sent
-	body   []byte
-	inMem  bool // body holds the whole request body
-	stream io.Reader
-	length int64 // of the streamed body; -1: unknown, sent chunked
+// Request is what an exchange sends: R's method, target and headers, and
+// either Body (in memory, sent with the head) or Stream.
+type Request struct {
+	R      *http.Request
+	Host   string // the instance's address, the Host sent
+	Body   []byte
+	InMem  bool // Body holds the whole request body
+	Stream io.Reader
+	Length int64 // of the streamed body; -1: unknown, sent chunked
 }
 
-// roundTrip sends req on a connection of key and returns the response
+// RoundTrip sends req on a connection of key and returns the response
 // head; the body is read from the returned connection. ctx ending
 // interrupts the connection's reads and writes; stop must be called once
 // the exchange is over and reports whether ctx ended before.
-func (up *upstreamPool) roundTrip(ctx context.Context, key poolKey, req *upstreamRequest) (*upConn, *http.Response, func() bool, error) {
-	replayable := req.inMem || req.stream == nil
+func (up *Pool) RoundTrip(ctx context.Context, key PoolKey, req *Request) (*Conn, *http.Response, func() bool, error) {
+	replayable := req.InMem || req.Stream == nil
 	for attempt := 0; ; attempt++ {
 		uc, err := up.get(ctx, key, replayable && attempt == 0)
 		if err != nil {
 			return nil, nil, nil, err
 		}
 		var stop func() bool
-		if ec, ok := ctx.(*exchangeCtx); ok {
+		if ec, ok := ctx.(*Context); ok {
 			stop = ec.AfterFunc(uc.interruptFn)
 		} else {
 			stop = context.AfterFunc(ctx, uc.interruptFn)
@@ -232,25 +231,28 @@ func (up *upstreamPool) roundTrip(ctx context.Context, key poolKey, req *upstrea
 // errNoResponse wraps a failure to read any byte of a response head.
 var errNoResponse = errors.New("upstream closed the connection without a response")
 
+// Close closes the connection: one not given back with Put.
+func (uc *Conn) Close() error { return uc.conn.Close() }
+
 // interrupt makes the connection's blocked reads and writes return.
-func (uc *upConn) interrupt() { _ = uc.conn.SetDeadline(time.Unix(1, 0)) }
+func (uc *Conn) interrupt() { _ = uc.conn.SetDeadline(time.Unix(1, 0)) }
 
 // exchange writes req and reads the response head (1xx heads are skipped;
 // 101 is an error: protocol switches are not relayed).
-func (uc *upConn) exchange(req *upstreamRequest) (*http.Response, error) {
+func (uc *Conn) exchange(req *Request) (*http.Response, error) {
 	hb := getHeadBuf()
 	head := appendRequestHead((*hb)[:0], req)
 	var err error
 	switch {
-	case req.inMem && len(req.body) > 0:
-		uc.wb = [2][]byte{head, req.body}
+	case req.InMem && len(req.Body) > 0:
+		uc.wb = [2][]byte{head, req.Body}
 		uc.bufs = uc.wb[:]
 		_, err = uc.bufs.WriteTo(uc.conn)
 		uc.wb = [2][]byte{} // the body is not held past the exchange
 	default:
 		_, err = uc.conn.Write(head)
-		if err == nil && req.stream != nil {
-			err = writeStreamedBody(uc.conn, req.stream, req.length)
+		if err == nil && req.Stream != nil {
+			err = writeStreamedBody(uc.conn, req.Stream, req.Length)
 		}
 	}
 	*hb = head
@@ -258,7 +260,7 @@ func (uc *upConn) exchange(req *upstreamRequest) (*http.Response, error) {
 	if err != nil {
 		return nil, errors.Join(errNoResponse, err)
 	}
-	uc.lim.left = MaxUpstreamHeaderBytes
+	uc.lim.left = MaxResponseHeadBytes
 	for {
 		if _, err := uc.br.Peek(1); err != nil {
 			if errors.Is(err, errUpstreamHeadTooLarge) {
@@ -266,12 +268,12 @@ func (uc *upConn) exchange(req *upstreamRequest) (*http.Response, error) {
 			}
 			return nil, errors.Join(errNoResponse, err)
 		}
-		res := parseResponseHead(uc.br, req.r, &uc.slot)
+		res := parseResponseHead(uc.br, req.R, &uc.slot)
 		if res != nil {
 			uc.lim.left = math.MaxInt64
 			return res, nil
 		}
-		res, err := http.ReadResponse(uc.br, req.r)
+		res, err := http.ReadResponse(uc.br, req.R)
 		if err != nil {
 			return nil, err
 		}
@@ -345,13 +347,13 @@ var dropHeaders = map[string]bool{
 // appendRequestHead writes the request head sent to an instance: the
 // client's method and target, Host the instance's address, the client's
 // headers but hop-by-hop and forwarding ones, and the body's framing.
-func appendRequestHead(b []byte, req *upstreamRequest) []byte {
-	r := req.r
+func appendRequestHead(b []byte, req *Request) []byte {
+	r := req.R
 	b = append(b, r.Method...)
 	b = append(b, ' ')
 	b = append(b, requestTarget(r)...)
 	b = append(b, " HTTP/1.1\r\nHost: "...)
-	b = append(b, req.host...)
+	b = append(b, req.Host...)
 	b = append(b, "\r\n"...)
 	named := connectionTokens(r.Header)
 	for k, vs := range r.Header {
@@ -369,15 +371,15 @@ func appendRequestHead(b []byte, req *upstreamRequest) []byte {
 		b = append(b, "Te: trailers\r\n"...)
 	}
 	switch {
-	case req.inMem || req.stream == nil:
-		if len(req.body) > 0 || r.Method == http.MethodPost {
+	case req.InMem || req.Stream == nil:
+		if len(req.Body) > 0 || r.Method == http.MethodPost {
 			b = append(b, "Content-Length: "...)
-			b = strconv.AppendInt(b, int64(len(req.body)), 10)
+			b = strconv.AppendInt(b, int64(len(req.Body)), 10)
 			b = append(b, "\r\n"...)
 		}
-	case req.length >= 0:
+	case req.Length >= 0:
 		b = append(b, "Content-Length: "...)
-		b = strconv.AppendInt(b, req.length, 10)
+		b = strconv.AppendInt(b, req.Length, 10)
 		b = append(b, "\r\n"...)
 	default:
 		b = append(b, "Transfer-Encoding: chunked\r\n"...)
@@ -447,8 +449,8 @@ func headerHasToken(vs []string, token string) bool {
 	return false
 }
 
-// removeHop deletes hop-by-hop headers from a response head.
-func removeHop(h http.Header) {
+// RemoveHop deletes hop-by-hop headers from a response head.
+func RemoveHop(h http.Header) {
 	for k := range connectionTokens(h) {
 		h.Del(k)
 	}
@@ -459,9 +461,8 @@ func removeHop(h http.Header) {
 
 // Pools of the buffers an exchange uses.
 var (
-	headBufs      = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
-	copyBuffers   = sync.Pool{New: func() any { b := make([]byte, copyBufferBytes); return &b }}
-	streamBuffers = sync.Pool{New: func() any { b := make([]byte, streamBufferBytes); return &b }}
+	headBufs    = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
+	copyBuffers = sync.Pool{New: func() any { b := make([]byte, copyBufferBytes); return &b }}
 )
 
 func getHeadBuf() *[]byte { return headBufs.Get().(*[]byte) }

@@ -1,4 +1,4 @@
-package proxy
+package httpfast
 
 import (
 	"bufio"
@@ -20,7 +20,7 @@ import (
 	"time"
 )
 
-// fastServer serves a role's listener when the proxy owns its upstream
+// Server serves a role's listener when the proxy owns its upstream
 // client: each connection's requests are read by a small HTTP/1.1 reader
 // of the common case (GET or POST, HTTP/1.1, a head of at most
 // fastHeadBytes with a Host and at most a Content-Length for framing) and
@@ -37,7 +37,7 @@ import (
 // clientWatchDelay after its body was read, so a short exchange never pays
 // for it; a client that goes away during a long one (a slow first token,
 // a stream) cancels it within clientWatchDelay.
-type fastServer struct {
+type Server struct {
 	h        http.Handler
 	handoff  *handoffListener
 	errorLog *log.Logger
@@ -70,8 +70,8 @@ const (
 	lingerTimeout = 500 * time.Millisecond
 )
 
-func newFastServer(h http.Handler, addr net.Addr, headWait time.Duration, errorLog *log.Logger) *fastServer {
-	return &fastServer{
+func NewServer(h http.Handler, addr net.Addr, headWait time.Duration, errorLog *log.Logger) *Server {
+	return &Server{
 		h:        h,
 		handoff:  newHandoffListener(addr),
 		errorLog: errorLog,
@@ -80,9 +80,14 @@ func newFastServer(h http.Handler, addr net.Addr, headWait time.Duration, errorL
 	}
 }
 
-// serve accepts connections until ln is closed, serving each on its own
+// Handoff is the listener of the connections the fast reader hands to a
+// net/http server: that server serves it (and ends with ErrServerClosed
+// once Shutdown closed it).
+func (fs *Server) Handoff() net.Listener { return fs.handoff }
+
+// Serve accepts connections until ln is closed, serving each on its own
 // goroutine.
-func (fs *fastServer) serve(ln net.Listener) error {
+func (fs *Server) Serve(ln net.Listener) error {
 	var backoff time.Duration
 	for {
 		c, err := ln.Accept()
@@ -119,11 +124,11 @@ func (fs *fastServer) serve(ln net.Listener) error {
 	}
 }
 
-// shutdown stops serving: idle connections are closed now, busy ones
+// Shutdown stops serving: idle connections are closed now, busy ones
 // after their current exchange. It returns true once all are closed, or
 // false when ctx ends first; then it closes them all, cancelling their
 // exchanges.
-func (fs *fastServer) shutdown(ctx context.Context) bool {
+func (fs *Server) Shutdown(ctx context.Context) bool {
 	fs.mu.Lock()
 	fs.stopping.Store(true)
 	for fc := range fs.conns {
@@ -154,23 +159,23 @@ func (fs *fastServer) shutdown(ctx context.Context) bool {
 // lock: fc stores its state before it loads stopping, shutdown stores
 // stopping before it loads the states, so either fc sees it stopping or
 // shutdown sees fc idle and closes it.
-func (fs *fastServer) setBusy(fc *fastConn, busy bool) bool {
+func (fs *Server) setBusy(fc *fastConn, busy bool) bool {
 	fc.busy.Store(busy)
 	return busy || !fs.stopping.Load()
 }
 
-func (fs *fastServer) forget(fc *fastConn) {
+func (fs *Server) forget(fc *fastConn) {
 	fs.mu.Lock()
 	delete(fs.conns, fc)
 	fs.mu.Unlock()
 	fs.wg.Done()
 }
 
-func (fs *fastServer) isStopping() bool { return fs.stopping.Load() }
+func (fs *Server) isStopping() bool { return fs.stopping.Load() }
 
 // fastConn is one client connection on the fast reader.
 type fastConn struct {
-	fs *fastServer
+	fs *Server
 	c  net.Conn
 	br *bufio.Reader
 	bw *bufio.Writer
@@ -179,13 +184,13 @@ type fastConn struct {
 	linger bool        // close the connection lingering (an unread body)
 	busy   atomic.Bool // an exchange runs (see setBusy)
 
-	mu        sync.Mutex   // guards the fields below
-	ctx       *exchangeCtx // the running exchange's, nil between exchanges
-	active    bool         // an exchange runs
-	bodyDone  bool         // its body was read to the end
-	due       bool         // clientWatchDelay passed since the exchange started
-	watching  bool         // the background read runs
-	aborting  bool         // the background read is being stopped
+	mu        sync.Mutex // guards the fields below
+	ctx       *Context   // the running exchange's, nil between exchanges
+	active    bool       // an exchange runs
+	bodyDone  bool       // its body was read to the end
+	due       bool       // clientWatchDelay passed since the exchange started
+	watching  bool       // the background read runs
+	aborting  bool       // the background read is being stopped
 	watchDone chan struct{}
 	hasByte   bool // the background read got a byte of the next request
 	byteBuf   [1]byte
@@ -321,7 +326,7 @@ func (c *handedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 // exchange serves one request and reports whether the connection may
 // serve another.
 func (fc *fastConn) exchange(r *http.Request) (keep bool) {
-	ctx := r.Context().(*exchangeCtx)
+	ctx := r.Context().(*Context)
 	body := r.Body.(*fastBody)
 	fc.mu.Lock()
 	fc.ctx = ctx
@@ -345,7 +350,7 @@ func (fc *fastConn) exchange(r *http.Request) (keep bool) {
 	defer func() {
 		fc.timer.Stop()
 		fc.stopWatch()
-		ctx.cancel(nil)
+		ctx.Cancel(nil)
 		fc.mu.Lock()
 		fc.ctx = nil
 		fc.mu.Unlock()
@@ -375,7 +380,7 @@ func (fc *fastConn) cancelExchange() {
 	ctx := fc.ctx
 	fc.mu.Unlock()
 	if ctx != nil {
-		ctx.cancel(nil)
+		ctx.Cancel(nil)
 	}
 }
 
@@ -408,7 +413,7 @@ func (fc *fastConn) startWatchLocked() {
 			return
 		}
 		if err != nil && !fc.aborting {
-			ctx.cancel(nil) // the client went away
+			ctx.Cancel(nil) // the client went away
 		}
 	}()
 }
@@ -493,7 +498,7 @@ var knownHeaders = func() map[string]string {
 var crlf2 = []byte("\r\n\r\n")
 
 // readHead reads a request head and returns the request, with a new
-// exchangeCtx as its context, and the head's length, or a nil request when net/http
+// Context as its context, and the head's length, or a nil request when net/http
 // must serve the connection: the head does not fit the buffer or is
 // anything but the common case. The body (its fastBody) is not read yet.
 // One string holds the target and every value.
@@ -602,7 +607,7 @@ func (fc *fastConn) readHead() (*http.Request, int, error) {
 type fastRequest struct {
 	url  url.URL
 	body fastBody
-	ctx  exchangeCtx
+	ctx  Context
 }
 
 // errBadTarget refuses a target net/http's URL parser refuses.

@@ -1,4 +1,4 @@
-package proxy
+package httpfast
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// exchangeCtx is the context of one exchange on the fast reader: what
+// Context is the context of one exchange on the fast reader: what
 // context.WithCancelCause(context.Background()) gives, at a fraction of
 // its cost on the hot path. It has no parent, so it is a root of its own
 // tree; its Done channel is made only when asked for; AfterFunc
@@ -16,7 +16,7 @@ import (
 // as the forwarded request's context: the watchdog cancels it with its
 // cause, the fast reader when the client goes away, the server when it
 // stops.
-type exchangeCtx struct {
+type Context struct {
 	mu    sync.Mutex // guards the fields below
 	done  chan struct{}
 	err   error
@@ -35,20 +35,20 @@ type ctxFunc struct {
 // asked for it.
 var closedDone = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-func newExchangeCtx() *exchangeCtx {
-	c := &exchangeCtx{}
+func newExchangeCtx() *Context {
+	c := &Context{}
 	c.init()
 	return c
 }
 
-// init readies a zero exchangeCtx.
-func (c *exchangeCtx) init() { c.fns = c.inl[:0] }
+// init readies a zero Context.
+func (c *Context) init() { c.fns = c.inl[:0] }
 
-func (c *exchangeCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (c *Context) Deadline() (time.Time, bool) { return time.Time{}, false }
 
-func (c *exchangeCtx) Value(any) any { return nil }
+func (c *Context) Value(any) any { return nil }
 
-func (c *exchangeCtx) Done() <-chan struct{} {
+func (c *Context) Done() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.done == nil {
@@ -61,7 +61,7 @@ func (c *exchangeCtx) Done() <-chan struct{} {
 	return c.done
 }
 
-func (c *exchangeCtx) Err() error {
+func (c *Context) Err() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.err
@@ -69,15 +69,15 @@ func (c *exchangeCtx) Err() error {
 
 // Cause is context.Cause for this context: the cause it was cancelled
 // with (context.Canceled when none was given), nil while it is not.
-func (c *exchangeCtx) Cause() error {
+func (c *Context) Cause() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.cause
 }
 
-// cancel cancels the context with cause (nil: context.Canceled); the
+// Cancel cancels the context with cause (nil: context.Canceled); the
 // first call wins. Registered functions run, each on its own goroutine.
-func (c *exchangeCtx) cancel(cause error) {
+func (c *Context) Cancel(cause error) {
 	c.mu.Lock()
 	if c.err != nil {
 		c.mu.Unlock()
@@ -104,7 +104,7 @@ func (c *exchangeCtx) cancel(cause error) {
 // AfterFunc arranges for f to run on its own goroutine once c is
 // cancelled (at once if it is), as context.AfterFunc does; stop
 // unregisters it and reports whether it did so before f was started.
-func (c *exchangeCtx) AfterFunc(f func()) (stop func() bool) {
+func (c *Context) AfterFunc(f func()) (stop func() bool) {
 	c.mu.Lock()
 	if c.err != nil {
 		c.mu.Unlock()
@@ -118,7 +118,7 @@ func (c *exchangeCtx) AfterFunc(f func()) (stop func() bool) {
 	return func() bool { return c.unregister(id) }
 }
 
-func (c *exchangeCtx) unregister(id uint64) bool {
+func (c *Context) unregister(id uint64) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i, fn := range c.fns {
@@ -133,9 +133,9 @@ func (c *exchangeCtx) unregister(id uint64) bool {
 	return false
 }
 
-// contextCause is context.Cause, knowing exchangeCtx.
-func contextCause(ctx context.Context) error {
-	if c, ok := ctx.(*exchangeCtx); ok {
+// Cause is context.Cause, knowing Context.
+func Cause(ctx context.Context) error {
+	if c, ok := ctx.(*Context); ok {
 		return c.Cause()
 	}
 	return context.Cause(ctx)

@@ -1,4 +1,4 @@
-package proxy
+package httpfast
 
 import (
 	"net/http"

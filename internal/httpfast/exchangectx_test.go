@@ -1,4 +1,4 @@
-package proxy
+package httpfast
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 // through context.AfterFunc and children) run once cancelled unless
 // stopped first.
 func TestExchangeCtx(t *testing.T) {
+	errStalled := errors.New("stalled")
 	c := newExchangeCtx()
 	if c.Err() != nil || c.Cause() != nil {
 		t.Fatalf("new context: err %v cause %v", c.Err(), c.Cause())
@@ -35,8 +36,8 @@ func TestExchangeCtx(t *testing.T) {
 		t.Fatal("Done closed before cancel")
 	default:
 	}
-	c.cancel(errStalled)
-	c.cancel(errors.New("second"))
+	c.Cancel(errStalled)
+	c.Cancel(errors.New("second"))
 	got := map[string]bool{}
 	for range 2 {
 		select {
@@ -56,7 +57,7 @@ func TestExchangeCtx(t *testing.T) {
 			t.Fatal("a Done channel not closed after cancel")
 		}
 	}
-	if c.Err() != context.Canceled || c.Cause() != errStalled || contextCause(c) != errStalled {
+	if c.Err() != context.Canceled || c.Cause() != errStalled || Cause(c) != errStalled {
 		t.Fatalf("after cancel: err %v cause %v", c.Err(), c.Cause())
 	}
 	if stopA() || stopC() {
@@ -76,7 +77,7 @@ func TestExchangeCtx(t *testing.T) {
 	}
 	// A context cancelled before anyone asked for Done.
 	d := newExchangeCtx()
-	d.cancel(nil)
+	d.Cancel(nil)
 	select {
 	case <-d.Done():
 	default:
