@@ -6,14 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -127,7 +125,7 @@ func (h *roleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	set := p.settings.Load()
 	if r.ContentLength > set.MaxBodyBytes {
-		p.refuse(w, r, role, routeNone, errTooLarge(set.MaxBodyBytes))
+		p.refuse(w, r, role, routeNone, TooLargeError(set.MaxBodyBytes))
 		return
 	}
 	target, hold, ok := p.resolveHeld(role)
@@ -147,7 +145,7 @@ func (h *roleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			p.refuse(w, r, role, routeNone, errMeshNotRunning(role))
 			return
 		}
-		if why := meshPathRefusal(r.URL.Path, target.Runtime); class == routeLocalOnly || why != "" {
+		if why := MeshPathRefusal(r.URL.Path, target.Runtime); class == routeLocalOnly || why != "" {
 			p.refuse(w, r, role, routeNone, &Error{Status: http.StatusNotFound, Type: TypeNotFound, Code: CodeLocalOnly,
 				Message: "role '" + role + "' is served by a peer, " + why})
 			return
@@ -426,7 +424,7 @@ func bodyError(err error, body *bodyReader) *Error {
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
-		return errTooLarge(mbe.Limit)
+		return TooLargeError(mbe.Limit)
 	case body.expired():
 		return errBodyTimeout(body.timeout)
 	default:
@@ -454,7 +452,7 @@ func (p *Proxy) forwardError(w http.ResponseWriter, r *http.Request, ex *exchang
 	var mbe *http.MaxBytesError
 	switch cause := httpfast.Cause(ex.ctx); {
 	case errors.As(err, &mbe):
-		writeError(w, r, errTooLarge(mbe.Limit))
+		writeError(w, r, TooLargeError(mbe.Limit))
 		return
 	case cause == errStalled:
 		e = &Error{Status: http.StatusGatewayTimeout, Type: TypeTimeout, Code: CodeUpstreamTimeout,
@@ -462,10 +460,10 @@ func (p *Proxy) forwardError(w http.ResponseWriter, r *http.Request, ex *exchang
 	case cause == errRequestTimeout:
 		e = &Error{Status: http.StatusGatewayTimeout, Type: TypeTimeout, Code: CodeUpstreamTimeout,
 			Message: "timeout: request took longer than " + set.RequestTimeout.String()}
-	case isTimeout(err):
+	case httpfast.IsTimeout(err):
 		e = &Error{Status: http.StatusGatewayTimeout, Type: TypeTimeout, Code: CodeUpstreamTimeout,
 			Message: "timeout: connecting to the local instance of role '" + ex.role + "'"}
-	case isDialError(err):
+	case httpfast.IsDialError(err):
 		e = &Error{Status: http.StatusBadGateway, Type: TypeUpstream, Code: CodeUpstreamDown,
 			Message: "upstream: the local instance of role '" + ex.role + "' is unreachable"}
 	default:
@@ -474,19 +472,6 @@ func (p *Proxy) forwardError(w http.ResponseWriter, r *http.Request, ex *exchang
 	}
 	p.log.Warn("local forward failed", zap.String("role", ex.role), zap.String("upstream", ex.upstream), zap.Error(err))
 	writeError(w, r, e)
-}
-
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
-}
-
-func isDialError(err error) bool {
-	var oe *net.OpError
-	if errors.As(err, &oe) && oe.Op == "dial" {
-		return true
-	}
-	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
 }
 
 // bodyReader reads a client's request body within its deadline (the

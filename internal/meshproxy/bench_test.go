@@ -1,4 +1,4 @@
-package proxy
+package meshproxy
 
 import (
 	"bufio"
@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodeld/nodeld/internal/proxy"
 	"github.com/nodeld/nodeld/internal/proxy/proxytest"
 )
 
@@ -38,7 +39,7 @@ func BenchmarkMeshHop(b *testing.B) {
 			mu.Unlock()
 		},
 	}})
-	a, _ := pairNodes(b, up, MeshDeps{MaxInflightPerPeer: 128, MaxInflightTotal: 128})
+	a, _ := pairNodes(b, up, Deps{MaxInflightPerPeer: 128, MaxInflightTotal: 128})
 	meshURL := "http://" + mustAddr(b, a.h.p) + "/v1/embeddings"
 	directURL := up.URL + "/v1/embeddings"
 	client := a.h.client
@@ -106,7 +107,7 @@ func BenchmarkMeshHop(b *testing.B) {
 	}
 }
 
-func mustAddr(tb testing.TB, p *Proxy) string {
+func mustAddr(tb testing.TB, p *proxy.Proxy) string {
 	tb.Helper()
 	addr, ok := p.Addr("chat")
 	if !ok {

@@ -1,4 +1,4 @@
-package proxy
+package modelpin
 
 import (
 	"bytes"
@@ -12,20 +12,18 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
-
-	"github.com/nodeld/nodeld/internal/table"
 )
 
-// refTopLevelMembers is the encoding/json walk pinModel used before
+// refTopLevelMembers is the encoding/json walk Pin used before
 // jsonScan: the reference the scanner is fuzzed against.
 func refTopLevelMembers(body []byte) ([]member, int, error) {
 	if !json.Valid(body) {
-		return nil, 0, errNotObject
+		return nil, 0, ErrNotObject
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	tok, err := dec.Token()
 	if d, ok := tok.(json.Delim); err != nil || !ok || d != '{' {
-		return nil, 0, errNotObject
+		return nil, 0, ErrNotObject
 	}
 	open := int(dec.InputOffset()) - 1
 	var members []member
@@ -34,11 +32,11 @@ func refTopLevelMembers(body []byte) ([]member, int, error) {
 		tok, err := dec.Token()
 		key, ok := tok.(string)
 		if err != nil || !ok {
-			return nil, 0, errNotObject
+			return nil, 0, ErrNotObject
 		}
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
-			return nil, 0, errNotObject
+			return nil, 0, ErrNotObject
 		}
 		end := int(dec.InputOffset())
 		ks := prev
@@ -123,9 +121,9 @@ func FuzzJSONScan(f *testing.F) {
 	})
 }
 
-// streamPin runs body through a pinReader reading chunk bytes at a time
+// streamPin runs body through a Reader reading chunk bytes at a time
 // from a source that returns one byte per read when slow is set.
-func streamPin(body []byte, known bool, value []byte, chunk int, slow bool) ([]byte, *pinReader, error) {
+func streamPin(body []byte, known bool, value []byte, chunk int, slow bool) ([]byte, *Reader, error) {
 	var src io.Reader = bytes.NewReader(body)
 	if slow {
 		src = iotest.OneByteReader(src)
@@ -134,7 +132,7 @@ func streamPin(body []byte, known bool, value []byte, chunk int, slow bool) ([]b
 	if !known {
 		n = -1
 	}
-	r := newPinReader(src, n, value, chunk)
+	r := NewReader(src, n, value, chunk)
 	out, err := io.ReadAll(r)
 	return out, r, err
 }
@@ -177,17 +175,17 @@ func TestPinReader(t *testing.T) {
 							grow = pinGrowthBytes + len(tt.value)
 						}
 						want += strings.Repeat(" ", len(tt.give)+grow-len(tt.want))
-						if r.length() != int64(len(want)) {
-							t.Errorf("%s: length() = %d, want %d", name, r.length(), len(want))
+						if r.Length() != int64(len(want)) {
+							t.Errorf("%s: length() = %d, want %d", name, r.Length(), len(want))
 						}
-					} else if r.length() != -1 {
-						t.Errorf("%s: length() = %d for a source of unknown length", name, r.length())
+					} else if r.Length() != -1 {
+						t.Errorf("%s: length() = %d for a source of unknown length", name, r.Length())
 					}
 					if string(got) != want {
 						t.Errorf("%s:\n got %q\nwant %q", name, got, want)
 					}
-					if r.failure() != nil {
-						t.Errorf("%s: failure() = %v", name, r.failure())
+					if r.Failure() != nil {
+						t.Errorf("%s: failure() = %v", name, r.Failure())
 					}
 				}
 			}
@@ -199,27 +197,27 @@ func TestPinReaderRefusesWhatIsNotAnObject(t *testing.T) {
 	for _, bad := range []string{`[1,2]`, `{"model":"a"`, `{"model":"a"}}`, `{"a":1} x`, `"model"`, `{"a":` + strings.Repeat("1", 1000) + `x}`} {
 		for _, chunk := range []int{1, 7, 4096} {
 			got, r, err := streamPin([]byte(bad), true, []byte(`"m"`), chunk, false)
-			if !errors.Is(err, errNotObject) || !errors.Is(r.failure(), errNotObject) {
-				t.Errorf("%q chunk %d: err %v, failure %v; want errNotObject", bad, chunk, err, r.failure())
+			if !errors.Is(err, ErrNotObject) || !errors.Is(r.Failure(), ErrNotObject) {
+				t.Errorf("%q chunk %d: err %v, failure %v; want ErrNotObject", bad, chunk, err, r.Failure())
 			}
 			// The instance never gets as many bytes as announced: its
 			// request stays incomplete.
-			if int64(len(got)) >= r.length() {
-				t.Errorf("%q chunk %d: %d bytes passed, %d announced", bad, chunk, len(got), r.length())
+			if int64(len(got)) >= r.Length() {
+				t.Errorf("%q chunk %d: %d bytes passed, %d announced", bad, chunk, len(got), r.Length())
 			}
 		}
 	}
 	srcErr := errors.New("peer went away")
-	r := newPinReader(io.MultiReader(strings.NewReader(`{"a":`), iotest.ErrReader(srcErr)), 100, nil, 16)
-	if _, err := io.ReadAll(r); !errors.Is(err, srcErr) || !errors.Is(r.failure(), srcErr) {
-		t.Errorf("source failure: err %v, failure %v", err, r.failure())
+	r := NewReader(io.MultiReader(strings.NewReader(`{"a":`), iotest.ErrReader(srcErr)), 100, nil, 16)
+	if _, err := io.ReadAll(r); !errors.Is(err, srcErr) || !errors.Is(r.Failure(), srcErr) {
+		t.Errorf("source failure: err %v, failure %v", err, r.Failure())
 	}
 }
 
 // A streamed body pins to the same request a held one does: the same
 // members apart from the model, and exactly one model member with the
 // pinned value (none when the model is unknown); its length is what
-// length() announced. Anything pinModel refuses, it refuses too.
+// length() announced. Anything Pin refuses, it refuses too.
 func FuzzPinReader(f *testing.F) {
 	f.Add([]byte(`{"model":"a","messages":[{"role":"user","content":"x"}]}`), "served", uint8(3), false)
 	f.Add([]byte(`{"n":1,"Model":"a","model":2}`), "", uint8(1), true)
@@ -229,27 +227,26 @@ func FuzzPinReader(f *testing.F) {
 		if !utf8.ValidString(model) {
 			return
 		}
-		local := table.MeshLocal{Model: model}
-		value, err := pinnedModel(local)
+		value, err := Value(model, "")
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(bytes.TrimSpace(b)) == 0 {
-			return // pinModel passes blank bodies (Unicode spaces too) as they are
+			return // Pin passes blank bodies (Unicode spaces too) as they are
 		}
-		held, heldErr := pinModel(b, local)
+		held, heldErr := Pin(b, model, "")
 		got, r, err := streamPin(b, true, value, int(chunk)+1, slow)
 		if heldErr != nil {
 			if err == nil {
-				t.Fatalf("%q: pinModel refuses (%v), the stream passed %q", b, heldErr, got)
+				t.Fatalf("%q: Pin refuses (%v), the stream passed %q", b, heldErr, got)
 			}
 			return
 		}
 		if err != nil {
-			t.Fatalf("%q: pinModel accepts, the stream fails: %v", b, err)
+			t.Fatalf("%q: Pin accepts, the stream fails: %v", b, err)
 		}
-		if int64(len(got)) != r.length() {
-			t.Fatalf("%q: %d bytes, announced %d", b, len(got), r.length())
+		if int64(len(got)) != r.Length() {
+			t.Fatalf("%q: %d bytes, announced %d", b, len(got), r.Length())
 		}
 		wantRest, _ := membersBut(t, held)
 		gotRest, gotModels := membersBut(t, got)
@@ -298,7 +295,7 @@ func BenchmarkPinReader(b *testing.B) {
 	value := []byte(`"served"`)
 	b.SetBytes(int64(len(body)))
 	for b.Loop() {
-		r := newPinReader(bytes.NewReader(body), int64(len(body)), value, 64<<10)
+		r := NewReader(bytes.NewReader(body), int64(len(body)), value, 64<<10)
 		if _, err := io.Copy(io.Discard, r); err != nil {
 			b.Fatal(err)
 		}
@@ -309,8 +306,100 @@ func BenchmarkPinModel(b *testing.B) {
 	body := []byte(`{"messages":[{"role":"user","content":"` + strings.Repeat("lorem ipsum ", 1<<20/12) + `"}],"model":"gpt-4o"}`)
 	b.SetBytes(int64(len(body)))
 	for b.Loop() {
-		if _, err := pinModel(body, table.MeshLocal{Model: "served"}); err != nil {
+		if _, err := Pin(body, "served", ""); err != nil {
 			b.Fatal(err)
 		}
 	}
 }
+
+// TestPinModelKeepsPinnedBody checks that a body naming the instance's
+// model already is returned as is, not copied, and that any other "model"
+// member still gets it rewritten.
+func TestPinModelKeepsPinnedBody(t *testing.T) {
+	body := []byte(`{"model":"m","x":1}`)
+	got, err := Pin(body, "m", "")
+	if err != nil || string(got) != string(body) || &got[0] != &body[0] {
+		t.Errorf("Pin(%s) = %s, %v; want the same slice", body, got, err)
+	}
+	dup := []byte(`{"model":"m","MODEL":"x"}`)
+	got, err = Pin(dup, "m", "")
+	if err != nil || string(got) != `{"model":"m","MODEL":"m"}` {
+		t.Errorf("Pin(%s) = %s, %v", dup, got, err)
+	}
+}
+
+func TestPinModel(t *testing.T) {
+	known := instance{Model: "served", Runtime: "llama.cpp"}
+	unknown := instance{Runtime: "openai"}
+	mlx := instance{Model: "served", Runtime: "mlx-lm"}
+	tests := []struct {
+		name  string
+		local instance
+		give  string
+		want  string // "" with wantErr
+		err   bool
+	}{
+		{"replace keeps bytes", known, `{"model": "evil/x" , "messages":[{"a":1.50}]}`, `{"model": "served" , "messages":[{"a":1.50}]}`, false},
+		{"insert", known, `{ "input":"x"}`, `{"model":"served", "input":"x"}`, false},
+		{"insert empty object", known, `{}`, `{"model":"served"}`, false},
+		{"duplicates and case", known, `{"model":"a","Model":"b","x":{"model":"inner"}}`, `{"model":"served","Model":"served","x":{"model":"inner"}}`, false},
+		{"escaped key", known, `{"mod\u0065l":"a"}`, `{"mod\u0065l":"served"}`, false},
+		{"non-string model", known, `{"model":["a"],"n":1}`, `{"model":"served","n":1}`, false},
+		{"mlx default", mlx, `{"model":"any/repo"}`, `{"model":"default_model"}`, false},
+		{"unknown drops first", unknown, `{"model":"a", "n":1}`, `{"n":1}`, false},
+		{"unknown drops last", unknown, `{"n":1, "model":"a"}`, `{"n":1}`, false},
+		{"unknown drops only", unknown, `{ "model":"a" }`, `{  }`, false},
+		{"unknown without model", unknown, `{"n": 1}`, `{"n": 1}`, false},
+		{"empty", known, ``, ``, false},
+		{"array", known, `[1,2]`, ``, true},
+		{"not json", known, `{"a":`, ``, true},
+		{"string", known, `"model"`, ``, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Pin([]byte(tt.give), tt.local.Model, tt.local.Runtime)
+			if tt.err {
+				if err == nil {
+					t.Fatalf("got %s, want error", got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, string(got)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func FuzzPinModel(f *testing.F) {
+	f.Add([]byte(`{"model":"a","messages":[]}`), "served")
+	f.Add([]byte(`{"n":1,"model":"a"}`), "")
+	f.Add([]byte(`[1]`), "m")
+	f.Fuzz(func(t *testing.T, b []byte, model string) {
+		if !utf8.ValidString(model) {
+			return // the table's models are text; Marshal would replace bad bytes
+		}
+		out, err := Pin(b, model, "")
+		if err != nil || len(bytes.TrimSpace(b)) == 0 {
+			return
+		}
+		var v map[string]json.RawMessage
+		if err := json.Unmarshal(out, &v); err != nil {
+			t.Fatalf("output %q of %q is not an object: %v", out, b, err)
+		}
+		for k, raw := range v {
+			if len(k) == 5 && bytes.EqualFold([]byte(k), []byte("model")) {
+				var got string
+				if model == "" || json.Unmarshal(raw, &got) != nil || got != model {
+					t.Fatalf("model member %q=%s in %q (pinned %q)", k, raw, out, model)
+				}
+			}
+		}
+	})
+}
+
+// instance is the model and runtime a body is pinned for.
+type instance struct{ Model, Runtime string }

@@ -1,4 +1,4 @@
-package proxy
+package meshproxy
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/nodeld/nodeld/internal/mesh/meshtest"
+	"github.com/nodeld/nodeld/internal/proxy"
 )
 
 // sawRequest is what a bodyUpstream received of one request.
@@ -80,9 +81,9 @@ func streamPair(t *testing.T, upURL string, aLimit, bLimit int64) (a, b *meshNod
 	a, b = nodes[0], nodes[1]
 	b.serve(upURL, "served-model", a)
 	a.Table.AllowRemoteNode("chat", b.ID(), true)
-	a.proxyCfg = Config{MeshMaxBodyBytes: aLimit}
-	a.start(MeshDeps{MaxBodyBytes: aLimit}, b)
-	b.start(MeshDeps{MaxBodyBytes: bLimit})
+	a.proxyCfg = proxy.Config{MeshMaxBodyBytes: aLimit}
+	a.start(Deps{MaxBodyBytes: aLimit}, b)
+	b.start(Deps{MaxBodyBytes: bLimit})
 	b.admitLater(a)
 	a.resolvesTo(b)
 	return a, b
@@ -249,8 +250,8 @@ func TestMeshStreamedBodyRefusals(t *testing.T) {
 		wantCode   string
 	}{
 		{"not JSON past the buffered part", `{"input":"` + strings.Repeat("z", 200<<10) + `" "model":"x"}`, false, http.StatusBadRequest, CodePeerBadRequest},
-		{"chunked, over the serving node's limit", `{"input":"` + strings.Repeat("z", 600<<10) + `"}`, true, http.StatusRequestEntityTooLarge, CodeBodyTooLarge},
-		{"chunked, over the consumer's limit", `{"input":"` + strings.Repeat("z", 2<<20) + `"}`, true, http.StatusRequestEntityTooLarge, CodeBodyTooLarge},
+		{"chunked, over the serving node's limit", `{"input":"` + strings.Repeat("z", 600<<10) + `"}`, true, http.StatusRequestEntityTooLarge, proxy.CodeBodyTooLarge},
+		{"chunked, over the consumer's limit", `{"input":"` + strings.Repeat("z", 2<<20) + `"}`, true, http.StatusRequestEntityTooLarge, proxy.CodeBodyTooLarge},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -296,4 +297,40 @@ func TestMeshStreamedBodyAnsweredEarly(t *testing.T) {
 	for _, n := range []*meshNode{a, b} {
 		meshtest.WaitFor(t, n.Name+" holding no body", func() bool { return n.fwd.held.Load() == 0 })
 	}
+}
+
+// membersBut decodes the object b into its non-model members (the last
+// of duplicate keys wins, as encoding/json decides) and the values of its
+// model members, in order, duplicates included.
+func membersBut(t *testing.T, b []byte) (map[string]string, []string) {
+	t.Helper()
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(b, &keys); err != nil {
+		t.Fatalf("%q: not an object: %v", b, err)
+	}
+	rest := map[string]string{}
+	for k, v := range keys {
+		if !(len(k) == 5 && strings.EqualFold(k, "model")) {
+			rest[k] = string(v)
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if _, err := dec.Token(); err != nil { // '{'
+		t.Fatal(err)
+	}
+	var models []string
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			t.Fatal(err)
+		}
+		if k := tok.(string); len(k) == 5 && strings.EqualFold(k, "model") {
+			models = append(models, string(v))
+		}
+	}
+	return rest, models
 }

@@ -1,4 +1,4 @@
-package proxy
+package meshproxy
 
 import (
 	"bufio"
@@ -13,24 +13,24 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/nodeld/nodeld/internal/chain"
 	"github.com/nodeld/nodeld/internal/mesh"
 	"github.com/nodeld/nodeld/internal/mesh/meshtest"
+	"github.com/nodeld/nodeld/internal/proxy"
 	"github.com/nodeld/nodeld/internal/proxy/proxytest"
 	"github.com/nodeld/nodeld/internal/table"
 )
 
 // pairNodes starts consumer a and serving node b (serving "chat" from up
 // to a) and waits until a resolves chat to b.
-func pairNodes(t testing.TB, up *proxytest.Upstream, bDeps MeshDeps) (a, b *meshNode) {
+func pairNodes(t testing.TB, up *proxytest.Upstream, bDeps Deps) (a, b *meshNode) {
 	t.Helper()
 	nodes := newMeshNodes(t, "a", "b")
 	a, b = nodes[0], nodes[1]
 	b.serve(up.URL, "served-model", a)
 	a.Table.AllowRemoteNode("chat", b.ID(), true)
-	a.start(MeshDeps{}, b)
+	a.start(Deps{}, b)
 	b.start(bDeps)
 	b.admitLater(a)
 	a.resolvesTo(b)
@@ -39,7 +39,7 @@ func pairNodes(t testing.TB, up *proxytest.Upstream, bDeps MeshDeps) (a, b *mesh
 
 func TestMeshForwardInferencePaths(t *testing.T) {
 	up := proxytest.New(t, proxytest.Options{Model: "served-model"})
-	a, b := pairNodes(t, up, MeshDeps{})
+	a, b := pairNodes(t, up, Deps{})
 
 	tests := []struct {
 		method, path, body string
@@ -66,8 +66,8 @@ func TestMeshForwardInferencePaths(t *testing.T) {
 			if res.StatusCode != 200 || !strings.Contains(string(body), tt.wantInBody) {
 				t.Fatalf("%d %s", res.StatusCode, body)
 			}
-			if got := res.Header.Get(RouteHeader); got != b.ID() {
-				t.Errorf("%s = %q, want %s", RouteHeader, got, b.ID())
+			if got := res.Header.Get(proxy.RouteHeader); got != b.ID() {
+				t.Errorf("%s = %q, want %s", proxy.RouteHeader, got, b.ID())
 			}
 			got := up.Requests()[i]
 			if string(got.Body) != tt.wantUpstreamBody {
@@ -119,8 +119,8 @@ func allowlistCase(t *testing.T, useFrom, serveTo, expose, admitted bool) {
 	b.Table.ExposeToMesh("chat", expose)
 	b.Table.AllowMeshPeer("chat", a.ID(), serveTo)
 	a.Table.AllowRemoteNode("chat", b.ID(), useFrom)
-	a.start(MeshDeps{}) // admits b later, or never
-	b.start(MeshDeps{}, a)
+	a.start(Deps{}) // admits b later, or never
+	b.start(Deps{}, a)
 	if admitted {
 		a.admitLater(b)
 	}
@@ -208,7 +208,7 @@ func TestMeshOverCapacity(t *testing.T) {
 		case <-ctx.Done():
 		}
 	}}})
-	a, b := pairNodes(t, up, MeshDeps{MaxInflightPerPeer: 1})
+	a, b := pairNodes(t, up, Deps{MaxInflightPerPeer: 1})
 	first := make(chan int, 1)
 	go func() {
 		req, _ := http.NewRequest(http.MethodPost, a.h.url("chat")+"/v1/embeddings", strings.NewReader(`{"input":"x"}`))
@@ -226,7 +226,7 @@ func TestMeshOverCapacity(t *testing.T) {
 		t.Errorf("Inflight = %d, %d", in, capacity)
 	}
 	res, body := a.h.post("chat", "/v1/chat/completions", chatBody(false))
-	if res.StatusCode != http.StatusTooManyRequests || apiError(t, res, body).Code != CodeOverCapacity {
+	if res.StatusCode != http.StatusTooManyRequests || apiError(t, res, body).Code != proxy.CodeOverCapacity {
 		t.Errorf("second request: %d %s, want 429 over_capacity", res.StatusCode, body)
 	}
 	close(release)
@@ -274,7 +274,7 @@ func TestMeshStreamingPreservesChunks(t *testing.T) {
 			}
 		},
 	}})
-	a, _ := pairNodes(t, up, MeshDeps{})
+	a, _ := pairNodes(t, up, Deps{})
 	req, _ := http.NewRequest(http.MethodPost, a.h.url("chat")+"/v1/chat/completions", strings.NewReader(chatBody(true)))
 	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
 	defer cancel()
@@ -315,7 +315,7 @@ func TestMeshClientCancelReachesUpstream(t *testing.T) {
 			close(upstreamDone)
 		}
 	}}})
-	a, b := pairNodes(t, up, MeshDeps{})
+	a, b := pairNodes(t, up, Deps{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, a.h.url("chat")+"/v1/chat/completions", strings.NewReader(chatBody(true)))
@@ -338,7 +338,7 @@ func TestMeshPeerDiesMidStream(t *testing.T) {
 			<-ctx.Done()
 		}
 	}}})
-	a, b := pairNodes(t, up, MeshDeps{})
+	a, b := pairNodes(t, up, Deps{})
 	req, _ := http.NewRequest(http.MethodPost, a.h.url("chat")+"/v1/chat/completions", strings.NewReader(chatBody(true)))
 	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
 	defer cancel()
@@ -370,7 +370,7 @@ func TestMeshPeerDiesBeforeHead(t *testing.T) {
 		entered <- struct{}{}
 		<-ctx.Done()
 	}}})
-	a, b := pairNodes(t, up, MeshDeps{})
+	a, b := pairNodes(t, up, Deps{})
 	got := make(chan *http.Response, 1)
 	bodies := make(chan []byte, 1)
 	go func() {
@@ -382,7 +382,7 @@ func TestMeshPeerDiesBeforeHead(t *testing.T) {
 	b.stop()
 	res := wait(t, got, "response")
 	body := <-bodies
-	if res.StatusCode != http.StatusBadGateway || apiError(t, res, body).Type != TypeUpstream {
+	if res.StatusCode != http.StatusBadGateway || apiError(t, res, body).Type != proxy.TypeUpstream {
 		t.Errorf("%d %s, want a 502 JSON error", res.StatusCode, body)
 	}
 }
@@ -393,9 +393,9 @@ func startConsumerOfTwo(t *testing.T, a, b, c *meshNode) {
 	t.Helper()
 	a.Table.AllowRemoteNode("chat", b.ID(), true)
 	a.Table.AllowRemoteNode("chat", c.ID(), true)
-	a.start(MeshDeps{}, b, c)
-	b.start(MeshDeps{})
-	c.start(MeshDeps{})
+	a.start(Deps{}, b, c)
+	b.start(Deps{})
+	c.start(Deps{})
 	b.admitLater(a)
 	c.admitLater(a)
 	meshtest.WaitFor(t, "both peers advertised", func() bool {
@@ -412,7 +412,7 @@ func TestMeshFailover(t *testing.T) {
 	c.serve(upC.URL, "c-model", a)
 	startConsumerOfTwo(t, a, b, c)
 	res, body := a.h.post("chat", "/v1/chat/completions", chatBody(false))
-	first := res.Header.Get(RouteHeader)
+	first := res.Header.Get(proxy.RouteHeader)
 	if res.StatusCode != 200 || (first != b.ID() && first != c.ID()) {
 		t.Fatalf("%d %s via %q", res.StatusCode, body, first)
 	}
@@ -425,15 +425,15 @@ func TestMeshFailover(t *testing.T) {
 	// the link close; the next request then goes to the other peer.
 	a.resolvesTo(other)
 	res, body = a.h.post("chat", "/v1/chat/completions", chatBody(false))
-	if res.StatusCode != 200 || res.Header.Get(RouteHeader) != other.ID() {
-		t.Fatalf("after %s stopped: %d %s via %q, want %s", gone.Name, res.StatusCode, body, res.Header.Get(RouteHeader), other.Name)
+	if res.StatusCode != 200 || res.Header.Get(proxy.RouteHeader) != other.ID() {
+		t.Fatalf("after %s stopped: %d %s via %q, want %s", gone.Name, res.StatusCode, body, res.Header.Get(proxy.RouteHeader), other.Name)
 	}
 }
 
 func TestMeshBodyTooLargeNoStream(t *testing.T) {
 	up := proxytest.New(t, proxytest.Options{})
-	a, _ := pairNodes(t, up, MeshDeps{})
-	big := `{"input":"` + strings.Repeat("x", int(DefaultMeshMaxBodyBytes)) + `"}`
+	a, _ := pairNodes(t, up, Deps{})
+	big := `{"input":"` + strings.Repeat("x", int(proxy.DefaultMeshMaxBodyBytes)) + `"}`
 	res, body := a.h.post("chat", "/v1/embeddings", big)
 	if res.StatusCode != http.StatusRequestEntityTooLarge {
 		t.Errorf("through the proxy: %d %s", res.StatusCode, body)
@@ -453,7 +453,7 @@ func TestMeshBodyTooLargeNoStream(t *testing.T) {
 
 func TestMeshMalformedStreamReset(t *testing.T) {
 	up := proxytest.New(t, proxytest.Options{})
-	a, b := pairNodes(t, up, MeshDeps{})
+	a, b := pairNodes(t, up, Deps{})
 	tests := []struct {
 		name     string
 		give     []byte
@@ -464,7 +464,7 @@ func TestMeshMalformedStreamReset(t *testing.T) {
 		{"oversized head", append([]byte{byte(frameReqHead), 0, 1, 0, 0}, make([]byte, 16)...), unknownRole, servedMalformed},
 		{"bad head json", frames(t, frameReqHead, `{"v":1,"role":"chat","x":1}`), unknownRole, RefuseBadRequest},
 		{"forbidden path", frames(t, frameReqHead, meshRequestHead{V: 1, Role: "chat", Method: "GET", Path: "/health"}), unknownRole, RefuseForbiddenPath},
-		{"body over the limit", frames(t, frameReqHead, meshRequestHead{V: 1, Role: "chat", Method: "POST", Path: "/v1/embeddings", BodyBytes: DefaultMeshMaxBodyBytes + 1}), "chat", RefuseTooLarge},
+		{"body over the limit", frames(t, frameReqHead, meshRequestHead{V: 1, Role: "chat", Method: "POST", Path: "/v1/embeddings", BodyBytes: proxy.DefaultMeshMaxBodyBytes + 1}), "chat", RefuseTooLarge},
 		{"not an object", frames(t, frameReqHead, meshRequestHead{V: 1, Role: "chat", Method: "POST", Path: "/v1/embeddings", BodyBytes: 5}, frameReqBody, "[1,2]", frameReqEnd, nil), "chat", RefuseBadRequest},
 	}
 	for _, tt := range tests {
@@ -532,13 +532,14 @@ func TestMeshRetriesNextPeerWhenLinkFails(t *testing.T) {
 	first.stop()
 	res := wait(t, got, "response")
 	body := <-bodies
-	if res.StatusCode != http.StatusOK || res.Header.Get(RouteHeader) != second.ID() || !strings.Contains(string(body), "second") {
-		t.Fatalf("after %s failed mid-request: %d %s via %q, want 200 from %s", first.Name, res.StatusCode, body, res.Header.Get(RouteHeader), second.Name)
+	if res.StatusCode != http.StatusOK || res.Header.Get(proxy.RouteHeader) != second.ID() || !strings.Contains(string(body), "second") {
+		t.Fatalf("after %s failed mid-request: %d %s via %q, want 200 from %s", first.Name, res.StatusCode, body, res.Header.Get(proxy.RouteHeader), second.Name)
 	}
 	// Counted when the handler returns, which may be after the client read
 	// a response whose length it knew.
 	meshtest.WaitFor(t, "nodeld_proxy_mesh_retries_total{result=ok} = 1", func() bool {
-		return testutil.ToFloat64(a.h.p.metrics.retries.WithLabelValues(retryOK)) == 1
+		v, _ := metricValue(t, a.Registry, "nodeld_proxy_mesh_retries_total", map[string]string{"result": "ok"})
+		return v == 1
 	})
 }
 
@@ -554,8 +555,8 @@ func TestMeshOllamaPaths(t *testing.T) {
 		a, b := nodes[0], nodes[1]
 		b.serveAs(runtime, up.URL, "served-model", a)
 		a.Table.AllowRemoteNode("chat", b.ID(), true)
-		a.start(MeshDeps{}, b)
-		b.start(MeshDeps{})
+		a.start(Deps{}, b)
+		b.start(Deps{})
 		b.admitLater(a)
 		meshtest.WaitFor(t, "a resolving chat to b's "+runtime, func() bool {
 			tg, ok := a.Table.Resolve("chat")
@@ -625,7 +626,7 @@ func TestMeshOllamaPaths(t *testing.T) {
 // the request is served by the new run once it is linked, not failed.
 func TestMeshForwardAfterPeerRestart(t *testing.T) {
 	up := proxytest.New(t, proxytest.Options{Model: "served-model"})
-	a, b := pairNodes(t, up, MeshDeps{})
+	a, b := pairNodes(t, up, Deps{})
 	if res, body := a.h.post("chat", "/v1/chat/completions", chatBody(false)); res.StatusCode != http.StatusOK {
 		t.Fatalf("before the restart: %d %s", res.StatusCode, body)
 	}
@@ -646,12 +647,12 @@ func TestMeshForwardAfterPeerRestart(t *testing.T) {
 	meshtest.WaitFor(t, "the request sent on the link to b's previous run", func() bool { return a.fwd.held.Load() > 0 })
 	// The new run admits no peer yet, so it does not dial a: it answers
 	// the link's next packet with a stateless reset.
-	b.start(MeshDeps{})
+	b.start(Deps{})
 	meshtest.WaitFor(t, "a's link to b's previous run reset", func() bool { return !a.Connected(b.Node) })
 	b.Apply(a.Peer())
 	res := wait(t, got, "response")
 	body := <-bodies
-	if res.StatusCode != http.StatusOK || res.Header.Get(RouteHeader) != b.ID() || !strings.Contains(string(body), "served-model") {
-		t.Fatalf("after the restart: %d %s via %q, want 200 from b", res.StatusCode, body, res.Header.Get(RouteHeader))
+	if res.StatusCode != http.StatusOK || res.Header.Get(proxy.RouteHeader) != b.ID() || !strings.Contains(string(body), "served-model") {
+		t.Fatalf("after the restart: %d %s via %q, want 200 from b", res.StatusCode, body, res.Header.Get(proxy.RouteHeader))
 	}
 }

@@ -1,4 +1,4 @@
-package proxy
+package meshproxy
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 func TestMeshRefusalFlood(t *testing.T) {
 	rec := chaintest.New(t, chain.RecorderOptions{})
 	up := proxytest.New(t, proxytest.Options{Model: "served-model"})
-	a, b := pairNodes(t, up, MeshDeps{Recorder: rec})
+	a, b := pairNodes(t, up, Deps{Recorder: rec})
 
 	const requests = 1000
 	for i := range requests {

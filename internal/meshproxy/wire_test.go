@@ -1,4 +1,4 @@
-package proxy
+package meshproxy
 
 import (
 	"bytes"
@@ -8,13 +8,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
-	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/nodeld/nodeld/internal/grammar"
 	"github.com/nodeld/nodeld/internal/mesh"
-	"github.com/nodeld/nodeld/internal/table"
+	"github.com/nodeld/nodeld/internal/proxy"
 )
 
 // frames encodes a frame sequence as it appears on a stream.
@@ -170,59 +169,13 @@ func TestReadRequest(t *testing.T) {
 			h, err := readRequestHead(r)
 			var body []byte
 			if err == nil {
-				body, err = readRequestBody(r, h, DefaultMeshMaxBodyBytes, nil)
+				body, err = readRequestBody(r, h, proxy.DefaultMeshMaxBodyBytes, nil)
 			}
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("err %v, want %v", err, tt.wantErr)
 			}
 			if string(body) != tt.wantBody {
 				t.Errorf("body %q, want %q", body, tt.wantBody)
-			}
-		})
-	}
-}
-
-func TestPinModel(t *testing.T) {
-	known := table.MeshLocal{Model: "served", Runtime: "llama.cpp"}
-	unknown := table.MeshLocal{Runtime: "openai"}
-	mlx := table.MeshLocal{Model: "served", Runtime: "mlx-lm"}
-	tests := []struct {
-		name  string
-		local table.MeshLocal
-		give  string
-		want  string // "" with wantErr
-		err   bool
-	}{
-		{"replace keeps bytes", known, `{"model": "evil/x" , "messages":[{"a":1.50}]}`, `{"model": "served" , "messages":[{"a":1.50}]}`, false},
-		{"insert", known, `{ "input":"x"}`, `{"model":"served", "input":"x"}`, false},
-		{"insert empty object", known, `{}`, `{"model":"served"}`, false},
-		{"duplicates and case", known, `{"model":"a","Model":"b","x":{"model":"inner"}}`, `{"model":"served","Model":"served","x":{"model":"inner"}}`, false},
-		{"escaped key", known, `{"mod\u0065l":"a"}`, `{"mod\u0065l":"served"}`, false},
-		{"non-string model", known, `{"model":["a"],"n":1}`, `{"model":"served","n":1}`, false},
-		{"mlx default", mlx, `{"model":"any/repo"}`, `{"model":"default_model"}`, false},
-		{"unknown drops first", unknown, `{"model":"a", "n":1}`, `{"n":1}`, false},
-		{"unknown drops last", unknown, `{"n":1, "model":"a"}`, `{"n":1}`, false},
-		{"unknown drops only", unknown, `{ "model":"a" }`, `{  }`, false},
-		{"unknown without model", unknown, `{"n": 1}`, `{"n": 1}`, false},
-		{"empty", known, ``, ``, false},
-		{"array", known, `[1,2]`, ``, true},
-		{"not json", known, `{"a":`, ``, true},
-		{"string", known, `"model"`, ``, true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := pinModel([]byte(tt.give), tt.local)
-			if tt.err {
-				if err == nil {
-					t.Fatalf("got %s, want error", got)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(tt.want, string(got)); diff != "" {
-				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
 	}
@@ -237,7 +190,7 @@ func FuzzDecodeRequestHead(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if !meshPaths[h.Path] || !grammar.ValidName(h.Role) || h.BodyBytes < -1 || (h.ContentType != "" && !validHeaderValue(h.ContentType)) {
+		if !proxy.IsMeshPath(h.Path) || !grammar.ValidName(h.Role) || h.BodyBytes < -1 || (h.ContentType != "" && !validHeaderValue(h.ContentType)) {
 			t.Fatalf("accepted %+v", h)
 		}
 	})
@@ -303,42 +256,15 @@ func FuzzReadRequest(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if h.BodyBytes > DefaultMeshMaxBodyBytes {
+		if h.BodyBytes > proxy.DefaultMeshMaxBodyBytes {
 			return // the server refuses before allocating
 		}
-		body, err := readRequestBody(r, h, DefaultMeshMaxBodyBytes, nil)
+		body, err := readRequestBody(r, h, proxy.DefaultMeshMaxBodyBytes, nil)
 		if err == nil && h.BodyBytes >= 0 && int64(len(body)) != h.BodyBytes {
 			t.Fatalf("body %d bytes, announced %d", len(body), h.BodyBytes)
 		}
-		if err == nil && int64(len(body)) > DefaultMeshMaxBodyBytes {
+		if err == nil && int64(len(body)) > proxy.DefaultMeshMaxBodyBytes {
 			t.Fatalf("body of unknown length read to %d bytes, over the limit", len(body))
-		}
-	})
-}
-
-func FuzzPinModel(f *testing.F) {
-	f.Add([]byte(`{"model":"a","messages":[]}`), "served")
-	f.Add([]byte(`{"n":1,"model":"a"}`), "")
-	f.Add([]byte(`[1]`), "m")
-	f.Fuzz(func(t *testing.T, b []byte, model string) {
-		if !utf8.ValidString(model) {
-			return // the table's models are text; Marshal would replace bad bytes
-		}
-		out, err := pinModel(b, table.MeshLocal{Model: model})
-		if err != nil || len(bytes.TrimSpace(b)) == 0 {
-			return
-		}
-		var v map[string]json.RawMessage
-		if err := json.Unmarshal(out, &v); err != nil {
-			t.Fatalf("output %q of %q is not an object: %v", out, b, err)
-		}
-		for k, raw := range v {
-			if len(k) == 5 && bytes.EqualFold([]byte(k), []byte("model")) {
-				var got string
-				if model == "" || json.Unmarshal(raw, &got) != nil || got != model {
-					t.Fatalf("model member %q=%s in %q (pinned %q)", k, raw, out, model)
-				}
-			}
 		}
 	})
 }

@@ -1,4 +1,4 @@
-package proxy
+package meshproxy
 
 import (
 	"bytes"
@@ -18,6 +18,8 @@ import (
 	"github.com/nodeld/nodeld/internal/grammar"
 	"github.com/nodeld/nodeld/internal/httpfast"
 	"github.com/nodeld/nodeld/internal/mesh"
+	"github.com/nodeld/nodeld/internal/modelpin"
+	"github.com/nodeld/nodeld/internal/proxy"
 	"github.com/nodeld/nodeld/internal/table"
 )
 
@@ -54,14 +56,14 @@ var genericMessages = map[string]string{
 // link authenticated. It reads the head within MeshFirstFrameTimeout,
 // checks it and LocalForPeer, takes a per-peer and a total slot, and
 // forwards the request to the local instance only (never onward to another
-// node) with its "model" pinned: a body of at most MeshBufferedBodyBytes is
-// read whole and pinned first (pinModel); a larger one, or one of unknown
+// node) with its "model" pinned: a body of at most proxy.MeshBufferedBodyBytes is
+// read whole and pinned first (modelpin.Pin); a larger one, or one of unknown
 // length, is streamed to the instance as its frames arrive, pinned on the
-// way (pinReader), so that what is held stays a chunk whatever the body's
+// way (modelpin.Reader), so that what is held stays a chunk whatever the body's
 // size. The response streams back chunk by chunk. Refusals carry a stable
 // code and a generic message and are recorded (through the Recorder);
 // broken framing resets the stream.
-func (f *MeshForwarder) ServeStream(ctx context.Context, peer mesh.PeerInfo, s *mesh.Stream) {
+func (f *Forwarder) ServeStream(ctx context.Context, peer mesh.PeerInfo, s *mesh.Stream) {
 	_ = s.SetReadDeadline(time.Now().Add(MeshFirstFrameTimeout))
 	head, err := readRequestHead(s)
 	if err != nil {
@@ -76,7 +78,7 @@ func (f *MeshForwarder) ServeStream(ctx context.Context, peer mesh.PeerInfo, s *
 		return
 	}
 	defer hold.Done()
-	if meshPathRefusal(head.Path, local.Runtime) != "" {
+	if proxy.MeshPathRefusal(head.Path, local.Runtime) != "" {
 		// An Ollama path for an instance that is not an Ollama (the
 		// consumer's view of the advertisement was stale).
 		f.refuse(s, peer, head.Role, RefuseForbiddenPath)
@@ -95,7 +97,7 @@ func (f *MeshForwarder) ServeStream(ctx context.Context, peer mesh.PeerInfo, s *
 	arm := func() { _ = s.SetReadDeadline(time.Now().Add(MeshFrameTimeout)) }
 	var up upstreamBody
 	switch {
-	case head.BodyBytes >= 0 && head.BodyBytes <= MeshBufferedBodyBytes:
+	case head.BodyBytes >= 0 && head.BodyBytes <= proxy.MeshBufferedBodyBytes:
 		body, err := readRequestBody(s, head, maxBody, arm)
 		if err != nil {
 			f.readFailed(s, peer, head.Role, err)
@@ -106,7 +108,7 @@ func (f *MeshForwarder) ServeStream(ctx context.Context, peer mesh.PeerInfo, s *
 		defer f.holdBody(-int64(len(body)))
 		if head.Path == "/v1/models" {
 			body = nil
-		} else if body, err = pinModel(body, local); err != nil {
+		} else if body, err = modelpin.Pin(body, local.Model, local.Runtime); err != nil {
 			f.refuse(s, peer, head.Role, RefuseBadRequest)
 			return
 		}
@@ -119,16 +121,16 @@ func (f *MeshForwarder) ServeStream(ctx context.Context, peer mesh.PeerInfo, s *
 		}
 		_ = s.SetReadDeadline(time.Time{})
 	default:
-		value, err := pinnedModel(local)
+		value, err := modelpin.Value(local.Model, local.Runtime)
 		if err != nil {
 			f.refuse(s, peer, head.Role, RefuseUpstreamError)
 			return
 		}
 		src := &meshBodyReader{r: s, arm: arm, announced: head.BodyBytes, limit: maxBody}
-		pr := newPinReader(src, head.BodyBytes, value, MeshChunkBytes)
-		f.holdBody(pr.bufferedBytes())
-		defer f.holdBody(-pr.bufferedBytes())
-		up = upstreamBody{n: pr.length(), stream: pr}
+		pr := modelpin.NewReader(src, head.BodyBytes, value, MeshChunkBytes)
+		f.holdBody(pr.BufferedBytes())
+		defer f.holdBody(-pr.BufferedBytes())
+		up = upstreamBody{n: pr.Length(), stream: pr}
 	}
 	f.forward(ctx, s, peer, head, up, local)
 }
@@ -139,11 +141,11 @@ func (f *MeshForwarder) ServeStream(ctx context.Context, peer mesh.PeerInfo, s *
 type upstreamBody struct {
 	data   []byte
 	n      int64
-	stream *pinReader
+	stream *modelpin.Reader
 }
 
 // forward sends the request to the local instance and streams the answer.
-func (f *MeshForwarder) forward(ctx context.Context, s *mesh.Stream, peer mesh.PeerInfo, head meshRequestHead, up upstreamBody, local table.MeshLocal) {
+func (f *Forwarder) forward(ctx context.Context, s *mesh.Stream, peer mesh.PeerInfo, head meshRequestHead, up upstreamBody, local table.MeshLocal) {
 	serving := ctx // the mesh's: done when this node stops
 	ctx, cancel := context.WithTimeout(ctx, MeshServeTimeout)
 	defer cancel()
@@ -155,7 +157,7 @@ func (f *MeshForwarder) forward(ctx context.Context, s *mesh.Stream, peer mesh.P
 		// A streamed body that failed (broken frames, not an object, the
 		// peer gone) is answered for what it is, whatever the instance
 		// made of the truncated request it got.
-		if ferr := up.stream.failure(); ferr != nil {
+		if ferr := up.stream.Failure(); ferr != nil {
 			if err == nil {
 				finish(false)
 			}
@@ -174,9 +176,9 @@ func (f *MeshForwarder) forward(ctx context.Context, s *mesh.Stream, peer mesh.P
 			// next candidate.
 			f.met.served.WithLabelValues(f.roleLabel(head.Role), servedCancelled).Inc()
 			f.log.Debug("mesh infer left unanswered: stopping", zap.String("peer", peer.ID), zap.Error(err))
-		case isTimeout(err) || errors.Is(err, context.DeadlineExceeded):
+		case httpfast.IsTimeout(err) || errors.Is(err, context.DeadlineExceeded):
 			f.refuse(s, peer, head.Role, RefuseUpstreamTimeout)
-		case isDialError(err):
+		case httpfast.IsDialError(err):
 			f.refuse(s, peer, head.Role, RefuseUpstreamDown)
 		default:
 			f.refuse(s, peer, head.Role, RefuseUpstreamError)
@@ -241,7 +243,7 @@ func (f *MeshForwarder) forward(ctx context.Context, s *mesh.Stream, peer mesh.P
 	}
 	clean = true       // the whole answer was read: the connection may serve again
 	_ = s.CloseWrite() // the peer has every byte or will see the stream reset
-	if up.stream != nil && !up.stream.complete() {
+	if up.stream != nil && !up.stream.Complete() {
 		// The instance answered before it read the whole body: the
 		// transport may still be reading the stream for it.
 		s.StopReading(mesh.StreamCodeCancelled)
@@ -260,7 +262,7 @@ func (f *MeshForwarder) forward(ctx context.Context, s *mesh.Stream, peer mesh.P
 // goes through net/http's Transport, which reads the answer while it
 // still writes the body: an instance may answer (an early error) before
 // it read a body it will never read whole.
-func (f *MeshForwarder) roundTrip(ctx context.Context, head meshRequestHead, up upstreamBody, local table.MeshLocal) (*http.Response, func(clean bool), error) {
+func (f *Forwarder) roundTrip(ctx context.Context, head meshRequestHead, up upstreamBody, local table.MeshLocal) (*http.Response, func(clean bool), error) {
 	target := head.Path
 	if head.Query != "" {
 		target += "?" + head.Query
@@ -321,8 +323,8 @@ func (f *MeshForwarder) roundTrip(ctx context.Context, head meshRequestHead, up 
 // bodyFailed answers a streamed body that failed on its way to the
 // instance: a refusal for one that is not a JSON object or is over the
 // limit, a reset for broken framing, silence or a peer that went away.
-func (f *MeshForwarder) bodyFailed(s *mesh.Stream, peer mesh.PeerInfo, role string, err error) {
-	if errors.Is(err, errNotObject) {
+func (f *Forwarder) bodyFailed(s *mesh.Stream, peer mesh.PeerInfo, role string, err error) {
+	if errors.Is(err, modelpin.ErrNotObject) {
 		f.refuse(s, peer, role, RefuseBadRequest)
 		return
 	}
@@ -331,7 +333,7 @@ func (f *MeshForwarder) bodyFailed(s *mesh.Stream, peer mesh.PeerInfo, role stri
 
 // readFailed answers a request that could not be read: a refusal for a
 // head that does not validate, a reset for broken framing or silence.
-func (f *MeshForwarder) readFailed(s *mesh.Stream, peer mesh.PeerInfo, role string, err error) {
+func (f *Forwarder) readFailed(s *mesh.Stream, peer mesh.PeerInfo, role string, err error) {
 	var we *wireError
 	var ne net.Error
 	switch {
@@ -349,7 +351,7 @@ func (f *MeshForwarder) readFailed(s *mesh.Stream, peer mesh.PeerInfo, role stri
 }
 
 // reset ends the stream with an error code and counts it.
-func (f *MeshForwarder) reset(s *mesh.Stream, peer mesh.PeerInfo, role string, code mesh.StreamCode, outcome string, err error) {
+func (f *Forwarder) reset(s *mesh.Stream, peer mesh.PeerInfo, role string, code mesh.StreamCode, outcome string, err error) {
 	s.Reset(code)
 	f.met.served.WithLabelValues(f.roleLabel(role), outcome).Inc()
 	f.log.Debug("mesh infer stream reset", zap.String("peer", peer.ID), zap.String("outcome", outcome), zap.Error(err))
@@ -358,7 +360,7 @@ func (f *MeshForwarder) reset(s *mesh.Stream, peer mesh.PeerInfo, role string, c
 // refuse sends a refusal with its generic message, ends the stream,
 // counts it and hands it to the Recorder, keyed by the peer and the
 // refusal code (the role is the peer's choice: it stays out of the key).
-func (f *MeshForwarder) refuse(s *mesh.Stream, peer mesh.PeerInfo, role, code string) {
+func (f *Forwarder) refuse(s *mesh.Stream, peer mesh.PeerInfo, role, code string) {
 	_ = s.SetWriteDeadline(time.Now().Add(MeshFrameTimeout))
 	if err := writeJSONFrame(s, frameRefusal, meshRefusal{V: MeshWireVersion, Code: code, Message: genericMessages[code]}); err != nil {
 		s.AbortWrite(mesh.StreamCodeCancelled)
@@ -379,7 +381,7 @@ func (f *MeshForwarder) refuse(s *mesh.Stream, peer mesh.PeerInfo, role, code st
 
 // roleLabel returns role when this node exposes it, else "unknown": a
 // peer can send any role name, and labels must stay bounded.
-func (f *MeshForwarder) roleLabel(role string) string {
+func (f *Forwarder) roleLabel(role string) string {
 	if er, ok := f.table.(exposedRoles); ok && role != "" && slices.Contains(er.ExposedRoles(), role) {
 		return role
 	}
@@ -387,7 +389,7 @@ func (f *MeshForwarder) roleLabel(role string) string {
 }
 
 // acquire takes a per-peer and a total serving slot without waiting.
-func (f *MeshForwarder) acquire(peer string) bool {
+func (f *Forwarder) acquire(peer string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if int64(f.inflight) >= f.total.Load() || int64(f.byPeer[peer]) >= f.perPeer.Load() {
@@ -399,7 +401,7 @@ func (f *MeshForwarder) acquire(peer string) bool {
 	return true
 }
 
-func (f *MeshForwarder) release(peer string) {
+func (f *Forwarder) release(peer string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.inflight--

@@ -1,4 +1,4 @@
-package proxy
+package meshproxy
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/nodeld/nodeld/internal/chain"
 	"github.com/nodeld/nodeld/internal/httpfast"
 	"github.com/nodeld/nodeld/internal/mesh"
+	"github.com/nodeld/nodeld/internal/proxy"
 	"github.com/nodeld/nodeld/internal/table"
 )
 
@@ -46,11 +47,11 @@ type Recorder interface {
 }
 
 var (
-	_ Recorder        = (*chain.Recorder)(nil)
-	_ MeshStreams     = (*mesh.Mesh)(nil)
-	_ MeshTable       = (*table.Table)(nil)
-	_ exposedRoles    = (*table.Table)(nil)
-	_ RemoteForwarder = (*MeshForwarder)(nil)
+	_ Recorder              = (*chain.Recorder)(nil)
+	_ MeshStreams           = (*mesh.Mesh)(nil)
+	_ MeshTable             = (*table.Table)(nil)
+	_ exposedRoles          = (*table.Table)(nil)
+	_ proxy.RemoteForwarder = (*Forwarder)(nil)
 )
 
 // AuditSource is the source of the proxy's audit records.
@@ -67,8 +68,8 @@ type MeshRefusedEvent struct {
 	Code string `json:"code"`
 }
 
-// MeshDeps are a MeshForwarder's collaborators and limits.
-type MeshDeps struct {
+// Deps are a Forwarder's collaborators and limits.
+type Deps struct {
 	// Mesh opens streams to peers (consumer side); required.
 	Mesh MeshStreams
 	// Table decides what a peer may reach (serving side); required.
@@ -94,10 +95,10 @@ type MeshDeps struct {
 	MaxBodyBytes int64
 }
 
-// MeshForwarder carries inference requests over the mesh: as a consumer
+// Forwarder carries inference requests over the mesh: as a consumer
 // (ForwardRemote, the proxy's RemoteForwarder) and as a serving node
 // (ServeStream, the mesh's KindInfer handler).
-type MeshForwarder struct {
+type Forwarder struct {
 	log       *zap.Logger
 	streams   MeshStreams
 	table     MeshTable
@@ -124,8 +125,8 @@ type MeshForwarder struct {
 	byPeer   map[string]int
 }
 
-// NewMeshForwarder validates d and builds a forwarder; it starts nothing.
-func NewMeshForwarder(d MeshDeps) (*MeshForwarder, error) {
+// NewForwarder validates d and builds a forwarder; it starts nothing.
+func NewForwarder(d Deps) (*Forwarder, error) {
 	if d.Mesh == nil || d.Table == nil {
 		return nil, errors.New("proxy: mesh forwarder needs Mesh and Table")
 	}
@@ -137,7 +138,7 @@ func NewMeshForwarder(d MeshDeps) (*MeshForwarder, error) {
 	if lg == nil {
 		lg = zap.NewNop()
 	}
-	f := &MeshForwarder{
+	f := &Forwarder{
 		log:       lg,
 		streams:   d.Mesh,
 		table:     d.Table,
@@ -164,7 +165,7 @@ func NewMeshForwarder(d MeshDeps) (*MeshForwarder, error) {
 // SetLimits applies new slot counts and body limit (0: the defaults) to
 // requests that arrive from now on; requests in flight keep their slots.
 // On error nothing changes.
-func (f *MeshForwarder) SetLimits(perPeer, total int, maxBody int64) error {
+func (f *Forwarder) SetLimits(perPeer, total int, maxBody int64) error {
 	commit, err := f.PrepareLimits(perPeer, total, maxBody)
 	if err != nil {
 		return err
@@ -173,11 +174,11 @@ func (f *MeshForwarder) SetLimits(perPeer, total int, maxBody int64) error {
 	return nil
 }
 
-// PrepareLimits checks new limits (CheckMeshLimits) and returns the
+// PrepareLimits checks new limits (CheckLimits) and returns the
 // function that applies them, as SetLimits would; it changes nothing
 // itself. The commit cannot fail.
-func (f *MeshForwarder) PrepareLimits(perPeer, total int, maxBody int64) (commit func(), err error) {
-	if err := CheckMeshLimits(perPeer, total, maxBody); err != nil {
+func (f *Forwarder) PrepareLimits(perPeer, total int, maxBody int64) (commit func(), err error) {
+	if err := CheckLimits(perPeer, total, maxBody); err != nil {
 		return nil, err
 	}
 	perPeer, total, maxBody = meshLimitDefaults(perPeer, total, maxBody)
@@ -188,10 +189,10 @@ func (f *MeshForwarder) PrepareLimits(perPeer, total int, maxBody int64) (commit
 	}, nil
 }
 
-// CheckMeshLimits reports every problem of a forwarder's limits (0: the
+// CheckLimits reports every problem of a forwarder's limits (0: the
 // defaults) at once, without a forwarder: slot counts within
 // 0..MaxMeshInflight, the body limit within 0..MaxBodyBytesLimit.
-func CheckMeshLimits(perPeer, total int, maxBody int64) error {
+func CheckLimits(perPeer, total int, maxBody int64) error {
 	perPeer, total, maxBody = meshLimitDefaults(perPeer, total, maxBody)
 	var errs []error
 	if perPeer < 0 || perPeer > MaxMeshInflight {
@@ -200,8 +201,8 @@ func CheckMeshLimits(perPeer, total int, maxBody int64) error {
 	if total < 0 || total > MaxMeshInflight {
 		errs = append(errs, fmt.Errorf("mesh max in-flight total %d: want 0..%d", total, MaxMeshInflight))
 	}
-	if maxBody < 0 || maxBody > MaxBodyBytesLimit {
-		errs = append(errs, fmt.Errorf("mesh max body bytes %d: want 0..%d", maxBody, MaxBodyBytesLimit))
+	if maxBody < 0 || maxBody > proxy.MaxBodyBytesLimit {
+		errs = append(errs, fmt.Errorf("mesh max body bytes %d: want 0..%d", maxBody, proxy.MaxBodyBytesLimit))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("proxy: %w", err)
@@ -217,7 +218,7 @@ func meshLimitDefaults(perPeer, total int, maxBody int64) (int, int, int64) {
 		total = DefaultMeshMaxInflightTotal
 	}
 	if maxBody == 0 {
-		maxBody = DefaultMeshMaxBodyBytes
+		maxBody = proxy.DefaultMeshMaxBodyBytes
 	}
 	return perPeer, total, maxBody
 }
@@ -226,13 +227,13 @@ func meshLimitDefaults(perPeer, total int, maxBody int64) (int, int, int64) {
 // and an end frame: what one Write of a KindInfer stream carries at most.
 const frameBufBytes = MaxMeshHeadBytes + MeshChunkBytes + 3*mesh.FrameHeaderSize
 
-func (f *MeshForwarder) getFrameBuf() *[]byte { return f.frames.Get().(*[]byte) }
+func (f *Forwarder) getFrameBuf() *[]byte { return f.frames.Get().(*[]byte) }
 
-func (f *MeshForwarder) putFrameBuf(b *[]byte) { f.frames.Put(b) }
+func (f *Forwarder) putFrameBuf(b *[]byte) { f.frames.Put(b) }
 
 // holdBody counts n more (or, negative, fewer) request body bytes held in
 // memory.
-func (f *MeshForwarder) holdBody(n int64) {
+func (f *Forwarder) holdBody(n int64) {
 	v := f.held.Add(n)
 	f.met.bodyBytes.Set(float64(v))
 	for {
@@ -245,7 +246,7 @@ func (f *MeshForwarder) holdBody(n int64) {
 
 // Inflight returns the peers' requests being served now and the total
 // slot count.
-func (f *MeshForwarder) Inflight() (inflight, capacity int) {
+func (f *Forwarder) Inflight() (inflight, capacity int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.inflight, int(f.total.Load())
@@ -253,7 +254,7 @@ func (f *MeshForwarder) Inflight() (inflight, capacity int) {
 
 // CloseIdleConnections closes idle upstream connections of the
 // forwarder's own transport (call it on shutdown).
-func (f *MeshForwarder) CloseIdleConnections() {
+func (f *Forwarder) CloseIdleConnections() {
 	if f.ownTrans != nil {
 		f.ownTrans.CloseIdleConnections()
 	}
@@ -274,16 +275,16 @@ const (
 )
 
 // refusalStatus maps a peer's refusal code to what the client is told.
-var refusalStatus = map[string]Error{
-	"":                    {Status: http.StatusBadGateway, Type: TypeUpstream, Code: CodePeerRefused, Message: "mesh: the peer refused the request"},
-	RefuseNotServed:       {Status: http.StatusBadGateway, Type: TypeUpstream, Code: CodePeerRefused, Message: "mesh: the peer does not serve this role to this node"},
-	RefuseBadRequest:      {Status: http.StatusBadRequest, Type: TypeInvalidRequest, Code: CodePeerBadRequest, Message: "bad request: the peer refused the request body or head"},
-	RefuseForbiddenPath:   {Status: http.StatusForbidden, Type: TypePermission, Code: CodeForbiddenPath, Message: "forbidden: the peer does not serve this path"},
-	RefuseTooLarge:        {Status: http.StatusRequestEntityTooLarge, Type: TypeInvalidRequest, Code: CodeBodyTooLarge, Message: "request body over the peer's mesh limit"},
-	RefuseOverCapacity:    {Status: http.StatusTooManyRequests, Type: TypeRateLimit, Code: CodeOverCapacity, Message: "the peer is serving as many requests as it allows; retry later"},
-	RefuseUpstreamDown:    {Status: http.StatusBadGateway, Type: TypeUpstream, Code: CodeUpstreamDown, Message: "upstream: the peer's instance is unreachable"},
-	RefuseUpstreamError:   {Status: http.StatusBadGateway, Type: TypeUpstream, Code: CodeUpstreamError, Message: "upstream: the peer's instance failed to answer"},
-	RefuseUpstreamTimeout: {Status: http.StatusGatewayTimeout, Type: TypeTimeout, Code: CodeUpstreamTimeout, Message: "timeout: the peer's instance took too long"},
+var refusalStatus = map[string]proxy.Error{
+	"":                    {Status: http.StatusBadGateway, Type: proxy.TypeUpstream, Code: CodePeerRefused, Message: "mesh: the peer refused the request"},
+	RefuseNotServed:       {Status: http.StatusBadGateway, Type: proxy.TypeUpstream, Code: CodePeerRefused, Message: "mesh: the peer does not serve this role to this node"},
+	RefuseBadRequest:      {Status: http.StatusBadRequest, Type: proxy.TypeInvalidRequest, Code: CodePeerBadRequest, Message: "bad request: the peer refused the request body or head"},
+	RefuseForbiddenPath:   {Status: http.StatusForbidden, Type: proxy.TypePermission, Code: proxy.CodeForbiddenPath, Message: "forbidden: the peer does not serve this path"},
+	RefuseTooLarge:        {Status: http.StatusRequestEntityTooLarge, Type: proxy.TypeInvalidRequest, Code: proxy.CodeBodyTooLarge, Message: "request body over the peer's mesh limit"},
+	RefuseOverCapacity:    {Status: http.StatusTooManyRequests, Type: proxy.TypeRateLimit, Code: proxy.CodeOverCapacity, Message: "the peer is serving as many requests as it allows; retry later"},
+	RefuseUpstreamDown:    {Status: http.StatusBadGateway, Type: proxy.TypeUpstream, Code: proxy.CodeUpstreamDown, Message: "upstream: the peer's instance is unreachable"},
+	RefuseUpstreamError:   {Status: http.StatusBadGateway, Type: proxy.TypeUpstream, Code: proxy.CodeUpstreamError, Message: "upstream: the peer's instance failed to answer"},
+	RefuseUpstreamTimeout: {Status: http.StatusGatewayTimeout, Type: proxy.TypeTimeout, Code: proxy.CodeUpstreamTimeout, Message: "timeout: the peer's instance took too long"},
 }
 
 // Consumer-side outcomes, the result label of
@@ -304,12 +305,12 @@ const (
 // it (it may then call again with it, on another peer); with body nil,
 // r.Body (r.ContentLength bytes, -1 unknown) is streamed to the peer as it
 // is read, in chunks of at most MeshChunkBytes, and a failure reading it
-// is a *clientBodyError. Only Content-Type and Accept cross the mesh;
+// is a *ClientBodyError. Only Content-Type and Accept cross the mesh;
 // Authorization and cookies never do. A body over the mesh limit or a
 // path not served to peers is refused before any stream is opened. When
 // ctx ends the stream is reset, and the serving node cancels its upstream
 // request.
-func (f *MeshForwarder) ForwardRemote(ctx context.Context, nodeID, role string, r *http.Request, body []byte, w http.ResponseWriter) error {
+func (f *Forwarder) ForwardRemote(ctx context.Context, nodeID, role string, r *http.Request, body []byte, w http.ResponseWriter) error {
 	streamed := body == nil && r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
 	size := int64(len(body))
 	if streamed {
@@ -318,11 +319,11 @@ func (f *MeshForwarder) ForwardRemote(ctx context.Context, nodeID, role string, 
 	limit := f.maxBody.Load()
 	if size > limit {
 		f.met.forwarded(fwdTooLarge)
-		return errTooLarge(limit)
+		return proxy.TooLargeError(limit)
 	}
-	if (!meshPaths[r.URL.Path] && !ollamaMeshPaths[r.URL.Path]) || !validQuery(r.URL.RawQuery) || (r.Method != http.MethodGet && r.Method != http.MethodPost) {
+	if !proxy.IsMeshPath(r.URL.Path) || !validQuery(r.URL.RawQuery) || (r.Method != http.MethodGet && r.Method != http.MethodPost) {
 		f.met.forwarded(fwdBadPath)
-		return &Error{Status: http.StatusNotFound, Type: TypeNotFound, Code: CodeLocalOnly,
+		return &proxy.Error{Status: http.StatusNotFound, Type: proxy.TypeNotFound, Code: proxy.CodeLocalOnly,
 			Message: "role '" + role + "' is served by a peer, which is not asked for " + r.URL.Path}
 	}
 	head := meshRequestHead{V: MeshWireVersion, Role: role, Method: r.Method, Path: r.URL.Path,
@@ -340,8 +341,8 @@ func (f *MeshForwarder) ForwardRemote(ctx context.Context, nodeID, role string, 
 			return context.Cause(ctx)
 		}
 		f.met.forwarded(fwdNoLink)
-		return fmt.Errorf("%w (%w: %w)", &Error{Status: http.StatusBadGateway, Type: TypeUpstream, Code: CodePeerUnreachable,
-			Message: "mesh: the peer serving role '" + role + "' is unreachable"}, errNotAnswered, err)
+		return fmt.Errorf("%w (%w: %w)", &proxy.Error{Status: http.StatusBadGateway, Type: proxy.TypeUpstream, Code: CodePeerUnreachable,
+			Message: "mesh: the peer serving role '" + role + "' is unreachable"}, proxy.ErrNotAnswered, err)
 	}
 	stop := context.AfterFunc(ctx, func() {
 		s.Reset(mesh.StreamCodeCancelled)
@@ -365,7 +366,7 @@ func (f *MeshForwarder) ForwardRemote(ctx context.Context, nodeID, role string, 
 			} else {
 				f.met.forwarded(fwdCancelled)
 			}
-			return &clientBodyError{err: berr}
+			return &proxy.ClientBodyError{Err: berr}
 		}
 	} else {
 		f.holdBody(int64(len(body)))
@@ -396,7 +397,7 @@ func (f *MeshForwarder) ForwardRemote(ctx context.Context, nodeID, role string, 
 		e := refusalStatus[ref.code]
 		if ref.code == RefuseNotServed {
 			e.Message = "mesh: the peer does not serve role '" + role + "' to this node"
-			return fmt.Errorf("%w (%w)", &e, errPeerNotServing)
+			return fmt.Errorf("%w (%w)", &e, proxy.ErrPeerNotServing)
 		}
 		return &e
 	case errors.Is(err, errMalformedFrames):
@@ -410,7 +411,7 @@ func (f *MeshForwarder) ForwardRemote(ctx context.Context, nodeID, role string, 
 			// The link died (a dead or frozen peer is cut by the mesh's
 			// liveness check) before the peer chose to answer or refuse:
 			// another node may serve the request if nothing was relayed.
-			err = fmt.Errorf("%w: %w", errNotAnswered, err)
+			err = fmt.Errorf("%w: %w", proxy.ErrNotAnswered, err)
 		}
 		if werr != nil {
 			return fmt.Errorf("send to peer %s: %w", nodeID, werr)
@@ -418,23 +419,6 @@ func (f *MeshForwarder) ForwardRemote(ctx context.Context, nodeID, role string, 
 		return fmt.Errorf("read from peer %s: %w", nodeID, err)
 	}
 }
-
-// errPeerNotServing marks a forward the peer refused because it does not
-// serve the role to this node (RefuseNotServed): a peer's new run after a
-// restart, linked before it has its instance, answers so.
-var errPeerNotServing = errors.New("the peer does not serve the role")
-
-// errNotAnswered marks a forward that failed because the link to the peer
-// failed (none, or it died) before the peer answered: ForwardRemote wraps
-// it so the proxy may try the next candidate.
-var errNotAnswered = errors.New("the link to the peer failed before it answered")
-
-// clientBodyError is a streamed request body that could not be read from
-// the client; the stream to the peer was reset.
-type clientBodyError struct{ err error }
-
-func (e *clientBodyError) Error() string { return "reading the request body: " + e.err.Error() }
-func (e *clientBodyError) Unwrap() error { return e.err }
 
 // sendRequest writes the head, the body frames and the end frame, then
 // closes the write side. A body that fits buf with its head leaves in one

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strconv"
 
 	"go.uber.org/zap"
 
@@ -23,7 +24,7 @@ import (
 func (p *Proxy) forwardRemote(rec *recorder, r *http.Request, role string, target table.Target, set *Config, in *bodyReader) {
 	rec.Header().Set(RouteHeader, target.NodeID)
 	if r.ContentLength > set.MeshMaxBodyBytes {
-		writeError(rec, r, errTooLarge(set.MeshMaxBodyBytes))
+		writeError(rec, r, TooLargeError(set.MeshMaxBodyBytes))
 		return
 	}
 	held, stream, err := meshBody(rec.ResponseWriter, in, r.ContentLength, set.MeshMaxBodyBytes)
@@ -48,12 +49,12 @@ func (p *Proxy) forwardRemote(rec *recorder, r *http.Request, role string, targe
 		out.Body, out.ContentLength = http.NoBody, 0 // ForwardRemote sends held
 	}
 	err = p.remote.ForwardRemote(ctx, target.NodeID, role, out, held, rec)
-	var be *clientBodyError
+	var be *ClientBodyError
 	if errors.As(err, &be) && rec.status == 0 {
-		writeError(rec, r, bodyError(be.err, in))
+		writeError(rec, r, bodyError(be.Err, in))
 		return
 	}
-	if err != nil && rec.status == 0 && ctx.Err() == nil && errors.Is(err, errNotAnswered) {
+	if err != nil && rec.status == 0 && ctx.Err() == nil && errors.Is(err, ErrNotAnswered) {
 		// The link to the peer failed before it answered and nothing was
 		// relayed: try the next candidate, once, if the body is held. A
 		// peer that restarted (the link led to its previous run) is its
@@ -66,7 +67,7 @@ func (p *Proxy) forwardRemote(rec *recorder, r *http.Request, role string, targe
 		switch {
 		case stream != nil:
 			p.metrics.retries.WithLabelValues(retryStreamed).Inc()
-		case !ok || next.Kind != table.TargetRemote || meshPathRefusal(r.URL.Path, next.Runtime) != "":
+		case !ok || next.Kind != table.TargetRemote || MeshPathRefusal(r.URL.Path, next.Runtime) != "":
 			p.metrics.retries.WithLabelValues(retryNoCandidate).Inc()
 		default:
 			p.log.Info("forward failed before an answer; retrying", zap.String("role", role),
@@ -91,7 +92,7 @@ func (p *Proxy) forwardRemote(rec *recorder, r *http.Request, role string, targe
 	if r.Context().Err() != nil {
 		return // the client went away; counted as statusClientClosed
 	}
-	if target.WaitingForLink && (errors.Is(err, mesh.ErrNoLink) || errors.Is(err, errPeerNotServing)) {
+	if target.WaitingForLink && (errors.Is(err, mesh.ErrNoLink) || errors.Is(err, ErrPeerNotServing)) {
 		// The only candidate was a peer that restarted, and its new run
 		// did not link within the mesh's restart wait, or linked but
 		// does not serve the role (yet): nothing serves the role, as
@@ -151,3 +152,64 @@ type readCloser struct {
 	io.Reader
 	io.Closer
 }
+
+// The contract of a RemoteForwarder: the errors it wraps for the proxy to
+// act on, and the paths it carries.
+
+// ErrPeerNotServing marks a forward the peer refused because it does not
+// serve the role to this node : a peer's new run after a
+// restart, linked before it has its instance, answers so.
+var ErrPeerNotServing = errors.New("the peer does not serve the role")
+
+// ErrNotAnswered marks a forward that failed because the link to the peer
+// failed (none, or it died) before the peer answered: a RemoteForwarder
+// wraps it so the proxy may try the next candidate.
+var ErrNotAnswered = errors.New("the link to the peer failed before it answered")
+
+// ClientBodyError is a streamed request body that could not be read from
+// the client; the stream to the peer was reset.
+type ClientBodyError struct{ Err error }
+
+func (e *ClientBodyError) Error() string { return "reading the request body: " + e.Err.Error() }
+func (e *ClientBodyError) Unwrap() error { return e.Err }
+
+// meshPaths are the only paths served to peers: narrower than what the
+// loopback listener serves (no /health, no Ollama API, no other /v1 path).
+var meshPaths = map[string]bool{
+	"/v1/chat/completions": true,
+	"/v1/completions":      true,
+	"/v1/embeddings":       true,
+	"/v1/models":           true,
+}
+
+// ollamaMeshPaths are Ollama's inference paths: carried to a peer, with
+// the same model pinning and header stripping as the /v1 paths, only when
+// the peer's instance of the role is an Ollama (its advertisement says so,
+// and the serving node checks again). Ollama's read and management paths
+// never cross the mesh.
+var ollamaMeshPaths = map[string]bool{
+	"/api/chat":       true,
+	"/api/generate":   true,
+	"/api/embed":      true,
+	"/api/embeddings": true,
+}
+
+// MeshPathRefusal says why path is not carried to a peer whose instance
+// of the role runs runtime, or "" when it is.
+func MeshPathRefusal(path, runtime string) string {
+	switch {
+	case meshPaths[path]:
+		return ""
+	case ollamaMeshPaths[path] && runtime == ollamaRuntime:
+		return ""
+	case ollamaMeshPaths[path]:
+		return "whose instance is not an Ollama (runtime " + strconv.Quote(runtime) + "), so Ollama's API is not forwarded to it: use the /v1 paths"
+	default:
+		return "which is not asked for " + path + ": peers serve /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/models, and Ollama's inference paths when their instance is an Ollama"
+	}
+}
+
+// IsMeshPath reports whether path is ever carried to a peer: a /v1 path
+// of meshPaths, or one of Ollama's inference paths (MeshPathRefusal says
+// for which runtime).
+func IsMeshPath(path string) bool { return meshPaths[path] || ollamaMeshPaths[path] }

@@ -1,4 +1,4 @@
-package proxy
+package meshproxy
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/nodeld/nodeld/internal/chain"
 	"github.com/nodeld/nodeld/internal/mesh"
 	"github.com/nodeld/nodeld/internal/mesh/meshtest"
+	"github.com/nodeld/nodeld/internal/proxy"
 	"github.com/nodeld/nodeld/internal/table"
 )
 
@@ -45,17 +46,17 @@ func (a *fakeAudit) all() []auditRec {
 }
 
 // meshNode is one nodeld node in the test process: a meshtest node (its
-// table admitting what its mesh admits), a MeshForwarder serving
+// table admitting what its mesh admits), a Forwarder serving
 // KindInfer and a proxy with role "chat" forwarding through it.
 type meshNode struct {
 	*meshtest.Node[*table.Table]
 	t     testing.TB
-	fwd   *MeshForwarder
+	fwd   *Forwarder
 	audit *fakeAudit
 	h     *harness
 	// proxyCfg is the config of n's proxy (role "chat" on a free port
 	// when it names no role); set it before start.
-	proxyCfg Config
+	proxyCfg proxy.Config
 	// wrapStreams, when set before start, wraps the mesh as the
 	// forwarder's MeshStreams, so a test can see streams being opened.
 	wrapStreams func(MeshStreams) MeshStreams
@@ -84,13 +85,13 @@ func newMeshNodesOpts(t testing.TB, opts meshtest.Options, names ...string) []*m
 
 // start runs n's mesh (admitting exactly peers, keys pinned), its
 // forwarder and its proxy until the test ends. deps may set limits.
-func (n *meshNode) start(deps MeshDeps, peers ...*meshNode) {
+func (n *meshNode) start(deps Deps, peers ...*meshNode) {
 	n.t.Helper()
 	n.startPeers(deps, peerConfigs(peers)...)
 }
 
 // startPeers is start with the peer entries as given.
-func (n *meshNode) startPeers(deps MeshDeps, peers ...mesh.PeerConfig) {
+func (n *meshNode) startPeers(deps Deps, peers ...mesh.PeerConfig) {
 	n.t.Helper()
 	n.audit = &fakeAudit{}
 	n.Build(peers...)
@@ -103,12 +104,12 @@ func (n *meshNode) startPeers(deps MeshDeps, peers ...mesh.PeerConfig) {
 		deps.Recorder = n.audit
 	}
 	var err error
-	n.fwd, err = NewMeshForwarder(deps)
+	n.fwd, err = NewForwarder(deps)
 	if err != nil {
 		n.t.Fatal(err)
 	}
 	n.Mesh.Handle(mesh.KindInfer, n.fwd.ServeStream)
-	pdeps := Deps{Resolver: n.Table, Remote: n.fwd, Logger: lg, Registerer: n.Registry}
+	pdeps := proxy.Deps{Resolver: n.Table, Remote: n.fwd, Logger: lg, Registerer: n.Registry}
 	if t, ok := n.t.(*testing.T); ok {
 		n.h = startProxy(t, n.proxyCfg, pdeps)
 	} else {
@@ -181,10 +182,10 @@ func (n *meshNode) resolvesTo(peer *meshNode) {
 
 // startProxyTB runs a proxy with role "chat" for a benchmark: a harness
 // whose t is nil (its helper methods are for tests only).
-func startProxyTB(tb testing.TB, deps Deps) *harness {
+func startProxyTB(tb testing.TB, deps proxy.Deps) *harness {
 	tb.Helper()
 	deps.Logger = nil // benchmarks log nothing
-	p, err := New(Config{Roles: []RoleConfig{{Name: "chat", Listen: "127.0.0.1:0", Concurrency: 1024}}}, deps)
+	p, err := proxy.New(proxy.Config{Roles: []proxy.RoleConfig{{Name: "chat", Listen: "127.0.0.1:0", Concurrency: 1024}}}, deps)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package proxy
+package meshproxy
 
 import (
 	"bytes"
@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/nodeld/nodeld/internal/grammar"
 	"github.com/nodeld/nodeld/internal/mesh"
+	"github.com/nodeld/nodeld/internal/proxy"
 )
 
 // The KindInfer stream, after the kind byte, carries mesh frames
@@ -19,7 +19,7 @@ import (
 // its body in chunks of at most MeshChunkBytes, and an end frame, then
 // closes its write side; a body is sent as the consumer's client uploads
 // it, and the serving node forwards it to its instance as it arrives
-// (bodies of at most MeshBufferedBodyBytes are held whole on both sides).
+// (bodies of at most proxy.MeshBufferedBodyBytes are held whole on both sides).
 // The serving node answers either one refusal, or one response head, body
 // chunks and an end frame; a refusal after the head means the response
 // failed midway (the consumer cuts its client's stream). Frames that
@@ -50,42 +50,6 @@ const (
 	RefuseUpstreamError   = "upstream_error"       // the local instance failed or answered badly
 	RefuseUpstreamTimeout = "upstream_timeout"     // the local instance took too long
 )
-
-// meshPaths are the only paths served to peers: narrower than what the
-// loopback listener serves (no /health, no Ollama API, no other /v1 path).
-var meshPaths = map[string]bool{
-	"/v1/chat/completions": true,
-	"/v1/completions":      true,
-	"/v1/embeddings":       true,
-	"/v1/models":           true,
-}
-
-// ollamaMeshPaths are Ollama's inference paths: carried to a peer, with
-// the same model pinning and header stripping as the /v1 paths, only when
-// the peer's instance of the role is an Ollama (its advertisement says so,
-// and the serving node checks again). Ollama's read and management paths
-// never cross the mesh.
-var ollamaMeshPaths = map[string]bool{
-	"/api/chat":       true,
-	"/api/generate":   true,
-	"/api/embed":      true,
-	"/api/embeddings": true,
-}
-
-// meshPathRefusal says why path is not carried to a peer whose instance
-// of the role runs runtime, or "" when it is.
-func meshPathRefusal(path, runtime string) string {
-	switch {
-	case meshPaths[path]:
-		return ""
-	case ollamaMeshPaths[path] && runtime == ollamaRuntime:
-		return ""
-	case ollamaMeshPaths[path]:
-		return "whose instance is not an Ollama (runtime " + strconv.Quote(runtime) + "), so Ollama's API is not forwarded to it: use the /v1 paths"
-	default:
-		return "which is not asked for " + path + ": peers serve /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/models, and Ollama's inference paths when their instance is an Ollama"
-	}
-}
 
 // relayedResponseHeaders are the upstream response headers carried back
 // to the consumer; anything else (Set-Cookie, Server, ...) stays home.
@@ -173,7 +137,7 @@ func decodeRequestHead(b []byte) (meshRequestHead, error) {
 		return meshRequestHead{}, badRequest("bad role")
 	case h.Method != http.MethodGet && h.Method != http.MethodPost:
 		return meshRequestHead{}, badRequest("method not allowed")
-	case !meshPaths[h.Path] && !ollamaMeshPaths[h.Path]:
+	case !proxy.IsMeshPath(h.Path):
 		return meshRequestHead{}, &wireError{code: RefuseForbiddenPath, msg: "path is not served to peers"}
 	case !validQuery(h.Query):
 		return meshRequestHead{}, badRequest("bad query")
@@ -262,7 +226,7 @@ func validContentLength(v string) bool {
 
 // validQuery accepts a bounded query of visible ASCII without '#'.
 func validQuery(q string) bool {
-	if len(q) > MaxPathBytes {
+	if len(q) > proxy.MaxPathBytes {
 		return false
 	}
 	for i := 0; i < len(q); i++ {

@@ -1,4 +1,4 @@
-package proxy
+package modelpin
 
 import (
 	"bytes"
@@ -8,30 +8,25 @@ import (
 	"io"
 	"slices"
 	"sync/atomic"
-
-	"github.com/nodeld/nodeld/internal/table"
 )
 
-// Model pinning. A request body that reaches a local instance names the
-// instance's model, whatever the client or a peer wrote: a body held in
-// memory is pinned by pinModel, a body streamed from a peer by pinReader.
-// Both walk the body with jsonScan, which validates it as encoding/json
-// would (json.Valid) and reports the members of its top-level object.
+// MLXRuntime is the runtime whose server would load whatever model a body
+// names: its bodies are pinned to "default_model", the one it serves.
+const MLXRuntime = "mlx-lm"
 
-// errNotObject refuses a request body that is not one JSON object.
-var errNotObject = errors.New("request body is not a JSON object")
+// ErrNotObject refuses a request body that is not one JSON object.
+var ErrNotObject = errors.New("request body is not a JSON object")
 
 // maxJSONDepth bounds the nesting of a request body, as encoding/json
 // bounds what it decodes.
 const maxJSONDepth = 10000
 
-// pinnedModel returns the JSON value a body's "model" is pinned to, or nil
+// Value returns the JSON value a body's "model" is pinned to, or nil
 // when the instance's model is unknown (the client's model members are
 // then removed, never passed through): the served model, or
 // "default_model" for mlx-lm, whose server would fetch any model named.
-func pinnedModel(local table.MeshLocal) ([]byte, error) {
-	model := local.Model
-	if local.Runtime == mlxRuntime {
+func Value(model, runtime string) ([]byte, error) {
+	if runtime == MLXRuntime {
 		model = "default_model"
 	}
 	if model == "" {
@@ -40,19 +35,18 @@ func pinnedModel(local table.MeshLocal) ([]byte, error) {
 	return json.Marshal(model)
 }
 
-// pinModel returns body with its top-level "model" member set to the
-// instance's model (pinnedModel): every "model" member (any case;
+// Pin returns body with its top-level "model" member set to the
+// instance's model (Value): every "model" member (any case;
 // duplicates included) replaced in place and the rest of the body
 // byte-identical, or a member added first when there was none; body
 // itself, not a copy, when it names that model already. When the model is
 // unknown the client's model members are removed. An empty body stays
-// empty; anything other than one JSON object is errNotObject. The local
-// path pins with it too (pinLocal).
-func pinModel(body []byte, local table.MeshLocal) ([]byte, error) {
+// empty; anything other than one JSON object is ErrNotObject.
+func Pin(body []byte, model, runtime string) ([]byte, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return body, nil
 	}
-	value, err := pinnedModel(local)
+	value, err := Value(model, runtime)
 	if err != nil {
 		return nil, err
 	}
@@ -256,7 +250,7 @@ func hexVal(c byte) (rune, bool) {
 // fail stops the scan: every later feed fails too.
 func (s *jsonScan) fail() error {
 	s.st = stFailed
-	return errNotObject
+	return ErrNotObject
 }
 
 // finish reports whether the text fed so far is complete: one object and
@@ -350,11 +344,11 @@ func (s *jsonScan) closeContainer(c byte, i int, ev scanEvents) error {
 }
 
 // feed scans the next chunk of the text. Offsets given to ev are offsets
-// into b. An invalid text is errNotObject, at once and on every later
+// into b. An invalid text is ErrNotObject, at once and on every later
 // call.
 func (s *jsonScan) feed(b []byte, ev scanEvents) error {
 	if s.st == stFailed {
-		return errNotObject
+		return ErrNotObject
 	}
 	for i := 0; i < len(b); {
 		c := b[i]
@@ -559,8 +553,8 @@ func (s *jsonScan) structural(c byte, i int, ev scanEvents) error {
 // pinned value itself: a member `,"model":` added at its end.
 const pinGrowthBytes = len(`,"model":`)
 
-// pinReader is a request body streamed to a local instance with its
-// "model" pinned, for bodies too large to hold (pinModel's rule, applied
+// Reader is a request body streamed to a local instance with its
+// "model" pinned, for bodies too large to hold (Pin's rule, applied
 // on the fly): the first top-level "model" member (any case) gets the
 // pinned value, later ones are removed, and a body without one gets it
 // added as its last member; with the model unknown every model member is
@@ -569,14 +563,14 @@ const pinGrowthBytes = len(`,"model":`)
 // is padded with trailing spaces to exactly that length plus
 // pinGrowthBytes and the value's length, so that the request can carry a
 // Content-Length before the body is read (some servers read nothing
-// else). A body that is not one JSON object fails with errNotObject as
+// else). A body that is not one JSON object fails with ErrNotObject as
 // soon as that is known: the instance then gets a truncated request,
 // never a complete one. Memory is one input chunk, one output chunk and a
 // few bytes of a key being read, whatever the body's size.
 //
 // Read is called by one goroutine at a time (the HTTP transport's);
-// failure may be called from any goroutine.
-type pinReader struct {
+// Failure may be called from any goroutine.
+type Reader struct {
 	src   io.Reader
 	value []byte // the pinned value; nil: remove model members
 	in    []byte // input chunk
@@ -604,10 +598,10 @@ type pinReader struct {
 	srcEnded atomic.Bool           // the source was read to its end, for complete()
 }
 
-// newPinReader pins src (srcLen bytes, -1 unknown) to value (nil: remove
+// NewReader pins src (srcLen bytes, -1 unknown) to value (nil: remove
 // model members), reading it in chunks of chunk bytes.
-func newPinReader(src io.Reader, srcLen int64, value []byte, chunk int) *pinReader {
-	r := &pinReader{src: src, value: value, total: -1,
+func NewReader(src io.Reader, srcLen int64, value []byte, chunk int) *Reader {
+	r := &Reader{src: src, value: value, total: -1,
 		in: make([]byte, chunk), out: make([]byte, 0, chunk+2*len(value)+2*pinGrowthBytes+64)}
 	if srcLen >= 0 {
 		r.total = srcLen
@@ -618,33 +612,33 @@ func newPinReader(src io.Reader, srcLen int64, value []byte, chunk int) *pinRead
 	return r
 }
 
-// length is the output's length, -1 when unknown.
-func (r *pinReader) length() int64 { return r.total }
+// Length is the output's length, -1 when unknown.
+func (r *Reader) Length() int64 { return r.total }
 
-// bufferedBytes is the memory the reader holds.
-func (r *pinReader) bufferedBytes() int64 { return int64(cap(r.in) + cap(r.out)) }
+// BufferedBytes is the memory the reader holds.
+func (r *Reader) BufferedBytes() int64 { return int64(cap(r.in) + cap(r.out)) }
 
-// complete reports whether the source was read to its end (so is read no
+// Complete reports whether the source was read to its end (so is read no
 // more).
-func (r *pinReader) complete() bool { return r.srcEnded.Load() }
+func (r *Reader) Complete() bool { return r.srcEnded.Load() }
 
-// failure returns why reading failed (the source's error or errNotObject),
+// Failure returns why reading failed (the source's error or ErrNotObject),
 // nil when it has not.
-func (r *pinReader) failure() error {
+func (r *Reader) Failure() error {
 	if p := r.failed.Load(); p != nil {
 		return *p
 	}
 	return nil
 }
 
-func (r *pinReader) setErr(err error) {
+func (r *Reader) setErr(err error) {
 	r.err = err
 	if err != io.EOF {
 		r.failed.CompareAndSwap(nil, &err)
 	}
 }
 
-func (r *pinReader) Read(p []byte) (int, error) {
+func (r *Reader) Read(p []byte) (int, error) {
 	for r.off == len(r.out) {
 		switch {
 		case r.err != nil:
@@ -690,10 +684,10 @@ func (r *pinReader) Read(p []byte) (int, error) {
 }
 
 // end checks the body is complete and sets the padding.
-func (r *pinReader) end() error {
+func (r *Reader) end() error {
 	r.srcDone = true
 	r.srcEnded.Store(true)
-	// Whitespace alone passes as it is, as pinModel lets it.
+	// Whitespace alone passes as it is, as Pin lets it.
 	if r.sc.st != stBegin {
 		if err := r.sc.finish(); err != nil {
 			return err
@@ -708,13 +702,13 @@ func (r *pinReader) end() error {
 	return nil
 }
 
-func (r *pinReader) emit(b []byte) {
+func (r *Reader) emit(b []byte) {
 	r.out = append(r.out, b...)
 	r.written += int64(len(b))
 }
 
 // transform scans one chunk and appends its output to r.out.
-func (r *pinReader) transform(chunk []byte) error {
+func (r *Reader) transform(chunk []byte) error {
 	r.cur, r.mark = chunk, 0
 	if err := r.sc.feed(chunk, r); err != nil {
 		return err
@@ -729,22 +723,22 @@ func (r *pinReader) transform(chunk []byte) error {
 	return nil
 }
 
-func (r *pinReader) objOpen(int) {}
+func (r *Reader) objOpen(int) {}
 
 // comma drops the top-level commas; keepMember writes the ones needed.
-func (r *pinReader) comma(i int) {
+func (r *Reader) comma(i int) {
 	r.emit(r.cur[r.mark:i])
 	r.mark = i + 1
 }
 
-func (r *pinReader) keyStart(i int) {
+func (r *Reader) keyStart(i int) {
 	r.emit(r.cur[r.mark:i])
 	r.mark = i
 	r.holding = true
 	r.hold = r.hold[:0]
 }
 
-func (r *pinReader) keyDecided(model bool) {
+func (r *Reader) keyDecided(model bool) {
 	r.holding = false
 	if model && (r.value == nil || r.pinned) {
 		r.dropping = true
@@ -762,14 +756,14 @@ func (r *pinReader) keyDecided(model bool) {
 	r.hold = r.hold[:0]
 }
 
-func (r *pinReader) valueStart(i int) {
+func (r *Reader) valueStart(i int) {
 	if r.replacing {
 		r.emit(r.cur[r.mark:i])
 		r.skipping = true
 	}
 }
 
-func (r *pinReader) valueEnd(i int) {
+func (r *Reader) valueEnd(i int) {
 	switch {
 	case r.replacing:
 		r.emit(r.value)
@@ -781,7 +775,7 @@ func (r *pinReader) valueEnd(i int) {
 	}
 }
 
-func (r *pinReader) objClose(i int) {
+func (r *Reader) objClose(i int) {
 	if r.value == nil || r.pinned {
 		return
 	}

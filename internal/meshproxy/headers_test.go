@@ -1,10 +1,11 @@
-package proxy
+package meshproxy
 
 import (
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/nodeld/nodeld/internal/proxy"
 	"github.com/nodeld/nodeld/internal/proxy/proxytest"
 )
 
@@ -26,12 +27,12 @@ func TestUpstreamHeadBounded(t *testing.T) {
 		start func(t *testing.T, up *proxytest.Upstream) *harness
 	}{
 		{"local", func(t *testing.T, up *proxytest.Upstream) *harness {
-			h := startProxy(t, Config{}, Deps{})
+			h := startProxy(t, proxy.Config{}, proxy.Deps{})
 			h.resolver.local("chat", up.URL)
 			return h
 		}},
 		{"mesh", func(t *testing.T, up *proxytest.Upstream) *harness {
-			a, _ := pairNodes(t, up, MeshDeps{})
+			a, _ := pairNodes(t, up, Deps{})
 			return a.h
 		}},
 	}
@@ -44,8 +45,8 @@ func TestUpstreamHeadBounded(t *testing.T) {
 				if res.StatusCode != http.StatusBadGateway {
 					t.Fatalf("status %d, want 502 (body %.200s)", res.StatusCode, body)
 				}
-				if got := apiError(t, res, body); got.Code != CodeUpstreamError {
-					t.Errorf("code %q, want %q", got.Code, CodeUpstreamError)
+				if got := apiError(t, res, body); got.Code != proxy.CodeUpstreamError {
+					t.Errorf("code %q, want %q", got.Code, proxy.CodeUpstreamError)
 				}
 				if v := res.Header.Get("X-Pad"); v != "" {
 					t.Errorf("X-Pad of %d bytes relayed", len(v))

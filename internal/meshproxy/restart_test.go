@@ -1,4 +1,4 @@
-package proxy
+package meshproxy
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/nodeld/nodeld/internal/mesh"
 	"github.com/nodeld/nodeld/internal/mesh/meshtest"
+	"github.com/nodeld/nodeld/internal/proxy"
 	"github.com/nodeld/nodeld/internal/proxy/proxytest"
 	"github.com/nodeld/nodeld/internal/table"
 )
@@ -82,8 +83,8 @@ func linkFrom(t *testing.T, a, s *meshNode, extra ...*meshNode) {
 	t.Helper()
 	pc := s.Peer()
 	pc.Addr = meshtest.FreeUDP(t)
-	a.startPeers(MeshDeps{}, append(peerConfigs(extra), pc)...)
-	s.start(MeshDeps{}, a)
+	a.startPeers(Deps{}, append(peerConfigs(extra), pc)...)
+	s.start(Deps{}, a)
 	meshtest.WaitLinked(t, a.Node, s.Node)
 }
 
@@ -108,7 +109,7 @@ func (n *meshNode) waitResetSeen(peer *meshNode) {
 // consumer (s.Apply). With linkFrom, the consumer cannot link to it.
 func restartUnlinked(s *meshNode) {
 	s.Crash()
-	s.start(MeshDeps{})
+	s.start(Deps{})
 }
 
 // drawReset makes a send s a packet big enough to draw a stateless reset
@@ -249,8 +250,8 @@ func TestMeshRestartedPeerServesNewRequest(t *testing.T) {
 	// The forward waits for s's link now; s's new run admits a and links.
 	s.Apply(a.Peer())
 	r := response(t, got)
-	if r.res.StatusCode != http.StatusOK || r.res.Header.Get(RouteHeader) != s.ID() || !strings.Contains(string(r.body), "served-model") {
-		t.Fatalf("after the restart: %d %s via %q, want 200 from s", r.res.StatusCode, r.body, r.res.Header.Get(RouteHeader))
+	if r.res.StatusCode != http.StatusOK || r.res.Header.Get(proxy.RouteHeader) != s.ID() || !strings.Contains(string(r.body), "served-model") {
+		t.Fatalf("after the restart: %d %s via %q, want 200 from s", r.res.StatusCode, r.body, r.res.Header.Get(proxy.RouteHeader))
 	}
 	meshtest.WaitFor(t, "s's route live again", func() bool {
 		rt, ok := a.route(s)
@@ -278,7 +279,7 @@ func TestMeshRestartedPeerRanksAfterLiveNode(t *testing.T) {
 		a.Table.AllowRemoteNode("chat", n.ID(), true)
 	}
 	linkFrom(t, a, s, l)
-	l.start(MeshDeps{})
+	l.start(Deps{})
 	l.admitLater(a)
 	meshtest.WaitFor(t, "a knowing both routes", func() bool {
 		_, ok1 := a.route(s)
@@ -290,8 +291,8 @@ func TestMeshRestartedPeerRanksAfterLiveNode(t *testing.T) {
 	restartUnlinked(s)
 	a.seeReset(s, a.waitRouteWaiting)
 	r := response(t, a.postAsync())
-	if r.res.StatusCode != http.StatusOK || r.res.Header.Get(RouteHeader) != l.ID() {
-		t.Fatalf("in the window: %d %s via %q, want 200 from the live node", r.res.StatusCode, r.body, r.res.Header.Get(RouteHeader))
+	if r.res.StatusCode != http.StatusOK || r.res.Header.Get(proxy.RouteHeader) != l.ID() {
+		t.Fatalf("in the window: %d %s via %q, want 200 from the live node", r.res.StatusCode, r.body, r.res.Header.Get(proxy.RouteHeader))
 	}
 	if got := ws.openedTo(); len(got) != 1 || got[0] != l.ID() {
 		t.Fatalf("streams opened to %v, want only the live node %s", got, l.ID())
@@ -315,9 +316,9 @@ func TestMeshRestartedPeerNotBack(t *testing.T) {
 	restartUnlinked(s) // and never admits a again
 	a.seeReset(s, a.waitResetSeen)
 	r := response(t, a.postAsync())
-	if r.res.StatusCode != http.StatusServiceUnavailable || errorCode(t, r.body) != CodeNoInstance ||
-		r.res.Header.Get(RouteHeader) != s.ID() || !strings.Contains(string(r.body), "restarted") {
-		t.Fatalf("waiting request: %d %s via %q, want 503 no_instance from the wait for s", r.res.StatusCode, r.body, r.res.Header.Get(RouteHeader))
+	if r.res.StatusCode != http.StatusServiceUnavailable || errorCode(t, r.body) != proxy.CodeNoInstance ||
+		r.res.Header.Get(proxy.RouteHeader) != s.ID() || !strings.Contains(string(r.body), "restarted") {
+		t.Fatalf("waiting request: %d %s via %q, want 503 no_instance from the wait for s", r.res.StatusCode, r.body, r.res.Header.Get(proxy.RouteHeader))
 	}
 	if r.took > restartWait+time.Second {
 		t.Errorf("the request took %v, more than the restart wait %v", r.took, restartWait)
@@ -327,8 +328,8 @@ func TestMeshRestartedPeerNotBack(t *testing.T) {
 		return !ok
 	})
 	res, body := a.h.post("chat", "/v1/chat/completions", chatBody(false))
-	if res.StatusCode != http.StatusServiceUnavailable || errorCode(t, body) != CodeNoInstance || res.Header.Get(RouteHeader) != "" {
-		t.Fatalf("after the wait: %d %s via %q, want 503 no_instance with no route", res.StatusCode, body, res.Header.Get(RouteHeader))
+	if res.StatusCode != http.StatusServiceUnavailable || errorCode(t, body) != proxy.CodeNoInstance || res.Header.Get(proxy.RouteHeader) != "" {
+		t.Fatalf("after the wait: %d %s via %q, want 503 no_instance with no route", res.StatusCode, body, res.Header.Get(proxy.RouteHeader))
 	}
 }
 
@@ -342,10 +343,10 @@ func TestMeshStoppedPeerServesNewRequestAfterStart(t *testing.T) {
 	s.Stop()
 	a.waitRouteWaiting(s)
 	got := a.postWaitingFor(ws, s)
-	s.start(MeshDeps{}, a) // the next run; it links to a
+	s.start(Deps{}, a) // the next run; it links to a
 	r := response(t, got)
-	if r.res.StatusCode != http.StatusOK || r.res.Header.Get(RouteHeader) != s.ID() || !strings.Contains(string(r.body), "served-model") {
-		t.Fatalf("after s started again: %d %s via %q, want 200 from s", r.res.StatusCode, r.body, r.res.Header.Get(RouteHeader))
+	if r.res.StatusCode != http.StatusOK || r.res.Header.Get(proxy.RouteHeader) != s.ID() || !strings.Contains(string(r.body), "served-model") {
+		t.Fatalf("after s started again: %d %s via %q, want 200 from s", r.res.StatusCode, r.body, r.res.Header.Get(proxy.RouteHeader))
 	}
 }
 
@@ -366,7 +367,7 @@ func TestMeshStoppedPeerNotBack(t *testing.T) {
 		t.Fatalf("the ctl stream took %v to fail: it waited for the stopped peer", took)
 	}
 	r := response(t, a.postAsync())
-	if r.res.StatusCode != http.StatusServiceUnavailable || errorCode(t, r.body) != CodeNoInstance ||
+	if r.res.StatusCode != http.StatusServiceUnavailable || errorCode(t, r.body) != proxy.CodeNoInstance ||
 		!strings.Contains(string(r.body), "stopped") {
 		t.Fatalf("waiting request: %d %s, want 503 no_instance from the wait for s", r.res.StatusCode, r.body)
 	}
@@ -392,7 +393,7 @@ func TestMeshLostPeerRoutesGoAtOnce(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			up := proxytest.New(t, proxytest.Options{Model: "served-model"})
-			a, s := pairNodes(t, up, MeshDeps{})
+			a, s := pairNodes(t, up, Deps{})
 			tc.end(a, s)
 			meshtest.WaitFor(t, "s's route removed", func() bool {
 				rt, ok := a.route(s)
@@ -403,7 +404,7 @@ func TestMeshLostPeerRoutesGoAtOnce(t *testing.T) {
 			})
 			start := time.Now()
 			res, body := a.h.post("chat", "/v1/chat/completions", chatBody(false))
-			if res.StatusCode != http.StatusServiceUnavailable || errorCode(t, body) != CodeNoInstance {
+			if res.StatusCode != http.StatusServiceUnavailable || errorCode(t, body) != proxy.CodeNoInstance {
 				t.Fatalf("after s's link ended: %d %s, want 503 no_instance", res.StatusCode, body)
 			}
 			if took := time.Since(start); took >= mesh.RestartLinkWait {
@@ -434,12 +435,12 @@ func TestMeshRestartedPeerLinksWithoutInstance(t *testing.T) {
 
 	s.Crash()
 	slot.Release() // the new run has no instance yet
-	s.start(MeshDeps{})
+	s.start(Deps{})
 	a.seeReset(s, a.waitResetSeen)
 	got := a.postWaitingFor(ws, s)
 	s.Apply(a.Peer())
 	r := response(t, got)
-	if r.res.StatusCode != http.StatusServiceUnavailable || errorCode(t, r.body) != CodeNoInstance {
+	if r.res.StatusCode != http.StatusServiceUnavailable || errorCode(t, r.body) != proxy.CodeNoInstance {
 		t.Fatalf("request to s's new run without an instance: %d %s, want 503 no_instance", r.res.StatusCode, r.body)
 	}
 	// s's first round names no chat: the route is gone.

@@ -1,4 +1,8 @@
-package proxy
+package meshproxy
+
+import (
+	"github.com/nodeld/nodeld/internal/proxy"
+)
 
 import "time"
 
@@ -13,15 +17,6 @@ const (
 	// MeshChunkBytes is the largest body frame either side sends or
 	// accepts (below mesh.MaxFrameSize).
 	MeshChunkBytes = 64 << 10
-	// MeshBufferedBodyBytes is the largest request body a mesh forward
-	// holds whole, on both sides: the consumer reads it before it sends it
-	// (so that a forward whose link fails before the peer answered can be
-	// sent to the next peer), the serving node before it pins its model.
-	// A larger body, or one of unknown length that turns out larger, is
-	// streamed as it arrives (and is not retried), so that what a forward
-	// holds stays a chunk whatever inference.limits.mesh_max_body_bytes
-	// allows.
-	MeshBufferedBodyBytes = 64 << 10
 	// MaxMeshHeaderValueBytes bounds a relayed header value
 	// (Content-Type, Accept, Cache-Control).
 	MaxMeshHeaderValueBytes = 256
@@ -40,7 +35,7 @@ const (
 	MeshFinishWait = time.Millisecond
 	// MeshServeTimeout caps one served request from its head to the last
 	// response byte.
-	MeshServeTimeout = DefaultRequestTimeout
+	MeshServeTimeout = proxy.DefaultRequestTimeout
 	// DefaultMeshMaxInflightPerPeer is mesh.max_inflight_per_peer when 0.
 	DefaultMeshMaxInflightPerPeer = 8
 	// DefaultMeshMaxInflightTotal is mesh.max_inflight_total when 0.
