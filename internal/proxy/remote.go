@@ -157,8 +157,8 @@ type readCloser struct {
 // act on, and the paths it carries.
 
 // ErrPeerNotServing marks a forward the peer refused because it does not
-// serve the role to this node : a peer's new run after a
-// restart, linked before it has its instance, answers so.
+// serve the role to this node: a peer's new run after a restart, linked
+// before it has its instance, answers so.
 var ErrPeerNotServing = errors.New("the peer does not serve the role")
 
 // ErrNotAnswered marks a forward that failed because the link to the peer
