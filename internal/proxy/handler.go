@@ -229,9 +229,10 @@ func (p *Proxy) observe(role string, rm *routeMetrics, rec *recorder, start time
 	}
 }
 
-// forwardLocal relays r to a local instance (relayLocal); body (nil when there is none) streams to the instance,
-// unless its "model" is pinned: it is then read into memory (bounded by
-// MaxBodyBytes and BodyTimeout) and pinned first.
+// forwardLocal relays r to a local instance (relayLocal); body (nil when
+// there is none) streams to the instance, unless its "model" is pinned: it
+// is then read into memory (bounded by MaxBodyBytes and BodyTimeout) and
+// pinned first.
 func (p *Proxy) forwardLocal(st *requestState, r *http.Request, rs *roleServer, target table.Target, set *Config, body *bodyReader, pin bool) {
 	rec := &st.rec
 	role := rs.name
@@ -289,8 +290,8 @@ func (p *Proxy) forwardLocal(st *requestState, r *http.Request, rs *roleServer, 
 }
 
 // relayLocal is forwardLocal's exchange over the proxy's own upstream
-// pool, in one goroutine. The response head is relayed
-// without hop-by-hop headers, plus RouteHeader; a stream (SSE, or no
+// pool, in one goroutine. The response head is relayed without hop-by-hop
+// headers, plus RouteHeader; a stream (SSE, or no
 // Content-Length) is flushed on every write, its head at once; a failure
 // after the head cuts the stream. The connection goes back to the pool
 // (at most idleCap idle) only after a whole, clean exchange.
