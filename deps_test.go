@@ -42,6 +42,9 @@ var tiers = map[string]int{
 	"internal/identity": 3,
 	"internal/config":   3,
 	"internal/seqfile":  3,
+	// Isolation of placed instances: Landlock, uids, cgroups. The host
+	// uses it; it imports only the grammar.
+	"internal/sandbox": 3,
 	// The pure placement engine: the controller (plane) converts facts,
 	// packages and tiers into its own types; it imports only the grammar.
 	"internal/engine": 3,

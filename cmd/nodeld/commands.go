@@ -220,6 +220,9 @@ func printStatus(w io.Writer, st *statusDoc) {
 			state = "enabled"
 		}
 		fmt.Fprintf(w, "host     %s, %d in flight, %d instances, %d departed\n", state, len(st.Host.InFlight), len(st.Host.Instances), len(st.Host.Departed))
+		if iso := st.Host.Isolation; iso != nil {
+			fmt.Fprintf(w, "isolate  %s\n", isolationLine(*iso))
+		}
 		for _, in := range st.Host.Instances {
 			role := in.Role
 			if role == "" {

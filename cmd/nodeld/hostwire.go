@@ -21,6 +21,7 @@ import (
 	"github.com/nodeld/nodeld/internal/identity"
 	"github.com/nodeld/nodeld/internal/pkg"
 	"github.com/nodeld/nodeld/internal/runner"
+	"github.com/nodeld/nodeld/internal/sandbox"
 )
 
 // hostConfig maps the host section; keys were validated with the config.
@@ -67,7 +68,7 @@ func nodeHostConfig(cfg *config.Config, id *identity.Identity) (host.Config, err
 // newFacts builds the node's signed facts source: node.labels, node.class and the
 // proxy's measurements of local instances (perf), signed with the node
 // key under a seq kept in the data dir.
-func newFacts(cfg *config.Config, id *identity.Identity, perf facts.PerfSource, probe *facts.ProbeDeps, now func() time.Time) (*facts.Source, error) {
+func newFacts(cfg *config.Config, id *identity.Identity, perf facts.PerfSource, probe *facts.ProbeDeps, now func() time.Time, iso sandbox.Support) (*facts.Source, error) {
 	seq, err := facts.OpenSeqStore(cfg.Node.DataDir)
 	if err != nil {
 		return nil, err
@@ -76,14 +77,16 @@ func newFacts(cfg *config.Config, id *identity.Identity, perf facts.PerfSource, 
 	if probe != nil {
 		pd = *probe
 	}
-	return facts.NewSource(pd, id.PrivateKey(), cfg.Node.Labels, seq, facts.SourceOptions{Perf: perf, Now: now, Class: cfg.Node.Class})
+	extra, notes := isolationFacts(iso)
+	return facts.NewSource(pd, id.PrivateKey(), cfg.Node.Labels, seq, facts.SourceOptions{
+		Perf: perf, Now: now, Class: cfg.Node.Class, Extra: extra, ExtraNotes: notes})
 }
 
 // newHost builds the workload host with its revocation list and signed
 // facts source. It serves workload.ctl over the mesh when there is one,
 // and the local operator's calls to "self" always.
 func newHost(cfg *config.Config, id *identity.Identity, n *node, ch *chain.Chain, rec *chain.Recorder, rev *pkg.Revocations, src *facts.Source,
-	reg prometheus.Registerer, log *zap.Logger, hooks hostHooks) (*host.Host, error) {
+	reg prometheus.Registerer, log *zap.Logger, hooks hostHooks, iso *sandbox.Isolator) (*host.Host, error) {
 	hc, err := nodeHostConfig(cfg, id)
 	if err != nil {
 		return nil, err
@@ -92,7 +95,7 @@ func newHost(cfg *config.Config, id *identity.Identity, n *node, ch *chain.Chain
 	deps := host.Deps{
 		Identity: id, Table: n.table, Audit: ch, Recorder: rec, Revocations: rev, Facts: src,
 		Logger: log.Named("host"), Registerer: reg, Now: n.now,
-		StopFault: hooks.stopFault, ReplayWait: hooks.replayWait,
+		StopFault: hooks.stopFault, ReplayWait: hooks.replayWait, Isolation: iso,
 	}
 	if n.mesh != nil { // never a typed nil in the interface
 		deps.Mesh = n.mesh

@@ -6,9 +6,17 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+
+	"github.com/nodeld/nodeld/internal/sandbox"
 )
 
 func main() {
+	// nodeld started as the launcher of a placed instance (internal/sandbox)
+	// does that and nothing else: no flag, config or logger.
+	if filepath.Base(os.Args[0]) == sandbox.LauncherName {
+		os.Exit(sandbox.LauncherMain())
+	}
 	os.Exit(exitCode(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr), os.Stderr))
 }
 

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/nodeld/nodeld/internal/sandbox"
 )
 
 // binDir holds the binaries the binary-level tests run: nodeld itself
@@ -53,6 +55,11 @@ func echoBinary(t testing.TB) string {
 }
 
 func TestMain(m *testing.M) {
+	// In-process nodes launch their instances through this test binary
+	// (os.Executable), as nodeld does through itself.
+	if filepath.Base(os.Args[0]) == sandbox.LauncherName {
+		os.Exit(sandbox.LauncherMain())
+	}
 	dir, err := os.MkdirTemp("", "nodeld-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -135,7 +135,7 @@ func TestMeshtest_9_5_MalformedStateFileRefused(t *testing.T) {
 	t.Parallel()
 	_, anchor := meshLightPackage(t)
 	m := newMesh(t, "a")
-	a := m.start("a", m.config("a", nil, "host:\n  enabled: true\n  trust_anchors: ["+anchor+"]\n"+meshController(anchor, "")))
+	a := m.start("a", m.config("a", nil, "host:\n  enabled: true\n  trust_anchors: ["+anchor+"]\n"+binReadable()+meshController(anchor, "")))
 	a.kill()
 	for _, bad := range []string{
 		"not json at all",

@@ -50,7 +50,7 @@ func TestMeshtest_9_6_TierFollowsConfig(t *testing.T) {
 	t.Parallel()
 	pkgDir, anchor := meshLightPackage(t)
 	m := newMesh(t, "a", "b")
-	hostA := "host:\n  enabled: true\n  trust_anchors: [" + anchor + "]\n"
+	hostA := "host:\n  enabled: true\n  trust_anchors: [" + anchor + "]\n" + binReadable()
 	cfgA := func(peers ...peer) string { return m.config("a", peers, hostA+meshController(anchor, "")) }
 	m.start("b", m.config("b", []peer{{name: "a", tier: "paired"}}, meshHost(m.node("a").key, anchor)))
 	a := m.start("a", cfgA(peer{name: "b", tier: "paired"}))

@@ -285,7 +285,14 @@ func meshController(anchor string, extra string) string {
 // meshHost is a host section that takes places from controller (a key)
 // of packages signed by anchor.
 func meshHost(controller, anchor string) string {
-	return fmt.Sprintf("host:\n  enabled: true\n  controllers: [%s]\n  trust_anchors: [%s]\n", controller, anchor)
+	return fmt.Sprintf("host:\n  enabled: true\n  controllers: [%s]\n  trust_anchors: [%s]\n", controller, anchor) + binReadable()
+}
+
+// binReadable is the host.isolation section that lets placed instances
+// run the binaries the tests build (binDir), which light packages
+// (lightScript) exec from outside their package directory.
+func binReadable() string {
+	return "  isolation:\n    read_paths: [" + binDir + "]\n"
 }
 
 // start writes cfg as name's config and runs the node until the test

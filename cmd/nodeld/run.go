@@ -424,11 +424,15 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n.facts, err = newFacts(cfg, d.id, proxyPerf{n.proxy}, d.probe, d.now)
+	iso, err := newIsolator(cfg)
 	if err != nil {
 		return nil, err
 	}
-	n.host, err = newHost(cfg, d.id, n, d.chain, n.rec, rev, n.facts, d.reg, d.log, hostHooks{stopFault: d.hostStopFault, replayWait: d.replayWait, restart: d.hostRestart})
+	n.facts, err = newFacts(cfg, d.id, proxyPerf{n.proxy}, d.probe, d.now, iso.Support())
+	if err != nil {
+		return nil, err
+	}
+	n.host, err = newHost(cfg, d.id, n, d.chain, n.rec, rev, n.facts, d.reg, d.log, hostHooks{stopFault: d.hostStopFault, replayWait: d.replayWait, restart: d.hostRestart}, iso)
 	if err != nil {
 		return nil, err
 	}
@@ -453,7 +457,8 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 		}
 	}
 	n.operator, err = dispatch.NewOperatorServer(dispatch.OperatorConfig{Path: cfg.SocketPath()},
-		dispatch.OperatorDeps{Backend: &operatorBackend{d: n.dispatch, ctrl: n.ctrl, n: n}, Logger: d.log.Named("operator"), Registerer: d.reg})
+		dispatch.OperatorDeps{Backend: &operatorBackend{d: n.dispatch, ctrl: n.ctrl, n: n}, Logger: d.log.Named("operator"), Registerer: d.reg,
+			RefusePeer: iso.IsInstanceProcess})
 	if err != nil {
 		return nil, err
 	}
@@ -732,7 +737,9 @@ func ensureDataDir(dir string, log *zap.Logger) error {
 	if !fi.IsDir() {
 		return fmt.Errorf("data dir %s is not a directory", dir)
 	}
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+	// Group search alone is host.isolation.users: the instances' shared
+	// group reaches its package and scratch directories, nothing more.
+	if perm := fi.Mode().Perm(); perm&0o067 != 0 {
 		if err := os.Chmod(dir, 0o700); err != nil {
 			return fmt.Errorf("data dir: tighten %s from %#o to 0700: %w", dir, perm, err)
 		}

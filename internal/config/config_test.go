@@ -99,7 +99,7 @@ controller: {enabled: true, workloads: [{name: w, package: p, variant: v, node: 
 				c.Inference.Limits.MaxBodyBytes = 16
 				c.Inference.Limits.StallTimeout = Duration{D: time.Second}
 				c.Inference.Limits.Concurrency = 2
-				c.Host = Host{Enabled: true, Controllers: []string{"k"}}
+				c.Host.Enabled, c.Host.Controllers = true, []string{"k"}
 				c.Controller.Enabled = true
 				c.Controller.Workloads = []Workload{{Name: "w", Package: "p", Variant: "v", Node: "n", Replicas: 1}}
 			},

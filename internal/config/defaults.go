@@ -45,8 +45,20 @@ func Default() *Config {
 			DescribeTimeout:  Duration{D: 3 * time.Second},
 			PlaceTimeout:     Duration{D: 280 * time.Second},
 		},
+		Host: Host{Isolation: Isolation{
+			Filesystem: "on", Resources: "on", Users: "auto",
+			UIDRange: DefaultUIDRange, PidsMax: DefaultPidsMax,
+		}},
 	}
 }
+
+// DefaultUIDRange is host.isolation.uid_range's default: 65536 ids in
+// the range systemd leaves unused (above its container range, below
+// 2^31), so they meet no login, system or DynamicUser= account.
+const DefaultUIDRange = "1879048192-1879113727"
+
+// DefaultPidsMax is host.isolation.pids_max's default.
+const DefaultPidsMax = 4096
 
 // Embedded returns a copy of the embedded default config file: a single
 // node, loopback only, data in ./nodeld-data, admin on 127.0.0.1:9464, no

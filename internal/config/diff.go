@@ -9,7 +9,7 @@ import (
 // restarts: the data directory and the listeners bound once at start.
 func needsRestart(key string) bool {
 	switch key {
-	case "node.data_dir", "admin.listen", "admin.socket", "mesh.listen":
+	case "node.data_dir", "admin.listen", "admin.socket", "mesh.listen", "host.isolation":
 		return true
 	}
 	return false

@@ -95,7 +95,7 @@ func TestChanged(t *testing.T) {
 	if d := Changed(nil, &Config{}); !d.Empty() {
 		t.Errorf("Changed(nil, zero) = %+v, want empty", d)
 	}
-	if d := Changed(nil, Default()); !d.Has("log.level") || d.Has("host") {
+	if d := Changed(nil, Default()); !d.Has("log.level") || d.Has("host.controllers") {
 		t.Errorf("Changed(nil, Default()) = %+v", d)
 	}
 }

@@ -24,6 +24,13 @@ const (
 	// MaxConcurrency caps every concurrency and in-flight setting.
 	MaxConcurrency = 1 << 16
 
+	// MaxPidsMax caps host.isolation.pids_max.
+	MaxPidsMax = 1 << 22
+	// MaxReadPaths caps host.isolation.read_paths.
+	MaxReadPaths = 64
+	// maxIsolationPath bounds one of host.isolation.read_paths.
+	maxIsolationPath = 4096
+
 	// MaxReplicas caps controller.workloads[].replicas.
 	MaxReplicas = 64
 	// MaxReschedulesLimit caps controller.max_reschedules.

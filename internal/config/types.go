@@ -153,6 +153,37 @@ type Host struct {
 	// name of a configured mesh peer. Every other admitted peer may call
 	// describe only.
 	Readers []string `yaml:"readers"`
+	// Isolation is what placed instances are held to (a restart is
+	// needed for a change to take effect).
+	Isolation Isolation `yaml:"isolation"`
+}
+
+// Isolation configures the isolation of placed instances
+// (internal/sandbox). Turning a part off is the operator taking the risk
+// the docs name: an instance can then read the node key (filesystem) or
+// starve its neighbours (resources).
+type Isolation struct {
+	// Filesystem confines each instance with Landlock to its package,
+	// its scratch directory and the system's libraries and devices: on
+	// (the default; a kernel without Landlock refuses every place) or off.
+	Filesystem string `yaml:"filesystem"`
+	// Resources holds each instance to its manifest's memory and CPU and
+	// PidsMax with a cgroup of its own: on (the default; a node that
+	// cannot create cgroups refuses instances that declare resources) or
+	// off.
+	Resources string `yaml:"resources"`
+	// Users runs each instance as a uid of its own from UIDRange: auto
+	// (the default: when nodeld is root), on (nodeld must be root) or off.
+	Users string `yaml:"users"`
+	// UIDRange is "first-last": first is the group every instance shares,
+	// the others are handed out one per instance.
+	UIDRange string `yaml:"uid_range"`
+	// PidsMax bounds each instance's processes and threads; 0 means no
+	// bound.
+	PidsMax int `yaml:"pids_max"`
+	// ReadPaths are more absolute paths every instance may read and
+	// execute (a runtime installed outside /usr, models kept elsewhere).
+	ReadPaths []string `yaml:"read_paths"`
 }
 
 // Controller configures the controller loop: where this node places

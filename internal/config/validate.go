@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -283,6 +284,51 @@ func (v *validator) host() {
 	v.keyList("host.controllers", v.c.Host.Controllers)
 	v.keyList("host.trust_anchors", v.c.Host.TrustAnchors)
 	v.readers("host.readers", v.c.Host.Readers)
+	v.isolation(v.c.Host.Isolation)
+}
+
+// isolation checks host.isolation.
+func (v *validator) isolation(iso Isolation) {
+	for _, m := range []struct{ path, val string }{
+		{"host.isolation.filesystem", iso.Filesystem}, {"host.isolation.resources", iso.Resources},
+	} {
+		if m.val != "on" && m.val != "off" {
+			v.addf(m.path, "%q: use on or off", m.val)
+		}
+	}
+	if iso.Users != "auto" && iso.Users != "on" && iso.Users != "off" {
+		v.addf("host.isolation.users", "%q: use auto, on or off", iso.Users)
+	}
+	if _, _, err := ParseUIDRange(iso.UIDRange); err != nil {
+		v.addf("host.isolation.uid_range", "%v", err)
+	}
+	if iso.PidsMax < 0 || iso.PidsMax > MaxPidsMax {
+		v.addf("host.isolation.pids_max", "%d is out of range: use 0 (no bound) to %d", iso.PidsMax, MaxPidsMax)
+	}
+	if len(iso.ReadPaths) > MaxReadPaths {
+		v.addf("host.isolation.read_paths", "%d paths, at most %d", len(iso.ReadPaths), MaxReadPaths)
+	}
+	for i, p := range iso.ReadPaths {
+		if !filepath.IsAbs(p) || filepath.Clean(p) != p || len(p) > maxIsolationPath || strings.IndexByte(p, 0) >= 0 {
+			v.addf("host.isolation.read_paths["+strconv.Itoa(i)+"]", "%q must be an absolute clean path", p)
+		}
+	}
+}
+
+// ParseUIDRange parses host.isolation.uid_range: "first-last", first
+// above 1000 (no system or login account), at least two ids, last below
+// 2^31.
+func ParseUIDRange(s string) (first, count uint32, err error) {
+	a, b, ok := strings.Cut(s, "-")
+	lo, err1 := strconv.ParseUint(a, 10, 32)
+	hi, err2 := strconv.ParseUint(b, 10, 32)
+	if !ok || err1 != nil || err2 != nil {
+		return 0, 0, fmt.Errorf("%q: use first-last, two decimal ids", s)
+	}
+	if lo < 1000 || hi <= lo || hi >= 1<<31 {
+		return 0, 0, fmt.Errorf("%q: first must be 1000 or more, last above first and below 2147483648", s)
+	}
+	return uint32(lo), uint32(hi - lo + 1), nil
 }
 
 // readers checks host.readers: every entry is a 64-hex key or the name of

@@ -56,6 +56,9 @@ const (
 	CodeBusy       = "busy"
 	CodeBadPackage = "bad_package"
 	CodeInternal   = "internal"
+	// CodeForbidden: the peer is a process of a placed instance
+	// (OperatorDeps.RefusePeer), which must never drive its node.
+	CodeForbidden = "forbidden"
 )
 
 // OperatorArgs are a verb's arguments.
@@ -176,12 +179,20 @@ type OperatorDeps struct {
 	// Registerer receives nodeld_dispatch_operator_requests_total; nil
 	// registers none.
 	Registerer prometheus.Registerer
+	// RefusePeer, when set, is asked about every connection's peer
+	// process (its pid and uid, from the kernel: SO_PEERCRED) before its
+	// request is read; true refuses it with CodeForbidden. nodeld refuses
+	// the processes of placed instances. A peer whose credentials cannot
+	// be read is refused too.
+	RefusePeer func(pid int, uid uint32) bool
 }
 
 // OperatorServer serves operator requests on a unix socket, never TCP.
 type OperatorServer struct {
 	cfg     OperatorConfig
 	backend OperatorBackend
+	// refusePeer is OperatorDeps.RefusePeer.
+	refusePeer func(pid int, uid uint32) bool
 	// verbs are the backend's verbs, the metric's label values.
 	verbs    map[string]bool
 	log      *zap.Logger
@@ -201,7 +212,7 @@ func NewOperatorServer(cfg OperatorConfig, deps OperatorDeps) (*OperatorServer, 
 	if cfg.Path == "" || !filepath.IsAbs(cfg.Path) && !filepath.IsLocal(cfg.Path) {
 		return nil, fmt.Errorf("operator socket: bad path %q", cfg.Path)
 	}
-	o := &OperatorServer{cfg: cfg, backend: deps.Backend, verbs: make(map[string]bool), log: deps.Logger,
+	o := &OperatorServer{cfg: cfg, backend: deps.Backend, refusePeer: deps.RefusePeer, verbs: make(map[string]bool), log: deps.Logger,
 		ready: make(chan struct{}), slots: make(chan struct{}, MaxOperatorConns)}
 	for _, v := range deps.Backend.Verbs() {
 		o.verbs[v] = true
@@ -349,6 +360,16 @@ func (o *OperatorServer) serveConn(ctx context.Context, conn net.Conn) {
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
 	defer stop()
+	if o.refusePeer != nil {
+		pid, uid, err := peerCred(conn)
+		if err != nil || o.refusePeer(pid, uid) {
+			o.requests.WithLabelValues("unknown", ClassError).Inc()
+			o.log.Warn("operator peer refused: a placed instance's process", zap.Int("pid", pid), zap.Uint32("uid", uid), zap.Error(err))
+			_ = conn.SetWriteDeadline(time.Now().Add(OperatorWriteTimeout))
+			writeResponse(conn, OperatorResponse{Class: ClassError, Code: CodeForbidden, Reason: "a placed instance may not use the operator socket"})
+			return
+		}
+	}
 	_ = conn.SetReadDeadline(time.Now().Add(OperatorReadTimeout))
 	line, err := readLine(bufio.NewReaderSize(conn, 4096), MaxOperatorRequestBytes)
 	if err != nil {

@@ -29,6 +29,11 @@ type SourceOptions struct {
 	// Class, when set, is the operator's node.class: the facts claim the
 	// capability record node.class.<class> (ValidateClass).
 	Class string
+	// Extra are records and notes appended to every probe's facts as
+	// they are: what the node enforces (isolation.*), decided once at
+	// start. Records must validate (NewSource checks them).
+	Extra      []Capability
+	ExtraNotes []Note
 }
 
 // Source serves this node's facts, probing at most once per MaxProbeAge
@@ -42,6 +47,9 @@ type Source struct {
 	maxAge time.Duration
 	now    func() time.Time
 	perf   PerfSource // nil: no measured performance
+	// extra and extraNotes are SourceOptions.Extra and ExtraNotes.
+	extra      []Capability
+	extraNotes []Note
 
 	// probeSem (capacity 1) lets one caller probe at a time while the
 	// others wait, or give up when their ctx ends. It guards versions.
@@ -77,6 +85,11 @@ func NewSource(deps ProbeDeps, key ed25519.PrivateKey, labels map[string]string,
 	if seq == nil {
 		errs = append(errs, errors.New("seq store is nil"))
 	}
+	for _, c := range opts.Extra {
+		if err := c.validate(); err != nil {
+			errs = append(errs, fmt.Errorf("extra capability: %w", err))
+		}
+	}
 	if opts.TTL == 0 {
 		opts.TTL = DefaultTTL
 	}
@@ -96,16 +109,17 @@ func NewSource(deps ProbeDeps, key ed25519.PrivateKey, labels map[string]string,
 		return nil, fmt.Errorf("new facts source: %w", err)
 	}
 	return &Source{
-		deps:     deps,
-		key:      key,
-		id:       identity.NodeID(key.Public().(ed25519.PublicKey)),
-		labels:   maps.Clone(labels),
-		class:    opts.Class,
-		seq:      seq,
-		ttl:      opts.TTL,
-		maxAge:   opts.MaxProbeAge,
-		now:      opts.Now,
-		perf:     opts.Perf,
+		deps:   deps,
+		key:    key,
+		id:     identity.NodeID(key.Public().(ed25519.PublicKey)),
+		labels: maps.Clone(labels),
+		class:  opts.Class,
+		seq:    seq,
+		ttl:    opts.TTL,
+		maxAge: opts.MaxProbeAge,
+		now:    opts.Now,
+		perf:   opts.Perf,
+		extra:  opts.Extra, extraNotes: opts.ExtraNotes,
 		probeSem: make(chan struct{}, 1),
 		versions: &versionCache{now: opts.Now},
 	}, nil
@@ -158,6 +172,10 @@ func (s *Source) facts(ctx context.Context) (Facts, error) {
 		return Facts{}, fmt.Errorf("probe facts: %w", err)
 	}
 	f.NodeID = s.id
+	for _, c := range s.extra {
+		f.Capabilities = append(f.Capabilities, c.clone())
+	}
+	f.Notes = append(f.Notes, s.extraNotes...)
 	if s.perf != nil {
 		f.Capabilities = append(f.Capabilities, perfRecords(s.perf.InferPerf())...)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/nodeld/nodeld/internal/mesh"
 	"github.com/nodeld/nodeld/internal/pkg"
 	"github.com/nodeld/nodeld/internal/runner"
+	"github.com/nodeld/nodeld/internal/sandbox"
 	"github.com/nodeld/nodeld/internal/table"
 )
 
@@ -152,19 +153,26 @@ type Deps struct {
 	// go; an error stops the replay. nil waits NoticeReplayPace, or until
 	// the link goes. Tests set it to step a replay themselves.
 	ReplayWait func(ctx context.Context, peerID string, sent int) error
+	// Isolation, when set, isolates every placed instance of a process
+	// kind (host.isolation, internal/sandbox) and refuses to place one it
+	// cannot isolate as configured; nil starts instances as the daemon.
+	Isolation *sandbox.Isolator
 }
 
 // Host is the workload host. See the package documentation.
 type Host struct {
-	self  *identity.Identity
-	mesh  Mesh
-	table Table
-	audit Auditor
-	rec   Recorder
-	rev   *pkg.Revocations
-	facts *facts.Source
-	log   *zap.Logger
-	now   func() time.Time
+	// iso isolates placed instances (nil: none); isoMet counts OOM kills.
+	iso    *sandbox.Isolator
+	isoMet *isolationMetrics
+	self   *identity.Identity
+	mesh   Mesh
+	table  Table
+	audit  Auditor
+	rec    Recorder
+	rev    *pkg.Revocations
+	facts  *facts.Source
+	log    *zap.Logger
+	now    func() time.Time
 	// stopFault is Deps.StopFault (tests only; nil in the daemon).
 	stopFault func(instanceID string) error
 	// ollamaURL is the Ollama daemon the ollama packages drive, "" for
@@ -230,12 +238,12 @@ func New(cfg Config, deps Deps) (*Host, error) {
 	h := &Host{
 		self: deps.Identity, mesh: deps.Mesh, table: deps.Table, audit: deps.Audit, rec: deps.Recorder,
 		rev: deps.Revocations, facts: deps.Facts, log: deps.Logger, now: deps.Now, stopFault: deps.StopFault,
-		replayWait: deps.ReplayWait,
-		cfg:        cloneConfig(cfg),
-		inflight:   map[string]*inflight{},
-		reserved:   map[string]string{},
-		insts:      map[string]*instance{},
-		removing:   map[string]chan struct{}{},
+		replayWait: deps.ReplayWait, iso: deps.Isolation,
+		cfg:      cloneConfig(cfg),
+		inflight: map[string]*inflight{},
+		reserved: map[string]string{},
+		insts:    map[string]*instance{},
+		removing: map[string]chan struct{}{},
 	}
 	if h.log == nil {
 		h.log = zap.NewNop()
@@ -261,6 +269,9 @@ func New(cfg Config, deps Deps) (*Host, error) {
 		return nil, fmt.Errorf("new host: %w", err)
 	}
 	h.met = met
+	if h.isoMet, err = newIsolationMetrics(deps.Registerer); err != nil {
+		return nil, fmt.Errorf("new host: %w", err)
+	}
 	if err := h.loadNotices(); err != nil {
 		return nil, fmt.Errorf("new host: %w", err)
 	}
@@ -502,6 +513,9 @@ type HostStatus struct {
 	InFlight  []InFlightStatus `json:"in_flight"`
 	Instances []InstanceInfo   `json:"instances"`
 	Departed  []ctl.Departed   `json:"departed"`
+	// Isolation is what the host enforces on the instances it starts;
+	// nil when it isolates nothing.
+	Isolation *sandbox.Support `json:"isolation,omitempty"`
 }
 
 // InFlightStatus is a place being handled.
@@ -538,6 +552,10 @@ type InstanceInfo struct {
 func (h *Host) Status() HostStatus {
 	h.mu.Lock()
 	st := HostStatus{Enabled: h.cfg.Enabled, InFlight: h.inflightLocked(), Departed: slices.Clone(h.departed)}
+	if h.iso != nil {
+		sup := h.iso.Support()
+		st.Isolation = &sup
+	}
 	insts := h.sortedInstancesLocked()
 	h.mu.Unlock()
 	for _, in := range insts {

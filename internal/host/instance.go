@@ -13,6 +13,7 @@ import (
 	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/pkg"
 	"github.com/nodeld/nodeld/internal/runner"
+	"github.com/nodeld/nodeld/internal/sandbox"
 	"github.com/nodeld/nodeld/internal/table"
 )
 
@@ -30,6 +31,8 @@ type instance struct {
 	verified                                         *pkg.Verified
 	managed                                          *runner.Managed
 	adapter                                          *supervised
+	// sbx is the instance's isolation (nil: none), released when it goes.
+	sbx *sandbox.Instance
 
 	// opMu serialises the verbs and the forced teardown of this instance,
 	// so Start and Stop of its process never race. It is held across

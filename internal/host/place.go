@@ -128,21 +128,32 @@ func (h *Host) place(ctx context.Context, req ctl.Request, open ArtifactOpener) 
 		return nil, ctl.NewRefusal(ctl.CodeVerify, "fetched package has another manifest")
 	}
 
+	sbx, r := h.isolate(id, dir, runner.Kind(m.Runtime.Type), &variant)
+	if r != nil {
+		return nil, r
+	}
 	spec := specOf(m, dir, icfg)
 	if spec.Kind == runner.KindOllama {
 		h.mu.Lock()
 		spec.URL = h.ollamaURL
 		h.mu.Unlock()
 	}
-	managed, err := runner.NewManaged(spec, runner.ManagedDeps{Logger: h.log.Named("runner"), Now: h.now})
+	mdeps := runner.ManagedDeps{Logger: h.log.Named("runner"), Now: h.now}
+	if sbx != nil {
+		mdeps.Launcher = &isoLauncher{h: h, sbx: sbx, id: id, decision: req.DecisionID, pkgID: m.ID, version: m.Version}
+	}
+	managed, err := runner.NewManaged(spec, mdeps)
 	if err != nil {
+		if sbx != nil {
+			_ = sbx.Close()
+		}
 		return nil, ctl.NewRefusal(ctl.CodeRuntime, "runtime: "+err.Error())
 	}
 	in := &instance{
 		h: h, id: id, decision: req.DecisionID, requester: req.Requester, pkgID: m.ID, version: m.Version,
 		variant: variant.Name, role: m.Role, model: m.Runtime.Model, manifestHash: v.ManifestHash,
 		kind: runner.Kind(m.Runtime.Type), inference: m.Kind == pkg.KindInference, verified: dv,
-		managed: managed, adapter: &supervised{m: managed}, state: ctl.StateLoaded, since: h.now(),
+		managed: managed, adapter: &supervised{m: managed}, state: ctl.StateLoaded, since: h.now(), sbx: sbx,
 	}
 	in.opMu.Lock()
 	defer in.opMu.Unlock()
@@ -159,6 +170,7 @@ func (h *Host) place(ctx context.Context, req ctl.Request, open ArtifactOpener) 
 			h.mu.Lock()
 			delete(h.insts, id)
 			h.mu.Unlock()
+			h.releaseIsolation(in)
 			return nil, ctl.NewRefusal(ctl.CodeGovernance, "revoked while it was being placed: "+err.Error())
 		}
 	}
@@ -195,6 +207,7 @@ func (h *Host) rollback(ctx context.Context, in *instance, startErr error) *ctl.
 		h.mu.Lock()
 		delete(h.insts, in.id)
 		h.mu.Unlock()
+		h.releaseIsolation(in)
 		return ctl.NewRefusal(ctl.CodeRuntime, fmt.Sprintf("start failed: %v; loaded instance %s unloaded", startErr, in.id))
 	}
 	h.met.failures.WithLabelValues(ctl.ReasonRollback).Inc()

@@ -54,6 +54,7 @@ func (h *Host) teardown(ctx context.Context, in *instance, subject string) bool 
 		return false
 	}
 	h.remove(in, ctl.DepartedRevoked)
+	h.releaseIsolation(in)
 	h.met.teardowns.Inc()
 	payload["unloaded"] = true
 	_ = h.record(KindRevokedTeardown, payload)

@@ -208,6 +208,7 @@ func (h *Host) unload(ctx context.Context, req ctl.Request, p ctl.InstanceParams
 		return nil, ctl.NewRefusal(ctl.CodeRuntime, "unload failed: "+err.Error())
 	}
 	h.remove(in, ctl.DepartedUnloaded)
+	h.releaseIsolation(in)
 	_ = h.record(KindUnload, opRecord(req, in))
 	h.releasePackage(in.pkgDir())
 	return ctl.UnloadResult{Unloaded: in.id}, nil

@@ -105,6 +105,19 @@ type ManagedDeps struct {
 	// FreePort picks the loopback port of a server whose spec names none;
 	// nil means asking the kernel for a free one.
 	FreePort func() (int, error)
+	// Launcher, when set, wraps the command of every run of a process
+	// kind (the host's isolation: internal/sandbox); nil starts it as is.
+	Launcher Launcher
+}
+
+// Launcher wraps a managed process's command before it starts. Wrap may
+// rewrite cmd (program, arguments, environment, extra files,
+// credentials); started is called with the pid once cmd has started (an
+// error kills the process and fails the start), and ended once it is
+// reaped (or once cmd failed to start), reporting whether the kernel
+// killed it for exceeding its memory limit.
+type Launcher interface {
+	Wrap(cmd *exec.Cmd) (started func(pid int) error, ended func() (oomKilled bool), err error)
 }
 
 // ExitStatus is how a managed run ended.
@@ -123,11 +136,20 @@ type ExitStatus struct {
 	At time.Time
 	// Err is a wait error, if any.
 	Err error
+	// OOMKilled is true when the kernel killed a process of the run for
+	// exceeding its memory limit (Launcher's cgroup).
+	OOMKilled bool
 }
+
+// ReasonOOMKilled ends the String of a run the kernel killed for its
+// memory: the reason an operator and a controller read.
+const ReasonOOMKilled = "oom_killed"
 
 // String describes the status for logs and reasons.
 func (s ExitStatus) String() string {
 	switch {
+	case s.OOMKilled:
+		return fmt.Sprintf("killed by the kernel for exceeding its memory limit (%s)", ReasonOOMKilled)
 	case s.Signal != 0:
 		return fmt.Sprintf("killed by signal %s", s.Signal)
 	case s.Err != nil:
@@ -197,6 +219,8 @@ type driverDeps struct {
 	exposed func([]netip.AddrPort)
 	// freePort is ManagedDeps.FreePort, defaulted.
 	freePort func() (int, error)
+	// launcher is ManagedDeps.Launcher; nil starts commands as they are.
+	launcher Launcher
 }
 
 // newDriver is the one place a runtime kind maps to its driver: adding a
@@ -226,6 +250,7 @@ func NewManaged(spec Spec, deps ManagedDeps) (*Managed, error) {
 		lookPath:  deps.LookPath,
 		listeners: deps.Listeners,
 		freePort:  deps.FreePort,
+		launcher:  deps.Launcher,
 	}
 	if dd.freePort == nil {
 		dd.freePort = freeLoopbackPort

@@ -54,6 +54,8 @@ type procRun struct {
 	// output drained and status set.
 	done   chan struct{}
 	status ExitStatus
+	// ended is the Launcher's end hook, nil without one.
+	ended func() bool
 	// mu guards stopped and killed, set by Stop before it signals.
 	mu              sync.Mutex
 	stopped, killed bool
@@ -403,6 +405,20 @@ func (d *procDriver) spawn(port int) (*procRun, error) {
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = outW, errW
 	cmd.SysProcAttr = procAttr()
+	var (
+		started func(int) error
+		ended   func() bool
+	)
+	if d.launcher != nil {
+		if started, ended, err = d.launcher.Wrap(cmd); err != nil {
+			outR.Close()
+			outW.Close()
+			errR.Close()
+			errW.Close()
+			return nil, err
+		}
+		defer closeExtra(cmd)
+	}
 	err = cmd.Start()
 	// The child holds its own copies of the write ends; ours must close so
 	// the readers see EOF once the group is gone.
@@ -411,6 +427,9 @@ func (d *procDriver) spawn(port int) (*procRun, error) {
 	if err != nil {
 		outR.Close()
 		errR.Close()
+		if ended != nil {
+			ended() // releases what Wrap holds for a run that never began
+		}
 		return nil, err
 	}
 	r := &procRun{
@@ -418,12 +437,30 @@ func (d *procDriver) spawn(port int) (*procRun, error) {
 		stdout: newTailBuffer(d.spec.LogCap),
 		stderr: newTailBuffer(d.spec.LogCap),
 		done:   make(chan struct{}),
+		ended:  ended,
 	}
 	var drain sync.WaitGroup
 	drain.Go(func() { _, _ = io.Copy(r.stdout, outR) })
 	drain.Go(func() { _, _ = io.Copy(r.stderr, errR) })
 	go d.reap(cmd, r, &drain, outR, errR)
+	if started != nil {
+		if err := started(r.pid); err != nil {
+			_ = syscall.Kill(-r.pid, syscall.SIGKILL)
+			<-r.done
+			return nil, err
+		}
+	}
 	return r, nil
+}
+
+// closeExtra closes the parent's copies of the files a Launcher passed
+// to the child (the child holds its own once started).
+func closeExtra(cmd *exec.Cmd) {
+	for _, f := range cmd.ExtraFiles {
+		if f != nil {
+			_ = f.Close()
+		}
+	}
 }
 
 // reap waits for the process, kills what is left of its group, drains its
@@ -432,6 +469,10 @@ func (d *procDriver) reap(cmd *exec.Cmd, r *procRun, drain *sync.WaitGroup, outR
 	werr := cmd.Wait()
 	// Descendants must not outlive the leader. ESRCH means none is left.
 	_ = syscall.Kill(-r.pid, syscall.SIGKILL)
+	oom := false
+	if r.ended != nil {
+		oom = r.ended()
+	}
 	drained := make(chan struct{})
 	go func() {
 		drain.Wait()
@@ -447,7 +488,7 @@ func (d *procDriver) reap(cmd *exec.Cmd, r *procRun, drain *sync.WaitGroup, outR
 	errR.Close()
 	<-drained
 
-	st := ExitStatus{Code: -1, At: d.now()}
+	st := ExitStatus{Code: -1, At: d.now(), OOMKilled: oom}
 	if ps := cmd.ProcessState; ps != nil {
 		st.Code = ps.ExitCode()
 		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {

@@ -244,9 +244,16 @@ func (d *demo) config(n *node, anchor string) string {
 	case "c":
 		b.WriteString("      use_from: [a, b]\n")
 	}
+	// `ip netns exec` remounts /sys: a node in a namespace sees no cgroup
+	// hierarchy, so its host opts out of resource isolation there
+	// (Landlock still holds).
+	isolation := ""
+	if d.netns {
+		isolation = "  isolation:\n    resources: off\n"
+	}
 	switch n.name {
 	case "a":
-		fmt.Fprintf(&b, "host:\n  enabled: true\n  trust_anchors: [%s]\n", anchor)
+		fmt.Fprintf(&b, "host:\n  enabled: true\n  trust_anchors: [%s]\n"+isolation, anchor)
 		fmt.Fprintf(&b, `controller:
   enabled: true
   tick: %s
@@ -262,7 +269,7 @@ func (d *demo) config(n *node, anchor string) string {
       prefer: [b]
 `, ctlTick, ctlDead, ctlDescribe, ctlBackoff)
 	case "b":
-		fmt.Fprintf(&b, "host:\n  enabled: true\n  controllers: [%s]\n  trust_anchors: [%s]\n", d.nodes["a"].key, anchor)
+		fmt.Fprintf(&b, "host:\n  enabled: true\n  controllers: [%s]\n  trust_anchors: [%s]\n"+isolation, d.nodes["a"].key, anchor)
 	}
 	return b.String()
 }

@@ -358,11 +358,14 @@ func (c *cluster) config(n *node, anchor string) string {
 	default:
 		fmt.Fprintf(&b, "    - name: ops\n      listen: %s\n", rolePort)
 	}
+	// `ip netns exec` remounts /sys, so a node sees no cgroup hierarchy:
+	// the hosts opt out of resource isolation (Landlock still holds).
+	const noCgroups = "  isolation:\n    resources: off\n"
 	switch n.name {
 	case nodeA:
-		fmt.Fprintf(&b, "host:\n  enabled: true\n  controllers: [%s]\n  trust_anchors: [%s]\n", c.nodes[nodeE].pubKey, anchor)
+		fmt.Fprintf(&b, "host:\n  enabled: true\n  controllers: [%s]\n  trust_anchors: [%s]\n"+noCgroups, c.nodes[nodeE].pubKey, anchor)
 	case nodeB:
-		fmt.Fprintf(&b, "host:\n  enabled: true\n  controllers: [%s, %s]\n  trust_anchors: [%s]\n", c.nodes[nodeD].pubKey, c.nodes[nodeE].pubKey, anchor)
+		fmt.Fprintf(&b, "host:\n  enabled: true\n  controllers: [%s, %s]\n  trust_anchors: [%s]\n"+noCgroups, c.nodes[nodeD].pubKey, c.nodes[nodeE].pubKey, anchor)
 	case nodeE:
 		// max_reschedules well above the moves one run makes (the
 		// shipped 5 would stop the workload moving by the last faults).
