@@ -23,10 +23,12 @@ var tiers = map[string]int{
 	// make demo: drives the nodeld binary, imports nothing internal.
 	"test/demo": 0,
 
-	"internal/proxy":    1,
-	"internal/plane":    1,
-	"internal/host":     1,
-	"internal/dispatch": 1,
+	"internal/proxy": 1,
+	// Both sides of inference over the mesh; the proxy's RemoteForwarder.
+	"internal/meshproxy": 1,
+	"internal/plane":     1,
+	"internal/host":      1,
+	"internal/dispatch":  1,
 
 	"internal/admin":  2,
 	"internal/ctl":    2,
@@ -50,6 +52,10 @@ var tiers = map[string]int{
 	// Leaves (leafTier): they import the standard library only.
 	"internal/grammar":    4,
 	"internal/atomicfile": 4,
+	// The proxy's HTTP/1.1 server and upstream client, and the model
+	// pinning of request bodies both paths share.
+	"internal/httpfast": 4,
+	"internal/modelpin": 4,
 }
 
 // leafTier is the tier of the leaves, which import nothing but the
@@ -59,6 +65,9 @@ const leafTier = 4
 // sideways lists the only imports allowed within one tier.
 var sideways = map[string][]string{
 	"internal/ctl": {"internal/mesh"},
+	// The forwarder answers with the proxy's errors and keeps its
+	// RemoteForwarder contract; the proxy knows it by that interface only.
+	"internal/meshproxy": {"internal/proxy"},
 	// The mesh carries the table's advertisements and hands received ones
 	// to it; the table stays free of internal imports.
 	"internal/mesh": {"internal/table"},

@@ -8,7 +8,7 @@ import (
 	"github.com/nodeld/nodeld/internal/config"
 	"github.com/nodeld/nodeld/internal/facts"
 	"github.com/nodeld/nodeld/internal/host"
-	"github.com/nodeld/nodeld/internal/proxy"
+	"github.com/nodeld/nodeld/internal/meshproxy"
 	"github.com/nodeld/nodeld/internal/runner"
 	"github.com/nodeld/nodeld/internal/table"
 )
@@ -54,13 +54,13 @@ func checkComponents(cfg *config.Config, file string) error {
 		}
 		// One limit at a time (0 is the forwarder's default), so each
 		// problem names its key.
-		if err := proxy.CheckMeshLimits(cfg.Mesh.MaxInflightPerPeer, 0, 0); err != nil {
+		if err := meshproxy.CheckLimits(cfg.Mesh.MaxInflightPerPeer, 0, 0); err != nil {
 			add("mesh.max_inflight_per_peer", err)
 		}
-		if err := proxy.CheckMeshLimits(0, cfg.Mesh.MaxInflightTotal, 0); err != nil {
+		if err := meshproxy.CheckLimits(0, cfg.Mesh.MaxInflightTotal, 0); err != nil {
 			add("mesh.max_inflight_total", err)
 		}
-		if err := proxy.CheckMeshLimits(0, 0, cfg.Inference.Limits.MeshMaxBodyBytes); err != nil {
+		if err := meshproxy.CheckLimits(0, 0, cfg.Inference.Limits.MeshMaxBodyBytes); err != nil {
 			add("inference.limits.mesh_max_body_bytes", err)
 		}
 	}

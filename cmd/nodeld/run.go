@@ -28,6 +28,7 @@ import (
 	"github.com/nodeld/nodeld/internal/host"
 	"github.com/nodeld/nodeld/internal/identity"
 	"github.com/nodeld/nodeld/internal/mesh"
+	"github.com/nodeld/nodeld/internal/meshproxy"
 	"github.com/nodeld/nodeld/internal/pkg"
 	"github.com/nodeld/nodeld/internal/proxy"
 	"github.com/nodeld/nodeld/internal/runner"
@@ -281,7 +282,7 @@ type node struct {
 
 	table     *table.Table
 	mesh      *mesh.Mesh           // nil when mesh.listen is empty
-	forwarder *proxy.MeshForwarder // nil without a mesh
+	forwarder *meshproxy.Forwarder // nil without a mesh
 	proxy     *proxy.Proxy
 	adopter   *runner.Adopter
 	facts     *facts.Source // the host signs them; a labels reload changes them
@@ -396,7 +397,7 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 		Registerer: d.reg,
 	}
 	if n.mesh != nil {
-		n.forwarder, err = proxy.NewMeshForwarder(proxy.MeshDeps{
+		n.forwarder, err = meshproxy.NewForwarder(meshproxy.Deps{
 			Mesh: n.mesh, Table: n.table, Recorder: n.rec, Logger: d.log.Named("proxy.mesh"), Registerer: d.reg,
 			MaxInflightPerPeer: cfg.Mesh.MaxInflightPerPeer,
 			MaxInflightTotal:   cfg.Mesh.MaxInflightTotal,

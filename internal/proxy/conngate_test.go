@@ -15,21 +15,22 @@ import (
 )
 
 // TestIdleConnectionClosedAtHeadTimeout: a connection that sends nothing
-// is closed once the head timeout passes, on the fast reader and on
-// net/http alike, rather than held for the keep-alive idle timeout
-// (120 s); a connection that sent a request may stay idle past it.
+// is closed once the head timeout passes rather than held for the
+// keep-alive idle timeout (120 s); a connection that sent a request may
+// stay idle past it, on the fast reader and on net/http (which serves a
+// connection handed off by its first request, here HTTP/1.0) alike.
 func TestIdleConnectionClosedAtHeadTimeout(t *testing.T) {
 	const headTimeout = 300 * time.Millisecond
 	for _, tt := range []struct {
-		name string
-		deps Deps
+		name  string
+		first string
 	}{
-		{"fast reader", Deps{}},
-		{"net/http", Deps{Transport: http.DefaultTransport.(*http.Transport).Clone()}},
+		{"fast reader", "GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"},
+		{"net/http", "GET /v1/models HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: keep-alive\r\n\r\n"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			up := proxytest.New(t, proxytest.Options{})
-			h := startProxy(t, Config{HeaderTimeout: headTimeout}, tt.deps)
+			h := startProxy(t, Config{HeaderTimeout: headTimeout}, Deps{})
 			h.resolver.local("chat", up.URL)
 
 			silent := dialRole(t, h, "chat")
@@ -47,7 +48,7 @@ func TestIdleConnectionClosedAtHeadTimeout(t *testing.T) {
 			// After a request the connection is kept alive: it is still
 			// open well past the head timeout.
 			busy := dialRole(t, h, "chat")
-			busy.send("GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+			busy.send(tt.first)
 			if res, _ := busy.read(); res.StatusCode != http.StatusOK {
 				t.Fatalf("request: %d", res.StatusCode)
 			}

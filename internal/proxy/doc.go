@@ -24,9 +24,8 @@
 //
 // # Serving a role port
 //
-// When the proxy owns its upstream client (Deps.Transport nil), a role's
-// connections are read by a small HTTP/1.1 reader of the common case
-// (fastserve.go): GET or POST, HTTP/1.1, a head within 4 KiB with one
+// A role's connections are read by a small HTTP/1.1 reader of the common case
+// (httpfast.Server): GET or POST, HTTP/1.1, a head within 4 KiB with one
 // Host, at most one Content-Length and no Transfer-Encoding, Expect or
 // Upgrade, every line a valid name and value. Its requests reach the same
 // handler as net/http's would, as *http.Request with a ResponseWriter that
@@ -42,7 +41,7 @@
 // is noticed by a read of its connection that starts only for an
 // exchange still running 20 ms after its body was read (net/http starts
 // one per request), and cancels the exchange. Each exchange has a context
-// of its own (exchangectx.go, cheaper than context.WithCancelCause) that
+// of its own (httpfast.Context, cheaper than context.WithCancelCause) that
 // the local forward uses directly; the head's and the body's read
 // deadlines are set on the connection only before a read that reaches it.
 //
@@ -81,19 +80,18 @@
 //
 // # Forwarding
 //
-// Local: the proxy's own HTTP/1.1 client (upstream.go: upstreamPool,
+// Local: the proxy's own HTTP/1.1 client (httpfast.Pool,
 // relayLocal) does what httputil.ReverseProxy with Rewrite did, in the
 // handler's goroutine: only the destination changes; request headers go
 // unchanged (Authorization included) except hop-by-hop ones, the ones a
 // Connection header names, and Upgrade; Host becomes the instance's
 // address; the client's Forwarded and X-Forwarded-* are dropped and none
-// are added. When Deps.Transport is given (tests that fake the instance),
-// httputil.ReverseProxy over it does the same exchange. The body streams
+// are added. The body streams
 // to the instance, except on the inference POST
 // paths (OpenAI's and Ollama's, pinnedPaths) when the instance's model is
 // known and the role has no ModelPassthrough: the body is then read into
 // memory (MaxBodyBytes, BodyTimeout) and its "model" pinned to the
-// instance's by pinModel, the rule of the serving side of the mesh, so a
+// instance's by modelpin.Pin, the rule of the serving side of the mesh, so a
 // request gets the same answer wherever the role is served (the original
 // pinned over the mesh only; this departs from it on purpose). A body
 // naming that model already, or that is not one JSON object, goes as
@@ -125,50 +123,17 @@
 // BodyTimeout, with the same watchdog on the client writes; every write of
 // the forwarder is flushed to the client at once.
 //
-// # Mesh forwarding (MeshForwarder)
+// # Mesh forwarding
 //
-// ForwardRemote (consumer) opens one KindInfer stream per request on the
-// existing link (never dials; no handshake per request), after refusing a
-// body over the mesh limit or a path other than the four /v1 inference
-// paths, sends a versioned JSON head (method, path, query, Content-Type,
-// Accept only), the body in MeshChunkBytes frames and an end frame (a
-// small request in one write, so one packet; a streamed body frame by
-// frame as it is read), and relays each body frame as it arrives, with the
-// instance's Content-Length when it gave one; the response head of a stream
-// (SSE, NDJSON) is relayed at once, any other head with its first body
-// byte, so a link that dies between the two leaves nothing written. Its ctx
-// ending resets the stream, which cancels the serving node's upstream
-// request. A forward that fails because the link failed before the peer
-// answered (no link, or the mesh closed it as dead: mesh.LinkFailed) is
-// marked errNotAnswered; the handler then tries the next candidate once
-// (Resolver.ResolveExcept; the same peer when the link led to a previous
-// run of it, mesh.PeerRestarted), only while nothing was relayed to the
-// client, with the body it holds (a streamed body is not retried). A
-// target marked WaitingForLink (its peer restarted and has not linked
-// again; the table picks it only when nothing else serves the role) whose
-// wait ends without a link, or whose new run refuses it as not served
-// (errPeerNotServing: it linked before it had its instance), and no other
-// candidate, is 503 no_instance, as if no route had been left. ServeStream
-// (serving node) reads the head within MeshFirstFrameTimeout, requires
-// LocalForPeerHeld (its Hold given back once the answer is relayed, so a
-// stop of the instance drains it), takes a per-peer and a total slot (429
-// over them), pins
-// "model" (pinModel on a body of at most MeshBufferedBodyBytes read
-// whole; pinReader on a larger one, forwarded as its frames arrive with a
-// Content-Length announced first, or chunked when the consumer did not
-// know the length), forwards to the local instance only (a held body, or
-// none, through its own pooled HTTP/1.1 client as the local path does; a
-// streamed one through net/http's Transport, which hears an answer that
-// comes before the whole body was written) and streams back
-// one frame per upstream read (a response head with its first chunk).
-// What either side holds of a body is a chunk-sized buffer whatever the
-// mesh body limit (nodeld_proxy_mesh_body_bytes). Refusals
-// carry a stable code and a generic message and are recorded
-// ("infer.mesh.refused") through MeshDeps.Recorder, the daemon's shared
-// rate-limited recorder, keyed by the peer and the code; broken framing
-// resets the stream
-// with a mesh.StreamCode* code. Both are counted. MeshForwarder starts no
-// goroutine of its own; ServeStream runs on the mesh's stream goroutine.
+// The RemoteForwarder is package meshproxy's Forwarder (both sides of the
+// KindInfer protocol). The contract it keeps with the proxy lives here
+// (remote.go): ErrNotAnswered asks for the one retry on the next
+// candidate (Resolver.ResolveExcept; the same peer when the link led to a
+// previous run of it, mesh.PeerRestarted), only while nothing was relayed
+// and the body is held; a WaitingForLink target whose wait ends without a
+// link, or whose new run answers ErrPeerNotServing, with no other
+// candidate, is 503 no_instance; MeshPathRefusal says which paths cross
+// the mesh; a *proxy.Error is answered as is.
 //
 // # Measured performance
 //

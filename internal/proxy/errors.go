@@ -126,7 +126,8 @@ func errMeshNotRunning(role string) *Error {
 		Message: "role '" + role + "' is served by a peer but the mesh is not running"}
 }
 
-func errTooLarge(limit int64) *Error {
+// TooLargeError is the answer to a request body over limit bytes.
+func TooLargeError(limit int64) *Error {
 	return &Error{Status: http.StatusRequestEntityTooLarge, Type: TypeInvalidRequest, Code: CodeBodyTooLarge,
 		Message: "request body over " + strconv.FormatInt(limit, 10) + " bytes"}
 }

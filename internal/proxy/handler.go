@@ -6,19 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/http/httputil"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/nodeld/nodeld/internal/grammar"
+	"github.com/nodeld/nodeld/internal/httpfast"
 	"github.com/nodeld/nodeld/internal/table"
 )
 
@@ -26,11 +25,7 @@ import (
 // peer's node id.
 const RouteHeader = "X-Nodeld-Route"
 
-// exchangeKey carries an *exchange in a forwarded request's context.
-type exchangeKey struct{}
-
-// exchange is the per-request state of a local forward (the ReverseProxy
-// hooks read it from the request's context).
+// exchange is the per-request state of a local forward.
 type exchange struct {
 	role     string
 	upstream string          // "ip:port" of the local instance
@@ -51,7 +46,7 @@ type requestState struct {
 // localForward is the state of a local forward.
 type localForward struct {
 	ex  exchange
-	req upstreamRequest
+	req httpfast.Request
 }
 
 // clientGone reports whether the client's context ended (the client went
@@ -61,7 +56,7 @@ func (ex *exchange) clientGone() bool {
 	if ex.ctx != ex.client {
 		return ex.client.Err() != nil
 	}
-	switch contextCause(ex.client) {
+	switch httpfast.Cause(ex.client) {
 	case nil, errStalled, errRequestTimeout:
 		return false
 	}
@@ -130,7 +125,7 @@ func (h *roleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	set := p.settings.Load()
 	if r.ContentLength > set.MaxBodyBytes {
-		p.refuse(w, r, role, routeNone, errTooLarge(set.MaxBodyBytes))
+		p.refuse(w, r, role, routeNone, TooLargeError(set.MaxBodyBytes))
 		return
 	}
 	target, hold, ok := p.resolveHeld(role)
@@ -150,7 +145,7 @@ func (h *roleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			p.refuse(w, r, role, routeNone, errMeshNotRunning(role))
 			return
 		}
-		if why := meshPathRefusal(r.URL.Path, target.Runtime); class == routeLocalOnly || why != "" {
+		if why := MeshPathRefusal(r.URL.Path, target.Runtime); class == routeLocalOnly || why != "" {
 			p.refuse(w, r, role, routeNone, &Error{Status: http.StatusNotFound, Type: TypeNotFound, Code: CodeLocalOnly,
 				Message: "role '" + role + "' is served by a peer, " + why})
 			return
@@ -234,10 +229,10 @@ func (p *Proxy) observe(role string, rm *routeMetrics, rec *recorder, start time
 	}
 }
 
-// forwardLocal relays r to a local instance (relayLocal, or the
-// ReverseProxy over Deps.Transport); body (nil when there is none) streams to the instance,
-// unless its "model" is pinned: it is then read into memory (bounded by
-// MaxBodyBytes and BodyTimeout) and pinned first.
+// forwardLocal relays r to a local instance (relayLocal); body (nil when
+// there is none) streams to the instance, unless its "model" is pinned: it
+// is then read into memory (bounded by MaxBodyBytes and BodyTimeout) and
+// pinned first.
 func (p *Proxy) forwardLocal(st *requestState, r *http.Request, rs *roleServer, target table.Target, set *Config, body *bodyReader, pin bool) {
 	rec := &st.rec
 	role := rs.name
@@ -254,7 +249,7 @@ func (p *Proxy) forwardLocal(st *requestState, r *http.Request, rs *roleServer, 
 	}
 	var ctx context.Context
 	wd := &st.wd
-	if ec, ok := r.Context().(*exchangeCtx); ok && p.pool != nil {
+	if ec, ok := r.Context().(*httpfast.Context); ok {
 		// The fast reader's exchange context is the forward's: its
 		// cancellation by the watchdog has a cause that clientGone tells
 		// apart, and it ends with the exchange.
@@ -272,11 +267,8 @@ func (p *Proxy) forwardLocal(st *requestState, r *http.Request, rs *roleServer, 
 	fw.ex = exchange{role: role, upstream: upstream, client: r.Context(), ctx: ctx, wd: wd, body: body}
 	ex := &fw.ex
 	out := r // the pool's request: r's method, target and headers
-	if p.pool == nil {
-		out = r.WithContext(context.WithValue(ctx, exchangeKey{}, ex))
-	}
 	req := &fw.req
-	*req = upstreamRequest{r: out, host: ex.upstream}
+	*req = httpfast.Request{R: out, Host: ex.upstream}
 	switch {
 	case body == nil:
 	case pin:
@@ -288,41 +280,28 @@ func (p *Proxy) forwardLocal(st *requestState, r *http.Request, rs *roleServer, 
 			return
 		}
 		data = pinLocal(data, target)
-		req.body, req.inMem = data, true
-		if p.pool == nil {
-			out.Body = io.NopCloser(bytes.NewReader(data))
-			out.ContentLength = int64(len(data))
-			out.TransferEncoding = nil
-		}
+		req.Body, req.InMem = data, true
 	default:
 		body.wd = wd
 		limited := http.MaxBytesReader(rec.ResponseWriter, body, set.MaxBodyBytes)
-		if p.pool == nil {
-			out.Body = limited
-		}
-		req.stream, req.length = limited, r.ContentLength
-	}
-	if p.pool == nil {
-		p.rp.ServeHTTP(rec, out)
-		return
+		req.Stream, req.Length = limited, r.ContentLength
 	}
 	p.relayLocal(rec, out, ex, req, int(rs.capacity.Load()))
 }
 
 // relayLocal is forwardLocal's exchange over the proxy's own upstream
-// pool: what ReverseProxy does with the rules of rewrite, modifyResponse
-// and upstreamError, in one goroutine. The response head is relayed
-// without hop-by-hop headers, plus RouteHeader; a stream (SSE, or no
+// pool, in one goroutine. The response head is relayed without hop-by-hop
+// headers, plus RouteHeader; a stream (SSE, or no
 // Content-Length) is flushed on every write, its head at once; a failure
 // after the head cuts the stream. The connection goes back to the pool
 // (at most idleCap idle) only after a whole, clean exchange.
-func (p *Proxy) relayLocal(rec *recorder, out *http.Request, ex *exchange, req *upstreamRequest, idleCap int) {
-	uc, res, stop, err := p.pool.roundTrip(ex.ctx, poolKey{role: ex.role, addr: ex.upstream}, req)
+func (p *Proxy) relayLocal(rec *recorder, out *http.Request, ex *exchange, req *httpfast.Request, idleCap int) {
+	uc, res, stop, err := p.pool.RoundTrip(ex.ctx, httpfast.PoolKey{Role: ex.role, Addr: ex.upstream}, req)
 	if err != nil {
 		p.forwardError(rec, out, ex, err)
 		return
 	}
-	removeHop(res.Header)
+	httpfast.RemoveHop(res.Header)
 	h := rec.Header()
 	for k, vs := range res.Header {
 		h[k] = vs
@@ -342,7 +321,7 @@ func (p *Proxy) relayLocal(rec *recorder, out *http.Request, ex *exchange, req *
 	}
 	if err := relayBody(rec, res.Body, stream); err != nil {
 		stop()
-		_ = uc.conn.Close()
+		_ = uc.Close()
 		if !ex.clientGone() {
 			p.log.Debug("local stream cut", zap.String("role", ex.role), zap.String("upstream", ex.upstream), zap.Error(err))
 		}
@@ -352,10 +331,10 @@ func (p *Proxy) relayLocal(rec *recorder, out *http.Request, ex *exchange, req *
 		h[k] = vs
 	}
 	if !stop() || res.Close {
-		_ = uc.conn.Close()
+		_ = uc.Close()
 		return
 	}
-	p.pool.put(uc, idleCap)
+	p.pool.Put(uc, idleCap)
 }
 
 // relayBody copies an upstream body to the client through a pooled
@@ -388,6 +367,12 @@ func relayBody(rec *recorder, body io.Reader, flush bool) error {
 		}
 	}
 }
+
+// Pools of the buffers relayBody copies through.
+var (
+	copyBuffers   = sync.Pool{New: func() any { b := make([]byte, copyBufferBytes); return &b }}
+	streamBuffers = sync.Pool{New: func() any { b := make([]byte, streamBufferBytes); return &b }}
+)
 
 // isEventStream reports whether a Content-Type is text/event-stream.
 func isEventStream(ct string) bool {
@@ -440,7 +425,7 @@ func bodyError(err error, body *bodyReader) *Error {
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
-		return errTooLarge(mbe.Limit)
+		return TooLargeError(mbe.Limit)
 	case body.expired():
 		return errBodyTimeout(body.timeout)
 	default:
@@ -450,35 +435,8 @@ func bodyError(err error, body *bodyReader) *Error {
 	}
 }
 
-// rewrite points the outbound request at the local instance. Headers go
-// unchanged except hop-by-hop ones (removed by ReverseProxy) and Upgrade:
-// protocol switches are not relayed. Host becomes the instance's address;
-// Authorization and the body pass through untouched.
-func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
-	ex := pr.In.Context().Value(exchangeKey{}).(*exchange)
-	pr.Out.URL.Scheme = "http"
-	pr.Out.URL.Host = ex.upstream
-	pr.Out.Host = ""
-	pr.Out.Header.Del("Upgrade")
-	pr.Out.Header.Del("Connection")
-}
-
-// modifyResponse marks the route and refuses protocol switches.
-func (p *Proxy) modifyResponse(res *http.Response) error {
-	if res.StatusCode == http.StatusSwitchingProtocols {
-		return errors.New("upstream switched protocols")
-	}
-	res.Header.Set(RouteHeader, routeLocal)
-	return nil
-}
-
-// upstreamError answers a local forward that failed before the response
+// forwardError answers a local forward that failed before the response
 // head was sent.
-func (p *Proxy) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
-	p.forwardError(w, r, r.Context().Value(exchangeKey{}).(*exchange), err)
-}
-
-// forwardError is upstreamError for the exchange ex.
 func (p *Proxy) forwardError(w http.ResponseWriter, r *http.Request, ex *exchange, err error) {
 	w.Header().Set(RouteHeader, routeLocal)
 	// Before the client check: the body deadline cancels the client's
@@ -493,9 +451,9 @@ func (p *Proxy) forwardError(w http.ResponseWriter, r *http.Request, ex *exchang
 	set := p.settings.Load()
 	var e *Error
 	var mbe *http.MaxBytesError
-	switch cause := contextCause(ex.ctx); {
+	switch cause := httpfast.Cause(ex.ctx); {
 	case errors.As(err, &mbe):
-		writeError(w, r, errTooLarge(mbe.Limit))
+		writeError(w, r, TooLargeError(mbe.Limit))
 		return
 	case cause == errStalled:
 		e = &Error{Status: http.StatusGatewayTimeout, Type: TypeTimeout, Code: CodeUpstreamTimeout,
@@ -503,10 +461,10 @@ func (p *Proxy) forwardError(w http.ResponseWriter, r *http.Request, ex *exchang
 	case cause == errRequestTimeout:
 		e = &Error{Status: http.StatusGatewayTimeout, Type: TypeTimeout, Code: CodeUpstreamTimeout,
 			Message: "timeout: request took longer than " + set.RequestTimeout.String()}
-	case isTimeout(err):
+	case httpfast.IsTimeout(err):
 		e = &Error{Status: http.StatusGatewayTimeout, Type: TypeTimeout, Code: CodeUpstreamTimeout,
 			Message: "timeout: connecting to the local instance of role '" + ex.role + "'"}
-	case isDialError(err):
+	case httpfast.IsDialError(err):
 		e = &Error{Status: http.StatusBadGateway, Type: TypeUpstream, Code: CodeUpstreamDown,
 			Message: "upstream: the local instance of role '" + ex.role + "' is unreachable"}
 	default:
@@ -515,19 +473,6 @@ func (p *Proxy) forwardError(w http.ResponseWriter, r *http.Request, ex *exchang
 	}
 	p.log.Warn("local forward failed", zap.String("role", ex.role), zap.String("upstream", ex.upstream), zap.Error(err))
 	writeError(w, r, e)
-}
-
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
-}
-
-func isDialError(err error) bool {
-	var oe *net.OpError
-	if errors.As(err, &oe) && oe.Op == "dial" {
-		return true
-	}
-	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
 }
 
 // bodyReader reads a client's request body within its deadline (the

@@ -47,6 +47,15 @@ const (
 	// runtime probes' bound. A longer head fails the exchange: 502 on a
 	// role port, an upstream_error refusal to a peer.
 	MaxUpstreamHeaderBytes = 64 << 10
+	// MeshBufferedBodyBytes is the largest request body a mesh forward
+	// holds whole, on both sides: the consumer reads it before it sends it
+	// (so that a forward whose link fails before the peer answered can be
+	// sent to the next peer), the serving node before it pins its model.
+	// A larger body, or one of unknown length that turns out larger, is
+	// streamed as it arrives (and is not retried), so that what a forward
+	// holds stays a chunk whatever inference.limits.mesh_max_body_bytes
+	// allows.
+	MeshBufferedBodyBytes = 64 << 10
 	// MaxPathBytes bounds the request target (path and query).
 	MaxPathBytes = 2048
 	// MaxRoles bounds the number of roles (and so listeners) in a config.

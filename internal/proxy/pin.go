@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/http"
 
+	"github.com/nodeld/nodeld/internal/modelpin"
 	"github.com/nodeld/nodeld/internal/table"
 )
 
@@ -27,23 +28,23 @@ var pinnedPaths = map[string]bool{
 // need one, and the table has none to give.
 func pinsModel(r *http.Request, target table.Target, passthrough bool) bool {
 	return !passthrough && r.Method == http.MethodPost && pinnedPaths[r.URL.Path] &&
-		(target.Model != "" || target.Runtime == mlxRuntime)
+		(target.Model != "" || target.Runtime == modelpin.MLXRuntime)
 }
 
-// pinLocal returns body pinned to target's model by pinModel, the rule of
+// pinLocal returns body pinned to target's model by modelpin.Pin, the rule of
 // the mesh's serving side, so that an application gets the same answer
 // wherever the role is served: body itself when it names that model
 // already (no copy), and body itself when it is not one JSON object (the
 // instance answers it as it always did; a peer refuses it).
 func pinLocal(body []byte, target table.Target) []byte {
 	model := target.Model
-	if target.Runtime == mlxRuntime {
+	if target.Runtime == modelpin.MLXRuntime {
 		model = mlxDefaultModel
 	}
 	if pinnedAlready(body, model) {
 		return body
 	}
-	pinned, err := pinModel(body, table.MeshLocal{Model: target.Model, Runtime: target.Runtime})
+	pinned, err := modelpin.Pin(body, target.Model, target.Runtime)
 	if err != nil {
 		return body
 	}
@@ -51,17 +52,17 @@ func pinLocal(body []byte, target table.Target) []byte {
 }
 
 // mlxDefaultModel is the model every request to an mlx-lm is pinned to
-// (pinModel's rule).
+// (modelpin.Pin's rule).
 const mlxDefaultModel = "default_model"
 
-// pinnedAlready reports, in one pass and without allocating, that pinModel
+// pinnedAlready reports, in one pass and without allocating, that modelpin.Pin
 // would return body as is because it is one JSON object whose every
 // top-level "model" member (in any case; there is at least one) is the
 // JSON string model. It is the common case on a role port, checked before
-// pinModel decodes the body. It answers false whenever it is not sure (a
+// modelpin.Pin decodes the body. It answers false whenever it is not sure (a
 // key with an escape, a model name JSON would escape, anything it does not
-// parse), and pinModel decides; an invalid body it reads as pinned goes as
-// sent, as pinModel sends it too.
+// parse), and modelpin.Pin decides; an invalid body it reads as pinned goes as
+// sent, as modelpin.Pin sends it too.
 func pinnedAlready(body []byte, model string) bool {
 	if !plainModel(model) {
 		return false
@@ -72,7 +73,7 @@ func pinnedAlready(body []byte, model string) bool {
 	}
 	i = skipSpace(body, i+1)
 	if i < len(body) && body[i] == '}' {
-		return false // no member: pinModel adds one
+		return false // no member: modelpin.Pin adds one
 	}
 	found := false
 	for {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nodeld/nodeld/internal/modelpin"
 	"github.com/nodeld/nodeld/internal/proxy/proxytest"
 	"github.com/nodeld/nodeld/internal/table"
 )
@@ -119,44 +120,6 @@ func TestLocalPathPinsModel(t *testing.T) {
 	})
 }
 
-// TestSameModelOnBothPaths is the issue's case: a role served by node b
-// to node a, a request naming another model. The instance receives the
-// same pinned body whether the request came to b's own port (local path)
-// or to a's (mesh path).
-func TestSameModelOnBothPaths(t *testing.T) {
-	up := proxytest.New(t, proxytest.Options{Model: "served-model"})
-	a, b := pairNodes(t, up, MeshDeps{})
-	const body = `{"model":"another-model","messages":[{"role":"user","content":"hi"}]}`
-	const want = `{"model":"served-model","messages":[{"role":"user","content":"hi"}]}`
-	for _, n := range []*meshNode{b, a} {
-		res, rb := n.h.post("chat", "/v1/chat/completions", body)
-		if res.StatusCode != http.StatusOK || !strings.Contains(string(rb), "hello from served-model") {
-			t.Fatalf("through %s: %d %s", n.Name, res.StatusCode, rb)
-		}
-		reqs := up.Requests()
-		if got := string(reqs[len(reqs)-1].Body); got != want {
-			t.Errorf("through %s the instance received %s, want %s", n.Name, got, want)
-		}
-	}
-}
-
-// TestPinModelKeepsPinnedBody checks that a body naming the instance's
-// model already is returned as is, not copied, and that any other "model"
-// member still gets it rewritten.
-func TestPinModelKeepsPinnedBody(t *testing.T) {
-	local := table.MeshLocal{Model: "m"}
-	body := []byte(`{"model":"m","x":1}`)
-	got, err := pinModel(body, local)
-	if err != nil || string(got) != string(body) || &got[0] != &body[0] {
-		t.Errorf("pinModel(%s) = %s, %v; want the same slice", body, got, err)
-	}
-	dup := []byte(`{"model":"m","MODEL":"x"}`)
-	got, err = pinModel(dup, local)
-	if err != nil || string(got) != `{"model":"m","MODEL":"m"}` {
-		t.Errorf("pinModel(%s) = %s, %v", dup, got, err)
-	}
-}
-
 // BenchmarkPinLocal measures pinning a chat body of a typical and of a
 // large size, naming the instance's model already or another one.
 func BenchmarkPinLocal(b *testing.B) {
@@ -176,8 +139,8 @@ func BenchmarkPinLocal(b *testing.B) {
 	}
 }
 
-// TestPinnedAlready checks the fast check pinLocal makes before pinModel:
-// true only where pinModel returns the body as is.
+// TestPinnedAlready checks the fast check pinLocal makes before modelpin.Pin:
+// true only where modelpin.Pin returns the body as is.
 func TestPinnedAlready(t *testing.T) {
 	tests := []struct {
 		body string
@@ -206,8 +169,8 @@ func TestPinnedAlready(t *testing.T) {
 			t.Errorf("pinnedAlready(%q) = %t, want %t", tt.body, got, tt.want)
 		}
 		if tt.want {
-			if got, err := pinModel([]byte(tt.body), table.MeshLocal{Model: "served"}); err != nil || string(got) != tt.body {
-				t.Errorf("pinModel(%q) = %q, %v: the fast check disagrees", tt.body, got, err)
+			if got, err := modelpin.Pin([]byte(tt.body), "served", ""); err != nil || string(got) != tt.body {
+				t.Errorf("modelpin.Pin(%q) = %q, %v: the fast check disagrees", tt.body, got, err)
 			}
 		}
 	}
@@ -219,7 +182,7 @@ func TestPinnedAlready(t *testing.T) {
 }
 
 // FuzzPinnedAlready checks that the fast check never says a body is pinned
-// when pinModel would change it.
+// when modelpin.Pin would change it.
 func FuzzPinnedAlready(f *testing.F) {
 	for _, s := range []string{
 		`{"model":"m","messages":[{"role":"user","content":"hi"}]}`,
@@ -232,9 +195,9 @@ func FuzzPinnedAlready(f *testing.F) {
 		if !pinnedAlready(body, "m") {
 			return
 		}
-		got, err := pinModel(body, table.MeshLocal{Model: "m"})
+		got, err := modelpin.Pin(body, "m", "")
 		if err == nil && string(got) != string(body) {
-			t.Fatalf("pinnedAlready(%q) = true, but pinModel makes it %q", body, got)
+			t.Fatalf("pinnedAlready(%q) = true, but modelpin.Pin makes it %q", body, got)
 		}
 	})
 }

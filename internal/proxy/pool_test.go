@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/nodeld/nodeld/internal/httpfast"
 	"github.com/nodeld/nodeld/internal/table"
 )
 
@@ -80,8 +81,8 @@ func TestIdleUpstreamPoolBounded(t *testing.T) {
 	wg.Wait()
 	// A response that is not a stream reaches the client when its handler
 	// returns, after the connection went back to the pool.
-	key := poolKey{role: "chat", addr: ln.Addr().String()}
-	if n := h.p.pool.idleConns(key); n != 8 || opened.Load() != 8 {
+	key := httpfast.PoolKey{Role: "chat", Addr: ln.Addr().String()}
+	if n := h.p.pool.IdleConns(key); n != 8 || opened.Load() != 8 {
 		t.Fatalf("%d idle connections kept of %d opened, want 8 of 8", n, opened.Load())
 	}
 
@@ -92,7 +93,7 @@ func TestIdleUpstreamPoolBounded(t *testing.T) {
 	if res, body := h.get("chat", "/v1/models"); res.StatusCode != http.StatusOK || !strings.Contains(string(body), "ok") {
 		t.Fatalf("status %d %s", res.StatusCode, body)
 	}
-	if n := h.p.pool.idleConns(key); n != 2 {
+	if n := h.p.pool.IdleConns(key); n != 2 {
 		t.Errorf("%d idle connections kept, want the role's concurrency, 2", n)
 	}
 	for i := range 6 {

@@ -7,7 +7,6 @@ import (
 	"log"
 	"net"
 	"net/http"
-	"net/http/httputil"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/nodeld/nodeld/internal/httpfast"
 	"github.com/nodeld/nodeld/internal/table"
 )
 
@@ -54,9 +54,10 @@ type Deps struct {
 	Logger *zap.Logger
 	// Registerer may be nil (metrics are kept but not exported).
 	Registerer prometheus.Registerer
-	// Transport reaches local instances; nil means the package's shared
-	// tuned transport.
-	Transport http.RoundTripper
+	// Dial connects to local instances; nil means a TCP dial bounded by
+	// the package's dial timeout. Tests give a dialer of in-memory
+	// connections to a fake instance.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // ErrRunning is returned by a second call to Run.
@@ -76,8 +77,7 @@ type Proxy struct {
 	ports     PortRecorder
 	remote    RemoteForwarder
 	metrics   *metrics
-	rp        *httputil.ReverseProxy // the local path over Deps.Transport, when one is given
-	pool      *upstreamPool          // the local path otherwise (upstream.go)
+	pool      *httpfast.Pool // the local path
 	errorLog  *log.Logger
 	settings  atomic.Pointer[Config] // defaults applied; read per request
 	ready     chan struct{}
@@ -101,7 +101,7 @@ type roleServer struct {
 	ln       net.Listener // nil until bound
 	gate     connGate     // bounds the connections ln accepts
 	srv      *http.Server
-	fast     *fastServer // serves ln when the proxy owns its upstream client
+	fast     *httpfast.Server // serves ln first, handing unusual connections to srv
 	// Metric children resolved once, not per request.
 	gauge prometheus.Gauge
 	local routeMetrics
@@ -177,21 +177,9 @@ func New(cfg Config, deps Deps) (*Proxy, error) {
 		ready:    make(chan struct{}),
 		cfg:      full,
 		roles:    make(map[string]*roleServer, len(full.Roles)),
+		pool:     httpfast.NewPool(deps.Dial),
 	}
 	p.settings.Store(&full)
-	if deps.Transport == nil {
-		p.pool = newUpstreamPool()
-	} else {
-		p.rp = &httputil.ReverseProxy{
-			Rewrite:        p.rewrite,
-			Transport:      deps.Transport,
-			FlushInterval:  0, // see doc.go: streaming responses are flushed on every write
-			BufferPool:     newBufferPool(),
-			ErrorLog:       errorLog,
-			ModifyResponse: p.modifyResponse,
-			ErrorHandler:   p.upstreamError,
-		}
-	}
 	for _, rc := range full.Roles {
 		rs := newRoleServer(rc)
 		rs.gate.max.Store(int64(full.MaxConnections))
@@ -271,9 +259,7 @@ func (p *Proxy) Run(ctx context.Context) error {
 	p.applyMu.Unlock()
 	p.wg.Wait()
 	p.reportPorts(roles, true)
-	if p.pool != nil {
-		p.pool.close()
-	}
+	p.pool.Close()
 	if err := context.Cause(runCtx); ctx.Err() == nil && err != nil {
 		return err
 	}
@@ -307,24 +293,16 @@ func (p *Proxy) startLocked(rs *roleServer, set *Config) {
 		DisableGeneralOptionsHandler: true,
 	}
 	srv, ln, fail := rs.srv, net.Listener(&gateListener{Listener: rs.ln, g: &rs.gate}), p.serveFail
-	if p.pool != nil {
-		// The fast reader takes every connection first and hands the
-		// unusual ones to srv (fastserve.go).
-		fs := newFastServer(rs.srv.Handler, ln.Addr(), set.HeaderTimeout, p.errorLog)
-		rs.fast = fs
-		p.wg.Go(func() { _ = srv.Serve(fs.handoff) }) // ends with ErrServerClosed at drain
-		p.wg.Go(func() {
-			if err := fs.serve(ln); !errors.Is(err, http.ErrServerClosed) && !rs.stopping.Load() {
-				fail(fmt.Errorf("proxy: serve role %q: %w", rs.name, err))
-			}
-		})
-	} else {
-		p.wg.Go(func() {
-			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) && !rs.stopping.Load() {
-				fail(fmt.Errorf("proxy: serve role %q: %w", rs.name, err))
-			}
-		})
-	}
+	// The fast reader takes every connection first and hands the unusual
+	// ones to srv (httpfast.Server).
+	fs := httpfast.NewServer(rs.srv.Handler, ln.Addr(), set.HeaderTimeout, p.errorLog)
+	rs.fast = fs
+	p.wg.Go(func() { _ = srv.Serve(fs.Handoff()) }) // ends with ErrServerClosed at drain
+	p.wg.Go(func() {
+		if err := fs.Serve(ln); !errors.Is(err, http.ErrServerClosed) && !rs.stopping.Load() {
+			fail(fmt.Errorf("proxy: serve role %q: %w", rs.name, err))
+		}
+	})
 	p.log.Info("role listening", zap.String("role", rs.name), zap.Stringer("addr", rs.ln.Addr()))
 }
 
@@ -341,7 +319,7 @@ func (p *Proxy) drainLocked(rs *roleServer) {
 	p.wg.Go(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
-		if fs != nil && !fs.shutdown(ctx) {
+		if fs != nil && !fs.Shutdown(ctx) {
 			p.log.Warn("role drain timed out, cutting requests", zap.String("role", rs.name))
 		}
 		// Shutdown's own listener close fails (already closed); only a

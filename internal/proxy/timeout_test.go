@@ -2,11 +2,12 @@ package proxy
 
 import (
 	"context"
-	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -14,50 +15,85 @@ import (
 	"go.uber.org/zap/zaptest"
 )
 
-// fakeTransport answers every request with respond, inside a synctest
-// bubble.
-type fakeTransport func(r *http.Request) (*http.Response, error)
-
-func (f fakeTransport) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-// pacedBody yields one event after each gap, then blocks until its request
-// is cancelled.
-type pacedBody struct {
-	ctx   context.Context
-	gaps  []time.Duration
-	sent  int
-	start time.Time
+// pipeUpstream is a fake local instance serving h over in-memory
+// connections, which a synctest bubble can wait on: its dial is the
+// proxy's Deps.Dial, whatever the address.
+type pipeUpstream struct {
+	conns chan net.Conn
+	done  chan struct{}
+	once  sync.Once
 }
 
-func (b *pacedBody) Read(p []byte) (int, error) {
-	if b.sent < len(b.gaps) {
-		// Fake time: the upstream's pace. Like a real transport, a read
-		// ends when the request is cancelled.
-		gap := time.NewTimer(b.gaps[b.sent])
-		defer gap.Stop()
-		select {
-		case <-gap.C:
-		case <-b.ctx.Done():
-			return 0, context.Cause(b.ctx)
-		}
-		b.sent++
-		return copy(p, "data: x\n\n"), nil
+// newPipeUpstream serves h until the test ends.
+func newPipeUpstream(t *testing.T, h http.Handler) *pipeUpstream {
+	u := &pipeUpstream{conns: make(chan net.Conn), done: make(chan struct{})}
+	srv := &http.Server{Handler: h}
+	go func() { _ = srv.Serve(u) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return u
+}
+
+func (u *pipeUpstream) dial(ctx context.Context, _, _ string) (net.Conn, error) {
+	client, server := net.Pipe()
+	select {
+	case u.conns <- server:
+		return client, nil
+	case <-u.done:
+		return nil, net.ErrClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
-	<-b.ctx.Done()
-	return 0, context.Cause(b.ctx)
 }
 
-func (b *pacedBody) Close() error { return nil }
+func (u *pipeUpstream) Accept() (net.Conn, error) {
+	select {
+	case c := <-u.conns:
+		return c, nil
+	case <-u.done:
+		return nil, net.ErrClosed
+	}
+}
 
-// serveOnce runs one request through a role handler of a proxy using tr,
-// with a server context so a cut stream panics as under net/http. It
+func (u *pipeUpstream) Close() error { u.once.Do(func() { close(u.done) }); return nil }
+
+func (u *pipeUpstream) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 9} }
+
+// pacedEvents writes one event after each gap (fake time: the upstream's
+// pace), then holds the stream until the request is cancelled.
+func pacedEvents(gaps []time.Duration) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body) // from here net/http watches for the client going away
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		for _, gap := range gaps {
+			select {
+			case <-time.After(gap):
+			case <-r.Context().Done():
+				return
+			}
+			_, _ = io.WriteString(w, "data: x\n\n")
+			w.(http.Flusher).Flush()
+		}
+		<-r.Context().Done()
+	}
+}
+
+// silent answers nothing until the request is cancelled.
+func silent(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	<-r.Context().Done()
+}
+
+// serveOnce runs one request through a role handler of a proxy whose
+// local instance is up, with a server context so a cut stream panics as under net/http. It
 // returns the recorder, the fake time taken and whether the stream was cut.
-func serveOnce(t *testing.T, cfg Config, tr http.RoundTripper) (rec *httptest.ResponseRecorder, took time.Duration, cut bool) {
+func serveOnce(t *testing.T, cfg Config, up http.HandlerFunc) (rec *httptest.ResponseRecorder, took time.Duration, cut bool) {
 	t.Helper()
 	res := newResolver()
 	res.local("chat", "http://127.0.0.1:9")
 	cfg.Roles = []RoleConfig{{Name: "chat", Listen: "127.0.0.1:0"}}
-	p, err := New(cfg, Deps{Resolver: res, Transport: tr, Logger: zaptest.NewLogger(t)})
+	p, err := New(cfg, Deps{Resolver: res, Dial: newPipeUpstream(t, up).dial, Logger: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,11 +119,7 @@ func serveOnce(t *testing.T, cfg Config, tr http.RoundTripper) (rec *httptest.Re
 
 func TestStallBeforeHead(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		tr := fakeTransport(func(r *http.Request) (*http.Response, error) {
-			<-r.Context().Done()
-			return nil, r.Context().Err()
-		})
-		rec, took, cut := serveOnce(t, Config{StallTimeout: 120 * time.Second}, tr)
+		rec, took, cut := serveOnce(t, Config{StallTimeout: 120 * time.Second}, silent)
 		if cut || rec.Code != http.StatusGatewayTimeout {
 			t.Fatalf("status %d cut %t, want 504", rec.Code, cut)
 		}
@@ -104,13 +136,8 @@ func TestStallBeforeHead(t *testing.T) {
 
 func TestStallAfterHeadCuts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		tr := fakeTransport(func(r *http.Request) (*http.Response, error) {
-			return &http.Response{
-				StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}}, ContentLength: -1,
-				Body: &pacedBody{ctx: r.Context(), gaps: []time.Duration{0, 100 * time.Second, 100 * time.Second}},
-			}, nil
-		})
-		rec, took, cut := serveOnce(t, Config{StallTimeout: 120 * time.Second}, tr)
+		up := pacedEvents([]time.Duration{0, 100 * time.Second, 100 * time.Second})
+		rec, took, cut := serveOnce(t, Config{StallTimeout: 120 * time.Second}, up)
 		if !cut {
 			t.Fatal("stalled stream was not cut")
 		}
@@ -126,17 +153,11 @@ func TestStallAfterHeadCuts(t *testing.T) {
 
 func TestRequestTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		tr := fakeTransport(func(r *http.Request) (*http.Response, error) {
-			gaps := make([]time.Duration, 100)
-			for i := range gaps {
-				gaps[i] = 50 * time.Second
-			}
-			return &http.Response{
-				StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}}, ContentLength: -1,
-				Body: &pacedBody{ctx: r.Context(), gaps: gaps},
-			}, nil
-		})
-		_, took, cut := serveOnce(t, Config{StallTimeout: 120 * time.Second, RequestTimeout: 300 * time.Second}, tr)
+		gaps := make([]time.Duration, 100)
+		for i := range gaps {
+			gaps[i] = 50 * time.Second
+		}
+		_, took, cut := serveOnce(t, Config{StallTimeout: 120 * time.Second, RequestTimeout: 300 * time.Second}, pacedEvents(gaps))
 		if !cut {
 			t.Fatal("stream over the request timeout was not cut")
 		}
@@ -148,11 +169,7 @@ func TestRequestTimeout(t *testing.T) {
 
 func TestRequestTimeoutBeforeHead(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		tr := fakeTransport(func(r *http.Request) (*http.Response, error) {
-			<-r.Context().Done()
-			return nil, errors.New("transport gave up")
-		})
-		rec, took, _ := serveOnce(t, Config{StallTimeout: 120 * time.Second, RequestTimeout: 30 * time.Second}, tr)
+		rec, took, _ := serveOnce(t, Config{StallTimeout: 120 * time.Second, RequestTimeout: 30 * time.Second}, silent)
 		if rec.Code != http.StatusGatewayTimeout || took != 30*time.Second {
 			t.Fatalf("status %d after %s, want 504 after 30s", rec.Code, took)
 		}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync/atomic"
 	"time"
+
+	"github.com/nodeld/nodeld/internal/httpfast"
 )
 
 // Causes of a forwarded request's context being cancelled by the proxy.
@@ -22,7 +24,7 @@ type watchdog struct {
 	stall   time.Duration
 	total   time.Duration
 	cancel  context.CancelCauseFunc // or ec's cancel when ec is set
-	ec      *exchangeCtx
+	ec      *httpfast.Context
 	begin   time.Time
 	last    atomic.Int64 // nanoseconds after start of the latest activity
 	stopped atomic.Bool
@@ -37,14 +39,14 @@ func startWatchdog(stall, total time.Duration, cancel context.CancelCauseFunc) *
 
 // start arms a zero watchdog that cancels with cancel, or ec's cancel
 // when ec is not nil.
-func (w *watchdog) start(stall, total time.Duration, cancel context.CancelCauseFunc, ec *exchangeCtx) {
+func (w *watchdog) start(stall, total time.Duration, cancel context.CancelCauseFunc, ec *httpfast.Context) {
 	w.stall, w.total, w.cancel, w.ec, w.begin = stall, total, cancel, ec, time.Now()
 	w.timer = time.AfterFunc(min(stall, total), w.fire)
 }
 
 func (w *watchdog) cancelWith(cause error) {
 	if w.ec != nil {
-		w.ec.cancel(cause)
+		w.ec.Cancel(cause)
 		return
 	}
 	w.cancel(cause)

@@ -1,0 +1,142 @@
+package httpfast
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Context is the context of one exchange on the fast reader: what
+// context.WithCancelCause(context.Background()) gives, at a fraction of
+// its cost on the hot path. It has no parent, so it is a root of its own
+// tree; its Done channel is made only when asked for; AfterFunc
+// registers a function without the goroutine-free but allocating
+// machinery of context.AfterFunc (the context package uses this method
+// for children and AfterFunc on it too). The local path uses it directly
+// as the forwarded request's context: the watchdog cancels it with its
+// cause, the fast reader when the client goes away, the server when it
+// stops.
+type Context struct {
+	mu    sync.Mutex // guards the fields below
+	done  chan struct{}
+	err   error
+	cause error
+	next  uint64 // id of the next registered function
+	fns   []ctxFunc
+	inl   [2]ctxFunc // fns' first backing array
+}
+
+type ctxFunc struct {
+	id uint64
+	f  func()
+}
+
+// closedDone is the Done channel of a context cancelled before anyone
+// asked for it.
+var closedDone = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+func newExchangeCtx() *Context {
+	c := &Context{}
+	c.init()
+	return c
+}
+
+// init readies a zero Context.
+func (c *Context) init() { c.fns = c.inl[:0] }
+
+func (c *Context) Deadline() (time.Time, bool) { return time.Time{}, false }
+
+func (c *Context) Value(any) any { return nil }
+
+func (c *Context) Done() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done == nil {
+		if c.err != nil {
+			c.done = closedDone
+		} else {
+			c.done = make(chan struct{})
+		}
+	}
+	return c.done
+}
+
+func (c *Context) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Cause is context.Cause for this context: the cause it was cancelled
+// with (context.Canceled when none was given), nil while it is not.
+func (c *Context) Cause() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cause
+}
+
+// Cancel cancels the context with cause (nil: context.Canceled); the
+// first call wins. Registered functions run, each on its own goroutine.
+func (c *Context) Cancel(cause error) {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.err = context.Canceled
+	if cause == nil {
+		cause = context.Canceled
+	}
+	c.cause = cause
+	if c.done == nil {
+		c.done = closedDone
+	} else {
+		close(c.done)
+	}
+	fns := c.fns
+	c.fns = nil
+	c.mu.Unlock()
+	for _, fn := range fns {
+		go fn.f()
+	}
+}
+
+// AfterFunc arranges for f to run on its own goroutine once c is
+// cancelled (at once if it is), as context.AfterFunc does; stop
+// unregisters it and reports whether it did so before f was started.
+func (c *Context) AfterFunc(f func()) (stop func() bool) {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		go f()
+		return func() bool { return false }
+	}
+	c.next++
+	id := c.next
+	c.fns = append(c.fns, ctxFunc{id: id, f: f})
+	c.mu.Unlock()
+	return func() bool { return c.unregister(id) }
+}
+
+func (c *Context) unregister(id uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, fn := range c.fns {
+		if fn.id == id {
+			n := len(c.fns)
+			copy(c.fns[i:], c.fns[i+1:])
+			c.fns[n-1] = ctxFunc{}
+			c.fns = c.fns[:n-1]
+			return true
+		}
+	}
+	return false
+}
+
+// Cause is context.Cause, knowing Context.
+func Cause(ctx context.Context) error {
+	if c, ok := ctx.(*Context); ok {
+		return c.Cause()
+	}
+	return context.Cause(ctx)
+}

@@ -1,0 +1,1016 @@
+package httpfast
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/url"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Server serves a role's listener when the proxy owns its upstream
+// client: each connection's requests are read by a small HTTP/1.1 reader
+// of the common case (GET or POST, HTTP/1.1, a head of at most
+// fastHeadBytes with a Host and at most a Content-Length for framing) and
+// handed to the role's handler as net/http would hand them, on the
+// connection's goroutine. The first request outside that case hands the
+// connection, with every byte read so far, to the role's net/http server
+// for the rest of its life, so what net/http refuses or handles specially
+// (chunked or Expect bodies, HTTP/1.0, folded or malformed heads, big
+// heads) is refused or handled exactly as before.
+//
+// net/http's server starts a goroutine per request to notice a client
+// that goes away (a background read) and cancels the request's context
+// when it does. Here that read starts only for an exchange still running
+// clientWatchDelay after its body was read, so a short exchange never pays
+// for it; a client that goes away during a long one (a slow first token,
+// a stream) cancels it within clientWatchDelay.
+type Server struct {
+	h        http.Handler
+	handoff  *handoffListener
+	errorLog *log.Logger
+	headWait time.Duration // the role's HeaderTimeout
+
+	mu       sync.Mutex // guards conns; stopping is set under it
+	conns    map[*fastConn]bool
+	stopping atomic.Bool
+	wg       sync.WaitGroup // connection goroutines
+}
+
+const (
+	// fastHeadBytes is the largest request head served by the fast reader
+	// (its connection's read buffer); a larger one (up to MaxHeaderBytes)
+	// goes to net/http.
+	fastHeadBytes = 4 << 10
+	// fastWriteBytes is a connection's response write buffer.
+	fastWriteBytes = 4 << 10
+	// clientWatchDelay is how long an exchange runs after its body was
+	// read before the client's connection is watched for going away.
+	clientWatchDelay = 20 * time.Millisecond
+	// maxDiscardBytes is the most of a request body the handler left
+	// unread that is read and dropped before the response, so the
+	// connection stays in step (net/http's maxPostHandlerReadBytes); with
+	// more left the connection is closed after the response.
+	maxDiscardBytes = 256 << 10
+	// lingerTimeout bounds reading what a client still sends after the
+	// response on a connection being closed, so that closing it with
+	// unread data does not reset it before the client read the response.
+	lingerTimeout = 500 * time.Millisecond
+)
+
+func NewServer(h http.Handler, addr net.Addr, headWait time.Duration, errorLog *log.Logger) *Server {
+	return &Server{
+		h:        h,
+		handoff:  newHandoffListener(addr),
+		errorLog: errorLog,
+		headWait: headWait,
+		conns:    map[*fastConn]bool{},
+	}
+}
+
+// Handoff is the listener of the connections the fast reader hands to a
+// net/http server: that server serves it (and ends with ErrServerClosed
+// once Shutdown closed it).
+func (fs *Server) Handoff() net.Listener { return fs.handoff }
+
+// Serve accepts connections until ln is closed, serving each on its own
+// goroutine.
+func (fs *Server) Serve(ln net.Listener) error {
+	var backoff time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			fs.mu.Lock()
+			stopping := fs.stopping.Load()
+			fs.mu.Unlock()
+			if stopping || errors.Is(err, net.ErrClosed) {
+				return http.ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || isTemporaryAccept(err) {
+				// Out of descriptors or a connection reset while queued:
+				// wait a little, as net/http does.
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				fs.errorLog.Printf("accept: %v; retrying in %v", err, backoff)
+				time.Sleep(backoff)
+				continue
+			}
+			return err
+		}
+		backoff = 0
+		fc := &fastConn{fs: fs, c: c}
+		fs.mu.Lock()
+		if fs.stopping.Load() {
+			fs.mu.Unlock()
+			_ = c.Close()
+			continue
+		}
+		fs.conns[fc] = false
+		fs.wg.Add(1)
+		fs.mu.Unlock()
+		go fc.serve()
+	}
+}
+
+// Shutdown stops serving: idle connections are closed now, busy ones
+// after their current exchange. It returns true once all are closed, or
+// false when ctx ends first; then it closes them all, cancelling their
+// exchanges.
+func (fs *Server) Shutdown(ctx context.Context) bool {
+	fs.mu.Lock()
+	fs.stopping.Store(true)
+	for fc := range fs.conns {
+		if !fc.busy.Load() {
+			_ = fc.c.Close()
+		}
+	}
+	fs.mu.Unlock()
+	done := make(chan struct{})
+	go func() { fs.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+	}
+	fs.mu.Lock()
+	for fc := range fs.conns {
+		_ = fc.c.Close()
+		fc.cancelExchange()
+	}
+	fs.mu.Unlock()
+	<-done
+	return false
+}
+
+// setBusy marks fc busy (an exchange runs) or idle, and reports false when
+// the server is stopping and an idle fc must close instead. Without a
+// lock: fc stores its state before it loads stopping, shutdown stores
+// stopping before it loads the states, so either fc sees it stopping or
+// shutdown sees fc idle and closes it.
+func (fs *Server) setBusy(fc *fastConn, busy bool) bool {
+	fc.busy.Store(busy)
+	return busy || !fs.stopping.Load()
+}
+
+func (fs *Server) forget(fc *fastConn) {
+	fs.mu.Lock()
+	delete(fs.conns, fc)
+	fs.mu.Unlock()
+	fs.wg.Done()
+}
+
+func (fs *Server) isStopping() bool { return fs.stopping.Load() }
+
+// fastConn is one client connection on the fast reader.
+type fastConn struct {
+	fs *Server
+	c  net.Conn
+	br *bufio.Reader
+	bw *bufio.Writer
+
+	remote string
+	linger bool        // close the connection lingering (an unread body)
+	busy   atomic.Bool // an exchange runs (see setBusy)
+
+	mu        sync.Mutex // guards the fields below
+	ctx       *Context   // the running exchange's, nil between exchanges
+	active    bool       // an exchange runs
+	bodyDone  bool       // its body was read to the end
+	due       bool       // clientWatchDelay passed since the exchange started
+	watching  bool       // the background read runs
+	aborting  bool       // the background read is being stopped
+	watchDone chan struct{}
+	hasByte   bool // the background read got a byte of the next request
+	byteBuf   [1]byte
+	timer     *time.Timer
+	// The read deadline is set on the connection only before a read
+	// that reaches it: most requests arrive whole, so the head's and the
+	// body's deadlines are rarely needed.
+	rdWant time.Time // the read deadline in force
+	rdSet  time.Time // the one set on the connection
+
+	w      fastWriter  // the running exchange's
+	header http.Header // w's, cleared for each exchange
+}
+
+// setReadDeadline sets the read deadline of the reads from the
+// connection that follow (fc.Read, the background read).
+func (fc *fastConn) setReadDeadline(t time.Time) {
+	fc.mu.Lock()
+	fc.rdWant = t
+	fc.mu.Unlock()
+}
+
+// applyDeadlineLocked sets the wanted read deadline on the connection.
+// fc.mu must be held.
+func (fc *fastConn) applyDeadlineLocked() {
+	if !fc.rdWant.Equal(fc.rdSet) {
+		_ = fc.c.SetReadDeadline(fc.rdWant)
+		fc.rdSet = fc.rdWant
+	}
+}
+
+// setConnDeadline sets t on the connection now, as the deadline in force.
+func (fc *fastConn) setConnDeadline(t time.Time) {
+	fc.mu.Lock()
+	fc.rdWant, fc.rdSet = t, t
+	fc.mu.Unlock()
+	_ = fc.c.SetReadDeadline(t)
+}
+
+// Read feeds the connection's bufio.Reader: a byte the background read
+// got first, then the connection.
+func (fc *fastConn) Read(p []byte) (int, error) {
+	fc.mu.Lock()
+	if fc.hasByte && len(p) > 0 {
+		p[0] = fc.byteBuf[0]
+		fc.hasByte = false
+		fc.mu.Unlock()
+		return 1, nil
+	}
+	fc.applyDeadlineLocked()
+	fc.mu.Unlock()
+	return fc.c.Read(p)
+}
+
+func (fc *fastConn) serve() {
+	defer fc.fs.forget(fc)
+	handedOff := false
+	defer func() {
+		if handedOff {
+			return
+		}
+		if fc.linger {
+			// The client may still be sending a body nobody read: stop
+			// writing, and read until it stops, so it sees the response
+			// rather than a reset.
+			if cw, ok := fc.c.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
+				_ = fc.c.SetReadDeadline(time.Now().Add(lingerTimeout))
+				_, _ = io.Copy(io.Discard, fc.c)
+			}
+		}
+		_ = fc.c.Close()
+	}()
+	fc.remote = fc.c.RemoteAddr().String()
+	fc.br = bufio.NewReaderSize(fc, fastHeadBytes)
+	fc.bw = bufio.NewWriterSize(fc.c, fastWriteBytes)
+	fc.timer = time.AfterFunc(time.Hour, fc.watchDue)
+	fc.timer.Stop()
+	defer fc.timer.Stop()
+	// A new connection gets the head timeout for its first request,
+	// the wait for it included, as net/http gives ReadHeaderTimeout: a
+	// silent connection holds a goroutine and a descriptor for no
+	// longer. Between requests it may stay idle for clientIdleTimeout.
+	fc.setReadDeadline(time.Now().Add(fc.fs.headWait))
+	for first := true; ; first = false {
+		if !fc.fs.setBusy(fc, false) {
+			return
+		}
+		if !first {
+			fc.setReadDeadline(time.Now().Add(clientIdleTimeout))
+		}
+		if _, err := fc.br.Peek(1); err != nil {
+			return
+		}
+		if !fc.fs.setBusy(fc, true) {
+			return
+		}
+		if !first {
+			fc.setReadDeadline(time.Now().Add(fc.fs.headWait))
+		}
+		req, n, err := fc.readHead()
+		if err != nil {
+			return // a timeout, or the client went away mid-head
+		}
+		if req == nil {
+			handedOff = fc.handOff()
+			return
+		}
+		_, _ = fc.br.Discard(n)
+		if !fc.exchange(req) {
+			return
+		}
+	}
+}
+
+// handOff gives the connection, with what was read of it, to net/http.
+func (fc *fastConn) handOff() bool {
+	fc.fs.mu.Lock()
+	delete(fc.fs.conns, fc)
+	fc.fs.mu.Unlock()
+	fc.setConnDeadline(time.Time{}) // net/http sets its own from here
+	return fc.fs.handoff.push(&handedConn{Conn: fc.c, r: fc.br})
+}
+
+// handedConn is a connection net/http serves: reads come from what the
+// fast reader buffered first.
+type handedConn struct {
+	net.Conn
+	r io.Reader
+}
+
+func (c *handedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// exchange serves one request and reports whether the connection may
+// serve another.
+func (fc *fastConn) exchange(r *http.Request) (keep bool) {
+	ctx := r.Context().(*Context)
+	body := r.Body.(*fastBody)
+	fc.mu.Lock()
+	fc.ctx = ctx
+	fc.active, fc.bodyDone, fc.due = true, body.left == 0, false
+	if body.left == 0 {
+		fc.rdWant = time.Time{}
+	}
+	fc.mu.Unlock()
+	if body.left == 0 {
+		r.Body = http.NoBody
+	}
+	fc.timer.Reset(clientWatchDelay)
+	// The writer and its header map are the connection's, reused by each
+	// exchange: a handler does not keep them once it returned.
+	if fc.header == nil {
+		fc.header = make(http.Header, 8)
+	}
+	clear(fc.header)
+	fc.w = fastWriter{fc: fc, req: r, body: body, header: fc.header, contentLength: -1}
+	w := &fc.w
+	defer func() {
+		fc.timer.Stop()
+		fc.stopWatch()
+		ctx.Cancel(nil)
+		fc.mu.Lock()
+		fc.ctx = nil
+		fc.mu.Unlock()
+		if v := recover(); v != nil {
+			keep = false
+			_ = fc.bw.Flush() // what was written goes out before the cut, as with net/http
+			if v != http.ErrAbortHandler {
+				buf := make([]byte, 16<<10)
+				buf = buf[:runtime.Stack(buf, false)]
+				fc.fs.errorLog.Printf("panic serving %s: %v\n%s", fc.remote, v, buf)
+			}
+		}
+	}()
+	fc.fs.h.ServeHTTP(w, r)
+	ok := w.finish()
+	if body.left != 0 || body.err != nil {
+		// The rest of the body was not read: the connection is out of step.
+		w.closeAfter = true
+		fc.linger = body.err == nil
+	}
+	return ok && !r.Close && !w.closeAfter && !fc.fs.isStopping()
+}
+
+// cancelExchange cancels the running exchange, if any.
+func (fc *fastConn) cancelExchange() {
+	fc.mu.Lock()
+	ctx := fc.ctx
+	fc.mu.Unlock()
+	if ctx != nil {
+		ctx.Cancel(nil)
+	}
+}
+
+// watchDue runs clientWatchDelay after an exchange started.
+func (fc *fastConn) watchDue() {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	fc.due = true
+	fc.startWatchLocked()
+}
+
+// startWatchLocked starts the background read when an exchange is due
+// for it and its body is read, unless the next request's bytes are
+// already here. fc.mu must be held.
+func (fc *fastConn) startWatchLocked() {
+	if !fc.active || !fc.due || !fc.bodyDone || fc.watching || fc.hasByte || fc.br.Buffered() > 0 {
+		return
+	}
+	fc.watching, fc.aborting = true, false
+	fc.applyDeadlineLocked()
+	fc.watchDone = make(chan struct{})
+	done, ctx := fc.watchDone, fc.ctx
+	go func() {
+		defer close(done)
+		n, err := fc.c.Read(fc.byteBuf[:])
+		fc.mu.Lock()
+		defer fc.mu.Unlock()
+		if n == 1 {
+			fc.hasByte = true // a pipelined request: the client is there
+			return
+		}
+		if err != nil && !fc.aborting {
+			ctx.Cancel(nil) // the client went away
+		}
+	}()
+}
+
+// stopWatch ends the exchange's background read and waits for it.
+func (fc *fastConn) stopWatch() {
+	fc.mu.Lock()
+	fc.active = false
+	watching, done := fc.watching, fc.watchDone
+	fc.watching = false
+	fc.aborting = true
+	fc.mu.Unlock()
+	if !watching {
+		return
+	}
+	_ = fc.c.SetReadDeadline(time.Unix(1, 0))
+	<-done
+	fc.setConnDeadline(time.Time{})
+}
+
+// bodyRead is called when the request body has been read to its end:
+// net/http clears the body's read deadline there, and the exchange may
+// now be watched.
+func (fc *fastConn) bodyRead() {
+	fc.mu.Lock()
+	fc.rdWant = time.Time{}
+	fc.bodyDone = true
+	fc.startWatchLocked()
+	fc.mu.Unlock()
+}
+
+// fastBody is a request body of a known length read from the connection.
+type fastBody struct {
+	fc   *fastConn
+	left int64
+	err  error
+}
+
+func (b *fastBody) Read(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	if b.left == 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.fc.br.Read(p)
+	b.left -= int64(n)
+	if b.left == 0 {
+		b.fc.bodyRead()
+		return n, nil
+	}
+	if err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		b.err = err
+		b.fc.cancelExchange() // as net/http does on a body read error
+	}
+	return n, err
+}
+
+func (b *fastBody) Close() error { return nil }
+
+// Header names read often, so that a head's common names cost no
+// allocation.
+var knownHeaders = func() map[string]string {
+	m := map[string]string{}
+	for _, k := range []string{"Host", "Content-Type", "Content-Length", "User-Agent", "Accept",
+		"Accept-Encoding", "Accept-Language", "Authorization", "Connection", "Origin", "Cache-Control",
+		"X-Stainless-Lang", "X-Stainless-Package-Version", "X-Stainless-Os", "X-Stainless-Arch",
+		"X-Stainless-Runtime", "X-Stainless-Runtime-Version", "X-Stainless-Retry-Count",
+		"X-Stainless-Timeout", "Openai-Organization", "Openai-Project"} {
+		m[k] = k
+		m[strings.ToLower(k)] = k
+	}
+	return m
+}()
+
+var crlf2 = []byte("\r\n\r\n")
+
+// readHead reads a request head and returns the request, with a new
+// Context as its context, and the head's length, or a nil request when net/http
+// must serve the connection: the head does not fit the buffer or is
+// anything but the common case. The body (its fastBody) is not read yet.
+// One string holds the target and every value.
+func (fc *fastConn) readHead() (*http.Request, int, error) {
+	br := fc.br
+	var head []byte
+	for {
+		buf, _ := br.Peek(br.Buffered())
+		end := bytes.Index(buf, crlf2)
+		if end >= 0 {
+			head = buf[:end+2] // the lines, each ending in CRLF
+			break
+		}
+		if bareLF(buf) || br.Buffered() == br.Size() {
+			return nil, 0, nil
+		}
+		if _, err := br.Peek(br.Buffered() + 1); err != nil {
+			if br.Buffered() > 0 && !isTimeoutOrClosed(err) {
+				return nil, 0, nil // let net/http answer what it can
+			}
+			return nil, 0, err
+		}
+	}
+	if bareLF(head) {
+		return nil, 0, nil
+	}
+	n := len(head) + 2
+	line, rest, _ := bytes.Cut(head, []byte("\r\n"))
+	method, target, proto, ok := splitRequestLine(line)
+	if !ok || proto != "HTTP/1.1" || (method != http.MethodGet && method != http.MethodPost) ||
+		len(target) == 0 || target[0] != '/' {
+		return nil, 0, nil
+	}
+	text := string(head)
+	ts := len(method) + 1
+	lines := bytes.Count(rest, []byte("\r\n"))
+	h := make(http.Header, lines)
+	strs := make([]string, lines)
+	var host string
+	var contentLength int64
+	var hosts, lengths int
+	closing := false
+	off := len(line) + 2
+	for len(rest) > 0 {
+		var l []byte
+		l, rest, _ = bytes.Cut(rest, []byte("\r\n"))
+		start := off
+		off += len(l) + 2
+		colon := bytes.IndexByte(l, ':')
+		if colon <= 0 || !validFieldName(l[:colon]) {
+			return nil, 0, nil // a folded line, a bad name: net/http's answer
+		}
+		v := l[colon+1:]
+		if !validFieldValue(v) {
+			return nil, 0, nil
+		}
+		vs, ve := trimOWS(v)
+		value := text[start+colon+1+vs : start+colon+1+ve]
+		name, ok := knownHeaders[string(l[:colon])]
+		if !ok {
+			name = http.CanonicalHeaderKey(string(l[:colon]))
+		}
+		switch name {
+		case "Host":
+			hosts++
+			if !validHostValue(v[vs:ve]) {
+				return nil, 0, nil // net/http answers 400
+			}
+			host = value
+			continue // net/http keeps Host out of Header
+		case "Content-Length":
+			lengths++
+			cl, err := strconv.ParseInt(value, 10, 64)
+			if err != nil || cl < 0 || value[0] == '+' {
+				return nil, 0, nil
+			}
+			contentLength = cl
+		case "Transfer-Encoding", "Expect", "Upgrade":
+			return nil, 0, nil
+		case "Connection":
+			if headerHasToken([]string{value}, "close") {
+				closing = true
+			}
+		}
+		strs = addHeaderValue(h, strs, name, value)
+	}
+	if hosts != 1 || lengths > 1 {
+		return nil, 0, nil
+	}
+	uri := text[ts : ts+len(target)]
+	x := &fastRequest{body: fastBody{fc: fc, left: contentLength}}
+	x.ctx.init()
+	if err := requestURL(uri, &x.url); err != nil {
+		return nil, 0, nil
+	}
+	tmpl := http.Request{
+		Method: method, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: h, RemoteAddr: fc.remote, RequestURI: uri, Host: host, URL: &x.url,
+		ContentLength: contentLength, Close: closing, Body: &x.body,
+	}
+	return tmpl.WithContext(&x.ctx), n, nil
+}
+
+// fastRequest holds what a request of the fast reader points to, in one
+// allocation.
+type fastRequest struct {
+	url  url.URL
+	body fastBody
+	ctx  Context
+}
+
+// errBadTarget refuses a target net/http's URL parser refuses.
+var errBadTarget = errors.New("request target has a control byte")
+
+// requestURL parses an origin-form target into u as net/http does.
+func requestURL(target string, u *url.URL) error {
+	for i := 0; i < len(target); i++ {
+		if c := target[i]; c < 0x20 || c == 0x7f {
+			return errBadTarget // net/http answers 400
+		}
+	}
+	if strings.IndexByte(target, '%') < 0 {
+		path, query, _ := strings.Cut(target, "?")
+		*u = url.URL{Path: path, RawQuery: query}
+		return nil
+	}
+	pu, err := url.ParseRequestURI(target)
+	if err != nil {
+		return err
+	}
+	*u = *pu
+	return nil
+}
+
+// bareLF reports whether b has a line feed not preceded by a carriage
+// return (net/http accepts such heads; the fast reader leaves them to it).
+func bareLF(b []byte) bool {
+	for i := bytes.IndexByte(b, '\n'); i >= 0; {
+		if i == 0 || b[i-1] != '\r' {
+			return true
+		}
+		j := bytes.IndexByte(b[i+1:], '\n')
+		if j < 0 {
+			return false
+		}
+		i += j + 1
+	}
+	return false
+}
+
+func splitRequestLine(line []byte) (method string, target []byte, proto string, ok bool) {
+	m, rest, ok1 := bytes.Cut(line, []byte(" "))
+	t, p, ok2 := bytes.Cut(rest, []byte(" "))
+	if !ok1 || !ok2 || bytes.IndexByte(p, ' ') >= 0 {
+		return "", nil, "", false
+	}
+	switch string(m) {
+	case http.MethodGet:
+		method = http.MethodGet
+	case http.MethodPost:
+		method = http.MethodPost
+	default:
+		return "", nil, "", false
+	}
+	if string(p) != "HTTP/1.1" {
+		return "", nil, "", false
+	}
+	return method, t, "HTTP/1.1", true
+}
+
+// validFieldName reports whether b is an HTTP token.
+func validFieldName(b []byte) bool {
+	for _, c := range b {
+		if c >= 0x80 || !tokenChars[c] {
+			return false
+		}
+	}
+	return len(b) > 0
+}
+
+// validHostValue reports whether b has only the bytes net/http's server
+// accepts in a Host header (its httpguts.ValidHostHeader).
+func validHostValue(b []byte) bool {
+	for _, c := range b {
+		if c >= 0x80 || !hostChars[c] {
+			return false
+		}
+	}
+	return true
+}
+
+var hostChars = func() (t [128]bool) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		t[c], t[c-32] = true, true
+	}
+	for _, c := range "!$%&'()*+,-.:;=[]_~" {
+		t[c] = true
+	}
+	return t
+}()
+
+// validFieldValue reports whether b has no control byte but tab.
+func validFieldValue(b []byte) bool {
+	for _, c := range b {
+		if (c < 0x20 && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+var tokenChars = func() (t [128]bool) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		t[c], t[c-32] = true, true
+	}
+	for _, c := range "!#$%&'*+-.^_`|~" {
+		t[c] = true
+	}
+	return t
+}()
+
+// isTemporaryAccept reports an accept error worth retrying.
+func isTemporaryAccept(err error) bool {
+	return errors.Is(err, syscall.ECONNABORTED) || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
+}
+
+func isTimeoutOrClosed(err error) bool {
+	var ne net.Error
+	return errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || (errors.As(err, &ne) && ne.Timeout())
+}
+
+// fastWriter is the http.ResponseWriter of a request on the fast reader.
+// It writes HTTP/1.1: the head once (Date, the handler's headers, and a
+// Content-Length or chunked framing), then the body; Flush sends what is
+// buffered.
+type fastWriter struct {
+	fc            *fastConn
+	req           *http.Request
+	body          *fastBody
+	header        http.Header
+	status        int // 0 until WriteHeader
+	headSent      bool
+	contentLength int64 // -1: unknown
+	chunked       bool
+	noBody        bool
+	written       int64
+	closeAfter    bool
+	err           error
+}
+
+func (w *fastWriter) Header() http.Header { return w.header }
+
+func (w *fastWriter) WriteHeader(code int) {
+	if w.status != 0 {
+		return
+	}
+	if code < 100 || code > 999 {
+		panic(fmt.Sprintf("invalid WriteHeader code %v", code))
+	}
+	if code >= 100 && code < 200 {
+		return // informational heads are not relayed
+	}
+	w.status = code
+	if cl := w.header.Get("Content-Length"); cl != "" {
+		if v, err := strconv.ParseInt(cl, 10, 64); err == nil && v >= 0 {
+			w.contentLength = v
+		} else {
+			w.header.Del("Content-Length")
+		}
+	}
+}
+
+func (w *fastWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	if !w.headSent {
+		w.writeHead(p)
+	}
+	if w.err != nil {
+		return 0, w.err
+	}
+	if w.noBody {
+		return 0, http.ErrBodyNotAllowed
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if w.contentLength >= 0 && w.written+int64(len(p)) > w.contentLength {
+		return 0, http.ErrContentLength
+	}
+	w.written += int64(len(p))
+	bw := w.fc.bw
+	if w.chunked {
+		var size [16]byte
+		bw.Write(strconv.AppendInt(size[:0], int64(len(p)), 16))
+		bw.WriteString("\r\n")
+		bw.Write(p)
+		_, w.err = bw.WriteString("\r\n")
+	} else {
+		_, w.err = bw.Write(p)
+	}
+	if w.err != nil {
+		return 0, w.err
+	}
+	return len(p), nil
+}
+
+// writeHead writes the response head into the buffer; first is the first
+// body write, for a Content-Type when the handler set none (as net/http
+// sniffs one).
+func (w *fastWriter) writeHead(first []byte) {
+	w.headSent = true
+	if b := w.body; b.left > 0 && b.err == nil {
+		// A body the handler did not read (a refusal): as net/http, read
+		// and drop a small rest before answering, so a client that sends
+		// its whole request before reading is not stuck, and the
+		// connection stays in step; with a large rest close after.
+		if b.left <= maxDiscardBytes {
+			_, _ = io.Copy(io.Discard, b)
+		}
+		if b.left > 0 || b.err != nil {
+			w.closeAfter = true
+		}
+	}
+	h := w.header
+	code := w.status
+	w.noBody = code == http.StatusNoContent || code == http.StatusNotModified
+	if _, ok := h["Content-Type"]; !ok && !w.noBody && h.Get("X-Content-Type-Options") != "nosniff" {
+		h.Set("Content-Type", http.DetectContentType(first))
+	}
+	if w.contentLength < 0 && !w.noBody {
+		w.chunked = true
+	}
+	if w.fc.fs.isStopping() || w.req.Close {
+		w.closeAfter = true
+	}
+	bw := w.fc.bw
+	b := append(bw.AvailableBuffer(), "HTTP/1.1 "...)
+	b = strconv.AppendInt(b, int64(code), 10)
+	b = append(b, ' ')
+	b = append(b, http.StatusText(code)...)
+	b = append(b, "\r\n"...)
+	if _, ok := h["Date"]; !ok {
+		b = append(b, "Date: "...)
+		b = appendDate(b)
+		b = append(b, "\r\n"...)
+	}
+	bw.Write(b)
+	for k, vs := range h {
+		if k == "Transfer-Encoding" || k == "Connection" || strings.HasPrefix(k, http.TrailerPrefix) {
+			continue
+		}
+		for _, v := range vs {
+			bw.WriteString(k)
+			bw.WriteString(": ")
+			if strings.ContainsAny(v, "\r\n") {
+				v = strings.NewReplacer("\r", " ", "\n", " ").Replace(v)
+			}
+			bw.WriteString(v)
+			bw.WriteString("\r\n")
+		}
+	}
+	if w.chunked {
+		bw.WriteString("Transfer-Encoding: chunked\r\n")
+	}
+	if w.closeAfter {
+		bw.WriteString("Connection: close\r\n")
+	}
+	_, w.err = bw.WriteString("\r\n")
+}
+
+// Flush sends the head and what is buffered.
+func (w *fastWriter) Flush() {
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	if !w.headSent {
+		w.writeHead(nil)
+	}
+	if w.err == nil {
+		w.err = w.fc.bw.Flush()
+	}
+}
+
+// FlushError is Flush with its error, for http.ResponseController.
+func (w *fastWriter) FlushError() error {
+	w.Flush()
+	return w.err
+}
+
+// SetReadDeadline sets the connection's read deadline (the request
+// body's deadline, see bodyReader).
+// It takes effect at the next read that reaches the connection.
+func (w *fastWriter) SetReadDeadline(t time.Time) error {
+	w.fc.setReadDeadline(t)
+	return nil
+}
+
+// SetWriteDeadline sets the connection's write deadline.
+func (w *fastWriter) SetWriteDeadline(t time.Time) error { return w.fc.c.SetWriteDeadline(t) }
+
+// finish ends the response as net/http does when a handler returns: an
+// unwritten head is written with an empty body, a chunked body gets its
+// last chunk and trailers, everything is flushed. It reports whether the
+// connection is still in step for another request.
+func (w *fastWriter) finish() bool {
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	if !w.headSent {
+		if w.contentLength < 0 && w.status != http.StatusNoContent && w.status != http.StatusNotModified {
+			w.contentLength = 0
+			w.header.Set("Content-Length", "0")
+		}
+		w.writeHead(nil)
+	}
+	bw := w.fc.bw
+	if w.err == nil && w.chunked {
+		bw.WriteString("0\r\n")
+		for k, vs := range w.header {
+			k, ok := strings.CutPrefix(k, http.TrailerPrefix)
+			if !ok {
+				if !declaredTrailer(w.header, k) {
+					continue
+				}
+			}
+			for _, v := range vs {
+				bw.WriteString(http.CanonicalHeaderKey(k))
+				bw.WriteString(": ")
+				bw.WriteString(v)
+				bw.WriteString("\r\n")
+			}
+		}
+		_, w.err = bw.WriteString("\r\n")
+	}
+	if w.err == nil {
+		w.err = bw.Flush()
+	}
+	if w.contentLength >= 0 && w.written != w.contentLength && !w.noBody {
+		w.closeAfter = true
+	}
+	return w.err == nil
+}
+
+// declaredTrailer reports whether k was announced in the Trailer header.
+func declaredTrailer(h http.Header, k string) bool {
+	return k != "Trailer" && headerHasToken(h["Trailer"], k)
+}
+
+// dateCache holds the Date header of the current second, formatted once
+// a second.
+var dateCache atomic.Pointer[dateText]
+
+type dateText struct {
+	sec  int64
+	text []byte
+}
+
+func appendDate(b []byte) []byte {
+	now := time.Now()
+	d := dateCache.Load()
+	if d == nil || d.sec != now.Unix() {
+		d = &dateText{sec: now.Unix(), text: now.UTC().AppendFormat(nil, http.TimeFormat)}
+		dateCache.Store(d)
+	}
+	return append(b, d.text...)
+}
+
+// handoffListener is the listener the role's net/http server serves:
+// its connections are the ones the fast reader handed over.
+type handoffListener struct {
+	addr  net.Addr
+	conns chan net.Conn
+	done  chan struct{}
+	once  sync.Once
+}
+
+func newHandoffListener(addr net.Addr) *handoffListener {
+	return &handoffListener{addr: addr, conns: make(chan net.Conn), done: make(chan struct{})}
+}
+
+// push hands c to the server; false when the listener is closed (c is
+// then closed).
+func (l *handoffListener) push(c net.Conn) bool {
+	select {
+	case l.conns <- c:
+		return true
+	case <-l.done:
+		_ = c.Close()
+		return false
+	}
+}
+
+func (l *handoffListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *handoffListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *handoffListener) Addr() net.Addr { return l.addr }

@@ -1,0 +1,537 @@
+package meshproxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/nodeld/nodeld/internal/chain"
+	"github.com/nodeld/nodeld/internal/httpfast"
+	"github.com/nodeld/nodeld/internal/mesh"
+	"github.com/nodeld/nodeld/internal/proxy"
+	"github.com/nodeld/nodeld/internal/table"
+)
+
+// MeshStreams opens streams to peers; *mesh.Mesh implements it.
+type MeshStreams interface {
+	OpenStream(ctx context.Context, nodeID string, kind mesh.StreamKind) (*mesh.Stream, error)
+}
+
+// MeshTable is the serving side's view of the placement table;
+// *table.Table implements it.
+type MeshTable interface {
+	// LocalForPeerHeld returns the local instance role serves to peer
+	// with a Hold of its registration, given back once the request is
+	// answered, so that a stop of the instance drains it first.
+	LocalForPeerHeld(role, peer string) (table.MeshLocal, table.Hold, bool)
+}
+
+// exposedRoles is implemented by tables that can list their exposed roles
+// (*table.Table does); peer-sent role names become metric labels only when
+// they are in that list.
+type exposedRoles interface {
+	ExposedRoles() []string
+}
+
+// Recorder chains events that a remote party can trigger, counting the
+// repeats of a key instead of chaining each (*chain.Recorder).
+type Recorder interface {
+	Record(key chain.RecordKey, source string, payload any) (chained bool, err error)
+}
+
+var (
+	_ Recorder              = (*chain.Recorder)(nil)
+	_ MeshStreams           = (*mesh.Mesh)(nil)
+	_ MeshTable             = (*table.Table)(nil)
+	_ exposedRoles          = (*table.Table)(nil)
+	_ proxy.RemoteForwarder = (*Forwarder)(nil)
+)
+
+// AuditSource is the source of the proxy's audit records.
+const AuditSource = "proxy"
+
+// AuditKindMeshRefused is recorded when this node refuses a peer's
+// forwarded request (payload MeshRefusedEvent).
+const AuditKindMeshRefused = "infer.mesh.refused"
+
+// MeshRefusedEvent is the payload of AuditKindMeshRefused.
+type MeshRefusedEvent struct {
+	Peer string `json:"peer"`
+	Role string `json:"role,omitempty"`
+	Code string `json:"code"`
+}
+
+// Deps are a Forwarder's collaborators and limits.
+type Deps struct {
+	// Mesh opens streams to peers (consumer side); required.
+	Mesh MeshStreams
+	// Table decides what a peer may reach (serving side); required.
+	Table MeshTable
+	// Recorder records refusals of peers' requests, keyed by peer and
+	// refusal code: a peer sends as many requests as it likes. Nil
+	// disables.
+	Recorder Recorder
+	// Logger may be nil (no logs).
+	Logger *zap.Logger
+	// Registerer may be nil (metrics kept, not exported).
+	Registerer prometheus.Registerer
+	// Transport reaches local instances for peers' requests; nil means
+	// the forwarder's own clients: the pooled HTTP/1.1 client of the local
+	// path for requests with a held body (or none), a transport of the
+	// package's shared tuning for streamed bodies.
+	Transport http.RoundTripper
+	// MaxInflightPerPeer and MaxInflightTotal bound the requests served
+	// to peers at once (0: the defaults).
+	MaxInflightPerPeer, MaxInflightTotal int
+	// MaxBodyBytes bounds a request body over the mesh, on both sides
+	// (0: DefaultMeshMaxBodyBytes).
+	MaxBodyBytes int64
+}
+
+// Forwarder carries inference requests over the mesh: as a consumer
+// (ForwardRemote, the proxy's RemoteForwarder) and as a serving node
+// (ServeStream, the mesh's KindInfer handler).
+type Forwarder struct {
+	log       *zap.Logger
+	streams   MeshStreams
+	table     MeshTable
+	rec       Recorder
+	transport http.RoundTripper
+	ownTrans  *http.Transport // set when the forwarder built transport
+	// pool is the pooled HTTP/1.1 client of requests with a held body or
+	// none, set when the forwarder built its transport (httpfast.Pool).
+	pool   *httpfast.Pool
+	met    *meshMetrics
+	frames sync.Pool // *[]byte of frameBufBytes: frames read or written at once
+
+	// held and peakHeld are the request body bytes held in memory by the
+	// forwards in flight, both sides (nodeld_proxy_mesh_body_bytes), and
+	// the most they reached.
+	held, peakHeld atomic.Int64
+
+	perPeer atomic.Int64
+	total   atomic.Int64
+	maxBody atomic.Int64
+
+	mu       sync.Mutex // guards inflight and byPeer
+	inflight int
+	byPeer   map[string]int
+}
+
+// NewForwarder validates d and builds a forwarder; it starts nothing.
+func NewForwarder(d Deps) (*Forwarder, error) {
+	if d.Mesh == nil || d.Table == nil {
+		return nil, errors.New("proxy: mesh forwarder needs Mesh and Table")
+	}
+	met, err := newMeshMetrics(d.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	lg := d.Logger
+	if lg == nil {
+		lg = zap.NewNop()
+	}
+	f := &Forwarder{
+		log:       lg,
+		streams:   d.Mesh,
+		table:     d.Table,
+		rec:       d.Recorder,
+		transport: d.Transport,
+		met:       met,
+		byPeer:    make(map[string]int),
+	}
+	f.frames.New = func() any {
+		b := make([]byte, 0, frameBufBytes)
+		return &b
+	}
+	if f.transport == nil {
+		f.ownTrans = httpfast.NewTransport(DefaultMeshMaxInflightTotal)
+		f.transport = f.ownTrans
+		f.pool = httpfast.NewPool(nil)
+	}
+	if err := f.SetLimits(d.MaxInflightPerPeer, d.MaxInflightTotal, d.MaxBodyBytes); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// SetLimits applies new slot counts and body limit (0: the defaults) to
+// requests that arrive from now on; requests in flight keep their slots.
+// On error nothing changes.
+func (f *Forwarder) SetLimits(perPeer, total int, maxBody int64) error {
+	commit, err := f.PrepareLimits(perPeer, total, maxBody)
+	if err != nil {
+		return err
+	}
+	commit()
+	return nil
+}
+
+// PrepareLimits checks new limits (CheckLimits) and returns the
+// function that applies them, as SetLimits would; it changes nothing
+// itself. The commit cannot fail.
+func (f *Forwarder) PrepareLimits(perPeer, total int, maxBody int64) (commit func(), err error) {
+	if err := CheckLimits(perPeer, total, maxBody); err != nil {
+		return nil, err
+	}
+	perPeer, total, maxBody = meshLimitDefaults(perPeer, total, maxBody)
+	return func() {
+		f.perPeer.Store(int64(perPeer))
+		f.total.Store(int64(total))
+		f.maxBody.Store(maxBody)
+	}, nil
+}
+
+// CheckLimits reports every problem of a forwarder's limits (0: the
+// defaults) at once, without a forwarder: slot counts within
+// 0..MaxMeshInflight, the body limit within 0..MaxBodyBytesLimit.
+func CheckLimits(perPeer, total int, maxBody int64) error {
+	perPeer, total, maxBody = meshLimitDefaults(perPeer, total, maxBody)
+	var errs []error
+	if perPeer < 0 || perPeer > MaxMeshInflight {
+		errs = append(errs, fmt.Errorf("mesh max in-flight per peer %d: want 0..%d", perPeer, MaxMeshInflight))
+	}
+	if total < 0 || total > MaxMeshInflight {
+		errs = append(errs, fmt.Errorf("mesh max in-flight total %d: want 0..%d", total, MaxMeshInflight))
+	}
+	if maxBody < 0 || maxBody > proxy.MaxBodyBytesLimit {
+		errs = append(errs, fmt.Errorf("mesh max body bytes %d: want 0..%d", maxBody, proxy.MaxBodyBytesLimit))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("proxy: %w", err)
+	}
+	return nil
+}
+
+func meshLimitDefaults(perPeer, total int, maxBody int64) (int, int, int64) {
+	if perPeer == 0 {
+		perPeer = DefaultMeshMaxInflightPerPeer
+	}
+	if total == 0 {
+		total = DefaultMeshMaxInflightTotal
+	}
+	if maxBody == 0 {
+		maxBody = proxy.DefaultMeshMaxBodyBytes
+	}
+	return perPeer, total, maxBody
+}
+
+// frameBufBytes holds a head and a body chunk, each with its frame header,
+// and an end frame: what one Write of a KindInfer stream carries at most.
+const frameBufBytes = MaxMeshHeadBytes + MeshChunkBytes + 3*mesh.FrameHeaderSize
+
+func (f *Forwarder) getFrameBuf() *[]byte { return f.frames.Get().(*[]byte) }
+
+func (f *Forwarder) putFrameBuf(b *[]byte) { f.frames.Put(b) }
+
+// holdBody counts n more (or, negative, fewer) request body bytes held in
+// memory.
+func (f *Forwarder) holdBody(n int64) {
+	v := f.held.Add(n)
+	f.met.bodyBytes.Set(float64(v))
+	for {
+		p := f.peakHeld.Load()
+		if v <= p || f.peakHeld.CompareAndSwap(p, v) {
+			return
+		}
+	}
+}
+
+// Inflight returns the peers' requests being served now and the total
+// slot count.
+func (f *Forwarder) Inflight() (inflight, capacity int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.inflight, int(f.total.Load())
+}
+
+// CloseIdleConnections closes idle upstream connections of the
+// forwarder's own transport (call it on shutdown).
+func (f *Forwarder) CloseIdleConnections() {
+	if f.ownTrans != nil {
+		f.ownTrans.CloseIdleConnections()
+	}
+	if f.pool != nil {
+		f.pool.CloseIdle()
+	}
+}
+
+// Error codes of the consumer side.
+const (
+	// CodePeerRefused: the peer does not serve the role to this node (or
+	// refused for a reason it does not share).
+	CodePeerRefused = "peer_refused"
+	// CodePeerBadRequest: the peer found the request malformed.
+	CodePeerBadRequest = "bad_request"
+	// CodePeerUnreachable: there is no mesh link to the peer.
+	CodePeerUnreachable = "peer_unreachable"
+)
+
+// refusalStatus maps a peer's refusal code to what the client is told.
+var refusalStatus = map[string]proxy.Error{
+	"":                    {Status: http.StatusBadGateway, Type: proxy.TypeUpstream, Code: CodePeerRefused, Message: "mesh: the peer refused the request"},
+	RefuseNotServed:       {Status: http.StatusBadGateway, Type: proxy.TypeUpstream, Code: CodePeerRefused, Message: "mesh: the peer does not serve this role to this node"},
+	RefuseBadRequest:      {Status: http.StatusBadRequest, Type: proxy.TypeInvalidRequest, Code: CodePeerBadRequest, Message: "bad request: the peer refused the request body or head"},
+	RefuseForbiddenPath:   {Status: http.StatusForbidden, Type: proxy.TypePermission, Code: proxy.CodeForbiddenPath, Message: "forbidden: the peer does not serve this path"},
+	RefuseTooLarge:        {Status: http.StatusRequestEntityTooLarge, Type: proxy.TypeInvalidRequest, Code: proxy.CodeBodyTooLarge, Message: "request body over the peer's mesh limit"},
+	RefuseOverCapacity:    {Status: http.StatusTooManyRequests, Type: proxy.TypeRateLimit, Code: proxy.CodeOverCapacity, Message: "the peer is serving as many requests as it allows; retry later"},
+	RefuseUpstreamDown:    {Status: http.StatusBadGateway, Type: proxy.TypeUpstream, Code: proxy.CodeUpstreamDown, Message: "upstream: the peer's instance is unreachable"},
+	RefuseUpstreamError:   {Status: http.StatusBadGateway, Type: proxy.TypeUpstream, Code: proxy.CodeUpstreamError, Message: "upstream: the peer's instance failed to answer"},
+	RefuseUpstreamTimeout: {Status: http.StatusGatewayTimeout, Type: proxy.TypeTimeout, Code: proxy.CodeUpstreamTimeout, Message: "timeout: the peer's instance took too long"},
+}
+
+// Consumer-side outcomes, the result label of
+// nodeld_proxy_mesh_forwarded_total.
+const (
+	fwdOK        = "ok"
+	fwdTooLarge  = "too_large"
+	fwdBadPath   = "bad_path"
+	fwdNoLink    = "no_link"
+	fwdRefused   = "refused"
+	fwdMalformed = "malformed"
+	fwdCancelled = "cancelled"
+	fwdError     = "error"
+)
+
+// ForwardRemote sends r to nodeID over one KindInfer stream and relays
+// the response to w as it arrives. The body is body when the caller holds
+// it (it may then call again with it, on another peer); with body nil,
+// r.Body (r.ContentLength bytes, -1 unknown) is streamed to the peer as it
+// is read, in chunks of at most MeshChunkBytes, and a failure reading it
+// is a *ClientBodyError. Only Content-Type and Accept cross the mesh;
+// Authorization and cookies never do. A body over the mesh limit or a
+// path not served to peers is refused before any stream is opened. When
+// ctx ends the stream is reset, and the serving node cancels its upstream
+// request.
+func (f *Forwarder) ForwardRemote(ctx context.Context, nodeID, role string, r *http.Request, body []byte, w http.ResponseWriter) error {
+	streamed := body == nil && r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
+	size := int64(len(body))
+	if streamed {
+		size = r.ContentLength
+	}
+	limit := f.maxBody.Load()
+	if size > limit {
+		f.met.forwarded(fwdTooLarge)
+		return proxy.TooLargeError(limit)
+	}
+	if !proxy.IsMeshPath(r.URL.Path) || !validQuery(r.URL.RawQuery) || (r.Method != http.MethodGet && r.Method != http.MethodPost) {
+		f.met.forwarded(fwdBadPath)
+		return &proxy.Error{Status: http.StatusNotFound, Type: proxy.TypeNotFound, Code: proxy.CodeLocalOnly,
+			Message: "role '" + role + "' is served by a peer, which is not asked for " + r.URL.Path}
+	}
+	head := meshRequestHead{V: MeshWireVersion, Role: role, Method: r.Method, Path: r.URL.Path,
+		Query: r.URL.RawQuery, BodyBytes: size}
+	if v := r.Header.Get("Content-Type"); validHeaderValue(v) {
+		head.ContentType = v
+	}
+	if v := r.Header.Get("Accept"); validHeaderValue(v) {
+		head.Accept = v
+	}
+	s, err := f.streams.OpenStream(ctx, nodeID, mesh.KindInfer)
+	if err != nil {
+		if ctx.Err() != nil {
+			f.met.forwarded(fwdCancelled)
+			return context.Cause(ctx)
+		}
+		f.met.forwarded(fwdNoLink)
+		return fmt.Errorf("%w (%w: %w)", &proxy.Error{Status: http.StatusBadGateway, Type: proxy.TypeUpstream, Code: CodePeerUnreachable,
+			Message: "mesh: the peer serving role '" + role + "' is unreachable"}, proxy.ErrNotAnswered, err)
+	}
+	stop := context.AfterFunc(ctx, func() {
+		s.Reset(mesh.StreamCodeCancelled)
+	})
+	defer stop()
+	bp := f.getFrameBuf()
+	defer f.putFrameBuf(bp)
+	var werr error
+	if streamed {
+		f.holdBody(int64(cap(*bp)))
+		defer f.holdBody(-int64(cap(*bp)))
+		var berr error
+		werr, berr = sendStreamed(s, head, r.Body, limit, *bp)
+		if berr != nil {
+			// The client's body failed (gone, too slow, too long): the
+			// peer must not answer a request it did not get whole.
+			s.Reset(mesh.StreamCodeCancelled)
+			var mbe *http.MaxBytesError
+			if errors.As(berr, &mbe) {
+				f.met.forwarded(fwdTooLarge)
+			} else {
+				f.met.forwarded(fwdCancelled)
+			}
+			return &proxy.ClientBodyError{Err: berr}
+		}
+	} else {
+		f.holdBody(int64(len(body)))
+		defer f.holdBody(-int64(len(body)))
+		werr = sendRequest(s, head, body, *bp)
+	}
+	// Read even after a failed send: a serving node that refuses early
+	// stops reading the body and answers with a refusal.
+	err = relayResponse(s, w, (*bp)[:cap(*bp)])
+	var ref *peerRefusal
+	switch {
+	case err == nil:
+		s.FinishReading(MeshFinishWait) // nothing more is expected
+		f.met.forwarded(fwdOK)
+		return nil
+	}
+	s.StopReading(mesh.StreamCodeCancelled) // nothing more is wanted
+	switch {
+	case ctx.Err() != nil:
+		s.AbortWrite(mesh.StreamCodeCancelled)
+		f.met.forwarded(fwdCancelled)
+		return context.Cause(ctx)
+	case errors.As(err, &ref):
+		f.met.forwarded(fwdRefused)
+		if ref.afterHead {
+			return fmt.Errorf("peer %s failed midway: %w", nodeID, err)
+		}
+		e := refusalStatus[ref.code]
+		if ref.code == RefuseNotServed {
+			e.Message = "mesh: the peer does not serve role '" + role + "' to this node"
+			return fmt.Errorf("%w (%w)", &e, proxy.ErrPeerNotServing)
+		}
+		return &e
+	case errors.Is(err, errMalformedFrames):
+		s.AbortWrite(mesh.StreamCodeMalformed)
+		f.met.forwarded(fwdMalformed)
+		return fmt.Errorf("peer %s: %w", nodeID, err)
+	default:
+		s.AbortWrite(mesh.StreamCodeCancelled)
+		f.met.forwarded(fwdError)
+		if mesh.LinkFailed(err) {
+			// The link died (a dead or frozen peer is cut by the mesh's
+			// liveness check) before the peer chose to answer or refuse:
+			// another node may serve the request if nothing was relayed.
+			err = fmt.Errorf("%w: %w", proxy.ErrNotAnswered, err)
+		}
+		if werr != nil {
+			return fmt.Errorf("send to peer %s: %w", nodeID, werr)
+		}
+		return fmt.Errorf("read from peer %s: %w", nodeID, err)
+	}
+}
+
+// sendRequest writes the head, the body frames and the end frame, then
+// closes the write side. A body that fits buf with its head leaves in one
+// write (and so, usually, in one packet).
+func sendRequest(s *mesh.Stream, head meshRequestHead, body []byte, buf []byte) error {
+	w := appendRequestHeadFrame(buf[:0], head)
+	for {
+		n := min(len(body), MeshChunkBytes, cap(w)-len(w)-2*mesh.FrameHeaderSize)
+		if n > 0 {
+			w = append(mesh.AppendFrameHeader(w, frameReqBody, n), body[:n]...)
+			body = body[n:]
+		}
+		if len(body) == 0 {
+			w = mesh.AppendFrameHeader(w, frameReqEnd, 0)
+			break
+		}
+		if _, err := s.Write(w); err != nil {
+			return err
+		}
+		w = w[:0]
+	}
+	if _, err := s.Write(w); err != nil {
+		return err
+	}
+	return s.CloseWrite()
+}
+
+// sendStreamed writes the head, then each read of body as a frame as it
+// comes (the head with the first one), then the end frame, and closes the
+// write side. werr is a failure to write to the peer (it may have refused
+// and stopped reading); berr a failure to read body, or body over limit
+// (an *http.MaxBytesError) or shorter than head announced.
+func sendStreamed(s *mesh.Stream, head meshRequestHead, body io.Reader, limit int64, buf []byte) (werr, berr error) {
+	w := appendRequestHeadFrame(buf[:0], head)
+	var sent int64
+	for {
+		at := len(w)
+		room := min(MeshChunkBytes, cap(w)-at-2*mesh.FrameHeaderSize)
+		// Whole frames: fewer, larger writes to the stream.
+		n, rerr := io.ReadFull(body, w[at+mesh.FrameHeaderSize:at+mesh.FrameHeaderSize+room])
+		if rerr == io.ErrUnexpectedEOF {
+			rerr = io.EOF
+		}
+		if n > 0 {
+			switch sent += int64(n); {
+			case sent > limit:
+				return nil, &http.MaxBytesError{Limit: limit}
+			case head.BodyBytes >= 0 && sent > head.BodyBytes:
+				return nil, errors.New("body longer than its announced length")
+			}
+			w = mesh.AppendFrameHeader(w, frameReqBody, n)
+			w = w[:at+mesh.FrameHeaderSize+n]
+		}
+		if rerr == io.EOF {
+			if head.BodyBytes >= 0 && sent != head.BodyBytes {
+				return nil, io.ErrUnexpectedEOF
+			}
+			w = mesh.AppendFrameHeader(w, frameReqEnd, 0)
+			if _, err := s.Write(w); err != nil {
+				return err, nil
+			}
+			return s.CloseWrite(), nil
+		}
+		if rerr != nil {
+			return nil, rerr
+		}
+		if len(w) > 0 {
+			if _, err := s.Write(w); err != nil {
+				return err, nil
+			}
+			w = w[:0]
+		}
+	}
+}
+
+// meshMetrics are the forwarder's collectors. Labels are bounded: role is
+// a role this node exposes (else "unknown"), code a refusal code or one of
+// a few outcomes, result one of the fwd* values.
+type meshMetrics struct {
+	served    *prometheus.CounterVec // role, code
+	inflight  prometheus.Gauge
+	forwardsV *prometheus.CounterVec // result
+	bodyBytes prometheus.Gauge
+}
+
+func newMeshMetrics(reg prometheus.Registerer) (*meshMetrics, error) {
+	m := &meshMetrics{
+		served: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodeld_proxy_mesh_served_total",
+			Help: "Inference requests from mesh peers by role and outcome code (ok or the refusal or failure code).",
+		}, []string{"role", "code"}),
+		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "nodeld_proxy_mesh_inflight",
+			Help: "Inference requests from mesh peers being served now.",
+		}),
+		forwardsV: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodeld_proxy_mesh_forwarded_total",
+			Help: "Inference requests this node forwarded to peers, by result.",
+		}, []string{"result"}),
+		bodyBytes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "nodeld_proxy_mesh_body_bytes",
+			Help: "Request body bytes held in memory by mesh forwards in flight, sent and served: small bodies whole, streamed ones a fixed buffer each.",
+		}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.served, m.inflight, m.forwardsV, m.bodyBytes} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register proxy mesh metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+func (m *meshMetrics) forwarded(result string) { m.forwardsV.WithLabelValues(result).Inc() }

@@ -1,0 +1,239 @@
+package meshproxy
+
+import (
+	"bytes"
+	"net/http"
+	"strconv"
+
+	"github.com/nodeld/nodeld/internal/mesh"
+)
+
+// The heads of a KindInfer exchange are JSON (meshRequestHead,
+// meshResponseHead). encoding/json's reflection was a tenth of either
+// node's CPU per small request, so heads are written by hand, in the
+// field order json.Marshal uses, and read by a parser of exactly that
+// form; anything else a peer sends (other spacing, key order, escapes,
+// non-ASCII) goes to encoding/json as before. The fast parser accepts
+// only what encoding/json decodes to the same head (FuzzHeadFastPath), so
+// it changes what is accepted in nothing.
+
+// appendJSONString appends s as a JSON string: '"' and '\' escaped, control
+// bytes as \u00XX, everything else as it is (head fields are checked
+// ASCII before they are sent).
+func appendJSONString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			dst = append(dst, '\\', c)
+		case c < 0x20:
+			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		default:
+			dst = append(dst, c)
+		}
+	}
+	return append(dst, '"')
+}
+
+// appendRequestHeadFrame appends h as a request head frame.
+func appendRequestHeadFrame(dst []byte, h meshRequestHead) []byte {
+	at := len(dst)
+	dst = mesh.AppendFrameHeader(dst, frameReqHead, 0)
+	start := len(dst)
+	dst = append(dst, `{"v":`...)
+	dst = strconv.AppendInt(dst, int64(h.V), 10)
+	dst = append(dst, `,"role":`...)
+	dst = appendJSONString(dst, h.Role)
+	dst = append(dst, `,"method":`...)
+	dst = appendJSONString(dst, h.Method)
+	dst = append(dst, `,"path":`...)
+	dst = appendJSONString(dst, h.Path)
+	if h.Query != "" {
+		dst = append(dst, `,"query":`...)
+		dst = appendJSONString(dst, h.Query)
+	}
+	if h.ContentType != "" {
+		dst = append(dst, `,"content_type":`...)
+		dst = appendJSONString(dst, h.ContentType)
+	}
+	if h.Accept != "" {
+		dst = append(dst, `,"accept":`...)
+		dst = appendJSONString(dst, h.Accept)
+	}
+	dst = append(dst, `,"body_bytes":`...)
+	dst = strconv.AppendInt(dst, h.BodyBytes, 10)
+	dst = append(dst, '}')
+	mesh.AppendFrameHeader(dst[:at], frameReqHead, len(dst)-start)
+	return dst
+}
+
+// appendResponseHeadFrame appends the response head of an instance's
+// answer (status, and the relayed headers it has with safe values) as a
+// frame, and returns the head's Content-Type.
+func appendResponseHeadFrame(dst []byte, status int, hdr http.Header) ([]byte, string) {
+	at := len(dst)
+	dst = mesh.AppendFrameHeader(dst, frameRespHead, 0)
+	start := len(dst)
+	dst = append(dst, `{"v":`...)
+	dst = strconv.AppendInt(dst, MeshWireVersion, 10)
+	dst = append(dst, `,"status":`...)
+	dst = strconv.AppendInt(dst, int64(status), 10)
+	var contentType string
+	sep := `,"headers":{`
+	for _, name := range relayedResponseHeaders {
+		v := hdr.Get(name)
+		if !validHeaderValue(v) {
+			continue
+		}
+		if name == "Content-Type" {
+			contentType = v
+		}
+		dst = append(dst, sep...)
+		sep = ","
+		dst = appendJSONString(dst, name)
+		dst = append(dst, ':')
+		dst = appendJSONString(dst, v)
+	}
+	if sep == "," {
+		dst = append(dst, '}')
+	}
+	dst = append(dst, '}')
+	mesh.AppendFrameHeader(dst[:at], frameRespHead, len(dst)-start)
+	return dst, contentType
+}
+
+// headParser reads the hand-written form of a head.
+type headParser struct {
+	b []byte
+	i int
+}
+
+func (p *headParser) lit(s string) bool {
+	if !bytes.HasPrefix(p.b[p.i:], []byte(s)) {
+		return false
+	}
+	p.i += len(s)
+	return true
+}
+
+// str reads a string of printable ASCII without escapes.
+func (p *headParser) str() (string, bool) {
+	if !p.lit(`"`) {
+		return "", false
+	}
+	j := p.i
+	for j < len(p.b) && p.b[j] >= 0x20 && p.b[j] < 0x7f && p.b[j] != '"' && p.b[j] != '\\' {
+		j++
+	}
+	if j == len(p.b) || p.b[j] != '"' {
+		return "", false
+	}
+	s := string(p.b[p.i:j])
+	p.i = j + 1
+	return s, true
+}
+
+// int reads a JSON integer of at most 18 digits.
+func (p *headParser) int() (int64, bool) {
+	j := p.i
+	neg := j < len(p.b) && p.b[j] == '-'
+	if neg {
+		j++
+	}
+	d := j
+	var v int64
+	for j < len(p.b) && p.b[j] >= '0' && p.b[j] <= '9' && j-d < 18 {
+		v = v*10 + int64(p.b[j]-'0')
+		j++
+	}
+	if j == d || (p.b[d] == '0' && j-d > 1) || (j < len(p.b) && p.b[j] >= '0' && p.b[j] <= '9') {
+		return 0, false
+	}
+	p.i = j
+	if neg {
+		v = -v
+	}
+	return v, true
+}
+
+func (p *headParser) end() bool { return p.lit("}") && p.i == len(p.b) }
+
+// parseRequestHeadFast reads what appendRequestHeadFrame writes; ok is
+// false for any other form.
+func parseRequestHeadFast(b []byte) (h meshRequestHead, ok bool) {
+	p := headParser{b: b}
+	var v int64
+	if !p.lit(`{"v":`) {
+		return h, false
+	}
+	if v, ok = p.int(); !ok || !p.lit(`,"role":`) {
+		return h, false
+	}
+	h.V = int(v)
+	if h.Role, ok = p.str(); !ok || !p.lit(`,"method":`) {
+		return h, false
+	}
+	if h.Method, ok = p.str(); !ok || !p.lit(`,"path":`) {
+		return h, false
+	}
+	if h.Path, ok = p.str(); !ok {
+		return h, false
+	}
+	if p.lit(`,"query":`) {
+		if h.Query, ok = p.str(); !ok {
+			return h, false
+		}
+	}
+	if p.lit(`,"content_type":`) {
+		if h.ContentType, ok = p.str(); !ok {
+			return h, false
+		}
+	}
+	if p.lit(`,"accept":`) {
+		if h.Accept, ok = p.str(); !ok {
+			return h, false
+		}
+	}
+	if !p.lit(`,"body_bytes":`) {
+		return h, false
+	}
+	if h.BodyBytes, ok = p.int(); !ok || !p.end() {
+		return h, false
+	}
+	return h, true
+}
+
+// parseResponseHeadFast reads what appendResponseHeadFrame writes; ok is
+// false for any other form.
+func parseResponseHeadFast(b []byte) (h meshResponseHead, ok bool) {
+	p := headParser{b: b}
+	var v int64
+	if !p.lit(`{"v":`) {
+		return h, false
+	}
+	if v, ok = p.int(); !ok || !p.lit(`,"status":`) {
+		return h, false
+	}
+	h.V = int(v)
+	if v, ok = p.int(); !ok {
+		return h, false
+	}
+	h.Status = int(v)
+	if p.lit(`,"headers":{`) {
+		h.Headers = make(map[string]string, len(relayedResponseHeaders))
+		for n := 0; !p.lit("}"); n++ {
+			if n > 0 && !p.lit(",") {
+				return h, false
+			}
+			k, ok := p.str()
+			if !ok || !p.lit(":") {
+				return h, false
+			}
+			if h.Headers[k], ok = p.str(); !ok {
+				return h, false
+			}
+		}
+	}
+	return h, p.end()
+}

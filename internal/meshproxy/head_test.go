@@ -1,0 +1,93 @@
+package meshproxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/nodeld/nodeld/internal/mesh"
+)
+
+// frameJSON returns the payload of the one frame in b.
+func framePayload(t *testing.T, b []byte, want mesh.FrameType) []byte {
+	t.Helper()
+	typ, n, err := mesh.ReadFrameHeader(bytes.NewReader(b), 0)
+	if err != nil || typ != want || n != len(b)-mesh.FrameHeaderSize {
+		t.Fatalf("frame %#x of %d bytes (%v) in %d bytes, want one %#x frame", typ, n, err, len(b), want)
+	}
+	return b[mesh.FrameHeaderSize:]
+}
+
+// Heads written by hand are what json.Marshal would say, and the fast
+// parser reads them back.
+func TestHeadsRoundTrip(t *testing.T) {
+	for _, h := range []meshRequestHead{
+		{V: 1, Role: "chat", Method: "POST", Path: "/v1/chat/completions", BodyBytes: 12},
+		{V: 1, Role: "r.1_x-y", Method: "GET", Path: "/v1/models", Query: "a=b&c=%22", ContentType: "application/json; charset=utf-8",
+			Accept: "text/event-stream\t, */*", BodyBytes: -1},
+		{V: 7, Role: `q"\`, Method: "POST", Path: "/api/chat", ContentType: "x\x01", BodyBytes: 0},
+	} {
+		payload := framePayload(t, appendRequestHeadFrame(nil, h), frameReqHead)
+		var viaJSON meshRequestHead
+		if err := decodeStrict(payload, &viaJSON); err != nil {
+			t.Fatalf("%s: %v", payload, err)
+		}
+		if diff := cmp.Diff(h, viaJSON); diff != "" {
+			t.Errorf("encoding/json reads %s as (-want +got):\n%s", payload, diff)
+		}
+		fast, ok := parseRequestHeadFast(payload)
+		escaped := !json.Valid([]byte(`"`+h.Role+h.ContentType+h.Accept+`"`)) || h.Role == `q"\`
+		if ok == escaped || (ok && !cmp.Equal(h, fast)) { // escapes go to encoding/json
+			t.Errorf("fast parser on %s: %+v, %v", payload, fast, ok)
+		}
+	}
+	hdr := http.Header{"Content-Type": {"text/event-stream"}, "Content-Length": {"12"}, "Set-Cookie": {"x"}, "Cache-Control": {"bad\r\nvalue"}}
+	b, ct := appendResponseHeadFrame(nil, 201, hdr)
+	payload := framePayload(t, b, frameRespHead)
+	want := meshResponseHead{V: MeshWireVersion, Status: 201, Headers: map[string]string{"Content-Type": "text/event-stream", "Content-Length": "12"}}
+	var viaJSON meshResponseHead
+	if err := decodeStrict(payload, &viaJSON); err != nil {
+		t.Fatal(err)
+	}
+	fast, ok := parseResponseHeadFast(payload)
+	if ct != "text/event-stream" || !ok || !cmp.Equal(want, viaJSON) || !cmp.Equal(want, fast) {
+		t.Errorf("response head %s: content type %q, encoding/json %+v, fast %+v %v; want %+v", payload, ct, viaJSON, fast, ok, want)
+	}
+	b, _ = appendResponseHeadFrame(nil, 204, http.Header{})
+	if got := string(framePayload(t, b, frameRespHead)); got != `{"v":1,"status":204}` {
+		t.Errorf("head without headers = %s", got)
+	}
+}
+
+// The fast parsers accept only heads that encoding/json decodes, strictly,
+// to the same value: they change nothing in what a peer may send.
+func FuzzHeadFastPath(f *testing.F) {
+	f.Add([]byte(`{"v":1,"role":"chat","method":"POST","path":"/v1/chat/completions","content_type":"application/json","body_bytes":93}`))
+	f.Add([]byte(`{"v":1,"role":"chat","method":"GET","path":"/v1/models","query":"a","accept":"*/*","body_bytes":-1}`))
+	f.Add([]byte(`{"v":1,"status":200,"headers":{"Content-Type":"application/json","Content-Length":"11"}}`))
+	f.Add([]byte(`{"v":1,"status":200,"headers":{}}`))
+	f.Add([]byte(`{"v":-0,"status":01}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if h, ok := parseRequestHeadFast(b); ok {
+			var want meshRequestHead
+			if err := decodeStrict(b, &want); err != nil {
+				t.Fatalf("fast parser accepts %q, encoding/json refuses it: %v", b, err)
+			}
+			if diff := cmp.Diff(want, h); diff != "" {
+				t.Fatalf("%q (-encoding/json +fast):\n%s", b, diff)
+			}
+		}
+		if h, ok := parseResponseHeadFast(b); ok {
+			var want meshResponseHead
+			if err := decodeStrict(b, &want); err != nil {
+				t.Fatalf("fast parser accepts %q, encoding/json refuses it: %v", b, err)
+			}
+			if diff := cmp.Diff(want, h); diff != "" {
+				t.Fatalf("%q (-encoding/json +fast):\n%s", b, diff)
+			}
+		}
+	})
+}

@@ -1,0 +1,208 @@
+package meshproxy
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nodeld/nodeld/internal/chain"
+	"github.com/nodeld/nodeld/internal/mesh"
+	"github.com/nodeld/nodeld/internal/mesh/meshtest"
+	"github.com/nodeld/nodeld/internal/proxy"
+	"github.com/nodeld/nodeld/internal/table"
+)
+
+// testKeepalive is the mesh keep-alive of test nodes: a dead peer is
+// noticed after mesh.IdleTimeoutFactor times it.
+const testKeepalive = 300 * time.Millisecond
+
+type auditRec struct {
+	source, kind string
+	payload      any
+}
+
+type fakeAudit struct {
+	mu   sync.Mutex // guards recs, keys
+	recs []auditRec
+	keys []chain.RecordKey
+}
+
+// Record chains every event, one entry each, so tests that count
+// refusals see every one (the flood test uses a real chain.Recorder).
+func (a *fakeAudit) Record(key chain.RecordKey, source string, payload any) (bool, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.recs = append(a.recs, auditRec{source, key.Kind, payload})
+	a.keys = append(a.keys, key)
+	return true, nil
+}
+
+func (a *fakeAudit) all() []auditRec {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]auditRec(nil), a.recs...)
+}
+
+// meshNode is one nodeld node in the test process: a meshtest node (its
+// table admitting what its mesh admits), a Forwarder serving
+// KindInfer and a proxy with role "chat" forwarding through it.
+type meshNode struct {
+	*meshtest.Node[*table.Table]
+	t     testing.TB
+	fwd   *Forwarder
+	audit *fakeAudit
+	h     *harness
+	// proxyCfg is the config of n's proxy (role "chat" on a free port
+	// when it names no role); set it before start.
+	proxyCfg proxy.Config
+	// wrapStreams, when set before start, wraps the mesh as the
+	// forwarder's MeshStreams, so a test can see streams being opened.
+	wrapStreams func(MeshStreams) MeshStreams
+}
+
+// newMeshNodes makes nodes with identities and reserved UDP ports, so
+// every node can be configured with the others' keys and addresses.
+func newMeshNodes(t testing.TB, names ...string) []*meshNode {
+	t.Helper()
+	return newMeshNodesOpts(t, meshtest.Options{}, names...)
+}
+
+// newMeshNodesOpts is newMeshNodes with the nodes' meshtest options
+// (Keepalive testKeepalive when unset).
+func newMeshNodesOpts(t testing.TB, opts meshtest.Options, names ...string) []*meshNode {
+	t.Helper()
+	if opts.Keepalive == 0 {
+		opts.Keepalive = testKeepalive
+	}
+	nodes := make([]*meshNode, len(names))
+	for i, name := range names {
+		nodes[i] = &meshNode{Node: meshtest.NewNode(t, name, opts, admittingTable), t: t}
+	}
+	return nodes
+}
+
+// start runs n's mesh (admitting exactly peers, keys pinned), its
+// forwarder and its proxy until the test ends. deps may set limits.
+func (n *meshNode) start(deps Deps, peers ...*meshNode) {
+	n.t.Helper()
+	n.startPeers(deps, peerConfigs(peers)...)
+}
+
+// startPeers is start with the peer entries as given.
+func (n *meshNode) startPeers(deps Deps, peers ...mesh.PeerConfig) {
+	n.t.Helper()
+	n.audit = &fakeAudit{}
+	n.Build(peers...)
+	lg := n.Logger
+	deps.Mesh, deps.Table, deps.Logger, deps.Registerer = n.Mesh, n.Table, lg, n.Registry
+	if n.wrapStreams != nil {
+		deps.Mesh = n.wrapStreams(n.Mesh)
+	}
+	if deps.Recorder == nil {
+		deps.Recorder = n.audit
+	}
+	var err error
+	n.fwd, err = NewForwarder(deps)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	n.Mesh.Handle(mesh.KindInfer, n.fwd.ServeStream)
+	pdeps := proxy.Deps{Resolver: n.Table, Remote: n.fwd, Logger: lg, Registerer: n.Registry}
+	if t, ok := n.t.(*testing.T); ok {
+		n.h = startProxy(t, n.proxyCfg, pdeps)
+	} else {
+		n.h = startProxyTB(n.t, pdeps)
+	}
+	n.Run()
+	n.t.Cleanup(func() {
+		n.Stop()
+		n.fwd.CloseIdleConnections()
+	})
+}
+
+// admittingTable is a table admitting advertisements from the peers its
+// node's mesh admits.
+func admittingTable(id string, admit *meshtest.Admission) *table.Table {
+	return table.New(id, table.Options{Admission: admit})
+}
+
+func peerConfigs(peers []*meshNode) []mesh.PeerConfig {
+	var pcs []mesh.PeerConfig
+	for _, p := range peers {
+		pcs = append(pcs, p.Peer())
+	}
+	return pcs
+}
+
+// admitLater makes n, started without peers, admit peers once each of
+// them has had its first dial to n refused: the link then comes from n's
+// dial alone, never from two simultaneous dials that settle by closing
+// one (which would fail a stream opened on the loser).
+func (n *meshNode) admitLater(peers ...*meshNode) {
+	n.t.Helper()
+	var nodes []*meshtest.Node[*table.Table]
+	for _, p := range peers {
+		nodes = append(nodes, p.Node)
+	}
+	meshtest.AdmitLater(n.t, n.Node, nodes...)
+}
+
+// stop stops n's mesh (its peers see the link close).
+func (n *meshNode) stop() { n.Stop() }
+
+// serve registers base as n's "chat" instance serving model, exposed to
+// the consumers.
+func (n *meshNode) serve(base, model string, consumers ...*meshNode) {
+	n.t.Helper()
+	n.serveAs("llama.cpp", base, model, consumers...)
+}
+
+// serveAs is serve with the instance's runtime.
+func (n *meshNode) serveAs(runtime, base, model string, consumers ...*meshNode) {
+	n.t.Helper()
+	if _, err := n.Table.RegisterLocal(table.OriginAdopted, "chat", base, model, "openai", runtime); err != nil {
+		n.t.Fatal(err)
+	}
+	n.Table.ExposeToMesh("chat", true)
+	for _, c := range consumers {
+		n.Table.AllowMeshPeer("chat", c.ID(), true)
+	}
+}
+
+// resolvesTo waits until n resolves "chat" to peer.
+func (n *meshNode) resolvesTo(peer *meshNode) {
+	n.t.Helper()
+	meshtest.WaitFor(n.t, n.Name+" resolving chat to "+peer.Name, func() bool {
+		tg, ok := n.Table.Resolve("chat")
+		return ok && tg.Kind == table.TargetRemote && tg.NodeID == peer.ID()
+	})
+}
+
+// startProxyTB runs a proxy with role "chat" for a benchmark: a harness
+// whose t is nil (its helper methods are for tests only).
+func startProxyTB(tb testing.TB, deps proxy.Deps) *harness {
+	tb.Helper()
+	deps.Logger = nil // benchmarks log nothing
+	p, err := proxy.New(proxy.Config{Roles: []proxy.RoleConfig{{Name: "chat", Listen: "127.0.0.1:0", Concurrency: 1024}}}, deps)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	select {
+	case <-p.Ready():
+	case err := <-done:
+		cancel()
+		tb.Fatalf("Run: %v", err)
+	}
+	tr := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 256, DisableCompression: true}
+	tb.Cleanup(func() {
+		tr.CloseIdleConnections()
+		cancel()
+		<-done
+	})
+	return &harness{p: p, client: &http.Client{Transport: tr}, done: done}
+}

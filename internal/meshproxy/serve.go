@@ -1,0 +1,412 @@
+package meshproxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"slices"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/nodeld/nodeld/internal/chain"
+	"github.com/nodeld/nodeld/internal/grammar"
+	"github.com/nodeld/nodeld/internal/httpfast"
+	"github.com/nodeld/nodeld/internal/mesh"
+	"github.com/nodeld/nodeld/internal/modelpin"
+	"github.com/nodeld/nodeld/internal/proxy"
+	"github.com/nodeld/nodeld/internal/table"
+)
+
+// Serving-side outcome codes besides the refusal codes, for
+// nodeld_proxy_mesh_served_total.
+const (
+	servedOK        = "ok"
+	servedMalformed = "malformed" // broken framing: stream reset
+	servedTimeout   = "timeout"   // the peer did not send in time: stream reset
+	servedCancelled = "cancelled" // the peer went away or reset the stream
+)
+
+// unknownRole labels metrics for a role this node does not expose.
+const unknownRole = "unknown"
+
+// mlxRuntime is the runtime whose server would load whatever the model
+// field names; its requests always name its default model.
+const mlxRuntime = "mlx-lm"
+
+// genericMessages are the only texts a refusal carries to a peer.
+var genericMessages = map[string]string{
+	RefuseNotServed:       "role not served to this peer here",
+	RefuseBadRequest:      "request not accepted",
+	RefuseForbiddenPath:   "path is not served to peers",
+	RefuseTooLarge:        "request body over the mesh limit",
+	RefuseOverCapacity:    "over capacity",
+	RefuseUpstreamDown:    "upstream unavailable",
+	RefuseUpstreamError:   "upstream error",
+	RefuseUpstreamTimeout: "upstream timeout",
+}
+
+// ServeStream serves one KindInfer stream from peer (register it with
+// m.Handle(mesh.KindInfer, f.ServeStream)). The peer's id is the one its
+// link authenticated. It reads the head within MeshFirstFrameTimeout,
+// checks it and LocalForPeer, takes a per-peer and a total slot, and
+// forwards the request to the local instance only (never onward to another
+// node) with its "model" pinned: a body of at most proxy.MeshBufferedBodyBytes is
+// read whole and pinned first (modelpin.Pin); a larger one, or one of unknown
+// length, is streamed to the instance as its frames arrive, pinned on the
+// way (modelpin.Reader), so that what is held stays a chunk whatever the body's
+// size. The response streams back chunk by chunk. Refusals carry a stable
+// code and a generic message and are recorded (through the Recorder);
+// broken framing resets the stream.
+func (f *Forwarder) ServeStream(ctx context.Context, peer mesh.PeerInfo, s *mesh.Stream) {
+	_ = s.SetReadDeadline(time.Now().Add(MeshFirstFrameTimeout))
+	head, err := readRequestHead(s)
+	if err != nil {
+		f.readFailed(s, peer, "", err)
+		return
+	}
+	// The hold keeps the registration from draining (a stop of its
+	// instance waits) until the answer has been relayed.
+	local, hold, ok := f.table.LocalForPeerHeld(head.Role, peer.ID)
+	if !ok {
+		f.refuse(s, peer, head.Role, RefuseNotServed)
+		return
+	}
+	defer hold.Done()
+	if proxy.MeshPathRefusal(head.Path, local.Runtime) != "" {
+		// An Ollama path for an instance that is not an Ollama (the
+		// consumer's view of the advertisement was stale).
+		f.refuse(s, peer, head.Role, RefuseForbiddenPath)
+		return
+	}
+	maxBody := f.maxBody.Load()
+	if head.BodyBytes > maxBody {
+		f.refuse(s, peer, head.Role, RefuseTooLarge)
+		return
+	}
+	if !f.acquire(peer.ID) {
+		f.refuse(s, peer, head.Role, RefuseOverCapacity)
+		return
+	}
+	defer f.release(peer.ID)
+	arm := func() { _ = s.SetReadDeadline(time.Now().Add(MeshFrameTimeout)) }
+	var up upstreamBody
+	switch {
+	case head.BodyBytes >= 0 && head.BodyBytes <= proxy.MeshBufferedBodyBytes:
+		body, err := readRequestBody(s, head, maxBody, arm)
+		if err != nil {
+			f.readFailed(s, peer, head.Role, err)
+			return
+		}
+		_ = s.SetReadDeadline(time.Time{})
+		f.holdBody(int64(len(body)))
+		defer f.holdBody(-int64(len(body)))
+		if head.Path == "/v1/models" {
+			body = nil
+		} else if body, err = modelpin.Pin(body, local.Model, local.Runtime); err != nil {
+			f.refuse(s, peer, head.Role, RefuseBadRequest)
+			return
+		}
+		up = upstreamBody{data: body, n: int64(len(body))}
+	case head.Path == "/v1/models":
+		// Nothing of a body is forwarded there: read it to its end.
+		if _, err := io.Copy(io.Discard, &meshBodyReader{r: s, arm: arm, announced: head.BodyBytes, limit: maxBody}); err != nil {
+			f.readFailed(s, peer, head.Role, err)
+			return
+		}
+		_ = s.SetReadDeadline(time.Time{})
+	default:
+		value, err := modelpin.Value(local.Model, local.Runtime)
+		if err != nil {
+			f.refuse(s, peer, head.Role, RefuseUpstreamError)
+			return
+		}
+		src := &meshBodyReader{r: s, arm: arm, announced: head.BodyBytes, limit: maxBody}
+		pr := modelpin.NewReader(src, head.BodyBytes, value, MeshChunkBytes)
+		f.holdBody(pr.BufferedBytes())
+		defer f.holdBody(-pr.BufferedBytes())
+		up = upstreamBody{n: pr.Length(), stream: pr}
+	}
+	f.forward(ctx, s, peer, head, up, local)
+}
+
+// upstreamBody is the body of a request to the local instance: n bytes,
+// either data (held in memory) or (-1: unknown, sent chunked) read from
+// stream, a peer's body pinned as it arrives.
+type upstreamBody struct {
+	data   []byte
+	n      int64
+	stream *modelpin.Reader
+}
+
+// forward sends the request to the local instance and streams the answer.
+func (f *Forwarder) forward(ctx context.Context, s *mesh.Stream, peer mesh.PeerInfo, head meshRequestHead, up upstreamBody, local table.MeshLocal) {
+	serving := ctx // the mesh's: done when this node stops
+	ctx, cancel := context.WithTimeout(ctx, MeshServeTimeout)
+	defer cancel()
+	// The consumer resetting the stream (its client went away) cancels the
+	// upstream request at once.
+	defer context.AfterFunc(s.Context(), cancel)()
+	res, finish, err := f.roundTrip(ctx, head, up, local)
+	if up.stream != nil {
+		// A streamed body that failed (broken frames, not an object, the
+		// peer gone) is answered for what it is, whatever the instance
+		// made of the truncated request it got.
+		if ferr := up.stream.Failure(); ferr != nil {
+			if err == nil {
+				finish(false)
+			}
+			f.bodyFailed(s, peer, head.Role, ferr)
+			return
+		}
+	}
+	if err != nil {
+		switch {
+		case s.Context().Err() != nil:
+			f.reset(s, peer, head.Role, mesh.StreamCodeCancelled, servedCancelled, err)
+		case serving.Err() != nil:
+			// This node is stopping: the mesh cancels its handlers, then
+			// closes the links. Answer nothing, so the consumer sees the
+			// link close before any answer, not a refusal, and tries its
+			// next candidate.
+			f.met.served.WithLabelValues(f.roleLabel(head.Role), servedCancelled).Inc()
+			f.log.Debug("mesh infer left unanswered: stopping", zap.String("peer", peer.ID), zap.Error(err))
+		case httpfast.IsTimeout(err) || errors.Is(err, context.DeadlineExceeded):
+			f.refuse(s, peer, head.Role, RefuseUpstreamTimeout)
+		case httpfast.IsDialError(err):
+			f.refuse(s, peer, head.Role, RefuseUpstreamDown)
+		default:
+			f.refuse(s, peer, head.Role, RefuseUpstreamError)
+		}
+		return
+	}
+	clean := false
+	defer func() { finish(clean) }()
+	if res.StatusCode < 200 || res.StatusCode > 599 {
+		f.refuse(s, peer, head.Role, RefuseUpstreamError)
+		return
+	}
+	bp := f.getFrameBuf()
+	defer f.putFrameBuf(bp)
+	w, contentType := appendResponseHeadFrame((*bp)[:0], res.StatusCode, res.Header)
+	// A stream's head goes at once (its first event may be long in
+	// coming); any other head leaves with the first chunk of its body, and
+	// a small answer with its end frame too: one write, one packet.
+	if isStreamType(contentType) {
+		if _, err := s.Write(w); err != nil {
+			f.reset(s, peer, head.Role, mesh.StreamCodeCancelled, servedCancelled, err)
+			return
+		}
+		w = w[:0]
+	}
+	for {
+		// One frame per upstream read, read in place after its header:
+		// an SSE event flushed by the instance crosses the mesh at once.
+		at := len(w)
+		n, rerr := res.Body.Read(w[at+mesh.FrameHeaderSize : at+mesh.FrameHeaderSize+MeshChunkBytes])
+		if n > 0 {
+			w = mesh.AppendFrameHeader(w, frameRespBody, n)
+			w = w[:at+mesh.FrameHeaderSize+n]
+		}
+		if rerr == io.EOF {
+			w = mesh.AppendFrameHeader(w, frameRespEnd, 0)
+			break
+		}
+		if rerr != nil {
+			if len(w) > 0 {
+				_, _ = s.Write(w) // what the instance sent before it failed
+			}
+			if s.Context().Err() != nil {
+				f.reset(s, peer, head.Role, mesh.StreamCodeCancelled, servedCancelled, rerr)
+				return
+			}
+			f.log.Debug("upstream failed midway", zap.String("peer", peer.ID), zap.String("role", head.Role), zap.Error(rerr))
+			f.refuse(s, peer, head.Role, RefuseUpstreamError)
+			return
+		}
+		if len(w) > 0 {
+			if _, err := s.Write(w); err != nil {
+				f.reset(s, peer, head.Role, mesh.StreamCodeCancelled, servedCancelled, err)
+				return
+			}
+			w = w[:0]
+		}
+	}
+	if _, err := s.Write(w); err != nil {
+		f.reset(s, peer, head.Role, mesh.StreamCodeCancelled, servedCancelled, err)
+		return
+	}
+	clean = true       // the whole answer was read: the connection may serve again
+	_ = s.CloseWrite() // the peer has every byte or will see the stream reset
+	if up.stream != nil && !up.stream.Complete() {
+		// The instance answered before it read the whole body: the
+		// transport may still be reading the stream for it.
+		s.StopReading(mesh.StreamCodeCancelled)
+	} else {
+		s.FinishReading(MeshFinishWait)
+	}
+	f.met.served.WithLabelValues(f.roleLabel(head.Role), servedOK).Inc()
+}
+
+// roundTrip sends the request to the local instance and returns its
+// answer's head. finish must be called once the answer is done with,
+// clean when its body was read to the end. A held body (or none) goes
+// through the forwarder's pooled HTTP/1.1 client, the local path's
+// (httpfast.Pool): head and body in one write, the answer read on this
+// goroutine, the connection kept for the next request. A streamed body
+// goes through net/http's Transport, which reads the answer while it
+// still writes the body: an instance may answer (an early error) before
+// it read a body it will never read whole.
+func (f *Forwarder) roundTrip(ctx context.Context, head meshRequestHead, up upstreamBody, local table.MeshLocal) (*http.Response, func(clean bool), error) {
+	target := head.Path
+	if head.Query != "" {
+		target += "?" + head.Query
+	}
+	var h http.Header
+	if head.ContentType != "" || head.Accept != "" {
+		h = make(http.Header, 2)
+		if head.ContentType != "" {
+			h["Content-Type"] = []string{head.ContentType}
+		}
+		if head.Accept != "" {
+			h["Accept"] = []string{head.Accept}
+		}
+	}
+	if f.pool != nil && up.stream == nil {
+		// The destination never leaves the host, whatever the table holds.
+		ap, err := grammar.ParseLoopbackURL(local.Base)
+		if err != nil {
+			return nil, nil, fmt.Errorf("local base %q: %w", local.Base, err)
+		}
+		addr := ap.String()
+		r := &http.Request{Method: head.Method, RequestURI: target, Header: h, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
+		req := &httpfast.Request{R: r, Host: addr, Body: up.data, InMem: true}
+		uc, res, stop, err := f.pool.RoundTrip(ctx, httpfast.PoolKey{Role: head.Role, Addr: addr}, req)
+		if err != nil {
+			return nil, nil, err
+		}
+		return res, func(clean bool) {
+			if !stop() || !clean || res.Close {
+				_ = uc.Close()
+				return
+			}
+			f.pool.Put(uc, int(f.total.Load()))
+		}, nil
+	}
+	req, err := http.NewRequestWithContext(ctx, head.Method, local.Base+target, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	if up.n != 0 {
+		// The transport closes the body when it is done, possibly after
+		// RoundTrip returned; the stream is read no more once the caller
+		// returned (StopReading, Reset).
+		var body io.Reader = up.stream
+		if up.stream == nil {
+			body = bytes.NewReader(up.data)
+		}
+		req.Body, req.ContentLength = io.NopCloser(body), up.n
+	}
+	maps.Copy(req.Header, h)
+	res, err := f.transport.RoundTrip(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	return res, func(bool) { res.Body.Close() }, nil
+}
+
+// bodyFailed answers a streamed body that failed on its way to the
+// instance: a refusal for one that is not a JSON object or is over the
+// limit, a reset for broken framing, silence or a peer that went away.
+func (f *Forwarder) bodyFailed(s *mesh.Stream, peer mesh.PeerInfo, role string, err error) {
+	if errors.Is(err, modelpin.ErrNotObject) {
+		f.refuse(s, peer, role, RefuseBadRequest)
+		return
+	}
+	f.readFailed(s, peer, role, err)
+}
+
+// readFailed answers a request that could not be read: a refusal for a
+// head that does not validate, a reset for broken framing or silence.
+func (f *Forwarder) readFailed(s *mesh.Stream, peer mesh.PeerInfo, role string, err error) {
+	var we *wireError
+	var ne net.Error
+	switch {
+	case errors.As(err, &we):
+		f.refuse(s, peer, role, we.code)
+	case errors.As(err, &ne) && ne.Timeout():
+		f.reset(s, peer, role, mesh.StreamCodeTimeout, servedTimeout, err)
+	case errors.Is(err, mesh.ErrFrameTooLarge):
+		f.reset(s, peer, role, mesh.StreamCodeTooLarge, servedMalformed, err)
+	case errors.Is(err, errMalformedFrames), errors.Is(err, mesh.ErrTruncatedFrame), errors.Is(err, io.EOF):
+		f.reset(s, peer, role, mesh.StreamCodeMalformed, servedMalformed, err)
+	default:
+		f.reset(s, peer, role, mesh.StreamCodeCancelled, servedCancelled, err)
+	}
+}
+
+// reset ends the stream with an error code and counts it.
+func (f *Forwarder) reset(s *mesh.Stream, peer mesh.PeerInfo, role string, code mesh.StreamCode, outcome string, err error) {
+	s.Reset(code)
+	f.met.served.WithLabelValues(f.roleLabel(role), outcome).Inc()
+	f.log.Debug("mesh infer stream reset", zap.String("peer", peer.ID), zap.String("outcome", outcome), zap.Error(err))
+}
+
+// refuse sends a refusal with its generic message, ends the stream,
+// counts it and hands it to the Recorder, keyed by the peer and the
+// refusal code (the role is the peer's choice: it stays out of the key).
+func (f *Forwarder) refuse(s *mesh.Stream, peer mesh.PeerInfo, role, code string) {
+	_ = s.SetWriteDeadline(time.Now().Add(MeshFrameTimeout))
+	if err := writeJSONFrame(s, frameRefusal, meshRefusal{V: MeshWireVersion, Code: code, Message: genericMessages[code]}); err != nil {
+		s.AbortWrite(mesh.StreamCodeCancelled)
+	} else {
+		_ = s.CloseWrite()
+	}
+	s.StopReading(mesh.StreamCodeCancelled) // the rest of the request is not wanted
+	f.met.served.WithLabelValues(f.roleLabel(role), code).Inc()
+	f.log.Debug("mesh infer request refused", zap.String("peer", peer.ID), zap.String("role", role), zap.String("code", code))
+	if f.rec == nil {
+		return
+	}
+	ev := MeshRefusedEvent{Peer: peer.ID, Role: role, Code: code}
+	if _, err := f.rec.Record(chain.RecordKey{Sender: peer.ID, Kind: AuditKindMeshRefused, Reason: code}, AuditSource, ev); err != nil {
+		f.log.Warn("audit record not written", zap.String("kind", AuditKindMeshRefused), zap.Error(err))
+	}
+}
+
+// roleLabel returns role when this node exposes it, else "unknown": a
+// peer can send any role name, and labels must stay bounded.
+func (f *Forwarder) roleLabel(role string) string {
+	if er, ok := f.table.(exposedRoles); ok && role != "" && slices.Contains(er.ExposedRoles(), role) {
+		return role
+	}
+	return unknownRole
+}
+
+// acquire takes a per-peer and a total serving slot without waiting.
+func (f *Forwarder) acquire(peer string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if int64(f.inflight) >= f.total.Load() || int64(f.byPeer[peer]) >= f.perPeer.Load() {
+		return false
+	}
+	f.inflight++
+	f.byPeer[peer]++
+	f.met.inflight.Inc()
+	return true
+}
+
+func (f *Forwarder) release(peer string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.inflight--
+	if f.byPeer[peer]--; f.byPeer[peer] <= 0 {
+		delete(f.byPeer, peer)
+	}
+	f.met.inflight.Dec()
+}

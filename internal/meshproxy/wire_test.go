@@ -1,0 +1,347 @@
+package meshproxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/nodeld/nodeld/internal/grammar"
+	"github.com/nodeld/nodeld/internal/mesh"
+	"github.com/nodeld/nodeld/internal/proxy"
+)
+
+// frames encodes a frame sequence as it appears on a stream.
+func frames(t testing.TB, fs ...any) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	for i := 0; i < len(fs); i += 2 {
+		typ := fs[i].(mesh.FrameType)
+		var payload []byte
+		switch v := fs[i+1].(type) {
+		case nil:
+		case string:
+			payload = []byte(v)
+		case []byte:
+			payload = v
+		default:
+			var err error
+			if payload, err = json.Marshal(v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := mesh.WriteFrame(&b, typ, payload); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b.Bytes()
+}
+
+func TestDecodeRequestHead(t *testing.T) {
+	ok := `{"v":1,"role":"chat","method":"POST","path":"/v1/chat/completions","query":"a=b","content_type":"application/json","accept":"text/event-stream","body_bytes":3}`
+	tests := []struct {
+		name, give string
+		wantCode   string // "" for success
+	}{
+		{"valid", ok, ""},
+		{"models get", `{"v":1,"role":"chat","method":"GET","path":"/v1/models","body_bytes":0}`, ""},
+		{"version", `{"v":2,"role":"chat","method":"POST","path":"/v1/embeddings","body_bytes":0}`, RefuseBadRequest},
+		{"unknown field", `{"v":1,"role":"chat","method":"POST","path":"/v1/embeddings","body_bytes":0,"authorization":"x"}`, RefuseBadRequest},
+		{"trailing", `{"v":1,"role":"chat","method":"POST","path":"/v1/embeddings","body_bytes":0} {}`, RefuseBadRequest},
+		{"bad role", `{"v":1,"role":"a/b","method":"POST","path":"/v1/embeddings","body_bytes":0}`, RefuseBadRequest},
+		{"method", `{"v":1,"role":"chat","method":"DELETE","path":"/v1/embeddings","body_bytes":0}`, RefuseBadRequest},
+		{"health", `{"v":1,"role":"chat","method":"GET","path":"/health","body_bytes":0}`, RefuseForbiddenPath},
+		{"ollama inference path", `{"v":1,"role":"chat","method":"POST","path":"/api/chat","body_bytes":0}`, ""},
+		{"ollama read path", `{"v":1,"role":"chat","method":"POST","path":"/api/show","body_bytes":0}`, RefuseForbiddenPath},
+		{"ollama management path", `{"v":1,"role":"chat","method":"POST","path":"/api/pull","body_bytes":0}`, RefuseForbiddenPath},
+		{"other v1", `{"v":1,"role":"chat","method":"POST","path":"/v1/props","body_bytes":0}`, RefuseForbiddenPath},
+		{"query space", `{"v":1,"role":"chat","method":"GET","path":"/v1/models","query":"a b","body_bytes":0}`, RefuseBadRequest},
+		{"crlf header", `{"v":1,"role":"chat","method":"POST","path":"/v1/embeddings","content_type":"a\r\nX: y","body_bytes":0}`, RefuseBadRequest},
+		{"unknown body length", `{"v":1,"role":"chat","method":"POST","path":"/v1/embeddings","body_bytes":-1}`, ""},
+		{"negative body", `{"v":1,"role":"chat","method":"POST","path":"/v1/embeddings","body_bytes":-2}`, RefuseBadRequest},
+		{"not json", `nope`, RefuseBadRequest},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := decodeRequestHead([]byte(tt.give))
+			var we *wireError
+			switch {
+			case tt.wantCode == "" && err != nil:
+				t.Fatalf("err %v, want nil", err)
+			case tt.wantCode != "" && (!errors.As(err, &we) || we.code != tt.wantCode):
+				t.Fatalf("err %v, want code %s", err, tt.wantCode)
+			}
+		})
+	}
+}
+
+func TestDecodeResponseHead(t *testing.T) {
+	got, err := decodeResponseHead([]byte(`{"v":1,"status":200,"headers":{"Content-Type":"text/event-stream","Cache-Control":"no\ncache","Set-Cookie":"a=b"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := meshResponseHead{V: 1, Status: 200, Headers: map[string]string{"Content-Type": "text/event-stream"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("head (-want +got):\n%s", diff)
+	}
+	for _, bad := range []string{`{"v":1,"status":101}`, `{"v":1,"status":199}`, `{"v":1,"status":600}`, `{"v":0,"status":200}`, `{"v":1,"status":200,"x":1}`} {
+		if _, err := decodeResponseHead([]byte(bad)); err == nil {
+			t.Errorf("%s decoded", bad)
+		}
+	}
+}
+
+func TestRelayResponseStateMachine(t *testing.T) {
+	head := meshResponseHead{V: 1, Status: 201, Headers: map[string]string{"Content-Type": "application/json"}}
+	tests := []struct {
+		name       string
+		give       []byte
+		wantErr    error // errMalformedFrames, or nil
+		wantRefuse string
+		wantBody   string
+	}{
+		{"ok", frames(t, frameRespHead, head, frameRespBody, "ab", frameRespBody, "cd", frameRespEnd, nil), nil, "", "abcd"},
+		{"body before head", frames(t, frameRespBody, "ab"), errMalformedFrames, "", ""},
+		{"end before head", frames(t, frameRespEnd, nil), errMalformedFrames, "", ""},
+		{"two heads", frames(t, frameRespHead, head, frameRespHead, head), errMalformedFrames, "", ""},
+		{"interim head", frames(t, frameRespHead, meshResponseHead{V: 1, Status: 101}), errMalformedFrames, "", ""},
+		{"request frame", frames(t, frameReqHead, head), errMalformedFrames, "", ""},
+		{"eof without end", frames(t, frameRespHead, head, frameRespBody, "ab"), errMalformedFrames, "", "ab"},
+		{"truncated", frames(t, frameRespHead, head)[:7], mesh.ErrTruncatedFrame, "", ""},
+		{"refusal", frames(t, frameRefusal, meshRefusal{V: 1, Code: RefuseOverCapacity}), nil, RefuseOverCapacity, ""},
+		{"refusal unknown code", frames(t, frameRefusal, meshRefusal{V: 1, Code: "weird"}), nil, "", ""},
+		{"refusal midway", frames(t, frameRespHead, head, frameRespBody, "ab", frameRefusal, meshRefusal{V: 1, Code: RefuseUpstreamError}), nil, RefuseUpstreamError, "ab"},
+		{"oversized chunk", frames(t, frameRespHead, head, frameRespBody, make([]byte, MeshChunkBytes+1)), errMalformedFrames, "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			err := relayResponse(bytes.NewReader(tt.give), rec, nil)
+			var ref *peerRefusal
+			switch {
+			case tt.wantErr != nil:
+				if !errors.Is(err, tt.wantErr) {
+					t.Fatalf("err %v, want %v", err, tt.wantErr)
+				}
+			case tt.wantRefuse != "" || tt.name == "refusal unknown code":
+				if !errors.As(err, &ref) || ref.code != tt.wantRefuse {
+					t.Fatalf("err %v, want refusal %q", err, tt.wantRefuse)
+				}
+			case err != nil:
+				t.Fatalf("err %v", err)
+			default:
+				if rec.Code != 201 || rec.Header().Get("Content-Type") != "application/json" {
+					t.Errorf("head %d %v", rec.Code, rec.Header())
+				}
+			}
+			if got := rec.Body.String(); got != tt.wantBody {
+				t.Errorf("body %q, want %q", got, tt.wantBody)
+			}
+		})
+	}
+}
+
+func TestReadRequest(t *testing.T) {
+	head := meshRequestHead{V: 1, Role: "chat", Method: "POST", Path: "/v1/embeddings", BodyBytes: 4}
+	tests := []struct {
+		name     string
+		give     []byte
+		wantErr  error
+		wantBody string
+	}{
+		{"ok", frames(t, frameReqHead, head, frameReqBody, "ab", frameReqBody, "cd", frameReqEnd, nil), nil, "abcd"},
+		{"body first", frames(t, frameReqBody, "ab"), errMalformedFrames, ""},
+		{"longer than announced", frames(t, frameReqHead, head, frameReqBody, "abcde"), errMalformedFrames, ""},
+		{"shorter than announced", frames(t, frameReqHead, head, frameReqBody, "ab", frameReqEnd, nil), errMalformedFrames, ""},
+		{"response frame", frames(t, frameReqHead, head, frameRespBody, "ab"), errMalformedFrames, ""},
+		{"no end", frames(t, frameReqHead, head, frameReqBody, "abcd"), io.EOF, ""},
+		{"chunk too large", frames(t, frameReqHead, meshRequestHead{V: 1, Role: "chat", Method: "POST", Path: "/v1/embeddings", BodyBytes: 1 << 20},
+			frameReqBody, make([]byte, MeshChunkBytes+1)), mesh.ErrFrameTooLarge, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := bytes.NewReader(tt.give)
+			h, err := readRequestHead(r)
+			var body []byte
+			if err == nil {
+				body, err = readRequestBody(r, h, proxy.DefaultMeshMaxBodyBytes, nil)
+			}
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("err %v, want %v", err, tt.wantErr)
+			}
+			if string(body) != tt.wantBody {
+				t.Errorf("body %q, want %q", body, tt.wantBody)
+			}
+		})
+	}
+}
+
+func FuzzDecodeRequestHead(f *testing.F) {
+	f.Add([]byte(`{"v":1,"role":"chat","method":"POST","path":"/v1/chat/completions","query":"a=b","content_type":"application/json","body_bytes":3}`))
+	f.Add([]byte(`{"v":1,"role":"chat","method":"GET","path":"/v1/models","body_bytes":0}`))
+	f.Add([]byte(`{"v":1}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h, err := decodeRequestHead(b)
+		if err != nil {
+			return
+		}
+		if !proxy.IsMeshPath(h.Path) || !grammar.ValidName(h.Role) || h.BodyBytes < -1 || (h.ContentType != "" && !validHeaderValue(h.ContentType)) {
+			t.Fatalf("accepted %+v", h)
+		}
+	})
+}
+
+func FuzzDecodeResponseHead(f *testing.F) {
+	f.Add([]byte(`{"v":1,"status":200,"headers":{"Content-Type":"text/event-stream"}}`))
+	f.Add([]byte(`{"v":1,"status":101}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h, err := decodeResponseHead(b)
+		if err != nil {
+			return
+		}
+		if h.Status < 200 || h.Status > 599 || len(h.Headers) > len(relayedResponseHeaders) {
+			t.Fatalf("accepted %+v", h)
+		}
+		for _, v := range h.Headers {
+			if !validHeaderValue(v) {
+				t.Fatalf("unsafe header value %q", v)
+			}
+		}
+	})
+}
+
+func FuzzDecodeRefusal(f *testing.F) {
+	f.Add([]byte(`{"v":1,"code":"over_capacity","message":"over capacity"}`))
+	f.Add([]byte(`{"v":1,"code":"x"}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := decodeRefusal(b)
+		if err != nil {
+			return
+		}
+		if _, ok := refusalStatus[r.Code]; !ok {
+			t.Fatalf("unknown code kept: %q", r.Code)
+		}
+	})
+}
+
+func FuzzRelayResponse(f *testing.F) {
+	head := meshResponseHead{V: 1, Status: 200, Headers: map[string]string{"Content-Type": "text/event-stream"}}
+	f.Add(frames(f, frameRespHead, head, frameRespBody, "data: x\n\n", frameRespEnd, nil))
+	f.Add(frames(f, frameRefusal, meshRefusal{V: 1, Code: RefuseNotServed}))
+	f.Add(frames(f, frameRespBody, "x", frameRespHead, head))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		rec := httptest.NewRecorder()
+		err := relayResponse(bytes.NewReader(b), rec, nil)
+		if err == nil && (rec.Code < 200 || rec.Code > 599) {
+			t.Fatalf("success with status %d", rec.Code)
+		}
+		if rec.Body.Len() > len(b) {
+			t.Fatalf("relayed %d bytes from %d input bytes", rec.Body.Len(), len(b))
+		}
+	})
+}
+
+func FuzzReadRequest(f *testing.F) {
+	head := meshRequestHead{V: 1, Role: "chat", Method: "POST", Path: "/v1/embeddings", BodyBytes: 2}
+	f.Add(frames(f, frameReqHead, head, frameReqBody, "ab", frameReqEnd, nil))
+	f.Add(frames(f, frameReqHead, head, frameReqEnd, nil))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r := bytes.NewReader(b)
+		h, err := readRequestHead(r)
+		if err != nil {
+			return
+		}
+		if h.BodyBytes > proxy.DefaultMeshMaxBodyBytes {
+			return // the server refuses before allocating
+		}
+		body, err := readRequestBody(r, h, proxy.DefaultMeshMaxBodyBytes, nil)
+		if err == nil && h.BodyBytes >= 0 && int64(len(body)) != h.BodyBytes {
+			t.Fatalf("body %d bytes, announced %d", len(body), h.BodyBytes)
+		}
+		if err == nil && int64(len(body)) > proxy.DefaultMeshMaxBodyBytes {
+			t.Fatalf("body of unknown length read to %d bytes, over the limit", len(body))
+		}
+	})
+}
+
+// headWriter is a ResponseWriter that records whether the head was
+// written.
+type headWriter struct {
+	h      http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (w *headWriter) Header() http.Header         { return w.h }
+func (w *headWriter) WriteHeader(code int)        { w.status = code }
+func (w *headWriter) Write(p []byte) (int, error) { return w.body.Write(p) }
+
+// failingReader yields r, then err.
+type failingReader struct {
+	r   io.Reader
+	err error
+}
+
+func (f *failingReader) Read(p []byte) (int, error) {
+	n, err := f.r.Read(p)
+	if err == io.EOF {
+		return n, f.err
+	}
+	return n, err
+}
+
+// A response that is not a stream is committed with its first body byte:
+// a link that dies between the head and the body leaves nothing written,
+// so the proxy may still try another peer. A stream's head is written at
+// once.
+func TestRelayResponseHoldsHeadUntilBody(t *testing.T) {
+	linkDied := errors.New("link died")
+	frames := func(contentType string, withBody bool) io.Reader {
+		var b bytes.Buffer
+		if err := writeJSONFrame(&b, frameRespHead, meshResponseHead{V: MeshWireVersion, Status: 200, Headers: map[string]string{"Content-Type": contentType}}); err != nil {
+			t.Fatal(err)
+		}
+		if withBody {
+			if err := mesh.WriteFrame(&b, frameRespBody, []byte(`{"ok":true}`)); err != nil {
+				t.Fatal(err)
+			}
+			if err := mesh.WriteFrame(&b, frameRespEnd, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return &failingReader{r: &b, err: linkDied}
+	}
+	for _, tt := range []struct {
+		name        string
+		contentType string
+		withBody    bool
+		wantStatus  int
+	}{
+		{"json, link dies after the head", "application/json", false, 0},
+		{"json, whole answer", "application/json", true, 200},
+		{"sse, link dies after the head", "text/event-stream; charset=utf-8", false, 200},
+		{"ndjson, link dies after the head", "application/x-ndjson", false, 200},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := &headWriter{h: http.Header{}}
+			err := relayResponse(frames(tt.contentType, tt.withBody), w, nil)
+			if tt.withBody && err != nil {
+				t.Fatalf("relayResponse = %v", err)
+			}
+			if !tt.withBody && !errors.Is(err, linkDied) {
+				t.Fatalf("relayResponse = %v, want the link's error", err)
+			}
+			if w.status != tt.wantStatus {
+				t.Errorf("status written = %d, want %d", w.status, tt.wantStatus)
+			}
+			if tt.wantStatus == 0 && len(w.h) != 0 {
+				t.Errorf("headers set on a response that was not committed: %v", w.h)
+			}
+		})
+	}
+}

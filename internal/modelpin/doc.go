@@ -1,0 +1,20 @@
+// Package modelpin rewrites the "model" of a request body to the model of
+// the instance that serves it, so that a body reaching a local instance
+// names that instance's model whatever the client or a peer wrote. The
+// role ports' local path and the mesh's serving side both pin with it.
+//
+// Pin pins a body held in memory; Reader pins a body streamed from a peer
+// as it is read, holding a chunk and the bytes of one undecided key at
+// most. Both walk the body with one scanner that validates it as
+// encoding/json would (json.Valid) and reports the members of its
+// top-level object: every "model" member (any case, duplicates included)
+// gets the pinned value, every other byte stays as it was, and anything
+// other than one JSON object is ErrNotObject. An instance whose model is
+// unknown gets the client's model members removed, never passed through.
+// FuzzJSONScan and FuzzPinReader hold the scanner and the stream to
+// encoding/json and to Pin.
+//
+// Concurrency: Pin and Value are pure. A Reader is read by one goroutine
+// at a time; its Failure and Complete may be called from any goroutine.
+// It imports the standard library only.
+package modelpin
