@@ -53,7 +53,7 @@ type instance struct {
 	// supervisor reports it running; nil otherwise.
 	slot *table.LocalSlot
 	// withdrawn is set when a stop withdrew the registration ahead of
-	// the process (withdrawRole): the supervisor's reports do not
+	// the process (roles.withdraw): the supervisor's reports do not
 	// register it again until the next start (startRun).
 	withdrawn bool
 }
