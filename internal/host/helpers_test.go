@@ -506,9 +506,8 @@ func (c *cluster) statusList(t testing.TB, departed bool) ctl.StatusList {
 }
 
 func (c *cluster) instance(id string) *instance {
-	c.h.mu.Lock()
-	defer c.h.mu.Unlock()
-	return c.h.insts[id]
+	in, _ := c.h.reg.lookup(id)
+	return in
 }
 
 func (c *cluster) state(id string) string {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -159,58 +158,49 @@ type Deps struct {
 	Isolation *sandbox.Isolator
 }
 
-// Host is the workload host. See the package documentation.
+// Host is the workload host. See the package documentation. It wires its
+// parts, each a type with one job and its own lock (or none), and is what
+// the daemon calls:
+//
+//   - front (serve.go): the signed calls of workload.ctl, verified and
+//     routed to the lifecycle or the read model, counted and chained;
+//   - lifecycle (lifecycle.go, place.go): place, load, start, stop and
+//     unload of instances;
+//   - registry (registry.go): the places in flight, the listed and the
+//     departed instances;
+//   - supervisors (supervise.go) and roles (roles.go): the processes of
+//     the listed instances and their registrations in the table;
+//   - store (package.go, fetch.go): the package directories, fetched and
+//     removed;
+//   - isolation (isolate.go): the sandbox of each placed instance;
+//   - revoker (revoke.go) and notices (notice.go): the revocation list
+//     enforced on instances, and the signed notices that change it;
+//   - readModel (view.go): describe, status, logs, the advertisement and
+//     Status;
+//   - journal (journal.go): the chain records of them all.
+//
+// Host itself holds the reloadable config.
 type Host struct {
-	// iso isolates placed instances (nil: none); isoMet counts OOM kills.
-	iso    *sandbox.Isolator
-	isoMet *isolationMetrics
-	self   *identity.Identity
-	mesh   Mesh
-	table  Table
-	audit  Auditor
-	rec    Recorder
-	rev    *pkg.Revocations
-	facts  *facts.Source
-	log    *zap.Logger
-	now    func() time.Time
-	// stopFault is Deps.StopFault (tests only; nil in the daemon).
-	stopFault func(instanceID string) error
-	// ollamaURL is the Ollama daemon the ollama packages drive, "" for
-	// runner.DefaultOllamaURL; tests set it (under mu) to a fake daemon.
-	ollamaURL string
-	// replayWait paces a notice replay (Deps.ReplayWait, else
-	// WaitReplayPace).
-	replayWait func(ctx context.Context, peerID string, sent int) error
-	verifier   *ctl.Verifier
-	met        *metrics
-	// notes is the replay log of revocation notices (notice.go).
-	notes notices
+	self     *identity.Identity
+	mesh     Mesh
+	facts    *facts.Source
+	log      *zap.Logger
+	verifier *ctl.Verifier
+	met      *metrics
 
-	// mu guards every field below. It is never held across I/O, a
-	// process start or stop, or a call into the table or the chain.
-	mu       sync.Mutex
-	cfg      Config
-	inflight map[string]*inflight // by decision id
-	reserved map[string]string    // instance id -> decision id of a place in progress
-	insts    map[string]*instance // by instance id
-	departed []ctl.Departed       // newest last, at most MaxDeparted
-	runCtx   context.Context      // nil until Run; then Run's ctx
-	stopping bool                 // Run is ending: no new supervisors
-	wg       sync.WaitGroup       // supervisor goroutines
+	front *front
+	lc    *lifecycle
+	reg   *registry
+	sup   *supervisors
+	iso   *isolation
+	revk  *revoker
+	notes *notices
+	view  *readModel
 
-	// removing maps a package directory name being removed to a channel
-	// closed once it is gone (package.go).
-	removing map[string]chan struct{}
-}
-
-// inflight is a place or load being handled.
-type inflight struct {
-	decision   string
-	pkgID      string
-	version    string
-	instanceID string
-	pkgDir     string // its package directory's name (packageDirName)
-	since      time.Time
+	// mu guards cfg. It is never held across I/O or a call into another
+	// part.
+	mu  sync.Mutex
+	cfg Config
 }
 
 // New validates cfg and deps and returns a Host. It registers and starts
@@ -235,44 +225,51 @@ func New(cfg Config, deps Deps) (*Host, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("new host: %w", err)
 	}
-	h := &Host{
-		self: deps.Identity, mesh: deps.Mesh, table: deps.Table, audit: deps.Audit, rec: deps.Recorder,
-		rev: deps.Revocations, facts: deps.Facts, log: deps.Logger, now: deps.Now, stopFault: deps.StopFault,
-		replayWait: deps.ReplayWait, iso: deps.Isolation,
-		cfg:      cloneConfig(cfg),
-		inflight: map[string]*inflight{},
-		reserved: map[string]string{},
-		insts:    map[string]*instance{},
-		removing: map[string]chan struct{}{},
+	log, now, replayWait := deps.Logger, deps.Now, deps.ReplayWait
+	if log == nil {
+		log = zap.NewNop()
 	}
-	if h.log == nil {
-		h.log = zap.NewNop()
+	if now == nil {
+		now = time.Now
 	}
-	if h.now == nil {
-		h.now = time.Now
+	if replayWait == nil {
+		replayWait = WaitReplayPace
 	}
-	if h.replayWait == nil {
-		h.replayWait = WaitReplayPace
-	}
-	v, err := ctl.NewVerifier(ctl.VerifierConfig{
-		Self:        deps.Identity.PublicKey(),
-		Controllers: cfg.Controllers,
-		ReadOnly:    h.readOnly,
-		Now:         h.now,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("new host: %w", err)
-	}
-	h.verifier = v
-	met, err := newMetrics(deps.Registerer, h.instanceCount)
+	h := &Host{self: deps.Identity, mesh: deps.Mesh, facts: deps.Facts, log: log, cfg: cloneConfig(cfg)}
+	h.reg = newRegistry(now)
+	met, err := newMetrics(deps.Registerer, h.reg.instanceCount)
 	if err != nil {
 		return nil, fmt.Errorf("new host: %w", err)
 	}
 	h.met = met
-	if h.isoMet, err = newIsolationMetrics(deps.Registerer); err != nil {
+	jnl := &journal{audit: deps.Audit, rec: deps.Recorder, failures: met.auditFailures, log: log}
+	if h.iso, err = newIsolation(deps.Isolation, jnl, log, deps.Registerer); err != nil {
 		return nil, fmt.Errorf("new host: %w", err)
 	}
-	if err := h.loadNotices(); err != nil {
+	st := &store{dataDir: cfg.DataDir, rev: deps.Revocations, inUse: h.reg.packageInUse, jnl: jnl, met: met, log: log,
+		removing: map[string]chan struct{}{}}
+	rl := &roles{table: deps.Table, met: met, log: log}
+	h.sup = &supervisors{config: h.config, roles: rl, jnl: jnl, met: met, log: log, now: now, stopFault: deps.StopFault}
+	h.lc = &lifecycle{self: deps.Identity, rev: deps.Revocations, facts: deps.Facts, config: h.config, reg: h.reg,
+		store: st, iso: h.iso, sup: h.sup, jnl: jnl, met: met, log: log, now: now}
+	h.revk = &revoker{rev: deps.Revocations, reg: h.reg, sup: h.sup, iso: h.iso, store: st, jnl: jnl, met: met, log: log}
+	h.view = &readModel{self: deps.Identity, facts: deps.Facts, audit: deps.Audit, config: h.config, reg: h.reg,
+		iso: h.iso, now: now}
+	h.front = &front{self: deps.Identity, mesh: deps.Mesh, config: h.config, lc: h.lc, view: h.view, jnl: jnl,
+		met: met, log: log}
+	v, err := ctl.NewVerifier(ctl.VerifierConfig{
+		Self:        deps.Identity.PublicKey(),
+		Controllers: cfg.Controllers,
+		ReadOnly:    h.front.readOnly,
+		Now:         now,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("new host: %w", err)
+	}
+	h.verifier, h.front.verifier = v, v
+	h.notes = &notices{self: deps.Identity, mesh: deps.Mesh, rev: deps.Revocations, config: h.config, jnl: jnl,
+		met: met, log: log, now: now, replayWait: replayWait}
+	if err := h.notes.load(); err != nil {
 		return nil, fmt.Errorf("new host: %w", err)
 	}
 	return h, nil
@@ -327,42 +324,6 @@ func cloneConfig(cfg Config) Config {
 	cfg.ReaderPeers = slices.Clone(cfg.ReaderPeers)
 	cfg.Labels = maps.Clone(cfg.Labels)
 	return cfg
-}
-
-// readOnly is the verifier's rule for callers that are not controllers:
-// this node (the local operator) may call describe, status and logs; an
-// admitted mesh peer may call describe, and status and logs only if it is
-// a reader. It holds whether the host is enabled or not.
-func (h *Host) readOnly(k ed25519.PublicKey, m ctl.Method) bool {
-	if k.Equal(h.self.PublicKey()) {
-		return true
-	}
-	if h.mesh == nil || !h.mesh.IsAdmitted(identity.NodeID(k)) {
-		return false
-	}
-	return m == ctl.MethodDescribe || h.isReader(k)
-}
-
-// isReader reports whether k is a configured reader: one of ReaderKeys,
-// or the key of an admitted peer that ReaderPeers names.
-func (h *Host) isReader(k ed25519.PublicKey) bool {
-	cfg := h.config()
-	if slices.ContainsFunc(cfg.ReaderKeys, func(r ed25519.PublicKey) bool { return r.Equal(k) }) {
-		return true
-	}
-	if h.mesh == nil {
-		return false
-	}
-	for _, name := range cfg.ReaderPeers {
-		id, ok := h.mesh.ResolveRef(name)
-		if !ok {
-			continue
-		}
-		if p, ok := h.mesh.Peer(id); ok && p.Key.Equal(k) {
-			return true
-		}
-	}
-	return false
 }
 
 // ApplyConfig reloads controllers, readers, anchors, labels, Enabled and
@@ -423,8 +384,8 @@ func (h *Host) config() Config {
 // before the mesh's Run.
 func (h *Host) Register() {
 	if h.mesh != nil {
-		h.mesh.Handle(mesh.KindCtl, h.serveCtl)
-		h.mesh.Handle(mesh.KindNotice, h.serveNotice)
+		h.mesh.Handle(mesh.KindCtl, h.front.serveCtl)
+		h.mesh.Handle(mesh.KindNotice, h.notes.serve)
 	}
 }
 
@@ -432,170 +393,60 @@ func (h *Host) Register() {
 // When ctx ends it stops every instance (shutdownGrace), deregisters
 // their roles, waits for every goroutine it owns, and returns nil.
 func (h *Host) Run(ctx context.Context) error {
-	h.mu.Lock()
-	if h.runCtx != nil {
-		h.mu.Unlock()
-		return errors.New("host already running")
+	if err := h.sup.run(ctx); err != nil {
+		return err
 	}
-	h.runCtx = ctx
-	h.mu.Unlock()
-
-	changes, cancel := h.rev.Subscribe()
-	defer cancel()
-	h.sweepRevocations(ctx)
-	sweep := time.NewTicker(RevocationSweep)
-	defer sweep.Stop()
-	var retry <-chan time.Time
-	for ctx.Err() == nil {
-		select {
-		case <-ctx.Done():
-		case <-changes:
-		case <-sweep.C:
-		case <-retry:
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		retry = nil
-		if !h.sweepRevocations(ctx) {
-			retry = time.After(TeardownRetry)
-		}
-	}
-	h.shutdown()
+	h.revk.watch(ctx)
+	h.sup.stopAll(h.reg.sorted)
 	return nil
 }
 
-// shutdown stops every instance and releases every role registration.
-func (h *Host) shutdown() {
-	h.mu.Lock()
-	h.stopping = true
-	insts := slices.Collect(maps.Values(h.insts))
-	h.mu.Unlock()
-	for _, in := range insts {
-		in.stopSupervisor(shutdownGrace)
-		ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace+5*time.Second)
-		if err := in.managed.Stop(ctx, shutdownGrace); err != nil {
-			h.log.Warn("stop instance on shutdown", zap.String("instance", in.id), zap.Error(err))
-		}
-		cancel()
-	}
-	h.wg.Wait()
-	for _, in := range insts {
-		h.deregisterRole(in)
-	}
+// ServeLocal serves one workload.ctl call from this node's own operator
+// (the local socket), without a mesh stream: the request must be signed
+// with the node's own key, which stands for the QUIC peer key, and must
+// name this node as target. The node key is a controller for local calls
+// only if Config.Controllers lists it. artifacts opens streams to the
+// local artifact server for place and load (the same protocol as over the
+// mesh); nil refuses them with fetch. It returns I/O errors only.
+func (h *Host) ServeLocal(ctx context.Context, s ctl.Stream, artifacts ArtifactOpener) error {
+	return h.front.serve(ctx, s, h.self.PublicKey(), h.self.ID(), artifacts)
+}
+
+// SubmitNotice applies a signed notice from this node's operator and
+// forwards it to every linked peer. A notice signed by this node's own key
+// always verifies here; peers apply it only if that key is among their
+// controllers. A notice already applied (or older than the last one of its
+// issuer) returns an error wrapping pkg.ErrStaleNotice.
+func (h *Host) SubmitNotice(ctx context.Context, raw []byte) error {
+	return h.notes.submit(ctx, raw)
+}
+
+// ReplayNotices sends the replay log to peer, oldest first,
+// NoticeReplayPace apart (Deps.ReplayWait), unless a replay to peer
+// completed less than NoticeReplayCooldown ago. It stops at the first
+// failed send or when ctx ends (the mesh's OnLinkUp context ends with the
+// link): nothing more is sent for that link. A replay cut short does not
+// count for the cooldown, so the peer's next link replays the whole log
+// again, even one that came up before the old replay noticed its link
+// had gone (a simultaneous dial, a quick return).
+func (h *Host) ReplayNotices(ctx context.Context, peer mesh.PeerInfo) {
+	h.notes.replayTo(ctx, peer)
 }
 
 // Advertisement returns the workload-host advertisement (ctl.HostAdvertName):
 // the methods, ctl.Version and the metadata of ctl.HostMetadata (instances,
 // in_flight, enabled and label.<k>).
 func (h *Host) Advertisement(now time.Time) table.Advertisement {
-	h.mu.Lock()
-	md := ctl.HostMetadata{
-		Instances: len(h.insts),
-		InFlight:  len(h.inflight),
-		Enabled:   h.cfg.Enabled,
-		Labels:    h.cfg.Labels,
-	}.Metadata()
-	h.mu.Unlock()
-	methods := make([]string, 0, 8)
-	for _, m := range ctl.Methods() {
-		methods = append(methods, string(m))
-	}
-	return table.Advertisement{
-		Name: ctl.HostAdvertName, NodeID: h.self.ID(), Methods: methods, Version: strconv.Itoa(ctl.Version),
-		Metadata: md, LastUpdated: now.Unix(),
-	}
-}
-
-// HostStatus is the host's part of /v1/status.
-type HostStatus struct {
-	Enabled   bool             `json:"enabled"`
-	InFlight  []InFlightStatus `json:"in_flight"`
-	Instances []InstanceInfo   `json:"instances"`
-	Departed  []ctl.Departed   `json:"departed"`
-	// Isolation is what the host enforces on the instances it starts;
-	// nil when it isolates nothing.
-	Isolation *sandbox.Support `json:"isolation,omitempty"`
-}
-
-// InFlightStatus is a place being handled.
-type InFlightStatus struct {
-	DecisionID string    `json:"decision_id"`
-	Package    string    `json:"package,omitempty"`
-	Version    string    `json:"version,omitempty"`
-	InstanceID string    `json:"instance_id,omitempty"`
-	Since      time.Time `json:"since"`
-}
-
-// InstanceInfo is one instance in HostStatus.
-type InstanceInfo struct {
-	ID         string `json:"id"`
-	DecisionID string `json:"decision_id"`
-	Package    string `json:"package"`
-	Version    string `json:"version"`
-	Variant    string `json:"variant"`
-	Role       string `json:"role,omitempty"`
-	Runtime    string `json:"runtime"`
-	State      string `json:"state"`
-	// Since is when the instance entered State.
-	Since time.Time `json:"since,omitzero"`
-	// Reason is why it is unhealthy, restarting or failed (a ctl.Reason*
-	// code).
-	Reason   string `json:"reason,omitempty"`
-	Restarts int    `json:"restarts"`
-	Endpoint string `json:"endpoint,omitempty"`
-	Detail   string `json:"detail,omitempty"`
+	return h.view.advertisement(now)
 }
 
 // Status returns in-flight decisions, instances and departed instances,
 // each sorted (in-flight by start time, instances by id).
-func (h *Host) Status() HostStatus {
-	h.mu.Lock()
-	st := HostStatus{Enabled: h.cfg.Enabled, InFlight: h.inflightLocked(), Departed: slices.Clone(h.departed)}
-	if h.iso != nil {
-		sup := h.iso.Support()
-		st.Isolation = &sup
-	}
-	insts := h.sortedInstancesLocked()
-	h.mu.Unlock()
-	for _, in := range insts {
-		snap := in.snapshot()
-		ep, _ := in.managed.Endpoint()
-		st.Instances = append(st.Instances, InstanceInfo{
-			ID: in.id, DecisionID: in.decision, Package: in.pkgID, Version: in.version, Variant: in.variant,
-			Role: in.role, Runtime: string(in.kind), State: snap.state, Since: snap.since, Reason: snap.reason, Restarts: snap.restarts,
-			Endpoint: ep, Detail: snap.detail,
-		})
-	}
-	return st
-}
+func (h *Host) Status() HostStatus { return h.view.hostStatus() }
 
-func (h *Host) inflightLocked() []InFlightStatus {
-	out := make([]InFlightStatus, 0, len(h.inflight))
-	for _, f := range h.inflight {
-		out = append(out, InFlightStatus{DecisionID: f.decision, Package: f.pkgID, Version: f.version,
-			InstanceID: f.instanceID, Since: f.since})
-	}
-	slices.SortFunc(out, func(a, b InFlightStatus) int {
-		if c := a.Since.Compare(b.Since); c != 0 {
-			return c
-		}
-		return compareStrings(a.DecisionID, b.DecisionID)
-	})
-	return out
-}
-
-func (h *Host) sortedInstancesLocked() []*instance {
-	out := slices.Collect(maps.Values(h.insts))
-	slices.SortFunc(out, func(a, b *instance) int { return compareStrings(a.id, b.id) })
-	return out
-}
-
-func (h *Host) instanceCount() float64 {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return float64(len(h.insts))
-}
+// Isolation is what this host enforces on the instances it starts, and
+// false when it isolates nothing (no Isolator).
+func (h *Host) Isolation() (sandbox.Support, bool) { return h.iso.support() }
 
 func compareStrings(a, b string) int {
 	switch {
@@ -605,27 +456,4 @@ func compareStrings(a, b string) int {
 		return 1
 	}
 	return 0
-}
-
-// record writes one chain record with source AuditSource.
-func (h *Host) record(kind string, payload any) error {
-	if err := h.audit.Record(AuditSource, kind, payload); err != nil {
-		h.met.auditFailures.Inc()
-		h.log.Error("chain record", zap.String("kind", kind), zap.Error(err))
-		return fmt.Errorf("chain %s: %w", kind, err)
-	}
-	return nil
-}
-
-// recordRepeatable hands a record its sender can repeat at will to the
-// Recorder with source AuditSource, keyed by sender (the authenticated
-// peer), kind and reason (a fixed code), in the class of its reason
-// (recordClass). It chains the first of a key per period and counts the
-// rest.
-func (h *Host) recordRepeatable(sender, kind, reason string, payload any) {
-	key := chain.RecordKey{Class: recordClass(reason), Sender: sender, Kind: kind, Reason: reason}
-	if _, err := h.rec.Record(key, AuditSource, payload); err != nil {
-		h.met.auditFailures.Inc()
-		h.log.Error("chain record", zap.String("kind", kind), zap.Error(err))
-	}
 }

@@ -19,24 +19,35 @@ import (
 // ends in runner.ReasonOOMKilled.
 const KindOOMKilled = "host.oom_killed"
 
-// isolationMetrics are the host's isolation counters.
-type isolationMetrics struct {
+// isolation is the host's side of internal/sandbox: it prepares the
+// isolation of each placed instance of a process kind, launches its runs
+// through it, reports the runs the kernel killed for their memory and
+// releases it when the instance goes. Without an Isolator it isolates
+// nothing. It has no mutable state of its own (the Isolator locks its
+// own), so it needs no lock.
+type isolation struct {
+	// iso isolates placed instances (nil: none).
+	iso *sandbox.Isolator
+	// oomKills counts the runs the kernel killed for their memory.
 	oomKills prometheus.Counter
+	jnl      *journal
+	log      *zap.Logger
 }
 
-func newIsolationMetrics(reg prometheus.Registerer) (*isolationMetrics, error) {
-	m := &isolationMetrics{
+func newIsolation(iso *sandbox.Isolator, jnl *journal, log *zap.Logger, reg prometheus.Registerer) (*isolation, error) {
+	i := &isolation{
+		iso: iso, jnl: jnl, log: log,
 		oomKills: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "nodeld_host_instance_oom_kills_total",
 			Help: "Runs of placed instances the kernel killed for exceeding their declared memory (host.isolation.resources).",
 		}),
 	}
 	if reg != nil {
-		if err := reg.Register(m.oomKills); err != nil {
+		if err := reg.Register(i.oomKills); err != nil {
 			return nil, fmt.Errorf("register host isolation metrics: %w", err)
 		}
 	}
-	return m, nil
+	return i, nil
 }
 
 // limitsOf are the cgroup limits of a variant: its declared memory and
@@ -45,14 +56,14 @@ func limitsOf(v *pkg.Variant) sandbox.Limits {
 	return sandbox.Limits{MemBytes: v.Resources.MemBytes, CPUMillis: v.Resources.CPUMillis}
 }
 
-// isolate prepares the isolation of a placed instance of a process kind
+// prepare prepares the isolation of a placed instance of a process kind
 // (nil without an Isolator, and for ollama, whose daemon nodeld does not
 // start), refusing one this node cannot isolate as its config requires.
-func (h *Host) isolate(id, dir string, kind runner.Kind, v *pkg.Variant) (*sandbox.Instance, *ctl.Refusal) {
-	if h.iso == nil || kind == runner.KindOllama {
+func (i *isolation) prepare(id, dir string, kind runner.Kind, v *pkg.Variant) (*sandbox.Instance, *ctl.Refusal) {
+	if i.iso == nil || kind == runner.KindOllama {
 		return nil, nil
 	}
-	sbx, err := h.iso.Instance(id, dir, limitsOf(v))
+	sbx, err := i.iso.Instance(id, dir, limitsOf(v))
 	if err != nil {
 		return nil, ctl.NewRefusal(ctl.CodeAdmission, err.Error())
 	}
@@ -62,7 +73,7 @@ func (h *Host) isolate(id, dir string, kind runner.Kind, v *pkg.Variant) (*sandb
 // isoLauncher launches an instance's runs through its sandbox and
 // reports those the kernel killed for their memory.
 type isoLauncher struct {
-	h   *Host
+	iso *isolation
 	sbx *sandbox.Instance
 	// id, decision and pkgID name the instance in records.
 	id, decision, pkgID, version string
@@ -78,7 +89,7 @@ func (l *isoLauncher) Wrap(cmd *exec.Cmd) (func(int) error, func() bool, error) 
 	return started, func() bool {
 		oom := ended()
 		if oom {
-			l.h.oomKilled(l)
+			l.iso.oomKilled(l)
 		}
 		return oom
 	}, nil
@@ -86,29 +97,29 @@ func (l *isoLauncher) Wrap(cmd *exec.Cmd) (func(int) error, func() bool, error) 
 
 // oomKilled counts, logs and chains an instance's run the kernel killed
 // for its memory.
-func (h *Host) oomKilled(l *isoLauncher) {
-	h.isoMet.oomKills.Inc()
-	h.log.Warn("instance killed for exceeding its memory", zap.String("instance", l.id))
-	_ = h.record(KindOOMKilled, map[string]any{"instance_id": l.id, "decision_id": l.decision,
+func (i *isolation) oomKilled(l *isoLauncher) {
+	i.oomKills.Inc()
+	i.log.Warn("instance killed for exceeding its memory", zap.String("instance", l.id))
+	_ = i.jnl.record(KindOOMKilled, map[string]any{"instance_id": l.id, "decision_id": l.decision,
 		"package": l.pkgID, "version": l.version, "reason": runner.ReasonOOMKilled})
 }
 
-// releaseIsolation frees an instance's uid, scratch directory and cgroup
-// once it is gone.
-func (h *Host) releaseIsolation(in *instance) {
+// release frees an instance's uid, scratch directory and cgroup once it
+// is gone.
+func (i *isolation) release(in *instance) {
 	if in.sbx == nil {
 		return
 	}
 	if err := in.sbx.Close(); err != nil {
-		h.log.Warn("release instance isolation", zap.String("instance", in.id), zap.Error(err))
+		i.log.Warn("release instance isolation", zap.String("instance", in.id), zap.Error(err))
 	}
 }
 
-// Isolation is what this host enforces on the instances it starts, and
+// support is what this host enforces on the instances it starts, and
 // false when it isolates nothing (no Isolator).
-func (h *Host) Isolation() (sandbox.Support, bool) {
-	if h.iso == nil {
+func (i *isolation) support() (sandbox.Support, bool) {
+	if i.iso == nil {
 		return sandbox.Support{}, false
 	}
-	return h.iso.Support(), true
+	return i.iso.Support(), true
 }

@@ -30,9 +30,9 @@ func buildOllama(t testing.TB, key ed25519.PrivateKey, model string) testPackage
 func ollamaCluster(t *testing.T, o *runnertest.Ollama, policy runner.RestartPolicy) *cluster {
 	t.Helper()
 	c := newCluster(t, clusterOpts{policy: policy, noFacts: true})
-	c.h.mu.Lock()
-	c.h.ollamaURL = o.URL
-	c.h.mu.Unlock()
+	c.h.lc.mu.Lock()
+	c.h.lc.ollamaURL = o.URL
+	c.h.lc.mu.Unlock()
 	return c
 }
 

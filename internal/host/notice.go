@@ -57,11 +57,26 @@ type noticeEntry struct {
 	kind, value string
 }
 
-// notices is the host's replay log state.
+// notices is the host's side of signed revocation notices: it applies
+// the notices of this node's operator and of its peers to the revocation
+// list, keeps the replay log, forwards a new notice to every other
+// linked peer and replays the log to a peer whose link comes up.
 type notices struct {
+	self   *identity.Identity
+	mesh   Mesh // nil: local notices only, nothing forwarded or replayed
+	rev    *pkg.Revocations
+	config func() Config
+	jnl    *journal
+	met    *metrics
+	log    *zap.Logger
+	now    func() time.Time
+	// replayWait paces a notice replay (Deps.ReplayWait, else
+	// WaitReplayPace).
+	replayWait func(ctx context.Context, peerID string, sent int) error
+
 	// mu serialises applying a notice and rewriting the log, so the log
 	// follows the list's order; it is held across the log file write and
-	// never taken under Host.mu.
+	// never taken under another of the host's locks.
 	mu sync.Mutex
 	// entries is the log, oldest first; guarded by mu.
 	entries []noticeEntry
@@ -69,19 +84,19 @@ type notices struct {
 	lastReplay map[string]time.Time
 }
 
-// noticeKeys are the keys whose notices this node applies: its own key
+// keys are the keys whose notices this node applies: its own key
 // and its controllers'.
-func (h *Host) noticeKeys() []ed25519.PublicKey {
-	return append([]ed25519.PublicKey{h.self.PublicKey()}, h.config().Controllers...)
+func (n *notices) keys() []ed25519.PublicKey {
+	return append([]ed25519.PublicKey{n.self.PublicKey()}, n.config().Controllers...)
 }
 
-func (h *Host) noticesPath() string { return filepath.Join(h.config().DataDir, NoticesFile) }
+func (n *notices) path() string { return filepath.Join(n.config().DataDir, NoticesFile) }
 
-// loadNotices reads the replay log and applies every notice that still
+// load reads the replay log and applies every notice that still
 // verifies (stale ones are kept: the list already holds them); notices
 // that no longer verify are dropped from the log.
-func (h *Host) loadNotices() error {
-	path := h.noticesPath()
+func (n *notices) load() error {
+	path := n.path()
 	data, err := readNoticeLog(path)
 	if err != nil {
 		return err
@@ -90,24 +105,24 @@ func (h *Host) loadNotices() error {
 	if err != nil {
 		return fmt.Errorf("notice log %q: %w", path, err)
 	}
-	keys := h.noticeKeys()
-	h.notes.mu.Lock()
-	defer h.notes.mu.Unlock()
+	keys := n.keys()
+	n.mu.Lock()
+	defer n.mu.Unlock()
 	dropped := 0
 	for _, raw := range raws {
-		n, err := pkg.VerifyNotice(raw, keys)
+		notice, err := pkg.VerifyNotice(raw, keys)
 		if err != nil {
 			dropped++
-			h.log.Warn("notice in log no longer verifies", zap.Error(err))
+			n.log.Warn("notice in log no longer verifies", zap.Error(err))
 			continue
 		}
-		if _, err := h.rev.ApplyNotice(n); err != nil && !errors.Is(err, pkg.ErrStaleNotice) {
+		if _, err := n.rev.ApplyNotice(notice); err != nil && !errors.Is(err, pkg.ErrStaleNotice) {
 			return fmt.Errorf("apply logged notice: %w", err)
 		}
-		h.notes.entries = addNoticeEntry(h.notes.entries, n)
+		n.entries = addNoticeEntry(n.entries, notice)
 	}
 	if dropped > 0 {
-		return h.writeNoticeLogLocked()
+		return n.writeLogLocked()
 	}
 	return nil
 }
@@ -180,123 +195,119 @@ func addNoticeEntry(entries []noticeEntry, n pkg.Notice) []noticeEntry {
 	return out
 }
 
-// writeNoticeLogLocked replaces the log file with the entries (temp file,
-// fsync, rename, directory fsync). notes.mu must be held.
-func (h *Host) writeNoticeLogLocked() error {
+// writeLogLocked replaces the log file with the entries (temp file,
+// fsync, rename, directory fsync). n.mu must be held.
+func (n *notices) writeLogLocked() error {
 	var buf bytes.Buffer
-	for _, e := range h.notes.entries {
+	for _, e := range n.entries {
 		buf.WriteString(base64.StdEncoding.EncodeToString(e.raw))
 		buf.WriteByte('\n')
 	}
-	return atomicfile.WriteFile(h.noticesPath(), buf.Bytes(), 0o600)
+	return atomicfile.WriteFile(n.path(), buf.Bytes(), 0o600)
 }
 
-// applyNotice verifies raw and applies it. applied is false, with a nil
+// apply verifies raw and applies it. applied is false, with a nil
 // error, for a stale or duplicate notice (ignored: that is what ends
 // gossip loops). A notice that does not verify is recorded (through the
 // Recorder) and its error wraps ErrNoticeRefused. from is the sending peer ("" for
 // the local operator).
-func (h *Host) applyNotice(raw []byte, from string) (applied bool, err error) {
-	n, err := pkg.VerifyNotice(raw, h.noticeKeys())
+func (n *notices) apply(raw []byte, from string) (applied bool, err error) {
+	notice, err := pkg.VerifyNotice(raw, n.keys())
 	if err != nil {
-		h.met.notices.WithLabelValues(noticeRefused).Inc()
-		h.refuseNotice(from, err)
+		n.met.notices.WithLabelValues(noticeRefused).Inc()
+		n.refuse(from, err)
 		return false, fmt.Errorf("%w: %w", ErrNoticeRefused, err)
 	}
-	h.notes.mu.Lock()
-	_, err = h.rev.ApplyNotice(n)
+	n.mu.Lock()
+	_, err = n.rev.ApplyNotice(notice)
 	if errors.Is(err, pkg.ErrStaleNotice) {
-		h.notes.mu.Unlock()
-		h.met.notices.WithLabelValues(noticeStale).Inc()
+		n.mu.Unlock()
+		n.met.notices.WithLabelValues(noticeStale).Inc()
 		return false, nil
 	}
 	if err != nil {
-		h.notes.mu.Unlock()
-		h.met.notices.WithLabelValues(noticeError).Inc()
+		n.mu.Unlock()
+		n.met.notices.WithLabelValues(noticeError).Inc()
 		return false, fmt.Errorf("apply notice: %w", err)
 	}
-	h.met.notices.WithLabelValues(noticeApplied).Inc()
-	h.notes.entries = addNoticeEntry(h.notes.entries, n)
-	if werr := h.writeNoticeLogLocked(); werr != nil {
-		h.log.Warn("notice log not written", zap.Error(werr))
+	n.met.notices.WithLabelValues(noticeApplied).Inc()
+	n.entries = addNoticeEntry(n.entries, notice)
+	if werr := n.writeLogLocked(); werr != nil {
+		n.log.Warn("notice log not written", zap.Error(werr))
 	}
-	h.notes.mu.Unlock()
+	n.mu.Unlock()
 	src := from
 	if src == "" {
 		src = "local"
 	}
-	_ = h.record(KindNoticeApplied, map[string]any{
-		"issuer": identity.NodeID(n.Issuer), "seq": n.Seq, "action": n.Action,
-		"subject": map[string]string{"kind": n.Subject.Kind, "value": n.Subject.Value, "reason": n.Subject.Reason},
+	_ = n.jnl.record(KindNoticeApplied, map[string]any{
+		"issuer": identity.NodeID(notice.Issuer), "seq": notice.Seq, "action": notice.Action,
+		"subject": map[string]string{"kind": notice.Subject.Kind, "value": notice.Subject.Value, "reason": notice.Subject.Reason},
 		"from":    src,
 	})
 	return true, nil
 }
 
-// refuseNotice records a notice from peer from ("" for the local
+// refuse records a notice from peer from ("" for the local
 // operator) that does not verify. Any linked peer can send notices at
 // will, so it goes through the Recorder, keyed by the sender and the
 // pkg.VerifyError code.
-func (h *Host) refuseNotice(from string, err error) {
+func (n *notices) refuse(from string, err error) {
 	code := ""
 	if ve, isVE := errors.AsType[*pkg.VerifyError](err); isVE {
 		code = ve.Code
 	}
 	sender := from
 	if sender == "" {
-		sender = h.self.ID()
+		sender = n.self.ID()
 	}
-	h.recordRepeatable(sender, KindNoticeRefused, code, map[string]any{"from": from, "code": code, "reason": err.Error()})
+	n.jnl.repeatable(sender, KindNoticeRefused, code, map[string]any{"from": from, "code": code, "reason": err.Error()})
 }
 
-// SubmitNotice applies a signed notice from this node's operator and
-// forwards it to every linked peer. A notice signed by this node's own key
-// always verifies here; peers apply it only if that key is among their
-// controllers. A notice already applied (or older than the last one of its
-// issuer) returns an error wrapping pkg.ErrStaleNotice.
-func (h *Host) SubmitNotice(ctx context.Context, raw []byte) error {
+// submit is Host.SubmitNotice.
+func (n *notices) submit(ctx context.Context, raw []byte) error {
 	if len(raw) > pkg.MaxNoticeBytes {
 		return fmt.Errorf("submit notice: %d bytes, limit %d", len(raw), pkg.MaxNoticeBytes)
 	}
-	applied, err := h.applyNotice(raw, "")
+	applied, err := n.apply(raw, "")
 	if err != nil {
 		return fmt.Errorf("submit notice: %w", err)
 	}
 	if !applied {
 		return fmt.Errorf("submit notice: %w", pkg.ErrStaleNotice)
 	}
-	h.forwardNotice(ctx, raw, "")
+	n.forward(ctx, raw, "")
 	return nil
 }
 
-// serveNotice is the mesh handler of KindNotice: one NoticeFrame, applied
+// serve is the mesh handler of KindNotice: one NoticeFrame, applied
 // and, when new, forwarded to every other linked peer.
-func (h *Host) serveNotice(ctx context.Context, peer mesh.PeerInfo, s *mesh.Stream) {
+func (n *notices) serve(ctx context.Context, peer mesh.PeerInfo, s *mesh.Stream) {
 	_ = s.SetReadDeadline(time.Now().Add(NoticeTimeout))
 	typ, raw, err := mesh.ReadFrame(s, pkg.MaxNoticeBytes)
 	if err != nil || typ != NoticeFrame {
 		s.Reset(mesh.StreamCodeMalformed)
-		h.log.Debug("notice stream", zap.String("peer", peer.ID), zap.Error(err))
+		n.log.Debug("notice stream", zap.String("peer", peer.ID), zap.Error(err))
 		return
 	}
 	s.StopReading(0)
-	applied, err := h.applyNotice(raw, peer.ID)
+	applied, err := n.apply(raw, peer.ID)
 	// The sender waits for this close: the notice is applied by then.
 	_ = s.CloseWrite()
 	if err != nil {
-		h.log.Info("notice not applied", zap.String("peer", peer.ID), zap.Error(err))
+		n.log.Info("notice not applied", zap.String("peer", peer.ID), zap.Error(err))
 		return
 	}
 	if applied {
-		h.forwardNotice(context.WithoutCancel(ctx), raw, peer.ID)
+		n.forward(context.WithoutCancel(ctx), raw, peer.ID)
 	}
 }
 
-// forwardNotice sends raw to every linked peer but except, at most
+// forward sends raw to every linked peer but except, at most
 // NoticeForwardConcurrency at once; failures are logged.
-func (h *Host) forwardNotice(ctx context.Context, raw []byte, except string) {
-	pl, ok := h.mesh.(peerLister)
-	if h.mesh == nil || !ok {
+func (n *notices) forward(ctx context.Context, raw []byte, except string) {
+	pl, ok := n.mesh.(peerLister)
+	if n.mesh == nil || !ok {
 		return
 	}
 	slots := make(chan struct{}, NoticeForwardConcurrency)
@@ -308,20 +319,20 @@ func (h *Host) forwardNotice(ctx context.Context, raw []byte, except string) {
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			if err := h.sendNotice(ctx, p.ID, raw); err != nil {
-				h.log.Info("notice not forwarded", zap.String("peer", p.ID), zap.Error(err))
+			if err := n.send(ctx, p.ID, raw); err != nil {
+				n.log.Info("notice not forwarded", zap.String("peer", p.ID), zap.Error(err))
 			}
 		})
 	}
 	wg.Wait()
 }
 
-// sendNotice sends one notice on its own stream and waits (NoticeTimeout)
+// send sends one notice on its own stream and waits (NoticeTimeout)
 // for the receiver to close it, which it does once it handled the notice.
-func (h *Host) sendNotice(ctx context.Context, peerID string, raw []byte) error {
+func (n *notices) send(ctx context.Context, peerID string, raw []byte) error {
 	ctx, cancel := context.WithTimeout(ctx, NoticeTimeout)
 	defer cancel()
-	s, err := h.mesh.OpenStream(ctx, peerID, mesh.KindNotice)
+	s, err := n.mesh.OpenStream(ctx, peerID, mesh.KindNotice)
 	if err != nil {
 		return err
 	}
@@ -341,53 +352,47 @@ func (h *Host) sendNotice(ctx context.Context, peerID string, raw []byte) error 
 	return nil
 }
 
-// ReplayNotices sends the replay log to peer, oldest first,
-// NoticeReplayPace apart (Deps.ReplayWait), unless a replay to peer
-// completed less than NoticeReplayCooldown ago. It stops at the first
-// failed send or when ctx ends (the mesh's OnLinkUp context ends with the
-// link): nothing more is sent for that link. A replay cut short does not
-// count for the cooldown, so the peer's next link replays the whole log
-// again, even one that came up before the old replay noticed its link
-// had gone (a simultaneous dial, a quick return).
-func (h *Host) ReplayNotices(ctx context.Context, peer mesh.PeerInfo) {
-	if h.mesh == nil {
+// replayTo is Host.ReplayNotices: the replay log to peer, paced, at
+// most one complete replay per NoticeReplayCooldown.
+func (n *notices) replayTo(ctx context.Context, peer mesh.PeerInfo) {
+	if n.mesh == nil {
 		return
 	}
-	now := h.now()
-	h.notes.mu.Lock()
-	if last, ok := h.notes.lastReplay[peer.ID]; ok && now.Sub(last) < NoticeReplayCooldown {
-		h.notes.mu.Unlock()
+	now := n.now()
+	n.mu.Lock()
+	if last, ok := n.lastReplay[peer.ID]; ok && now.Sub(last) < NoticeReplayCooldown {
+		n.mu.Unlock()
 		return
 	}
-	for id, t := range h.notes.lastReplay {
+	for id, t := range n.lastReplay {
 		if now.Sub(t) >= NoticeReplayCooldown {
-			delete(h.notes.lastReplay, id)
+			delete(n.lastReplay, id)
 		}
 	}
-	entries := h.notes.entries
-	h.notes.mu.Unlock()
+	entries := n.entries
+	n.mu.Unlock()
 	if len(entries) == 0 {
 		return
 	}
-	if err := h.replay(ctx, peer.ID, entries); err != nil {
+	if err := n.replay(ctx, peer.ID, entries); err != nil {
 		// Cut short: the next link up replays again.
-		h.met.replays.WithLabelValues(replayStopped).Inc()
-		h.log.Info("notice replay stopped", zap.String("peer", peer.ID), zap.Error(err))
+		n.met.replays.WithLabelValues(replayStopped).Inc()
+		n.log.Info("notice replay stopped", zap.String("peer", peer.ID), zap.Error(err))
 		return
 	}
-	h.met.replays.WithLabelValues(replayComplete).Inc()
-	h.notes.mu.Lock()
-	if h.notes.lastReplay == nil {
-		h.notes.lastReplay = map[string]time.Time{}
+	n.met.replays.WithLabelValues(replayComplete).Inc()
+	n.mu.Lock()
+	if n.lastReplay == nil {
+		n.lastReplay = map[string]time.Time{}
 	}
-	h.notes.lastReplay[peer.ID] = h.now()
-	h.notes.mu.Unlock()
+	n.lastReplay[peer.ID] = n.now()
+	n.mu.Unlock()
 }
 
-func (h *Host) replay(ctx context.Context, peerID string, entries []noticeEntry) error {
+func (n *notices) replay(ctx context.Context, peerID string, entries []noticeEntry) error {
 	for i, e := range entries {
 		if i > 0 {
-			if err := h.replayWait(ctx, peerID, i); err != nil {
+			if err := n.replayWait(ctx, peerID, i); err != nil {
 				return err
 			}
 		}
@@ -395,7 +400,7 @@ func (h *Host) replay(ctx context.Context, peerID string, entries []noticeEntry)
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if err := h.sendNotice(ctx, peerID, e.raw); err != nil {
+		if err := n.send(ctx, peerID, e.raw); err != nil {
 			return err
 		}
 	}

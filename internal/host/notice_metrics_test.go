@@ -25,14 +25,14 @@ func TestNoticeResultsCounted(t *testing.T) {
 		return raw
 	}
 	own := sign(c.h.self.PrivateKey(), 1)
-	if applied, err := c.h.applyNotice(own, ""); !applied || err != nil {
+	if applied, err := c.h.notes.apply(own, ""); !applied || err != nil {
 		t.Fatalf("own notice: %v, %v", applied, err)
 	}
-	if applied, err := c.h.applyNotice(own, "n-0123456789abcdef"); applied || err != nil {
+	if applied, err := c.h.notes.apply(own, "n-0123456789abcdef"); applied || err != nil {
 		t.Fatalf("repeat: %v, %v; want ignored", applied, err)
 	}
 	_, stranger, _ := ed25519.GenerateKey(rand.Reader)
-	if applied, err := c.h.applyNotice(sign(stranger, 1), "n-0123456789abcdef"); applied || err == nil {
+	if applied, err := c.h.notes.apply(sign(stranger, 1), "n-0123456789abcdef"); applied || err == nil {
 		t.Fatalf("stranger's notice: %v, %v; want refused", applied, err)
 	}
 	for result, want := range map[string]float64{noticeApplied: 1, noticeStale: 1, noticeRefused: 1, noticeError: 0} {

@@ -278,7 +278,7 @@ func TestNoticeGossipReplayAndLift(t *testing.T) {
 	if err := a.h.SubmitNotice(ctx, revoke); !errors.Is(err, pkg.ErrStaleNotice) {
 		t.Errorf("resubmit: %v, want stale", err)
 	}
-	if err := a.h.sendNotice(ctx, b.ident.ID(), revoke); err != nil {
+	if err := a.h.notes.send(ctx, b.ident.ID(), revoke); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(b.audit.of(KindNoticeApplied)); n != 1 {

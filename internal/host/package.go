@@ -6,9 +6,14 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 
 	"go.uber.org/zap"
+
+	"github.com/nodeld/nodeld/internal/ctl"
+	"github.com/nodeld/nodeld/internal/pkg"
 )
 
 // pkgDir is the name of the instance's package directory under
@@ -17,54 +22,72 @@ func (in *instance) pkgDir() string {
 	return packageDirName(in.pkgID, in.version, in.manifestHash)
 }
 
-// packageInUseLocked reports whether a listed instance or a place in
-// flight uses the package directory name. The caller holds h.mu.
-func (h *Host) packageInUseLocked(name string) bool {
-	for _, in := range h.insts {
-		if in.pkgDir() == name {
-			return true
-		}
-	}
-	for _, f := range h.inflight {
-		if f.pkgDir == name {
-			return true
-		}
-	}
-	return false
+// PackagesDir returns <data_dir>/packages.
+func PackagesDir(dataDir string) string { return filepath.Join(dataDir, "packages") }
+
+// packageDirName is the name, under PackagesDir, of the directory of a
+// package with this manifest: <id>-<version>-<16 hex of manifest hash>.
+// Instances of the same manifest (other variants or configs) share it.
+func packageDirName(pkgID, version, manifestHash string) string {
+	return pkgID + "-" + version + "-" + manifestHash[:16]
 }
 
-// releasePackage removes the package directory name once nothing uses
-// it: no listed instance and no place in flight. A place that begins
-// meanwhile waits for the removal (awaitRemoval) and fetches afresh.
-func (h *Host) releasePackage(name string) {
-	h.mu.Lock()
-	if h.packageInUseLocked(name) || h.removing[name] != nil {
-		h.mu.Unlock()
+// store is the host's package directories under PackagesDir: it fetches
+// a placed package (or reuses the directory of the same manifest that
+// still verifies) and removes a directory once nothing uses it.
+type store struct {
+	// dataDir is Config.DataDir, which cannot change without a restart.
+	dataDir string
+	rev     *pkg.Revocations
+	// inUse reports whether a listed instance or a place in flight uses
+	// a package directory (registry.packageInUse). It is called with mu
+	// held: the check and the mark of a removal are one step, so a place
+	// marked in flight before a removal begins keeps its directory, and
+	// one marked after waits for the removal (awaitRemoval).
+	inUse func(name string) bool
+	jnl   *journal
+	met   *metrics
+	log   *zap.Logger
+
+	// mu guards removing. It is never held across I/O.
+	mu sync.Mutex
+	// removing maps a package directory name being removed to a channel
+	// closed once it is gone.
+	removing map[string]chan struct{}
+}
+
+// release removes the package directory name once nothing uses it: no
+// listed instance and no place in flight. A place that begins meanwhile
+// waits for the removal (awaitRemoval) and fetches afresh.
+func (s *store) release(name string) {
+	s.mu.Lock()
+	if s.inUse(name) || s.removing[name] != nil {
+		s.mu.Unlock()
 		return
 	}
 	done := make(chan struct{})
-	h.removing[name] = done
-	root := PackagesDir(h.cfg.DataDir)
-	h.mu.Unlock()
+	s.removing[name] = done
+	root := PackagesDir(s.dataDir)
+	s.mu.Unlock()
 
 	err := removePackageDir(root, name)
 
-	h.mu.Lock()
-	delete(h.removing, name)
-	h.mu.Unlock()
+	s.mu.Lock()
+	delete(s.removing, name)
+	s.mu.Unlock()
 	close(done)
 	if err != nil {
-		h.log.Warn("remove package directory", zap.String("dir", name), zap.Error(err))
+		s.log.Warn("remove package directory", zap.String("dir", name), zap.Error(err))
 	}
 }
 
 // awaitRemoval waits until the package directory name is not being
 // removed. The caller has marked its place in flight first, so no new
 // removal of name can begin.
-func (h *Host) awaitRemoval(ctx context.Context, name string) error {
-	h.mu.Lock()
-	done := h.removing[name]
-	h.mu.Unlock()
+func (s *store) awaitRemoval(ctx context.Context, name string) error {
+	s.mu.Lock()
+	done := s.removing[name]
+	s.mu.Unlock()
 	if done == nil {
 		return nil
 	}
@@ -74,6 +97,47 @@ func (h *Host) awaitRemoval(ctx context.Context, name string) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// obtain returns the verified package directory: the one already on disk
+// for this manifest when it still verifies, else a fresh fetch moved
+// into place.
+func (s *store) obtain(ctx context.Context, decision string, v *pkg.Verified, open ArtifactOpener, anchors pkg.Anchors) (string, *ctl.Refusal) {
+	m := v.Manifest
+	final := filepath.Join(PackagesDir(s.dataDir), packageDirName(m.ID, m.Version, v.ManifestHash))
+	if _, err := os.Stat(final); err == nil {
+		if _, err := pkg.VerifyDirContext(ctx, final, anchors, s.rev); err == nil {
+			_ = s.jnl.record(KindFetchDone, map[string]any{"decision_id": decision, "package": m.ID, "version": m.Version,
+				"bytes": m.TotalSize(), "files": len(m.Files), "cached": true})
+			return final, nil
+		}
+		if err := os.RemoveAll(final); err != nil {
+			return "", ctl.NewRefusal(ctl.CodeFetch, "clear a stale package directory: "+err.Error())
+		}
+	}
+	if open == nil {
+		return "", ctl.NewRefusal(ctl.CodeFetch, "no artifact source for this call")
+	}
+	partial := filepath.Join(PackagesDir(s.dataDir), ".partial", decision)
+	resumes, err := fetchPackage(ctx, open, decision, v, partial, func(n int) { s.met.fetchBytes.Add(float64(n)) })
+	s.met.fetchResumes.Add(float64(resumes))
+	if err != nil {
+		_ = os.RemoveAll(partial)
+		code := ctl.CodeFetch
+		var fe *fetchError
+		if errors.As(err, &fe) {
+			code = fe.code
+		}
+		return "", ctl.NewRefusal(code, err.Error())
+	}
+	if err := os.Rename(partial, final); err != nil {
+		_ = os.RemoveAll(partial)
+		return "", ctl.NewRefusal(ctl.CodeFetch, "move the fetched package into place: "+err.Error())
+	}
+	syncDir(PackagesDir(s.dataDir))
+	_ = s.jnl.record(KindFetchDone, map[string]any{"decision_id": decision, "package": m.ID, "version": m.Version,
+		"bytes": m.TotalSize(), "files": len(m.Files), "resumes": resumes})
+	return final, nil
 }
 
 // removePackageDir removes the directory name directly under root and

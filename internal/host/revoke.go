@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -10,20 +11,61 @@ import (
 	"github.com/nodeld/nodeld/internal/pkg"
 )
 
-// sweepRevocations tears down every instance that carries a revoked
+// revoker enforces the revocation list on the listed instances: its
+// watcher (Run's) sweeps them on every change of the list, every
+// RevocationSweep, and TeardownRetry after a failed teardown, and tears
+// down each that carries a revoked subject. Its state is the registry's
+// and the instances'; it has no lock of its own.
+type revoker struct {
+	rev   *pkg.Revocations
+	reg   *registry
+	sup   *supervisors
+	iso   *isolation
+	store *store
+	jnl   *journal
+	met   *metrics
+	log   *zap.Logger
+}
+
+// watch sweeps until ctx ends: at once, on every change of the list,
+// every RevocationSweep, and TeardownRetry after a sweep whose teardowns
+// did not all succeed.
+func (r *revoker) watch(ctx context.Context) {
+	changes, cancel := r.rev.Subscribe()
+	defer cancel()
+	r.sweep(ctx)
+	sweep := time.NewTicker(RevocationSweep)
+	defer sweep.Stop()
+	var retry <-chan time.Time
+	for ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-changes:
+		case <-sweep.C:
+		case <-retry:
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		retry = nil
+		if !r.sweep(ctx) {
+			retry = time.After(TeardownRetry)
+		}
+	}
+}
+
+// sweep tears down every instance that carries a revoked
 // subject: its role is withdrawn, then its supervisor and process are
 // stopped at once (2 s grace for the process, no wait for the requests in
 // flight to it and no other check: the revocation is the authority), and it
 // leaves the list as departed (revoked), chained host.revoked.teardown. A
 // teardown that fails keeps the instance listed and is retried by the
 // next sweep; it reports whether every teardown succeeded. Idempotent.
-func (h *Host) sweepRevocations(ctx context.Context) bool {
-	h.mu.Lock()
-	insts := h.sortedInstancesLocked()
-	h.mu.Unlock()
+func (r *revoker) sweep(ctx context.Context) bool {
+	insts := r.reg.sorted()
 	ok := true
 	for _, in := range insts {
-		err := h.rev.CheckVerified(in.verified)
+		err := r.rev.CheckVerified(in.verified)
 		if err == nil {
 			continue
 		}
@@ -31,33 +73,33 @@ func (h *Host) sweepRevocations(ctx context.Context) bool {
 		if ve, isVE := errors.AsType[*pkg.VerifyError](err); isVE && ve.Subject != nil {
 			subject = ve.Subject.String()
 		}
-		if !h.teardown(ctx, in, subject) {
+		if !r.teardown(ctx, in, subject) {
 			ok = false
 		}
 	}
 	return ok
 }
 
-func (h *Host) teardown(ctx context.Context, in *instance, subject string) bool {
+func (r *revoker) teardown(ctx context.Context, in *instance, subject string) bool {
 	in.opMu.Lock()
 	defer in.opMu.Unlock()
-	if !h.listed(in) {
+	if !r.reg.listed(in) {
 		return true
 	}
 	payload := map[string]any{"instance_id": in.id, "decision_id": in.decision, "package": in.pkgID,
 		"version": in.version, "subject": subject}
-	if err := h.stopRun(context.WithoutCancel(ctx), in, shutdownGrace, 0); err != nil {
+	if err := r.sup.stopRun(context.WithoutCancel(ctx), in, shutdownGrace, 0); err != nil {
 		payload["unloaded"] = false
 		payload["error"] = err.Error()
-		_ = h.record(KindRevokedTeardown, payload)
-		h.log.Warn("revocation teardown", zap.String("instance", in.id), zap.Error(err))
+		_ = r.jnl.record(KindRevokedTeardown, payload)
+		r.log.Warn("revocation teardown", zap.String("instance", in.id), zap.Error(err))
 		return false
 	}
-	h.remove(in, ctl.DepartedRevoked)
-	h.releaseIsolation(in)
-	h.met.teardowns.Inc()
+	r.reg.remove(in, ctl.DepartedRevoked)
+	r.iso.release(in)
+	r.met.teardowns.Inc()
 	payload["unloaded"] = true
-	_ = h.record(KindRevokedTeardown, payload)
-	h.releasePackage(in.pkgDir())
+	_ = r.jnl.record(KindRevokedTeardown, payload)
+	r.store.release(in.pkgDir())
 	return true
 }

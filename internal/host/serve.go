@@ -2,51 +2,96 @@ package host
 
 import (
 	"context"
-	"encoding/json"
+	"crypto/ed25519"
 	"fmt"
 	"io"
+	"slices"
 
 	"go.uber.org/zap"
 
 	"github.com/nodeld/nodeld/internal/ctl"
+	"github.com/nodeld/nodeld/internal/identity"
 	"github.com/nodeld/nodeld/internal/mesh"
 )
+
+// front is the signed-call side of workload.ctl: it serves one call per
+// stream (a mesh stream of kind mesh.KindCtl, or the local operator's),
+// has the verifier check its signature, nonce and caller (readOnly),
+// refuses the mutating methods of a disabled host, routes the call to the
+// lifecycle or the read model, and counts and chains what it served. It
+// has no state of its own (the verifier locks its nonces) and no lock.
+type front struct {
+	self     *identity.Identity
+	mesh     Mesh // nil: local calls only
+	verifier *ctl.Verifier
+	config   func() Config
+	lc       *lifecycle
+	view     *readModel
+	jnl      *journal
+	met      *metrics
+	log      *zap.Logger
+}
+
+// readOnly is the verifier's rule for callers that are not controllers:
+// this node (the local operator) may call describe, status and logs; an
+// admitted mesh peer may call describe, and status and logs only if it is
+// a reader. It holds whether the host is enabled or not.
+func (f *front) readOnly(k ed25519.PublicKey, m ctl.Method) bool {
+	if k.Equal(f.self.PublicKey()) {
+		return true
+	}
+	if f.mesh == nil || !f.mesh.IsAdmitted(identity.NodeID(k)) {
+		return false
+	}
+	return m == ctl.MethodDescribe || f.isReader(k)
+}
+
+// isReader reports whether k is a configured reader: one of ReaderKeys,
+// or the key of an admitted peer that ReaderPeers names.
+func (f *front) isReader(k ed25519.PublicKey) bool {
+	cfg := f.config()
+	if slices.ContainsFunc(cfg.ReaderKeys, func(r ed25519.PublicKey) bool { return r.Equal(k) }) {
+		return true
+	}
+	if f.mesh == nil {
+		return false
+	}
+	for _, name := range cfg.ReaderPeers {
+		id, ok := f.mesh.ResolveRef(name)
+		if !ok {
+			continue
+		}
+		if p, ok := f.mesh.Peer(id); ok && p.Key.Equal(k) {
+			return true
+		}
+	}
+	return false
+}
 
 // serveCtl is the mesh handler of KindCtl: one call per stream, verified
 // against the key the QUIC peer authenticated with. Artifacts for a place
 // are fetched from that same peer. The streams' Close ends both
 // directions, so a read blocked on one returns when its call is over.
-func (h *Host) serveCtl(ctx context.Context, peer mesh.PeerInfo, s *mesh.Stream) {
+func (f *front) serveCtl(ctx context.Context, peer mesh.PeerInfo, s *mesh.Stream) {
 	open := func(ctx context.Context) (io.ReadWriteCloser, error) {
-		st, err := h.mesh.OpenStream(ctx, peer.ID, mesh.KindArtifact)
+		st, err := f.mesh.OpenStream(ctx, peer.ID, mesh.KindArtifact)
 		if err != nil {
 			return nil, err
 		}
 		return st, nil
 	}
-	if err := h.serve(ctx, s, peer.Key, peer.ID, open); err != nil {
-		h.log.Debug("ctl stream", zap.String("peer", peer.ID), zap.Error(err))
+	if err := f.serve(ctx, s, peer.Key, peer.ID, open); err != nil {
+		f.log.Debug("ctl stream", zap.String("peer", peer.ID), zap.Error(err))
 	}
 }
 
-// ServeLocal serves one workload.ctl call from this node's own operator
-// (the local socket), without a mesh stream: the request must be signed
-// with the node's own key, which stands for the QUIC peer key, and must
-// name this node as target. The node key is a controller for local calls
-// only if Config.Controllers lists it. artifacts opens streams to the
-// local artifact server for place and load (the same protocol as over the
-// mesh); nil refuses them with fetch. It returns I/O errors only.
-func (h *Host) ServeLocal(ctx context.Context, s ctl.Stream, artifacts ArtifactOpener) error {
-	return h.serve(ctx, s, h.self.PublicKey(), h.self.ID(), artifacts)
-}
-
 // serve answers one call and chains its refusal (see account).
-func (h *Host) serve(ctx context.Context, s ctl.Stream, peerKey []byte, peerID string, open ArtifactOpener) error {
+func (f *front) serve(ctx context.Context, s ctl.Stream, peerKey []byte, peerID string, open ArtifactOpener) error {
 	srv, err := ctl.NewServer(ctl.ServerConfig{
-		Verifier: h.verifier,
-		Key:      h.self.PrivateKey(),
+		Verifier: f.verifier,
+		Key:      f.self.PrivateKey(),
 		Handler: func(ctx context.Context, req ctl.Request) (any, *ctl.Refusal) {
-			return h.handle(ctx, req, open)
+			return f.handle(ctx, req, open)
 		},
 	})
 	if err != nil {
@@ -55,7 +100,7 @@ func (h *Host) serve(ctx context.Context, s ctl.Stream, peerKey []byte, peerID s
 	}
 	served, err := srv.Serve(ctx, s, peerKey)
 	if served.Method != "" || served.Refusal != nil {
-		h.account(served, peerID)
+		f.account(served, peerID)
 	}
 	return err
 }
@@ -66,7 +111,7 @@ func (h *Host) serve(ctx context.Context, s ctl.Stream, peerKey []byte, peerID s
 // which any admitted peer may repeat at will: 11,000 logs calls for a
 // missing instance added 3,500 entries) goes through the Recorder, keyed
 // by the peer the stream authenticated, the kind and the refusal code.
-func (h *Host) account(served ctl.Served, peerID string) {
+func (f *front) account(served ctl.Served, peerID string) {
 	method := string(served.Method)
 	if !served.Method.Known() {
 		method = "other"
@@ -75,7 +120,7 @@ func (h *Host) account(served ctl.Served, peerID string) {
 	if served.Refusal != nil {
 		result = string(served.Refusal.Code)
 	}
-	h.met.calls.WithLabelValues(method, result).Inc()
+	f.met.calls.WithLabelValues(method, result).Inc()
 	if served.Refusal == nil {
 		return
 	}
@@ -85,7 +130,7 @@ func (h *Host) account(served ctl.Served, peerID string) {
 	}
 	code := string(served.Refusal.Code)
 	if !served.Authenticated {
-		h.recordRepeatable(peerID, KindCtlRefused, code, payload)
+		f.jnl.repeatable(peerID, KindCtlRefused, code, payload)
 		return
 	}
 	req := served.Request
@@ -103,24 +148,24 @@ func (h *Host) account(served ctl.Served, peerID string) {
 		payload["instance_id"] = p.InstanceID
 	}
 	if !ctl.IsMutating(req.Method) {
-		h.recordRepeatable(peerID, kind, code, payload)
+		f.jnl.repeatable(peerID, kind, code, payload)
 		return
 	}
 	// Only a controller's request passes verification for a mutation.
-	_ = h.record(kind, payload)
+	_ = f.jnl.record(kind, payload)
 }
 
 // handle dispatches a verified request.
-func (h *Host) handle(ctx context.Context, req ctl.Request, open ArtifactOpener) (any, *ctl.Refusal) {
-	cfg := h.config()
+func (f *front) handle(ctx context.Context, req ctl.Request, open ArtifactOpener) (any, *ctl.Refusal) {
+	cfg := f.config()
 	if ctl.IsMutating(req.Method) && !cfg.Enabled {
 		return nil, ctl.NewRefusal(ctl.CodeUnauthorized, "the workload host is disabled on this node")
 	}
 	switch req.Method {
 	case ctl.MethodDescribe:
-		return h.describe(ctx)
+		return f.view.describe(ctx)
 	case ctl.MethodPlace, ctl.MethodLoad:
-		return h.place(ctx, req, open)
+		return f.lc.place(ctx, req, open)
 	}
 	p, err := ctl.DecodeInstanceParams(req.Method, req.Body)
 	if err != nil {
@@ -128,15 +173,15 @@ func (h *Host) handle(ctx context.Context, req ctl.Request, open ArtifactOpener)
 	}
 	switch req.Method {
 	case ctl.MethodStatus:
-		return h.status(p)
+		return f.view.status(p)
 	case ctl.MethodLogs:
-		return h.logs(p)
+		return f.view.logs(p)
 	case ctl.MethodStart:
-		return h.start(ctx, req, p)
+		return f.lc.start(ctx, req, p)
 	case ctl.MethodStop:
-		return h.stop(ctx, req, p)
+		return f.lc.stop(ctx, req, p)
 	case ctl.MethodUnload:
-		return h.unload(ctx, req, p)
+		return f.lc.unload(ctx, req, p)
 	}
 	return nil, ctl.NewRefusal(ctl.CodeUnknownMethod, "method is not served")
 }
@@ -146,27 +191,4 @@ func asRefusal(err error) *ctl.Refusal {
 		return r
 	}
 	return ctl.NewRefusal(ctl.CodeInvalidRequest, err.Error())
-}
-
-// describe returns the signed facts, the advertisement and the chain head.
-func (h *Host) describe(ctx context.Context) (any, *ctl.Refusal) {
-	res := ctl.DescribeResult{Facts: json.RawMessage("null")}
-	if h.facts != nil {
-		signed, err := h.facts.Signed(ctx)
-		if err != nil {
-			return nil, ctl.NewRefusal(ctl.CodeRuntime, "facts: "+err.Error())
-		}
-		b, err := json.Marshal(signed)
-		if err != nil {
-			return nil, ctl.NewRefusal(ctl.CodeRuntime, "facts not encodable")
-		}
-		res.Facts = b
-	}
-	ad, err := json.Marshal(h.Advertisement(h.now()))
-	if err != nil {
-		return nil, ctl.NewRefusal(ctl.CodeRuntime, "advertisement not encodable")
-	}
-	res.Advertisement = ad
-	_, res.ChainHead = h.audit.Head()
-	return res, nil
 }
