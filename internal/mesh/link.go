@@ -813,8 +813,9 @@ func (m *Mesh) OpenStream(ctx context.Context, nodeID string, kind StreamKind) (
 			wctx = c
 		}
 		if nl, nqs, rerr := m.reopen(wctx, nodeID, l); rerr == nil {
+			// Opened on the next link: nothing was sent on the first,
+			// so nothing is sent again (counted as opened, not replayed).
 			l, qs, err = nl, nqs, nil
-			m.met.stream(kind, resultReplayed)
 		}
 	}
 	if err != nil {
