@@ -15,7 +15,10 @@ import (
 // over one at a time, in that order, by one delivery at a time
 // (deliverPending): never under the mesh's locks and never on the
 // goroutine of a caller of OpenStream or of a stream, so a send on the
-// mesh never changes routing under its caller.
+// mesh never changes routing under its caller. The queue is bounded by
+// what feeds it: a round's stream waits for its delivery before it is
+// acknowledged (so rounds queued are at most the advert streams in
+// progress, themselves bounded per link), and the rest are link changes.
 
 // queuedEvent is a reported event waiting for delivery.
 type queuedEvent struct {
