@@ -1,6 +1,8 @@
 package meshproxy
 
 import (
+	"context"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -65,5 +67,56 @@ func TestMeshForwardRetriedOnceByTheProxy(t *testing.T) {
 	}
 	if n := len(up.Requests()) - upBefore; n != 1 {
 		t.Errorf("the upstream saw %d requests after the restart, want 1", n)
+	}
+}
+
+// A forward whose retry fails too is not tried a third time: with both
+// serving peers stopping while they hold the request, the client gets an
+// error after exactly two attempts, one at each peer's model server, and
+// one retry counted as failed. Fails if anything below the proxy retries
+// or reroutes as well.
+func TestMeshForwardNotRetriedTwice(t *testing.T) {
+	nodes := newMeshNodes(t, "a", "b", "c")
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	var ws *watchStreams
+	a.wrapStreams = func(ms MeshStreams) MeshStreams { ws = newWatchStreams(ms); return ws }
+	entered := make(chan struct{}, 2)
+	hang := proxytest.Hooks{OnRequest: func(ctx context.Context, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		entered <- struct{}{}
+		<-ctx.Done()
+	}}
+	upB := proxytest.New(t, proxytest.Options{Model: "b", Hooks: hang})
+	upC := proxytest.New(t, proxytest.Options{Model: "c", Hooks: hang})
+	b.serve(upB.URL, "b", a)
+	c.serve(upC.URL, "c", a)
+	startConsumerOfTwo(t, a, b, c)
+	first, second := b, c
+	if c.ID() < b.ID() {
+		first, second = c, b
+	}
+	a.resolvesTo(first)
+
+	got := a.postAsync()
+	wait(t, entered, "the request at the first peer's model server")
+	first.stop()
+	wait(t, entered, "the retry at the second peer's model server")
+	second.stop()
+	r := response(t, got)
+	if r.res.StatusCode == http.StatusOK {
+		t.Fatalf("with both peers gone: %d %s, want an error", r.res.StatusCode, r.body)
+	}
+	if opened := ws.openedTo(); len(opened) != 2 || opened[0] != first.ID() || opened[1] != second.ID() {
+		t.Errorf("streams opened for the request: %v, want one to %s then one to %s", opened, first.Name, second.Name)
+	}
+	if nb, nc := len(upB.Requests()), len(upC.Requests()); nb != 1 || nc != 1 {
+		t.Errorf("model servers saw %d and %d requests, want one each", nb, nc)
+	}
+	meshtest.WaitFor(t, "nodeld_proxy_mesh_retries_total{result=failed} = 1", func() bool {
+		v, _ := metricValue(t, a.Registry, "nodeld_proxy_mesh_retries_total", map[string]string{"result": "failed"})
+		return v == 1
+	})
+	if v, _ := metricValue(t, a.Registry, "nodeld_proxy_mesh_retries_total", map[string]string{"result": "ok"}); v != 0 {
+		t.Errorf("retries ok = %v, want 0", v)
 	}
 }
