@@ -176,3 +176,31 @@ func freeUDP(t *testing.T) string {
 	defer ln.Close()
 	return ln.LocalAddr().String()
 }
+
+// Without a consumer of its events the routes to a lost peer would never
+// go: New refuses.
+func TestNewRefusesNoEventsConsumer(t *testing.T) {
+	self := newIdentity(t)
+	if _, err := New(Config{Listen: "127.0.0.1:0"}, Deps{Identity: self, DataDir: t.TempDir(),
+		Table: table.New(self.ID(), table.Options{})}); err == nil {
+		t.Error("New accepted deps without a consumer of peer events")
+	}
+}
+
+// A peer removed from the config while the mesh is not running loses its
+// routes all the same: the event is delivered at once, with no event loop.
+func TestRemovedPeerReportedWithoutRun(t *testing.T) {
+	a, b := newNode(t, "a"), newNode(t, "b")
+	var got []table.PeerEvent
+	m, err := New(a.config([]PeerConfig{b.peer(true)}), Deps{Identity: a.ident, DataDir: a.dir, Table: a.tbl,
+		PeerEvents: func(ev table.PeerEvent) { got = append(got, ev) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.ApplyConfig(a.config(nil)); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Kind != table.PeerRemoved || got[0].Node != b.id() {
+		t.Fatalf("events = %+v, want b removed", got)
+	}
+}
