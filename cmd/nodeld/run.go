@@ -383,6 +383,9 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 			// A peer that stopped (not restarted) is dead to the
 			// controller at once.
 			OnPeerStopped: n.peerStopped,
+			// What happens to the links reaches the routes here, in
+			// order, and only here: the table decides.
+			PeerEvents: n.table.ApplyPeerEvent,
 		})
 		if err != nil {
 			return nil, err

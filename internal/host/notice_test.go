@@ -123,8 +123,9 @@ func (n *ntNode) start(controllers ...*ntNode) {
 	t := n.t
 	t.Helper()
 	log := zaptest.NewLogger(t).Named(n.name)
+	tbl := table.New(n.ident.ID(), table.Options{})
 	m, err := mesh.New(n.meshCfg(), mesh.Deps{
-		Identity: n.ident, DataDir: n.dir, Table: table.New(n.ident.ID(), table.Options{}), Logger: log,
+		Identity: n.ident, DataDir: n.dir, Table: tbl, PeerEvents: tbl.ApplyPeerEvent, Logger: log,
 		OnLinkUp: func(ctx context.Context, p mesh.PeerInfo) { n.h.ReplayNotices(ctx, p) },
 	})
 	if err != nil {

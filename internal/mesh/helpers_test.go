@@ -143,6 +143,9 @@ type testNode struct {
 	// Deps.OnPeerStopped and Deps.RestartLinkWait.
 	onStopped   func(peer string)
 	restartWait time.Duration
+	// events, when set before start, consumes the mesh's peer events
+	// instead of tbl.ApplyPeerEvent.
+	events func(table.PeerEvent)
 }
 
 func (n *testNode) config(peers []PeerConfig) Config {
@@ -170,8 +173,12 @@ func (n *testNode) start(peers ...PeerConfig) {
 	if n.advTable != nil {
 		tbl = n.advTable
 	}
+	events := n.events
+	if events == nil {
+		events = n.tbl.ApplyPeerEvent
+	}
 	m, err := New(n.config(peers), Deps{
-		Identity: n.ident, DataDir: n.dir, Table: tbl, Audit: n.audit, Recorder: n.audit.recorder(),
+		Identity: n.ident, DataDir: n.dir, Table: tbl, PeerEvents: events, Audit: n.audit, Recorder: n.audit.recorder(),
 		Logger: zaptest.NewLogger(n.t).Named(n.name), Registerer: n.reg,
 		OnPeersChanged: func() { n.peersChanged.Add(1) },
 		OnPeerStopped:  n.onStopped, RestartLinkWait: n.restartWait,

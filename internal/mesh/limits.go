@@ -72,9 +72,9 @@ const (
 	// RestartLinkWait is how long a stream to a peer that restarted (its
 	// link ended with a stateless reset) waits for the link to its new
 	// run, when the caller gives no earlier deadline: the peer dials its
-	// peers when it starts, and this side redials at once. The peer's
-	// routes are kept for as long, waiting for that link
-	// (Table.KeepForRestart), then removed if it has not come.
+	// peers when it starts, and this side redials at once. The loss is
+	// reported with the wait (table.PeerLinkLost), so the table can keep
+	// the peer's routes for as long, and its end (table.PeerWaitOver).
 	RestartLinkWait = 5 * time.Second
 
 	// MaxPeers bounds the configured peers.

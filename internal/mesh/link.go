@@ -131,6 +131,7 @@ func (m *Mesh) adopt(conn *quic.Conn, dialed *peerEntry) bool {
 	p.resetAt = time.Time{}
 	p.awayAt = time.Time{}
 	m.linkChangedLocked()
+	m.emitLocked(queuedEvent{ev: table.PeerEvent{Kind: table.PeerLinkUp, Node: p.id}})
 	m.updateGaugeLocked()
 	m.wg.Go(func() { m.serveLink(l) })
 	m.wg.Go(func() { m.advertSender(l) })
@@ -256,15 +257,18 @@ func endCause(l *link, err error) error {
 	return err
 }
 
-// linkLost retires l when it is still its peer's link: its peer's
-// advertisements stop resolving at once and the dial loop reconnects.
+// linkLost retires l when it is still its peer's link: the dial loop
+// reconnects, and the loss is reported (PeerLinkLost) for the table to
+// decide what becomes of the peer's routes. It changes no route itself,
+// whoever calls it (OpenStream does, for a link it finds ended).
 // When the peer restarted (a stateless reset) or closed the link
-// stopping (CodeShutdown: a `systemctl restart`, an upgrade) they are kept
-// instead, waiting for its link, for at most the restart wait (see
-// expireRestart): its new run links again in a moment, and a request
-// that nothing else serves had better wait for it than fail. A peer
-// stopped for good costs such a request the rest of the wait before the
-// same 503; every other candidate ranks first meanwhile.
+// stopping (CodeShutdown: a `systemctl restart`, an upgrade) the mesh
+// waits for its next link for at most the restart wait (see
+// expireRestart): it holds requests to it meanwhile, and says so in the
+// event (Wait), so that the table can keep the peer's routes for a
+// request that nothing else serves: such a request had better wait for
+// the new run than fail. A peer stopped for good costs it the rest of the
+// wait before the same 503.
 func (m *Mesh) linkLost(l *link, cause error) {
 	m.mu.Lock()
 	p := l.peer
@@ -279,14 +283,22 @@ func (m *Mesh) linkLost(l *link, cause error) {
 		if cause != nil {
 			p.lastErr = "link lost: " + cause.Error()
 		}
+		ev := queuedEvent{ev: table.PeerEvent{Kind: table.PeerLinkLost, Node: l.peerID, Loss: table.LossDropped}}
 		if restarted(cause) {
 			p.resetAt = time.Now()
+			ev.ev.Loss = table.LossRestarted
+		} else if stopping(cause) {
+			ev.ev.Loss = table.LossStopping
 		}
 		if restarted(cause) || stopping(cause) {
 			p.awayAt = time.Now()
 			// Only while Run runs: the expiry is one of its goroutines.
 			keep = m.runCtx != nil && !m.closing
 		}
+		if keep {
+			ev.until = p.awayAt.Add(m.restartWait)
+		}
+		m.emitLocked(ev)
 		m.updateGaugeLocked()
 		if keep {
 			runCtx, awayAt := m.runCtx, p.awayAt
@@ -297,21 +309,17 @@ func (m *Mesh) linkLost(l *link, cause error) {
 	if !current {
 		return
 	}
-	if keep {
-		m.tbl.KeepForRestart(l.peerID, m.restartWait)
-	} else {
-		m.tbl.RemoveNode(l.peerID)
-	}
-	m.log.Info("peer link lost", zap.String("peer", l.peerID), zap.Bool("routes_kept", keep), zap.Error(cause))
+	m.log.Info("peer link lost", zap.String("peer", l.peerID), zap.Bool("waiting_for_link", keep), zap.Error(cause))
 }
 
-// expireRestart removes the routes of p, kept by linkLost when p's link
-// ended at awayAt because p restarted or stopped, unless a new link to p came within
-// the restart wait. A new link's first advertisement round ends the wait
-// (Table.Linked, after which RemoveLinking does nothing); until it comes
-// the kept routes stop resolving at the end of the wait by themselves, so
-// a round in flight is never raced. The mesh stopping ends the wait at
-// once: no link will come.
+// expireRestart ends the wait for p's next link, begun by linkLost when
+// p's link ended at awayAt because p restarted or stopped, unless a new
+// link to p came within the restart wait: it reports PeerWaitOver (the
+// table drops the routes still waiting; a new link's first round ended
+// the wait before, Table.Linked) and, for a peer that closed its link
+// stopping, calls OnPeerStopped. The kept routes stop resolving at the
+// end of the wait by themselves, so a round in flight is never raced. The
+// mesh stopping ends the wait at once: no link will come.
 func (m *Mesh) expireRestart(runCtx context.Context, p *peerEntry, awayAt time.Time) {
 	t := time.NewTimer(m.restartWait - time.Since(awayAt))
 	defer t.Stop()
@@ -324,22 +332,18 @@ func (m *Mesh) expireRestart(runCtx context.Context, p *peerEntry, awayAt time.T
 	waiting := m.peers[p.cfg.Addr] == p && p.link == nil && p.awayAt.Equal(awayAt)
 	// Closed for shutdown rather than reset by a new run (resetAt).
 	stopped := waiting && p.resetAt.IsZero() && runCtx.Err() == nil
+	if waiting {
+		m.emitLocked(queuedEvent{ev: table.PeerEvent{Kind: table.PeerWaitOver, Node: id, Stopped: stopped}})
+	}
 	m.mu.Unlock()
 	if !waiting {
 		// Linked again (its first round ends the wait), restarted again
-		// (its own expiry runs), or removed from the config (RemoveNode
+		// (its own expiry runs), or removed from the config (PeerRemoved
 		// dropped the routes).
 		return
 	}
-	if m.tbl.RemoveLinking(id) {
-		m.log.Info("restarted peer did not link again; its routes are removed",
-			zap.String("peer", id), zap.Duration("waited", m.restartWait))
-	}
-	if stopped && m.onStopped != nil {
-		m.log.Info("peer stopped: its link closed for shutdown and it did not link again",
-			zap.String("peer", id), zap.Duration("waited", m.restartWait))
-		m.onStopped(id)
-	}
+	m.log.Info("peer did not link again within the restart wait",
+		zap.String("peer", id), zap.Bool("stopped", stopped), zap.Duration("waited", m.restartWait))
 }
 
 // dialLoop keeps p linked: it dials while p has no link, with capped
@@ -527,7 +531,7 @@ func (m *Mesh) serveStream(ctx context.Context, l *link, s *Stream) {
 	}
 	_ = s.SetReadDeadline(time.Time{})
 	if kind == KindAdvert {
-		m.receiveAdverts(l, s)
+		m.receiveAdverts(ctx, l, s)
 		return
 	}
 	m.mu.Lock()
@@ -560,9 +564,11 @@ func readKind(r io.Reader) (StreamKind, error) {
 	return k, nil
 }
 
-// receiveAdverts takes one advert frame from l's peer. The sender id is
-// the link's verified id, whatever the advertisements say.
-func (m *Mesh) receiveAdverts(l *link, s *Stream) {
+// receiveAdverts takes one advert frame from l's peer and reports it
+// (PeerRound), acknowledging it once delivered. The sender id is the
+// link's verified id, whatever the advertisements say. ctx ends with the
+// link or the mesh.
+func (m *Mesh) receiveAdverts(ctx context.Context, l *link, s *Stream) {
 	_ = s.SetReadDeadline(time.Now().Add(AdvertSendTimeout))
 	fail := func(code StreamCode, result string, err error) {
 		s.Reset(code)
@@ -595,36 +601,30 @@ func (m *Mesh) receiveAdverts(l *link, s *Stream) {
 		fail(StreamCodeMalformed, resultMalformed, fmt.Errorf("data after the advert frame: %v", err))
 		return
 	}
-	var roles []string
-	for _, ad := range ads {
-		m.tbl.IngestAdvertisement(l.peerID, ad)
-		if role, ok := strings.CutPrefix(ad.Name, table.ServicePrefix); ok {
-			roles = append(roles, role)
-		}
-	}
-	// A frame is a whole round: what it no longer names was withdrawn.
-	m.tbl.RetainRemote(l.peerID, roles)
-	// A round read while its link was being lost may land after linkLost
-	// removed the peer's adverts: with no link to the peer now, remove
-	// them again, or they would resolve until their TTL runs out. (A new
-	// link's own rounds replace them otherwise.) A peer that restarted a
-	// moment ago keeps them, still waiting for its link: the table ranks
-	// them last and drops them at the end of the wait.
+	// Which link the round came on, decided with the link changes it is
+	// ordered among. A round read while its link was being lost lands
+	// after the loss (RoundLate). A peer that restarted a moment ago is
+	// still waited for: a round of its old link is as any other's
+	// (RoundOther), and only a round of its current link ends the wait.
 	m.mu.Lock()
 	p := l.peer
-	current := p.link == l
 	gone := p.link == nil
 	waiting := gone && !p.awayAt.IsZero() && time.Since(p.awayAt) < m.restartWait
-	m.mu.Unlock()
+	round := table.RoundOther
 	switch {
-	case current:
-		// The first round of a link to a peer that restarted says what
-		// its new run serves: the routes it kept are replaced, and count
-		// as live again. Until then they ranked last, so no request went
-		// to a run that may not serve them yet when another node does.
-		m.tbl.Linked(l.peerID)
+	case p.link == l:
+		round = table.RoundCurrent
 	case gone && !waiting:
-		m.tbl.RemoveNode(l.peerID)
+		round = table.RoundLate
+	}
+	done := make(chan struct{})
+	m.emitLocked(queuedEvent{ev: table.PeerEvent{Kind: table.PeerRound, Node: l.peerID, Adverts: ads, Round: round}, done: done})
+	m.mu.Unlock()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.Reset(StreamCodeCancelled)
+		return
 	}
 	_ = s.CloseWrite()
 	m.met.stream(KindAdvert, resultOK)
@@ -755,9 +755,13 @@ func (m *Mesh) pokeAll() {
 // A link found ended when the stream is opened
 // (nothing was sent on the stream) is retired, and the stream is opened on
 // the peer's next link: at once when there is one, or once it comes up
-// (within RestartLinkWait and ctx) when the old link ended as stale. A stream whose link turns
-// out to lead to a previous run of the peer is sent again on the new
-// run's link when no run can have read it (see replay). The caller owns
+// (within RestartLinkWait and ctx) when the old link ended as stale. That
+// is choosing a link, not sending anything again; the loss is reported
+// (PeerLinkLost) and OpenStream changes no route. A stream other than an
+// inference stream whose link turns out to lead to a previous run of the
+// peer is sent again on the new run's link when no run can have read it
+// (see replay); an inference stream fails instead, and the proxy, which
+// owns a forward's retry, sends it again (PeerRestarted). The caller owns
 // the stream and must end it (Close, CloseWrite or Reset).
 func (m *Mesh) OpenStream(ctx context.Context, nodeID string, kind StreamKind) (*Stream, error) {
 	if kind == KindAdvert || kind.String() == "unknown" {
@@ -792,7 +796,9 @@ func (m *Mesh) OpenStream(ctx context.Context, nodeID string, kind StreamKind) (
 	qs, err := l.conn.OpenStreamSync(ctx)
 	if err != nil && ctx.Err() == nil {
 		// The link ended before anything was sent on the stream
-		// (OpenStreamSync fails only with ctx or the connection).
+		// (OpenStreamSync fails only with ctx or the connection): retire
+		// it (the loss is reported, routes are the table's) and take the
+		// peer's next link.
 		cause := endCause(l, err)
 		m.linkLost(l, cause)
 		wctx := ctx
@@ -807,8 +813,9 @@ func (m *Mesh) OpenStream(ctx context.Context, nodeID string, kind StreamKind) (
 			wctx = c
 		}
 		if nl, nqs, rerr := m.reopen(wctx, nodeID, l); rerr == nil {
+			// Opened on the next link: nothing was sent on the first,
+			// so nothing is sent again (counted as opened, not replayed).
 			l, qs, err = nl, nqs, nil
-			m.met.stream(kind, resultReplayed)
 		}
 	}
 	if err != nil {

@@ -32,8 +32,9 @@ func startLinkUpNode(t *testing.T, hook func(context.Context, PeerInfo)) *linkUp
 	if err != nil {
 		t.Fatal(err)
 	}
+	tbl := table.New(id.ID(), table.Options{})
 	m, err := New(Config{Listen: "127.0.0.1:0", Keepalive: time.Second}, Deps{
-		Identity: id, DataDir: t.TempDir(), Table: table.New(id.ID(), table.Options{}),
+		Identity: id, DataDir: t.TempDir(), Table: tbl, PeerEvents: tbl.ApplyPeerEvent,
 		Logger: zaptest.NewLogger(t), OnLinkUp: hook,
 	})
 	if err != nil {

@@ -15,8 +15,9 @@ var heartbeat = []byte{0x01}
 // of the keep-alive period: both ends send a heartbeat datagram every
 // livenessInterval, and a link that has heard nothing for the liveness
 // timeout is closed with CodeDead. Closing it retires the link at once
-// (serveLink -> linkLost), so the peer's advertisements stop resolving and
-// its in-flight streams fail instead of hanging until QUIC's idle timeout.
+// (serveLink -> linkLost, which reports the loss: the table drops the
+// peer's routes), and its in-flight streams fail instead of hanging until
+// QUIC's idle timeout.
 // A peer that did not negotiate datagrams is left to the idle timeout.
 // It returns when the link stops being its peer's link or its connection
 // ends.

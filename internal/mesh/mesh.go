@@ -27,11 +27,11 @@ import (
 
 // AdvertTable is the placement table as the mesh uses it: the source of
 // this node's advertisements together with the serving policy that
-// filters them per peer, and the sink of the peers' advertisements.
-// *table.Table implements it. Every method is required, so that a table
-// (or a fake) cannot leave the serving policy out and with it default
-// deny: the mesh sends a role's advertisement only to a peer for which
-// MeshPeerAllowed holds.
+// filters them per peer. *table.Table implements it. Every method is
+// required, so that a table (or a fake) cannot leave the serving policy
+// out and with it default deny: the mesh sends a role's advertisement
+// only to a peer for which MeshPeerAllowed holds. What the mesh learns
+// from its peers goes the other way, as events (Deps.PeerEvents).
 type AdvertTable interface {
 	// Advertisements are this node's infer advertisements, before the
 	// serving policy.
@@ -43,29 +43,6 @@ type AdvertTable interface {
 	// Subscribe wakes the advert loop on every change of this node's
 	// advertisements.
 	Subscribe() (<-chan struct{}, func())
-	// IngestAdvertisement takes one advertisement from sender, the
-	// link's verified node id.
-	IngestAdvertisement(sender string, ad table.Advertisement) bool
-	// RetainRemote forgets the roles of nodeID not named in roles: an
-	// advert frame is a whole round, so what it leaves out was withdrawn.
-	RetainRemote(nodeID string, roles []string)
-	// RemoveNode forgets every advertisement of nodeID (its link was lost
-	// or it was removed).
-	RemoveNode(nodeID string)
-	// KeepForRestart keeps nodeID's advertisements for at most wait,
-	// marked as waiting for its link, instead of forgetting them: its
-	// link ended because it restarted, and its new run links again in a
-	// moment. They must rank after every node with a live link and stop
-	// resolving once wait has passed.
-	KeepForRestart(nodeID string, wait time.Duration)
-	// Linked ends nodeID's wait: a new link to it is up and its first
-	// advertisement round was taken. The mesh calls it after every round
-	// of a peer's current link.
-	Linked(nodeID string)
-	// RemoveLinking forgets nodeID's advertisements, as RemoveNode, only
-	// while it is still waiting for its link (no new link came within
-	// the wait); it reports whether it removed any.
-	RemoveLinking(nodeID string) bool
 }
 
 // Auditor records an audit event. The chain implements it.
@@ -89,9 +66,19 @@ type Deps struct {
 	Identity *identity.Identity
 	// DataDir holds KnownPeersFile; required.
 	DataDir string
-	// Table receives peers' advertisements and provides this node's with
-	// its serving policy; required (New refuses nil).
+	// Table provides this node's advertisements with its serving policy;
+	// required (New refuses nil).
 	Table AdvertTable
+	// PeerEvents receives what happens to the links to peers, in order:
+	// links up and lost, the advertisement rounds they carry, the end of a
+	// restart wait, peers removed (table.PeerEvent). It is the one path by
+	// which the mesh's view of its peers reaches the routes, and decides
+	// what they become (the daemon wires table.ApplyPeerEvent); required
+	// (New refuses nil). It is called on one goroutine the mesh owns, one
+	// event at a time, never under the mesh's locks and never from a
+	// caller of OpenStream; it must not block for long (a round's
+	// acknowledgement waits for it).
+	PeerEvents func(table.PeerEvent)
 	// Audit records pins (source AuditSource); nil disables.
 	Audit Auditor
 	// Recorder records refused handshakes (source AuditSource, kind
@@ -261,6 +248,7 @@ type Mesh struct {
 	onPeers   func()
 	onLinkUp  func(ctx context.Context, peer PeerInfo)
 	onStopped func(peer string)
+	sink      func(table.PeerEvent)
 	listenUDP func(addr *net.UDPAddr) (*net.UDPConn, error)
 	// restartWait is RestartLinkWait or Deps.RestartLinkWait.
 	restartWait time.Duration
@@ -289,6 +277,14 @@ type Mesh struct {
 	closing   bool
 	wg        sync.WaitGroup // every goroutine Run starts, directly or not
 
+	// events are reported and not yet delivered (events.go); eventKick
+	// (size 1) wakes the event loop.
+	events    []queuedEvent
+	eventKick chan struct{}
+	// deliverMu is held while events are delivered, one delivery at a
+	// time. It is taken before mu, never while holding it.
+	deliverMu sync.Mutex
+
 	// work hands an accepted stream to an idle worker (see goServe).
 	work chan func()
 }
@@ -300,6 +296,9 @@ func New(cfg Config, deps Deps) (*Mesh, error) {
 	}
 	if deps.Table == nil {
 		return nil, errors.New("mesh: no table")
+	}
+	if deps.PeerEvents == nil {
+		return nil, errors.New("mesh: no consumer of peer events")
 	}
 	if deps.DataDir == "" {
 		return nil, errors.New("mesh: no data directory")
@@ -320,6 +319,8 @@ func New(cfg Config, deps Deps) (*Mesh, error) {
 		onPeers:     deps.OnPeersChanged,
 		onLinkUp:    deps.OnLinkUp,
 		onStopped:   deps.OnPeerStopped,
+		sink:        deps.PeerEvents,
+		eventKick:   make(chan struct{}, 1),
 		listenUDP:   deps.ListenUDP,
 		restartWait: deps.RestartLinkWait,
 		ready:       make(chan struct{}),
@@ -521,6 +522,7 @@ func (m *Mesh) Run(ctx context.Context) error {
 	m.wg.Go(func() { m.acceptLoop(runCtx, ln) })
 	m.wg.Go(func() { m.advertLoop(runCtx) })
 	m.wg.Go(func() { m.notifyLoop(runCtx) })
+	m.wg.Go(func() { m.eventLoop(runCtx) })
 	m.mu.Unlock()
 	close(m.ready)
 	m.log.Info("mesh listening", zap.Stringer("addr", uc.LocalAddr()), zap.String("node", m.ident.ID()))
@@ -548,6 +550,8 @@ func (m *Mesh) Run(ctx context.Context) error {
 	m.mu.Lock()
 	m.runCtx = nil
 	m.mu.Unlock()
+	// The losses of the links just closed, after the event loop ended.
+	m.deliverPending()
 	return nil
 }
 
@@ -648,7 +652,6 @@ func (m *Mesh) applyConfig(cfg Config) {
 	}
 	before := m.nameIDsLocked()
 	var closing []*link
-	var gone []string
 	for addr, p := range m.peers {
 		pc, ok := want[addr]
 		if ok && sameKeyConfig(pc.Key, p.cfg.Key) {
@@ -665,7 +668,7 @@ func (m *Mesh) applyConfig(cfg Config) {
 			m.linkChangedLocked()
 		}
 		if p.id != "" {
-			gone = append(gone, p.id)
+			m.emitLocked(queuedEvent{ev: table.PeerEvent{Kind: table.PeerRemoved, Node: p.id}})
 		}
 		delete(m.peers, addr)
 	}
@@ -684,9 +687,7 @@ func (m *Mesh) applyConfig(cfg Config) {
 	for _, l := range closing {
 		_ = l.conn.CloseWithError(CodeRemoved, "peer removed")
 	}
-	for _, id := range gone {
-		m.tbl.RemoveNode(id)
-	}
+	m.deliverIfIdle()
 	if !maps.Equal(before, after) && m.onPeers != nil {
 		m.onPeers()
 	}

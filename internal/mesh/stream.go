@@ -55,8 +55,13 @@ func newStream(qs *quic.Stream) *Stream {
 
 // newOpenedStream is a stream this side opened on l to nodeID, whose kind
 // byte goes out with the first bytes written.
+//
+// An inference stream is never sent again: it is a forward, whose one
+// retry belongs to the proxy's routing loop (which asks the table again,
+// and knows whether anything was relayed to its client); the mesh
+// replaying it too would make two owners and up to two more attempts.
 func newOpenedStream(m *Mesh, nodeID string, l *link, qs *quic.Stream, kind StreamKind) *Stream {
-	s := &Stream{kind: byte(kind), pending: true, rp: &replay{m: m, nodeID: nodeID, l: l}}
+	s := &Stream{kind: byte(kind), pending: true, rp: &replay{m: m, nodeID: nodeID, l: l, off: kind == KindInfer}}
 	s.qs.Store(qs)
 	return s
 }

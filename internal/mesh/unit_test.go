@@ -149,7 +149,7 @@ func TestNewPinsLoadedFromDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	m, err := New(Config{Listen: "127.0.0.1:0", Peers: []PeerConfig{{Name: "p", Addr: "10.0.0.2:7400"}}},
-		Deps{Identity: self, DataDir: dir, Table: table.New(self.ID(), table.Options{})})
+		Deps{Identity: self, DataDir: dir, Table: table.New(self.ID(), table.Options{}), PeerEvents: ignoreEvents})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ func TestNewPinsLoadedFromDisk(t *testing.T) {
 		t.Errorf("Status (-want +got):\n%s", diff)
 	}
 	if _, err := New(Config{Listen: "127.0.0.1:0", Peers: []PeerConfig{{Addr: "x:1", Key: self.PublicKeyHex()}}},
-		Deps{Identity: self, DataDir: dir, Table: table.New(self.ID(), table.Options{})}); err == nil {
+		Deps{Identity: self, DataDir: dir, Table: table.New(self.ID(), table.Options{}), PeerEvents: ignoreEvents}); err == nil {
 		t.Error("New accepted a peer with this node's key")
 	}
 }
@@ -209,7 +209,7 @@ func TestAdvertCodec(t *testing.T) {
 
 func TestHandlePanicsOnMisuse(t *testing.T) {
 	self := newIdentity(t)
-	m, err := New(Config{Listen: "127.0.0.1:0"}, Deps{Identity: self, DataDir: t.TempDir(), Table: table.New(self.ID(), table.Options{})})
+	m, err := New(Config{Listen: "127.0.0.1:0"}, Deps{Identity: self, DataDir: t.TempDir(), Table: table.New(self.ID(), table.Options{}), PeerEvents: ignoreEvents})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +242,7 @@ func TestAdvertsForDefaultDeny(t *testing.T) {
 	self := newIdentity(t)
 	tbl := table.New(self.ID(), table.Options{})
 	host := table.Advertisement{Name: "workload-host", NodeID: self.ID()}
-	m, err := New(Config{Listen: "127.0.0.1:0"}, Deps{Identity: self, DataDir: t.TempDir(), Table: tbl,
+	m, err := New(Config{Listen: "127.0.0.1:0"}, Deps{Identity: self, DataDir: t.TempDir(), Table: tbl, PeerEvents: tbl.ApplyPeerEvent,
 		ExtraAdverts: func() []table.Advertisement { return []table.Advertisement{host} }})
 	if err != nil {
 		t.Fatal(err)
@@ -353,7 +353,7 @@ func TestConfiguredKeyDropsSupersededPin(t *testing.T) {
 
 	t.Run("reload", func(t *testing.T) {
 		dir := seed(t)
-		m, err := New(tofu, Deps{Identity: self, DataDir: dir, Table: table.New(self.ID(), table.Options{})})
+		m, err := New(tofu, Deps{Identity: self, DataDir: dir, Table: table.New(self.ID(), table.Options{}), PeerEvents: ignoreEvents})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -379,13 +379,13 @@ func TestConfiguredKeyDropsSupersededPin(t *testing.T) {
 	})
 	t.Run("start", func(t *testing.T) {
 		dir := seed(t)
-		if _, err := New(keyed, Deps{Identity: self, DataDir: dir, Table: table.New(self.ID(), table.Options{})}); err != nil {
+		if _, err := New(keyed, Deps{Identity: self, DataDir: dir, Table: table.New(self.ID(), table.Options{}), PeerEvents: ignoreEvents}); err != nil {
 			t.Fatal(err)
 		}
 		if len(pinsAt(dir)) != 0 {
 			t.Errorf("known_peers.json still holds the superseded pin after start: %v", pinsAt(dir))
 		}
-		m, err := New(tofu, Deps{Identity: self, DataDir: dir, Table: table.New(self.ID(), table.Options{})})
+		m, err := New(tofu, Deps{Identity: self, DataDir: dir, Table: table.New(self.ID(), table.Options{}), PeerEvents: ignoreEvents})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -400,7 +400,7 @@ func TestNewReportsMetricConflict(t *testing.T) {
 	self := newIdentity(t)
 	reg := prometheus.NewRegistry()
 	deps := func() Deps {
-		return Deps{Identity: self, DataDir: t.TempDir(), Table: table.New(self.ID(), table.Options{}), Registerer: reg}
+		return Deps{Identity: self, DataDir: t.TempDir(), Table: table.New(self.ID(), table.Options{}), PeerEvents: ignoreEvents, Registerer: reg}
 	}
 	if _, err := New(Config{Listen: "127.0.0.1:0"}, deps()); err != nil {
 		t.Fatal(err)
@@ -409,3 +409,6 @@ func TestNewReportsMetricConflict(t *testing.T) {
 		t.Fatal("a second mesh registered on the same registry, want an error")
 	}
 }
+
+// ignoreEvents is the peer events consumer of a mesh that never links.
+func ignoreEvents(table.PeerEvent) {}

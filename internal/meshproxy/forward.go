@@ -301,7 +301,10 @@ const (
 )
 
 // ForwardRemote sends r to nodeID over one KindInfer stream and relays
-// the response to w as it arrives. The body is body when the caller holds
+// the response to w as it arrives. It makes one attempt and never retries
+// or reroutes: a failure before the peer answered wraps
+// proxy.ErrNotAnswered, and the proxy's routing loop, the one owner of a
+// forward's retry, decides whether to try again and where. The body is body when the caller holds
 // it (it may then call again with it, on another peer); with body nil,
 // r.Body (r.ContentLength bytes, -1 unknown) is streamed to the peer as it
 // is read, in chunks of at most MeshChunkBytes, and a failure reading it

@@ -21,6 +21,15 @@ import (
 // or of unknown length and found larger) is streamed to the peer as the
 // client sends it, bounded by MeshMaxBodyBytes and BodyTimeout, feeding
 // the stall watchdog as it goes; it is not retried, since it was not kept.
+//
+// This loop owns a forward's retry, and is its only owner: it asks the
+// table, tries, and on a retryable failure (ErrNotAnswered, nothing
+// relayed) asks the table again and tries once more. Below it nothing
+// sends a forward again: the mesh never replays an inference stream
+// (OpenStream only picks a live link before anything is written), and the
+// RemoteForwarder makes one attempt per call. Nor does anything below it
+// change routes: a link the forward finds dead reaches the table as the
+// mesh's event, whatever this loop does.
 func (p *Proxy) forwardRemote(rec *recorder, r *http.Request, role string, target table.Target, set *Config, in *bodyReader) {
 	rec.Header().Set(RouteHeader, target.NodeID)
 	if r.ContentLength > set.MeshMaxBodyBytes {

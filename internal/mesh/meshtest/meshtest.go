@@ -16,6 +16,7 @@ import (
 
 	"github.com/nodeld/nodeld/internal/identity"
 	"github.com/nodeld/nodeld/internal/mesh"
+	"github.com/nodeld/nodeld/internal/table"
 )
 
 // WaitTimeout bounds every wait of this package: a node getting ready or
@@ -187,7 +188,14 @@ func (n *Node[T]) Build(peers ...mesh.PeerConfig) {
 	n.tb.Helper()
 	n.Registry = prometheus.NewRegistry()
 	n.Config.Peers = peers
-	m, err := mesh.New(n.Config, mesh.Deps{Identity: n.Ident, DataDir: n.Dir, Table: n.Table,
+	// A table that takes what the mesh reports (the real one does) gets
+	// it, as the daemon wires it; a fake that only advertises gets
+	// nothing.
+	events := func(table.PeerEvent) {}
+	if sink, ok := any(n.Table).(interface{ ApplyPeerEvent(table.PeerEvent) }); ok {
+		events = sink.ApplyPeerEvent
+	}
+	m, err := mesh.New(n.Config, mesh.Deps{Identity: n.Ident, DataDir: n.Dir, Table: n.Table, PeerEvents: events,
 		Audit: n.audit, Recorder: n.rec, Logger: n.Logger, Registerer: n.Registry,
 		RestartLinkWait: n.wait,
 		ListenUDP: func(addr *net.UDPAddr) (*net.UDPConn, error) {
