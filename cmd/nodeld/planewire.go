@@ -102,11 +102,11 @@ func controllerAnchorKeys(cfg *config.Config) (keys []string, key string) {
 // controllerAnchors are controllerAnchorKeys parsed.
 func controllerAnchors(cfg *config.Config) (pkg.Anchors, error) {
 	keys, key := controllerAnchorKeys(cfg)
-	a, err := pkg.ParseAnchors(keys)
+	a, err := config.ParseKeys(key, keys)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", key, err)
+		return nil, err
 	}
-	return a, nil
+	return pkg.Anchors(a), nil
 }
 
 // controllerNotes are what config check says about a controller that
@@ -180,7 +180,7 @@ func targetsOf(cfg *config.Config, self *identity.Identity, pinned map[string]st
 		if k == "" {
 			k = pinned[p.Addr]
 		}
-		pub, err := identity.ParsePublicKeyHex(k)
+		pub, err := config.ParseKey(k)
 		if err != nil {
 			continue // not known yet
 		}
