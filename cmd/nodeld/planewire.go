@@ -419,8 +419,12 @@ func (r *controllerRunner) prepare(next *config.Config) (reload.Prepared, error)
 	r.mu.Lock()
 	ts := r.targets(next, r.applied)
 	r.mu.Unlock()
-	if _, err := r.c.Prepare(controllerConfig(next, r.n.refOrWritten), ts); err != nil {
+	// The controller checks what next resolves to now; the commit hands
+	// over what it resolves to then (refresh), so this change is a check.
+	if p, err := r.c.Prepare(controllerConfig(next, r.n.refOrWritten), ts); err != nil {
 		errs = append(errs, err)
+	} else {
+		p.Abort()
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
