@@ -3,6 +3,9 @@ package main
 import (
 	"crypto/ed25519"
 	"encoding/hex"
+	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -64,5 +67,32 @@ func TestReloadChangesControllerTick(t *testing.T) {
 	}
 	if s := a.n.status().(*statusDoc).Config.LastReloadError; strings.TrimSpace(s) != "" {
 		t.Errorf("last reload error %q", s)
+	}
+}
+
+// TestReloadStepsCoverComponents: every component of the node that offers
+// the reload contract (a Prepare method) has its step in the one list, by
+// its field's name, so a component added without one fails here.
+func TestReloadStepsCoverComponents(t *testing.T) {
+	pub, _, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchor := hex.EncodeToString(pub)
+	tn := buildNode(t, filepath.Join(t.TempDir(), "data"), reloadBase+
+		"host:\n  enabled: true\n  trust_anchors: ["+anchor+"]\n"+controllerSection(anchor, "1s", "3s", "1s"), nil)
+	var names []string
+	for _, s := range tn.n.reloadSteps(tn.n.config()) {
+		names = append(names, s.Name)
+	}
+	v := reflect.ValueOf(tn.n).Elem()
+	for i := range v.NumField() {
+		f := v.Type().Field(i)
+		if _, ok := f.Type.MethodByName("Prepare"); ok && !slices.Contains(names, f.Name) {
+			t.Errorf("node.%s (%s) offers Prepare but has no reload step; steps: %q", f.Name, f.Type, names)
+		}
+	}
+	if !slices.Contains(names, "controller") || names[len(names)-1] != "proxy" {
+		t.Errorf("steps %q: want the controller's, and the proxy's last", names)
 	}
 }
