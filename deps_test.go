@@ -56,6 +56,8 @@ var tiers = map[string]int{
 	// pinning of request bodies both paths share.
 	"internal/httpfast": 4,
 	"internal/modelpin": 4,
+	// The one shape of a config reload (Prepared, Step, All).
+	"internal/reload": 4,
 }
 
 // leafTier is the tier of the leaves, which import nothing but the

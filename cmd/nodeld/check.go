@@ -54,13 +54,14 @@ func checkComponents(cfg *config.Config, file string) error {
 		}
 		// One limit at a time (0 is the forwarder's default), so each
 		// problem names its key.
-		if err := meshproxy.CheckLimits(cfg.Mesh.MaxInflightPerPeer, 0, 0); err != nil {
+		lim := forwarderLimits(cfg)
+		if err := meshproxy.CheckLimits(lim.PerPeer, 0, 0); err != nil {
 			add("mesh.max_inflight_per_peer", err)
 		}
-		if err := meshproxy.CheckLimits(0, cfg.Mesh.MaxInflightTotal, 0); err != nil {
+		if err := meshproxy.CheckLimits(0, lim.Total, 0); err != nil {
 			add("mesh.max_inflight_total", err)
 		}
-		if err := meshproxy.CheckLimits(0, 0, cfg.Inference.Limits.MeshMaxBodyBytes); err != nil {
+		if err := meshproxy.CheckLimits(0, 0, lim.MaxBody); err != nil {
 			add("inference.limits.mesh_max_body_bytes", err)
 		}
 	}

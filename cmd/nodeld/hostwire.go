@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/ed25519"
-	"fmt"
 	"io"
 	"net"
 	"slices"
@@ -27,27 +26,24 @@ import (
 // hostConfig maps the host section; keys were validated with the config.
 func hostConfig(cfg *config.Config) (host.Config, error) {
 	hc := host.Config{Enabled: cfg.Host.Enabled, DataDir: cfg.Node.DataDir, Labels: cfg.Node.Labels, Class: cfg.Node.Class}
-	for _, k := range cfg.Host.Controllers {
-		pub, err := identity.ParsePublicKeyHex(k)
-		if err != nil {
-			return hc, fmt.Errorf("host.controllers: %w", err)
-		}
-		hc.Controllers = append(hc.Controllers, pub)
+	var err error
+	if hc.Controllers, err = config.ParseKeys("host.controllers", cfg.Host.Controllers); err != nil {
+		return hc, err
 	}
 	// A reader is a key, or a configured peer's name that the host
 	// resolves through the mesh (its key may be pinned on first contact).
 	for _, r := range cfg.Host.Readers {
-		if pub, err := identity.ParsePublicKeyHex(r); err == nil {
+		if pub, err := config.ParseKey(r); err == nil {
 			hc.ReaderKeys = append(hc.ReaderKeys, pub)
 		} else {
 			hc.ReaderPeers = append(hc.ReaderPeers, r)
 		}
 	}
-	anchors, err := pkg.ParseAnchors(cfg.Host.TrustAnchors)
+	anchors, err := config.ParseKeys("host.trust_anchors", cfg.Host.TrustAnchors)
 	if err != nil {
-		return hc, fmt.Errorf("host.trust_anchors: %w", err)
+		return hc, err
 	}
-	hc.TrustAnchors = anchors
+	hc.TrustAnchors = pkg.Anchors(anchors)
 	return hc, nil
 }
 

@@ -458,17 +458,13 @@ func (mn *mnode) ctrl() *plane.Controller {
 	return mn.n.ctrl.c
 }
 
-// tick runs one controller tick on the node, first applying targets a
-// pin or a reload changed (what the loop's runner does between ticks).
+// tick runs one controller tick on the node, which first applies the
+// config and targets a pin or a reload handed over (what the controller's
+// loop does between ticks).
 func (mn *mnode) tick() {
 	t := mn.m.t
 	t.Helper()
 	c := mn.ctrl()
-	select {
-	case <-mn.n.ctrl.due:
-		mn.n.ctrl.apply()
-	default:
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	if err := c.Tick(ctx); err != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/nodeld/nodeld/internal/identity"
 	"github.com/nodeld/nodeld/internal/pkg"
 	"github.com/nodeld/nodeld/internal/plane"
+	"github.com/nodeld/nodeld/internal/reload"
 )
 
 // controllerStateFile is the controller's state file in node.data_dir.
@@ -101,11 +102,11 @@ func controllerAnchorKeys(cfg *config.Config) (keys []string, key string) {
 // controllerAnchors are controllerAnchorKeys parsed.
 func controllerAnchors(cfg *config.Config) (pkg.Anchors, error) {
 	keys, key := controllerAnchorKeys(cfg)
-	a, err := pkg.ParseAnchors(keys)
+	a, err := config.ParseKeys(key, keys)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", key, err)
+		return nil, err
 	}
-	return a, nil
+	return pkg.Anchors(a), nil
 }
 
 // controllerNotes are what config check says about a controller that
@@ -179,7 +180,7 @@ func targetsOf(cfg *config.Config, self *identity.Identity, pinned map[string]st
 		if k == "" {
 			k = pinned[p.Addr]
 		}
-		pub, err := identity.ParsePublicKeyHex(k)
+		pub, err := config.ParseKey(k)
 		if err != nil {
 			continue // not known yet
 		}
@@ -307,27 +308,24 @@ func (p *planeDispatcher) Unload(ctx context.Context, node, instanceID string) e
 	return err
 }
 
-// controllerRunner runs the controller's loop and applies its targets and
-// config again whenever they may have changed: after a reload and when a
-// peer's key is pinned on first contact (refresh). SetTargets waits for a
-// tick in progress, so it is applied here, on the runner's goroutine, not
-// by the reload or the mesh callback that asks for it.
+// controllerRunner is the controller's wiring: it resolves the config in
+// force into the controller's config and targets and hands them over
+// (refresh) after a reload and when a peer's key is pinned on first
+// contact; the controller's own loop (plane.Controller.Run) applies them.
 type controllerRunner struct {
 	n    *node
 	c    *plane.Controller
 	disp *planeDispatcher
 	log  *zap.Logger
-	// due is signalled (size 1) when targets and config are to be applied.
-	due chan struct{}
 	// store is the package store in the data dir.
 	store *pkg.Store
 	// manual (tests only: nodeDeps.manualTicks) leaves the loop
-	// unstarted: the test ticks the controller and applies due targets
-	// itself.
+	// unstarted: the test ticks the controller, and a tick applies what
+	// was handed over first.
 	manual bool
 
-	mu sync.Mutex // guards applied
-	// applied are the targets last given to the controller, by node id.
+	mu sync.Mutex // serialises refresh; guards applied
+	// applied are the targets last handed to the controller, by node id.
 	applied map[string]plane.Target
 }
 
@@ -340,7 +338,7 @@ func newController(n *node, cfg *config.Config, d nodeDeps, rev *pkg.Revocations
 	}
 	pd := &planeDispatcher{d: n.dispatch, rev: rev, afterPlace: d.afterPlace, beforePlace: d.beforePlace}
 	pd.anchors.Store(&anchors)
-	r := &controllerRunner{n: n, disp: pd, log: d.log.Named("controller"), due: make(chan struct{}, 1),
+	r := &controllerRunner{n: n, disp: pd, log: d.log.Named("controller"),
 		store: pkg.NewStore(filepath.Join(cfg.Node.DataDir, pkg.StoreDir), rev), manual: d.manualTicks}
 	ts := r.targets(cfg, nil)
 	var revs plane.Revocations
@@ -408,14 +406,12 @@ func (r *controllerRunner) targets(cfg *config.Config, before map[string]plane.T
 	return ts
 }
 
-// prepare checks a reload's controller config and targets; the returned
-// commit puts them in force and cannot fail.
-func (r *controllerRunner) prepare(next *config.Config) (func(), error) {
-	pc := controllerConfig(next, r.n.refOrWritten)
+// prepare checks a reload's controller config, anchors and targets; the
+// commit swaps the anchors and hands the controller its config and targets
+// resolved again (refresh): it comes after the config in force and the
+// mesh's peers changed, so names of peers new in next resolve.
+func (r *controllerRunner) prepare(next *config.Config) (reload.Prepared, error) {
 	var errs []error
-	if err := pc.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("controller: %w", err))
-	}
 	anchors, err := controllerAnchors(next)
 	if err != nil {
 		errs = append(errs, err)
@@ -423,75 +419,42 @@ func (r *controllerRunner) prepare(next *config.Config) (func(), error) {
 	r.mu.Lock()
 	ts := r.targets(next, r.applied)
 	r.mu.Unlock()
-	if err := plane.CheckTargets(ts); err != nil {
-		errs = append(errs, fmt.Errorf("controller targets: %w", err))
+	// The controller checks what next resolves to now; the commit hands
+	// over what it resolves to then (refresh), so this change is a check.
+	if p, err := r.c.Prepare(controllerConfig(next, r.n.refOrWritten), ts); err != nil {
+		errs = append(errs, err)
+	} else {
+		p.Abort()
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	return func() {
+	return reload.Commit(func() {
 		r.disp.anchors.Store(&anchors)
-		// Validated above: ApplyConfig cannot refuse it.
-		if err := r.c.ApplyConfig(pc); err != nil {
-			r.log.Error("controller config not applied", zap.Error(err))
-		}
-		// The targets follow once the mesh has the new peers.
 		r.refresh()
-	}, nil
+	}), nil
 }
 
-// refresh asks the runner to apply the config in force and its targets
-// again.
+// refresh resolves the config in force and its targets again (names of
+// peers pinned since resolve now) and hands them to the controller, whose
+// loop applies them.
 func (r *controllerRunner) refresh() {
-	select {
-	case r.due <- struct{}{}:
-	default:
-	}
-}
-
-// apply resolves the config in force and its targets again (names of
-// peers pinned since resolve now) and gives them to the controller.
-func (r *controllerRunner) apply() {
 	cfg := r.n.config()
-	if err := r.c.ApplyConfig(controllerConfig(cfg, r.n.refOrWritten)); err != nil {
-		r.log.Error("controller config not applied", zap.Error(err))
-	}
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	ts := r.targets(cfg, r.applied)
-	r.mu.Unlock()
-	if err := r.c.SetTargets(ts); err != nil {
-		r.log.Error("controller targets not applied", zap.Error(err))
-		return
-	}
-	r.mu.Lock()
 	r.applied = byID(ts)
-	r.mu.Unlock()
-	r.log.Debug("controller targets applied", zap.Int("targets", len(ts)))
+	r.c.Reconfigure(controllerConfig(cfg, r.n.refOrWritten), ts)
 }
 
-// Run runs the controller's loop and applies targets when due, until ctx
-// ends; it returns once the loop has returned.
+// Run runs the controller's loop until ctx ends.
 func (r *controllerRunner) Run(ctx context.Context) error {
 	if r.manual {
-		// The test ticks, and applies what is due, itself.
+		// The test ticks itself.
 		<-ctx.Done()
 		return nil
 	}
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	wg.Go(func() {
-		if err := r.c.Run(ctx); err != nil {
-			r.log.Error("controller loop", zap.Error(err))
-		}
-	})
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-r.due:
-			r.apply()
-		}
-	}
+	return r.c.Run(ctx)
 }
 
 // placedStore keeps placed packages in <data_dir>/placed, but for those

@@ -1,16 +1,14 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/coreos/go-systemd/v22/daemon"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/nodeld/nodeld/internal/config"
-	"github.com/nodeld/nodeld/internal/proxy"
+	"github.com/nodeld/nodeld/internal/reload"
 )
 
 // reload re-reads the config and applies it all or nothing (applyReload),
@@ -46,14 +44,15 @@ func (n *node) reload() {
 // applyReload applies the config file all or nothing:
 //
 //  1. read, decode and validate the whole file;
-//  2. refuse what changes only with a restart;
+//  2. refuse a change to a key that takes effect only on restart
+//     (config.RestartOnly, the one list);
 //  3. run every component's static check (checkComponents, as config
 //     check and run do);
-//  4. prepare every component against the running node (prepareReload):
-//     these change nothing, except the proxy's, last, which binds the new
-//     role ports so that a port in use fails here;
+//  4. prepare every component against the running node (reloadSteps, one
+//     list, reload.All): these change nothing, except the proxy's, last,
+//     which binds the new role ports so that a port in use fails here;
 //  5. chain the reload; if that fails, abort;
-//  6. commit every component; no commit can fail.
+//  6. commit every component, in the list's order; no commit can fail.
 //
 // On any error the old config stays fully in force (new ports closed,
 // nothing else touched) and the error says why.
@@ -62,17 +61,9 @@ func (n *node) applyReload() error {
 	if err != nil {
 		return err
 	}
-	old := n.config()
-	diff := config.Changed(old, next)
-	if diff.NeedsRestart() {
-		return fmt.Errorf("%s change only with a restart", strings.Join(diff.Restart, ", "))
-	}
-	if next.Log.Format != old.Log.Format {
-		return errors.New("log.format changes only with a restart")
-	}
-	var level zapcore.Level
-	if err := level.UnmarshalText([]byte(next.Log.Level)); err != nil {
-		return fmt.Errorf("log.level: %w", err)
+	diff := config.Changed(n.config(), next)
+	if err := diff.RestartError(); err != nil {
+		return err
 	}
 	if err := checkComponents(next, configSource(n.cfgPath)); err != nil {
 		return err
@@ -80,98 +71,94 @@ func (n *node) applyReload() error {
 	if err := checkNodeRefs(next, configSource(n.cfgPath), n.knownNodes()); err != nil {
 		return err
 	}
-	p, err := n.prepareReload(next)
+	p, err := reload.All(n.reloadSteps(next))
 	if err != nil {
 		return err
 	}
 	if _, err := n.chain.Append(chainSource, "config.reload", map[string]any{
 		"ok": true, "config": configSource(n.cfgPath), "changed": diff.Fields,
 	}); err != nil {
-		p.abort()
+		p.Abort()
 		return fmt.Errorf("chain config.reload: %w", err)
 	}
-	p.commit(n, next, level)
+	p.Commit()
 	return nil
 }
 
-// preparedReload is a reload every component has accepted: commit puts it
-// in force, abort drops it. Exactly one of them is called.
-type preparedReload struct {
-	proxy   *proxy.Prepared
-	adopter func()
-	host    func()
-	mesh    func() // nil without a mesh
-	limits  func() // nil without a mesh
-	ctrl    func() // nil without a controller
-}
-
-// prepareReload asks every component whether it takes next, reporting
-// every refusal at once. Only the proxy's preparation holds anything (the
-// new role ports, and its reload lock), so it comes last, once all the
-// others said yes.
-func (n *node) prepareReload(next *config.Config) (*preparedReload, error) {
-	var p preparedReload
-	var errs []error
-	var err error
-	if next.Controller.Enabled != n.config().Controller.Enabled {
-		errs = append(errs, errors.New("controller.enabled changes only with a restart"))
-	} else if n.ctrl != nil {
-		if p.ctrl, err = n.ctrl.prepare(next); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if p.adopter, err = n.adopter.Prepare(adopterConfig(next, n.discover)); err != nil {
-		errs = append(errs, err)
-	}
-	if hc, err := nodeHostConfig(next, n.id); err != nil {
-		errs = append(errs, err)
-	} else if p.host, err = n.host.Prepare(hc); err != nil {
-		errs = append(errs, err)
+// reloadSteps are the node's reloadable components, each given its part of
+// next by the mapping config check and run use (proxyConfig, meshConfig,
+// ...), in the order they commit:
+//
+//   - the config in force first, so that the mesh's peer change (which
+//     resolves the role allowlists and the controller's targets again) and
+//     the status read the new one;
+//   - the log level, admin, adopter, host, mesh and its forwarder's limits;
+//   - the controller once the mesh has the new peers (its loop applies
+//     them, plane.Controller.Run);
+//   - the role policies, with the allowlists resolved by the new mesh;
+//   - the proxy last: its preparation holds something (the new role ports
+//     and its reload lock), so it comes once all the others said yes, and
+//     a new role's port serves once its policy is in force.
+func (n *node) reloadSteps(next *config.Config) []reload.Step {
+	steps := []reload.Step{
+		{Name: "config", Prepare: func() (reload.Prepared, error) {
+			return reload.Commit(func() {
+				n.mu.Lock()
+				n.cfg = next
+				n.mu.Unlock()
+			}), nil
+		}},
+		{Name: "log", Prepare: func() (reload.Prepared, error) {
+			level, err := logLevel(next)
+			if err != nil {
+				return nil, err
+			}
+			return reload.Commit(func() { n.level.SetLevel(level) }), nil
+		}},
+		{Name: "admin", Prepare: func() (reload.Prepared, error) { return n.admin.Prepare(adminConfig(next)) }},
+		{Name: "adopter", Prepare: func() (reload.Prepared, error) { return n.adopter.Prepare(adopterConfig(next, n.discover)) }},
+		{Name: "host", Prepare: func() (reload.Prepared, error) {
+			hc, err := nodeHostConfig(next, n.id)
+			if err != nil {
+				return nil, err
+			}
+			return n.host.Prepare(hc)
+		}},
 	}
 	if n.mesh != nil {
-		if p.mesh, err = n.mesh.Prepare(meshConfig(next)); err != nil {
-			errs = append(errs, err)
-		}
-		l := next.Mesh
-		if p.limits, err = n.forwarder.PrepareLimits(l.MaxInflightPerPeer, l.MaxInflightTotal, next.Inference.Limits.MeshMaxBodyBytes); err != nil {
-			errs = append(errs, err)
-		}
+		steps = append(steps,
+			reload.Step{Name: "mesh", Prepare: func() (reload.Prepared, error) { return n.mesh.Prepare(meshConfig(next)) }},
+			reload.Step{Name: "forwarder", Prepare: func() (reload.Prepared, error) { return n.forwarder.Prepare(forwarderLimits(next)) }},
+		)
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
+	if n.ctrl != nil {
+		steps = append(steps, reload.Step{Name: "controller", Prepare: func() (reload.Prepared, error) { return n.ctrl.prepare(next) }})
 	}
-	if p.proxy, err = n.proxy.Prepare(proxyConfig(next)); err != nil {
-		return nil, err
-	}
-	return &p, nil
+	steps = append(steps,
+		// The table's role names were checked with the config
+		// (checkComponents); the allowlists resolve at commit.
+		reload.Step{Name: "roles", Prepare: func() (reload.Prepared, error) { return reload.Commit(n.applyRolePolicy), nil }},
+		reload.Step{Name: "proxy", Prepare: func() (reload.Prepared, error) { return prepared(n.proxy.Prepare(proxyConfig(next))) }},
+	)
+	return steps
 }
 
-// abort closes the proxy's new listeners; nothing else was changed.
-func (p *preparedReload) abort() { p.proxy.Abort() }
+// prepared is a component's Prepare result as a reload.Prepared: never a
+// typed nil in the interface.
+func prepared[P reload.Prepared](p P, err error) (reload.Prepared, error) {
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
 
-// commit puts next in force in every component. The config is swapped
-// first, so that the mesh's peer change (which re-applies the role
-// policies) and the status read the new one; the role policies are applied
-// last, once the mesh knows the new peers.
-func (p *preparedReload) commit(n *node, next *config.Config, level zapcore.Level) {
-	n.mu.Lock()
-	n.cfg = next
-	n.mu.Unlock()
-	n.level.SetLevel(level)
-	n.admin.SetPprof(next.Admin.Pprof)
-	p.proxy.Commit()
-	p.adopter()
-	p.host()
-	if p.mesh != nil {
-		p.mesh()
-		p.limits()
+// logLevel is log.level as the logger takes it.
+func logLevel(cfg *config.Config) (zapcore.Level, error) {
+	var level zapcore.Level
+	if err := level.UnmarshalText([]byte(cfg.Log.Level)); err != nil {
+		return level, fmt.Errorf("log.level: %w", err)
 	}
-	if p.ctrl != nil {
-		// The controller's config now; its targets once its runner has
-		// read the mesh's new peers (SetTargets waits for a tick).
-		p.ctrl()
-	}
-	n.table.ApplyPolicy(n.rolePolicies(next))
+	return level, nil
 }
 
 // reloadConfig reads the config a reload applies: the file at path, or

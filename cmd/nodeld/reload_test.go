@@ -164,6 +164,15 @@ func TestReloadIsAllOrNothing(t *testing.T) {
 			"inference.instances[0].url",
 		},
 		{
+			// The refusal names them as config.RestartOnly declares them.
+			"keys that change only with a restart",
+			func(c string) string {
+				c = strings.Replace(c, "format: json", "format: console", 1)
+				return strings.Replace(c, "  listen: \"127.0.0.1:0\"\n  peers:", "  listen: \"127.0.0.2:0\"\n  peers:", 1)
+			},
+			config.Diff{Restart: []string{"log.format", "mesh.listen"}}.RestartError().Error(),
+		},
+		{
 			"a role the table refuses",
 			func(c string) string { return c + "    - {name: _chat2, listen: \"127.0.0.1:0\"}\n" },
 			`"_chat2" is not a valid role name`,

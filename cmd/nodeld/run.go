@@ -106,10 +106,11 @@ func runDaemon(ctx context.Context, o daemonOptions) (err error) {
 	if err := checkComponents(cfg, configSource(o.cfgPath)); err != nil {
 		return &exitError{code: 2, err: err}
 	}
-	level := zap.NewAtomicLevel()
-	if err := level.UnmarshalText([]byte(cfg.Log.Level)); err != nil {
-		return usageError("log.level: %v", err)
+	lv, err := logLevel(cfg)
+	if err != nil {
+		return usageError("%v", err)
 	}
+	level := zap.NewAtomicLevelAt(lv)
 	log := newLogger(cfg.Log.Format, level, o.stderr)
 	defer func() { _ = log.Sync() }()
 
@@ -400,11 +401,10 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 		Registerer: d.reg,
 	}
 	if n.mesh != nil {
+		lim := forwarderLimits(cfg)
 		n.forwarder, err = meshproxy.NewForwarder(meshproxy.Deps{
 			Mesh: n.mesh, Table: n.table, Recorder: n.rec, Logger: d.log.Named("proxy.mesh"), Registerer: d.reg,
-			MaxInflightPerPeer: cfg.Mesh.MaxInflightPerPeer,
-			MaxInflightTotal:   cfg.Mesh.MaxInflightTotal,
-			MaxBodyBytes:       cfg.Inference.Limits.MeshMaxBodyBytes,
+			MaxInflightPerPeer: lim.PerPeer, MaxInflightTotal: lim.Total, MaxBodyBytes: lim.MaxBody,
 		})
 		if err != nil {
 			return nil, err
@@ -465,7 +465,7 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n.admin, err = admin.New(admin.Config{Listen: cfg.Admin.Listen, Pprof: cfg.Admin.Pprof}, admin.Deps{
+	n.admin, err = admin.New(adminConfig(cfg), admin.Deps{
 		Gatherer: d.reg,
 		Status:   n.status,
 		Logger:   d.log.Named("admin"),

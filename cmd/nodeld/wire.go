@@ -4,8 +4,10 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/nodeld/nodeld/internal/admin"
 	"github.com/nodeld/nodeld/internal/config"
 	"github.com/nodeld/nodeld/internal/mesh"
+	"github.com/nodeld/nodeld/internal/meshproxy"
 	"github.com/nodeld/nodeld/internal/proxy"
 	"github.com/nodeld/nodeld/internal/runner"
 	"github.com/nodeld/nodeld/internal/table"
@@ -103,6 +105,21 @@ func meshConfig(cfg *config.Config) mesh.Config {
 		mc.Peers = append(mc.Peers, mesh.PeerConfig{Name: p.Name, Addr: p.Addr, Key: p.Key, Tier: p.Tier})
 	}
 	return mc
+}
+
+// forwarderLimits maps the mesh forwarder's limits: mesh.max_inflight_*
+// and inference.limits.mesh_max_body_bytes.
+func forwarderLimits(cfg *config.Config) meshproxy.Limits {
+	return meshproxy.Limits{
+		PerPeer: cfg.Mesh.MaxInflightPerPeer,
+		Total:   cfg.Mesh.MaxInflightTotal,
+		MaxBody: cfg.Inference.Limits.MeshMaxBodyBytes,
+	}
+}
+
+// adminConfig maps the admin section.
+func adminConfig(cfg *config.Config) admin.Config {
+	return admin.Config{Listen: cfg.Admin.Listen, Pprof: cfg.Admin.Pprof}
 }
 
 // adopterConfig maps the inference section to the adopter's config. With

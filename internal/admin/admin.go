@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nodeld/nodeld/internal/grammar"
+	"github.com/nodeld/nodeld/internal/reload"
 )
 
 // Limits of the admin server. Requests carry no bodies worth reading.
@@ -86,6 +87,20 @@ func New(cfg Config, deps Deps) (*Server, error) {
 // SetPprof turns the /debug/pprof/ routes on or off (a config reload of
 // admin.pprof); it applies to the next request.
 func (s *Server) SetPprof(on bool) { s.pprof.Store(on) }
+
+// ErrListenChanged is Prepare's refusal of a new listen address: the
+// admin listener is bound once, at start.
+var ErrListenChanged = errors.New("admin listen changes only with a restart")
+
+// Prepare checks a reload's admin config (the same listen address) and
+// returns the change that puts the rest in force, /debug/pprof/ on or off
+// (the reload contract, internal/reload). It changes nothing itself.
+func (s *Server) Prepare(cfg Config) (reload.Prepared, error) {
+	if cfg.Listen != s.cfg.Listen {
+		return nil, fmt.Errorf("admin listen %q -> %q: %w", s.cfg.Listen, cfg.Listen, ErrListenChanged)
+	}
+	return reload.Commit(func() { s.SetPprof(cfg.Pprof) }), nil
+}
 
 // Require adds a readiness condition that starts unmet. Call it before Run
 // for every listener or resource that must be up before /readyz says yes.

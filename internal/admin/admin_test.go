@@ -266,14 +266,28 @@ func TestPprof(t *testing.T) {
 			if code, _ := get("/debug/pprof/cmdline", addr, "http://attacker.example"); code != http.StatusForbidden {
 				t.Errorf("cross origin = %d, want 403", code)
 			}
-			// A reload flips it.
-			s.SetPprof(!on)
+			// A reload flips it; one that moves the listener is refused
+			// and changes nothing.
+			if _, err := s.Prepare(Config{Listen: "127.0.0.1:1", Pprof: !on}); !errors.Is(err, ErrListenChanged) {
+				t.Errorf("Prepare with a new listen = %v, want ErrListenChanged", err)
+			}
+			if code, _ := get("/debug/pprof/", addr, ""); code != want {
+				t.Errorf("after a refused reload: GET /debug/pprof/ = %d, want %d", code, want)
+			}
+			p, err := s.Prepare(Config{Listen: "127.0.0.1:0", Pprof: !on})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if code, _ := get("/debug/pprof/", addr, ""); code != want {
+				t.Errorf("before the commit: GET /debug/pprof/ = %d, want %d", code, want)
+			}
+			p.Commit()
 			flipped := http.StatusOK
 			if on {
 				flipped = http.StatusNotFound
 			}
 			if code, _ := get("/debug/pprof/", addr, ""); code != flipped {
-				t.Errorf("after SetPprof(%t): GET /debug/pprof/ = %d, want %d", !on, code, flipped)
+				t.Errorf("after a reload to pprof %t: GET /debug/pprof/ = %d, want %d", !on, code, flipped)
 			}
 		})
 	}

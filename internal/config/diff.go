@@ -1,19 +1,34 @@
 package config
 
 import (
+	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 )
 
-// needsRestart reports whether a field takes effect only when nodeld
-// restarts: the data directory and the listeners bound once at start.
-func needsRestart(key string) bool {
-	switch key {
-	case "node.data_dir", "admin.listen", "admin.socket", "mesh.listen", "host.isolation":
-		return true
-	}
-	return false
+// restartOnly are the keys that take effect only when nodeld restarts, in
+// file order: the data directory, the listeners bound once at start, the
+// log encoding, the isolation of placed instances and whether the
+// controller runs. This is the one list: a reload refuses a change to any
+// of them (Diff.Restart, RestartError) and the docs name the same keys.
+var restartOnly = []string{
+	"node.data_dir",
+	"log.format",
+	"admin.listen",
+	"admin.socket",
+	"mesh.listen",
+	"host.isolation",
+	"controller.enabled",
 }
+
+// RestartOnly returns the keys that take effect only on restart, in file
+// order.
+func RestartOnly() []string { return slices.Clone(restartOnly) }
+
+// needsRestart reports whether a field takes effect only when nodeld
+// restarts.
+func needsRestart(key string) bool { return slices.Contains(restartOnly, key) }
 
 // Diff describes what changed between two configs, for a reload to apply
 // or refuse. Lists are in file order and empty when nothing changed.
@@ -24,10 +39,22 @@ type Diff struct {
 	// Fields are the second-level keys whose values differ
 	// ("mesh.peers", "inference.limits", "log.level").
 	Fields []string
-	// Restart are the changed Fields that take effect only on restart:
-	// node.data_dir, admin.listen, admin.socket and mesh.listen. A reload
-	// with any of them should refuse or warn.
+	// Restart are the changed Fields that take effect only on restart
+	// (RestartOnly). A reload with any of them refuses (RestartError).
 	Restart []string
+}
+
+// RestartError is the refusal of a reload that changes keys that take
+// effect only on restart ("mesh.listen changes only with a restart"), nil
+// when it changes none.
+func (d Diff) RestartError() error {
+	switch len(d.Restart) {
+	case 0:
+		return nil
+	case 1:
+		return fmt.Errorf("%s changes only with a restart", d.Restart[0])
+	}
+	return fmt.Errorf("%s change only with a restart", strings.Join(d.Restart, ", "))
 }
 
 // Empty reports whether nothing changed.

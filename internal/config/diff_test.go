@@ -1,6 +1,9 @@
 package config
 
 import (
+	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -112,4 +115,65 @@ func TestChangedFromFiles(t *testing.T) {
 	if d := Changed(a, b); !d.Empty() {
 		t.Errorf("Changed = %+v, want empty", d)
 	}
+}
+
+// TestRestartOnly: every restart-only key is a field of the config, the
+// list is in file order, and a change to any one of them is named by the
+// diff and refused by RestartError in those words.
+func TestRestartOnly(t *testing.T) {
+	keys := RestartOnly()
+	var order []string
+	sidx, sections := fieldIndex(reflect.TypeFor[Config]())
+	for _, s := range sections {
+		_, fields := fieldIndex(reflect.TypeFor[Config]().Field(sidx[s]).Type)
+		for _, f := range fields {
+			if slices.Contains(keys, s+"."+f) {
+				order = append(order, s+"."+f)
+			}
+		}
+	}
+	if !slices.Equal(order, keys) {
+		t.Fatalf("RestartOnly() = %q; as config fields in file order: %q", keys, order)
+	}
+	for _, key := range keys {
+		old, new := Default(), Default()
+		section, field, _ := strings.Cut(key, ".")
+		sv := reflect.ValueOf(new).Elem().Field(fieldIndexOf(t, reflect.TypeFor[Config](), section))
+		fv := sv.Field(fieldIndexOf(t, sv.Type(), field))
+		switch fv.Kind() {
+		case reflect.String:
+			fv.SetString(fv.String() + "x")
+		case reflect.Bool:
+			fv.SetBool(!fv.Bool())
+		case reflect.Struct: // host.isolation: its first key
+			f := fv.Field(0)
+			f.SetString(f.String() + "x")
+		default:
+			t.Fatalf("%s: no change for a %s in this test", key, fv.Kind())
+		}
+		d := Changed(old, new)
+		if !slices.Equal(d.Restart, []string{key}) {
+			t.Errorf("change of %s: Restart = %q", key, d.Restart)
+		}
+		if err := d.RestartError(); err == nil || err.Error() != key+" changes only with a restart" {
+			t.Errorf("change of %s: RestartError = %v", key, err)
+		}
+	}
+	d := Diff{Restart: []string{"node.data_dir", "mesh.listen"}}
+	if err := d.RestartError(); err == nil || err.Error() != "node.data_dir, mesh.listen change only with a restart" {
+		t.Errorf("RestartError = %v", err)
+	}
+	if err := (Diff{Fields: []string{"log.level"}}).RestartError(); err != nil {
+		t.Errorf("RestartError = %v for a change that reloads", err)
+	}
+}
+
+func fieldIndexOf(t *testing.T, typ reflect.Type, key string) int {
+	t.Helper()
+	idx, _ := fieldIndex(typ)
+	i, ok := idx[key]
+	if !ok {
+		t.Fatalf("%s has no key %q", typ, key)
+	}
+	return i
 }

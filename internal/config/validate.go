@@ -1,7 +1,6 @@
 package config
 
 import (
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -517,13 +516,8 @@ func (v *validator) intRange(path string, n, hi int64) {
 
 // checkKey checks an ed25519 public key written as 64 hex characters.
 func checkKey(k string) error {
-	if len(k) != 64 {
-		return fmt.Errorf("key must be 64 hex characters (an ed25519 public key), got %d characters", len(k))
-	}
-	if _, err := hex.DecodeString(k); err != nil {
-		return errors.New("key must be 64 hex characters (an ed25519 public key), got a non-hex character")
-	}
-	return nil
+	_, err := ParseKey(k)
+	return err
 }
 
 // hostPort splits a host:port address. Port 0 is allowed only when

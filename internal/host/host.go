@@ -19,6 +19,7 @@ import (
 	"github.com/nodeld/nodeld/internal/identity"
 	"github.com/nodeld/nodeld/internal/mesh"
 	"github.com/nodeld/nodeld/internal/pkg"
+	"github.com/nodeld/nodeld/internal/reload"
 	"github.com/nodeld/nodeld/internal/runner"
 	"github.com/nodeld/nodeld/internal/sandbox"
 	"github.com/nodeld/nodeld/internal/table"
@@ -330,20 +331,20 @@ func cloneConfig(cfg Config) Config {
 // the restart policy (for supervisors started later): Prepare, then its
 // commit. DataDir cannot change.
 func (h *Host) ApplyConfig(cfg Config) error {
-	commit, err := h.Prepare(cfg)
+	p, err := h.Prepare(cfg)
 	if err != nil {
 		return err
 	}
-	commit()
+	p.Commit()
 	return nil
 }
 
 // Prepare checks cfg (CheckConfig, and the same DataDir) and returns the
-// function that puts it in force: the controllers the verifier accepts, the
+// change (the reload contract, internal/reload) that puts in force: the controllers the verifier accepts, the
 // config, and the labels of the advertisement and of the signed facts
 // (the next describe signs them with a new seq). Prepare changes nothing;
 // the commit cannot fail.
-func (h *Host) Prepare(cfg Config) (commit func(), err error) {
+func (h *Host) Prepare(cfg Config) (reload.Prepared, error) {
 	if err := CheckConfig(cfg); err != nil {
 		return nil, fmt.Errorf("apply host config: %w", err)
 	}
@@ -354,7 +355,7 @@ func (h *Host) Prepare(cfg Config) (commit func(), err error) {
 		return nil, fmt.Errorf("apply host config: data dir cannot change without a restart")
 	}
 	cfg = cloneConfig(cfg)
-	return func() {
+	return reload.Commit(func() {
 		// Neither call can fail: CheckConfig checked the keys' sizes and
 		// the labels as these check them.
 		if err := h.verifier.SetControllers(cfg.Controllers); err != nil {
@@ -371,7 +372,7 @@ func (h *Host) Prepare(cfg Config) (commit func(), err error) {
 		h.mu.Lock()
 		h.cfg = cfg
 		h.mu.Unlock()
-	}, nil
+	}), nil
 }
 
 func (h *Host) config() Config {

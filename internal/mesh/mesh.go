@@ -22,6 +22,7 @@ import (
 
 	"github.com/nodeld/nodeld/internal/chain"
 	"github.com/nodeld/nodeld/internal/identity"
+	"github.com/nodeld/nodeld/internal/reload"
 	"github.com/nodeld/nodeld/internal/table"
 )
 
@@ -600,19 +601,20 @@ func (m *Mesh) nameIDsLocked() map[string]string {
 // address is refused (ErrListenChanged). Keep-alive changes apply to new
 // links.
 func (m *Mesh) ApplyConfig(cfg Config) error {
-	commit, err := m.Prepare(cfg)
+	p, err := m.Prepare(cfg)
 	if err != nil {
 		return err
 	}
-	commit()
+	p.Commit()
 	return nil
 }
 
 // Prepare checks cfg against this mesh (Validate with this node's key, and
-// an unchanged listen address) and returns the function that applies it as
-// ApplyConfig does. Prepare changes nothing; the commit cannot fail. Only
-// one reload may be between Prepare and commit at a time.
-func (m *Mesh) Prepare(cfg Config) (commit func(), err error) {
+// an unchanged listen address) and returns the change that applies it as
+// ApplyConfig does (the reload contract, internal/reload). Prepare changes
+// nothing; the commit cannot fail. Only one reload may be between Prepare
+// and commit at a time.
+func (m *Mesh) Prepare(cfg Config) (reload.Prepared, error) {
 	if err := cfg.Validate(m.ident.PublicKey()); err != nil {
 		return nil, fmt.Errorf("mesh config: %w", err)
 	}
@@ -623,7 +625,7 @@ func (m *Mesh) Prepare(cfg Config) (commit func(), err error) {
 		return nil, fmt.Errorf("mesh listen %q -> %q: %w", listen, cfg.Listen, ErrListenChanged)
 	}
 	cfg.Peers = slices.Clone(cfg.Peers)
-	return func() { m.applyConfig(cfg) }, nil
+	return reload.Commit(func() { m.applyConfig(cfg) }), nil
 }
 
 // applyConfig puts a prepared config in force.

@@ -304,7 +304,7 @@ func TestPrepareChangesNothing(t *testing.T) {
 	if !a.m.IsAdmitted(b.id()) || a.link(b.id()) == nil {
 		t.Fatal("b lost before commit")
 	}
-	commit()
+	commit.Commit()
 	if a.m.IsAdmitted(b.id()) || len(a.m.Status()) != 0 {
 		t.Errorf("b still configured after the commit: %+v", a.m.Status())
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/nodeld/nodeld/internal/httpfast"
 	"github.com/nodeld/nodeld/internal/mesh"
 	"github.com/nodeld/nodeld/internal/proxy"
+	"github.com/nodeld/nodeld/internal/reload"
 	"github.com/nodeld/nodeld/internal/table"
 )
 
@@ -166,27 +167,34 @@ func NewForwarder(d Deps) (*Forwarder, error) {
 // requests that arrive from now on; requests in flight keep their slots.
 // On error nothing changes.
 func (f *Forwarder) SetLimits(perPeer, total int, maxBody int64) error {
-	commit, err := f.PrepareLimits(perPeer, total, maxBody)
+	p, err := f.Prepare(Limits{PerPeer: perPeer, Total: total, MaxBody: maxBody})
 	if err != nil {
 		return err
 	}
-	commit()
+	p.Commit()
 	return nil
 }
 
-// PrepareLimits checks new limits (CheckLimits) and returns the
-// function that applies them, as SetLimits would; it changes nothing
-// itself. The commit cannot fail.
-func (f *Forwarder) PrepareLimits(perPeer, total int, maxBody int64) (commit func(), err error) {
-	if err := CheckLimits(perPeer, total, maxBody); err != nil {
+// Limits are a forwarder's slot counts and body limit (0: the defaults),
+// what a reload changes.
+type Limits struct {
+	PerPeer, Total int
+	MaxBody        int64
+}
+
+// Prepare checks new limits (CheckLimits) and returns the change that
+// applies them, as SetLimits would (the reload contract, internal/reload);
+// it changes nothing itself. The commit cannot fail.
+func (f *Forwarder) Prepare(l Limits) (reload.Prepared, error) {
+	if err := CheckLimits(l.PerPeer, l.Total, l.MaxBody); err != nil {
 		return nil, err
 	}
-	perPeer, total, maxBody = meshLimitDefaults(perPeer, total, maxBody)
-	return func() {
+	perPeer, total, maxBody := meshLimitDefaults(l.PerPeer, l.Total, l.MaxBody)
+	return reload.Commit(func() {
 		f.perPeer.Store(int64(perPeer))
 		f.total.Store(int64(total))
 		f.maxBody.Store(maxBody)
-	}, nil
+	}), nil
 }
 
 // CheckLimits reports every problem of a forwarder's limits (0: the

@@ -59,6 +59,11 @@ type Controller struct {
 	// calls on purpose (one lifecycle pass at a time). Place does not take
 	// it, so a long place never holds up the lifecycle.
 	tickMu sync.Mutex
+	// pending is the config and targets Reconfigure handed over, not yet
+	// applied; due (size 1) tells Run (reload.go).
+	pendingMu sync.Mutex
+	pending   *update
+	due       chan struct{}
 	// persistMu is held across encoding and writing the state file, so
 	// the last write holds the latest state.
 	persistMu sync.Mutex
@@ -139,7 +144,7 @@ func New(cfg Config, targets []Target, deps Deps) (*Controller, error) {
 	c := &Controller{
 		log: log.Named("plane"), now: now, busy: map[string]bool{}, gone: map[string]time.Time{}, chain: deps.Chain, disp: deps.Dispatcher, statePath: deps.StatePath,
 		nodes: map[string]*nodeState{}, placements: map[string]*Placement{}, store: deps.Store, decls: map[string]*declState{},
-		rev: deps.Revocations, kept: deps.Placed, keeping: map[string]int{},
+		rev: deps.Revocations, kept: deps.Placed, keeping: map[string]int{}, due: make(chan struct{}, 1),
 	}
 	c.cfg.Store(&cfg)
 	if err := c.setTargets(targets, now()); err != nil {
@@ -243,6 +248,11 @@ func (p *Placement) clone() Placement {
 func (c *Controller) SetTargets(ts []Target) error {
 	c.tickMu.Lock()
 	defer c.tickMu.Unlock()
+	return c.replaceTargets(ts)
+}
+
+// replaceTargets is SetTargets; the caller holds tickMu.
+func (c *Controller) replaceTargets(ts []Target) error {
 	if err := checkTargets(ts); err != nil {
 		return err
 	}
@@ -273,31 +283,15 @@ func (c *Controller) SetTargets(ts []Target) error {
 	return nil
 }
 
-// ApplyConfig validates cfg and applies it from the next operation on;
-// on error the old config stays.
+// ApplyConfig validates cfg and applies it from the next operation on
+// (Run's ticker takes a new tick at once); on error the old config stays.
 func (c *Controller) ApplyConfig(cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("controller config: %w", err)
 	}
 	c.cfg.Store(&cfg)
+	c.wakeRun()
 	return nil
-}
-
-// Run runs the lifecycle tick every cfg.Tick until ctx ends, then returns
-// nil. Tick errors are reported through the chain and metrics only.
-func (c *Controller) Run(ctx context.Context) error {
-	t := time.NewTicker(c.conf().Tick)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-			if err := c.Tick(ctx); err != nil {
-				c.log.Warn("lifecycle tick", zap.Error(err))
-			}
-		}
-	}
 }
 
 // Attempt is one place call of a decision.

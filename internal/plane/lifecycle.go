@@ -56,10 +56,14 @@ type described struct {
 // (retiring what is no longer declared first, placing what is missing
 // and replacing outdated versions last); persist. Failures are chained,
 // counted and retried on later ticks; Tick returns the joined errors of
-// the chain and the state file only.
+// the chain and the state file only. It first applies what Reconfigure
+// handed over and Run has not applied yet.
 func (c *Controller) Tick(ctx context.Context) error {
 	c.tickMu.Lock()
 	defer c.tickMu.Unlock()
+	// What a reload or a refresh handed over and Run has not applied yet
+	// (no Run: a test ticks itself).
+	c.applyPending()
 	start := c.now()
 	defer func() { c.met.tick.Observe(c.now().Sub(start).Seconds()) }()
 

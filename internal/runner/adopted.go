@@ -11,6 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+
+	"github.com/nodeld/nodeld/internal/reload"
 )
 
 // Registrar is where the Adopter puts the roles its instances serve: the
@@ -316,18 +318,18 @@ func (a *Adopter) interval() time.Duration {
 // ApplyConfig returns, and a probe round is requested at once (without
 // blocking). On error nothing changes.
 func (a *Adopter) ApplyConfig(cfg AdopterConfig) error {
-	commit, err := a.Prepare(cfg)
+	p, err := a.Prepare(cfg)
 	if err != nil {
 		return err
 	}
-	commit()
+	p.Commit()
 	return nil
 }
 
-// Prepare validates cfg (as Validate does) and returns the function that
-// swaps it in as ApplyConfig does. Prepare changes nothing; the commit
-// cannot fail.
-func (a *Adopter) Prepare(cfg AdopterConfig) (commit func(), err error) {
+// Prepare validates cfg (as Validate does) and returns the change that
+// swaps it in as ApplyConfig does (the reload contract, internal/reload).
+// Prepare changes nothing; the commit cannot fail.
+func (a *Adopter) Prepare(cfg AdopterConfig) (reload.Prepared, error) {
 	cfg = cfg.withDefaults()
 	eps, cands, err := cfg.validate()
 	if err != nil {
@@ -335,7 +337,7 @@ func (a *Adopter) Prepare(cfg AdopterConfig) (commit func(), err error) {
 	}
 	cfg.Instances = slices.Clone(cfg.Instances)
 	cfg.DiscoverCandidates = slices.Clone(cfg.DiscoverCandidates)
-	return func() { a.applyConfig(cfg, eps, discovering(cfg, cands)) }, nil
+	return reload.Commit(func() { a.applyConfig(cfg, eps, discovering(cfg, cands)) }), nil
 }
 
 // applyConfig swaps in a validated config.
