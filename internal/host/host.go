@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -580,14 +581,14 @@ func (h *Host) inflightLocked() []InFlightStatus {
 		if c := a.Since.Compare(b.Since); c != 0 {
 			return c
 		}
-		return compareStrings(a.DecisionID, b.DecisionID)
+		return strings.Compare(a.DecisionID, b.DecisionID)
 	})
 	return out
 }
 
 func (h *Host) sortedInstancesLocked() []*instance {
 	out := slices.Collect(maps.Values(h.insts))
-	slices.SortFunc(out, func(a, b *instance) int { return compareStrings(a.id, b.id) })
+	slices.SortFunc(out, func(a, b *instance) int { return strings.Compare(a.id, b.id) })
 	return out
 }
 
@@ -595,16 +596,6 @@ func (h *Host) instanceCount() float64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return float64(len(h.insts))
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // record writes one chain record with source AuditSource.

@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/nodeld/nodeld/internal/atomicfile"
 	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/pkg"
 	"github.com/nodeld/nodeld/internal/runner"
@@ -311,18 +312,12 @@ func (h *Host) obtain(ctx context.Context, decision string, v *pkg.Verified, ope
 		_ = os.RemoveAll(partial)
 		return "", ctl.NewRefusal(ctl.CodeFetch, "move the fetched package into place: "+err.Error())
 	}
-	syncDir(PackagesDir(cfg.DataDir))
+	// Best effort: the package is in place; a crash before the directory
+	// reaches the disk only makes the next place fetch it again.
+	_ = atomicfile.SyncDir(PackagesDir(cfg.DataDir))
 	_ = h.record(KindFetchDone, map[string]any{"decision_id": decision, "package": m.ID, "version": m.Version,
 		"bytes": m.TotalSize(), "files": len(m.Files), "resumes": resumes})
 	return final, nil
-}
-
-// syncDir fsyncs a directory so a rename in it survives a crash.
-func syncDir(dir string) {
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		_ = d.Close()
-	}
 }
 
 // specOf builds the runtime spec of a package in dir.
