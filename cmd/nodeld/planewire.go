@@ -29,17 +29,14 @@ import (
 // controllerStateFile is the controller's state file in node.data_dir.
 const controllerStateFile = "controller.json"
 
-// tierTrust maps a config tier to the engine's trust tier; an unknown
-// tier (config validation refuses it) is the lowest.
+// tierTrust maps a config tier to the engine's trust tier
+// (engine.ParseTrust: both take the words from grammar.TrustTiers); an
+// unknown tier (config validation refuses it) is the lowest.
 func tierTrust(tier string) engine.Trust {
-	switch tier {
-	case config.TierPinned:
-		return engine.TrustPinned
-	case config.TierPaired:
-		return engine.TrustPaired
-	default:
-		return engine.TrustDiscovered
+	if t, ok := engine.ParseTrust(tier); ok {
+		return t
 	}
+	return engine.TrustDiscovered
 }
 
 // controllerConfig maps the controller section onto the plane's config.
