@@ -23,7 +23,7 @@ import (
 
 const ctlUsage = `usage: nodeld ctl [--config FILE] [--socket PATH] [--json] VERB ARGS...
 
-Verbs (NODE is a node id, a configured peer name, or "self"):
+Verbs (NODE is "self", this node's node.name, a configured peer name, or a node id):
   describe NODE
   place [NODE] DIR|PACKAGE-ID [--variant V] [--no-start]
         [--prefer NODE]... [--avoid NODE]... [--dry-run] [--allow-emulated]

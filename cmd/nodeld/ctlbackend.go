@@ -16,6 +16,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/nodeld/nodeld/internal/config"
 	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/dispatch"
 	"github.com/nodeld/nodeld/internal/grammar"
@@ -505,7 +506,7 @@ type nodeDoc struct {
 }
 
 func (b *operatorBackend) nodeDocs() []nodeDoc {
-	names := map[string]string{b.n.id.ID(): "self"}
+	names := map[string]string{b.n.id.ID(): config.SelfRef}
 	if b.n.mesh != nil {
 		for _, p := range b.n.mesh.Status() {
 			if p.ID != "" && p.Name != "" {

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nodeld/nodeld/internal/config"
 	"github.com/nodeld/nodeld/internal/dispatch"
 	"github.com/nodeld/nodeld/internal/pkg"
 )
@@ -171,7 +172,7 @@ func cmdRevocations(verb string, args []string, stdout, stderr io.Writer) error 
 		ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
 		defer cancel()
 		resp, err := dispatch.DialOperator(ctx, cfg.SocketPath(), dispatch.OperatorRequest{
-			Verb: verb, Node: dispatch.SelfRef,
+			Verb: verb, Node: config.SelfRef,
 			Args: dispatch.OperatorArgs{Subject: &pkg.Subject{Kind: *kind, Value: pos[0], Reason: *reason}, Notify: *viaMesh},
 		})
 		switch {

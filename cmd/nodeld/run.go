@@ -442,6 +442,9 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 		Identity: d.id, Chain: d.chain, Logger: d.log.Named("dispatch"), Registerer: d.reg,
 		Local: &localHost{n: n}, Revocations: rev,
 		Notices: n.host, DataDir: cfg.Node.DataDir, Now: n.now,
+		// One resolver for every node reference (config.ResolveNodeRef):
+		// a node's own node.name names it here as in config check.
+		ResolveNode: n.resolveRef,
 	}
 	if n.mesh != nil { // never a typed nil in the interface
 		ddeps.Mesh = n.mesh

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/nodeld/nodeld/internal/config"
 	"github.com/nodeld/nodeld/internal/mesh/meshtest"
 )
 
@@ -56,9 +57,9 @@ func TestOperatorServesBackendVerbs(t *testing.T) {
 			OperatorResponse{OK: true, Class: ClassOK, Result: json.RawMessage(`["n-1","n-2"]`)}},
 		{"place without a node", OperatorRequest{Verb: VerbPlace, Args: OperatorArgs{PackageDir: "/p"}},
 			OperatorResponse{OK: true, Class: ClassOK, Node: "n-2", DecisionID: decidedID}},
-		{"dispatcher verb", OperatorRequest{Verb: VerbDescribe, Node: SelfRef},
+		{"dispatcher verb", OperatorRequest{Verb: VerbDescribe, Node: config.SelfRef},
 			OperatorResponse{OK: true, Class: ClassOK, Node: ident.ID(), Result: json.RawMessage(`{"facts":null,"advertisement":{},"chain_head":"head"}`)}},
-		{"unknown verb", OperatorRequest{Verb: "frob", Node: SelfRef},
+		{"unknown verb", OperatorRequest{Verb: "frob", Node: config.SelfRef},
 			OperatorResponse{Class: ClassError, Code: CodeBadRequest, Reason: `unknown verb "frob"`}},
 	}
 	for _, tt := range tests {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/nodeld/nodeld/internal/config"
 	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/mesh/meshtest"
 	"github.com/nodeld/nodeld/internal/pkg"
@@ -190,7 +191,7 @@ func TestVerifyPackageHashesOnce(t *testing.T) {
 		t.Fatalf("second verification: %s in %s", again.ManifestHash(), again.Dir())
 	}
 	for range 3 {
-		if _, err := d.PlaceDecided(callCtx(t), SelfRef, again, "default", ctl.InstanceConfig{}, false, decidedID); err != nil {
+		if _, err := d.PlaceDecided(callCtx(t), config.SelfRef, again, "default", ctl.InstanceConfig{}, false, decidedID); err != nil {
 			t.Fatal(err)
 		}
 	}

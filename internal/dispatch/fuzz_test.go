@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/nodeld/nodeld/internal/config"
 )
 
 // FuzzReadLine: operator request lines come from local clients; the
@@ -42,7 +44,7 @@ func TestDecodeOperatorRequestTrailingData(t *testing.T) {
 		}
 	}
 	req, err := decodeOperatorRequest([]byte(" {\"verb\":\"status\",\"node\":\"self\"}\r"))
-	if err != nil || req.Verb != VerbStatus || req.Node != SelfRef {
+	if err != nil || req.Verb != VerbStatus || req.Node != config.SelfRef {
 		t.Fatalf("decodeOperatorRequest = %+v, %v", req, err)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/nodeld/nodeld/internal/config"
 	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/pkg"
 )
@@ -599,8 +600,8 @@ func (d *Dispatcher) revoke(ctx context.Context, req OperatorRequest) OperatorRe
 	bad := func(format string, args ...any) OperatorResponse {
 		return OperatorResponse{Class: ClassError, Code: CodeBadRequest, Reason: fmt.Sprintf(format, args...)}
 	}
-	if req.Node != SelfRef {
-		return bad("%s applies to this node only (node %q)", req.Verb, SelfRef)
+	if req.Node != config.SelfRef {
+		return bad("%s applies to this node only (node %q)", req.Verb, config.SelfRef)
 	}
 	if d.rev == nil && !req.Args.Notify {
 		return OperatorResponse{Class: ClassError, Code: CodeInternal, Reason: "this node keeps no revocation list"}

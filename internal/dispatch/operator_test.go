@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/nodeld/nodeld/internal/config"
 	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/identity"
 	"github.com/nodeld/nodeld/internal/mesh/meshtest"
@@ -118,13 +119,13 @@ func TestOperatorSocket(t *testing.T) {
 		req  OperatorRequest
 		want OperatorResponse
 	}{
-		{"describe self", OperatorRequest{Verb: VerbDescribe, Node: SelfRef},
+		{"describe self", OperatorRequest{Verb: VerbDescribe, Node: config.SelfRef},
 			OperatorResponse{OK: true, Class: ClassOK, Node: ident.ID(), Result: json.RawMessage(`{"facts":null,"advertisement":{},"chain_head":"head"}`)}},
-		{"refused stop", OperatorRequest{Verb: VerbStop, Node: SelfRef, Args: OperatorArgs{Instance: "i-1", GraceMS: 100}},
+		{"refused stop", OperatorRequest{Verb: VerbStop, Node: config.SelfRef, Args: OperatorArgs{Instance: "i-1", GraceMS: 100}},
 			OperatorResponse{Class: ClassRefused, Code: "unknown_instance", Reason: "no workload.stop"}},
-		{"unknown verb", OperatorRequest{Verb: "frob", Node: SelfRef},
+		{"unknown verb", OperatorRequest{Verb: "frob", Node: config.SelfRef},
 			OperatorResponse{Class: ClassError, Code: CodeBadRequest, Reason: `unknown verb "frob"`}},
-		{"missing instance", OperatorRequest{Verb: VerbStart, Node: SelfRef},
+		{"missing instance", OperatorRequest{Verb: VerbStart, Node: config.SelfRef},
 			OperatorResponse{Class: ClassError, Code: CodeBadRequest, Reason: "start needs an instance"}},
 		{"unknown node", OperatorRequest{Verb: VerbStatus, Node: "nobody"},
 			OperatorResponse{Class: ClassUnreachable, Reason: `"nobody": no admitted peer by that name or id (no mesh)`}},
@@ -188,7 +189,7 @@ func TestOperatorStaleAndBusySocket(t *testing.T) {
 	ln.SetUnlinkOnClose(false)
 	ln.Close()
 	runOperator(t, d, path)
-	if _, err := DialOperator(callCtx(t), path, OperatorRequest{Verb: VerbDescribe, Node: SelfRef}); err != nil {
+	if _, err := DialOperator(callCtx(t), path, OperatorRequest{Verb: VerbDescribe, Node: config.SelfRef}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -213,7 +214,7 @@ func TestOperatorStaleAndBusySocket(t *testing.T) {
 }
 
 func TestDialOperatorNoDaemon(t *testing.T) {
-	_, err := DialOperator(callCtx(t), filepath.Join(t.TempDir(), "none.sock"), OperatorRequest{Verb: VerbDescribe, Node: SelfRef})
+	_, err := DialOperator(callCtx(t), filepath.Join(t.TempDir(), "none.sock"), OperatorRequest{Verb: VerbDescribe, Node: config.SelfRef})
 	if !errors.Is(err, ErrDaemonNotRunning) {
 		t.Fatalf("err = %v, want ErrDaemonNotRunning", err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/nodeld/nodeld/internal/config"
 	"github.com/nodeld/nodeld/internal/mesh/meshtest"
 )
 
@@ -29,7 +30,7 @@ func TestOperatorRefusesInstancePeer(t *testing.T) {
 		asked <- cred{pid, uid}
 		return refuse
 	}}, path)
-	got, err := DialOperator(callCtx(t), path, OperatorRequest{Verb: VerbDescribe, Node: SelfRef})
+	got, err := DialOperator(callCtx(t), path, OperatorRequest{Verb: VerbDescribe, Node: config.SelfRef})
 	if err != nil {
 		t.Fatal(err)
 	}
