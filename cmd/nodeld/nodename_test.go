@@ -4,6 +4,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/nodeld/nodeld/internal/operator"
 )
 
 // TestOwnNameWithoutController: on a node that runs no controller, its
@@ -52,7 +54,7 @@ func TestOwnNameWithController(t *testing.T) {
 		if _, _, rc := runCtl(t, "--socket", sock, "nodes"); rc != 0 {
 			return false
 		}
-		var nodes []nodeDoc
+		var nodes []operator.NodeDoc
 		ctlJSON(t, sock, &nodes, "nodes")
 		return len(nodes) == 1 && nodes[0].Liveness == "alive" && nodes[0].HasFacts
 	})
@@ -77,7 +79,7 @@ func TestOwnNameWithController(t *testing.T) {
 		t.Fatalf("reload with workloads[].node: a: %s", st.Config.LastReloadError)
 	}
 	waitLong(t, "the workload pinned to node.name to be placed", func() bool {
-		var ws []workloadDoc
+		var ws []operator.WorkloadDoc
 		ctlJSON(t, sock, &ws, "workloads")
 		return len(ws) == 1 && ws[0].State == "placed"
 	})

@@ -515,28 +515,3 @@ func (n *node) peerStopped(peer string) {
 		n.ctrl.c.PeerStopped(peer)
 	}
 }
-
-// status is the controller's part of /v1/status.
-func (r *controllerRunner) status(n *node) *controllerDoc {
-	doc := &controllerDoc{
-		TargetsByLiveness: map[string]int{},
-		PlacementsByLife:  map[string]int{},
-		Targets:           []targetDoc{},
-	}
-	b := operatorBackend{d: n.dispatch, ctrl: r, n: n}
-	for _, nd := range b.nodeDocs() {
-		doc.TargetsByLiveness[nd.Liveness]++
-		doc.Targets = append(doc.Targets, targetDoc{ID: nd.ID, Name: nd.Name, Tier: nd.Tier, Liveness: nd.Liveness})
-	}
-	for _, p := range r.c.Placements() {
-		doc.PlacementsByLife[string(p.Life)]++
-		if p.Life == plane.LifeUnsettled {
-			doc.Unsettled++
-		}
-		if p.Capped && p.Life == plane.LifeLost {
-			doc.Capped = append(doc.Capped, cappedDoc{DecisionID: p.DecisionID, Workload: p.Workload, Node: p.Node, Moves: len(p.Moves)})
-		}
-	}
-	doc.DeclarationsByState, doc.Unplaceable = declarationCounts(r.c.Declarations())
-	return doc
-}

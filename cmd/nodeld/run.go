@@ -29,6 +29,7 @@ import (
 	"github.com/nodeld/nodeld/internal/identity"
 	"github.com/nodeld/nodeld/internal/mesh"
 	"github.com/nodeld/nodeld/internal/meshproxy"
+	"github.com/nodeld/nodeld/internal/operator"
 	"github.com/nodeld/nodeld/internal/pkg"
 	"github.com/nodeld/nodeld/internal/proxy"
 	"github.com/nodeld/nodeld/internal/runner"
@@ -289,7 +290,8 @@ type node struct {
 	host      *host.Host
 	dispatch  *dispatch.Dispatcher
 	ctrl      *controllerRunner // nil unless controller.enabled
-	operator  *dispatch.OperatorServer
+	router    *operator.Router  // the operator socket's verbs
+	operator  *operator.Server
 	admin     *admin.Server
 
 	mu      sync.Mutex // guards cfg, lastErr
@@ -459,8 +461,21 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 			return nil, err
 		}
 	}
-	n.operator, err = dispatch.NewOperatorServer(dispatch.OperatorConfig{Path: cfg.SocketPath()},
-		dispatch.OperatorDeps{Backend: &operatorBackend{d: n.dispatch, ctrl: n.ctrl, n: n}, Logger: d.log.Named("operator"), Registerer: d.reg,
+	rdeps := operator.RouterDeps{
+		Dispatcher: n.dispatch, NodeID: d.id.ID(), ResolveNode: n.resolveRef, PeerNames: n.peerNames,
+		Logger: d.log.Named("controller"),
+	}
+	if d.chain != nil {
+		rdeps.ChainPath = d.chain.Path()
+	}
+	if n.ctrl != nil { // never a typed nil in the interface
+		rdeps.Controller, rdeps.Store = n.ctrl.c, n.ctrl.store
+	}
+	if n.router, err = operator.NewRouter(rdeps); err != nil {
+		return nil, err
+	}
+	n.operator, err = operator.NewServer(operator.Config{Path: cfg.SocketPath()},
+		operator.Deps{Backend: n.router, Logger: d.log.Named("operator"), Registerer: d.reg,
 			RefusePeer: iso.IsInstanceProcess})
 	if err != nil {
 		return nil, err

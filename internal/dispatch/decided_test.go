@@ -19,6 +19,7 @@ import (
 	"github.com/nodeld/nodeld/internal/config"
 	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/mesh/meshtest"
+	"github.com/nodeld/nodeld/internal/operator"
 	"github.com/nodeld/nodeld/internal/pkg"
 )
 
@@ -308,7 +309,7 @@ func TestPlaceDecidedRefusesRevoked(t *testing.T) {
 			if !errors.Is(err, ErrBadPackage) || pkg.ErrorCode(err) != pkg.CodeRevoked {
 				t.Fatalf("err = %v, want %s", err, pkg.CodeRevoked)
 			}
-			if resp := classify(nil, err); resp.Class != ClassError || resp.Code != pkg.CodeRevoked {
+			if resp := classify(nil, err); resp.Class != operator.ClassError || resp.Code != pkg.CodeRevoked {
 				t.Fatalf("operator response %+v", resp)
 			}
 			if n := c.d.offers.len(); n != 0 {

@@ -20,6 +20,7 @@ import (
 	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/identity"
 	"github.com/nodeld/nodeld/internal/mesh"
+	"github.com/nodeld/nodeld/internal/operator"
 	"github.com/nodeld/nodeld/internal/pkg"
 	"github.com/nodeld/nodeld/internal/seqfile"
 )
@@ -107,7 +108,7 @@ var _ Revoker = (*pkg.Revocations)(nil)
 var (
 	// ErrUnknownNode is wrapped (in a ClassUnreachable *ctl.CallError) for
 	// a node reference that names no admitted peer.
-	ErrUnknownNode = errors.New("no admitted peer by that name or id")
+	ErrUnknownNode = operator.ErrUnknownNode
 	// ErrNoLocalHost is wrapped (in a ClassUnreachable *ctl.CallError) for
 	// a call to "self" on a node that runs no workload host.
 	ErrNoLocalHost = errors.New("this node runs no workload host")
