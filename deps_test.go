@@ -80,8 +80,9 @@ var sideways = map[string][]string{
 	// answers with.
 	"internal/operator": {"internal/plane"},
 	// The dispatcher serves the per-node operator verbs (operator.Backend)
-	// with the operator's request and response types.
-	"internal/dispatch": {"internal/operator"},
+	// with the operator's request and response types, and carries the
+	// controller's calls (dispatch.ForController is a plane.Dispatcher).
+	"internal/dispatch": {"internal/operator", "internal/plane"},
 }
 
 // isolated packages import no other internal package except the leaf

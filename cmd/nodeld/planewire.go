@@ -13,12 +13,10 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
-	"sync/atomic"
 
 	"go.uber.org/zap"
 
 	"github.com/nodeld/nodeld/internal/config"
-	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/dispatch"
 	"github.com/nodeld/nodeld/internal/engine"
 	"github.com/nodeld/nodeld/internal/identity"
@@ -192,118 +190,6 @@ func targetsOf(cfg *config.Config, self *identity.Identity, pinned map[string]st
 	return ts
 }
 
-// planeDispatcher is the controller's Dispatcher over the daemon's
-// dispatcher: calls go over the mesh (or to this node's own host for the
-// self target), signed with the node key, and packages are verified
-// against the controller's anchors and the node's revocation list.
-type planeDispatcher struct {
-	d   *dispatch.Dispatcher
-	rev *pkg.Revocations
-	// anchors are the controller's trust anchors; a reload swaps them.
-	anchors atomic.Pointer[pkg.Anchors]
-	// afterPlace, when set, runs after a place was answered and before
-	// the controller learns of it (a test hook: see nodeDeps).
-	afterPlace func(ctx context.Context, node string) error
-	// beforePlace, when set, runs before a place is sent (a test hook).
-	beforePlace func(ctx context.Context)
-}
-
-var _ plane.Dispatcher = (*planeDispatcher)(nil)
-
-// Describe returns node's signed facts and, when the node lets this one
-// read it, its instance listing with the departed instances.
-func (p *planeDispatcher) Describe(ctx context.Context, node string) (plane.Description, error) {
-	ans, err := p.d.Call(ctx, node, ctl.MethodDescribe, nil)
-	if err != nil {
-		return plane.Description{}, err
-	}
-	desc, err := plane.DecodeDescribe(ans.Response.Result)
-	if err != nil {
-		return plane.Description{}, fmt.Errorf("%s: %w", node, err)
-	}
-	if st, err := p.Status(ctx, node); err == nil {
-		desc.Status = &st
-	}
-	return desc, nil
-}
-
-// VerifyPackage verifies dir against the controller's anchors and the
-// node's revocation list (hashing its files once per manifest).
-func (p *planeDispatcher) VerifyPackage(ctx context.Context, dir string) (plane.Package, error) {
-	var anchors pkg.Anchors
-	if a := p.anchors.Load(); a != nil {
-		anchors = *a
-	}
-	if len(anchors) == 0 {
-		return nil, fmt.Errorf("package %s: %w: the controller has no trust anchors (controller.trust_anchors, host.trust_anchors)", dir, dispatch.ErrBadPackage)
-	}
-	vp, err := p.d.VerifyPackage(ctx, dir, anchors, p.rev)
-	if err != nil {
-		return nil, err
-	}
-	return vp, nil
-}
-
-// PlaceDecided places a package VerifyPackage returned under the
-// controller's decision.
-func (p *planeDispatcher) PlaceDecided(ctx context.Context, node string, pk plane.Package, variant string, cfg ctl.InstanceConfig, start bool, decisionID string) (ctl.PlaceResult, error) {
-	vp, ok := pk.(dispatch.VerifiedPackage)
-	if !ok {
-		return ctl.PlaceResult{}, fmt.Errorf("place on %s: not a package this dispatcher verified: %w", node, dispatch.ErrBadPackage)
-	}
-	if p.beforePlace != nil {
-		p.beforePlace(ctx)
-	}
-	ans, err := p.d.PlaceDecided(ctx, node, vp, variant, cfg, start, decisionID)
-	if err != nil {
-		return ctl.PlaceResult{}, err
-	}
-	if p.afterPlace != nil {
-		if err := p.afterPlace(ctx, node); err != nil {
-			return ctl.PlaceResult{}, &ctl.CallError{Class: ctl.ClassIndeterminate, Method: ctl.MethodPlace, Err: err}
-		}
-	}
-	var res ctl.PlaceResult
-	if err := ctl.DecodeResult(ans.Response.Result, &res); err != nil {
-		// The node acted (it answered ok) but said what in a way we cannot
-		// read: the controller reconciles it as an unanswered place.
-		return ctl.PlaceResult{}, &ctl.CallError{Class: ctl.ClassIndeterminate, Method: ctl.MethodPlace, Err: err}
-	}
-	return res, nil
-}
-
-// Status lists node's instances, in-flight decisions and departed
-// instances.
-func (p *planeDispatcher) Status(ctx context.Context, node string) (ctl.StatusList, error) {
-	ans, err := p.d.Call(ctx, node, ctl.MethodStatus, ctl.InstanceParams{IncludeDeparted: true})
-	if err != nil {
-		return ctl.StatusList{}, err
-	}
-	var st ctl.StatusList
-	if err := ctl.DecodeResult(ans.Response.Result, &st); err != nil {
-		return ctl.StatusList{}, fmt.Errorf("status of %s: %w", node, err)
-	}
-	return st, nil
-}
-
-// Start starts an instance again; the dispatcher chains its own decision.
-func (p *planeDispatcher) Start(ctx context.Context, node, instanceID string) error {
-	_, err := p.d.Call(ctx, node, ctl.MethodStart, ctl.InstanceParams{InstanceID: instanceID})
-	return err
-}
-
-// Stop stops an instance; the dispatcher chains its own decision.
-func (p *planeDispatcher) Stop(ctx context.Context, node, instanceID string) error {
-	_, err := p.d.Call(ctx, node, ctl.MethodStop, ctl.InstanceParams{InstanceID: instanceID})
-	return err
-}
-
-// Unload unloads an instance; the dispatcher chains its own decision.
-func (p *planeDispatcher) Unload(ctx context.Context, node, instanceID string) error {
-	_, err := p.d.Call(ctx, node, ctl.MethodUnload, ctl.InstanceParams{InstanceID: instanceID})
-	return err
-}
-
 // controllerRunner runs the controller's loop and applies its targets and
 // config again whenever they may have changed: after a reload and when a
 // peer's key is pinned on first contact (refresh). SetTargets waits for a
@@ -312,7 +198,7 @@ func (p *planeDispatcher) Unload(ctx context.Context, node, instanceID string) e
 type controllerRunner struct {
 	n    *node
 	c    *plane.Controller
-	disp *planeDispatcher
+	disp *dispatch.ForController
 	log  *zap.Logger
 	// due is signalled (size 1) when targets and config are to be applied.
 	due chan struct{}
@@ -335,8 +221,9 @@ func newController(n *node, cfg *config.Config, d nodeDeps, rev *pkg.Revocations
 	if err != nil {
 		return nil, err
 	}
-	pd := &planeDispatcher{d: n.dispatch, rev: rev, afterPlace: d.afterPlace, beforePlace: d.beforePlace}
-	pd.anchors.Store(&anchors)
+	pd := dispatch.NewForController(n.dispatch, dispatch.ForControllerDeps{
+		Revocations: rev, Anchors: anchors, AfterPlace: d.afterPlace, BeforePlace: d.beforePlace,
+	})
 	r := &controllerRunner{n: n, disp: pd, log: d.log.Named("controller"), due: make(chan struct{}, 1),
 		store: pkg.NewStore(filepath.Join(cfg.Node.DataDir, pkg.StoreDir), rev), manual: d.manualTicks}
 	ts := r.targets(cfg, nil)
@@ -427,7 +314,7 @@ func (r *controllerRunner) prepare(next *config.Config) (func(), error) {
 		return nil, err
 	}
 	return func() {
-		r.disp.anchors.Store(&anchors)
+		r.disp.SetAnchors(anchors)
 		// Validated above: ApplyConfig cannot refuse it.
 		if err := r.c.ApplyConfig(pc); err != nil {
 			r.log.Error("controller config not applied", zap.Error(err))
