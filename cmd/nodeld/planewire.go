@@ -204,7 +204,7 @@ type controllerRunner struct {
 	due chan struct{}
 	// store is the package store in the data dir.
 	store *pkg.Store
-	// manual (tests only: nodeDeps.manualTicks) leaves the loop
+	// manual (tests only: testHooks.manualTicks) leaves the loop
 	// unstarted: the test ticks the controller and applies due targets
 	// itself.
 	manual bool
@@ -222,10 +222,10 @@ func newController(n *node, cfg *config.Config, d nodeDeps, rev *pkg.Revocations
 		return nil, err
 	}
 	pd := dispatch.NewForController(n.dispatch, dispatch.ForControllerDeps{
-		Revocations: rev, Anchors: anchors, AfterPlace: d.afterPlace, BeforePlace: d.beforePlace,
+		Revocations: rev, Anchors: anchors, Hooks: d.hooks.place,
 	})
 	r := &controllerRunner{n: n, disp: pd, log: d.log.Named("controller"), due: make(chan struct{}, 1),
-		store: pkg.NewStore(filepath.Join(cfg.Node.DataDir, pkg.StoreDir), rev), manual: d.manualTicks}
+		store: pkg.NewStore(filepath.Join(cfg.Node.DataDir, pkg.StoreDir), rev), manual: d.hooks.manualTicks}
 	ts := r.targets(cfg, nil)
 	var revs plane.Revocations
 	if rev != nil {

@@ -32,20 +32,25 @@ type ForControllerDeps struct {
 	Revocations *pkg.Revocations
 	// Anchors are the controller's trust anchors (SetAnchors swaps them).
 	Anchors pkg.Anchors
-	// AfterPlace (tests only), when set, runs after a node answered a
-	// place and before the controller learns of it: a hook for crashes on
-	// the place path. A non-nil error loses the answer: the controller
-	// sees an indeterminate place, as if the link had failed before it
-	// arrived.
-	AfterPlace func(ctx context.Context, node string) error
-	// BeforePlace (tests only), when set, runs before a place is sent,
-	// after the controller persisted the candidate.
-	BeforePlace func(ctx context.Context)
+	// Hooks are test hooks on the place path; the daemon sets none.
+	Hooks PlaceHooks
+}
+
+// PlaceHooks are ForController's test hooks on the place path.
+type PlaceHooks struct {
+	// After, when set, runs after a node answered a place and before the
+	// controller learns of it: a hook for crashes on the place path. A
+	// non-nil error loses the answer: the controller sees an
+	// indeterminate place, as if the link had failed before it arrived.
+	After func(ctx context.Context, node string) error
+	// Before, when set, runs before a place is sent, after the controller
+	// persisted the candidate.
+	Before func(ctx context.Context)
 }
 
 // NewForController returns the controller's Dispatcher over d.
 func NewForController(d *Dispatcher, deps ForControllerDeps) *ForController {
-	p := &ForController{d: d, rev: deps.Revocations, afterPlace: deps.AfterPlace, beforePlace: deps.BeforePlace}
+	p := &ForController{d: d, rev: deps.Revocations, afterPlace: deps.Hooks.After, beforePlace: deps.Hooks.Before}
 	p.SetAnchors(deps.Anchors)
 	return p
 }
