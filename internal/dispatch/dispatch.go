@@ -92,8 +92,10 @@ type Deps struct {
 	// (config.ResolveNodeRef with what the daemon knows: "self", this
 	// node's node.name or id, a configured peer's name or id) to a node
 	// id; ok is false for what it does not know, which is then looked up
-	// as a node id or peer name of the mesh. nil: only "self", this
-	// node's id and the mesh's peers.
+	// as a node id or peer name of the mesh (a peer the config no longer
+	// names may still be linked, and the controller may still stop and
+	// unload what it placed there). nil: only "self", this node's id and
+	// the mesh's peers.
 	ResolveNode func(ref string) (nodeID string, ok bool)
 }
 
