@@ -23,7 +23,11 @@ var tiers = map[string]int{
 	// make demo: drives the nodeld binary, imports nothing internal.
 	"test/demo": 0,
 
-	"internal/proxy": 1,
+	// The operator surface: the socket, its request and response types,
+	// every verb and refusal code, routed to the dispatcher and the
+	// controller.
+	"internal/operator": 1,
+	"internal/proxy":    1,
 	// Both sides of inference over the mesh; the proxy's RemoteForwarder.
 	"internal/meshproxy": 1,
 	"internal/plane":     1,
@@ -73,6 +77,14 @@ var sideways = map[string][]string{
 	// The mesh carries the table's advertisements and hands received ones
 	// to it; the table stays free of internal imports.
 	"internal/mesh": {"internal/table"},
+	// The operator router names the controller's types (plane.Order,
+	// plane.Placement) in its Controller interface and the documents it
+	// answers with.
+	"internal/operator": {"internal/plane"},
+	// The dispatcher serves the per-node operator verbs (operator.Backend)
+	// with the operator's request and response types, and carries the
+	// controller's calls (dispatch.ForController is a plane.Dispatcher).
+	"internal/dispatch": {"internal/operator", "internal/plane"},
 }
 
 // isolated packages import no other internal package except the leaf

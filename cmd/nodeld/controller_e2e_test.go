@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nodeld/nodeld/internal/identity"
+	"github.com/nodeld/nodeld/internal/operator"
 )
 
 // controllerWait bounds the waits on the controller's work (describes,
@@ -178,7 +179,7 @@ func TestControllerPlacesWhereTheEngineChooses(t *testing.T) {
 	sock := a.n.config().SocketPath()
 	idB, idC := b.n.id.ID(), c.n.id.ID()
 
-	var nodes []nodeDoc
+	var nodes []operator.NodeDoc
 	waitLong(t, "A's controller to hear from B and C", func() bool {
 		ctlJSON(t, sock, &nodes, "nodes")
 		alive := 0
@@ -229,12 +230,12 @@ func TestControllerPlacesWhereTheEngineChooses(t *testing.T) {
 	if rc != 0 || !strings.Contains(out, "decision_id: "+dryID) || strings.Contains(out, "dispatch:") {
 		t.Fatalf("explain dry run = %d\n%s", rc, out)
 	}
-	if _, errOut, rc := runCtl(t, "--socket", sock, "explain", strings.Repeat("ab", 32)); rc != 1 || !strings.Contains(errOut, codeUnknownDecision) {
+	if _, errOut, rc := runCtl(t, "--socket", sock, "explain", strings.Repeat("ab", 32)); rc != 1 || !strings.Contains(errOut, operator.CodeUnknownDecision) {
 		t.Fatalf("explain of an unknown decision = %d %q", rc, errOut)
 	}
 
 	// placements and nodes, as JSON.
-	var ps []placementDoc
+	var ps []operator.PlacementDoc
 	ctlJSON(t, sock, &ps, "placements")
 	if len(ps) != 1 || ps[0].DecisionID != placedID || ps[0].Node != idB || ps[0].Life != "placed" || ps[0].Package != "echo-llm" {
 		t.Fatalf("placements = %+v", ps)
@@ -243,7 +244,7 @@ func TestControllerPlacesWhereTheEngineChooses(t *testing.T) {
 		ctlJSON(t, sock, &ps, "placements")
 		return len(ps) == 1 && ps[0].HostState == "running"
 	})
-	byName := map[string]nodeDoc{}
+	byName := map[string]operator.NodeDoc{}
 	waitLong(t, "A's view of B and C after the place", func() bool {
 		ctlJSON(t, sock, &nodes, "nodes")
 		for _, n := range nodes {
@@ -291,7 +292,7 @@ func TestControllerPlacesWhereTheEngineChooses(t *testing.T) {
 
 	// Pinned to C, below the floor: refused, with the explanation.
 	out, errOut, rc = runCtl(t, "--socket", sock, "place", "c", pkgDir)
-	if rc != 1 || !strings.Contains(errOut, codeUnplaceable) || !strings.Contains(out, "UNPLACEABLE (pinned node "+idC) {
+	if rc != 1 || !strings.Contains(errOut, operator.CodeUnplaceable) || !strings.Contains(out, "UNPLACEABLE (pinned node "+idC) {
 		t.Fatalf("place pinned to c = %d\n%s\n%s", rc, out, errOut)
 	}
 	if hs := c.n.host.Status(); len(hs.Instances) != 0 {
@@ -325,9 +326,9 @@ func placeSettled(t *testing.T, sock, node string, args ...string) (string, stri
 			t.Fatalf("place %v = %d, want placed on %s\n%s\n%s", args, rc, node, out, errOut)
 		}
 		t.Logf("place went unsettled; waiting for the controller to settle it:\n%s", out)
-		var settled *placementDoc
+		var settled *operator.PlacementDoc
 		waitLong(t, "the unsettled decision to be settled", func() bool {
-			var ps []placementDoc
+			var ps []operator.PlacementDoc
 			ctlJSON(t, sock, &ps, "placements")
 			for _, p := range ps {
 				if p.DecisionID == id {
@@ -388,10 +389,10 @@ func TestControllerReloadAppliesTargets(t *testing.T) {
 	a := startNodeAt(t, cl.dirs["a"], cfgA(map[string]string{"b": "paired"}, ctrl), nil)
 	sock := a.n.config().SocketPath()
 	idA, idB := a.n.id.ID(), b.n.id.ID()
-	nodesByName := func() map[string]nodeDoc {
-		var ns []nodeDoc
+	nodesByName := func() map[string]operator.NodeDoc {
+		var ns []operator.NodeDoc
 		ctlJSON(t, sock, &ns, "nodes")
-		m := map[string]nodeDoc{}
+		m := map[string]operator.NodeDoc{}
 		for _, n := range ns {
 			m[n.Name] = n
 		}
@@ -415,7 +416,7 @@ func TestControllerReloadAppliesTargets(t *testing.T) {
 	if rc != 0 || !strings.Contains(out, "would place on "+idA) || !strings.Contains(out, "trust: tier discovered below required paired") {
 		t.Fatalf("dry run after the demotion = %d\n%s", rc, out)
 	}
-	var ps []placementDoc
+	var ps []operator.PlacementDoc
 	ctlJSON(t, sock, &ps, "placements")
 	if len(ps) != 1 || ps[0].DecisionID != onB || ps[0].Life != "placed" {
 		t.Fatalf("placements after the demotion = %+v", ps)
@@ -566,7 +567,7 @@ func TestControllerSurvivesKills(t *testing.T) {
 	y := map[string]string{"b": "c", "c": "b"}[x]
 	procs["a"] = startDaemon(t, cl.dirs["a"], cfgs["a"])
 	procs["a"].waitReady()
-	var ps []placementDoc
+	var ps []operator.PlacementDoc
 	waitLong(t, "the restarted controller to settle the decision", func() bool {
 		ctlA(&ps, "placements")
 		return len(ps) == 1 && ps[0].Life == "placed" && ids[ps[0].Node] == x && ps[0].HostState == "running" && ps[0].Declared == "chat"
@@ -709,7 +710,7 @@ func TestControllerDeclaredWorkload(t *testing.T) {
 	a := startNodeAt(t, cl.dirs["a"], cfgA(""), nil)
 	sock := a.n.config().SocketPath()
 	idB := b.n.id.ID()
-	var nodes []nodeDoc
+	var nodes []operator.NodeDoc
 	waitLong(t, "A's controller to hear from B", func() bool {
 		ctlJSON(t, sock, &nodes, "nodes")
 		for _, n := range nodes {
@@ -737,8 +738,8 @@ func TestControllerDeclaredWorkload(t *testing.T) {
 	if a.reloadGauge() != 1 {
 		t.Fatalf("reload refused: %s", a.n.status().(*statusDoc).Config.LastReloadError)
 	}
-	declared := func() []placementDoc {
-		var ps, out []placementDoc
+	declared := func() []operator.PlacementDoc {
+		var ps, out []operator.PlacementDoc
 		ctlJSON(t, sock, &ps, "placements")
 		for _, p := range ps {
 			if p.Declared == "chat" {
@@ -747,7 +748,7 @@ func TestControllerDeclaredWorkload(t *testing.T) {
 		}
 		return out
 	}
-	var first placementDoc
+	var first operator.PlacementDoc
 	waitLong(t, "the declared workload to run on B", func() bool {
 		ps := declared()
 		if len(ps) == 1 && ps[0].Node == idB && ps[0].Life == "placed" && ps[0].HostState == "running" {

@@ -17,13 +17,14 @@ import (
 	"time"
 
 	"github.com/nodeld/nodeld/internal/ctl"
-	"github.com/nodeld/nodeld/internal/dispatch"
+	"github.com/nodeld/nodeld/internal/grammar"
+	"github.com/nodeld/nodeld/internal/operator"
 	"github.com/nodeld/nodeld/internal/plane"
 )
 
 const ctlUsage = `usage: nodeld ctl [--config FILE] [--socket PATH] [--json] VERB ARGS...
 
-Verbs (NODE is a node id, a configured peer name, or "self"):
+Verbs (NODE is "self", this node's node.name, a configured peer name, or a node id):
   describe NODE
   place [NODE] DIR|PACKAGE-ID [--variant V] [--no-start]
         [--prefer NODE]... [--avoid NODE]... [--dry-run] [--allow-emulated]
@@ -122,14 +123,14 @@ func cmdCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	timeout := ctl.CallTimeout + ctlMargin
-	if req.Verb == dispatch.VerbPlace {
+	if req.Verb == operator.VerbPlace {
 		timeout = ctlPlaceTimeout
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	resp, err := dispatch.DialOperator(ctx, path, req)
+	resp, err := operator.Dial(ctx, path, req)
 	if err != nil {
-		if errors.Is(err, dispatch.ErrDaemonNotRunning) {
+		if errors.Is(err, operator.ErrDaemonNotRunning) {
 			return &exitError{code: 3, err: fmt.Errorf("cannot reach the daemon at %s: is nodeld running?", path)}
 		}
 		return &exitError{code: 3, err: err}
@@ -138,19 +139,19 @@ func cmdCtl(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 }
 
 // ctlRequest checks a verb's positionals and flags and builds its request.
-func ctlRequest(pos []string, set map[string]bool, f ctlFlags) (dispatch.OperatorRequest, error) {
+func ctlRequest(pos []string, set map[string]bool, f ctlFlags) (operator.Request, error) {
 	if len(pos) == 0 {
-		return dispatch.OperatorRequest{}, usageError("ctl: no verb")
+		return operator.Request{}, usageError("ctl: no verb")
 	}
 	verb, rest := pos[0], pos[1:]
 	allowed := map[string][]string{
-		dispatch.VerbPlace:  {"variant", "no-start", "prefer", "avoid", "dry-run", "allow-emulated"},
-		dispatch.VerbStop:   {"grace"},
-		dispatch.VerbStatus: {"departed"},
+		operator.VerbPlace:  {"variant", "no-start", "prefer", "avoid", "dry-run", "allow-emulated"},
+		operator.VerbStop:   {"grace"},
+		operator.VerbStatus: {"departed"},
 	}
 	for _, fl := range []string{"variant", "no-start", "grace", "departed", "prefer", "avoid", "dry-run", "allow-emulated"} {
 		if set[fl] && !slices.Contains(allowed[verb], fl) {
-			return dispatch.OperatorRequest{}, usageError("ctl %s: --%s does not apply", verb, fl)
+			return operator.Request{}, usageError("ctl %s: --%s does not apply", verb, fl)
 		}
 	}
 	nargs := func(min, max int) error {
@@ -159,17 +160,17 @@ func ctlRequest(pos []string, set map[string]bool, f ctlFlags) (dispatch.Operato
 		}
 		return nil
 	}
-	req := dispatch.OperatorRequest{Verb: verb}
+	req := operator.Request{Verb: verb}
 	switch verb {
-	case dispatch.VerbDescribe:
+	case operator.VerbDescribe:
 		if err := nargs(1, 1); err != nil {
 			return req, err
 		}
-	case dispatch.VerbPlace:
+	case operator.VerbPlace:
 		if err := nargs(1, 2); err != nil {
 			return req, err
 		}
-		req.Args = dispatch.OperatorArgs{Variant: f.variant, NoStart: f.noStart, Prefer: f.prefer, Avoid: f.avoid, DryRun: f.dryRun, AllowEmulated: f.emulated}
+		req.Args = operator.Args{Variant: f.variant, NoStart: f.noStart, Prefer: f.prefer, Avoid: f.avoid, DryRun: f.dryRun, AllowEmulated: f.emulated}
 		what := rest[len(rest)-1]
 		if fi, err := os.Stat(what); err == nil && fi.IsDir() {
 			dir, err := filepath.Abs(what)
@@ -186,8 +187,8 @@ func ctlRequest(pos []string, set map[string]bool, f ctlFlags) (dispatch.Operato
 			req.Node = rest[0]
 		}
 		return req, nil
-	case dispatch.VerbStart, dispatch.VerbStop, dispatch.VerbUnload, dispatch.VerbLogs:
-		if verb == dispatch.VerbStart && len(rest) == 1 {
+	case operator.VerbStart, operator.VerbStop, operator.VerbUnload, operator.VerbLogs:
+		if verb == operator.VerbStart && len(rest) == 1 {
 			// start ID: an instance the controller placed, by its
 			// instance id or decision id.
 			req.Args.Instance = rest[0]
@@ -197,13 +198,13 @@ func ctlRequest(pos []string, set map[string]bool, f ctlFlags) (dispatch.Operato
 			return req, err
 		}
 		req.Args.Instance = rest[1]
-		if verb == dispatch.VerbStop {
+		if verb == operator.VerbStop {
 			if f.grace < 0 || f.grace > ctl.MaxStopGrace {
 				return req, usageError("ctl stop: --grace %s outside [0, %s]", f.grace, ctl.MaxStopGrace)
 			}
 			req.Args.GraceMS = f.grace.Milliseconds()
 		}
-	case dispatch.VerbStatus:
+	case operator.VerbStatus:
 		if err := nargs(1, 2); err != nil {
 			return req, err
 		}
@@ -214,16 +215,16 @@ func ctlRequest(pos []string, set map[string]bool, f ctlFlags) (dispatch.Operato
 			req.Args.Instance = rest[1]
 		}
 		req.Args.Departed = f.departed
-	case verbExplain:
+	case operator.VerbExplain:
 		if err := nargs(1, 1); err != nil {
 			return req, err
 		}
-		if !validDecisionRef(rest[0]) {
-			return req, usageError("ctl explain: %q is not a decision id (%d to 64 lower-case hex characters: the id or a prefix of it)", rest[0], minDecisionPrefix)
+		if !ctl.ValidDecisionPrefix(rest[0]) {
+			return req, usageError("ctl explain: %q is not a decision id (%d to 64 lower-case hex characters: the id or a prefix of it)", rest[0], ctl.MinDecisionPrefix)
 		}
 		req.Args.DecisionID = rest[0]
 		return req, nil
-	case verbPlacements, verbNodes, verbWorkloads:
+	case operator.VerbPlacements, operator.VerbNodes, operator.VerbWorkloads:
 		return req, nargs(0, 0)
 	default:
 		return req, usageError("ctl: unknown verb %q", verb)
@@ -235,8 +236,8 @@ func ctlRequest(pos []string, set map[string]bool, f ctlFlags) (dispatch.Operato
 // printCtl prints an answer and returns the exit status as an error. A
 // controller's place answers with its explanation whatever the outcome:
 // it is printed before the error.
-func printCtl(stdout io.Writer, req dispatch.OperatorRequest, resp dispatch.OperatorResponse, asJSON bool) error {
-	if resp.Class == dispatch.ClassOK || len(resp.Result) > 0 && req.Verb == dispatch.VerbPlace {
+func printCtl(stdout io.Writer, req operator.Request, resp operator.Response, asJSON bool) error {
+	if resp.Class == operator.ClassOK || len(resp.Result) > 0 && req.Verb == operator.VerbPlace {
 		if asJSON {
 			var buf bytes.Buffer
 			if err := json.Indent(&buf, resp.Result, "", "  "); err != nil {
@@ -256,19 +257,19 @@ func printCtl(stdout io.Writer, req dispatch.OperatorRequest, resp dispatch.Oper
 		node = "the controller"
 	}
 	switch resp.Class {
-	case dispatch.ClassOK:
+	case operator.ClassOK:
 		return nil
-	case dispatch.ClassRefused:
+	case operator.ClassRefused:
 		if by := refusedBy(req, resp); by != "" {
 			return &exitError{code: 1, err: fmt.Errorf("%s refused by %s: %s: %s", req.Verb, by, resp.Code, resp.Reason)}
 		}
 		return &exitError{code: 1, err: fmt.Errorf("%s refused: %s: %s", req.Verb, resp.Code, resp.Reason)}
-	case dispatch.ClassUnreachable:
+	case operator.ClassUnreachable:
 		if req.Node == "" {
 			return &exitError{code: 3, err: fmt.Errorf("%s: unreachable: %s", req.Verb, resp.Reason)}
 		}
 		return &exitError{code: 3, err: fmt.Errorf("%s: %s unreachable: %s", req.Verb, req.Node, resp.Reason)}
-	case dispatch.ClassIndeterminate:
+	case operator.ClassIndeterminate:
 		check := "nodeld ctl status " + req.Node
 		if req.Node == "" {
 			check = "nodeld ctl placements"
@@ -286,7 +287,7 @@ func printCtl(stdout io.Writer, req dispatch.OperatorRequest, resp dispatch.Oper
 
 // printReadable prints a result for a person; a result it cannot decode
 // is printed as indented JSON.
-func printReadable(w io.Writer, req dispatch.OperatorRequest, resp dispatch.OperatorResponse) {
+func printReadable(w io.Writer, req operator.Request, resp operator.Response) {
 	raw := resp.Result
 	asJSON := func() {
 		var buf bytes.Buffer
@@ -304,7 +305,7 @@ func printReadable(w io.Writer, req dispatch.OperatorRequest, resp dispatch.Oper
 		return buf.String()
 	}
 	switch req.Verb {
-	case dispatch.VerbDescribe:
+	case operator.VerbDescribe:
 		var r ctl.DescribeResult
 		if json.Unmarshal(raw, &r) != nil {
 			asJSON()
@@ -315,8 +316,8 @@ func printReadable(w io.Writer, req dispatch.OperatorRequest, resp dispatch.Oper
 			fmt.Fprintf(w, "chain head:    %s\n", r.ChainHead)
 		}
 		fmt.Fprintf(w, "advertisement: %s\nfacts:         %s\n", compact(r.Advertisement), compact(r.Facts))
-	case dispatch.VerbPlace:
-		var cr controllerPlaceResult
+	case operator.VerbPlace:
+		var cr operator.PlaceResult
 		if json.Unmarshal(raw, &cr) == nil && cr.Explain != "" {
 			printControllerPlace(w, req, cr)
 			return
@@ -332,8 +333,8 @@ func printReadable(w io.Writer, req dispatch.OperatorRequest, resp dispatch.Oper
 		}
 		fmt.Fprintf(w, "%s %s (%s, variant %s, runtime %s) on %s: %s\n", what, r.InstanceID, r.Package, r.Variant, r.Runtime, resp.Node, stateText(r.Status))
 		fmt.Fprintf(w, "decision: %s\n", resp.DecisionID)
-	case dispatch.VerbStart:
-		var p placementDoc
+	case operator.VerbStart:
+		var p operator.PlacementDoc
 		if req.Node == "" && json.Unmarshal(raw, &p) == nil && p.InstanceID != "" {
 			if p.Life == plane.LifeLost {
 				// A capped placement: the start cleared its cap.
@@ -344,11 +345,11 @@ func printReadable(w io.Writer, req dispatch.OperatorRequest, resp dispatch.Oper
 			return
 		}
 		fmt.Fprintf(w, "started %s on %s\n", req.Args.Instance, resp.Node)
-	case dispatch.VerbStop:
+	case operator.VerbStop:
 		fmt.Fprintf(w, "stopped %s on %s\n", req.Args.Instance, resp.Node)
-	case dispatch.VerbUnload:
+	case operator.VerbUnload:
 		fmt.Fprintf(w, "unloaded %s on %s\n", req.Args.Instance, resp.Node)
-	case dispatch.VerbStatus:
+	case operator.VerbStatus:
 		if req.Args.Instance != "" {
 			var r ctl.InstanceStatus
 			if json.Unmarshal(raw, &r) != nil || r.InstanceID == "" {
@@ -375,7 +376,7 @@ func printReadable(w io.Writer, req dispatch.OperatorRequest, resp dispatch.Oper
 		for _, dep := range r.Departed {
 			fmt.Fprintf(w, "departed: %s (%s)\n", dep.InstanceID, dep.Reason)
 		}
-	case dispatch.VerbLogs:
+	case operator.VerbLogs:
 		var r ctl.LogsResult
 		if json.Unmarshal(raw, &r) != nil {
 			asJSON()
@@ -398,29 +399,29 @@ func printReadable(w io.Writer, req dispatch.OperatorRequest, resp dispatch.Oper
 		if r.Stderr != "" && !strings.HasSuffix(r.Stderr, "\n") {
 			fmt.Fprintln(w)
 		}
-	case verbExplain:
-		var r explainResult
+	case operator.VerbExplain:
+		var r operator.ExplainResult
 		if json.Unmarshal(raw, &r) != nil || r.Explain == "" {
 			asJSON()
 			return
 		}
 		fmt.Fprint(w, r.Explain)
-	case verbPlacements:
-		var ps []placementDoc
+	case operator.VerbPlacements:
+		var ps []operator.PlacementDoc
 		if json.Unmarshal(raw, &ps) != nil {
 			asJSON()
 			return
 		}
 		printPlacements(w, ps)
-	case verbWorkloads:
-		var ws []workloadDoc
+	case operator.VerbWorkloads:
+		var ws []operator.WorkloadDoc
 		if json.Unmarshal(raw, &ws) != nil {
 			asJSON()
 			return
 		}
 		printWorkloads(w, ws)
-	case verbNodes:
-		var ns []nodeDoc
+	case operator.VerbNodes:
+		var ns []operator.NodeDoc
 		if json.Unmarshal(raw, &ns) != nil {
 			asJSON()
 			return
@@ -433,7 +434,7 @@ func printReadable(w io.Writer, req dispatch.OperatorRequest, resp dispatch.Oper
 
 // printControllerPlace prints a controller's place: its explanation, then
 // what became of it.
-func printControllerPlace(w io.Writer, req dispatch.OperatorRequest, r controllerPlaceResult) {
+func printControllerPlace(w io.Writer, req operator.Request, r operator.PlaceResult) {
 	fmt.Fprint(w, r.Explain)
 	if !strings.HasSuffix(r.Explain, "\n") {
 		fmt.Fprintln(w)
@@ -455,7 +456,7 @@ func printControllerPlace(w io.Writer, req dispatch.OperatorRequest, r controlle
 }
 
 // printPlacements prints the controller's placements as a table.
-func printPlacements(w io.Writer, ps []placementDoc) {
+func printPlacements(w io.Writer, ps []operator.PlacementDoc) {
 	if len(ps) == 0 {
 		fmt.Fprintln(w, "no placements")
 		return
@@ -481,7 +482,7 @@ func printPlacements(w io.Writer, ps []placementDoc) {
 }
 
 // printNodes prints the controller's targets as a table.
-func printNodes(w io.Writer, ns []nodeDoc) {
+func printNodes(w io.Writer, ns []operator.NodeDoc) {
 	if len(ns) == 0 {
 		fmt.Fprintln(w, "no nodes (mesh.peers with a known key, and this node when host.enabled)")
 		return
@@ -550,4 +551,14 @@ func reasonSinceText(reason string, since time.Time) string {
 		out += " since " + since.UTC().Format(time.RFC3339)
 	}
 	return out
+}
+
+// packageRef splits a place argument that is a package id, "ID" or
+// "ID@VERSION"; ok is false for anything else.
+func packageRef(arg string) (string, bool) {
+	id, version, hasVersion := strings.Cut(arg, "@")
+	if !grammar.ValidName(id) || hasVersion && !grammar.ValidVersion(version) {
+		return "", false
+	}
+	return arg, true
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/dispatch"
 	"github.com/nodeld/nodeld/internal/identity"
+	"github.com/nodeld/nodeld/internal/operator"
 )
 
 // runCtl runs cmdCtl in-process and returns its output and exit status.
@@ -77,7 +78,11 @@ func startOperator(t *testing.T) (string, *identity.Identity) {
 	}
 	sock := filepath.Join(dir, "nodeld.sock")
 	// The daemon's backend, on a node without a controller.
-	o, err := dispatch.NewOperatorServer(dispatch.OperatorConfig{Path: sock}, dispatch.OperatorDeps{Backend: &operatorBackend{d: d}})
+	router, err := operator.NewRouter(operator.RouterDeps{Dispatcher: d, NodeID: id.ID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := operator.NewServer(operator.Config{Path: sock}, operator.Deps{Backend: router})
 	if err != nil {
 		t.Fatal(err)
 	}

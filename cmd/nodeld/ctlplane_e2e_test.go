@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nodeld/nodeld/internal/operator"
 	"github.com/nodeld/nodeld/internal/plane"
 )
 
@@ -19,7 +20,7 @@ func TestCtlExplainReadsTheChain(t *testing.T) {
 	a := startNodeAt(t, cl.dirs["a"], cl.config("a", nil, controllerSection(anchor, "200ms", "5s", "3s")+hostSection(cl.keys["a"], anchor), false), nil)
 	sock := a.n.config().SocketPath()
 	idA := a.n.id.ID()
-	var nodes []nodeDoc
+	var nodes []operator.NodeDoc
 	waitLong(t, "the controller to hear from its own host", func() bool {
 		if _, _, rc := runCtl(t, "--socket", sock, "nodes"); rc != 0 {
 			return false // the operator socket is not up yet
@@ -40,7 +41,7 @@ func TestCtlExplainReadsTheChain(t *testing.T) {
 	if _, ok := a.n.ctrl.c.Recent(first); ok {
 		t.Fatal("the first decision is still among the recent ones")
 	}
-	var res explainResult
+	var res operator.ExplainResult
 	ctlJSON(t, sock, &res, "explain", first[:8])
 	if res.Source != "chain" || res.DecisionID != first {
 		t.Fatalf("explain %s: source %q, decision %s", first[:8], res.Source, res.DecisionID)
@@ -64,7 +65,7 @@ func TestCtlStartThroughController(t *testing.T) {
 	a := startNodeAt(t, cl.dirs["a"], cl.config("a", nil, controllerSection(anchor, "200ms", "5s", "3s")+hostSection(cl.keys["a"], anchor), false), nil)
 	sock := a.n.config().SocketPath()
 	idA := a.n.id.ID()
-	var nodes []nodeDoc
+	var nodes []operator.NodeDoc
 	waitLong(t, "the controller to hear from its own host", func() bool {
 		if _, _, rc := runCtl(t, "--socket", sock, "nodes"); rc != 0 {
 			return false
@@ -73,8 +74,8 @@ func TestCtlStartThroughController(t *testing.T) {
 		return len(nodes) == 1 && nodes[0].Liveness == "alive" && nodes[0].HasFacts
 	})
 	_, id := placeSettled(t, sock, idA, pkgDir)
-	placement := func() placementDoc {
-		var ps []placementDoc
+	placement := func() operator.PlacementDoc {
+		var ps []operator.PlacementDoc
 		ctlJSON(t, sock, &ps, "placements")
 		if len(ps) != 1 || ps[0].DecisionID != id {
 			t.Fatalf("placements = %+v", ps)
@@ -97,7 +98,7 @@ func TestCtlStartThroughController(t *testing.T) {
 		t.Fatalf("after stop: placement %+v, host %s", p, hostState())
 	}
 	out, errOut, rc := runCtl(t, "--socket", sock, "start", id[:7])
-	if rc != 1 || !strings.Contains(errOut, codeUnknownPlacement) {
+	if rc != 1 || !strings.Contains(errOut, operator.CodeUnknownPlacement) {
 		t.Fatalf("start of a 7-character decision prefix = %d %q %q, want unknown_placement (8 or more are needed)", rc, out, errOut)
 	}
 	// The 16 characters ctl placements shows name it, as for explain.

@@ -3,7 +3,7 @@ package main
 import (
 	"encoding/json"
 
-	"github.com/nodeld/nodeld/internal/dispatch"
+	"github.com/nodeld/nodeld/internal/operator"
 	"github.com/nodeld/nodeld/internal/plane"
 )
 
@@ -12,11 +12,11 @@ import (
 // its place call; one refused before any call (governance, no eligible
 // node) was refused by the controller, whatever node it was pinned to.
 // Any other request was refused by the node it names.
-func refusedBy(req dispatch.OperatorRequest, resp dispatch.OperatorResponse) string {
-	if req.Verb != dispatch.VerbPlace || len(resp.Result) == 0 {
+func refusedBy(req operator.Request, resp operator.Response) string {
+	if req.Verb != operator.VerbPlace || len(resp.Result) == 0 {
 		return req.Node
 	}
-	var r controllerPlaceResult
+	var r operator.PlaceResult
 	if json.Unmarshal(resp.Result, &r) != nil || r.Explain == "" {
 		return req.Node
 	}
@@ -32,7 +32,7 @@ func refusedBy(req dispatch.OperatorRequest, resp dispatch.OperatorResponse) str
 // the state its node last reported, or, for an instance the controller
 // holds lost (its node silent), "unknown (last <state>)": what the node
 // said before it went silent is not what it runs now.
-func hostStateText(p placementDoc) string {
+func hostStateText(p operator.PlacementDoc) string {
 	switch {
 	case p.Life == plane.LifeLost && p.HostState != "":
 		return "unknown (last " + p.HostState + ")"

@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/nodeld/nodeld/internal/operator"
 )
 
 // TestCtlWorkloadsShowsUnplaceable: a declared workload whose package the
@@ -14,7 +16,7 @@ func TestCtlWorkloadsShowsUnplaceable(t *testing.T) {
 		"  workloads:\n    - name: ghost\n      package: nope\n")
 	n := startNode(t, cfg, nil)
 	sock := n.n.config().SocketPath()
-	var ws []workloadDoc
+	var ws []operator.WorkloadDoc
 	waitLong(t, "ghost to be unplaceable", func() bool {
 		ctlJSON(t, sock, &ws, "workloads")
 		return len(ws) == 1 && ws[0].State == "unplaceable"

@@ -99,8 +99,8 @@ func newHost(cfg *config.Config, id *identity.Identity, n *node, ch *chain.Chain
 	return host.New(hc, deps)
 }
 
-// hostHooks are the host's test hooks (nodeDeps.hostStopFault and
-// replayWait); nil in the daemon.
+// hostHooks are the host's test hooks (testHooks.host: host.Deps'
+// StopFault and ReplayWait, and the restart policy); nil in the daemon.
 type hostHooks struct {
 	stopFault  func(instanceID string) error
 	replayWait func(ctx context.Context, peerID string, sent int) error

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodeld/nodeld/internal/operator"
 	"github.com/nodeld/nodeld/internal/plane"
 )
 
@@ -268,7 +269,7 @@ func TestIsolationOffRefusesRequiringPackage(t *testing.T) {
 		if _, _, rc := runCtl(t, "--socket", sock, "nodes"); rc != 0 {
 			return false
 		}
-		var nodes []nodeDoc
+		var nodes []operator.NodeDoc
 		ctlJSON(t, sock, &nodes, "nodes")
 		return len(nodes) == 1 && nodes[0].Liveness == "alive" && nodes[0].HasFacts
 	})

@@ -20,7 +20,7 @@ import (
 // seconds per fuzz target.
 var binDir string
 
-var nodeldBuild, echoBuild lazyBinary
+var nodeldBuild, shippedBuild, echoBuild lazyBinary
 
 // lazyBinary is a binary built once, on first use.
 type lazyBinary struct {
@@ -46,8 +46,16 @@ func (b *lazyBinary) get(t testing.TB, name string, args ...string) string {
 	return b.path
 }
 
-// nodeldBinary returns nodeld built with -race from this directory.
-func nodeldBinary(t testing.TB) string { return nodeldBuild.get(t, "nodeld", "-race", ".") }
+// nodeldBinary returns nodeld built with -race from this directory, with
+// the nodeld_testhooks tag: its nodeld run has the --test-* flags that
+// some tests need (testhooks.go).
+func nodeldBinary(t testing.TB) string {
+	return nodeldBuild.get(t, "nodeld", "-race", "-tags", "nodeld_testhooks", ".")
+}
+
+// shippedBinary returns nodeld as it ships: without the nodeld_testhooks
+// tag (built with -race only so that it shares nodeldBinary's build cache).
+func shippedBinary(t testing.TB) string { return shippedBuild.get(t, "nodeld-shipped", "-race", ".") }
 
 // echoBinary returns the echo-llm example server.
 func echoBinary(t testing.TB) string {

@@ -31,7 +31,7 @@ package main
 // "Refused orphan unload backs off" needs a host that refuses an unload of
 // an instance it holds: a real host does so only when stopping the
 // process fails (it survives SIGKILL), which the harness arranges with
-// the host's stop hook (mnode.setStopFault, nodeDeps.hostStopFault).
+// the host's stop hook (mnode.setStopFault, testHooks.host).
 
 import (
 	"errors"

@@ -21,7 +21,7 @@ package main
 //     wire beyond the mesh's own admission tests.
 //
 // A replay paces its notices NoticeReplayPace apart; the harness steps
-// it instead (mnode.setReplayWait, nodeDeps.replayWait), so that a peer
+// it instead (mnode.setReplayWait, testHooks.host), so that a peer
 // can leave in the middle of one (TestMeshtest_9_11_ReplayStopsWhenPeerLeaves).
 // The replay log in nodeld refuses a line that is not base64 (the node
 // does not start, with an error naming the line); a line that decodes

@@ -14,6 +14,7 @@ import (
 	"github.com/nodeld/nodeld/internal/facts"
 	"github.com/nodeld/nodeld/internal/identity"
 	"github.com/nodeld/nodeld/internal/mesh"
+	"github.com/nodeld/nodeld/internal/operator"
 
 	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/plane"
@@ -21,11 +22,11 @@ import (
 
 // placeJSON places through name's operator socket (ctl --json place) and
 // decodes the controller's result, whatever the exit status.
-func (mn *mnode) placeJSON(args ...string) (controllerPlaceResult, int, string) {
+func (mn *mnode) placeJSON(args ...string) (operator.PlaceResult, int, string) {
 	t := mn.m.t
 	t.Helper()
 	out, errOut, rc := runCtl(t, append([]string{"--socket", mn.socket(), "--json", "place"}, args...)...)
-	var res controllerPlaceResult
+	var res operator.PlaceResult
 	if out != "" {
 		if err := json.Unmarshal([]byte(out), &res); err != nil {
 			t.Fatalf("place %v: %v\n%s\n%s", args, err, out, errOut)
@@ -114,7 +115,7 @@ func TestMeshtest_9_2_PlaceFetchStatusStopLogsUnload(t *testing.T) {
 		t.Fatalf("logs of %s: %+v", inst, logs)
 	}
 	a.ctlOK("unload", "b", inst)
-	var ps []placementDoc
+	var ps []operator.PlacementDoc
 	ctlJSON(t, a.socket(), &ps, "placements")
 	if len(ps) != 0 {
 		t.Fatalf("placements after unload: %+v", ps)
@@ -360,7 +361,7 @@ func TestMeshtest_9_2_NothingFits(t *testing.T) {
 	a := m.start("a", m.config("a", []peer{{name: "b", tier: "paired"}}, meshController(anchor, "")))
 	a.waitAlive(m.id("b"))
 	res, rc, _ := a.placeJSON(dir)
-	if rc != 1 || res.Outcome != codeUnplaceable || len(res.Attempts) != 0 {
+	if rc != 1 || res.Outcome != operator.CodeUnplaceable || len(res.Attempts) != 0 {
 		t.Fatalf("place = %d %+v", rc, res)
 	}
 	if !strings.Contains(res.Explain, "UNPLACEABLE") || !strings.Contains(res.Explain, "cpu.arch.riscv64`: not advertised") {
@@ -388,7 +389,7 @@ func TestMeshtest_9_2_RuntimeMissingNotOffered(t *testing.T) {
 	a := m.start("a", m.config("a", []peer{{name: "b", tier: "paired"}}, meshController(anchor, "")))
 	a.waitAlive(m.id("b"))
 	res, rc, _ := a.placeJSON(dir)
-	if rc != 1 || res.Outcome != codeUnplaceable || len(res.Attempts) != 0 {
+	if rc != 1 || res.Outcome != operator.CodeUnplaceable || len(res.Attempts) != 0 {
 		t.Fatalf("place = %d %+v", rc, res)
 	}
 	if !strings.Contains(res.Explain, "runtime.ollama`: not advertised") {
@@ -462,7 +463,7 @@ func TestMeshtest_9_2_DevMacIsDevFallback(t *testing.T) {
 		t.Fatalf("instances: B %d, C %d", n, nc)
 	}
 	// ctl nodes shows the class C's facts claim, and none for B.
-	var nodes []nodeDoc
+	var nodes []operator.NodeDoc
 	if err := json.Unmarshal([]byte(a.ctlOK("--json", "nodes")), &nodes); err != nil {
 		t.Fatal(err)
 	}
@@ -516,7 +517,7 @@ func TestMeshtest_9_2_EmulatedOnlyNeedsTheFlag(t *testing.T) {
 	a.waitAlive(idB)
 
 	res, rc, errOut := a.placeJSON(dir)
-	if rc != 1 || res.Outcome != codeUnplaceable || len(res.Attempts) != 0 {
+	if rc != 1 || res.Outcome != operator.CodeUnplaceable || len(res.Attempts) != 0 {
 		t.Fatalf("place without the flag = %d %+v\n%s", rc, res, errOut)
 	}
 	if !strings.Contains(res.Explain, "allow_emulated: false") || !strings.Contains(res.Explain, "UNPLACEABLE") ||

@@ -9,6 +9,7 @@ import (
 	"github.com/nodeld/nodeld/internal/engine"
 	"github.com/nodeld/nodeld/internal/identity"
 	"github.com/nodeld/nodeld/internal/mesh"
+	"github.com/nodeld/nodeld/internal/operator"
 )
 
 // reconfigure writes cfg as the node's config and reloads it (as SIGHUP
@@ -121,7 +122,7 @@ func TestMeshtest_9_6_DiscoveredRaisedUnreachableReported(t *testing.T) {
 	if got := a.tierOf(idB); got != engine.TrustDiscovered.String() {
 		t.Fatalf("B: tier %q, want discovered", got)
 	}
-	if res, rc, _ := a.placeJSON(pkgDir); rc != 1 || res.Outcome != codeUnplaceable || len(res.Attempts) != 0 {
+	if res, rc, _ := a.placeJSON(pkgDir); rc != 1 || res.Outcome != operator.CodeUnplaceable || len(res.Attempts) != 0 {
 		t.Fatalf("place with B discovered = %d %+v", rc, res)
 	}
 	a.reconfigure(cfgA("paired"))
@@ -133,7 +134,7 @@ func TestMeshtest_9_6_DiscoveredRaisedUnreachableReported(t *testing.T) {
 	if rc != 0 || res.Node != idB {
 		t.Fatalf("place with B paired = %d %+v\n%s", rc, res, errOut)
 	}
-	var nodes []nodeDoc
+	var nodes []operator.NodeDoc
 	ctlJSON(t, a.socket(), &nodes, "nodes")
 	var sawC bool
 	for _, n := range nodes {

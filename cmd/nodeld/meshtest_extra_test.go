@@ -16,6 +16,7 @@ import (
 
 	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/mesh"
+	"github.com/nodeld/nodeld/internal/operator"
 	"github.com/nodeld/nodeld/internal/plane"
 )
 
@@ -164,7 +165,7 @@ func (lc *lcCluster) startC() { lc.m.start("c", lc.cfgC) }
 
 // place places the package through A's operator socket with args before
 // the package dir, and fails unless it was placed on want.
-func (lc *lcCluster) place(want string, args ...string) controllerPlaceResult {
+func (lc *lcCluster) place(want string, args ...string) operator.PlaceResult {
 	t := lc.m.t
 	t.Helper()
 	res, rc, errOut := lc.a.placeJSON(append(args, lc.pkgDir)...)

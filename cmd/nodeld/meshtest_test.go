@@ -6,7 +6,7 @@ package main
 // example) that share one fake clock, injected through nodeDeps.now: the
 // controller, the workload.ctl window (signing and checking), the host
 // and the facts source all read it. The controllers' loops are not
-// started (nodeDeps.manualTicks): a test advances the clock and calls a
+// started (testHooks.manualTicks): a test advances the clock and calls a
 // tick itself, so what happens between two ticks is what the test did.
 // Waits are on conditions with a deadline, never sleeps.
 //
@@ -121,6 +121,7 @@ import (
 
 	"github.com/nodeld/nodeld/internal/chain"
 	"github.com/nodeld/nodeld/internal/config"
+	"github.com/nodeld/nodeld/internal/dispatch"
 	"github.com/nodeld/nodeld/internal/engine"
 	"github.com/nodeld/nodeld/internal/facts"
 	"github.com/nodeld/nodeld/internal/host"
@@ -171,15 +172,15 @@ type mnode struct {
 	probe *fakeProbe
 	// class is its config's node.class (set before config; "": none).
 	class string
-	// afterPlace is the controller's place hook (nodeDeps.afterPlace).
+	// afterPlace is the controller's place hook (testHooks.place).
 	afterPlace func(ctx context.Context, node string) error
 	// stopFault, set with setStopFault at any time (restarts keep it),
-	// is the host's stop hook (nodeDeps.hostStopFault).
+	// is the host's stop hook (testHooks.host).
 	stopFault atomic.Pointer[func(instanceID string) error]
 	// replayWait, set with setReplayWait, paces the host's notice
-	// replays (nodeDeps.replayWait); unset, host.NoticeReplayPace.
+	// replays (testHooks.host); unset, host.NoticeReplayPace.
 	replayWait atomic.Pointer[func(ctx context.Context, peerID string, sent int) error]
-	// restartPolicy is its host's restart policy (nodeDeps.hostRestart; set
+	// restartPolicy is its host's restart policy (testHooks.host; set
 	// before run).
 	restartPolicy runner.RestartPolicy
 
@@ -345,28 +346,32 @@ func (mn *mnode) tryRun() error {
 	}
 	d := nodeDeps{
 		id: id, chain: ch, reg: reg, log: log, level: zap.NewAtomicLevelAt(zap.WarnLevel), cfgPath: mn.cfgPath,
-		load:        func() (*config.Config, error) { return reloadConfig(mn.cfgPath) },
-		discover:    []runner.DiscoverCandidate{},
-		now:         mn.m.clock.Now,
-		manualTicks: true,
-		afterPlace:  mn.afterPlace,
-		hostRestart: mn.restartPolicy,
-		hostStopFault: func(iid string) error {
-			if f := mn.stopFault.Load(); f != nil {
-				return (*f)(iid)
-			}
-			return nil
-		},
-		replayWait: func(ctx context.Context, peerID string, sent int) error {
-			if f := mn.replayWait.Load(); f != nil {
-				return (*f)(ctx, peerID, sent)
-			}
-			return host.WaitReplayPace(ctx, peerID, sent)
+		load: func() (*config.Config, error) { return reloadConfig(mn.cfgPath) },
+		now:  mn.m.clock.Now,
+		hooks: testHooks{
+			discover:    []runner.DiscoverCandidate{},
+			manualTicks: true,
+			place:       dispatch.PlaceHooks{After: mn.afterPlace},
+			host: hostHooks{
+				restart: mn.restartPolicy,
+				stopFault: func(iid string) error {
+					if f := mn.stopFault.Load(); f != nil {
+						return (*f)(iid)
+					}
+					return nil
+				},
+				replayWait: func(ctx context.Context, peerID string, sent int) error {
+					if f := mn.replayWait.Load(); f != nil {
+						return (*f)(ctx, peerID, sent)
+					}
+					return host.WaitReplayPace(ctx, peerID, sent)
+				},
+			},
 		},
 	}
 	if mn.probe != nil {
 		pd := mn.probe.deps()
-		d.probe = &pd
+		d.hooks.probe = &pd
 	}
 	n, err := newNode(c, d)
 	if err != nil {

@@ -87,8 +87,8 @@ func buildNode(t *testing.T, dataDir, cfg string, discover []runner.DiscoverCand
 	level := zap.NewAtomicLevelAt(zap.InfoLevel)
 	tn.n, err = newNode(c, nodeDeps{
 		id: id, chain: tn.chain, reg: reg, log: log, level: level, cfgPath: tn.cfgPath,
-		load:     func() (*config.Config, error) { return reloadConfig(tn.cfgPath) },
-		discover: discover,
+		load:  func() (*config.Config, error) { return reloadConfig(tn.cfgPath) },
+		hooks: testHooks{discover: discover},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -56,3 +56,16 @@ func (n *node) knownNodes() config.KnownNodes {
 	}
 	return k
 }
+
+// peerNames are the configured names of the mesh's peers, by node id.
+func (n *node) peerNames() map[string]string {
+	names := map[string]string{}
+	if n.mesh != nil {
+		for _, p := range n.mesh.Status() {
+			if p.ID != "" && p.Name != "" {
+				names[p.ID] = p.Name
+			}
+		}
+	}
+	return names
+}

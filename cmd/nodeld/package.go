@@ -14,7 +14,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nodeld/nodeld/internal/config"
 	"github.com/nodeld/nodeld/internal/dispatch"
+	"github.com/nodeld/nodeld/internal/operator"
 	"github.com/nodeld/nodeld/internal/pkg"
 )
 
@@ -170,9 +172,9 @@ func cmdRevocations(verb string, args []string, stdout, stderr io.Writer) error 
 		// revocation hits: ask it first.
 		ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
 		defer cancel()
-		resp, err := dispatch.DialOperator(ctx, cfg.SocketPath(), dispatch.OperatorRequest{
-			Verb: verb, Node: dispatch.SelfRef,
-			Args: dispatch.OperatorArgs{Subject: &pkg.Subject{Kind: *kind, Value: pos[0], Reason: *reason}, Notify: *viaMesh},
+		resp, err := operator.Dial(ctx, cfg.SocketPath(), operator.Request{
+			Verb: verb, Node: config.SelfRef,
+			Args: operator.Args{Subject: &pkg.Subject{Kind: *kind, Value: pos[0], Reason: *reason}, Notify: *viaMesh},
 		})
 		switch {
 		case err == nil && resp.OK:
@@ -186,7 +188,7 @@ func cmdRevocations(verb string, args []string, stdout, stderr io.Writer) error 
 			return nil
 		case err == nil:
 			return fmt.Errorf("%s: %s: %s", verb, resp.Code, resp.Reason)
-		case !errors.Is(err, dispatch.ErrDaemonNotRunning):
+		case !errors.Is(err, operator.ErrDaemonNotRunning):
 			return err
 		case *viaMesh:
 			return fmt.Errorf("%s --mesh: %w (the notice is sent by the running daemon)", verb, err)

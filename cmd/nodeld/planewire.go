@@ -8,17 +8,14 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"maps"
 	"path/filepath"
 	"slices"
 	"sync"
-	"sync/atomic"
 
 	"go.uber.org/zap"
 
 	"github.com/nodeld/nodeld/internal/config"
-	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/dispatch"
 	"github.com/nodeld/nodeld/internal/engine"
 	"github.com/nodeld/nodeld/internal/identity"
@@ -30,17 +27,14 @@ import (
 // controllerStateFile is the controller's state file in node.data_dir.
 const controllerStateFile = "controller.json"
 
-// tierTrust maps a config tier to the engine's trust tier; an unknown
-// tier (config validation refuses it) is the lowest.
+// tierTrust maps a config tier to the engine's trust tier
+// (engine.ParseTrust: both take the words from grammar.TrustTiers); an
+// unknown tier (config validation refuses it) is the lowest.
 func tierTrust(tier string) engine.Trust {
-	switch tier {
-	case config.TierPinned:
-		return engine.TrustPinned
-	case config.TierPaired:
-		return engine.TrustPaired
-	default:
-		return engine.TrustDiscovered
+	if t, ok := engine.ParseTrust(tier); ok {
+		return t
 	}
+	return engine.TrustDiscovered
 }
 
 // controllerConfig maps the controller section onto the plane's config.
@@ -196,130 +190,19 @@ func targetsOf(cfg *config.Config, self *identity.Identity, pinned map[string]st
 	return ts
 }
 
-// planeDispatcher is the controller's Dispatcher over the daemon's
-// dispatcher: calls go over the mesh (or to this node's own host for the
-// self target), signed with the node key, and packages are verified
-// against the controller's anchors and the node's revocation list.
-type planeDispatcher struct {
-	d   *dispatch.Dispatcher
-	rev *pkg.Revocations
-	// anchors are the controller's trust anchors; a reload swaps them.
-	anchors atomic.Pointer[pkg.Anchors]
-	// afterPlace, when set, runs after a place was answered and before
-	// the controller learns of it (a test hook: see nodeDeps).
-	afterPlace func(ctx context.Context, node string) error
-	// beforePlace, when set, runs before a place is sent (a test hook).
-	beforePlace func(ctx context.Context)
-}
-
-var _ plane.Dispatcher = (*planeDispatcher)(nil)
-
-// Describe returns node's signed facts and, when the node lets this one
-// read it, its instance listing with the departed instances.
-func (p *planeDispatcher) Describe(ctx context.Context, node string) (plane.Description, error) {
-	ans, err := p.d.Call(ctx, node, ctl.MethodDescribe, nil)
-	if err != nil {
-		return plane.Description{}, err
-	}
-	desc, err := plane.DecodeDescribe(ans.Response.Result)
-	if err != nil {
-		return plane.Description{}, fmt.Errorf("%s: %w", node, err)
-	}
-	if st, err := p.Status(ctx, node); err == nil {
-		desc.Status = &st
-	}
-	return desc, nil
-}
-
-// VerifyPackage verifies dir against the controller's anchors and the
-// node's revocation list (hashing its files once per manifest).
-func (p *planeDispatcher) VerifyPackage(ctx context.Context, dir string) (plane.Package, error) {
-	var anchors pkg.Anchors
-	if a := p.anchors.Load(); a != nil {
-		anchors = *a
-	}
-	if len(anchors) == 0 {
-		return nil, fmt.Errorf("package %s: %w: the controller has no trust anchors (controller.trust_anchors, host.trust_anchors)", dir, dispatch.ErrBadPackage)
-	}
-	vp, err := p.d.VerifyPackage(ctx, dir, anchors, p.rev)
-	if err != nil {
-		return nil, err
-	}
-	return vp, nil
-}
-
-// PlaceDecided places a package VerifyPackage returned under the
-// controller's decision.
-func (p *planeDispatcher) PlaceDecided(ctx context.Context, node string, pk plane.Package, variant string, cfg ctl.InstanceConfig, start bool, decisionID string) (ctl.PlaceResult, error) {
-	vp, ok := pk.(dispatch.VerifiedPackage)
-	if !ok {
-		return ctl.PlaceResult{}, fmt.Errorf("place on %s: not a package this dispatcher verified: %w", node, dispatch.ErrBadPackage)
-	}
-	if p.beforePlace != nil {
-		p.beforePlace(ctx)
-	}
-	ans, err := p.d.PlaceDecided(ctx, node, vp, variant, cfg, start, decisionID)
-	if err != nil {
-		return ctl.PlaceResult{}, err
-	}
-	if p.afterPlace != nil {
-		if err := p.afterPlace(ctx, node); err != nil {
-			return ctl.PlaceResult{}, &ctl.CallError{Class: ctl.ClassIndeterminate, Method: ctl.MethodPlace, Err: err}
-		}
-	}
-	var res ctl.PlaceResult
-	if err := ctl.DecodeResult(ans.Response.Result, &res); err != nil {
-		// The node acted (it answered ok) but said what in a way we cannot
-		// read: the controller reconciles it as an unanswered place.
-		return ctl.PlaceResult{}, &ctl.CallError{Class: ctl.ClassIndeterminate, Method: ctl.MethodPlace, Err: err}
-	}
-	return res, nil
-}
-
-// Status lists node's instances, in-flight decisions and departed
-// instances.
-func (p *planeDispatcher) Status(ctx context.Context, node string) (ctl.StatusList, error) {
-	ans, err := p.d.Call(ctx, node, ctl.MethodStatus, ctl.InstanceParams{IncludeDeparted: true})
-	if err != nil {
-		return ctl.StatusList{}, err
-	}
-	var st ctl.StatusList
-	if err := ctl.DecodeResult(ans.Response.Result, &st); err != nil {
-		return ctl.StatusList{}, fmt.Errorf("status of %s: %w", node, err)
-	}
-	return st, nil
-}
-
-// Start starts an instance again; the dispatcher chains its own decision.
-func (p *planeDispatcher) Start(ctx context.Context, node, instanceID string) error {
-	_, err := p.d.Call(ctx, node, ctl.MethodStart, ctl.InstanceParams{InstanceID: instanceID})
-	return err
-}
-
-// Stop stops an instance; the dispatcher chains its own decision.
-func (p *planeDispatcher) Stop(ctx context.Context, node, instanceID string) error {
-	_, err := p.d.Call(ctx, node, ctl.MethodStop, ctl.InstanceParams{InstanceID: instanceID})
-	return err
-}
-
-// Unload unloads an instance; the dispatcher chains its own decision.
-func (p *planeDispatcher) Unload(ctx context.Context, node, instanceID string) error {
-	_, err := p.d.Call(ctx, node, ctl.MethodUnload, ctl.InstanceParams{InstanceID: instanceID})
-	return err
-}
-
-// controllerRunner is the controller's wiring: it resolves the config in
-// force into the controller's config and targets and hands them over
-// (refresh) after a reload and when a peer's key is pinned on first
-// contact; the controller's own loop (plane.Controller.Run) applies them.
+// controllerRunner runs the controller's loop and applies its targets and
+// config again whenever they may have changed: after a reload and when a
+// peer's key is pinned on first contact (refresh). SetTargets waits for a
+// tick in progress, so it is applied here, on the runner's goroutine, not
+// by the reload or the mesh callback that asks for it.
 type controllerRunner struct {
 	n    *node
 	c    *plane.Controller
-	disp *planeDispatcher
+	disp *dispatch.ForController
 	log  *zap.Logger
 	// store is the package store in the data dir.
 	store *pkg.Store
-	// manual (tests only: nodeDeps.manualTicks) leaves the loop
+	// manual (tests only: testHooks.manualTicks) leaves the loop
 	// unstarted: the test ticks the controller, and a tick applies what
 	// was handed over first.
 	manual bool
@@ -336,10 +219,11 @@ func newController(n *node, cfg *config.Config, d nodeDeps, rev *pkg.Revocations
 	if err != nil {
 		return nil, err
 	}
-	pd := &planeDispatcher{d: n.dispatch, rev: rev, afterPlace: d.afterPlace, beforePlace: d.beforePlace}
-	pd.anchors.Store(&anchors)
+	pd := dispatch.NewForController(n.dispatch, dispatch.ForControllerDeps{
+		Revocations: rev, Anchors: anchors, Hooks: d.hooks.place,
+	})
 	r := &controllerRunner{n: n, disp: pd, log: d.log.Named("controller"),
-		store: pkg.NewStore(filepath.Join(cfg.Node.DataDir, pkg.StoreDir), rev), manual: d.manualTicks}
+		store: pkg.NewStore(filepath.Join(cfg.Node.DataDir, pkg.StoreDir), rev), manual: d.hooks.manualTicks}
 	ts := r.targets(cfg, nil)
 	var revs plane.Revocations
 	if rev != nil {
@@ -430,7 +314,7 @@ func (r *controllerRunner) prepare(next *config.Config) (reload.Prepared, error)
 		return nil, err
 	}
 	return reload.Commit(func() {
-		r.disp.anchors.Store(&anchors)
+		r.disp.SetAnchors(anchors)
 		r.refresh()
 	}), nil
 }
@@ -480,29 +364,4 @@ func (n *node) peerStopped(peer string) {
 	if n.ctrl != nil {
 		n.ctrl.c.PeerStopped(peer)
 	}
-}
-
-// status is the controller's part of /v1/status.
-func (r *controllerRunner) status(n *node) *controllerDoc {
-	doc := &controllerDoc{
-		TargetsByLiveness: map[string]int{},
-		PlacementsByLife:  map[string]int{},
-		Targets:           []targetDoc{},
-	}
-	b := operatorBackend{d: n.dispatch, ctrl: r, n: n}
-	for _, nd := range b.nodeDocs() {
-		doc.TargetsByLiveness[nd.Liveness]++
-		doc.Targets = append(doc.Targets, targetDoc{ID: nd.ID, Name: nd.Name, Tier: nd.Tier, Liveness: nd.Liveness})
-	}
-	for _, p := range r.c.Placements() {
-		doc.PlacementsByLife[string(p.Life)]++
-		if p.Life == plane.LifeUnsettled {
-			doc.Unsettled++
-		}
-		if p.Capped && p.Life == plane.LifeLost {
-			doc.Capped = append(doc.Capped, cappedDoc{DecisionID: p.DecisionID, Workload: p.Workload, Node: p.Node, Moves: len(p.Moves)})
-		}
-	}
-	doc.DeclarationsByState, doc.Unplaceable = declarationCounts(r.c.Declarations())
-	return doc
 }

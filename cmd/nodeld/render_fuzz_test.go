@@ -5,7 +5,7 @@ import (
 	"io"
 	"testing"
 
-	"github.com/nodeld/nodeld/internal/dispatch"
+	"github.com/nodeld/nodeld/internal/operator"
 )
 
 // FuzzPrintReadable: the CLI prints what the operator socket answers, and
@@ -22,14 +22,14 @@ func FuzzPrintReadable(f *testing.F) {
 	f.Add([]byte(`{"ok":true,"class":"ok","result":[{"id":"n-1","has_facts":true,"facts_age_seconds":1e300,"mem_free_bytes":18446744073709551615,"vram_free_bytes":1,"gpus":1,"instances":-1}]}`), uint8(11), false)
 	f.Add([]byte(`{"class":"refused","code":"x","reason":"y"}`), uint8(12), false)
 	f.Add([]byte(`{"result":[1,2}`), uint8(0), false)
-	verbs := []string{dispatch.VerbDescribe, dispatch.VerbPlace, dispatch.VerbStart, dispatch.VerbStop, dispatch.VerbUnload,
-		dispatch.VerbStatus, dispatch.VerbLogs, dispatch.VerbRevoke, dispatch.VerbUnrevoke, verbExplain, verbPlacements, verbNodes, "other"}
+	verbs := []string{operator.VerbDescribe, operator.VerbPlace, operator.VerbStart, operator.VerbStop, operator.VerbUnload,
+		operator.VerbStatus, operator.VerbLogs, operator.VerbRevoke, operator.VerbUnrevoke, operator.VerbExplain, operator.VerbPlacements, operator.VerbNodes, "other"}
 	f.Fuzz(func(t *testing.T, line []byte, verb uint8, named bool) {
-		var resp dispatch.OperatorResponse
+		var resp operator.Response
 		if json.Unmarshal(line, &resp) != nil {
 			return
 		}
-		req := dispatch.OperatorRequest{Verb: verbs[int(verb)%len(verbs)]}
+		req := operator.Request{Verb: verbs[int(verb)%len(verbs)]}
 		if named {
 			req.Node, req.Args.Instance = "self", "i-1"
 		}

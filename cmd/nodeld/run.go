@@ -29,6 +29,7 @@ import (
 	"github.com/nodeld/nodeld/internal/identity"
 	"github.com/nodeld/nodeld/internal/mesh"
 	"github.com/nodeld/nodeld/internal/meshproxy"
+	"github.com/nodeld/nodeld/internal/operator"
 	"github.com/nodeld/nodeld/internal/pkg"
 	"github.com/nodeld/nodeld/internal/proxy"
 	"github.com/nodeld/nodeld/internal/runner"
@@ -53,11 +54,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs := newFlagSet("run", stderr)
 	cfgPath := fs.String("config", "", "config file (default "+defaultConfigPath+", else the embedded default)")
 	chainReset := fs.Bool("chain-reset", false, "archive a broken audit chain and start a new one")
-	clockOffset := fs.Duration("test-clock-offset", 0, "TEST ONLY, never in production: shift the clock this node signs and checks workload.ctl calls and revocation notices with (e.g. 10m, -10m), to test clock skew between nodes")
-	holdAfterPlace := fs.Bool("test-hold-after-place", false,
-		"for tests only: the controller stops after a node answers a place, before it records the answer, until the process is killed")
-	holdBeforePlace := fs.Bool("test-hold-before-place", false,
-		"for tests only: the controller stops after it persisted the candidate it is about to place on, before it sends the place, until the process is killed")
+	// --test-* flags exist in a nodeld_testhooks build only (testhooks.go).
+	test := testHookFlags(fs)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -70,32 +68,37 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	return runDaemon(ctx, daemonOptions{
-		cfg:             cfg,
-		cfgPath:         path,
-		chainReset:      *chainReset,
-		clockOffset:     *clockOffset,
-		holdAfterPlace:  *holdAfterPlace,
-		holdBeforePlace: *holdBeforePlace,
-		stderr:          stderr,
+		cfg:        cfg,
+		cfgPath:    path,
+		chainReset: *chainReset,
+		test:       test(),
+		stderr:     stderr,
 	})
+}
+
+// testFlags are the --test-* flags of nodeld run, registered only in a
+// binary built with the nodeld_testhooks tag (testhooks.go): the shipped
+// binary has none, so no operator can turn a test hook on.
+type testFlags struct {
+	// clockOffset (--test-clock-offset) shifts the clock of the
+	// dispatcher and the host (workload.ctl and revocation notices,
+	// signed and checked), so a fault test can skew one node in a network
+	// namespace, which cannot have a clock of its own.
+	clockOffset time.Duration
+	// holdAfterPlace (--test-hold-after-place) and holdBeforePlace
+	// (--test-hold-before-place) hold the controller on its place path
+	// until the process is killed (tests of a controller killed there).
+	holdAfterPlace, holdBeforePlace bool
 }
 
 type daemonOptions struct {
 	cfg        *config.Config
 	cfgPath    string // "" = embedded default
 	chainReset bool
-	// clockOffset (test only: --test-clock-offset) shifts the clock of
-	// the dispatcher and the host (workload.ctl and revocation notices,
-	// signed and checked), so a fault test can skew one node in a network
-	// namespace, which cannot have a clock of its own.
-	clockOffset time.Duration
-	// holdAfterPlace is --test-hold-after-place (tests of a controller
-	// killed on its place path).
-	holdAfterPlace bool
-	// holdBeforePlace is --test-hold-before-place (tests of a controller
-	// killed on its place path, before the place is sent).
-	holdBeforePlace bool
-	stderr          io.Writer
+	// test are the --test-* flags of a nodeld_testhooks build; zero in
+	// the shipped binary.
+	test   testFlags
+	stderr io.Writer
 }
 
 // runDaemon makes what every component shares (logger, data dir, node
@@ -130,7 +133,7 @@ func runDaemon(ctx context.Context, o daemonOptions) (err error) {
 		return &exitError{code: 2, err: err}
 	}
 	var now func() time.Time // nil: the components' default, time.Now
-	if off := o.clockOffset; off != 0 {
+	if off := o.test.clockOffset; off != 0 {
 		now = func() time.Time { return time.Now().Add(off) }
 		log.Warn("test clock offset in force: workload.ctl calls are signed and checked with a shifted clock", zap.Duration("offset", off))
 	}
@@ -161,15 +164,15 @@ func runDaemon(ctx context.Context, o daemonOptions) (err error) {
 		id: id, chain: ch, reg: reg, log: log, level: level, cfgPath: o.cfgPath, now: now,
 		load: func() (*config.Config, error) { return reloadConfig(o.cfgPath) },
 	}
-	if o.holdAfterPlace {
-		deps.afterPlace = func(ctx context.Context, _ string) error {
+	if o.test.holdAfterPlace {
+		deps.hooks.place.After = func(ctx context.Context, _ string) error {
 			log.Warn("test hook: holding after a place answer, before the controller records it")
 			<-ctx.Done()
 			return nil
 		}
 	}
-	if o.holdBeforePlace {
-		deps.beforePlace = func(ctx context.Context) {
+	if o.test.holdBeforePlace {
+		deps.hooks.place.Before = func(ctx context.Context) {
 			log.Warn("test hook: holding before a place is sent, after the controller persisted its candidate")
 			<-ctx.Done()
 		}
@@ -182,8 +185,8 @@ func runDaemon(ctx context.Context, o daemonOptions) (err error) {
 		"node_id": id.ID(), "name": cfg.Node.Name, "version": buildVersion(),
 		"config": configSource(o.cfgPath), "pid": os.Getpid(),
 	}
-	if o.clockOffset != 0 {
-		start["test_clock_offset"] = o.clockOffset.String()
+	if o.test.clockOffset != 0 {
+		start["test_clock_offset"] = o.test.clockOffset.String()
 	}
 	if _, err := ch.Append(chainSource, "node.start", start); err != nil {
 		return fmt.Errorf("chain node.start: %w", err)
@@ -224,45 +227,36 @@ type nodeDeps struct {
 	cfgPath string // "" = embedded default
 	// load reads and validates the config again for a reload.
 	load func() (*config.Config, error)
-	// discover replaces runner.DefaultDiscoverCandidates (tests: never
-	// the real well-known ports); nil keeps them.
-	discover []runner.DiscoverCandidate
 	// now is the clock of the dispatcher, the host, the facts source
 	// (workload.ctl and revocation notices, signed and checked; facts
-	// issued) and the controller; nil means time.Now. Only
-	// --test-clock-offset and tests (one fake clock shared by in-process
-	// nodes) set it.
+	// issued) and the controller; nil means time.Now. Only the test
+	// clock offset (a nodeld_testhooks build) and tests (one fake clock
+	// shared by in-process nodes) set it.
 	now func() time.Time
-	// manualTicks (tests only) leaves the controller's loop unstarted:
-	// the test calls the controller's Tick itself, on its fake clock.
-	manualTicks bool
-	// probe (tests only) replaces the facts probe's dependencies (a
-	// node that reports another architecture or less free memory);
-	// nil probes this machine.
+	// hooks are the components' test hooks; the daemon sets none but
+	// what a nodeld_testhooks build's --test-* flags ask for.
+	hooks testHooks
+}
+
+// testHooks are the test hooks of the components, each in the shape
+// its component takes it: only tests, and the --test-* flags of a
+// nodeld_testhooks build (testhooks.go), set any.
+type testHooks struct {
+	// discover replaces runner.DefaultDiscoverCandidates (never the real
+	// well-known ports); nil keeps them.
+	discover []runner.DiscoverCandidate
+	// probe replaces the facts probe's dependencies (a node that reports
+	// another architecture or less free memory); nil probes this machine.
 	probe *facts.ProbeDeps
-	// afterPlace, when set, is called by the controller's dispatcher
-	// after a node answered a place and before the controller records it:
-	// a test hook for crashes on the place path (nodeld run
-	// --test-hold-after-place blocks there until it is killed). A
-	// non-nil error loses the answer: the controller sees an
-	// indeterminate place, as if the link had failed before it arrived.
-	afterPlace func(ctx context.Context, node string) error
-	// beforePlace, when set, is called by the controller's dispatcher
-	// before a place is sent, after the controller persisted the
-	// candidate: a test hook (nodeld run --test-hold-before-place).
-	beforePlace func(ctx context.Context)
-	// hostStopFault (tests only) is the host's StopFault: called before
-	// this node's host stops an instance's process, a non-nil error
-	// fails the stop (and so a stop or unload over the wire) as a process
-	// that survives its kill would.
-	hostStopFault func(instanceID string) error
-	// replayWait (tests only) is the host's ReplayWait: the pause between
-	// two revocation notices replayed to a peer; nil waits
-	// host.NoticeReplayPace.
-	replayWait func(ctx context.Context, peerID string, sent int) error
-	// hostRestart (tests only), when set, is the host's restart policy
-	// (a budget spent in milliseconds); zero keeps the runner's default.
-	hostRestart runner.RestartPolicy
+	// host are the host's StopFault, ReplayWait and restart policy
+	// (host.Deps).
+	host hostHooks
+	// place are the controller's dispatcher's hooks on the place path
+	// (dispatch.ForControllerDeps.Hooks).
+	place dispatch.PlaceHooks
+	// manualTicks leaves the controller's loop unstarted: the test calls
+	// the controller's Tick itself, on its fake clock.
+	manualTicks bool
 }
 
 // node is the running daemon: its components, in the order newNode builds
@@ -290,7 +284,8 @@ type node struct {
 	host      *host.Host
 	dispatch  *dispatch.Dispatcher
 	ctrl      *controllerRunner // nil unless controller.enabled
-	operator  *dispatch.OperatorServer
+	router    *operator.Router  // the operator socket's verbs
+	operator  *operator.Server
 	admin     *admin.Server
 
 	mu      sync.Mutex // guards cfg, lastErr
@@ -330,7 +325,7 @@ func (l *late) replayNotices(ctx context.Context, p mesh.PeerInfo) { l.host.Repl
 func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 	n := &node{
 		id: d.id, chain: d.chain, log: d.log, level: d.level, cfgPath: d.cfgPath,
-		load: d.load, discover: d.discover, now: d.now, started: time.Now(), cfg: cfg,
+		load: d.load, discover: d.hooks.discover, now: d.now, started: time.Now(), cfg: cfg,
 	}
 	n.reloadOK = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "nodeld_config_last_reload_successful",
@@ -418,7 +413,7 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 	}
 	l.proxy = n.proxy
 
-	n.adopter, err = runner.NewAdopter(adopterConfig(cfg, d.discover), adoptedSlots{n.table}, d.log.Named("adopter"), d.reg)
+	n.adopter, err = runner.NewAdopter(adopterConfig(cfg, d.hooks.discover), adoptedSlots{n.table}, d.log.Named("adopter"), d.reg)
 	if err != nil {
 		return nil, err
 	}
@@ -431,11 +426,11 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n.facts, err = newFacts(cfg, d.id, proxyPerf{n.proxy}, d.probe, d.now, iso.Support())
+	n.facts, err = newFacts(cfg, d.id, proxyPerf{n.proxy}, d.hooks.probe, d.now, iso.Support())
 	if err != nil {
 		return nil, err
 	}
-	n.host, err = newHost(cfg, d.id, n, d.chain, n.rec, rev, n.facts, d.reg, d.log, hostHooks{stopFault: d.hostStopFault, replayWait: d.replayWait, restart: d.hostRestart}, iso)
+	n.host, err = newHost(cfg, d.id, n, d.chain, n.rec, rev, n.facts, d.reg, d.log, d.hooks.host, iso)
 	if err != nil {
 		return nil, err
 	}
@@ -445,6 +440,9 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 		Identity: d.id, Chain: d.chain, Logger: d.log.Named("dispatch"), Registerer: d.reg,
 		Local: &localHost{n: n}, Revocations: rev,
 		Notices: n.host, DataDir: cfg.Node.DataDir, Now: n.now,
+		// One resolver for every node reference (config.ResolveNodeRef):
+		// a node's own node.name names it here as in config check.
+		ResolveNode: n.resolveRef,
 	}
 	if n.mesh != nil { // never a typed nil in the interface
 		ddeps.Mesh = n.mesh
@@ -459,8 +457,21 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 			return nil, err
 		}
 	}
-	n.operator, err = dispatch.NewOperatorServer(dispatch.OperatorConfig{Path: cfg.SocketPath()},
-		dispatch.OperatorDeps{Backend: &operatorBackend{d: n.dispatch, ctrl: n.ctrl, n: n}, Logger: d.log.Named("operator"), Registerer: d.reg,
+	rdeps := operator.RouterDeps{
+		Dispatcher: n.dispatch, NodeID: d.id.ID(), ResolveNode: n.resolveRef, PeerNames: n.peerNames,
+		Logger: d.log.Named("controller"),
+	}
+	if d.chain != nil {
+		rdeps.ChainPath = d.chain.Path()
+	}
+	if n.ctrl != nil { // never a typed nil in the interface
+		rdeps.Controller, rdeps.Store = n.ctrl.c, n.ctrl.store
+	}
+	if n.router, err = operator.NewRouter(rdeps); err != nil {
+		return nil, err
+	}
+	n.operator, err = operator.NewServer(operator.Config{Path: cfg.SocketPath()},
+		operator.Deps{Backend: n.router, Logger: d.log.Named("operator"), Registerer: d.reg,
 			RefusePeer: iso.IsInstanceProcess})
 	if err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"github.com/nodeld/nodeld/internal/host"
+	"github.com/nodeld/nodeld/internal/operator"
 	"github.com/nodeld/nodeld/internal/table"
 )
 
@@ -31,46 +32,7 @@ type statusDoc struct {
 	Mesh      *meshDoc         `json:"mesh,omitempty"`
 	Host      *host.HostStatus `json:"host,omitempty"`
 	// Controller is present when this node runs the controller.
-	Controller *controllerDoc `json:"controller,omitempty"`
-}
-
-// controllerDoc is the controller's part of the status: its targets and
-// what it placed.
-type controllerDoc struct {
-	// TargetsByLiveness counts the targets: alive, suspect, dead.
-	TargetsByLiveness map[string]int `json:"targets_by_liveness"`
-	// PlacementsByLife counts the placements: dispatching, unsettled,
-	// placed, lost, rescheduled.
-	PlacementsByLife map[string]int `json:"placements_by_life"`
-	// Unsettled is the number of decisions whose place went without an
-	// answer and that are not reconciled yet.
-	Unsettled int         `json:"unsettled"`
-	Targets   []targetDoc `json:"targets"`
-	// DeclarationsByState counts the declared workloads: placed, pending,
-	// unplaceable; Unplaceable names the unplaceable ones (nodeld ctl
-	// workloads says why).
-	DeclarationsByState map[string]int `json:"declarations_by_state"`
-	Unplaceable         []string       `json:"unplaceable"`
-	// Capped lists the lost placements not placed again: they moved
-	// max_reschedules times within reschedule_window (ctl start places
-	// one again).
-	Capped []cappedDoc `json:"capped,omitempty"`
-}
-
-// cappedDoc is one capped placement in the status.
-type cappedDoc struct {
-	DecisionID string `json:"decision_id"`
-	Workload   string `json:"workload"`
-	Node       string `json:"node"`
-	Moves      int    `json:"moves"`
-}
-
-// targetDoc is one controller target in the status.
-type targetDoc struct {
-	ID       string `json:"id"`
-	Name     string `json:"name,omitempty"`
-	Tier     string `json:"tier"`
-	Liveness string `json:"liveness"`
+	Controller *operator.ControllerDoc `json:"controller,omitempty"`
 }
 
 // meshDoc is the mesh listener and every configured peer.

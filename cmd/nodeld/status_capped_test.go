@@ -3,15 +3,17 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/nodeld/nodeld/internal/operator"
 )
 
 // A capped placement is a line of nodeld status, with the ctl start that
 // places it again.
 func TestPrintStatusCapped(t *testing.T) {
 	dec := strings.Repeat("ab", 32)
-	st := &statusDoc{Controller: &controllerDoc{
+	st := &statusDoc{Controller: &operator.ControllerDoc{
 		TargetsByLiveness: map[string]int{}, PlacementsByLife: map[string]int{"lost": 1},
-		Capped: []cappedDoc{{DecisionID: dec, Workload: "chat", Node: "n-abc", Moves: 5}},
+		Capped: []operator.CappedDoc{{DecisionID: dec, Workload: "chat", Node: "n-abc", Moves: 5}},
 	}}
 	var sb strings.Builder
 	printStatus(&sb, st)

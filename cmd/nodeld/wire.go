@@ -208,9 +208,7 @@ func (n *node) status() any {
 	}
 	hs := n.host.Status()
 	st.Host = &hs
-	if n.ctrl != nil {
-		st.Controller = n.ctrl.status(n)
-	}
+	st.Controller = n.router.ControllerStatus() // nil without a controller
 	for _, in := range n.adopter.Status() {
 		d := instanceDoc{
 			Role: in.Role, Kind: in.Kind, URL: in.URL, Model: in.Model,

@@ -53,17 +53,23 @@ func writeFile(path string, data []byte, perm fs.FileMode, write func(*os.File, 
 		_ = os.Remove(name)
 		return fmt.Errorf("write %q: %w", path, err)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := SyncDir(dir); err != nil {
 		return fmt.Errorf("write %q: sync directory: %w", path, err)
 	}
 	return nil
 }
 
-func syncDir(dir string) error {
+// SyncDir fsyncs directory dir, so that creations, renames and removals
+// in it survive a crash. It is the one home of this step for every
+// package but the isolated chain (see its syncDir).
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err
 	}
-	defer d.Close()
-	return d.Sync()
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

@@ -299,6 +299,9 @@ func Archive(path string, now time.Time) (string, error) {
 }
 
 // syncDir fsyncs a directory so renames and creations in it are durable.
+// It is atomicfile.SyncDir's twin: chain is isolated (deps_test.go) and
+// imports no internal package but the grammar, so it keeps its own five
+// lines rather than an arrow to atomicfile.
 func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {

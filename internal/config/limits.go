@@ -1,6 +1,10 @@
 package config
 
-import "time"
+import (
+	"time"
+
+	"github.com/nodeld/nodeld/internal/grammar"
+)
 
 // Bounds enforced while decoding and validating. Decoding checks
 // MaxConfigBytes before parsing, so every count in a config (roles, peers,
@@ -85,7 +89,7 @@ const (
 
 // Trust tiers, lowest first.
 const (
-	TierDiscovered = "discovered"
-	TierPaired     = "paired"
-	TierPinned     = "pinned"
+	TierDiscovered = grammar.TierDiscovered
+	TierPaired     = grammar.TierPaired
+	TierPinned     = grammar.TierPinned
 )

@@ -175,10 +175,8 @@ func (v *validator) mesh() {
 				}
 			}
 		}
-		switch p.Tier {
-		case "", TierDiscovered, TierPaired, TierPinned:
-		default:
-			v.addf(base+".tier", "%q is not a tier: use discovered, paired or pinned", p.Tier)
+		if _, ok := grammar.TrustTierRank(p.Tier); !ok && p.Tier != "" {
+			v.addf(base+".tier", "%q is not a tier: use %s", p.Tier, grammar.TrustTierWords())
 		}
 	}
 }
@@ -440,10 +438,8 @@ func (v *validator) policy(p Policy) {
 		if !grammar.ValidName(k) {
 			v.addf(path, "%q is not a valid workload kind: use %s", k, grammar.NameSyntax)
 		}
-		switch p.Kinds[k].MinTier {
-		case TierDiscovered, TierPaired, TierPinned:
-		default:
-			v.addf(path+".min_tier", "%q is not a tier: use discovered, paired or pinned", p.Kinds[k].MinTier)
+		if _, ok := grammar.TrustTierRank(p.Kinds[k].MinTier); !ok {
+			v.addf(path+".min_tier", "%q is not a tier: use %s", p.Kinds[k].MinTier, grammar.TrustTierWords())
 		}
 	}
 	v.nodeRefs("controller.policy.deny_nodes", p.DenyNodes)

@@ -16,8 +16,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/nodeld/nodeld/internal/config"
 	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/mesh/meshtest"
+	"github.com/nodeld/nodeld/internal/operator"
 	"github.com/nodeld/nodeld/internal/pkg"
 )
 
@@ -190,7 +192,7 @@ func TestVerifyPackageHashesOnce(t *testing.T) {
 		t.Fatalf("second verification: %s in %s", again.ManifestHash(), again.Dir())
 	}
 	for range 3 {
-		if _, err := d.PlaceDecided(callCtx(t), SelfRef, again, "default", ctl.InstanceConfig{}, false, decidedID); err != nil {
+		if _, err := d.PlaceDecided(callCtx(t), config.SelfRef, again, "default", ctl.InstanceConfig{}, false, decidedID); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -307,7 +309,7 @@ func TestPlaceDecidedRefusesRevoked(t *testing.T) {
 			if !errors.Is(err, ErrBadPackage) || pkg.ErrorCode(err) != pkg.CodeRevoked {
 				t.Fatalf("err = %v, want %s", err, pkg.CodeRevoked)
 			}
-			if resp := classify(nil, err); resp.Class != ClassError || resp.Code != pkg.CodeRevoked {
+			if resp := classify(nil, err); resp.Class != operator.ClassError || resp.Code != pkg.CodeRevoked {
 				t.Fatalf("operator response %+v", resp)
 			}
 			if n := c.d.offers.len(); n != 0 {

@@ -16,15 +16,14 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nodeld/nodeld/internal/chain"
+	"github.com/nodeld/nodeld/internal/config"
 	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/identity"
 	"github.com/nodeld/nodeld/internal/mesh"
+	"github.com/nodeld/nodeld/internal/operator"
 	"github.com/nodeld/nodeld/internal/pkg"
 	"github.com/nodeld/nodeld/internal/seqfile"
 )
-
-// SelfRef names this node in Call and Place.
-const SelfRef = "self"
 
 // Chain source and kinds of the dispatcher's audit records.
 const (
@@ -89,6 +88,15 @@ type Deps struct {
 	Registerer prometheus.Registerer
 	// Now is the clock of requests and offers; nil means time.Now.
 	Now func() time.Time
+	// ResolveNode resolves a node reference the one way nodeld does
+	// (config.ResolveNodeRef with what the daemon knows: "self", this
+	// node's node.name or id, a configured peer's name or id) to a node
+	// id; ok is false for what it does not know, which is then looked up
+	// as a node id or peer name of the mesh (a peer the config no longer
+	// names may still be linked, and the controller may still stop and
+	// unload what it placed there). nil: only "self", this node's id and
+	// the mesh's peers.
+	ResolveNode func(ref string) (nodeID string, ok bool)
 }
 
 // Revoker edits a revocation list (*pkg.Revocations).
@@ -102,7 +110,7 @@ var _ Revoker = (*pkg.Revocations)(nil)
 var (
 	// ErrUnknownNode is wrapped (in a ClassUnreachable *ctl.CallError) for
 	// a node reference that names no admitted peer.
-	ErrUnknownNode = errors.New("no admitted peer by that name or id")
+	ErrUnknownNode = operator.ErrUnknownNode
 	// ErrNoLocalHost is wrapped (in a ClassUnreachable *ctl.CallError) for
 	// a call to "self" on a node that runs no workload host.
 	ErrNoLocalHost = errors.New("this node runs no workload host")
@@ -129,11 +137,13 @@ type Dispatcher struct {
 	seqMu     sync.Mutex
 	noticeSeq *seqfile.Counter
 
-	log    *zap.Logger
-	now    func() time.Time
-	client *ctl.Client
-	met    *metrics
-	offers *offers
+	log *zap.Logger
+	now func() time.Time
+	// resolveNode is Deps.ResolveNode; nil resolves nothing.
+	resolveNode func(ref string) (string, bool)
+	client      *ctl.Client
+	met         *metrics
+	offers      *offers
 	// verified remembers the packages VerifyPackage hashed;
 	// hashPackage is that full verification (a seam for tests).
 	verified    *verifiedCache
@@ -160,7 +170,7 @@ func New(deps Deps) (*Dispatcher, error) {
 	d := &Dispatcher{
 		id: deps.Identity, mesh: deps.Mesh, chain: deps.Chain, local: deps.Local, rev: deps.Revocations,
 		notices: deps.Notices, dataDir: deps.DataDir,
-		log: deps.Logger, now: deps.Now,
+		log: deps.Logger, now: deps.Now, resolveNode: deps.ResolveNode,
 		slots:     make(chan struct{}, MaxConcurrentArtifactStreams),
 		peerSlots: newPeerSlots(MaxArtifactStreamsPerPeer),
 	}
@@ -199,9 +209,15 @@ type target struct {
 	self bool
 }
 
-// resolve maps "self", a node id or a configured peer name to a target.
+// resolve maps "self", this node's name or id, a node id or a
+// configured peer name to a target.
 func (d *Dispatcher) resolve(node string) (target, error) {
-	if node == SelfRef || node == d.id.ID() {
+	if d.resolveNode != nil {
+		if id, ok := d.resolveNode(node); ok {
+			node = id
+		}
+	}
+	if node == config.SelfRef || node == d.id.ID() {
 		if d.local == nil {
 			return target{}, ErrNoLocalHost
 		}

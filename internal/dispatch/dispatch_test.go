@@ -18,6 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nodeld/nodeld/internal/config"
 	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/mesh"
 	"github.com/nodeld/nodeld/internal/mesh/meshtest"
@@ -158,7 +159,7 @@ func TestCallUnreachable(t *testing.T) {
 		{"no link, read-only", "ghost", ctl.MethodDescribe, mesh.ErrNoLink},
 		{"no link, mutating", ghost.ID(), ctl.MethodStop, mesh.ErrNoLink},
 		{"unknown node", "nobody", ctl.MethodStatus, ErrUnknownNode},
-		{"self without a host", SelfRef, ctl.MethodDescribe, ErrNoLocalHost},
+		{"self without a host", config.SelfRef, ctl.MethodDescribe, ErrNoLocalHost},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

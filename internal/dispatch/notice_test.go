@@ -15,7 +15,9 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/nodeld/nodeld/internal/chain"
+	"github.com/nodeld/nodeld/internal/config"
 	"github.com/nodeld/nodeld/internal/identity"
+	"github.com/nodeld/nodeld/internal/operator"
 	"github.com/nodeld/nodeld/internal/pkg"
 )
 
@@ -78,8 +80,8 @@ func TestOperatorRevokeNotify(t *testing.T) {
 	d := newD()
 	ctx := context.Background()
 	subject := &pkg.Subject{Kind: pkg.SubjectPackage, Value: "echo-llm", Reason: "bad build"}
-	for _, verb := range []string{VerbRevoke, VerbUnrevoke, VerbRevoke} {
-		resp := d.Operate(ctx, OperatorRequest{Verb: verb, Node: SelfRef, Args: OperatorArgs{Subject: subject, Notify: true}})
+	for _, verb := range []string{operator.VerbRevoke, operator.VerbUnrevoke, operator.VerbRevoke} {
+		resp := d.Operate(ctx, operator.Request{Verb: verb, Node: config.SelfRef, Args: operator.Args{Subject: subject, Notify: true}})
 		var res RevokeResult
 		if !resp.OK || json.Unmarshal(resp.Result, &res) != nil || res.NoticeSeq == 0 {
 			t.Fatalf("%s --notify = %+v", verb, resp)
@@ -91,7 +93,7 @@ func TestOperatorRevokeNotify(t *testing.T) {
 	// A restart, with the clock set back: the counter file still rules.
 	d = newD()
 	clock = time.Unix(10, 0)
-	if resp := d.Operate(ctx, OperatorRequest{Verb: VerbUnrevoke, Node: SelfRef, Args: OperatorArgs{Subject: subject, Notify: true}}); !resp.OK {
+	if resp := d.Operate(ctx, operator.Request{Verb: operator.VerbUnrevoke, Node: config.SelfRef, Args: operator.Args{Subject: subject, Notify: true}}); !resp.OK {
 		t.Fatalf("unrevoke after restart = %+v", resp)
 	}
 	var actions []string
@@ -115,7 +117,7 @@ func TestOperatorRevokeNotify(t *testing.T) {
 
 	// A refused submit is an error answer.
 	sink.err = errors.New("refused")
-	if resp := d.Operate(ctx, OperatorRequest{Verb: VerbRevoke, Node: SelfRef, Args: OperatorArgs{Subject: subject, Notify: true}}); resp.OK || resp.Code != CodeInternal {
+	if resp := d.Operate(ctx, operator.Request{Verb: operator.VerbRevoke, Node: config.SelfRef, Args: operator.Args{Subject: subject, Notify: true}}); resp.OK || resp.Code != operator.CodeInternal {
 		t.Errorf("refused submit = %+v", resp)
 	}
 	// Without a notice sink Notify is refused.
@@ -123,7 +125,7 @@ func TestOperatorRevokeNotify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp := d2.Operate(ctx, OperatorRequest{Verb: VerbRevoke, Node: SelfRef, Args: OperatorArgs{Subject: subject, Notify: true}}); resp.OK {
+	if resp := d2.Operate(ctx, operator.Request{Verb: operator.VerbRevoke, Node: config.SelfRef, Args: operator.Args{Subject: subject, Notify: true}}); resp.OK {
 		t.Errorf("notify without host = %+v", resp)
 	}
 }

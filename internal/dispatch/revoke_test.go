@@ -9,7 +9,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/nodeld/nodeld/internal/config"
 	"github.com/nodeld/nodeld/internal/mesh/meshtest"
+	"github.com/nodeld/nodeld/internal/operator"
 	"github.com/nodeld/nodeld/internal/pkg"
 )
 
@@ -27,7 +29,7 @@ func TestOperatorRevoke(t *testing.T) {
 	ctx := callCtx(t)
 	subject := &pkg.Subject{Kind: pkg.SubjectPackage, Value: "echo-llm", Reason: "bad build"}
 
-	resp := d.Operate(ctx, OperatorRequest{Verb: VerbRevoke, Node: SelfRef, Args: OperatorArgs{Subject: subject}})
+	resp := d.Operate(ctx, operator.Request{Verb: operator.VerbRevoke, Node: config.SelfRef, Args: operator.Args{Subject: subject}})
 	var res RevokeResult
 	if !resp.OK || json.Unmarshal(resp.Result, &res) != nil || !res.Changed {
 		t.Fatalf("revoke = %+v", resp)
@@ -35,11 +37,11 @@ func TestOperatorRevoke(t *testing.T) {
 	if s, ok := rev.IsRevoked(pkg.SubjectPackage, "echo-llm"); !ok || s.Reason != "bad build" || s.By != "operator" {
 		t.Fatalf("revocation list = %+v, %v", s, ok)
 	}
-	if resp := d.Operate(ctx, OperatorRequest{Verb: VerbRevoke, Node: SelfRef, Args: OperatorArgs{Subject: subject}}); !resp.OK ||
+	if resp := d.Operate(ctx, operator.Request{Verb: operator.VerbRevoke, Node: config.SelfRef, Args: operator.Args{Subject: subject}}); !resp.OK ||
 		json.Unmarshal(resp.Result, &res) != nil || res.Changed {
 		t.Fatalf("second revoke = %+v, want ok and unchanged", resp)
 	}
-	if resp := d.Operate(ctx, OperatorRequest{Verb: VerbUnrevoke, Node: SelfRef, Args: OperatorArgs{Subject: subject}}); !resp.OK {
+	if resp := d.Operate(ctx, operator.Request{Verb: operator.VerbUnrevoke, Node: config.SelfRef, Args: operator.Args{Subject: subject}}); !resp.OK {
 		t.Fatalf("unrevoke = %+v", resp)
 	}
 	if _, ok := rev.IsRevoked(pkg.SubjectPackage, "echo-llm"); ok {
@@ -52,19 +54,19 @@ func TestOperatorRevoke(t *testing.T) {
 	}
 	for _, tt := range []struct {
 		name string
-		req  OperatorRequest
+		req  operator.Request
 	}{
-		{"another node", OperatorRequest{Verb: VerbRevoke, Node: "n-0123456789abcdef", Args: OperatorArgs{Subject: subject}}},
-		{"no subject", OperatorRequest{Verb: VerbRevoke, Node: SelfRef}},
-		{"bad kind", OperatorRequest{Verb: VerbRevoke, Node: SelfRef, Args: OperatorArgs{Subject: &pkg.Subject{Kind: "planet", Value: "x"}}}},
+		{"another node", operator.Request{Verb: operator.VerbRevoke, Node: "n-0123456789abcdef", Args: operator.Args{Subject: subject}}},
+		{"no subject", operator.Request{Verb: operator.VerbRevoke, Node: config.SelfRef}},
+		{"bad kind", operator.Request{Verb: operator.VerbRevoke, Node: config.SelfRef, Args: operator.Args{Subject: &pkg.Subject{Kind: "planet", Value: "x"}}}},
 	} {
-		if resp := d.Operate(ctx, tt.req); resp.OK || resp.Code != CodeBadRequest {
+		if resp := d.Operate(ctx, tt.req); resp.OK || resp.Code != operator.CodeBadRequest {
 			t.Errorf("%s: %+v, want a bad request", tt.name, resp)
 		}
 	}
 	// A dispatcher without a list refuses.
 	d2, _ := New(Deps{Identity: ident, Chain: ch})
-	if resp := d2.Operate(ctx, OperatorRequest{Verb: VerbRevoke, Node: SelfRef, Args: OperatorArgs{Subject: subject}}); resp.OK {
+	if resp := d2.Operate(ctx, operator.Request{Verb: operator.VerbRevoke, Node: config.SelfRef, Args: operator.Args{Subject: subject}}); resp.OK {
 		t.Fatalf("revoke without a list = %+v", resp)
 	}
 }

@@ -198,17 +198,21 @@ const (
 	TrustPinned
 )
 
-// String returns the tier's name.
+// ParseTrust maps a trust tier's name (grammar.TrustTiers) to its Trust;
+// ok is false for anything else.
+func ParseTrust(name string) (t Trust, ok bool) {
+	r, ok := grammar.TrustTierRank(name)
+	return Trust(r), ok
+}
+
+// String returns the tier's name (grammar.TrustTiers), "none" or
+// "invalid".
 func (t Trust) String() string {
 	switch t {
 	case TrustNone:
 		return "none"
-	case TrustDiscovered:
-		return "discovered"
-	case TrustPaired:
-		return "paired"
-	case TrustPinned:
-		return "pinned"
+	case TrustDiscovered, TrustPaired, TrustPinned:
+		return grammar.TrustTiers()[t-1]
 	default:
 		return "invalid"
 	}

@@ -448,13 +448,3 @@ func (h *Host) Status() HostStatus { return h.view.hostStatus() }
 // Isolation is what this host enforces on the instances it starts, and
 // false when it isolates nothing (no Isolator).
 func (h *Host) Isolation() (sandbox.Support, bool) { return h.iso.support() }
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}

@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/nodeld/nodeld/internal/atomicfile"
 	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/pkg"
 )
@@ -134,7 +135,7 @@ func (s *store) obtain(ctx context.Context, decision string, v *pkg.Verified, op
 		_ = os.RemoveAll(partial)
 		return "", ctl.NewRefusal(ctl.CodeFetch, "move the fetched package into place: "+err.Error())
 	}
-	syncDir(PackagesDir(s.dataDir))
+	_ = atomicfile.SyncDir(PackagesDir(s.dataDir))
 	_ = s.jnl.record(KindFetchDone, map[string]any{"decision_id": decision, "package": m.ID, "version": m.Version,
 		"bytes": m.TotalSize(), "files": len(m.Files), "resumes": resumes})
 	return final, nil

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"runtime"
 	"slices"
 	"time"
@@ -229,14 +228,6 @@ func (l *lifecycle) admit(ctx context.Context, m *pkg.Manifest, v pkg.Variant, c
 		return ctl.NewRefusal(ctl.CodeAdmission, fmt.Sprintf("variant needs %d bytes of memory, %d free", v.Resources.MemBytes, f.MemFreeBytes))
 	}
 	return nil
-}
-
-// syncDir fsyncs a directory so a rename in it survives a crash.
-func syncDir(dir string) {
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		_ = d.Close()
-	}
 }
 
 // specOf builds the runtime spec of a package in dir.

@@ -3,6 +3,7 @@ package host
 import (
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -151,14 +152,14 @@ func (r *registry) inflightLocked() []InFlightStatus {
 		if c := a.Since.Compare(b.Since); c != 0 {
 			return c
 		}
-		return compareStrings(a.DecisionID, b.DecisionID)
+		return strings.Compare(a.DecisionID, b.DecisionID)
 	})
 	return out
 }
 
 func (r *registry) sortedLocked() []*instance {
 	out := slices.Collect(maps.Values(r.insts))
-	slices.SortFunc(out, func(a, b *instance) int { return compareStrings(a.id, b.id) })
+	slices.SortFunc(out, func(a, b *instance) int { return strings.Compare(a.id, b.id) })
 	return out
 }
 

@@ -17,6 +17,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/nodeld/nodeld/internal/atomicfile"
 )
 
 // KeyFileName is the key's file name inside the data directory.
@@ -195,7 +197,7 @@ func Generate(path string) (*Identity, error) {
 		}
 		return nil, fmt.Errorf("write key %q: %w", path, err)
 	}
-	if err := syncDir(dir); err != nil {
+	if err := atomicfile.SyncDir(dir); err != nil {
 		return nil, fmt.Errorf("write key %q: %w", path, err)
 	}
 	return New(key)
@@ -218,15 +220,6 @@ func LoadOrGenerate(path string) (*Identity, bool, error) {
 		return id, false, err
 	}
 	return id, err == nil, err
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // certValidity is how long the self-signed mesh certificate claims to be

@@ -9,14 +9,15 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nodeld/nodeld/internal/grammar"
 	"github.com/nodeld/nodeld/internal/identity"
 )
 
 // Trust tiers a peer may be given by the operator.
 const (
-	TierDiscovered = "discovered"
-	TierPaired     = "paired"
-	TierPinned     = "pinned"
+	TierDiscovered = grammar.TierDiscovered
+	TierPaired     = grammar.TierPaired
+	TierPinned     = grammar.TierPinned
 )
 
 // PeerConfig is one configured peer.
@@ -139,10 +140,8 @@ func (c Config) Validate(self ed25519.PublicKey) error {
 				}
 			}
 		}
-		switch p.Tier {
-		case "", TierDiscovered, TierPaired, TierPinned:
-		default:
-			errs = append(errs, fmt.Errorf("%s.tier %q is not discovered, paired or pinned", where, p.Tier))
+		if _, ok := grammar.TrustTierRank(p.Tier); !ok && p.Tier != "" {
+			errs = append(errs, fmt.Errorf("%s.tier %q is not %s", where, p.Tier, grammar.TrustTierWords()))
 		}
 	}
 	return errors.Join(errs...)

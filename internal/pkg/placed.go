@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"github.com/nodeld/nodeld/internal/atomicfile"
 )
 
 // PlacedDir is the placed-package store's directory in the data dir.
@@ -128,7 +130,7 @@ func (s *PlacedStore) Keep(ctx context.Context, v *Verified) (string, error) {
 		return "", fmt.Errorf("placed-package store: %w", err)
 	}
 	done = true
-	if err := syncDir(s.root); err != nil {
+	if err := atomicfile.SyncDir(s.root); err != nil {
 		return "", fmt.Errorf("placed-package store: sync %s: %w", s.root, err)
 	}
 	return dest, nil

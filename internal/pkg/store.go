@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/nodeld/nodeld/internal/atomicfile"
 	"github.com/nodeld/nodeld/internal/grammar"
 )
 
@@ -137,7 +138,7 @@ func (s *Store) AddContext(ctx context.Context, dir string, anchors Anchors) (v 
 		return nil, false, fmt.Errorf("package store: %w", err)
 	}
 	done = true
-	if err := syncDir(pkgDir); err != nil {
+	if err := atomicfile.SyncDir(pkgDir); err != nil {
 		return nil, false, fmt.Errorf("package store: sync %s: %w", pkgDir, err)
 	}
 	v.Dir = dest
@@ -212,7 +213,7 @@ func copyPackage(ctx context.Context, src *os.Root, dst string, v *Verified) err
 		return strings.Count(b, string(filepath.Separator)) - strings.Count(a, string(filepath.Separator))
 	})
 	for _, d := range order {
-		if err := syncDir(d); err != nil {
+		if err := atomicfile.SyncDir(d); err != nil {
 			return fmt.Errorf("package store: sync %s: %w", d, err)
 		}
 	}
@@ -287,15 +288,6 @@ func writeSynced(name string, mode os.FileMode, fill func(io.Writer) error) erro
 		return fmt.Errorf("package store: write %s: %w", name, err)
 	}
 	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // Resolve returns the directory of package id at version, or at its

@@ -222,7 +222,7 @@ func (c *Controller) Placements() []Placement {
 	for _, p := range c.placements {
 		out = append(out, p.clone())
 	}
-	slices.SortFunc(out, func(a, b Placement) int { return cmpString(a.DecisionID, b.DecisionID) })
+	slices.SortFunc(out, func(a, b Placement) int { return strings.Compare(a.DecisionID, b.DecisionID) })
 	return out
 }
 

@@ -110,7 +110,7 @@ func (r *rig) instancesOf(name string) []copyOf {
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b copyOf) int { return cmpString(a.node+a.iid, b.node+b.iid) })
+	slices.SortFunc(out, func(a, b copyOf) int { return strings.Compare(a.node+a.iid, b.node+b.iid) })
 	return out
 }
 

@@ -7,6 +7,7 @@ package plane
 
 import (
 	"slices"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -59,7 +60,7 @@ func (c *Controller) Declarations() []DeclarationView {
 	for _, w := range ws {
 		out = append(out, c.declViewLocked(w))
 	}
-	slices.SortFunc(out, func(a, b DeclarationView) int { return cmpString(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b DeclarationView) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 

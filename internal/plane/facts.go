@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nodeld/nodeld/internal/ctl"
@@ -144,6 +145,6 @@ func (c *Controller) Nodes() []NodeStatus {
 		}
 		out = append(out, s)
 	}
-	slices.SortFunc(out, func(a, b NodeStatus) int { return cmpString(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b NodeStatus) int { return strings.Compare(a.ID, b.ID) })
 	return out
 }

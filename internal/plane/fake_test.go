@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -134,7 +135,7 @@ func (f *fakeCluster) targets(tier engine.Trust) []Target {
 	for _, h := range f.hosts {
 		ts = append(ts, Target{ID: h.id, Key: h.key.Public().(ed25519.PublicKey), Tier: tier})
 	}
-	slices.SortFunc(ts, func(a, b Target) int { return cmpString(a.ID, b.ID) })
+	slices.SortFunc(ts, func(a, b Target) int { return strings.Compare(a.ID, b.ID) })
 	return ts
 }
 
@@ -160,7 +161,7 @@ func (f *fakeCluster) status(h *fakeHost) ctl.StatusList {
 	for _, in := range h.instances {
 		st.Instances = append(st.Instances, in)
 	}
-	slices.SortFunc(st.Instances, func(a, b ctl.InstanceStatus) int { return cmpString(a.InstanceID, b.InstanceID) })
+	slices.SortFunc(st.Instances, func(a, b ctl.InstanceStatus) int { return strings.Compare(a.InstanceID, b.InstanceID) })
 	return st
 }
 

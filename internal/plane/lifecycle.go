@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -157,7 +158,7 @@ func (c *Controller) sortedPlacements() []*Placement {
 	for _, p := range c.placements {
 		ps = append(ps, p)
 	}
-	slices.SortFunc(ps, func(a, b *Placement) int { return cmpString(a.DecisionID, b.DecisionID) })
+	slices.SortFunc(ps, func(a, b *Placement) int { return strings.Compare(a.DecisionID, b.DecisionID) })
 	return ps
 }
 

@@ -156,7 +156,7 @@ func (c *Controller) NodeViews() []NodeView {
 		}
 		out = append(out, v)
 	}
-	slices.SortFunc(out, func(a, b NodeView) int { return cmpString(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b NodeView) int { return strings.Compare(a.ID, b.ID) })
 	return out
 }
 

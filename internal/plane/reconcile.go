@@ -318,7 +318,7 @@ func (c *Controller) sortedLocked() []*Placement {
 	for _, p := range c.placements {
 		ps = append(ps, p)
 	}
-	slices.SortFunc(ps, func(a, b *Placement) int { return cmpString(a.DecisionID, b.DecisionID) })
+	slices.SortFunc(ps, func(a, b *Placement) int { return strings.Compare(a.DecisionID, b.DecisionID) })
 	return ps
 }
 
@@ -623,7 +623,7 @@ func unplaceable(dec engine.Decision, err error) string {
 		b.WriteString(" (pinned to " + dec.Pin + ")")
 	}
 	cands := slices.Clone(dec.Candidates)
-	slices.SortFunc(cands, func(a, b engine.Candidate) int { return cmpString(a.Node, b.Node) })
+	slices.SortFunc(cands, func(a, b engine.Candidate) int { return strings.Compare(a.Node, b.Node) })
 	sep := ": "
 	for _, cd := range cands {
 		if cd.Eligible() {

@@ -486,9 +486,9 @@ func (c *encodeCache) encode(f *stateFileV2) ([]byte, error) {
 // under its lock as snapshots (snapshotLocked) and encode without it.
 func encodeState(ps []*Placement, ds []*declState, cache *encodeCache) ([]byte, error) {
 	ps = slices.Clone(ps)
-	slices.SortFunc(ps, func(a, b *Placement) int { return cmpString(a.DecisionID, b.DecisionID) })
+	slices.SortFunc(ps, func(a, b *Placement) int { return strings.Compare(a.DecisionID, b.DecisionID) })
 	ds = slices.Clone(ds)
-	slices.SortFunc(ds, func(a, b *declState) int { return cmpString(a.Name, b.Name) })
+	slices.SortFunc(ds, func(a, b *declState) int { return strings.Compare(a.Name, b.Name) })
 	f := stateFileV2{Version: StateVersion, Packages: []statePackage{}, Placements: make([]statePlacement, len(ps)), Declarations: ds}
 	// Placements of one package share its entry; labels and excludes
 	// come with the manifest, but are part of the key all the same.
@@ -550,16 +550,6 @@ func encodeState(ps []*Placement, ds []*declState, cache *encodeCache) ([]byte, 
 		return nil, fmt.Errorf("encode state: %w", err)
 	}
 	return append(b, '\n'), nil
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // writeState writes the state file atomically with mode 0600.

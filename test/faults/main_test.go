@@ -118,8 +118,10 @@ func needMachine(t *testing.T) {
 func buildBinaries(dir string) error {
 	bins.nodeld = filepath.Join(dir, "nodeld")
 	bins.echo = filepath.Join(dir, "echo-llm")
-	for _, b := range []struct{ out, pkg string }{{bins.nodeld, "./cmd/nodeld"}, {bins.echo, "./examples/packages/echo-llm"}} {
-		cmd := exec.Command("go", "build", "-trimpath", "-o", b.out, b.pkg)
+	// nodeld with the nodeld_testhooks tag: the suite uses its --test-*
+	// flags (the shipped binary has none).
+	for _, b := range []struct{ out, pkg, tags string }{{bins.nodeld, "./cmd/nodeld", "nodeld_testhooks"}, {bins.echo, "./examples/packages/echo-llm", ""}} {
+		cmd := exec.Command("go", "build", "-trimpath", "-tags", b.tags, "-o", b.out, b.pkg)
 		cmd.Dir = repoRoot
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package dispatch
+package operator
 
 import (
 	"errors"

@@ -1,6 +1,6 @@
 //go:build linux
 
-package dispatch
+package operator
 
 import (
 	"os"
@@ -9,15 +9,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/nodeld/nodeld/internal/mesh/meshtest"
+	"github.com/nodeld/nodeld/internal/config"
 )
 
 // A peer RefusePeer names (a placed instance's process) is refused before
 // its request is read; the kernel's credentials of the peer are what
 // RefusePeer is asked about.
 func TestOperatorRefusesInstancePeer(t *testing.T) {
-	ident := meshtest.NewIdentity(t)
-	d := newDispatcher(t, ident, nil, newLocalHost(t, ident, describeHandler))
+	d := nodeBackend{}
 	type cred struct {
 		pid int
 		uid uint32
@@ -25,15 +24,15 @@ func TestOperatorRefusesInstancePeer(t *testing.T) {
 	asked := make(chan cred, 1)
 	refuse := true
 	path := filepath.Join(t.TempDir(), "nodeld.sock")
-	runOperatorWith(t, OperatorDeps{Backend: d, RefusePeer: func(pid int, uid uint32) bool {
+	runOperatorWith(t, Deps{Backend: d, RefusePeer: func(pid int, uid uint32) bool {
 		asked <- cred{pid, uid}
 		return refuse
 	}}, path)
-	got, err := DialOperator(callCtx(t), path, OperatorRequest{Verb: VerbDescribe, Node: SelfRef})
+	got, err := Dial(callCtx(t), path, Request{Verb: VerbDescribe, Node: config.SelfRef})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := OperatorResponse{Class: ClassError, Code: CodeForbidden, Reason: "a placed instance may not use the operator socket"}
+	want := Response{Class: ClassError, Code: CodeForbidden, Reason: "a placed instance may not use the operator socket"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("response (-want +got):\n%s", diff)
 	}

@@ -1,8 +1,8 @@
-package main
+package operator
 
-// The operator socket's backend: the dispatcher's per-node verbs, and the
+// The operator socket's router: the dispatcher's per-node verbs, and the
 // controller's (a place that lets the engine choose, explain, placements,
-// nodes) when this node runs one.
+// workloads, nodes) when this node runs one.
 
 import (
 	"context"
@@ -16,65 +16,143 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/nodeld/nodeld/internal/config"
 	"github.com/nodeld/nodeld/internal/ctl"
-	"github.com/nodeld/nodeld/internal/dispatch"
-	"github.com/nodeld/nodeld/internal/grammar"
 	"github.com/nodeld/nodeld/internal/pkg"
 	"github.com/nodeld/nodeld/internal/plane"
 )
 
-// The controller's operator verbs, besides dispatch.VerbPlace.
+// The controller's operator verbs, besides VerbPlace.
 const (
-	verbExplain    = "explain"
-	verbPlacements = "placements"
-	verbNodes      = "nodes"
+	VerbExplain    = "explain"
+	VerbPlacements = "placements"
+	VerbNodes      = "nodes"
+	// VerbWorkloads lists the declared workloads (controller.workloads).
+	VerbWorkloads = "workloads"
 )
+
+// ErrUnknownNode is wrapped for a node reference that names no admitted
+// peer nor this node (dispatch.ErrUnknownNode is this error).
+var ErrUnknownNode = errors.New("no admitted peer by that name or id")
 
 // Refusal codes of the controller's place.
 const (
-	// codeUnplaceable: the engine found no eligible node (or the pinned
+	// CodeUnplaceable: the engine found no eligible node (or the pinned
 	// one is not eligible); the explanation says why.
-	codeUnplaceable = "unplaceable"
-	// codeNoController: the verb or argument needs a controller, and this
+	CodeUnplaceable = "unplaceable"
+	// CodeNoController: the verb or argument needs a controller, and this
 	// node runs none.
-	codeNoController = "no_controller"
-	// codeUnknownDecision: explain names no decision this node knows.
-	codeUnknownDecision = "unknown_decision"
-	// codeUnknownPlacement: start ID names no placement of the controller.
-	codeUnknownPlacement = "unknown_placement"
-	// codeNotStartable: the placement has no instance to start (lost,
+	CodeNoController = "no_controller"
+	// CodeUnknownDecision: explain names no decision this node knows.
+	CodeUnknownDecision = "unknown_decision"
+	// CodeUnknownPlacement: start ID names no placement of the controller.
+	CodeUnknownPlacement = "unknown_placement"
+	// CodeNotStartable: the placement has no instance to start (lost,
 	// replaced, retiring), or its node's tier no longer admits its kind.
-	codeNotStartable = "not_startable"
+	CodeNotStartable = "not_startable"
 )
 
-// operatorBackend serves the operator socket: the controller's verbs when
-// this node runs a controller (ctrl is not nil), and every other request
-// through the dispatcher, whose verbs it leaves as they are. Without a
-// controller a place that names a node goes straight to the dispatcher,
-// as it always did.
-type operatorBackend struct {
-	d    *dispatch.Dispatcher
-	ctrl *controllerRunner // nil: no controller
-	n    *node
+// Router serves the operator socket: the controller's verbs when this
+// node runs a controller, and every other request through the
+// dispatcher, whose verbs it leaves as they are. Without a controller a
+// place that names a node goes straight to the dispatcher, as it always
+// did.
+type Router struct {
+	d Backend
+	c Controller // nil: no controller
+	// store is the controller's package store (place by package id).
+	store     PackageStore
+	nodeID    string
+	resolve   func(ref string) (string, bool)
+	peerNames func() map[string]string
+	chainPath string
+	log       *zap.Logger
 }
 
-var _ dispatch.OperatorBackend = (*operatorBackend)(nil)
+var _ Backend = (*Router)(nil)
+
+// Controller is what the router asks of the controller (*plane.Controller).
+type Controller interface {
+	Place(ctx context.Context, o plane.Order) (plane.Report, error)
+	Start(ctx context.Context, ref string) (plane.Placement, error)
+	Stop(ctx context.Context, ref string) (plane.Placement, error)
+	Unload(ctx context.Context, ref string) (plane.Placement, error)
+	Placements() []plane.Placement
+	Declarations() []plane.DeclarationView
+	NodeViews() []plane.NodeView
+	Recent(id string) (plane.Report, bool)
+	RecentIDs() []string
+}
+
+var _ Controller = (*plane.Controller)(nil)
+
+// PackageStore resolves a package id to its directory (*pkg.Store).
+type PackageStore interface {
+	Resolve(id, version string) (dir, resolved string, err error)
+}
+
+var _ PackageStore = (*pkg.Store)(nil)
+
+// RouterDeps are what the router routes to.
+type RouterDeps struct {
+	// Dispatcher serves the per-node verbs (*dispatch.Dispatcher);
+	// required.
+	Dispatcher Backend
+	// Controller serves the controller's verbs; nil when this node runs
+	// none (they are then refused with CodeNoController).
+	Controller Controller
+	// Store is the controller's package store; required with Controller.
+	Store PackageStore
+	// NodeID is this node's id.
+	NodeID string
+	// ResolveNode resolves a node reference (config.ResolveNodeRef with
+	// what the daemon knows) to a node id; ok is false for one it does not
+	// know. Required with Controller.
+	ResolveNode func(ref string) (nodeID string, ok bool)
+	// PeerNames returns the configured names of the peers, by node id;
+	// nil: none.
+	PeerNames func() map[string]string
+	// ChainPath is this node's chain file (explain reads older decisions
+	// from it); "" reads none.
+	ChainPath string
+	// Logger; nil logs nothing.
+	Logger *zap.Logger
+}
+
+// NewRouter returns the router of deps.
+func NewRouter(deps RouterDeps) (*Router, error) {
+	if deps.Dispatcher == nil {
+		return nil, errors.New("operator router: no dispatcher")
+	}
+	if deps.Controller != nil && (deps.Store == nil || deps.ResolveNode == nil) {
+		return nil, errors.New("operator router: a controller needs a package store and a node resolver")
+	}
+	r := &Router{d: deps.Dispatcher, c: deps.Controller, store: deps.Store, nodeID: deps.NodeID,
+		resolve: deps.ResolveNode, peerNames: deps.PeerNames, chainPath: deps.ChainPath, log: deps.Logger}
+	if r.log == nil {
+		r.log = zap.NewNop()
+	}
+	if r.peerNames == nil {
+		r.peerNames = func() map[string]string { return nil }
+	}
+	return r, nil
+}
 
 // Verbs returns the dispatcher's verbs and the controller's.
-func (b *operatorBackend) Verbs() []string {
-	return append(b.d.Verbs(), verbExplain, verbPlacements, verbNodes, verbWorkloads)
+func (b *Router) Verbs() []string {
+	return append(b.d.Verbs(), VerbExplain, VerbPlacements, VerbNodes, VerbWorkloads)
 }
 
 // Operate serves one request.
-func (b *operatorBackend) Operate(ctx context.Context, req dispatch.OperatorRequest) dispatch.OperatorResponse {
+func (b *Router) Operate(ctx context.Context, req Request) Response {
 	a := req.Args
-	controllerOnly := func(what string) dispatch.OperatorResponse {
-		return dispatch.OperatorResponse{Class: dispatch.ClassError, Code: codeNoController,
+	controllerOnly := func(what string) Response {
+		return Response{Class: ClassError, Code: CodeNoController,
 			Reason: what + " needs a controller, and this node runs none (controller.enabled: false)"}
 	}
 	switch req.Verb {
-	case dispatch.VerbPlace:
-		if b.ctrl != nil {
+	case VerbPlace:
+		if b.c != nil {
 			return b.place(ctx, req)
 		}
 		switch {
@@ -89,8 +167,8 @@ func (b *operatorBackend) Operate(ctx context.Context, req dispatch.OperatorRequ
 		case a.Package != "":
 			return controllerOnly("place by package id")
 		}
-	case dispatch.VerbStart, dispatch.VerbStop, dispatch.VerbUnload:
-		if b.ctrl != nil {
+	case VerbStart, VerbStop, VerbUnload:
+		if b.c != nil {
 			if resp, ok := b.instanceVerb(ctx, req); ok {
 				return resp
 			}
@@ -99,41 +177,41 @@ func (b *operatorBackend) Operate(ctx context.Context, req dispatch.OperatorRequ
 			// start ID names a placement, not a node's instance.
 			return controllerOnly(req.Verb + " without a node (of an instance the controller placed)")
 		}
-	case verbExplain, verbPlacements, verbNodes, verbWorkloads:
-		if b.ctrl == nil {
+	case VerbExplain, VerbPlacements, VerbNodes, VerbWorkloads:
+		if b.c == nil {
 			return controllerOnly(req.Verb)
 		}
 		switch req.Verb {
-		case verbExplain:
+		case VerbExplain:
 			return b.explain(a.DecisionID)
-		case verbPlacements:
-			return okResult(b.n.id.ID(), placementDocs(b.ctrl.c.Placements()))
-		case verbWorkloads:
-			return okResult(b.n.id.ID(), workloadDocs(b.ctrl.c.Declarations()))
+		case VerbPlacements:
+			return okResult(b.nodeID, PlacementDocs(b.c.Placements()))
+		case VerbWorkloads:
+			return okResult(b.nodeID, WorkloadDocs(b.c.Declarations()))
 		default:
-			return okResult(b.n.id.ID(), b.nodeDocs())
+			return okResult(b.nodeID, b.nodeDocs())
 		}
 	}
 	return b.d.Operate(ctx, req)
 }
 
-func badRequest(format string, args ...any) dispatch.OperatorResponse {
-	return dispatch.OperatorResponse{Class: dispatch.ClassError, Code: dispatch.CodeBadRequest, Reason: fmt.Sprintf(format, args...)}
+func badRequest(format string, args ...any) Response {
+	return Response{Class: ClassError, Code: CodeBadRequest, Reason: fmt.Sprintf(format, args...)}
 }
 
 // okResult answers ok with v as the result.
-func okResult(node string, v any) dispatch.OperatorResponse {
+func okResult(node string, v any) Response {
 	raw, err := json.Marshal(v)
 	if err != nil {
-		return dispatch.OperatorResponse{Class: dispatch.ClassError, Code: dispatch.CodeInternal, Reason: "result not encodable"}
+		return Response{Class: ClassError, Code: CodeInternal, Reason: "result not encodable"}
 	}
-	return dispatch.OperatorResponse{OK: true, Class: dispatch.ClassOK, Node: node, Result: raw}
+	return Response{OK: true, Class: ClassOK, Node: node, Result: raw}
 }
 
-// controllerPlaceResult is the result of a place through the controller,
+// PlaceResult is the result of a place through the controller,
 // whatever its outcome (it comes with refusals too, so the operator sees
 // why).
-type controllerPlaceResult struct {
+type PlaceResult struct {
 	DecisionID string `json:"decision_id"`
 	// Outcome is placed, dry_run, unplaceable, unsettled or failed.
 	Outcome    string       `json:"outcome"`
@@ -141,14 +219,14 @@ type controllerPlaceResult struct {
 	Variant    string       `json:"variant,omitempty"`
 	InstanceID string       `json:"instance_id,omitempty"`
 	HostState  string       `json:"host_state,omitempty"`
-	Attempts   []attemptDoc `json:"attempts"`
+	Attempts   []AttemptDoc `json:"attempts"`
 	// Explain is the engine's explanation with the decision id and one
 	// line per place call.
 	Explain string `json:"explain"`
 }
 
-// attemptDoc is one place call of a decision.
-type attemptDoc struct {
+// AttemptDoc is one place call of a decision.
+type AttemptDoc struct {
 	Node    string `json:"node"`
 	Variant string `json:"variant"`
 	Outcome string `json:"outcome"`
@@ -158,7 +236,7 @@ type attemptDoc struct {
 
 // place runs a place through the controller: pinned to the node named,
 // or wherever the engine chooses.
-func (b *operatorBackend) place(ctx context.Context, req dispatch.OperatorRequest) dispatch.OperatorResponse {
+func (b *Router) place(ctx context.Context, req Request) Response {
 	a := req.Args
 	o := plane.Order{Start: !a.NoStart, DryRun: a.DryRun, Variant: a.Variant, AllowEmulated: a.AllowEmulated}
 	switch {
@@ -169,25 +247,25 @@ func (b *operatorBackend) place(ctx context.Context, req dispatch.OperatorReques
 	case a.Package != "":
 		// A package id comes from the controller's package store.
 		id, version, _ := strings.Cut(a.Package, "@")
-		dir, _, err := b.ctrl.store.Resolve(id, version)
+		dir, _, err := b.store.Resolve(id, version)
 		if err != nil {
-			return dispatch.OperatorResponse{Class: dispatch.ClassError, Code: dispatch.CodeBadPackage,
+			return Response{Class: ClassError, Code: CodeBadPackage,
 				Reason: fmt.Sprintf("place %s: %v (nodeld package add stores a package)", a.Package, err)}
 		}
 		o.PackageDir = dir
 	default:
 		return badRequest("place needs a package directory or a package id")
 	}
-	resolve := func(what, ref string) (string, *dispatch.OperatorResponse) {
-		id, ok := b.n.resolveRef(ref)
+	resolve := func(what, ref string) (string, *Response) {
+		id, ok := b.resolve(ref)
 		if !ok {
-			r := dispatch.OperatorResponse{Class: dispatch.ClassUnreachable,
-				Reason: fmt.Sprintf("%s %q: %v", what, ref, dispatch.ErrUnknownNode)}
+			r := Response{Class: ClassUnreachable,
+				Reason: fmt.Sprintf("%s %q: %v", what, ref, ErrUnknownNode)}
 			return "", &r
 		}
 		return id, nil
 	}
-	var bad *dispatch.OperatorResponse
+	var bad *Response
 	if req.Node != "" {
 		if o.Pin, bad = resolve("node", req.Node); bad != nil {
 			return *bad
@@ -207,30 +285,30 @@ func (b *operatorBackend) place(ctx context.Context, req dispatch.OperatorReques
 		}
 		o.Avoid = append(o.Avoid, id)
 	}
-	rep, err := b.ctrl.c.Place(ctx, o)
+	rep, err := b.c.Place(ctx, o)
 	if err != nil && rep.DecisionID == "" {
 		if errors.Is(err, plane.ErrNoPackage) {
-			code := dispatch.CodeBadPackage
+			code := CodeBadPackage
 			if c := pkg.ErrorCode(err); c != "" {
 				code = c
 			}
-			return dispatch.OperatorResponse{Class: dispatch.ClassError, Code: code, Reason: err.Error()}
+			return Response{Class: ClassError, Code: code, Reason: err.Error()}
 		}
 		// The engine refused the request (an unknown pin, an invalid
 		// request), chained as a refusal; or the decision could not be
 		// chained, and nothing was done.
-		return dispatch.OperatorResponse{Class: dispatch.ClassRefused, Code: codeUnplaceable, Reason: err.Error()}
+		return Response{Class: ClassRefused, Code: CodeUnplaceable, Reason: err.Error()}
 	}
-	res := controllerPlaceResult{DecisionID: rep.DecisionID, Explain: rep.Explain(), Attempts: []attemptDoc{}}
+	res := PlaceResult{DecisionID: rep.DecisionID, Explain: rep.Explain(), Attempts: []AttemptDoc{}}
 	for _, at := range rep.Attempts {
-		res.Attempts = append(res.Attempts, attemptDoc{Node: at.Node, Variant: at.Variant, Outcome: at.Outcome, Code: string(at.Code), Reason: at.Reason})
+		res.Attempts = append(res.Attempts, AttemptDoc{Node: at.Node, Variant: at.Variant, Outcome: at.Outcome, Code: string(at.Code), Reason: at.Reason})
 	}
-	resp := okResult(b.n.id.ID(), nil)
+	resp := okResult(b.nodeID, nil)
 	resp.DecisionID = rep.DecisionID
 	switch {
 	case err != nil:
 		res.Outcome = "failed"
-		resp = dispatch.OperatorResponse{Class: dispatch.ClassError, Code: dispatch.CodeInternal, Reason: err.Error()}
+		resp = Response{Class: ClassError, Code: CodeInternal, Reason: err.Error()}
 	case o.DryRun:
 		res.Outcome = "dry_run"
 		if c := rep.Decision.Chosen; c != nil {
@@ -242,26 +320,26 @@ func (b *operatorBackend) place(ctx context.Context, req dispatch.OperatorReques
 		resp.Node = rep.Placed.Node
 	case rep.Unsettled:
 		res.Outcome = "unsettled"
-		resp = dispatch.OperatorResponse{Class: dispatch.ClassIndeterminate,
+		resp = Response{Class: ClassIndeterminate,
 			Reason: "the place went without an answer and the node could not say whether it holds the instance; the controller settles it on a later tick (nodeld ctl placements)"}
 	case rep.Governance != "":
 		// The policy denied it: no node was asked.
 		res.Outcome = string(ctl.CodeGovernance)
-		resp = dispatch.OperatorResponse{Class: dispatch.ClassRefused, Code: string(ctl.CodeGovernance), Reason: rep.Governance}
+		resp = Response{Class: ClassRefused, Code: string(ctl.CodeGovernance), Reason: rep.Governance}
 	case rep.Decision.Chosen == nil:
-		res.Outcome = codeUnplaceable
-		resp = dispatch.OperatorResponse{Class: dispatch.ClassRefused, Code: codeUnplaceable, Reason: "no eligible node (see the explanation)"}
+		res.Outcome = CodeUnplaceable
+		resp = Response{Class: ClassRefused, Code: CodeUnplaceable, Reason: "no eligible node (see the explanation)"}
 	default:
 		res.Outcome = "failed"
 		last := rep.Attempts[len(rep.Attempts)-1]
-		resp = dispatch.OperatorResponse{Reason: "every candidate refused or was unreachable; last: " + last.Reason}
+		resp = Response{Reason: "every candidate refused or was unreachable; last: " + last.Reason}
 		switch last.Outcome {
 		case "refused":
-			resp.Class, resp.Code = dispatch.ClassRefused, string(last.Code)
+			resp.Class, resp.Code = ClassRefused, string(last.Code)
 		case "unreachable":
-			resp.Class = dispatch.ClassUnreachable
+			resp.Class = ClassUnreachable
 		default:
-			resp.Class, resp.Code = dispatch.ClassError, dispatch.CodeInternal
+			resp.Class, resp.Code = ClassError, CodeInternal
 		}
 	}
 	resp.DecisionID = rep.DecisionID
@@ -280,25 +358,25 @@ func (b *operatorBackend) place(ctx context.Context, req dispatch.OperatorReques
 // ok is false for an instance the controller did not place on the node
 // named: the dispatcher's verb serves it, as on a node without a
 // controller.
-func (b *operatorBackend) instanceVerb(ctx context.Context, req dispatch.OperatorRequest) (dispatch.OperatorResponse, bool) {
+func (b *Router) instanceVerb(ctx context.Context, req Request) (Response, bool) {
 	a := req.Args
 	if a.Instance == "" {
-		return dispatch.OperatorResponse{}, false
+		return Response{}, false
 	}
 	if req.Node != "" {
-		node, ok := b.n.resolveRef(req.Node)
+		node, ok := b.resolve(req.Node)
 		if !ok {
-			return dispatch.OperatorResponse{}, false
+			return Response{}, false
 		}
 		var mine bool
-		for _, p := range b.ctrl.c.Placements() {
+		for _, p := range b.c.Placements() {
 			if p.InstanceID == a.Instance && p.Node == node {
 				mine = true
 				break
 			}
 		}
 		if !mine {
-			return dispatch.OperatorResponse{}, false
+			return Response{}, false
 		}
 	}
 	if a.GraceMS != 0 {
@@ -309,43 +387,43 @@ func (b *operatorBackend) instanceVerb(ctx context.Context, req dispatch.Operato
 		err error
 	)
 	switch req.Verb {
-	case dispatch.VerbStart:
-		p, err = b.ctrl.c.Start(ctx, a.Instance)
-	case dispatch.VerbStop:
-		p, err = b.ctrl.c.Stop(ctx, a.Instance)
+	case VerbStart:
+		p, err = b.c.Start(ctx, a.Instance)
+	case VerbStop:
+		p, err = b.c.Stop(ctx, a.Instance)
 	default:
-		p, err = b.ctrl.c.Unload(ctx, a.Instance)
+		p, err = b.c.Unload(ctx, a.Instance)
 	}
 	if err != nil {
 		var ce *ctl.CallError
 		switch {
 		case errors.Is(err, plane.ErrUnknownPlacement):
-			return dispatch.OperatorResponse{Class: dispatch.ClassError, Code: codeUnknownPlacement, Reason: err.Error()}, true
+			return Response{Class: ClassError, Code: CodeUnknownPlacement, Reason: err.Error()}, true
 		case errors.Is(err, plane.ErrAmbiguousPlacement):
 			return badRequest("%v", err), true
 		case errors.Is(err, plane.ErrStartRevoked):
 			// Refused by the controller's revocation list (chained).
-			return dispatch.OperatorResponse{Class: dispatch.ClassRefused, Code: string(ctl.CodeGovernance), Node: p.Node, Reason: err.Error()}, true
+			return Response{Class: ClassRefused, Code: string(ctl.CodeGovernance), Node: p.Node, Reason: err.Error()}, true
 		case errors.Is(err, plane.ErrNotStartable):
-			return dispatch.OperatorResponse{Class: dispatch.ClassRefused, Code: codeNotStartable, Reason: err.Error()}, true
+			return Response{Class: ClassRefused, Code: CodeNotStartable, Reason: err.Error()}, true
 		case errors.Is(err, plane.ErrPlacementBusy):
-			return dispatch.OperatorResponse{Class: dispatch.ClassError, Code: dispatch.CodeBusy, Reason: err.Error()}, true
+			return Response{Class: ClassError, Code: CodeBusy, Reason: err.Error()}, true
 		case errors.As(err, &ce) && ce.Class == ctl.ClassRefused && ce.Refusal != nil:
-			return dispatch.OperatorResponse{Class: dispatch.ClassRefused, Code: string(ce.Refusal.Code), Reason: ce.Refusal.Reason}, true
+			return Response{Class: ClassRefused, Code: string(ce.Refusal.Code), Reason: ce.Refusal.Reason}, true
 		case errors.As(err, &ce) && ce.Class == ctl.ClassIndeterminate:
-			return dispatch.OperatorResponse{Class: dispatch.ClassIndeterminate, Reason: err.Error()}, true
+			return Response{Class: ClassIndeterminate, Reason: err.Error()}, true
 		case errors.As(err, &ce):
-			return dispatch.OperatorResponse{Class: dispatch.ClassUnreachable, Reason: err.Error()}, true
+			return Response{Class: ClassUnreachable, Reason: err.Error()}, true
 		}
-		return dispatch.OperatorResponse{Class: dispatch.ClassError, Code: dispatch.CodeInternal, Reason: err.Error()}, true
+		return Response{Class: ClassError, Code: CodeInternal, Reason: err.Error()}, true
 	}
-	resp := okResult(p.Node, placementDoc(p))
+	resp := okResult(p.Node, PlacementDoc(p))
 	resp.DecisionID = p.DecisionID
 	return resp, true
 }
 
-// explainResult is the result of explain.
-type explainResult struct {
+// ExplainResult is the result of explain.
+type ExplainResult struct {
 	DecisionID string `json:"decision_id"`
 	// Source is "recent" (the report of a decision made since this
 	// controller started: the engine's full explanation), "chain" (an
@@ -355,21 +433,21 @@ type explainResult struct {
 	// what the state file keeps of it).
 	Source  string        `json:"source"`
 	Explain string        `json:"explain"`
-	Placed  *placementDoc `json:"placement,omitempty"`
+	Placed  *PlacementDoc `json:"placement,omitempty"`
 }
 
 // explain explains a decision, named by its id or a unique prefix of it
 // (at least minDecisionPrefix hex characters, as ctl placements shows).
-func (b *operatorBackend) explain(ref string) dispatch.OperatorResponse {
+func (b *Router) explain(ref string) Response {
 	if !validDecisionRef(ref) {
 		return badRequest("explain needs a decision id: %d to 64 lower-case hex characters", minDecisionPrefix)
 	}
-	placements := b.ctrl.c.Placements()
+	placements := b.c.Placements()
 	seen := map[string]bool{}
 	for _, p := range placements {
 		seen[p.DecisionID] = true
 	}
-	for _, id := range b.ctrl.c.RecentIDs() {
+	for _, id := range b.c.RecentIDs() {
 		seen[id] = true
 	}
 	var matches []string
@@ -386,24 +464,24 @@ func (b *operatorBackend) explain(ref string) dispatch.OperatorResponse {
 	if len(matches) == 1 {
 		id = matches[0]
 	}
-	placed := func(id string) *placementDoc {
+	placed := func(id string) *PlacementDoc {
 		for _, p := range placements {
 			if p.DecisionID == id {
-				d := placementDoc(p)
+				d := PlacementDoc(p)
 				return &d
 			}
 		}
 		return nil
 	}
-	if rep, ok := b.ctrl.c.Recent(id); ok {
-		return okResult(b.n.id.ID(), explainResult{DecisionID: id, Source: "recent", Explain: rep.Explain(), Placed: placed(id)})
+	if rep, ok := b.c.Recent(id); ok {
+		return okResult(b.nodeID, ExplainResult{DecisionID: id, Source: "recent", Explain: rep.Explain(), Placed: placed(id)})
 	}
 	// Older, or made before a restart: the audit chain has it (one read
 	// of the chain file).
 	ds, err := b.scanChain(id)
 	switch {
 	case err != nil:
-		b.ctrl.log.Warn("explain: chain not read", zap.Error(err))
+		b.log.Warn("explain: chain not read", zap.Error(err))
 	case len(ds) > 1:
 		ids := make([]string, len(ds))
 		for i, d := range ds {
@@ -411,25 +489,25 @@ func (b *operatorBackend) explain(ref string) dispatch.OperatorResponse {
 		}
 		return badRequest("decision id prefix %s names %d decisions in the chain (%s): give more of it", ref, len(ds), strings.Join(ids, ", "))
 	case len(ds) == 1:
-		return okResult(b.n.id.ID(), explainResult{DecisionID: ds[0].ID, Source: "chain", Explain: ds[0].Explain, Placed: placed(ds[0].ID)})
+		return okResult(b.nodeID, ExplainResult{DecisionID: ds[0].ID, Source: "chain", Explain: ds[0].Explain, Placed: placed(ds[0].ID)})
 	}
 	if pd := placed(id); pd != nil {
-		return okResult(b.n.id.ID(), explainResult{DecisionID: id, Source: "placement", Explain: pd.explain(), Placed: pd})
+		return okResult(b.nodeID, ExplainResult{DecisionID: id, Source: "placement", Explain: pd.explain(), Placed: pd})
 	}
 	reason := fmt.Sprintf("decision %s: not among this controller's last %d decisions, its placements, nor the plane.decision entries of its chain", id, plane.MaxRecentReports)
 	if err != nil {
 		reason += " (chain not read: " + err.Error() + ")"
 	}
-	return dispatch.OperatorResponse{Class: dispatch.ClassError, Code: codeUnknownDecision, Reason: reason}
+	return Response{Class: ClassError, Code: CodeUnknownDecision, Reason: reason}
 }
 
 // scanChain finds the controller's decisions whose id starts with prefix
 // in this node's chain file (plane.ScanDecisions: one read of the file).
-func (b *operatorBackend) scanChain(prefix string) ([]plane.ChainedDecision, error) {
-	if b.n.chain == nil {
+func (b *Router) scanChain(prefix string) ([]plane.ChainedDecision, error) {
+	if b.chainPath == "" {
 		return nil, nil
 	}
-	f, err := os.Open(b.n.chain.Path())
+	f, err := os.Open(b.chainPath)
 	if err != nil {
 		return nil, err
 	}
@@ -437,20 +515,20 @@ func (b *operatorBackend) scanChain(prefix string) ([]plane.ChainedDecision, err
 	return plane.ScanDecisions(f, prefix)
 }
 
-// placementDoc is a placement as the operator reads it: the controller's
+// PlacementDoc is a placement as the operator reads it: the controller's
 // own record, as the state file keeps it.
-type placementDoc plane.Placement
+type PlacementDoc plane.Placement
 
-func placementDocs(ps []plane.Placement) []placementDoc {
-	out := make([]placementDoc, len(ps))
+func PlacementDocs(ps []plane.Placement) []PlacementDoc {
+	out := make([]PlacementDoc, len(ps))
 	for i, p := range ps {
-		out[i] = placementDoc(p)
+		out[i] = PlacementDoc(p)
 	}
 	return out
 }
 
 // explain renders what the state file keeps of a decision.
-func (p placementDoc) explain() string {
+func (p PlacementDoc) explain() string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "workload %s (kind %s): package %s %s\n", p.Workload, p.Kind, p.Package, p.Version)
 	fmt.Fprintf(&sb, "placement: %s on %s via %s, instance %s", p.Life, p.Node, p.Variant, p.InstanceID)
@@ -482,8 +560,8 @@ func (p placementDoc) explain() string {
 	return sb.String()
 }
 
-// nodeDoc is one target as the operator reads it.
-type nodeDoc struct {
+// NodeDoc is one target as the operator reads it.
+type NodeDoc struct {
 	ID string `json:"id"`
 	// Name is the peer's configured name, "self" for this node.
 	Name      string  `json:"name,omitempty"`
@@ -504,19 +582,17 @@ type nodeDoc struct {
 	Placements int    `json:"placements"`
 }
 
-func (b *operatorBackend) nodeDocs() []nodeDoc {
-	names := map[string]string{b.n.id.ID(): "self"}
-	if b.n.mesh != nil {
-		for _, p := range b.n.mesh.Status() {
-			if p.ID != "" && p.Name != "" {
-				names[p.ID] = p.Name
-			}
+func (b *Router) nodeDocs() []NodeDoc {
+	names := map[string]string{b.nodeID: config.SelfRef}
+	for id, name := range b.peerNames() {
+		if id != "" && name != "" {
+			names[id] = name
 		}
 	}
-	views := b.ctrl.c.NodeViews()
-	out := make([]nodeDoc, 0, len(views))
+	views := b.c.NodeViews()
+	out := make([]NodeDoc, 0, len(views))
 	for _, v := range views {
-		d := nodeDoc{
+		d := NodeDoc{
 			ID: v.ID, Name: names[v.ID], Tier: v.Tier.String(), Liveness: v.Liveness.String(),
 			FactsSeq: v.FactsSeq, FactsAgeS: v.FactsAge.Seconds(), HasFacts: v.HasFacts,
 			MemFree: v.MemFreeBytes, MemTotal: v.MemTotalBytes, GPUs: v.GPUs,
@@ -528,7 +604,7 @@ func (b *operatorBackend) nodeDocs() []nodeDoc {
 		}
 		out = append(out, d)
 	}
-	slices.SortStableFunc(out, func(a, b nodeDoc) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortStableFunc(out, func(a, b NodeDoc) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
@@ -539,13 +615,3 @@ const minDecisionPrefix = ctl.MinDecisionPrefix
 // validDecisionRef reports whether ref is a decision id or a prefix of
 // one that explain takes.
 func validDecisionRef(ref string) bool { return ctl.ValidDecisionPrefix(ref) }
-
-// packageRef splits a place argument that is a package id, "ID" or
-// "ID@VERSION"; ok is false for anything else.
-func packageRef(arg string) (string, bool) {
-	id, version, hasVersion := strings.Cut(arg, "@")
-	if !grammar.ValidName(id) || hasVersion && !grammar.ValidVersion(version) {
-		return "", false
-	}
-	return arg, true
-}

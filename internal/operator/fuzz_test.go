@@ -1,4 +1,4 @@
-package dispatch
+package operator
 
 import (
 	"bufio"
@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/nodeld/nodeld/internal/config"
 )
 
 // FuzzReadLine: operator request lines come from local clients; the
@@ -37,19 +39,19 @@ func TestDecodeOperatorRequestTrailingData(t *testing.T) {
 		`{"verb":"status","node":"self"} x`,
 		`{"verb":"status","node":"self","x":1}`,
 	} {
-		if req, err := decodeOperatorRequest([]byte(bad)); err == nil {
-			t.Errorf("decodeOperatorRequest(%s) = %+v, nil error", bad, req)
+		if req, err := decodeRequest([]byte(bad)); err == nil {
+			t.Errorf("decodeRequest(%s) = %+v, nil error", bad, req)
 		}
 	}
-	req, err := decodeOperatorRequest([]byte(" {\"verb\":\"status\",\"node\":\"self\"}\r"))
-	if err != nil || req.Verb != VerbStatus || req.Node != SelfRef {
-		t.Fatalf("decodeOperatorRequest = %+v, %v", req, err)
+	req, err := decodeRequest([]byte(" {\"verb\":\"status\",\"node\":\"self\"}\r"))
+	if err != nil || req.Verb != VerbStatus || req.Node != config.SelfRef {
+		t.Fatalf("decodeRequest = %+v, %v", req, err)
 	}
 }
 
 // FuzzDecodeOperatorRequest: request lines come from local clients of the
 // operator socket. The decoder never panics; what it accepts is one JSON
-// object, and the request encodes (as DialOperator sends it) and decodes
+// object, and the request encodes (as Dial sends it) and decodes
 // to itself.
 func FuzzDecodeOperatorRequest(f *testing.F) {
 	f.Add([]byte(`{"verb":"describe","node":"self"}`))
@@ -62,7 +64,7 @@ func FuzzDecodeOperatorRequest(f *testing.F) {
 	f.Add([]byte(`{"args":{"subject":null}}`))
 	f.Add([]byte(`null`))
 	f.Fuzz(func(t *testing.T, line []byte) {
-		req, err := decodeOperatorRequest(line)
+		req, err := decodeRequest(line)
 		if err != nil {
 			return
 		}
@@ -73,7 +75,7 @@ func FuzzDecodeOperatorRequest(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		again, err := decodeOperatorRequest(b)
+		again, err := decodeRequest(b)
 		if err != nil {
 			t.Fatalf("re-decode of %s: %v", b, err)
 		}

@@ -1,4 +1,4 @@
-package dispatch
+package operator
 
 import (
 	"bufio"
@@ -21,7 +21,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/pkg"
 )
 
@@ -57,12 +56,12 @@ const (
 	CodeBadPackage = "bad_package"
 	CodeInternal   = "internal"
 	// CodeForbidden: the peer is a process of a placed instance
-	// (OperatorDeps.RefusePeer), which must never drive its node.
+	// (Deps.RefusePeer), which must never drive its node.
 	CodeForbidden = "forbidden"
 )
 
-// OperatorArgs are a verb's arguments.
-type OperatorArgs struct {
+// Args are a verb's arguments.
+type Args struct {
 	// Instance names the instance (start, stop, unload, logs; optional for
 	// status).
 	Instance string `json:"instance,omitempty"`
@@ -85,9 +84,8 @@ type OperatorArgs struct {
 	// key, applied here and gossiped to the mesh, instead of a local edit.
 	Notify bool `json:"notify,omitempty"`
 
-	// The arguments below are a controller's (served by a backend that
-	// wraps the Dispatcher, wired in cmd/nodeld); the Dispatcher ignores
-	// them.
+	// The arguments below are a controller's (served by Router with a
+	// Controller); the dispatcher ignores them.
 
 	// Package is a package id (place through a controller's package
 	// store) instead of PackageDir: "ID" for the newest version, or
@@ -106,18 +104,18 @@ type OperatorArgs struct {
 	DecisionID string `json:"decision_id,omitempty"`
 }
 
-// OperatorRequest is one request on the operator socket: one JSON line.
-type OperatorRequest struct {
-	Verb string       `json:"verb"`
-	Node string       `json:"node"`
-	Args OperatorArgs `json:"args"`
+// Request is one request on the operator socket: one JSON line.
+type Request struct {
+	Verb string `json:"verb"`
+	Node string `json:"node"`
+	Args Args   `json:"args"`
 	// JSON says the client will print the raw result; the server answers
 	// the same either way.
 	JSON bool `json:"json,omitempty"`
 }
 
-// OperatorResponse is the answer: one JSON line.
-type OperatorResponse struct {
+// Response is the answer: one JSON line.
+type Response struct {
 	OK bool `json:"ok"`
 	// Class is ok, refused, unreachable, indeterminate or error.
 	Class string `json:"class"`
@@ -132,16 +130,16 @@ type OperatorResponse struct {
 	Result json.RawMessage `json:"result,omitempty"`
 }
 
-// ErrDaemonNotRunning is wrapped by DialOperator when nothing listens on
+// ErrDaemonNotRunning is wrapped by Dial when nothing listens on
 // the socket.
 var ErrDaemonNotRunning = errors.New("no nodeld answers on the operator socket (is nodeld running?)")
 
-// ErrSocketInUse is returned by OperatorServer.Run when another process
+// ErrSocketInUse is returned by Server.Run when another process
 // answers on the socket path.
 var ErrSocketInUse = errors.New("operator socket is in use by another process")
 
-// OperatorConfig configures the operator socket.
-type OperatorConfig struct {
+// Config configures the operator socket.
+type Config struct {
 	// Path is the unix socket path (config.Config.SocketPath()).
 	Path string
 	// Group, when set (a name or a numeric gid), owns the socket, which is
@@ -149,15 +147,15 @@ type OperatorConfig struct {
 	Group string
 }
 
-// OperatorBackend serves the verbs of the operator socket: the server
+// Backend serves the verbs of the operator socket: the server
 // reads and bounds one request, hands it to Operate, and writes the
 // answer, so the wire format and its bounds stay the server's. The
-// Dispatcher is the backend of the per-node verbs (VerbDescribe ...
-// VerbUnrevoke). A controller adds its own verbs (a place that picks the
-// node, explain, placements, nodes) with a backend that serves those and
-// hands every other request to the Dispatcher, wired in cmd/nodeld; the
-// server needs no change for it.
-type OperatorBackend interface {
+// dispatcher (*dispatch.Dispatcher) is the backend of the per-node verbs
+// (VerbDescribe ... VerbUnrevoke). Router adds a controller's verbs (a
+// place that picks the node, explain, placements, workloads, nodes) and
+// hands every other request to the dispatcher; the server needs no
+// change for it.
+type Backend interface {
 	// Verbs lists the verbs Operate serves. The server counts requests by
 	// verb for these and as "unknown" for any other, so it is a small
 	// fixed set.
@@ -165,15 +163,13 @@ type OperatorBackend interface {
 	// Operate runs one request and classifies its outcome. It answers
 	// every request: an unknown verb or bad arguments with ClassError and
 	// CodeBadRequest.
-	Operate(ctx context.Context, req OperatorRequest) OperatorResponse
+	Operate(ctx context.Context, req Request) Response
 }
 
-var _ OperatorBackend = (*Dispatcher)(nil)
-
-// OperatorDeps are the operator server's collaborators.
-type OperatorDeps struct {
+// Deps are the operator server's collaborators.
+type Deps struct {
 	// Backend serves the verbs; required.
-	Backend OperatorBackend
+	Backend Backend
 	// Logger; nil logs nothing.
 	Logger *zap.Logger
 	// Registerer receives nodeld_dispatch_operator_requests_total; nil
@@ -187,11 +183,11 @@ type OperatorDeps struct {
 	RefusePeer func(pid int, uid uint32) bool
 }
 
-// OperatorServer serves operator requests on a unix socket, never TCP.
-type OperatorServer struct {
-	cfg     OperatorConfig
-	backend OperatorBackend
-	// refusePeer is OperatorDeps.RefusePeer.
+// Server serves operator requests on a unix socket, never TCP.
+type Server struct {
+	cfg     Config
+	backend Backend
+	// refusePeer is Deps.RefusePeer.
 	refusePeer func(pid int, uid uint32) bool
 	// verbs are the backend's verbs, the metric's label values.
 	verbs    map[string]bool
@@ -203,16 +199,16 @@ type OperatorServer struct {
 	slots chan struct{}
 }
 
-// NewOperatorServer validates cfg and deps and registers the server's
+// NewServer validates cfg and deps and registers the server's
 // metric; it binds nothing.
-func NewOperatorServer(cfg OperatorConfig, deps OperatorDeps) (*OperatorServer, error) {
+func NewServer(cfg Config, deps Deps) (*Server, error) {
 	if deps.Backend == nil {
 		return nil, errors.New("operator socket: no backend")
 	}
 	if cfg.Path == "" || !filepath.IsAbs(cfg.Path) && !filepath.IsLocal(cfg.Path) {
 		return nil, fmt.Errorf("operator socket: bad path %q", cfg.Path)
 	}
-	o := &OperatorServer{cfg: cfg, backend: deps.Backend, refusePeer: deps.RefusePeer, verbs: make(map[string]bool), log: deps.Logger,
+	o := &Server{cfg: cfg, backend: deps.Backend, refusePeer: deps.RefusePeer, verbs: make(map[string]bool), log: deps.Logger,
 		ready: make(chan struct{}), slots: make(chan struct{}, MaxOperatorConns)}
 	for _, v := range deps.Backend.Verbs() {
 		o.verbs[v] = true
@@ -221,19 +217,19 @@ func NewOperatorServer(cfg OperatorConfig, deps OperatorDeps) (*OperatorServer, 
 		o.log = zap.NewNop()
 	}
 	var err error
-	if o.requests, err = newOperatorMetrics(deps.Registerer); err != nil {
+	if o.requests, err = newMetrics(deps.Registerer); err != nil {
 		return nil, fmt.Errorf("operator socket: %w", err)
 	}
 	return o, nil
 }
 
 // Ready is closed once the socket is listening.
-func (o *OperatorServer) Ready() <-chan struct{} { return o.ready }
+func (o *Server) Ready() <-chan struct{} { return o.ready }
 
 // Run binds the socket, serves connections until ctx is done, then closes
 // the listener, cancels requests in progress, waits for every connection
 // goroutine and removes the socket file.
-func (o *OperatorServer) Run(ctx context.Context) error {
+func (o *Server) Run(ctx context.Context) error {
 	ln, err := o.listen()
 	if err != nil {
 		return err
@@ -271,7 +267,7 @@ func (o *OperatorServer) Run(ctx context.Context) error {
 			wg.Go(func() {
 				defer conn.Close()
 				_ = conn.SetWriteDeadline(time.Now().Add(OperatorWriteTimeout))
-				writeResponse(conn, OperatorResponse{Class: ClassError, Code: CodeBusy, Reason: "too many operator requests in progress"})
+				writeResponse(conn, Response{Class: ClassError, Code: CodeBusy, Reason: "too many operator requests in progress"})
 			})
 			continue
 		}
@@ -285,7 +281,7 @@ func (o *OperatorServer) Run(ctx context.Context) error {
 // listen binds the socket under a temporary name, sets its mode and group,
 // and renames it into place, so it is never reachable with a looser mode.
 // A stale socket file is removed only if nothing answers on it.
-func (o *OperatorServer) listen() (*net.UnixListener, error) {
+func (o *Server) listen() (*net.UnixListener, error) {
 	path := o.cfg.Path
 	dir := filepath.Dir(path)
 	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
@@ -356,7 +352,7 @@ func lookupGroup(name string) (int, error) {
 }
 
 // serveConn answers one request.
-func (o *OperatorServer) serveConn(ctx context.Context, conn net.Conn) {
+func (o *Server) serveConn(ctx context.Context, conn net.Conn) {
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
 	defer stop()
@@ -366,7 +362,7 @@ func (o *OperatorServer) serveConn(ctx context.Context, conn net.Conn) {
 			o.requests.WithLabelValues("unknown", ClassError).Inc()
 			o.log.Warn("operator peer refused: a placed instance's process", zap.Int("pid", pid), zap.Uint32("uid", uid), zap.Error(err))
 			_ = conn.SetWriteDeadline(time.Now().Add(OperatorWriteTimeout))
-			writeResponse(conn, OperatorResponse{Class: ClassError, Code: CodeForbidden, Reason: "a placed instance may not use the operator socket"})
+			writeResponse(conn, Response{Class: ClassError, Code: CodeForbidden, Reason: "a placed instance may not use the operator socket"})
 			return
 		}
 	}
@@ -378,14 +374,14 @@ func (o *OperatorServer) serveConn(ctx context.Context, conn net.Conn) {
 			code = CodeTooLarge
 		}
 		o.requests.WithLabelValues("unknown", ClassError).Inc()
-		writeResponse(conn, OperatorResponse{Class: ClassError, Code: code, Reason: err.Error()})
+		writeResponse(conn, Response{Class: ClassError, Code: code, Reason: err.Error()})
 		return
 	}
 	_ = conn.SetReadDeadline(time.Time{})
-	req, err := decodeOperatorRequest(line)
+	req, err := decodeRequest(line)
 	if err != nil {
 		o.requests.WithLabelValues("unknown", ClassError).Inc()
-		writeResponse(conn, OperatorResponse{Class: ClassError, Code: CodeBadRequest, Reason: err.Error()})
+		writeResponse(conn, Response{Class: ClassError, Code: CodeBadRequest, Reason: err.Error()})
 		return
 	}
 	resp := o.backend.Operate(ctx, req)
@@ -400,31 +396,26 @@ func (o *OperatorServer) serveConn(ctx context.Context, conn net.Conn) {
 	writeResponse(conn, resp)
 }
 
-// decodeOperatorRequest strictly decodes one request line: unknown fields
+// decodeRequest strictly decodes one request line: unknown fields
 // and anything after the request object are refused, so a second request
 // on the line is an error rather than silently dropped.
-func decodeOperatorRequest(line []byte) (OperatorRequest, error) {
-	var req OperatorRequest
+func decodeRequest(line []byte) (Request, error) {
+	var req Request
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		return OperatorRequest{}, fmt.Errorf("decode request: %w", err)
+		return Request{}, fmt.Errorf("decode request: %w", err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return OperatorRequest{}, errors.New("decode request: trailing data after the request")
+		return Request{}, errors.New("decode request: trailing data after the request")
 	}
 	return req, nil
 }
 
-// Verbs returns the verbs the Dispatcher serves (OperatorBackend).
-func (d *Dispatcher) Verbs() []string {
-	return []string{VerbDescribe, VerbPlace, VerbStart, VerbStop, VerbUnload, VerbStatus, VerbLogs, VerbRevoke, VerbUnrevoke}
-}
-
-func writeResponse(w io.Writer, resp OperatorResponse) {
+func writeResponse(w io.Writer, resp Response) {
 	b, err := json.Marshal(resp)
 	if err != nil {
-		b, _ = json.Marshal(OperatorResponse{Class: ClassError, Code: CodeInternal, Reason: "response not encodable"})
+		b, _ = json.Marshal(Response{Class: ClassError, Code: CodeInternal, Reason: "response not encodable"})
 	}
 	_, _ = w.Write(append(b, '\n'))
 }
@@ -451,198 +442,39 @@ func readLine(r *bufio.Reader, limit int) ([]byte, error) {
 	}
 }
 
-// Operate runs one operator request and classifies its outcome
-// (OperatorBackend). It is what the socket serves, exported for
-// in-process callers and tests.
-func (d *Dispatcher) Operate(ctx context.Context, req OperatorRequest) OperatorResponse {
-	bad := func(format string, args ...any) OperatorResponse {
-		return OperatorResponse{Class: ClassError, Code: CodeBadRequest, Reason: fmt.Sprintf(format, args...)}
-	}
-	if req.Node == "" {
-		return bad("no node")
-	}
-	a := req.Args
-	var (
-		ans *ctl.Answer
-		err error
-	)
-	switch req.Verb {
-	case VerbDescribe:
-		ans, err = d.Call(ctx, req.Node, ctl.MethodDescribe, nil)
-	case VerbPlace:
-		if a.PackageDir == "" {
-			return bad("place needs a package directory")
-		}
-		variant := a.Variant
-		if variant == "" {
-			if variant, err = firstVariant(a.PackageDir); err != nil {
-				return classify(nil, err)
-			}
-		}
-		ans, err = d.Place(ctx, req.Node, a.PackageDir, variant, !a.NoStart)
-	case VerbStart, VerbStop, VerbUnload, VerbLogs:
-		if a.Instance == "" {
-			return bad("%s needs an instance", req.Verb)
-		}
-		p := ctl.InstanceParams{InstanceID: a.Instance}
-		if req.Verb == VerbStop {
-			p.GraceMS = a.GraceMS
-		}
-		ans, err = d.Call(ctx, req.Node, ctl.Method("workload."+req.Verb), p)
-	case VerbStatus:
-		p := ctl.InstanceParams{InstanceID: a.Instance, IncludeDeparted: a.Departed && a.Instance == ""}
-		ans, err = d.Call(ctx, req.Node, ctl.MethodStatus, p)
-	case VerbRevoke, VerbUnrevoke:
-		return d.revoke(ctx, req)
-	default:
-		return bad("unknown verb %q", req.Verb)
-	}
-	return classify(ans, err)
-}
-
-// firstVariant reads the package's manifest for its first variant. The
-// manifest is verified again by Place before anything is sent.
-func firstVariant(dir string) (string, error) {
-	if !filepath.IsAbs(dir) {
-		return "", fmt.Errorf("package directory %q is not absolute: %w", dir, ErrBadPackage)
-	}
-	b, err := readBounded(filepath.Join(dir, pkg.ManifestFile), pkg.MaxManifestBytes)
-	if err != nil {
-		return "", fmt.Errorf("%w: %w", ErrBadPackage, err)
-	}
-	m, err := pkg.ParseManifest(b)
-	if err != nil {
-		return "", fmt.Errorf("%w: %w", ErrBadPackage, err)
-	}
-	return m.Variants[0].Name, nil
-}
-
-// classify turns a call's outcome into a response.
-func classify(ans *ctl.Answer, err error) OperatorResponse {
-	if err == nil {
-		return OperatorResponse{OK: true, Class: ClassOK, Node: ans.Response.Responder,
-			DecisionID: ans.Request.DecisionID, Result: ans.Response.Result}
-	}
-	if ce, ok := errors.AsType[*ctl.CallError](err); ok {
-		switch ce.Class {
-		case ctl.ClassRefused:
-			return OperatorResponse{Class: ClassRefused, Code: string(ce.Refusal.Code), Reason: ce.Refusal.Reason}
-		case ctl.ClassIndeterminate:
-			return OperatorResponse{Class: ClassIndeterminate, Reason: ce.Err.Error()}
-		default:
-			return OperatorResponse{Class: ClassUnreachable, Reason: ce.Err.Error()}
-		}
-	}
-	if errors.Is(err, ErrBadPackage) {
-		code := CodeBadPackage
-		if c := pkg.ErrorCode(err); c != "" {
-			code = c
-		}
-		return OperatorResponse{Class: ClassError, Code: code, Reason: err.Error()}
-	}
-	if errors.Is(err, ctl.ErrInvalidCall) {
-		return OperatorResponse{Class: ClassError, Code: CodeBadRequest, Reason: err.Error()}
-	}
-	return OperatorResponse{Class: ClassError, Code: CodeInternal, Reason: err.Error()}
-}
-
-// DialOperator sends req to the daemon on socketPath and returns its
+// Dial sends req to the daemon on socketPath and returns its
 // answer. A socket that is missing or refuses connections is
 // ErrDaemonNotRunning. ctx bounds the whole exchange (a place can take
 // ctl.PlaceTimeout).
-func DialOperator(ctx context.Context, socketPath string, req OperatorRequest) (OperatorResponse, error) {
+func Dial(ctx context.Context, socketPath string, req Request) (Response, error) {
 	var dialer net.Dialer
 	conn, err := dialer.DialContext(ctx, "unix", socketPath)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
-			return OperatorResponse{}, fmt.Errorf("%s: %w", socketPath, ErrDaemonNotRunning)
+			return Response{}, fmt.Errorf("%s: %w", socketPath, ErrDaemonNotRunning)
 		}
-		return OperatorResponse{}, fmt.Errorf("dial operator socket %s: %w", socketPath, err)
+		return Response{}, fmt.Errorf("dial operator socket %s: %w", socketPath, err)
 	}
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
 	defer stop()
 	b, err := json.Marshal(req)
 	if err != nil {
-		return OperatorResponse{}, fmt.Errorf("encode operator request: %w", err)
+		return Response{}, fmt.Errorf("encode operator request: %w", err)
 	}
 	if len(b) > MaxOperatorRequestBytes {
-		return OperatorResponse{}, fmt.Errorf("operator request of %d bytes exceeds %d", len(b), MaxOperatorRequestBytes)
+		return Response{}, fmt.Errorf("operator request of %d bytes exceeds %d", len(b), MaxOperatorRequestBytes)
 	}
 	if _, err := conn.Write(append(b, '\n')); err != nil {
-		return OperatorResponse{}, fmt.Errorf("write operator request: %w", err)
+		return Response{}, fmt.Errorf("write operator request: %w", err)
 	}
 	line, err := readLine(bufio.NewReaderSize(conn, 64<<10), MaxOperatorResponseBytes)
 	if err != nil {
-		return OperatorResponse{}, fmt.Errorf("read operator response: %w", err)
+		return Response{}, fmt.Errorf("read operator response: %w", err)
 	}
-	var resp OperatorResponse
+	var resp Response
 	if err := json.Unmarshal(line, &resp); err != nil {
-		return OperatorResponse{}, fmt.Errorf("decode operator response: %w", err)
+		return Response{}, fmt.Errorf("decode operator response: %w", err)
 	}
 	return resp, nil
-}
-
-// RevokeResult is the result of revoke and unrevoke.
-type RevokeResult struct {
-	Subject pkg.Subject `json:"subject"`
-	// Changed is false when the list already said so.
-	Changed bool `json:"changed"`
-	// NoticeSeq is the sequence number of the signed notice sent (Notify).
-	NoticeSeq uint64 `json:"notice_seq,omitempty"`
-}
-
-// revoke edits this node's revocation list for the operator, chaining the
-// operator's request first (a revocation that cannot be recorded is not
-// made).
-func (d *Dispatcher) revoke(ctx context.Context, req OperatorRequest) OperatorResponse {
-	bad := func(format string, args ...any) OperatorResponse {
-		return OperatorResponse{Class: ClassError, Code: CodeBadRequest, Reason: fmt.Sprintf(format, args...)}
-	}
-	if req.Node != SelfRef {
-		return bad("%s applies to this node only (node %q)", req.Verb, SelfRef)
-	}
-	if d.rev == nil && !req.Args.Notify {
-		return OperatorResponse{Class: ClassError, Code: CodeInternal, Reason: "this node keeps no revocation list"}
-	}
-	if req.Args.Notify && d.notices == nil {
-		return OperatorResponse{Class: ClassError, Code: CodeInternal, Reason: "this node sends no revocation notices (no workload host)"}
-	}
-	s := req.Args.Subject
-	if s == nil {
-		return bad("%s needs a subject", req.Verb)
-	}
-	sub := pkg.Subject{Kind: s.Kind, Value: s.Value, Reason: s.Reason, At: d.now(), By: "operator"}
-	if err := sub.Validate(); err != nil {
-		return bad("%v", err)
-	}
-	if _, err := d.chain.Append(AuditSource, "dispatch."+req.Verb, map[string]any{
-		"kind": sub.Kind, "value": sub.Value, "reason": sub.Reason, "notify": req.Args.Notify,
-	}); err != nil {
-		return OperatorResponse{Class: ClassError, Code: CodeInternal, Reason: "chain the revocation: " + err.Error()}
-	}
-	if req.Args.Notify {
-		action := pkg.NoticeRevoke
-		if req.Verb == VerbUnrevoke {
-			action = pkg.NoticeUnrevoke
-		}
-		seq, err := d.notifyRevoke(ctx, action, sub)
-		if err != nil {
-			return OperatorResponse{Class: ClassError, Code: CodeInternal, Reason: "revocation notice: " + err.Error()}
-		}
-		res, _ := json.Marshal(RevokeResult{Subject: sub, Changed: true, NoticeSeq: seq})
-		return OperatorResponse{OK: true, Class: ClassOK, Node: d.id.ID(), Result: res}
-	}
-	var changed bool
-	var err error
-	if req.Verb == VerbRevoke {
-		changed, err = d.rev.Revoke(sub)
-	} else {
-		changed, err = d.rev.Unrevoke(sub.Kind, sub.Value)
-	}
-	if err != nil {
-		return OperatorResponse{Class: ClassError, Code: CodeInternal, Reason: err.Error()}
-	}
-	res, _ := json.Marshal(RevokeResult{Subject: sub, Changed: changed})
-	return OperatorResponse{OK: true, Class: ClassOK, Node: d.id.ID(), Result: res}
 }
