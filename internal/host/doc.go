@@ -3,7 +3,7 @@
 // and on the local operator socket (ServeLocal), fetches placed packages
 // from the caller over mesh.KindArtifact streams, verifies them against
 // this node's trust anchors and revocations, runs them through
-// internal/runtime, supervises them, and registers inference roles in the
+// internal/runner, supervises them, and registers inference roles in the
 // placement table while their instance is healthy.
 //
 // # place and load
