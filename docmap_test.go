@@ -1,6 +1,8 @@
 package nodeld_test
 
 import (
+	"go/parser"
+	"go/token"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -73,6 +75,43 @@ func TestRepoPathPattern(t *testing.T) {
 		got := repoPath.FindString(give)
 		if got != want {
 			t.Errorf("%q: path %q, want %q", give, got, want)
+		}
+	}
+}
+
+// maxDocLines bounds a package comment: a doc.go says the package's job,
+// its invariants and its concurrency in well under a page, and points at
+// docs/ for the long story.
+const maxDocLines = 40
+
+// TestPackageDocShape checks that every package comment under internal/
+// and cmd/ fits in maxDocLines, and that each package of the import tiers
+// there (test doubles aside) has its "# Invariants" and "# Concurrency"
+// sections.
+func TestPackageDocShape(t *testing.T) {
+	for _, file := range packageDocs(t) {
+		dir := filepath.ToSlash(filepath.Dir(file))
+		if !strings.HasPrefix(dir, "internal/") && !strings.HasPrefix(dir, "cmd/") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.PackageClauseOnly|parser.ParseComments)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Doc == nil {
+			continue // TestPackageDocs reports it
+		}
+		text := f.Doc.Text()
+		if n := strings.Count(text, "\n"); n > maxDocLines {
+			t.Errorf("%s: package comment is %d lines, over %d: keep the job, invariants and concurrency, and move the long story to docs/", file, n, maxDocLines)
+		}
+		if _, ok := tiers[dir]; !ok {
+			continue
+		}
+		for _, section := range []string{"# Invariants", "# Concurrency"} {
+			if !strings.Contains("\n"+text, "\n"+section+"\n") {
+				t.Errorf("%s: package comment has no %q section", file, section)
+			}
 		}
 	}
 }

@@ -36,7 +36,5 @@
 // proxy's handler goroutine, ServeStream on the mesh's stream goroutine.
 // Both, SetLimits and PrepareLimits are safe for concurrent use.
 //
-// The long story is docs/architecture.md section 3 ("The path of an
-// inference request"); the proxy's side of the contract is
-// docs/internals.md "internal/proxy".
+// The long story is docs/architecture.md section 3.
 package meshproxy
