@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -112,6 +113,96 @@ func TestPackageDocShape(t *testing.T) {
 			if !strings.Contains("\n"+text, "\n"+section+"\n") {
 				t.Errorf("%s: package comment has no %q section", file, section)
 			}
+		}
+	}
+}
+
+// tickedPackage matches a package path in backticks in a Markdown table.
+var tickedPackage = regexp.MustCompile("`((?:internal|cmd|examples|test)/[a-z0-9_/-]+)`")
+
+// architectureSection returns the lines of the "## "+title section of
+// docs/architecture.md.
+func architectureSection(t *testing.T, title string) []string {
+	t.Helper()
+	data, err := os.ReadFile("docs/architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	in := false
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(line, "## ") {
+			in = strings.TrimPrefix(line, "## ") == title
+			continue
+		}
+		if in {
+			lines = append(lines, line)
+		}
+	}
+	if lines == nil {
+		t.Fatalf("docs/architecture.md has no section %q", title)
+	}
+	return lines
+}
+
+// TestArchitectureTiersTable checks that the tier table of
+// docs/architecture.md section 2 places every package where tiers does,
+// and names no other.
+func TestArchitectureTiersTable(t *testing.T) {
+	got := map[string]int{}
+	for _, line := range architectureSection(t, "2. The import rule") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 4 {
+			continue
+		}
+		tier, err := strconv.Atoi(strings.Fields(strings.TrimSpace(cells[1]) + " x")[0])
+		if err != nil {
+			continue // the header or the rule
+		}
+		for _, m := range tickedPackage.FindAllStringSubmatch(cells[2], -1) {
+			got[m[1]] = tier
+		}
+	}
+	for p, tier := range tiers {
+		if g, ok := got[p]; !ok {
+			t.Errorf("docs/architecture.md tier table: %s is missing (tier %d in deps_test.go)", p, tier)
+		} else if g != tier {
+			t.Errorf("docs/architecture.md tier table: %s is in tier %d, deps_test.go says %d", p, g, tier)
+		}
+	}
+	for p := range got {
+		if _, ok := tiers[p]; !ok {
+			t.Errorf("docs/architecture.md tier table: %s is not in deps_test.go's tiers", p)
+		}
+	}
+}
+
+// TestArchitectureRooms checks that "How to find your way" gives every
+// package of internal/ and cmd/ in tiers its one line, and no other.
+func TestArchitectureRooms(t *testing.T) {
+	rooms := map[string]bool{}
+	for _, line := range architectureSection(t, "How to find your way") {
+		if !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		cells := strings.Split(line, "|")
+		m := tickedPackage.FindStringSubmatch(cells[1])
+		if m == nil {
+			continue
+		}
+		if rooms[m[1]] {
+			t.Errorf("How to find your way: %s has two lines", m[1])
+		}
+		rooms[m[1]] = true
+	}
+	for p := range tiers {
+		if (strings.HasPrefix(p, "internal/") || strings.HasPrefix(p, "cmd/")) && !rooms[p] {
+			t.Errorf("How to find your way: no line for %s", p)
+		}
+	}
+	for p := range rooms {
+		if _, ok := tiers[p]; !ok {
+			t.Errorf("How to find your way: %s is not a package of deps_test.go's tiers", p)
 		}
 	}
 }
