@@ -27,6 +27,5 @@
 // from a Check function that must not block.
 //
 // What /metrics and /v1/status show is README.md "Metrics and status";
-// where admin sits is
-// docs/architecture.md section 1.
+// where admin sits is docs/architecture.md section 1.
 package admin

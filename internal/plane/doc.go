@@ -33,8 +33,7 @@
 // ticker loop and returns nil when its ctx ends; ApplyConfig swaps the
 // config atomically.
 //
-// The long story (the lifecycle tick, declared workloads, governance,
-// revocation, the state file, what is not yet done) is docs/internals.md
-// "internal/plane"; the controller in the daemon is docs/architecture.md
-// section 9.
+// The long story (the lifecycle tick, declared workloads, governance, the
+// state file, what is not yet done, the planetest harness) is docs/internals.md
+// "internal/plane"; the daemon's side, docs/architecture.md section 9.
 package plane
