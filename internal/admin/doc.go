@@ -7,7 +7,9 @@
 // (net/http/pprof's handlers; 404 while off). A profile may run up to the
 // server's 30 s write timeout.
 //
-// Invariants: nothing served here mutates the node; mutating operator
+// # Invariants
+//
+// Nothing served here mutates the node; mutating operator
 // calls go over the local unix socket, never this port. The listen
 // address must be loopback (config validation enforces it; New checks
 // again). Every route applies the role ports' DNS-rebinding and
@@ -16,9 +18,14 @@
 // before any handler runs, so a web page cannot read /v1/status through a
 // name it rebinds to 127.0.0.1.
 //
-// Concurrency: Server is safe for concurrent use. Run owns the HTTP
+// # Concurrency
+//
+// Server is safe for concurrent use. Run owns the HTTP
 // server's goroutines and returns after a graceful shutdown once its
 // context is cancelled. Readiness is a set of named conditions, each
 // flipped by its owner with SetReady, or evaluated on every Ready call
 // from a Check function that must not block.
+//
+// What /metrics and /v1/status show is README.md "Metrics and status";
+// where admin sits is docs/architecture.md section 1.
 package admin

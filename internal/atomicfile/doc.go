@@ -1,11 +1,17 @@
 // Package atomicfile replaces a file so that after a crash it holds either
-// its old content or the new one, never a mix or nothing (STYLE 22): the
-// data is written to a temporary file in the same directory, fsynced,
-// given its mode, renamed over the target, and the directory is fsynced.
+// its old content or the new one, never a mix or nothing: the data is
+// written to a temporary file in the same directory, fsynced, given its
+// mode, renamed over the target, and the directory is fsynced.
+//
+// # Invariants
+//
+// The temporary file is named TempPrefix(path) followed by a random
+// suffix, is removed on every error before the rename, and is never left
+// behind by a successful call.
+//
+// # Concurrency
 //
 // It is a leaf: standard library only, no state, no goroutines. Calls on
 // different paths are independent; callers serialise writes to one path
-// themselves (the last rename wins). The temporary file is named
-// TempPrefix(path) followed by a random suffix, is removed on every error
-// before the rename, and is never left behind by a successful call.
+// themselves (the last rename wins).
 package atomicfile

@@ -14,6 +14,8 @@
 // their body was read), when the server stops, or by the handler with a
 // cause (Cause reads it).
 //
+// # Invariants
+//
 // Pool sends a Request (head and in-memory body in one write, or a
 // streamed body) on a kept-alive connection per role and instance, reads
 // the response head within MaxResponseHeadBytes (FuzzResponseHead), and
@@ -22,11 +24,14 @@
 // can be sent again. NewTransport is net/http's transport of the same
 // tuning, for what the Pool does not carry.
 //
-// Concurrency: a Server runs one goroutine per connection, serving its
+// # Concurrency
+//
+// A Server runs one goroutine per connection, serving its
 // requests in turn on it; Serve, Shutdown and Handoff are safe to call
 // from any goroutine. A Pool is safe for concurrent use; a Conn belongs to
 // the one exchange that got it until Put or Close.
 //
 // It imports the standard library only. The role ports' behaviour built
-// on it is documented in package proxy and docs/architecture.md.
+// on it is docs/internals.md "internal/proxy" and docs/architecture.md
+// section 3.
 package httpfast

@@ -20,7 +20,9 @@
 // transport for a streamed body) and streams the answer back one frame
 // per upstream read.
 //
-// Invariants: every size is checked before anything derived from it is
+// # Invariants
+//
+// Every size is checked before anything derived from it is
 // allocated; what either side holds of a body is a chunk whatever the
 // mesh body limit (nodeld_proxy_mesh_body_bytes); a peer's bytes are
 // refused with a stable code and a generic message, recorded through
@@ -28,9 +30,11 @@
 // mesh.StreamCode; peer-sent role names label metrics only when exposed.
 // The Fuzz targets cover every decoder of peer bytes.
 //
-// Concurrency: a Forwarder starts no goroutine; ForwardRemote runs on the
+// # Concurrency
+//
+// A Forwarder starts no goroutine; ForwardRemote runs on the
 // proxy's handler goroutine, ServeStream on the mesh's stream goroutine.
-// Both, SetLimits and PrepareLimits are safe for concurrent use. The long
-// story is in docs/architecture.md, section 3 ("The path of an inference
-// request").
+// Both, SetLimits and PrepareLimits are safe for concurrent use.
+//
+// The long story is docs/architecture.md section 3.
 package meshproxy

@@ -3,6 +3,8 @@
 // names that instance's model whatever the client or a peer wrote. The
 // role ports' local path and the mesh's serving side both pin with it.
 //
+// # Invariants
+//
 // Pin pins a body held in memory; Reader pins a body streamed from a peer
 // as it is read, holding a chunk and the bytes of one undecided key at
 // most. Both walk the body with one scanner that validates it as
@@ -14,7 +16,10 @@
 // FuzzJSONScan and FuzzPinReader hold the scanner and the stream to
 // encoding/json and to Pin.
 //
-// Concurrency: Pin and Value are pure. A Reader is read by one goroutine
+// # Concurrency
+//
+// Pin and Value are pure. A Reader is read by one goroutine
 // at a time; its Failure and Complete may be called from any goroutine.
-// It imports the standard library only.
+// It imports the standard library only. Its place on both paths is
+// docs/architecture.md section 3.
 package modelpin

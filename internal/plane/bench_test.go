@@ -17,6 +17,7 @@ import (
 	"github.com/nodeld/nodeld/internal/facts"
 	"github.com/nodeld/nodeld/internal/grammar"
 	"github.com/nodeld/nodeld/internal/pkg"
+	"github.com/nodeld/nodeld/internal/plane/planetest"
 )
 
 // The controller benchmarks run the real controller (real chain file,
@@ -116,23 +117,23 @@ type benchDispatcher struct {
 }
 
 func (d *benchDispatcher) Describe(ctx context.Context, node string) (Description, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	h, err := d.host(node)
+	d.Mu.Lock()
+	defer d.Mu.Unlock()
+	h, err := d.Lookup(node)
 	if err != nil {
 		return Description{}, err
 	}
-	st := d.status(h)
-	return Description{Facts: d.signed[node], Status: &st, Host: &ctl.HostMetadata{Instances: len(h.instances), Enabled: true}}, nil
+	st := d.Listing(h)
+	return Description{Facts: d.signed[node], Status: &st, Host: &ctl.HostMetadata{Instances: len(h.Instances), Enabled: true}}, nil
 }
 
 // presign signs every host's facts with its next seq at the clock's now.
 func (d *benchDispatcher) presign(b *testing.B) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for id, h := range d.hosts {
-		h.seq++
-		s, err := facts.Sign(h.key, h.facts, h.seq, d.clock.Now(), 5*time.Minute)
+	d.Mu.Lock()
+	defer d.Mu.Unlock()
+	for id, h := range d.Hosts {
+		h.Seq++
+		s, err := facts.Sign(h.Key, h.Facts, h.Seq, d.Clock.Now(), 5*time.Minute)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -143,7 +144,7 @@ func (d *benchDispatcher) presign(b *testing.B) {
 // benchRig is a controller over benchNodes nodes holding benchPlacements
 // placed instances.
 type benchRig struct {
-	clk   *clock
+	clk   *planetest.Clock
 	cl    *fakeCluster
 	d     *benchDispatcher
 	chain *chain.Chain
@@ -159,18 +160,18 @@ type benchRig struct {
 
 func newBenchRig(b *testing.B) *benchRig {
 	b.Helper()
-	clk := &clock{t: t0}
+	clk := planetest.NewClock(t0)
 	cl := newCluster(clk)
 	ids := make([]string, 0, benchNodes)
 	for i := range benchNodes {
-		h := cl.addHost(b, byte(101+i), 0)
-		h.facts = benchFacts(i, i%5)
-		ids = append(ids, h.id)
+		h := cl.AddNode(b, byte(101+i), 0)
+		h.Facts = benchFacts(i, i%5)
+		ids = append(ids, h.ID)
 	}
 	for k := range benchPackages {
-		cl.addPackage(fmt.Sprintf("/pkg/svc%d", k), fmt.Sprintf("svc%d", k), pkg.KindService, 1)
+		cl.AddPackage(fmt.Sprintf("/pkg/svc%d", k), fmt.Sprintf("svc%d", k), pkg.KindService, 1)
 	}
-	cl.addPackage("/pkg/bench", "bench", pkg.KindService, 1)
+	cl.AddPackage("/pkg/bench", "bench", pkg.KindService, 1)
 
 	dir, ch, _ := testChain(b, clk)
 	cfg := pairedServices()
@@ -184,7 +185,7 @@ func newBenchRig(b *testing.B) *benchRig {
 		node := ids[i%benchNodes]
 		k := i % benchPackages
 		dirK := fmt.Sprintf("/pkg/svc%d", k)
-		v := cl.pkgs[dirK]
+		v := cl.Pkgs[dirK]
 		o := &Order{Name: fmt.Sprintf("svc%d-%d", k, i), PackageDir: dirK, Start: true,
 			Config: ctl.InstanceConfig{Workload: fmt.Sprintf("w%d", i)}}
 		sum := sha256.Sum256(fmt.Appendf(nil, "decision %d", i))
@@ -201,16 +202,16 @@ func newBenchRig(b *testing.B) *benchRig {
 		pl.aim(v, 0)
 		pl.Candidates = nil
 		ps = append(ps, pl)
-		h := cl.hosts[node]
-		h.instances[pl.InstanceID] = ctl.InstanceStatus{InstanceID: pl.InstanceID, Package: v.Manifest.ID, Variant: "cpu",
+		h := cl.Hosts[node]
+		h.Instances[pl.InstanceID] = ctl.InstanceStatus{InstanceID: pl.InstanceID, Package: v.Manifest.ID, Variant: "cpu",
 			DecisionID: pl.DecisionID, Lifecycle: ctl.StateRunning}
-		h.meta[pl.InstanceID] = instMeta{workload: o.Config.Workload, version: v.Manifest.Version}
+		h.Meta[pl.InstanceID] = planetest.InstMeta{Workload: o.Config.Workload, Version: v.Manifest.Version}
 	}
 	r := &benchRig{clk: clk, cl: cl, d: &benchDispatcher{fakeCluster: cl, signed: map[string]facts.Signed{}}, chain: ch, cfg: cfg,
 		ts: cl.targets(engine.TrustPaired), state: filepath.Join(dir, "controller.json"), placements: ps,
 		instances: map[string]map[string]ctl.InstanceStatus{}}
-	for id, h := range cl.hosts {
-		r.instances[id] = cloneInstances(h.instances)
+	for id, h := range cl.Hosts {
+		r.instances[id] = cloneInstances(h.Instances)
 	}
 	r.restore(b)
 	return r
@@ -229,13 +230,13 @@ func cloneInstances(m map[string]ctl.InstanceStatus) map[string]ctl.InstanceStat
 // heard every node once (steady state).
 func (r *benchRig) restore(b *testing.B) {
 	b.Helper()
-	r.cl.mu.Lock()
-	for id, h := range r.cl.hosts {
-		h.down = false
-		h.instances = cloneInstances(r.instances[id])
-		h.departed = nil
+	r.cl.Mu.Lock()
+	for id, h := range r.cl.Hosts {
+		h.Down = false
+		h.Instances = cloneInstances(r.instances[id])
+		h.Departed = nil
 	}
-	r.cl.mu.Unlock()
+	r.cl.Mu.Unlock()
 	if err := os.Remove(r.state); err != nil && !os.IsNotExist(err) {
 		b.Fatal(err)
 	}
@@ -309,7 +310,7 @@ func BenchmarkTick(b *testing.B) {
 		}
 		b.StopTimer()
 		cpu.report(b)
-		if n, _ := r.cl.copies("svc0"); n != benchPlacements/benchPackages {
+		if n, _ := r.cl.Copies("svc0"); n != benchPlacements/benchPackages {
 			b.Fatalf("%d copies of svc0", n)
 		}
 	})
@@ -324,14 +325,14 @@ func BenchmarkTick(b *testing.B) {
 			// Ten nodes go down; one more tick past dead_after makes them
 			// dead.
 			var down []string
-			r.cl.mu.Lock()
+			r.cl.Mu.Lock()
 			for i, t := range r.ts {
 				if i%10 == 3 {
-					r.cl.hosts[t.ID].down = true
+					r.cl.Hosts[t.ID].Down = true
 					down = append(down, t.ID)
 				}
 			}
-			r.cl.mu.Unlock()
+			r.cl.Mu.Unlock()
 			r.clk.Advance(r.cfg.DeadAfter)
 			r.d.presign(b)
 			r.timedTick(b, &cpu)
@@ -384,9 +385,9 @@ func BenchmarkPlacePath(b *testing.B) {
 			r.c.mu.Lock()
 			delete(r.c.placements, rep.DecisionID)
 			r.c.mu.Unlock()
-			r.cl.mu.Lock()
-			delete(r.cl.hosts[rep.Placed.Node].instances, rep.Placed.InstanceID)
-			r.cl.mu.Unlock()
+			r.cl.Mu.Lock()
+			delete(r.cl.Hosts[rep.Placed.Node].Instances, rep.Placed.InstanceID)
+			r.cl.Mu.Unlock()
 			b.StartTimer()
 		}
 		b.StopTimer()

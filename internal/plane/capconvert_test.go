@@ -10,6 +10,7 @@ import (
 	"github.com/nodeld/nodeld/internal/facts"
 	"github.com/nodeld/nodeld/internal/grammar"
 	"github.com/nodeld/nodeld/internal/pkg"
+	"github.com/nodeld/nodeld/internal/plane/planetest"
 )
 
 // engineValues lets cmp compare grammar.Value, whose fields are
@@ -239,11 +240,11 @@ func TestPlaceOnTheOnlyNodeWithTheCapability(t *testing.T) {
 	}
 	// hs[0]: no GPU; hs[1]: an 8 GiB GPU; hs[2]: a 24 GiB GPU. The old
 	// fields say none has a GPU, so only the records can place it.
-	r.cl.set(hs[0], func(h *fakeHost) { h.facts.Capabilities = base })
-	r.cl.set(hs[1], func(h *fakeHost) { h.facts.Capabilities = append(gpu(8), base...) })
-	r.cl.set(hs[2], func(h *fakeHost) { h.facts.Capabilities = append(gpu(24), base...) })
-	r.cl.mu.Lock()
-	r.cl.pkgs["/pkg/cuda"] = &pkg.Verified{ManifestHash: pkg.ManifestHash([]byte("cuda")), Manifest: &pkg.Manifest{
+	r.cl.Set(hs[0], func(h *planetest.Host) { h.Facts.Capabilities = base })
+	r.cl.Set(hs[1], func(h *planetest.Host) { h.Facts.Capabilities = append(gpu(8), base...) })
+	r.cl.Set(hs[2], func(h *planetest.Host) { h.Facts.Capabilities = append(gpu(24), base...) })
+	r.cl.Mu.Lock()
+	r.cl.Pkgs["/pkg/cuda"] = &pkg.Verified{ManifestHash: pkg.ManifestHash([]byte("cuda")), Manifest: &pkg.Manifest{
 		Schema: 1, ID: "cuda", Version: "1.0.0", Kind: pkg.KindService, Runtime: pkg.Runtime{Type: "process"},
 		Variants: []pkg.Variant{{Name: "gpu",
 			Requirements: []pkg.Requirement{{Select: "accel.gpu.nvidia", Predicates: []pkg.Predicate{
@@ -251,17 +252,17 @@ func TestPlaceOnTheOnlyNodeWithTheCapability(t *testing.T) {
 			}}},
 			Resources: pkg.Resources{MemBytes: gib, VRAMBytes: 12 * gib}}},
 	}}
-	r.cl.mu.Unlock()
+	r.cl.Mu.Unlock()
 	r.tick()
 
 	rep := r.place(Order{PackageDir: "/pkg/cuda", Start: true})
-	if rep.Placed == nil || rep.Placed.Node != hs[2].id {
-		t.Fatalf("placed %+v, want on %s\n%s", rep.Placed, hs[2].id, rep.Decision.Explain())
+	if rep.Placed == nil || rep.Placed.Node != hs[2].ID {
+		t.Fatalf("placed %+v, want on %s\n%s", rep.Placed, hs[2].ID, rep.Decision.Explain())
 	}
 	for _, h := range hs[:2] {
 		var rejected bool
 		for _, c := range rep.Decision.Candidates {
-			if c.Node != h.id {
+			if c.Node != h.ID {
 				continue
 			}
 			for _, rj := range c.Rejections {
@@ -269,11 +270,11 @@ func TestPlaceOnTheOnlyNodeWithTheCapability(t *testing.T) {
 			}
 		}
 		if !rejected {
-			t.Errorf("%s not rejected for its requirements\n%s", h.id, rep.Decision.Explain())
+			t.Errorf("%s not rejected for its requirements\n%s", h.ID, rep.Decision.Explain())
 		}
 	}
 	ex := rep.Decision.Explain()
-	for _, want := range []string{hs[0].id, hs[1].id, string(engine.CodeRequirements), "accel.gpu.nvidia"} {
+	for _, want := range []string{hs[0].ID, hs[1].ID, string(engine.CodeRequirements), "accel.gpu.nvidia"} {
 		if !strings.Contains(ex, want) {
 			t.Errorf("explanation does not name %q:\n%s", want, ex)
 		}

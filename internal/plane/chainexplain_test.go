@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/nodeld/nodeld/internal/plane/planetest"
 )
 
 func scanChain(t *testing.T, r *rig, prefix string) []ChainedDecision {
@@ -30,8 +32,8 @@ func scanChain(t *testing.T, r *rig, prefix string) []ChainedDecision {
 // its reason), its dispatch attempts and the instance placed.
 func TestExplainFromChainBeyondRecent(t *testing.T) {
 	r, hs := newRig(t, 8, 16, 4)
-	r.cl.set(hs[2], func(h *fakeHost) { h.hostOff = true })
-	r.cl.set(hs[1], func(h *fakeHost) { h.place = placeRefuse })
+	r.cl.Set(hs[2], func(h *planetest.Host) { h.HostOff = true })
+	r.cl.Set(hs[1], func(h *planetest.Host) { h.Place = planetest.PlaceRefuse })
 	r.tick()
 	rep := r.place(echo)
 	if rep.Placed == nil || len(rep.Attempts) != 2 {

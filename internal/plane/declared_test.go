@@ -14,6 +14,7 @@ import (
 	"github.com/nodeld/nodeld/internal/engine"
 	"github.com/nodeld/nodeld/internal/grammar"
 	"github.com/nodeld/nodeld/internal/pkg"
+	"github.com/nodeld/nodeld/internal/plane/planetest"
 )
 
 // fakeStore is a package store over the fake cluster's package dirs.
@@ -60,9 +61,9 @@ func (r *rig) addVersion(id, version string, memGiB uint64, mod func(*pkg.Manife
 	if mod != nil {
 		mod(m)
 	}
-	r.cl.mu.Lock()
-	r.cl.pkgs[dir] = &pkg.Verified{Manifest: m, ManifestHash: pkg.ManifestHash([]byte(id + " " + version))}
-	r.cl.mu.Unlock()
+	r.cl.Mu.Lock()
+	r.cl.Pkgs[dir] = &pkg.Verified{Manifest: m, ManifestHash: pkg.ManifestHash([]byte(id + " " + version))}
+	r.cl.Mu.Unlock()
 	st, ok := r.store.(*fakeStore)
 	if !ok {
 		st = &fakeStore{pkgs: map[string]map[string]string{}}
@@ -100,13 +101,13 @@ type copyOf struct {
 // instancesOf returns the instances of declared workload name on every
 // host, sorted by node.
 func (r *rig) instancesOf(name string) []copyOf {
-	r.cl.mu.Lock()
-	defer r.cl.mu.Unlock()
+	r.cl.Mu.Lock()
+	defer r.cl.Mu.Unlock()
 	var out []copyOf
-	for _, h := range r.cl.hosts {
-		for iid, in := range h.instances {
-			if m := h.meta[iid]; m.workload == name {
-				out = append(out, copyOf{node: h.id, iid: iid, version: m.version, state: in.Lifecycle, down: h.down})
+	for _, h := range r.cl.Hosts {
+		for iid, in := range h.Instances {
+			if m := h.Meta[iid]; m.Workload == name {
+				out = append(out, copyOf{node: h.ID, iid: iid, version: m.Version, state: in.Lifecycle, down: h.Down})
 			}
 		}
 	}
@@ -140,10 +141,10 @@ func distinct(ss []string) bool {
 
 // placeCalls counts the place calls made so far.
 func (r *rig) placeCalls() int {
-	r.cl.mu.Lock()
-	defer r.cl.mu.Unlock()
+	r.cl.Mu.Lock()
+	defer r.cl.Mu.Unlock()
 	n := 0
-	for _, c := range r.cl.calls {
+	for _, c := range r.cl.Calls {
 		if strings.HasPrefix(c, "place ") {
 			n++
 		}
@@ -215,7 +216,7 @@ func TestTwoWorkloadsOfOnePackageOnOneNode(t *testing.T) {
 	r.declare(false, Workload{Name: "a", Package: "echo"}, Workload{Name: "b", Package: "echo"})
 	r.tick()
 	a, b := r.liveOf("a"), r.liveOf("b")
-	if len(a) != 1 || len(b) != 1 || a[0].node != hs[0].id || b[0].node != hs[0].id || a[0].iid == b[0].iid {
+	if len(a) != 1 || len(b) != 1 || a[0].node != hs[0].ID || b[0].node != hs[0].ID || a[0].iid == b[0].iid {
 		t.Fatalf("a %+v, b %+v", a, b)
 	}
 }
@@ -250,7 +251,7 @@ func TestReplicasNeverShareANode(t *testing.T) {
 		t.Errorf("the unplaceable replica was decided and chained %d times, want 1", decisions)
 	}
 	// A third node: placed after the backoff.
-	h := r.cl.addHost(t, 3, 8)
+	h := r.cl.AddNode(t, 3, 8)
 	r.targets = r.cl.targets(engine.TrustPaired)
 	if err := r.c.SetTargets(r.targets); err != nil {
 		t.Fatal(err)
@@ -262,7 +263,7 @@ func TestReplicasNeverShareANode(t *testing.T) {
 		}
 	}
 	cs = r.liveOf("chat")
-	if len(cs) != 3 || !distinct(nodesOf(cs)) || !slices.Contains(nodesOf(cs), h.id) {
+	if len(cs) != 3 || !distinct(nodesOf(cs)) || !slices.Contains(nodesOf(cs), h.ID) {
 		t.Fatalf("instances %+v", cs)
 	}
 }
@@ -302,10 +303,10 @@ func TestUndeclaredUnloaded(t *testing.T) {
 	}
 	// A node of chat's that the operator's instance is not on.
 	dead := hostOf(hs, r.liveOf("chat")[0].node)
-	if dead.id == op.Placed.Node {
+	if dead.ID == op.Placed.Node {
 		dead = hostOf(hs, r.liveOf("chat")[1].node)
 	}
-	r.cl.set(dead, func(h *fakeHost) { h.down = true })
+	r.cl.Kill(dead)
 	r.step()
 	r.declare(true)
 	calls := r.placeCalls()
@@ -322,7 +323,7 @@ func TestUndeclaredUnloaded(t *testing.T) {
 	if n := r.placeCalls(); n != calls {
 		t.Errorf("%d place calls after the declaration went", n-calls)
 	}
-	r.cl.set(dead, func(h *fakeHost) { h.down = false })
+	r.cl.Revive(dead)
 	r.step()
 	if cs := r.instancesOf("chat"); len(cs) != 0 {
 		t.Fatalf("returning node kept its undeclared copy: %+v", cs)
@@ -331,7 +332,7 @@ func TestUndeclaredUnloaded(t *testing.T) {
 	if len(ps) != 1 || ps[0].DecisionID != op.DecisionID || ps[0].Life != LifePlaced {
 		t.Fatalf("placements %+v, want the operator's alone", ps)
 	}
-	if n, _ := r.cl.copies("echo"); n != 1 {
+	if n, _ := r.cl.Copies("echo"); n != 1 {
 		t.Errorf("%d copies of echo, want the operator's", n)
 	}
 }
@@ -342,7 +343,7 @@ func TestUndeclaredUnloaded(t *testing.T) {
 func TestDeclaredReplicaMovesOffDeadNode(t *testing.T) {
 	r, hs, _, _ := declaredChat(t, 2)
 	before := r.liveOf("chat")
-	r.cl.set(hostOf(hs, before[0].node), func(h *fakeHost) { h.down = true })
+	r.cl.Set(hostOf(hs, before[0].node), func(h *planetest.Host) { h.Down = true })
 	for range 10 {
 		r.step()
 		if cs := r.liveOf("chat"); len(cs) > 2 {
@@ -371,7 +372,7 @@ func TestDeclaredReplicaMovesOffDeadNode(t *testing.T) {
 // declaredChat is a rig of three nodes with echo 1.0.0 and chat declared
 // with replicas, after one tick; it returns the workload as declared and
 // the package's directory too.
-func declaredChat(t *testing.T, replicas int) (*rig, []*fakeHost, Workload, string) {
+func declaredChat(t *testing.T, replicas int) (*rig, []*planetest.Host, Workload, string) {
 	t.Helper()
 	r, hs := newRig(t, 8, 8, 8)
 	dir := r.addVersion("echo", "1.0.0", 1, nil)
@@ -382,7 +383,7 @@ func declaredChat(t *testing.T, replicas int) (*rig, []*fakeHost, Workload, stri
 	return r, hs, w, dir
 }
 
-func upgradeRig(t *testing.T) (*rig, []*fakeHost) {
+func upgradeRig(t *testing.T) (*rig, []*planetest.Host) {
 	r, hs, _, _ := declaredChat(t, 2)
 	if n := len(r.liveOf("chat")); n != 2 {
 		t.Fatalf("%d instances", n)
@@ -392,13 +393,13 @@ func upgradeRig(t *testing.T) (*rig, []*fakeHost) {
 
 // setState sets the state every host reports for instances of version.
 func (r *rig) setState(version, state string) {
-	r.cl.mu.Lock()
-	defer r.cl.mu.Unlock()
-	for _, h := range r.cl.hosts {
-		for iid, in := range h.instances {
-			if h.meta[iid].version == version {
+	r.cl.Mu.Lock()
+	defer r.cl.Mu.Unlock()
+	for _, h := range r.cl.Hosts {
+		for iid, in := range h.Instances {
+			if h.Meta[iid].Version == version {
 				in.Lifecycle = state
-				h.instances[iid] = in
+				h.Instances[iid] = in
 			}
 		}
 	}
@@ -424,7 +425,7 @@ func (r *rig) wantOldNew(what string, old, new int) {
 func TestDeclaredUpgradeOneAtATimeNewHealthyFirst(t *testing.T) {
 	r, hs := upgradeRig(t)
 	for _, h := range hs {
-		r.cl.set(h, func(h *fakeHost) { h.startAs = ctl.StateUnhealthy })
+		r.cl.Set(h, func(h *planetest.Host) { h.StartAs = ctl.StateUnhealthy })
 	}
 	r.addVersion("echo", "1.1.0", 1, nil)
 	r.step()
@@ -468,7 +469,7 @@ func TestDeclaredUpgradeOneAtATimeNewHealthyFirst(t *testing.T) {
 func TestDeclaredUpgradeFailedKeepsOld(t *testing.T) {
 	r, hs := upgradeRig(t)
 	for _, h := range hs {
-		r.cl.set(h, func(h *fakeHost) { h.startAs = ctl.StateFailed })
+		r.cl.Set(h, func(h *planetest.Host) { h.StartAs = ctl.StateFailed })
 	}
 	r.addVersion("echo", "1.1.0", 1, nil)
 	for range 20 {
@@ -491,7 +492,7 @@ func TestDeclaredUpgradeFailedKeepsOld(t *testing.T) {
 		t.Errorf("%d upgrade attempts in 100 s, want a few (backoff)", tries)
 	}
 	for _, h := range hs {
-		r.cl.set(h, func(h *fakeHost) { h.startAs = "" })
+		r.cl.Set(h, func(h *planetest.Host) { h.StartAs = "" })
 	}
 	for range 80 {
 		r.step()
@@ -538,17 +539,17 @@ func (r *rig) revoke(dir, id string) { r.revokeSubject(dir, pkg.SubjectPackage, 
 // revokeSubject makes the controller's verification refuse dir for the
 // revoked subject kind/value, as dispatch.VerifyPackage does.
 func (r *rig) revokeSubject(dir, kind, value string) {
-	r.cl.mu.Lock()
-	defer r.cl.mu.Unlock()
+	r.cl.Mu.Lock()
+	defer r.cl.Mu.Unlock()
 	s := pkg.Subject{Kind: kind, Value: value, Reason: "compromised"}
-	r.cl.revoked[dir] = &pkg.VerifyError{Code: pkg.CodeRevoked, Detail: s.String() + " is revoked: compromised", Subject: &s}
+	r.cl.Revoked[dir] = &pkg.VerifyError{Code: pkg.CodeRevoked, Detail: s.String() + " is revoked: compromised", Subject: &s}
 }
 
 // tearDown removes iid from h as a host's revocation sweep does.
-func (r *rig) tearDown(h *fakeHost, iid string) {
-	r.cl.set(h, func(h *fakeHost) {
-		delete(h.instances, iid)
-		h.departed = append(h.departed, ctl.Departed{InstanceID: iid, Reason: ctl.DepartedRevoked})
+func (r *rig) tearDown(h *planetest.Host, iid string) {
+	r.cl.Set(h, func(h *planetest.Host) {
+		delete(h.Instances, iid)
+		h.Departed = append(h.Departed, ctl.Departed{InstanceID: iid, Reason: ctl.DepartedRevoked})
 	})
 }
 
@@ -580,9 +581,9 @@ func revokedRefused(t *testing.T, sub pkg.Subject) {
 		!strings.Contains(refs[0].Reason, "is revoked: compromised") {
 		t.Fatalf("refusals %+v, want one naming the revoked subject", refs)
 	}
-	r.cl.mu.Lock()
-	verifies := r.cl.verifies[dir]
-	r.cl.mu.Unlock()
+	r.cl.Mu.Lock()
+	verifies := r.cl.Verifies[dir]
+	r.cl.Mu.Unlock()
 	if verifies < 2 || verifies > 5 {
 		t.Errorf("verified %d times in 20 ticks, want a few (the backoff)", verifies)
 	}
@@ -647,7 +648,7 @@ func TestRevokedLostInstanceNotRescheduled(t *testing.T) {
 	r.tick()
 	rep := r.place(Order{PackageDir: dir, Start: true})
 	h := hostOf(hs, rep.Placed.Node)
-	r.cl.set(h, func(h *fakeHost) { h.down = true })
+	r.cl.Kill(h)
 	r.revoke(dir, "echo")
 	calls := r.placeCalls()
 	for range 12 {
@@ -660,7 +661,7 @@ func TestRevokedLostInstanceNotRescheduled(t *testing.T) {
 	if len(ps) != 1 || ps[0].Life != LifeRetiring {
 		t.Fatalf("placements %+v", ps)
 	}
-	r.cl.set(h, func(h *fakeHost) { h.down = false })
+	r.cl.Revive(h)
 	r.step()
 	if ps := r.c.Placements(); len(ps) != 0 {
 		t.Fatalf("placements %+v", ps)
@@ -679,19 +680,19 @@ func TestCoResidencyFromPlacedInstance(t *testing.T) {
 	hog := r.addVersion("hog", "1.0.0", 1, func(m *pkg.Manifest) { m.Labels = []string{"gpu-hog"} })
 	quiet := r.addVersion("quiet", "1.0.0", 1, func(m *pkg.Manifest) { m.Excludes = []string{"gpu-hog"} })
 	r.tick()
-	if rep := r.place(Order{PackageDir: hog, Start: true, Pin: hs[0].id}); rep.Placed == nil {
+	if rep := r.place(Order{PackageDir: hog, Start: true, Pin: hs[0].ID}); rep.Placed == nil {
 		t.Fatal("hog not placed")
 	}
-	rep := r.place(Order{PackageDir: quiet, Start: true, Prefer: []string{hs[0].id}})
-	if rep.Placed == nil || rep.Placed.Node != hs[1].id {
-		t.Fatalf("quiet placed %+v, want on %s", rep.Placed, hs[1].id)
+	rep := r.place(Order{PackageDir: quiet, Start: true, Prefer: []string{hs[0].ID}})
+	if rep.Placed == nil || rep.Placed.Node != hs[1].ID {
+		t.Fatalf("quiet placed %+v, want on %s", rep.Placed, hs[1].ID)
 	}
 	if !strings.Contains(rep.Explain(), "co_residency") {
 		t.Errorf("explanation has no co-residency rejection:\n%s", rep.Explain())
 	}
 	// And the other way round: hog is not placed beside quiet.
 	r.restart()
-	rep = r.place(Order{PackageDir: hog, Name: "hog2", Start: true, Pin: hs[1].id})
+	rep = r.place(Order{PackageDir: hog, Name: "hog2", Start: true, Pin: hs[1].ID})
 	if rep.Placed != nil {
 		t.Fatalf("hog placed beside an instance that excludes it: %+v", rep.Placed)
 	}
@@ -709,27 +710,27 @@ func TestStickyRescheduleStaysOnCurrentNode(t *testing.T) {
 			x, y := hs[0], hs[1]
 			// x has an accelerator the workload does not need: y scores
 			// better (accel_fit).
-			r.cl.set(x, func(h *fakeHost) { h.facts.GPUs = sampleFacts().GPUs })
+			r.cl.Set(x, func(h *planetest.Host) { h.Facts.GPUs = sampleFacts().GPUs })
 			dir := r.addVersion("cache", "1.0.0", 1, func(m *pkg.Manifest) { m.Sticky = sticky })
-			r.cl.set(y, func(h *fakeHost) { h.down = true })
+			r.cl.Kill(y)
 			r.tick()
 			rep := r.place(Order{PackageDir: dir, Start: true})
-			if rep.Placed == nil || rep.Placed.Node != x.id {
-				t.Fatalf("placed %+v, want on %s", rep.Placed, x.id)
+			if rep.Placed == nil || rep.Placed.Node != x.ID {
+				t.Fatalf("placed %+v, want on %s", rep.Placed, x.ID)
 			}
-			r.cl.set(y, func(h *fakeHost) { h.down = false })
+			r.cl.Revive(y)
 			r.step()
-			r.cl.set(x, func(h *fakeHost) { clear(h.instances) }) // a reboot
+			r.cl.Set(x, func(h *planetest.Host) { clear(h.Instances) }) // a reboot
 			r.step()
 			on := r.wantCopies("cache", 1)
-			want := y.id
+			want := y.ID
 			if sticky {
-				want = x.id
+				want = x.ID
 			}
 			if on[0] != want {
 				t.Fatalf("rescheduled on %s, want %s", on[0], want)
 			}
-			if sticky && !chainHas(r.entries(KindDecision), `"current_node":"`+x.id+`"`) {
+			if sticky && !chainHas(r.entries(KindDecision), `"current_node":"`+x.ID+`"`) {
 				t.Error("current node not chained with the decision")
 			}
 		})
@@ -766,7 +767,7 @@ func TestDeclaredProgressSurvivesRestart(t *testing.T) {
 	t.Run("upgrade", func(t *testing.T) {
 		r, hs := upgradeRig(t)
 		for _, h := range hs {
-			r.cl.set(h, func(h *fakeHost) { h.startAs = ctl.StateUnhealthy })
+			r.cl.Set(h, func(h *planetest.Host) { h.StartAs = ctl.StateUnhealthy })
 		}
 		r.addVersion("echo", "1.1.0", 1, nil)
 		r.step()
@@ -774,7 +775,7 @@ func TestDeclaredProgressSurvivesRestart(t *testing.T) {
 		r.step()
 		r.wantOldNew("after the restart", 2, 1)
 		for _, h := range hs {
-			r.cl.set(h, func(h *fakeHost) { h.startAs = "" })
+			r.cl.Set(h, func(h *planetest.Host) { h.StartAs = "" })
 		}
 		r.setState("1.1.0", ctl.StateRunning)
 		for range 4 {
@@ -805,7 +806,7 @@ func TestOperatorStopIsNotRescheduled(t *testing.T) {
 	if es := r.entries(KindInstance); len(es) != 1 || !strings.Contains(string(es[0].Payload), `"verb":"stop"`) {
 		t.Fatalf("stop not chained: %d entries", len(es))
 	}
-	r.cl.set(hostOf(hs, rep.Placed.Node), func(h *fakeHost) { h.down = true })
+	r.cl.Set(hostOf(hs, rep.Placed.Node), func(h *planetest.Host) { h.Down = true })
 	for range 10 {
 		r.step()
 	}
@@ -849,9 +850,9 @@ func TestTeardownOnDemotedNodeWaived(t *testing.T) {
 	r.tick()
 	a := r.place(echo)
 	o := echo
-	o.Pin = hs[0].id
-	if a.Placed.Node == hs[0].id {
-		o.Pin = hs[1].id
+	o.Pin = hs[0].ID
+	if a.Placed.Node == hs[0].ID {
+		o.Pin = hs[1].ID
 	}
 	o.Name = "echo2"
 	b := r.place(o)

@@ -7,6 +7,7 @@ import (
 	"github.com/nodeld/nodeld/internal/facts"
 	"github.com/nodeld/nodeld/internal/grammar"
 	"github.com/nodeld/nodeld/internal/pkg"
+	"github.com/nodeld/nodeld/internal/plane/planetest"
 )
 
 // TestExplainShowsAffinityPerfAndTies: the explanation names the order's
@@ -16,28 +17,28 @@ import (
 func TestExplainShowsAffinityPerfAndTies(t *testing.T) {
 	r, hs := newRig(t, 8, 8, 8)
 	dir := "/pkg/chat"
-	r.cl.addPackage(dir, "chat", pkg.KindService, 1)
-	r.cl.mu.Lock()
-	r.cl.pkgs[dir].Manifest.PerfTarget = &pkg.PerfTarget{ID: "perf.infer.chat", Param: "metric",
+	r.cl.AddPackage(dir, "chat", pkg.KindService, 1)
+	r.cl.Mu.Lock()
+	r.cl.Pkgs[dir].Manifest.PerfTarget = &pkg.PerfTarget{ID: "perf.infer.chat", Param: "metric",
 		ParamValue: grammar.StringValue("ttfb_ms"), Better: grammar.PerfBetterLower}
-	r.cl.mu.Unlock()
+	r.cl.Mu.Unlock()
 	measure := func(ms float64) facts.Capability {
 		return facts.Capability{ID: "perf.infer.chat", Provenance: grammar.ProvenanceMeasured, State: grammar.StateAvailable,
 			Attrs: map[string]grammar.Value{"metric": grammar.StringValue("ttfb_ms"), "value": grammar.FloatValue(ms)}}
 	}
 	// Hosts that sign capability records: memory, runtime, and the
 	// measured speed.
-	records := func(ms float64) func(h *fakeHost) {
-		return func(h *fakeHost) {
-			h.facts.Capabilities = []facts.Capability{
+	records := func(ms float64) func(h *planetest.Host) {
+		return func(h *planetest.Host) {
+			h.Facts.Capabilities = []facts.Capability{
 				capRecord("mem.system", grammar.ProvenanceProbed, grammar.StateAvailable, gv{"total": grammar.IntValue(8 << 30), "free": grammar.IntValue(8 << 30)}),
 				capRecord("runtime.process", grammar.ProvenanceProbed, grammar.StateAvailable, nil),
 				measure(ms),
 			}
 		}
 	}
-	r.cl.set(hs[0], records(412))
-	r.cl.set(hs[1], records(120))
+	r.cl.Set(hs[0], records(412))
+	r.cl.Set(hs[1], records(120))
 	r.tick()
 
 	plain := r.place(Order{PackageDir: dir, DryRun: true})
@@ -45,17 +46,17 @@ func TestExplainShowsAffinityPerfAndTies(t *testing.T) {
 	ex := plain.Explain()
 	for _, want := range []string{
 		"perf: perf.infer.chat metric=ttfb_ms (lower is better): ",
-		hs[0].id + " measured 412 (perf score ",
-		hs[1].id + " measured 120 (perf score ",
-		hs[2].id + " unmeasured",
+		hs[0].ID + " measured 412 (perf score ",
+		hs[1].ID + " measured 120 (perf score ",
+		hs[2].ID + " unmeasured",
 		"ties: candidates of equal tier and score rank by node id, lowest first",
 	} {
 		if !strings.Contains(ex, want) {
 			t.Errorf("explanation lacks %q:\n%s", want, ex)
 		}
 	}
-	if best != hs[1].id {
-		t.Fatalf("the fastest node %s was not chosen:\n%s", hs[1].id, ex)
+	if best != hs[1].ID {
+		t.Fatalf("the fastest node %s was not chosen:\n%s", hs[1].ID, ex)
 	}
 	last := plain.Decision.Candidates[2].Node
 

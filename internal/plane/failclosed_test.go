@@ -27,8 +27,8 @@ func TestUnchainedDecisionNotTaken(t *testing.T) {
 	if _, err := c.Place(context.Background(), echo); err == nil {
 		t.Fatal("Place with a broken chain: no error")
 	}
-	if len(r.cl.calls) != 0 || len(c.Placements()) != 0 {
-		t.Fatalf("calls %v, placements %d", r.cl.calls, len(c.Placements()))
+	if len(r.cl.Calls) != 0 || len(c.Placements()) != 0 {
+		t.Fatalf("calls %v, placements %d", r.cl.Calls, len(c.Placements()))
 	}
 }
 
@@ -44,8 +44,8 @@ func TestUnpersistedPlacementNotDispatched(t *testing.T) {
 	if err == nil || rep.Placed != nil {
 		t.Fatalf("Place without a writable state file: %+v, %v", rep, err)
 	}
-	if len(r.cl.calls) != 0 || len(c.Placements()) != 0 {
-		t.Fatalf("calls %v, placements %d", r.cl.calls, len(c.Placements()))
+	if len(r.cl.Calls) != 0 || len(c.Placements()) != 0 {
+		t.Fatalf("calls %v, placements %d", r.cl.Calls, len(c.Placements()))
 	}
 }
 

@@ -6,15 +6,16 @@ import (
 	"time"
 
 	"github.com/nodeld/nodeld/internal/ctl"
+	"github.com/nodeld/nodeld/internal/plane/planetest"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // starts counts the start calls the fake cluster got.
 func (r *rig) starts() int {
-	r.cl.mu.Lock()
-	defer r.cl.mu.Unlock()
+	r.cl.Mu.Lock()
+	defer r.cl.Mu.Unlock()
 	n := 0
-	for _, c := range r.cl.calls {
+	for _, c := range r.cl.Calls {
 		if strings.HasPrefix(c, "start ") {
 			n++
 		}
@@ -71,7 +72,9 @@ func TestFailedInstanceStartedAgain(t *testing.T) {
 			}
 			// Its start is refused from now on: retried with a doubling
 			// backoff, never given up.
-			r.cl.set(hs[0], func(h *fakeHost) { h.startErr = ctl.NewRefusal(ctl.CodeRuntime, "start failed: connection refused") })
+			r.cl.Set(hs[0], func(h *planetest.Host) {
+				h.StartErr = ctl.NewRefusal(ctl.CodeRuntime, "start failed: connection refused")
+			})
 			var at []time.Time
 			last := r.starts()
 			for target := last + 7; r.starts() < target; {
@@ -99,7 +102,7 @@ func TestFailedInstanceStartedAgain(t *testing.T) {
 			}
 			// The server is back: the next start works and it runs; past
 			// the backoff it is no longer failing.
-			r.cl.set(hs[0], func(h *fakeHost) { h.startErr = nil })
+			r.cl.Set(hs[0], func(h *planetest.Host) { h.StartErr = nil })
 			for r.instanceStates()[0] != ctl.StateRunning {
 				r.step()
 			}
@@ -143,10 +146,10 @@ func (r *rig) instanceStates() []string {
 	if len(out) > 0 {
 		return out
 	}
-	r.cl.mu.Lock()
-	defer r.cl.mu.Unlock()
-	for _, h := range r.cl.hosts {
-		for _, in := range h.instances {
+	r.cl.Mu.Lock()
+	defer r.cl.Mu.Unlock()
+	for _, h := range r.cl.Hosts {
+		for _, in := range h.Instances {
 			out = append(out, in.Lifecycle)
 		}
 	}

@@ -14,7 +14,7 @@ import (
 // kind says governance.
 func TestGovernanceDenialIsNotUnplaceable(t *testing.T) {
 	r, hs := newRig(t, 8, 8)
-	r.cl.addPackage("/pkg/infer", "infer", pkg.KindInference, 1)
+	r.cl.AddPackage("/pkg/infer", "infer", pkg.KindInference, 1)
 	r.tick()
 
 	rep := r.place(Order{PackageDir: "/pkg/infer", Start: true})
@@ -26,20 +26,20 @@ func TestGovernanceDenialIsNotUnplaceable(t *testing.T) {
 		t.Errorf("explanation of a denied kind:\n%s", explain)
 	}
 
-	r.cfg.Policy.DenyNodes = []string{hs[1].id}
+	r.cfg.Policy.DenyNodes = []string{hs[1].ID}
 	if err := r.c.ApplyConfig(r.cfg); err != nil {
 		t.Fatal(err)
 	}
 	calls := r.placeCalls()
-	rep = r.place(Order{PackageDir: "/pkg/echo", Start: true, Pin: hs[1].id})
-	if want := hs[1].id + ": node is in policy.deny_nodes"; !strings.Contains(rep.Governance, want) {
+	rep = r.place(Order{PackageDir: "/pkg/echo", Start: true, Pin: hs[1].ID})
+	if want := hs[1].ID + ": node is in policy.deny_nodes"; !strings.Contains(rep.Governance, want) {
 		t.Fatalf("pinned to a denied node: governance %q, want %q", rep.Governance, want)
 	}
 	if len(rep.Attempts) != 0 || r.placeCalls() != calls {
 		t.Errorf("a node was called: %+v", rep.Attempts)
 	}
 	// Unpinned, the other node takes it: not governance's.
-	if rep = r.place(echo); rep.Governance != "" || rep.Placed == nil || rep.Placed.Node != hs[0].id {
+	if rep = r.place(echo); rep.Governance != "" || rep.Placed == nil || rep.Placed.Node != hs[0].ID {
 		t.Errorf("unpinned: governance %q placed %+v", rep.Governance, rep.Placed)
 	}
 

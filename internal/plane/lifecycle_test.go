@@ -10,12 +10,13 @@ import (
 
 	"github.com/nodeld/nodeld/internal/chain"
 	"github.com/nodeld/nodeld/internal/ctl"
+	"github.com/nodeld/nodeld/internal/plane/planetest"
 )
 
 // hostOf returns the fake host of a node id.
-func hostOf(hs []*fakeHost, id string) *fakeHost {
+func hostOf(hs []*planetest.Host, id string) *planetest.Host {
 	for _, h := range hs {
-		if h.id == id {
+		if h.ID == id {
 			return h
 		}
 	}
@@ -24,14 +25,14 @@ func hostOf(hs []*fakeHost, id string) *fakeHost {
 
 // liveCopies counts the copies of pkgID on hosts that are not killed.
 func (r *rig) liveCopies(pkgID string) int {
-	r.cl.mu.Lock()
-	defer r.cl.mu.Unlock()
+	r.cl.Mu.Lock()
+	defer r.cl.Mu.Unlock()
 	n := 0
-	for _, h := range r.cl.hosts {
-		if h.down {
+	for _, h := range r.cl.Hosts {
+		if h.Down {
 			continue
 		}
-		for _, in := range h.instances {
+		for _, in := range h.Instances {
 			if in.Package == pkgID {
 				n++
 			}
@@ -60,7 +61,7 @@ func TestDeadNodeRescheduledThenOrphanUnloaded(t *testing.T) {
 	r.tick()
 	rep := r.place(echo)
 	old := hostOf(hs, rep.Placed.Node)
-	r.cl.set(old, func(h *fakeHost) { h.down = true })
+	r.cl.Kill(old)
 	killed := r.clk.Now()
 
 	// Unreachable is not dead: nothing happens on the first ticks.
@@ -100,11 +101,11 @@ func TestDeadNodeRescheduledThenOrphanUnloaded(t *testing.T) {
 	}
 
 	// The node returns with its copy: it is unloaded; one copy remains.
-	r.cl.set(old, func(h *fakeHost) { h.down = false })
+	r.cl.Revive(old)
 	r.step()
 	r.wantCopies("echo", 1)
 	ps := r.c.Placements()
-	if len(ps) != 1 || ps[0].Life != LifePlaced || ps[0].Node == old.id || len(ps[0].Moves) != 1 {
+	if len(ps) != 1 || ps[0].Life != LifePlaced || ps[0].Node == old.ID || len(ps[0].Moves) != 1 {
 		t.Fatalf("after the return: %+v", ps)
 	}
 	if len(r.entries(KindOrphan)) != 1 {
@@ -116,7 +117,7 @@ func TestFrozenNodeDoesNotStallTick(t *testing.T) {
 	r, hs := newRig(t, 8, 8)
 	r.cfg.DescribeTimeout = 50 * time.Millisecond
 	r.restart()
-	r.cl.set(hs[0], func(h *fakeHost) { h.frozen = true })
+	r.cl.Set(hs[0], func(h *planetest.Host) { h.Frozen = true })
 	done := make(chan error, 1)
 	go func() { done <- r.c.Tick(context.Background()) }()
 	select {
@@ -128,7 +129,7 @@ func TestFrozenNodeDoesNotStallTick(t *testing.T) {
 		t.Fatal("a frozen node stalled the tick")
 	}
 	rep := r.place(echo)
-	if rep.Placed == nil || rep.Placed.Node != hs[1].id {
+	if rep.Placed == nil || rep.Placed.Node != hs[1].ID {
 		t.Fatalf("placed %+v, want on the answering node", rep.Placed)
 	}
 }
@@ -137,10 +138,10 @@ func TestRescheduleBackoffDoublesAndNeverStops(t *testing.T) {
 	r, hs := newRig(t, 8, 0)
 	r.tick()
 	rep := r.place(echo)
-	if rep.Placed == nil || rep.Placed.Node != hs[0].id {
+	if rep.Placed == nil || rep.Placed.Node != hs[0].ID {
 		t.Fatalf("placed %+v", rep.Placed)
 	}
-	r.cl.set(hs[0], func(h *fakeHost) { h.down = true })
+	r.cl.Kill(hs[0])
 	var prev time.Time
 	var gaps []time.Duration
 	attempts := 0
@@ -177,7 +178,7 @@ func TestRescheduleBackoffDoublesAndNeverStops(t *testing.T) {
 		t.Errorf("no still-retrying alert")
 	}
 	// Capacity returns: placed on the next attempt.
-	r.cl.set(hs[1], func(h *fakeHost) { h.facts.MemFreeBytes = 8 << 30 })
+	r.cl.Set(hs[1], func(h *planetest.Host) { h.Facts.MemFreeBytes = 8 << 30 })
 	for range 70 {
 		r.step()
 		if r.liveCopies("echo") == 1 {
@@ -196,20 +197,20 @@ func TestMaxReschedulesAlert(t *testing.T) {
 	r.tick()
 	rep := r.place(echo)
 	first := hostOf(hs, rep.Placed.Node)
-	r.cl.set(first, func(h *fakeHost) { h.down = true })
+	r.cl.Kill(first)
 	for range 10 {
 		r.step()
 	}
 	if r.liveCopies("echo") != 1 {
 		t.Fatal("first loss not rescheduled")
 	}
-	var second *fakeHost
+	var second *planetest.Host
 	for _, p := range r.c.Placements() {
 		if p.Life == LifePlaced {
 			second = hostOf(hs, p.Node)
 		}
 	}
-	r.cl.set(second, func(h *fakeHost) { h.down = true })
+	r.cl.Kill(second)
 	for range 10 {
 		r.step()
 	}
@@ -228,22 +229,22 @@ func TestRejoin(t *testing.T) {
 	r, hs := newRig(t, 8)
 	r.tick()
 	r.place(echo)
-	r.cl.set(hs[0], func(h *fakeHost) { h.down = true })
+	r.cl.Kill(hs[0])
 	for range 10 {
 		r.step()
 	}
 	if p := r.c.Placements()[0]; p.Life != LifeLost || p.Attempts == 0 {
 		t.Fatalf("after the node died: %+v", p)
 	}
-	calls := len(r.cl.calls)
-	r.cl.set(hs[0], func(h *fakeHost) { h.down = false })
+	calls := len(r.cl.Calls)
+	r.cl.Revive(hs[0])
 	r.step()
 	p := r.c.Placements()[0]
 	if p.Life != LifePlaced || p.Attempts != 0 || p.HostState != ctl.StateRunning {
 		t.Fatalf("after the rejoin: %+v", p)
 	}
-	if len(r.cl.calls) != calls {
-		t.Errorf("calls on rejoin: %v", r.cl.calls[calls:])
+	if len(r.cl.Calls) != calls {
+		t.Errorf("calls on rejoin: %v", r.cl.Calls[calls:])
 	}
 	r.wantCopies("echo", 1)
 }
@@ -253,12 +254,12 @@ func TestRebootWithoutInstanceReplaced(t *testing.T) {
 	r.tick()
 	rep := r.place(echo)
 	h := hostOf(hs, rep.Placed.Node)
-	r.cl.set(h, func(h *fakeHost) { clear(h.instances) })
+	r.cl.Set(h, func(h *planetest.Host) { clear(h.Instances) })
 	r.step()
 	r.wantCopies("echo", 1)
 	ps := r.c.Placements()
 	// Placed again on its own node, which answers: no move.
-	if len(ps) != 1 || ps[0].Life != LifePlaced || ps[0].DecisionID == rep.DecisionID || ps[0].Node != h.id || len(ps[0].Moves) != 0 {
+	if len(ps) != 1 || ps[0].Life != LifePlaced || ps[0].DecisionID == rep.DecisionID || ps[0].Node != h.ID || len(ps[0].Moves) != 0 {
 		t.Fatalf("after the reboot: %+v", ps)
 	}
 	if !chainHas(r.entries(KindMigrate), "instance_lost") {
@@ -286,7 +287,7 @@ func TestRestartThenRescheduleAfterDeath(t *testing.T) {
 	r, hs := newRig(t, 8, 8)
 	r.tick()
 	rep := r.place(echo)
-	r.cl.set(hostOf(hs, rep.Placed.Node), func(h *fakeHost) { h.down = true })
+	r.cl.Set(hostOf(hs, rep.Placed.Node), func(h *planetest.Host) { h.Down = true })
 	r.restart()
 	for range 10 {
 		r.step()
@@ -305,11 +306,11 @@ func TestCrashDuringRescheduleNeverTwoCopies(t *testing.T) {
 	if other == old {
 		other = hs[1]
 	}
-	r.cl.set(old, func(h *fakeHost) { h.down = true })
+	r.cl.Kill(old)
 	// The replacement's place is made, the host acts, and the controller
 	// crashes before the answer: the file holds the new placement
 	// (dispatching) and the old one (lost, replaced by it).
-	r.cl.set(other, func(h *fakeHost) { h.place = placeLostAfterActing })
+	r.cl.Set(other, func(h *planetest.Host) { h.Place = planetest.PlaceLostAfterActing })
 	var atCall []byte
 	c := r.capturingController(t, &atCall)
 	for range 10 {
@@ -325,7 +326,7 @@ func TestCrashDuringRescheduleNeverTwoCopies(t *testing.T) {
 	if err := os.WriteFile(r.state, atCall, StateFileMode); err != nil {
 		t.Fatal(err)
 	}
-	r.cl.set(other, func(h *fakeHost) { h.place = placeOK })
+	r.cl.Set(other, func(h *planetest.Host) { h.Place = planetest.PlaceOK })
 	r.restart()
 	for range 5 {
 		r.step()
@@ -333,7 +334,7 @@ func TestCrashDuringRescheduleNeverTwoCopies(t *testing.T) {
 	if n := r.liveCopies("echo"); n != 1 {
 		t.Fatalf("%d live copies after the crash", n)
 	}
-	r.cl.set(old, func(h *fakeHost) { h.down = false })
+	r.cl.Revive(old)
 	r.step()
 	r.wantCopies("echo", 1)
 }
@@ -343,18 +344,18 @@ func TestRefusedOrphanUnloadBacksOff(t *testing.T) {
 	r.tick()
 	rep := r.place(echo)
 	old := hostOf(hs, rep.Placed.Node)
-	r.cl.set(old, func(h *fakeHost) { h.down = true })
+	r.cl.Kill(old)
 	for range 10 {
 		r.step()
 	}
 	refusal := ctl.NewRefusal(ctl.CodeGovernance, "not now")
-	r.cl.set(old, func(h *fakeHost) { h.down = false; h.unloadErr = refusal })
+	r.cl.Set(old, func(h *planetest.Host) { h.Down = false; h.UnloadErr = refusal })
 	unloads := func() int {
-		r.cl.mu.Lock()
-		defer r.cl.mu.Unlock()
+		r.cl.Mu.Lock()
+		defer r.cl.Mu.Unlock()
 		n := 0
-		for _, c := range r.cl.calls {
-			if c == "unload "+old.id {
+		for _, c := range r.cl.Calls {
+			if c == "unload "+old.ID {
 				n++
 			}
 		}
@@ -381,7 +382,7 @@ func TestRefusedOrphanUnloadBacksOff(t *testing.T) {
 	if alerts != 1 {
 		t.Errorf("the same failure chained %d times, want once", alerts)
 	}
-	r.cl.set(old, func(h *fakeHost) { h.unloadErr = nil })
+	r.cl.Set(old, func(h *planetest.Host) { h.UnloadErr = nil })
 	for range 5 {
 		r.step()
 	}
@@ -395,12 +396,12 @@ func TestPinnedInstanceAlertsThenRecovers(t *testing.T) {
 	r, hs := newRig(t, 8, 8)
 	r.tick()
 	o := echo
-	o.Pin = hs[0].id
+	o.Pin = hs[0].ID
 	rep := r.place(o)
-	if rep.Placed == nil || rep.Placed.Node != hs[0].id {
+	if rep.Placed == nil || rep.Placed.Node != hs[0].ID {
 		t.Fatalf("placed %+v", rep.Placed)
 	}
-	r.cl.set(hs[0], func(h *fakeHost) { h.down = true })
+	r.cl.Kill(hs[0])
 	for range 10 {
 		r.step()
 	}
@@ -410,9 +411,9 @@ func TestPinnedInstanceAlertsThenRecovers(t *testing.T) {
 	if !chainHas(r.entries(KindAlert), "pinned to") || len(r.entries(KindAlert)) != 1 {
 		t.Errorf("alerts: %d", len(r.entries(KindAlert)))
 	}
-	r.cl.set(hs[0], func(h *fakeHost) { h.down = false })
+	r.cl.Revive(hs[0])
 	r.step()
-	if p := r.c.Placements()[0]; p.Life != LifePlaced || p.Node != hs[0].id {
+	if p := r.c.Placements()[0]; p.Life != LifePlaced || p.Node != hs[0].ID {
 		t.Fatalf("after the return: %+v", p)
 	}
 	r.wantCopies("echo", 1)
@@ -423,13 +424,13 @@ func TestStoppedInstanceNotPlacedAgain(t *testing.T) {
 	r.tick()
 	rep := r.place(echo)
 	h := hostOf(hs, rep.Placed.Node)
-	r.cl.set(h, func(h *fakeHost) {
-		in := h.instances[rep.Placed.InstanceID]
+	r.cl.Set(h, func(h *planetest.Host) {
+		in := h.Instances[rep.Placed.InstanceID]
 		in.Lifecycle = ctl.StateStopped
-		h.instances[rep.Placed.InstanceID] = in
+		h.Instances[rep.Placed.InstanceID] = in
 	})
 	r.step()
-	r.cl.set(h, func(h *fakeHost) { h.down = true })
+	r.cl.Kill(h)
 	for range 10 {
 		r.step()
 	}
@@ -450,10 +451,10 @@ func TestUnsettledReplacementYieldsToReturningNode(t *testing.T) {
 	r.tick()
 	rep := r.place(echo)
 	old := hostOf(hs, rep.Placed.Node)
-	r.cl.set(old, func(h *fakeHost) { h.down = true })
+	r.cl.Kill(old)
 	for _, h := range hs {
 		if h != old {
-			r.cl.set(h, func(h *fakeHost) { h.place = placeLostNoAct; h.statusErr = true })
+			r.cl.Set(h, func(h *planetest.Host) { h.Place = planetest.PlaceLostNoAct; h.StatusErr = true })
 		}
 	}
 	unsettled := false
@@ -470,7 +471,7 @@ func TestUnsettledReplacementYieldsToReturningNode(t *testing.T) {
 		t.Fatalf("no unsettled replacement: %+v", r.c.Placements())
 	}
 	for _, h := range hs {
-		r.cl.set(h, func(h *fakeHost) { h.down = false; h.place = placeOK; h.statusErr = false })
+		r.cl.Set(h, func(h *planetest.Host) { h.Down = false; h.Place = planetest.PlaceOK; h.StatusErr = false })
 	}
 	for range 3 {
 		r.step()
@@ -489,11 +490,11 @@ func TestUnsettledReplacementYieldsToReturningNode(t *testing.T) {
 func TestListingByStatusWhenDescribeHasNone(t *testing.T) {
 	r, hs := newRig(t, 8, 8)
 	for _, h := range hs {
-		r.cl.set(h, func(h *fakeHost) { h.noListing = true })
+		r.cl.Set(h, func(h *planetest.Host) { h.NoListing = true })
 	}
 	r.tick()
 	rep := r.place(echo)
-	r.cl.set(hostOf(hs, rep.Placed.Node), func(h *fakeHost) { clear(h.instances) })
+	r.cl.Set(hostOf(hs, rep.Placed.Node), func(h *planetest.Host) { clear(h.Instances) })
 	r.step()
 	r.wantCopies("echo", 1)
 	if ps := r.c.Placements(); len(ps) != 1 || ps[0].DecisionID == rep.DecisionID {
@@ -509,12 +510,12 @@ func TestOtherKeyIsNotContact(t *testing.T) {
 	rep := r.place(echo)
 	h := hostOf(hs, rep.Placed.Node)
 	other, _ := testKey(t, 77)
-	r.cl.set(h, func(h *fakeHost) { h.key = other })
+	r.cl.Set(h, func(h *planetest.Host) { h.Key = other })
 	for range 10 {
 		r.step()
 	}
 	r.c.mu.Lock()
-	alive := r.c.nodes[h.id].alive
+	alive := r.c.nodes[h.ID].alive
 	r.c.mu.Unlock()
 	if alive {
 		t.Fatal("a node answering with another key counts as alive")
@@ -522,7 +523,7 @@ func TestOtherKeyIsNotContact(t *testing.T) {
 	ps := r.c.Placements()
 	moved := false
 	for _, p := range ps {
-		moved = moved || (p.Life == LifePlaced && p.Node != h.id)
+		moved = moved || (p.Life == LifePlaced && p.Node != h.ID)
 	}
 	if !moved {
 		t.Fatalf("not rescheduled off the re-keyed node: %+v", ps)
@@ -531,7 +532,7 @@ func TestOtherKeyIsNotContact(t *testing.T) {
 
 // placedOnOneOfTwo is a rig of two nodes with echo placed: a holds it,
 // b does not.
-func placedOnOneOfTwo(t *testing.T) (r *rig, rep Report, a, b *fakeHost) {
+func placedOnOneOfTwo(t *testing.T) (r *rig, rep Report, a, b *planetest.Host) {
 	t.Helper()
 	r, hs := newRig(t, 16, 8)
 	r.tick()
@@ -540,7 +541,7 @@ func placedOnOneOfTwo(t *testing.T) (r *rig, rep Report, a, b *fakeHost) {
 		t.Fatalf("not placed:\n%s", rep.Explain())
 	}
 	a, b = hs[0], hs[1]
-	if rep.Placed.Node == b.id {
+	if rep.Placed.Node == b.ID {
 		a, b = b, a
 	}
 	return r, rep, a, b
@@ -554,13 +555,13 @@ func placedOnOneOfTwo(t *testing.T) (r *rig, rep Report, a, b *fakeHost) {
 // why, and moved to a target, as a dead target's would be.
 func TestRemovedTargetPlacementsMoveAfterRestart(t *testing.T) {
 	r, rep, a, b := placedOnOneOfTwo(t)
-	r.targets = slices.DeleteFunc(slices.Clone(r.targets), func(t Target) bool { return t.ID == a.id })
-	r.cl.set(a, func(h *fakeHost) { h.down = true }) // its link is gone too
+	r.targets = slices.DeleteFunc(slices.Clone(r.targets), func(t Target) bool { return t.ID == a.ID })
+	r.cl.Kill(a) // its link is gone too
 	r.restart()
 	for range 2 {
 		r.step()
 	}
-	if ps := r.c.Placements(); len(ps) != 1 || ps[0].Life != LifePlaced || ps[0].Node != a.id {
+	if ps := r.c.Placements(); len(ps) != 1 || ps[0].Life != LifePlaced || ps[0].Node != a.ID {
 		t.Fatalf("before dead_after: %+v", ps)
 	}
 	r.clk.Advance(r.cfg.DeadAfter)
@@ -577,7 +578,7 @@ func TestRemovedTargetPlacementsMoveAfterRestart(t *testing.T) {
 	if old == nil || old.Life != LifeRescheduled || !strings.Contains(old.LostReason, "no longer a target") {
 		t.Fatalf("old placement after dead_after: %+v", old)
 	}
-	if nu == nil || nu.Life != LifePlaced || nu.Node != b.id || nu.Replaces != rep.DecisionID {
+	if nu == nil || nu.Life != LifePlaced || nu.Node != b.ID || nu.Replaces != rep.DecisionID {
 		t.Fatalf("replacement: %+v", nu)
 	}
 	if !chainHas(r.entries(KindLifecycle), "no longer a target") {
@@ -597,7 +598,7 @@ func TestRemovedTargetPlacementsMoveAfterRestart(t *testing.T) {
 // passed since the node's last contact, the placement moves.
 func TestRemovedTargetPlacementsMove(t *testing.T) {
 	r, rep, a, b := placedOnOneOfTwo(t)
-	rest := slices.DeleteFunc(slices.Clone(r.targets), func(t Target) bool { return t.ID == a.id })
+	rest := slices.DeleteFunc(slices.Clone(r.targets), func(t Target) bool { return t.ID == a.ID })
 	if err := r.c.SetTargets(rest); err != nil {
 		t.Fatal(err)
 	}
@@ -609,7 +610,7 @@ func TestRemovedTargetPlacementsMove(t *testing.T) {
 	r.tick()
 	moved := false
 	for _, p := range r.c.Placements() {
-		if p.Replaces == rep.DecisionID && p.Node == b.id && p.Life == LifePlaced {
+		if p.Replaces == rep.DecisionID && p.Node == b.ID && p.Life == LifePlaced {
 			moved = true
 		}
 	}

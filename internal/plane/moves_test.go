@@ -10,6 +10,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/nodeld/nodeld/internal/plane/planetest"
 )
 
 // TestSameNodeRestartsAreNotMoves is the repro: a declared
@@ -26,7 +28,7 @@ func TestSameNodeRestartsAreNotMoves(t *testing.T) {
 		t.Fatalf("%d instances at first", n)
 	}
 	for i := range r.cfg.MaxReschedules + 2 {
-		r.cl.set(hs[0], func(h *fakeHost) { clear(h.instances) }) // the node restarted
+		r.cl.Set(hs[0], func(h *planetest.Host) { clear(h.Instances) }) // the node restarted
 		r.clk.Advance(8 * time.Second)
 		r.tick()
 		if n := len(r.liveOf("chat")); n != 1 {
@@ -59,7 +61,7 @@ func TestMovesCountWithinTheWindow(t *testing.T) {
 			r.c.log = zap.New(core)
 			r.tick()
 			first := hostOf(hs, r.place(echo).Placed.Node)
-			r.cl.set(first, func(h *fakeHost) { h.down = true })
+			r.cl.Kill(first)
 			r.clk.Advance(r.cfg.DeadAfter)
 			r.tick()
 			var moved Placement
@@ -71,10 +73,10 @@ func TestMovesCountWithinTheWindow(t *testing.T) {
 			if len(moved.Moves) != 1 {
 				t.Fatalf("first move: %+v", r.c.Placements())
 			}
-			r.cl.set(first, func(h *fakeHost) { h.down = false })
+			r.cl.Revive(first)
 			r.step() // the old copy is unloaded
 			second := hostOf(hs, moved.Node)
-			r.cl.set(second, func(h *fakeHost) { h.down = true })
+			r.cl.Kill(second)
 			r.clk.Advance(r.cfg.DeadAfter)
 			r.tick()
 			pl := r.mustPlacement(moved.DecisionID)
@@ -127,10 +129,10 @@ func TestCappedInstanceRestartsInPlace(t *testing.T) {
 	r.tick()
 	rep := r.place(echo)
 	h := hostOf(hs, rep.Placed.Node)
-	r.cl.set(h, func(h *fakeHost) { clear(h.instances) })
+	r.cl.Set(h, func(h *planetest.Host) { clear(h.Instances) })
 	r.step()
 	ps := r.c.Placements()
-	if len(ps) != 1 || ps[0].Life != LifePlaced || ps[0].Node != h.id || ps[0].Capped {
+	if len(ps) != 1 || ps[0].Life != LifePlaced || ps[0].Node != h.ID || ps[0].Capped {
 		t.Fatalf("after a restart past the cap: %+v", ps)
 	}
 }
@@ -154,17 +156,17 @@ func TestReturningNodeWakesBackoffs(t *testing.T) {
 	a, b := hs[0], hs[1]
 	r.addVersion("big", "1.0.0", 6, nil)
 	r.restart() // with the store
-	r.cl.set(b, func(h *fakeHost) { h.down = true })
+	r.cl.Kill(b)
 	r.tick()
 	rep := r.place(echo) // on a, the only node
-	if rep.Placed == nil || rep.Placed.Node != a.id {
+	if rep.Placed == nil || rep.Placed.Node != a.ID {
 		t.Fatalf("placed %+v", rep.Placed)
 	}
 	// a fills up; big is declared and does not fit anywhere.
-	r.cl.set(a, func(h *fakeHost) { h.facts.MemFreeBytes = 1 << 30 })
+	r.cl.Set(a, func(h *planetest.Host) { h.Facts.MemFreeBytes = 1 << 30 })
 	r.declare(true, Workload{Name: "big", Package: "big"})
 	// a dies too: echo is lost, and cannot be placed anywhere.
-	r.cl.set(a, func(h *fakeHost) { h.down = true })
+	r.cl.Kill(a)
 	// Both back off until each has more than a minute left to wait.
 	waiting := func() (declState, Placement, bool) {
 		st := r.declState("big")
@@ -188,7 +190,7 @@ func TestReturningNodeWakesBackoffs(t *testing.T) {
 		r.step()
 	}
 	// b comes back with room for both: the next tick places them.
-	r.cl.set(b, func(h *fakeHost) { h.down = false; h.facts.MemFreeBytes = 16 << 30 })
+	r.cl.Set(b, func(h *planetest.Host) { h.Down = false; h.Facts.MemFreeBytes = 16 << 30 })
 	r.step()
 	r.step() // a place is seen in b's facts a tick later
 	if n := len(r.liveOf("big")); n != 1 {
@@ -217,12 +219,12 @@ func TestPeerStoppedIsDeadAtOnce(t *testing.T) {
 	r.tick()
 	rep := r.place(echo)
 	h := hostOf(hs, rep.Placed.Node)
-	r.cl.set(h, func(h *fakeHost) { h.down = true })
+	r.cl.Kill(h)
 	r.step()
 	if r.liveCopies("echo") != 0 || r.mustPlacement(rep.DecisionID).Life != LifePlaced {
 		t.Fatal("moved before dead_after without a word")
 	}
-	r.c.PeerStopped(h.id)
+	r.c.PeerStopped(h.ID)
 	r.c.PeerStopped("n-not-a-target") // ignored
 	r.step()
 	if r.liveCopies("echo") != 1 || r.mustPlacement(rep.DecisionID).Life != LifeRescheduled {
@@ -231,11 +233,11 @@ func TestPeerStoppedIsDeadAtOnce(t *testing.T) {
 	if r.clk.Now().Sub(t0) >= r.cfg.DeadAfter {
 		t.Fatal("the test took dead_after")
 	}
-	r.cl.set(h, func(h *fakeHost) { h.down = false })
+	r.cl.Revive(h)
 	r.step()
 	for _, n := range r.c.Nodes() {
-		if n.ID == h.id && n.Liveness.String() != "alive" {
-			t.Fatalf("back, %s is %s", h.id, n.Liveness)
+		if n.ID == h.ID && n.Liveness.String() != "alive" {
+			t.Fatalf("back, %s is %s", h.ID, n.Liveness)
 		}
 	}
 }

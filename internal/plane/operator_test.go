@@ -13,6 +13,7 @@ import (
 
 	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/engine"
+	"github.com/nodeld/nodeld/internal/plane/planetest"
 )
 
 // TestRecentKeepsReportsOfEveryDecision: operator places, dry runs,
@@ -44,10 +45,10 @@ func TestRecentKeepsReportsOfEveryDecision(t *testing.T) {
 	// The placed instance's node dies: the reschedule's decision is
 	// explained too.
 	host := hs[0]
-	if placed.Placed.Node == hs[1].id {
+	if placed.Placed.Node == hs[1].ID {
 		host = hs[1]
 	}
-	r.cl.set(host, func(h *fakeHost) { h.down = true })
+	r.cl.Kill(host)
 	r.clk.Advance(r.cfg.DeadAfter)
 	r.tick()
 	var moved *Placement
@@ -60,7 +61,7 @@ func TestRecentKeepsReportsOfEveryDecision(t *testing.T) {
 		t.Fatalf("not rescheduled: %+v", r.c.Placements())
 	}
 	rep, ok := r.c.Recent(moved.DecisionID)
-	if !ok || rep.Placed == nil || rep.Placed.Node == host.id {
+	if !ok || rep.Placed == nil || rep.Placed.Node == host.ID {
 		t.Fatalf("reschedule report %+v, %v", rep, ok)
 	}
 	if !strings.Contains(rep.Explain(), "decision_id: "+moved.DecisionID) {
@@ -115,18 +116,18 @@ func TestNodeViews(t *testing.T) {
 		got[v.ID] = v
 	}
 	for _, h := range hs {
-		v := got[h.id]
+		v := got[h.ID]
 		want := NodeView{
-			ID: h.id, Tier: engine.TrustPaired, Liveness: engine.Alive, LastContact: r.clk.Now(),
-			HasFacts: true, MemFreeBytes: h.facts.MemFreeBytes, MemTotalBytes: h.facts.MemTotalBytes,
+			ID: h.ID, Tier: engine.TrustPaired, Liveness: engine.Alive, LastContact: r.clk.Now(),
+			HasFacts: true, MemFreeBytes: h.Facts.MemFreeBytes, MemTotalBytes: h.Facts.MemTotalBytes,
 		}
-		if h.id == rep.Placed.Node {
+		if h.ID == rep.Placed.Node {
 			want.Instances, want.Placements = 1, 1
 		}
 		// Facts details are the fake host's; compare what the view adds.
 		v.FactsSeq, v.FactsIssued, v.FactsExpire, v.FactsAge = 0, time.Time{}, time.Time{}, 0
 		if diff := cmp.Diff(want, v); diff != "" {
-			t.Errorf("view of %s (-want +got):\n%s", h.id, diff)
+			t.Errorf("view of %s (-want +got):\n%s", h.ID, diff)
 		}
 	}
 }
@@ -160,9 +161,9 @@ func TestStartThroughController(t *testing.T) {
 				if p.Stopped || p.HostState != ctl.StateRunning || !p.WasRunning {
 					t.Fatalf("after start: %+v", p)
 				}
-				r.cl.mu.Lock()
-				state := h.instances[rep.Placed.InstanceID].Lifecycle
-				r.cl.mu.Unlock()
+				r.cl.Mu.Lock()
+				state := h.Instances[rep.Placed.InstanceID].Lifecycle
+				r.cl.Mu.Unlock()
 				if state != ctl.StateRunning {
 					t.Fatalf("the host has it %s", state)
 				}
@@ -176,7 +177,7 @@ func TestStartThroughController(t *testing.T) {
 					t.Fatalf("after restart: %+v", ps)
 				}
 			}
-			r.cl.set(h, func(h *fakeHost) { h.down = true })
+			r.cl.Kill(h)
 			r.clk.Advance(r.cfg.DeadAfter)
 			for range 3 {
 				r.step()
@@ -199,7 +200,7 @@ func TestStartRefusals(t *testing.T) {
 	}
 	// Its node dies and it moves: the old placement has no instance to
 	// start.
-	r.cl.set(hostOf(hs, rep.Placed.Node), func(h *fakeHost) { h.down = true })
+	r.cl.Set(hostOf(hs, rep.Placed.Node), func(h *planetest.Host) { h.Down = true })
 	r.clk.Advance(r.cfg.DeadAfter)
 	r.step()
 	if _, err := r.c.Start(ctx, rep.DecisionID); !errors.Is(err, ErrNotStartable) {

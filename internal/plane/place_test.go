@@ -16,16 +16,17 @@ import (
 	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/engine"
 	"github.com/nodeld/nodeld/internal/pkg"
+	"github.com/nodeld/nodeld/internal/plane/planetest"
 )
 
 // rankOrder returns the ranked candidates of a dry run.
 // firstOfTwo is the one of two hosts ranked first for echo, with the
 // rank order.
-func (r *rig) firstOfTwo(hs []*fakeHost) (*fakeHost, []string) {
+func (r *rig) firstOfTwo(hs []*planetest.Host) (*planetest.Host, []string) {
 	r.t.Helper()
 	order := r.rankOrder()
 	first := hs[0]
-	if hs[1].id == order[0] {
+	if hs[1].ID == order[0] {
 		first = hs[1]
 	}
 	return first, order
@@ -63,7 +64,7 @@ func TestPlaceGoesToBestNode(t *testing.T) {
 	if rep.Placed.Node != rep.Decision.Chosen.Node {
 		t.Errorf("placed on %s, engine chose %s", rep.Placed.Node, rep.Decision.Chosen.Node)
 	}
-	if rep.Placed.Node == hs[2].id {
+	if rep.Placed.Node == hs[2].ID {
 		t.Errorf("placed on the node without free memory")
 	}
 	r.wantCopies("echo", 1)
@@ -106,12 +107,12 @@ func TestRefusedAndUnreachableFallThrough(t *testing.T) {
 	r, hs := newRig(t, 8, 8, 8)
 	r.tick()
 	order := r.rankOrder()
-	byID := map[string]*fakeHost{}
+	byID := map[string]*planetest.Host{}
 	for _, h := range hs {
-		byID[h.id] = h
+		byID[h.ID] = h
 	}
-	r.cl.set(byID[order[0]], func(h *fakeHost) { h.place = placeRefuse })
-	r.cl.set(byID[order[1]], func(h *fakeHost) { h.down = true })
+	r.cl.Set(byID[order[0]], func(h *planetest.Host) { h.Place = planetest.PlaceRefuse })
+	r.cl.Kill(byID[order[1]])
 	rep := r.place(echo)
 	want := []string{order[0] + " refused", order[1] + " unreachable", order[2] + " placed"}
 	if d := cmp.Diff(want, outcomes(rep.Attempts)); d != "" {
@@ -136,7 +137,7 @@ func TestEveryCandidateRefuses(t *testing.T) {
 	r, hs := newRig(t, 8, 8)
 	r.tick()
 	for _, h := range hs {
-		r.cl.set(h, func(h *fakeHost) { h.place = placeRefuse })
+		r.cl.Set(h, func(h *planetest.Host) { h.Place = planetest.PlaceRefuse })
 	}
 	rep := r.place(echo)
 	if rep.Placed != nil || len(rep.Attempts) != 2 || len(r.c.Placements()) != 0 {
@@ -147,16 +148,16 @@ func TestEveryCandidateRefuses(t *testing.T) {
 func TestIndeterminateReconciles(t *testing.T) {
 	tests := []struct {
 		name      string
-		mode      placeMode
+		mode      planetest.PlaceMode
 		statusErr bool
 		want      []string // attempt outcomes by rank index
 		placedAt  int      // rank index, -1 none
 		unsettled bool
 	}{
-		{name: "found is adopted", mode: placeLostAfterActing, want: []string{"0 indeterminate"}, placedAt: 0},
-		{name: "not found goes to the next", mode: placeLostNoAct, want: []string{"0 indeterminate", "1 placed"}, placedAt: 1},
-		{name: "in flight stops", mode: placeInFlight, want: []string{"0 indeterminate"}, placedAt: -1, unsettled: true},
-		{name: "status unreachable stops", mode: placeLostAfterActing, statusErr: true, want: []string{"0 indeterminate"}, placedAt: -1, unsettled: true},
+		{name: "found is adopted", mode: planetest.PlaceLostAfterActing, want: []string{"0 indeterminate"}, placedAt: 0},
+		{name: "not found goes to the next", mode: planetest.PlaceLostNoAct, want: []string{"0 indeterminate", "1 placed"}, placedAt: 1},
+		{name: "in flight stops", mode: planetest.PlaceInFlight, want: []string{"0 indeterminate"}, placedAt: -1, unsettled: true},
+		{name: "status unreachable stops", mode: planetest.PlaceLostAfterActing, statusErr: true, want: []string{"0 indeterminate"}, placedAt: -1, unsettled: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -164,7 +165,7 @@ func TestIndeterminateReconciles(t *testing.T) {
 			r.tick()
 			first, order := r.firstOfTwo(hs)
 			idx := map[string]string{order[0]: "0", order[1]: "1"}
-			r.cl.set(first, func(h *fakeHost) { h.place = tt.mode; h.statusErr = tt.statusErr })
+			r.cl.Set(first, func(h *planetest.Host) { h.Place = tt.mode; h.StatusErr = tt.statusErr })
 			rep := r.place(echo)
 			var got []string
 			for _, a := range rep.Attempts {
@@ -183,7 +184,7 @@ func TestIndeterminateReconciles(t *testing.T) {
 			} else if rep.Placed != nil {
 				t.Fatalf("placed %+v while unsettled", rep.Placed)
 			}
-			n, _ := r.cl.copies("echo")
+			n, _ := r.cl.Copies("echo")
 			if n > 1 {
 				t.Fatalf("%d copies", n)
 			}
@@ -191,35 +192,35 @@ func TestIndeterminateReconciles(t *testing.T) {
 				return
 			}
 			// Nothing else is sent while unsettled.
-			calls := len(r.cl.calls)
+			calls := len(r.cl.Calls)
 			r.clk.Advance(r.cfg.Tick)
 			r.tick()
-			if len(r.cl.calls) != calls {
-				t.Errorf("calls while unsettled: %v", r.cl.calls[calls:])
+			if len(r.cl.Calls) != calls {
+				t.Errorf("calls while unsettled: %v", r.cl.Calls[calls:])
 			}
 			// The node settles: the in-flight decision placed, or status
 			// answers again. The next tick adopts it.
-			r.cl.set(first, func(h *fakeHost) {
-				h.statusErr = false
-				if len(h.inFlight) > 0 {
-					h.inFlight = nil
-					h.place = placeOK
+			r.cl.Set(first, func(h *planetest.Host) {
+				h.StatusErr = false
+				if len(h.InFlight) > 0 {
+					h.InFlight = nil
+					h.Place = planetest.PlaceOK
 				}
 			})
-			if tt.mode == placeInFlight {
+			if tt.mode == planetest.PlaceInFlight {
 				// The host finished the place after all.
-				r.cl.mu.Lock()
-				p := r.cl.pkgs["/pkg/echo"]
-				r.cl.mu.Unlock()
+				r.cl.Mu.Lock()
+				p := r.cl.Pkgs["/pkg/echo"]
+				r.cl.Mu.Unlock()
 				pl := r.c.Placements()[0]
-				if _, err := r.cl.PlaceDecided(context.Background(), first.id, fakePkg{p}, pl.Variant, pl.Order.Config, true, pl.DecisionID); err != nil {
+				if _, err := r.cl.PlaceDecided(context.Background(), first.ID, fakePkg{p}, pl.Variant, pl.Order.Config, true, pl.DecisionID); err != nil {
 					t.Fatal(err)
 				}
 			}
 			r.clk.Advance(r.cfg.Tick)
 			r.tick()
 			ps := r.c.Placements()
-			if len(ps) != 1 || ps[0].Life != LifePlaced || ps[0].Node != first.id {
+			if len(ps) != 1 || ps[0].Life != LifePlaced || ps[0].Node != first.ID {
 				t.Fatalf("after settling: %+v", ps)
 			}
 			r.wantCopies("echo", 1)
@@ -234,11 +235,11 @@ func TestUnsettledNotFoundResumesNextCandidate(t *testing.T) {
 	r, hs := newRig(t, 8, 8)
 	r.tick()
 	first, order := r.firstOfTwo(hs)
-	r.cl.set(first, func(h *fakeHost) { h.place = placeLostNoAct; h.statusErr = true })
+	r.cl.Set(first, func(h *planetest.Host) { h.Place = planetest.PlaceLostNoAct; h.StatusErr = true })
 	if rep := r.place(echo); !rep.Unsettled {
 		t.Fatalf("not unsettled: %+v", rep)
 	}
-	r.cl.set(first, func(h *fakeHost) { h.statusErr = false })
+	r.cl.Set(first, func(h *planetest.Host) { h.StatusErr = false })
 	r.clk.Advance(r.cfg.Tick)
 	r.tick()
 	ps := r.c.Placements()
@@ -250,7 +251,7 @@ func TestUnsettledNotFoundResumesNextCandidate(t *testing.T) {
 
 func TestGovernanceDefaultDeny(t *testing.T) {
 	r, _ := newRig(t, 8, 8)
-	r.cl.addPackage("/pkg/chat", "chat", pkg.KindInference, 1)
+	r.cl.AddPackage("/pkg/chat", "chat", pkg.KindInference, 1)
 	r.tick()
 	rep := r.place(Order{PackageDir: "/pkg/chat", Start: true})
 	if rep.Decision.Chosen != nil || rep.Placed != nil {
@@ -286,11 +287,11 @@ func TestGovernanceDefaultDeny(t *testing.T) {
 func TestCrashOnThePlacePathNeverTwoCopies(t *testing.T) {
 	tests := []struct {
 		name string
-		mode placeMode // what the first candidate did when the crash came
+		mode planetest.PlaceMode // what the first candidate did when the crash came
 	}{
-		{"before the place reached the node", placeLostNoAct},
-		{"after the node placed, before the answer", placeLostAfterActing},
-		{"after the answer", placeOK},
+		{"before the place reached the node", planetest.PlaceLostNoAct},
+		{"after the node placed, before the answer", planetest.PlaceLostAfterActing},
+		{"after the answer", planetest.PlaceOK},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -299,7 +300,7 @@ func TestCrashOnThePlacePathNeverTwoCopies(t *testing.T) {
 			first, _ := r.firstOfTwo(hs)
 			// The state file as the crash left it: captured when the place
 			// call is made (decision persisted, first candidate named).
-			r.cl.set(first, func(h *fakeHost) { h.place = tt.mode })
+			r.cl.Set(first, func(h *planetest.Host) { h.Place = tt.mode })
 			var atCall []byte
 			c := r.capturingController(t, &atCall)
 			c.Tick(context.Background())
@@ -313,13 +314,13 @@ func TestCrashOnThePlacePathNeverTwoCopies(t *testing.T) {
 				len(st.Placements[0].Candidates) == 0 || st.Placements[0].Life != LifeDispatching {
 				t.Fatalf("state at the place call (%v):\n%s", err, atCall)
 			}
-			if tt.mode != placeOK {
+			if tt.mode != planetest.PlaceOK {
 				// Crash during the call: the file holds what it held then.
 				if err := os.WriteFile(r.state, atCall, StateFileMode); err != nil {
 					t.Fatal(err)
 				}
 			}
-			r.cl.set(first, func(h *fakeHost) { h.place = placeOK })
+			r.cl.Set(first, func(h *planetest.Host) { h.Place = planetest.PlaceOK })
 			r.restart()
 			for range 3 {
 				r.clk.Advance(r.cfg.Tick)
@@ -439,8 +440,8 @@ func TestMetrics(t *testing.T) {
 // facts were issued holds its memory there until newer facts arrive.
 func TestPlacedMemoryPendingUntilFacts(t *testing.T) {
 	r, hs := newRig(t, 1, 1)
-	r.cl.set(hs[0], func(h *fakeHost) { h.facts.MemFreeBytes = 3 << 29 }) // 1.5 GiB
-	r.cl.set(hs[1], func(h *fakeHost) { h.facts.MemFreeBytes = 3 << 29 })
+	r.cl.Set(hs[0], func(h *planetest.Host) { h.Facts.MemFreeBytes = 3 << 29 }) // 1.5 GiB
+	r.cl.Set(hs[1], func(h *planetest.Host) { h.Facts.MemFreeBytes = 3 << 29 })
 	r.tick()
 	r.clk.Advance(time.Second)
 	a := r.place(echo)

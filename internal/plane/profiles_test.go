@@ -10,6 +10,7 @@ import (
 	"github.com/nodeld/nodeld/internal/engine"
 	"github.com/nodeld/nodeld/internal/facts"
 	"github.com/nodeld/nodeld/internal/grammar"
+	"github.com/nodeld/nodeld/internal/plane/planetest"
 )
 
 // recordFacts are facts with capability records.
@@ -143,11 +144,11 @@ func TestViewKeepsProfiles(t *testing.T) {
 			t.Errorf("%s: prepared again although its records did not change", id)
 		}
 	}
-	r.cl.set(hs[1], func(h *fakeHost) { h.facts.MemFreeBytes = 4 << 30 })
+	r.cl.Set(hs[1], func(h *planetest.Host) { h.Facts.MemFreeBytes = 4 << 30 })
 	r.tick()
 	third := profilesOf()
 	for id, p := range first {
-		if changed := third[id] != p; changed != (id == hs[1].id) {
+		if changed := third[id] != p; changed != (id == hs[1].ID) {
 			t.Errorf("%s: profile changed %v", id, changed)
 		}
 	}
@@ -159,7 +160,7 @@ func TestViewKeepsProfiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range d.Candidates {
-		if c.Eligible() == (c.Node == hs[1].id) {
+		if c.Eligible() == (c.Node == hs[1].ID) {
 			t.Errorf("%s eligible %v\n%s", c.Node, c.Eligible(), d.Explain())
 		}
 	}

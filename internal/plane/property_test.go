@@ -14,6 +14,7 @@ import (
 
 	"github.com/nodeld/nodeld/internal/chain"
 	"github.com/nodeld/nodeld/internal/ctl"
+	"github.com/nodeld/nodeld/internal/plane/planetest"
 )
 
 // TestPropertyOneCopy drives a three-node cluster through random kills,
@@ -55,7 +56,7 @@ func onePropertyRun(t *testing.T, seed uint64) {
 			for _, p := range r.c.Placements() {
 				if p.Life == LifePlaced {
 					log = append(log, "kill the holder")
-					r.cl.set(hostOf(hs, p.Node), func(h *fakeHost) { h.down = true })
+					r.cl.Set(hostOf(hs, p.Node), func(h *planetest.Host) { h.Down = true })
 				}
 			}
 		case 7:
@@ -70,7 +71,7 @@ func onePropertyRun(t *testing.T, seed uint64) {
 	// Heal: every node back and well behaved.
 	r.cl.disarmCrash()
 	for _, h := range hs {
-		r.cl.set(h, func(h *fakeHost) { h.down = false; h.place = placeOK; h.statusErr = false })
+		r.cl.Set(h, func(h *planetest.Host) { h.Down = false; h.Place = planetest.PlaceOK; h.StatusErr = false })
 	}
 	for range 12 {
 		r.clk.Advance(r.cfg.Tick)
@@ -86,7 +87,7 @@ func onePropertyRun(t *testing.T, seed uint64) {
 			node = p.Node
 		}
 	}
-	n, on := r.cl.copies("echo")
+	n, on := r.cl.Copies("echo")
 	if placed > 1 || n != placed || (n == 1 && on[0] != node) {
 		fail("healed: %d placed (on %s), %d copies on %v; placements %+v", placed, node, n, on, r.c.Placements())
 	}
@@ -95,7 +96,7 @@ func onePropertyRun(t *testing.T, seed uint64) {
 // propertyRig is a rig of three nodes for a random run, with an
 // in-memory chain and a state file on a memory file system: the fsyncs
 // would make the runs slow, and they are not what is tested.
-func propertyRig(t *testing.T) (*rig, []*fakeHost) {
+func propertyRig(t *testing.T) (*rig, []*planetest.Host) {
 	t.Helper()
 	r, hs := newRig(t, 8, 8, 8)
 	r.app = &memChain{}
@@ -118,38 +119,38 @@ const (
 )
 
 // placeModes are the modes faultMode draws from.
-var placeModes = []placeMode{placeOK, placeRefuse, placeLostAfterActing, placeLostNoAct}
+var placeModes = []planetest.PlaceMode{planetest.PlaceOK, planetest.PlaceRefuse, planetest.PlaceLostAfterActing, planetest.PlaceLostNoAct}
 
 // fault inflicts f on hs[i] (or the controller), drawing what it needs
 // from rnd, and logs it.
-func (r *rig) fault(rnd *rand.Rand, log *[]string, hs []*fakeHost, i int, f fault) {
+func (r *rig) fault(rnd *rand.Rand, log *[]string, hs []*planetest.Host, i int, f fault) {
 	h := hs[i]
 	switch f {
 	case faultKill:
 		*log = append(*log, fmt.Sprint("kill ", i))
-		r.cl.set(h, func(h *fakeHost) { h.down = true })
+		r.cl.Kill(h)
 	case faultRevive:
 		*log = append(*log, fmt.Sprint("revive ", i))
-		r.cl.set(h, func(h *fakeHost) { h.down = false })
+		r.cl.Revive(h)
 	case faultMode:
 		m := placeModes[rnd.IntN(len(placeModes))]
 		*log = append(*log, fmt.Sprint("mode ", i, " ", m))
-		r.cl.set(h, func(h *fakeHost) { h.place = m })
+		r.cl.Set(h, func(h *planetest.Host) { h.Place = m })
 	case faultRestart:
 		*log = append(*log, "restart")
 		r.restart()
 	case faultCrash:
 		acts := rnd.IntN(2) == 0
 		*log = append(*log, fmt.Sprint("crash at the next place, acts ", acts))
-		r.cl.mu.Lock()
-		r.cl.crashArmed, r.cl.crashActs, r.cl.crashPath = true, acts, r.state
-		r.cl.mu.Unlock()
+		r.cl.Mu.Lock()
+		r.cl.CrashArmed, r.cl.CrashActs, r.cl.CrashPath = true, acts, r.state
+		r.cl.Mu.Unlock()
 	case faultFlaky:
 		*log = append(*log, fmt.Sprint("status flaky ", i))
-		r.cl.set(h, func(h *fakeHost) { h.statusErr = !h.statusErr })
+		r.cl.Set(h, func(h *planetest.Host) { h.StatusErr = !h.StatusErr })
 	case faultReboot:
 		*log = append(*log, fmt.Sprint("reboot ", i))
-		r.cl.set(h, func(h *fakeHost) { clear(h.instances) })
+		r.cl.Set(h, func(h *planetest.Host) { clear(h.Instances) })
 	default:
 		r.t.Fatalf("no fault %d", f)
 	}
@@ -176,9 +177,9 @@ func (r *rig) randomTick(rnd *rand.Rand, log *[]string, fail func(string, ...any
 // disarmCrash takes back a crash armed by faultCrash that has not
 // happened.
 func (f *fakeCluster) disarmCrash() {
-	f.mu.Lock()
-	f.crashArmed = false
-	f.mu.Unlock()
+	f.Mu.Lock()
+	f.CrashArmed = false
+	f.Mu.Unlock()
 }
 
 // memChain is an in-memory Appender whose hashes are distinct.
@@ -212,10 +213,10 @@ func shmPath(t *testing.T) string {
 // as the crash left it and restarts the controller.
 func (r *rig) crashRestart() bool {
 	r.t.Helper()
-	r.cl.mu.Lock()
-	crashed, state := r.cl.crashed, r.cl.crashState
-	r.cl.crashed = false
-	r.cl.mu.Unlock()
+	r.cl.Mu.Lock()
+	crashed, state := r.cl.Crashed, r.cl.CrashState
+	r.cl.Crashed = false
+	r.cl.Mu.Unlock()
 	if !crashed {
 		return false
 	}
@@ -287,7 +288,7 @@ func oneDeclaredRun(t *testing.T, seed uint64) {
 		case 9:
 			s := []string{"", ctl.StateUnhealthy}[rnd.IntN(2)]
 			log = append(log, fmt.Sprintf("start as %q on %d", s, i))
-			r.cl.set(h, func(h *fakeHost) { h.startAs = s })
+			r.cl.Set(h, func(h *planetest.Host) { h.StartAs = s })
 		default:
 			if rnd.IntN(3) == 0 {
 				log = append(log, "healthy")
@@ -307,7 +308,12 @@ func oneDeclaredRun(t *testing.T, seed uint64) {
 	// Heal: every node back and well behaved, every instance healthy.
 	r.cl.disarmCrash()
 	for _, h := range hs {
-		r.cl.set(h, func(h *fakeHost) { h.down = false; h.place = placeOK; h.statusErr = false; h.startAs = "" })
+		r.cl.Set(h, func(h *planetest.Host) {
+			h.Down = false
+			h.Place = planetest.PlaceOK
+			h.StatusErr = false
+			h.StartAs = ""
+		})
 	}
 	newest := versions[len(versions)-1]
 	var why error

@@ -97,8 +97,8 @@ func TestTickRunsBesideALongPlace(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := len(r.cl.calls); n != 0 {
-		t.Fatalf("the lifecycle sent %v while the place was under way", r.cl.calls)
+	if n := len(r.cl.Calls); n != 0 {
+		t.Fatalf("the lifecycle sent %v while the place was under way", r.cl.Calls)
 	}
 	close(release)
 	rep := <-done
@@ -140,7 +140,7 @@ func TestTargetsChecked(t *testing.T) {
 func TestNodes(t *testing.T) {
 	r, hs := newRig(t, 8, 8)
 	r.tick()
-	r.cl.set(hs[0], func(h *fakeHost) { h.down = true })
+	r.cl.Kill(hs[0])
 	r.step()
 	got := map[string]engine.Liveness{}
 	for _, n := range r.c.Nodes() {
@@ -149,7 +149,7 @@ func TestNodes(t *testing.T) {
 			t.Errorf("%s: no facts", n.ID)
 		}
 	}
-	if got[hs[0].id] != engine.Suspect || got[hs[1].id] != engine.Alive {
+	if got[hs[0].ID] != engine.Suspect || got[hs[1].ID] != engine.Alive {
 		t.Errorf("liveness %v", got)
 	}
 }

@@ -96,9 +96,9 @@ func TestStartRefusesRevoked(t *testing.T) {
 			p := r.c.Placements()[0]
 			tc.revoke(r, rev, p)
 			instances := len(r.entries(KindInstance))
-			r.cl.mu.Lock()
-			calls := len(r.cl.calls)
-			r.cl.mu.Unlock()
+			r.cl.Mu.Lock()
+			calls := len(r.cl.Calls)
+			r.cl.Mu.Unlock()
 
 			got, err := r.c.Start(ctx, rep.Placed.InstanceID)
 			if !errors.Is(err, ErrStartRevoked) || pkg.ErrorCode(err) != pkg.CodeRevoked ||
@@ -134,10 +134,10 @@ func TestStartRefusesRevoked(t *testing.T) {
 			if n := len(r.entries(KindInstance)); n != instances {
 				t.Errorf("a start request was chained (%d plane.instance, was %d)", n, instances)
 			}
-			r.cl.mu.Lock()
-			sent := r.cl.calls[calls:]
-			state := hostOf(hs, p.Node).instances[p.InstanceID].Lifecycle
-			r.cl.mu.Unlock()
+			r.cl.Mu.Lock()
+			sent := r.cl.Calls[calls:]
+			state := hostOf(hs, p.Node).Instances[p.InstanceID].Lifecycle
+			r.cl.Mu.Unlock()
 			for _, c := range sent {
 				if strings.HasPrefix(c, "start") {
 					t.Errorf("start sent: %v", sent)
@@ -154,9 +154,9 @@ func TestStartRefusesRevoked(t *testing.T) {
 			rev.mu.Lock()
 			rev.subj = nil
 			rev.mu.Unlock()
-			r.cl.mu.Lock()
-			delete(r.cl.revoked, p.Order.PackageDir)
-			r.cl.mu.Unlock()
+			r.cl.Mu.Lock()
+			delete(r.cl.Revoked, p.Order.PackageDir)
+			r.cl.Mu.Unlock()
 			if got, err := r.c.Start(ctx, rep.DecisionID); err != nil || got.Stopped || got.HostState != ctl.StateRunning {
 				t.Fatalf("start once lifted: %+v %v", got, err)
 			}
