@@ -4,8 +4,9 @@
 // in run.go: runDaemon makes the logger, data dir, identity, metrics
 // registry and chain; newNode builds every component on them in dependency
 // order, starting nothing. With controller.enabled it also builds the
-// controller (planewire.go, run by controllerRunner) and the operator
-// socket's backend for its verbs (ctlbackend.go).
+// controller (planewire.go: its config and targets, handed to the
+// controller's own loop) and the operator socket's router
+// (internal/operator).
 //
 // # Invariants
 //
@@ -13,14 +14,14 @@
 //     Exit status: 0 on success, 1 when the command failed (one line on
 //     stderr), 2 on a usage error or an invalid config.
 //   - A reload (reload.go) is all or nothing: every component checks the
-//     new config (check.go, the checks config check runs too), prepares it
-//     without side effects but the proxy's new ports, then all commit or
-//     all abort.
+//     new config (check.go, the checks config check runs too), then one
+//     list of steps (reloadSteps) prepares every component without side
+//     effects but the proxy's new ports, then all commit or all abort
+//     (internal/reload).
 //   - One chain.Recorder takes every record a remote party can trigger;
 //     /readyz's "chain" condition is the chain's Healthy.
-//   - nodeld run --test-hold-after-place and --test-hold-before-place are
-//     test hooks only: the controller holds, around a place, until the
-//     process is killed.
+//   - The shipped binary has no --test-* flag: they exist only in a build
+//     with the nodeld_testhooks tag (testhooks.go), which tests build.
 //
 // # Concurrency
 //

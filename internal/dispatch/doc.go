@@ -1,9 +1,9 @@
 // Package dispatch is the caller side of workload.ctl on a node: it signs
 // calls with the node key and sends them over the node's mesh links (or to
 // the local workload host for "self"), serves the files of the packages it
-// places to the host fetching them (mesh.KindArtifact), and serves the
-// operator unix socket that `nodeld ctl` talks to, handing each verb to an
-// OperatorBackend.
+// places to the host fetching them (mesh.KindArtifact), answers the
+// operator's per-node verbs (it is internal/operator's Backend), and is the
+// controller's plane.Dispatcher (ForController).
 //
 // # Invariants
 //
@@ -15,17 +15,14 @@
 //     only for a path its verified manifest lists, through an os.Root with
 //     no symbolic link, and only while it has its listed size; a fetch takes
 //     a bounded slot (per peer and in total) only after its request checks.
-//   - The operator socket is never TCP and never reachable with a looser
-//     mode than 0600 (0660 with a group); one bounded JSON line in, one out.
+//   - NODE is resolved by config.ResolveNodeRef (a node's own node.name
+//     included); a name it does not know goes to the mesh's lookup.
 //
 // # Concurrency
 //
-// New and NewOperatorServer start nothing. A Dispatcher is safe for
-// concurrent use; a call to "self" runs the local host on a goroutine it
-// waits for. Artifact streams run on the mesh's stream goroutines.
-// OperatorServer.Run owns the accept loop and one goroutine per connection
-// (at most MaxOperatorConns), cancels requests in progress when its ctx
-// ends and waits for all of them.
+// New starts nothing. A Dispatcher is safe for concurrent use; a call to
+// "self" runs the local host on a goroutine it waits for. Artifact streams
+// run on the mesh's stream goroutines.
 //
 // The long story (calls, places, artifacts, the operator socket) is
 // docs/internals.md "internal/dispatch".

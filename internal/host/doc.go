@@ -29,9 +29,10 @@
 // New starts nothing. Calls are served on the mesh's stream goroutines (or
 // ServeLocal's caller's). Run owns the revocation watcher and one
 // supervisor goroutine per started instance; when ctx ends it stops every
-// instance, waits for every supervisor and returns nil. h.mu guards the
-// maps and is never held across I/O; each instance's opMu serialises its
-// verbs; notes.mu serialises a notice with its log rewrite.
+// instance, waits for every supervisor and returns nil. Host wires parts
+// with one job and one lock each (front, lifecycle, registry, supervisors,
+// roles, store, isolation, revoker, notices, readModel, journal); store.mu
+// is taken before registry.mu, and only notices.mu is held across I/O.
 //
 // The long story (place and load, states and reasons, revocation notices)
 // is docs/internals.md "internal/host"; a ctl call's path is

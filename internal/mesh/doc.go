@@ -15,9 +15,9 @@
 //     dialed by the lower node id. A link that hears no heartbeat for
 //     Config.LivenessTimeout is closed as dead; a peer's new run (another
 //     certificate) replaces its old link at once.
-//   - A lost link drops the peer's routes from the table at once, except
-//     when the peer restarted or stopped gracefully: its routes are kept,
-//     ranked last, for at most RestartLinkWait (Table.KeepForRestart).
+//   - The mesh decides no route: link changes, advertisement rounds and
+//     removed peers go in order as table.PeerEvents to Deps.PeerEvents;
+//     OpenStream changes no route, and inference is never replayed.
 //   - Malformed, oversized or unknown input resets only its stream with a
 //     StreamCode and is counted; the link and the node carry on. Handshake
 //     refusals are recorded keyed by address and reason, never by key.

@@ -34,7 +34,8 @@
 //
 // A Forwarder starts no goroutine; ForwardRemote runs on the
 // proxy's handler goroutine, ServeStream on the mesh's stream goroutine.
-// Both, SetLimits and PrepareLimits are safe for concurrent use.
+// Both, SetLimits and Prepare are safe for concurrent use. ForwardRemote
+// tries once: the proxy's routing loop owns a forward's retry.
 //
 // The long story is docs/architecture.md section 3.
 package meshproxy

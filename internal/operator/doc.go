@@ -3,26 +3,22 @@
 // its refusal codes, and the router that hands each request to the
 // component that serves it.
 //
-// Server listens on a unix socket (never TCP): mode 0600, or 0660 with a
-// configured group, bound under a temporary name and renamed into place so
-// it is never reachable with a looser mode; a missing parent directory is
-// created 0700; an existing socket file is removed only when nothing
-// answers on it. Each connection carries one JSON line request (Request, at
-// most MaxOperatorRequestBytes, unknown fields and trailing data refused)
-// and gets one JSON line answer (Response) with the class ok, refused,
-// unreachable, indeterminate or error. Dial is the client. The server
-// reads, bounds and answers; what a verb does is its Backend's.
+// Server serves one JSON line Request per connection on a unix socket and
+// answers one Response (class ok, refused, unreachable, indeterminate or
+// error); Dial is the client. Router is the daemon's Backend: per-node verbs
+// go to the dispatcher (Backend), the controller's verbs to a Controller
+// (*plane.Controller); ControllerStatus is the controller's part of
+// /v1/status. docs/internals.md has the long story.
 //
-// Router is the daemon's Backend. It routes to small interfaces declared
-// here: the per-node verbs (describe, place on a named node, start, stop,
-// unload, status, logs, revoke, unrevoke) to the dispatcher
-// (*dispatch.Dispatcher implements Backend), and the controller's verbs (a
-// place the engine chooses, explain, placements, workloads, nodes, and
-// start, stop and unload of what it placed) to a Controller
-// (*plane.Controller). Without a controller those are refused with
-// CodeNoController. ControllerStatus is the controller's part of
-// /v1/status. Node references are resolved by the one resolver the daemon
-// gives (config.ResolveNodeRef).
+// # Invariants
+//
+// The socket is never TCP and never reachable with a looser mode than 0600
+// (0660 with a configured group): it is bound under a temporary name and
+// renamed into place; an existing socket file is removed only when nothing
+// answers on it. A request is at most MaxOperatorRequestBytes; unknown
+// fields and trailing data are refused. Without a controller its verbs are
+// refused with CodeNoController. Node references are resolved by the one
+// resolver the daemon gives (config.ResolveNodeRef).
 //
 // # Concurrency
 //
