@@ -12,7 +12,7 @@ import (
 // newIsolator builds the isolation of placed instances from
 // host.isolation: what this machine and daemon can enforce is detected
 // once, here.
-func newIsolator(cfg *config.Config) (*sandbox.Isolator, error) {
+func newIsolator(cfg *config.Config, nodeID string) (*sandbox.Isolator, error) {
 	iso := cfg.Host.Isolation
 	first, count, err := config.ParseUIDRange(iso.UIDRange)
 	if err != nil {
@@ -21,7 +21,7 @@ func newIsolator(cfg *config.Config) (*sandbox.Isolator, error) {
 	return sandbox.New(sandbox.Config{
 		Filesystem: iso.Filesystem, Resources: iso.Resources, Users: iso.Users,
 		UIDFirst: first, UIDCount: count, PidsMax: iso.PidsMax, ReadPaths: iso.ReadPaths,
-		DataDir: cfg.Node.DataDir,
+		DataDir: cfg.Node.DataDir, NodeID: nodeID,
 	})
 }
 

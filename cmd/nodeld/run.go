@@ -422,7 +422,7 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	iso, err := newIsolator(cfg)
+	iso, err := newIsolator(cfg, d.id.ID())
 	if err != nil {
 		return nil, err
 	}

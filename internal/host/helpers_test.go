@@ -27,6 +27,7 @@ import (
 	"github.com/nodeld/nodeld/internal/mesh/meshtest"
 	"github.com/nodeld/nodeld/internal/pkg"
 	"github.com/nodeld/nodeld/internal/runner"
+	"github.com/nodeld/nodeld/internal/sandbox"
 	"github.com/nodeld/nodeld/internal/table"
 )
 
@@ -359,6 +360,10 @@ type clusterOpts struct {
 	// stays empty) and the recorder that chains every event to it.
 	audit    Auditor
 	recorder Recorder
+	// isolate starts placed instances through a sandbox (with its file
+	// system, resource and user parts off: what any machine can run),
+	// this test binary as the launcher.
+	isolate bool
 }
 
 func newCluster(t testing.TB, opts clusterOpts) *cluster {
@@ -393,13 +398,25 @@ func newCluster(t testing.TB, opts clusterOpts) *cluster {
 	if opts.recorder != nil {
 		rec = opts.recorder
 	}
+	var iso *sandbox.Isolator
+	if opts.isolate {
+		exe, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		iso, err = sandbox.New(sandbox.Config{Filesystem: sandbox.ModeOff, Resources: sandbox.ModeOff, Users: sandbox.ModeOff,
+			DataDir: c.hostNode.Dir, Exe: exe})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	h, err := New(Config{
 		Enabled: true, Controllers: []ed25519.PublicKey{c.caller.Ident.PublicKey()},
 		TrustAnchors: pkg.Anchors{pubOf(c.publisher)}, DataDir: c.hostNode.Dir,
 		RestartPolicy: opts.policy, HealthInterval: 50 * time.Millisecond,
 	}, Deps{Identity: c.hostNode.Ident, Mesh: c.hostNode.Mesh, Table: c.hostNode.Table, Audit: audit, Recorder: rec,
 		Revocations: rev, Facts: src, Logger: zaptest.NewLogger(t).Named("host"), Registerer: prometheus.NewRegistry(),
-		Now: opts.now})
+		Now: opts.now, Isolation: iso})
 	if err != nil {
 		t.Fatal(err)
 	}

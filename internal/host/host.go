@@ -399,6 +399,11 @@ func (h *Host) Run(ctx context.Context) error {
 	}
 	h.revk.watch(ctx)
 	h.sup.stopAll(h.reg.sorted)
+	// No instance outlives the host that started it: each one's scratch
+	// directory, cgroup and uid go with it.
+	for _, in := range h.reg.sorted() {
+		h.iso.release(in)
+	}
 	return nil
 }
 

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/nodeld/nodeld/internal/sandbox"
 )
 
 // echoDir holds the echo-llm example server, built by the first test that
@@ -40,6 +42,11 @@ func echoBinary(t testing.TB) string {
 }
 
 func TestMain(m *testing.M) {
+	// Placed instances of an isolating host start through this binary
+	// as nodeld's launcher (clusterOpts.isolate), as nodeld's main does.
+	if filepath.Base(os.Args[0]) == sandbox.LauncherName {
+		os.Exit(sandbox.LauncherMain())
+	}
 	dir, err := os.MkdirTemp("", "host-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -317,6 +317,23 @@ func (g *cgroup) killAll() {
 	}
 }
 
+// sweep removes the instance cgroups named prefix...suffix left by an
+// earlier run. Only empty ones go (the kernel refuses the others), so a
+// process still in one is never disturbed.
+func (c *cgroups) sweep(prefix, suffix string) {
+	for _, base := range c.base {
+		entries, err := os.ReadDir(base)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			if n := e.Name(); e.IsDir() && strings.HasPrefix(n, prefix) && strings.HasSuffix(n, suffix) {
+				_ = os.Remove(filepath.Join(base, n))
+			}
+		}
+	}
+}
+
 // remove deletes the cgroup's directories; a cgroup with processes left
 // stays (the kernel refuses), to be reused by the next place of the same
 // instance.

@@ -56,6 +56,11 @@ type Config struct {
 	// Exe is nodeld's own binary, started as the launcher; "" means
 	// os.Executable.
 	Exe string
+	// NodeID is this node's id, which ends every instance id it places:
+	// New removes the empty cgroups of this node's instances that an
+	// earlier run left (a crash). "" removes none. Nodes sharing a
+	// machine share the cgroup hierarchy, so the others' stay.
+	NodeID string
 }
 
 // Support is what this daemon enforces on the instances it starts.
@@ -153,6 +158,9 @@ func New(cfg Config) (*Isolator, error) {
 	if err := i.prepareDirs(); err != nil {
 		return nil, err
 	}
+	if i.cg != nil && cfg.NodeID != "" {
+		i.cg.sweep(cgroupPrefix, "-"+cfg.NodeID)
+	}
 	return i, nil
 }
 
@@ -190,11 +198,23 @@ func (i *Isolator) scratchRoot() string { return filepath.Join(i.cfg.DataDir, "s
 
 // prepareDirs makes the scratch root and, with dynamic users, lets the
 // instances' shared group (and no one else) search the data directory
-// and the scratch root: every state file in it stays 0600.
+// and the scratch root: every state file in it stays 0600. No instance
+// outlives the daemon that placed it, so what is in the scratch root
+// when it starts was left by an earlier run that ended without unloading
+// (a crash, kill -9): it is removed.
 func (i *Isolator) prepareDirs() error {
 	root := i.scratchRoot()
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return fmt.Errorf("isolation: %w", err)
+	}
+	left, err := os.ReadDir(root)
+	if err != nil {
+		return fmt.Errorf("isolation: %w", err)
+	}
+	for _, e := range left {
+		if err := os.RemoveAll(filepath.Join(root, e.Name())); err != nil {
+			return fmt.Errorf("isolation: remove a scratch directory left by an earlier run: %w", err)
+		}
 	}
 	if i.support.Users != UsersDynamic {
 		return nil
@@ -257,6 +277,11 @@ func (i *Isolator) Instance(id, pkgDir string, lim Limits) (*Instance, error) {
 			in.Close()
 		}
 	}()
+	// A place starts with an empty scratch directory (restarts of the
+	// instance keep it).
+	if err := os.RemoveAll(in.scratch); err != nil {
+		return nil, fmt.Errorf("isolation: scratch: %w", err)
+	}
 	for _, dir := range []string{in.scratch, filepath.Join(in.scratch, "tmp")} {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("isolation: scratch: %w", err)
