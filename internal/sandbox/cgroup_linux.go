@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -185,9 +186,14 @@ func writeProcs(from, to string) error {
 	return nil
 }
 
+// probeSeq names each probe child apart: several isolators of one
+// process (a start beside a reload, nodes in one test binary) probe the
+// same directory at once, and a shared name made one of them fail.
+var probeSeq atomic.Uint64
+
 // probeDir proves children can be made in dir.
 func probeDir(dir string) error {
-	p := filepath.Join(dir, "nodeld-probe-"+strconv.Itoa(os.Getpid()))
+	p := filepath.Join(dir, "nodeld-probe-"+strconv.Itoa(os.Getpid())+"-"+strconv.FormatUint(probeSeq.Add(1), 10))
 	if err := os.Mkdir(p, 0o755); err != nil {
 		return err
 	}
