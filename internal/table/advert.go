@@ -165,7 +165,7 @@ func (t *Table) IngestAdvertisement(sender string, ad Advertisement) bool {
 	if ad.NodeID != sender {
 		return refuse(ReasonOtherNode)
 	}
-	if t.admit == nil || !t.admit.IsAdmitted(sender) {
+	if !t.admitted(sender) {
 		return refuse(ReasonNotAdmitted)
 	}
 	t.mu.Lock()
@@ -179,16 +179,7 @@ func (t *Table) IngestAdvertisement(sender string, ad Advertisement) bool {
 	}
 	now := t.now()
 	before := candidateOrder(t.candidatesLocked(role, now))
-	per := t.remote[role]
-	if per == nil {
-		per = make(map[string]remoteEntry)
-		t.remote[role] = per
-	}
-	prev, had := per[sender]
-	changed := !had || !t.fresh(prev, now) ||
-		!slices.Equal(prev.ad.Methods, ad.Methods) ||
-		!metadataEqualButLoad(prev.ad.Metadata, ad.Metadata)
-	per[sender] = remoteEntry{ad: cloneAdvert(ad), received: now}
+	changed := t.putLocked(role, sender, ad, now)
 	if !changed {
 		changed = !slices.Equal(before, candidateOrder(t.candidatesLocked(role, now)))
 	}
@@ -241,75 +232,4 @@ func cloneAdvert(ad Advertisement) Advertisement {
 	ad.Methods = slices.Clone(ad.Methods)
 	ad.Metadata = maps.Clone(ad.Metadata)
 	return ad
-}
-
-// fresh reports whether e still counts at now: within the TTL of its local
-// receipt, inclusive.
-func (t *Table) fresh(e remoteEntry, now time.Time) bool {
-	return now.Sub(e.received) <= t.ttl
-}
-
-// RetainRemote keeps only the given roles of what nodeID advertised and
-// forgets the rest; its workload-host advertisement is not a role and is
-// left alone (it goes with its TTL or RemoveNode). The mesh calls it with the roles of a complete round
-// of a peer's advertisements, so a role the peer stopped serving stops
-// resolving at once rather than when its TTL runs out.
-func (t *Table) RetainRemote(nodeID string, roles []string) {
-	keep := make(map[string]bool, len(roles))
-	for _, r := range roles {
-		keep[r] = true
-	}
-	var e effects
-	t.mu.Lock()
-	removed := false
-	for role, per := range t.remote {
-		if keep[role] {
-			continue
-		}
-		if _, ok := per[nodeID]; ok {
-			delete(per, nodeID)
-			removed = true
-		}
-		if len(per) == 0 {
-			delete(t.remote, role)
-		}
-	}
-	if removed {
-		t.bump(&e)
-	}
-	t.mu.Unlock()
-	t.finish(e)
-}
-
-// RemoveNode forgets every advertisement of nodeID (the peer left or was
-// revoked), its workload-host advertisement included, and ends any wait
-// for its link (KeepForRestart). It bumps the generation when an infer
-// advertisement was removed.
-func (t *Table) RemoveNode(nodeID string) {
-	var e effects
-	t.mu.Lock()
-	t.removeNodeLocked(&e, nodeID)
-	t.mu.Unlock()
-	t.finish(e)
-}
-
-// removeNodeLocked is RemoveNode with mu held for writing; it reports
-// whether an infer advertisement was removed.
-func (t *Table) removeNodeLocked(e *effects, nodeID string) bool {
-	delete(t.hosts, nodeID)
-	delete(t.linking, nodeID)
-	removed := false
-	for role, per := range t.remote {
-		if _, ok := per[nodeID]; ok {
-			delete(per, nodeID)
-			removed = true
-		}
-		if len(per) == 0 {
-			delete(t.remote, role)
-		}
-	}
-	if removed {
-		t.bump(e)
-	}
-	return removed
 }

@@ -32,9 +32,9 @@ type HostAdvert struct {
 // bumps the generation (no resolution depends on it) nor wakes
 // subscribers: the mesh's advert loop subscribes, and waking it for every
 // host advertisement received would answer each round with a round.
-func (t *Table) ingestHost(sender string, ad Advertisement) bool {
+func (a *adverts) ingestHost(sender string, ad Advertisement) bool {
 	refuse := func(why string) bool {
-		t.recordRefusal(sender, why, AdvertRefusedEvent{
+		a.c.recordRefusal(sender, why, AdvertRefusedEvent{
 			Name: ad.Name, Sender: sender, AdvertisedNode: ad.NodeID, Why: why,
 		})
 		return false
@@ -42,35 +42,35 @@ func (t *Table) ingestHost(sender string, ad Advertisement) bool {
 	if ad.NodeID != sender {
 		return refuse(ReasonOtherNode)
 	}
-	if t.admit == nil || !t.admit.IsAdmitted(sender) {
+	if !a.c.admitted(sender) {
 		return refuse(ReasonNotAdmitted)
 	}
 	if !withinLimits(ad, MaxHostAdvertMetadata) {
 		return refuse(ReasonTooLarge)
 	}
 	ad = cloneAdvert(ad)
-	t.mu.Lock()
-	t.hosts[sender] = remoteEntry{ad: ad, received: t.now()}
-	t.mu.Unlock()
+	a.c.mu.Lock()
+	a.hosts[sender] = remoteEntry{ad: ad, received: a.c.now()}
+	a.c.mu.Unlock()
 	return true
 }
 
 // HostAdverts returns the workload-host advertisement of every peer that
 // sent one within the TTL and is admitted now, by node id. The map and
 // the advertisements are copies.
-func (t *Table) HostAdverts() map[string]HostAdvert {
-	now := t.now()
-	t.mu.RLock()
-	out := make(map[string]HostAdvert, len(t.hosts))
-	for node, e := range t.hosts {
-		if t.fresh(e, now) {
+func (a *adverts) HostAdverts() map[string]HostAdvert {
+	now := a.c.now()
+	a.c.mu.RLock()
+	out := make(map[string]HostAdvert, len(a.hosts))
+	for node, e := range a.hosts {
+		if a.c.fresh(e, now) {
 			out[node] = HostAdvert{Advertisement: cloneAdvert(e.ad), Received: e.received}
 		}
 	}
-	t.mu.RUnlock()
+	a.c.mu.RUnlock()
 	// Admission is the mesh's and is asked without mu held.
 	for node := range out {
-		if t.admit == nil || !t.admit.IsAdmitted(node) {
+		if !a.c.admitted(node) {
 			delete(out, node)
 		}
 	}
@@ -91,13 +91,13 @@ type HostSnapshot struct {
 // hostsSnapshotLocked lists the held host advertisements, sorted by node
 // id, expired ones included; Admitted is left for the caller to fill in
 // without mu. Call with mu held.
-func (t *Table) hostsSnapshotLocked(now time.Time) []HostSnapshot {
-	out := make([]HostSnapshot, 0, len(t.hosts))
-	for _, node := range slices.Sorted(maps.Keys(t.hosts)) {
-		e := t.hosts[node]
+func (a *adverts) hostsSnapshotLocked(now time.Time) []HostSnapshot {
+	out := make([]HostSnapshot, 0, len(a.hosts))
+	for _, node := range slices.Sorted(maps.Keys(a.hosts)) {
+		e := a.hosts[node]
 		out = append(out, HostSnapshot{
 			Node: node, Version: e.ad.Version, Metadata: maps.Clone(e.ad.Metadata),
-			AgeSeconds: now.Sub(e.received).Seconds(), Fresh: t.fresh(e, now),
+			AgeSeconds: now.Sub(e.received).Seconds(), Fresh: a.c.fresh(e, now),
 		})
 	}
 	return out

@@ -21,22 +21,22 @@ import "time"
 // ingested meanwhile (a round read from the old link late) are kept the
 // same way. A non-positive wait removes the node's routes at once, as
 // RemoveNode does. It bumps the generation when the node has routes.
-func (t *Table) KeepForRestart(nodeID string, wait time.Duration) {
+func (a *adverts) KeepForRestart(nodeID string, wait time.Duration) {
 	if wait <= 0 {
-		t.RemoveNode(nodeID)
+		a.RemoveNode(nodeID)
 		return
 	}
 	var e effects
-	t.mu.Lock()
-	if t.linking == nil {
-		t.linking = make(map[string]time.Time)
+	a.c.mu.Lock()
+	if a.linking == nil {
+		a.linking = make(map[string]time.Time)
 	}
-	t.linking[nodeID] = t.now().Add(wait)
-	if t.hasRoutesLocked(nodeID) {
-		t.bump(&e)
+	a.linking[nodeID] = a.c.now().Add(wait)
+	if a.hasRoutesLocked(nodeID) {
+		a.c.bump(&e)
 	}
-	t.mu.Unlock()
-	t.finish(e)
+	a.c.mu.Unlock()
+	a.c.finish(e)
 }
 
 // Linked ends nodeID's wait for its link (see KeepForRestart): a new link
@@ -44,52 +44,52 @@ func (t *Table) KeepForRestart(nodeID string, wait time.Duration) {
 // the kept routes; they rank as any live candidate's again. It bumps the
 // generation when the node was waiting and has routes, and is cheap when
 // it was not (the mesh calls it after every round).
-func (t *Table) Linked(nodeID string) {
-	t.mu.RLock()
-	_, ok := t.linking[nodeID]
-	t.mu.RUnlock()
+func (a *adverts) Linked(nodeID string) {
+	a.c.mu.RLock()
+	_, ok := a.linking[nodeID]
+	a.c.mu.RUnlock()
 	if !ok {
 		return
 	}
 	var e effects
-	t.mu.Lock()
-	if _, ok := t.linking[nodeID]; ok {
-		delete(t.linking, nodeID)
-		if t.hasRoutesLocked(nodeID) {
-			t.bump(&e)
+	a.c.mu.Lock()
+	if _, ok := a.linking[nodeID]; ok {
+		delete(a.linking, nodeID)
+		if a.hasRoutesLocked(nodeID) {
+			a.c.bump(&e)
 		}
 	}
-	t.mu.Unlock()
-	t.finish(e)
+	a.c.mu.Unlock()
+	a.c.finish(e)
 }
 
 // RemoveLinking removes nodeID's routes, as RemoveNode does, only when it
 // is still waiting for its link: the end of the wait with no new link. It
 // reports whether it removed anything; after Linked it does nothing, so
 // the routes of a new link are never dropped by a late expiry.
-func (t *Table) RemoveLinking(nodeID string) bool {
-	t.mu.RLock()
-	_, ok := t.linking[nodeID]
-	t.mu.RUnlock()
+func (a *adverts) RemoveLinking(nodeID string) bool {
+	a.c.mu.RLock()
+	_, ok := a.linking[nodeID]
+	a.c.mu.RUnlock()
 	if !ok {
 		return false
 	}
 	var e effects
-	t.mu.Lock()
+	a.c.mu.Lock()
 	removed := false
-	if _, ok := t.linking[nodeID]; ok {
-		removed = t.removeNodeLocked(&e, nodeID)
+	if _, ok := a.linking[nodeID]; ok {
+		removed = a.removeNodeLocked(&e, nodeID)
 	}
-	t.mu.Unlock()
-	t.finish(e)
+	a.c.mu.Unlock()
+	a.c.finish(e)
 	return removed
 }
 
 // waitingLocked reports whether nodeID's routes are kept waiting for its
 // link at now, and whether that wait is over (they no longer resolve).
 // Call with mu held.
-func (t *Table) waitingLocked(nodeID string, now time.Time) (waiting, expired bool) {
-	until, ok := t.linking[nodeID]
+func (a *adverts) waitingLocked(nodeID string, now time.Time) (waiting, expired bool) {
+	until, ok := a.linking[nodeID]
 	if !ok {
 		return false, false
 	}
@@ -98,8 +98,8 @@ func (t *Table) waitingLocked(nodeID string, now time.Time) (waiting, expired bo
 
 // hasRoutesLocked reports whether nodeID has an infer advertisement in the
 // table. Call with mu held.
-func (t *Table) hasRoutesLocked(nodeID string) bool {
-	for _, per := range t.remote {
+func (a *adverts) hasRoutesLocked(nodeID string) bool {
+	for _, per := range a.remote {
 		if _, ok := per[nodeID]; ok {
 			return true
 		}

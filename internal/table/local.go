@@ -59,6 +59,20 @@ func (o *Origin) UnmarshalText(b []byte) error {
 
 func (o Origin) valid() bool { return o == OriginPlaced || o == OriginAdopted }
 
+// locals holds this node's registrations of local instances, by role,
+// and elects the one that serves each role. A registration is its
+// holder's LocalSlot.
+type locals struct {
+	c *core
+	// local: role -> its registrations, in registration order, never
+	// empty; the elected one serves.
+	local map[string][]*LocalSlot
+}
+
+func newLocals(c *core) locals {
+	return locals{c: c, local: make(map[string][]*LocalSlot)}
+}
+
 // LocalSlot is one registration of a local instance for a role, held by
 // whoever registered it (RegisterLocal). Only its holder changes it
 // (Update) or withdraws it (Release), so two writers of one role never undo
@@ -66,18 +80,18 @@ func (o Origin) valid() bool { return o == OriginPlaced || o == OriginAdopted }
 // one serves is elected (see RegisterLocal). The methods are safe for
 // concurrent use.
 type LocalSlot struct {
-	t      *Table
+	l      *locals
 	role   string
 	origin Origin
 
-	// entry and released are guarded by t.mu.
+	// entry and released are guarded by the table's mu.
 	entry    localEntry
 	released bool
 
-	// holds counts the Holds of s not yet done. It grows only under t.mu
+	// holds counts the Holds of s not yet done. It grows only under mu
 	// while s is elected, so never after Release.
 	holds atomic.Int64
-	// withdrawn is set by Release, under t.mu, before it looks at holds.
+	// withdrawn is set by Release, under mu, before it looks at holds.
 	withdrawn atomic.Bool
 	// drained is closed (once) when s is withdrawn with no hold left.
 	drained   chan struct{}
@@ -108,7 +122,7 @@ func (h Hold) Done() {
 	}
 }
 
-// holdLocked takes a hold of s. Call with t.mu held (for reading at
+// holdLocked takes a hold of s. Call with mu held (for reading at
 // least) and s elected, so s is not released.
 func (s *LocalSlot) holdLocked() Hold {
 	s.holds.Add(1)
@@ -133,7 +147,7 @@ func (s *LocalSlot) markDrained() { s.drainOnce.Do(func() { close(s.drained) }) 
 // next at once. The generation is bumped, and subscribers woken, only when
 // the elected base of the role changes (a registration that stands by, or
 // a change of model, api or runtime alone, bumps nothing).
-func (t *Table) RegisterLocal(origin Origin, role, base, model, api, runtime string) (*LocalSlot, error) {
+func (l *locals) RegisterLocal(origin Origin, role, base, model, api, runtime string) (*LocalSlot, error) {
 	if !origin.valid() {
 		return nil, fmt.Errorf("register %q: unknown origin %d", role, origin)
 	}
@@ -144,15 +158,15 @@ func (t *Table) RegisterLocal(origin Origin, role, base, model, api, runtime str
 	if err != nil {
 		return nil, fmt.Errorf("register %q: %w", role, err)
 	}
-	s := &LocalSlot{t: t, role: role, origin: origin,
+	s := &LocalSlot{l: l, role: role, origin: origin,
 		entry: localEntry{base: canon, model: model, api: api, runtime: runtime}, drained: make(chan struct{})}
 	var e effects
-	t.mu.Lock()
-	before := t.electedBaseLocked(role)
-	t.local[role] = append(t.local[role], s)
-	t.localChangedLocked(&e, role, before)
-	t.mu.Unlock()
-	t.finish(e)
+	l.c.mu.Lock()
+	before := l.electedBaseLocked(role)
+	l.local[role] = append(l.local[role], s)
+	l.localChangedLocked(&e, role, before)
+	l.c.mu.Unlock()
+	l.c.finish(e)
 	return s, nil
 }
 
@@ -171,18 +185,18 @@ func (s *LocalSlot) Update(base, model, api, runtime string) error {
 	if err != nil {
 		return fmt.Errorf("update %q: %w", s.role, err)
 	}
-	t := s.t
+	l := s.l
 	var e effects
-	t.mu.Lock()
+	l.c.mu.Lock()
 	if s.released {
-		t.mu.Unlock()
+		l.c.mu.Unlock()
 		return fmt.Errorf("update %q: %w", s.role, ErrReleased)
 	}
-	before := t.electedBaseLocked(s.role)
+	before := l.electedBaseLocked(s.role)
 	s.entry = localEntry{base: canon, model: model, api: api, runtime: runtime}
-	t.localChangedLocked(&e, s.role, before)
-	t.mu.Unlock()
-	t.finish(e)
+	l.localChangedLocked(&e, s.role, before)
+	l.c.mu.Unlock()
+	l.c.finish(e)
 	return nil
 }
 
@@ -195,14 +209,14 @@ func (s *LocalSlot) Release() {
 	if s == nil {
 		return
 	}
-	t := s.t
+	l := s.l
 	var e effects
-	t.mu.Lock()
+	l.c.mu.Lock()
 	if !s.released {
 		s.released = true
 		s.withdrawn.Store(true)
-		before := t.electedBaseLocked(s.role)
-		slots := t.local[s.role]
+		before := l.electedBaseLocked(s.role)
+		slots := l.local[s.role]
 		for i, o := range slots {
 			if o == s {
 				slots = append(slots[:i:i], slots[i+1:]...)
@@ -210,17 +224,17 @@ func (s *LocalSlot) Release() {
 			}
 		}
 		if len(slots) == 0 {
-			delete(t.local, s.role)
+			delete(l.local, s.role)
 		} else {
-			t.local[s.role] = slots
+			l.local[s.role] = slots
 		}
-		t.localChangedLocked(&e, s.role, before)
+		l.localChangedLocked(&e, s.role, before)
 	}
-	t.mu.Unlock()
+	l.c.mu.Unlock()
 	if s.holds.Load() == 0 {
 		s.markDrained()
 	}
-	t.finish(e)
+	l.c.finish(e)
 }
 
 // Drained returns a channel closed once s is released and every Hold of
@@ -252,18 +266,18 @@ func (s *LocalSlot) Holds() int {
 // Serving reports whether s is the registration elected to serve its role
 // now. A released slot never serves.
 func (s *LocalSlot) Serving() bool {
-	t := s.t
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return !s.released && t.electedLocked(s.role) == s
+	l := s.l
+	l.c.mu.RLock()
+	defer l.c.mu.RUnlock()
+	return !s.released && l.electedLocked(s.role) == s
 }
 
 // electedLocked returns the registration that serves role locally, nil
-// when there is none: the lowest origin, then the oldest (t.local[role] is
+// when there is none: the lowest origin, then the oldest (l.local[role] is
 // kept in registration order). Call with mu held.
-func (t *Table) electedLocked(role string) *LocalSlot {
+func (l *locals) electedLocked(role string) *LocalSlot {
 	var best *LocalSlot
-	for _, s := range t.local[role] {
+	for _, s := range l.local[role] {
 		if best == nil || s.origin < best.origin {
 			best = s
 		}
@@ -273,16 +287,16 @@ func (t *Table) electedLocked(role string) *LocalSlot {
 
 // electionOrderLocked returns role's registrations in election order, the
 // elected one first. Call with mu held.
-func (t *Table) electionOrderLocked(role string) []*LocalSlot {
-	slots := slices.Clone(t.local[role])
+func (l *locals) electionOrderLocked(role string) []*LocalSlot {
+	slots := slices.Clone(l.local[role])
 	slices.SortStableFunc(slots, func(a, b *LocalSlot) int { return cmp.Compare(a.origin, b.origin) })
 	return slots
 }
 
 // localLocked returns the entry of role's elected registration. Call with
 // mu held.
-func (t *Table) localLocked(role string) (localEntry, bool) {
-	s := t.electedLocked(role)
+func (l *locals) localLocked(role string) (localEntry, bool) {
+	s := l.electedLocked(role)
 	if s == nil {
 		return localEntry{}, false
 	}
@@ -291,17 +305,29 @@ func (t *Table) localLocked(role string) (localEntry, bool) {
 
 // electedBaseLocked returns the base of role's elected registration, ""
 // when there is none (a registered base is never empty). Call with mu held.
-func (t *Table) electedBaseLocked(role string) string {
-	l, _ := t.localLocked(role)
-	return l.base
+func (l *locals) electedBaseLocked(role string) string {
+	e, _ := l.localLocked(role)
+	return e.base
 }
 
 // localChangedLocked bumps the generation when role's elected base is no
 // longer before. Call with mu held for writing.
-func (t *Table) localChangedLocked(e *effects, role, before string) {
-	if t.electedBaseLocked(role) != before {
-		t.bump(e)
+func (l *locals) localChangedLocked(e *effects, role, before string) {
+	if l.electedBaseLocked(role) != before {
+		l.c.bump(e)
 	}
+}
+
+// LocalBaseForRole returns the OpenAI base URL ("…/v1") of role's instance
+// on this node only, for consumers that must not go through the mesh.
+func (l *locals) LocalBaseForRole(role string) (string, bool) {
+	l.c.mu.RLock()
+	defer l.c.mu.RUnlock()
+	e, ok := l.localLocked(role)
+	if !ok {
+		return "", false
+	}
+	return e.base + "/v1", true
 }
 
 // canonicalBase returns base as "http://<loopback IP>:<port>" ("localhost"

@@ -178,15 +178,3 @@ func (t *Table) BaseURLForRole(role string) (string, bool) {
 	}
 	return "http://127.0.0.1:" + strconv.Itoa(int(port)) + "/v1", true
 }
-
-// LocalBaseForRole returns the OpenAI base URL ("…/v1") of role's instance
-// on this node only, for consumers that must not go through the mesh.
-func (t *Table) LocalBaseForRole(role string) (string, bool) {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	l, ok := t.localLocked(role)
-	if !ok {
-		return "", false
-	}
-	return l.base + "/v1", true
-}

@@ -10,28 +10,28 @@ import "sync"
 //
 // Wake-ups follow every generation bump and also serving-side changes
 // (AllowMeshPeer, SetProxyPort) that do not bump the generation.
-func (t *Table) Subscribe() (<-chan struct{}, func()) {
+func (c *core) Subscribe() (<-chan struct{}, func()) {
 	ch := make(chan struct{}, 1)
-	t.subMu.Lock()
-	id := t.nextSub
-	t.nextSub++
-	t.subs[id] = ch
-	t.subMu.Unlock()
+	c.subMu.Lock()
+	id := c.nextSub
+	c.nextSub++
+	c.subs[id] = ch
+	c.subMu.Unlock()
 	var once sync.Once
 	return ch, func() {
 		once.Do(func() {
-			t.subMu.Lock()
-			delete(t.subs, id)
-			t.subMu.Unlock()
+			c.subMu.Lock()
+			delete(c.subs, id)
+			c.subMu.Unlock()
 		})
 	}
 }
 
 // notifyAll wakes every subscriber without blocking. Call without mu.
-func (t *Table) notifyAll() {
-	t.subMu.Lock()
-	defer t.subMu.Unlock()
-	for _, ch := range t.subs {
+func (c *core) notifyAll() {
+	c.subMu.Lock()
+	defer c.subMu.Unlock()
+	for _, ch := range c.subs {
 		select {
 		case ch <- struct{}{}:
 		default: // a wake-up is already pending

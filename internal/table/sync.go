@@ -49,12 +49,12 @@ type SyncOutcome struct {
 
 // SyncLocal probes an instance of role and keeps the caller's registration
 // of it in line: held is that registration (nil when there is none, as
-// before the first sync; otherwise a registration of role made by t). While
+// before the first sync; otherwise a registration of role made by this table). While
 // the instance is up, held is updated, or a registration of role by origin
 // is made; anything else (a probe error, an instance not up, a refused
 // registration) releases held, and only held: other registrations of role
 // stay. The caller owns restarting instances; the table only follows them.
-func (t *Table) SyncLocal(ctx context.Context, held *LocalSlot, origin Origin, role string, p Probe) SyncOutcome {
+func (l *locals) SyncLocal(ctx context.Context, held *LocalSlot, origin Origin, role string, p Probe) SyncOutcome {
 	res, err := p.Probe(ctx)
 	switch {
 	case err != nil:
@@ -64,7 +64,7 @@ func (t *Table) SyncLocal(ctx context.Context, held *LocalSlot, origin Origin, r
 	case held != nil:
 		err = held.Update(res.Base, res.Model, res.API, res.Runtime)
 	default:
-		held, err = t.RegisterLocal(origin, role, res.Base, res.Model, res.API, res.Runtime)
+		held, err = l.RegisterLocal(origin, role, res.Base, res.Model, res.API, res.Runtime)
 	}
 	if err != nil {
 		held.Release()

@@ -1,11 +1,6 @@
 package table
 
-import (
-	"maps"
-	"slices"
-	"sync"
-	"time"
-)
+import "time"
 
 // ServicePrefix prefixes the advertised service name: role "chat" is
 // advertised as "infer.chat".
@@ -91,72 +86,43 @@ type remoteEntry struct {
 // Table maps roles to the instance that serves them: a local loopback
 // server or an admitted, allowlisted peer. See the package documentation
 // for its rules.
+//
+// It is made of parts with one job each, sharing core's lock and
+// generation: locals (this node's registrations and their election),
+// adverts (what peers advertised and how long their routes wait for a
+// link), policy (exposure and both allowlists). Table itself resolves (the
+// request path), builds this node's advertisements, applies the mesh's
+// peer events and copies the whole for status: what needs more than one
+// part. The parts' methods are Table's, promoted.
 type Table struct {
-	nodeID  string
-	admit   Admission
-	audit   Auditor
-	refusal func(sender, kind, reason string, payload any) error
-	auditFn func(kind string, err error)
-	ttl     time.Duration
-	now     func() time.Time
-	load    func(role string) (int, int)
-	metrics *metrics
+	core
+	locals
+	adverts
+	policy
 
-	// mu guards every field below it: local, remote, hosts, allow,
-	// serveAllow, exposed, proxyPorts, linking and gen, and the state of this table's
-	// LocalSlots. It is never held while calling the Auditor, the
-	// Admission, Options.Load or while waking subscribers.
-	mu sync.RWMutex
-	// local: role -> its registrations of an instance on this host, in
-	// registration order, never empty; the elected one serves (local.go).
-	local map[string][]*LocalSlot
-	// remote: role -> sender node id -> its latest advertisement.
-	remote map[string]map[string]remoteEntry
-	// hosts: sender node id -> its latest workload-host advertisement;
-	// one per admitted sender, dropped by RemoveNode.
-	hosts map[string]remoteEntry
-	// allow (use_from, consumer side): role -> nodes that may serve this
-	// node. Default deny.
-	allow map[string]map[string]struct{}
-	// serveAllow (serve_to, serving side): role -> peers this node serves.
-	// Default deny.
-	serveAllow map[string]map[string]struct{}
-	// exposed: roles whose local instance may serve mesh peers at all.
-	exposed map[string]struct{}
+	// load is Options.Load, for the "load" of this node's advertisements.
+	load func(role string) (int, int)
 	// proxyPorts: role -> port of this node's loopback proxy listener.
+	// Guarded by mu.
 	proxyPorts map[string]uint16
-	// linking: node id -> until when its routes are kept waiting for
-	// its link after it restarted (KeepForRestart); nil until first used.
-	linking map[string]time.Time
-	// gen counts resolution-relevant changes.
-	gen uint64
-
-	// subMu guards subs and nextSub. It is never held together with mu.
-	subMu   sync.Mutex
-	subs    map[uint64]chan struct{}
-	nextSub uint64
 }
 
 // New returns an empty table for node nodeID. It starts nothing and
 // registers no metrics (Register does).
 func New(nodeID string, opts Options) *Table {
 	t := &Table{
-		nodeID:     nodeID,
-		admit:      opts.Admission,
-		audit:      opts.Audit,
-		refusal:    opts.RecordRefusal,
-		auditFn:    opts.AuditError,
-		ttl:        opts.AdvertTTL,
-		now:        opts.Now,
+		core: core{
+			nodeID:  nodeID,
+			admit:   opts.Admission,
+			audit:   opts.Audit,
+			refusal: opts.RecordRefusal,
+			auditFn: opts.AuditError,
+			ttl:     opts.AdvertTTL,
+			now:     opts.Now,
+			subs:    make(map[uint64]chan struct{}),
+		},
 		load:       opts.Load,
-		local:      make(map[string][]*LocalSlot),
-		remote:     make(map[string]map[string]remoteEntry),
-		hosts:      make(map[string]remoteEntry),
-		allow:      make(map[string]map[string]struct{}),
-		serveAllow: make(map[string]map[string]struct{}),
-		exposed:    make(map[string]struct{}),
 		proxyPorts: make(map[string]uint16),
-		subs:       make(map[uint64]chan struct{}),
 	}
 	if t.ttl <= 0 {
 		t.ttl = DefaultAdvertTTL
@@ -165,182 +131,10 @@ func New(nodeID string, opts Options) *Table {
 		t.now = time.Now
 	}
 	t.metrics = newMetrics(t.Generation)
+	t.locals = newLocals(&t.core)
+	t.adverts = newAdverts(&t.core)
+	t.policy = newPolicy(&t.core)
 	return t
-}
-
-// NodeID returns this node's id.
-func (t *Table) NodeID() string { return t.nodeID }
-
-// Generation returns the number of resolution-relevant changes so far. A
-// cache of Resolve or BaseURLForRole keyed on it is never stale.
-func (t *Table) Generation() uint64 {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return t.gen
-}
-
-// effects collects what a mutation must do once the lock is released.
-type effects struct {
-	events []auditEvent
-	notify bool
-}
-
-type auditEvent struct {
-	kind    string
-	payload any
-}
-
-// bump records a resolution-relevant change. Call with mu held for writing.
-func (t *Table) bump(e *effects) {
-	t.gen++
-	e.notify = true
-}
-
-// finish emits the audit events and wakes subscribers. Call without mu.
-func (t *Table) finish(e effects) {
-	for _, ev := range e.events {
-		t.record(ev.kind, ev.payload)
-	}
-	if e.notify {
-		t.notifyAll()
-	}
-}
-
-func (t *Table) record(kind string, payload any) {
-	if t.audit == nil {
-		return
-	}
-	if err := t.audit.Record(AuditSource, kind, payload); err != nil {
-		t.auditFailed(kind, err)
-	}
-}
-
-// recordRefusal hands a refused advertisement to Options.RecordRefusal.
-// Call without mu.
-func (t *Table) recordRefusal(sender, reason string, ev AdvertRefusedEvent) {
-	if t.refusal == nil {
-		return
-	}
-	if err := t.refusal(sender, KindAdvertRefused, reason, ev); err != nil {
-		t.auditFailed(KindAdvertRefused, err)
-	}
-}
-
-func (t *Table) auditFailed(kind string, err error) {
-	t.metrics.auditFailed()
-	if t.auditFn != nil {
-		t.auditFn(kind, err)
-	}
-}
-
-// AllowRemoteNode allows (on) or stops allowing node to serve role to this
-// node: the consumer-side decision to send this node's prompts there.
-// Without it no remote instance of role resolves, however it advertises.
-// A change is audited (KindRemoteAllow) and bumps the generation;
-// withdrawing stops resolution at once.
-func (t *Table) AllowRemoteNode(role, node string, on bool) {
-	var e effects
-	t.mu.Lock()
-	t.setAllowRemote(&e, role, node, on)
-	t.mu.Unlock()
-	t.finish(e)
-}
-
-func (t *Table) setAllowRemote(e *effects, role, node string, on bool) {
-	if !setMember(t.allow, role, node, on) {
-		return
-	}
-	e.events = append(e.events, auditEvent{KindRemoteAllow, RemoteAllowEvent{
-		Role: role, Node: node, Allowed: on, Consumer: t.nodeID,
-	}})
-	t.bump(e)
-}
-
-// AllowMeshPeer allows (on) or stops allowing peer to use this node's
-// instance of role: the serving-side counterpart of AllowRemoteNode.
-// ExposeToMesh says the role may leave loopback at all; this says to whom.
-// A change is audited (KindMeshAllow) and wakes subscribers (so the mesh
-// can advertise to a newly listed peer) but, as in the original, does not
-// bump the generation: no resolution depends on it.
-func (t *Table) AllowMeshPeer(role, peer string, on bool) {
-	var e effects
-	t.mu.Lock()
-	t.setAllowMeshPeer(&e, role, peer, on)
-	t.mu.Unlock()
-	t.finish(e)
-}
-
-func (t *Table) setAllowMeshPeer(e *effects, role, peer string, on bool) {
-	if !setMember(t.serveAllow, role, peer, on) {
-		return
-	}
-	e.events = append(e.events, auditEvent{KindMeshAllow, MeshAllowEvent{
-		Role: role, Peer: peer, Allowed: on, Server: t.nodeID,
-	}})
-	e.notify = true
-}
-
-// ExposeToMesh allows (on) or stops serving role to mesh peers at all.
-// Unexposed roles are neither advertised nor served. A change is audited
-// (KindMeshExpose) and bumps the generation.
-func (t *Table) ExposeToMesh(role string, on bool) {
-	var e effects
-	t.mu.Lock()
-	t.setExposed(&e, role, on)
-	t.mu.Unlock()
-	t.finish(e)
-}
-
-func (t *Table) setExposed(e *effects, role string, on bool) {
-	_, was := t.exposed[role]
-	if was == on {
-		return
-	}
-	if on {
-		t.exposed[role] = struct{}{}
-	} else {
-		delete(t.exposed, role)
-	}
-	e.events = append(e.events, auditEvent{KindMeshExpose, ExposeEvent{
-		Role: role, NodeID: t.nodeID, Exposed: on,
-	}})
-	t.bump(e)
-}
-
-// setMember adds or removes member in m[key], dropping empty sets, and
-// reports whether anything changed.
-func setMember(m map[string]map[string]struct{}, key, member string, on bool) bool {
-	set := m[key]
-	_, was := set[member]
-	if was == on {
-		return false
-	}
-	if on {
-		if set == nil {
-			set = make(map[string]struct{})
-			m[key] = set
-		}
-		set[member] = struct{}{}
-		return true
-	}
-	delete(set, member)
-	if len(set) == 0 {
-		delete(m, key)
-	}
-	return true
-}
-
-func hasMember(m map[string]map[string]struct{}, key, member string) bool {
-	_, ok := m[key][member]
-	return ok
-}
-
-// sortedMembers returns set's members sorted; never nil, so status JSON
-// shows [] for an empty list.
-func sortedMembers(set map[string]struct{}) []string {
-	out := slices.AppendSeq(make([]string, 0, len(set)), maps.Keys(set))
-	slices.Sort(out)
-	return out
 }
 
 // SetProxyPort records the port of this node's loopback proxy listener for
@@ -396,31 +190,4 @@ func (t *Table) localForPeer(role, peer string, hold bool) (MeshLocal, Hold, boo
 		h = s.holdLocked()
 	}
 	return MeshLocal{Base: s.entry.base, Model: s.entry.model, Runtime: s.entry.runtime}, h, true
-}
-
-// MeshPeerAllowed reports whether peer is on role's serve allowlist.
-func (t *Table) MeshPeerAllowed(role, peer string) bool {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return hasMember(t.serveAllow, role, peer)
-}
-
-// ExposedRoles returns the roles exposed to the mesh, sorted.
-func (t *Table) ExposedRoles() []string {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return sortedMembers(t.exposed)
-}
-
-// PeerListedAny reports whether peer is on any role's serve allowlist: the
-// mesh sends advertisements only to such peers.
-func (t *Table) PeerListedAny(peer string) bool {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	for _, set := range t.serveAllow {
-		if _, ok := set[peer]; ok {
-			return true
-		}
-	}
-	return false
 }
