@@ -238,6 +238,24 @@ func New(cfg Config, deps Deps) (*Mesh, error) {
 	if rnd == nil {
 		rnd = rand.Float64
 	}
+	adm := &admission{
+		ident: deps.Identity, knownPath: filepath.Join(deps.DataDir, KnownPeersFile),
+		audit: deps.Audit, rec: deps.Recorder, log: log, now: now,
+	}
+	pins, err := loadKnownPeers(adm.knownPath)
+	if err != nil {
+		return nil, fmt.Errorf("mesh: %w", err)
+	}
+	adm.pins = pins
+	if dropped := adm.dropSupersededPinsLocked(cfg); len(dropped) > 0 {
+		if err := writeKnownPeers(adm.knownPath, adm.pins); err != nil {
+			return nil, fmt.Errorf("mesh: drop first-use pins superseded by configured keys: %w", err)
+		}
+		log.Info("dropped first-use pins superseded by configured keys", zap.Strings("addrs", dropped))
+	}
+	if adm.cert, err = deps.Identity.TLSCertificate(now()); err != nil {
+		return nil, fmt.Errorf("mesh certificate: %w", err)
+	}
 	met, err := newMetrics(deps.Registerer)
 	if err != nil {
 		return nil, fmt.Errorf("mesh: %w", err)
@@ -256,41 +274,23 @@ func New(cfg Config, deps Deps) (*Mesh, error) {
 		listenUDP: deps.ListenUDP,
 		ready:     make(chan struct{}),
 		changed:   make(chan struct{}, 1),
+		adm:       adm,
 		events:    newEventQueue(deps.PeerEvents, deps.OnPeerStopped),
 	}
 	ps := &m.peerSet
-	m.adm = &admission{
-		ident: deps.Identity, knownPath: filepath.Join(deps.DataDir, KnownPeersFile), ps: ps,
-		audit: deps.Audit, rec: deps.Recorder, log: log, met: met, now: now, pinned: m.signalPeersChanged,
-	}
+	adm.ps, adm.met, adm.pinned = ps, met, m.signalPeersChanged
 	m.adverts = &advertiser{
 		ps: ps, events: m.events, tbl: deps.Table, extra: deps.ExtraAdverts, now: now,
 		restartWait: restartWait, log: log, met: met,
 	}
 	m.streams = newStreamServer(ps, m.adverts, met)
 	m.links = &links{
-		ps: ps, adm: m.adm, streams: m.streams, adv: m.adverts, live: liveness{log: log, met: met},
+		ps: ps, adm: adm, streams: m.streams, adv: m.adverts, live: liveness{log: log, met: met},
 		events: m.events, ident: deps.Identity, met: met, log: log, now: now, rand: rnd,
 		restartWait: restartWait, onLinkUp: deps.OnLinkUp,
 	}
-	pins, err := loadKnownPeers(m.adm.knownPath)
-	if err != nil {
-		return nil, fmt.Errorf("mesh: %w", err)
-	}
-	m.adm.pins = pins
-	if dropped := m.adm.dropSupersededPinsLocked(cfg); len(dropped) > 0 {
-		if err := writeKnownPeers(m.adm.knownPath, m.adm.pins); err != nil {
-			return nil, fmt.Errorf("mesh: drop first-use pins superseded by configured keys: %w", err)
-		}
-		log.Info("dropped first-use pins superseded by configured keys", zap.Strings("addrs", dropped))
-	}
-	cert, err := deps.Identity.TLSCertificate(now())
-	if err != nil {
-		return nil, fmt.Errorf("mesh certificate: %w", err)
-	}
-	m.adm.cert = cert
 	for _, pc := range cfg.Peers {
-		m.peers[pc.Addr] = m.adm.newPeerLocked(pc)
+		m.peers[pc.Addr] = adm.newPeerLocked(pc)
 	}
 	m.updateGaugeLocked()
 	return m, nil
@@ -469,8 +469,8 @@ func (m *Mesh) applyConfig(cfg Config) {
 	for _, pc := range cfg.Peers {
 		want[pc.Addr] = pc
 	}
-	// pinMu before mu: a configured key that supersedes a first-use pin
-	// drops the pin from known_peers.json in this same step.
+	// admission.pinMu before mu: a configured key that supersedes a
+	// first-use pin drops the pin from known_peers.json in this same step.
 	m.adm.pinMu.Lock()
 	defer m.adm.pinMu.Unlock()
 	m.mu.Lock()
