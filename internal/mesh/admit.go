@@ -8,6 +8,9 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"slices"
+	"sync"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -48,14 +51,40 @@ func (r *refusal) error() error {
 	return fmt.Errorf("%s: %w", r.reason, ErrRefused)
 }
 
+// admission decides who may link: the TLS configs whose certificate
+// checks admit a configured peer's pinned key and nothing else, the
+// first-use pins (known_peers.json) and the records of refusals. It reads
+// and marks the peers in the peerSet.
+type admission struct {
+	ident     *identity.Identity
+	cert      tls.Certificate
+	knownPath string
+	ps        *peerSet
+	audit     Auditor
+	rec       Recorder
+	log       *zap.Logger
+	met       *metrics
+	now       func() time.Time
+	// pinned is called, never under the locks, when a pin on first use
+	// altered the name -> id map.
+	pinned func()
+
+	// pinMu serialises admission decisions that may pin a key, so that
+	// known_peers.json is written in pin order, and guards pins. It is
+	// taken before peerSet.mu, never while holding it, and is held across
+	// the pin file write.
+	pinMu sync.Mutex
+	pins  map[string]knownPeer // TOFU pins by configured address
+}
+
 // serverTLS is the listener's TLS config. Each handshake gets its own
 // config whose certificate check knows the remote address, which admission
 // on first use needs.
-func (m *Mesh) serverTLS() *tls.Config {
+func (a *admission) serverTLS() *tls.Config {
 	return &tls.Config{
 		MinVersion:   tls.VersionTLS13,
 		NextProtos:   []string{ALPN},
-		Certificates: []tls.Certificate{m.cert},
+		Certificates: []tls.Certificate{a.cert},
 		ClientAuth:   tls.RequireAnyClientCert,
 		GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
 			var remote netip.AddrPort
@@ -65,10 +94,10 @@ func (m *Mesh) serverTLS() *tls.Config {
 			return &tls.Config{
 				MinVersion:   tls.VersionTLS13,
 				NextProtos:   []string{ALPN},
-				Certificates: []tls.Certificate{m.cert},
+				Certificates: []tls.Certificate{a.cert},
 				ClientAuth:   tls.RequireAnyClientCert,
 				VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
-					return m.admitInbound(raw, remote)
+					return a.admitInbound(raw, remote)
 				},
 			}, nil
 		},
@@ -77,15 +106,15 @@ func (m *Mesh) serverTLS() *tls.Config {
 
 // clientTLS is the config for dialing p: the certificate chain is not
 // verified against roots; the key is checked against p's pin instead.
-func (m *Mesh) clientTLS(p *peerEntry, refused *bool) *tls.Config {
+func (a *admission) clientTLS(p *peerEntry, refused *bool) *tls.Config {
 	return &tls.Config{
 		MinVersion:         tls.VersionTLS13,
 		NextProtos:         []string{ALPN},
-		Certificates:       []tls.Certificate{m.cert},
+		Certificates:       []tls.Certificate{a.cert},
 		InsecureSkipVerify: true, // VerifyPeerCertificate checks the pinned key
 		ServerName:         "nodeld",
 		VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
-			err := m.admitOutbound(raw, p)
+			err := a.admitOutbound(raw, p)
 			if err != nil {
 				*refused = true
 			}
@@ -98,25 +127,25 @@ func (m *Mesh) clientTLS(p *peerEntry, refused *bool) *tls.Config {
 // configured peer is admitted from anywhere; an unknown key only when
 // remote is the address of a configured peer without a key yet, which
 // pins it.
-func (m *Mesh) admitInbound(raw [][]byte, remote netip.AddrPort) error {
+func (a *admission) admitInbound(raw [][]byte, remote netip.AddrPort) error {
 	key, err := identity.PeerKey(raw)
 	if err != nil {
-		return m.refuse(nil, remote, "inbound", RefusalBadCertificate)
+		return a.refuse(nil, remote, "inbound", RefusalBadCertificate)
 	}
-	m.pinMu.Lock()
-	defer m.pinMu.Unlock()
-	m.mu.Lock()
-	if key.Equal(m.ident.PublicKey()) {
-		m.mu.Unlock()
-		return m.refuse(key, remote, "inbound", RefusalOwnKey)
+	a.pinMu.Lock()
+	defer a.pinMu.Unlock()
+	a.ps.mu.Lock()
+	if key.Equal(a.ident.PublicKey()) {
+		a.ps.mu.Unlock()
+		return a.refuse(key, remote, "inbound", RefusalOwnKey)
 	}
-	if m.peerByKeyLocked(key) != nil {
-		m.mu.Unlock()
+	if a.ps.peerByKeyLocked(key) != nil {
+		a.ps.mu.Unlock()
 		return nil
 	}
 	var at *peerEntry
 	if remote.IsValid() {
-		for _, p := range m.peers {
+		for _, p := range a.ps.peers {
 			if p.ap == remote {
 				at = p
 				break
@@ -124,133 +153,171 @@ func (m *Mesh) admitInbound(raw [][]byte, remote netip.AddrPort) error {
 		}
 	}
 	if at == nil {
-		m.mu.Unlock()
-		return m.refuse(key, remote, "inbound", RefusalNotAdmitted)
+		a.ps.mu.Unlock()
+		return a.refuse(key, remote, "inbound", RefusalNotAdmitted)
 	}
 	if at.key != nil {
-		m.markRefusedKeyLocked(at, key)
-		m.mu.Unlock()
-		return m.refuse(key, remote, "inbound", RefusalKeyDiffers)
+		a.markRefusedKeyLocked(at, key)
+		a.ps.mu.Unlock()
+		return a.refuse(key, remote, "inbound", RefusalKeyDiffers)
 	}
-	return m.pinLocked(at, key) // unlocks mu
+	return a.pinLocked(at, key) // unlocks ps.mu
 }
 
 // admitOutbound checks the key presented by p when dialing it: p's pinned
 // key, or, without one, the first key seen there, which it pins.
-func (m *Mesh) admitOutbound(raw [][]byte, p *peerEntry) error {
+func (a *admission) admitOutbound(raw [][]byte, p *peerEntry) error {
 	key, err := identity.PeerKey(raw)
 	if err != nil {
-		return m.refuseOutbound(nil, p.cfg.Addr, RefusalBadCertificate)
+		return a.refuseOutbound(nil, p.cfg.Addr, RefusalBadCertificate)
 	}
-	m.pinMu.Lock()
-	defer m.pinMu.Unlock()
-	m.mu.Lock()
+	a.pinMu.Lock()
+	defer a.pinMu.Unlock()
+	a.ps.mu.Lock()
 	switch {
-	case m.peers[p.cfg.Addr] != p:
-		m.mu.Unlock()
-		return m.refuseOutbound(key, p.cfg.Addr, RefusalPeerRemoved)
-	case key.Equal(m.ident.PublicKey()):
-		m.mu.Unlock()
-		return m.refuseOutbound(key, p.cfg.Addr, RefusalOwnKey)
+	case a.ps.peers[p.cfg.Addr] != p:
+		a.ps.mu.Unlock()
+		return a.refuseOutbound(key, p.cfg.Addr, RefusalPeerRemoved)
+	case key.Equal(a.ident.PublicKey()):
+		a.ps.mu.Unlock()
+		return a.refuseOutbound(key, p.cfg.Addr, RefusalOwnKey)
 	case p.key != nil && p.key.Equal(key):
-		m.mu.Unlock()
+		a.ps.mu.Unlock()
 		return nil
 	case p.key != nil:
-		m.markRefusedKeyLocked(p, key)
-		m.mu.Unlock()
-		return m.refuseOutbound(key, p.cfg.Addr, RefusalKeyDiffers)
-	case m.peerByKeyLocked(key) != nil:
-		m.mu.Unlock()
-		return m.refuseOutbound(key, p.cfg.Addr, RefusalPinnedElse)
+		a.markRefusedKeyLocked(p, key)
+		a.ps.mu.Unlock()
+		return a.refuseOutbound(key, p.cfg.Addr, RefusalKeyDiffers)
+	case a.ps.peerByKeyLocked(key) != nil:
+		a.ps.mu.Unlock()
+		return a.refuseOutbound(key, p.cfg.Addr, RefusalPinnedElse)
 	}
-	return m.pinLocked(p, key)
+	return a.pinLocked(p, key)
 }
 
-func (m *Mesh) markRefusedKeyLocked(p *peerEntry, key ed25519.PublicKey) {
+func (a *admission) markRefusedKeyLocked(p *peerEntry, key ed25519.PublicKey) {
 	p.refusedKey = hex.EncodeToString(key)
 	p.lastErr = "refused key " + p.refusedKey + ": differs from the pinned key"
 	if p.link == nil {
 		p.state = StateRefused
 	}
-	m.updateGaugeLocked()
+	a.ps.updateGaugeLocked()
 }
 
 // pinLocked pins key for p on first use and persists the pins. Called with
-// pinMu and mu held; it releases mu. A pin that cannot be persisted is
+// pinMu and ps.mu held; it releases ps.mu. A pin that cannot be persisted is
 // rolled back and the handshake refused.
-func (m *Mesh) pinLocked(p *peerEntry, key ed25519.PublicKey) error {
-	pin := knownPeer{Addr: p.cfg.Addr, Key: hex.EncodeToString(key), ID: identity.NodeID(key), PinnedAt: m.now().UTC()}
-	m.pins[p.cfg.Addr] = pin
-	snapshot := maps.Clone(m.pins)
-	m.mu.Unlock()
-	if err := writeKnownPeers(m.knownPath, snapshot); err != nil {
-		m.mu.Lock()
-		delete(m.pins, p.cfg.Addr)
-		m.mu.Unlock()
-		m.log.Error("known peers not written", zap.Error(err))
+func (a *admission) pinLocked(p *peerEntry, key ed25519.PublicKey) error {
+	pin := knownPeer{Addr: p.cfg.Addr, Key: hex.EncodeToString(key), ID: identity.NodeID(key), PinnedAt: a.now().UTC()}
+	a.pins[p.cfg.Addr] = pin
+	snapshot := maps.Clone(a.pins)
+	a.ps.mu.Unlock()
+	if err := writeKnownPeers(a.knownPath, snapshot); err != nil {
+		a.ps.mu.Lock()
+		delete(a.pins, p.cfg.Addr)
+		a.ps.mu.Unlock()
+		a.log.Error("known peers not written", zap.Error(err))
 		return fmt.Errorf("pin %s: %w", p.cfg.Addr, err)
 	}
-	m.mu.Lock()
-	if m.peers[p.cfg.Addr] == p && p.key == nil {
+	a.ps.mu.Lock()
+	if a.ps.peers[p.cfg.Addr] == p && p.key == nil {
 		p.key, p.id, p.from = key, pin.ID, PinnedFromTOFU
 		p.refusedKey = ""
 	}
-	m.mu.Unlock()
-	m.log.Info("peer key pinned on first use", zap.String("addr", pin.Addr), zap.String("peer", pin.ID))
-	if m.audit != nil {
-		if err := m.audit.Record(AuditSource, KindPeerPinned, PinnedEvent{Addr: pin.Addr, Key: pin.Key, ID: pin.ID}); err != nil {
-			m.log.Error("audit record not written", zap.String("kind", KindPeerPinned), zap.Error(err))
+	a.ps.mu.Unlock()
+	a.log.Info("peer key pinned on first use", zap.String("addr", pin.Addr), zap.String("peer", pin.ID))
+	if a.audit != nil {
+		if err := a.audit.Record(AuditSource, KindPeerPinned, PinnedEvent{Addr: pin.Addr, Key: pin.Key, ID: pin.ID}); err != nil {
+			a.log.Error("audit record not written", zap.String("kind", KindPeerPinned), zap.Error(err))
 		}
 	}
-	m.signalPeersChanged()
+	a.pinned()
 	return nil
 }
 
 // refuse records the refusal of an inbound handshake from remote and
-// returns the handshake error. Called without mu.
-func (m *Mesh) refuse(key ed25519.PublicKey, remote netip.AddrPort, direction, reason string) error {
+// returns the handshake error. Called without ps.mu.
+func (a *admission) refuse(key ed25519.PublicKey, remote netip.AddrPort, direction, reason string) error {
 	sender := "unknown"
 	if remote.IsValid() {
 		sender = remote.Addr().String()
 	}
 	r := &refusal{key: key, addr: remote.String(), direction: direction, reason: reason, sender: sender}
-	m.recordRefusal(r)
+	a.record(r)
 	return r.error()
 }
 
 // refuseOutbound records the refusal of the handshake of a dial to the
 // configured address addr and returns the handshake error. Called without
-// mu.
-func (m *Mesh) refuseOutbound(key ed25519.PublicKey, addr, reason string) error {
+// ps.mu.
+func (a *admission) refuseOutbound(key ed25519.PublicKey, addr, reason string) error {
 	r := &refusal{key: key, addr: addr, direction: "outbound", reason: reason, sender: addr}
-	m.recordRefusal(r)
+	a.record(r)
 	return r.error()
 }
 
-// recordRefusal counts a refusal and hands it to the Recorder, which
+// record counts a refusal and hands it to the Recorder, which
 // chains the first of its key per period and counts the rest; it is
-// logged when chained. Called without mu.
-func (m *Mesh) recordRefusal(r *refusal) {
-	m.met.handshakes.WithLabelValues(handshakeRefused).Inc()
+// logged when chained. Called without ps.mu.
+func (a *admission) record(r *refusal) {
+	a.met.handshakes.WithLabelValues(handshakeRefused).Inc()
 	ev := RefusedEvent{Addr: r.addr, Direction: r.direction, Reason: r.reason}
 	if r.key != nil {
 		ev.Key = hex.EncodeToString(r.key)
 	}
 	fields := []zap.Field{zap.String("addr", ev.Addr), zap.String("key", ev.Key),
 		zap.String("direction", ev.Direction), zap.String("reason", ev.Reason)}
-	if m.rec == nil {
-		m.log.Debug("peer refused", fields...)
+	if a.rec == nil {
+		a.log.Debug("peer refused", fields...)
 		return
 	}
-	chained, err := m.rec.Record(chain.RecordKey{Class: r.class(), Sender: r.sender, Kind: KindPeerRefused, Reason: r.reason}, AuditSource, ev)
+	chained, err := a.rec.Record(chain.RecordKey{Class: r.class(), Sender: r.sender, Kind: KindPeerRefused, Reason: r.reason}, AuditSource, ev)
 	switch {
 	case err != nil:
-		m.log.Error("audit record not written", append(fields, zap.String("kind", KindPeerRefused), zap.Error(err))...)
+		a.log.Error("audit record not written", append(fields, zap.String("kind", KindPeerRefused), zap.Error(err))...)
 	case chained:
-		m.log.Warn("peer refused", fields...)
+		a.log.Warn("peer refused", fields...)
 	default:
-		m.met.suppressed.Inc()
+		a.met.suppressed.Inc()
 	}
 }
 
 func hexKey(k ed25519.PublicKey) string { return hex.EncodeToString(k) }
+
+// dropSupersededPinsLocked removes the first-use pins of addresses whose
+// configured peer now names a key: the operator's key supersedes the pin
+// for good, so removing that key later must not bring the old pin back.
+// It returns the addresses dropped, sorted; the caller persists the pins.
+// pinMu must be held (or the mesh not yet shared).
+func (a *admission) dropSupersededPinsLocked(cfg Config) []string {
+	var dropped []string
+	for _, pc := range cfg.Peers {
+		if pc.Key == "" {
+			continue
+		}
+		if _, ok := a.pins[pc.Addr]; ok {
+			delete(a.pins, pc.Addr)
+			dropped = append(dropped, pc.Addr)
+		}
+	}
+	slices.Sort(dropped)
+	return dropped
+}
+
+// newPeerLocked builds a peer entry, with its configured key or its pin;
+// the config was validated. pinMu must be held (or the mesh not yet
+// shared).
+func (a *admission) newPeerLocked(pc PeerConfig) *peerEntry {
+	p := &peerEntry{cfg: pc, state: StateConnecting}
+	if pc.Key != "" {
+		p.cfgKey, _ = identity.ParsePublicKeyHex(pc.Key)
+		p.key, p.id, p.from = p.cfgKey, identity.NodeID(p.cfgKey), PinnedFromConfig
+	} else if pin, ok := a.pins[pc.Addr]; ok {
+		k, _ := identity.ParsePublicKeyHex(pin.Key)
+		p.key, p.id, p.from = k, identity.NodeID(k), PinnedFromTOFU
+	}
+	if ap, err := netip.ParseAddrPort(pc.Addr); err == nil {
+		p.ap = normAddrPort(ap)
+	}
+	return p
+}

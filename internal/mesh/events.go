@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/nodeld/nodeld/internal/table"
@@ -11,9 +12,9 @@ import (
 // of advertisements taken, the end of a restart wait, a peer removed) as
 // table.PeerEvents to Deps.PeerEvents, and decides nothing about routes:
 // the consumer (the table, table.ApplyPeerEvent) does. Events are queued
-// under m.mu, in the order of the link changes they report, and handed
+// under peerSet.mu, in the order of the link changes they report, and handed
 // over one at a time, in that order, by one delivery at a time
-// (deliverPending): never under the mesh's locks and never on the
+// (eventQueue.deliver): never under the mesh's locks and never on the
 // goroutine of a caller of OpenStream or of a stream, so a send on the
 // mesh never changes routing under its caller. The queue is bounded by
 // what feeds it: a round's stream waits for its delivery before it is
@@ -30,63 +31,77 @@ type queuedEvent struct {
 	done chan struct{}
 }
 
-// emitLocked queues ev for delivery. m.mu must be held.
-func (m *Mesh) emitLocked(q queuedEvent) {
-	m.events = append(m.events, q)
+// eventQueue holds the events reported and not yet delivered, and
+// delivers them to the consumer one at a time, in order.
+type eventQueue struct {
+	sink      func(table.PeerEvent)
+	onStopped func(peer string) // Deps.OnPeerStopped; may be nil
+	// kick (size 1) wakes the event loop.
+	kick chan struct{}
+	// deliverMu is held while events are delivered, one delivery at a
+	// time. It is taken before mu and before peerSet.mu, never while
+	// holding either.
+	deliverMu sync.Mutex
+
+	// mu guards pending. It is taken while holding peerSet.mu (emit),
+	// so that events queue in the order of the link changes they report.
+	mu      sync.Mutex
+	pending []queuedEvent
+}
+
+func newEventQueue(sink func(table.PeerEvent), onStopped func(string)) *eventQueue {
+	return &eventQueue{sink: sink, onStopped: onStopped, kick: make(chan struct{}, 1)}
+}
+
+// emit queues ev for delivery. The caller holds peerSet.mu when the event
+// reports a change it made under it.
+func (q *eventQueue) emit(ev queuedEvent) {
+	q.mu.Lock()
+	q.pending = append(q.pending, ev)
+	q.mu.Unlock()
 	select {
-	case m.eventKick <- struct{}{}:
+	case q.kick <- struct{}{}:
 	default:
 	}
 }
 
-// eventLoop delivers queued events until ctx ends. Run delivers what is
-// left once every other goroutine has returned.
-func (m *Mesh) eventLoop(ctx context.Context) {
+// loop delivers queued events until ctx ends. Run delivers what is left
+// once every other goroutine has returned.
+func (q *eventQueue) loop(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-m.eventKick:
-			m.deliverPending()
+		case <-q.kick:
+			q.deliver()
 		}
 	}
 }
 
-// deliverPending hands every queued event to the consumer, in order. One
+// deliver hands every queued event to the consumer, in order. One
 // delivery runs at a time (deliverMu), so events are never reordered.
-func (m *Mesh) deliverPending() {
-	m.deliverMu.Lock()
-	defer m.deliverMu.Unlock()
+func (q *eventQueue) deliver() {
+	q.deliverMu.Lock()
+	defer q.deliverMu.Unlock()
 	for {
-		m.mu.Lock()
-		if len(m.events) == 0 {
-			m.mu.Unlock()
+		q.mu.Lock()
+		if len(q.pending) == 0 {
+			q.mu.Unlock()
 			return
 		}
-		q := m.events[0]
-		m.events[0] = queuedEvent{}
-		m.events = m.events[1:]
-		m.mu.Unlock()
-		if !q.until.IsZero() {
-			q.ev.Wait = max(time.Until(q.until), 0)
+		e := q.pending[0]
+		q.pending[0] = queuedEvent{}
+		q.pending = q.pending[1:]
+		q.mu.Unlock()
+		if !e.until.IsZero() {
+			e.ev.Wait = max(time.Until(e.until), 0)
 		}
-		m.sink(q.ev)
-		if q.ev.Kind == table.PeerWaitOver && q.ev.Stopped && m.onStopped != nil {
-			m.onStopped(q.ev.Node)
+		q.sink(e.ev)
+		if e.ev.Kind == table.PeerWaitOver && e.ev.Stopped && q.onStopped != nil {
+			q.onStopped(e.ev.Node)
 		}
-		if q.done != nil {
-			close(q.done)
+		if e.done != nil {
+			close(e.done)
 		}
-	}
-}
-
-// deliverIfIdle delivers queued events at once when no event loop runs
-// (before Run, or after it returned: a config change then).
-func (m *Mesh) deliverIfIdle() {
-	m.mu.Lock()
-	idle := m.runCtx == nil
-	m.mu.Unlock()
-	if idle {
-		m.deliverPending()
 	}
 }

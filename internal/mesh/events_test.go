@@ -63,9 +63,9 @@ func (g *gate) release() {
 // queued reports whether n's mesh holds an event of kind about peer that
 // it has not handed to its consumer yet.
 func queued(n *testNode, kind table.PeerEventKind, peer string) bool {
-	n.m.mu.Lock()
-	defer n.m.mu.Unlock()
-	for _, q := range n.m.events {
+	n.m.events.mu.Lock()
+	defer n.m.events.mu.Unlock()
+	for _, q := range n.m.events.pending {
 		if q.ev.Kind == kind && q.ev.Node == peer {
 			return true
 		}

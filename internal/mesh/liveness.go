@@ -11,19 +11,26 @@ import (
 // meaning: any datagram heard on a link proves the peer is alive.
 var heartbeat = []byte{0x01}
 
-// watchLiveness keeps l honest about its peer being alive, independently
+// liveness is failure detection on links: heartbeat datagrams both ways,
+// and a link that hears none for the liveness timeout closed as dead.
+type liveness struct {
+	log *zap.Logger
+	met *metrics
+}
+
+// watch keeps l honest about its peer being alive, independently
 // of the keep-alive period: both ends send a heartbeat datagram every
 // livenessInterval, and a link that has heard nothing for the liveness
 // timeout is closed with CodeDead. Closing it retires the link at once
-// (serveLink -> linkLost, which reports the loss: the table drops the
+// (links.serveLink -> links.linkLost, which reports the loss: the table drops the
 // peer's routes), and its in-flight streams fail instead of hanging until
 // QUIC's idle timeout.
 // A peer that did not negotiate datagrams is left to the idle timeout.
 // It returns when the link stops being its peer's link or its connection
 // ends.
-func (m *Mesh) watchLiveness(l *link, timeout time.Duration) {
+func (lv liveness) watch(l *link, timeout time.Duration) {
 	if !l.conn.ConnectionState().SupportsDatagrams.Remote {
-		m.log.Debug("peer does not send liveness datagrams; relying on the idle timeout", zap.String("peer", l.peerID))
+		lv.log.Debug("peer does not send liveness datagrams; relying on the idle timeout", zap.String("peer", l.peerID))
 		return
 	}
 	ctx, cancel := context.WithCancel(l.conn.Context())
@@ -78,8 +85,8 @@ func (m *Mesh) watchLiveness(l *link, timeout time.Duration) {
 		case <-heard:
 			deadline.Reset(timeout)
 		case <-deadline.C:
-			m.met.dead.Inc()
-			m.log.Warn("peer link dead: no liveness heartbeat", zap.String("peer", l.peerID), zap.Duration("timeout", timeout))
+			lv.met.dead.Inc()
+			lv.log.Warn("peer link dead: no liveness heartbeat", zap.String("peer", l.peerID), zap.Duration("timeout", timeout))
 			_ = l.conn.CloseWithError(CodeDead, "liveness timeout")
 			return
 		}

@@ -4,16 +4,13 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
 	"net"
-	"net/netip"
 	"path/filepath"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -186,108 +183,26 @@ type PeerInfo struct {
 // or Reset). ctx ends when the link closes or the mesh stops.
 type Handler func(ctx context.Context, peer PeerInfo, s *Stream)
 
-type peerEntry struct {
-	cfg    PeerConfig
-	cfgKey ed25519.PublicKey // from config; nil for TOFU
-	ap     netip.AddrPort    // resolved address; invalid until known
-
-	key  ed25519.PublicKey // effective pinned key; nil until known
-	id   string
-	from string // PinnedFromConfig | PinnedFromTOFU | ""
-
-	state      string
-	lastErr    string
-	refusedKey string // hex of a different key seen at ap
-	link       *link
-	stop       context.CancelFunc // the dial loop; nil when not running
-	// resetAt is when the peer's last link ended with a stateless reset
-	// (the peer restarted); zero once a new link is up.
-	resetAt time.Time
-	// awayAt is when the peer's last link ended because the peer
-	// restarted (resetAt) or closed it stopping (CodeShutdown: a
-	// restart, as often as not, such as an upgrade): its routes are kept
-	// waiting for its next link from then for the restart wait. Zero
-	// once a new link is up.
-	awayAt time.Time
-}
-
-type link struct {
-	conn     *quic.Conn
-	cert     []byte // the certificate the peer presented (connCert)
-	peer     *peerEntry
-	peerID   string
-	dialer   string // node id of the side that dialed
-	outbound bool
-	up       time.Time
-	// done is closed, under Mesh.mu, when the link stops being its
-	// peer's link.
-	done chan struct{}
-	// kick (size 1) asks the link's advert sender for a round.
-	kick chan struct{}
-}
-
-func (l *link) poke() {
-	select {
-	case l.kick <- struct{}{}:
-	default:
-	}
-}
-
-// Mesh is the node's QUIC mesh: admission, one link per peer, stream
-// dispatch and the advertisement exchange. See the package documentation.
+// Mesh is the node's QUIC mesh. It holds the configured peers (peerSet,
+// whose lock its parts share) and composes the parts that each do one
+// job: admission, the link set, liveness, the stream server, the
+// advertiser and the event queue. See the package documentation.
 type Mesh struct {
+	peerSet
+
 	ident     *identity.Identity
-	knownPath string
-	tbl       AdvertTable
-	audit     Auditor
-	rec       Recorder
 	log       *zap.Logger
 	met       *metrics
-	now       func() time.Time
-	rand      func() float64
-	extra     func() []table.Advertisement
 	onPeers   func()
-	onLinkUp  func(ctx context.Context, peer PeerInfo)
-	onStopped func(peer string)
-	sink      func(table.PeerEvent)
 	listenUDP func(addr *net.UDPAddr) (*net.UDPConn, error)
-	// restartWait is RestartLinkWait or Deps.RestartLinkWait.
-	restartWait time.Duration
-	cert        tls.Certificate
-	ready       chan struct{}
-	changed     chan struct{} // size 1: OnPeersChanged is due
+	ready     chan struct{}
+	changed   chan struct{} // size 1: OnPeersChanged is due
 
-	// pinMu serialises admission decisions that may pin a key, so that
-	// known_peers.json is written in pin order. It is taken before mu,
-	// never while holding it, and is held across the pin file write.
-	pinMu sync.Mutex
-
-	// mu guards every field below.
-	mu       sync.Mutex
-	cfg      Config
-	peers    map[string]*peerEntry // by configured address
-	pins     map[string]knownPeer  // TOFU pins by configured address
-	handlers map[StreamKind]Handler
-	addr     net.Addr
-	tr       *quic.Transport
-	runCtx   context.Context // non-nil while Run runs
-	// linkEvent is closed, and replaced, whenever a peer's link changes
-	// (awaitLink waits on it).
-	linkEvent chan struct{}
-	running   bool
-	closing   bool
-	wg        sync.WaitGroup // every goroutine Run starts, directly or not
-
-	// events are reported and not yet delivered (events.go); eventKick
-	// (size 1) wakes the event loop.
-	events    []queuedEvent
-	eventKick chan struct{}
-	// deliverMu is held while events are delivered, one delivery at a
-	// time. It is taken before mu, never while holding it.
-	deliverMu sync.Mutex
-
-	// work hands an accepted stream to an idle worker (see goServe).
-	work chan func()
+	adm     *admission
+	links   *links
+	streams *streamServer
+	adverts *advertiser
+	events  *eventQueue
 }
 
 // New validates cfg and deps and loads the TOFU pins. It binds nothing.
@@ -307,120 +222,78 @@ func New(cfg Config, deps Deps) (*Mesh, error) {
 	if err := cfg.Validate(deps.Identity.PublicKey()); err != nil {
 		return nil, fmt.Errorf("mesh config: %w", err)
 	}
-	m := &Mesh{
-		ident:       deps.Identity,
-		knownPath:   filepath.Join(deps.DataDir, KnownPeersFile),
-		tbl:         deps.Table,
-		audit:       deps.Audit,
-		rec:         deps.Recorder,
-		log:         deps.Logger,
-		now:         deps.Now,
-		rand:        deps.Rand,
-		extra:       deps.ExtraAdverts,
-		onPeers:     deps.OnPeersChanged,
-		onLinkUp:    deps.OnLinkUp,
-		onStopped:   deps.OnPeerStopped,
-		sink:        deps.PeerEvents,
-		eventKick:   make(chan struct{}, 1),
-		listenUDP:   deps.ListenUDP,
-		restartWait: deps.RestartLinkWait,
-		ready:       make(chan struct{}),
-		changed:     make(chan struct{}, 1),
-		cfg:         cfg,
-		peers:       make(map[string]*peerEntry),
-		handlers:    make(map[StreamKind]Handler),
-		linkEvent:   make(chan struct{}),
-		work:        make(chan func()),
+	log := deps.Logger
+	if log == nil {
+		log = zap.NewNop()
 	}
-	if m.log == nil {
-		m.log = zap.NewNop()
+	restartWait := deps.RestartLinkWait
+	if restartWait <= 0 {
+		restartWait = RestartLinkWait
 	}
-	if m.restartWait <= 0 {
-		m.restartWait = RestartLinkWait
+	now := deps.Now
+	if now == nil {
+		now = time.Now
 	}
-	if m.now == nil {
-		m.now = time.Now
+	rnd := deps.Rand
+	if rnd == nil {
+		rnd = rand.Float64
 	}
-	if m.rand == nil {
-		m.rand = rand.Float64
+	adm := &admission{
+		ident: deps.Identity, knownPath: filepath.Join(deps.DataDir, KnownPeersFile),
+		audit: deps.Audit, rec: deps.Recorder, log: log, now: now,
 	}
-	pins, err := loadKnownPeers(m.knownPath)
+	pins, err := loadKnownPeers(adm.knownPath)
 	if err != nil {
 		return nil, fmt.Errorf("mesh: %w", err)
 	}
-	m.pins = pins
-	if dropped := m.dropSupersededPinsLocked(cfg); len(dropped) > 0 {
-		if err := writeKnownPeers(m.knownPath, m.pins); err != nil {
+	adm.pins = pins
+	if dropped := adm.dropSupersededPinsLocked(cfg); len(dropped) > 0 {
+		if err := writeKnownPeers(adm.knownPath, adm.pins); err != nil {
 			return nil, fmt.Errorf("mesh: drop first-use pins superseded by configured keys: %w", err)
 		}
-		m.log.Info("dropped first-use pins superseded by configured keys", zap.Strings("addrs", dropped))
+		log.Info("dropped first-use pins superseded by configured keys", zap.Strings("addrs", dropped))
 	}
-	cert, err := deps.Identity.TLSCertificate(m.now())
-	if err != nil {
+	if adm.cert, err = deps.Identity.TLSCertificate(now()); err != nil {
 		return nil, fmt.Errorf("mesh certificate: %w", err)
 	}
-	m.cert = cert
-	for _, pc := range cfg.Peers {
-		m.peers[pc.Addr] = m.newPeerLocked(pc)
-	}
-	if m.met, err = newMetrics(deps.Registerer); err != nil {
+	met, err := newMetrics(deps.Registerer)
+	if err != nil {
 		return nil, fmt.Errorf("mesh: %w", err)
+	}
+	m := &Mesh{
+		peerSet: peerSet{
+			gauge:     met.peers,
+			cfg:       cfg,
+			peers:     make(map[string]*peerEntry),
+			linkEvent: make(chan struct{}),
+		},
+		ident:     deps.Identity,
+		log:       log,
+		met:       met,
+		onPeers:   deps.OnPeersChanged,
+		listenUDP: deps.ListenUDP,
+		ready:     make(chan struct{}),
+		changed:   make(chan struct{}, 1),
+		adm:       adm,
+		events:    newEventQueue(deps.PeerEvents, deps.OnPeerStopped),
+	}
+	ps := &m.peerSet
+	adm.ps, adm.met, adm.pinned = ps, met, m.signalPeersChanged
+	m.adverts = &advertiser{
+		ps: ps, events: m.events, tbl: deps.Table, extra: deps.ExtraAdverts, now: now,
+		restartWait: restartWait, log: log, met: met,
+	}
+	m.streams = newStreamServer(ps, m.adverts, met)
+	m.links = &links{
+		ps: ps, adm: adm, streams: m.streams, adv: m.adverts, live: liveness{log: log, met: met},
+		events: m.events, ident: deps.Identity, met: met, log: log, now: now, rand: rnd,
+		restartWait: restartWait, onLinkUp: deps.OnLinkUp,
+	}
+	for _, pc := range cfg.Peers {
+		m.peers[pc.Addr] = adm.newPeerLocked(pc)
 	}
 	m.updateGaugeLocked()
 	return m, nil
-}
-
-// dropSupersededPinsLocked removes the first-use pins of addresses whose
-// configured peer now names a key: the operator's key supersedes the pin
-// for good, so removing that key later must not bring the old pin back.
-// It returns the addresses dropped, sorted; the caller persists the pins.
-func (m *Mesh) dropSupersededPinsLocked(cfg Config) []string {
-	var dropped []string
-	for _, pc := range cfg.Peers {
-		if pc.Key == "" {
-			continue
-		}
-		if _, ok := m.pins[pc.Addr]; ok {
-			delete(m.pins, pc.Addr)
-			dropped = append(dropped, pc.Addr)
-		}
-	}
-	slices.Sort(dropped)
-	return dropped
-}
-
-// newPeerLocked builds a peer entry; the config was validated.
-func (m *Mesh) newPeerLocked(pc PeerConfig) *peerEntry {
-	p := &peerEntry{cfg: pc, state: StateConnecting}
-	if pc.Key != "" {
-		p.cfgKey, _ = identity.ParsePublicKeyHex(pc.Key)
-		p.key, p.id, p.from = p.cfgKey, identity.NodeID(p.cfgKey), PinnedFromConfig
-	} else if pin, ok := m.pins[pc.Addr]; ok {
-		k, _ := identity.ParsePublicKeyHex(pin.Key)
-		p.key, p.id, p.from = k, identity.NodeID(k), PinnedFromTOFU
-	}
-	if ap, err := netip.ParseAddrPort(pc.Addr); err == nil {
-		p.ap = normAddrPort(ap)
-	}
-	return p
-}
-
-func normAddrPort(ap netip.AddrPort) netip.AddrPort {
-	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
-}
-
-func addrPortOf(a net.Addr) netip.AddrPort {
-	if u, ok := a.(*net.UDPAddr); ok {
-		return normAddrPort(u.AddrPort())
-	}
-	if a == nil {
-		return netip.AddrPort{}
-	}
-	ap, err := netip.ParseAddrPort(a.String())
-	if err != nil {
-		return netip.AddrPort{}
-	}
-	return normAddrPort(ap)
 }
 
 // Ready is closed once the UDP socket is bound.
@@ -437,12 +310,7 @@ func (m *Mesh) Addr() net.Addr {
 // one. It panics for KindAdvert (the mesh's own), an unknown kind or a nil
 // handler: those are wiring bugs.
 func (m *Mesh) Handle(kind StreamKind, h Handler) {
-	if kind == KindAdvert || kind.String() == "unknown" || h == nil {
-		panic(fmt.Sprintf("mesh: cannot register a handler for stream kind %d", kind))
-	}
-	m.mu.Lock()
-	m.handlers[kind] = h
-	m.mu.Unlock()
+	m.streams.handle(kind, h)
 }
 
 func (m *Mesh) statelessResetKey() *quic.StatelessResetKey {
@@ -454,20 +322,6 @@ func (m *Mesh) statelessResetKey() *quic.StatelessResetKey {
 	var k quic.StatelessResetKey
 	copy(k[:], h.Sum(nil))
 	return &k
-}
-
-func (m *Mesh) quicConfigLocked() *quic.Config {
-	ka := m.cfg.keepalive()
-	return &quic.Config{
-		HandshakeIdleTimeout:  HandshakeTimeout,
-		MaxIdleTimeout:        ka * IdleTimeoutFactor,
-		KeepAlivePeriod:       ka,
-		MaxIncomingStreams:    m.cfg.maxStreams(),
-		MaxIncomingUniStreams: -1,
-		// Served streams' credit rides with the next answer (credits).
-		RequireStreamCreditRelease: true,
-		EnableDatagrams:            true, // liveness heartbeats
-	}
 }
 
 // Run binds the socket, accepts and dials links and exchanges
@@ -500,7 +354,7 @@ func (m *Mesh) Run(ctx context.Context) error {
 		Conn:              uc,
 		StatelessResetKey: m.statelessResetKey(),
 	}
-	ln, err := tr.Listen(m.serverTLS(), qconf)
+	ln, err := tr.Listen(m.adm.serverTLS(), qconf)
 	if err != nil {
 		_ = tr.Close()
 		_ = uc.Close()
@@ -518,12 +372,12 @@ func (m *Mesh) Run(ctx context.Context) error {
 	m.addr = uc.LocalAddr()
 	m.runCtx = runCtx
 	for _, p := range m.peers {
-		m.startDialLocked(p)
+		m.links.startDialLocked(p)
 	}
-	m.wg.Go(func() { m.acceptLoop(runCtx, ln) })
-	m.wg.Go(func() { m.advertLoop(runCtx) })
+	m.wg.Go(func() { m.links.acceptLoop(runCtx, ln) })
+	m.wg.Go(func() { m.adverts.loop(runCtx) })
 	m.wg.Go(func() { m.notifyLoop(runCtx) })
-	m.wg.Go(func() { m.eventLoop(runCtx) })
+	m.wg.Go(func() { m.events.loop(runCtx) })
 	m.mu.Unlock()
 	close(m.ready)
 	m.log.Info("mesh listening", zap.Stringer("addr", uc.LocalAddr()), zap.String("node", m.ident.ID()))
@@ -552,18 +406,8 @@ func (m *Mesh) Run(ctx context.Context) error {
 	m.runCtx = nil
 	m.mu.Unlock()
 	// The losses of the links just closed, after the event loop ended.
-	m.deliverPending()
+	m.events.deliver()
 	return nil
-}
-
-// startDialLocked starts p's dial loop while Run runs.
-func (m *Mesh) startDialLocked(p *peerEntry) {
-	if m.runCtx == nil || m.closing || p.stop != nil {
-		return
-	}
-	ctx, stop := context.WithCancel(m.runCtx)
-	p.stop = stop
-	m.wg.Go(func() { m.dialLoop(ctx, p) })
 }
 
 func (m *Mesh) notifyLoop(ctx context.Context) {
@@ -584,15 +428,6 @@ func (m *Mesh) signalPeersChanged() {
 	case m.changed <- struct{}{}:
 	default:
 	}
-}
-
-// nameIDsLocked is the name -> id map (by address for unnamed peers).
-func (m *Mesh) nameIDsLocked() map[string]string {
-	out := make(map[string]string, len(m.peers))
-	for addr, p := range m.peers {
-		out[p.cfg.Name+"\x00"+addr] = p.id
-	}
-	return out
 }
 
 // ApplyConfig applies a new peer list, keep-alive and advert interval:
@@ -634,18 +469,18 @@ func (m *Mesh) applyConfig(cfg Config) {
 	for _, pc := range cfg.Peers {
 		want[pc.Addr] = pc
 	}
-	// pinMu before mu: a configured key that supersedes a first-use pin
-	// drops the pin from known_peers.json in this same step.
-	m.pinMu.Lock()
-	defer m.pinMu.Unlock()
+	// admission.pinMu before mu: a configured key that supersedes a
+	// first-use pin drops the pin from known_peers.json in this same step.
+	m.adm.pinMu.Lock()
+	defer m.adm.pinMu.Unlock()
 	m.mu.Lock()
-	if dropped := m.dropSupersededPinsLocked(cfg); len(dropped) > 0 {
+	if dropped := m.adm.dropSupersededPinsLocked(cfg); len(dropped) > 0 {
 		// The commit cannot fail: the pins are dropped in memory at once
 		// and a failed write is logged. New drops the same pins again at
 		// the next start, while the configured key is still there.
-		snapshot := maps.Clone(m.pins)
+		snapshot := maps.Clone(m.adm.pins)
 		m.mu.Unlock()
-		if err := writeKnownPeers(m.knownPath, snapshot); err != nil {
+		if err := writeKnownPeers(m.adm.knownPath, snapshot); err != nil {
 			m.log.Error("known peers not written; superseded first-use pins dropped in memory only", zap.Strings("addrs", dropped), zap.Error(err))
 		} else {
 			m.log.Info("dropped first-use pins superseded by configured keys", zap.Strings("addrs", dropped))
@@ -670,26 +505,30 @@ func (m *Mesh) applyConfig(cfg Config) {
 			m.linkChangedLocked()
 		}
 		if p.id != "" {
-			m.emitLocked(queuedEvent{ev: table.PeerEvent{Kind: table.PeerRemoved, Node: p.id}})
+			m.events.emit(queuedEvent{ev: table.PeerEvent{Kind: table.PeerRemoved, Node: p.id}})
 		}
 		delete(m.peers, addr)
 	}
 	for _, pc := range cfg.Peers {
 		if _, ok := m.peers[pc.Addr]; !ok {
-			p := m.newPeerLocked(pc)
+			p := m.adm.newPeerLocked(pc)
 			m.peers[pc.Addr] = p
-			m.startDialLocked(p)
+			m.links.startDialLocked(p)
 		}
 	}
 	m.cfg = cfg
 	after := m.nameIDsLocked()
 	m.updateGaugeLocked()
+	idle := m.runCtx == nil
 	m.mu.Unlock()
 
 	for _, l := range closing {
 		_ = l.conn.CloseWithError(CodeRemoved, "peer removed")
 	}
-	m.deliverIfIdle()
+	if idle {
+		// No event loop runs (before Run, or after it returned).
+		m.events.deliver()
+	}
 	if !maps.Equal(before, after) && m.onPeers != nil {
 		m.onPeers()
 	}
@@ -702,27 +541,6 @@ func sameKeyConfig(a, b string) bool {
 	ka, err1 := identity.ParsePublicKeyHex(a)
 	kb, err2 := identity.ParsePublicKeyHex(b)
 	return err1 == nil && err2 == nil && ka.Equal(kb)
-}
-
-func (m *Mesh) peerByKeyLocked(key ed25519.PublicKey) *peerEntry {
-	for _, p := range m.peers {
-		if p.key != nil && p.key.Equal(key) {
-			return p
-		}
-	}
-	return nil
-}
-
-func (m *Mesh) peerByIDLocked(id string) *peerEntry {
-	if id == "" {
-		return nil
-	}
-	for _, p := range m.peers {
-		if p.id == id {
-			return p
-		}
-	}
-	return nil
 }
 
 // IsAdmitted reports whether nodeID is a configured peer whose key is
@@ -776,39 +594,14 @@ func (m *Mesh) LinkedPeers() []PeerInfo {
 	return out
 }
 
-func (m *Mesh) peerInfoLocked(p *peerEntry) PeerInfo {
-	info := PeerInfo{ID: p.id, Name: p.cfg.Name, Tier: p.cfg.Tier, Key: append(ed25519.PublicKey(nil), p.key...)}
-	switch {
-	case p.link != nil:
-		info.Addr = p.link.conn.RemoteAddr()
-	case p.ap.IsValid():
-		info.Addr = net.UDPAddrFromAddrPort(p.ap)
-	}
-	return info
-}
-
-// linkChangedLocked wakes every awaitLink. m.mu must be held.
-func (m *Mesh) linkChangedLocked() {
-	close(m.linkEvent)
-	m.linkEvent = make(chan struct{})
-}
-
-func (m *Mesh) updateGaugeLocked() {
-	counts := make(map[string]int, len(peerStates))
-	for _, p := range m.peers {
-		counts[p.state]++
-	}
-	for _, s := range peerStates {
-		m.met.peers.WithLabelValues(s).Set(float64(counts[s]))
-	}
-}
-
-func (m *Mesh) setState(p *peerEntry, state, lastErr string) {
-	m.mu.Lock()
-	if m.peers[p.cfg.Addr] == p && p.link == nil {
-		p.state = state
-		p.lastErr = lastErr
-		m.updateGaugeLocked()
-	}
-	m.mu.Unlock()
+// OpenStream opens a stream of kind on the existing link to nodeID (see
+// links.open). It never dials: without a live link it returns ErrNoLink,
+// except that a peer that restarted (or, for an inference stream, closed
+// its link stopping) less than RestartLinkWait ago is waited for, within
+// ctx. It changes no route: a link found ended is reported lost
+// (PeerLinkLost). An inference stream is never sent again by the mesh
+// (PeerRestarted tells its caller when it may). The caller owns the
+// stream and must end it (Close, CloseWrite or Reset).
+func (m *Mesh) OpenStream(ctx context.Context, nodeID string, kind StreamKind) (*Stream, error) {
+	return m.links.open(ctx, nodeID, kind)
 }

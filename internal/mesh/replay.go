@@ -3,7 +3,6 @@ package mesh
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,7 +56,7 @@ const maxPacketPayload = 1452
 // replay is the state an opened stream keeps to be sent again on a new
 // link (see above).
 type replay struct {
-	m      *Mesh
+	ls     *links
 	nodeID string
 
 	// wmu is held across each Write and CloseWrite and while a replay
@@ -225,9 +224,9 @@ func (s *Stream) recover(qs *quic.Stream, err error) bool {
 	}()
 
 	kind := StreamKind(s.kind)
-	nl, nqs, err := r.m.reopen(ctx, r.nodeID, old)
+	nl, nqs, err := r.ls.reopen(ctx, r.nodeID, old)
 	if err != nil {
-		r.m.log.Debug("stream not replayed on a new link", zap.String("peer", r.nodeID), zap.Error(err))
+		r.ls.log.Debug("stream not replayed on a new link", zap.String("peer", r.nodeID), zap.Error(err))
 		return false
 	}
 	r.wmu.Lock()
@@ -245,7 +244,7 @@ func (s *Stream) recover(qs *quic.Stream, err error) bool {
 	r.l, r.buf = nl, nil
 	s.qs.Store(nqs)
 	r.mu.Unlock()
-	r.m.met.stream(kind, resultReplayed)
+	r.ls.met.stream(kind, resultReplayed)
 	if len(buf) > 0 {
 		if _, err := nqs.Write(buf); err != nil {
 			return true // the operation fails again on the new stream
@@ -255,50 +254,6 @@ func (s *Stream) recover(qs *quic.Stream, err error) bool {
 		_ = nqs.Close()
 	}
 	return true
-}
-
-// reopen opens a stream on a live link to nodeID other than old, waiting
-// for one until ctx ends.
-func (m *Mesh) reopen(ctx context.Context, nodeID string, old *link) (*link, *quic.Stream, error) {
-	l, err := m.awaitLink(ctx, nodeID, old)
-	if err != nil {
-		return nil, nil, err
-	}
-	qs, err := l.conn.OpenStreamSync(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	return l, qs, nil
-}
-
-// awaitLink returns nodeID's link once it is live and not old, waiting for
-// one until ctx ends. A link whose connection has ended is retired on the
-// way, rather than when its accept loop gets to it.
-func (m *Mesh) awaitLink(ctx context.Context, nodeID string, old *link) (*link, error) {
-	for {
-		m.mu.Lock()
-		p := m.peerByIDLocked(nodeID)
-		if p == nil || m.closing {
-			m.mu.Unlock()
-			return nil, fmt.Errorf("%s: %w", nodeID, ErrNoLink)
-		}
-		l, ev := p.link, m.linkEvent
-		m.mu.Unlock()
-		if l != nil {
-			if cerr := l.conn.Context().Err(); cerr != nil {
-				m.linkLost(l, context.Cause(l.conn.Context()))
-				continue
-			}
-			if l != old {
-				return l, nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("waiting for a new link to %s: %w (%w)", nodeID, ErrNoLink, ctx.Err())
-		case <-ev:
-		}
-	}
 }
 
 // PeerRestarted reports whether err (from a stream's Read or Write, or

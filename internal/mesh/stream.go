@@ -60,8 +60,8 @@ func newStream(qs *quic.Stream) *Stream {
 // retry belongs to the proxy's routing loop (which asks the table again,
 // and knows whether anything was relayed to its client); the mesh
 // replaying it too would make two owners and up to two more attempts.
-func newOpenedStream(m *Mesh, nodeID string, l *link, qs *quic.Stream, kind StreamKind) *Stream {
-	s := &Stream{kind: byte(kind), pending: true, rp: &replay{m: m, nodeID: nodeID, l: l, off: kind == KindInfer}}
+func newOpenedStream(ls *links, nodeID string, l *link, qs *quic.Stream, kind StreamKind) *Stream {
+	s := &Stream{kind: byte(kind), pending: true, rp: &replay{ls: ls, nodeID: nodeID, l: l, off: kind == KindInfer}}
 	s.qs.Store(qs)
 	return s
 }

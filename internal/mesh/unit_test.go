@@ -268,7 +268,7 @@ func TestAdvertsForDefaultDeny(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var got []string
-			for _, ad := range m.advertsFor(tt.peerID, tt.peerName) {
+			for _, ad := range m.adverts.advertsFor(tt.peerID, tt.peerName) {
 				got = append(got, ad.Name)
 			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
