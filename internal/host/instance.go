@@ -44,7 +44,7 @@ type instance struct {
 	sup      *runner.Supervisor
 	supDone  chan struct{}
 
-	// slotMu guards slot and withdrawn. It is held across the table's
+	// slotMu guards slot, withdrawn and lastRequest. It is held across the table's
 	// RegisterLocal, Update and Release, which never block or call back
 	// into the host, so a registration and a release of one instance never
 	// interleave.
@@ -56,6 +56,9 @@ type instance struct {
 	// the process (roles.withdraw): the supervisor's reports do not
 	// register it again until the next start (startRun).
 	withdrawn bool
+	// lastRequest is when the last request to a registration of this
+	// instance released since was answered (keepActivityLocked).
+	lastRequest time.Time
 }
 
 type instanceSnapshot struct {

@@ -82,6 +82,8 @@ type LocalSlot struct {
 	// drained is closed (once) when s is withdrawn with no hold left.
 	drained   chan struct{}
 	drainOnce sync.Once
+	// lastDone is when the last hold was done (Unix ns; 0: none yet).
+	lastDone atomic.Int64
 }
 
 // Hold is a forward's use of the local registration its role resolved to,
@@ -101,6 +103,7 @@ func (h Hold) Done() {
 	if s == nil {
 		return
 	}
+	s.noteDone()
 	// Release stores withdrawn before it loads holds, and this adds before
 	// it loads withdrawn: one of the two sees the other and closes drained.
 	if s.holds.Add(-1) == 0 && s.withdrawn.Load() {
