@@ -134,8 +134,9 @@ type InstanceActivity struct {
 	// InFlight counts requests forwarded to the instance and not yet
 	// answered.
 	InFlight int64 `json:"in_flight"`
-	// LastRequest is when the last request to it was answered (the
-	// host's clock); zero when none was since the host started it.
+	// LastRequest is when the host saw the last request to it answered
+	// (the host's clock; at most one status read after it was, never
+	// before); zero when none was since the host placed it.
 	LastRequest time.Time `json:"last_request,omitzero"`
 }
 

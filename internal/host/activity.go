@@ -4,30 +4,31 @@ import "github.com/nodeld/nodeld/internal/ctl"
 
 // activity is what an inference instance has served, for its status
 // (nil for other instances): the requests in flight to its registration
-// and when the last request to any of its registrations was answered. The
-// table counts them where the requests reach the instance, the proxy's
-// local path and the mesh serve path alike (table.LocalSlot.Activity), so
-// peers' requests count. A controller unloads an idle on-demand instance
-// by it, and never one with a request in flight.
+// and when the last request to it was answered. The table counts them
+// where the requests reach the instance, the proxy's local path and the
+// mesh serve path alike (table.LocalSlot.Activity), so peers' requests
+// count; it keeps no time, so the request path reads no clock: the host
+// dates the last request when it first sees the count of answered
+// requests move, at most one status read late (a controller reads it
+// every tick), never early. A controller unloads an idle on-demand
+// instance by it, and never one with a request in flight.
 func (in *instance) activity() *ctl.InstanceActivity {
 	if !in.inference {
 		return nil
 	}
+	now := in.now()
 	in.slotMu.Lock()
 	defer in.slotMu.Unlock()
 	a := in.slot.Activity()
-	last := in.lastRequest
-	if a.LastDone.After(last) {
-		last = a.LastDone
+	if done := in.doneBefore + a.Done; done != in.doneSeen {
+		in.doneSeen, in.lastRequest = done, now
 	}
-	return &ctl.InstanceActivity{InFlight: a.InFlight, LastRequest: last}
+	return &ctl.InstanceActivity{InFlight: a.InFlight, LastRequest: in.lastRequest}
 }
 
-// keepActivityLocked keeps the time of the last request answered by the
-// registration about to be released, so the instance's activity outlives
-// its registrations (a restart registers anew). Call with slotMu held.
+// keepActivityLocked adds the requests answered by the registration about
+// to be released to the instance's count, so its activity outlives its
+// registrations (a restart registers anew). Call with slotMu held.
 func (in *instance) keepActivityLocked() {
-	if d := in.slot.Activity().LastDone; d.After(in.lastRequest) {
-		in.lastRequest = d
-	}
+	in.doneBefore += in.slot.Activity().Done
 }

@@ -82,8 +82,8 @@ type LocalSlot struct {
 	// drained is closed (once) when s is withdrawn with no hold left.
 	drained   chan struct{}
 	drainOnce sync.Once
-	// lastDone is when the last hold was done (Unix ns; 0: none yet).
-	lastDone atomic.Int64
+	// done counts the Holds of s done so far (Activity).
+	done atomic.Uint64
 }
 
 // Hold is a forward's use of the local registration its role resolved to,
