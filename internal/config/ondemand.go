@@ -106,7 +106,11 @@ func (v *validator) onDemand(path string, od OnDemand) {
 	v.positive(path+".max_wait", od.MaxWait)
 	v.atMost(path+".max_wait", od.MaxWait, MaxOnDemandWait)
 	if od.IdleAfter.Valid() && od.MinResidency.Valid() && od.IdleAfter.D > 0 && od.MinResidency.D > od.IdleAfter.D {
-		v.addf(path+".min_residency", "%s is longer than on_demand.idle_after (%s): an idle instance would outstay its idle_after", od.MinResidency, od.IdleAfter)
+		if _, set := v.c.lines[path+".min_residency"]; set || v.c.lines == nil {
+			v.addf(path+".min_residency", "%s is longer than on_demand.idle_after (%s): an idle instance would outstay its idle_after", od.MinResidency, od.IdleAfter)
+		} else {
+			v.addf(path+".min_residency", "the default %s is longer than on_demand.idle_after (%s): set min_residency to at most idle_after", od.MinResidency, od.IdleAfter)
+		}
 	}
 	if od.EvictCost < 0 || od.EvictCost > MaxEvictCost {
 		v.addf(path+".evict_cost", "%d is out of range: use 0 (weigh measured load time and recency) to %d", od.EvictCost, MaxEvictCost)

@@ -77,7 +77,7 @@ func TestOnDemandErrors(t *testing.T) {
 		{"min_residency over idle_after", "", "        enabled: true\n        idle_after: 1m\n        min_residency: 2m\n",
 			[]string{"line 15: controller.workloads[0].on_demand.min_residency: 2m0s is longer than on_demand.idle_after (1m0s)"}},
 		{"default min_residency over short idle_after", "", "        enabled: true\n        idle_after: 10s\n",
-			[]string{"line 12: controller.workloads[0].on_demand.min_residency: 30s is longer than on_demand.idle_after (10s)"}},
+			[]string{"line 12: controller.workloads[0].on_demand.min_residency: the default 30s is longer than on_demand.idle_after (10s): set min_residency"}},
 		{"negative evict_cost", "", "        enabled: true\n        evict_cost: -1\n",
 			[]string{"line 14: controller.workloads[0].on_demand.evict_cost: -1 is out of range: use 0"}},
 		{"huge evict_cost", "", "        enabled: true\n        evict_cost: 1000001\n",
