@@ -179,7 +179,14 @@ release:
 
 # example-package builds the echo-llm example into build/packages/echo-llm/
 # with its manifest, ready to sign (nodeld package sign --key K DIR).
+# ECHO_LOAD_DELAY (how long it takes to "load its model": /health answers
+# 503 loading until then) and ECHO_MEM_BYTES (the memory its manifest
+# declares, what the controller fits on a node) let it stand in for a model.
+ECHO_LOAD_DELAY ?= 0s
+ECHO_MEM_BYTES  ?= 67108864
 example-package: build
 	rm -rf build/packages/echo-llm && mkdir -p build/packages/echo-llm
 	$(GO) build -trimpath -o build/packages/echo-llm/echo-llm ./examples/packages/echo-llm
-	$(BIN) package build --manifest examples/packages/echo-llm/manifest.template.json build/packages/echo-llm
+	sed -e 's/"--load-delay", "0s"/"--load-delay", "$(ECHO_LOAD_DELAY)"/' -e 's/"mem_bytes": 67108864/"mem_bytes": $(ECHO_MEM_BYTES)/' \
+		examples/packages/echo-llm/manifest.template.json >build/packages/echo-llm.template.json
+	$(BIN) package build --manifest build/packages/echo-llm.template.json build/packages/echo-llm

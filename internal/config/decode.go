@@ -54,7 +54,8 @@ func formatProblem(line int, path, msg string) string {
 // alone. A string key accepts any scalar as written; a boolean needs
 // true or false; an integer needs a YAML integer. A duration that does
 // not parse is kept as written and reported by Validate. A peer without
-// a tier gets DefaultTier, a declared workload without replicas 1, and a
+// a tier gets DefaultTier, a declared workload without replicas 1 (and its on_demand keys
+// their defaults, see OnDemand), and a
 // policy kind without min_tier DefaultMinTier.
 func Parse(data []byte) (*Config, error) {
 	c, errs := decode(data)
@@ -100,6 +101,7 @@ func decode(data []byte) (*Config, []error) {
 		if _, set := c.lines["controller.workloads["+strconv.Itoa(i)+"].replicas"]; !set {
 			c.Controller.Workloads[i].Replicas = 1
 		}
+		c.onDemandDefaults(i)
 	}
 	for k, r := range c.Controller.Policy.Kinds {
 		if r.MinTier == "" {

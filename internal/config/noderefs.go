@@ -83,7 +83,7 @@ func ResolveNodeRef(cfg *Config, known KnownNodes, ref string) (string, RefKind)
 }
 
 // CheckNodeRefs refuses every node reference of the declared workloads
-// (controller.workloads[].node, prefer, avoid) that names no node this
+// (controller.workloads[].node, prefer, avoid, on_demand.demand_from) that names no node this
 // one knows (ResolveNodeRef), each a *ValidationError at its line: at run
 // time an unknown pin would be retried for ever and an unknown prefer or
 // avoid dropped in silence.
@@ -112,6 +112,9 @@ func CheckNodeRefs(cfg *Config, known KnownNodes) []error {
 		}
 		for j, ref := range w.Avoid {
 			check(base+".avoid["+strconv.Itoa(j)+"]", ref)
+		}
+		for j, ref := range w.OnDemand.DemandFrom {
+			check(base+".on_demand.demand_from["+strconv.Itoa(j)+"]", ref)
 		}
 	}
 	return errs

@@ -268,6 +268,10 @@ type Workload struct {
 	// manifest's execution: emulated) when no node fits a native one;
 	// false (the default) places native variants only.
 	AllowEmulated bool `yaml:"allow_emulated"`
+	// OnDemand makes the workload run 0 instances until a request needs
+	// it (up to Replicas) and unload again when idle; the zero value (not
+	// enabled) keeps it placed all the time.
+	OnDemand OnDemand `yaml:"on_demand"`
 }
 
 // Duration is a Go duration written as a string ("500ms", "15s", "5m").

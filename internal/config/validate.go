@@ -417,12 +417,16 @@ func (v *validator) controller() {
 		v.nodeRef(base+".node", w.Node, true)
 		v.nodeRefs(base+".prefer", w.Prefer)
 		v.nodeRefs(base+".avoid", w.Avoid)
-		if w.Replicas < 1 || w.Replicas > MaxReplicas {
+		switch {
+		case w.OnDemand.Enabled && w.Replicas < 1:
+			v.addf(base+".replicas", "%d is out of range: an on-demand workload runs no instance while idle by itself; replicas is the most it runs: use 1 (the default) to %d", w.Replicas, MaxReplicas)
+		case w.Replicas < 1 || w.Replicas > MaxReplicas:
 			v.addf(base+".replicas", "%d is out of range: use 1 (the default) to %d", w.Replicas, MaxReplicas)
 		}
 		if w.Node != "" && w.Replicas > 1 {
 			v.addf(base+".replicas", "%d replicas cannot all be on the pinned node %q: replicas go to distinct nodes", w.Replicas, w.Node)
 		}
+		v.onDemand(base+".on_demand", w.OnDemand)
 	}
 }
 

@@ -122,6 +122,22 @@ type InstanceStatus struct {
 	Lifecycle string `json:"lifecycle"`
 	// Restarts counts restarts in the supervision window.
 	Restarts int `json:"restarts,omitempty"`
+	// Activity is what an inference instance has served, where it is
+	// served (peers' requests included); nil for other instances.
+	Activity *InstanceActivity `json:"activity,omitempty"`
+}
+
+// InstanceActivity is an inference instance's requests, as its host
+// counts them: a controller unloads an idle on-demand instance by it, and
+// never one with a request in flight.
+type InstanceActivity struct {
+	// InFlight counts requests forwarded to the instance and not yet
+	// answered.
+	InFlight int64 `json:"in_flight"`
+	// LastRequest is when the host saw the last request to it answered
+	// (the host's clock; at most one status read after it was, never
+	// before); zero when none was since the host placed it.
+	LastRequest time.Time `json:"last_request,omitzero"`
 }
 
 // Departed is an instance taken down on purpose ("unloaded", "revoked").

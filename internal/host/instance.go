@@ -44,7 +44,7 @@ type instance struct {
 	sup      *runner.Supervisor
 	supDone  chan struct{}
 
-	// slotMu guards slot and withdrawn. It is held across the table's
+	// slotMu guards slot, withdrawn and the activity counts below. It is held across the table's
 	// RegisterLocal, Update and Release, which never block or call back
 	// into the host, so a registration and a release of one instance never
 	// interleave.
@@ -56,6 +56,12 @@ type instance struct {
 	// the process (roles.withdraw): the supervisor's reports do not
 	// register it again until the next start (startRun).
 	withdrawn bool
+	// doneBefore counts the requests answered by its registrations
+	// released so far (keepActivityLocked); doneSeen is the count of
+	// answered requests activity last saw, and lastRequest when it saw it
+	// move.
+	doneBefore, doneSeen uint64
+	lastRequest          time.Time
 }
 
 type instanceSnapshot struct {

@@ -57,6 +57,7 @@ func (r *roles) register(in *instance) {
 func (r *roles) deregister(in *instance) {
 	in.slotMu.Lock()
 	defer in.slotMu.Unlock()
+	in.keepActivityLocked()
 	in.slot.Release()
 	in.slot = nil
 }
@@ -71,6 +72,7 @@ func (r *roles) withdraw(in *instance) *table.LocalSlot {
 	in.slotMu.Lock()
 	defer in.slotMu.Unlock()
 	in.withdrawn = true
+	in.keepActivityLocked()
 	s := in.slot
 	in.slot = nil
 	s.Release()

@@ -138,6 +138,7 @@ func (in *instance) ctlStatus() ctl.InstanceStatus {
 	st := ctl.InstanceStatus{
 		InstanceID: in.id, Package: in.pkgID, Variant: in.variant, DecisionID: in.decision,
 		Status: snap.wireState(), Lifecycle: snap.state, Restarts: snap.restarts,
+		Activity: in.activity(),
 	}
 	if ex, ok := in.lastExit(); ok {
 		code := ex.Code

@@ -88,9 +88,19 @@ const (
 	// maxStartTimeout caps Spec.StartTimeout.
 	maxStartTimeout = 30 * time.Minute
 
-	// startPollInterval is the pause between health checks while Start
-	// waits for a server to come up.
-	startPollInterval = 100 * time.Millisecond
+	// startPollFast is the pause between health checks while Start waits
+	// for a server to come up, for the first startPollFastFor: a small
+	// model is up within seconds, and its role should follow within
+	// tens of milliseconds (a request may be held waiting for it).
+	startPollFast    = 25 * time.Millisecond
+	startPollFastFor = 5 * time.Second
+	// startPollMid is the pause from then until startPollMidFor.
+	startPollMid    = 50 * time.Millisecond
+	startPollMidFor = 30 * time.Second
+	// startPollSlow is the pause after that (a large model loading for
+	// minutes): still within the 100 ms in which a ready server must be
+	// noticed.
+	startPollSlow = 100 * time.Millisecond
 
 	// outputDrainTimeout bounds the wait for a process's output pipes to
 	// reach EOF after its group was killed (a descendant that left the group

@@ -294,6 +294,7 @@ func (d *procDriver) waitUp(ctx context.Context, r *procRun, port int) error {
 	defer cancel()
 	t := time.NewTimer(0)
 	defer t.Stop()
+	began := time.Now()
 	var last error
 	for {
 		select {
@@ -308,8 +309,23 @@ func (d *procDriver) waitUp(ctx context.Context, r *procRun, port int) error {
 			return d.checkLoopback(ctx, r)
 		}
 		last = err
-		t.Reset(startPollInterval)
+		t.Reset(startPoll(time.Since(began)))
 	}
+}
+
+// startPoll is the pause before the next health check of a server that
+// has been starting for elapsed: often at first, when most servers come
+// up, less often later, never more than startPollSlow, so a server is
+// noticed within that of being ready without hammering one that loads a
+// large model for minutes.
+func startPoll(elapsed time.Duration) time.Duration {
+	switch {
+	case elapsed < startPollFastFor:
+		return startPollFast
+	case elapsed < startPollMidFor:
+		return startPollMid
+	}
+	return startPollSlow
 }
 
 // maxExitOutputBytes bounds the output quoted in the error of a server

@@ -96,6 +96,8 @@ type LocalSlot struct {
 	// drained is closed (once) when s is withdrawn with no hold left.
 	drained   chan struct{}
 	drainOnce sync.Once
+	// done counts the Holds of s done so far (Activity).
+	done atomic.Uint64
 }
 
 // Hold is a forward's use of the local registration its role resolved to,
@@ -115,6 +117,7 @@ func (h Hold) Done() {
 	if s == nil {
 		return
 	}
+	s.noteDone()
 	// Release stores withdrawn before it loads holds, and this adds before
 	// it loads withdrawn: one of the two sees the other and closes drained.
 	if s.holds.Add(-1) == 0 && s.withdrawn.Load() {

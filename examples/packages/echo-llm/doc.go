@@ -9,6 +9,11 @@
 // as the example workload package of the process runtime.
 //
 // Flags: --listen (default 127.0.0.1:8080), --model (default echo-1),
-// --chunk-delay (pause between streamed chunks). It starts no goroutines
-// beyond net/http's and exits 0 on SIGTERM or SIGINT.
+// --chunk-delay (pause between streamed chunks), --load-delay (it stands
+// in for a model that takes this long to load: the port opens at once,
+// but GET /health answers 503 {"status":"loading"} and every other path
+// 503, as llama-server does, until the delay has passed; default 0) and
+// --ready-file (where it writes the moment it became ready, RFC 3339 with
+// nanoseconds, for tests that measure how soon that is noticed). It starts
+// no goroutines beyond net/http's and exits 0 on SIGTERM or SIGINT.
 package main

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -38,8 +39,13 @@ func run(args []string) error {
 	listen := fs.String("listen", "127.0.0.1:8080", "loopback address to serve on")
 	model := fs.String("model", "echo-1", "model name to report")
 	delay := fs.Duration("chunk-delay", 0, "pause between streamed chunks")
+	loadDelay := fs.Duration("load-delay", 0, "how long it 'loads its model': /health and /v1 answer 503 until then, the port open at once")
+	readyFile := fs.String("ready-file", "", "write the moment it became ready (RFC 3339, nanoseconds) to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *loadDelay < 0 {
+		return fmt.Errorf("--load-delay %s is negative", *loadDelay)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -52,10 +58,32 @@ func run(args []string) error {
 	fmt.Fprintf(os.Stderr, "echo-llm: serving %s on http://%s\n", *model, ln.Addr())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
+	// The model "loads" while the port is already open, as llama-server's
+	// does: callers see 503 loading until it is ready.
+	load := time.NewTimer(*loadDelay)
+	defer load.Stop()
+	for loading := true; ; {
+		var loaded <-chan time.Time
+		if loading {
+			loaded = load.C
+		}
+		select {
+		case err := <-errc:
+			return err
+		case <-loaded:
+			loading = false
+			s.ready.Store(true)
+			at := time.Now()
+			fmt.Fprintf(os.Stderr, "echo-llm: ready after %s\n", *loadDelay)
+			if *readyFile != "" {
+				if err := os.WriteFile(*readyFile, []byte(at.Format(time.RFC3339Nano)), 0o600); err != nil {
+					fmt.Fprintln(os.Stderr, "echo-llm: write ready file:", err)
+				}
+			}
+			continue
+		case <-ctx.Done():
+		}
+		break
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -70,6 +98,8 @@ type server struct {
 	model   string
 	delay   time.Duration
 	created int64
+	// ready turns true once the load delay has passed.
+	ready atomic.Bool
 }
 
 func (s *server) routes() http.Handler {
@@ -85,7 +115,18 @@ func (s *server) routes() http.Handler {
 	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { s.complete(w, r, true) })
 	mux.HandleFunc("POST /v1/completions", func(w http.ResponseWriter, r *http.Request) { s.complete(w, r, false) })
 	mux.HandleFunc("POST /v1/embeddings", s.embeddings)
-	return mux
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.ready.Load() {
+			// As llama-server answers while it loads its model.
+			if r.URL.Path == "/health" {
+				writeJSON(w, 503, map[string]string{"status": "loading"})
+			} else {
+				writeJSON(w, 503, map[string]any{"error": map[string]any{"message": "Loading model", "type": "unavailable_error", "code": 503}})
+			}
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
 
 type completionRequest struct {
