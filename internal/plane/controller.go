@@ -42,8 +42,37 @@ const (
 // ErrNoPackage is wrapped by Place when the package cannot be verified.
 var ErrNoPackage = errors.New("package not placeable")
 
-// Controller is the placement controller. See the package doc.
+// Controller is the placement controller. See the package doc. It is
+// the exported face of its parts, which share one core (the in-memory
+// state under mu):
+//
+//   - reconciler computes what to do from the state: the engine's view,
+//     the request, governance, the notes, move caps. It does no I/O and
+//     reads no clock (the time is passed in).
+//   - writer is the one applier: it chains, persists and dispatches, and
+//     every change of a placement's life goes through it.
+//   - lifecycle is the tick: it describes the nodes and steps every
+//     placement and declared workload, asking the reconciler and telling
+//     the writer.
+//   - readModel is the operator's view: placements, declarations, nodes,
+//     recent reports.
+//   - operatorVerbs are the operator's start, stop and unload.
+//   - keeper keeps the placed packages.
+//
+// The Controller itself owns the config and targets and the loop (Run)
+// that puts a reload in force.
 type Controller struct {
+	*core
+	// pending is the config and targets Reconfigure handed over, not yet
+	// applied; due (size 1) tells Run (reload.go).
+	pendingMu sync.Mutex
+	pending   *update
+	due       chan struct{}
+}
+
+// core is the controller's shared state and its parts. Each part embeds
+// it; a part reaches another through its field.
+type core struct {
 	// cfg is replaced whole by ApplyConfig; each use loads it.
 	cfg       atomic.Pointer[Config]
 	now       func() time.Time
@@ -54,27 +83,6 @@ type Controller struct {
 	rev       Revocations
 	met       *metrics
 	log       *zap.Logger
-
-	// tickMu serialises Tick and SetTargets; it is held across a tick's
-	// calls on purpose (one lifecycle pass at a time). Place does not take
-	// it, so a long place never holds up the lifecycle.
-	tickMu sync.Mutex
-	// pending is the config and targets Reconfigure handed over, not yet
-	// applied; due (size 1) tells Run (reload.go).
-	pendingMu sync.Mutex
-	pending   *update
-	due       chan struct{}
-	// persistMu is held across encoding and writing the state file, so
-	// the last write holds the latest state.
-	persistMu sync.Mutex
-	// written is the state file's content as this controller last wrote
-	// it; persist does not write the same bytes again (a tick that
-	// changed nothing, the second persist of a place). Guarded by
-	// persistMu.
-	written []byte
-	// enc keeps the placements' encodings between persists. Guarded by
-	// persistMu.
-	enc encodeCache
 
 	// mu guards nodes, placements, decls and busy; never held across
 	// I/O.
@@ -105,12 +113,6 @@ type Controller struct {
 	// next tick ends every reschedule's and declaration's backoff
 	// (wakeBackoffsLocked).
 	wake bool
-	// kept is where placed packages are kept (Deps.Placed; nil: none);
-	// keptMu serialises keeping and pruning, and keeping counts the
-	// manifest hashes being kept for a place not yet recorded (kept.go).
-	kept    PlacedStore
-	keptMu  sync.Mutex
-	keeping map[string]int
 
 	// recent keeps the latest reports for Recent (operator.go).
 	recent recentReports
@@ -118,10 +120,65 @@ type Controller struct {
 	profiles profiles
 	// placer keeps the engine's working memory between decisions.
 	placer engine.Placer
+
+	rec  *reconciler
+	w    *writer
+	life *lifecycle
+	read *readModel
+	ops  *operatorVerbs
+	kp   *keeper
+}
+
+// reconciler computes what to do from the state (reconcile.go,
+// governance.go, explainnotes.go, moves.go): no I/O, no clock reads.
+type reconciler struct{ *core }
+
+// writer applies decisions: it chains, persists and dispatches
+// (dispatch.go, reconcile.go).
+type writer struct {
+	*core
+	// persistMu is held across encoding and writing the state file, so
+	// the last write holds the latest state.
+	persistMu sync.Mutex
+	// written is the state file's content as this controller last wrote
+	// it; persist does not write the same bytes again (a tick that
+	// changed nothing, the second persist of a place). Guarded by
+	// persistMu.
+	written []byte
+	// enc keeps the placements' encodings between persists. Guarded by
+	// persistMu.
+	enc encodeCache
+}
+
+// lifecycle is the tick (lifecycle.go, failed.go, reconcile.go).
+type lifecycle struct {
+	*core
+	// tickMu serialises ticks and target changes; it is held across a
+	// tick's calls on purpose (one lifecycle pass at a time). Place does
+	// not take it, so a long place never holds up the lifecycle.
+	tickMu sync.Mutex
+}
+
+// readModel is the operator's view of the state (operator.go,
+// declview.go, facts.go).
+type readModel struct{ *core }
+
+// operatorVerbs are the operator's start, stop and unload (verbs.go).
+type operatorVerbs struct{ *core }
+
+// keeper keeps the placed packages (kept.go).
+type keeper struct {
+	*core
+	// kept is where placed packages are kept (Deps.Placed; nil: none);
+	// keptMu serialises keeping and pruning, and keeping counts the
+	// manifest hashes being kept for a place not yet recorded.
+	kept    PlacedStore
+	keptMu  sync.Mutex
+	keeping map[string]int
 }
 
 // conf returns the current config.
-func (c *Controller) conf() *Config { return c.cfg.Load() }
+func (c *core) conf() *Config { return c.cfg.Load() }
 
 // New validates cfg and targets, restores the placements of the state
 // file, and returns a Controller. It starts nothing. A state file it
@@ -141,11 +198,14 @@ func New(cfg Config, targets []Target, deps Deps) (*Controller, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	c := &Controller{
+	k := &core{
 		log: log.Named("plane"), now: now, busy: map[string]bool{}, gone: map[string]time.Time{}, chain: deps.Chain, disp: deps.Dispatcher, statePath: deps.StatePath,
 		nodes: map[string]*nodeState{}, placements: map[string]*Placement{}, store: deps.Store, decls: map[string]*declState{},
-		rev: deps.Revocations, kept: deps.Placed, keeping: map[string]int{}, due: make(chan struct{}, 1),
+		rev: deps.Revocations,
 	}
+	k.rec, k.w, k.life, k.read, k.ops = &reconciler{k}, &writer{core: k}, &lifecycle{core: k}, &readModel{k}, &operatorVerbs{k}
+	k.kp = &keeper{core: k, kept: deps.Placed, keeping: map[string]int{}}
+	c := &Controller{core: k, due: make(chan struct{}, 1)}
 	c.cfg.Store(&cfg)
 	if err := c.setTargets(targets, now()); err != nil {
 		return nil, err
@@ -175,7 +235,7 @@ func New(cfg Config, targets []Target, deps Deps) (*Controller, error) {
 		return nil, err
 	}
 	c.met = met
-	c.updateGauges()
+	c.w.updateGauges()
 	return c, nil
 }
 
@@ -215,7 +275,7 @@ func checkTargets(ts []Target) error {
 }
 
 // Placements returns a copy of every placement, by decision id.
-func (c *Controller) Placements() []Placement {
+func (c *readModel) Placements() []Placement {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]Placement, 0, len(c.placements))
@@ -246,8 +306,8 @@ func (p *Placement) clone() Placement {
 // has passed since its last contact, and move (their status says why),
 // unless it is a target again by then.
 func (c *Controller) SetTargets(ts []Target) error {
-	c.tickMu.Lock()
-	defer c.tickMu.Unlock()
+	c.life.tickMu.Lock()
+	defer c.life.tickMu.Unlock()
 	return c.replaceTargets(ts)
 }
 
@@ -330,7 +390,7 @@ type Report struct {
 // without mu: each struct is copied (one allocation for all), the slices
 // and orders they point to are shared (they are replaced, never changed
 // in place). The caller holds mu.
-func (c *Controller) snapshotLocked() ([]*Placement, []*declState) {
+func (c *writer) snapshotLocked() ([]*Placement, []*declState) {
 	vals := make([]Placement, 0, len(c.placements))
 	for _, p := range c.placements {
 		vals = append(vals, *p)
@@ -352,7 +412,7 @@ func (c *Controller) snapshotLocked() ([]*Placement, []*declState) {
 
 // persist writes the state file. Callers do not hold mu; it is held only
 // to copy the state, not to encode it.
-func (c *Controller) persist() error {
+func (c *writer) persist() error {
 	c.persistMu.Lock()
 	defer c.persistMu.Unlock()
 	c.mu.Lock()
@@ -375,7 +435,7 @@ func (c *Controller) persist() error {
 }
 
 // appendChain chains one record.
-func (c *Controller) appendChain(kind string, payload any) (string, error) {
+func (c *writer) appendChain(kind string, payload any) (string, error) {
 	e, err := c.chain.Append(ChainSource, kind, payload)
 	if err != nil {
 		return "", fmt.Errorf("chain %s: %w", kind, err)
@@ -416,13 +476,12 @@ type decisionRecord struct {
 	Notes []string `json:"notes,omitempty"`
 }
 
-// evaluate runs governance and the engine for order o on the current
-// view, chaining nothing: the request (shaped by in: the variant, the
+// evaluate runs governance and the engine for order o on the view at
+// now, chaining nothing: the request (shaped by in: the variant, the
 // current node, the placement it takes over) and the decision.
-func (c *Controller) evaluate(p Package, o Order, in intent) (engine.Request, engine.Decision, error) {
+func (c *reconciler) evaluate(p Package, o Order, in intent, now time.Time) (engine.Request, engine.Decision, error) {
 	v := p.Verified()
 	m := v.Manifest
-	now := c.now()
 	// A kind the policy does not admit is denied by the gate on every
 	// node, with the policy's reason; no trust floor is made up for it.
 	minTrust := engine.TrustDiscovered
@@ -440,10 +499,10 @@ func (c *Controller) evaluate(p Package, o Order, in intent) (engine.Request, en
 // decide runs governance and the engine for order o and chains the
 // decision. It returns the decision, its id, the ranked dispatch
 // candidates and the explanation's notes (chained with it).
-func (c *Controller) decide(p Package, o Order, in intent) (engine.Decision, string, []Candidate, []string, error) {
+func (c *writer) decide(p Package, o Order, in intent) (engine.Decision, string, []Candidate, []string, error) {
 	v := p.Verified()
 	m := v.Manifest
-	req, dec, err := c.evaluate(p, o, in)
+	req, dec, err := c.rec.evaluate(p, o, in, c.now())
 	rec := decisionRecord{
 		Workload: req.Name, Kind: m.Kind, Package: m.ID, Version: m.Version,
 		ManifestHash: v.ManifestHash, DryRun: o.DryRun, Reason: in.reason, Replaces: in.replacesID(),
@@ -465,7 +524,7 @@ func (c *Controller) decide(p Package, o Order, in intent) (engine.Decision, str
 		rec.Error = err.Error()
 	}
 	rec.explainFields(dec)
-	rec.Notes = c.explainNotes(m, o, dec)
+	rec.Notes = c.rec.explainNotes(m, o, dec)
 	var cands []Candidate
 	if dec.Chosen != nil {
 		rec.Chosen, rec.Variant = dec.Chosen.Node, dec.Chosen.Variant
@@ -494,7 +553,7 @@ func (c *Controller) decide(p Package, o Order, in intent) (engine.Decision, str
 }
 
 // view builds the engine's nodes for a workload of kind named name.
-func (c *Controller) view(now time.Time, kind, name string) []engine.Node {
+func (c *reconciler) view(now time.Time, kind, name string) []engine.Node {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	instances := map[string][]engine.Instance{}
@@ -541,35 +600,35 @@ func (c *Controller) Place(ctx context.Context, o Order) (Report, error) {
 		c.met.placements.WithLabelValues(outError).Inc()
 		// The refusal is a verdict too (a revoked package names its
 		// subject); it is chained, and nothing is placed either way.
-		cerr := c.chainRefusal("place", o.Name, "", "", o.PackageDir, err, 0)
+		cerr := c.w.chainRefusal("place", o.Name, "", "", o.PackageDir, err, 0)
 		return Report{}, errors.Join(fmt.Errorf("%w: %w", ErrNoPackage, err), cerr)
 	}
 	if !o.DryRun {
 		// What is placed is kept: its failover places these bytes.
-		kp, ko, release, err := c.keep(ctx, p, o)
+		kp, ko, release, err := c.kp.keep(ctx, p, o)
 		if err != nil {
 			c.met.placements.WithLabelValues(outError).Inc()
 			m := p.Verified().Manifest
-			cerr := c.chainRefusal("place", o.Name, m.ID, m.Version, o.PackageDir, err, 0)
+			cerr := c.w.chainRefusal("place", o.Name, m.ID, m.Version, o.PackageDir, err, 0)
 			return Report{}, errors.Join(fmt.Errorf("%w: %w", ErrNoPackage, err), cerr)
 		}
 		defer release()
 		p, o = kp, ko
 	}
-	return c.place(ctx, p, o, intent{reason: "operator"}, c.conf().PlaceTimeout)
+	return c.w.place(ctx, p, o, intent{reason: "operator"}, c.conf().PlaceTimeout)
 }
 
 // place decides and dispatches for in: a reschedule when in.replaces is
 // set (called by Tick), a declared workload's replica when in.declared
 // is.
-func (c *Controller) place(ctx context.Context, p Package, o Order, in intent, timeout time.Duration) (rep Report, err error) {
+func (c *writer) place(ctx context.Context, p Package, o Order, in intent, timeout time.Duration) (rep Report, err error) {
 	replaces := in.replaces
 	dec, id, cands, notes, err := c.decide(p, o, in)
 	if err != nil {
 		c.met.placements.WithLabelValues(outError).Inc()
 		return Report{}, err
 	}
-	rep = Report{DecisionID: id, Decision: dec, Governance: c.governanceDenial(p.Verified().Manifest.Kind, dec),
+	rep = Report{DecisionID: id, Decision: dec, Governance: c.rec.governanceDenial(p.Verified().Manifest.Kind, dec),
 		Notes: notes}
 	defer func() { c.recent.add(rep) }()
 	switch {

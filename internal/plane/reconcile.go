@@ -148,7 +148,7 @@ func (p *Placement) engineInstance() engine.Instance {
 // the version it replaces; for a reschedule of a sticky package, the node
 // it was lost on (its node if that answers; a dead node is rejected
 // anyway).
-func (c *Controller) shapeRequest(req *engine.Request, o Order, in intent) {
+func (c *reconciler) shapeRequest(req *engine.Request, o Order, in intent) {
 	if o.Variant != "" {
 		req.Variants = slices.DeleteFunc(req.Variants, func(v engine.Variant) bool { return v.Name != o.Variant })
 	}
@@ -168,7 +168,7 @@ func (c *Controller) shapeRequest(req *engine.Request, o Order, in intent) {
 // instance of the same workload (which the node would name the same, or
 // which is being unloaded there) is. The placement the new one takes over
 // from does not count.
-func (c *Controller) separateInstances(nodes []engine.Node, kind, name string, in intent) {
+func (c *reconciler) separateInstances(nodes []engine.Node, kind, name string, in intent) {
 	var over string
 	if o := in.over(); o != nil {
 		over = o.DecisionID
@@ -196,7 +196,7 @@ func (c *Controller) separateInstances(nodes []engine.Node, kind, name string, i
 // the same workload is there (being placed, placed, lost, or being
 // unloaded), other than the one pl takes over from; "" when it may. The
 // caller holds mu.
-func (c *Controller) takenLocked(pl *Placement, node string) string {
+func (c *reconciler) takenLocked(pl *Placement, node string) string {
 	for _, p := range c.placements {
 		if p == pl || p.Node != node || p.Kind != pl.Kind || p.Workload != pl.Workload ||
 			p.DecisionID == pl.Replaces || p.DecisionID == pl.Supersedes {
@@ -232,7 +232,7 @@ func revokedSubject(err error) *pkg.Subject {
 }
 
 // chainRefusal chains the refusal of a package (err) for phase.
-func (c *Controller) chainRefusal(phase, workload, pkgID, version, dir string, err error, attempt int) error {
+func (c *writer) chainRefusal(phase, workload, pkgID, version, dir string, err error, attempt int) error {
 	rec := refuseRecord{Phase: phase, Workload: workload, Package: pkgID, Version: version, Dir: dir,
 		Reason: err.Error(), Revoked: revokedSubject(err), Attempt: attempt}
 	if attempt > 0 {
@@ -245,7 +245,7 @@ func (c *Controller) chainRefusal(phase, workload, pkgID, version, dir string, e
 // retire marks pl retiring (its copy is unloaded when its node answers,
 // then it is forgotten) and chains why; cause, when it names a revoked
 // subject, is chained with it.
-func (c *Controller) retire(pl *Placement, why string, cause error) error {
+func (c *writer) retire(pl *Placement, why string, cause error) error {
 	c.mu.Lock()
 	rec := c.retireLocked(pl, why)
 	c.mu.Unlock()
@@ -254,7 +254,7 @@ func (c *Controller) retire(pl *Placement, why string, cause error) error {
 
 // retireLocked is retire's state change; the caller holds mu and chains
 // the record.
-func (c *Controller) retireLocked(pl *Placement, why string) lifecycleRecord {
+func (c *writer) retireLocked(pl *Placement, why string) lifecycleRecord {
 	rec := lifecycleRecord{DecisionID: pl.DecisionID, InstanceID: pl.InstanceID, Node: pl.Node, Workload: pl.Workload,
 		From: string(pl.Life), To: string(LifeRetiring), Reason: why}
 	pl.Life, pl.RetireReason = LifeRetiring, why
@@ -265,7 +265,7 @@ func (c *Controller) retireLocked(pl *Placement, why string) lifecycleRecord {
 	return rec
 }
 
-func (c *Controller) chainRetired(rec lifecycleRecord, cause error) error {
+func (c *writer) chainRetired(rec lifecycleRecord, cause error) error {
 	rec.Revoked = revokedSubject(cause)
 	_, err := c.appendChain(KindLifecycle, rec)
 	return err
@@ -277,14 +277,14 @@ func (c *Controller) chainRetired(rec lifecycleRecord, cause error) error {
 // copies are unloaded by the lifecycle step when their nodes answer.
 // Operators' placements are never touched; decisions still being placed
 // are retired once they settle.
-func (c *Controller) retireUnwanted() error {
+func (c *lifecycle) retireUnwanted() error {
 	ws := map[string]Workload{}
 	for _, w := range c.conf().Workloads {
 		ws[w.Name] = w
 	}
 	c.mu.Lock()
 	var recs []lifecycleRecord
-	for _, p := range c.sortedLocked() {
+	for _, p := range c.rec.sortedLocked() {
 		if p.Declared == "" || c.busy[p.DecisionID] || (p.Life != LifePlaced && p.Life != LifeLost) {
 			continue
 		}
@@ -294,10 +294,10 @@ func (c *Controller) retireUnwanted() error {
 		} else if p.Replica >= w.replicas() {
 			why = fmt.Sprintf("workload %s scaled down to %d replicas", p.Declared, w.replicas())
 		}
-		if why == "" || c.replacementPendingLocked(p) {
+		if why == "" || c.rec.replacementPendingLocked(p) {
 			continue
 		}
-		recs = append(recs, c.retireLocked(p, why))
+		recs = append(recs, c.w.retireLocked(p, why))
 	}
 	for name := range c.decls {
 		if _, ok := ws[name]; !ok {
@@ -307,13 +307,13 @@ func (c *Controller) retireUnwanted() error {
 	c.mu.Unlock()
 	var errs []error
 	for _, r := range recs {
-		errs = append(errs, c.chainRetired(r, nil))
+		errs = append(errs, c.w.chainRetired(r, nil))
 	}
 	return errors.Join(errs...)
 }
 
 // sortedLocked is sortedPlacements for a caller holding mu.
-func (c *Controller) sortedLocked() []*Placement {
+func (c *reconciler) sortedLocked() []*Placement {
 	ps := make([]*Placement, 0, len(c.placements))
 	for _, p := range c.placements {
 		ps = append(ps, p)
@@ -323,7 +323,7 @@ func (c *Controller) sortedLocked() []*Placement {
 }
 
 // replacementPendingLocked is replacementPending for a caller holding mu.
-func (c *Controller) replacementPendingLocked(pl *Placement) bool {
+func (c *reconciler) replacementPendingLocked(pl *Placement) bool {
 	if pl.ReplacedBy == "" {
 		return false
 	}
@@ -336,18 +336,18 @@ func (c *Controller) replacementPendingLocked(pl *Placement) bool {
 // healthy is retired (the old one stays; the upgrade is tried again); an
 // old version that a new one supersedes is retired (the new one takes
 // its replica). Either way the replica never gets a third instance.
-func (c *Controller) upgradeLost(pl *Placement) (done bool, err error) {
+func (c *lifecycle) upgradeLost(pl *Placement) (done bool, err error) {
 	c.mu.Lock()
 	var rec lifecycleRecord
 	switch {
 	case pl.Supersedes != "":
-		rec = c.retireLocked(pl, "a new version lost before it ran healthy; the version it was to replace stays")
+		rec = c.w.retireLocked(pl, "a new version lost before it ran healthy; the version it was to replace stays")
 		done = true
 	default:
 		for _, n := range c.placements {
 			if n.Supersedes == pl.DecisionID && n.Life != LifeRetiring {
 				n.Supersedes = ""
-				rec = c.retireLocked(pl, "lost while version "+n.Version+" (decision "+n.DecisionID[:12]+") was replacing it")
+				rec = c.w.retireLocked(pl, "lost while version "+n.Version+" (decision "+n.DecisionID[:12]+") was replacing it")
 				done = true
 				break
 			}
@@ -357,12 +357,12 @@ func (c *Controller) upgradeLost(pl *Placement) (done bool, err error) {
 	if !done {
 		return false, nil
 	}
-	return true, c.chainRetired(rec, nil)
+	return true, c.w.chainRetired(rec, nil)
 }
 
 // reconcileDeclared reconciles every declared workload (after the lifecycle
 // steps of the tick).
-func (c *Controller) reconcileDeclared(ctx context.Context, now time.Time) error {
+func (c *lifecycle) reconcileDeclared(ctx context.Context, now time.Time) error {
 	var errs []error
 	for _, w := range c.conf().Workloads {
 		if ctx.Err() != nil {
@@ -370,7 +370,7 @@ func (c *Controller) reconcileDeclared(ctx context.Context, now time.Time) error
 		}
 		errs = append(errs, c.reconcileWorkload(ctx, w, now))
 	}
-	c.updateDeclGauge()
+	c.w.updateDeclGauge()
 	return errors.Join(errs...)
 }
 
@@ -379,7 +379,7 @@ func (c *Controller) reconcileDeclared(ctx context.Context, now time.Time) error
 // places every missing replica, then replaces one outdated instance with
 // the resolved version (one at a time: the next once this one is healthy
 // and the old one retired).
-func (c *Controller) reconcileWorkload(ctx context.Context, w Workload, now time.Time) error {
+func (c *lifecycle) reconcileWorkload(ctx context.Context, w Workload, now time.Time) error {
 	err := c.finishUpgrades(ctx, w.Name, now)
 	n := w.replicas()
 	c.mu.Lock()
@@ -415,7 +415,7 @@ func (c *Controller) reconcileWorkload(ctx context.Context, w Workload, now time
 	}
 	p, dir, perr := c.resolveDeclared(ctx, w)
 	if perr != nil {
-		return errors.Join(err, c.declFailed(w, "", perr.Error(), perr))
+		return errors.Join(err, c.w.declFailed(w, "", perr.Error(), perr))
 	}
 	failed := false
 	for _, slot := range missing {
@@ -428,16 +428,16 @@ func (c *Controller) reconcileWorkload(ctx context.Context, w Workload, now time
 	}
 	if len(missing) > 0 && !failed {
 		// Placed what was missing; upgrades go on from the next tick.
-		c.declOK(w.Name)
+		c.w.declOK(w.Name)
 		return err
 	}
 	if upgrading {
 		return err
 	}
-	old := c.outdated(w.Name, p.Verified().ManifestHash)
+	old := c.rec.outdated(w.Name, p.Verified().ManifestHash)
 	if old == nil {
 		if !failed {
-			c.declOK(w.Name)
+			c.w.declOK(w.Name)
 		}
 		return err
 	}
@@ -450,7 +450,7 @@ func (c *Controller) reconcileWorkload(ctx context.Context, w Workload, now time
 // outdated returns the placed instance of workload name, lowest replica
 // first, that runs another package than manifestHash and was not stopped
 // by the operator; nil when none.
-func (c *Controller) outdated(name, manifestHash string) *Placement {
+func (c *reconciler) outdated(name, manifestHash string) *Placement {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var best *Placement
@@ -470,14 +470,14 @@ func (c *Controller) outdated(name, manifestHash string) *Placement {
 // it supersedes, which is unloaded at once when its node answers; a new
 // instance its node reports failed is retired instead (the old one
 // stays, and the upgrade is tried again after the backoff).
-func (c *Controller) finishUpgrades(ctx context.Context, name string, now time.Time) error {
+func (c *lifecycle) finishUpgrades(ctx context.Context, name string, now time.Time) error {
 	type step struct {
 		nu, old *Placement
 		failed  bool
 	}
 	var steps []step
 	c.mu.Lock()
-	for _, nu := range c.sortedLocked() {
+	for _, nu := range c.rec.sortedLocked() {
 		if nu.Declared != name || nu.Supersedes == "" {
 			continue
 		}
@@ -505,23 +505,23 @@ func (c *Controller) finishUpgrades(ctx context.Context, name string, now time.T
 	var errs []error
 	for _, s := range steps {
 		if s.failed {
-			errs = append(errs, c.retire(s.nu, "version "+s.nu.Version+" failed on its node; version "+s.old.Version+" stays", nil))
-			if w, ok := c.declared(name); ok {
-				errs = append(errs, c.declFailed(w, s.nu.Version, "upgrade to "+s.nu.Version+" failed: the new instance failed on "+s.nu.Node, nil))
+			errs = append(errs, c.w.retire(s.nu, "version "+s.nu.Version+" failed on its node; version "+s.old.Version+" stays", nil))
+			if w, ok := c.rec.declared(name); ok {
+				errs = append(errs, c.w.declFailed(w, s.nu.Version, "upgrade to "+s.nu.Version+" failed: the new instance failed on "+s.nu.Node, nil))
 			}
 			continue
 		}
 		c.mu.Lock()
 		s.nu.Supersedes = ""
-		rec := c.retireLocked(s.old, "superseded by version "+s.nu.Version+" on "+s.nu.Node+" (decision "+s.nu.DecisionID[:12]+")")
+		rec := c.w.retireLocked(s.old, "superseded by version "+s.nu.Version+" on "+s.nu.Node+" (decision "+s.nu.DecisionID[:12]+")")
 		mrec := migrateRecord{Reason: "upgrade", Workload: s.old.Workload, FromNode: s.old.Node, FromInstance: s.old.InstanceID,
 			ToNode: s.nu.Node, ToInstance: s.nu.InstanceID, DecisionID: s.nu.DecisionID}
 		c.mu.Unlock()
-		c.declOK(name)
-		errs = append(errs, c.chainRetired(rec, nil))
-		_, cerr := c.appendChain(KindMigrate, mrec)
-		errs = append(errs, cerr, c.persist())
-		if c.nodeOf(s.old.Node, now).alive {
+		c.w.declOK(name)
+		errs = append(errs, c.w.chainRetired(rec, nil))
+		_, cerr := c.w.appendChain(KindMigrate, mrec)
+		errs = append(errs, cerr, c.w.persist())
+		if c.rec.nodeOf(s.old.Node, now).alive {
 			errs = append(errs, c.orphanUnload(ctx, s.old, now))
 		}
 	}
@@ -529,7 +529,7 @@ func (c *Controller) finishUpgrades(ctx context.Context, name string, now time.T
 }
 
 // declared returns the declared workload name.
-func (c *Controller) declared(name string) (Workload, bool) {
+func (c *reconciler) declared(name string) (Workload, bool) {
 	for _, w := range c.conf().Workloads {
 		if w.Name == name {
 			return w, true
@@ -539,7 +539,7 @@ func (c *Controller) declared(name string) (Workload, bool) {
 }
 
 // resolveDeclared resolves w's package in the store and verifies it.
-func (c *Controller) resolveDeclared(ctx context.Context, w Workload) (Package, string, error) {
+func (c *lifecycle) resolveDeclared(ctx context.Context, w Workload) (Package, string, error) {
 	if c.store == nil {
 		return nil, "", errors.New("no package store")
 	}
@@ -575,7 +575,7 @@ func declaredOrder(w Workload, dir string) Order {
 // ok is false when nothing was placed (the failure is recorded with its
 // backoff); a decision that stays unplaceable for the same reason is
 // evaluated but not chained again.
-func (c *Controller) placeDeclared(ctx context.Context, w Workload, p Package, dir string, slot int, old *Placement) (ok bool, err error) {
+func (c *lifecycle) placeDeclared(ctx context.Context, w Workload, p Package, dir string, slot int, old *Placement) (ok bool, err error) {
 	o := declaredOrder(w, dir)
 	in := intent{reason: "declared", declared: w.Name, replica: slot, supersedes: old}
 	if old != nil {
@@ -583,16 +583,16 @@ func (c *Controller) placeDeclared(ctx context.Context, w Workload, p Package, d
 	}
 	version := p.Verified().Manifest.Version
 	previewed := ""
-	if _, dec, err := c.evaluate(p, o, in); dec.Chosen == nil {
-		previewed = c.declUnplaceable(p, dec, err)
+	if _, dec, err := c.rec.evaluate(p, o, in, c.now()); dec.Chosen == nil {
+		previewed = c.rec.declUnplaceable(p, dec, err)
 		c.mu.Lock()
 		same := c.decls[w.Name] != nil && c.decls[w.Name].LastError == previewed
 		c.mu.Unlock()
 		if same {
-			return false, c.declFailed(w, version, previewed, nil)
+			return false, c.w.declFailed(w, version, previewed, nil)
 		}
 	}
-	rep, err := c.place(ctx, p, o, in, c.conf().RescheduleTimeout)
+	rep, err := c.w.place(ctx, p, o, in, c.conf().RescheduleTimeout)
 	switch {
 	case rep.Placed != nil || rep.Unsettled:
 		return true, err
@@ -601,11 +601,11 @@ func (c *Controller) placeDeclared(ctx context.Context, w Workload, p Package, d
 		if why == "" && err != nil {
 			why = err.Error()
 		}
-		return false, errors.Join(err, c.declFailed(w, version, why, nil))
+		return false, errors.Join(err, c.w.declFailed(w, version, why, nil))
 	case rep.Decision.Chosen == nil:
-		return false, errors.Join(err, c.declFailed(w, version, c.declUnplaceable(p, rep.Decision, nil), nil))
+		return false, errors.Join(err, c.w.declFailed(w, version, c.rec.declUnplaceable(p, rep.Decision, nil), nil))
 	default:
-		return false, errors.Join(err, c.declFailed(w, version, exhausted(rep.Attempts), nil))
+		return false, errors.Join(err, c.w.declFailed(w, version, exhausted(rep.Attempts), nil))
 	}
 }
 
@@ -657,7 +657,7 @@ func exhausted(as []Attempt) string {
 
 // declFailed records a failed attempt to place w: backoff doubling to
 // MaxBackoff, the failure chained only when its reason changes.
-func (c *Controller) declFailed(w Workload, version, why string, cause error) error {
+func (c *writer) declFailed(w Workload, version, why string, cause error) error {
 	now := c.now()
 	c.mu.Lock()
 	st := c.decls[w.Name]
@@ -685,7 +685,7 @@ func (c *Controller) declFailed(w Workload, version, why string, cause error) er
 }
 
 // declOK clears the backoff of workload name after a success.
-func (c *Controller) declOK(name string) {
+func (c *writer) declOK(name string) {
 	c.mu.Lock()
 	was := ""
 	if st := c.decls[name]; st != nil {

@@ -93,9 +93,9 @@ func (c *Controller) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-c.due:
-			c.tickMu.Lock()
+			c.life.tickMu.Lock()
 			c.applyPending()
-			c.tickMu.Unlock()
+			c.life.tickMu.Unlock()
 			if p := c.conf().Tick; p != period {
 				period = p
 				t.Reset(p)
