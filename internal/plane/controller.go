@@ -68,6 +68,11 @@ type Controller struct {
 	pendingMu sync.Mutex
 	pending   *update
 	due       chan struct{}
+	// manual (Deps.ManualTicks) leaves Run's loop unstarted.
+	manual bool
+	// fromConfig is the node's config the controller resolves its own
+	// from (NewFromConfig, daemon.go); nil for New.
+	fromConfig *configured
 }
 
 // core is the controller's shared state and its parts. Each part embeds
@@ -205,7 +210,7 @@ func New(cfg Config, targets []Target, deps Deps) (*Controller, error) {
 	}
 	k.rec, k.w, k.life, k.read, k.ops = &reconciler{k}, &writer{core: k}, &lifecycle{core: k}, &readModel{k}, &operatorVerbs{k}
 	k.kp = &keeper{core: k, kept: deps.Placed, keeping: map[string]int{}}
-	c := &Controller{core: k, due: make(chan struct{}, 1)}
+	c := &Controller{core: k, due: make(chan struct{}, 1), manual: deps.ManualTicks}
 	c.cfg.Store(&cfg)
 	if err := c.setTargets(targets, now()); err != nil {
 		return nil, err

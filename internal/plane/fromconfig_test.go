@@ -1,4 +1,4 @@
-package main
+package plane
 
 import (
 	"crypto/ed25519"
@@ -31,20 +31,20 @@ func TestConfiguredTargetsSelfOnlyWithHostEnabled(t *testing.T) {
 		{Name: "b", Addr: "127.0.0.1:2", Tier: config.TierPaired}, // pinned on first contact
 	}
 	pinned := map[string]string{"127.0.0.1:2": peer.PublicKeyHex()}
-	ts := targetsOf(cfg, self, pinned)
+	ts := TargetsOf(cfg, self, pinned)
 	if len(ts) != 1 || ts[0].ID != peer.ID() || ts[0].Self || ts[0].Tier != engine.TrustPaired {
 		t.Fatalf("host disabled: targets %+v, want peer b alone (paired)", ts)
 	}
 	cfg.Host.Enabled = true
-	ts = targetsOf(cfg, self, pinned)
+	ts = TargetsOf(cfg, self, pinned)
 	if len(ts) != 2 || ts[0].ID != self.ID() || !ts[0].Self || ts[0].Tier != engine.TrustPinned || ts[1].ID != peer.ID() {
 		t.Fatalf("host enabled: targets %+v, want this node (pinned, self) and b", ts)
 	}
-	if ts := targetsOf(cfg, self, nil); len(ts) != 1 || !ts[0].Self {
+	if ts := TargetsOf(cfg, self, nil); len(ts) != 1 || !ts[0].Self {
 		t.Fatalf("no mesh: targets %+v, want this node alone", ts)
 	}
 	cfg.Host.Enabled = false
-	if ts := targetsOf(cfg, self, nil); len(ts) != 0 {
+	if ts := TargetsOf(cfg, self, nil); len(ts) != 0 {
 		t.Fatalf("no mesh, host disabled: targets %+v, want none", ts)
 	}
 }
@@ -54,7 +54,7 @@ func TestConfiguredTargetsSelfOnlyWithHostEnabled(t *testing.T) {
 func TestControllerConfigAllowEmulated(t *testing.T) {
 	cfg := config.Default()
 	cfg.Controller.Workloads = []config.Workload{{Name: "a", Package: "p", Replicas: 1}, {Name: "b", Package: "p", Replicas: 1, AllowEmulated: true}}
-	ws := controllerConfig(cfg, asWritten).Workloads
+	ws := ConfigOf(cfg, nil).Workloads
 	if len(ws) != 2 || ws[0].AllowEmulated || !ws[1].AllowEmulated {
 		t.Fatalf("plane workloads %+v, want a without and b with AllowEmulated", ws)
 	}
