@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/nodeld/nodeld/internal/ctl"
-	"github.com/nodeld/nodeld/internal/engine"
 	"github.com/nodeld/nodeld/internal/pkg"
 )
 
@@ -177,21 +176,6 @@ type nodeView struct {
 	status *ctl.StatusList
 }
 
-func (c *reconciler) nodeOf(id string, now time.Time) nodeView {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n, ok := c.nodes[id]
-	if !ok {
-		since, seen := c.gone[id]
-		if !seen {
-			since = now
-			c.gone[id] = since
-		}
-		return nodeView{dead: now.Sub(since) >= c.conf().DeadAfter}
-	}
-	return nodeView{known: true, alive: n.alive, dead: n.dead(now, c.conf().DeadAfter), status: n.status}
-}
-
 // Reasons a placed instance is lost for its node.
 const (
 	lostNodeDead  = "node is dead"
@@ -244,35 +228,6 @@ func (c *lifecycle) step(ctx context.Context, pl *Placement, now time.Time) erro
 		}
 	}
 	return nil
-}
-
-// transition moves pl to life and chains it.
-func (c *writer) transition(pl *Placement, to Lifecycle, reason string) error {
-	c.mu.Lock()
-	from := pl.Life
-	pl.Life = to
-	switch to {
-	case LifeLost:
-		pl.LostReason = reason
-	case LifePlaced:
-		pl.LostReason = ""
-	}
-	rec := lifecycleRecord{DecisionID: pl.DecisionID, InstanceID: pl.InstanceID, Node: pl.Node, Workload: pl.Workload,
-		From: string(from), To: string(to), Reason: reason}
-	c.mu.Unlock()
-	_, err := c.appendChain(KindLifecycle, rec)
-	return err
-}
-
-// forget removes pl and chains why.
-func (c *writer) forget(pl *Placement, reason string) error {
-	c.mu.Lock()
-	delete(c.placements, pl.DecisionID)
-	rec := lifecycleRecord{DecisionID: pl.DecisionID, InstanceID: pl.InstanceID, Node: pl.Node, Workload: pl.Workload,
-		From: string(pl.Life), To: "unloaded", Reason: reason}
-	c.mu.Unlock()
-	_, err := c.appendChain(KindLifecycle, rec)
-	return err
 }
 
 // departedReason says whether a listing names iid as taken down on
@@ -374,20 +329,6 @@ func (c *lifecycle) replacementPending(pl *Placement) bool {
 	}
 	r, ok := c.placements[pl.ReplacedBy]
 	return ok && (r.Life == LifeDispatching || r.Life == LifeUnsettled)
-}
-
-// alert chains an alert for pl when the reason is new.
-func (c *writer) alert(pl *Placement, reason string) (isNew bool, err error) {
-	c.mu.Lock()
-	if pl.LastError == reason {
-		c.mu.Unlock()
-		return false, nil
-	}
-	pl.LastError = reason
-	rec := lifecycleRecord{DecisionID: pl.DecisionID, InstanceID: pl.InstanceID, Node: pl.Node, Workload: pl.Workload, Reason: reason}
-	c.mu.Unlock()
-	_, err = c.appendChain(KindAlert, rec)
-	return true, err
 }
 
 // reschedule places a lost instance again (reference 4.5): avoiding its
@@ -498,48 +439,6 @@ func (c *lifecycle) rescheduleFailed(pl *Placement, why string) {
 	}
 }
 
-// replaced finishes a successful reschedule: the new placement is
-// persisted already; now the old one is marked rescheduled (its copy is
-// unloaded at once if its node answers with it, else when it returns) or
-// forgotten (its node answered without it, or the new instance is the
-// same one).
-func (c *writer) replaced(ctx context.Context, old, nu *Placement) error {
-	now := c.now()
-	nv := c.rec.nodeOf(old.Node, now)
-	c.mu.Lock()
-	old.ReplacedBy = nu.DecisionID
-	old.Attempts, old.NextAttempt = 0, time.Time{}
-	rec := migrateRecord{Workload: old.Workload, FromNode: old.Node, FromInstance: old.InstanceID,
-		ToNode: nu.Node, ToInstance: nu.InstanceID, DecisionID: nu.DecisionID, Reason: "node_dead"}
-	c.mu.Unlock()
-	c.met.reschedule.WithLabelValues(outPlaced).Inc()
-	var err error
-	present := false
-	if nv.alive && nv.status != nil {
-		_, present = findInstance(nv.status, old.InstanceID)
-	}
-	switch {
-	case old.Node == nu.Node && old.InstanceID == nu.InstanceID:
-		// The node names instances after the workload: the new one is the
-		// old one; there is nothing to unload.
-		rec.Reason = "instance_lost"
-		err = c.forget(old, "replaced by the same instance on "+nu.Node)
-	case nv.alive && nv.status != nil && !present:
-		rec.Reason = "instance_lost"
-		err = c.forget(old, "replaced after loss on "+nu.Node)
-	default:
-		err = c.transition(old, LifeRescheduled, "replaced on "+nu.Node)
-	}
-	_, cerr := c.appendChain(KindMigrate, rec)
-	err = errors.Join(err, cerr, c.persist())
-	if present && old.Life == LifeRescheduled {
-		// Its node answers with the old copy: unload it now rather than
-		// run two copies until the next tick.
-		err = errors.Join(err, c.life.orphanUnload(ctx, old, c.now()))
-	}
-	return err
-}
-
 // orphanUnload unloads a replaced copy from a node that answers again
 // (reference 4.6), or a retiring instance from its node.
 func (c *lifecycle) orphanUnload(ctx context.Context, pl *Placement, now time.Time) error {
@@ -634,26 +533,4 @@ func (c *lifecycle) settle(ctx context.Context, pl *Placement, nv nodeView) erro
 	delete(c.busy, id)
 	c.mu.Unlock()
 	return err
-}
-
-// updateGauges sets the liveness and unsettled gauges.
-func (c *writer) updateGauges() {
-	now := c.now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	counts := map[engine.Liveness]int{}
-	for _, n := range c.nodes {
-		counts[n.liveness(now, c.conf().DeadAfter)]++
-	}
-	unsettled := 0
-	for _, p := range c.placements {
-		if p.Life == LifeUnsettled {
-			unsettled++
-		}
-	}
-	for _, l := range []engine.Liveness{engine.Alive, engine.Suspect, engine.Dead} {
-		c.met.nodes.WithLabelValues(l.String()).Set(float64(counts[l]))
-	}
-	c.met.unsettled.Set(float64(unsettled))
-	c.met.capped.Set(float64(c.rec.cappedLocked()))
 }

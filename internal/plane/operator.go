@@ -170,3 +170,15 @@ func nodeClass(caps []facts.Capability) string {
 	}
 	return ""
 }
+
+// Placements returns a copy of every placement, by decision id.
+func (c *readModel) Placements() []Placement {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]Placement, 0, len(c.placements))
+	for _, p := range c.placements {
+		out = append(out, p.clone())
+	}
+	slices.SortFunc(out, func(a, b Placement) int { return strings.Compare(a.DecisionID, b.DecisionID) })
+	return out
+}

@@ -142,71 +142,6 @@ func (p *Placement) engineInstance() engine.Instance {
 	return engine.Instance{Kind: p.Kind, Name: p.Workload, Labels: p.Labels, Excludes: p.Excludes}
 }
 
-// shapeRequest applies what the order and intent add to the engine
-// request: the one variant allowed, and the node the workload runs on now
-// (CurrentNode, for the engine's stickiness): for an upgrade, the node of
-// the version it replaces; for a reschedule of a sticky package, the node
-// it was lost on (its node if that answers; a dead node is rejected
-// anyway).
-func (c *reconciler) shapeRequest(req *engine.Request, o Order, in intent) {
-	if o.Variant != "" {
-		req.Variants = slices.DeleteFunc(req.Variants, func(v engine.Variant) bool { return v.Name != o.Variant })
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	switch {
-	case in.supersedes != nil:
-		req.CurrentNode = in.supersedes.Node
-	case in.replaces != nil && req.Sticky:
-		req.CurrentNode = in.replaces.Node
-	}
-}
-
-// separateInstances denies, by gate verdict, every node that holds (or is
-// being given) another instance of the workload kind/name: replicas of one
-// workload go on distinct nodes, and an instance is never placed where an
-// instance of the same workload (which the node would name the same, or
-// which is being unloaded there) is. The placement the new one takes over
-// from does not count.
-func (c *reconciler) separateInstances(nodes []engine.Node, kind, name string, in intent) {
-	var over string
-	if o := in.over(); o != nil {
-		over = o.DecisionID
-	}
-	c.mu.Lock()
-	held := map[string]*Placement{}
-	for _, p := range c.placements {
-		if p.Kind == kind && p.Workload == name && p.DecisionID != over {
-			held[p.Node] = p
-		}
-	}
-	c.mu.Unlock()
-	for i := range nodes {
-		n := &nodes[i]
-		p, ok := held[n.ID]
-		if !ok || n.Gate != engine.VerdictAllow {
-			continue
-		}
-		n.Gate = engine.VerdictDeny
-		n.GateReason = fmt.Sprintf("holds another instance of %s/%s (%s, decision %.12s)", kind, name, p.Life, p.DecisionID)
-	}
-}
-
-// takenLocked says why pl may not go to node now: another placement of
-// the same workload is there (being placed, placed, lost, or being
-// unloaded), other than the one pl takes over from; "" when it may. The
-// caller holds mu.
-func (c *reconciler) takenLocked(pl *Placement, node string) string {
-	for _, p := range c.placements {
-		if p == pl || p.Node != node || p.Kind != pl.Kind || p.Workload != pl.Workload ||
-			p.DecisionID == pl.Replaces || p.DecisionID == pl.Supersedes {
-			continue
-		}
-		return fmt.Sprintf("holds another instance of %s/%s (%s, decision %.12s)", p.Kind, p.Workload, p.Life, p.DecisionID)
-	}
-	return ""
-}
-
 // refuseRecord is the payload of KindRefuse for a package or declared
 // workload that is not placed.
 type refuseRecord struct {
@@ -229,46 +164,6 @@ func revokedSubject(err error) *pkg.Subject {
 		return &s
 	}
 	return nil
-}
-
-// chainRefusal chains the refusal of a package (err) for phase.
-func (c *writer) chainRefusal(phase, workload, pkgID, version, dir string, err error, attempt int) error {
-	rec := refuseRecord{Phase: phase, Workload: workload, Package: pkgID, Version: version, Dir: dir,
-		Reason: err.Error(), Revoked: revokedSubject(err), Attempt: attempt}
-	if attempt > 0 {
-		rec.Next = "retry with backoff"
-	}
-	_, cerr := c.appendChain(KindRefuse, rec)
-	return cerr
-}
-
-// retire marks pl retiring (its copy is unloaded when its node answers,
-// then it is forgotten) and chains why; cause, when it names a revoked
-// subject, is chained with it.
-func (c *writer) retire(pl *Placement, why string, cause error) error {
-	c.mu.Lock()
-	rec := c.retireLocked(pl, why)
-	c.mu.Unlock()
-	return c.chainRetired(rec, cause)
-}
-
-// retireLocked is retire's state change; the caller holds mu and chains
-// the record.
-func (c *writer) retireLocked(pl *Placement, why string) lifecycleRecord {
-	rec := lifecycleRecord{DecisionID: pl.DecisionID, InstanceID: pl.InstanceID, Node: pl.Node, Workload: pl.Workload,
-		From: string(pl.Life), To: string(LifeRetiring), Reason: why}
-	pl.Life, pl.RetireReason = LifeRetiring, why
-	pl.Attempts, pl.NextAttempt, pl.LastError = 0, time.Time{}, ""
-	if pl.Supersedes != "" {
-		pl.Supersedes = ""
-	}
-	return rec
-}
-
-func (c *writer) chainRetired(rec lifecycleRecord, cause error) error {
-	rec.Revoked = revokedSubject(cause)
-	_, err := c.appendChain(KindLifecycle, rec)
-	return err
 }
 
 // retireUnwanted retires the placed or lost instances of declared
@@ -310,25 +205,6 @@ func (c *lifecycle) retireUnwanted() error {
 		errs = append(errs, c.w.chainRetired(r, nil))
 	}
 	return errors.Join(errs...)
-}
-
-// sortedLocked is sortedPlacements for a caller holding mu.
-func (c *reconciler) sortedLocked() []*Placement {
-	ps := make([]*Placement, 0, len(c.placements))
-	for _, p := range c.placements {
-		ps = append(ps, p)
-	}
-	slices.SortFunc(ps, func(a, b *Placement) int { return strings.Compare(a.DecisionID, b.DecisionID) })
-	return ps
-}
-
-// replacementPendingLocked is replacementPending for a caller holding mu.
-func (c *reconciler) replacementPendingLocked(pl *Placement) bool {
-	if pl.ReplacedBy == "" {
-		return false
-	}
-	r, ok := c.placements[pl.ReplacedBy]
-	return ok && (r.Life == LifeDispatching || r.Life == LifeUnsettled)
 }
 
 // upgradeLost settles a lost instance that is part of an upgrade instead
@@ -447,24 +323,6 @@ func (c *lifecycle) reconcileWorkload(ctx context.Context, w Workload, now time.
 	return errors.Join(err, perr)
 }
 
-// outdated returns the placed instance of workload name, lowest replica
-// first, that runs another package than manifestHash and was not stopped
-// by the operator; nil when none.
-func (c *reconciler) outdated(name, manifestHash string) *Placement {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var best *Placement
-	for _, p := range c.placements {
-		if p.Declared != name || p.Life != LifePlaced || p.Stopped || p.ManifestHash == manifestHash || c.busy[p.DecisionID] {
-			continue
-		}
-		if best == nil || p.Replica < best.Replica || (p.Replica == best.Replica && p.DecisionID < best.DecisionID) {
-			best = p
-		}
-	}
-	return best
-}
-
 // finishUpgrades advances the upgrades of workload name: a new instance
 // that its node reports running (as mirrored this tick) retires the one
 // it supersedes, which is unloaded at once when its node answers; a new
@@ -526,16 +384,6 @@ func (c *lifecycle) finishUpgrades(ctx context.Context, name string, now time.Ti
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// declared returns the declared workload name.
-func (c *reconciler) declared(name string) (Workload, bool) {
-	for _, w := range c.conf().Workloads {
-		if w.Name == name {
-			return w, true
-		}
-	}
-	return Workload{}, false
 }
 
 // resolveDeclared resolves w's package in the store and verifies it.
@@ -653,47 +501,4 @@ func exhausted(as []Attempt) string {
 		}
 	}
 	return "every candidate refused or was unreachable: " + strings.Join(parts, "; ")
-}
-
-// declFailed records a failed attempt to place w: backoff doubling to
-// MaxBackoff, the failure chained only when its reason changes.
-func (c *writer) declFailed(w Workload, version, why string, cause error) error {
-	now := c.now()
-	c.mu.Lock()
-	st := c.decls[w.Name]
-	if st == nil {
-		st = &declState{Name: w.Name}
-		c.decls[w.Name] = st
-	}
-	st.Attempts++
-	st.NextAttempt = now.Add(backoff(c.conf().RetryBackoff, st.Attempts))
-	isNew := st.LastError != why
-	if isNew {
-		st.Since = now
-	}
-	st.LastError = why
-	attempt, next := st.Attempts, st.NextAttempt
-	c.mu.Unlock()
-	if !isNew {
-		return nil
-	}
-	c.logDeclFailed(w, version, why, attempt, next)
-	rec := refuseRecord{Phase: "declared", Workload: w.Name, Package: w.Package, Version: version, Reason: why,
-		Revoked: revokedSubject(cause), Attempt: attempt, Next: "retry with backoff"}
-	_, err := c.appendChain(KindRefuse, rec)
-	return err
-}
-
-// declOK clears the backoff of workload name after a success.
-func (c *writer) declOK(name string) {
-	c.mu.Lock()
-	was := ""
-	if st := c.decls[name]; st != nil {
-		was = st.LastError
-		st.Attempts, st.NextAttempt, st.LastError, st.Since = 0, time.Time{}, "", time.Time{}
-	}
-	c.mu.Unlock()
-	if was != "" {
-		c.logDeclPlaced(name, was)
-	}
 }
