@@ -18,9 +18,7 @@ const maxMethods = 30
 
 // manyMethods are the types allowed over maxMethods for now, each with
 // why. An entry whose type is back under the bound must go.
-var manyMethods = map[string]string{
-	"plane.Controller": "split pending, issue 21 point 4",
-}
+var manyMethods = map[string]string{}
 
 // TestTypesWithOneJob counts the methods (exported or not, distinct by
 // name across build variants) of every named type declared in internal/

@@ -9,6 +9,7 @@ import (
 	"github.com/nodeld/nodeld/internal/facts"
 	"github.com/nodeld/nodeld/internal/host"
 	"github.com/nodeld/nodeld/internal/meshproxy"
+	"github.com/nodeld/nodeld/internal/plane"
 	"github.com/nodeld/nodeld/internal/runner"
 	"github.com/nodeld/nodeld/internal/table"
 )
@@ -80,10 +81,10 @@ func checkComponents(cfg *config.Config, file string) error {
 	}
 	// The controller's own check of its config (node references are
 	// resolved at run time; here they are checked as written).
-	for _, err := range problems(controllerConfig(cfg, asWritten).Validate()) {
+	for _, err := range problems(plane.ConfigOf(cfg, nil).Validate()) {
 		add("controller", err)
 	}
-	if _, err := controllerAnchors(cfg); err != nil {
+	if _, err := plane.Anchors(cfg); err != nil {
 		add("controller.trust_anchors", err)
 	}
 	// One role at a time, so each problem names its role's line. The

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/nodeld/nodeld/internal/config"
+	"github.com/nodeld/nodeld/internal/plane"
 )
 
 // defaultConfigPath is where run, keygen, id and the other commands look
@@ -199,7 +200,7 @@ func cmdConfigCheck(args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "%s: ok\n", path)
 	// What run accepts but what makes a part of it idle.
-	for _, note := range controllerNotes(cfg) {
+	for _, note := range plane.ConfigNotes(cfg) {
 		fmt.Fprintf(stdout, "note: %s\n", note)
 	}
 	return nil

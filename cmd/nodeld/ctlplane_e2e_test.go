@@ -30,7 +30,7 @@ func TestCtlExplainReadsTheChain(t *testing.T) {
 	})
 	var first string
 	for i := range plane.MaxRecentReports + 2 {
-		rep, err := a.n.ctrl.c.Place(context.Background(), plane.Order{PackageDir: pkgDir, DryRun: true})
+		rep, err := a.n.ctrl.Place(context.Background(), plane.Order{PackageDir: pkgDir, DryRun: true})
 		if err != nil || rep.Decision.Chosen == nil {
 			t.Fatalf("dry run %d: %v\n%s", i, err, rep.Explain())
 		}
@@ -38,7 +38,7 @@ func TestCtlExplainReadsTheChain(t *testing.T) {
 			first = rep.DecisionID
 		}
 	}
-	if _, ok := a.n.ctrl.c.Recent(first); ok {
+	if _, ok := a.n.ctrl.Recent(first); ok {
 		t.Fatal("the first decision is still among the recent ones")
 	}
 	var res operator.ExplainResult

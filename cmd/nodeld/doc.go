@@ -4,8 +4,8 @@
 // in run.go: runDaemon makes the logger, data dir, identity, metrics
 // registry and chain; newNode builds every component on them in dependency
 // order, starting nothing. With controller.enabled it also builds the
-// controller (planewire.go: its config and targets, handed to the
-// controller's own loop) and the operator socket's router
+// controller (controller.go: plane.NewFromConfig on the node's config,
+// dispatcher and node references) and the operator socket's router
 // (internal/operator).
 //
 // # Invariants

@@ -273,7 +273,7 @@ func TestIsolationOffRefusesRequiringPackage(t *testing.T) {
 		ctlJSON(t, sock, &nodes, "nodes")
 		return len(nodes) == 1 && nodes[0].Liveness == "alive" && nodes[0].HasFacts
 	})
-	rep, err := a.n.ctrl.c.Place(context.Background(), plane.Order{PackageDir: pkgDir, DryRun: true})
+	rep, err := a.n.ctrl.Place(context.Background(), plane.Order{PackageDir: pkgDir, DryRun: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ func (mn *mnode) view(id string) (plane.NodeView, bool) {
 }
 
 // statePath is the node's controller state file.
-func (mn *mnode) statePath() string { return filepath.Join(mn.dataDir, controllerStateFile) }
+func (mn *mnode) statePath() string { return filepath.Join(mn.dataDir, plane.StateFile) }
 
 // TestMeshtest_9_5_RestartRestoresPlacements: the state file is 0600;
 // after a controller restart its placement is listed at once, while B is
@@ -149,7 +149,7 @@ func TestMeshtest_9_5_MalformedStateFileRefused(t *testing.T) {
 		if err == nil {
 			t.Fatalf("state %q: the node started", bad)
 		}
-		if !strings.Contains(err.Error(), controllerStateFile) {
+		if !strings.Contains(err.Error(), plane.StateFile) {
 			t.Fatalf("state %q: error %v does not name the file", bad, err)
 		}
 		got, rerr := os.ReadFile(a.statePath())

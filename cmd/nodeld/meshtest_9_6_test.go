@@ -78,7 +78,7 @@ func TestMeshtest_9_6_TierFollowsConfig(t *testing.T) {
 		t.Fatalf("B dropped: tier %q, want discovered (still known)", got)
 	}
 	self()
-	a.n.ctrl.refresh()
+	a.n.ctrl.Refresh()
 	a.tick()
 	if got := a.tierOf(idB); got != engine.TrustDiscovered.String() {
 		t.Fatalf("B after a refresh: tier %q, want discovered", got)

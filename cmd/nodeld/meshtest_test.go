@@ -460,7 +460,7 @@ func (mn *mnode) ctrl() *plane.Controller {
 	if mn.n == nil || mn.n.ctrl == nil {
 		mn.m.t.Fatalf("node %s runs no controller", mn.name)
 	}
-	return mn.n.ctrl.c
+	return mn.n.ctrl
 }
 
 // tick runs one controller tick on the node, which first applies the

@@ -18,6 +18,7 @@ import (
 	"github.com/nodeld/nodeld/internal/dispatch"
 	"github.com/nodeld/nodeld/internal/operator"
 	"github.com/nodeld/nodeld/internal/pkg"
+	"github.com/nodeld/nodeld/internal/plane"
 )
 
 const packageUsage = `usage:
@@ -263,7 +264,7 @@ func cmdPackageAdd(args []string, stdout, stderr io.Writer) error {
 	keys, from := []string(anchorFlags), "--anchor"
 	if len(keys) == 0 {
 		// The controller places from the store: its anchors.
-		keys, from = controllerAnchorKeys(cfg)
+		keys, from = plane.AnchorKeys(cfg)
 	}
 	if len(keys) == 0 {
 		return usageError("package add: no trust anchors: set controller.trust_anchors (or host.trust_anchors) in the config or pass --anchor")

@@ -132,7 +132,7 @@ func (n *node) reloadSteps(next *config.Config) []reload.Step {
 		)
 	}
 	if n.ctrl != nil {
-		steps = append(steps, reload.Step{Name: "controller", Prepare: func() (reload.Prepared, error) { return n.ctrl.prepare(next) }})
+		steps = append(steps, reload.Step{Name: "controller", Prepare: func() (reload.Prepared, error) { return n.ctrl.PrepareReload(next) }})
 	}
 	steps = append(steps,
 		// The table's role names were checked with the config

@@ -31,6 +31,7 @@ import (
 	"github.com/nodeld/nodeld/internal/meshproxy"
 	"github.com/nodeld/nodeld/internal/operator"
 	"github.com/nodeld/nodeld/internal/pkg"
+	"github.com/nodeld/nodeld/internal/plane"
 	"github.com/nodeld/nodeld/internal/proxy"
 	"github.com/nodeld/nodeld/internal/runner"
 	"github.com/nodeld/nodeld/internal/table"
@@ -283,7 +284,7 @@ type node struct {
 	facts     *facts.Source // the host signs them; a labels reload changes them
 	host      *host.Host
 	dispatch  *dispatch.Dispatcher
-	ctrl      *controllerRunner // nil unless controller.enabled
+	ctrl      *plane.Controller // nil unless controller.enabled
 	router    *operator.Router  // the operator socket's verbs
 	operator  *operator.Server
 	admin     *admin.Server
@@ -452,8 +453,9 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 		return nil, err
 	}
 	n.dispatch.Register() // a no-op without a mesh
+	var store *pkg.Store  // the controller's package store
 	if cfg.Controller.Enabled {
-		if n.ctrl, err = newController(n, cfg, d, rev); err != nil {
+		if n.ctrl, store, err = newController(n, cfg, d, rev); err != nil {
 			return nil, err
 		}
 	}
@@ -465,7 +467,7 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 		rdeps.ChainPath = d.chain.Path()
 	}
 	if n.ctrl != nil { // never a typed nil in the interface
-		rdeps.Controller, rdeps.Store = n.ctrl.c, n.ctrl.store
+		rdeps.Controller, rdeps.Store = n.ctrl, store
 	}
 	if n.router, err = operator.NewRouter(rdeps); err != nil {
 		return nil, err

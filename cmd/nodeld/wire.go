@@ -61,7 +61,7 @@ func (n *node) applyRolePolicy() { n.table.ApplyPolicy(n.rolePolicies(n.config()
 func (n *node) peersChanged() {
 	n.applyRolePolicy()
 	if n.ctrl != nil {
-		n.ctrl.refresh()
+		n.ctrl.Refresh()
 	}
 }
 

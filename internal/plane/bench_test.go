@@ -398,11 +398,11 @@ func BenchmarkPlacePath(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Run("engine", func(b *testing.B) {
-		req, _, err := r.c.evaluate(p, o, intent{reason: "operator"})
+		req, _, err := r.c.rec.evaluate(p, o, intent{reason: "operator"}, r.clk.Now())
 		if err != nil {
 			b.Fatal(err)
 		}
-		nodes := r.c.view(r.clk.Now(), pkg.KindService, req.Name)
+		nodes := r.c.rec.view(r.clk.Now(), pkg.KindService, req.Name)
 		cpuLoop(b, func(int) {
 			dec, err := engine.Place(req, nodes, engine.Cluster{}, r.cfg.Weights)
 			if err != nil || dec.Chosen == nil {
@@ -412,7 +412,7 @@ func BenchmarkPlacePath(b *testing.B) {
 	})
 	b.Run("view", func(b *testing.B) {
 		cpuLoop(b, func(int) {
-			if n := r.c.view(r.clk.Now(), pkg.KindService, "bench"); len(n) != benchNodes {
+			if n := r.c.rec.view(r.clk.Now(), pkg.KindService, "bench"); len(n) != benchNodes {
 				b.Fatalf("%d nodes", len(n))
 			}
 		})
@@ -425,7 +425,7 @@ func BenchmarkPlacePath(b *testing.B) {
 		}
 		rec.Chosen, rec.Variant = rec.Candidates[0], "cpu"
 		cpuLoop(b, func(int) {
-			if _, err := r.c.appendChain(KindDecision, rec); err != nil {
+			if _, err := r.c.w.appendChain(KindDecision, rec); err != nil {
 				b.Fatal(err)
 			}
 		})
@@ -442,7 +442,7 @@ func BenchmarkPlacePath(b *testing.B) {
 			r.c.mu.Lock()
 			pl.Attempts = i % 2
 			r.c.mu.Unlock()
-			if err := r.c.persist(); err != nil {
+			if err := r.c.w.persist(); err != nil {
 				b.Fatal(err)
 			}
 		})

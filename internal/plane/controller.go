@@ -1,7 +1,6 @@
 package plane
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"errors"
@@ -42,8 +41,42 @@ const (
 // ErrNoPackage is wrapped by Place when the package cannot be verified.
 var ErrNoPackage = errors.New("package not placeable")
 
-// Controller is the placement controller. See the package doc.
+// Controller is the placement controller. See the package doc. It is
+// the exported face of its parts, which share one core (the in-memory
+// state under mu):
+//
+//   - reconciler computes what to do from the state: the engine's view,
+//     the request, governance, the notes, move caps. It does no I/O and
+//     reads no clock (the time is passed in).
+//   - writer is the one applier: it chains, persists and dispatches, and
+//     every change of a placement's life goes through it.
+//   - lifecycle is the tick: it describes the nodes and steps every
+//     placement and declared workload, asking the reconciler and telling
+//     the writer.
+//   - readModel is the operator's view: placements, declarations, nodes,
+//     recent reports.
+//   - operatorVerbs are the operator's start, stop and unload.
+//   - keeper keeps the placed packages.
+//
+// The Controller itself owns the config and targets and the loop (Run)
+// that puts a reload in force.
 type Controller struct {
+	*core
+	// pending is the config and targets Reconfigure handed over, not yet
+	// applied; due (size 1) tells Run (reload.go).
+	pendingMu sync.Mutex
+	pending   *update
+	due       chan struct{}
+	// manual (Deps.ManualTicks) leaves Run's loop unstarted.
+	manual bool
+	// fromConfig is the node's config the controller resolves its own
+	// from (NewFromConfig, daemon.go); nil for New.
+	fromConfig *configured
+}
+
+// core is the controller's shared state and its parts. Each part embeds
+// it; a part reaches another through its field.
+type core struct {
 	// cfg is replaced whole by ApplyConfig; each use loads it.
 	cfg       atomic.Pointer[Config]
 	now       func() time.Time
@@ -54,27 +87,6 @@ type Controller struct {
 	rev       Revocations
 	met       *metrics
 	log       *zap.Logger
-
-	// tickMu serialises Tick and SetTargets; it is held across a tick's
-	// calls on purpose (one lifecycle pass at a time). Place does not take
-	// it, so a long place never holds up the lifecycle.
-	tickMu sync.Mutex
-	// pending is the config and targets Reconfigure handed over, not yet
-	// applied; due (size 1) tells Run (reload.go).
-	pendingMu sync.Mutex
-	pending   *update
-	due       chan struct{}
-	// persistMu is held across encoding and writing the state file, so
-	// the last write holds the latest state.
-	persistMu sync.Mutex
-	// written is the state file's content as this controller last wrote
-	// it; persist does not write the same bytes again (a tick that
-	// changed nothing, the second persist of a place). Guarded by
-	// persistMu.
-	written []byte
-	// enc keeps the placements' encodings between persists. Guarded by
-	// persistMu.
-	enc encodeCache
 
 	// mu guards nodes, placements, decls and busy; never held across
 	// I/O.
@@ -105,12 +117,6 @@ type Controller struct {
 	// next tick ends every reschedule's and declaration's backoff
 	// (wakeBackoffsLocked).
 	wake bool
-	// kept is where placed packages are kept (Deps.Placed; nil: none);
-	// keptMu serialises keeping and pruning, and keeping counts the
-	// manifest hashes being kept for a place not yet recorded (kept.go).
-	kept    PlacedStore
-	keptMu  sync.Mutex
-	keeping map[string]int
 
 	// recent keeps the latest reports for Recent (operator.go).
 	recent recentReports
@@ -118,10 +124,66 @@ type Controller struct {
 	profiles profiles
 	// placer keeps the engine's working memory between decisions.
 	placer engine.Placer
+
+	rec  *reconciler
+	w    *writer
+	life *lifecycle
+	read *readModel
+	ops  *operatorVerbs
+	kp   *keeper
+}
+
+// reconciler computes what to do from the state (reconciler.go,
+// governance.go, explainnotes.go, moves.go): no I/O, no clock reads.
+type reconciler struct{ *core }
+
+// writer applies decisions: it chains, persists and dispatches
+// (writer.go, dispatch.go, moves.go, declview.go).
+type writer struct {
+	*core
+	// persistMu is held across encoding and writing the state file, so
+	// the last write holds the latest state.
+	persistMu sync.Mutex
+	// written is the state file's content as this controller last wrote
+	// it; persist does not write the same bytes again (a tick that
+	// changed nothing, the second persist of a place). Guarded by
+	// persistMu.
+	written []byte
+	// enc keeps the placements' encodings between persists. Guarded by
+	// persistMu.
+	enc encodeCache
+}
+
+// lifecycle is the tick (lifecycle.go, failed.go; the declared workloads
+// in reconcile.go).
+type lifecycle struct {
+	*core
+	// tickMu serialises ticks and target changes; it is held across a
+	// tick's calls on purpose (one lifecycle pass at a time). Place does
+	// not take it, so a long place never holds up the lifecycle.
+	tickMu sync.Mutex
+}
+
+// readModel is the operator's view of the state (operator.go,
+// declview.go, facts.go).
+type readModel struct{ *core }
+
+// operatorVerbs are the operator's start, stop and unload (verbs.go).
+type operatorVerbs struct{ *core }
+
+// keeper keeps the placed packages (kept.go).
+type keeper struct {
+	*core
+	// kept is where placed packages are kept (Deps.Placed; nil: none);
+	// keptMu serialises keeping and pruning, and keeping counts the
+	// manifest hashes being kept for a place not yet recorded.
+	kept    PlacedStore
+	keptMu  sync.Mutex
+	keeping map[string]int
 }
 
 // conf returns the current config.
-func (c *Controller) conf() *Config { return c.cfg.Load() }
+func (c *core) conf() *Config { return c.cfg.Load() }
 
 // New validates cfg and targets, restores the placements of the state
 // file, and returns a Controller. It starts nothing. A state file it
@@ -141,11 +203,14 @@ func New(cfg Config, targets []Target, deps Deps) (*Controller, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	c := &Controller{
+	k := &core{
 		log: log.Named("plane"), now: now, busy: map[string]bool{}, gone: map[string]time.Time{}, chain: deps.Chain, disp: deps.Dispatcher, statePath: deps.StatePath,
 		nodes: map[string]*nodeState{}, placements: map[string]*Placement{}, store: deps.Store, decls: map[string]*declState{},
-		rev: deps.Revocations, kept: deps.Placed, keeping: map[string]int{}, due: make(chan struct{}, 1),
+		rev: deps.Revocations,
 	}
+	k.rec, k.w, k.life, k.read, k.ops = &reconciler{k}, &writer{core: k}, &lifecycle{core: k}, &readModel{k}, &operatorVerbs{k}
+	k.kp = &keeper{core: k, kept: deps.Placed, keeping: map[string]int{}}
+	c := &Controller{core: k, due: make(chan struct{}, 1), manual: deps.ManualTicks}
 	c.cfg.Store(&cfg)
 	if err := c.setTargets(targets, now()); err != nil {
 		return nil, err
@@ -175,7 +240,7 @@ func New(cfg Config, targets []Target, deps Deps) (*Controller, error) {
 		return nil, err
 	}
 	c.met = met
-	c.updateGauges()
+	c.w.updateGauges()
 	return c, nil
 }
 
@@ -214,18 +279,6 @@ func checkTargets(ts []Target) error {
 	return errors.Join(errs...)
 }
 
-// Placements returns a copy of every placement, by decision id.
-func (c *Controller) Placements() []Placement {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make([]Placement, 0, len(c.placements))
-	for _, p := range c.placements {
-		out = append(out, p.clone())
-	}
-	slices.SortFunc(out, func(a, b Placement) int { return strings.Compare(a.DecisionID, b.DecisionID) })
-	return out
-}
-
 // clone is a deep copy of p.
 func (p *Placement) clone() Placement {
 	cp := *p
@@ -246,8 +299,8 @@ func (p *Placement) clone() Placement {
 // has passed since its last contact, and move (their status says why),
 // unless it is a target again by then.
 func (c *Controller) SetTargets(ts []Target) error {
-	c.tickMu.Lock()
-	defer c.tickMu.Unlock()
+	c.life.tickMu.Lock()
+	defer c.life.tickMu.Unlock()
 	return c.replaceTargets(ts)
 }
 
@@ -326,63 +379,6 @@ type Report struct {
 	Notes []string
 }
 
-// snapshotLocked copies the placements and declarations for encoding
-// without mu: each struct is copied (one allocation for all), the slices
-// and orders they point to are shared (they are replaced, never changed
-// in place). The caller holds mu.
-func (c *Controller) snapshotLocked() ([]*Placement, []*declState) {
-	vals := make([]Placement, 0, len(c.placements))
-	for _, p := range c.placements {
-		vals = append(vals, *p)
-	}
-	ps := make([]*Placement, len(vals))
-	for i := range vals {
-		ps[i] = &vals[i]
-	}
-	dvals := make([]declState, 0, len(c.decls))
-	for _, d := range c.decls {
-		dvals = append(dvals, *d)
-	}
-	ds := make([]*declState, len(dvals))
-	for i := range dvals {
-		ds[i] = &dvals[i]
-	}
-	return ps, ds
-}
-
-// persist writes the state file. Callers do not hold mu; it is held only
-// to copy the state, not to encode it.
-func (c *Controller) persist() error {
-	c.persistMu.Lock()
-	defer c.persistMu.Unlock()
-	c.mu.Lock()
-	ps, ds := c.snapshotLocked()
-	c.mu.Unlock()
-	data, err := encodeState(ps, ds, &c.enc)
-	if err != nil {
-		return err
-	}
-	if bytes.Equal(data, c.written) {
-		return nil
-	}
-	if err := writeState(c.statePath, data); err != nil {
-		// What is on disk is unknown: the next persist writes.
-		c.written = nil
-		return err
-	}
-	c.written = data
-	return nil
-}
-
-// appendChain chains one record.
-func (c *Controller) appendChain(kind string, payload any) (string, error) {
-	e, err := c.chain.Append(ChainSource, kind, payload)
-	if err != nil {
-		return "", fmt.Errorf("chain %s: %w", kind, err)
-	}
-	return e.Hash, nil
-}
-
 // decisionRecord is the payload of KindDecision.
 type decisionRecord struct {
 	Workload     string   `json:"workload"`
@@ -416,122 +412,6 @@ type decisionRecord struct {
 	Notes []string `json:"notes,omitempty"`
 }
 
-// evaluate runs governance and the engine for order o on the current
-// view, chaining nothing: the request (shaped by in: the variant, the
-// current node, the placement it takes over) and the decision.
-func (c *Controller) evaluate(p Package, o Order, in intent) (engine.Request, engine.Decision, error) {
-	v := p.Verified()
-	m := v.Manifest
-	now := c.now()
-	// A kind the policy does not admit is denied by the gate on every
-	// node, with the policy's reason; no trust floor is made up for it.
-	minTrust := engine.TrustDiscovered
-	if rule, admitted := c.conf().Policy.Kinds[m.Kind]; admitted {
-		minTrust = rule.MinTier
-	}
-	req := request(v, o, minTrust)
-	c.shapeRequest(&req, o, in)
-	nodes := c.view(now, m.Kind, req.Name)
-	c.separateInstances(nodes, m.Kind, req.Name, in)
-	dec, err := c.placer.Place(req, nodes, engine.Cluster{}, c.conf().Weights)
-	return req, dec, err
-}
-
-// decide runs governance and the engine for order o and chains the
-// decision. It returns the decision, its id, the ranked dispatch
-// candidates and the explanation's notes (chained with it).
-func (c *Controller) decide(p Package, o Order, in intent) (engine.Decision, string, []Candidate, []string, error) {
-	v := p.Verified()
-	m := v.Manifest
-	req, dec, err := c.evaluate(p, o, in)
-	rec := decisionRecord{
-		Workload: req.Name, Kind: m.Kind, Package: m.ID, Version: m.Version,
-		ManifestHash: v.ManifestHash, DryRun: o.DryRun, Reason: in.reason, Replaces: in.replacesID(),
-		Supersedes: in.supersedesID(), Declared: in.declared, CurrentNode: req.CurrentNode,
-		Candidates: []string{},
-	}
-	if in.declared != "" {
-		rec.Replica = &in.replica
-	}
-	var pinErr *engine.PinIneligibleError
-	if err != nil && !errors.As(err, &pinErr) {
-		rec.Error = err.Error()
-		if _, cerr := c.appendChain(KindRefuse, rec); cerr != nil {
-			return engine.Decision{}, "", nil, nil, errors.Join(err, cerr)
-		}
-		return engine.Decision{}, "", nil, nil, fmt.Errorf("placement of %s: %w", req.Name, err)
-	}
-	if err != nil {
-		rec.Error = err.Error()
-	}
-	rec.explainFields(dec)
-	rec.Notes = c.explainNotes(m, o, dec)
-	var cands []Candidate
-	if dec.Chosen != nil {
-		rec.Chosen, rec.Variant = dec.Chosen.Node, dec.Chosen.Variant
-		cands = append(cands, Candidate{Node: dec.Chosen.Node, Variant: dec.Chosen.Variant})
-		if o.Pin == "" {
-			for _, cd := range dec.Candidates {
-				if cd.Eligible() && cd.Node != dec.Chosen.Node {
-					cands = append(cands, Candidate{Node: cd.Node, Variant: cd.Variant})
-				}
-			}
-		}
-	}
-	for _, cd := range cands {
-		rec.Candidates = append(rec.Candidates, cd.Node)
-	}
-	for _, cd := range dec.Candidates {
-		if !cd.Eligible() {
-			rec.Rejected = append(rec.Rejected, cd.Node)
-		}
-	}
-	id, cerr := c.appendChain(KindDecision, rec)
-	if cerr != nil {
-		return engine.Decision{}, "", nil, nil, cerr
-	}
-	return dec, id, cands, rec.Notes, nil
-}
-
-// view builds the engine's nodes for a workload of kind named name.
-func (c *Controller) view(now time.Time, kind, name string) []engine.Node {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	instances := map[string][]engine.Instance{}
-	pending := map[string][]engine.Resources{}
-	for _, p := range c.placements {
-		switch p.Life {
-		case LifePlaced, LifeLost, LifeRescheduled, LifeRetiring:
-			instances[p.Node] = append(instances[p.Node], p.engineInstance())
-			// Placed after the node's facts were issued: their free
-			// memory does not show it yet.
-			if n, ok := c.nodes[p.Node]; ok && p.Life == LifePlaced && (n.facts == nil || !p.PlacedAt.Before(n.facts.meta.IssuedAt)) {
-				pending[p.Node] = append(pending[p.Node], p.Reserved.engine())
-			}
-		case LifeDispatching, LifeUnsettled:
-			// A decision not yet reflected in the node's facts holds its
-			// memory there.
-			pending[p.Node] = append(pending[p.Node], p.Reserved.engine())
-		}
-	}
-	ids := make([]string, 0, len(c.nodes))
-	for id := range c.nodes {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	// Each node's capabilities and memory are converted and prepared
-	// once per facts, not per decision.
-	c.profiles.begin(c.nodes)
-	out := make([]engine.Node, 0, len(ids))
-	for _, id := range ids {
-		n := c.nodes[id]
-		verdict, why := gate(c.conf().Policy, kind, n)
-		out = append(out, engineNode(n, now, c.conf().DeadAfter, c.profiles.of(n), instances[id], pending[id], verdict, why))
-	}
-	c.profiles.compact(ids, out)
-	return out
-}
-
 // Place places the workload of order o (see the package doc). The error
 // is nil when a decision was made, whatever its outcome: Report says
 // what happened.
@@ -541,98 +421,22 @@ func (c *Controller) Place(ctx context.Context, o Order) (Report, error) {
 		c.met.placements.WithLabelValues(outError).Inc()
 		// The refusal is a verdict too (a revoked package names its
 		// subject); it is chained, and nothing is placed either way.
-		cerr := c.chainRefusal("place", o.Name, "", "", o.PackageDir, err, 0)
+		cerr := c.w.chainRefusal("place", o.Name, "", "", o.PackageDir, err, 0)
 		return Report{}, errors.Join(fmt.Errorf("%w: %w", ErrNoPackage, err), cerr)
 	}
 	if !o.DryRun {
 		// What is placed is kept: its failover places these bytes.
-		kp, ko, release, err := c.keep(ctx, p, o)
+		kp, ko, release, err := c.kp.keep(ctx, p, o)
 		if err != nil {
 			c.met.placements.WithLabelValues(outError).Inc()
 			m := p.Verified().Manifest
-			cerr := c.chainRefusal("place", o.Name, m.ID, m.Version, o.PackageDir, err, 0)
+			cerr := c.w.chainRefusal("place", o.Name, m.ID, m.Version, o.PackageDir, err, 0)
 			return Report{}, errors.Join(fmt.Errorf("%w: %w", ErrNoPackage, err), cerr)
 		}
 		defer release()
 		p, o = kp, ko
 	}
-	return c.place(ctx, p, o, intent{reason: "operator"}, c.conf().PlaceTimeout)
-}
-
-// place decides and dispatches for in: a reschedule when in.replaces is
-// set (called by Tick), a declared workload's replica when in.declared
-// is.
-func (c *Controller) place(ctx context.Context, p Package, o Order, in intent, timeout time.Duration) (rep Report, err error) {
-	replaces := in.replaces
-	dec, id, cands, notes, err := c.decide(p, o, in)
-	if err != nil {
-		c.met.placements.WithLabelValues(outError).Inc()
-		return Report{}, err
-	}
-	rep = Report{DecisionID: id, Decision: dec, Governance: c.governanceDenial(p.Verified().Manifest.Kind, dec),
-		Notes: notes}
-	defer func() { c.recent.add(rep) }()
-	switch {
-	case o.DryRun:
-		c.met.placements.WithLabelValues(outDryRun).Inc()
-		return rep, nil
-	case len(cands) == 0:
-		c.met.placements.WithLabelValues(outUnplaceable).Inc()
-		return rep, nil
-	}
-	v := p.Verified()
-	m := v.Manifest
-	stored := o
-	stored.DryRun = false
-	if replaces != nil && replaces.Order != nil {
-		stored = *replaces.Order
-	}
-	pl := &Placement{
-		DecisionID: id, Kind: m.Kind, Workload: dec.Name, Package: m.ID, Version: m.Version,
-		ManifestHash: v.ManifestHash, Candidates: cands, Life: LifeDispatching,
-		Order: &stored, Declared: in.declared, Replica: in.replica, Supersedes: in.supersedesID(),
-		Labels: slices.Clone(m.Labels), Excludes: slices.Clone(m.Excludes),
-	}
-	if replaces != nil {
-		c.mu.Lock()
-		pl.Replaces = replaces.DecisionID
-		// Counted as a move once placed on another node (settled).
-		pl.Moves = replaces.Moves
-		pl.Declared, pl.Replica = replaces.Declared, replaces.Replica
-		c.mu.Unlock()
-	}
-	pl.aim(v, 0)
-	c.mu.Lock()
-	c.placements[id] = pl
-	c.busy[id] = true
-	if replaces != nil {
-		replaces.ReplacedBy = id
-	}
-	c.mu.Unlock()
-	// The decision and its candidates are on disk before the first place.
-	if err := c.persist(); err != nil {
-		c.mu.Lock()
-		delete(c.placements, id)
-		delete(c.busy, id)
-		if replaces != nil {
-			replaces.ReplacedBy = ""
-		}
-		c.mu.Unlock()
-		c.met.placements.WithLabelValues(outError).Inc()
-		return rep, err
-	}
-	rep.Attempts, err = c.dispatch(ctx, p, o, pl, timeout)
-	c.mu.Lock()
-	delete(c.busy, id)
-	switch pl.Life {
-	case LifePlaced:
-		cp := *pl
-		rep.Placed = &cp
-	case LifeUnsettled:
-		rep.Unsettled = true
-	}
-	c.mu.Unlock()
-	return rep, err
+	return c.w.place(ctx, p, o, intent{reason: "operator"}, c.conf().PlaceTimeout)
 }
 
 // aim points pl at candidate i: node, variant, the instance id the node

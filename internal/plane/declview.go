@@ -52,7 +52,7 @@ type DeclarationView struct {
 
 // Declarations returns every declared workload with its state and last
 // reason, by name.
-func (c *Controller) Declarations() []DeclarationView {
+func (c *readModel) Declarations() []DeclarationView {
 	ws := c.conf().Workloads
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -65,7 +65,7 @@ func (c *Controller) Declarations() []DeclarationView {
 }
 
 // declViewLocked is w's view; the caller holds mu.
-func (c *Controller) declViewLocked(w Workload) DeclarationView {
+func (c *readModel) declViewLocked(w Workload) DeclarationView {
 	n := w.replicas()
 	v := DeclarationView{Name: w.Name, Package: w.Package, Version: w.Version, Replicas: n}
 	placed := make([]bool, n)
@@ -101,9 +101,9 @@ func (c *Controller) declViewLocked(w Workload) DeclarationView {
 
 // updateDeclGauge sets nodeld_plane_declarations from the declarations
 // in force.
-func (c *Controller) updateDeclGauge() {
+func (c *writer) updateDeclGauge() {
 	counts := map[string]int{}
-	for _, d := range c.Declarations() {
+	for _, d := range c.read.Declarations() {
 		counts[d.State]++
 	}
 	for _, s := range declStates {
@@ -114,7 +114,7 @@ func (c *Controller) updateDeclGauge() {
 // logDeclFailed logs, at warn, a declared workload that could not be
 // placed for a new reason (declFailed calls it once per change of
 // reason, not per attempt).
-func (c *Controller) logDeclFailed(w Workload, version, why string, attempt int, next time.Time) {
+func (c *writer) logDeclFailed(w Workload, version, why string, attempt int, next time.Time) {
 	c.log.Warn("declared workload not placed",
 		zap.String("workload", w.Name), zap.String("package", w.Package), zap.String("version", version),
 		zap.String("reason", why), zap.Int("attempt", attempt), zap.Time("next_attempt", next))
@@ -122,6 +122,6 @@ func (c *Controller) logDeclFailed(w Workload, version, why string, attempt int,
 
 // logDeclPlaced logs, at info, a declared workload placed again after a
 // failure that was logged.
-func (c *Controller) logDeclPlaced(name, was string) {
+func (c *writer) logDeclPlaced(name, was string) {
 	c.log.Info("declared workload placed after failures", zap.String("workload", name), zap.String("last_reason", was))
 }

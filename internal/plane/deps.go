@@ -107,6 +107,9 @@ type Deps struct {
 	// only with the manifest hash placed). *pkg.PlacedStore implements
 	// it.
 	Placed PlacedStore
+	// ManualTicks (tests) leaves Run's loop unstarted: the test calls Tick
+	// itself, on its clock, and a Tick applies what was handed over first.
+	ManualTicks bool
 }
 
 // PlacedStore keeps placed packages (kept.go).

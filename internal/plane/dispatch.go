@@ -40,12 +40,12 @@ const (
 // package doc). The caller marks pl busy for the call. Before each place, pl names the node
 // being tried and is persisted, so a crash leaves a decision that a
 // restart treats as unsettled on that node.
-func (c *Controller) dispatch(ctx context.Context, p Package, o Order, pl *Placement, timeout time.Duration) ([]Attempt, error) {
+func (c *writer) dispatch(ctx context.Context, p Package, o Order, pl *Placement, timeout time.Duration) ([]Attempt, error) {
 	v := p.Verified()
 	var attempts []Attempt
 	for i := pl.Cursor; i < len(pl.Candidates); i++ {
 		c.mu.Lock()
-		if why := c.takenLocked(pl, pl.Candidates[i].Node); why != "" {
+		if why := c.rec.takenLocked(pl, pl.Candidates[i].Node); why != "" {
 			// Another instance of the workload went there since the
 			// decision (a settled decision resumes down its candidates).
 			c.mu.Unlock()
@@ -136,7 +136,7 @@ func (c *Controller) dispatch(ctx context.Context, p Package, o Order, pl *Place
 	return attempts, c.persist()
 }
 
-func (c *Controller) setLife(pl *Placement, l Lifecycle) {
+func (c *writer) setLife(pl *Placement, l Lifecycle) {
 	c.mu.Lock()
 	pl.Life = l
 	c.mu.Unlock()
@@ -145,7 +145,7 @@ func (c *Controller) setLife(pl *Placement, l Lifecycle) {
 // settled records that pl's instance iid is on pl.Node (placed, or
 // adopted after an unanswered place), finishes the replacement it is part
 // of, chains it and persists.
-func (c *Controller) settled(ctx context.Context, pl *Placement, kind, iid, hostState string, attempt int) error {
+func (c *writer) settled(ctx context.Context, pl *Placement, kind, iid, hostState string, attempt int) error {
 	c.mu.Lock()
 	pl.Life = LifePlaced
 	// Settled: the ranked candidates are walked no more (the chained
@@ -167,7 +167,7 @@ func (c *Controller) settled(ctx context.Context, pl *Placement, kind, iid, host
 	}
 	if old != nil && old.Node != pl.Node {
 		// A move: the workload left the node it was lost on.
-		pl.Moves = c.recordMove(pl.Moves, pl.PlacedAt)
+		pl.Moves = c.rec.recordMove(pl.Moves, pl.PlacedAt)
 	}
 	rec := placedRecord{DecisionID: pl.DecisionID, Node: pl.Node, Variant: pl.Variant, InstanceID: iid, Attempt: attempt}
 	c.mu.Unlock()
@@ -188,7 +188,7 @@ func (c *Controller) settled(ctx context.Context, pl *Placement, kind, iid, host
 
 // abandon drops a placement whose decision placed nothing, and frees the
 // placement it would have replaced for a later attempt.
-func (c *Controller) abandon(pl *Placement, why string) {
+func (c *writer) abandon(pl *Placement, why string) {
 	// Best effort: the placement is dropped whether or not this is chained
 	// (every attempt of it was chained already).
 	_, _ = c.appendChain(KindDispatch, dispatchRecord{DecisionID: pl.DecisionID, Node: pl.Node, Variant: pl.Variant,
@@ -201,7 +201,7 @@ func (c *Controller) abandon(pl *Placement, why string) {
 	}
 	c.mu.Unlock()
 	if old != nil {
-		c.rescheduleFailed(old, why)
+		c.life.rescheduleFailed(old, why)
 	}
 	c.updateGauges()
 }
@@ -210,7 +210,7 @@ func (c *Controller) abandon(pl *Placement, why string) {
 // place that went without an answer. found: it does (adopt it); settled
 // && !found: it does not and is not handling the decision (try the next
 // candidate); !settled: it cannot say now.
-func (c *Controller) reconcile(ctx context.Context, node, decisionID, iid string) (found bool, state string, settled bool, note string) {
+func (c *writer) reconcile(ctx context.Context, node, decisionID, iid string) (found bool, state string, settled bool, note string) {
 	cctx, cancel := context.WithTimeout(ctx, c.conf().DescribeTimeout)
 	defer cancel()
 	st, err := c.disp.Status(cctx, node)

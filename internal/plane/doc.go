@@ -20,20 +20,20 @@
 //     Governance is default deny; a teardown is never blocked by it.
 //   - The state file (controller.json) is written whole and atomically; a
 //     malformed one is refused and left untouched. All time comes from
-//     Deps.Now.
+//     Deps.Now; the reconciler does no I/O and reads no clock.
 //
 // # Concurrency
 //
-// A *Controller is safe for concurrent use. Ticks are serialised (tickMu,
-// held across a tick's calls on purpose); Place runs beside ticks and other
-// Places, and a placement being dispatched is left alone by the lifecycle
-// until its call returns. mu guards the in-memory state and is never held
-// across I/O; persistMu serialises state file writes. Tick describes the
-// targets on goroutines it waits for. New starts nothing; Run owns the
-// ticker loop and returns nil when its ctx ends; ApplyConfig swaps the
-// config atomically.
+// Controller is safe for concurrent use; its parts (reconciler, writer,
+// lifecycle, readModel, operatorVerbs, keeper: controller.go) share one
+// core whose mu guards the state and is never held across I/O. Ticks are
+// serialised (lifecycle.tickMu, held across a tick's calls); Place runs
+// beside them, and a placement being dispatched is left alone by the
+// lifecycle until its call returns. writer.persistMu serialises state
+// writes. New starts nothing; Run owns the ticker and puts what
+// Reconfigure (a reload, Refresh) hands over in force between ticks.
 //
-// The long story (the lifecycle tick, declared workloads, governance, the
-// state file, what is not yet done, the planetest harness) is docs/internals.md
-// "internal/plane"; the daemon's side, docs/architecture.md section 9.
+// The long story (its parts, the tick, declared workloads, governance, the
+// state file, the planetest harness) is docs/internals.md "internal/plane";
+// the daemon's side (NewFromConfig), docs/architecture.md section 9.
 package plane

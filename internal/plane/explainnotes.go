@@ -25,7 +25,7 @@ const tieBreakNote = "ties: candidates of equal tier and score rank by node id, 
 // explanation for a decision on order o of package m, chained with the
 // decision; the tie-break rule (tieBreakNote), the same for every
 // decision, follows them and is not chained.
-func (c *Controller) explainNotes(m *pkg.Manifest, o Order, dec engine.Decision) []string {
+func (c *reconciler) explainNotes(m *pkg.Manifest, o Order, dec engine.Decision) []string {
 	var notes []string
 	if len(o.Prefer) > 0 || len(o.Avoid) > 0 {
 		notes = append(notes, "prefer: "+listOrDash(o.Prefer)+"   avoid: "+listOrDash(o.Avoid))
@@ -59,7 +59,7 @@ func (c *Controller) explainNotes(m *pkg.Manifest, o Order, dec engine.Decision)
 // perfNote is the measured figure behind each eligible candidate's perf
 // score: the best measured value of the target's capability on the
 // node's facts, as the engine takes it.
-func (c *Controller) perfNote(t *pkg.PerfTarget, dec engine.Decision) string {
+func (c *reconciler) perfNote(t *pkg.PerfTarget, dec engine.Decision) string {
 	what := t.ID
 	if t.Param != "" {
 		what += " " + t.Param + "=" + valueText(t.ParamValue)
@@ -91,7 +91,7 @@ func (c *Controller) perfNote(t *pkg.PerfTarget, dec engine.Decision) string {
 
 // measuredLocked is node's best measured value of perf target t in its
 // cached facts; the caller holds mu.
-func (c *Controller) measuredLocked(node string, t *pkg.PerfTarget) (float64, bool) {
+func (c *reconciler) measuredLocked(node string, t *pkg.PerfTarget) (float64, bool) {
 	n := c.nodes[node]
 	if n == nil || n.facts == nil {
 		return 0, false

@@ -132,7 +132,7 @@ type NodeStatus struct {
 }
 
 // Nodes returns every target's status, by node id.
-func (c *Controller) Nodes() []NodeStatus {
+func (c *readModel) Nodes() []NodeStatus {
 	now := c.now()
 	dead := c.conf().DeadAfter
 	c.mu.Lock()

@@ -31,7 +31,7 @@ const (
 // the operator stopped, an upgrade's new instance (retired when it
 // fails) and an adopted one (no order) are left alone. Once the instance
 // has run past its backoff, FailedSince and the backoff are cleared.
-func (c *Controller) restartFailed(ctx context.Context, pl *Placement, in ctl.InstanceStatus, now time.Time) error {
+func (c *lifecycle) restartFailed(ctx context.Context, pl *Placement, in ctl.InstanceStatus, now time.Time) error {
 	c.mu.Lock()
 	failing := !pl.FailedSince.IsZero()
 	if live(in.Lifecycle) {
@@ -47,7 +47,7 @@ func (c *Controller) restartFailed(ctx context.Context, pl *Placement, in ctl.In
 		if !recovered {
 			return nil
 		}
-		_, err := c.appendChain(KindLifecycle, rec)
+		_, err := c.w.appendChain(KindLifecycle, rec)
 		return err
 	}
 	failed := in.Lifecycle == ctl.StateFailed || (failing && in.Lifecycle == ctl.StateStopped && !pl.Stopped)
@@ -55,7 +55,7 @@ func (c *Controller) restartFailed(ctx context.Context, pl *Placement, in ctl.In
 		c.mu.Unlock()
 		return nil
 	}
-	demoted, why := c.tierWaiverLocked(pl)
+	demoted, why := c.ops.tierWaiverLocked(pl)
 	node, iid, hash, pkgID := pl.Node, pl.InstanceID, pl.ManifestHash, pl.Package
 	attempt := pl.Attempts + 1
 	rec := lifecycleRecord{DecisionID: pl.DecisionID, InstanceID: iid, Node: node, Workload: pl.Workload,
@@ -63,17 +63,17 @@ func (c *Controller) restartFailed(ctx context.Context, pl *Placement, in ctl.In
 		Reason: "starting again: its node reports the instance " + in.Lifecycle + " (its supervisor gave up)"}
 	c.mu.Unlock()
 	if demoted {
-		_, err := c.alert(pl, "failed instance not started again: "+why)
+		_, err := c.w.alert(pl, "failed instance not started again: "+why)
 		return err
 	}
 	if c.rev != nil {
 		if err := c.rev.Check(&pkg.Manifest{ID: pkgID}, hash); err != nil {
-			return c.retire(pl, "package revoked: "+err.Error(), err)
+			return c.w.retire(pl, "package revoked: "+err.Error(), err)
 		}
 	}
 	// The request is chained before it is sent; a start that cannot be
 	// chained is not sent.
-	if _, err := c.appendChain(KindLifecycle, rec); err != nil {
+	if _, err := c.w.appendChain(KindLifecycle, rec); err != nil {
 		return err
 	}
 	cctx, cancel := context.WithTimeout(ctx, c.conf().RescheduleTimeout)
@@ -102,13 +102,13 @@ func (c *Controller) restartFailed(ctx context.Context, pl *Placement, in ctl.In
 		c.mu.Lock()
 		pl.WasRunning, pl.FailedSince, pl.Attempts, pl.NextAttempt = true, time.Time{}, 0, time.Time{}
 		c.mu.Unlock()
-		if terr := c.transition(pl, LifeLost, "failed instance no longer on its node"); terr != nil {
+		if terr := c.w.transition(pl, LifeLost, "failed instance no longer on its node"); terr != nil {
 			return terr
 		}
 		return c.reschedule(ctx, pl, false, now)
 	}
 	c.log.Warn("failed instance not started again", zap.String("workload", pl.Workload), zap.String("instance", iid),
 		zap.String("node", node), zap.Int("attempt", attempt), zap.Error(err))
-	_, aerr := c.alert(pl, fmt.Sprintf("failed instance not started again (attempt %d, retrying with backoff): %v", attempt, err))
+	_, aerr := c.w.alert(pl, fmt.Sprintf("failed instance not started again (attempt %d, retrying with backoff): %v", attempt, err))
 	return aerr
 }

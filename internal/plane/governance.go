@@ -50,7 +50,7 @@ func kindDenial(p Policy, kind string) string {
 // node the decision could use (the pin alone, when pinned) is denied by
 // the policy. "" when the decision placed, or when something else than
 // the policy stood in the way somewhere.
-func (c *Controller) governanceDenial(kind string, dec engine.Decision) string {
+func (c *reconciler) governanceDenial(kind string, dec engine.Decision) string {
 	pol := c.conf().Policy
 	if why := kindDenial(pol, kind); why != "" {
 		return why
@@ -84,7 +84,7 @@ func (c *Controller) governanceDenial(kind string, dec engine.Decision) string {
 // declUnplaceable is the reason a declared workload's decision placed
 // nothing: the policy's, prefixed "governance: ", when governance denied
 // it, else the engine's (unplaceable).
-func (c *Controller) declUnplaceable(p Package, dec engine.Decision, err error) string {
+func (c *reconciler) declUnplaceable(p Package, dec engine.Decision, err error) string {
 	if why := c.governanceDenial(p.Verified().Manifest.Kind, dec); why != "" {
 		return "governance: " + why
 	}

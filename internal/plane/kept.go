@@ -23,7 +23,7 @@ var ErrPackageChanged = errors.New("the package is not the one placed")
 // verified again, and o naming it (Order.Kept); release is called once
 // the placement made from it is recorded (or none is). Without a store
 // it returns p and o as they are.
-func (c *Controller) keep(ctx context.Context, p Package, o Order) (Package, Order, func(), error) {
+func (c *keeper) keep(ctx context.Context, p Package, o Order) (Package, Order, func(), error) {
 	if c.kept == nil {
 		return p, o, func() {}, nil
 	}
@@ -64,7 +64,7 @@ func (c *Controller) keep(ctx context.Context, p Package, o Order) (Package, Ord
 }
 
 // pruneKept drops the kept packages no placement uses (every tick).
-func (c *Controller) pruneKept() {
+func (c *keeper) pruneKept() {
 	if c.kept == nil {
 		return
 	}
@@ -74,7 +74,7 @@ func (c *Controller) pruneKept() {
 }
 
 // pruneKeptLocked is pruneKept for a caller holding keptMu.
-func (c *Controller) pruneKeptLocked() {
+func (c *keeper) pruneKeptLocked() {
 	c.mu.Lock()
 	used := make(map[string]bool, len(c.keeping)+len(c.placements))
 	for h := range c.keeping {
@@ -101,7 +101,7 @@ func (c *Controller) pruneKeptLocked() {
 // A package whose manifest hash is not hash is refused (ErrPackageChanged):
 // a re-signed or replaced directory never stands in for what was placed.
 // A revoked package returns the verification error as it is.
-func (c *Controller) placedPackage(ctx context.Context, o *Order, hash string) (Package, error) {
+func (c *keeper) placedPackage(ctx context.Context, o *Order, hash string) (Package, error) {
 	var errs []error
 	for _, dir := range []string{o.Kept, o.PackageDir} {
 		if dir == "" {

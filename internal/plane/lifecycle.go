@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/nodeld/nodeld/internal/ctl"
-	"github.com/nodeld/nodeld/internal/engine"
 	"github.com/nodeld/nodeld/internal/pkg"
 )
 
@@ -60,11 +59,16 @@ type described struct {
 // the chain and the state file only. It first applies what Reconfigure
 // handed over and Run has not applied yet.
 func (c *Controller) Tick(ctx context.Context) error {
-	c.tickMu.Lock()
-	defer c.tickMu.Unlock()
+	c.life.tickMu.Lock()
+	defer c.life.tickMu.Unlock()
 	// What a reload or a refresh handed over and Run has not applied yet
 	// (no Run: a test ticks itself).
 	c.applyPending()
+	return c.life.tick(ctx)
+}
+
+// tick is one lifecycle pass (Tick); the caller holds tickMu.
+func (c *lifecycle) tick(ctx context.Context) error {
 	start := c.now()
 	defer func() { c.met.tick.Observe(c.now().Sub(start).Seconds()) }()
 
@@ -75,7 +79,7 @@ func (c *Controller) Tick(ctx context.Context) error {
 	c.describeAll(ctx)
 	now := c.now()
 	c.mu.Lock()
-	c.wakeBackoffsLocked()
+	c.w.wakeBackoffsLocked()
 	c.mu.Unlock()
 	errs := []error{c.retireUnwanted()}
 	for _, pl := range c.sortedPlacements() {
@@ -85,15 +89,15 @@ func (c *Controller) Tick(ctx context.Context) error {
 		errs = append(errs, c.step(ctx, pl, now))
 	}
 	errs = append(errs, c.reconcileDeclared(ctx, now))
-	c.pruneKept()
-	c.updateGauges()
-	errs = append(errs, c.persist())
+	c.kp.pruneKept()
+	c.w.updateGauges()
+	errs = append(errs, c.w.persist())
 	return errors.Join(errs...)
 }
 
 // describeAll describes every target concurrently and records liveness,
 // facts and instance listings.
-func (c *Controller) describeAll(ctx context.Context) {
+func (c *lifecycle) describeAll(ctx context.Context) {
 	c.mu.Lock()
 	ids := make([]string, 0, len(c.nodes))
 	holds := map[string]bool{}
@@ -151,7 +155,7 @@ func (c *Controller) describeAll(ctx context.Context) {
 	}
 }
 
-func (c *Controller) sortedPlacements() []*Placement {
+func (c *lifecycle) sortedPlacements() []*Placement {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ps := make([]*Placement, 0, len(c.placements))
@@ -172,21 +176,6 @@ type nodeView struct {
 	status *ctl.StatusList
 }
 
-func (c *Controller) nodeOf(id string, now time.Time) nodeView {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n, ok := c.nodes[id]
-	if !ok {
-		since, seen := c.gone[id]
-		if !seen {
-			since = now
-			c.gone[id] = since
-		}
-		return nodeView{dead: now.Sub(since) >= c.conf().DeadAfter}
-	}
-	return nodeView{known: true, alive: n.alive, dead: n.dead(now, c.conf().DeadAfter), status: n.status}
-}
-
 // Reasons a placed instance is lost for its node.
 const (
 	lostNodeDead  = "node is dead"
@@ -194,7 +183,7 @@ const (
 )
 
 // step advances one placement.
-func (c *Controller) step(ctx context.Context, pl *Placement, now time.Time) error {
+func (c *lifecycle) step(ctx context.Context, pl *Placement, now time.Time) error {
 	c.mu.Lock()
 	if _, still := c.placements[pl.DecisionID]; !still || c.busy[pl.DecisionID] || c.verbAt[pl.DecisionID] > c.listedAt {
 		c.mu.Unlock()
@@ -202,7 +191,7 @@ func (c *Controller) step(ctx context.Context, pl *Placement, now time.Time) err
 	}
 	life := pl.Life
 	c.mu.Unlock()
-	nv := c.nodeOf(pl.Node, now)
+	nv := c.rec.nodeOf(pl.Node, now)
 	if !nv.known && !nv.dead {
 		return nil
 	}
@@ -221,7 +210,7 @@ func (c *Controller) step(ctx context.Context, pl *Placement, now time.Time) err
 			c.mu.Lock()
 			pl.WasRunning = live(pl.HostState)
 			c.mu.Unlock()
-			if err := c.transition(pl, LifeLost, deadWhy); err != nil {
+			if err := c.w.transition(pl, LifeLost, deadWhy); err != nil {
 				return err
 			}
 			return c.reschedule(ctx, pl, true, now)
@@ -239,35 +228,6 @@ func (c *Controller) step(ctx context.Context, pl *Placement, now time.Time) err
 		}
 	}
 	return nil
-}
-
-// transition moves pl to life and chains it.
-func (c *Controller) transition(pl *Placement, to Lifecycle, reason string) error {
-	c.mu.Lock()
-	from := pl.Life
-	pl.Life = to
-	switch to {
-	case LifeLost:
-		pl.LostReason = reason
-	case LifePlaced:
-		pl.LostReason = ""
-	}
-	rec := lifecycleRecord{DecisionID: pl.DecisionID, InstanceID: pl.InstanceID, Node: pl.Node, Workload: pl.Workload,
-		From: string(from), To: string(to), Reason: reason}
-	c.mu.Unlock()
-	_, err := c.appendChain(KindLifecycle, rec)
-	return err
-}
-
-// forget removes pl and chains why.
-func (c *Controller) forget(pl *Placement, reason string) error {
-	c.mu.Lock()
-	delete(c.placements, pl.DecisionID)
-	rec := lifecycleRecord{DecisionID: pl.DecisionID, InstanceID: pl.InstanceID, Node: pl.Node, Workload: pl.Workload,
-		From: string(pl.Life), To: "unloaded", Reason: reason}
-	c.mu.Unlock()
-	_, err := c.appendChain(KindLifecycle, rec)
-	return err
 }
 
 // departedReason says whether a listing names iid as taken down on
@@ -292,7 +252,7 @@ func findInstance(st *ctl.StatusList, iid string) (ctl.InstanceStatus, bool) {
 
 // mirror copies the host's state of a placed instance on a node that
 // answers (reference 4.4 step 3).
-func (c *Controller) mirror(ctx context.Context, pl *Placement, nv nodeView, now time.Time) error {
+func (c *lifecycle) mirror(ctx context.Context, pl *Placement, nv nodeView, now time.Time) error {
 	if nv.status == nil {
 		return nil
 	}
@@ -307,23 +267,23 @@ func (c *Controller) mirror(ctx context.Context, pl *Placement, nv nodeView, now
 		return c.restartFailed(ctx, pl, in, now)
 	}
 	if why, ok := departedReason(nv.status, pl.InstanceID); ok {
-		return c.forget(pl, "no longer on its node: "+why)
+		return c.w.forget(pl, "no longer on its node: "+why)
 	}
 	c.mu.Lock()
 	wasLive := live(pl.HostState)
 	pl.WasRunning = wasLive
 	c.mu.Unlock()
 	if !wasLive {
-		return c.forget(pl, "no longer on its node")
+		return c.w.forget(pl, "no longer on its node")
 	}
-	if err := c.transition(pl, LifeLost, "instance missing though its node is up (restart?)"); err != nil {
+	if err := c.w.transition(pl, LifeLost, "instance missing though its node is up (restart?)"); err != nil {
 		return err
 	}
 	return c.reschedule(ctx, pl, false, now)
 }
 
 // rejoin handles a lost instance whose node answers again (reference 4.7).
-func (c *Controller) rejoin(ctx context.Context, pl *Placement, nv nodeView, now time.Time) error {
+func (c *lifecycle) rejoin(ctx context.Context, pl *Placement, nv nodeView, now time.Time) error {
 	if nv.status == nil {
 		return nil
 	}
@@ -337,17 +297,17 @@ func (c *Controller) rejoin(ctx context.Context, pl *Placement, nv nodeView, now
 		pl.HostState = in.Lifecycle
 		pl.Attempts, pl.LastError, pl.NextAttempt = 0, "", time.Time{}
 		c.mu.Unlock()
-		return c.transition(pl, LifePlaced, "node rejoined with the instance")
+		return c.w.transition(pl, LifePlaced, "node rejoined with the instance")
 	}
 	if why, ok := departedReason(nv.status, pl.InstanceID); ok {
-		return c.forget(pl, "taken down while unreachable: "+why)
+		return c.w.forget(pl, "taken down while unreachable: "+why)
 	}
 	return c.reschedule(ctx, pl, false, now)
 }
 
 // replacedNodeAnswers reports whether pl replaces a lost instance whose
 // node answered in this tick.
-func (c *Controller) replacedNodeAnswers(pl *Placement) bool {
+func (c *lifecycle) replacedNodeAnswers(pl *Placement) bool {
 	c.mu.Lock()
 	old, ok := c.placements[pl.Replaces]
 	lost := ok && pl.Replaces != "" && old.Life == LifeLost
@@ -356,12 +316,12 @@ func (c *Controller) replacedNodeAnswers(pl *Placement) bool {
 		node = old.Node
 	}
 	c.mu.Unlock()
-	return lost && c.nodeOf(node, c.now()).alive
+	return lost && c.rec.nodeOf(node, c.now()).alive
 }
 
 // replacementPending reports whether pl's replacement is still being
 // placed.
-func (c *Controller) replacementPending(pl *Placement) bool {
+func (c *lifecycle) replacementPending(pl *Placement) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if pl.ReplacedBy == "" {
@@ -371,31 +331,17 @@ func (c *Controller) replacementPending(pl *Placement) bool {
 	return ok && (r.Life == LifeDispatching || r.Life == LifeUnsettled)
 }
 
-// alert chains an alert for pl when the reason is new.
-func (c *Controller) alert(pl *Placement, reason string) (isNew bool, err error) {
-	c.mu.Lock()
-	if pl.LastError == reason {
-		c.mu.Unlock()
-		return false, nil
-	}
-	pl.LastError = reason
-	rec := lifecycleRecord{DecisionID: pl.DecisionID, InstanceID: pl.InstanceID, Node: pl.Node, Workload: pl.Workload, Reason: reason}
-	c.mu.Unlock()
-	_, err = c.appendChain(KindAlert, rec)
-	return true, err
-}
-
 // reschedule places a lost instance again (reference 4.5): avoiding its
 // node when that is dead, with backoff after failures. Failed attempts
 // never stop; successful moves stop at MaxReschedules.
-func (c *Controller) reschedule(ctx context.Context, pl *Placement, nodeDead bool, now time.Time) error {
+func (c *lifecycle) reschedule(ctx context.Context, pl *Placement, nodeDead bool, now time.Time) error {
 	if done, err := c.upgradeLost(pl); done {
 		return err
 	}
 	c.mu.Lock()
 	wait := now.Before(pl.NextAttempt)
 	wasRunning, order, lostOn := pl.WasRunning, pl.Order, pl.Node
-	n := len(c.movesWithin(pl.Moves, now))
+	n := len(c.rec.movesWithin(pl.Moves, now))
 	c.mu.Unlock()
 	if wait || c.replacementPending(pl) {
 		return nil
@@ -410,22 +356,22 @@ func (c *Controller) reschedule(ctx context.Context, pl *Placement, nodeDead boo
 	case order == nil:
 		block = "lost, not placed again: no stored placement order (adopted instance)"
 	case capped && nodeDead:
-		block = c.capReason(pl, n)
+		block = c.rec.capReason(pl, n)
 	case order.Pin != "" && nodeDead:
 		block = "lost, not placed again: pinned to " + order.Pin
 	}
 	if block != "" {
 		if capped && nodeDead && wasRunning && order != nil {
-			c.setCapped(pl, n)
+			c.w.setCapped(pl, n)
 		}
-		isNew, err := c.alert(pl, block)
+		isNew, err := c.w.alert(pl, block)
 		if isNew {
 			c.met.reschedule.WithLabelValues(outBlocked).Inc()
 		}
 		return err
 	}
 	if !capped {
-		c.uncapped(pl)
+		c.w.uncapped(pl)
 	}
 	o := *order
 	o.DryRun = false
@@ -441,17 +387,17 @@ func (c *Controller) reschedule(ctx context.Context, pl *Placement, nodeDead boo
 	if nodeDead {
 		reason = "node_dead"
 	}
-	p, err := c.placedPackage(ctx, &o, pl.ManifestHash)
+	p, err := c.kp.placedPackage(ctx, &o, pl.ManifestHash)
 	if pkg.ErrorCode(err) == pkg.CodeRevoked {
 		// A revoked workload is never placed again: its copy is unloaded
 		// if its node answers with it.
-		return c.retire(pl, "package revoked: "+err.Error(), err)
+		return c.w.retire(pl, "package revoked: "+err.Error(), err)
 	}
 	if err != nil {
 		c.rescheduleFailed(pl, "package: "+err.Error())
 		return nil
 	}
-	rep, err := c.place(ctx, p, o, intent{reason: reason, replaces: pl}, c.conf().RescheduleTimeout)
+	rep, err := c.w.place(ctx, p, o, intent{reason: reason, replaces: pl}, c.conf().RescheduleTimeout)
 	if err != nil && rep.DecisionID == "" {
 		c.rescheduleFailed(pl, err.Error())
 		return nil
@@ -470,7 +416,7 @@ func (c *Controller) reschedule(ctx context.Context, pl *Placement, nodeDead boo
 // rescheduleFailed records a failed reschedule: backoff doubling to
 // MaxBackoff, a refusal chained when the reason is new, and an alert when
 // the attempts reach MaxReschedules. It never gives up.
-func (c *Controller) rescheduleFailed(pl *Placement, why string) {
+func (c *lifecycle) rescheduleFailed(pl *Placement, why string) {
 	now := c.now()
 	c.mu.Lock()
 	pl.ReplacedBy = ""
@@ -485,59 +431,17 @@ func (c *Controller) rescheduleFailed(pl *Placement, why string) {
 	c.met.reschedule.WithLabelValues(outFailed).Inc()
 	if isNew {
 		// Best effort: the backoff holds whether or not this is chained.
-		_, _ = c.appendChain(KindRefuse, rec)
+		_, _ = c.w.appendChain(KindRefuse, rec)
 	}
 	if attempt == c.conf().MaxReschedules {
 		rec.Reason = fmt.Sprintf("no node after %d attempts; still retrying with backoff (at most every %s)", attempt, MaxBackoff)
-		_, _ = c.appendChain(KindAlert, rec)
+		_, _ = c.w.appendChain(KindAlert, rec)
 	}
-}
-
-// replaced finishes a successful reschedule: the new placement is
-// persisted already; now the old one is marked rescheduled (its copy is
-// unloaded at once if its node answers with it, else when it returns) or
-// forgotten (its node answered without it, or the new instance is the
-// same one).
-func (c *Controller) replaced(ctx context.Context, old, nu *Placement) error {
-	now := c.now()
-	nv := c.nodeOf(old.Node, now)
-	c.mu.Lock()
-	old.ReplacedBy = nu.DecisionID
-	old.Attempts, old.NextAttempt = 0, time.Time{}
-	rec := migrateRecord{Workload: old.Workload, FromNode: old.Node, FromInstance: old.InstanceID,
-		ToNode: nu.Node, ToInstance: nu.InstanceID, DecisionID: nu.DecisionID, Reason: "node_dead"}
-	c.mu.Unlock()
-	c.met.reschedule.WithLabelValues(outPlaced).Inc()
-	var err error
-	present := false
-	if nv.alive && nv.status != nil {
-		_, present = findInstance(nv.status, old.InstanceID)
-	}
-	switch {
-	case old.Node == nu.Node && old.InstanceID == nu.InstanceID:
-		// The node names instances after the workload: the new one is the
-		// old one; there is nothing to unload.
-		rec.Reason = "instance_lost"
-		err = c.forget(old, "replaced by the same instance on "+nu.Node)
-	case nv.alive && nv.status != nil && !present:
-		rec.Reason = "instance_lost"
-		err = c.forget(old, "replaced after loss on "+nu.Node)
-	default:
-		err = c.transition(old, LifeRescheduled, "replaced on "+nu.Node)
-	}
-	_, cerr := c.appendChain(KindMigrate, rec)
-	err = errors.Join(err, cerr, c.persist())
-	if present && old.Life == LifeRescheduled {
-		// Its node answers with the old copy: unload it now rather than
-		// run two copies until the next tick.
-		err = errors.Join(err, c.orphanUnload(ctx, old, c.now()))
-	}
-	return err
 }
 
 // orphanUnload unloads a replaced copy from a node that answers again
 // (reference 4.6), or a retiring instance from its node.
-func (c *Controller) orphanUnload(ctx context.Context, pl *Placement, now time.Time) error {
+func (c *lifecycle) orphanUnload(ctx context.Context, pl *Placement, now time.Time) error {
 	c.mu.Lock()
 	wait := now.Before(pl.NextAttempt)
 	node, iid, life, why := pl.Node, pl.InstanceID, pl.Life, pl.RetireReason
@@ -559,14 +463,14 @@ func (c *Controller) orphanUnload(ctx context.Context, pl *Placement, now time.T
 		rec := lifecycleRecord{DecisionID: pl.DecisionID, InstanceID: iid, Node: node, Workload: pl.Workload,
 			From: string(life), To: "unloaded", Reason: done}
 		c.mu.Unlock()
-		_, cerr := c.appendChain(kind, rec)
+		_, cerr := c.w.appendChain(kind, rec)
 		return cerr
 	}
 	c.mu.Lock()
 	pl.Attempts++
 	pl.NextAttempt = now.Add(backoff(c.conf().RetryBackoff, pl.Attempts))
 	c.mu.Unlock()
-	_, aerr := c.alert(pl, failed+err.Error())
+	_, aerr := c.w.alert(pl, failed+err.Error())
 	return aerr
 }
 
@@ -574,7 +478,7 @@ func (c *Controller) orphanUnload(ctx context.Context, pl *Placement, now time.T
 // at a crash), once its node answers: the instance is there (adopt it),
 // the node is still handling it (wait), or it is not (carry on down the
 // candidates).
-func (c *Controller) settle(ctx context.Context, pl *Placement, nv nodeView) error {
+func (c *lifecycle) settle(ctx context.Context, pl *Placement, nv nodeView) error {
 	if !nv.alive {
 		return nil
 	}
@@ -598,13 +502,13 @@ func (c *Controller) settle(ctx context.Context, pl *Placement, nv nodeView) err
 	switch {
 	case found:
 		c.met.dispatches.WithLabelValues(outAdopted).Inc()
-		return c.settled(ctx, pl, KindAdopted, iid, state, 0)
+		return c.w.settled(ctx, pl, KindAdopted, iid, state, 0)
 	case !settled:
 		return nil
 	case c.replacedNodeAnswers(pl):
 		// The node of the instance this one would replace answers again:
 		// it rejoins or is placed again from there, not here.
-		c.abandon(pl, "the node of the replaced instance answers again")
+		c.w.abandon(pl, "the node of the replaced instance answers again")
 		return nil
 	}
 	c.mu.Lock()
@@ -612,43 +516,21 @@ func (c *Controller) settle(ctx context.Context, pl *Placement, nv nodeView) err
 	order := pl.Order
 	c.mu.Unlock()
 	if order == nil || next >= len(pl.Candidates) {
-		c.abandon(pl, "the unanswered place did not place the instance")
+		c.w.abandon(pl, "the unanswered place did not place the instance")
 		return nil
 	}
-	p, err := c.placedPackage(ctx, order, pl.ManifestHash)
+	p, err := c.kp.placedPackage(ctx, order, pl.ManifestHash)
 	if err != nil {
-		c.abandon(pl, "package: "+err.Error())
+		c.w.abandon(pl, "package: "+err.Error())
 		return nil
 	}
 	c.mu.Lock()
 	pl.Cursor = next
 	c.busy[id] = true
 	c.mu.Unlock()
-	_, err = c.dispatch(ctx, p, *order, pl, c.conf().RescheduleTimeout)
+	_, err = c.w.dispatch(ctx, p, *order, pl, c.conf().RescheduleTimeout)
 	c.mu.Lock()
 	delete(c.busy, id)
 	c.mu.Unlock()
 	return err
-}
-
-// updateGauges sets the liveness and unsettled gauges.
-func (c *Controller) updateGauges() {
-	now := c.now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	counts := map[engine.Liveness]int{}
-	for _, n := range c.nodes {
-		counts[n.liveness(now, c.conf().DeadAfter)]++
-	}
-	unsettled := 0
-	for _, p := range c.placements {
-		if p.Life == LifeUnsettled {
-			unsettled++
-		}
-	}
-	for _, l := range []engine.Liveness{engine.Alive, engine.Suspect, engine.Dead} {
-		c.met.nodes.WithLabelValues(l.String()).Set(float64(counts[l]))
-	}
-	c.met.unsettled.Set(float64(unsettled))
-	c.met.capped.Set(float64(c.cappedLocked()))
 }

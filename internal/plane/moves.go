@@ -14,7 +14,7 @@ import (
 
 // movesWithin returns the moves of moves within the reschedule window
 // before now (a suffix of moves: they are oldest first).
-func (c *Controller) movesWithin(moves []time.Time, now time.Time) []time.Time {
+func (c *reconciler) movesWithin(moves []time.Time, now time.Time) []time.Time {
 	window := c.conf().RescheduleWindow
 	i := 0
 	for i < len(moves) && now.Sub(moves[i]) >= window {
@@ -26,19 +26,19 @@ func (c *Controller) movesWithin(moves []time.Time, now time.Time) []time.Time {
 // recordMove returns moves with a move at now added and the moves that
 // left the window dropped: a new slice (a placement's slices are
 // replaced, never changed in place).
-func (c *Controller) recordMove(moves []time.Time, now time.Time) []time.Time {
+func (c *reconciler) recordMove(moves []time.Time, now time.Time) []time.Time {
 	return slices.Concat(c.movesWithin(moves, now), []time.Time{now})
 }
 
 // capReason is the alert of a placement capped after n moves.
-func (c *Controller) capReason(pl *Placement, n int) string {
+func (c *reconciler) capReason(pl *Placement, n int) string {
 	return fmt.Sprintf("capped: lost, not placed again: moved %d times in the last %s (max_reschedules %d); "+
 		"placed again once a move leaves controller.reschedule_window, or by `nodeld ctl start %.16s`",
 		n, c.conf().RescheduleWindow, c.conf().MaxReschedules, pl.DecisionID)
 }
 
 // setCapped marks pl capped, logging it at warn the first time.
-func (c *Controller) setCapped(pl *Placement, n int) {
+func (c *writer) setCapped(pl *Placement, n int) {
 	c.mu.Lock()
 	was := pl.Capped
 	pl.Capped = true
@@ -52,7 +52,7 @@ func (c *Controller) setCapped(pl *Placement, n int) {
 }
 
 // uncapped clears pl's cap once its moves left the window.
-func (c *Controller) uncapped(pl *Placement) {
+func (c *writer) uncapped(pl *Placement) {
 	c.mu.Lock()
 	was := pl.Capped
 	pl.Capped = false
@@ -66,17 +66,17 @@ func (c *Controller) uncapped(pl *Placement) {
 // uncapLocked is the operator's Start of a capped placement: its moves
 // are forgotten and its backoff cleared, so the next tick places it
 // again. The caller holds mu, and chains the record.
-func (c *Controller) uncapLocked(pl *Placement) lifecycleRecord {
+func (c *writer) uncapLocked(pl *Placement) lifecycleRecord {
 	pl.Capped, pl.Moves = false, nil
 	pl.Attempts, pl.NextAttempt, pl.LastError = 0, time.Time{}, ""
-	c.verbDoneLocked(pl)
+	c.ops.verbDoneLocked(pl)
 	c.wake = true
 	return lifecycleRecord{DecisionID: pl.DecisionID, InstanceID: pl.InstanceID, Node: pl.Node, Workload: pl.Workload,
 		From: string(pl.Life), To: string(pl.Life), Reason: "cap cleared by the operator (start): placed again at the next tick"}
 }
 
 // cappedLocked counts the capped placements. The caller holds mu.
-func (c *Controller) cappedLocked() int {
+func (c *reconciler) cappedLocked() int {
 	n := 0
 	for _, p := range c.placements {
 		if p.Capped && p.Life == LifeLost {
@@ -89,7 +89,7 @@ func (c *Controller) cappedLocked() int {
 // wakeBackoffs ends the backoff of every lost placement and declaration
 // when a node became alive or a target was added since the last tick
 // (c.wake): the room they wait for may be there now. The caller holds mu.
-func (c *Controller) wakeBackoffsLocked() {
+func (c *writer) wakeBackoffsLocked() {
 	if !c.wake {
 		return
 	}

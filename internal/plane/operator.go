@@ -76,10 +76,10 @@ func (r *recentReports) idList() []string {
 
 // Recent returns the report of decision id when it is one of the last
 // MaxRecentReports decisions this controller made since it started.
-func (c *Controller) Recent(id string) (Report, bool) { return c.recent.get(id) }
+func (c *readModel) Recent(id string) (Report, bool) { return c.recent.get(id) }
 
 // RecentIDs returns the decision ids Recent knows, in no particular order.
-func (c *Controller) RecentIDs() []string { return c.recent.idList() }
+func (c *readModel) RecentIDs() []string { return c.recent.idList() }
 
 // CheckTargets reports every problem of a target list, as SetTargets and
 // New would: a config reload checks its new targets with it before it
@@ -124,7 +124,7 @@ type NodeView struct {
 }
 
 // NodeViews returns every target's view, by node id.
-func (c *Controller) NodeViews() []NodeView {
+func (c *readModel) NodeViews() []NodeView {
 	now := c.now()
 	dead := c.conf().DeadAfter
 	c.mu.Lock()
@@ -169,4 +169,16 @@ func nodeClass(caps []facts.Capability) string {
 		}
 	}
 	return ""
+}
+
+// Placements returns a copy of every placement, by decision id.
+func (c *readModel) Placements() []Placement {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]Placement, 0, len(c.placements))
+	for _, p := range c.placements {
+		out = append(out, p.clone())
+	}
+	slices.SortFunc(out, func(a, b Placement) int { return strings.Compare(a.DecisionID, b.DecisionID) })
+	return out
 }

@@ -53,7 +53,7 @@ func TestStateAtScaleRestores(t *testing.T) {
 		r.c.placements[pl.DecisionID] = pl
 	}
 	r.c.mu.Unlock()
-	if err := r.c.persist(); err != nil {
+	if err := r.c.w.persist(); err != nil {
 		t.Fatal(err)
 	}
 	fi, err := os.Stat(r.state)
@@ -74,7 +74,7 @@ func TestStateAtScaleRestores(t *testing.T) {
 	}
 	// What was restored is what was written: written again, the file is
 	// the same, byte for byte (its encoding is all a placement keeps).
-	if err := r.c.persist(); err != nil {
+	if err := r.c.w.persist(); err != nil {
 		t.Fatal(err)
 	}
 	after, err := os.ReadFile(r.state)
@@ -133,7 +133,7 @@ func TestStateVersion1Migrates(t *testing.T) {
 	if b, _ := os.ReadFile(r.state); !bytes.Equal(b, v1) {
 		t.Fatal("New rewrote the version 1 file before any change")
 	}
-	if err := r.c.persist(); err != nil {
+	if err := r.c.w.persist(); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(r.state)

@@ -124,7 +124,7 @@ func TestViewKeepsProfiles(t *testing.T) {
 	r.tick()
 	profilesOf := func() map[string]*engine.Profile {
 		out := map[string]*engine.Profile{}
-		for _, n := range r.c.view(r.clk.Now(), "service", "echo") {
+		for _, n := range r.c.rec.view(r.clk.Now(), "service", "echo") {
 			if n.Profile == nil {
 				t.Fatalf("%s: no Profile", n.ID)
 			}
@@ -155,7 +155,7 @@ func TestViewKeepsProfiles(t *testing.T) {
 	// The decision reads the new memory.
 	d, err := engine.Place(engine.Request{Kind: "service", Name: "w", MinTrust: engine.TrustPaired,
 		Variants: []engine.Variant{{Name: "cpu", Resources: engine.Resources{HostBytes: 6 << 30}}}},
-		r.c.view(r.clk.Now(), "service", "w"), engine.Cluster{}, engine.DefaultWeights())
+		r.c.rec.view(r.clk.Now(), "service", "w"), engine.Cluster{}, engine.DefaultWeights())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -142,71 +142,6 @@ func (p *Placement) engineInstance() engine.Instance {
 	return engine.Instance{Kind: p.Kind, Name: p.Workload, Labels: p.Labels, Excludes: p.Excludes}
 }
 
-// shapeRequest applies what the order and intent add to the engine
-// request: the one variant allowed, and the node the workload runs on now
-// (CurrentNode, for the engine's stickiness): for an upgrade, the node of
-// the version it replaces; for a reschedule of a sticky package, the node
-// it was lost on (its node if that answers; a dead node is rejected
-// anyway).
-func (c *Controller) shapeRequest(req *engine.Request, o Order, in intent) {
-	if o.Variant != "" {
-		req.Variants = slices.DeleteFunc(req.Variants, func(v engine.Variant) bool { return v.Name != o.Variant })
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	switch {
-	case in.supersedes != nil:
-		req.CurrentNode = in.supersedes.Node
-	case in.replaces != nil && req.Sticky:
-		req.CurrentNode = in.replaces.Node
-	}
-}
-
-// separateInstances denies, by gate verdict, every node that holds (or is
-// being given) another instance of the workload kind/name: replicas of one
-// workload go on distinct nodes, and an instance is never placed where an
-// instance of the same workload (which the node would name the same, or
-// which is being unloaded there) is. The placement the new one takes over
-// from does not count.
-func (c *Controller) separateInstances(nodes []engine.Node, kind, name string, in intent) {
-	var over string
-	if o := in.over(); o != nil {
-		over = o.DecisionID
-	}
-	c.mu.Lock()
-	held := map[string]*Placement{}
-	for _, p := range c.placements {
-		if p.Kind == kind && p.Workload == name && p.DecisionID != over {
-			held[p.Node] = p
-		}
-	}
-	c.mu.Unlock()
-	for i := range nodes {
-		n := &nodes[i]
-		p, ok := held[n.ID]
-		if !ok || n.Gate != engine.VerdictAllow {
-			continue
-		}
-		n.Gate = engine.VerdictDeny
-		n.GateReason = fmt.Sprintf("holds another instance of %s/%s (%s, decision %.12s)", kind, name, p.Life, p.DecisionID)
-	}
-}
-
-// takenLocked says why pl may not go to node now: another placement of
-// the same workload is there (being placed, placed, lost, or being
-// unloaded), other than the one pl takes over from; "" when it may. The
-// caller holds mu.
-func (c *Controller) takenLocked(pl *Placement, node string) string {
-	for _, p := range c.placements {
-		if p == pl || p.Node != node || p.Kind != pl.Kind || p.Workload != pl.Workload ||
-			p.DecisionID == pl.Replaces || p.DecisionID == pl.Supersedes {
-			continue
-		}
-		return fmt.Sprintf("holds another instance of %s/%s (%s, decision %.12s)", p.Kind, p.Workload, p.Life, p.DecisionID)
-	}
-	return ""
-}
-
 // refuseRecord is the payload of KindRefuse for a package or declared
 // workload that is not placed.
 type refuseRecord struct {
@@ -231,60 +166,20 @@ func revokedSubject(err error) *pkg.Subject {
 	return nil
 }
 
-// chainRefusal chains the refusal of a package (err) for phase.
-func (c *Controller) chainRefusal(phase, workload, pkgID, version, dir string, err error, attempt int) error {
-	rec := refuseRecord{Phase: phase, Workload: workload, Package: pkgID, Version: version, Dir: dir,
-		Reason: err.Error(), Revoked: revokedSubject(err), Attempt: attempt}
-	if attempt > 0 {
-		rec.Next = "retry with backoff"
-	}
-	_, cerr := c.appendChain(KindRefuse, rec)
-	return cerr
-}
-
-// retire marks pl retiring (its copy is unloaded when its node answers,
-// then it is forgotten) and chains why; cause, when it names a revoked
-// subject, is chained with it.
-func (c *Controller) retire(pl *Placement, why string, cause error) error {
-	c.mu.Lock()
-	rec := c.retireLocked(pl, why)
-	c.mu.Unlock()
-	return c.chainRetired(rec, cause)
-}
-
-// retireLocked is retire's state change; the caller holds mu and chains
-// the record.
-func (c *Controller) retireLocked(pl *Placement, why string) lifecycleRecord {
-	rec := lifecycleRecord{DecisionID: pl.DecisionID, InstanceID: pl.InstanceID, Node: pl.Node, Workload: pl.Workload,
-		From: string(pl.Life), To: string(LifeRetiring), Reason: why}
-	pl.Life, pl.RetireReason = LifeRetiring, why
-	pl.Attempts, pl.NextAttempt, pl.LastError = 0, time.Time{}, ""
-	if pl.Supersedes != "" {
-		pl.Supersedes = ""
-	}
-	return rec
-}
-
-func (c *Controller) chainRetired(rec lifecycleRecord, cause error) error {
-	rec.Revoked = revokedSubject(cause)
-	_, err := c.appendChain(KindLifecycle, rec)
-	return err
-}
-
 // retireUnwanted retires the placed or lost instances of declared
 // workloads that are no longer declared, or whose replica is beyond the
 // declared count (reference: "unload what is no longer declared"). Their
 // copies are unloaded by the lifecycle step when their nodes answer.
 // Operators' placements are never touched; decisions still being placed
 // are retired once they settle.
-func (c *Controller) retireUnwanted() error {
+func (c *lifecycle) retireUnwanted() error {
 	ws := map[string]Workload{}
 	for _, w := range c.conf().Workloads {
 		ws[w.Name] = w
 	}
 	c.mu.Lock()
 	var recs []lifecycleRecord
-	for _, p := range c.sortedLocked() {
+	for _, p := range c.rec.sortedLocked() {
 		if p.Declared == "" || c.busy[p.DecisionID] || (p.Life != LifePlaced && p.Life != LifeLost) {
 			continue
 		}
@@ -294,10 +189,10 @@ func (c *Controller) retireUnwanted() error {
 		} else if p.Replica >= w.replicas() {
 			why = fmt.Sprintf("workload %s scaled down to %d replicas", p.Declared, w.replicas())
 		}
-		if why == "" || c.replacementPendingLocked(p) {
+		if why == "" || c.rec.replacementPendingLocked(p) {
 			continue
 		}
-		recs = append(recs, c.retireLocked(p, why))
+		recs = append(recs, c.w.retireLocked(p, why))
 	}
 	for name := range c.decls {
 		if _, ok := ws[name]; !ok {
@@ -307,28 +202,9 @@ func (c *Controller) retireUnwanted() error {
 	c.mu.Unlock()
 	var errs []error
 	for _, r := range recs {
-		errs = append(errs, c.chainRetired(r, nil))
+		errs = append(errs, c.w.chainRetired(r, nil))
 	}
 	return errors.Join(errs...)
-}
-
-// sortedLocked is sortedPlacements for a caller holding mu.
-func (c *Controller) sortedLocked() []*Placement {
-	ps := make([]*Placement, 0, len(c.placements))
-	for _, p := range c.placements {
-		ps = append(ps, p)
-	}
-	slices.SortFunc(ps, func(a, b *Placement) int { return strings.Compare(a.DecisionID, b.DecisionID) })
-	return ps
-}
-
-// replacementPendingLocked is replacementPending for a caller holding mu.
-func (c *Controller) replacementPendingLocked(pl *Placement) bool {
-	if pl.ReplacedBy == "" {
-		return false
-	}
-	r, ok := c.placements[pl.ReplacedBy]
-	return ok && (r.Life == LifeDispatching || r.Life == LifeUnsettled)
 }
 
 // upgradeLost settles a lost instance that is part of an upgrade instead
@@ -336,18 +212,18 @@ func (c *Controller) replacementPendingLocked(pl *Placement) bool {
 // healthy is retired (the old one stays; the upgrade is tried again); an
 // old version that a new one supersedes is retired (the new one takes
 // its replica). Either way the replica never gets a third instance.
-func (c *Controller) upgradeLost(pl *Placement) (done bool, err error) {
+func (c *lifecycle) upgradeLost(pl *Placement) (done bool, err error) {
 	c.mu.Lock()
 	var rec lifecycleRecord
 	switch {
 	case pl.Supersedes != "":
-		rec = c.retireLocked(pl, "a new version lost before it ran healthy; the version it was to replace stays")
+		rec = c.w.retireLocked(pl, "a new version lost before it ran healthy; the version it was to replace stays")
 		done = true
 	default:
 		for _, n := range c.placements {
 			if n.Supersedes == pl.DecisionID && n.Life != LifeRetiring {
 				n.Supersedes = ""
-				rec = c.retireLocked(pl, "lost while version "+n.Version+" (decision "+n.DecisionID[:12]+") was replacing it")
+				rec = c.w.retireLocked(pl, "lost while version "+n.Version+" (decision "+n.DecisionID[:12]+") was replacing it")
 				done = true
 				break
 			}
@@ -357,12 +233,12 @@ func (c *Controller) upgradeLost(pl *Placement) (done bool, err error) {
 	if !done {
 		return false, nil
 	}
-	return true, c.chainRetired(rec, nil)
+	return true, c.w.chainRetired(rec, nil)
 }
 
 // reconcileDeclared reconciles every declared workload (after the lifecycle
 // steps of the tick).
-func (c *Controller) reconcileDeclared(ctx context.Context, now time.Time) error {
+func (c *lifecycle) reconcileDeclared(ctx context.Context, now time.Time) error {
 	var errs []error
 	for _, w := range c.conf().Workloads {
 		if ctx.Err() != nil {
@@ -370,7 +246,7 @@ func (c *Controller) reconcileDeclared(ctx context.Context, now time.Time) error
 		}
 		errs = append(errs, c.reconcileWorkload(ctx, w, now))
 	}
-	c.updateDeclGauge()
+	c.w.updateDeclGauge()
 	return errors.Join(errs...)
 }
 
@@ -379,7 +255,7 @@ func (c *Controller) reconcileDeclared(ctx context.Context, now time.Time) error
 // places every missing replica, then replaces one outdated instance with
 // the resolved version (one at a time: the next once this one is healthy
 // and the old one retired).
-func (c *Controller) reconcileWorkload(ctx context.Context, w Workload, now time.Time) error {
+func (c *lifecycle) reconcileWorkload(ctx context.Context, w Workload, now time.Time) error {
 	err := c.finishUpgrades(ctx, w.Name, now)
 	n := w.replicas()
 	c.mu.Lock()
@@ -415,7 +291,7 @@ func (c *Controller) reconcileWorkload(ctx context.Context, w Workload, now time
 	}
 	p, dir, perr := c.resolveDeclared(ctx, w)
 	if perr != nil {
-		return errors.Join(err, c.declFailed(w, "", perr.Error(), perr))
+		return errors.Join(err, c.w.declFailed(w, "", perr.Error(), perr))
 	}
 	failed := false
 	for _, slot := range missing {
@@ -428,16 +304,16 @@ func (c *Controller) reconcileWorkload(ctx context.Context, w Workload, now time
 	}
 	if len(missing) > 0 && !failed {
 		// Placed what was missing; upgrades go on from the next tick.
-		c.declOK(w.Name)
+		c.w.declOK(w.Name)
 		return err
 	}
 	if upgrading {
 		return err
 	}
-	old := c.outdated(w.Name, p.Verified().ManifestHash)
+	old := c.rec.outdated(w.Name, p.Verified().ManifestHash)
 	if old == nil {
 		if !failed {
-			c.declOK(w.Name)
+			c.w.declOK(w.Name)
 		}
 		return err
 	}
@@ -447,37 +323,19 @@ func (c *Controller) reconcileWorkload(ctx context.Context, w Workload, now time
 	return errors.Join(err, perr)
 }
 
-// outdated returns the placed instance of workload name, lowest replica
-// first, that runs another package than manifestHash and was not stopped
-// by the operator; nil when none.
-func (c *Controller) outdated(name, manifestHash string) *Placement {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var best *Placement
-	for _, p := range c.placements {
-		if p.Declared != name || p.Life != LifePlaced || p.Stopped || p.ManifestHash == manifestHash || c.busy[p.DecisionID] {
-			continue
-		}
-		if best == nil || p.Replica < best.Replica || (p.Replica == best.Replica && p.DecisionID < best.DecisionID) {
-			best = p
-		}
-	}
-	return best
-}
-
 // finishUpgrades advances the upgrades of workload name: a new instance
 // that its node reports running (as mirrored this tick) retires the one
 // it supersedes, which is unloaded at once when its node answers; a new
 // instance its node reports failed is retired instead (the old one
 // stays, and the upgrade is tried again after the backoff).
-func (c *Controller) finishUpgrades(ctx context.Context, name string, now time.Time) error {
+func (c *lifecycle) finishUpgrades(ctx context.Context, name string, now time.Time) error {
 	type step struct {
 		nu, old *Placement
 		failed  bool
 	}
 	var steps []step
 	c.mu.Lock()
-	for _, nu := range c.sortedLocked() {
+	for _, nu := range c.rec.sortedLocked() {
 		if nu.Declared != name || nu.Supersedes == "" {
 			continue
 		}
@@ -505,41 +363,31 @@ func (c *Controller) finishUpgrades(ctx context.Context, name string, now time.T
 	var errs []error
 	for _, s := range steps {
 		if s.failed {
-			errs = append(errs, c.retire(s.nu, "version "+s.nu.Version+" failed on its node; version "+s.old.Version+" stays", nil))
-			if w, ok := c.declared(name); ok {
-				errs = append(errs, c.declFailed(w, s.nu.Version, "upgrade to "+s.nu.Version+" failed: the new instance failed on "+s.nu.Node, nil))
+			errs = append(errs, c.w.retire(s.nu, "version "+s.nu.Version+" failed on its node; version "+s.old.Version+" stays", nil))
+			if w, ok := c.rec.declared(name); ok {
+				errs = append(errs, c.w.declFailed(w, s.nu.Version, "upgrade to "+s.nu.Version+" failed: the new instance failed on "+s.nu.Node, nil))
 			}
 			continue
 		}
 		c.mu.Lock()
 		s.nu.Supersedes = ""
-		rec := c.retireLocked(s.old, "superseded by version "+s.nu.Version+" on "+s.nu.Node+" (decision "+s.nu.DecisionID[:12]+")")
+		rec := c.w.retireLocked(s.old, "superseded by version "+s.nu.Version+" on "+s.nu.Node+" (decision "+s.nu.DecisionID[:12]+")")
 		mrec := migrateRecord{Reason: "upgrade", Workload: s.old.Workload, FromNode: s.old.Node, FromInstance: s.old.InstanceID,
 			ToNode: s.nu.Node, ToInstance: s.nu.InstanceID, DecisionID: s.nu.DecisionID}
 		c.mu.Unlock()
-		c.declOK(name)
-		errs = append(errs, c.chainRetired(rec, nil))
-		_, cerr := c.appendChain(KindMigrate, mrec)
-		errs = append(errs, cerr, c.persist())
-		if c.nodeOf(s.old.Node, now).alive {
+		c.w.declOK(name)
+		errs = append(errs, c.w.chainRetired(rec, nil))
+		_, cerr := c.w.appendChain(KindMigrate, mrec)
+		errs = append(errs, cerr, c.w.persist())
+		if c.rec.nodeOf(s.old.Node, now).alive {
 			errs = append(errs, c.orphanUnload(ctx, s.old, now))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// declared returns the declared workload name.
-func (c *Controller) declared(name string) (Workload, bool) {
-	for _, w := range c.conf().Workloads {
-		if w.Name == name {
-			return w, true
-		}
-	}
-	return Workload{}, false
-}
-
 // resolveDeclared resolves w's package in the store and verifies it.
-func (c *Controller) resolveDeclared(ctx context.Context, w Workload) (Package, string, error) {
+func (c *lifecycle) resolveDeclared(ctx context.Context, w Workload) (Package, string, error) {
 	if c.store == nil {
 		return nil, "", errors.New("no package store")
 	}
@@ -575,7 +423,7 @@ func declaredOrder(w Workload, dir string) Order {
 // ok is false when nothing was placed (the failure is recorded with its
 // backoff); a decision that stays unplaceable for the same reason is
 // evaluated but not chained again.
-func (c *Controller) placeDeclared(ctx context.Context, w Workload, p Package, dir string, slot int, old *Placement) (ok bool, err error) {
+func (c *lifecycle) placeDeclared(ctx context.Context, w Workload, p Package, dir string, slot int, old *Placement) (ok bool, err error) {
 	o := declaredOrder(w, dir)
 	in := intent{reason: "declared", declared: w.Name, replica: slot, supersedes: old}
 	if old != nil {
@@ -583,16 +431,16 @@ func (c *Controller) placeDeclared(ctx context.Context, w Workload, p Package, d
 	}
 	version := p.Verified().Manifest.Version
 	previewed := ""
-	if _, dec, err := c.evaluate(p, o, in); dec.Chosen == nil {
-		previewed = c.declUnplaceable(p, dec, err)
+	if _, dec, err := c.rec.evaluate(p, o, in, c.now()); dec.Chosen == nil {
+		previewed = c.rec.declUnplaceable(p, dec, err)
 		c.mu.Lock()
 		same := c.decls[w.Name] != nil && c.decls[w.Name].LastError == previewed
 		c.mu.Unlock()
 		if same {
-			return false, c.declFailed(w, version, previewed, nil)
+			return false, c.w.declFailed(w, version, previewed, nil)
 		}
 	}
-	rep, err := c.place(ctx, p, o, in, c.conf().RescheduleTimeout)
+	rep, err := c.w.place(ctx, p, o, in, c.conf().RescheduleTimeout)
 	switch {
 	case rep.Placed != nil || rep.Unsettled:
 		return true, err
@@ -601,11 +449,11 @@ func (c *Controller) placeDeclared(ctx context.Context, w Workload, p Package, d
 		if why == "" && err != nil {
 			why = err.Error()
 		}
-		return false, errors.Join(err, c.declFailed(w, version, why, nil))
+		return false, errors.Join(err, c.w.declFailed(w, version, why, nil))
 	case rep.Decision.Chosen == nil:
-		return false, errors.Join(err, c.declFailed(w, version, c.declUnplaceable(p, rep.Decision, nil), nil))
+		return false, errors.Join(err, c.w.declFailed(w, version, c.rec.declUnplaceable(p, rep.Decision, nil), nil))
 	default:
-		return false, errors.Join(err, c.declFailed(w, version, exhausted(rep.Attempts), nil))
+		return false, errors.Join(err, c.w.declFailed(w, version, exhausted(rep.Attempts), nil))
 	}
 }
 
@@ -653,47 +501,4 @@ func exhausted(as []Attempt) string {
 		}
 	}
 	return "every candidate refused or was unreachable: " + strings.Join(parts, "; ")
-}
-
-// declFailed records a failed attempt to place w: backoff doubling to
-// MaxBackoff, the failure chained only when its reason changes.
-func (c *Controller) declFailed(w Workload, version, why string, cause error) error {
-	now := c.now()
-	c.mu.Lock()
-	st := c.decls[w.Name]
-	if st == nil {
-		st = &declState{Name: w.Name}
-		c.decls[w.Name] = st
-	}
-	st.Attempts++
-	st.NextAttempt = now.Add(backoff(c.conf().RetryBackoff, st.Attempts))
-	isNew := st.LastError != why
-	if isNew {
-		st.Since = now
-	}
-	st.LastError = why
-	attempt, next := st.Attempts, st.NextAttempt
-	c.mu.Unlock()
-	if !isNew {
-		return nil
-	}
-	c.logDeclFailed(w, version, why, attempt, next)
-	rec := refuseRecord{Phase: "declared", Workload: w.Name, Package: w.Package, Version: version, Reason: why,
-		Revoked: revokedSubject(cause), Attempt: attempt, Next: "retry with backoff"}
-	_, err := c.appendChain(KindRefuse, rec)
-	return err
-}
-
-// declOK clears the backoff of workload name after a success.
-func (c *Controller) declOK(name string) {
-	c.mu.Lock()
-	was := ""
-	if st := c.decls[name]; st != nil {
-		was = st.LastError
-		st.Attempts, st.NextAttempt, st.LastError, st.Since = 0, time.Time{}, "", time.Time{}
-	}
-	c.mu.Unlock()
-	if was != "" {
-		c.logDeclPlaced(name, was)
-	}
 }

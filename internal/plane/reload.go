@@ -81,10 +81,16 @@ func (c *Controller) applyPending() {
 
 // Run runs the lifecycle tick every Config.Tick until ctx ends, then
 // returns nil. It owns re-applying the controller's config and targets:
-// what Reconfigure hands over is applied as soon as no tick runs, and a
-// changed Tick restarts the ticker with the new period. Tick errors are
-// reported through the chain and metrics only.
+// what Reconfigure hands over (a reload, Refresh) is applied as soon as no
+// tick runs, and a changed Tick restarts the ticker with the new period.
+// Tick errors are reported through the chain and metrics only. With
+// Deps.ManualTicks it only waits for ctx (the test ticks).
 func (c *Controller) Run(ctx context.Context) error {
+	if c.manual {
+		// The test ticks itself.
+		<-ctx.Done()
+		return nil
+	}
 	period := c.conf().Tick
 	t := time.NewTicker(period)
 	defer t.Stop()
@@ -93,9 +99,9 @@ func (c *Controller) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-c.due:
-			c.tickMu.Lock()
+			c.life.tickMu.Lock()
 			c.applyPending()
-			c.tickMu.Unlock()
+			c.life.tickMu.Unlock()
 			if p := c.conf().Tick; p != period {
 				period = p
 				t.Reset(p)

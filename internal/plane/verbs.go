@@ -62,7 +62,7 @@ type instanceRecord struct {
 // lifecycle does not place it again when its node dies (it was not
 // running), and a declared workload's upgrade leaves it alone. Starting
 // it again on its node (the node reports it live) clears that.
-func (c *Controller) Stop(ctx context.Context, ref string) (Placement, error) {
+func (c *operatorVerbs) Stop(ctx context.Context, ref string) (Placement, error) {
 	return c.teardown(ctx, VerbStop, ref)
 }
 
@@ -72,7 +72,7 @@ func (c *Controller) Stop(ctx context.Context, ref string) (Placement, error) {
 // declared workload's reconciliation places the replica anew, as
 // declared (remove the declaration, or lower its replicas, to take it
 // down for good; stop it to keep it down).
-func (c *Controller) Unload(ctx context.Context, ref string) (Placement, error) {
+func (c *operatorVerbs) Unload(ctx context.Context, ref string) (Placement, error) {
 	return c.teardown(ctx, VerbUnload, ref)
 }
 
@@ -95,7 +95,7 @@ func (c *Controller) Unload(ctx context.Context, ref string) (Placement, error) 
 // started: the refusal is chained (KindRefuse, phase start, with the
 // subject) and the error wraps ErrStartRevoked; the placement is returned
 // with it (its node names where the start was refused).
-func (c *Controller) Start(ctx context.Context, ref string) (Placement, error) {
+func (c *operatorVerbs) Start(ctx context.Context, ref string) (Placement, error) {
 	c.mu.Lock()
 	pl, err := c.findLocked(ref)
 	if err != nil {
@@ -120,12 +120,12 @@ func (c *Controller) Start(ctx context.Context, ref string) (Placement, error) {
 	if pl.Life == LifeLost && pl.Capped {
 		// Capped (moved max_reschedules times in the window): the start
 		// clears the cap; the next tick places it again.
-		rec := c.uncapLocked(pl)
+		rec := c.w.uncapLocked(pl)
 		out := pl.clone()
 		c.mu.Unlock()
-		_, cerr := c.appendChain(KindLifecycle, rec)
-		c.updateGauges()
-		return out, errors.Join(cerr, c.persist())
+		_, cerr := c.w.appendChain(KindLifecycle, rec)
+		c.w.updateGauges()
+		return out, errors.Join(cerr, c.w.persist())
 	}
 	if pl.Life != LifePlaced {
 		c.mu.Unlock()
@@ -138,10 +138,10 @@ func (c *Controller) Start(ctx context.Context, ref string) (Placement, error) {
 	c.mu.Unlock()
 	if demoted {
 		rec.Phase, rec.Waiver = "refused", why
-		_, cerr := c.appendChain(KindInstance, rec)
+		_, cerr := c.w.appendChain(KindInstance, rec)
 		return Placement{}, errors.Join(fmt.Errorf("start %s on %s: %w: %s", iid, node, ErrNotStartable, why), cerr)
 	}
-	if _, err := c.appendChain(KindInstance, rec); err != nil {
+	if _, err := c.w.appendChain(KindInstance, rec); err != nil {
 		return Placement{}, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, c.conf().RescheduleTimeout)
@@ -159,8 +159,8 @@ func (c *Controller) Start(ctx context.Context, ref string) (Placement, error) {
 	lrec := lifecycleRecord{DecisionID: pl.DecisionID, InstanceID: iid, Node: node, Workload: pl.Workload,
 		From: from, To: ctl.StateRunning, Reason: "started by the operator"}
 	c.mu.Unlock()
-	_, cerr := c.appendChain(KindLifecycle, lrec)
-	return out, errors.Join(cerr, c.persist())
+	_, cerr := c.w.appendChain(KindLifecycle, lrec)
+	return out, errors.Join(cerr, c.w.persist())
 }
 
 // startRefusal is the payload of the KindRefuse record of a start the
@@ -193,13 +193,13 @@ func (e *revokedStartError) Unwrap() []error { return []error{ErrStartRevoked, e
 // and file hashes by verifying its package directory again, if it is
 // still there (else the host's own check stands). A revoked one is
 // refused and the refusal chained; nil means the start may go on.
-func (c *Controller) refuseRevokedStart(ctx context.Context, pl Placement) error {
+func (c *operatorVerbs) refuseRevokedStart(ctx context.Context, pl Placement) error {
 	if c.rev == nil {
 		return nil
 	}
 	err := c.rev.Check(&pkg.Manifest{ID: pl.Package}, pl.ManifestHash)
 	if err == nil && pl.Order != nil && (pl.Order.PackageDir != "" || pl.Order.Kept != "") {
-		if _, verr := c.placedPackage(ctx, pl.Order, pl.ManifestHash); pkg.ErrorCode(verr) == pkg.CodeRevoked {
+		if _, verr := c.kp.placedPackage(ctx, pl.Order, pl.ManifestHash); pkg.ErrorCode(verr) == pkg.CodeRevoked {
 			err = verr
 		}
 	}
@@ -211,7 +211,7 @@ func (c *Controller) refuseRevokedStart(ctx context.Context, pl Placement) error
 	if ve, ok := errors.AsType[*pkg.VerifyError](err); ok {
 		rec.Revoked = ve.Subject
 	}
-	if _, cerr := c.appendChain(KindRefuse, rec); cerr != nil {
+	if _, cerr := c.w.appendChain(KindRefuse, rec); cerr != nil {
 		// Not started either way; the operator learns it was not chained.
 		return fmt.Errorf("start of %s refused, and not chained: %w", pl.InstanceID, cerr)
 	}
@@ -222,13 +222,13 @@ func (c *Controller) refuseRevokedStart(ctx context.Context, pl Placement) error
 // id (the placement that has it in the most current life), or a unique
 // prefix of its decision id (ctl.ValidDecisionPrefix; ErrAmbiguousPlacement when it names several, so a verb never
 // guesses). The caller holds mu.
-func (c *Controller) findLocked(ref string) (*Placement, error) {
+func (c *operatorVerbs) findLocked(ref string) (*Placement, error) {
 	if p, ok := c.placements[ref]; ok {
 		return p, nil
 	}
 	rank := map[Lifecycle]int{LifePlaced: 0, LifeLost: 1, LifeRetiring: 2, LifeRescheduled: 3, LifeUnsettled: 4, LifeDispatching: 5}
 	var best *Placement
-	for _, p := range c.sortedLocked() {
+	for _, p := range c.rec.sortedLocked() {
 		if p.InstanceID == ref && (best == nil || rank[p.Life] < rank[best.Life]) {
 			best = p
 		}
@@ -265,7 +265,7 @@ func byDecisionPrefix(placements map[string]*Placement, prefix string) (*Placeme
 // tierWaiverLocked says whether tearing down pl is a teardown the node's
 // tier would not allow for placing: the node is no longer a target, or
 // its tier is below the kind's min_tier. The caller holds mu.
-func (c *Controller) tierWaiverLocked(pl *Placement) (bool, string) {
+func (c *operatorVerbs) tierWaiverLocked(pl *Placement) (bool, string) {
 	n, ok := c.nodes[pl.Node]
 	if !ok {
 		return true, "node " + pl.Node + " is no longer a target"
@@ -284,7 +284,7 @@ func (c *Controller) tierWaiverLocked(pl *Placement) (bool, string) {
 // and the waiver is chained with the request.
 // verbDoneLocked notes that the operator's start or stop changed pl
 // (see Controller.verbs). c.mu is held.
-func (c *Controller) verbDoneLocked(pl *Placement) {
+func (c *operatorVerbs) verbDoneLocked(pl *Placement) {
 	c.verbs++
 	if c.verbAt == nil {
 		c.verbAt = map[string]uint64{}
@@ -292,7 +292,7 @@ func (c *Controller) verbDoneLocked(pl *Placement) {
 	c.verbAt[pl.DecisionID] = c.verbs
 }
 
-func (c *Controller) teardown(ctx context.Context, verb, ref string) (Placement, error) {
+func (c *operatorVerbs) teardown(ctx context.Context, verb, ref string) (Placement, error) {
 	c.mu.Lock()
 	pl, err := c.findLocked(ref)
 	if err != nil {
@@ -308,7 +308,7 @@ func (c *Controller) teardown(ctx context.Context, verb, ref string) (Placement,
 		Workload: pl.Workload, Declared: pl.Declared, TierWaived: waived, Waiver: why}
 	node, iid := pl.Node, pl.InstanceID
 	c.mu.Unlock()
-	if _, err := c.appendChain(KindInstance, rec); err != nil {
+	if _, err := c.w.appendChain(KindInstance, rec); err != nil {
 		return Placement{}, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, c.conf().RescheduleTimeout)
@@ -331,8 +331,8 @@ func (c *Controller) teardown(ctx context.Context, verb, ref string) (Placement,
 		c.mu.Lock()
 		out := pl.clone()
 		c.mu.Unlock()
-		err := errors.Join(c.forget(pl, reason), c.persist())
-		c.updateGauges()
+		err := errors.Join(c.w.forget(pl, reason), c.w.persist())
+		c.w.updateGauges()
 		return out, err
 	}
 	c.mu.Lock()
@@ -344,6 +344,6 @@ func (c *Controller) teardown(ctx context.Context, verb, ref string) (Placement,
 	lrec := lifecycleRecord{DecisionID: pl.DecisionID, InstanceID: iid, Node: node, Workload: pl.Workload,
 		From: from, To: ctl.StateStopped, Reason: "stopped by the operator"}
 	c.mu.Unlock()
-	_, cerr := c.appendChain(KindLifecycle, lrec)
-	return out, errors.Join(cerr, c.persist())
+	_, cerr := c.w.appendChain(KindLifecycle, lrec)
+	return out, errors.Join(cerr, c.w.persist())
 }
