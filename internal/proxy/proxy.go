@@ -54,6 +54,9 @@ type Deps struct {
 	Logger *zap.Logger
 	// Registerer may be nil (metrics are kept but not exported).
 	Registerer prometheus.Registerer
+	// Holds may be nil: then only the built-in Holds (roles served here
+	// lately) decide which requests are held.
+	Holds Holds
 	// Dial connects to local instances; nil means a TCP dial bounded by
 	// the package's dial timeout. Tests give a dialer of in-memory
 	// connections to a fake instance.
@@ -88,6 +91,16 @@ type Proxy struct {
 	state     int
 	wg        sync.WaitGroup // serve and drain goroutines; Run waits for them
 	serveFail context.CancelCauseFunc
+
+	// Holding requests (hold.go).
+	holds         Holds        // Deps.Holds; may be nil
+	watch         routeWatcher // the Resolver as one; nil: nothing is held
+	holdMu        sync.Mutex   // guards holdRoles, holdStopped
+	holdRoles     map[string]*roleHold
+	holdStopped   bool
+	holdWG        sync.WaitGroup                 // the dispatchers; Run waits for them
+	holdQuit      chan struct{}                  // closed when Run stops: held requests are answered
+	onHoldRelease func(role string, body []byte) // tests: a held request resolved again, in release order
 }
 
 // roleServer is one role's listener and its admission state.
@@ -168,17 +181,21 @@ func New(cfg Config, deps Deps) (*Proxy, error) {
 		return nil, fmt.Errorf("proxy error log: %w", err)
 	}
 	p := &Proxy{
-		log:      lg,
-		resolver: deps.Resolver,
-		ports:    deps.Ports,
-		remote:   deps.Remote,
-		metrics:  m,
-		errorLog: errorLog,
-		ready:    make(chan struct{}),
-		cfg:      full,
-		roles:    make(map[string]*roleServer, len(full.Roles)),
-		pool:     httpfast.NewPool(deps.Dial),
+		log:       lg,
+		resolver:  deps.Resolver,
+		ports:     deps.Ports,
+		remote:    deps.Remote,
+		metrics:   m,
+		errorLog:  errorLog,
+		ready:     make(chan struct{}),
+		cfg:       full,
+		roles:     make(map[string]*roleServer, len(full.Roles)),
+		pool:      httpfast.NewPool(deps.Dial),
+		holds:     deps.Holds,
+		holdRoles: make(map[string]*roleHold),
+		holdQuit:  make(chan struct{}),
 	}
+	p.watch, _ = deps.Resolver.(routeWatcher)
 	p.settings.Store(&full)
 	for _, rc := range full.Roles {
 		rs := newRoleServer(rc)
@@ -242,10 +259,22 @@ func (p *Proxy) Run(ctx context.Context) error {
 	p.mu.Unlock()
 	p.reportPorts(roles, false)
 	p.applyMu.Unlock()
+	if p.watch != nil {
+		// Subscribed before the first look, so no change is missed.
+		sub, unsubscribe := p.watch.Subscribe()
+		defer unsubscribe()
+		p.wg.Go(func() { p.watchRoutes(runCtx, sub) })
+	}
 	close(p.ready)
 	p.log.Info("proxy listening", zap.Int("roles", len(roles)))
 
 	<-runCtx.Done()
+	// Held requests are answered now, not at the drain's end.
+	p.holdMu.Lock()
+	p.holdStopped = true
+	p.holdMu.Unlock()
+	close(p.holdQuit)
+	p.holdWG.Wait()
 
 	p.applyMu.Lock()
 	p.mu.Lock()
