@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/nodeld/nodeld/internal/grammar"
+	"github.com/nodeld/nodeld/internal/holdq"
 )
 
 // RoleConfig is one role's loopback listener.
@@ -54,27 +55,13 @@ type Config struct {
 	// MaxResponseBytes caps the response body relayed to a client; a
 	// longer response is cut.
 	MaxResponseBytes int64
-	// Hold is how requests wait for a role expected back (hold.go).
+	// Hold is how requests wait for a role expected back (hold.go);
+	// MaxWait 0 holds nothing.
 	Hold HoldConfig
 }
 
-// HoldConfig is how a request for a role with no live route waits for
-// one. MaxWait 0 holds nothing: such a request is refused at once (503
-// no_instance). The other zero fields take their defaults.
-type HoldConfig struct {
-	// MaxWait is the longest a request waits for its role's route before
-	// it is answered 503 model_loading.
-	MaxWait time.Duration
-	// Queue bounds the requests held per role; one more is answered 503
-	// queue_full at once.
-	Queue int
-	// Keepalive is the interval of the SSE comment lines a held
-	// streaming request gets while it waits.
-	Keepalive time.Duration
-	// Remember is how long a role that had a live route here stays
-	// expected back after it lost it.
-	Remember time.Duration
-}
+// HoldConfig is how a request for a role with no live route waits for one.
+type HoldConfig = holdq.Config
 
 // withDefaults returns cfg with zero fields set to their defaults.
 func (cfg Config) withDefaults() Config {
@@ -113,15 +100,7 @@ func (cfg Config) withDefaults() Config {
 	if out.DrainTimeout == 0 {
 		out.DrainTimeout = DefaultDrainTimeout
 	}
-	if out.Hold.Queue == 0 {
-		out.Hold.Queue = DefaultHoldQueue
-	}
-	if out.Hold.Keepalive == 0 {
-		out.Hold.Keepalive = DefaultHoldKeepalive
-	}
-	if out.Hold.Remember == 0 {
-		out.Hold.Remember = DefaultHoldRemember
-	}
+	out.Hold = out.Hold.WithDefaults()
 	return out
 }
 
@@ -177,18 +156,8 @@ func (cfg Config) Validate() error {
 	checkDur("header timeout", cfg.HeaderTimeout)
 	checkDur("body timeout", cfg.BodyTimeout)
 	checkDur("drain timeout", cfg.DrainTimeout)
-	hc := cfg.Hold
-	if hc.MaxWait < 0 || hc.MaxWait > MaxHoldWait {
-		errs = append(errs, fmt.Errorf("hold max wait %s outside 0..%s", hc.MaxWait, MaxHoldWait))
-	}
-	if hc.Queue < 0 || hc.Queue > MaxHoldQueue {
-		errs = append(errs, fmt.Errorf("hold queue %d outside 0..%d", hc.Queue, MaxHoldQueue))
-	}
-	if hc.Keepalive < 0 || hc.Keepalive > MaxHoldKeepalive {
-		errs = append(errs, fmt.Errorf("hold keepalive %s outside 0..%s", hc.Keepalive, MaxHoldKeepalive))
-	}
-	if hc.Remember < 0 || hc.Remember > MaxHoldRemember {
-		errs = append(errs, fmt.Errorf("hold remember %s outside 0..%s", hc.Remember, MaxHoldRemember))
+	if err := cfg.Hold.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -113,7 +113,7 @@ func (h *holdHarness) serveThenLose() {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	meshtest.WaitFor(h.t, "chat seen live", func() bool { return h.p.holdState("chat").live.Load() })
+	meshtest.WaitFor(h.t, "chat seen live", func() bool { return h.p.recent.Live("chat") })
 	slot.Release()
 	if _, ok := h.tb.Resolve("chat"); ok {
 		h.t.Fatal("chat still resolves after its release")
@@ -327,7 +327,7 @@ func TestHoldRemoteFailedBeforeAnswer(t *testing.T) {
 		return nil
 	})
 	h := startHeld(t, HoldConfig{MaxWait: testDeadline}, Deps{Resolver: res, Remote: remote})
-	meshtest.WaitFor(t, "chat seen live", func() bool { return h.p.holdState("chat").live.Load() })
+	meshtest.WaitFor(t, "chat seen live", func() bool { return h.p.recent.Live("chat") })
 
 	start := time.Now()
 	r, body := h.post("other", "/v1/chat/completions", chatBody(false))

@@ -38,22 +38,6 @@ const (
 	// DefaultDrainTimeout bounds a graceful shutdown: in-flight requests
 	// still running after it are cut.
 	DefaultDrainTimeout = 10 * time.Second
-	// DefaultHoldQueue bounds the requests held per role.
-	DefaultHoldQueue = 256
-	// MaxHoldQueue caps a configured hold queue.
-	MaxHoldQueue = 1 << 16
-	// DefaultHoldKeepalive is the interval of a held stream's SSE
-	// comment lines.
-	DefaultHoldKeepalive = 5 * time.Second
-	// MaxHoldKeepalive caps it: proxies and clients drop a silent stream.
-	MaxHoldKeepalive = time.Minute
-	// DefaultHoldRemember is how long a role lately served here stays
-	// expected back.
-	DefaultHoldRemember = 10 * time.Minute
-	// MaxHoldRemember caps it.
-	MaxHoldRemember = 24 * time.Hour
-	// MaxHoldWait caps a hold's max wait, configured or from Holds.
-	MaxHoldWait = 10 * time.Minute
 	// MaxHeaderBytes bounds a client's request head (request line and
 	// headers), enforced by net/http.
 	MaxHeaderBytes = 16 << 10

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/nodeld/nodeld/internal/holdq"
 	"github.com/nodeld/nodeld/internal/httpfast"
 	"github.com/nodeld/nodeld/internal/table"
 )
@@ -92,14 +93,11 @@ type Proxy struct {
 	wg        sync.WaitGroup // serve and drain goroutines; Run waits for them
 	serveFail context.CancelCauseFunc
 
-	// Holding requests (hold.go).
-	holds         Holds        // Deps.Holds; may be nil
-	watch         routeWatcher // the Resolver as one; nil: nothing is held
-	holdMu        sync.Mutex   // guards holdRoles, holdStopped
-	holdRoles     map[string]*roleHold
-	holdStopped   bool
-	holdWG        sync.WaitGroup                 // the dispatchers; Run waits for them
-	holdQuit      chan struct{}                  // closed when Run stops: held requests are answered
+	// Holding requests (hold.go); holdq and recent are nil when the
+	// Resolver's changes cannot be awaited: nothing is held then.
+	holds         Holds
+	holdq         *holdq.Queues
+	recent        *holdq.Recent
 	onHoldRelease func(role string, body []byte) // tests: a held request resolved again, in release order
 }
 
@@ -181,21 +179,19 @@ func New(cfg Config, deps Deps) (*Proxy, error) {
 		return nil, fmt.Errorf("proxy error log: %w", err)
 	}
 	p := &Proxy{
-		log:       lg,
-		resolver:  deps.Resolver,
-		ports:     deps.Ports,
-		remote:    deps.Remote,
-		metrics:   m,
-		errorLog:  errorLog,
-		ready:     make(chan struct{}),
-		cfg:       full,
-		roles:     make(map[string]*roleServer, len(full.Roles)),
-		pool:      httpfast.NewPool(deps.Dial),
-		holds:     deps.Holds,
-		holdRoles: make(map[string]*roleHold),
-		holdQuit:  make(chan struct{}),
+		log:      lg,
+		resolver: deps.Resolver,
+		ports:    deps.Ports,
+		remote:   deps.Remote,
+		metrics:  m,
+		errorLog: errorLog,
+		ready:    make(chan struct{}),
+		cfg:      full,
+		roles:    make(map[string]*roleServer, len(full.Roles)),
+		pool:     httpfast.NewPool(deps.Dial),
+		holds:    deps.Holds,
 	}
-	p.watch, _ = deps.Resolver.(routeWatcher)
+	p.newHolding(deps.Resolver)
 	p.settings.Store(&full)
 	for _, rc := range full.Roles {
 		rs := newRoleServer(rc)
@@ -259,22 +255,19 @@ func (p *Proxy) Run(ctx context.Context) error {
 	p.mu.Unlock()
 	p.reportPorts(roles, false)
 	p.applyMu.Unlock()
-	if p.watch != nil {
+	if w, ok := p.resolver.(holdq.Watcher); ok && p.holdq != nil {
 		// Subscribed before the first look, so no change is missed.
-		sub, unsubscribe := p.watch.Subscribe()
+		sub, unsubscribe := w.Subscribe()
 		defer unsubscribe()
-		p.wg.Go(func() { p.watchRoutes(runCtx, sub) })
+		p.wg.Go(func() { holdq.Watch(runCtx, sub, p.lookLive) })
 	}
 	close(p.ready)
 	p.log.Info("proxy listening", zap.Int("roles", len(roles)))
 
 	<-runCtx.Done()
-	// Held requests are answered now, not at the drain's end.
-	p.holdMu.Lock()
-	p.holdStopped = true
-	p.holdMu.Unlock()
-	close(p.holdQuit)
-	p.holdWG.Wait()
+	if p.holdq != nil {
+		p.holdq.Stop() // held requests are answered now, not at the drain's end
+	}
 
 	p.applyMu.Lock()
 	p.mu.Lock()
