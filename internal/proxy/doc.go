@@ -17,12 +17,8 @@
 //   - Error codes are stable; a remote forward is retried once, on the next
 //     candidate, only when the link failed before anything was relayed and
 //     the body is still held (ErrNotAnswered).
-//   - A request whose role has no route, or whose remote forward failed
-//     before anything was relayed, is held (hold.go, queues in package
-//     holdq) only when the role is expected back (served here within
-//     HoldConfig.Remember, or Deps.Holds says so) and HoldConfig.MaxWait
-//     is not 0; it waits without a concurrency slot, in FIFO order per
-//     role, for a table change, and a stream cut mid-answer is never held.
+//   - A request for a role expected back is held (hold.go), not refused:
+//     FIFO per role, no slot held; a stream cut mid-answer is never held.
 //   - Every size and time is bounded: MaxBodyBytes, BodyTimeout,
 //     StallTimeout, RequestTimeout, MaxResponseBytes, MaxConnections.
 //

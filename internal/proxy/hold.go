@@ -48,8 +48,7 @@ func (p *Proxy) lookLive() {
 	p.recent.Look(names, func(role string) bool { _, ok := p.resolver.Resolve(role); return ok }, time.Now())
 }
 
-// mayHold reports whether a request for role that finds no route is held,
-// and for how long at most.
+// mayHold reports whether a request for role may be held, and how long.
 func (p *Proxy) mayHold(role string) (time.Duration, bool) {
 	set := p.settings.Load()
 	if set.Hold.MaxWait <= 0 || p.holdq == nil {
