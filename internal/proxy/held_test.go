@@ -377,12 +377,21 @@ func TestHoldRemoteFailedBeforeAnswer(t *testing.T) {
 }
 
 // TestHoldOff: max_wait 0 refuses a role served lately at once, 503
-// no_instance, as before holding existed.
+// no_instance, as before holding existed; a reload turns holding on.
 func TestHoldOff(t *testing.T) {
 	h := startHeld(t, HoldConfig{}, Deps{Holds: &expectAll{maxWait: testDeadline}})
 	h.serveThenLose()
 	r, body := h.post("chat", "/v1/chat/completions", chatBody(false))
 	if r.StatusCode != http.StatusServiceUnavailable || apiError(t, r, body).Code != CodeNoInstance {
 		t.Fatalf("hold off: %d %s, want 503 no_instance", r.StatusCode, body)
+	}
+	// A reload turns it on for the next request.
+	if err := h.p.ApplyConfig(Config{Hold: HoldConfig{MaxWait: 50 * time.Millisecond},
+		Roles: []RoleConfig{{Name: "chat", Listen: "127.0.0.1:0"}, {Name: "other", Listen: "127.0.0.1:0"}}}); err != nil {
+		t.Fatal(err)
+	}
+	r, body = h.post("chat", "/v1/chat/completions", chatBody(false))
+	if r.StatusCode != http.StatusServiceUnavailable || apiError(t, r, body).Code != CodeModelLoading {
+		t.Fatalf("hold on after a reload: %d %s, want 503 model_loading", r.StatusCode, body)
 	}
 }
