@@ -60,6 +60,7 @@ var tiers = map[string]int{
 	// pinning of request bodies both paths share.
 	"internal/httpfast": 4,
 	"internal/modelpin": 4,
+	"internal/holdq":    4,
 	// The one shape of a config reload (Prepared, Step, All).
 	"internal/reload": 4,
 }

@@ -65,6 +65,9 @@ func clusterNode(name, dataDir, meshAddr string, peers map[string]string, role s
 			fmt.Fprintf(&b, "    - name: %s\n      addr: %s\n      tier: paired\n", p, addr)
 		}
 	}
+	// Holding off: these tests check what a consumer answers once
+	// nothing serves the role (503 at once, as with proxy.hold.max_wait 0).
+	b.WriteString("proxy:\n  hold:\n    max_wait: 0s\n")
 	b.WriteString("inference:\n  probe_interval: 300ms\n  roles:\n")
 	b.WriteString(role)
 	return b.String()

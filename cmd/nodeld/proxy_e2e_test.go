@@ -80,7 +80,8 @@ func freeAddr(t *testing.T) string {
 // TestRoleServedByAdoptedInstance is the single-node acceptance: a role
 // pointed at a running OpenAI-compatible server (a real process) works
 // unchanged with curl and the official openai client, streaming included;
-// killing the server makes the role answer 503 within one probe interval;
+// killing the server makes the role answer 503 within one probe interval
+// (model_loading, after proxy.hold.max_wait: it was served a moment ago);
 // restarting it serves again without restarting nodeld.
 func TestRoleServedByAdoptedInstance(t *testing.T) {
 	upstream := freeAddr(t)
@@ -92,6 +93,9 @@ func TestRoleServedByAdoptedInstance(t *testing.T) {
     - role: chat
       runtime: openai
       url: http://%s
+proxy:
+  hold:
+    max_wait: 300ms
 `, interval, upstream)))
 	d.waitReady()
 	d.waitLogN("role registered", 1)
@@ -141,9 +145,11 @@ func TestRoleServedByAdoptedInstance(t *testing.T) {
 	if took := time.Since(killed); took > interval+time.Second {
 		t.Errorf("role deregistered %s after the kill, want within about one interval (%s)", took, interval)
 	}
+	// Served here a moment ago, chat is expected back: the request is
+	// held for proxy.hold.max_wait, then answered 503 model_loading.
 	code, body := httpGet(t, base+"/v1/models")
-	if code != 503 || !strings.Contains(body, "no instance serves role 'chat'") {
-		t.Fatalf("after kill: %d %q, want 503", code, body)
+	if code != 503 || !strings.Contains(body, `"code":"model_loading"`) {
+		t.Fatalf("after kill: %d %q, want 503 model_loading", code, body)
 	}
 	if in := d.status().Instances[0]; in.Health != "down" || in.Serving || in.LastError == "" {
 		t.Fatalf("status instance after kill = %+v, want down with its error", in)

@@ -87,6 +87,8 @@ func proxyConfig(cfg *config.Config) proxy.Config {
 		RequestTimeout:   l.RequestTimeout.D,
 		BodyTimeout:      l.BodyTimeout.D,
 		MaxConnections:   l.MaxConnections,
+		Hold: proxy.HoldConfig{MaxWait: cfg.Proxy.Hold.MaxWait.D, Queue: cfg.Proxy.Hold.Queue,
+			Keepalive: cfg.Proxy.Hold.Keepalive.D, Remember: cfg.Proxy.Hold.Remember.D},
 	}
 	for _, r := range cfg.Inference.Roles {
 		pc.Roles = append(pc.Roles, proxy.RoleConfig{Name: r.Name, Listen: r.Listen, Concurrency: l.ConcurrencyFor(r),

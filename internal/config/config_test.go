@@ -156,7 +156,7 @@ func TestParseErrors(t *testing.T) {
 			name: "every unknown key is reported",
 			give: "nod: {}\nlog:\n  lvl: x\n  level: info\n  fmt: y\n",
 			want: []string{
-				"line 1: nod: unknown key; known keys here: node, log, admin, mesh, inference, host, controller",
+				"line 1: nod: unknown key; known keys here: node, log, admin, mesh, inference, proxy, host, controller",
 				"line 3: log.lvl: unknown key; known keys here: level, format",
 				"line 5: log.fmt: unknown key; known keys here: level, format",
 			},
@@ -727,5 +727,38 @@ func TestWorkloadAllowEmulated(t *testing.T) {
 	}
 	if w := c.Controller.Workloads; len(w) != 2 || w[0].AllowEmulated || !w[1].AllowEmulated {
 		t.Fatalf("workloads %+v, want a without and b with allow_emulated", w)
+	}
+}
+
+// TestProxyHoldChecked: proxy.hold refuses negative and absurd values; a
+// max_wait of 0 (holding off) is valid.
+func TestProxyHoldChecked(t *testing.T) {
+	for _, tt := range []struct {
+		yaml, want string
+	}{
+		{"max_wait: -1s", "proxy.hold.max_wait: must not be negative"},
+		{"max_wait: 11m", "proxy.hold.max_wait: 11m0s is above the limit"},
+		{"queue: -1", "proxy.hold.queue: -1 is out of range"},
+		{"queue: 1000000", "proxy.hold.queue: 1000000 is out of range"},
+		{"keepalive: 0s", "proxy.hold.keepalive: must be a positive duration"},
+		{"keepalive: 2m", "proxy.hold.keepalive: 2m0s is above the limit"},
+		{"remember: -5m", "proxy.hold.remember: must be a positive duration"},
+		{"remember: 48h", "proxy.hold.remember: 48h0m0s is above the limit"},
+		{"max_wait: 0s", ""},
+	} {
+		c, err := Parse([]byte("proxy:\n  hold:\n    " + tt.yaml + "\n"))
+		if err == nil {
+			err = c.Validate()
+		}
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%s: %v, want valid", tt.yaml, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%s: %v, want %q", tt.yaml, err, tt.want)
+		}
+	}
+	d := Default().Proxy.Hold
+	if d.MaxWait.D != 30*time.Second || d.Queue != 256 || d.Keepalive.D != 5*time.Second || d.Remember.D != 10*time.Minute {
+		t.Errorf("defaults %+v, want 30s, 256, 5s, 10m", d)
 	}
 }

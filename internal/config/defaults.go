@@ -36,6 +36,7 @@ func Default() *Config {
 			Concurrency:      DefaultConcurrency,
 			MaxConnections:   DefaultMaxConnections,
 		}},
+		Proxy: defaultProxy(),
 		Controller: Controller{
 			Tick:             Duration{D: 5 * time.Second},
 			DeadAfter:        Duration{D: 30 * time.Second},

@@ -11,6 +11,7 @@ type Config struct {
 	Admin      Admin      `yaml:"admin"`
 	Mesh       Mesh       `yaml:"mesh"`
 	Inference  Inference  `yaml:"inference"`
+	Proxy      Proxy      `yaml:"proxy"`
 	Host       Host       `yaml:"host"`
 	Controller Controller `yaml:"controller"`
 

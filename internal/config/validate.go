@@ -52,6 +52,7 @@ func (c *Config) validate() []error {
 	adminPort := v.admin()
 	v.mesh()
 	v.inference(adminPort)
+	v.proxy()
 	v.host()
 	v.controller()
 	sortByLine(v.errs)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/nodeld/nodeld/internal/grammar"
+	"github.com/nodeld/nodeld/internal/holdq"
 )
 
 // RoleConfig is one role's loopback listener.
@@ -54,7 +55,13 @@ type Config struct {
 	// MaxResponseBytes caps the response body relayed to a client; a
 	// longer response is cut.
 	MaxResponseBytes int64
+	// Hold is how requests wait for a role expected back (hold.go);
+	// MaxWait 0 holds nothing.
+	Hold HoldConfig
 }
+
+// HoldConfig is how a request for a role with no live route waits for one.
+type HoldConfig = holdq.Config
 
 // withDefaults returns cfg with zero fields set to their defaults.
 func (cfg Config) withDefaults() Config {
@@ -93,6 +100,7 @@ func (cfg Config) withDefaults() Config {
 	if out.DrainTimeout == 0 {
 		out.DrainTimeout = DefaultDrainTimeout
 	}
+	out.Hold = out.Hold.WithDefaults()
 	return out
 }
 
@@ -148,5 +156,8 @@ func (cfg Config) Validate() error {
 	checkDur("header timeout", cfg.HeaderTimeout)
 	checkDur("body timeout", cfg.BodyTimeout)
 	checkDur("drain timeout", cfg.DrainTimeout)
+	if err := cfg.Hold.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }

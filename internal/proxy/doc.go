@@ -17,6 +17,8 @@
 //   - Error codes are stable; a remote forward is retried once, on the next
 //     candidate, only when the link failed before anything was relayed and
 //     the body is still held (ErrNotAnswered).
+//   - A request for a role expected back is held (hold.go), not refused:
+//     FIFO per role, no slot held; a stream cut mid-answer is never held.
 //   - Every size and time is bounded: MaxBodyBytes, BodyTimeout,
 //     StallTimeout, RequestTimeout, MaxResponseBytes, MaxConnections.
 //

@@ -40,6 +40,12 @@ const (
 	CodeUpstreamError    = "upstream_error"
 	CodeUpstreamTimeout  = "upstream_timeout"
 	CodeBadTarget        = "bad_target"
+	// CodeModelLoading: the request was held for its role past its
+	// max wait and nothing serves the role yet (503, Retry-After).
+	CodeModelLoading = "model_loading"
+	// CodeQueueFull: the role's queue of held requests is full (503,
+	// Retry-After).
+	CodeQueueFull = "queue_full"
 )
 
 // statusClientClosed is recorded in metrics when the client went away

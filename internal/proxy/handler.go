@@ -129,13 +129,36 @@ func (h *roleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	target, hold, ok := p.resolveHeld(role)
-	// Given back once the exchange has ended (cut streams included): a
-	// stop of the local instance waits for it before stopping the process.
-	defer hold.Done()
 	if !ok {
+		if maxWait, can := p.mayHold(role); can {
+			h.serveHeld(w, r, start, set, class, maxWait, nil, false, "")
+			return
+		}
 		p.refuse(w, r, role, routeNone, errNoInstance(role))
 		return
 	}
+	again, held := h.forward(w, r, start, set, class, target, hold, nil, false)
+	if again {
+		// Every candidate failed before anything was relayed, and the
+		// role is expected back: wait for its next route.
+		maxWait, _ := p.mayHold(role)
+		h.serveHeld(w, r, start, set, class, maxWait, held, true, target.NodeID)
+	}
+}
+
+// forward serves r on target: admission, then the local or remote
+// forward. hold is given back once the exchange has ended. body, when
+// bodyRead, is the request's body already read (a held request's);
+// else the body is read from r as it is forwarded. It returns again
+// (and the body it read) when a remote forward failed before anything
+// was relayed and the request may be held (mayHold): nothing was
+// answered or counted then.
+func (h *roleHandler) forward(w http.ResponseWriter, r *http.Request, start time.Time, set *Config, class routeClass,
+	target table.Target, hold table.Hold, data []byte, bodyRead bool) (again bool, held []byte) {
+	p, role := h.p, h.rs.name
+	// Given back once the exchange has ended (cut streams included): a
+	// stop of the local instance waits for it before stopping the process.
+	defer hold.Done()
 	rm := &h.rs.local
 	switch target.Kind {
 	case table.TargetLocal:
@@ -143,21 +166,21 @@ func (h *roleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		rm = &h.rs.peer
 		if p.remote == nil {
 			p.refuse(w, r, role, routeNone, errMeshNotRunning(role))
-			return
+			return false, nil
 		}
 		if why := MeshPathRefusal(r.URL.Path, target.Runtime); class == routeLocalOnly || why != "" {
 			p.refuse(w, r, role, routeNone, &Error{Status: http.StatusNotFound, Type: TypeNotFound, Code: CodeLocalOnly,
 				Message: "role '" + role + "' is served by a peer, " + why})
-			return
+			return false, nil
 		}
 	default:
 		p.refuse(w, r, role, routeNone, errNoInstance(role))
-		return
+		return false, nil
 	}
 	if !h.rs.acquire() {
 		p.refuse(w, r, role, routeNone, &Error{Status: http.StatusTooManyRequests, Type: TypeRateLimit, Code: CodeOverCapacity,
 			Message: "role '" + role + "' has " + strconv.FormatInt(h.rs.capacity.Load(), 10) + " requests in flight; retry later"})
-		return
+		return false, nil
 	}
 	h.rs.gauge.Inc()
 	st := &requestState{rec: recorder{ResponseWriter: w, start: start, limit: set.MaxResponseBytes}}
@@ -171,6 +194,9 @@ func (h *roleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Runs also when the stream is cut with http.ErrAbortHandler.
 		h.rs.gauge.Dec()
 		h.rs.release()
+		if again {
+			return // to be held: neither answered nor counted yet
+		}
 		p.observe(role, rm, rec, start)
 		if measure {
 			observePerf(h.rs, target, rec, time.Since(start))
@@ -180,15 +206,24 @@ func (h *roleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// The slot is held from here: a client trickling its body must not
 	// keep it past BodyTimeout.
 	var body *bodyReader
-	if r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody {
+	switch {
+	case bodyRead:
+		// Read before the request was held; its deadline is behind it.
+		r.ContentLength = int64(len(data))
+		if len(data) > 0 {
+			body = &st.body
+			body.r, body.timeout = io.NopCloser(bytes.NewReader(data)), set.BodyTimeout
+		}
+	case r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody:
 		body = &st.body
 		body.init(rec, r.Body, start, set.BodyTimeout)
 	}
 	if rm.route == routeLocal {
 		p.forwardLocal(st, r, h.rs, target, set, body, pinsModel(r, target, h.rs.passthrough.Load()))
-	} else {
-		p.forwardRemote(rec, r, role, target, set, body)
+		return false, nil
 	}
+	held, again = p.forwardRemote(rec, r, role, target, set, body)
+	return again, held
 }
 
 // heldResolver is a Resolver that holds a local target's registration

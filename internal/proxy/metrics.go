@@ -25,6 +25,11 @@ type metrics struct {
 	retries  *prometheus.CounterVec   // result
 	conns    *prometheus.GaugeVec     // role
 	refused  *prometheus.CounterVec   // role
+
+	held        *prometheus.CounterVec   // role
+	holdWait    *prometheus.HistogramVec // role
+	holdDepth   *prometheus.GaugeVec     // role
+	holdRefused *prometheus.CounterVec   // role, reason
 }
 
 // Results of a retry on the next peer (nodeld_proxy_mesh_retries_total).
@@ -70,6 +75,23 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "nodeld_proxy_connections_refused_total",
 			Help: "Client connections closed as soon as accepted because the role's port held inference.limits.max_connections, by role.",
 		}, []string{"role"}),
+		held: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodeld_proxy_held_requests_total",
+			Help: "Requests held because their role had no live route (or every candidate failed before answering) while the role was expected back, by role.",
+		}, []string{"role"}),
+		holdWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "nodeld_proxy_hold_wait_seconds",
+			Help:    "Time a held request waited, from its arrival until it was forwarded or refused, by role.",
+			Buckets: latencyBuckets,
+		}, []string{"role"}),
+		holdDepth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "nodeld_proxy_hold_queue_depth",
+			Help: "Requests held in a role's queue right now, by role.",
+		}, []string{"role"}),
+		holdRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodeld_proxy_hold_refused_total",
+			Help: "Held requests answered 503, by role and reason (queue_full: the role's queue was full; max_wait: nothing served the role within its wait).",
+		}, []string{"role", "reason"}),
 	}
 	for _, r := range []string{retryOK, retryFailed, retryNoCandidate, retryStreamed} {
 		m.retries.WithLabelValues(r)
@@ -77,7 +99,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.ttfb, m.inflight, m.retries, m.conns, m.refused} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.ttfb, m.inflight, m.retries, m.conns, m.refused, m.held, m.holdWait, m.holdDepth, m.holdRefused} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register proxy metrics: %w", err)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/nodeld/nodeld/internal/holdq"
 	"github.com/nodeld/nodeld/internal/httpfast"
 	"github.com/nodeld/nodeld/internal/table"
 )
@@ -54,6 +55,9 @@ type Deps struct {
 	Logger *zap.Logger
 	// Registerer may be nil (metrics are kept but not exported).
 	Registerer prometheus.Registerer
+	// Holds may be nil: then only the built-in Holds (roles served here
+	// lately) decide which requests are held.
+	Holds Holds
 	// Dial connects to local instances; nil means a TCP dial bounded by
 	// the package's dial timeout. Tests give a dialer of in-memory
 	// connections to a fake instance.
@@ -88,6 +92,13 @@ type Proxy struct {
 	state     int
 	wg        sync.WaitGroup // serve and drain goroutines; Run waits for them
 	serveFail context.CancelCauseFunc
+
+	// Holding requests (hold.go); holdq and recent are nil when the
+	// Resolver's changes cannot be awaited: nothing is held then.
+	holds         Holds
+	holdq         *holdq.Queues
+	recent        *holdq.Recent
+	onHoldRelease func(role string, body []byte) // tests: a held request resolved again, in release order
 }
 
 // roleServer is one role's listener and its admission state.
@@ -178,7 +189,9 @@ func New(cfg Config, deps Deps) (*Proxy, error) {
 		cfg:      full,
 		roles:    make(map[string]*roleServer, len(full.Roles)),
 		pool:     httpfast.NewPool(deps.Dial),
+		holds:    deps.Holds,
 	}
+	p.newHolding(deps.Resolver)
 	p.settings.Store(&full)
 	for _, rc := range full.Roles {
 		rs := newRoleServer(rc)
@@ -242,10 +255,19 @@ func (p *Proxy) Run(ctx context.Context) error {
 	p.mu.Unlock()
 	p.reportPorts(roles, false)
 	p.applyMu.Unlock()
+	if w, ok := p.resolver.(holdq.Watcher); ok && p.holdq != nil {
+		// Subscribed before the first look, so no change is missed.
+		sub, unsubscribe := w.Subscribe()
+		defer unsubscribe()
+		p.wg.Go(func() { holdq.Watch(runCtx, sub, p.lookLive) })
+	}
 	close(p.ready)
 	p.log.Info("proxy listening", zap.Int("roles", len(roles)))
 
 	<-runCtx.Done()
+	if p.holdq != nil {
+		p.holdq.Stop() // held requests are answered now, not at the drain's end
+	}
 
 	p.applyMu.Lock()
 	p.mu.Lock()

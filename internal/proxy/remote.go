@@ -30,16 +30,20 @@ import (
 // RemoteForwarder makes one attempt per call. Nor does anything below it
 // change routes: a link the forward finds dead reaches the table as the
 // mesh's event, whatever this loop does.
-func (p *Proxy) forwardRemote(rec *recorder, r *http.Request, role string, target table.Target, set *Config, in *bodyReader) {
+//
+// A forward whose every try failed before anything was relayed, with its
+// body held, returns again (and the body) when its role may be held
+// (mayHold): the caller waits for the role's next route.
+func (p *Proxy) forwardRemote(rec *recorder, r *http.Request, role string, target table.Target, set *Config, in *bodyReader) (body []byte, again bool) {
 	rec.Header().Set(RouteHeader, target.NodeID)
 	if r.ContentLength > set.MeshMaxBodyBytes {
 		writeError(rec, r, TooLargeError(set.MeshMaxBodyBytes))
-		return
+		return nil, false
 	}
 	held, stream, err := meshBody(rec.ResponseWriter, in, r.ContentLength, set.MeshMaxBodyBytes)
 	if err != nil {
 		writeError(rec, r, bodyError(err, in))
-		return
+		return nil, false
 	}
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
@@ -61,7 +65,7 @@ func (p *Proxy) forwardRemote(rec *recorder, r *http.Request, role string, targe
 	var be *ClientBodyError
 	if errors.As(err, &be) && rec.status == 0 {
 		writeError(rec, r, bodyError(be.Err, in))
-		return
+		return nil, false
 	}
 	if err != nil && rec.status == 0 && ctx.Err() == nil && errors.Is(err, ErrNotAnswered) {
 		// The link to the peer failed before it answered and nothing was
@@ -92,14 +96,22 @@ func (p *Proxy) forwardRemote(rec *recorder, r *http.Request, role string, targe
 		}
 	}
 	if err == nil {
-		return
+		return nil, false
 	}
 	if rec.status != 0 {
 		p.log.Debug("remote stream cut", zap.String("role", role), zap.String("node", target.NodeID), zap.Error(err))
 		panic(http.ErrAbortHandler)
 	}
 	if r.Context().Err() != nil {
-		return // the client went away; counted as statusClientClosed
+		return nil, false // the client went away; counted as statusClientClosed
+	}
+	if stream == nil && ctx.Err() == nil && notAnswered(err) {
+		if _, ok := p.mayHold(role); ok {
+			rec.Header().Del(RouteHeader)
+			p.log.Info("forward failed before an answer; holding", zap.String("role", role),
+				zap.String("node", target.NodeID), zap.Error(err))
+			return held, true
+		}
 	}
 	if target.WaitingForLink && (errors.Is(err, mesh.ErrNoLink) || errors.Is(err, ErrPeerNotServing)) {
 		// The only candidate was a peer that restarted, and its new run
@@ -109,7 +121,7 @@ func (p *Proxy) forwardRemote(rec *recorder, r *http.Request, role string, targe
 		p.log.Warn("restarted peer does not serve the role again within its wait", zap.String("role", role),
 			zap.String("node", target.NodeID), zap.Error(err))
 		writeError(rec, r, errNoInstanceRestarted(role))
-		return
+		return nil, false
 	}
 	e, ok := asError(err)
 	if !ok {
@@ -127,6 +139,13 @@ func (p *Proxy) forwardRemote(rec *recorder, r *http.Request, role string, targe
 	}
 	p.log.Warn("remote forward failed", zap.String("role", role), zap.String("node", target.NodeID), zap.Error(err))
 	writeError(rec, r, e)
+	return nil, false
+}
+
+// notAnswered reports whether a forward failed before the peer answered:
+// its link failed (none, or it died), or the peer does not serve the role.
+func notAnswered(err error) bool {
+	return errors.Is(err, ErrNotAnswered) || errors.Is(err, mesh.ErrNoLink) || errors.Is(err, ErrPeerNotServing)
 }
 
 // meshBody decides how a request body crosses the mesh: held (read whole,
