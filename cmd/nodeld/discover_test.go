@@ -24,7 +24,7 @@ inference:
   roles:
     - {name: chat, listen: "127.0.0.1:0"}
 `, []runner.DiscoverCandidate{
-		{Kind: runner.KindLlamaCpp, URL: "http://" + freeAddrTB(t)},
+		{Kind: runner.KindLlamaCpp, URL: "http://" + freeAddr(t)},
 		{Kind: runner.KindOllama, URL: ollama.URL},
 	})
 	waitFor(t, "chat served by the discovered Ollama", func() bool {

@@ -90,17 +90,6 @@ func sameState(t *testing.T, before, after nodeState) {
 	}
 }
 
-// freeAddrTB is a loopback TCP address that was free a moment ago.
-func freeAddrTB(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // TestReloadIsAllOrNothing: each reload below changes many things (a new
 // role on a free port, the labels, the log level, a new peer, the
 // forwarding limits) and has one thing some component refuses. Each must
@@ -180,7 +169,7 @@ func TestReloadIsAllOrNothing(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			embedAddr := freeAddrTB(t)
+			embedAddr := freeAddr(t)
 			before := tn.state()
 			tn.rewrite(tt.bad(next(embedAddr)))
 			tn.n.reload()
@@ -205,7 +194,7 @@ func TestReloadIsAllOrNothing(t *testing.T) {
 	}
 
 	// The same changes without the bad part go through, all of them.
-	embedAddr := freeAddrTB(t)
+	embedAddr := freeAddr(t)
 	before := tn.state()
 	seq1 := signedSeq(t, tn)
 	tn.rewrite(next(embedAddr))
@@ -255,7 +244,7 @@ func signedSeq(t *testing.T, tn *testNode) uint64 {
 func TestReloadChainFailureAborts(t *testing.T) {
 	tn := startNode(t, reloadBase, nil)
 	before := tn.state()
-	embedAddr := freeAddrTB(t)
+	embedAddr := freeAddr(t)
 	tn.rewrite(reloadBase + `    - {name: embed, listen: "` + embedAddr + `"}` + "\n")
 	if err := tn.chain.Close(); err != nil {
 		t.Fatal(err)
