@@ -13,6 +13,7 @@ import (
 
 	"github.com/nodeld/nodeld/internal/config"
 	"github.com/nodeld/nodeld/internal/facts"
+	"github.com/nodeld/nodeld/internal/operator"
 	"github.com/nodeld/nodeld/internal/runner"
 	"github.com/nodeld/nodeld/internal/table"
 )
@@ -177,7 +178,7 @@ func TestReloadIsAllOrNothing(t *testing.T) {
 			if g := tn.reloadGauge(); g != 0 {
 				t.Errorf("reload gauge = %v, want 0", g)
 			}
-			st := tn.n.status().(*statusDoc)
+			st := tn.n.status().(*operator.StatusDoc)
 			if st.Config.LastReloadSuccessful || !strings.Contains(st.Config.LastReloadError, tt.wantErr) {
 				t.Errorf("status config = %+v, want a refusal mentioning %q", st.Config, tt.wantErr)
 			}
@@ -200,7 +201,7 @@ func TestReloadIsAllOrNothing(t *testing.T) {
 	tn.rewrite(next(embedAddr))
 	tn.n.reload()
 	if g := tn.reloadGauge(); g != 1 {
-		t.Fatalf("reload gauge = %v after a good reload, want 1; status %+v", g, tn.n.status().(*statusDoc).Config)
+		t.Fatalf("reload gauge = %v after a good reload, want 1; status %+v", g, tn.n.status().(*operator.StatusDoc).Config)
 	}
 	after := tn.state()
 	if after.Roles["embed"] != embedAddr || after.Roles["chat"] != before.Roles["chat"] {
