@@ -60,10 +60,7 @@ var (
 func reservePort(t testing.TB) int {
 	t.Helper()
 	lo, hi := testPortRange()
-	dir := portLockDir()
-	if err := os.MkdirAll(dir, 0o777); err != nil {
-		t.Fatal(err)
-	}
+	dir := makePortLockDir(t)
 	portMu.Lock()
 	defer portMu.Unlock()
 	if portNext == 0 {
@@ -94,10 +91,7 @@ func reservePort(t testing.TB) int {
 // fixed ports run one at a time across the machine so.
 func holdPorts(t testing.TB, ports ...int) {
 	t.Helper()
-	dir := portLockDir()
-	if err := os.MkdirAll(dir, 0o777); err != nil {
-		t.Fatal(err)
-	}
+	dir := makePortLockDir(t)
 	for _, p := range ports {
 		f, err := lockPort(dir, p, true)
 		if err != nil {
@@ -107,11 +101,25 @@ func holdPorts(t testing.TB, ports ...int) {
 	}
 }
 
+// makePortLockDir makes the lock directory, shared by every user as /tmp
+// is (sticky, world-writable; best effort: another user may own it).
+func makePortLockDir(t testing.TB) string {
+	t.Helper()
+	dir := portLockDir()
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	_ = os.Chmod(dir, 0o777|os.ModeSticky)
+	return dir
+}
+
 // lockPort opens port p's lock file and locks it; wait blocks until the
 // lock is free, else a held lock is an error. The lock goes with the
 // file's close (or the process's end).
 func lockPort(dir string, p int, wait bool) (*os.File, error) {
-	f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(p)), os.O_RDWR|os.O_CREATE, 0o666)
+	// Read-only: flock needs no write access, so another user's lock
+	// file locks as well.
+	f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(p)), os.O_RDONLY|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, err
 	}
