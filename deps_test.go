@@ -80,8 +80,9 @@ var sideways = map[string][]string{
 	"internal/mesh": {"internal/table"},
 	// The operator router names the controller's types (plane.Order,
 	// plane.Placement) in its Controller interface and the documents it
-	// answers with.
-	"internal/operator": {"internal/plane"},
+	// answers with; the status read model carries the host's status
+	// document (host.HostStatus) as /v1/status's host section.
+	"internal/operator": {"internal/plane", "internal/host"},
 	// The dispatcher serves the per-node operator verbs (operator.Backend)
 	// with the operator's request and response types, and carries the
 	// controller's calls (dispatch.ForController is a plane.Dispatcher).

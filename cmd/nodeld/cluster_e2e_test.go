@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -10,17 +9,6 @@ import (
 	"testing"
 	"time"
 )
-
-// freeUDPAddr returns a loopback UDP address that was free a moment ago.
-func freeUDPAddr(t *testing.T) string {
-	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pc.Close()
-	return pc.LocalAddr().String()
-}
 
 // waitFor polls cond until it holds or the deadline passes. It is for
 // conditions only another process can change (a peer's state over the

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nodeld/nodeld/internal/chain"
 	"github.com/nodeld/nodeld/internal/identity"
+	"github.com/nodeld/nodeld/internal/operator"
 )
 
 // chainFileName is the audit chain's file name inside the data directory.
@@ -162,7 +163,7 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		_, err := stdout.Write(body)
 		return err
 	}
-	var st statusDoc
+	var st operator.StatusDoc
 	if err := json.Unmarshal(body, &st); err != nil {
 		return fmt.Errorf("decode status: %w", err)
 	}
@@ -170,7 +171,7 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return nil
 }
 
-func printStatus(w io.Writer, st *statusDoc) {
+func printStatus(w io.Writer, st *operator.StatusDoc) {
 	name := st.Name
 	if name == "" {
 		name = "(unnamed)"
@@ -251,7 +252,7 @@ func printStatus(w io.Writer, st *statusDoc) {
 				p.Workload, shortHash(p.DecisionID), p.Node, p.Moves, p.DecisionID[:min(16, len(p.DecisionID))])
 		}
 	}
-	insts := append([]instanceDoc(nil), st.Instances...)
+	insts := append([]operator.InstanceDoc(nil), st.Instances...)
 	sort.SliceStable(insts, func(i, j int) bool { return insts[i].Role < insts[j].Role })
 	for _, in := range insts {
 		extra := ""

@@ -213,7 +213,7 @@ func TestControllerPlacesWhereTheEngineChooses(t *testing.T) {
 	}
 
 	// C uses it through the mesh.
-	st := func() *statusDoc { return c.n.status().(*statusDoc) }
+	st := func() *operator.StatusDoc { return c.n.status().(*operator.StatusDoc) }
 	waitLong(t, "C to resolve chat to B", func() bool { return st().Roles[0].Resolved == "remote "+idB })
 	code, route, body := postChat(t, "http://"+st().Roles[0].Listen, "placed by the engine")
 	if code != 200 || route != idB || !strings.Contains(body, "echo: placed by the engine") {
@@ -261,13 +261,13 @@ func TestControllerPlacesWhereTheEngineChooses(t *testing.T) {
 
 	// /v1/status shows the controller.
 	waitLong(t, "A's status to show the controller", func() bool {
-		ct := a.n.status().(*statusDoc).Controller
+		ct := a.n.status().(*operator.StatusDoc).Controller
 		return ct != nil && ct.TargetsByLiveness["alive"] == 2 && ct.PlacementsByLife["placed"] == 1 && ct.Unsettled == 0 && len(ct.Targets) == 2
 	})
 
 	// nodeld status prints it; /metrics has the controller's metrics.
 	var sb strings.Builder
-	printStatus(&sb, a.n.status().(*statusDoc))
+	printStatus(&sb, a.n.status().(*operator.StatusDoc))
 	if st := sb.String(); !strings.Contains(st, "control  2 targets (") || !strings.Contains(st, "placements 1 placed, 0 unsettled") {
 		t.Errorf("nodeld status:\n%s", sb.String())
 	}
@@ -409,7 +409,7 @@ func TestControllerReloadAppliesTargets(t *testing.T) {
 	a.rewrite(cfgA(map[string]string{"b": "discovered"}, ctrl))
 	a.n.reload()
 	if a.reloadGauge() != 1 {
-		t.Fatalf("reload refused: %s", a.n.status().(*statusDoc).Config.LastReloadError)
+		t.Fatalf("reload refused: %s", a.n.status().(*operator.StatusDoc).Config.LastReloadError)
 	}
 	waitLong(t, "B to be demoted", func() bool { return nodesByName()["b"].Tier == "discovered" })
 	out, _, rc := runCtl(t, "--socket", sock, "place", "--dry-run", "--prefer", "b", pkgDir)
@@ -425,8 +425,8 @@ func TestControllerReloadAppliesTargets(t *testing.T) {
 	// The controller cannot be turned off by a reload.
 	a.rewrite(cfgA(map[string]string{"b": "discovered"}, ""))
 	a.n.reload()
-	if a.reloadGauge() != 0 || !strings.Contains(a.n.status().(*statusDoc).Config.LastReloadError, "controller.enabled changes only with a restart") {
-		t.Fatalf("turning the controller off: gauge %v, %q", a.reloadGauge(), a.n.status().(*statusDoc).Config.LastReloadError)
+	if a.reloadGauge() != 0 || !strings.Contains(a.n.status().(*operator.StatusDoc).Config.LastReloadError, "controller.enabled changes only with a restart") {
+		t.Fatalf("turning the controller off: gauge %v, %q", a.reloadGauge(), a.n.status().(*operator.StatusDoc).Config.LastReloadError)
 	}
 
 	// B removed: its link goes, and after dead_after its placement moves
@@ -434,7 +434,7 @@ func TestControllerReloadAppliesTargets(t *testing.T) {
 	a.rewrite(cfgA(map[string]string{}, ctrl))
 	a.n.reload()
 	if a.reloadGauge() != 1 {
-		t.Fatalf("reload refused: %s", a.n.status().(*statusDoc).Config.LastReloadError)
+		t.Fatalf("reload refused: %s", a.n.status().(*operator.StatusDoc).Config.LastReloadError)
 	}
 	waitLong(t, "B's placement to move to A", func() bool {
 		ctlJSON(t, sock, &ps, "placements")
@@ -736,7 +736,7 @@ func TestControllerDeclaredWorkload(t *testing.T) {
 	a.rewrite(cfgA("  workloads:\n    - name: chat\n      package: echo-llm\n"))
 	a.n.reload()
 	if a.reloadGauge() != 1 {
-		t.Fatalf("reload refused: %s", a.n.status().(*statusDoc).Config.LastReloadError)
+		t.Fatalf("reload refused: %s", a.n.status().(*operator.StatusDoc).Config.LastReloadError)
 	}
 	declared := func() []operator.PlacementDoc {
 		var ps, out []operator.PlacementDoc
@@ -757,7 +757,7 @@ func TestControllerDeclaredWorkload(t *testing.T) {
 		}
 		return false
 	})
-	st := func() *statusDoc { return c.n.status().(*statusDoc) }
+	st := func() *operator.StatusDoc { return c.n.status().(*operator.StatusDoc) }
 	waitLong(t, "C to resolve chat to B", func() bool { return st().Roles[0].Resolved == "remote "+idB })
 	if code, route, body := postChat(t, "http://"+st().Roles[0].Listen, "declared"); code != 200 || route != idB || !strings.Contains(body, "echo: declared") {
 		t.Fatalf("C's role port: %d %s %s", code, route, body)
@@ -795,7 +795,7 @@ func TestControllerDeclaredWorkload(t *testing.T) {
 	a.rewrite(cfgA(""))
 	a.n.reload()
 	if a.reloadGauge() != 1 {
-		t.Fatalf("reload refused: %s", a.n.status().(*statusDoc).Config.LastReloadError)
+		t.Fatalf("reload refused: %s", a.n.status().(*operator.StatusDoc).Config.LastReloadError)
 	}
 	waitLong(t, "the undeclared workload to be taken down", func() bool {
 		return len(declared()) == 0 && len(b.n.host.Status().Instances) == 0

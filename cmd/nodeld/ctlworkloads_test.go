@@ -28,7 +28,7 @@ func TestCtlWorkloadsShowsUnplaceable(t *testing.T) {
 	if rc != 0 || !strings.Contains(out, "NAME") || !strings.Contains(out, "ghost") || !strings.Contains(out, "unplaceable") {
 		t.Fatalf("ctl workloads = %d %q %q", rc, out, errOut)
 	}
-	st := n.n.status().(*statusDoc)
+	st := n.n.status().(*operator.StatusDoc)
 	c := st.Controller
 	if c == nil || c.DeclarationsByState["unplaceable"] != 1 || len(c.Unplaceable) != 1 || c.Unplaceable[0] != "ghost" {
 		t.Fatalf("status controller: %+v", c)

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nodeld/nodeld/internal/operator"
 	"github.com/nodeld/nodeld/internal/runner"
 	"github.com/nodeld/nodeld/internal/runner/runnertest"
 )
@@ -24,14 +25,14 @@ inference:
   roles:
     - {name: chat, listen: "127.0.0.1:0"}
 `, []runner.DiscoverCandidate{
-		{Kind: runner.KindLlamaCpp, URL: "http://" + freeAddrTB(t)},
+		{Kind: runner.KindLlamaCpp, URL: "http://" + freeAddr(t)},
 		{Kind: runner.KindOllama, URL: ollama.URL},
 	})
 	waitFor(t, "chat served by the discovered Ollama", func() bool {
-		st := tn.n.status().(*statusDoc)
+		st := tn.n.status().(*operator.StatusDoc)
 		return len(st.Roles) == 1 && st.Roles[0].Resolved == "local "+ollama.URL
 	})
-	st := tn.n.status().(*statusDoc)
+	st := tn.n.status().(*operator.StatusDoc)
 	if len(st.Instances) != 1 || !st.Instances[0].Discovered || st.Instances[0].Kind != "ollama" || st.Instances[0].Model != "llama3.2:3b" {
 		t.Fatalf("status instances = %+v, want the Ollama server, discovered", st.Instances)
 	}
@@ -44,7 +45,7 @@ inference:
 	// It goes away: the role is withdrawn and the instance dropped.
 	ollama.Close()
 	waitFor(t, "the discovered server dropped", func() bool {
-		st := tn.n.status().(*statusDoc)
+		st := tn.n.status().(*operator.StatusDoc)
 		return st.Roles[0].Resolved == "" && len(st.Instances) == 0
 	})
 }

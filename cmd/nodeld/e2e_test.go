@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nodeld/nodeld/internal/operator"
 )
 
 // waitTimeout bounds every wait for a daemon condition.
@@ -232,13 +234,13 @@ func (d *proc) wait() int {
 	return 0
 }
 
-func (d *proc) status() statusDoc {
+func (d *proc) status() operator.StatusDoc {
 	d.t.Helper()
 	code, body := httpGet(d.t, "http://"+d.admin+"/v1/status")
 	if code != 200 {
 		d.t.Fatalf("/v1/status = %d", code)
 	}
-	var st statusDoc
+	var st operator.StatusDoc
 	if err := json.Unmarshal([]byte(body), &st); err != nil {
 		d.t.Fatal(err)
 	}

@@ -7,13 +7,14 @@ import (
 
 	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/host"
+	"github.com/nodeld/nodeld/internal/operator"
 )
 
 // A failed instance says why and since when, in `nodeld status` and in
 // `nodeld ctl status`.
 func TestInstanceStateShowsReasonAndSince(t *testing.T) {
 	since := time.Date(2026, 12, 5, 15, 4, 5, 0, time.UTC)
-	st := &statusDoc{Host: &host.HostStatus{Enabled: true, Instances: []host.InstanceInfo{{
+	st := &operator.StatusDoc{Host: &host.HostStatus{Enabled: true, Instances: []host.InstanceInfo{{
 		ID: "chat-1234abcd-n-a", Package: "chat", Version: "1.0.0", Role: "chat", Runtime: "ollama",
 		State: ctl.StateFailed, Since: since, Reason: ctl.ReasonRestartBudget, Restarts: 5,
 	}}}}

@@ -75,7 +75,7 @@ func TestOwnNameWithController(t *testing.T) {
 	}
 	a.rewrite(cfg("  workloads:\n    - name: chat\n      package: echo-llm\n      node: a\n"))
 	a.n.reload()
-	if st := a.n.status().(*statusDoc); !st.Config.LastReloadSuccessful {
+	if st := a.n.status().(*operator.StatusDoc); !st.Config.LastReloadSuccessful {
 		t.Fatalf("reload with workloads[].node: a: %s", st.Config.LastReloadError)
 	}
 	waitLong(t, "the workload pinned to node.name to be placed", func() bool {
@@ -87,7 +87,7 @@ func TestOwnNameWithController(t *testing.T) {
 	// policy.deny_nodes by node.name: nothing more goes here.
 	a.rewrite(cfg("    deny_nodes: [a]\n"))
 	a.n.reload()
-	if st := a.n.status().(*statusDoc); !st.Config.LastReloadSuccessful {
+	if st := a.n.status().(*operator.StatusDoc); !st.Config.LastReloadSuccessful {
 		t.Fatalf("reload with deny_nodes: [a]: %s", st.Config.LastReloadError)
 	}
 	out, errOut, rc = runCtl(t, "--socket", sock, "place", "--dry-run", pkgDir)

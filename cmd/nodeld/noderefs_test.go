@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/nodeld/nodeld/internal/operator"
 )
 
 // TestConfigCheckRefusesUnknownNodeRefs: config check refuses a
@@ -49,7 +51,7 @@ func TestConfigCheckRefusesUnknownNodeRefs(t *testing.T) {
 	n := startNode(t, nodeConfig("%s", workloads("")), nil)
 	n.rewrite(nodeConfig("%s", workloads("      prefer: [ghost]\n")))
 	n.n.reload()
-	st := n.n.status().(*statusDoc)
+	st := n.n.status().(*operator.StatusDoc)
 	if st.Config.LastReloadSuccessful || !strings.Contains(st.Config.LastReloadError, `"ghost" names no known node`) {
 		t.Fatalf("reload with an unknown prefer: ok %v, error %q", st.Config.LastReloadSuccessful, st.Config.LastReloadError)
 	}

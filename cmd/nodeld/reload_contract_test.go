@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nodeld/nodeld/internal/operator"
 )
 
 // TestReloadChangesControllerTick: a SIGHUP reload that lowers
@@ -42,7 +44,7 @@ func TestReloadChangesControllerTick(t *testing.T) {
 	a.rewrite(cfg("100ms", "3h"))
 	a.n.reload()
 	if a.reloadGauge() != 1 {
-		t.Fatalf("reload refused: %s", a.n.status().(*statusDoc).Config.LastReloadError)
+		t.Fatalf("reload refused: %s", a.n.status().(*operator.StatusDoc).Config.LastReloadError)
 	}
 	if got := a.n.config().Controller.Tick.D; got != 100*time.Millisecond {
 		t.Fatalf("controller.tick in force = %v", got)
@@ -65,7 +67,7 @@ func TestReloadChangesControllerTick(t *testing.T) {
 		case <-time.After(20 * time.Millisecond): // polling a condition with a deadline
 		}
 	}
-	if s := a.n.status().(*statusDoc).Config.LastReloadError; strings.TrimSpace(s) != "" {
+	if s := a.n.status().(*operator.StatusDoc).Config.LastReloadError; strings.TrimSpace(s) != "" {
 		t.Errorf("last reload error %q", s)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nodeld/nodeld/internal/config"
 	"github.com/nodeld/nodeld/internal/facts"
+	"github.com/nodeld/nodeld/internal/operator"
 	"github.com/nodeld/nodeld/internal/runner"
 	"github.com/nodeld/nodeld/internal/table"
 )
@@ -88,17 +89,6 @@ func sameState(t *testing.T, before, after nodeState) {
 	if diff := cmp.Diff(before, after, cmpopts.EquateEmpty(), cmpopts.IgnoreFields(nodeState{}, "Cfg")); diff != "" {
 		t.Errorf("state changed (-before +after):\n%s", diff)
 	}
-}
-
-// freeAddrTB is a loopback TCP address that was free a moment ago.
-func freeAddrTB(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // TestReloadIsAllOrNothing: each reload below changes many things (a new
@@ -180,7 +170,7 @@ func TestReloadIsAllOrNothing(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			embedAddr := freeAddrTB(t)
+			embedAddr := freeAddr(t)
 			before := tn.state()
 			tn.rewrite(tt.bad(next(embedAddr)))
 			tn.n.reload()
@@ -188,7 +178,7 @@ func TestReloadIsAllOrNothing(t *testing.T) {
 			if g := tn.reloadGauge(); g != 0 {
 				t.Errorf("reload gauge = %v, want 0", g)
 			}
-			st := tn.n.status().(*statusDoc)
+			st := tn.n.status().(*operator.StatusDoc)
 			if st.Config.LastReloadSuccessful || !strings.Contains(st.Config.LastReloadError, tt.wantErr) {
 				t.Errorf("status config = %+v, want a refusal mentioning %q", st.Config, tt.wantErr)
 			}
@@ -205,13 +195,13 @@ func TestReloadIsAllOrNothing(t *testing.T) {
 	}
 
 	// The same changes without the bad part go through, all of them.
-	embedAddr := freeAddrTB(t)
+	embedAddr := freeAddr(t)
 	before := tn.state()
 	seq1 := signedSeq(t, tn)
 	tn.rewrite(next(embedAddr))
 	tn.n.reload()
 	if g := tn.reloadGauge(); g != 1 {
-		t.Fatalf("reload gauge = %v after a good reload, want 1; status %+v", g, tn.n.status().(*statusDoc).Config)
+		t.Fatalf("reload gauge = %v after a good reload, want 1; status %+v", g, tn.n.status().(*operator.StatusDoc).Config)
 	}
 	after := tn.state()
 	if after.Roles["embed"] != embedAddr || after.Roles["chat"] != before.Roles["chat"] {
@@ -255,7 +245,7 @@ func signedSeq(t *testing.T, tn *testNode) uint64 {
 func TestReloadChainFailureAborts(t *testing.T) {
 	tn := startNode(t, reloadBase, nil)
 	before := tn.state()
-	embedAddr := freeAddrTB(t)
+	embedAddr := freeAddr(t)
 	tn.rewrite(reloadBase + `    - {name: embed, listen: "` + embedAddr + `"}` + "\n")
 	if err := tn.chain.Close(); err != nil {
 		t.Fatal(err)

@@ -46,7 +46,7 @@ func FuzzPrintStatus(f *testing.F) {
 	f.Add([]byte(`{"instances":[{"role":"b","discovered":true},{"role":"a","last_error":"x"}],"uptime_seconds":-9223372036854775808}`))
 	f.Add([]byte(`null`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		var st statusDoc
+		var st operator.StatusDoc
 		if json.Unmarshal(body, &st) != nil {
 			return
 		}

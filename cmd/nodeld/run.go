@@ -685,41 +685,15 @@ func (n *node) supervise(ctx context.Context, hup <-chan os.Signal) error {
 	}
 }
 
-// openChain opens the audit chain, archiving a broken one first when the
-// operator asked for it.
+// openChain opens the audit chain (chain.OpenNode), archiving a broken
+// one first when the operator asked for it, and tells an operator who did
+// not how to.
 func openChain(path string, id *identity.Identity, reset bool, reg prometheus.Registerer, log *zap.Logger) (*chain.Chain, error) {
-	opts := chain.Options{Logger: log.Named("chain"), Registerer: reg}
-	ch, report, err := chain.Open(path, id.PrivateKey(), opts)
-	if errors.Is(err, chain.ErrBroken) && reset {
-		breakErr := err
-		archived, aerr := chain.Archive(path, time.Now())
-		if aerr != nil {
-			return nil, fmt.Errorf("archive broken chain: %w", aerr)
-		}
-		log.Warn("archived a broken chain and started a new one", zap.String("archived", archived), zap.NamedError("break", breakErr))
-		ch, report, err = chain.Open(path, id.PrivateKey(), opts)
-		if err == nil {
-			if _, aerr := ch.Append(chainSource, "node.chain_reset", map[string]any{"archived": archived, "break": breakErr.Error()}); aerr != nil {
-				_ = ch.Close()
-				return nil, aerr
-			}
-		}
+	ch, err := chain.OpenNode(path, id.PrivateKey(), chainSource, reset, chain.Options{Logger: log.Named("chain"), Registerer: reg}, log)
+	if errors.Is(err, chain.ErrBroken) {
+		return nil, fmt.Errorf("%w; inspect it with nodeld chain verify %s, or start with --chain-reset to archive it and begin a new chain", err, path)
 	}
-	if err != nil {
-		if errors.Is(err, chain.ErrBroken) {
-			return nil, fmt.Errorf("%w; inspect it with nodeld chain verify %s, or start with --chain-reset to archive it and begin a new chain", err, path)
-		}
-		return nil, err
-	}
-	if report != nil && report.Torn != nil {
-		log.Warn("cut a torn last chain entry left by a crash; the original file was kept",
-			zap.String("copy", report.Torn.KeptAt), zap.Int64("bytes_cut", report.Torn.Bytes))
-		if _, err := ch.Append(chainSource, "node.chain_torn_tail", map[string]any{"copy": report.Torn.KeptAt, "bytes_cut": report.Torn.Bytes}); err != nil {
-			_ = ch.Close()
-			return nil, err
-		}
-	}
-	return ch, nil
+	return ch, err
 }
 
 // config returns the config in force.

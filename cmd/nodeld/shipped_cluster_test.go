@@ -19,6 +19,9 @@ func TestShippedClusterConfigs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The files' ports are fixed: a second run of this test (another
+	// go test process on the machine) waits for this one, not collides.
+	holdPorts(t, shippedPorts...)
 	startEcho(t, "127.0.0.1:8081")
 	startEcho(t, "127.0.0.1:8082")
 	nodes := map[string]*proc{}
@@ -55,6 +58,10 @@ func TestShippedClusterConfigs(t *testing.T) {
 		}
 	}
 }
+
+// shippedPorts are every port configs/cluster binds: admin, mesh, role
+// ports, and the model servers the test starts.
+var shippedPorts = []int{9465, 9466, 9467, 7401, 7402, 7403, 8091, 8092, 8093, 8081, 8082}
 
 // startInDir runs nodeld on a config file as it is, from dir.
 func startInDir(t *testing.T, dir, cfgPath string) *proc {

@@ -11,7 +11,7 @@ import (
 // places it again.
 func TestPrintStatusCapped(t *testing.T) {
 	dec := strings.Repeat("ab", 32)
-	st := &statusDoc{Controller: &operator.ControllerDoc{
+	st := &operator.StatusDoc{Controller: &operator.ControllerDoc{
 		TargetsByLiveness: map[string]int{}, PlacementsByLife: map[string]int{"lost": 1},
 		Capped: []operator.CappedDoc{{DecisionID: dec, Workload: "chat", Node: "n-abc", Moves: 5}},
 	}}

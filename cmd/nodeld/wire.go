@@ -8,6 +8,7 @@ import (
 	"github.com/nodeld/nodeld/internal/config"
 	"github.com/nodeld/nodeld/internal/mesh"
 	"github.com/nodeld/nodeld/internal/meshproxy"
+	"github.com/nodeld/nodeld/internal/operator"
 	"github.com/nodeld/nodeld/internal/proxy"
 	"github.com/nodeld/nodeld/internal/runner"
 	"github.com/nodeld/nodeld/internal/table"
@@ -158,69 +159,23 @@ func (a adoptedSlots) RegisterLocal(role, base, model, api, runtime string) (run
 
 // status assembles /v1/status from the components' own snapshots.
 func (n *node) status() any {
-	n.mu.Lock()
-	cfg, lastErr := n.cfg, n.lastErr
-	n.mu.Unlock()
-	var st statusDoc
-	st.NodeID = n.id.ID()
-	st.Name = cfg.Node.Name
-	st.PublicKey = n.id.PublicKeyHex()
-	st.Version = buildVersion()
-	st.StartedAt = n.started.UTC().Format(time.RFC3339)
-	st.UptimeSeconds = time.Since(n.started).Seconds()
-	st.Ready, _ = n.admin.Ready()
-	st.Chain.Path = n.chain.Path()
-	st.Chain.Entries = n.chain.Entries()
-	st.Chain.Seq, st.Chain.Hash = n.chain.Head()
-	st.Config.Path = n.cfgPath
-	st.Config.LastReloadSuccessful = lastErr == ""
-	st.Config.LastReloadError = lastErr
-
-	snap := n.table.Snapshot()
-	st.Table = tableDoc{Generation: snap.Generation, Roles: snap.Roles, Hosts: snap.Hosts}
-	byRole := make(map[string]table.RoleSnapshot, len(snap.Roles))
-	for _, r := range snap.Roles {
-		byRole[r.Role] = r
-	}
-	for _, r := range cfg.Inference.Roles {
-		rd := roleDoc{Name: r.Name, Listen: r.Listen, Exposed: r.Expose}
-		if addr, ok := n.proxy.Addr(r.Name); ok {
-			rd.Listen = addr.String()
-		}
-		rd.Inflight, rd.Concurrency = n.proxy.Inflight(r.Name)
-		if rs, ok := byRole[r.Name]; ok && rs.Resolved != nil {
-			switch rs.Resolved.Kind {
-			case table.TargetLocal:
-				rd.Resolved = "local " + rs.Resolved.Base
-			case table.TargetRemote:
-				rd.Resolved = "remote " + rs.Resolved.NodeID
-				rd.WaitingForLink = rs.Resolved.WaitingForLink
-			}
-		}
-		st.Roles = append(st.Roles, rd)
+	src := operator.StatusSources{
+		NodeID: n.id.ID(), PublicKey: n.id.PublicKeyHex(), Version: buildVersion(), ConfigPath: n.cfgPath, Started: n.started,
+		Config: func() (*config.Config, string) {
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			return n.cfg, n.lastErr
+		},
+		Ready:      func() bool { ok, _ := n.admin.Ready(); return ok },
+		Chain:      n.chain,
+		Table:      n.table,
+		Roles:      n.proxy,
+		Host:       n.host,
+		Instances:  n.adopter,
+		Controller: n.router.ControllerStatus,
 	}
 	if n.mesh != nil {
-		st.Mesh = &meshDoc{Listen: n.mesh.Addr().String()}
-		for _, p := range n.mesh.Status() {
-			st.Mesh.Peers = append(st.Mesh.Peers, peerDoc{
-				Name: p.Name, ID: p.ID, Addr: p.Addr, State: p.State, Tier: p.Tier, PinnedFrom: p.PinnedFrom,
-				RTTMillis: float64(p.RTT.Microseconds()) / 1000, LastError: p.LastError, RefusedKey: p.RefusedKey,
-			})
-		}
+		src.Mesh = n.mesh
 	}
-	hs := n.host.Status()
-	st.Host = &hs
-	st.Controller = n.router.ControllerStatus() // nil without a controller
-	for _, in := range n.adopter.Status() {
-		d := instanceDoc{
-			Role: in.Role, Kind: in.Kind, URL: in.URL, Model: in.Model,
-			Health: string(in.Health), Serving: in.Serving, LastError: in.LastError,
-			Discovered: in.Discovered,
-		}
-		if !in.LastProbe.IsZero() {
-			d.LastProbe = in.LastProbe.UTC().Format(time.RFC3339)
-		}
-		st.Instances = append(st.Instances, d)
-	}
-	return &st
+	return operator.NodeStatus(src, time.Now())
 }

@@ -2,7 +2,9 @@
 // file of JSON lines, one entry per line, each carrying the hash of the
 // one before and the node key's signature over its own hash, opened by a
 // genesis entry that names the key. It also holds the Recorder, which
-// bounds what remote parties can make the chain record.
+// bounds what remote parties can make the chain record, and OpenNode, the
+// daemon's open that chains its own recovery (a torn tail cut, a broken
+// chain archived on reset).
 //
 // # Invariants
 //

@@ -8,7 +8,8 @@
 // error); Dial is the client. Router is the daemon's Backend: per-node verbs
 // go to the dispatcher (Backend), the controller's verbs to a Controller
 // (*plane.Controller); ControllerStatus is the controller's part of
-// /v1/status. docs/internals.md has the long story.
+// /v1/status, and NodeStatus assembles the whole document from what it
+// reads through StatusSources. docs/internals.md has the long story.
 //
 // # Invariants
 //

@@ -3,8 +3,10 @@
 package operator
 
 import (
+	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -38,5 +40,46 @@ func TestOperatorRefusesInstancePeer(t *testing.T) {
 	}
 	if c := <-asked; c.pid != os.Getpid() || c.uid != uint32(os.Getuid()) {
 		t.Errorf("RefusePeer asked about %+v, want this process (%d, uid %d)", c, os.Getpid(), os.Getuid())
+	}
+}
+
+// A refusal written and the connection closed before the client's request
+// was written (the server refuses a peer before it reads): the client
+// gets the refusal, not the write's broken pipe. The server below does
+// exactly that, and finishes before the client writes.
+func TestDialReadsRefusalSentBeforeRequest(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.sock")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	want := Response{Class: ClassError, Code: CodeForbidden, Reason: "a placed instance may not use the operator socket"}
+	served := make(chan error, 1)
+	go func() {
+		conn, err := ln.Accept()
+		if err != nil {
+			served <- err
+			return
+		}
+		writeResponse(conn, want)
+		served <- conn.Close()
+	}()
+	conn, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := <-served; err != nil {
+		t.Fatal(err)
+	}
+	// The request is larger than the socket's buffers: its write fails
+	// whatever the kernel lets a closed peer's socket take.
+	got, err := exchange(conn, Request{Verb: VerbDescribe, Node: strings.Repeat("x", MaxOperatorRequestBytes/2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("response (-want +got):\n%s", diff)
 	}
 }

@@ -458,6 +458,14 @@ func Dial(ctx context.Context, socketPath string, req Request) (Response, error)
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
 	defer stop()
+	return exchange(conn, req)
+}
+
+// exchange writes req on conn and reads the answer. A server that refuses
+// the peer answers and closes before it reads the request, so the write
+// may fail (EPIPE) with the refusal already waiting: it is read all the
+// same, and the write's error is reported only when there is no answer.
+func exchange(conn net.Conn, req Request) (Response, error) {
 	b, err := json.Marshal(req)
 	if err != nil {
 		return Response{}, fmt.Errorf("encode operator request: %w", err)
@@ -465,11 +473,12 @@ func Dial(ctx context.Context, socketPath string, req Request) (Response, error)
 	if len(b) > MaxOperatorRequestBytes {
 		return Response{}, fmt.Errorf("operator request of %d bytes exceeds %d", len(b), MaxOperatorRequestBytes)
 	}
-	if _, err := conn.Write(append(b, '\n')); err != nil {
-		return Response{}, fmt.Errorf("write operator request: %w", err)
-	}
+	_, werr := conn.Write(append(b, '\n'))
 	line, err := readLine(bufio.NewReaderSize(conn, 64<<10), MaxOperatorResponseBytes)
 	if err != nil {
+		if werr != nil {
+			return Response{}, fmt.Errorf("write operator request: %w", werr)
+		}
 		return Response{}, fmt.Errorf("read operator response: %w", err)
 	}
 	var resp Response

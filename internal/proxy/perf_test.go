@@ -1,8 +1,10 @@
 package proxy
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -131,8 +133,12 @@ func FuzzCompletionTokens(f *testing.F) {
 }
 
 // perfUpstream answers completions with a usage report, streamed when
-// asked; "fail" in the body gets a 500.
-func perfUpstream(t *testing.T, tokens int) *httptest.Server {
+// asked; "fail" in the body gets a 500. A stream's first event is sent
+// alone; the rest waits for a receive on release (the client has read the
+// first event, so the proxy has forwarded it), then 15ms of generation:
+// however late a loaded machine lets the proxy read the first event, the
+// generation window it measures is at least 15ms.
+func perfUpstream(t *testing.T, tokens int, release <-chan struct{}) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var body bytes.Buffer
 		_, _ = body.ReadFrom(r.Body)
@@ -147,6 +153,11 @@ func perfUpstream(t *testing.T, tokens int) *httptest.Server {
 			w.Header().Set("Content-Type", "text/event-stream")
 			_, _ = w.Write([]byte("data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n"))
 			w.(http.Flusher).Flush()
+			select {
+			case <-release:
+			case <-r.Context().Done():
+				return
+			}
 			time.Sleep(15 * time.Millisecond) // generation time between first and last byte
 			_, _ = w.Write([]byte("data: {\"choices\":[]," + usage + "}\n\ndata: [DONE]\n\n"))
 		default:
@@ -161,14 +172,15 @@ func perfUpstream(t *testing.T, tokens int) *httptest.Server {
 
 func TestLocalPerf(t *testing.T) {
 	h := startProxy(t, Config{Roles: []RoleConfig{{Name: "chat", Listen: "127.0.0.1:0"}, {Name: "embed", Listen: "127.0.0.1:0"}}}, Deps{})
-	up := perfUpstream(t, 64)
+	release := make(chan struct{})
+	up := perfUpstream(t, 64, release)
 	h.resolver.set("chat", table.Target{Kind: table.TargetLocal, Base: up.URL, Model: "m"})
 	if got := h.p.LocalPerf(1); len(got) != 0 {
 		t.Fatalf("LocalPerf before any request = %+v", got)
 	}
 	for i := range 4 {
-		if res, _ := h.post("chat", "/v1/chat/completions", `{"model":"m","stream":true}`); res.StatusCode != 200 {
-			t.Fatalf("stream %d: %d", i, res.StatusCode)
+		if code := postStream(t, h, release); code != 200 {
+			t.Fatalf("stream %d: %d", i, code)
 		}
 		if res, _ := h.post("chat", "/v1/completions", `{"model":"m"}`); res.StatusCode != 200 {
 			t.Fatalf("one-shot %d: %d", i, res.StatusCode)
@@ -216,6 +228,29 @@ func TestLocalPerf(t *testing.T) {
 	if diff := cmp.Diff([]string{"chat"}, roles(got)); diff != "" || got[0].TTFBSamples != 1 {
 		t.Errorf("after the new instance's first request: %+v", got)
 	}
+}
+
+// postStream posts a streamed chat completion to the chat role, reads its
+// first event, lets the upstream go on (release), and reads the rest.
+func postStream(t *testing.T, h *harness, release chan<- struct{}) int {
+	t.Helper()
+	res, err := http.Post(h.url("chat")+"/v1/chat/completions", "application/json", strings.NewReader(`{"model":"m","stream":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != 200 {
+		return res.StatusCode
+	}
+	br := bufio.NewReader(res.Body)
+	if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "data: ") {
+		t.Fatalf("first event: %q, %v", line, err)
+	}
+	release <- struct{}{}
+	if _, err := io.Copy(io.Discard, br); err != nil {
+		t.Fatal(err)
+	}
+	return res.StatusCode
 }
 
 func roles(rps []RolePerf) []string {
