@@ -272,8 +272,18 @@ func TestEvictUnifiedPool(t *testing.T) {
 		Nodes: []EvictNode{{ID: "mac", Unified: true, Capacity: Resources{HostBytes: 16 * gib},
 			Used: Resources{HostBytes: 6 * gib, AccelBytes: 6 * gib}}},
 		Residents: []Resident{
-			func() Resident { r := idleRes("big", "B", "mac", 4*gib); r.Declared.AccelBytes = 4 * gib; r.EvictCost = 40; return r }(),
-			func() Resident { r := idleRes("gpu", "G", "mac", 0); r.Declared.AccelBytes = 2 * gib; r.EvictCost = 20; return r }(),
+			func() Resident {
+				r := idleRes("big", "B", "mac", 4*gib)
+				r.Declared.AccelBytes = 4 * gib
+				r.EvictCost = 40
+				return r
+			}(),
+			func() Resident {
+				r := idleRes("gpu", "G", "mac", 0)
+				r.Declared.AccelBytes = 2 * gib
+				r.EvictCost = 20
+				return r
+			}(),
 		},
 	}
 	ev, err := Evict(r)
