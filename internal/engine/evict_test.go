@@ -145,6 +145,13 @@ func TestEvictRules(t *testing.T) {
 			with(idleRes("c", "C", "n1", 2*gib), func(r *Resident) { r.EvictCost = 30 })),
 		want: evictSummary{Outcome: EvictChosen, Node: "n1", Evict: []string{"b", "c"}, Keeps: map[string]KeepCode{}},
 	}, {
+		name: "one dearer one rather than two cheaper ones that cost more together",
+		give: evictReq([]string{"n1"},
+			with(idleRes("a", "A", "n1", 2*gib), func(r *Resident) { r.EvictCost = 10 }),
+			with(idleRes("b", "B", "n1", 2*gib), func(r *Resident) { r.EvictCost = 11 }),
+			with(idleRes("c", "C", "n1", 4*gib), func(r *Resident) { r.EvictCost = 12 })),
+		want: evictSummary{Outcome: EvictChosen, Node: "n1", Evict: []string{"c"}, Keeps: map[string]KeepCode{}},
+	}, {
 		name: "equal cost: fewer instances, then ids first",
 		give: evictReq([]string{"n1"},
 			with(idleRes("d", "D", "n1", 4*gib), func(r *Resident) { r.EvictCost = 60 }),
