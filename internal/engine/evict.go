@@ -241,13 +241,13 @@ type EvictPolicy struct {
 
 // Defaults of EvictPolicy.
 const (
-	DefaultEvictGrace      = 5 * time.Second
+	DefaultEvictGrace      = 2 * time.Second
 	DefaultEvictPatience   = 30 * time.Second
 	DefaultRecencyHalfLife = 5 * time.Minute
 	DefaultUnmeasuredLoad  = 30 * time.Second
 )
 
-// DefaultEvictPolicy returns the default weights: a 5 s grace, a 30 s
+// DefaultEvictPolicy returns the default weights: a 2 s grace, a 30 s
 // patience (well inside on_demand.max_wait's 2 m default, leaving room for
 // a load), a 5 minute recency half-life (idle_after's default) and 30 s
 // for an unmeasured load.

@@ -100,7 +100,7 @@ func TestEvictRules(t *testing.T) {
 	}, {
 		name: "a recent request keeps it for the grace",
 		give: evictReq([]string{"n1"}, with(idleRes("a", "A", "n1", 8*gib), func(r *Resident) { r.LastRequest = t0.Add(-time.Second) })),
-		want: evictSummary{Outcome: EvictCannot, Reason: CannotBusy, RetryAt: t0.Add(4 * time.Second),
+		want: evictSummary{Outcome: EvictCannot, Reason: CannotBusy, RetryAt: t0.Add(DefaultEvictGrace - time.Second),
 			Keeps: map[string]KeepCode{"a": KeepRecentRequest}},
 	}, {
 		name: "past the patience a recent request no longer keeps it",
@@ -114,6 +114,7 @@ func TestEvictRules(t *testing.T) {
 		name: "the grace ends at the patience",
 		give: func() EvictRequest {
 			r := evictReq([]string{"n1"}, with(idleRes("a", "A", "n1", 8*gib), func(r *Resident) { r.LastRequest = t0.Add(-time.Second) }))
+			r.Policy.Grace = 10 * time.Second
 			r.DemandSince = t0.Add(-DefaultEvictPatience + 2*time.Second)
 			return r
 		}(),
