@@ -268,8 +268,10 @@ func TestEvictSwapsFewerThanFCFS(t *testing.T) {
 	for i, m := range trace {
 		loops[i%2] = append(loops[i%2], m)
 	}
+	// A client takes a second between an answer and its next request:
+	// inside the grace, so the loaded model serves it before a swap.
 	base := simConfig{clients: loops[:], load: 10 * time.Second, serve: 500 * time.Millisecond,
-		think: 50 * time.Millisecond, minRes: time.Second}
+		think: time.Second, minRes: time.Second}
 
 	ours := base
 	ours.policy = DefaultEvictPolicy()
