@@ -15,7 +15,7 @@ import (
 //	decision: NOT NEEDED: fits on <node> via <variant>
 //	decision: EVICT <n> on <node> via <variant>, cost <d>
 //	decision: CANNOT FIT (<reason>)[, retry at <time>]
-//	node <rank>. <node> via <variant>: <verdict>[ need host <b> accel <b>][: evict <ids> cost <d> (exact|greedy)]
+//	node <rank>. <node> via <variant>: <verdict>[ <ids>, cost <d> (exact|greedy)][; to free host <b> accel <b> bytes, evictable instances free host <b> accel <b>]
 //	  evict <id> (<kind>/<workload>) on <node>: cost <d> (evict_cost <n>s | load <d>, idle <d>)
 //	  keep <id> (<kind>/<workload>) on <node>: <code>[: why]
 //	  spare <id> (<kind>/<workload>) on <node>: cost <d>, not needed
@@ -44,26 +44,26 @@ func (e Eviction) Lines() []string {
 		b.WriteString(n.Variant)
 		b.WriteString(": ")
 		b.WriteString(string(n.Verdict))
-		if n.Need != (Resources{}) {
-			b.WriteString(" need host ")
-			b.WriteString(strconv.FormatUint(n.Need.HostBytes, 10))
-			b.WriteString(" accel ")
-			b.WriteString(strconv.FormatUint(n.Need.AccelBytes, 10))
-			b.WriteString(" bytes, evictable frees host ")
-			b.WriteString(strconv.FormatUint(n.Freeable.HostBytes, 10))
-			b.WriteString(" accel ")
-			b.WriteString(strconv.FormatUint(n.Freeable.AccelBytes, 10))
-		}
 		if n.Verdict == NodeEvict {
-			b.WriteString(": evict ")
+			b.WriteString(" ")
 			b.WriteString(strings.Join(n.Set, ", "))
-			b.WriteString(" cost ")
+			b.WriteString(", cost ")
 			b.WriteString(dur(n.Cost))
 			if n.Exact {
 				b.WriteString(" (exact)")
 			} else {
 				b.WriteString(" (greedy)")
 			}
+		}
+		if n.Need != (Resources{}) {
+			b.WriteString("; to free host ")
+			b.WriteString(strconv.FormatUint(n.Need.HostBytes, 10))
+			b.WriteString(" accel ")
+			b.WriteString(strconv.FormatUint(n.Need.AccelBytes, 10))
+			b.WriteString(" bytes, evictable instances free host ")
+			b.WriteString(strconv.FormatUint(n.Freeable.HostBytes, 10))
+			b.WriteString(" accel ")
+			b.WriteString(strconv.FormatUint(n.Freeable.AccelBytes, 10))
 		}
 		lines = append(lines, b.String())
 	}
