@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"strings"
 	"time"
@@ -44,9 +45,10 @@ import (
 // least total cost that makes the workload fit; ties go to fewer
 // instances, then to the set whose instance ids, sorted, come first. The
 // search is exact over every subset when a node has at most EvictExactMax
-// evictable instances; beyond, greedy (add the instance with the least
-// cost per byte still needed, then drop any the fit does not need, the
-// dearest first), which frees enough but may cost more than the least.
+// evictable instances (and their sums cannot overflow); beyond, greedy
+// (add the instance with the least cost per byte still needed, then drop
+// any the fit does not need, the dearest first), which frees enough but
+// may cost more than the least.
 // Among the targets, the best tier wins (as in Place: an eviction never
 // sends a workload to an emulated route while a native one can be made
 // to fit), then the least cost (a node that fits without evicting costs
@@ -649,8 +651,9 @@ func evictOnNode(t EvictTarget, n *EvictNode, all []ResidentVerdict, idx []int, 
 	})
 	var set []int
 	if len(cands) <= EvictExactMax {
-		set, nr.Exact = exactSet(cands, all, need, n.Unified), true
-	} else {
+		set, nr.Exact = exactSet(cands, all, need, n.Unified)
+	}
+	if !nr.Exact {
 		set = greedySet(cands, all, need, n.Unified)
 	}
 	slices.Sort(set) // the order of Residents: node rank, then id
@@ -664,21 +667,35 @@ func evictOnNode(t EvictTarget, n *EvictNode, all []ResidentVerdict, idx []int, 
 
 // exactSet tries every subset of cands and returns the one that covers
 // need at the least cost, then with the fewest instances, then whose ids
-// sorted come first.
-func exactSet(cands []int, all []ResidentVerdict, need pools, unified bool) []int {
+// sorted come first. It walks the subsets in Gray code order, each one
+// instance in or out from the last, so a subset costs a few additions;
+// ok is false when the sums could overflow (the caller goes greedy).
+func exactSet(cands []int, all []ResidentVerdict, need pools, unified bool) (set []int, ok bool) {
 	k := len(cands)
-	bestMask, bestCost, bestN := uint32(0), time.Duration(0), 0
-	for mask := uint32(1); mask < 1<<k; mask++ {
-		var freed pools
-		var cost time.Duration
-		n := 0
-		for b := 0; b < k; b++ {
-			if mask&(1<<b) != 0 {
-				v := &all[cands[b]]
-				freed = freed.plus(poolsOf(v.Declared, unified))
-				cost = satDur(cost, v.Cost)
-				n++
-			}
+	var frees [EvictExactMax]pools
+	var costs [EvictExactMax]time.Duration
+	var total pools
+	var totalCost time.Duration
+	for b, i := range cands {
+		frees[b], costs[b] = poolsOf(all[i].Declared, unified), all[i].Cost
+		total, totalCost = total.plus(frees[b]), satDur(totalCost, costs[b])
+	}
+	if total[0] == math.MaxUint64 || total[1] == math.MaxUint64 || totalCost == math.MaxInt64 {
+		return nil, false
+	}
+	var (
+		mask, bestMask uint32
+		freed          pools
+		cost, bestCost time.Duration
+		n, bestN       int
+	)
+	for g := uint32(1); g < 1<<k; g++ {
+		b := bits.TrailingZeros32(g)
+		mask ^= 1 << b
+		if mask&(1<<b) != 0 {
+			freed[0], freed[1], cost, n = freed[0]+frees[b][0], freed[1]+frees[b][1], cost+costs[b], n+1
+		} else {
+			freed[0], freed[1], cost, n = freed[0]-frees[b][0], freed[1]-frees[b][1], cost-costs[b], n-1
 		}
 		if !freed.covers(need) {
 			continue
@@ -688,13 +705,12 @@ func exactSet(cands []int, all []ResidentVerdict, need pools, unified bool) []in
 			bestMask, bestCost, bestN = mask, cost, n
 		}
 	}
-	var set []int
 	for b := 0; b < k; b++ {
 		if bestMask&(1<<b) != 0 {
 			set = append(set, cands[b])
 		}
 	}
-	return set
+	return set, true
 }
 
 func maskIDs(mask uint32, cands []int, all []ResidentVerdict) []string {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -419,5 +420,29 @@ func TestEvictTargets(t *testing.T) {
 	}
 	if req.Variants[0].Resources.AccelBytes != 6*gib {
 		t.Error("EvictTargets modified its request")
+	}
+}
+
+// BenchmarkEvict is the worst case of the exact search: three nodes, each
+// with EvictExactMax evictable instances of distinct costs and a need
+// that takes several of them.
+func BenchmarkEvict(b *testing.B) {
+	var residents []Resident
+	for _, n := range []string{"n1", "n2", "n3"} {
+		for i := range EvictExactMax {
+			res := idleRes(fmt.Sprintf("%s-%02d", n, i), fmt.Sprintf("W%d", i), n, gib/2+uint64(i)*gib/8)
+			res.LoadTime = time.Duration(i+1) * time.Second
+			residents = append(residents, res)
+		}
+	}
+	r := evictReq([]string{"n1", "n2", "n3"}, residents...)
+	for i := range r.Nodes {
+		r.Nodes[i].Capacity.HostBytes = r.Nodes[i].Used.HostBytes
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if ev, err := Evict(r); err != nil || ev.Outcome != EvictChosen {
+			b.Fatal(ev.Outcome, err)
+		}
 	}
 }
