@@ -356,7 +356,7 @@ func TestEvictExplains(t *testing.T) {
 		"node 1. n1 via cpu: evict a-n1, cost 15s (exact); to free host 4294967296 accel 0 bytes, evictable instances free host 4294967296 accel 0",
 		"node 2. n2 via cpu: busy; to free host 4294967296 accel 0 bytes, evictable instances free host 0 accel 0",
 		"  evict a-n1 (inference/A) on n1: cost 15s (load 10s, idle 5m0s)",
-		"  keep b-n1 (inference/B) on n1: in_flight: 3 requests in flight",
+		"  keep b-n1 (inference/B) on n1: in_flight: 3 in flight",
 		"  keep c-n1 (inference/C) on n1: not_on_demand: its workload is not on demand",
 		"  keep d-n2 (inference/D) on n2: min_residency: ready 10s ago, min_residency 30s",
 	}

@@ -98,7 +98,7 @@ func (v *ResidentVerdict) costWhy() string {
 func (v *ResidentVerdict) keepWhy() string {
 	switch v.Keep {
 	case KeepInFlight:
-		return ": " + strconv.Itoa(v.inFlight) + " requests in flight"
+		return ": " + strconv.Itoa(v.inFlight) + " in flight"
 	case KeepMinResidency:
 		return ": ready " + dur(v.since) + " ago, min_residency " + dur(v.minRes)
 	case KeepRecentRequest:
