@@ -93,7 +93,7 @@ func Evict(r EvictRequest) (Eviction, error) {
 
 	best := -1
 	for k, t := range r.Targets {
-		nr := evictOnNode(t, nodes[t.Node], ev.Residents, byNode[k], r.Now)
+		nr := evictOnNode(t, nodes[t.Node], ev.Residents, byNode[k])
 		nr.Rank = k + 1
 		ev.Nodes = append(ev.Nodes, nr)
 		if nr.Verdict != NodeFits && nr.Verdict != NodeEvict {
@@ -588,7 +588,7 @@ func (p pools) plus(q pools) pools { return pools{satAdd(p[0], q[0]), satAdd(p[1
 
 // evictOnNode finds what target t needs on node n, and the cheapest set
 // of the residents at idx (indices into all) that frees it.
-func evictOnNode(t EvictTarget, n *EvictNode, all []ResidentVerdict, idx []int, now time.Time) EvictNodeResult {
+func evictOnNode(t EvictTarget, n *EvictNode, all []ResidentVerdict, idx []int) EvictNodeResult {
 	nr := EvictNodeResult{Node: t.Node, Variant: t.Variant}
 	demand := poolsOf(t.Demand, n.Unified)
 	capacity := pools{n.Capacity.HostBytes, n.Capacity.AccelBytes}
