@@ -6,6 +6,8 @@
 // capability vocabulary it uses rather than redefines. Phase A rejects
 // every node that fails a hard constraint, each with a stable Code; phase B
 // scores the survivors and ranks them by tier, then score, then node id.
+// Evict, as pure, chooses the cheapest idle on-demand instances to unload
+// when no node has room for a demanded workload by declared resources.
 //
 // # Invariants
 //
@@ -21,6 +23,9 @@
 //     or prefer/avoid never reorders Candidates and a pin never overrides a
 //     constraint. Nothing fitting is a Decision with a nil Chosen, not an
 //     error.
+//   - Evict never chooses an instance in flight, inside min_residency,
+//     starting, or not on demand, and leaves no node with more declared
+//     memory than its capacity.
 //
 // # Concurrency
 //
