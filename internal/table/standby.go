@@ -202,6 +202,25 @@ func (s *standbys) pruneStandbysLocked(now time.Time) {
 	}
 }
 
+// retainStandbys drops node's standbys of the roles not in roles: a round
+// is whole, so a standby it no longer names was withdrawn (the controller
+// no longer offers the role to this node). A link lost keeps them for
+// their TTL: a controller that restarts is asked again once it is back.
+func (s *standbys) retainStandbys(node string, roles []string) {
+	s.c.mu.Lock()
+	defer s.c.mu.Unlock()
+	for role, per := range s.peer {
+		if _, ok := per[node]; !ok || slices.Contains(roles, role) {
+			continue
+		}
+		delete(per, node)
+		s.n--
+		if len(per) == 0 {
+			delete(s.peer, role)
+		}
+	}
+}
+
 // SetOwnStandbys replaces the standbys of this node's own controller (its
 // table is told in memory, not by advertisement). They count until
 // replaced. A change wakes the subscribers (the mesh's advert loop), as a
