@@ -23,6 +23,7 @@ import (
 	"github.com/nodeld/nodeld/internal/admin"
 	"github.com/nodeld/nodeld/internal/chain"
 	"github.com/nodeld/nodeld/internal/config"
+	"github.com/nodeld/nodeld/internal/demand"
 	"github.com/nodeld/nodeld/internal/dispatch"
 	"github.com/nodeld/nodeld/internal/facts"
 	"github.com/nodeld/nodeld/internal/host"
@@ -288,6 +289,10 @@ type node struct {
 	operator  *operator.Server
 	admin     *admin.Server
 
+	// demand: standbys, the hold plug, the demand call (demandwire.go).
+	demand    *demand.Node
+	demandCtl *lateDemand
+
 	mu      sync.Mutex // guards cfg, lastErr
 	cfg     *config.Config
 	lastErr string
@@ -358,11 +363,12 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 	if err := n.table.Register(d.reg); err != nil {
 		return nil, err
 	}
+	adv := newDemandAdvertiser(n, d)
 	if cfg.Mesh.Listen != "" {
 		n.mesh, err = mesh.New(meshConfig(cfg), mesh.Deps{
 			Identity:   d.id,
 			DataDir:    cfg.Node.DataDir,
-			Table:      n.table,
+			Table:      adv,
 			Audit:      d.chain,
 			Recorder:   n.rec,
 			Logger:     d.log.Named("mesh"),
@@ -388,7 +394,11 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 		}
 		l.mesh = n.mesh
 	}
+	if n.demand, err = newDemand(n, cfg, d, adv); err != nil {
+		return nil, err
+	}
 
+	// TODO(lead): once hold is merged, set pdeps.Holds = n.demand.Holds.
 	pdeps := proxy.Deps{
 		Resolver:   n.table,
 		Ports:      n.table,
@@ -456,6 +466,7 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 		if n.ctrl, err = newController(n, cfg, d, rev); err != nil {
 			return nil, err
 		}
+		n.bindDemand()
 	}
 	rdeps := operator.RouterDeps{
 		Dispatcher: n.dispatch, NodeID: d.id.ID(), ResolveNode: n.resolveRef, PeerNames: n.peerNames,
@@ -606,7 +617,7 @@ type namedComponent struct {
 // components are what run starts besides the proxy and supervise, which
 // it orders itself.
 func (n *node) components() []namedComponent {
-	cs := []namedComponent{{n.admin, "admin"}, {n.adopter, "adopter"}, {n.operator, "operator"}, {n.host, "host"}, {n.rec, "recorder"}}
+	cs := []namedComponent{{n.admin, "admin"}, {n.adopter, "adopter"}, {n.operator, "operator"}, {n.host, "host"}, {n.rec, "recorder"}, {n.demand, "demand"}}
 	if n.mesh != nil {
 		cs = append(cs, namedComponent{n.mesh, "mesh"})
 	}
