@@ -58,7 +58,9 @@ func (n *node) bindDemand() {
 // lateDemand is the controller's demand side as the advertiser and the
 // demand server see it: none until bindDemand (the mesh, which the
 // advertiser feeds, is built before the controller).
-type lateDemand struct{ c atomic.Pointer[demand.Controller] }
+type lateDemand struct {
+	c atomic.Pointer[demand.Controller]
+}
 
 var errNoOnDemand = errors.New("this controller offers no on-demand workloads")
 
