@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -69,6 +70,11 @@ func TestDemandWiring(t *testing.T) {
 	waitFor(t, "b to hold chat's standby", func() bool { return len(b.n.table.Standbys("chat")) == 1 })
 	if w, ok := b.n.demand.Holds.Expect("chat"); !ok || w != time.Minute {
 		t.Fatalf("Expect(chat) = %v, %v", w, ok)
+	}
+	var out strings.Builder
+	printStatus(&out, b.n.status().(*statusDoc))
+	if want := "cold (on demand from " + idA + ")"; !strings.Contains(out.String(), want) {
+		t.Fatalf("nodeld status does not show %q:\n%s", want, out.String())
 	}
 	b.n.demand.Holds.Want("chat")
 	<-dd.got

@@ -73,6 +73,12 @@ type roleDoc struct {
 	Inflight       int  `json:"inflight"`
 	Concurrency    int  `json:"concurrency"`
 	Exposed        bool `json:"exposed"`
+
+	// OnDemand, with no route: the state (cold, starting, ...) of the
+	// on-demand workload OnDemandFrom (a controller's node id) can start
+	// for this node; a request is held for it, not refused.
+	OnDemand     string `json:"on_demand,omitempty"`
+	OnDemandFrom string `json:"on_demand_from,omitempty"`
 }
 
 // instanceDoc is one adopted instance, configured or discovered.

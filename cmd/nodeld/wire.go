@@ -195,6 +195,9 @@ func (n *node) status() any {
 				rd.WaitingForLink = rs.Resolved.WaitingForLink
 			}
 		}
+		if sbs := n.table.Standbys(r.Name); rd.Resolved == "" && len(sbs) > 0 {
+			rd.OnDemand, rd.OnDemandFrom = sbs[0].State, sbs[0].Controller
+		}
 		st.Roles = append(st.Roles, rd)
 	}
 	if n.mesh != nil {
