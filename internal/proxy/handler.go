@@ -128,6 +128,9 @@ func (h *roleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.refuse(w, r, role, routeNone, TooLargeError(set.MaxBodyBytes))
 		return
 	}
+	if p.answerStandbyModels(w, r, role) { // a cold on-demand role lists its model
+		return
+	}
 	target, hold, ok := p.resolveHeld(role)
 	// Given back once the exchange has ended (cut streams included): a
 	// stop of the local instance waits for it before stopping the process.
