@@ -141,7 +141,7 @@ func (c *consumer) start(t *testing.T, clock func() time.Time, peers ...mesh.Pee
 	c.n.Start(peers...)
 	var err error
 	c.dem, err = New(Deps{Key: c.n.Ident.PrivateKey(), Table: c.n.Table, Mesh: c.n.Mesh, Logger: c.n.Logger,
-		Registerer: c.reg, Now: clock})
+		Registerer: c.reg, Now: clock, WindowNow: clock})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,8 +39,12 @@ type Deps struct {
 	Recorder   Recorder
 	Logger     *zap.Logger
 	Registerer prometheus.Registerer
-	// Now is the clock; nil means time.Now.
+	// Now is the clock of signed times (a call's issue and expiry, their
+	// checks); nil means time.Now. The daemon's is the workload.ctl clock.
 	Now func() time.Time
+	// WindowNow is the clock of the coalescing windows and the token
+	// buckets; nil means time.Now. Tests step it.
+	WindowNow func() time.Time
 }
 
 // Node is a node's demand side: the Client and Holds every node has, the
@@ -62,24 +66,27 @@ func New(deps Deps) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	log, now := deps.Logger, deps.Now
+	log, now, window := deps.Logger, deps.Now, deps.WindowNow
 	if log == nil {
 		log = zap.NewNop()
 	}
 	if now == nil {
 		now = time.Now
 	}
+	if window == nil {
+		window = time.Now
+	}
 	n := &Node{adv: deps.Advertiser}
 	n.Client = &Client{key: deps.Key, self: selfID(deps.Key), mesh: deps.Mesh, met: met, now: now}
 	if deps.Controller != nil {
 		n.Server, err = newServer(ServerDeps{Key: deps.Key, Source: deps.Controller, Handler: deps.Controller,
-			Recorder: deps.Recorder, Logger: log, Now: now}, met)
+			Recorder: deps.Recorder, Logger: log, Now: now, WindowNow: window}, met)
 		if err != nil {
 			return nil, err
 		}
 		n.Client.local = n.Server
 	}
-	n.Holds = &Holds{tbl: deps.Table, call: n.Client, log: log, now: now, roles: make(map[string]*roleCalls)}
+	n.Holds = &Holds{tbl: deps.Table, call: n.Client, log: log, now: window, roles: make(map[string]*roleCalls)}
 	return n, nil
 }
 

@@ -78,8 +78,11 @@ type ServerDeps struct {
 	// Recorder chains refusals; nil only counts and logs them.
 	Recorder Recorder
 	Logger   *zap.Logger
-	// Now is the clock; nil means time.Now.
+	// Now is the clock of signed times (lifetimes, nonces); nil means
+	// time.Now.
 	Now func() time.Time
+	// WindowNow is the clock of the token buckets; nil means time.Now.
+	WindowNow func() time.Time
 }
 
 // Server is the controller side of the demand call.
@@ -91,6 +94,7 @@ type Server struct {
 	rec    Recorder
 	log    *zap.Logger
 	now    func() time.Time
+	window func() time.Time
 	met    *metrics
 	nonces *ctl.PeerNonceGuard
 
@@ -114,7 +118,7 @@ func newServer(deps ServerDeps, met *metrics) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{key: deps.Key, self: identity.NodeID(deps.Key.Public().(ed25519.PublicKey)),
-		src: deps.Source, h: deps.Handler, rec: deps.Recorder, log: deps.Logger, now: deps.Now,
+		src: deps.Source, h: deps.Handler, rec: deps.Recorder, log: deps.Logger, now: deps.Now, window: deps.WindowNow,
 		met: met, nonces: g, buckets: make(map[string]*bucket), inflight: make(map[string]bool)}
 	if s.log == nil {
 		s.log = zap.NewNop()
@@ -122,13 +126,16 @@ func newServer(deps ServerDeps, met *metrics) (*Server, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	if s.window == nil {
+		s.window = time.Now
+	}
 	return s, nil
 }
 
 // ServeStream serves one KindDemand stream from peer (a mesh.Handler):
 // one request frame, one signed answer.
 func (s *Server) ServeStream(ctx context.Context, peer mesh.PeerInfo, st *mesh.Stream) {
-	_ = st.SetDeadline(s.now().Add(StreamTimeout))
+	_ = st.SetDeadline(time.Now().Add(StreamTimeout))
 	typ, wire, err := mesh.ReadFrame(st, MaxRequestBytes)
 	if err != nil || typ != FrameRequest {
 		s.met.served.WithLabelValues("malformed").Inc()
@@ -243,7 +250,7 @@ func (s *Server) demand(ctx context.Context, role, from string) (string, Code) {
 
 // take spends one of peer's tokens, reporting false when it has none.
 func (s *Server) take(peer string) bool {
-	now := s.now()
+	now := s.window()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b, ok := s.buckets[peer]
