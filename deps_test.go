@@ -33,6 +33,8 @@ var tiers = map[string]int{
 	"internal/plane":     1,
 	"internal/host":      1,
 	"internal/dispatch":  1,
+	// Standby advertisements, the consumer's hold plug and the demand call.
+	"internal/demand": 1,
 
 	"internal/admin":  2,
 	"internal/ctl":    2,

@@ -199,6 +199,9 @@ func printStatus(w io.Writer, st *operator.StatusDoc) {
 		if r.WaitingForLink {
 			target += " (restarted or stopped, waiting for its link)"
 		}
+		if r.Resolved == "" && r.OnDemand != "" {
+			target = r.OnDemand + " (on demand from " + r.OnDemandFrom + ")"
+		}
 		fmt.Fprintf(w, "role     %-12s %-22s -> %s\n", r.Name, r.Listen, target)
 	}
 	if st.Mesh != nil {

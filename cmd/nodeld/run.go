@@ -23,6 +23,7 @@ import (
 	"github.com/nodeld/nodeld/internal/admin"
 	"github.com/nodeld/nodeld/internal/chain"
 	"github.com/nodeld/nodeld/internal/config"
+	"github.com/nodeld/nodeld/internal/demand"
 	"github.com/nodeld/nodeld/internal/dispatch"
 	"github.com/nodeld/nodeld/internal/facts"
 	"github.com/nodeld/nodeld/internal/host"
@@ -289,6 +290,10 @@ type node struct {
 	operator  *operator.Server
 	admin     *admin.Server
 
+	// demand: standbys, the hold plug, the demand call (demandwire.go).
+	demand    *demand.Node
+	demandCtl *lateDemand
+
 	mu      sync.Mutex // guards cfg, lastErr
 	cfg     *config.Config
 	lastErr string
@@ -359,11 +364,12 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 	if err := n.table.Register(d.reg); err != nil {
 		return nil, err
 	}
+	adv := newDemandAdvertiser(n, d)
 	if cfg.Mesh.Listen != "" {
 		n.mesh, err = mesh.New(meshConfig(cfg), mesh.Deps{
 			Identity:   d.id,
 			DataDir:    cfg.Node.DataDir,
-			Table:      n.table,
+			Table:      adv,
 			Audit:      d.chain,
 			Recorder:   n.rec,
 			Logger:     d.log.Named("mesh"),
@@ -389,8 +395,14 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 		}
 		l.mesh = n.mesh
 	}
+	if n.demand, err = newDemand(n, cfg, d, adv); err != nil {
+		return nil, err
+	}
 
 	pdeps := proxy.Deps{
+		// A role a controller can start for this node (its standby
+		// advertisement) is held for, and asked for, on demand.
+		Holds:      n.demand.Holds,
 		Resolver:   n.table,
 		Ports:      n.table,
 		Logger:     d.log.Named("proxy"),
@@ -458,6 +470,7 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 		if n.ctrl, store, err = newController(n, cfg, d, rev); err != nil {
 			return nil, err
 		}
+		n.bindDemand()
 	}
 	rdeps := operator.RouterDeps{
 		Dispatcher: n.dispatch, NodeID: d.id.ID(), ResolveNode: n.resolveRef, PeerNames: n.peerNames,
@@ -608,7 +621,7 @@ type namedComponent struct {
 // components are what run starts besides the proxy and supervise, which
 // it orders itself.
 func (n *node) components() []namedComponent {
-	cs := []namedComponent{{n.admin, "admin"}, {n.adopter, "adopter"}, {n.operator, "operator"}, {n.host, "host"}, {n.rec, "recorder"}}
+	cs := []namedComponent{{n.admin, "admin"}, {n.adopter, "adopter"}, {n.operator, "operator"}, {n.host, "host"}, {n.rec, "recorder"}, {n.demand, "demand"}}
 	if n.mesh != nil {
 		cs = append(cs, namedComponent{n.mesh, "mesh"})
 	}

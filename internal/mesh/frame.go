@@ -18,6 +18,7 @@ const (
 	KindCtl      StreamKind = 3 // one workload.ctl call
 	KindArtifact StreamKind = 4 // package artifact fetch during place
 	KindNotice   StreamKind = 5 // one signed revocation notice, sender to receiver
+	KindDemand   StreamKind = 6 // one signed demand call, consumer to controller
 )
 
 // String names the kind for metrics labels.
@@ -33,6 +34,8 @@ func (k StreamKind) String() string {
 		return "artifact"
 	case KindNotice:
 		return "notice"
+	case KindDemand:
+		return "demand"
 	default:
 		return "unknown"
 	}

@@ -78,6 +78,12 @@ type RoleDoc struct {
 	Inflight       int  `json:"inflight"`
 	Concurrency    int  `json:"concurrency"`
 	Exposed        bool `json:"exposed"`
+
+	// OnDemand, with no route: the state (cold, starting, ...) of the
+	// on-demand workload OnDemandFrom (a controller's node id) can start
+	// for this node; a request is held for it, not refused.
+	OnDemand     string `json:"on_demand,omitempty"`
+	OnDemandFrom string `json:"on_demand_from,omitempty"`
 }
 
 // InstanceDoc is one adopted instance, configured or discovered.
@@ -169,6 +175,9 @@ func NodeStatus(src StatusSources, now time.Time) *StatusDoc {
 				rd.Resolved = "remote " + rs.Resolved.NodeID
 				rd.WaitingForLink = rs.Resolved.WaitingForLink
 			}
+		}
+		if rs, ok := byRole[r.Name]; ok && rd.Resolved == "" && len(rs.OnDemand) > 0 {
+			rd.OnDemand, rd.OnDemandFrom = rs.OnDemand[0].State, rs.OnDemand[0].Controller
 		}
 		st.Roles = append(st.Roles, rd)
 	}

@@ -128,6 +128,9 @@ func (h *roleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.refuse(w, r, role, routeNone, TooLargeError(set.MaxBodyBytes))
 		return
 	}
+	if p.answerStandbyModels(w, r, role) { // a cold on-demand role lists its model
+		return
+	}
 	target, hold, ok := p.resolveHeld(role)
 	if !ok {
 		if maxWait, can := p.mayHold(role); can {

@@ -152,6 +152,9 @@ func (t *Table) IngestAdvertisement(sender string, ad Advertisement) bool {
 	if ad.Name == HostAdvertName && sender != t.nodeID {
 		return t.ingestHost(sender, ad)
 	}
+	if strings.HasPrefix(ad.Name, DemandPrefix) {
+		return t.ingestStandby(sender, ad)
+	}
 	role, ok := strings.CutPrefix(ad.Name, ServicePrefix)
 	if !ok || !grammar.ValidName(role) || sender == t.nodeID {
 		return false

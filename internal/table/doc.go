@@ -6,8 +6,9 @@
 // A Table is made of parts with one job each, whose methods it promotes:
 // locals (this node's registrations, LocalSlots, and their election),
 // adverts (peers' infer.<role> and workload-host advertisements and the
-// wait for a restarted peer's link), policy (exposure, serve_to,
-// use_from) and core (the lock, generation, subscribers, audit). Table
+// wait for a restarted peer's link), standbys (controllers' demand:<role>
+// offers, standby.go), policy (exposure, serve_to, use_from) and core
+// (the lock, generation, subscribers, audit). Table
 // itself does what needs several: Resolve*, LocalForPeer*, this node's
 // Advertisements, IngestAdvertisement, ApplyPeerEvent and Snapshot.
 //

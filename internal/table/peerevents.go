@@ -109,15 +109,19 @@ func (t *Table) ApplyPeerEvent(ev PeerEvent) {
 		if ev.Round == RoundLate {
 			return
 		}
-		var roles []string
+		var roles, standbys []string
 		for _, ad := range ev.Adverts {
 			t.IngestAdvertisement(ev.Node, ad)
 			if role, ok := strings.CutPrefix(ad.Name, ServicePrefix); ok {
 				roles = append(roles, role)
 			}
+			if role, ok := strings.CutPrefix(ad.Name, DemandPrefix); ok {
+				standbys = append(standbys, role)
+			}
 		}
 		// A round is whole: what it no longer names was withdrawn.
 		t.RetainRemote(ev.Node, roles)
+		t.retainStandbys(ev.Node, standbys)
 		if ev.Round == RoundCurrent {
 			t.Linked(ev.Node)
 		}

@@ -38,6 +38,9 @@ type RoleSnapshot struct {
 	Resolved *Target `json:"resolved,omitempty"`
 	// ProxyPort is the loopback proxy port, 0 when none is registered.
 	ProxyPort uint16 `json:"proxy_port,omitempty"`
+	// OnDemand lists the controllers that can start the role for this
+	// node (standby advertisements, standby.go), own first.
+	OnDemand []StandbySnapshot `json:"on_demand,omitempty"`
 }
 
 // LocalSnapshot is a local instance in a Snapshot.
@@ -80,6 +83,7 @@ func (t *Table) Snapshot() Snapshot {
 		slices.Collect(maps.Keys(t.local)), slices.Collect(maps.Keys(t.remote)),
 		slices.Collect(maps.Keys(t.allow)), slices.Collect(maps.Keys(t.serveAllow)),
 		slices.Collect(maps.Keys(t.exposed)), slices.Collect(maps.Keys(t.proxyPorts)),
+		t.standbyRolesLocked(),
 	} {
 		for _, k := range keys {
 			roles[k] = struct{}{}
@@ -94,6 +98,7 @@ func (t *Table) Snapshot() Snapshot {
 			UseFrom:   sortedMembers(t.allow[role]),
 			Remote:    []RemoteSnapshot{},
 			ProxyPort: t.proxyPorts[role],
+			OnDemand:  t.standbySnapshotLocked(role, now),
 		}
 		_, rs.Exposed = t.exposed[role]
 		var cs []candidate
@@ -140,6 +145,7 @@ func (t *Table) Snapshot() Snapshot {
 		for j := range rs.Remote {
 			rs.Remote[j].Admitted = t.admit != nil && t.admit.IsAdmitted(rs.Remote[j].Node)
 		}
+		t.fillStandbyAdmission(rs)
 		if rs.Resolved == nil {
 			if tg, ok := t.pickAdmitted(cands[i]); ok {
 				rs.Resolved = &tg

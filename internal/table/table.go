@@ -99,6 +99,7 @@ type Table struct {
 	locals
 	adverts
 	policy
+	standbys
 
 	// load is Options.Load, for the "load" of this node's advertisements.
 	load func(role string) (int, int)
@@ -134,6 +135,7 @@ func New(nodeID string, opts Options) *Table {
 	t.locals = newLocals(&t.core)
 	t.adverts = newAdverts(&t.core)
 	t.policy = newPolicy(&t.core)
+	t.standbys = standbys{c: &t.core}
 	return t
 }
 

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+
+	"github.com/nodeld/nodeld/internal/config"
+	"github.com/nodeld/nodeld/internal/demand"
+	"github.com/nodeld/nodeld/internal/mesh"
+)
+
+// newDemandAdvertiser is the mesh's advertisement table: the node's table
+// plus the standby advertisements of its controller's on-demand workloads,
+// each only to the nodes on its demand_from. The controller is built after
+// the mesh (bindDemand); until then, and on a node without one, there are
+// none.
+func newDemandAdvertiser(n *node, nd nodeDeps) *demand.Advertiser {
+	n.demandCtl = &lateDemand{}
+	return demand.NewAdvertiser(n.table, n.demandCtl, nd.id.ID())
+}
+
+// newDemand builds the node's demand side: the Client and the Holds every
+// node has (the proxy's hold plug), and on a node that runs the
+// controller the Server of the KindDemand stream, which refuses
+// unknown_role until the controller offers on-demand workloads.
+func newDemand(n *node, cfg *config.Config, nd nodeDeps, adv *demand.Advertiser) (*demand.Node, error) {
+	deps := demand.Deps{Key: nd.id.PrivateKey(), Table: n.table, Recorder: n.rec,
+		Logger: nd.log.Named("demand"), Registerer: nd.reg, Now: nd.now}
+	if n.mesh != nil { // never a typed nil in the interface
+		deps.Mesh = n.mesh
+	}
+	if cfg.Controller.Enabled {
+		deps.Controller, deps.Advertiser = n.demandCtl, adv
+	}
+	dn, err := demand.New(deps)
+	if err != nil {
+		return nil, err
+	}
+	if dn.Server != nil && n.mesh != nil {
+		n.mesh.Handle(mesh.KindDemand, dn.Server.ServeStream)
+	}
+	return dn, nil
+}
+
+// bindDemand gives the demand side the controller, once it is built, if
+// it offers on-demand workloads (implements demand.Controller). newNode
+// calls it before run starts anything.
+func (n *node) bindDemand() {
+	if n.ctrl == nil {
+		return
+	}
+	if c, ok := any(n.ctrl).(demand.Controller); ok {
+		n.demandCtl.bind(c)
+	}
+}
+
+// lateDemand is the controller's demand side as the advertiser and the
+// demand server see it: none until bindDemand (the mesh, which the
+// advertiser feeds, is built before the controller).
+type lateDemand struct {
+	c atomic.Pointer[demand.Controller]
+}
+
+var errNoOnDemand = errors.New("this controller offers no on-demand workloads")
+
+func (l *lateDemand) bind(c demand.Controller) { l.c.Store(&c) }
+
+func (l *lateDemand) Standby() []demand.Standby {
+	if c := l.c.Load(); c != nil {
+		return (*c).Standby()
+	}
+	return nil
+}
+
+func (l *lateDemand) Demand(ctx context.Context, role, from string) (string, error) {
+	if c := l.c.Load(); c != nil {
+		return (*c).Demand(ctx, role, from)
+	}
+	return "", errNoOnDemand
+}
