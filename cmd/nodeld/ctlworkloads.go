@@ -37,7 +37,13 @@ func printWorkloads(w io.Writer, ws []operator.WorkloadDoc) {
 		if d.Reason != "" {
 			reason = d.Reason
 		}
-		fmt.Fprintf(tw, "%s\t%s %s\t%d/%d\t%s\t%s\t%s\t%s\n", d.Name, d.Package, version, d.Placed, d.Replicas, d.State, since, attempts, reason)
+		state := d.State
+		if d.OnDemand != "" && d.State != plane.DeclUnplaceable {
+			// An on-demand workload: cold, starting, ready or idle, and
+			// its replicas are those demanded now.
+			state = "on-demand " + d.OnDemand
+		}
+		fmt.Fprintf(tw, "%s\t%s %s\t%d/%d\t%s\t%s\t%s\t%s\n", d.Name, d.Package, version, d.Placed, d.Replicas, state, since, attempts, reason)
 	}
 	_ = tw.Flush()
 }

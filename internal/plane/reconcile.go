@@ -35,6 +35,10 @@ type declState struct {
 	LastError   string    `json:"last_error,omitempty"`
 	// Since is when LastError was first given (declview.go).
 	Since time.Time `json:"since,omitzero"`
+	// Demanded is how many instances of an on-demand workload are
+	// wanted (ondemand.go): raised by a demand, lowered by an idle unload
+	// or an eviction; at most its replicas. Absent (0) in older files.
+	Demanded int `json:"demanded,omitempty"`
 }
 
 func (d *declState) check() error {
@@ -45,6 +49,8 @@ func (d *declState) check() error {
 		return fmt.Errorf("declaration name %q is not a name", d.Name)
 	case d.Attempts < 0:
 		return fmt.Errorf("declaration %s: negative attempts", d.Name)
+	case d.Demanded < 0 || d.Demanded > MaxReplicas:
+		return fmt.Errorf("declaration %s: demanded %d outside 0..%d", d.Name, d.Demanded, MaxReplicas)
 	}
 	return nil
 }
@@ -95,6 +101,7 @@ func validateWorkloads(ws []Workload) []error {
 		case w.Replicas > 1 && w.Node != "":
 			errs = append(errs, fmt.Errorf("workloads[%d]: %d replicas pinned to node %s: replicas go on distinct nodes", i, w.Replicas, w.Node))
 		}
+		errs = append(errs, w.OnDemand.validate(i)...)
 	}
 	return errs
 }
@@ -257,13 +264,14 @@ func (c *lifecycle) reconcileDeclared(ctx context.Context, now time.Time) error 
 // and the old one retired).
 func (c *lifecycle) reconcileWorkload(ctx context.Context, w Workload, now time.Time) error {
 	err := c.finishUpgrades(ctx, w.Name, now)
-	n := w.replicas()
 	c.mu.Lock()
 	st := c.decls[w.Name]
 	if st == nil {
 		st = &declState{Name: w.Name}
 		c.decls[w.Name] = st
 	}
+	// An on-demand workload keeps as many as are demanded (ondemand.go).
+	n := wantedLocked(w, st)
 	wait := now.Before(st.NextAttempt)
 	filled := make([]bool, n)
 	upgrading := false
@@ -300,6 +308,9 @@ func (c *lifecycle) reconcileWorkload(ctx context.Context, w Workload, now time.
 		if !ok {
 			failed = true
 			break
+		}
+		if w.OnDemand != nil {
+			c.met.coldStarts.WithLabelValues(w.Name).Inc()
 		}
 	}
 	if len(missing) > 0 && !failed {
@@ -426,8 +437,11 @@ func declaredOrder(w Workload, dir string) Order {
 func (c *lifecycle) placeDeclared(ctx context.Context, w Workload, p Package, dir string, slot int, old *Placement) (ok bool, err error) {
 	o := declaredOrder(w, dir)
 	in := intent{reason: "declared", declared: w.Name, replica: slot, supersedes: old}
-	if old != nil {
+	switch {
+	case old != nil:
 		in.reason = "upgrade"
+	case w.OnDemand != nil:
+		in.reason = "on_demand"
 	}
 	version := p.Verified().Manifest.Version
 	previewed := ""
