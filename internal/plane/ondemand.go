@@ -338,11 +338,9 @@ func (c *Controller) Standby() []Standby {
 // onDemandStateLocked is w's on-demand state at now (see the file
 // comment). The caller holds mu.
 func (c *readModel) onDemandStateLocked(w Workload, now time.Time) string {
-	want := wantedLocked(w, c.decls[w.Name])
+	// The state of the most useful instance: ready, then starting, then
+	// idle; with none, starting when one is wanted.
 	state := OnDemandCold
-	if want > 0 {
-		state = OnDemandStarting
-	}
 	rank := map[string]int{OnDemandCold: 0, OnDemandIdle: 1, OnDemandStarting: 2, OnDemandReady: 3}
 	for _, p := range c.placements {
 		if p.Declared != w.Name {
@@ -358,6 +356,9 @@ func (c *readModel) onDemandStateLocked(w Workload, now time.Time) string {
 		if s != "" && rank[s] > rank[state] {
 			state = s
 		}
+	}
+	if state == OnDemandCold && wantedLocked(w, c.decls[w.Name]) > 0 {
+		state = OnDemandStarting
 	}
 	return state
 }
