@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/nodeld/nodeld/internal/config"
 	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/engine"
 	"github.com/nodeld/nodeld/internal/pkg"
@@ -349,4 +351,34 @@ func TestOnDemandDemandWakesTick(t *testing.T) {
 			t.Fatalf("the place came after %s, want at once", waited)
 		}
 	})
+}
+
+// controller.workloads[].on_demand reaches the plane's workload, its
+// demand_from resolved as the workload's nodes are; a workload that is
+// not on demand has none; Validate refuses what the plane cannot use.
+func TestOnDemandFromConfig(t *testing.T) {
+	cfg := config.Default()
+	cfg.Controller.Workloads = []config.Workload{
+		{Name: "a", Package: "p"},
+		{Name: "b", Package: "p", OnDemand: config.OnDemand{Enabled: true, IdleAfter: config.Duration{D: time.Minute},
+			MinResidency: config.Duration{D: 10 * time.Second}, MaxWait: config.Duration{D: 20 * time.Second},
+			DemandFrom: []string{"peer-c"}, EvictCost: 7}},
+	}
+	ref := func(r string) string { return "id-" + r }
+	ws := ConfigOf(cfg, ref).Workloads
+	if len(ws) != 2 || ws[0].OnDemand != nil || ws[1].OnDemand == nil {
+		t.Fatalf("plane workloads %+v", ws)
+	}
+	want := OnDemand{IdleAfter: time.Minute, MinResidency: 10 * time.Second, MaxWait: 20 * time.Second, DemandFrom: []string{"id-peer-c"}, EvictCost: 7}
+	if got := *ws[1].OnDemand; !reflect.DeepEqual(got, want) {
+		t.Fatalf("on demand %+v, want %+v", got, want)
+	}
+	c := Default()
+	c.Workloads = []Workload{{Name: "b", Package: "p", OnDemand: &OnDemand{MinResidency: time.Hour, IdleAfter: time.Minute, EvictCost: -1, DemandFrom: []string{""}}}}
+	err := c.Validate()
+	for _, s := range []string{"max_wait: must be positive", "min_residency: 1h0m0s is longer than idle_after", "evict_cost: must not be negative", "demand_from: \"\" is not a node id"} {
+		if err == nil || !strings.Contains(err.Error(), s) {
+			t.Errorf("Validate: %v, want %q", err, s)
+		}
+	}
 }
