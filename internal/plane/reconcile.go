@@ -118,6 +118,9 @@ type intent struct {
 	// declared and replica name the declared workload's replica placed.
 	declared string
 	replica  int
+	// notes are the explanation's lines beyond the engine's and the
+	// reconciler's: what was evicted for it (swap.go).
+	notes []string
 }
 
 func (in intent) replacesID() string {
@@ -445,7 +448,21 @@ func (c *lifecycle) placeDeclared(ctx context.Context, w Workload, p Package, di
 	}
 	version := p.Verified().Manifest.Version
 	previewed := ""
-	if _, dec, err := c.rec.evaluate(p, o, in, c.now()); dec.Chosen == nil {
+	now := c.now()
+	if w.OnDemand != nil && old == nil {
+		c.mu.Lock()
+		in.notes = c.evictedFor[w.Name]
+		delete(c.evictedFor, w.Name)
+		c.mu.Unlock()
+	}
+	if req, dec, err := c.rec.evaluate(p, o, in, now); dec.Chosen == nil {
+		if old == nil && w.OnDemand != nil && err == nil {
+			// No node fits: the swap may make room, and the next tick
+			// (woken) places it.
+			if done, serr := c.swap(ctx, w, req, now); done || serr != nil {
+				return false, serr
+			}
+		}
 		previewed = c.rec.declUnplaceable(p, dec, err)
 		c.mu.Lock()
 		same := c.decls[w.Name] != nil && c.decls[w.Name].LastError == previewed
