@@ -7,6 +7,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -54,6 +56,14 @@ func declaredText(c *operator.ControllerDoc) string {
 	s := countsText(c.DeclarationsByState, plane.DeclPlaced, plane.DeclPending, plane.DeclUnplaceable)
 	if len(c.Unplaceable) > 0 {
 		s += " (unplaceable: " + strings.Join(c.Unplaceable, ", ") + "; nodeld ctl workloads says why)"
+	}
+	if len(c.OnDemand) > 0 {
+		// The on-demand workloads' states, by name.
+		parts := make([]string, 0, len(c.OnDemand))
+		for _, name := range slices.Sorted(maps.Keys(c.OnDemand)) {
+			parts = append(parts, name+" "+c.OnDemand[name])
+		}
+		s += "; on demand: " + strings.Join(parts, ", ")
 	}
 	return s
 }
