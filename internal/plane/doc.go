@@ -33,6 +33,11 @@
 // writes. New starts nothing; Run owns the ticker and puts what
 // Reconfigure (a reload, Refresh) hands over in force between ticks.
 //
+// On-demand declared workloads (ondemand.go, swap.go) run only while
+// demanded (Demand): the demand is persisted with the declaration, a tick
+// is woken to place it, and the tick unloads an instance idle for its
+// idle_after, or evicts idle ones to make room for another.
+//
 // The long story (its parts, the tick, declared workloads, governance, the
 // state file, the planetest harness) is docs/internals.md "internal/plane";
 // the daemon's side (NewFromConfig), docs/architecture.md section 9.
