@@ -2,8 +2,10 @@
 // their signed facts, asks the pure placement engine (internal/engine)
 // where a workload goes, chains every decision, sends the place down the
 // ranked candidates through a Dispatcher, watches what it placed, moves
-// what a dead node held, and reconciles the declared workloads. Targets and
-// their trust tiers come from the operator, never from a node's claim.
+// what a dead node held, and reconciles the declared workloads (an
+// on-demand one only while demanded, unloaded when idle: ondemand.go).
+// Targets and their trust tiers come from the operator, never from a
+// node's claim.
 //
 // # Invariants
 //
@@ -32,11 +34,6 @@
 // lifecycle until its call returns. writer.persistMu serialises state
 // writes. New starts nothing; Run owns the ticker and puts what
 // Reconfigure (a reload, Refresh) hands over in force between ticks.
-//
-// On-demand declared workloads (ondemand.go, swap.go) run only while
-// demanded (Demand): the demand is persisted with the declaration, a tick
-// is woken to place it, and the tick unloads an instance idle for its
-// idle_after, or evicts idle ones to make room for another.
 //
 // The long story (its parts, the tick, declared workloads, governance, the
 // state file, the planetest harness) is docs/internals.md "internal/plane";
