@@ -72,14 +72,22 @@ func (b *Router) ControllerStatus() *ControllerDoc {
 	}
 	ds := b.c.Declarations()
 	doc.DeclarationsByState, doc.Unplaceable = declarationCounts(ds)
+	doc.OnDemand = onDemandStates(ds)
+	return doc
+}
+
+// onDemandStates are the on-demand workloads' states by name; nil when
+// none is on demand.
+func onDemandStates(ds []plane.DeclarationView) map[string]string {
+	var out map[string]string
 	for _, d := range ds {
 		if d.OnDemand == "" {
 			continue
 		}
-		if doc.OnDemand == nil {
-			doc.OnDemand = map[string]string{}
+		if out == nil {
+			out = map[string]string{}
 		}
-		doc.OnDemand[d.Name] = d.OnDemand
+		out[d.Name] = d.OnDemand
 	}
-	return doc
+	return out
 }
