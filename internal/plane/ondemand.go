@@ -162,6 +162,20 @@ func wantedLocked(w Workload, st *declState) int {
 	return min(st.Demanded, w.replicas())
 }
 
+// lapseLocked drops the demand of on-demand workload w that no instance
+// met within its max_wait (nothing held nor being placed): the requests
+// that demanded it have given up, so it is not started long after, when
+// room comes; a later demand asks again. It reports whether it dropped
+// it. The caller holds mu.
+func (c *reconciler) lapseLocked(w Workload, st *declState, now time.Time) bool {
+	if w.OnDemand == nil || st == nil || st.Demanded == 0 || st.DemandedAt.IsZero() ||
+		now.Sub(st.DemandedAt) <= w.OnDemand.MaxWait || c.heldLocked(w.Name) > 0 {
+		return false
+	}
+	st.Demanded, st.DemandedAt = 0, time.Time{}
+	return true
+}
+
 // wakeTick makes Run tick now rather than at its next period.
 func (c *core) wakeTick() {
 	select {
@@ -206,11 +220,15 @@ func (c *Controller) Demand(ctx context.Context, role, fromNodeID string) (strin
 		c.met.demands.WithLabelValues("held").Inc()
 		return state, nil
 	}
-	st.Demanded = 1
+	// A demand ends the backoff of earlier failures: its requests wait
+	// at most max_wait.
+	was := *st
+	st.Demanded, st.DemandedAt = 1, now
+	st.NextAttempt = time.Time{}
 	c.mu.Unlock()
 	if err := c.w.persist(); err != nil {
 		c.mu.Lock()
-		st.Demanded = 0
+		st.Demanded, st.DemandedAt, st.NextAttempt = was.Demanded, was.DemandedAt, was.NextAttempt
 		c.mu.Unlock()
 		return "", fmt.Errorf("demand of %s: %w", w.Name, err)
 	}

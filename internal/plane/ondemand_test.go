@@ -382,3 +382,57 @@ func TestOnDemandFromConfig(t *testing.T) {
 		}
 	}
 }
+
+// A demand no instance met within max_wait lapses (the workload is cold
+// again, not started long after its requests gave up); a new demand ends
+// the backoff of the failed attempts and is placed at once.
+func TestOnDemandDemandLapsesAfterMaxWait(t *testing.T) {
+	r, hs := onDemandRig(t, odIdle)
+	r.cfg.RetryBackoff = 4 * time.Minute // longer than max_wait
+	r.restart()
+	for _, h := range hs {
+		r.cl.Set(h, func(h *planetest.Host) { h.Place = planetest.PlaceRefuse })
+	}
+	r.demand(hs[0].ID)
+	r.tick()
+	if got := r.odState(); got != OnDemandStarting {
+		t.Fatalf("state %s with every place refused, want starting", got)
+	}
+	r.clk.Advance(odIdle.MaxWait + time.Second)
+	r.tick()
+	if got := r.odState(); got != OnDemandCold {
+		t.Fatalf("state %s past max_wait, want cold", got)
+	}
+	for _, h := range hs {
+		r.cl.Set(h, func(h *planetest.Host) { h.Place = planetest.PlaceOK })
+	}
+	calls := r.placeCalls()
+	r.clk.Advance(2 * MaxBackoff)
+	r.tick()
+	if n := r.placeCalls(); n != calls {
+		t.Fatalf("%d places after the demand lapsed, want none", n-calls)
+	}
+	// Refused again, then demanded: the backoff does not hold it.
+	for _, h := range hs {
+		r.cl.Set(h, func(h *planetest.Host) { h.Place = planetest.PlaceRefuse })
+	}
+	r.demand(hs[0].ID)
+	r.tick()
+	for _, h := range hs {
+		r.cl.Set(h, func(h *planetest.Host) { h.Place = planetest.PlaceOK })
+	}
+	r.demand(hs[0].ID) // held: changes nothing
+	r.clk.Advance(time.Second)
+	r.tick()
+	if n := len(r.liveOf("chat")); n != 0 {
+		t.Fatalf("%d instances inside the backoff of a held demand", n)
+	}
+	r.clk.Advance(odIdle.MaxWait)
+	r.tick() // lapses, inside the backoff
+	if got := r.odState(); got != OnDemandCold {
+		t.Fatalf("state %s, want cold", got)
+	}
+	r.demand(hs[0].ID)
+	r.tick()
+	r.wantCopies("llm", 1)
+}

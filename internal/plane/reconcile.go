@@ -17,6 +17,7 @@ import (
 	"github.com/nodeld/nodeld/internal/engine"
 	"github.com/nodeld/nodeld/internal/grammar"
 	"github.com/nodeld/nodeld/internal/pkg"
+	"go.uber.org/zap"
 )
 
 // The package store of <data_dir>/store is the Store the daemon gives
@@ -39,6 +40,9 @@ type declState struct {
 	// wanted (ondemand.go): raised by a demand, lowered by an idle unload
 	// or an eviction; at most its replicas. Absent (0) in older files.
 	Demanded int `json:"demanded,omitempty"`
+	// DemandedAt is when the demand last rose from 0: a demand no
+	// instance met within the workload's max_wait lapses (ondemand.go).
+	DemandedAt time.Time `json:"demanded_at,omitzero"`
 }
 
 func (d *declState) check() error {
@@ -274,6 +278,7 @@ func (c *lifecycle) reconcileWorkload(ctx context.Context, w Workload, now time.
 		c.decls[w.Name] = st
 	}
 	// An on-demand workload keeps as many as are demanded (ondemand.go).
+	lapsed := c.rec.lapseLocked(w, st, now)
 	n := wantedLocked(w, st)
 	wait := now.Before(st.NextAttempt)
 	filled := make([]bool, n)
@@ -291,6 +296,10 @@ func (c *lifecycle) reconcileWorkload(ctx context.Context, w Workload, now time.
 		upgrading = upgrading || p.Supersedes != ""
 	}
 	c.mu.Unlock()
+	if lapsed {
+		c.log.Info("on-demand workload's demand lapsed", zap.String("workload", w.Name), zap.Duration("max_wait", w.OnDemand.MaxWait))
+		err = errors.Join(err, c.w.persist())
+	}
 	var missing []int
 	for i, f := range filled {
 		if !f {
@@ -314,6 +323,9 @@ func (c *lifecycle) reconcileWorkload(ctx context.Context, w Workload, now time.
 		}
 		if w.OnDemand != nil {
 			c.met.coldStarts.WithLabelValues(w.Name).Inc()
+			c.mu.Lock()
+			st.DemandedAt = time.Time{} // met: it no longer lapses
+			c.mu.Unlock()
 		}
 	}
 	if len(missing) > 0 && !failed {
