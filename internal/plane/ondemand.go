@@ -162,18 +162,28 @@ func wantedLocked(w Workload, st *declState) int {
 	return min(st.Demanded, w.replicas())
 }
 
-// lapseLocked drops the demand of on-demand workload w that no instance
-// met within its max_wait (nothing held nor being placed): the requests
-// that demanded it have given up, so it is not started long after, when
-// room comes; a later demand asks again. It reports whether it dropped
-// it. The caller holds mu.
-func (c *reconciler) lapseLocked(w Workload, st *declState, now time.Time) bool {
-	if w.OnDemand == nil || st == nil || st.Demanded == 0 || st.DemandedAt.IsZero() ||
-		now.Sub(st.DemandedAt) <= w.OnDemand.MaxWait || c.heldLocked(w.Name) > 0 {
-		return false
+// lapsedLocked says whether the demand of on-demand workload w lapsed: no
+// instance met it within its max_wait (nothing held nor being placed), so
+// the requests that demanded it have given up and it is not started long
+// after, when room comes; a later demand asks again. The caller holds mu.
+func (c *reconciler) lapsedLocked(w Workload, st *declState, now time.Time) bool {
+	return w.OnDemand != nil && st != nil && st.Demanded > 0 && !st.DemandedAt.IsZero() &&
+		now.Sub(st.DemandedAt) > w.OnDemand.MaxWait && c.heldLocked(w.Name) == 0
+}
+
+// lowerDemandLocked takes one instance off the demand of declared
+// workload name (an idle unload, an eviction, a lapse: all when true);
+// the workload is cold once none is left. The caller holds mu and
+// persists.
+func (c *writer) lowerDemandLocked(name string, all bool) {
+	st := c.decls[name]
+	switch {
+	case st == nil:
+	case all || st.Demanded <= 1:
+		st.Demanded, st.DemandedAt = 0, time.Time{}
+	default:
+		st.Demanded--
 	}
-	st.Demanded, st.DemandedAt = 0, time.Time{}
-	return true
 }
 
 // wakeTick makes Run tick now rather than at its next period.
@@ -512,9 +522,7 @@ func (c *lifecycle) idleUnload(ctx context.Context, now time.Time) error {
 	recs := make([]lifecycleRecord, len(chosen))
 	for i, u := range chosen {
 		recs[i] = c.w.retireLocked(u.pl, u.why)
-		if st := c.decls[u.pl.Declared]; st != nil && st.Demanded > 0 {
-			st.Demanded--
-		}
+		c.w.lowerDemandLocked(u.pl.Declared, false)
 	}
 	c.mu.Unlock()
 	if len(chosen) == 0 {

@@ -278,7 +278,10 @@ func (c *lifecycle) reconcileWorkload(ctx context.Context, w Workload, now time.
 		c.decls[w.Name] = st
 	}
 	// An on-demand workload keeps as many as are demanded (ondemand.go).
-	lapsed := c.rec.lapseLocked(w, st, now)
+	lapsed := c.rec.lapsedLocked(w, st, now)
+	if lapsed {
+		c.w.lowerDemandLocked(w.Name, true)
+	}
 	n := wantedLocked(w, st)
 	wait := now.Before(st.NextAttempt)
 	filled := make([]bool, n)

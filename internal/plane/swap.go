@@ -153,9 +153,7 @@ func (c *lifecycle) swap(ctx context.Context, w Workload, req engine.Request, no
 			return false, fmt.Errorf("eviction for %s refused: placement %.12s: %s", w.Name, id, why)
 		}
 		evs = append(evs, ev{pl: pl, rec: c.w.retireLocked(pl, "evicted for "+w.Name)})
-		if st := c.decls[pl.Declared]; st != nil && st.Demanded > 0 {
-			st.Demanded--
-		}
+		c.w.lowerDemandLocked(pl.Declared, false)
 	}
 	st := c.decls[w.Name]
 	if st != nil {

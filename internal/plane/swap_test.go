@@ -23,7 +23,7 @@ func swapRig(t *testing.T) (*rig, *planetest.Host) {
 	for _, name := range []string{"a", "b"} {
 		r.addVersion("llm"+name, "1.0.0", 6, func(m *pkg.Manifest) { m.Kind, m.Role = pkg.KindInference, name })
 		od := odIdle
-		od.IdleAfter = 10 * time.Minute
+		od.IdleAfter, od.MaxWait = 10*time.Minute, 2*time.Minute
 		ws = append(ws, Workload{Name: name, Package: "llm" + name, OnDemand: &od})
 	}
 	r.declare(false, ws...)
