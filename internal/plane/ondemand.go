@@ -470,10 +470,41 @@ func (c *lifecycle) noteReady(now time.Time) {
 	}
 }
 
-// idleUnload is one unload the reconciler chose: the placement and why.
+// idleUnload is one unload the reconciler chose: the placement, why,
+// and the activity it was chosen on.
 type idleUnload struct {
 	pl  *Placement
 	why string
+	act ctl.InstanceActivity
+}
+
+// stillIdle keeps the chosen unloads whose node, asked again now, reports
+// the instance with nothing in flight and no request since the activity
+// they were chosen on; a node that does not answer keeps its instances.
+func (c *lifecycle) stillIdle(ctx context.Context, chosen []idleUnload) []idleUnload {
+	lists := map[string]*ctl.StatusList{}
+	out := chosen[:0]
+	for _, u := range chosen {
+		st, asked := lists[u.pl.Node]
+		if !asked {
+			cctx, cancel := context.WithTimeout(ctx, c.conf().DescribeTimeout)
+			s, err := c.disp.Status(cctx, u.pl.Node)
+			cancel()
+			if err == nil {
+				st = &s
+			}
+			lists[u.pl.Node] = st
+		}
+		if st == nil {
+			continue
+		}
+		in, ok := findInstance(st, u.pl.InstanceID)
+		if !ok || in.Activity == nil || in.Activity.InFlight > 0 || in.Activity.LastRequest.After(u.act.LastRequest) {
+			continue
+		}
+		out = append(out, u)
+	}
+	return out
 }
 
 // idleLocked chooses the on-demand instances to unload for idleness at
@@ -505,7 +536,7 @@ func (c *reconciler) idleLocked(now time.Time) []idleUnload {
 		if now.Sub(ready) < w.OnDemand.MinResidency || now.Sub(last) < w.OnDemand.IdleAfter {
 			continue
 		}
-		out = append(out, idleUnload{pl: p, why: fmt.Sprintf("idle: no request for %s (idle_after %s)",
+		out = append(out, idleUnload{pl: p, act: act, why: fmt.Sprintf("idle: no request for %s (idle_after %s)",
 			now.Sub(last).Truncate(time.Second), w.OnDemand.IdleAfter)})
 	}
 	return out
@@ -519,6 +550,19 @@ func (c *lifecycle) idleUnload(ctx context.Context, now time.Time) error {
 	c.noteReady(now)
 	c.mu.Lock()
 	chosen := c.rec.idleLocked(now)
+	c.mu.Unlock()
+	if len(chosen) == 0 {
+		return nil
+	}
+	// The describe may be a while old: each node is asked again, and an
+	// instance that served a request since, or serves one now, stays.
+	chosen = c.stillIdle(ctx, chosen)
+	c.mu.Lock()
+	// Nothing else changed them meanwhile (a verb of the operator).
+	chosen = slices.DeleteFunc(chosen, func(u idleUnload) bool {
+		p, ok := c.placements[u.pl.DecisionID]
+		return !ok || p.Life != LifePlaced || c.busy[p.DecisionID]
+	})
 	recs := make([]lifecycleRecord, len(chosen))
 	for i, u := range chosen {
 		recs[i] = c.w.retireLocked(u.pl, u.why)

@@ -436,3 +436,36 @@ func TestOnDemandDemandLapsesAfterMaxWait(t *testing.T) {
 	r.tick()
 	r.wantCopies("llm", 1)
 }
+
+// busyOnStatus is the cluster as a dispatcher whose status call (the
+// controller's second look before an idle unload) finds a request in
+// flight: one arrived after the tick's describe.
+type busyOnStatus struct {
+	*fakeCluster
+	r *rig
+}
+
+func (b busyOnStatus) Status(ctx context.Context, node string) (ctl.StatusList, error) {
+	b.r.setActivity("chat", 1, b.r.clk.Now())
+	return b.fakeCluster.Status(ctx, node)
+}
+
+// A request that arrives between the describe and the unload keeps the
+// instance: the node is asked again before it is unloaded.
+func TestOnDemandIdleUnloadLooksAgain(t *testing.T) {
+	r, hs := onDemandRig(t, odIdle)
+	readyChat(t, r, hs[0].ID)
+	c, err := New(r.cfg, r.targets, Deps{Now: r.clk.Now, Chain: r.chain, Dispatcher: busyOnStatus{r.cl, r}, StatePath: r.state, Store: r.store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.c = c
+	r.tick()
+	r.setActivity("chat", 0, r.clk.Now())
+	r.clk.Advance(time.Hour)
+	r.tick()
+	r.wantCopies("llm", 1)
+	if got := testutil.ToFloat64(r.c.met.idleUnloads.WithLabelValues("chat")); got != 0 {
+		t.Fatalf("idle unloads %v, want 0", got)
+	}
+}
