@@ -33,3 +33,15 @@ func TestWorkloadsShowOnDemandState(t *testing.T) {
 		t.Errorf("declared line %q", line)
 	}
 }
+
+// ctl placements shows an on-demand instance's state beside its host's.
+func TestPlacementsShowOnDemandState(t *testing.T) {
+	p := operator.PlacementDoc{Life: plane.LifePlaced, HostState: "running", OnDemand: plane.OnDemandIdle}
+	if got := hostStateText(p); got != "running (on-demand idle)" {
+		t.Fatalf("host state %q", got)
+	}
+	p.OnDemand = ""
+	if got := hostStateText(p); got != "running" {
+		t.Fatalf("host state %q", got)
+	}
+}

@@ -197,6 +197,9 @@ func TestOnDemandIdleUnload(t *testing.T) {
 	if got := r.odState(); got != OnDemandIdle {
 		t.Fatalf("state %s a while after the last request, want idle", got)
 	}
+	if ps := r.c.Placements(); len(ps) != 1 || ps[0].OnDemand != OnDemandIdle {
+		t.Fatalf("placements %+v, want chat's shown idle", ps)
+	}
 	r.wantCopies("llm", 1)
 	// A request in flight: never unloaded, however old the last answer.
 	r.setActivity("chat", 1, last)
