@@ -31,13 +31,17 @@ func refusedBy(req operator.Request, resp operator.Response) string {
 // hostStateText is a placement's HOST STATE as ctl placements shows it:
 // the state its node last reported, or, for an instance the controller
 // holds lost (its node silent), "unknown (last <state>)": what the node
-// said before it went silent is not what it runs now.
+// said before it went silent is not what it runs now. An on-demand
+// instance's state follows its host's.
 func hostStateText(p operator.PlacementDoc) string {
 	switch {
 	case p.Life == plane.LifeLost && p.HostState != "":
 		return "unknown (last " + p.HostState + ")"
 	case p.Life == plane.LifeLost, p.HostState == "":
 		return "-"
+	case p.OnDemand != "":
+		// An on-demand instance: starting, ready or idle.
+		return p.HostState + " (on-demand " + p.OnDemand + ")"
 	}
 	return p.HostState
 }

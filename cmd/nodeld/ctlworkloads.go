@@ -7,6 +7,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -37,7 +39,13 @@ func printWorkloads(w io.Writer, ws []operator.WorkloadDoc) {
 		if d.Reason != "" {
 			reason = d.Reason
 		}
-		fmt.Fprintf(tw, "%s\t%s %s\t%d/%d\t%s\t%s\t%s\t%s\n", d.Name, d.Package, version, d.Placed, d.Replicas, d.State, since, attempts, reason)
+		state := d.State
+		if d.OnDemand != "" && d.State != plane.DeclUnplaceable {
+			// An on-demand workload: cold, starting, ready or idle, and
+			// its replicas are those demanded now.
+			state = "on-demand " + d.OnDemand
+		}
+		fmt.Fprintf(tw, "%s\t%s %s\t%d/%d\t%s\t%s\t%s\t%s\n", d.Name, d.Package, version, d.Placed, d.Replicas, state, since, attempts, reason)
 	}
 	_ = tw.Flush()
 }
@@ -48,6 +56,14 @@ func declaredText(c *operator.ControllerDoc) string {
 	s := countsText(c.DeclarationsByState, plane.DeclPlaced, plane.DeclPending, plane.DeclUnplaceable)
 	if len(c.Unplaceable) > 0 {
 		s += " (unplaceable: " + strings.Join(c.Unplaceable, ", ") + "; nodeld ctl workloads says why)"
+	}
+	if len(c.OnDemand) > 0 {
+		// The on-demand workloads' states, by name.
+		parts := make([]string, 0, len(c.OnDemand))
+		for _, name := range slices.Sorted(maps.Keys(c.OnDemand)) {
+			parts = append(parts, name+" "+c.OnDemand[name])
+		}
+		s += "; on demand: " + strings.Join(parts, ", ")
 	}
 	return s
 }

@@ -25,6 +25,9 @@ type ControllerDoc struct {
 	// max_reschedules times within reschedule_window (ctl start places
 	// one again).
 	Capped []CappedDoc `json:"capped,omitempty"`
+	// OnDemand is each on-demand workload's state (cold, starting, ready,
+	// idle), by workload name; absent when there is none.
+	OnDemand map[string]string `json:"on_demand,omitempty"`
 }
 
 // CappedDoc is one capped placement in the status.
@@ -67,6 +70,24 @@ func (b *Router) ControllerStatus() *ControllerDoc {
 			doc.Capped = append(doc.Capped, CappedDoc{DecisionID: p.DecisionID, Workload: p.Workload, Node: p.Node, Moves: len(p.Moves)})
 		}
 	}
-	doc.DeclarationsByState, doc.Unplaceable = declarationCounts(b.c.Declarations())
+	ds := b.c.Declarations()
+	doc.DeclarationsByState, doc.Unplaceable = declarationCounts(ds)
+	doc.OnDemand = onDemandStates(ds)
 	return doc
+}
+
+// onDemandStates are the on-demand workloads' states by name; nil when
+// none is on demand.
+func onDemandStates(ds []plane.DeclarationView) map[string]string {
+	var out map[string]string
+	for _, d := range ds {
+		if d.OnDemand == "" {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[d.Name] = d.OnDemand
+	}
+	return out
 }

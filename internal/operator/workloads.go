@@ -21,6 +21,9 @@ type WorkloadDoc struct {
 	Since       string `json:"since,omitempty"`
 	Attempts    int    `json:"attempts,omitempty"`
 	NextAttempt string `json:"next_attempt,omitempty"`
+	// OnDemand is an on-demand workload's state: cold, starting, ready
+	// or idle; absent for a workload placed all the time.
+	OnDemand string `json:"on_demand,omitempty"`
 }
 
 // WorkloadDocs are the controller's declarations as the operator reads
@@ -29,7 +32,7 @@ func WorkloadDocs(ds []plane.DeclarationView) []WorkloadDoc {
 	out := make([]WorkloadDoc, len(ds))
 	for i, d := range ds {
 		out[i] = WorkloadDoc{Name: d.Name, Package: d.Package, Version: d.Version, Replicas: d.Replicas, Placed: d.Placed,
-			State: d.State, Reason: d.Reason, Attempts: d.Attempts}
+			State: d.State, Reason: d.Reason, Attempts: d.Attempts, OnDemand: d.OnDemand}
 		if !d.Since.IsZero() {
 			out[i].Since = d.Since.UTC().Format(time.RFC3339)
 		}

@@ -118,6 +118,20 @@ type core struct {
 	// (wakeBackoffsLocked).
 	wake bool
 
+	// odReady holds, by decision id, when each placed on-demand instance
+	// was first seen running (its residency starts then); roles holds,
+	// by workload name, the role and model of each on-demand workload's
+	// package (ondemand.go). Guarded by mu.
+	odReady map[string]time.Time
+	roles   map[string]roleInfo
+	// evictedFor holds, by on-demand workload, the explanation's lines of
+	// the eviction made for it, until its next decision takes them
+	// (swap.go). Guarded by mu.
+	evictedFor map[string][]string
+	// tickNow (size 1) makes Run tick at once: a demand is placed now,
+	// not at the next period.
+	tickNow chan struct{}
+
 	// recent keeps the latest reports for Recent (operator.go).
 	recent recentReports
 	// profiles keeps the nodes' engine profiles between decisions (view).
@@ -206,7 +220,7 @@ func New(cfg Config, targets []Target, deps Deps) (*Controller, error) {
 	k := &core{
 		log: log.Named("plane"), now: now, busy: map[string]bool{}, gone: map[string]time.Time{}, chain: deps.Chain, disp: deps.Dispatcher, statePath: deps.StatePath,
 		nodes: map[string]*nodeState{}, placements: map[string]*Placement{}, store: deps.Store, decls: map[string]*declState{},
-		rev: deps.Revocations,
+		rev: deps.Revocations, odReady: map[string]time.Time{}, roles: map[string]roleInfo{}, evictedFor: map[string][]string{}, tickNow: make(chan struct{}, 1),
 	}
 	k.rec, k.w, k.life, k.read, k.ops = &reconciler{k}, &writer{core: k}, &lifecycle{core: k}, &readModel{k}, &operatorVerbs{k}
 	k.kp = &keeper{core: k, kept: deps.Placed, keeping: map[string]int{}}

@@ -27,6 +27,10 @@ type Workload struct {
 	// AllowEmulated lets the engine place the workload on an emulated
 	// variant when no node runs a native one (Order.AllowEmulated).
 	AllowEmulated bool
+	// OnDemand, when set, makes the workload on demand (ondemand.go): no
+	// instance until a node demands it (Controller.Demand), up to
+	// Replicas, unloaded again when idle.
+	OnDemand *OnDemand
 }
 
 // Store holds the signed packages the controller places by id

@@ -48,17 +48,27 @@ type DeclarationView struct {
 	// NextAttempt is when the next may be made.
 	Attempts    int
 	NextAttempt time.Time
+	// OnDemand is an on-demand workload's state (cold, starting, ready,
+	// idle: ondemand.go); "" for a workload placed all the time. Its
+	// Replicas are then the instances wanted now (demanded), not the
+	// declared maximum.
+	OnDemand string
 }
 
 // Declarations returns every declared workload with its state and last
 // reason, by name.
 func (c *readModel) Declarations() []DeclarationView {
 	ws := c.conf().Workloads
+	now := c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]DeclarationView, 0, len(ws))
 	for _, w := range ws {
-		out = append(out, c.declViewLocked(w))
+		v := c.declViewLocked(w)
+		if w.OnDemand != nil {
+			v.OnDemand = c.onDemandStateLocked(w, now)
+		}
+		out = append(out, v)
 	}
 	slices.SortFunc(out, func(a, b DeclarationView) int { return strings.Compare(a.Name, b.Name) })
 	return out
@@ -66,7 +76,7 @@ func (c *readModel) Declarations() []DeclarationView {
 
 // declViewLocked is w's view; the caller holds mu.
 func (c *readModel) declViewLocked(w Workload) DeclarationView {
-	n := w.replicas()
+	n := wantedLocked(w, c.decls[w.Name])
 	v := DeclarationView{Name: w.Name, Package: w.Package, Version: w.Version, Replicas: n}
 	placed := make([]bool, n)
 	moving := false

@@ -2,8 +2,10 @@
 // their signed facts, asks the pure placement engine (internal/engine)
 // where a workload goes, chains every decision, sends the place down the
 // ranked candidates through a Dispatcher, watches what it placed, moves
-// what a dead node held, and reconciles the declared workloads. Targets and
-// their trust tiers come from the operator, never from a node's claim.
+// what a dead node held, and reconciles the declared workloads (an
+// on-demand one only while demanded, unloaded when idle: ondemand.go).
+// Targets and their trust tiers come from the operator, never from a
+// node's claim.
 //
 // # Invariants
 //

@@ -67,6 +67,10 @@ func ConfigOf(cfg *config.Config, ref func(string) string) Config {
 		if w.Node != "" {
 			pw.Node = ref(w.Node)
 		}
+		if od := w.OnDemand; od.Enabled {
+			pw.OnDemand = &OnDemand{IdleAfter: od.IdleAfter.D, MinResidency: od.MinResidency.D, MaxWait: od.MaxWait.D,
+				DemandFrom: refs(od.DemandFrom), EvictCost: od.EvictCost}
+		}
 		c.Workloads = append(c.Workloads, pw)
 	}
 	return c

@@ -88,6 +88,8 @@ func (c *lifecycle) tick(ctx context.Context) error {
 		}
 		errs = append(errs, c.step(ctx, pl, now))
 	}
+	c.learnRoles(ctx)
+	errs = append(errs, c.idleUnload(ctx, now))
 	errs = append(errs, c.reconcileDeclared(ctx, now))
 	c.kp.pruneKept()
 	c.w.updateGauges()

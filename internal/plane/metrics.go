@@ -19,6 +19,12 @@ type metrics struct {
 	capped   prometheus.Gauge
 	restarts *prometheus.CounterVec
 	tick     prometheus.Histogram
+	// On-demand workloads (ondemand.go), by workload name (bounded by
+	// the config), and demands by outcome.
+	coldStarts  *prometheus.CounterVec
+	idleUnloads *prometheus.CounterVec
+	evictions   *prometheus.CounterVec
+	demands     *prometheus.CounterVec
 }
 
 // Outcome label values.
@@ -79,11 +85,27 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "Duration of one lifecycle tick.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 12),
 		}),
+		coldStarts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodeld_plane_cold_starts_total",
+			Help: "Instances of on-demand workloads placed from cold (on a demand), by workload.",
+		}, []string{"workload"}),
+		idleUnloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodeld_plane_idle_unloads_total",
+			Help: "Instances of on-demand workloads unloaded after idle_after without a request, by workload.",
+		}, []string{"workload"}),
+		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodeld_plane_evictions_total",
+			Help: "Idle on-demand instances unloaded to make room for another workload, by the workload evicted.",
+		}, []string{"workload"}),
+		demands: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodeld_plane_demands_total",
+			Help: "Demands of on-demand workloads by outcome: accepted, held (already wanted), unknown_role, demand_not_allowed.",
+		}, []string{"outcome"}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.placements, m.dispatches, m.reschedule, m.nodes, m.unsettled, m.declarations, m.capped, m.restarts, m.tick} {
+	for _, c := range []prometheus.Collector{m.placements, m.dispatches, m.reschedule, m.nodes, m.unsettled, m.declarations, m.capped, m.restarts, m.tick, m.coldStarts, m.idleUnloads, m.evictions, m.demands} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register plane metrics: %w", err)
 		}

@@ -173,11 +173,20 @@ func nodeClass(caps []facts.Capability) string {
 
 // Placements returns a copy of every placement, by decision id.
 func (c *readModel) Placements() []Placement {
+	od := map[string]bool{}
+	for _, w := range c.conf().Workloads {
+		od[w.Name] = w.OnDemand != nil
+	}
+	now := c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]Placement, 0, len(c.placements))
 	for _, p := range c.placements {
-		out = append(out, p.clone())
+		cp := p.clone()
+		if od[p.Declared] && p.Life == LifePlaced {
+			cp.OnDemand = c.instanceStateLocked(p, now)
+		}
+		out = append(out, cp)
 	}
 	slices.SortFunc(out, func(a, b Placement) int { return strings.Compare(a.DecisionID, b.DecisionID) })
 	return out

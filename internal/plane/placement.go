@@ -165,6 +165,10 @@ type Placement struct {
 	// its node (its supervisor gave up) and began to start it again
 	// (failed.go); zero once it has run again past its backoff.
 	FailedSince time.Time `json:"failed_since,omitzero"`
+	// OnDemand is, for a placed instance of an on-demand workload, its
+	// state as Placements reads it now (starting, ready or idle:
+	// ondemand.go); derived, never persisted.
+	OnDemand string `json:"on_demand,omitempty"`
 }
 
 // live reports whether the host state is one where the instance serves.

@@ -17,6 +17,7 @@ import (
 	"github.com/nodeld/nodeld/internal/engine"
 	"github.com/nodeld/nodeld/internal/grammar"
 	"github.com/nodeld/nodeld/internal/pkg"
+	"go.uber.org/zap"
 )
 
 // The package store of <data_dir>/store is the Store the daemon gives
@@ -35,6 +36,13 @@ type declState struct {
 	LastError   string    `json:"last_error,omitempty"`
 	// Since is when LastError was first given (declview.go).
 	Since time.Time `json:"since,omitzero"`
+	// Demanded is how many instances of an on-demand workload are
+	// wanted (ondemand.go): raised by a demand, lowered by an idle unload
+	// or an eviction; at most its replicas. Absent (0) in older files.
+	Demanded int `json:"demanded,omitempty"`
+	// DemandedAt is when the demand last rose from 0: a demand no
+	// instance met within the workload's max_wait lapses (ondemand.go).
+	DemandedAt time.Time `json:"demanded_at,omitzero"`
 }
 
 func (d *declState) check() error {
@@ -45,6 +53,8 @@ func (d *declState) check() error {
 		return fmt.Errorf("declaration name %q is not a name", d.Name)
 	case d.Attempts < 0:
 		return fmt.Errorf("declaration %s: negative attempts", d.Name)
+	case d.Demanded < 0 || d.Demanded > MaxReplicas:
+		return fmt.Errorf("declaration %s: demanded %d outside 0..%d", d.Name, d.Demanded, MaxReplicas)
 	}
 	return nil
 }
@@ -95,6 +105,7 @@ func validateWorkloads(ws []Workload) []error {
 		case w.Replicas > 1 && w.Node != "":
 			errs = append(errs, fmt.Errorf("workloads[%d]: %d replicas pinned to node %s: replicas go on distinct nodes", i, w.Replicas, w.Node))
 		}
+		errs = append(errs, w.OnDemand.validate(i)...)
 	}
 	return errs
 }
@@ -111,6 +122,9 @@ type intent struct {
 	// declared and replica name the declared workload's replica placed.
 	declared string
 	replica  int
+	// notes are the explanation's lines beyond the engine's and the
+	// reconciler's: what was evicted for it (swap.go).
+	notes []string
 }
 
 func (in intent) replacesID() string {
@@ -257,13 +271,18 @@ func (c *lifecycle) reconcileDeclared(ctx context.Context, now time.Time) error 
 // and the old one retired).
 func (c *lifecycle) reconcileWorkload(ctx context.Context, w Workload, now time.Time) error {
 	err := c.finishUpgrades(ctx, w.Name, now)
-	n := w.replicas()
 	c.mu.Lock()
 	st := c.decls[w.Name]
 	if st == nil {
 		st = &declState{Name: w.Name}
 		c.decls[w.Name] = st
 	}
+	// An on-demand workload keeps as many as are demanded (ondemand.go).
+	lapsed := c.rec.lapsedLocked(w, st, now)
+	if lapsed {
+		c.w.lowerDemandLocked(w.Name, true)
+	}
+	n := wantedLocked(w, st)
 	wait := now.Before(st.NextAttempt)
 	filled := make([]bool, n)
 	upgrading := false
@@ -280,6 +299,10 @@ func (c *lifecycle) reconcileWorkload(ctx context.Context, w Workload, now time.
 		upgrading = upgrading || p.Supersedes != ""
 	}
 	c.mu.Unlock()
+	if lapsed {
+		c.log.Info("on-demand workload's demand lapsed", zap.String("workload", w.Name), zap.Duration("max_wait", w.OnDemand.MaxWait))
+		err = errors.Join(err, c.w.persist())
+	}
 	var missing []int
 	for i, f := range filled {
 		if !f {
@@ -300,6 +323,12 @@ func (c *lifecycle) reconcileWorkload(ctx context.Context, w Workload, now time.
 		if !ok {
 			failed = true
 			break
+		}
+		if w.OnDemand != nil {
+			c.met.coldStarts.WithLabelValues(w.Name).Inc()
+			c.mu.Lock()
+			st.DemandedAt = time.Time{} // met: it no longer lapses
+			c.mu.Unlock()
 		}
 	}
 	if len(missing) > 0 && !failed {
@@ -426,12 +455,29 @@ func declaredOrder(w Workload, dir string) Order {
 func (c *lifecycle) placeDeclared(ctx context.Context, w Workload, p Package, dir string, slot int, old *Placement) (ok bool, err error) {
 	o := declaredOrder(w, dir)
 	in := intent{reason: "declared", declared: w.Name, replica: slot, supersedes: old}
-	if old != nil {
+	switch {
+	case old != nil:
 		in.reason = "upgrade"
+	case w.OnDemand != nil:
+		in.reason = "on_demand"
 	}
 	version := p.Verified().Manifest.Version
 	previewed := ""
-	if _, dec, err := c.rec.evaluate(p, o, in, c.now()); dec.Chosen == nil {
+	now := c.now()
+	if w.OnDemand != nil && old == nil {
+		c.mu.Lock()
+		in.notes = c.evictedFor[w.Name]
+		delete(c.evictedFor, w.Name)
+		c.mu.Unlock()
+	}
+	if req, dec, err := c.rec.evaluate(p, o, in, now); dec.Chosen == nil {
+		if old == nil && w.OnDemand != nil && err == nil {
+			// No node fits: the swap may make room, and the next tick
+			// (woken) places it.
+			if done, serr := c.swap(ctx, w, req, now); done || serr != nil {
+				return false, serr
+			}
+		}
 		previewed = c.rec.declUnplaceable(p, dec, err)
 		c.mu.Lock()
 		same := c.decls[w.Name] != nil && c.decls[w.Name].LastError == previewed

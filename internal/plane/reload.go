@@ -111,6 +111,11 @@ func (c *Controller) Run(ctx context.Context) error {
 			if err := c.Tick(ctx); err != nil {
 				c.log.Warn("lifecycle tick", zap.Error(err))
 			}
+		case <-c.tickNow:
+			// A demand: place it now.
+			if err := c.Tick(ctx); err != nil {
+				c.log.Warn("lifecycle tick", zap.Error(err))
+			}
 		}
 	}
 }

@@ -100,7 +100,7 @@ func (c *writer) decide(p Package, o Order, in intent) (engine.Decision, string,
 		rec.Error = err.Error()
 	}
 	rec.explainFields(dec)
-	rec.Notes = c.rec.explainNotes(m, o, dec)
+	rec.Notes = append(c.rec.explainNotes(m, o, dec), in.notes...)
 	var cands []Candidate
 	if dec.Chosen != nil {
 		rec.Chosen, rec.Variant = dec.Chosen.Node, dec.Chosen.Variant
