@@ -8,6 +8,7 @@ import (
 	"github.com/nodeld/nodeld/internal/config"
 	"github.com/nodeld/nodeld/internal/demand"
 	"github.com/nodeld/nodeld/internal/mesh"
+	"github.com/nodeld/nodeld/internal/plane"
 )
 
 // newDemandAdvertiser is the mesh's advertisement table: the node's table
@@ -50,9 +51,25 @@ func (n *node) bindDemand() {
 	if n.ctrl == nil {
 		return
 	}
-	if c, ok := any(n.ctrl).(demand.Controller); ok {
-		n.demandCtl.bind(c)
+	n.demandCtl.bind(planeDemand{n.ctrl})
+}
+
+// planeDemand is the controller as the demand side sees it: its
+// on-demand workloads (Standby) and the demands it takes.
+type planeDemand struct{ c *plane.Controller }
+
+func (p planeDemand) Standby() []demand.Standby {
+	sbs := p.c.Standby()
+	out := make([]demand.Standby, len(sbs))
+	for i, s := range sbs {
+		out[i] = demand.Standby{Role: s.Role, Workload: s.Workload, Model: s.Model,
+			MaxWait: s.MaxWait, DemandFrom: s.DemandFrom, State: s.State}
 	}
+	return out
+}
+
+func (p planeDemand) Demand(ctx context.Context, role, from string) (string, error) {
+	return p.c.Demand(ctx, role, from)
 }
 
 // lateDemand is the controller's demand side as the advertiser and the
