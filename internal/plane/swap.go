@@ -2,7 +2,7 @@ package plane
 
 // The swap under memory pressure: when no node fits a demanded on-demand
 // workload, idle on-demand instances may be unloaded to make room. The
-// choice is chooseEvictions (the seam engine.Evict is connected to); the
+// choice is chooseEvictions (engine.Evict, swapengine.go); the
 // writer unloads what it chose, chained "evicted for <workload>", lowers
 // the evicted workloads' demand and takes them off the controller's
 // accounting (their placements are gone once their node confirms the
@@ -24,11 +24,14 @@ import (
 // workload's engine request and the view where it fits nowhere, and the
 // instances on the nodes.
 type swapInput struct {
-	Now       time.Time
-	Request   engine.Request
-	Nodes     []engine.Node
-	Weights   engine.Weights
-	Residents []swapResident
+	Now time.Time
+	// DemandSince is when the demand being met rose from none (zero:
+	// now): how long it waited ends the grace of recently used instances.
+	DemandSince time.Time
+	Request     engine.Request
+	Nodes       []engine.Node
+	Weights     engine.Weights
+	Residents   []swapResident
 }
 
 // swapResident is one placed instance as the eviction choice sees it
@@ -45,6 +48,9 @@ type swapResident struct {
 	InFlight     int
 	MinResidency time.Duration
 	EvictCost    int
+	// LoadTime is how long it took from its placement to first being
+	// seen running (0: unknown).
+	LoadTime time.Duration
 }
 
 // swapChoice is the eviction choice's answer: the node the workload goes
@@ -57,10 +63,10 @@ type swapChoice struct {
 }
 
 // chooseEvictions chooses what to evict so the demanded workload fits
-// (ok false: nothing can be done now). nil: no swap, the workload waits
-// for room as any unplaceable declared workload does. The lead connects
-// engine.Evict here.
-var chooseEvictions func(swapInput) (swapChoice, bool)
+// (ok false: nothing can be done now): engine.Evict (engineEvictions).
+// Tests may replace it; nil means no swap, the workload waits for room as
+// any unplaceable declared workload does.
+var chooseEvictions = engineEvictions
 
 // swapResidentsLocked lists the placed instances for the choice. The
 // caller holds mu.
@@ -81,6 +87,9 @@ func (c *reconciler) swapResidentsLocked() []swapResident {
 		if o := od[p.Declared]; o != nil && p.Life == LifePlaced {
 			r.OnDemand, r.MinResidency, r.EvictCost = true, o.MinResidency, o.EvictCost
 			r.ReadySince = c.odReady[p.DecisionID]
+			if !r.ReadySince.IsZero() && !p.PlacedAt.IsZero() && r.ReadySince.After(p.PlacedAt) {
+				r.LoadTime = r.ReadySince.Sub(p.PlacedAt)
+			}
 			if act, ok := c.activityLocked(p); ok {
 				r.LastRequest, r.InFlight = act.LastRequest, int(act.InFlight)
 			} else {
@@ -135,6 +144,9 @@ func (c *lifecycle) swap(ctx context.Context, w Workload, req engine.Request, no
 	nodes := c.rec.view(now, req.Kind, req.Name)
 	c.mu.Lock()
 	in := swapInput{Now: now, Request: req, Nodes: nodes, Weights: c.conf().Weights, Residents: c.rec.swapResidentsLocked()}
+	if st := c.decls[w.Name]; st != nil {
+		in.DemandSince = st.DemandedAt
+	}
 	c.mu.Unlock()
 	ch, ok := choose(in)
 	if !ok || len(ch.Evict) == 0 {

@@ -144,3 +144,42 @@ func TestSwapNeverEvictsInFlight(t *testing.T) {
 	r.wantCopies("llma", 1)
 	r.wantCopies("llmb", 0)
 }
+
+// The swap with the engine's own choice (engineEvictions, the default):
+// an idle a past its min_residency is evicted for a demanded b on a node
+// with room for one, and b's decision names it; never inside a's
+// min_residency.
+func TestSwapByEngineEvict(t *testing.T) {
+	r, h := swapRig(t)
+	ctx := t.Context()
+	if _, err := r.c.Demand(ctx, "a", h.ID); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		r.tickHost(h)
+	}
+	r.setActivity("a", 0, r.clk.Now())
+	r.tickHost(h)
+	r.wantCopies("llma", 1)
+	if _, err := r.c.Demand(ctx, "b", h.ID); err != nil {
+		t.Fatal(err)
+	}
+	r.tickHost(h)
+	r.wantCopies("llma", 1)
+	r.wantCopies("llmb", 0)
+	r.clk.Advance(odIdle.MinResidency)
+	r.tickHost(h)
+	r.wantCopies("llma", 0)
+	r.tickHost(h)
+	r.wantCopies("llmb", 1)
+	var dec decisionRecord
+	for _, e := range r.entries(KindDecision) {
+		if err := json.Unmarshal(e.Payload, &dec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	notes := strings.Join(dec.Notes, "\n")
+	if dec.Declared != "b" || !strings.Contains(notes, "evicted on "+h.ID+" to make room: a") {
+		t.Fatalf("b's decision does not name what was evicted:\n%s", notes)
+	}
+}
