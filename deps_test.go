@@ -63,6 +63,9 @@ var tiers = map[string]int{
 	"internal/httpfast": 4,
 	"internal/modelpin": 4,
 	"internal/holdq":    4,
+	// What an OpenAI answer reports (its usage) and the medians of
+	// recent samples, for the proxy's measured performance.
+	"internal/usage": 4,
 	// The one shape of a config reload (Prepared, Step, All).
 	"internal/reload": 4,
 }

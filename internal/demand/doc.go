@@ -2,9 +2,10 @@
 // be started on demand, and how it asks: the controller's standby
 // advertisements (demand:<role>, sent only to the nodes on the workload's
 // demand_from: Advertiser), the consumer's Holds (Expect and Want, the
-// proxy's plug for a held request), and the demand call, a signed request
-// on a KindDemand stream answered with a signed state or refusal (Client,
-// Server). What a demand starts is the controller's (DemandHandler).
+// proxy's plug for a held request; ModelsJSON, its GET /v1/models of a
+// cold role), and the demand call, a signed request on a KindDemand
+// stream answered with a signed state or refusal (Client, Server). What a
+// demand starts is the controller's (DemandHandler).
 //
 // # Invariants
 //

@@ -19,6 +19,7 @@ import (
 	"github.com/nodeld/nodeld/internal/grammar"
 	"github.com/nodeld/nodeld/internal/httpfast"
 	"github.com/nodeld/nodeld/internal/table"
+	"github.com/nodeld/nodeld/internal/usage"
 )
 
 // RouteHeader is added to every forwarded response: "local", or the serving
@@ -188,10 +189,10 @@ func (h *roleHandler) forward(w http.ResponseWriter, r *http.Request, start time
 	h.rs.gauge.Inc()
 	st := &requestState{rec: recorder{ResponseWriter: w, start: start, limit: set.MaxResponseBytes}}
 	rec := &st.rec
-	measure, usage := measured(r)
+	measure, reportsUsage := measured(r)
 	measure = measure && rm.route == routeLocal
-	if measure && usage {
-		rec.tail = getTail()
+	if measure && reportsUsage {
+		rec.tail = usage.GetTail()
 	}
 	defer func() {
 		// Runs also when the stream is cut with http.ErrAbortHandler.
@@ -203,7 +204,7 @@ func (h *roleHandler) forward(w http.ResponseWriter, r *http.Request, start time
 		p.observe(role, rm, rec, start)
 		if measure {
 			observePerf(h.rs, target, rec, time.Since(start))
-			putTail(rec.tail)
+			usage.PutTail(rec.tail)
 		}
 	}()
 	// The slot is held from here: a client trickling its body must not
@@ -570,7 +571,7 @@ type recorder struct {
 	written   int64
 	autoFlush bool          // flush after every write (remote: the forwarder need not)
 	firstByte time.Duration // 0 until the first body byte or empty final head
-	tail      *tailBuf      // the response's end, for its usage report; nil when not measured
+	tail      *usage.Tail   // the response's end, for its usage report; nil when not measured
 }
 
 func (w *recorder) WriteHeader(code int) {
@@ -608,7 +609,7 @@ func (w *recorder) Write(b []byte) (int, error) {
 	n, err := w.ResponseWriter.Write(b)
 	w.written += int64(n)
 	if w.tail != nil {
-		w.tail.keep(b[:n])
+		w.tail.Keep(b[:n])
 	}
 	if err == nil && w.autoFlush {
 		w.Flush()

@@ -5,10 +5,8 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,27 +15,6 @@ import (
 
 	"github.com/nodeld/nodeld/internal/table"
 )
-
-func TestPerfRing(t *testing.T) {
-	var r perfRing
-	for _, v := range []float64{5, 1, 3} {
-		r.add(v)
-	}
-	if got := r.median(); got != 3 {
-		t.Errorf("median of 5 1 3 = %v", got)
-	}
-	r.add(10)
-	if got := r.median(); got != 4 {
-		t.Errorf("median of 5 1 3 10 = %v, want 4", got)
-	}
-	// Past PerfWindow, the oldest values go.
-	for range PerfWindow {
-		r.add(100)
-	}
-	if r.n != PerfWindow || r.median() != 100 {
-		t.Errorf("after a full window: %d values, median %v", r.n, r.median())
-	}
-}
 
 func TestPerfRecorder(t *testing.T) {
 	var pr perfRecorder
@@ -66,70 +43,6 @@ func TestPerfRecorder(t *testing.T) {
 	if got, _ := pr.stats(instanceID{base: "b"}, 1); got.TTFBSamples != 1 || got.TTFB != time.Second || got.TokensSamples != 0 {
 		t.Errorf("after the instance changed: %+v", got)
 	}
-}
-
-func TestTailBufKeepsTheEnd(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	for trial := range 200 {
-		tail := getTail()
-		var all []byte
-		for range rng.IntN(20) {
-			chunk := make([]byte, rng.IntN(3*perfTailBytes/2))
-			for i := range chunk {
-				chunk[i] = byte('a' + rng.IntN(26))
-			}
-			all = append(all, chunk...)
-			tail.keep(chunk)
-		}
-		want := all[max(0, len(all)-perfTailBytes):]
-		if got := tail.bytes(); !bytes.Equal(got, want) {
-			t.Fatalf("trial %d: tail of %d bytes holds %d bytes, not the last ones", trial, len(all), len(got))
-		}
-		putTail(tail)
-	}
-}
-
-func TestCompletionTokens(t *testing.T) {
-	tests := []struct {
-		give   string
-		want   int
-		wantOK bool
-	}{
-		{`"usage":{"prompt_tokens":12,"completion_tokens":345,"total_tokens":357}}`, 345, true},
-		{`"completion_tokens" :  7 }`, 7, true},
-		{"data: {\"usage\":{\"completion_tokens\":1}}\n\ndata: {\"usage\":{\"completion_tokens\":99}}\n\ndata: [DONE]\n\n", 99, true},
-		{`"completion_tokens_details":{"reasoning_tokens":5}}`, 0, false},
-		{`"completion_tokens":null}`, 0, false},
-		{`"completion_tokens":"5"}`, 0, false},
-		{`"completion_tokens":-5}`, 0, false},
-		{`"completion_tokens":12`, 0, false}, // cut off: maybe longer
-		{`"completion_tokens":1234567890}`, 0, false},
-		{`"prompt_tokens":3}`, 0, false},
-		{``, 0, false},
-	}
-	for _, tt := range tests {
-		got, ok := completionTokens([]byte(tt.give))
-		if got != tt.want || ok != tt.wantOK {
-			t.Errorf("completionTokens(%q) = %d, %v; want %d, %v", tt.give, got, ok, tt.want, tt.wantOK)
-		}
-	}
-}
-
-func FuzzCompletionTokens(f *testing.F) {
-	f.Add([]byte(`{"usage":{"completion_tokens":345}}`))
-	f.Add([]byte(`"completion_tokens": 999999999,`))
-	f.Fuzz(func(t *testing.T, tail []byte) {
-		n, ok := completionTokens(tail)
-		if !ok {
-			return
-		}
-		if n < 0 || n > 999999999 {
-			t.Fatalf("count %d", n)
-		}
-		if !bytes.Contains(tail, []byte(`"completion_tokens"`)) || !bytes.Contains(tail, []byte(strconv.Itoa(n))) {
-			t.Fatalf("count %d is not in %q", n, tail)
-		}
-	})
 }
 
 // perfUpstream answers completions with a usage report, streamed when

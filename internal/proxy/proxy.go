@@ -56,7 +56,8 @@ type Deps struct {
 	// Registerer may be nil (metrics are kept but not exported).
 	Registerer prometheus.Registerer
 	// Holds may be nil: then only the built-in Holds (roles served here
-	// lately) decide which requests are held.
+	// lately) decide which requests are held. A Holds that is also a
+	// ModelLister answers GET /v1/models for a role with no route.
 	Holds Holds
 	// Dial connects to local instances; nil means a TCP dial bounded by
 	// the package's dial timeout. Tests give a dialer of in-memory
