@@ -1,13 +1,12 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -35,7 +34,9 @@ func odPackage(t *testing.T) (dir, anchor string) {
 type odMesh struct {
 	m       *meshT
 	a, b, c *mnode
-	pkgDir  string
+	// d, when started, is a consumer like C but not on demand_from.
+	d      *mnode
+	pkgDir string
 }
 
 // odRole replaces the harness's role section.
@@ -44,17 +45,38 @@ const odRoleSection = "inference:\n  roles:\n    - name: chat\n      listen: 127
 // newODMesh starts A (controller, workload chat of package echo-od on
 // demand from demandFrom), B (host, serving chat to C) and C (a role
 // port, no model), and waits for A to hear from B.
-func newODMesh(t *testing.T, onDemand string) *odMesh {
+func newODMesh(t *testing.T, onDemand string, withD bool) *odMesh {
 	t.Helper()
 	pkgDir, anchor := odPackage(t)
-	m := newMesh(t, "a", "b", "c")
+	names := []string{"a", "b", "c"}
+	if withD {
+		names = append(names, "d")
+	}
+	m := newMesh(t, names...)
 	o := &odMesh{m: m, pkgDir: pkgDir}
-	b := m.config("b", []peer{{name: "a", tier: "paired"}, {name: "c", tier: "paired"}}, meshHost(m.node("a").key, anchor))
-	b = strings.Replace(b, odRoleSection, "inference:\n  probe_interval: 100ms\n  roles:\n    - name: chat\n      listen: 127.0.0.1:0\n      expose: true\n      serve_to: [c]\n", 1)
-	c := m.config("c", []peer{{name: "a", tier: "paired"}, {name: "b", tier: "paired"}},
-		"proxy:\n  hold:\n    max_wait: 20s\n")
-	c = strings.Replace(c, odRoleSection, odRoleSection+"      use_from: [b]\n", 1)
-	a := m.config("a", []peer{{name: "b", tier: "paired"}, {name: "c", tier: "paired"}}, meshController(anchor,
+	peersOf := func(name string) []peer {
+		var ps []peer
+		for _, n := range names {
+			if n != name && !(n == "c" && name == "d" || n == "d" && name == "c") {
+				ps = append(ps, peer{name: n, tier: "paired"})
+			}
+		}
+		return ps
+	}
+	serveTo := "[c]"
+	if withD {
+		serveTo = "[c, d]"
+	}
+	b := m.config("b", peersOf("b"), meshHost(m.node("a").key, anchor))
+	// B serves C up to 64 requests at once (the default is 8 per peer:
+	// past them a peer gets 429 over_capacity, held or not).
+	b = strings.Replace(b, "  liveness_timeout: 5s\n", "  liveness_timeout: 5s\n  max_inflight_per_peer: 64\n", 1)
+	b = strings.Replace(b, odRoleSection, "inference:\n  probe_interval: 100ms\n  roles:\n    - name: chat\n      listen: 127.0.0.1:0\n      expose: true\n      serve_to: "+serveTo+"\n", 1)
+	consumer := func(name string) string {
+		cfg := m.config(name, peersOf(name), "proxy:\n  hold:\n    max_wait: 20s\n")
+		return strings.Replace(cfg, odRoleSection, odRoleSection+"      use_from: [b]\n", 1)
+	}
+	a := m.config("a", peersOf("a"), meshController(anchor,
 		"  workloads:\n    - name: chat\n      package: echo-od\n      on_demand:\n        enabled: true\n"+onDemand))
 	// The declared package goes into A's store before A starts.
 	an := m.node("a")
@@ -65,7 +87,10 @@ func newODMesh(t *testing.T, onDemand string) *odMesh {
 		t.Fatalf("package add = %d\n%s\n%s", rc, out, errOut)
 	}
 	o.b = m.start("b", b)
-	o.c = m.start("c", c)
+	o.c = m.start("c", consumer("c"))
+	if withD {
+		o.d = m.start("d", consumer("d"))
+	}
 	o.a = m.start("a", a)
 	o.a.waitAlive(m.id("b"))
 	waitFor(t, "C to learn A's standby of chat", func() bool {
@@ -90,6 +115,23 @@ func (o *odMesh) dump() string {
 		fmt.Fprintf(&b, "A chain: %s %v\n", e.Kind, e.Payload)
 	}
 	return b.String()
+}
+
+// waitLinked waits until the node's mesh has a link to each of ids.
+func (mn *mnode) waitLinked(ids ...string) {
+	mn.m.t.Helper()
+	waitFor(mn.m.t, mn.name+" to link to "+strings.Join(ids, ", "), func() bool {
+		linked := map[string]bool{}
+		for _, p := range mn.n.mesh.LinkedPeers() {
+			linked[p.ID] = true
+		}
+		for _, id := range ids {
+			if !linked[id] {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // roleBase is the node's role port for chat.
@@ -199,7 +241,7 @@ func (o *odMesh) placedCount() int {
 // reported.
 func TestOnDemandColdStartAcrossTheMesh(t *testing.T) {
 	t.Parallel()
-	o := newODMesh(t, "        max_wait: 20s\n        demand_from: [c]\n")
+	o := newODMesh(t, "        max_wait: 20s\n        demand_from: [c]\n", false)
 	idB := o.m.id("b")
 	base := o.c.roleBase()
 	healthy, healthyAt := o.localReady()
@@ -220,5 +262,150 @@ func TestOnDemandColdStartAcrossTheMesh(t *testing.T) {
 	}
 }
 
-var _ = sync.Mutex{}
-var _ = slices.Contains[[]string]
+// counter sums the samples of metric name in the node's registry whose
+// labels include labels.
+func (mn *mnode) counter(name string, labels map[string]string) float64 {
+	mn.m.t.Helper()
+	mfs, err := mn.reg.Gather()
+	if err != nil {
+		mn.m.t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	metric:
+		for _, mt := range mf.GetMetric() {
+			for k, v := range labels {
+				found := false
+				for _, lp := range mt.GetLabel() {
+					if lp.GetName() == k && lp.GetValue() == v {
+						found = true
+					}
+				}
+				if !found {
+					continue metric
+				}
+			}
+			switch {
+			case mt.GetCounter() != nil:
+				sum += mt.GetCounter().GetValue()
+			case mt.GetGauge() != nil:
+				sum += mt.GetGauge().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+// TestOnDemandFiftyHeldOneColdStart (issue 24 acceptance 2 and 6): 50
+// requests on C's role port while the workload is cold are all answered
+// by one instance after one cold start (one plane.placed, one
+// nodeld_plane_cold_starts_total). D, a consumer not on demand_from,
+// gets no standby: its request is answered 503 no_instance at once, and
+// a demand call it makes anyway is refused demand_not_allowed, counted,
+// and places nothing.
+func TestOnDemandFiftyHeldOneColdStart(t *testing.T) {
+	t.Parallel()
+	o := newODMesh(t, "        max_wait: 20s\n        demand_from: [c]\n", true)
+	idA, idB := o.m.id("a"), o.m.id("b")
+
+	// D: no standby, today's 503 no_instance at once, and no demand.
+	if sbs := o.d.n.table.Standbys("chat"); len(sbs) != 0 {
+		t.Fatalf("D, not on demand_from, has standbys %+v", sbs)
+	}
+	start := time.Now()
+	if ans := postOD(o.d.roleBase(), "not allowed"); ans.err != nil || ans.code != 503 || !strings.Contains(ans.body, `"code":"no_instance"`) {
+		t.Fatalf("D's answer: %+v", ans)
+	} else if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("D's 503 took %s", d)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	if _, err := o.d.n.demand.Client.Call(ctx, idA, "chat"); err == nil || !strings.Contains(err.Error(), "not_allowed") {
+		t.Fatalf("D's demand call: %v", err)
+	}
+	if n := o.a.counter("nodeld_demand_served_total", map[string]string{"outcome": "not_allowed"}); n != 1 {
+		t.Fatalf("A counted %v refused demands", n)
+	}
+	o.a.tick()
+	if st := o.standbyState(); st != plane.OnDemandCold || o.placedCount() != 0 {
+		t.Fatalf("after D's demand: %s, %d placed\n%s", st, o.placedCount(), o.dump())
+	}
+
+	// C: 50 at once, held, one cold start.
+	const n = 50
+	base := o.c.roleBase()
+	answers := make(chan odAnswer, n)
+	for i := range n {
+		go func() { answers <- postOD(base, fmt.Sprintf("held %d", i)) }()
+	}
+	waitFor(t, "C to hold 50 requests", func() bool {
+		return o.c.counter("nodeld_proxy_hold_queue_depth", map[string]string{"role": "chat"}) == n
+	})
+	all := make(chan struct{})
+	var got []odAnswer
+	go func() {
+		for range n {
+			got = append(got, <-answers)
+		}
+		close(all)
+	}()
+	o.tickUntil("50 held requests to be answered", all)
+	for _, ans := range got {
+		if ans.err != nil || ans.code != 200 || ans.route != idB || !strings.Contains(ans.body, "echo: held ") {
+			t.Fatalf("an answer: %+v\n%s", ans, o.dump())
+		}
+	}
+	if p, cs := o.placedCount(), o.a.counter("nodeld_plane_cold_starts_total", nil); p != 1 || cs != 1 {
+		t.Fatalf("%d placed, %v cold starts\n%s", p, cs, o.dump())
+	}
+	if is := o.b.n.host.Status().Instances; len(is) != 1 {
+		t.Fatalf("B runs %d instances", len(is))
+	}
+	if n := o.a.counter("nodeld_plane_demands_total", map[string]string{"outcome": "accepted"}); n != 1 {
+		t.Fatalf("A accepted %v demands", n)
+	}
+}
+
+// TestOnDemandControllerRestartWhileStarting (issue 24 acceptance 7): A
+// is killed once after it accepted C's demand (before placing), and
+// again right after it placed the instance on B (the instance loading);
+// each time it comes back from its data dir. The held request on C is
+// answered by B's one instance: no second copy was placed.
+func TestOnDemandControllerRestartWhileStarting(t *testing.T) {
+	t.Parallel()
+	o := newODMesh(t, "        max_wait: 20s\n        demand_from: [c]\n", false)
+	idB := o.m.id("b")
+	got := make(chan odAnswer, 1)
+	go func() { got <- postOD(o.c.roleBase(), "across restarts") }()
+	waitFor(t, "A to accept C's demand", func() bool { return o.standbyState() == plane.OnDemandStarting })
+	o.a.restart()
+	// The restarted controller offers the workload at once (before its
+	// first tick), as starting: its standby is not withdrawn from C.
+	if st := o.standbyState(); st != plane.OnDemandStarting {
+		t.Fatalf("A after its restart: %q", st)
+	}
+	// Its first tick (the loop's comes a tick after the start) finds B
+	// linked.
+	o.a.waitLinked(idB)
+	o.a.tick()
+	if o.placedCount() != 1 {
+		t.Fatalf("A's first tick after the restart placed %d\n%s", o.placedCount(), o.dump())
+	}
+	o.a.restart()
+	served := make(chan struct{})
+	var ans odAnswer
+	go func() { ans = <-got; close(served) }()
+	o.tickUntil("the held request to be answered", served)
+	if ans.err != nil || ans.code != 200 || ans.route != idB || !strings.Contains(ans.body, "echo: across restarts") {
+		t.Fatalf("C's answer: %+v\n%s", ans, o.dump())
+	}
+	if o.placedCount() != 1 {
+		t.Fatalf("A placed %d\n%s", o.placedCount(), o.dump())
+	}
+	if is := o.b.n.host.Status().Instances; len(is) != 1 {
+		t.Fatalf("B runs %d instances", len(is))
+	}
+}
