@@ -438,3 +438,48 @@ func TestOnDemandControllerRestartWhileStarting(t *testing.T) {
 		t.Fatalf("B runs %d instances", len(is))
 	}
 }
+
+// TestOnDemandControllerGoneHeldRequestTimesOut (issue 24 acceptance 7,
+// the other way): A accepts C's demand and is killed before it places.
+// The held request on C is answered at max_wait with the documented 503
+// model_loading and a Retry-After. A, back after that, finds the demand
+// lapsed (nobody waits for it any more) and starts nothing.
+func TestOnDemandControllerGoneHeldRequestTimesOut(t *testing.T) {
+	t.Parallel()
+	const maxWait = time.Second
+	o := newODMesh(t, "        max_wait: "+maxWait.String()+"\n        demand_from: [c]\n", false)
+	got := make(chan odAnswer, 1)
+	start := time.Now()
+	go func() {
+		resp, err := http.Post(o.c.roleBase()+"/v1/chat/completions", "application/json",
+			strings.NewReader(`{"model":"echo-1","messages":[{"role":"user","content":"too late"}]}`))
+		if err != nil {
+			got <- odAnswer{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		got <- odAnswer{code: resp.StatusCode, route: resp.Header.Get("Retry-After"), body: string(b), first: time.Now(), err: err}
+	}()
+	waitFor(t, "A to accept C's demand", func() bool { return o.standbyState() == plane.OnDemandStarting })
+	o.a.kill()
+	ans := <-got
+	if ans.err != nil || ans.code != http.StatusServiceUnavailable || !strings.Contains(ans.body, `"code":"model_loading"`) || ans.route == "" {
+		t.Fatalf("C's answer (route field holds Retry-After): %+v", ans)
+	}
+	if waited := ans.first.Sub(start); waited < maxWait || waited > maxWait+5*time.Second {
+		t.Fatalf("answered after %s, max_wait %s", waited, maxWait)
+	}
+	// A comes back past max_wait on its clock: the demand lapsed.
+	o.m.clock.Advance(2 * maxWait)
+	o.a.run()
+	o.a.waitLinked(o.m.id("b"))
+	o.a.tick()
+	o.a.tick()
+	if st, n := o.standbyState(), o.placedCount(); st != plane.OnDemandCold || n != 0 {
+		t.Fatalf("A back: %s, %d placed\n%s", st, n, o.dump())
+	}
+	if is := o.b.n.host.Status().Instances; len(is) != 0 {
+		t.Fatalf("B runs %d instances", len(is))
+	}
+}
