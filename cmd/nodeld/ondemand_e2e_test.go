@@ -47,6 +47,12 @@ const odRoleSection = "inference:\n  roles:\n    - name: chat\n      listen: 127
 // demand from demandFrom), B (host, serving chat to C) and C (a role
 // port, no model), and waits for A to hear from B.
 func newODMesh(t *testing.T, onDemand string, withD bool) *odMesh {
+	return newODMeshHold(t, onDemand, withD, "")
+}
+
+// newODMeshHold is newODMesh with hold, more keys of the consumers'
+// proxy.hold (indented four spaces).
+func newODMeshHold(t *testing.T, onDemand string, withD bool, hold string) *odMesh {
 	t.Helper()
 	pkgDir, anchor := odPackage(t)
 	names := []string{"a", "b", "c"}
@@ -74,7 +80,7 @@ func newODMesh(t *testing.T, onDemand string, withD bool) *odMesh {
 	b = strings.Replace(b, "  liveness_timeout: 5s\n", "  liveness_timeout: 5s\n  max_inflight_per_peer: 64\n", 1)
 	b = strings.Replace(b, odRoleSection, "inference:\n  probe_interval: 100ms\n  roles:\n    - name: chat\n      listen: 127.0.0.1:0\n      expose: true\n      serve_to: "+serveTo+"\n", 1)
 	consumer := func(name string) string {
-		cfg := m.config(name, peersOf(name), "proxy:\n  hold:\n    max_wait: 20s\n")
+		cfg := m.config(name, peersOf(name), "proxy:\n  hold:\n    max_wait: 20s\n"+hold)
 		return strings.Replace(cfg, odRoleSection, odRoleSection+"      use_from: [b]\n", 1)
 	}
 	a := m.config("a", peersOf("a"), meshController(anchor,
@@ -481,5 +487,100 @@ func TestOnDemandControllerGoneHeldRequestTimesOut(t *testing.T) {
 	}
 	if is := o.b.n.host.Status().Instances; len(is) != 0 {
 		t.Fatalf("B runs %d instances", len(is))
+	}
+}
+
+// TestOnDemandQueueBoundDisconnectAndDemandFlood (issue 24 acceptance 6):
+// with C's hold queue bounded at 3, three requests are held while A has
+// not placed yet and a fourth gets 503 queue_full at once; a held client
+// that goes away leaves the queue. 1,000 demand calls from C, as fast as
+// they go, are coalesced or rate limited: A starts one instance, and its
+// chain grows by a bounded count. The two held requests are then answered.
+func TestOnDemandQueueBoundDisconnectAndDemandFlood(t *testing.T) {
+	t.Parallel()
+	o := newODMeshHold(t, "        max_wait: 20s\n        demand_from: [c]\n", false, "    queue: 3\n")
+	idA, idB := o.m.id("a"), o.m.id("b")
+	base := o.c.roleBase()
+	depth := func() float64 { return o.c.counter("nodeld_proxy_hold_queue_depth", map[string]string{"role": "chat"}) }
+
+	answers := make(chan odAnswer, 2)
+	for i := range 2 {
+		go func() { answers <- postOD(base, fmt.Sprintf("kept %d", i)) }()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	gone := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/chat/completions",
+			strings.NewReader(`{"model":"echo-1","messages":[{"role":"user","content":"gone"}]}`))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		gone <- err
+	}()
+	waitFor(t, "C to hold 3 requests", func() bool { return depth() == 3 })
+
+	start := time.Now()
+	full := postOD(base, "one too many")
+	if full.err != nil || full.code != http.StatusServiceUnavailable || !strings.Contains(full.body, `"code":"queue_full"`) {
+		t.Fatalf("the fourth: %+v", full)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("the fourth's 503 took %s", d)
+	}
+	cancel()
+	if err := <-gone; err == nil {
+		t.Fatal("the cancelled request was answered")
+	}
+	waitFor(t, "the client gone to leave C's queue", func() bool { return depth() == 2 })
+
+	// The flood, from C's own key over its link to A.
+	before := len(o.a.entries())
+	fctx, fcancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer fcancel()
+	codes := map[string]int{}
+	for range 1000 {
+		state, err := o.c.n.demand.Client.Call(fctx, idA, "chat")
+		switch {
+		case err == nil:
+			codes["state "+state]++
+		case strings.Contains(err.Error(), "rate_limited"):
+			codes["rate_limited"]++
+		default:
+			codes[err.Error()]++
+		}
+	}
+	grew := len(o.a.entries()) - before
+	t.Logf("1,000 demand calls from C: %v; A's chain grew by %d", codes, grew)
+	if grew > 20 {
+		t.Errorf("A's chain grew by %d entries for 1,000 demand calls", grew)
+	}
+	for k := range codes {
+		if k != "rate_limited" && !strings.HasPrefix(k, "state ") {
+			t.Errorf("a demand call: %s", k)
+		}
+	}
+	if n := o.a.counter("nodeld_plane_demands_total", map[string]string{"outcome": "accepted"}); n != 1 {
+		t.Fatalf("A accepted %v demands", n)
+	}
+
+	all := make(chan struct{})
+	var got []odAnswer
+	go func() {
+		for range 2 {
+			got = append(got, <-answers)
+		}
+		close(all)
+	}()
+	o.tickUntil("the two held requests to be answered", all)
+	for _, ans := range got {
+		if ans.err != nil || ans.code != 200 || ans.route != idB {
+			t.Fatalf("a held answer: %+v", ans)
+		}
+	}
+	if n := o.placedCount(); n != 1 {
+		t.Fatalf("A placed %d", n)
 	}
 }
