@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -540,18 +541,28 @@ func TestOnDemandQueueBoundDisconnectAndDemandFlood(t *testing.T) {
 	before := len(o.a.entries())
 	fctx, fcancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer fcancel()
+	var mu sync.Mutex
 	codes := map[string]int{}
-	for range 1000 {
-		state, err := o.c.n.demand.Client.Call(fctx, idA, "chat")
-		switch {
-		case err == nil:
-			codes["state "+state]++
-		case strings.Contains(err.Error(), "rate_limited"):
-			codes["rate_limited"]++
-		default:
-			codes[err.Error()]++
-		}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 125 {
+				state, err := o.c.n.demand.Client.Call(fctx, idA, "chat")
+				k := "state " + state
+				switch {
+				case err == nil:
+				case strings.Contains(err.Error(), "rate_limited"):
+					k = "rate_limited"
+				default:
+					k = err.Error()
+				}
+				mu.Lock()
+				codes[k]++
+				mu.Unlock()
+			}
+		})
 	}
+	wg.Wait()
 	grew := len(o.a.entries()) - before
 	t.Logf("1,000 demand calls from C: %v; A's chain grew by %d", codes, grew)
 	if grew > 20 {
