@@ -409,7 +409,8 @@ func TestOnDemandFiftyHeldOneColdStart(t *testing.T) {
 // is killed once after it accepted C's demand (before placing), and
 // again right after it placed the instance on B (the instance loading);
 // each time it comes back from its data dir. The held request on C is
-// answered by B's one instance: no second copy was placed.
+// answered by B's one instance: no second copy was placed. A restart
+// while the instance is idle keeps it, places none, and C is served.
 func TestOnDemandControllerRestartWhileStarting(t *testing.T) {
 	t.Parallel()
 	o := newODMesh(t, "        max_wait: 20s\n        demand_from: [c]\n", false)
@@ -443,6 +444,27 @@ func TestOnDemandControllerRestartWhileStarting(t *testing.T) {
 	}
 	if is := o.b.n.host.Status().Instances; len(is) != 1 {
 		t.Fatalf("B runs %d instances", len(is))
+	}
+
+	// Idle (no request within a tick, idle_after not reached), then A
+	// restarts: it keeps the one instance and places none.
+	waitFor(t, "the instance to be idle", func() bool {
+		o.m.clock.Advance(time.Second)
+		o.a.tick()
+		return o.standbyState() == plane.OnDemandIdle
+	})
+	o.a.restart()
+	o.a.waitLinked(idB)
+	o.a.tick()
+	o.a.tick()
+	if st := o.standbyState(); st != plane.OnDemandIdle && st != plane.OnDemandReady {
+		t.Fatalf("A after a restart while idle: %s\n%s", st, o.dump())
+	}
+	if o.placedCount() != 1 || len(o.b.n.host.Status().Instances) != 1 {
+		t.Fatalf("after a restart while idle: %d placed, B runs %d\n%s", o.placedCount(), len(o.b.n.host.Status().Instances), o.dump())
+	}
+	if ans := postOD(o.c.roleBase(), "after idle"); ans.err != nil || ans.code != 200 || ans.route != idB {
+		t.Fatalf("C's answer after A's restart while idle: %+v", ans)
 	}
 }
 
