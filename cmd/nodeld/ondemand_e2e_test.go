@@ -187,8 +187,8 @@ func (o *odMesh) standbyState() string {
 	return ""
 }
 
-// tickUntilServed ticks A (the harness's controller ticks by hand) until
-// done is closed.
+// tickUntil ticks A (the harness's controller ticks by hand) while the
+// workload is not cold, until done is closed.
 func (o *odMesh) tickUntil(what string, done <-chan struct{}) {
 	o.m.t.Helper()
 	deadline := time.After(waitTimeout)
@@ -265,7 +265,11 @@ func TestOnDemandColdStartAcrossTheMesh(t *testing.T) {
 		if ans.err != nil || ans.code != 200 || ans.route != idB || !strings.Contains(ans.body, fmt.Sprintf("echo: cold %d", i)) {
 			t.Fatalf("C's answer %d: %+v\n%s", i, ans, o.dump())
 		}
-		<-healthy
+		select {
+		case <-healthy:
+		case <-time.After(waitTimeout):
+			t.Fatal("B's table never resolved chat")
+		}
 		lat = append(lat, ans.first.Sub(*healthyAt))
 		if n := o.placedCount(); n != i+1 {
 			t.Fatalf("cold start %d: A placed %d times", i, n)
