@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync/atomic"
+	"time"
 
 	"github.com/nodeld/nodeld/internal/config"
 	"github.com/nodeld/nodeld/internal/demand"
@@ -45,14 +46,23 @@ func newDemand(n *node, cfg *config.Config, nd nodeDeps, adv *demand.Advertiser)
 }
 
 // bindDemand gives the demand side the controller, once it is built, if
-// it offers on-demand workloads (implements demand.Controller). newNode
-// calls it before run starts anything.
+// it offers on-demand workloads (implements demand.Controller), with the
+// roles of its on-demand workloads learnt: its first advert round carries
+// their standbys (a restarted controller withdraws none). newNode calls
+// it before run starts anything.
 func (n *node) bindDemand() {
 	if n.ctrl == nil {
 		return
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), learnRolesTimeout)
+	defer cancel()
+	n.ctrl.LearnRoles(ctx)
 	n.demandCtl.bind(planeDemand{n.ctrl})
 }
+
+// learnRolesTimeout bounds reading the on-demand workloads' packages at
+// start; what is not read by then is read on the ticks.
+const learnRolesTimeout = 10 * time.Second
 
 // planeDemand is the controller as the demand side sees it: its
 // on-demand workloads (Standby) and the demands it takes.

@@ -186,6 +186,7 @@ type mnode struct {
 
 	n      *node
 	chain  *chain.Chain
+	reg    *prometheus.Registry // the running node's metrics
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -379,7 +380,7 @@ func (mn *mnode) tryRun() error {
 		return err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	mn.n, mn.chain, mn.cancel, mn.done = n, ch, cancel, make(chan error, 1)
+	mn.n, mn.chain, mn.reg, mn.cancel, mn.done = n, ch, reg, cancel, make(chan error, 1)
 	go func() { mn.done <- n.run(ctx, nil) }()
 	t.Cleanup(func() {
 		if mn.n == n {

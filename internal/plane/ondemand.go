@@ -307,6 +307,15 @@ func (c *core) workloadOfRole(role string) (Workload, bool) {
 	return Workload{}, false
 }
 
+// LearnRoles reads the role and model of every on-demand workload from
+// the store now, as each tick does. The daemon calls it before the mesh
+// starts: Standby lists only the workloads whose role is known, so a
+// controller that waited for its first tick would advertise no standby
+// until then, and a restarted one would withdraw its standbys from the
+// consumers (whose requests would get 503 no_instance instead of being
+// held) for up to a tick.
+func (c *Controller) LearnRoles(ctx context.Context) { c.life.learnRoles(ctx) }
+
 // learnRoles reads, for every on-demand workload, the role and model of
 // the package version it resolves to in the store (verified), keeping
 // what it knew when the store cannot be read.
