@@ -3,6 +3,7 @@ package plane
 import (
 	"github.com/nodeld/nodeld/internal/engine"
 	"github.com/nodeld/nodeld/internal/facts"
+	"github.com/nodeld/nodeld/internal/pkg"
 	"testing"
 
 	"github.com/nodeld/nodeld/internal/plane/planetest"
@@ -64,4 +65,17 @@ func res(gib uint64) []engine.Resources {
 		return nil
 	}
 	return []engine.Resources{{HostBytes: gib << 30}}
+}
+
+// The view gives each node its free memory in Memory as well as in its
+// prepared profile: the swap's choice (engine.EvictNode capacities) reads
+// Memory, and a node seen with none has nothing to free into.
+func TestViewCarriesMemory(t *testing.T) {
+	r, h := swapRig(t)
+	r.cl.Set(h, func(h *planetest.Host) { h.Facts.MemTotalBytes, h.Facts.MemFreeBytes = 8<<30, 7<<30 })
+	r.tick()
+	nodes := r.c.rec.view(r.clk.Now(), pkg.KindInference, "a")
+	if len(nodes) != 1 || nodes[0].Memory.HostFree != 7<<30 {
+		t.Fatalf("view memory %+v, want 7 GiB free", nodes)
+	}
 }

@@ -77,7 +77,12 @@ func (c *reconciler) view(now time.Time, kind, name string) []engine.Node {
 			}
 		}
 		verdict, why := gate(c.conf().Policy, kind, n)
-		out = append(out, engineNode(n, now, c.conf().DeadAfter, c.profiles.of(n), instances[id], pending[id], verdict, why))
+		en := engineNode(n, now, c.conf().DeadAfter, c.profiles.of(n), instances[id], pending[id], verdict, why)
+		if n.facts != nil {
+			// Place reads the profile; the swap's choice reads Memory.
+			en.Memory = memory(n.facts.facts)
+		}
+		out = append(out, en)
 	}
 	c.profiles.compact(ids, out)
 	return out
