@@ -322,7 +322,9 @@ func TestOnDemandWalkThroughOneHost(t *testing.T) {
 	// The trace, each request sent when the previous answered: all 8
 	// answered, each by its own model.
 	for i, r := range walkTrace {
+		start := time.Now()
 		model, err := w.ask(r)
+		t.Logf("request %d (%s) answered in %s", i, r, time.Since(start).Round(time.Millisecond))
 		if err != nil {
 			t.Fatalf("request %d: %v", i, err)
 		}
