@@ -181,12 +181,18 @@ release:
 # with its manifest, ready to sign (nodeld package sign --key K DIR).
 # ECHO_LOAD_DELAY (how long it takes to "load its model": /health answers
 # 503 loading until then) and ECHO_MEM_BYTES (the memory its manifest
-# declares, what the controller fits on a node) let it stand in for a model.
+# declares, what the controller fits on a node) let it stand in for a model;
+# ECHO_ID (the package id and its directory under build/packages/),
+# ECHO_ROLE and ECHO_MODEL make several different ones.
 ECHO_LOAD_DELAY ?= 0s
 ECHO_MEM_BYTES  ?= 67108864
+ECHO_ID         ?= echo-llm
+ECHO_ROLE       ?= chat
+ECHO_MODEL      ?= echo-1
 example-package: build
-	rm -rf build/packages/echo-llm && mkdir -p build/packages/echo-llm
-	$(GO) build -trimpath -o build/packages/echo-llm/echo-llm ./examples/packages/echo-llm
+	rm -rf 'build/packages/$(ECHO_ID)' && mkdir -p 'build/packages/$(ECHO_ID)'
+	$(GO) build -trimpath -o 'build/packages/$(ECHO_ID)/echo-llm' ./examples/packages/echo-llm
 	sed -e 's/"--load-delay", "0s"/"--load-delay", "$(ECHO_LOAD_DELAY)"/' -e 's/"mem_bytes": 67108864/"mem_bytes": $(ECHO_MEM_BYTES)/' \
-		examples/packages/echo-llm/manifest.template.json >build/packages/echo-llm.template.json
-	$(BIN) package build --manifest build/packages/echo-llm.template.json build/packages/echo-llm
+		-e 's/"id": "echo-llm"/"id": "$(ECHO_ID)"/' -e 's/"role": "chat"/"role": "$(ECHO_ROLE)"/' -e 's/"--model", "echo-1"/"--model", "$(ECHO_MODEL)"/' \
+		examples/packages/echo-llm/manifest.template.json >'build/packages/$(ECHO_ID).template.json'
+	$(BIN) package build --manifest 'build/packages/$(ECHO_ID).template.json' 'build/packages/$(ECHO_ID)'

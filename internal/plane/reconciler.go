@@ -39,7 +39,12 @@ func (c *reconciler) view(now time.Time, kind, name string) []engine.Node {
 	defer c.mu.Unlock()
 	instances := map[string][]engine.Instance{}
 	pending := map[string][]engine.Resources{}
+	declared := map[string][]engine.Resources{}
 	for _, p := range c.placements {
+		switch p.Life {
+		case LifePlaced, LifeRetiring, LifeDispatching, LifeUnsettled:
+			declared[p.Node] = append(declared[p.Node], p.Reserved.engine())
+		}
 		switch p.Life {
 		case LifePlaced, LifeLost, LifeRescheduled, LifeRetiring:
 			instances[p.Node] = append(instances[p.Node], p.engineInstance())
@@ -65,8 +70,19 @@ func (c *reconciler) view(now time.Time, kind, name string) []engine.Node {
 	out := make([]engine.Node, 0, len(ids))
 	for _, id := range ids {
 		n := c.nodes[id]
+		// Never more than the node's memory by declared resources.
+		if n.facts != nil {
+			if sq, ok := declaredSqueeze(n.facts.facts, pending[id], declared[id]); ok {
+				pending[id] = append(pending[id], sq)
+			}
+		}
 		verdict, why := gate(c.conf().Policy, kind, n)
-		out = append(out, engineNode(n, now, c.conf().DeadAfter, c.profiles.of(n), instances[id], pending[id], verdict, why))
+		en := engineNode(n, now, c.conf().DeadAfter, c.profiles.of(n), instances[id], pending[id], verdict, why)
+		if n.facts != nil {
+			// Place reads the profile; the swap's choice reads Memory.
+			en.Memory = memory(n.facts.facts)
+		}
+		out = append(out, en)
 	}
 	c.profiles.compact(ids, out)
 	return out
