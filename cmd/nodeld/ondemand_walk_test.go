@@ -111,7 +111,7 @@ func startWalkNode(t *testing.T, idleAfter time.Duration) *walkNode {
 	}
 	b.WriteString("  instances: []\n  discover: false\n")
 	fmt.Fprintf(&b, "host:\n  enabled: true\n  trust_anchors: [%s]\n%s", anchor, binReadable())
-	b.WriteString("controller:\n  enabled: true\n  tick: 50ms\n  retry_backoff: 100ms\n  policy:\n    kinds:\n      inference: {min_tier: pinned}\n  workloads:\n")
+	b.WriteString("controller:\n  enabled: true\n  tick: 50ms\n  retry_backoff: 100ms\n  swap_grace: 300ms\n  policy:\n    kinds:\n      inference: {min_tier: pinned}\n  workloads:\n")
 	for _, r := range roles {
 		fmt.Fprintf(&b, "    - name: %s\n      package: echo-%s\n      on_demand:\n        enabled: true\n        idle_after: %s\n        min_residency: 50ms\n        max_wait: 20s\n", r, r, idleAfter)
 	}

@@ -43,6 +43,7 @@ func Default() *Config {
 			RetryBackoff:     Duration{D: 10 * time.Second},
 			MaxReschedules:   DefaultMaxReschedules,
 			RescheduleWindow: Duration{D: time.Hour},
+			SwapGrace:        Duration{D: 2 * time.Second},
 			DescribeTimeout:  Duration{D: 3 * time.Second},
 			PlaceTimeout:     Duration{D: 280 * time.Second},
 		},

@@ -41,6 +41,8 @@ const (
 	MaxReschedulesLimit = 1000
 	// MaxRescheduleWindow caps controller.reschedule_window (a week).
 	MaxRescheduleWindow = 168 * time.Hour
+	// MaxSwapGrace caps controller.swap_grace.
+	MaxSwapGrace = time.Minute
 	// MaxRetryBackoff caps controller.retry_backoff: the doubling backoff
 	// is capped there too.
 	MaxRetryBackoff = 5 * time.Minute

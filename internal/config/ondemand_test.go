@@ -136,3 +136,24 @@ func TestOnDemandDemandFromResolves(t *testing.T) {
 		t.Errorf("CheckNodeRefs = %q, want only demand_from[4] refused", got)
 	}
 }
+
+// TestSwapGrace: controller.swap_grace defaults to 2s, 0 is allowed (swap
+// at once), negative and over a minute are refused with the key's name.
+func TestSwapGrace(t *testing.T) {
+	c, err := Check([]byte("controller:\n  enabled: true\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Controller.SwapGrace.D != 2*time.Second {
+		t.Errorf("default swap_grace %s, want 2s", c.Controller.SwapGrace.D)
+	}
+	if _, err := Check([]byte("controller:\n  enabled: true\n  swap_grace: 0s\n")); err != nil {
+		t.Errorf("swap_grace 0s refused: %v", err)
+	}
+	for _, bad := range []string{"-1s", "2m", "soon"} {
+		_, err := Check([]byte("controller:\n  enabled: true\n  swap_grace: " + bad + "\n"))
+		if err == nil || !strings.Contains(err.Error(), "controller.swap_grace") {
+			t.Errorf("swap_grace %s: %v, want an error naming controller.swap_grace", bad, err)
+		}
+	}
+}

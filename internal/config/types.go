@@ -209,6 +209,11 @@ type Controller struct {
 	// RescheduleWindow is how far back moves count towards
 	// MaxReschedules.
 	RescheduleWindow Duration `yaml:"reschedule_window"`
+	// SwapGrace keeps an on-demand instance that served a request this
+	// recently from being evicted for another workload (while that one
+	// has waited less than 30 s), so a model in use is not swapped out
+	// between two requests of one client; 0 swaps at once.
+	SwapGrace Duration `yaml:"swap_grace"`
 	// DescribeTimeout bounds each describe of a tick, so that a dead node
 	// cannot stall one.
 	DescribeTimeout Duration `yaml:"describe_timeout"`

@@ -382,6 +382,8 @@ func (v *validator) controller() {
 	v.positive("controller.place_timeout", c.PlaceTimeout)
 	v.positive("controller.reschedule_window", c.RescheduleWindow)
 	v.atMost("controller.reschedule_window", c.RescheduleWindow, MaxRescheduleWindow)
+	v.nonNegative("controller.swap_grace", c.SwapGrace)
+	v.atMost("controller.swap_grace", c.SwapGrace, MaxSwapGrace)
 	if c.Tick.Valid() && c.DeadAfter.Valid() && c.Tick.D > 0 && c.DeadAfter.D > 0 && c.DeadAfter.D < c.Tick.D {
 		v.addf("controller.dead_after", "%s is shorter than controller.tick (%s)", c.DeadAfter, c.Tick)
 	}
@@ -497,6 +499,15 @@ func (v *validator) nodeRef(path, ref string, optional bool) bool {
 func (v *validator) atMost(path string, d Duration, hi time.Duration) {
 	if d.Valid() && d.D > hi {
 		v.addf(path, "%s is above the limit of %s", d, hi)
+	}
+}
+
+func (v *validator) nonNegative(path string, d Duration) {
+	switch {
+	case !d.Valid():
+		v.addf(path, "invalid duration %q: use a Go duration such as 500ms, 15s or 5m", d.raw)
+	case d.D < 0:
+		v.addf(path, "must not be negative, got %s", d.D)
 	}
 }
 

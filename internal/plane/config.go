@@ -17,6 +17,10 @@ const (
 	DefaultRetryBackoff     = 10 * time.Second
 	DefaultMaxReschedules   = 5
 	DefaultRescheduleWindow = time.Hour
+	// DefaultSwapGrace is engine.DefaultEvictPolicy's grace.
+	DefaultSwapGrace = 2 * time.Second
+	// MaxSwapGrace caps SwapGrace.
+	MaxSwapGrace = time.Minute
 	// MaxRescheduleWindow caps RescheduleWindow (a week).
 	MaxRescheduleWindow      = 168 * time.Hour
 	DefaultDescribeTimeout   = 3 * time.Second
@@ -47,6 +51,9 @@ type Config struct {
 	// RescheduleWindow is how far back moves count towards
 	// MaxReschedules.
 	RescheduleWindow time.Duration
+	// SwapGrace is the eviction's grace for a recently used on-demand
+	// instance (engine.EvictPolicy.Grace); 0 gives none.
+	SwapGrace time.Duration
 	// DescribeTimeout bounds each describe of a tick, so a dead node
 	// cannot stall one.
 	DescribeTimeout time.Duration
@@ -87,6 +94,7 @@ func Default() Config {
 		RetryBackoff:      DefaultRetryBackoff,
 		MaxReschedules:    DefaultMaxReschedules,
 		RescheduleWindow:  DefaultRescheduleWindow,
+		SwapGrace:         DefaultSwapGrace,
 		DescribeTimeout:   DefaultDescribeTimeout,
 		PlaceTimeout:      DefaultPlaceTimeout,
 		RescheduleTimeout: DefaultRescheduleTimeout,
@@ -109,6 +117,9 @@ func (c Config) Validate() error {
 	pos("place_timeout", c.PlaceTimeout)
 	pos("reschedule_timeout", c.RescheduleTimeout)
 	pos("reschedule_window", c.RescheduleWindow)
+	if c.SwapGrace < 0 || c.SwapGrace > MaxSwapGrace {
+		errs = append(errs, fmt.Errorf("swap_grace: %s outside 0..%s", c.SwapGrace, MaxSwapGrace))
+	}
 	if c.RescheduleWindow > MaxRescheduleWindow {
 		errs = append(errs, fmt.Errorf("reschedule_window: %s is above the %s cap", c.RescheduleWindow, MaxRescheduleWindow))
 	}

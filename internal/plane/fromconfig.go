@@ -39,6 +39,7 @@ func ConfigOf(cfg *config.Config, ref func(string) string) Config {
 	c := Default()
 	c.Tick, c.DeadAfter, c.RetryBackoff = cc.Tick.D, cc.DeadAfter.D, cc.RetryBackoff.D
 	c.MaxReschedules, c.RescheduleWindow = cc.MaxReschedules, cc.RescheduleWindow.D
+	c.SwapGrace = cc.SwapGrace.D
 	c.DescribeTimeout, c.PlaceTimeout = cc.DescribeTimeout.D, cc.PlaceTimeout.D
 	refs := func(in []string) []string {
 		if len(in) == 0 {

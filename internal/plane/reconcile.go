@@ -463,6 +463,7 @@ func (c *lifecycle) placeDeclared(ctx context.Context, w Workload, p Package, di
 	}
 	version := p.Verified().Manifest.Version
 	previewed := ""
+	var swapRetry time.Time // when a swap waits on a protection that lapses
 	now := c.now()
 	if w.OnDemand != nil && old == nil {
 		c.mu.Lock()
@@ -474,16 +475,20 @@ func (c *lifecycle) placeDeclared(ctx context.Context, w Workload, p Package, di
 		if old == nil && w.OnDemand != nil && err == nil {
 			// No node fits: the swap may make room, and the next tick
 			// (woken) places it.
-			if done, serr := c.swap(ctx, w, req, now); done || serr != nil {
+			done, retryAt, serr := c.swap(ctx, w, req, now)
+			if done || serr != nil {
 				return false, serr
 			}
+			swapRetry = retryAt
 		}
 		previewed = c.rec.declUnplaceable(p, dec, err)
 		c.mu.Lock()
 		same := c.decls[w.Name] != nil && c.decls[w.Name].LastError == previewed
 		c.mu.Unlock()
 		if same {
-			return false, c.w.declFailed(w, version, previewed, nil)
+			err := c.w.declFailed(w, version, previewed, nil)
+			c.retryAtLapse(w.Name, swapRetry)
+			return false, err
 		}
 	}
 	rep, err := c.w.place(ctx, p, o, in, c.conf().RescheduleTimeout)
@@ -497,7 +502,9 @@ func (c *lifecycle) placeDeclared(ctx context.Context, w Workload, p Package, di
 		}
 		return false, errors.Join(err, c.w.declFailed(w, version, why, nil))
 	case rep.Decision.Chosen == nil:
-		return false, errors.Join(err, c.w.declFailed(w, version, c.rec.declUnplaceable(p, rep.Decision, nil), nil))
+		err = errors.Join(err, c.w.declFailed(w, version, c.rec.declUnplaceable(p, rep.Decision, nil), nil))
+		c.retryAtLapse(w.Name, swapRetry)
+		return false, err
 	default:
 		return false, errors.Join(err, c.w.declFailed(w, version, exhausted(rep.Attempts), nil))
 	}
@@ -547,4 +554,20 @@ func exhausted(as []Attempt) string {
 		}
 	}
 	return "every candidate refused or was unreachable: " + strings.Join(parts, "; ")
+}
+
+// retryAtLapse brings the next attempt of on-demand workload name forward
+// to at, when a swap found the instance that would make room protected
+// (its grace or min_residency) until then: waiting for the doubling
+// backoff would leave the demand waiting past the moment room can be
+// made. A zero at, or one after the backoff's, changes nothing.
+func (c *lifecycle) retryAtLapse(name string, at time.Time) {
+	if at.IsZero() {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st := c.decls[name]; st != nil && at.Before(st.NextAttempt) {
+		st.NextAttempt = at
+	}
 }

@@ -28,6 +28,8 @@ type swapInput struct {
 	// DemandSince is when the demand being met rose from none (zero:
 	// now): how long it waited ends the grace of recently used instances.
 	DemandSince time.Time
+	// Grace is the eviction policy's grace (Config.SwapGrace).
+	Grace time.Duration
 	Request     engine.Request
 	Nodes       []engine.Node
 	Weights     engine.Weights
@@ -60,6 +62,11 @@ type swapChoice struct {
 	Node    string
 	Evict   []string
 	Explain []string
+	// RetryAt, with nothing to evict, is when a protection of an instance
+	// that would make room lapses (its grace or min_residency): the
+	// demanded workload is tried again then rather than after its
+	// doubling backoff.
+	RetryAt time.Time
 }
 
 // chooseEvictions chooses what to evict so the demanded workload fits
@@ -136,21 +143,22 @@ func (c *reconciler) evictableLocked(id, name string, now time.Time) (*Placement
 // node fits it: dec, for request req) and unloads what it chose. done
 // is true when something was evicted: the tick is woken and the next one
 // places w.
-func (c *lifecycle) swap(ctx context.Context, w Workload, req engine.Request, now time.Time) (done bool, err error) {
+func (c *lifecycle) swap(ctx context.Context, w Workload, req engine.Request, now time.Time) (done bool, retryAt time.Time, err error) {
 	choose := chooseEvictions
 	if choose == nil || w.OnDemand == nil {
-		return false, nil
+		return false, time.Time{}, nil
 	}
 	nodes := c.rec.view(now, req.Kind, req.Name)
 	c.mu.Lock()
-	in := swapInput{Now: now, Request: req, Nodes: nodes, Weights: c.conf().Weights, Residents: c.rec.swapResidentsLocked()}
+	in := swapInput{Now: now, Request: req, Nodes: nodes, Weights: c.conf().Weights, Residents: c.rec.swapResidentsLocked(),
+		Grace: c.conf().SwapGrace}
 	if st := c.decls[w.Name]; st != nil {
 		in.DemandSince = st.DemandedAt
 	}
 	c.mu.Unlock()
 	ch, ok := choose(in)
 	if !ok || len(ch.Evict) == 0 {
-		return false, nil
+		return false, ch.RetryAt, nil
 	}
 	type ev struct {
 		pl  *Placement
@@ -162,7 +170,7 @@ func (c *lifecycle) swap(ctx context.Context, w Workload, req engine.Request, no
 		pl, why := c.rec.evictableLocked(id, w.Name, now)
 		if why != "" {
 			c.mu.Unlock()
-			return false, fmt.Errorf("eviction for %s refused: placement %.12s: %s", w.Name, id, why)
+			return false, time.Time{}, fmt.Errorf("eviction for %s refused: placement %.12s: %s", w.Name, id, why)
 		}
 		evs = append(evs, ev{pl: pl, rec: c.w.retireLocked(pl, "evicted for "+w.Name)})
 		c.w.lowerDemandLocked(pl.Declared, false)
@@ -187,7 +195,7 @@ func (c *lifecycle) swap(ctx context.Context, w Workload, req engine.Request, no
 		errs = append(errs, c.orphanUnload(ctx, e.pl, now))
 	}
 	c.wakeTick()
-	return true, errors.Join(errs...)
+	return true, time.Time{}, errors.Join(errs...)
 }
 
 // evictedNote is the explanation's line of an eviction.

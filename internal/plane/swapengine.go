@@ -29,6 +29,7 @@ func engineEvictions(in swapInput) (swapChoice, bool) {
 		Now: in.Now, DemandSince: in.DemandSince,
 		Targets: targets, Policy: engine.DefaultEvictPolicy(),
 	}
+	req.Policy.Grace = in.Grace
 	for _, t := range targets {
 		n := in.Nodes[slices.IndexFunc(in.Nodes, func(n engine.Node) bool { return n.ID == t.Node })]
 		var accel uint64
@@ -56,8 +57,13 @@ func engineEvictions(in swapInput) (swapChoice, bool) {
 		req.Nodes = append(req.Nodes, node)
 	}
 	ev, err := engine.Evict(req)
-	if err != nil || ev.Outcome != engine.EvictChosen {
+	if err != nil {
 		return swapChoice{}, false
+	}
+	if ev.Outcome != engine.EvictChosen {
+		// Busy: an instance that would make room is protected until
+		// RetryAt (zero when nothing ever would).
+		return swapChoice{RetryAt: ev.RetryAt}, false
 	}
 	// Resident ids are the placements' decision ids.
 	return swapChoice{Node: ev.Node, Evict: ev.Evict, Explain: ev.Lines()}, len(ev.Evict) > 0
