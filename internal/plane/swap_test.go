@@ -183,3 +183,39 @@ func TestSwapByEngineEvict(t *testing.T) {
 		t.Fatalf("b's decision does not name what was evicted:\n%s", notes)
 	}
 }
+
+// A swap that waits on the grace of a recently used instance tries the
+// demanded workload again when the grace lapses, not after its doubling
+// backoff (retry_backoff, 10 s here): the demand would otherwise wait
+// past the moment room can be made.
+func TestSwapRetriesWhenTheGraceLapses(t *testing.T) {
+	r, h := swapRig(t)
+	ctx := t.Context()
+	if _, err := r.c.Demand(ctx, "a", h.ID); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		r.tickHost(h)
+	}
+	r.wantCopies("llma", 1)
+	r.clk.Advance(odIdle.MinResidency)
+	last := r.clk.Now()
+	r.setActivity("a", 0, last) // a just served a request: inside the grace
+	if _, err := r.c.Demand(ctx, "b", h.ID); err != nil {
+		t.Fatal(err)
+	}
+	r.tickHost(h)
+	r.wantCopies("llma", 1)
+	r.wantCopies("llmb", 0)
+	r.c.mu.Lock()
+	next := r.c.decls["b"].NextAttempt
+	r.c.mu.Unlock()
+	if lapse := last.Add(r.c.conf().SwapGrace); next.IsZero() || next.After(lapse) {
+		t.Fatalf("b's next attempt %s, want at the grace's lapse %s (retry_backoff is %s)", next, lapse, r.c.conf().RetryBackoff)
+	}
+	r.clk.Advance(r.c.conf().SwapGrace)
+	r.tickHost(h)
+	r.wantCopies("llma", 0)
+	r.tickHost(h)
+	r.wantCopies("llmb", 1)
+}
