@@ -29,11 +29,11 @@ type swapInput struct {
 	// now): how long it waited ends the grace of recently used instances.
 	DemandSince time.Time
 	// Grace is the eviction policy's grace (Config.SwapGrace).
-	Grace time.Duration
-	Request     engine.Request
-	Nodes       []engine.Node
-	Weights     engine.Weights
-	Residents   []swapResident
+	Grace     time.Duration
+	Request   engine.Request
+	Nodes     []engine.Node
+	Weights   engine.Weights
+	Residents []swapResident
 }
 
 // swapResident is one placed instance as the eviction choice sees it
