@@ -1,6 +1,10 @@
 package config
 
-import "time"
+import (
+	"time"
+
+	"github.com/nodeld/nodeld/internal/holdq"
+)
 
 // Proxy configures the loopback proxy beyond inference.limits.
 type Proxy struct {
@@ -24,21 +28,21 @@ type ProxyHold struct {
 	Remember Duration `yaml:"remember"`
 }
 
-// Bounds of proxy.hold (the proxy's own, proxy.MaxHold*).
+// Bounds of proxy.hold: the hold's own (internal/holdq), named once.
 const (
-	MaxHoldWait      = 10 * time.Minute
-	MaxHoldQueue     = 1 << 16
-	MaxHoldKeepalive = time.Minute
-	MaxHoldRemember  = 24 * time.Hour
+	MaxHoldWait      = holdq.MaxWait
+	MaxHoldQueue     = holdq.MaxQueue
+	MaxHoldKeepalive = holdq.MaxKeepalive
+	MaxHoldRemember  = holdq.MaxRemember
 )
 
 // defaultProxy is the proxy section's defaults.
 func defaultProxy() Proxy {
 	return Proxy{Hold: ProxyHold{
 		MaxWait:   Duration{D: 30 * time.Second},
-		Queue:     256,
-		Keepalive: Duration{D: 5 * time.Second},
-		Remember:  Duration{D: 10 * time.Minute},
+		Queue:     holdq.DefaultQueue,
+		Keepalive: Duration{D: holdq.DefaultKeepalive},
+		Remember:  Duration{D: holdq.DefaultRemember},
 	}}
 }
 
