@@ -97,6 +97,7 @@ type Proxy struct {
 	// Holding requests (hold.go); holdq and recent are nil when the
 	// Resolver's changes cannot be awaited: nothing is held then.
 	holds         Holds
+	models        ModelLister // holds, when it lists a cold role's models
 	holdq         *holdq.Queues
 	recent        *holdq.Recent
 	onHoldRelease func(role string, body []byte) // tests: a held request resolved again, in release order
@@ -192,6 +193,7 @@ func New(cfg Config, deps Deps) (*Proxy, error) {
 		pool:     httpfast.NewPool(deps.Dial),
 		holds:    deps.Holds,
 	}
+	p.models, _ = deps.Holds.(ModelLister)
 	p.newHolding(deps.Resolver)
 	p.settings.Store(&full)
 	for _, rc := range full.Roles {

@@ -15,14 +15,13 @@ type ModelLister interface {
 // can start), so a client lists it before its first request starts it. It
 // reports whether it answered.
 func (p *Proxy) answerStandbyModels(w http.ResponseWriter, r *http.Request, role string) bool {
-	ml, ok := p.holds.(ModelLister)
-	if !ok || r.Method != http.MethodGet || r.URL.Path != "/v1/models" {
+	if p.models == nil || r.Method != http.MethodGet || r.URL.Path != "/v1/models" {
 		return false
 	}
 	if _, routed := p.resolver.Resolve(role); routed {
 		return false
 	}
-	body, ok := ml.ModelsJSON(role)
+	body, ok := p.models.ModelsJSON(role)
 	if !ok {
 		return false
 	}
