@@ -76,9 +76,8 @@ func newODMeshHold(t *testing.T, onDemand string, withD bool, hold string) *odMe
 		serveTo = "[c, d]"
 	}
 	b := m.config("b", peersOf("b"), meshHost(m.node("a").key, anchor))
-	// B serves C up to 64 requests at once (the default is 8 per peer:
-	// past them a peer gets 429 over_capacity, held or not).
-	b = strings.Replace(b, "  liveness_timeout: 5s\n", "  liveness_timeout: 5s\n  max_inflight_per_peer: 64\n", 1)
+	// B serves each peer on the mesh defaults (8 requests at once): a
+	// held request B refuses over_capacity waits for a slot (proxy.ErrPeerBusy).
 	b = strings.Replace(b, odRoleSection, "inference:\n  probe_interval: 100ms\n  roles:\n    - name: chat\n      listen: 127.0.0.1:0\n      expose: true\n      serve_to: "+serveTo+"\n", 1)
 	consumer := func(name string) string {
 		cfg := m.config(name, peersOf(name), "proxy:\n  hold:\n    max_wait: 20s\n"+hold)

@@ -311,7 +311,8 @@ const (
 // ForwardRemote sends r to nodeID over one KindInfer stream and relays
 // the response to w as it arrives. It makes one attempt and never retries
 // or reroutes: a failure before the peer answered wraps
-// proxy.ErrNotAnswered, and the proxy's routing loop, the one owner of a
+// proxy.ErrNotAnswered (a refusal for the peer's in-flight limit,
+// proxy.ErrPeerBusy), and the proxy's routing loop, the one owner of a
 // forward's retry, decides whether to try again and where. The body is body when the caller holds
 // it (it may then call again with it, on another peer); with body nil,
 // r.Body (r.ContentLength bytes, -1 unknown) is streamed to the peer as it
@@ -406,9 +407,13 @@ func (f *Forwarder) ForwardRemote(ctx context.Context, nodeID, role string, r *h
 			return fmt.Errorf("peer %s failed midway: %w", nodeID, err)
 		}
 		e := refusalStatus[ref.code]
-		if ref.code == RefuseNotServed {
+		switch ref.code {
+		case RefuseNotServed:
 			e.Message = "mesh: the peer does not serve role '" + role + "' to this node"
 			return fmt.Errorf("%w (%w)", &e, proxy.ErrPeerNotServing)
+		case RefuseOverCapacity:
+			// Refused with the head: the peer took nothing of the request.
+			return fmt.Errorf("%w (%w)", &e, proxy.ErrPeerBusy)
 		}
 		return &e
 	case errors.Is(err, errMalformedFrames):

@@ -57,6 +57,8 @@ type meshNode struct {
 	// proxyCfg is the config of n's proxy (role "chat" on a free port
 	// when it names no role); set it before start.
 	proxyCfg proxy.Config
+	// holds, when set before start, is the proxy's Holds.
+	holds proxy.Holds
 	// wrapStreams, when set before start, wraps the mesh as the
 	// forwarder's MeshStreams, so a test can see streams being opened.
 	wrapStreams func(MeshStreams) MeshStreams
@@ -109,7 +111,7 @@ func (n *meshNode) startPeers(deps Deps, peers ...mesh.PeerConfig) {
 		n.t.Fatal(err)
 	}
 	n.Mesh.Handle(mesh.KindInfer, n.fwd.ServeStream)
-	pdeps := proxy.Deps{Resolver: n.Table, Remote: n.fwd, Logger: lg, Registerer: n.Registry}
+	pdeps := proxy.Deps{Resolver: n.Table, Remote: n.fwd, Logger: lg, Registerer: n.Registry, Holds: n.holds}
 	if t, ok := n.t.(*testing.T); ok {
 		n.h = startProxy(t, n.proxyCfg, pdeps)
 	} else {

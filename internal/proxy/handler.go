@@ -141,8 +141,8 @@ func (h *roleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.refuse(w, r, role, routeNone, errNoInstance(role))
 		return
 	}
-	again, held := h.forward(w, r, start, set, class, target, hold, nil, false)
-	if again {
+	again, held := h.forward(w, r, start, set, class, target, hold, nil, false, false)
+	if again == resendOnRoute {
 		// Every candidate failed before anything was relayed, and the
 		// role is expected back: wait for its next route.
 		maxWait, _ := p.mayHold(role)
@@ -154,11 +154,13 @@ func (h *roleHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // forward. hold is given back once the exchange has ended. body, when
 // bodyRead, is the request's body already read (a held request's);
 // else the body is read from r as it is forwarded. It returns again
-// (and the body it read) when a remote forward failed before anything
-// was relayed and the request may be held (mayHold): nothing was
-// answered or counted then.
+// resendOnRoute (and the body it read) when a remote forward failed
+// before anything was relayed and the request may be held (mayHold),
+// and, only when waitFree (a held request within its wait), again
+// resendWhenFree when the role's own slots or the serving peer's were
+// all taken: nothing was answered or counted then.
 func (h *roleHandler) forward(w http.ResponseWriter, r *http.Request, start time.Time, set *Config, class routeClass,
-	target table.Target, hold table.Hold, data []byte, bodyRead bool) (again bool, held []byte) {
+	target table.Target, hold table.Hold, data []byte, bodyRead, waitFree bool) (again resend, held []byte) {
 	p, role := h.p, h.rs.name
 	// Given back once the exchange has ended (cut streams included): a
 	// stop of the local instance waits for it before stopping the process.
@@ -170,21 +172,24 @@ func (h *roleHandler) forward(w http.ResponseWriter, r *http.Request, start time
 		rm = &h.rs.peer
 		if p.remote == nil {
 			p.refuse(w, r, role, routeNone, errMeshNotRunning(role))
-			return false, nil
+			return resendNo, nil
 		}
 		if why := MeshPathRefusal(r.URL.Path, target.Runtime); class == routeLocalOnly || why != "" {
 			p.refuse(w, r, role, routeNone, &Error{Status: http.StatusNotFound, Type: TypeNotFound, Code: CodeLocalOnly,
 				Message: "role '" + role + "' is served by a peer, " + why})
-			return false, nil
+			return resendNo, nil
 		}
 	default:
 		p.refuse(w, r, role, routeNone, errNoInstance(role))
-		return false, nil
+		return resendNo, nil
 	}
 	if !h.rs.acquire() {
+		if waitFree {
+			return resendWhenFree, nil
+		}
 		p.refuse(w, r, role, routeNone, &Error{Status: http.StatusTooManyRequests, Type: TypeRateLimit, Code: CodeOverCapacity,
 			Message: "role '" + role + "' has " + strconv.FormatInt(h.rs.capacity.Load(), 10) + " requests in flight; retry later"})
-		return false, nil
+		return resendNo, nil
 	}
 	h.rs.gauge.Inc()
 	st := &requestState{rec: recorder{ResponseWriter: w, start: start, limit: set.MaxResponseBytes}}
@@ -198,7 +203,7 @@ func (h *roleHandler) forward(w http.ResponseWriter, r *http.Request, start time
 		// Runs also when the stream is cut with http.ErrAbortHandler.
 		h.rs.gauge.Dec()
 		h.rs.release()
-		if again {
+		if again != resendNo {
 			return // to be held: neither answered nor counted yet
 		}
 		p.observe(role, rm, rec, start)
@@ -224,11 +229,21 @@ func (h *roleHandler) forward(w http.ResponseWriter, r *http.Request, start time
 	}
 	if rm.route == routeLocal {
 		p.forwardLocal(st, r, h.rs, target, set, body, pinsModel(r, target, h.rs.passthrough.Load()))
-		return false, nil
+		return resendNo, nil
 	}
-	held, again = p.forwardRemote(rec, r, role, target, set, body)
+	held, again = p.forwardRemote(rec, r, role, target, set, body, waitFree)
 	return again, held
 }
+
+// resend says whether a forward that was not answered may be sent again,
+// and when.
+type resend uint8
+
+const (
+	resendNo       resend = iota // answered, or refused for good
+	resendOnRoute                // failed before an answer: wait for the role's next route
+	resendWhenFree               // no slot, here or at the peer: wait for one (serveHeld)
+)
 
 // heldResolver is a Resolver that holds a local target's registration
 // while it is forwarded to (the table), so the host stops that instance

@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"context"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"time"
@@ -81,7 +83,10 @@ func errQueueFull(role string, n int) *Error {
 // or whose forward to failedNode failed before anything was relayed,
 // with its body already read when bodyRead (data). It waits in the
 // role's queue for the table to change, then forwards, up to maxWait; a
-// forward that fails again before answering waits for the next change.
+// forward that fails again before answering waits for the next change,
+// and one that found no free slot (the role's own, or the serving
+// peer's: ErrPeerBusy) tries again after a short backoff (waitFree). The
+// last try, at maxWait, is an ordinary one: its refusal is the answer.
 func (h *roleHandler) serveHeld(w http.ResponseWriter, r *http.Request, start time.Time, set *Config, class routeClass,
 	maxWait time.Duration, data []byte, bodyRead bool, failedNode string) {
 	p, role := h.p, h.rs.name
@@ -98,12 +103,16 @@ func (h *roleHandler) serveHeld(w http.ResponseWriter, r *http.Request, start ti
 	}
 	var sse *holdq.Stream
 	var tick func()
+	ticked := start // the last SSE comment line, or the start
 	if holdq.WantsStream(data) {
 		sse = &holdq.Stream{W: w, Comment: "waiting for " + role}
-		tick = sse.Tick
+		tick = func() { sse.Tick(); ticked = time.Now() }
 	}
-	waited := func() { p.metrics.holdWait.WithLabelValues(role).Observe(time.Since(start).Seconds()) }
+	// waited observes the wait once: until the forward that answered, or
+	// the refusal.
+	waited := func(until time.Time) { p.metrics.holdWait.WithLabelValues(role).Observe(until.Sub(start).Seconds()) }
 	deadline, held := start.Add(maxWait), false
+	var free freeWait
 	failedGen := p.holdq.Generation()
 	var ticket *holdq.Ticket
 	defer func() { ticket.Done() }()
@@ -112,16 +121,29 @@ func (h *roleHandler) serveHeld(w http.ResponseWriter, r *http.Request, start ti
 		target, hold, ok := p.resolveHeld(role)
 		ticket.Done() // resolved again: the next held request may go
 		if ok && !(failedNode != "" && target.Kind == table.TargetRemote && target.NodeID == failedNode && gen == failedGen) {
-			if held {
-				waited()
-			}
 			var out http.ResponseWriter = w
 			if sse != nil && sse.Started {
 				out = &holdq.SSEWriter{ResponseWriter: w}
 			}
-			again, _ := h.forward(out, r, time.Now(), set, class, target, hold, data, true)
-			if !again {
+			sent := time.Now()
+			again, _ := h.forward(out, r, sent, set, class, target, hold, data, true, sent.Before(deadline))
+			switch again {
+			case resendNo:
+				if held || free.tries > 0 {
+					waited(sent)
+				}
 				return
+			case resendWhenFree:
+				p.metrics.holdBusy.WithLabelValues(role).Inc()
+				if !free.wait(r.Context(), deadline) {
+					waited(time.Now())
+					p.metrics.requests.WithLabelValues(role, routeNone, strconv.Itoa(statusClientClosed)).Inc()
+					return
+				}
+				if sse != nil && time.Since(ticked) >= set.Hold.Keepalive {
+					tick()
+				}
+				continue
 			}
 			failedNode, failedGen = target.NodeID, gen
 			continue
@@ -144,9 +166,42 @@ func (h *roleHandler) serveHeld(w http.ResponseWriter, r *http.Request, start ti
 			}
 			continue
 		}
-		waited()
+		waited(time.Now())
 		h.answerHeld(w, r, set, res, sse, start)
 		return
+	}
+}
+
+// Backoff of a held request that found no free slot: the first wait,
+// doubling up to the last, each drawn in its upper half so that requests
+// refused together do not come back together.
+const (
+	freeFirstWait = 5 * time.Millisecond
+	freeMaxWait   = 50 * time.Millisecond
+)
+
+// freeWait is a held request's backoff while it waits for a free slot.
+type freeWait struct {
+	tries int
+	next  time.Duration
+}
+
+// wait waits for the next try, ending at deadline (the last try is made
+// then), and reports false when ctx ended first (the client went away).
+func (f *freeWait) wait(ctx context.Context, deadline time.Time) bool {
+	f.tries++
+	if f.next == 0 {
+		f.next = freeFirstWait
+	}
+	d := f.next/2 + rand.N(f.next/2+1)
+	f.next = min(2*f.next, freeMaxWait)
+	t := time.NewTimer(min(d, time.Until(deadline)))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 

@@ -30,6 +30,7 @@ type metrics struct {
 	holdWait    *prometheus.HistogramVec // role
 	holdDepth   *prometheus.GaugeVec     // role
 	holdRefused *prometheus.CounterVec   // role, reason
+	holdBusy    *prometheus.CounterVec   // role
 }
 
 // Results of a retry on the next peer (nodeld_proxy_mesh_retries_total).
@@ -92,6 +93,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "nodeld_proxy_hold_refused_total",
 			Help: "Held requests answered 503, by role and reason (queue_full: the role's queue was full; max_wait: nothing served the role within its wait).",
 		}, []string{"role", "reason"}),
+		holdBusy: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodeld_proxy_hold_busy_retries_total",
+			Help: "Times a held request found no free slot (the role's concurrency here, or the serving peer's in-flight limit: over_capacity) before anything was relayed, and waited a few milliseconds to try again within its wait, by role.",
+		}, []string{"role"}),
 	}
 	for _, r := range []string{retryOK, retryFailed, retryNoCandidate, retryStreamed} {
 		m.retries.WithLabelValues(r)
@@ -99,7 +104,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.ttfb, m.inflight, m.retries, m.conns, m.refused, m.held, m.holdWait, m.holdDepth, m.holdRefused} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.ttfb, m.inflight, m.retries, m.conns, m.refused, m.held, m.holdWait, m.holdDepth, m.holdRefused, m.holdBusy} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register proxy metrics: %w", err)
 		}

@@ -38,6 +38,8 @@ type PortRecorder interface {
 // the peer's response to w. It must return once ctx is done. An error
 // returned before anything was written to w is answered as JSON (as is if
 // it wraps an *Error, else 502); after that the client's stream is cut.
+// It wraps ErrNotAnswered, ErrPeerNotServing and ErrPeerBusy (remote.go)
+// where they apply, for the proxy to retry, hold or wait.
 type RemoteForwarder interface {
 	ForwardRemote(ctx context.Context, nodeID, role string, r *http.Request, body []byte, w http.ResponseWriter) error
 }

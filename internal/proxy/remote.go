@@ -32,18 +32,22 @@ import (
 // mesh's event, whatever this loop does.
 //
 // A forward whose every try failed before anything was relayed, with its
-// body held, returns again (and the body) when its role may be held
-// (mayHold): the caller waits for the role's next route.
-func (p *Proxy) forwardRemote(rec *recorder, r *http.Request, role string, target table.Target, set *Config, in *bodyReader) (body []byte, again bool) {
+// body held, returns resendOnRoute (and the body) when its role may be
+// held (mayHold): the caller waits for the role's next route. With
+// waitFree (a held request, whose body its caller keeps), a peer's
+// refusal for being at its in-flight limit (ErrPeerBusy) returns
+// resendWhenFree: the caller waits for a slot. Without it the refusal
+// is the client's answer (429 over_capacity).
+func (p *Proxy) forwardRemote(rec *recorder, r *http.Request, role string, target table.Target, set *Config, in *bodyReader, waitFree bool) (body []byte, again resend) {
 	rec.Header().Set(RouteHeader, target.NodeID)
 	if r.ContentLength > set.MeshMaxBodyBytes {
 		writeError(rec, r, TooLargeError(set.MeshMaxBodyBytes))
-		return nil, false
+		return nil, resendNo
 	}
 	held, stream, err := meshBody(rec.ResponseWriter, in, r.ContentLength, set.MeshMaxBodyBytes)
 	if err != nil {
 		writeError(rec, r, bodyError(err, in))
-		return nil, false
+		return nil, resendNo
 	}
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
@@ -65,7 +69,7 @@ func (p *Proxy) forwardRemote(rec *recorder, r *http.Request, role string, targe
 	var be *ClientBodyError
 	if errors.As(err, &be) && rec.status == 0 {
 		writeError(rec, r, bodyError(be.Err, in))
-		return nil, false
+		return nil, resendNo
 	}
 	if err != nil && rec.status == 0 && ctx.Err() == nil && errors.Is(err, ErrNotAnswered) {
 		// The link to the peer failed before it answered and nothing was
@@ -96,21 +100,27 @@ func (p *Proxy) forwardRemote(rec *recorder, r *http.Request, role string, targe
 		}
 	}
 	if err == nil {
-		return nil, false
+		return nil, resendNo
 	}
 	if rec.status != 0 {
 		p.log.Debug("remote stream cut", zap.String("role", role), zap.String("node", target.NodeID), zap.Error(err))
 		panic(http.ErrAbortHandler)
 	}
 	if r.Context().Err() != nil {
-		return nil, false // the client went away; counted as statusClientClosed
+		return nil, resendNo // the client went away; counted as statusClientClosed
+	}
+	if waitFree && ctx.Err() == nil && errors.Is(err, ErrPeerBusy) {
+		// Refused before anything was relayed: the peer never served
+		// the request.
+		rec.Header().Del(RouteHeader)
+		return nil, resendWhenFree
 	}
 	if stream == nil && ctx.Err() == nil && notAnswered(err) {
 		if _, ok := p.mayHold(role); ok {
 			rec.Header().Del(RouteHeader)
 			p.log.Info("forward failed before an answer; holding", zap.String("role", role),
 				zap.String("node", target.NodeID), zap.Error(err))
-			return held, true
+			return held, resendOnRoute
 		}
 	}
 	if target.WaitingForLink && (errors.Is(err, mesh.ErrNoLink) || errors.Is(err, ErrPeerNotServing)) {
@@ -121,7 +131,7 @@ func (p *Proxy) forwardRemote(rec *recorder, r *http.Request, role string, targe
 		p.log.Warn("restarted peer does not serve the role again within its wait", zap.String("role", role),
 			zap.String("node", target.NodeID), zap.Error(err))
 		writeError(rec, r, errNoInstanceRestarted(role))
-		return nil, false
+		return nil, resendNo
 	}
 	e, ok := asError(err)
 	if !ok {
@@ -139,7 +149,7 @@ func (p *Proxy) forwardRemote(rec *recorder, r *http.Request, role string, targe
 	}
 	p.log.Warn("remote forward failed", zap.String("role", role), zap.String("node", target.NodeID), zap.Error(err))
 	writeError(rec, r, e)
-	return nil, false
+	return nil, resendNo
 }
 
 // notAnswered reports whether a forward failed before the peer answered:
@@ -188,6 +198,13 @@ type readCloser struct {
 // serve the role to this node: a peer's new run after a restart, linked
 // before it has its instance, answers so.
 var ErrPeerNotServing = errors.New("the peer does not serve the role")
+
+// ErrPeerBusy marks a forward the peer refused before answering anything
+// because it serves as many requests as it allows (its per-peer or total
+// in-flight limit): a RemoteForwarder wraps it with the *Error an
+// ordinary request is answered (429 over_capacity); a held request
+// waits for a slot instead (serveHeld).
+var ErrPeerBusy = errors.New("the peer is serving as many requests as it allows")
 
 // ErrNotAnswered marks a forward that failed because the link to the peer
 // failed (none, or it died) before the peer answered: a RemoteForwarder
