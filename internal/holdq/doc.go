@@ -2,7 +2,8 @@
 // bounded FIFO queue of waiters that a dispatcher releases, in arrival
 // order, once a Watcher (the placement table) has changed past each
 // waiter's mark and the key is ready (resolves). It also keeps which keys
-// were lately ready (Recent) and the SSE side of a held stream (Stream,
+// were lately ready (Recent), the backoff of a released waiter that found
+// no free slot (Backoff) and the SSE side of a held stream (Stream,
 // WantsStream). The proxy decides what to hold and answers; this package
 // only waits.
 //

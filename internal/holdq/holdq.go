@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"slices"
 	"sync"
@@ -259,6 +260,40 @@ func (qs *Queues) Stop() {
 	qs.mu.Unlock()
 	close(qs.quit)
 	qs.wg.Wait()
+}
+
+// Bounds of a Backoff's waits.
+const (
+	BackoffFirst = 5 * time.Millisecond
+	BackoffMax   = 50 * time.Millisecond
+)
+
+// Backoff spaces the tries of a released waiter that found its key ready
+// but full (no free slot): BackoffFirst, doubling up to BackoffMax, each
+// drawn in its upper half so that waiters refused together do not come
+// back together. The zero Backoff is ready; it is used by one goroutine.
+type Backoff struct {
+	Tries int // waits so far
+	next  time.Duration
+}
+
+// Wait waits for the next try, at most until deadline (the last try is
+// then), and reports false, at once, when ctx ends first.
+func (b *Backoff) Wait(ctx context.Context, deadline time.Time) bool {
+	b.Tries++
+	if b.next == 0 {
+		b.next = BackoffFirst
+	}
+	d := b.next/2 + rand.N(b.next/2+1)
+	b.next = min(2*b.next, BackoffMax)
+	t := time.NewTimer(min(d, time.Until(deadline)))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // Recent keeps which keys were ready lately, from the watcher's changes,

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -135,5 +136,50 @@ func FuzzWantsStream(f *testing.F) {
 	f.Add([]byte(`[1,2]`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_ = WantsStream(b) // must not panic
+	})
+}
+
+// TestBackoff: the waits grow from BackoffFirst to BackoffMax, each in
+// the upper half of its step; none passes the deadline; a context that
+// ends stops the wait at once.
+func TestBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var b Backoff
+		deadline := time.Now().Add(time.Hour)
+		for i, step := range []time.Duration{5, 10, 20, 40, 50, 50} {
+			step *= time.Millisecond
+			start := time.Now()
+			if !b.Wait(context.Background(), deadline) {
+				t.Fatalf("wait %d: ended without its context ending", i)
+			}
+			if d := time.Since(start); d < step/2 || d > step {
+				t.Errorf("wait %d lasted %s, want %s..%s", i, d, step/2, step)
+			}
+			if b.Tries != i+1 {
+				t.Errorf("after wait %d: Tries %d", i, b.Tries)
+			}
+		}
+
+		start := time.Now()
+		if !b.Wait(context.Background(), start.Add(time.Millisecond)) {
+			t.Fatal("wait up to a near deadline ended early")
+		}
+		if d := time.Since(start); d != time.Millisecond {
+			t.Errorf("wait up to a deadline 1ms away lasted %s", d)
+		}
+		start = time.Now()
+		if !b.Wait(context.Background(), start.Add(-time.Second)) || time.Since(start) != 0 {
+			t.Errorf("wait past its deadline lasted %s, want none", time.Since(start))
+		}
+
+		ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+		defer cancel()
+		start = time.Now()
+		if b.Wait(ctx, deadline) {
+			t.Fatal("wait whose context ended reported a try")
+		}
+		if d := time.Since(start); d != time.Millisecond {
+			t.Errorf("wait whose context ended after 1ms lasted %s", d)
+		}
 	})
 }

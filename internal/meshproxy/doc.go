@@ -8,10 +8,8 @@
 // the body in MeshChunkBytes frames and an end frame, and relays the
 // response: a stream's head at once, any other head with its first body
 // byte, so a link that dies between the two leaves nothing written. A
-// failure before the peer answered wraps proxy.ErrNotAnswered, so the
-// proxy may try its next candidate; refusals come back as *proxy.Error,
-// the peer's over_capacity also wrapping proxy.ErrPeerBusy (a held
-// request waits for a slot).
+// failure before the peer answered wraps proxy.ErrNotAnswered, a busy
+// peer's refusal proxy.ErrPeerBusy; refusals are *proxy.Error.
 //
 // Serving side: ServeStream is the mesh's KindInfer handler. It reads the
 // head within MeshFirstFrameTimeout, requires the table's LocalForPeerHeld

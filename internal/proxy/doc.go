@@ -18,7 +18,9 @@
 //     candidate, only when the link failed before anything was relayed and
 //     the body is still held (ErrNotAnswered).
 //   - A request for a role expected back is held (hold.go), not refused:
-//     FIFO per role, no slot held; a stream cut mid-answer is never held.
+//     FIFO per role, no slot held; a stream cut mid-answer is never held;
+//     one that then finds no free slot (here, or ErrPeerBusy) before
+//     anything was relayed backs off and tries again until its wait ends.
 //   - Every size and time is bounded: MaxBodyBytes, BodyTimeout,
 //     StallTimeout, RequestTimeout, MaxResponseBytes, MaxConnections.
 //

@@ -1,8 +1,6 @@
 package proxy
 
 import (
-	"context"
-	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"time"
@@ -112,7 +110,7 @@ func (h *roleHandler) serveHeld(w http.ResponseWriter, r *http.Request, start ti
 	// the refusal.
 	waited := func(until time.Time) { p.metrics.holdWait.WithLabelValues(role).Observe(until.Sub(start).Seconds()) }
 	deadline, held := start.Add(maxWait), false
-	var free freeWait
+	var free holdq.Backoff // while no slot is free
 	failedGen := p.holdq.Generation()
 	var ticket *holdq.Ticket
 	defer func() { ticket.Done() }()
@@ -129,13 +127,13 @@ func (h *roleHandler) serveHeld(w http.ResponseWriter, r *http.Request, start ti
 			again, _ := h.forward(out, r, sent, set, class, target, hold, data, true, sent.Before(deadline))
 			switch again {
 			case resendNo:
-				if held || free.tries > 0 {
+				if held || free.Tries > 0 {
 					waited(sent)
 				}
 				return
 			case resendWhenFree:
 				p.metrics.holdBusy.WithLabelValues(role).Inc()
-				if !free.wait(r.Context(), deadline) {
+				if !free.Wait(r.Context(), deadline) {
 					waited(time.Now())
 					p.metrics.requests.WithLabelValues(role, routeNone, strconv.Itoa(statusClientClosed)).Inc()
 					return
@@ -169,39 +167,6 @@ func (h *roleHandler) serveHeld(w http.ResponseWriter, r *http.Request, start ti
 		waited(time.Now())
 		h.answerHeld(w, r, set, res, sse, start)
 		return
-	}
-}
-
-// Backoff of a held request that found no free slot: the first wait,
-// doubling up to the last, each drawn in its upper half so that requests
-// refused together do not come back together.
-const (
-	freeFirstWait = 5 * time.Millisecond
-	freeMaxWait   = 50 * time.Millisecond
-)
-
-// freeWait is a held request's backoff while it waits for a free slot.
-type freeWait struct {
-	tries int
-	next  time.Duration
-}
-
-// wait waits for the next try, ending at deadline (the last try is made
-// then), and reports false when ctx ended first (the client went away).
-func (f *freeWait) wait(ctx context.Context, deadline time.Time) bool {
-	f.tries++
-	if f.next == 0 {
-		f.next = freeFirstWait
-	}
-	d := f.next/2 + rand.N(f.next/2+1)
-	f.next = min(2*f.next, freeMaxWait)
-	t := time.NewTimer(min(d, time.Until(deadline)))
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }
 
