@@ -76,8 +76,8 @@ func newODMeshHold(t *testing.T, onDemand string, withD bool, hold string) *odMe
 		serveTo = "[c, d]"
 	}
 	b := m.config("b", peersOf("b"), meshHost(m.node("a").key, anchor))
-	// B serves each peer on the mesh defaults (8 requests at once): a
-	// held request B refuses over_capacity waits for a slot (proxy.ErrPeerBusy).
+	// B serves each peer on the mesh defaults (8 requests at once): a held
+	// request B refuses over_capacity waits for a slot (proxy.ErrPeerBusy).
 	b = strings.Replace(b, odRoleSection, "inference:\n  probe_interval: 100ms\n  roles:\n    - name: chat\n      listen: 127.0.0.1:0\n      expose: true\n      serve_to: "+serveTo+"\n", 1)
 	consumer := func(name string) string {
 		cfg := m.config(name, peersOf(name), "proxy:\n  hold:\n    max_wait: 20s\n"+hold)
@@ -340,8 +340,10 @@ func (mn *mnode) counter(name string, labels map[string]string) float64 {
 
 // TestOnDemandFiftyHeldOneColdStart (issue 24 acceptance 2 and 6): 50
 // requests on C's role port while the workload is cold are all answered
-// by one instance after one cold start (one plane.placed, one
-// nodeld_plane_cold_starts_total). D, a consumer not on demand_from,
+// 200 by one instance after one cold start (one plane.placed, one
+// nodeld_plane_cold_starts_total), on the mesh's default in-flight
+// limit (8 per peer): those B refuses over_capacity when they are
+// released together wait for a slot instead of getting 429. D, a consumer not on demand_from,
 // gets no standby: its request is answered 503 no_instance at once, and
 // a demand call it makes anyway is refused demand_not_allowed, counted,
 // and places nothing.
@@ -397,6 +399,8 @@ func TestOnDemandFiftyHeldOneColdStart(t *testing.T) {
 			t.Fatalf("an answer: %+v\n%s", ans, o.dump())
 		}
 	}
+	t.Logf("50 held requests answered 200; tries that found B's slots for C taken: %v",
+		o.c.counter("nodeld_proxy_hold_busy_retries_total", map[string]string{"role": "chat"}))
 	if p, cs := o.placedCount(), o.a.counter("nodeld_plane_cold_starts_total", nil); p != 1 || cs != 1 {
 		t.Fatalf("%d placed, %v cold starts\n%s", p, cs, o.dump())
 	}
