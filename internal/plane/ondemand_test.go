@@ -42,9 +42,15 @@ func onDemandRig(t *testing.T, od OnDemand) (*rig, []*planetest.Host) {
 // demand demands role chat from node, failing the test on an error.
 func (r *rig) demand(node string) string {
 	r.t.Helper()
-	state, err := r.c.Demand(context.Background(), "chat", node)
+	return r.demandRole("chat", node)
+}
+
+// demandRole demands role from node, failing the test on an error.
+func (r *rig) demandRole(role, node string) string {
+	r.t.Helper()
+	state, err := r.c.Demand(context.Background(), role, node)
 	if err != nil {
-		r.t.Fatalf("Demand from %s: %v", node, err)
+		r.t.Fatalf("Demand %s from %s: %v", role, node, err)
 	}
 	return state
 }

@@ -61,19 +61,14 @@ func setChooser(t *testing.T, f func(swapInput) (swapChoice, bool)) {
 func TestSwapEvictsIdleOnDemandForDemanded(t *testing.T) {
 	r, h := swapRig(t)
 	setChooser(t, byRule)
-	ctx := t.Context()
-	if _, err := r.c.Demand(ctx, "a", h.ID); err != nil {
-		t.Fatal(err)
-	}
+	r.demandRole("a", h.ID)
 	for range 3 {
 		r.tickHost(h)
 	}
 	r.setActivity("a", 0, r.clk.Now())
 	r.tickHost(h)
 	r.wantCopies("llma", 1)
-	if _, err := r.c.Demand(ctx, "b", h.ID); err != nil {
-		t.Fatal(err)
-	}
+	r.demandRole("b", h.ID)
 	// Inside a's min_residency: nothing evicted, b waits.
 	r.tickHost(h)
 	r.wantCopies("llma", 1)
@@ -151,19 +146,14 @@ func TestSwapNeverEvictsInFlight(t *testing.T) {
 // min_residency.
 func TestSwapByEngineEvict(t *testing.T) {
 	r, h := swapRig(t)
-	ctx := t.Context()
-	if _, err := r.c.Demand(ctx, "a", h.ID); err != nil {
-		t.Fatal(err)
-	}
+	r.demandRole("a", h.ID)
 	for range 3 {
 		r.tickHost(h)
 	}
 	r.setActivity("a", 0, r.clk.Now())
 	r.tickHost(h)
 	r.wantCopies("llma", 1)
-	if _, err := r.c.Demand(ctx, "b", h.ID); err != nil {
-		t.Fatal(err)
-	}
+	r.demandRole("b", h.ID)
 	r.tickHost(h)
 	r.wantCopies("llma", 1)
 	r.wantCopies("llmb", 0)
@@ -190,10 +180,7 @@ func TestSwapByEngineEvict(t *testing.T) {
 // past the moment room can be made.
 func TestSwapRetriesWhenTheGraceLapses(t *testing.T) {
 	r, h := swapRig(t)
-	ctx := t.Context()
-	if _, err := r.c.Demand(ctx, "a", h.ID); err != nil {
-		t.Fatal(err)
-	}
+	r.demandRole("a", h.ID)
 	for range 3 {
 		r.tickHost(h)
 	}
@@ -201,9 +188,7 @@ func TestSwapRetriesWhenTheGraceLapses(t *testing.T) {
 	r.clk.Advance(odIdle.MinResidency)
 	last := r.clk.Now()
 	r.setActivity("a", 0, last) // a just served a request: inside the grace
-	if _, err := r.c.Demand(ctx, "b", h.ID); err != nil {
-		t.Fatal(err)
-	}
+	r.demandRole("b", h.ID)
 	r.tickHost(h)
 	r.wantCopies("llma", 1)
 	r.wantCopies("llmb", 0)
