@@ -40,20 +40,10 @@ func busyPair(t *testing.T, up *proxytest.Upstream, maxWait time.Duration) (a, b
 }
 
 // blockEmbeddings is an upstream whose /v1/embeddings requests wait for
-// release (or their end); entered receives as each arrives.
-func blockEmbeddings(t *testing.T) (up *proxytest.Upstream, entered chan struct{}, release chan struct{}) {
-	entered, release = make(chan struct{}, 4), make(chan struct{})
-	up = proxytest.New(t, proxytest.Options{Hooks: proxytest.Hooks{OnRequest: func(ctx context.Context, r *http.Request) {
-		if r.URL.Path != "/v1/embeddings" {
-			return
-		}
-		entered <- struct{}{}
-		select {
-		case <-release:
-		case <-ctx.Done():
-		}
-	}}})
-	return up, entered, release
+// the gate to open (or their end).
+func blockEmbeddings(t *testing.T) (*proxytest.Upstream, *proxytest.Gate) {
+	g := proxytest.NewGate("/v1/embeddings", 4)
+	return proxytest.New(t, proxytest.Options{Hooks: proxytest.Hooks{OnRequest: g.Hook}}), g
 }
 
 // answer is a client's view of a response.
@@ -108,21 +98,16 @@ func busyRetries(t *testing.T, a *meshNode) float64 {
 // client goes away while it waits leaves at once and is never sent; an
 // ordinary request (not held) keeps the immediate 429 over_capacity.
 func TestMeshHeldRequestWaitsForABusyPeer(t *testing.T) {
-	up, entered, release := blockEmbeddings(t)
+	up, gate := blockEmbeddings(t)
 	a, b := busyPair(t, up, testDeadline)
-	released := false
-	defer func() {
-		if !released {
-			close(release)
-		}
-	}()
+	defer gate.Open()
 	// The one request b serves a at a time.
 	blocker := make(chan int, 1)
 	go func() {
 		res, _ := a.h.post("chat", "/v1/embeddings", `{"input":"x"}`)
 		blocker <- res.StatusCode
 	}()
-	wait(t, entered, "the blocking request upstream")
+	wait(t, gate.Entered, "the blocking request upstream")
 
 	res, body := a.h.post("chat", "/v1/chat/completions", chatBody(false))
 	if res.StatusCode != http.StatusTooManyRequests || apiError(t, res, body).Code != proxy.CodeOverCapacity {
@@ -157,8 +142,7 @@ func TestMeshHeldRequestWaitsForABusyPeer(t *testing.T) {
 	default:
 	}
 	before := up.Count()
-	close(release)
-	released = true
+	gate.Open()
 	if s := wait(t, blocker, "the blocking request"); s != http.StatusOK {
 		t.Fatalf("the blocking request: %d", s)
 	}
@@ -169,13 +153,7 @@ func TestMeshHeldRequestWaitsForABusyPeer(t *testing.T) {
 	if n := up.Count() - before; n != 1 {
 		t.Errorf("b's instance got %d requests after the slot freed, want 1 (the held one, once)", n)
 	}
-	chats := 0
-	for _, r := range up.Requests() {
-		if r.Path == "/v1/chat/completions" {
-			chats++
-		}
-	}
-	if chats != 1 {
+	if chats := up.CountPath("/v1/chat/completions"); chats != 1 {
 		t.Errorf("b's instance got %d chat requests, want 1: refused tries never reach it, the gone one was never sent", chats)
 	}
 	// Observed once the handler returns, which may be after its client
@@ -190,11 +168,11 @@ func TestMeshHeldRequestWaitsForABusyPeer(t *testing.T) {
 // tried until its max wait, then answered the peer's 429 over_capacity.
 func TestMeshHeldBusyPastMaxWait(t *testing.T) {
 	const maxWait = 300 * time.Millisecond
-	up, entered, release := blockEmbeddings(t)
-	defer close(release)
+	up, gate := blockEmbeddings(t)
+	defer gate.Open()
 	a, b := busyPair(t, up, maxWait)
 	go func() { _, _ = a.h.post("chat", "/v1/embeddings", `{"input":"x"}`) }()
-	wait(t, entered, "the blocking request upstream")
+	wait(t, gate.Entered, "the blocking request upstream")
 	var got <-chan answer
 	start := time.Now()
 	holdNext(t, a, b, 1, func() { got = postCtx(context.Background(), a, chatBody(false)) })

@@ -196,18 +196,9 @@ func (w *bufferedWriter) Write(b []byte) (int, error) {
 }
 
 func TestMeshOverCapacity(t *testing.T) {
-	entered := make(chan struct{}, 1)
-	release := make(chan struct{})
-	up := proxytest.New(t, proxytest.Options{Hooks: proxytest.Hooks{OnRequest: func(ctx context.Context, r *http.Request) {
-		if r.URL.Path != "/v1/embeddings" {
-			return
-		}
-		entered <- struct{}{}
-		select {
-		case <-release:
-		case <-ctx.Done():
-		}
-	}}})
+	gate := proxytest.NewGate("/v1/embeddings", 1)
+	defer gate.Open()
+	up := proxytest.New(t, proxytest.Options{Hooks: proxytest.Hooks{OnRequest: gate.Hook}})
 	a, b := pairNodes(t, up, Deps{MaxInflightPerPeer: 1})
 	first := make(chan int, 1)
 	go func() {
@@ -221,7 +212,7 @@ func TestMeshOverCapacity(t *testing.T) {
 		res.Body.Close()
 		first <- res.StatusCode
 	}()
-	wait(t, entered, "first request upstream")
+	wait(t, gate.Entered, "first request upstream")
 	if in, capacity := b.fwd.Inflight(); in != 1 || capacity != DefaultMeshMaxInflightTotal {
 		t.Errorf("Inflight = %d, %d", in, capacity)
 	}
@@ -229,7 +220,7 @@ func TestMeshOverCapacity(t *testing.T) {
 	if res.StatusCode != http.StatusTooManyRequests || apiError(t, res, body).Code != proxy.CodeOverCapacity {
 		t.Errorf("second request: %d %s, want 429 over_capacity", res.StatusCode, body)
 	}
-	close(release)
+	gate.Open()
 	if got := wait(t, first, "first response"); got != 200 {
 		t.Errorf("first request: %d", got)
 	}

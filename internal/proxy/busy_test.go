@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"strings"
@@ -17,23 +16,9 @@ import (
 // refused by a busy peer does) and is sent once when one frees; an
 // ordinary request keeps the immediate 429 over_capacity.
 func TestHeldWaitsForTheRolesOwnSlot(t *testing.T) {
-	entered, release := make(chan struct{}, 1), make(chan struct{})
-	up := proxytest.New(t, proxytest.Options{Hooks: proxytest.Hooks{OnRequest: func(ctx context.Context, r *http.Request) {
-		if r.URL.Path != "/v1/embeddings" {
-			return
-		}
-		entered <- struct{}{}
-		select {
-		case <-release:
-		case <-ctx.Done():
-		}
-	}}})
-	released := false
-	defer func() {
-		if !released {
-			close(release)
-		}
-	}()
+	gate := proxytest.NewGate("/v1/embeddings", 1)
+	up := proxytest.New(t, proxytest.Options{Hooks: proxytest.Hooks{OnRequest: gate.Hook}})
+	defer gate.Open()
 	tb := table.New("n-self", table.Options{})
 	h := &holdHarness{tb: tb, harness: startProxy(t, Config{Hold: HoldConfig{MaxWait: testDeadline},
 		Roles: []RoleConfig{{Name: "chat", Listen: "127.0.0.1:0", Concurrency: 1}}},
@@ -47,7 +32,7 @@ func TestHeldWaitsForTheRolesOwnSlot(t *testing.T) {
 		res, _ := h.post("chat", "/v1/embeddings", `{"input":"x"}`)
 		blocker <- res.StatusCode
 	}()
-	wait(t, entered, "the blocking request upstream")
+	wait(t, gate.Entered, "the blocking request upstream")
 
 	res, body := h.post("chat", "/v1/chat/completions", chatBody(false))
 	if res.StatusCode != http.StatusTooManyRequests || apiError(t, res, body).Code != CodeOverCapacity {
@@ -79,21 +64,14 @@ func TestHeldWaitsForTheRolesOwnSlot(t *testing.T) {
 		t.Fatalf("the held request was answered %d with the role's slot taken", s)
 	default:
 	}
-	close(release)
-	released = true
+	gate.Open()
 	if s := wait(t, blocker, "the blocking request"); s != http.StatusOK {
 		t.Fatalf("the blocking request: %d", s)
 	}
 	if s := wait(t, got, "the held request"); s != http.StatusOK {
 		t.Fatalf("the held request: %d, want 200", s)
 	}
-	chats := 0
-	for _, r := range up.Requests() {
-		if r.Path == "/v1/chat/completions" {
-			chats++
-		}
-	}
-	if chats != 1 {
+	if chats := up.CountPath("/v1/chat/completions"); chats != 1 {
 		t.Errorf("the instance got %d chat requests, want 1 (the held one, once)", chats)
 	}
 }

@@ -123,6 +123,20 @@ func (u *Upstream) Requests() []Request {
 	return append([]Request(nil), u.requests...)
 }
 
+// CountPath returns how many of the first requests received (at most
+// 256) were to path.
+func (u *Upstream) CountPath(path string) int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	n := 0
+	for _, r := range u.requests {
+		if r.Path == path {
+			n++
+		}
+	}
+	return n
+}
+
 func (u *Upstream) serve(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	u.count.Add(1)
