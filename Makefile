@@ -80,8 +80,9 @@ demo: example-package
 	build/demo -nodeld $(BIN) -package build/packages/echo-llm $(DEMO_FLAGS)
 
 # bench-mesh measures the mesh hop (a consumer's role port -> QUIC -> a
-# serving node -> a fast upstream) against the direct path and the local
-# proxy, two nodeld processes on loopback, interleaved rounds (wrk from
+# serving node -> a fast upstream) against the direct path, the local
+# proxy and two nginx over TLS 1.3 (NGINX=0 skips them), two nodeld
+# processes on loopback, interleaved rounds (wrk, nginx and openssl from
 # Debian when missing). See scripts/bench-mesh.sh for its knobs.
 .PHONY: bench-mesh
 bench-mesh:
