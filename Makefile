@@ -88,6 +88,13 @@ demo: example-package
 bench-mesh:
 	bash scripts/bench-mesh.sh
 
+# bench-mesh-memory holds 1,000 SSE streams over the mesh (two nodes on
+# loopback) and prints each node's peak resident memory and the failures.
+# See scripts/bench-mesh-memory.sh for its knobs.
+.PHONY: bench-mesh-memory
+bench-mesh-memory:
+	bash scripts/bench-mesh-memory.sh
+
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
 
