@@ -349,9 +349,13 @@ func (f *Forwarder) ForwardRemote(ctx context.Context, nodeID, role string, r *h
 		s.Reset(mesh.StreamCodeCancelled)
 	})
 	defer stop()
-	// A large buffer for the request, and for the answer unless it is an
-	// event stream (relayResponse swaps it for a small one then).
-	fb := f.bufs.largeBuf()
+	// A small buffer when the request fits it with its head (a chat
+	// request, most often): a thousand streams opened at once then take no
+	// large buffer each while they wait for their answers' heads. Else a
+	// large one, kept for the answer unless it is an event stream.
+	// relayResponse grows a small one when a frame needs it, and shrinks a
+	// large one once an event stream's head is relayed.
+	fb := f.bufs.bufFor(streamed, len(body))
 	defer fb.release()
 	buf := fb.bytes()
 	var werr error

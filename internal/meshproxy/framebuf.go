@@ -55,6 +55,21 @@ func (p *framePools) largeBuf() frameBuf {
 	return fb
 }
 
+// bufFor returns the buffer a request is sent from: small when the body is
+// held and at most smallBodyBytes, whose frames then fit it with the head
+// most requests have; large otherwise, so a larger body leaves in as few
+// writes as before. A head longer than the room left is appended past the
+// buffer (sendRequest's appends reallocate): correct, only slower.
+func (p *framePools) bufFor(streamed bool, bodyBytes int) frameBuf {
+	fb := frameBuf{pools: p}
+	fb.take(!streamed && bodyBytes <= smallBodyBytes)
+	return fb
+}
+
+// smallBodyBytes is the largest held request body sent from a small
+// buffer: half of it, the rest for the head and the frame headers.
+const smallBodyBytes = StreamFirstBufBytes / 2
+
 func (fb *frameBuf) take(small bool) {
 	fb.small = small
 	switch {
