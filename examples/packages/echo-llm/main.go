@@ -72,8 +72,10 @@ func run(args []string) error {
 			return err
 		case <-loaded:
 			loading = false
-			s.ready.Store(true)
+			// The moment is read before /health turns 200, so it is
+			// never later than the first healthy answer.
 			at := time.Now()
+			s.ready.Store(true)
 			fmt.Fprintf(os.Stderr, "echo-llm: ready after %s\n", *loadDelay)
 			if *readyFile != "" {
 				if err := os.WriteFile(*readyFile, []byte(at.Format(time.RFC3339Nano)), 0o600); err != nil {
