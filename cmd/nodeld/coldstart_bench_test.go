@@ -27,9 +27,13 @@ import (
 // instance A places on B (echo-llm loading for coldLoadDelay) answers it;
 // chat then idles (idle_after) and A unloads it before the next round.
 //
-// Three moments of each round, all on this machine's wall clock:
+// Four moments of each round, all on this machine's wall clock:
 //   - ready: echo-llm's own, written to its --ready-file the moment its
 //     /health starts answering 200;
+//   - probed: echo-llm's first 200 answer to GET /health (--health-file),
+//     which is B's host polling the starting server (every 25 ms at
+//     first): ready -> probed is the poll's phase, probed -> noticed
+//     what the host does with the answer;
 //   - noticed: B's host's record of when it saw the instance healthy
 //     (the instance's since when it entered running, read from B's
 //     /v1/status), right before it registers chat in B's table;
@@ -61,7 +65,7 @@ func benchNodeld(t testing.TB) string {
 
 // coldRound is one cold start's moments.
 type coldRound struct {
-	sent, ready, noticed, firstByte time.Time
+	sent, ready, probed, noticed, firstByte time.Time
 }
 
 // coldCluster is the three running processes of the benchmark.
@@ -90,9 +94,10 @@ func BenchmarkOnDemandColdStart(b *testing.B) {
 	for i := range n {
 		r := cl.coldStart(b, i)
 		rounds = append(rounds, r)
-		b.Logf("cold start %2d: ready->noticed %6s  noticed->first byte %6s  ready->first byte %6s  sent->first byte %s",
-			i, r.noticed.Sub(r.ready).Round(time.Microsecond*100), r.firstByte.Sub(r.noticed).Round(time.Microsecond*100),
-			r.firstByte.Sub(r.ready).Round(time.Microsecond*100), r.firstByte.Sub(r.sent).Round(time.Millisecond))
+		b.Logf("cold start %2d: ready->probed %6s  probed->noticed %6s  noticed->first byte %6s  ready->first byte %6s  sent->first byte %s",
+			i, r.probed.Sub(r.ready).Round(100*time.Microsecond), r.noticed.Sub(r.probed).Round(100*time.Microsecond),
+			r.firstByte.Sub(r.noticed).Round(100*time.Microsecond), r.firstByte.Sub(r.ready).Round(100*time.Microsecond),
+			r.firstByte.Sub(r.sent).Round(time.Millisecond))
 		cl.waitCold(b)
 	}
 	b.StopTimer()
@@ -102,6 +107,8 @@ func BenchmarkOnDemandColdStart(b *testing.B) {
 		from, to func(coldRound) time.Time
 		bound    time.Duration
 	}{
+		{"ready-probed", func(r coldRound) time.Time { return r.ready }, func(r coldRound) time.Time { return r.probed }, 0},
+		{"probed-noticed", func(r coldRound) time.Time { return r.probed }, func(r coldRound) time.Time { return r.noticed }, 0},
 		{"ready-noticed", func(r coldRound) time.Time { return r.ready }, func(r coldRound) time.Time { return r.noticed }, coldNoticeBound},
 		{"noticed-firstbyte", func(r coldRound) time.Time { return r.noticed }, func(r coldRound) time.Time { return r.firstByte }, 0},
 		{"ready-firstbyte", func(r coldRound) time.Time { return r.ready }, func(r coldRound) time.Time { return r.firstByte }, coldFirstByteBound},
@@ -141,7 +148,7 @@ func startColdCluster(t testing.TB) *coldCluster {
 	// The instance writes its ready moment into its scratch directory,
 	// the one place an isolated instance may write.
 	script := "#!/bin/sh\nexec '" + echoBinary(t) + "' \"$@\" --load-delay " + coldLoadDelay.String() +
-		" --ready-file \"$NODELD_SCRATCH/ready\"\n"
+		" --ready-file \"$NODELD_SCRATCH/ready\" --health-file \"$NODELD_SCRATCH/health\"\n"
 	pkgDir, anchor := meshPackage(t, "echo-cold", echoManifest("echo-cold", "start.sh", defaultVariant), map[string]string{"start.sh": script})
 
 	root, err := os.MkdirTemp("", "cold") // short: the operator socket lives in the data dir
@@ -275,20 +282,31 @@ func (cl *coldCluster) coldStart(t testing.TB, i int) coldRound {
 	}
 	in := cl.runningOnB(t)
 	r.noticed = in.Since
-	raw, err := os.ReadFile(filepath.Join(cl.b.dataDir, "scratch", in.ID, "ready"))
-	if err != nil {
-		t.Fatalf("cold start %d: the instance's ready moment: %v", i, err)
-	}
-	if r.ready, err = time.Parse(time.RFC3339Nano, strings.TrimSpace(string(raw))); err != nil {
-		t.Fatalf("cold start %d: the instance's ready moment: %v", i, err)
-	}
+	scratch := filepath.Join(cl.b.dataDir, "scratch", in.ID)
+	r.ready, r.probed = readMoment(t, filepath.Join(scratch, "ready")), readMoment(t, filepath.Join(scratch, "health"))
 	if d := r.ready.Sub(r.sent); d < coldLoadDelay {
 		t.Fatalf("cold start %d: ready %s after the request, before its load delay %s", i, d, coldLoadDelay)
 	}
-	if r.noticed.Before(r.ready) || r.firstByte.Before(r.noticed) {
-		t.Fatalf("cold start %d: out of order: ready %s, noticed %s, first byte %s", i, r.ready, r.noticed, r.firstByte)
+	if r.probed.Before(r.ready) || r.noticed.Before(r.probed) || r.firstByte.Before(r.noticed) {
+		t.Fatalf("cold start %d: out of order: ready %s, probed %s, noticed %s, first byte %s", i, r.ready, r.probed, r.noticed, r.firstByte)
 	}
 	return r
+}
+
+// readMoment reads a moment echo-llm wrote (RFC 3339, nanoseconds). It
+// writes the health file just after its answer, so that one may still be
+// on its way: it is read again until it parses.
+func readMoment(t testing.TB, path string) time.Time {
+	t.Helper()
+	var at time.Time
+	waitFor(t, "the instance's moment in "+path, func() bool {
+		raw, err := os.ReadFile(path)
+		if err == nil {
+			at, err = time.Parse(time.RFC3339Nano, strings.TrimSpace(string(raw)))
+		}
+		return err == nil
+	})
+	return at
 }
 
 // runningOnB is B's one instance, which must be running.
