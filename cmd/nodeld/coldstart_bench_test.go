@@ -66,6 +66,11 @@ func benchNodeld(t testing.TB) string {
 // coldRound is one cold start's moments.
 type coldRound struct {
 	sent, ready, probed, noticed, firstByte time.Time
+	// throttled is how long the kernel held the instance's processes
+	// (launcher, start script, echo-llm) to its manifest's CPU quota up
+	// to the answer; throttledOK is false when its cgroup was not found.
+	throttled   time.Duration
+	throttledOK bool
 }
 
 // coldCluster is the three running processes of the benchmark.
@@ -73,6 +78,9 @@ type coldCluster struct {
 	a, b, c *proc
 	idB     string
 	base    string // C's role port
+	// client sends the rounds' requests; its connections are closed
+	// when the benchmark ends.
+	client *http.Client
 }
 
 // BenchmarkOnDemandColdStart measures coldStarts cold starts of an
@@ -94,10 +102,10 @@ func BenchmarkOnDemandColdStart(b *testing.B) {
 	for i := range n {
 		r := cl.coldStart(b, i)
 		rounds = append(rounds, r)
-		b.Logf("cold start %2d: ready->probed %6s  probed->noticed %6s  noticed->first byte %6s  ready->first byte %6s  sent->first byte %s",
+		b.Logf("cold start %2d: ready->probed %6s  probed->noticed %6s  noticed->first byte %6s  ready->first byte %6s  sent->first byte %s (throttled %s)",
 			i, r.probed.Sub(r.ready).Round(100*time.Microsecond), r.noticed.Sub(r.probed).Round(100*time.Microsecond),
 			r.firstByte.Sub(r.noticed).Round(100*time.Microsecond), r.firstByte.Sub(r.ready).Round(100*time.Microsecond),
-			r.firstByte.Sub(r.sent).Round(time.Millisecond))
+			r.firstByte.Sub(r.sent).Round(time.Millisecond), r.throttled.Round(time.Millisecond))
 		cl.waitCold(b)
 	}
 	b.StopTimer()
@@ -113,8 +121,23 @@ func BenchmarkOnDemandColdStart(b *testing.B) {
 		{"noticed-firstbyte", func(r coldRound) time.Time { return r.noticed }, func(r coldRound) time.Time { return r.firstByte }, 0},
 		{"ready-firstbyte", func(r coldRound) time.Time { return r.ready }, func(r coldRound) time.Time { return r.firstByte }, coldFirstByteBound},
 		{"coldstart", func(r coldRound) time.Time { return r.sent }, func(r coldRound) time.Time { return r.firstByte }, 0},
+		// Before the load: the demand, the placement, the fetch and the
+		// launch, up to echo-llm's load timer starting.
+		{"sent-loading", func(r coldRound) time.Time { return r.sent }, func(r coldRound) time.Time { return r.ready.Add(-coldLoadDelay) }, 0},
 	}
 	b.ReportMetric(0, "ns/op") // one op is the whole run: meaningless
+	var throttled []time.Duration
+	for _, r := range rounds {
+		if r.throttledOK {
+			throttled = append(throttled, r.throttled)
+		}
+	}
+	if len(throttled) > 0 {
+		slices.Sort(throttled)
+		b.ReportMetric(ms(quantile(throttled, 0.5)), "cpu-throttled-p50-ms")
+		b.Logf("the instance held to its CPU quota, %d cold starts: median %s, p90 %s", len(throttled),
+			quantile(throttled, 0.5).Round(time.Millisecond), quantile(throttled, 0.9).Round(time.Millisecond))
+	}
 	for _, s := range series {
 		ds := make([]time.Duration, len(rounds))
 		for i, r := range rounds {
@@ -241,6 +264,9 @@ inference:
 		return r.Resolved == "" && r.OnDemand == "cold"
 	})
 	cl.base = "http://" + cl.chatRole().Listen
+	tr := &http.Transport{}
+	cl.client = &http.Client{Transport: tr}
+	t.Cleanup(tr.CloseIdleConnections)
 	return cl
 }
 
@@ -271,7 +297,7 @@ func (cl *coldCluster) coldStart(t testing.TB, i int) coldRound {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	r.sent = time.Now()
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := cl.client.Do(req)
 	if err != nil {
 		t.Fatalf("cold start %d: %v\nA:\n%s", i, err, cl.a.logText())
 	}
@@ -282,6 +308,7 @@ func (cl *coldCluster) coldStart(t testing.TB, i int) coldRound {
 	}
 	in := cl.runningOnB(t)
 	r.noticed = in.Since
+	r.throttled, r.throttledOK = cl.throttled(in.ID)
 	scratch := filepath.Join(cl.b.dataDir, "scratch", in.ID)
 	r.ready, r.probed = readMoment(t, filepath.Join(scratch, "ready")), readMoment(t, filepath.Join(scratch, "health"))
 	if d := r.ready.Sub(r.sent); d < coldLoadDelay {
@@ -291,6 +318,38 @@ func (cl *coldCluster) coldStart(t testing.TB, i int) coldRound {
 		t.Fatalf("cold start %d: out of order: ready %s, probed %s, noticed %s, first byte %s", i, r.ready, r.probed, r.noticed, r.firstByte)
 	}
 	return r
+}
+
+// throttled reads how long the kernel has throttled instance id's cgroup
+// to its CPU quota (cgroup v1 cpu.stat throttled_time, v2
+// throttled_usec); false when its cgroup is not found.
+func (cl *coldCluster) throttled(id string) (time.Duration, bool) {
+	name := "nodeld-" + id // internal/sandbox's cgroupPrefix
+	dirs := []string{"/sys/fs/cgroup/cpu/" + name, "/sys/fs/cgroup/cpu,cpuacct/" + name}
+	if raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", cl.b.cmd.Process.Pid)); err == nil {
+		for _, line := range strings.Split(string(raw), "\n") {
+			if v2, ok := strings.CutPrefix(line, "0::"); ok {
+				own := filepath.Join("/sys/fs/cgroup", v2)
+				dirs = append(dirs, filepath.Join(own, name), filepath.Join(filepath.Dir(own), name))
+			}
+		}
+	}
+	for _, dir := range dirs {
+		raw, err := os.ReadFile(filepath.Join(dir, "cpu.stat"))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(raw), "\n") {
+			var v int64
+			if _, err := fmt.Sscanf(line, "throttled_time %d", &v); err == nil {
+				return time.Duration(v), true
+			}
+			if _, err := fmt.Sscanf(line, "throttled_usec %d", &v); err == nil {
+				return time.Duration(v) * time.Microsecond, true
+			}
+		}
+	}
+	return 0, false
 }
 
 // readMoment reads a moment echo-llm wrote (RFC 3339, nanoseconds). It
