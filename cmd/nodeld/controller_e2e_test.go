@@ -39,7 +39,7 @@ func waitLong(t *testing.T, what string, cond func() bool) {
 
 // makeKey makes a node's key in dataDir before its first start, so that
 // other nodes' configs can name it, and returns the public key hex.
-func makeKey(t *testing.T, dataDir string) string {
+func makeKey(t testing.TB, dataDir string) string {
 	t.Helper()
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		t.Fatal(err)
