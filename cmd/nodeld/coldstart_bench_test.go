@@ -85,10 +85,12 @@ type coldCluster struct {
 
 // BenchmarkOnDemandColdStart measures coldStarts cold starts of an
 // on-demand workload across the mesh and reports the medians and p90 of
-// ready -> noticed (B's host), noticed -> first byte (at C), ready ->
-// first byte, and the whole cold start (request sent -> first byte). It
-// fails when the median ready -> first byte exceeds coldFirstByteBound or
-// the median ready -> noticed exceeds coldNoticeBound.
+// ready -> probed -> noticed (B's host), noticed -> first byte (at C),
+// ready -> first byte, the whole cold start (request sent -> first byte),
+// the part before the load (sent -> echo-llm's load timer starting), and
+// how long the kernel throttled the instance to its CPU quota. It fails
+// when the median ready -> first byte exceeds coldFirstByteBound or the
+// median ready -> noticed exceeds coldNoticeBound.
 //
 //	go test -run '^$' -bench BenchmarkOnDemandColdStart -benchtime 1x ./cmd/nodeld/
 func BenchmarkOnDemandColdStart(b *testing.B) {
@@ -134,9 +136,9 @@ func BenchmarkOnDemandColdStart(b *testing.B) {
 	}
 	if len(throttled) > 0 {
 		slices.Sort(throttled)
-		b.ReportMetric(ms(quantile(throttled, 0.5)), "cpu-throttled-p50-ms")
+		b.ReportMetric(coldMS(coldQuantile(throttled, 0.5)), "cpu-throttled-p50-ms")
 		b.Logf("the instance held to its CPU quota, %d cold starts: median %s, p90 %s", len(throttled),
-			quantile(throttled, 0.5).Round(time.Millisecond), quantile(throttled, 0.9).Round(time.Millisecond))
+			coldQuantile(throttled, 0.5).Round(time.Millisecond), coldQuantile(throttled, 0.9).Round(time.Millisecond))
 	}
 	for _, s := range series {
 		ds := make([]time.Duration, len(rounds))
@@ -144,9 +146,9 @@ func BenchmarkOnDemandColdStart(b *testing.B) {
 			ds[i] = s.to(r).Sub(s.from(r))
 		}
 		slices.Sort(ds)
-		med, p90 := quantile(ds, 0.5), quantile(ds, 0.9)
-		b.ReportMetric(ms(med), s.name+"-p50-ms")
-		b.ReportMetric(ms(p90), s.name+"-p90-ms")
+		med, p90 := coldQuantile(ds, 0.5), coldQuantile(ds, 0.9)
+		b.ReportMetric(coldMS(med), s.name+"-p50-ms")
+		b.ReportMetric(coldMS(p90), s.name+"-p90-ms")
 		b.Logf("%s over %d cold starts: median %s, p90 %s, min %s, max %s", s.name, len(ds),
 			med.Round(100*time.Microsecond), p90.Round(100*time.Microsecond), ds[0].Round(100*time.Microsecond), ds[len(ds)-1].Round(100*time.Microsecond))
 		if s.bound > 0 && med > s.bound {
@@ -155,13 +157,13 @@ func BenchmarkOnDemandColdStart(b *testing.B) {
 	}
 }
 
-// quantile is the q-quantile of sorted ds (nearest rank).
-func quantile(ds []time.Duration, q float64) time.Duration {
+// coldQuantile is the q-quantile of sorted ds (nearest rank).
+func coldQuantile(ds []time.Duration, q float64) time.Duration {
 	i := int(q*float64(len(ds))+0.5) - 1
 	return ds[min(max(i, 0), len(ds)-1)]
 }
 
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+func coldMS(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // startColdCluster starts A, B and C and waits until C holds A's standby
 // of chat, cold.
