@@ -50,7 +50,7 @@ func TestConfigCheckRefusesUnknownNodeRefs(t *testing.T) {
 	// A reload refuses it too.
 	n := startNode(t, nodeConfig("%s", workloads("")), nil)
 	n.rewrite(nodeConfig("%s", workloads("      prefer: [ghost]\n")))
-	n.n.reload()
+	n.n.reloader.Reload()
 	st := n.n.status().(*operator.StatusDoc)
 	if st.Config.LastReloadSuccessful || !strings.Contains(st.Config.LastReloadError, `"ghost" names no known node`) {
 		t.Fatalf("reload with an unknown prefer: ok %v, error %q", st.Config.LastReloadSuccessful, st.Config.LastReloadError)

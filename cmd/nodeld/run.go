@@ -2,23 +2,17 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"sync"
 	"syscall"
 	"time"
 
-	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/nodeld/nodeld/internal/admin"
 	"github.com/nodeld/nodeld/internal/chain"
@@ -28,6 +22,7 @@ import (
 	"github.com/nodeld/nodeld/internal/facts"
 	"github.com/nodeld/nodeld/internal/host"
 	"github.com/nodeld/nodeld/internal/identity"
+	"github.com/nodeld/nodeld/internal/lifecycle"
 	"github.com/nodeld/nodeld/internal/mesh"
 	"github.com/nodeld/nodeld/internal/meshproxy"
 	"github.com/nodeld/nodeld/internal/operator"
@@ -111,15 +106,15 @@ func runDaemon(ctx context.Context, o daemonOptions) (err error) {
 	if err := checkComponents(cfg, configSource(o.cfgPath)); err != nil {
 		return &exitError{code: 2, err: err}
 	}
-	lv, err := logLevel(cfg)
+	lv, err := lifecycle.ParseLevel(cfg.Log.Level)
 	if err != nil {
 		return usageError("%v", err)
 	}
 	level := zap.NewAtomicLevelAt(lv)
-	log := newLogger(cfg.Log.Format, level, o.stderr)
+	log := lifecycle.NewLogger(cfg.Log.Format, level, o.stderr)
 	defer func() { _ = log.Sync() }()
 
-	if err := ensureDataDir(cfg.Node.DataDir, log); err != nil {
+	if err := lifecycle.EnsureDataDir(cfg.Node.DataDir, log); err != nil {
 		return err
 	}
 	id, created, err := identity.LoadOrGenerate(identity.KeyPath(cfg.Node.DataDir))
@@ -140,19 +135,8 @@ func runDaemon(ctx context.Context, o daemonOptions) (err error) {
 		log.Warn("test clock offset in force: workload.ctl calls are signed and checked with a shifted clock", zap.Duration("offset", off))
 	}
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-	)
-	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "nodeld_build_info",
-		Help: "Build of the running nodeld; the value is always 1.",
-	}, []string{"version", "goversion"})
-	buildInfo.WithLabelValues(buildVersion(), buildGoVersion()).Set(1)
-	reg.MustRegister(buildInfo)
-
-	ch, err := openChain(filepath.Join(cfg.Node.DataDir, chainFileName), id, o.chainReset, reg, log)
+	reg := lifecycle.NewRegistry(buildVersion(), buildGoVersion())
+	ch, err := lifecycle.OpenChain(filepath.Join(cfg.Node.DataDir, chainFileName), id, o.chainReset, reg, log)
 	if err != nil {
 		return err
 	}
@@ -190,7 +174,7 @@ func runDaemon(ctx context.Context, o daemonOptions) (err error) {
 	if o.test.clockOffset != 0 {
 		start["test_clock_offset"] = o.test.clockOffset.String()
 	}
-	if _, err := ch.Append(chainSource, "node.start", start); err != nil {
+	if _, err := ch.Append(lifecycle.ChainSource, "node.start", start); err != nil {
 		return fmt.Errorf("chain node.start: %w", err)
 	}
 
@@ -205,7 +189,7 @@ func runDaemon(ctx context.Context, o daemonOptions) (err error) {
 	if runErr != nil {
 		reason = runErr.Error()
 	}
-	if _, err := ch.Append(chainSource, "node.stop", map[string]any{"reason": reason}); err != nil {
+	if _, err := ch.Append(lifecycle.ChainSource, "node.stop", map[string]any{"reason": reason}); err != nil {
 		log.Error("chain node.stop", zap.Error(err))
 		if runErr == nil {
 			runErr = fmt.Errorf("chain node.stop: %w", err)
@@ -264,18 +248,17 @@ type testHooks struct {
 // node is the running daemon: its components, in the order newNode builds
 // them, and what reload changes.
 type node struct {
-	id        *identity.Identity
-	chain     *chain.Chain
-	rec       *chain.Recorder // every record a remote party can trigger
-	log       *zap.Logger
-	level     zap.AtomicLevel
-	cfgPath   string
-	load      func() (*config.Config, error)
-	discover  []runner.DiscoverCandidate // nil: the runner's defaults
-	now       func() time.Time           // workload.ctl's clock; nil: time.Now
-	started   time.Time
-	reloadOK  prometheus.Gauge
-	reloadSum *prometheus.CounterVec
+	id       *identity.Identity
+	chain    *chain.Chain
+	rec      *chain.Recorder // every record a remote party can trigger
+	log      *zap.Logger
+	level    zap.AtomicLevel
+	cfgPath  string
+	load     func() (*config.Config, error)
+	discover []runner.DiscoverCandidate // nil: the runner's defaults
+	now      func() time.Time           // workload.ctl's clock; nil: time.Now
+	started  time.Time
+	reloader *lifecycle.Reloader
 
 	table     *table.Table
 	mesh      *mesh.Mesh           // nil when mesh.listen is empty
@@ -294,9 +277,8 @@ type node struct {
 	demand    *demand.Node
 	demandCtl *lateDemand
 
-	mu      sync.Mutex // guards cfg, lastErr
-	cfg     *config.Config
-	lastErr string
+	mu  sync.Mutex // guards cfg
+	cfg *config.Config
 }
 
 // late binds the callbacks of components built early to the components
@@ -333,20 +315,21 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 		id: d.id, chain: d.chain, log: d.log, level: d.level, cfgPath: d.cfgPath,
 		load: d.load, discover: d.hooks.discover, now: d.now, started: time.Now(), cfg: cfg,
 	}
-	n.reloadOK = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "nodeld_config_last_reload_successful",
-		Help: "Whether the last config load or reload succeeded (1) or was refused (0).",
+	var err error
+	n.reloader, err = lifecycle.NewReloader(lifecycle.ReloaderConfig{
+		Source: configSource(d.cfgPath), Load: d.load, Current: n.config, Steps: n.reloadSteps,
+		Check: func(next *config.Config) error {
+			if err := checkComponents(next, configSource(d.cfgPath)); err != nil {
+				return err
+			}
+			return checkNodeRefs(next, configSource(d.cfgPath), n.knownNodes())
+		},
+		Chain: d.chain, Log: d.log, Registerer: d.reg,
 	})
-	n.reloadSum = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "nodeld_config_reloads_total",
-		Help: "Config reloads by result (ok, refused).",
-	}, []string{"result"})
-	if err := registerAll(d.reg, n.reloadOK, n.reloadSum); err != nil {
+	if err != nil {
 		return nil, err
 	}
-	n.reloadOK.Set(1)
 
-	var err error
 	n.rec, err = chain.NewRecorder(d.chain, chain.RecorderOptions{Logger: d.log.Named("chain"), Registerer: d.reg})
 	if err != nil {
 		return nil, err
@@ -511,202 +494,47 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 	return n, nil
 }
 
-// run starts every component in one errgroup and returns when they have
+// run starts every component (lifecycle.Group) and returns when they have
 // all stopped: at ctx's end, or when one fails (which stops the others).
 // Shutdown order: the proxy drains its clients' requests first (the
 // instances and links they use stay up meanwhile), then everything else
 // stops; the caller closes the chain after run returns.
-//
-// A stop that takes longer than stopWarnEvery is logged every
-// stopWarnEvery with the components that have not returned yet, so that
-// a stop that hangs (and that systemd ends with SIGKILL) says where.
 func (n *node) run(ctx context.Context, hup <-chan os.Signal) error {
-	g, gctx := errgroup.WithContext(ctx)
-	rest, stopRest := context.WithCancel(context.WithoutCancel(gctx))
-	defer stopRest()
-	var left stillRunning
-	start := func(name string, f func() error) {
-		left.add(name)
-		g.Go(func() error {
-			defer left.done(name)
-			return f()
-		})
+	first := []lifecycle.Component{{Name: "proxy", Run: n.proxy.Run},
+		{Name: "supervise", Run: func(ctx context.Context) error { return n.supervise(ctx, hup) }}}
+	rest := []lifecycle.Component{{Name: "admin", Run: n.admin.Run}, {Name: "adopter", Run: n.adopter.Run},
+		{Name: "operator", Run: n.operator.Run}, {Name: "host", Run: n.host.Run}, {Name: "recorder", Run: n.rec.Run},
+		{Name: "demand", Run: n.demand.Run}}
+	if n.mesh != nil {
+		rest = append(rest, lifecycle.Component{Name: "mesh", Run: n.mesh.Run})
 	}
-	start("proxy", func() error {
-		defer stopRest()
-		return n.proxy.Run(gctx)
-	})
-	start("supervise", func() error { return n.supervise(gctx, hup) })
-	for _, c := range n.components() {
-		start(c.name, func() error { return c.Run(rest) })
+	if n.ctrl != nil {
+		rest = append(rest, lifecycle.Component{Name: "controller", Run: n.ctrl.Run})
 	}
-	stopped := make(chan struct{})
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		left.watch(gctx, stopped, stopWarnEvery, n.log)
-	}()
-	err := g.Wait()
-	close(stopped)
-	<-watched
+	err := lifecycle.Group{Log: n.log}.Run(ctx, first, rest)
 	if n.forwarder != nil {
 		n.forwarder.CloseIdleConnections()
 	}
 	return err
 }
 
-// stopWarnEvery is how often a node that is stopping names the components
-// it still waits for.
-const stopWarnEvery = 5 * time.Second
-
-// stillRunning is the names of run's components that have not returned.
-type stillRunning struct {
-	mu    sync.Mutex
-	names []string // in start order
-}
-
-func (s *stillRunning) add(name string) {
-	s.mu.Lock()
-	s.names = append(s.names, name)
-	s.mu.Unlock()
-}
-
-func (s *stillRunning) done(name string) {
-	s.mu.Lock()
-	if i := slices.Index(s.names, name); i >= 0 {
-		s.names = slices.Delete(s.names, i, i+1)
-	}
-	s.mu.Unlock()
-}
-
-func (s *stillRunning) list() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.names)
-}
-
-// watch waits for ctx's end (the stop) and then, every every until
-// stopped is closed, logs the components still running.
-func (s *stillRunning) watch(ctx context.Context, stopped <-chan struct{}, every time.Duration, log *zap.Logger) {
-	select {
-	case <-ctx.Done():
-	case <-stopped:
-		return
-	}
-	began := time.Now()
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-stopped:
-			return
-		case <-t.C:
-		}
-		log.Warn("still stopping", zap.Strings("waiting_for", s.list()), zap.Duration("after", time.Since(began)))
-	}
-}
-
-// component is what run starts: Run owns its goroutines and returns nil
-// once ctx ends.
-type component interface {
-	Run(ctx context.Context) error
-}
-
-// namedComponent is a component with the name a slow stop logs.
-type namedComponent struct {
-	component
-	name string
-}
-
-// components are what run starts besides the proxy and supervise, which
-// it orders itself.
-func (n *node) components() []namedComponent {
-	cs := []namedComponent{{n.admin, "admin"}, {n.adopter, "adopter"}, {n.operator, "operator"}, {n.host, "host"}, {n.rec, "recorder"}, {n.demand, "demand"}}
-	if n.mesh != nil {
-		cs = append(cs, namedComponent{n.mesh, "mesh"})
-	}
-	if n.ctrl != nil {
-		cs = append(cs, namedComponent{n.ctrl, "controller"})
-	}
-	return cs
-}
-
 // supervise waits for readiness, tells systemd, pings its watchdog, and
-// reloads on SIGHUP until ctx is done.
+// reloads on SIGHUP until ctx is done (lifecycle.Supervisor).
 func (n *node) supervise(ctx context.Context, hup <-chan os.Signal) error {
-	select {
-	case <-n.admin.Bound():
-		n.admin.SetReady(readyAdmin, true)
-	case <-ctx.Done():
-		return nil
-	}
-	select {
-	case <-n.proxy.Ready():
-		n.admin.SetReady(readyProxy, true)
-	case <-ctx.Done():
-		return nil
-	}
-	select {
-	case <-n.operator.Ready():
-		n.admin.SetReady(readyOperator, true)
-	case <-ctx.Done():
-		return nil
-	}
+	conds := []lifecycle.Condition{{Name: readyAdmin, Ready: n.admin.Bound()}, {Name: readyProxy, Ready: n.proxy.Ready()},
+		{Name: readyOperator, Ready: n.operator.Ready()}}
 	if n.mesh != nil {
-		select {
-		case <-n.mesh.Ready():
-			n.admin.SetReady(readyMesh, true)
-		case <-ctx.Done():
-			return nil
-		}
+		conds = append(conds, lifecycle.Condition{Name: readyMesh, Ready: n.mesh.Ready()})
 	}
-	fields := []zap.Field{zap.Stringer("admin", n.admin.Addr())}
-	if n.mesh != nil {
-		fields = append(fields, zap.Stringer("mesh", n.mesh.Addr()))
-	}
-	n.log.Info("ready", fields...)
-	if _, err := daemon.SdNotify(false, daemon.SdNotifyReady); err != nil {
-		n.log.Warn("sd_notify ready", zap.Error(err))
-	}
-
-	var watchdog <-chan time.Time
-	if interval, err := daemon.SdWatchdogEnabled(false); err == nil && interval > 0 {
-		t := time.NewTicker(interval / 2)
-		defer t.Stop()
-		watchdog = t.C
-		n.log.Info("systemd watchdog enabled", zap.Duration("interval", interval))
-	}
-	defer func() {
-		// Stopping: not ready any more while the proxy drains.
-		n.admin.SetReady(readyProxy, false)
-		_, _ = daemon.SdNotify(false, daemon.SdNotifyStopping)
-	}()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-hup:
-			n.reload()
-		case <-watchdog:
-			// Listeners up, whatever a Check says: a chain that cannot be
-			// written (a full disk) makes the node not ready, but a
-			// restart would not bring the disk space back.
-			if n.admin.RequiredMet() {
-				_, _ = daemon.SdNotify(false, daemon.SdNotifyWatchdog)
+	s := &lifecycle.Supervisor{Conditions: conds, SetReady: n.admin.SetReady, Draining: readyProxy, Alive: n.admin.RequiredMet,
+		Reload: func() { _ = n.reloader.Reload() }, Log: n.log, ReadyFields: func() []zap.Field {
+			fields := []zap.Field{zap.Stringer("admin", n.admin.Addr())}
+			if n.mesh != nil {
+				fields = append(fields, zap.Stringer("mesh", n.mesh.Addr()))
 			}
-		}
-	}
-}
-
-// openChain opens the audit chain (chain.OpenNode), archiving a broken
-// one first when the operator asked for it, and tells an operator who did
-// not how to.
-func openChain(path string, id *identity.Identity, reset bool, reg prometheus.Registerer, log *zap.Logger) (*chain.Chain, error) {
-	ch, err := chain.OpenNode(path, id.PrivateKey(), chainSource, reset, chain.Options{Logger: log.Named("chain"), Registerer: reg}, log)
-	if errors.Is(err, chain.ErrBroken) {
-		return nil, fmt.Errorf("%w; inspect it with nodeld chain verify %s, or start with --chain-reset to archive it and begin a new chain", err, path)
-	}
-	return ch, err
+			return fields
+		}}
+	return s.Run(ctx, hup)
 }
 
 // config returns the config in force.
@@ -714,86 +542,6 @@ func (n *node) config() *config.Config {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.cfg
-}
-
-// registerAll registers cs on reg, or reports the first that fails.
-func registerAll(reg prometheus.Registerer, cs ...prometheus.Collector) error {
-	for _, c := range cs {
-		if err := reg.Register(c); err != nil {
-			return fmt.Errorf("register metrics: %w", err)
-		}
-	}
-	return nil
-}
-
-// ensureDataDir makes the data directory with mode 0700, and tightens one
-// that exists with any group or other permission to 0700, saying so: it
-// holds the node key and the audit chain.
-func ensureDataDir(dir string, log *zap.Logger) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("data dir: %w", err)
-	}
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return fmt.Errorf("data dir: %w", err)
-	}
-	if !fi.IsDir() {
-		return fmt.Errorf("data dir %s is not a directory", dir)
-	}
-	// Group search alone is host.isolation.users: the instances' shared
-	// group reaches its package and scratch directories, nothing more.
-	if perm := fi.Mode().Perm(); perm&0o067 != 0 {
-		if err := os.Chmod(dir, 0o700); err != nil {
-			return fmt.Errorf("data dir: tighten %s from %#o to 0700: %w", dir, perm, err)
-		}
-		log.Warn("tightened the data dir's mode to 0700", zap.String("path", dir), zap.String("was", fmt.Sprintf("%#o", perm)))
-	}
-	return nil
-}
-
-// Log encodings: the values of log.format other than auto.
-const (
-	logJSON    = "json"
-	logConsole = "console"
-)
-
-// logEncoding is the encoding of log.format: json or console as forced,
-// and for auto console on a terminal, json otherwise (a pipe, a file, the
-// journal).
-func logEncoding(format string, terminal bool) string {
-	switch {
-	case format == logJSON, format == logConsole:
-		return format
-	case terminal:
-		return logConsole
-	default:
-		return logJSON
-	}
-}
-
-// isTerminal reports whether w is a character device, as a terminal is.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
-
-func newLogger(format string, level zap.AtomicLevel, w io.Writer) *zap.Logger {
-	encCfg := zap.NewProductionEncoderConfig()
-	encCfg.EncodeTime = zapcore.ISO8601TimeEncoder
-	var enc zapcore.Encoder
-	if logEncoding(format, isTerminal(w)) == logConsole {
-		encCfg.EncodeLevel = zapcore.CapitalLevelEncoder
-		// A person reads "5s", not 5; JSON keeps seconds as numbers.
-		encCfg.EncodeDuration = zapcore.StringDurationEncoder
-		enc = zapcore.NewConsoleEncoder(encCfg)
-	} else {
-		enc = zapcore.NewJSONEncoder(encCfg)
-	}
-	return zap.New(zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), level), zap.ErrorOutput(zapcore.Lock(zapcore.AddSync(w))))
 }
 
 func configSource(path string) string {

@@ -161,11 +161,7 @@ func (a adoptedSlots) RegisterLocal(role, base, model, api, runtime string) (run
 func (n *node) status() any {
 	src := operator.StatusSources{
 		NodeID: n.id.ID(), PublicKey: n.id.PublicKeyHex(), Version: buildVersion(), ConfigPath: n.cfgPath, Started: n.started,
-		Config: func() (*config.Config, string) {
-			n.mu.Lock()
-			defer n.mu.Unlock()
-			return n.cfg, n.lastErr
-		},
+		Config:     func() (*config.Config, string) { return n.config(), n.reloader.LastError() },
 		Ready:      func() bool { ok, _ := n.admin.Ready(); return ok },
 		Chain:      n.chain,
 		Table:      n.table,
