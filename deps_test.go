@@ -95,6 +95,9 @@ var sideways = map[string][]string{
 	// with the operator's request and response types, and carries the
 	// controller's calls (dispatch.ForController is a plane.Dispatcher).
 	"internal/dispatch": {"internal/operator", "internal/plane"},
+	// The controller offers its on-demand workloads to the demand side
+	// (plane.DemandSide is a demand.Controller).
+	"internal/plane": {"internal/demand"},
 }
 
 // isolated packages import no other internal package except the leaf

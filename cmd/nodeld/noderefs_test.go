@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nodeld/nodeld/internal/mesh"
 	"github.com/nodeld/nodeld/internal/operator"
 )
 
@@ -18,7 +19,7 @@ func TestConfigCheckRefusesUnknownNodeRefs(t *testing.T) {
 	dir := t.TempDir()
 	dataDir := filepath.Join(dir, "data")
 	makeKey(t, dataDir)
-	self := knownNodesIn(dataDir).SelfID
+	self := mesh.KnownNodesIn(dataDir).SelfID
 	if self == "" {
 		t.Fatal("own id not read")
 	}

@@ -1,14 +1,20 @@
 package main
 
 import (
+	"github.com/nodeld/nodeld/internal/admin"
 	"github.com/nodeld/nodeld/internal/config"
+	"github.com/nodeld/nodeld/internal/host"
 	"github.com/nodeld/nodeld/internal/lifecycle"
+	"github.com/nodeld/nodeld/internal/mesh"
+	"github.com/nodeld/nodeld/internal/meshproxy"
+	"github.com/nodeld/nodeld/internal/proxy"
 	"github.com/nodeld/nodeld/internal/reload"
+	"github.com/nodeld/nodeld/internal/runner"
 )
 
 // reloadSteps are the node's reloadable components, each given its part of
-// next by the mapping config check and run use (proxyConfig, meshConfig,
-// ...), in the order they commit:
+// next by its own FromConfig (as config check and run), in the order they
+// commit (lifecycle.Reloader applies them all or nothing):
 //
 //   - the config in force first, so that the mesh's peer change (which
 //     resolves the role allowlists and the controller's targets again) and
@@ -36,10 +42,12 @@ func (n *node) reloadSteps(next *config.Config) []reload.Step {
 			}
 			return reload.Commit(func() { n.level.SetLevel(level) }), nil
 		}},
-		{Name: "admin", Prepare: func() (reload.Prepared, error) { return n.admin.Prepare(adminConfig(next)) }},
-		{Name: "adopter", Prepare: func() (reload.Prepared, error) { return n.adopter.Prepare(adopterConfig(next, n.discover)) }},
+		{Name: "admin", Prepare: func() (reload.Prepared, error) { return n.admin.Prepare(admin.FromConfig(next)) }},
+		{Name: "adopter", Prepare: func() (reload.Prepared, error) {
+			return n.adopter.Prepare(runner.AdopterFromConfig(next, n.discover))
+		}},
 		{Name: "host", Prepare: func() (reload.Prepared, error) {
-			hc, err := nodeHostConfig(next, n.id)
+			hc, err := host.FromConfig(next, n.id.PublicKey())
 			if err != nil {
 				return nil, err
 			}
@@ -48,20 +56,21 @@ func (n *node) reloadSteps(next *config.Config) []reload.Step {
 	}
 	if n.mesh != nil {
 		steps = append(steps,
-			reload.Step{Name: "mesh", Prepare: func() (reload.Prepared, error) { return n.mesh.Prepare(meshConfig(next)) }},
-			reload.Step{Name: "forwarder", Prepare: func() (reload.Prepared, error) { return n.forwarder.Prepare(forwarderLimits(next)) }},
+			reload.Step{Name: "mesh", Prepare: func() (reload.Prepared, error) { return n.mesh.Prepare(mesh.FromConfig(next)) }},
+			reload.Step{Name: "forwarder", Prepare: func() (reload.Prepared, error) {
+				return n.forwarder.Prepare(meshproxy.LimitsFromConfig(next))
+			}},
 		)
 	}
 	if n.ctrl != nil {
 		steps = append(steps, reload.Step{Name: "controller", Prepare: func() (reload.Prepared, error) { return n.ctrl.PrepareReload(next) }})
 	}
-	steps = append(steps,
+	return append(steps,
 		// The table's role names were checked with the config
 		// (checkComponents); the allowlists resolve at commit.
 		reload.Step{Name: "roles", Prepare: func() (reload.Prepared, error) { return reload.Commit(n.applyRolePolicy), nil }},
-		reload.Step{Name: "proxy", Prepare: func() (reload.Prepared, error) { return prepared(n.proxy.Prepare(proxyConfig(next))) }},
+		reload.Step{Name: "proxy", Prepare: func() (reload.Prepared, error) { return prepared(n.proxy.Prepare(proxy.FromConfig(next))) }},
 	)
-	return steps
 }
 
 // prepared is a component's Prepare result as a reload.Prepared: never a
@@ -71,23 +80,4 @@ func prepared[P reload.Prepared](p P, err error) (reload.Prepared, error) {
 		return nil, err
 	}
 	return p, nil
-}
-
-// reloadConfig reads the config a reload applies: the file at path, or
-// the embedded default when path is "".
-func reloadConfig(path string) (*config.Config, error) {
-	var cfg *config.Config
-	var err error
-	if path == "" {
-		cfg, err = config.LoadEmbedded()
-	} else {
-		cfg, err = config.Load(path)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if err := absolutePaths(cfg); err != nil {
-		return nil, err
-	}
-	return cfg, nil
 }

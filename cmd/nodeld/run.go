@@ -5,10 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,77 +31,23 @@ import (
 	"github.com/nodeld/nodeld/internal/table"
 )
 
-// Readiness conditions: /readyz says yes only when all hold.
+// Readiness conditions: /readyz says yes only when all hold. The operator
+// socket is one: a script that waits for readiness (or READY=1) and then
+// runs nodeld ctl must reach it.
 const (
-	readyAdmin = "admin listener"
-	readyProxy = "proxy listeners"
-	readyChain = "chain"
-	readyMesh  = "mesh listener"
-	// readyOperator is the operator socket: a script that waits for
-	// readiness (or READY=1) and then runs nodeld ctl must reach it.
+	readyAdmin    = "admin listener"
+	readyProxy    = "proxy listeners"
+	readyChain    = "chain"
+	readyMesh     = "mesh listener"
 	readyOperator = "operator socket"
 )
-
-// chainSource is the chain source of the daemon's own lifecycle entries.
-const chainSource = "nodeld"
-
-func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("run", stderr)
-	cfgPath := fs.String("config", "", "config file (default "+defaultConfigPath+", else the embedded default)")
-	chainReset := fs.Bool("chain-reset", false, "archive a broken audit chain and start a new one")
-	// --test-* flags exist in a nodeld_testhooks build only (testhooks.go).
-	test := testHookFlags(fs)
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 0 {
-		return usageError("usage: nodeld run [--config FILE] [--chain-reset]")
-	}
-	cfg, path, err := loadConfig(*cfgPath, *cfgPath == "")
-	if err != nil {
-		return err
-	}
-	return runDaemon(ctx, daemonOptions{
-		cfg:        cfg,
-		cfgPath:    path,
-		chainReset: *chainReset,
-		test:       test(),
-		stderr:     stderr,
-	})
-}
-
-// testFlags are the --test-* flags of nodeld run, registered only in a
-// binary built with the nodeld_testhooks tag (testhooks.go): the shipped
-// binary has none, so no operator can turn a test hook on.
-type testFlags struct {
-	// clockOffset (--test-clock-offset) shifts the clock of the
-	// dispatcher and the host (workload.ctl and revocation notices,
-	// signed and checked), so a fault test can skew one node in a network
-	// namespace, which cannot have a clock of its own.
-	clockOffset time.Duration
-	// holdAfterPlace (--test-hold-after-place) and holdBeforePlace
-	// (--test-hold-before-place) hold the controller on its place path
-	// until the process is killed (tests of a controller killed there).
-	holdAfterPlace, holdBeforePlace bool
-}
-
-type daemonOptions struct {
-	cfg        *config.Config
-	cfgPath    string // "" = embedded default
-	chainReset bool
-	// test are the --test-* flags of a nodeld_testhooks build; zero in
-	// the shipped binary.
-	test   testFlags
-	stderr io.Writer
-}
 
 // runDaemon makes what every component shares (logger, data dir, node
 // key, metrics registry, audit chain), builds the node on them, runs it
 // until a signal or a failure, and closes the chain last.
 func runDaemon(ctx context.Context, o daemonOptions) (err error) {
-	cfg := o.cfg
-	if err := checkComponents(cfg, configSource(o.cfgPath)); err != nil {
+	cfg, src := o.cfg, configSource(o.cfgPath)
+	if err := checkComponents(cfg, src); err != nil {
 		return &exitError{code: 2, err: err}
 	}
 	lv, err := lifecycle.ParseLevel(cfg.Log.Level)
@@ -113,28 +57,22 @@ func runDaemon(ctx context.Context, o daemonOptions) (err error) {
 	level := zap.NewAtomicLevelAt(lv)
 	log := lifecycle.NewLogger(cfg.Log.Format, level, o.stderr)
 	defer func() { _ = log.Sync() }()
-
 	if err := lifecycle.EnsureDataDir(cfg.Node.DataDir, log); err != nil {
 		return err
 	}
-	id, created, err := identity.LoadOrGenerate(identity.KeyPath(cfg.Node.DataDir))
+	keyPath := identity.KeyPath(cfg.Node.DataDir)
+	id, created, err := identity.LoadOrGenerate(keyPath)
 	if err != nil {
 		return err
 	}
 	if created {
-		log.Info("generated node key", zap.String("path", identity.KeyPath(cfg.Node.DataDir)))
+		log.Info("generated node key", zap.String("path", keyPath))
 	}
 	log = log.With(zap.String("node_id", id.ID()))
 	// The nodes the workloads name, as config check resolves them.
-	if err := checkNodeRefs(cfg, configSource(o.cfgPath), knownNodesIn(cfg.Node.DataDir)); err != nil {
+	if err := config.CheckNodeRefsFile(cfg, src, mesh.KnownNodesIn(cfg.Node.DataDir)); err != nil {
 		return &exitError{code: 2, err: err}
 	}
-	var now func() time.Time // nil: the components' default, time.Now
-	if off := o.test.clockOffset; off != 0 {
-		now = func() time.Time { return time.Now().Add(off) }
-		log.Warn("test clock offset in force: workload.ctl calls are signed and checked with a shifted clock", zap.Duration("offset", off))
-	}
-
 	reg := lifecycle.NewRegistry(buildVersion(), buildGoVersion())
 	ch, err := lifecycle.OpenChain(filepath.Join(cfg.Node.DataDir, chainFileName), id, o.chainReset, reg, log)
 	if err != nil {
@@ -145,61 +83,15 @@ func runDaemon(ctx context.Context, o daemonOptions) (err error) {
 			err = fmt.Errorf("close chain: %w", cerr)
 		}
 	}()
-
-	deps := nodeDeps{
-		id: id, chain: ch, reg: reg, log: log, level: level, cfgPath: o.cfgPath, now: now,
-		load: func() (*config.Config, error) { return reloadConfig(o.cfgPath) },
-	}
-	if o.test.holdAfterPlace {
-		deps.hooks.place.After = func(ctx context.Context, _ string) error {
-			log.Warn("test hook: holding after a place answer, before the controller records it")
-			<-ctx.Done()
-			return nil
-		}
-	}
-	if o.test.holdBeforePlace {
-		deps.hooks.place.Before = func(ctx context.Context) {
-			log.Warn("test hook: holding before a place is sent, after the controller persisted its candidate")
-			<-ctx.Done()
-		}
-	}
+	deps := nodeDeps{id: id, chain: ch, reg: reg, log: log, level: level, cfgPath: o.cfgPath,
+		load: func() (*config.Config, error) { return reloadConfig(o.cfgPath) }}
+	start := map[string]any{"node_id": id.ID(), "name": cfg.Node.Name, "version": buildVersion(), "config": src, "pid": os.Getpid()}
+	o.test.apply(&deps, start)
 	n, err := newNode(cfg, deps)
 	if err != nil {
 		return err
 	}
-	start := map[string]any{
-		"node_id": id.ID(), "name": cfg.Node.Name, "version": buildVersion(),
-		"config": configSource(o.cfgPath), "pid": os.Getpid(),
-	}
-	if o.test.clockOffset != 0 {
-		start["test_clock_offset"] = o.test.clockOffset.String()
-	}
-	if _, err := ch.Append(lifecycle.ChainSource, "node.start", start); err != nil {
-		return fmt.Errorf("chain node.start: %w", err)
-	}
-
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-
-	runErr := n.run(ctx, hup)
-	reason := "signal"
-	if runErr != nil {
-		reason = runErr.Error()
-	}
-	if _, err := ch.Append(lifecycle.ChainSource, "node.stop", map[string]any{"reason": reason}); err != nil {
-		log.Error("chain node.stop", zap.Error(err))
-		if runErr == nil {
-			runErr = fmt.Errorf("chain node.stop: %w", err)
-		}
-	}
-	if runErr != nil {
-		return runErr
-	}
-	log.Info("stopped")
-	return nil
+	return lifecycle.Serve(ctx, ch, log, start, n.run)
 }
 
 // nodeDeps are what a node is built on besides its config: what runDaemon
@@ -210,43 +102,36 @@ type nodeDeps struct {
 	reg     *prometheus.Registry
 	log     *zap.Logger
 	level   zap.AtomicLevel
-	cfgPath string // "" = embedded default
-	// load reads and validates the config again for a reload.
-	load func() (*config.Config, error)
-	// now is the clock of the dispatcher, the host, the facts source
-	// (workload.ctl and revocation notices, signed and checked; facts
-	// issued) and the controller; nil means time.Now. Only the test
-	// clock offset (a nodeld_testhooks build) and tests (one fake clock
-	// shared by in-process nodes) set it.
-	now func() time.Time
-	// hooks are the components' test hooks; the daemon sets none but
-	// what a nodeld_testhooks build's --test-* flags ask for.
+	cfgPath string                         // "" = embedded default
+	load    func() (*config.Config, error) // reads and validates the config for a reload
+	// now is the clock of the dispatcher, the host, the facts and the
+	// controller; nil means time.Now. Only the test clock offset and
+	// tests (one fake clock shared by in-process nodes) set it.
+	now   func() time.Time
 	hooks testHooks
 }
 
-// testHooks are the test hooks of the components, each in the shape
-// its component takes it: only tests, and the --test-* flags of a
+// testHooks are the components' test hooks, each in the shape its
+// component takes it: only tests, and the --test-* flags of a
 // nodeld_testhooks build (testhooks.go), set any.
 type testHooks struct {
-	// discover replaces runner.DefaultDiscoverCandidates (never the real
-	// well-known ports); nil keeps them.
-	discover []runner.DiscoverCandidate
-	// probe replaces the facts probe's dependencies (a node that reports
-	// another architecture or less free memory); nil probes this machine.
-	probe *facts.ProbeDeps
-	// host are the host's StopFault, ReplayWait and restart policy
-	// (host.Deps).
-	host hostHooks
-	// place are the controller's dispatcher's hooks on the place path
-	// (dispatch.ForControllerDeps.Hooks).
-	place dispatch.PlaceHooks
-	// manualTicks leaves the controller's loop unstarted: the test calls
-	// the controller's Tick itself, on its fake clock.
-	manualTicks bool
+	discover    []runner.DiscoverCandidate // replaces the well-known candidates
+	probe       *facts.ProbeDeps           // replaces the facts probe's machine
+	host        hostHooks
+	place       dispatch.PlaceHooks // the controller's place path
+	manualTicks bool                // the test ticks the controller itself
+}
+
+// hostHooks are host.Deps' StopFault and ReplayWait and the host's
+// restart policy.
+type hostHooks struct {
+	stopFault  func(instanceID string) error
+	replayWait func(ctx context.Context, peerID string, sent int) error
+	restart    runner.RestartPolicy
 }
 
 // node is the running daemon: its components, in the order newNode builds
-// them, and what reload changes.
+// them, and the config in force.
 type node struct {
 	id       *identity.Identity
 	chain    *chain.Chain
@@ -254,18 +139,19 @@ type node struct {
 	log      *zap.Logger
 	level    zap.AtomicLevel
 	cfgPath  string
-	load     func() (*config.Config, error)
 	discover []runner.DiscoverCandidate // nil: the runner's defaults
-	now      func() time.Time           // workload.ctl's clock; nil: time.Now
 	started  time.Time
 	reloader *lifecycle.Reloader
 
 	table     *table.Table
 	mesh      *mesh.Mesh           // nil when mesh.listen is empty
+	refs      mesh.NodeRefs        // the one resolver of node references
 	forwarder *meshproxy.Forwarder // nil without a mesh
+	demand    *demand.Node         // standbys, the hold plug, the demand call
+	demandCtl *demand.Deferred     // the controller, to the demand side
 	proxy     *proxy.Proxy
 	adopter   *runner.Adopter
-	facts     *facts.Source // the host signs them; a labels reload changes them
+	facts     *facts.Source
 	host      *host.Host
 	dispatch  *dispatch.Dispatcher
 	ctrl      *plane.Controller // nil unless controller.enabled
@@ -273,144 +159,108 @@ type node struct {
 	operator  *operator.Server
 	admin     *admin.Server
 
-	// demand: standbys, the hold plug, the demand call (demandwire.go).
-	demand    *demand.Node
-	demandCtl *lateDemand
-
 	mu  sync.Mutex // guards cfg
 	cfg *config.Config
 }
 
-// late binds the callbacks of components built early to the components
-// they reach, which need the early ones to be built first: the table asks
-// the mesh who is admitted and the proxy for its load; the mesh asks the
-// host for its advertisement and hands it every new link. newNode sets
-// each field as soon as its component exists, and every field is set
-// before run starts anything, so no callback reaches a component that is
-// not built.
-type late struct {
-	mesh  *mesh.Mesh // stays nil without a mesh: nobody is admitted
-	proxy *proxy.Proxy
-	host  *host.Host
-}
-
-var _ table.Admission = (*late)(nil)
-
-func (l *late) IsAdmitted(nodeID string) bool { return l.mesh != nil && l.mesh.IsAdmitted(nodeID) }
-
-func (l *late) load(role string) (int, int) { return l.proxy.Inflight(role) }
-
-func (l *late) hostAdverts() []table.Advertisement {
-	return []table.Advertisement{l.host.Advertisement(time.Now())}
-}
-
-func (l *late) replayNotices(ctx context.Context, p mesh.PeerInfo) { l.host.ReplayNotices(ctx, p) }
-
 // newNode builds every component from cfg in dependency order: table,
-// mesh, mesh forwarder, proxy, adopter, facts, host, dispatcher,
-// controller (when enabled), operator socket, admin. Each validates its part; nothing is bound and no
-// goroutine starts until run.
+// mesh, demand, forwarder, proxy, adopter, facts, host, dispatcher,
+// controller (when enabled), operator socket, admin. Each validates its
+// part; nothing is bound and no goroutine starts until run. A component
+// built early reaches one built later (the table the mesh and the proxy,
+// the mesh the host) through a func value that run never calls before
+// newNode has returned.
 func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
-	n := &node{
-		id: d.id, chain: d.chain, log: d.log, level: d.level, cfgPath: d.cfgPath,
-		load: d.load, discover: d.hooks.discover, now: d.now, started: time.Now(), cfg: cfg,
-	}
+	n := &node{id: d.id, chain: d.chain, log: d.log, level: d.level, cfgPath: d.cfgPath,
+		discover: d.hooks.discover, started: time.Now(), cfg: cfg, demandCtl: &demand.Deferred{}}
+	src := configSource(d.cfgPath)
 	var err error
-	n.reloader, err = lifecycle.NewReloader(lifecycle.ReloaderConfig{
-		Source: configSource(d.cfgPath), Load: d.load, Current: n.config, Steps: n.reloadSteps,
+	if n.reloader, err = lifecycle.NewReloader(lifecycle.ReloaderConfig{Source: src, Load: d.load, Current: n.config,
+		Steps: n.reloadSteps, Chain: d.chain, Log: d.log, Registerer: d.reg,
 		Check: func(next *config.Config) error {
-			if err := checkComponents(next, configSource(d.cfgPath)); err != nil {
+			if err := checkComponents(next, src); err != nil {
 				return err
 			}
-			return checkNodeRefs(next, configSource(d.cfgPath), n.knownNodes())
-		},
-		Chain: d.chain, Log: d.log, Registerer: d.reg,
-	})
-	if err != nil {
+			return config.CheckNodeRefsFile(next, src, n.refs.Known())
+		}}); err != nil {
 		return nil, err
 	}
-
-	n.rec, err = chain.NewRecorder(d.chain, chain.RecorderOptions{Logger: d.log.Named("chain"), Registerer: d.reg})
-	if err != nil {
+	if n.rec, err = chain.NewRecorder(d.chain, chain.RecorderOptions{Logger: d.log.Named("chain"), Registerer: d.reg}); err != nil {
 		return nil, err
 	}
-	l := &late{}
 	n.table = table.New(d.id.ID(), table.Options{
-		Admission: l,
+		Admission: table.AdmitFunc(func(id string) bool { return n.mesh != nil && n.mesh.IsAdmitted(id) }),
 		Audit:     d.chain,
 		RecordRefusal: func(sender, kind, reason string, payload any) error {
 			_, err := n.rec.Record(chain.RecordKey{Sender: sender, Kind: kind, Reason: reason}, table.AuditSource, payload)
 			return err
 		},
-		Load: l.load,
+		Load: func(role string) (int, int) { return n.proxy.Inflight(role) },
 	})
 	if err := n.table.Register(d.reg); err != nil {
 		return nil, err
 	}
-	adv := newDemandAdvertiser(n, d)
+	// The mesh's advertisements: the table's, plus the standbys of the
+	// controller's on-demand workloads, each only to its demand_from.
+	adv := demand.NewAdvertiser(n.table, n.demandCtl, d.id.ID())
 	if cfg.Mesh.Listen != "" {
-		n.mesh, err = mesh.New(meshConfig(cfg), mesh.Deps{
-			Identity:   d.id,
-			DataDir:    cfg.Node.DataDir,
-			Table:      adv,
-			Audit:      d.chain,
-			Recorder:   n.rec,
-			Logger:     d.log.Named("mesh"),
-			Registerer: d.reg,
-			// A peer pinned on first contact gets an id: allowlists that
-			// name it can now be applied, and the controller can describe
-			// it.
+		if n.mesh, err = mesh.New(mesh.FromConfig(cfg), mesh.Deps{
+			Identity: d.id, DataDir: cfg.Node.DataDir, Table: adv, Audit: d.chain, Recorder: n.rec,
+			Logger: d.log.Named("mesh"), Registerer: d.reg,
+			// A peer pinned on first contact gets an id: the allowlists
+			// and the controller's targets are resolved again.
 			OnPeersChanged: n.peersChanged,
-			// The workload-host advertisement goes to every peer.
-			ExtraAdverts: l.hostAdverts,
+			ExtraAdverts:   func() []table.Advertisement { return []table.Advertisement{n.host.Advertisement(time.Now())} },
 			// A peer that joins or comes back gets the revocation notices
 			// this node holds.
-			OnLinkUp: l.replayNotices,
-			// A peer that stopped (not restarted) is dead to the
-			// controller at once.
-			OnPeerStopped: n.peerStopped,
-			// What happens to the links reaches the routes here, in
-			// order, and only here: the table decides.
+			OnLinkUp: func(ctx context.Context, p mesh.PeerInfo) { n.host.ReplayNotices(ctx, p) },
+			// A peer that stopped (not restarted) is dead to the controller
+			// at once.
+			OnPeerStopped: func(peer string) {
+				if n.ctrl != nil {
+					n.ctrl.PeerStopped(peer)
+				}
+			},
+			// What happens to the links reaches the routes here, in order,
+			// and only here: the table decides.
 			PeerEvents: n.table.ApplyPeerEvent,
-		})
-		if err != nil {
+		}); err != nil {
 			return nil, err
 		}
-		l.mesh = n.mesh
 	}
-	if n.demand, err = newDemand(n, cfg, d, adv); err != nil {
+	n.refs = mesh.NodeRefs{Self: d.id.ID(), Mesh: n.mesh, Config: n.config}
+	ddeps := demand.Deps{Key: d.id.PrivateKey(), Table: n.table, Recorder: n.rec, Logger: d.log.Named("demand"), Registerer: d.reg, Now: d.now}
+	if n.mesh != nil { // never a typed nil in the interface
+		ddeps.Mesh = n.mesh
+	}
+	if cfg.Controller.Enabled {
+		ddeps.Controller, ddeps.Advertiser = n.demandCtl, adv
+	}
+	if n.demand, err = demand.New(ddeps); err != nil {
 		return nil, err
 	}
-
-	pdeps := proxy.Deps{
-		// A role a controller can start for this node (its standby
-		// advertisement) is held for, and asked for, on demand.
-		Holds:      n.demand.Holds,
-		Resolver:   n.table,
-		Ports:      n.table,
-		Logger:     d.log.Named("proxy"),
-		Registerer: d.reg,
-	}
+	// A role a controller can start for this node (its standby
+	// advertisement) is held for, and asked for, on demand.
+	pdeps := proxy.Deps{Holds: n.demand.Holds, Resolver: n.table, Ports: n.table, Logger: d.log.Named("proxy"), Registerer: d.reg}
 	if n.mesh != nil {
-		lim := forwarderLimits(cfg)
-		n.forwarder, err = meshproxy.NewForwarder(meshproxy.Deps{
+		if n.demand.Server != nil {
+			n.mesh.Handle(mesh.KindDemand, n.demand.Server.ServeStream)
+		}
+		lim := meshproxy.LimitsFromConfig(cfg)
+		if n.forwarder, err = meshproxy.NewForwarder(meshproxy.Deps{
 			Mesh: n.mesh, Table: n.table, Recorder: n.rec, Logger: d.log.Named("proxy.mesh"), Registerer: d.reg,
 			MaxInflightPerPeer: lim.PerPeer, MaxInflightTotal: lim.Total, MaxBodyBytes: lim.MaxBody,
-		})
-		if err != nil {
+		}); err != nil {
 			return nil, err
 		}
 		n.mesh.Handle(mesh.KindInfer, n.forwarder.ServeStream)
 		pdeps.Remote = n.forwarder
 	}
-	n.proxy, err = proxy.New(proxyConfig(cfg), pdeps)
-	if err != nil {
+	if n.proxy, err = proxy.New(proxy.FromConfig(cfg), pdeps); err != nil {
 		return nil, err
 	}
-	l.proxy = n.proxy
-
-	n.adopter, err = runner.NewAdopter(adopterConfig(cfg, d.hooks.discover), adoptedSlots{n.table}, d.log.Named("adopter"), d.reg)
-	if err != nil {
+	ac := runner.AdopterFromConfig(cfg, d.hooks.discover)
+	if n.adopter, err = runner.NewAdopter(ac, adoptedSlots{n.table}, d.log.Named("adopter"), d.reg); err != nil {
 		return nil, err
 	}
 	// One revocation list: the host enforces it, the operator edits it.
@@ -418,68 +268,48 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	iso, err := newIsolator(cfg, d.id.ID())
+	iso, err := host.NewIsolator(cfg, d.id.ID())
 	if err != nil {
 		return nil, err
 	}
-	n.facts, err = newFacts(cfg, d.id, proxyPerf{n.proxy}, d.hooks.probe, d.now, iso.Support())
-	if err != nil {
+	if n.facts, err = facts.FromConfig(cfg, d.id.PrivateKey(), facts.FromConfigOptions{
+		Perf: proxyPerf{n.proxy}, Probe: d.hooks.probe, Now: d.now, Isolation: iso.Support()}); err != nil {
 		return nil, err
 	}
-	n.host, err = newHost(cfg, d.id, n, d.chain, n.rec, rev, n.facts, d.reg, d.log, d.hooks.host, iso)
-	if err != nil {
+	if n.host, err = newHost(n, cfg, d, rev, iso); err != nil {
 		return nil, err
 	}
-	l.host = n.host
 	n.host.Register() // a no-op without a mesh
-	ddeps := dispatch.Deps{
-		Identity: d.id, Chain: d.chain, Logger: d.log.Named("dispatch"), Registerer: d.reg,
-		Local: &localHost{n: n}, Revocations: rev,
-		Notices: n.host, DataDir: cfg.Node.DataDir, Now: n.now,
-		// One resolver for every node reference (config.ResolveNodeRef):
-		// a node's own node.name names it here as in config check.
-		ResolveNode: n.resolveRef,
-	}
+	ddis := dispatch.Deps{Identity: d.id, Chain: d.chain, Logger: d.log.Named("dispatch"), Registerer: d.reg,
+		Local: host.Self{Host: n.host, Log: d.log.Named("host"), Artifacts: func(ctx context.Context, peer string, rw io.ReadWriter) error {
+			return n.dispatch.ServeArtifact(ctx, peer, rw)
+		}},
+		Revocations: rev, Notices: n.host, DataDir: cfg.Node.DataDir, Now: d.now, ResolveNode: n.refs.Resolve}
 	if n.mesh != nil { // never a typed nil in the interface
-		ddeps.Mesh = n.mesh
+		ddis.Mesh = n.mesh
 	}
-	n.dispatch, err = dispatch.New(ddeps)
-	if err != nil {
+	if n.dispatch, err = dispatch.New(ddis); err != nil {
 		return nil, err
 	}
 	n.dispatch.Register() // a no-op without a mesh
-	var store *pkg.Store  // the controller's package store
+	rdeps := operator.RouterDeps{Dispatcher: n.dispatch, NodeID: d.id.ID(), ResolveNode: n.refs.Resolve,
+		PeerNames: n.refs.PeerNames, Logger: d.log.Named("controller"), ChainPath: d.chain.Path()}
 	if cfg.Controller.Enabled {
-		if n.ctrl, store, err = newController(n, cfg, d, rev); err != nil {
+		store := pkg.NewStore(filepath.Join(cfg.Node.DataDir, pkg.StoreDir), rev)
+		if n.ctrl, err = newController(n, cfg, d, rev, store); err != nil {
 			return nil, err
 		}
-		n.bindDemand()
-	}
-	rdeps := operator.RouterDeps{
-		Dispatcher: n.dispatch, NodeID: d.id.ID(), ResolveNode: n.resolveRef, PeerNames: n.peerNames,
-		Logger: d.log.Named("controller"),
-	}
-	if d.chain != nil {
-		rdeps.ChainPath = d.chain.Path()
-	}
-	if n.ctrl != nil { // never a typed nil in the interface
+		n.demandCtl.Bind(plane.NewDemandSide(n.ctrl))
 		rdeps.Controller, rdeps.Store = n.ctrl, store
 	}
 	if n.router, err = operator.NewRouter(rdeps); err != nil {
 		return nil, err
 	}
-	n.operator, err = operator.NewServer(operator.Config{Path: cfg.SocketPath()},
-		operator.Deps{Backend: n.router, Logger: d.log.Named("operator"), Registerer: d.reg,
-			RefusePeer: iso.IsInstanceProcess})
-	if err != nil {
+	if n.operator, err = operator.NewServer(operator.Config{Path: cfg.SocketPath()}, operator.Deps{Backend: n.router,
+		Logger: d.log.Named("operator"), Registerer: d.reg, RefusePeer: iso.IsInstanceProcess}); err != nil {
 		return nil, err
 	}
-	n.admin, err = admin.New(adminConfig(cfg), admin.Deps{
-		Gatherer: d.reg,
-		Status:   n.status,
-		Logger:   d.log.Named("admin"),
-	})
-	if err != nil {
+	if n.admin, err = admin.New(admin.FromConfig(cfg), admin.Deps{Gatherer: d.reg, Status: n.status, Logger: d.log.Named("admin")}); err != nil {
 		return nil, err
 	}
 	for _, c := range []string{readyAdmin, readyProxy, readyOperator} {
@@ -490,7 +320,7 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 	}
 	// Not ready while appends fail; /readyz shows the chain's error.
 	n.admin.Check(readyChain, d.chain.Healthy)
-	n.table.ApplyPolicy(n.rolePolicies(cfg))
+	n.applyRolePolicy()
 	return n, nil
 }
 
@@ -542,11 +372,4 @@ func (n *node) config() *config.Config {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.cfg
-}
-
-func configSource(path string) string {
-	if path == "" {
-		return "(embedded default)"
-	}
-	return path
 }
