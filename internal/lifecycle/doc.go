@@ -4,7 +4,7 @@
 // stops them stage by stage, the supervisor (readiness, systemd, SIGHUP)
 // and the reloader that applies a config all or nothing through the
 // internal/reload list. cmd/nodeld ties them to the components; see
-// docs/architecture.md ("Start, reload, stop").
+// docs/architecture.md "6. Lifecycle" and docs/internals.md.
 //
 // # Invariants
 //
