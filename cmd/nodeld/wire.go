@@ -59,14 +59,7 @@ func newController(n *node, cfg *config.Config, d nodeDeps, rev *pkg.Revocations
 
 // applyRolePolicy applies the role policies of the config in force, with
 // the allowlists' peers as the mesh resolves them now.
-func (n *node) applyRolePolicy() {
-	cfg := n.config()
-	p := make(map[string]table.RolePolicy, len(cfg.Inference.Roles))
-	for _, r := range cfg.Inference.Roles {
-		p[r.Name] = table.RolePolicy{Expose: r.Expose, ServeTo: n.refs.PeerIDs(r.ServeTo), UseFrom: n.refs.PeerIDs(r.UseFrom)}
-	}
-	n.table.ApplyPolicy(p)
-}
+func (n *node) applyRolePolicy() { n.table.ApplyPolicy(n.refs.RolePolicies(n.config())) }
 
 // peersChanged is the mesh's OnPeersChanged: a peer pinned on first
 // contact (or a config change) altered who is who, so the allowlists and

@@ -3,6 +3,7 @@ package mesh
 import (
 	"github.com/nodeld/nodeld/internal/config"
 	"github.com/nodeld/nodeld/internal/identity"
+	"github.com/nodeld/nodeld/internal/table"
 )
 
 // NodeRefs is the running node's one resolver of node references: the
@@ -63,6 +64,17 @@ func (r NodeRefs) PeerIDs(refs []string) []string {
 		}
 	}
 	return ids
+}
+
+// RolePolicies maps inference.roles to the table's role policies, with
+// the allowlists' peers as PeerIDs resolves them now (a reload, or a peer
+// pinned on first contact, applies them again).
+func (r NodeRefs) RolePolicies(cfg *config.Config) map[string]table.RolePolicy {
+	p := make(map[string]table.RolePolicy, len(cfg.Inference.Roles))
+	for _, role := range cfg.Inference.Roles {
+		p[role.Name] = table.RolePolicy{Expose: role.Expose, ServeTo: r.PeerIDs(role.ServeTo), UseFrom: r.PeerIDs(role.UseFrom)}
+	}
+	return p
 }
 
 // PeerNames are the configured names of the mesh's peers, by node id.

@@ -43,6 +43,10 @@ func TestNodeRefsWithoutMesh(t *testing.T) {
 	if k := r.Known(); k.SelfID != r.Self || len(k.Pinned) != 0 {
 		t.Errorf("Known = %+v", k)
 	}
+	cfg.Inference.Roles = []config.Role{{Name: "chat", Expose: true, ServeTo: []string{"gpu"}}}
+	if p := r.RolePolicies(cfg); len(p) != 1 || !p["chat"].Expose || p["chat"].ServeTo != nil {
+		t.Errorf("RolePolicies without a mesh = %+v", p)
+	}
 	if n, p := r.PeerNames(), r.PinnedKeys(); len(n) != 0 || len(p) != 0 {
 		t.Errorf("PeerNames %v, PinnedKeys %v without a mesh", n, p)
 	}
