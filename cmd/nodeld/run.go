@@ -20,12 +20,14 @@ import (
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/nodeld/nodeld/internal/activity"
 	"github.com/nodeld/nodeld/internal/admin"
 	"github.com/nodeld/nodeld/internal/chain"
 	"github.com/nodeld/nodeld/internal/config"
 	"github.com/nodeld/nodeld/internal/demand"
 	"github.com/nodeld/nodeld/internal/dispatch"
 	"github.com/nodeld/nodeld/internal/facts"
+	"github.com/nodeld/nodeld/internal/fleetui"
 	"github.com/nodeld/nodeld/internal/host"
 	"github.com/nodeld/nodeld/internal/identity"
 	"github.com/nodeld/nodeld/internal/mesh"
@@ -399,7 +401,9 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 		return nil, err
 	}
 
+	act := activity.New(0, nil) // the fleet page's recent requests
 	pdeps := proxy.Deps{
+		Activity: act,
 		// A role a controller can start for this node (its standby
 		// advertisement) is held for, and asked for, on demand.
 		Holds:      n.demand.Holds,
@@ -491,9 +495,15 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
+	ui, err := fleetui.New(fleetui.Deps{Status: func() *operator.StatusDoc { return n.status().(*operator.StatusDoc) },
+		Source: n.router, Activity: act, Logger: d.log.Named("fleetui")})
+	if err != nil {
+		return nil, err
+	}
 	n.admin, err = admin.New(adminConfig(cfg), admin.Deps{
 		Gatherer: d.reg,
 		Status:   n.status,
+		UI:       ui.Handler(),
 		Logger:   d.log.Named("admin"),
 	})
 	if err != nil {
