@@ -18,6 +18,8 @@ type Data struct {
 	// first; Rates the requests and tokens of the last seconds.
 	Activity []activity.Request `json:"activity"`
 	Rates    []activity.Second  `json:"rates"`
+	// Names are the mesh peers' names by node id, for the page.
+	Names map[string]string `json:"-"`
 }
 
 // NodeData is this node as the page shows it.
@@ -71,6 +73,7 @@ func newData(st *operator.StatusDoc, fleet *operator.FleetDoc, now time.Time) *D
 	n.ID, n.Name, n.Version, n.Ready, n.UptimeSeconds = st.NodeID, st.Name, st.Version, st.Ready, st.UptimeSeconds
 	n.ChainSeq, n.ChainHash = st.Chain.Seq, st.Chain.Hash
 	names := map[string]string{}
+	d.Names = names
 	n.Peers = []operator.PeerDoc{}
 	if st.Mesh != nil {
 		n.Peers = st.Mesh.Peers

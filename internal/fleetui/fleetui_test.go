@@ -45,7 +45,7 @@ func TestPageShowsNodeFleetActivityAndInstances(t *testing.T) {
 		`seq 17`, `v-test`,               // chain head, version
 		`<td class="name">a</td>`, `<td class="name">b</td>`, `<td class="name">c</td>`,
 		`href="#d-` + decID(1) + `"`, `id="d-` + decID(1) + `"`,
-		`588.2`, `12.0 ms`, // activity: tokens/s, first byte
+		`588.2`, `12.0 ms`, `peer <b>b</b>`, // activity: tokens/s, first byte, the peer
 		`href="#logs-i-000000000001"`,
 		`<svg class="chart"`,
 	} {
