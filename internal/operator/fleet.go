@@ -25,7 +25,7 @@ const (
 	// MaxFleetPlacements is how many placements FleetDoc lists: the
 	// placements not placed (dispatching, unsettled, lost...) first, then
 	// the newest.
-	MaxFleetPlacements = 500
+	MaxFleetPlacements = 200
 	// MaxFleetDecisions is how many recent decisions it lists, newest
 	// first.
 	MaxFleetDecisions = 50
