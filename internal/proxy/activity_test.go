@@ -55,6 +55,9 @@ func TestActivityRecordsEachForward(t *testing.T) {
 		{Route: activity.RouteLocal, Status: 500, FirstByte: true},
 		{Route: activity.RouteLocal, Status: 200, Tokens: 64, FirstByte: true, Rate: true},
 	}
+	if len(short) != len(want) {
+		t.Fatalf("activity holds %d requests, want %d: %+v", len(short), len(want), got)
+	}
 	// A remote answer this fast may or may not span the rate window.
 	short[0].Rate = false
 	if diff := cmp.Diff(want, short); diff != "" {
