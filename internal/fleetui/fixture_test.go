@@ -165,7 +165,7 @@ func newFixture(t testing.TB, nodes, placements, decisions int) *fixture {
 	st.Roles = []operator.RoleDoc{
 		{Name: "chat", Listen: "127.0.0.1:8081", Resolved: "remote " + nodeID(1), Concurrency: 8},
 		{Name: "embed", Listen: "127.0.0.1:8082", Resolved: "local http://127.0.0.1:9000", Inflight: 1, Concurrency: 4},
-		{Name: "big", Listen: "127.0.0.1:8083", OnDemand: "cold", OnDemandFrom: nodeID(0)},
+		{Name: "big", Listen: "127.0.0.1:8083", OnDemand: "starting", OnDemandFrom: nodeID(0), Held: 3},
 	}
 	st.Mesh = &operator.MeshDoc{Listen: "127.0.0.1:7000", Peers: []operator.PeerDoc{
 		{Name: "b", ID: nodeID(1), Addr: "127.0.0.1:7001", State: "up", Tier: "paired", RTTMillis: 0.4},

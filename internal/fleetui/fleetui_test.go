@@ -41,8 +41,8 @@ func TestPageShowsNodeFleetActivityAndInstances(t *testing.T) {
 	for _, want := range []string{
 		`<tr data-role="chat">`, `<b class="peer">b</b>`, // chat served by peer b
 		`<span class="ok">local</span> <code>http://127.0.0.1:9000</code>`,
-		`<span class="warn">cold</span>`, // on demand
-		`seq 17`, `v-test`,               // chain head, version
+		`<span class="warn">starting</span>`, `3 held`, // on demand, its queue
+		`seq 17`, `v-test`, // chain head, version
 		`<td class="name">a</td>`, `<td class="name">b</td>`, `<td class="name">c</td>`,
 		`href="#d-` + decID(1) + `"`, `id="d-` + decID(1) + `"`,
 		`588.2`, `12.0 ms`, `peer <b>b</b>`, // activity: tokens/s, first byte, the peer

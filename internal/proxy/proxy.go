@@ -400,6 +400,9 @@ func (p *Proxy) Addr(role string) (net.Addr, bool) {
 	return rs.ln.Addr(), true
 }
 
+// Held returns how many requests are held for role right now.
+func (p *Proxy) Held(role string) int { return p.holdq.Depth(role) }
+
 // Inflight returns a role's requests in flight and its capacity (0, 0 for
 // an unknown role).
 func (p *Proxy) Inflight(role string) (inflight, capacity int) {
