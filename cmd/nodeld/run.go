@@ -496,7 +496,7 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 		return nil, err
 	}
 	ui, err := fleetui.New(fleetui.Deps{Status: func() *operator.StatusDoc { return n.status().(*operator.StatusDoc) },
-		Source: n.router, Activity: act, Logger: d.log.Named("fleetui")})
+		Source: n.router, Activity: act, Logger: d.log.Named("fleetui"), Registerer: d.reg})
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/nodeld/nodeld/internal/activity"
@@ -70,6 +71,8 @@ type Deps struct {
 	// Now is the clock (time.Now when nil).
 	Now    func() time.Time
 	Logger *zap.Logger
+	// Registerer may be nil (metrics are kept but not exported).
+	Registerer prometheus.Registerer
 }
 
 // UI serves the fleet page's routes.
@@ -80,6 +83,7 @@ type UI struct {
 	tmpl    *template.Template
 	static  http.Handler
 	streams atomic.Int64 // /ui/events streams being served
+	metrics *metrics
 }
 
 // New checks deps and parses the page's templates.
@@ -99,6 +103,9 @@ func New(deps Deps) (*UI, error) {
 		return nil, fmt.Errorf("fleetui templates: %w", err)
 	}
 	u.tmpl = tmpl
+	if u.metrics, err = newMetrics(deps.Registerer); err != nil {
+		return nil, err
+	}
 	static, err := fs.Sub(assets, "assets")
 	if err != nil {
 		return nil, err
@@ -152,7 +159,10 @@ func (u *UI) Snapshot() *Data {
 
 func (u *UI) page(w http.ResponseWriter, r *http.Request) {
 	var buf bytes.Buffer
-	if err := u.tmpl.ExecuteTemplate(&buf, "page", u.Snapshot()); err != nil {
+	start := time.Now()
+	err := u.tmpl.ExecuteTemplate(&buf, "page", u.Snapshot())
+	u.metrics.render.Observe(time.Since(start).Seconds())
+	if err != nil {
 		u.log.Warn("fleet page render", zap.Error(err))
 		http.Error(w, "page not rendered", http.StatusInternalServerError)
 		return
@@ -163,9 +173,17 @@ func (u *UI) page(w http.ResponseWriter, r *http.Request) {
 }
 
 func (u *UI) data(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	raw, err := json.Marshal(u.Snapshot())
+	u.metrics.render.Observe(time.Since(start).Seconds())
+	if err != nil {
+		u.log.Warn("fleet data encode", zap.Error(err))
+		http.Error(w, "data not encoded", http.StatusInternalServerError)
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	if err := json.NewEncoder(w).Encode(u.Snapshot()); err != nil {
+	if _, err := w.Write(raw); err != nil {
 		u.log.Debug("fleet data write", zap.Error(err))
 	}
 }
@@ -194,10 +212,15 @@ func (u *UI) render(d *Data) (map[string][]byte, error) {
 func (u *UI) events(w http.ResponseWriter, r *http.Request) {
 	if u.streams.Add(1) > MaxStreams {
 		u.streams.Add(-1)
+		u.metrics.streamsRefused.Inc()
 		http.Error(w, fmt.Sprintf("at most %d fleet page streams at once", MaxStreams), http.StatusServiceUnavailable)
 		return
 	}
-	defer u.streams.Add(-1)
+	u.metrics.streams.Inc()
+	defer func() {
+		u.streams.Add(-1)
+		u.metrics.streams.Dec()
+	}()
 	rc := http.NewResponseController(w)
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -211,7 +234,9 @@ func (u *UI) events(w http.ResponseWriter, r *http.Request) {
 	tick := time.NewTicker(PollInterval)
 	defer tick.Stop()
 	for {
+		start := time.Now()
 		secs, err := u.render(u.Snapshot())
+		u.metrics.render.Observe(time.Since(start).Seconds())
 		if err != nil {
 			u.log.Warn("fleet page render", zap.Error(err))
 			return

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/nodeld/nodeld/internal/admin"
@@ -271,6 +272,9 @@ func TestEventsStream(t *testing.T) {
 			t.Fatalf("first events: %v, want every section %v", seen, sections)
 		}
 	}
+	if got := testutil.ToFloat64(f.ui.metrics.streams); got != 1 {
+		t.Errorf("nodeld_ui_streams = %v with one stream open", got)
+	}
 	// A new request shows in the activity section.
 	f.activity.Add(f.activity.Recent(1)[0])
 	deadline := time.After(testDeadline)
@@ -292,6 +296,9 @@ func TestEventsStream(t *testing.T) {
 	case <-time.After(testDeadline):
 		t.Fatal("the stream did not end at shutdown")
 	}
+	if got := testutil.ToFloat64(f.ui.metrics.streams); got != 0 {
+		t.Errorf("nodeld_ui_streams = %v after the stream ended", got)
+	}
 }
 
 func TestStreamsAreBounded(t *testing.T) {
@@ -299,6 +306,9 @@ func TestStreamsAreBounded(t *testing.T) {
 	f.ui.streams.Store(MaxStreams)
 	if w := get(t, f.ui.Handler(), "/ui/events"); w.Code != http.StatusServiceUnavailable {
 		t.Errorf("stream %d = %d, want 503", MaxStreams+1, w.Code)
+	}
+	if got := testutil.ToFloat64(f.ui.metrics.streamsRefused); got != 1 {
+		t.Errorf("nodeld_ui_streams_refused_total = %v, want 1", got)
 	}
 }
 
