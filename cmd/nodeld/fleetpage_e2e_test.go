@@ -242,6 +242,16 @@ func TestFleetPageInChromium(t *testing.T) {
 		return code == 200 && ids[route] == y
 	})
 
+	// Y's page serves the logs of the instance placed on it.
+	waitLong(t, "the instance on "+y, func() bool { return len(procs[y].status().Host.Instances) == 1 })
+	iid := procs[y].status().Host.Instances[0].ID
+	if code, logs := httpGet(t, "http://"+procs[y].admin+"/ui/logs/"+iid); code != 200 || !strings.HasPrefix(logs, "instance "+iid+"\n") {
+		t.Errorf("%s's /ui/logs/%s = %d %q", y, iid, code, logs)
+	}
+	if code, _ := httpGet(t, "http://"+procs[y].admin+"/ui/logs/i-nope"); code != 404 {
+		t.Errorf("%s's /ui/logs of an unknown instance = %d, want 404", y, code)
+	}
+
 	// A decision explained, every candidate with its score or rejection.
 	do("open a decision", chromedp.Click(chromedp.CSS("#decisions-table a.explain")),
 		chromedp.WaitVisible(chromedp.CSS("#explain-body table.candidates")))
