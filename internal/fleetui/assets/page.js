@@ -19,21 +19,29 @@
     });
   }
 
+  const shown = {}; // per panel, the latest fetch: an older answer is dropped
+
   async function show(panel, idEl, body, url, id, asText) {
+    const n = (shown[panel.id] || 0) + 1;
+    shown[panel.id] = n;
     panel.hidden = false;
     idEl.textContent = id;
     body.textContent = "loading...";
+    let text, ok = false;
     try {
       const res = await fetch(url, { cache: "no-store" });
-      const text = await res.text();
-      if (!res.ok || asText) { body.textContent = text; } else { body.innerHTML = text; }
+      text = await res.text();
+      ok = res.ok;
     } catch (e) {
-      body.textContent = "not loaded: " + e;
+      text = "not loaded: " + e;
     }
+    if (shown[panel.id] !== n) { return; }
+    if (!ok || asText) { body.textContent = text; } else { body.innerHTML = text; }
   }
 
   function route() {
-    const h = decodeURIComponent(location.hash.slice(1));
+    let h;
+    try { h = decodeURIComponent(location.hash.slice(1)); } catch (e) { return; } // a malformed link
     let m = /^d-([0-9a-f]{8,64})$/.exec(h);
     const explain = document.getElementById("explain");
     if (m && explain) {
