@@ -242,7 +242,7 @@ func (u *UI) events(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		var buf bytes.Buffer
-		quiet := u.now().Sub(last) >= MaxQuiet
+		quiet := time.Since(last) >= MaxQuiet // the stream's own pace, not the page's clock
 		for _, s := range sections {
 			if bytes.Equal(sent[s], secs[s]) && (!quiet || s != "node") {
 				continue
@@ -258,7 +258,7 @@ func (u *UI) events(w http.ResponseWriter, r *http.Request) {
 			if err := rc.Flush(); err != nil {
 				return
 			}
-			last = u.now()
+			last = time.Now()
 		}
 		select {
 		case <-r.Context().Done():

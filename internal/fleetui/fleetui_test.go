@@ -275,6 +275,16 @@ func TestEventsStream(t *testing.T) {
 	if got := testutil.ToFloat64(f.ui.metrics.streams); got != 1 {
 		t.Errorf("nodeld_ui_streams = %v with one stream open", got)
 	}
+	// Nothing changes (the fixture's clock stands still): the node
+	// section comes again all the same, at least every MaxQuiet.
+	quiet := time.After(testDeadline)
+	for got := ""; got != "node"; {
+		select {
+		case got = <-events:
+		case <-quiet:
+			t.Fatal("no node event on a quiet stream")
+		}
+	}
 	// A new request shows in the activity section.
 	f.activity.Add(f.activity.Recent(1)[0])
 	deadline := time.After(testDeadline)
