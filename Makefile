@@ -43,8 +43,10 @@ run: build
 	$(BIN) run
 
 # test-deps installs what the tests drive besides Go: promtool (Debian's
-# prometheus package) for the /metrics check and the official openai npm
-# client for the end-to-end client test. It is a no-op when both are there.
+# prometheus package) for the /metrics check, the official openai npm
+# client for the end-to-end client test, Debian's chromium for the fleet
+# page's browser test, and the others scripts/test-deps.sh lists. It is a
+# no-op when they are there.
 test-deps:
 	bash scripts/test-deps.sh
 

@@ -35,6 +35,9 @@ var tiers = map[string]int{
 	"internal/dispatch":  1,
 	// Standby advertisements, the consumer's hold plug and the demand call.
 	"internal/demand": 1,
+	// The fleet page on the admin port: it renders the operator read
+	// model (operator.Router.Fleet) and this node's activity.
+	"internal/fleetui": 1,
 
 	// The daemon's life from start to stop: logger, data dir, chain
 	// opening, run group, supervisor, reloader.
@@ -71,6 +74,9 @@ var tiers = map[string]int{
 	"internal/usage": 4,
 	// The one shape of a config reload (Prepared, Step, All).
 	"internal/reload": 4,
+	// The recent requests through the role ports and their per-second
+	// counts, fed by the proxy, shown by the fleet page.
+	"internal/activity": 4,
 }
 
 // leafTier is the tier of the leaves, which import nothing but the
@@ -98,6 +104,9 @@ var sideways = map[string][]string{
 	// The controller offers its on-demand workloads to the demand side
 	// (plane.DemandSide is a demand.Controller).
 	"internal/plane": {"internal/demand"},
+	// The fleet page renders the operator's read model (FleetDoc) and
+	// reads instance logs through its Router.
+	"internal/fleetui": {"internal/operator"},
 }
 
 // isolated packages import no other internal package except the leaf

@@ -4,6 +4,8 @@
 #   openai (npm)  the official OpenAI Node client, in test/e2e/node_modules
 #   systemd       systemd-analyze, systemd-sysusers, systemd-tmpfiles: the
 #                 unit, sysusers.d and tmpfiles.d files are checked with them
+#   chromium      Debian's chromium: the fleet page's browser test
+#                 (TestFleetPageInChromium, /usr/bin/chromium)
 #   ip            Debian package iproute2: the fault suite's namespaces
 #                 (with the argument "faults", only this one is checked)
 # Needs root (or sudo) for apt-get and network access to Debian and npm.
@@ -39,6 +41,10 @@ fi
 if ! command -v systemd-analyze >/dev/null || ! command -v systemd-sysusers >/dev/null; then
 	echo "test-deps: installing systemd (systemd-analyze, systemd-sysusers, systemd-tmpfiles)"
 	apt_install systemd
+fi
+if [ ! -x /usr/bin/chromium ]; then
+	echo "test-deps: installing chromium (the fleet page's browser test)"
+	apt_install chromium
 fi
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
 	echo "test-deps: installing nodejs and npm"

@@ -170,6 +170,7 @@ func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("decode status: %w", err)
 	}
 	printStatus(stdout, &st)
+	fmt.Fprintf(stdout, "page     http://%s/ui/\n", *addr) // the fleet page
 	return nil
 }
 

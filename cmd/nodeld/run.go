@@ -12,12 +12,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/nodeld/nodeld/internal/activity"
 	"github.com/nodeld/nodeld/internal/admin"
 	"github.com/nodeld/nodeld/internal/chain"
 	"github.com/nodeld/nodeld/internal/config"
 	"github.com/nodeld/nodeld/internal/demand"
 	"github.com/nodeld/nodeld/internal/dispatch"
 	"github.com/nodeld/nodeld/internal/facts"
+	"github.com/nodeld/nodeld/internal/fleetui"
 	"github.com/nodeld/nodeld/internal/host"
 	"github.com/nodeld/nodeld/internal/identity"
 	"github.com/nodeld/nodeld/internal/lifecycle"
@@ -240,8 +242,10 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 		return nil, err
 	}
 	// A role a controller can start for this node (its standby
-	// advertisement) is held for, and asked for, on demand.
-	pdeps := proxy.Deps{Holds: n.demand.Holds, Resolver: n.table, Ports: n.table, Logger: d.log.Named("proxy"), Registerer: d.reg}
+	// advertisement) is held for, and asked for, on demand; the fleet
+	// page shows each forward's outcome (act).
+	act := activity.New(0, nil)
+	pdeps := proxy.Deps{Holds: n.demand.Holds, Resolver: n.table, Ports: n.table, Activity: act, Logger: d.log.Named("proxy"), Registerer: d.reg}
 	if n.mesh != nil {
 		if n.demand.Server != nil {
 			n.mesh.Handle(mesh.KindDemand, n.demand.Server.ServeStream)
@@ -309,7 +313,12 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 		Logger: d.log.Named("operator"), Registerer: d.reg, RefusePeer: iso.IsInstanceProcess}); err != nil {
 		return nil, err
 	}
-	if n.admin, err = admin.New(admin.FromConfig(cfg), admin.Deps{Gatherer: d.reg, Status: n.status, Logger: d.log.Named("admin")}); err != nil {
+	ui, err := fleetui.New(fleetui.Deps{Status: func() *operator.StatusDoc { return n.status().(*operator.StatusDoc) },
+		Source: n.router, Activity: act, Logger: d.log.Named("fleetui"), Registerer: d.reg})
+	if err != nil {
+		return nil, err
+	}
+	if n.admin, err = admin.New(admin.FromConfig(cfg), admin.Deps{Gatherer: d.reg, Status: n.status, UI: ui.Handler(), Logger: d.log.Named("admin")}); err != nil {
 		return nil, err
 	}
 	for _, c := range []string{readyAdmin, readyProxy, readyOperator} {

@@ -47,6 +47,9 @@ type Deps struct {
 	// Status returns the /v1/status document; it must be cheap and safe
 	// for concurrent use.
 	Status func() any
+	// UI serves the fleet page's routes under /ui/ (fleetui); nil serves
+	// none. / redirects to /ui/ when it is set.
+	UI     http.Handler
 	Logger *zap.Logger
 }
 
@@ -209,6 +212,12 @@ func (s *Server) Handler() http.Handler {
 	// Go's profiles, for operators (go tool pprof http://127.0.0.1:9464/debug/pprof/profile?seconds=20).
 	// The handlers are net/http/pprof's, mounted here only: nodeld never
 	// serves http.DefaultServeMux, where that package also registers them.
+	if s.deps.UI != nil {
+		mux.Handle("/ui/", s.deps.UI)
+		mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "/ui/", http.StatusFound)
+		})
+	}
 	mux.HandleFunc("GET /debug/pprof/", s.gatePprof(pprof.Index))
 	mux.HandleFunc("GET /debug/pprof/cmdline", s.gatePprof(pprof.Cmdline))
 	mux.HandleFunc("GET /debug/pprof/profile", s.gatePprof(pprof.Profile))
@@ -264,6 +273,9 @@ func (s *Server) Run(ctx context.Context) error {
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          zap.NewStdLog(s.log),
+		// Requests end with ctx: a long one (the fleet page's event
+		// stream, a profile) does not hold the shutdown up.
+		BaseContext: func(net.Listener) context.Context { return ctx },
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -290,5 +291,39 @@ func TestPprof(t *testing.T) {
 				t.Errorf("after a reload to pprof %t: GET /debug/pprof/ = %d, want %d", !on, code, flipped)
 			}
 		})
+	}
+}
+
+// TestUIRoutes: with Deps.UI, /ui/ is the page's and / redirects to it;
+// without, both are 404 as any unknown path.
+func TestUIRoutes(t *testing.T) {
+	ui := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ui "+r.URL.Path) })
+	for _, withUI := range []bool{true, false} {
+		deps := Deps{Gatherer: prometheus.NewRegistry(), Status: func() any { return nil }}
+		if withUI {
+			deps.UI = ui
+		}
+		s, err := New(Config{Listen: "127.0.0.1:0"}, deps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := s.Handler()
+		do := func(path string) *httptest.ResponseRecorder {
+			req := httptest.NewRequest(http.MethodGet, path, nil)
+			req.Host = "127.0.0.1:9464"
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, req)
+			return w
+		}
+		root, page := do("/"), do("/ui/events")
+		switch {
+		case withUI && (root.Code != http.StatusFound || root.Header().Get("Location") != "/ui/" || page.Body.String() != "ui /ui/events"):
+			t.Errorf("with the page: / = %d %q, /ui/events = %q", root.Code, root.Header().Get("Location"), page.Body)
+		case !withUI && (root.Code != http.StatusNotFound || page.Code != http.StatusNotFound):
+			t.Errorf("without the page: / = %d, /ui/events = %d, want 404", root.Code, page.Code)
+		}
+		if w := do("/healthz"); w.Code != 200 {
+			t.Errorf("/healthz = %d", w.Code)
+		}
 	}
 }

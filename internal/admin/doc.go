@@ -5,7 +5,8 @@
 // (a JSON document the caller assembles), and, only while admin.pprof is
 // on (Config.Pprof, SetPprof), Go's profiles under /debug/pprof/
 // (net/http/pprof's handlers; 404 while off). A profile may run up to the
-// server's 30 s write timeout.
+// server's 30 s write timeout. With Deps.UI, the fleet page's routes are
+// served under /ui/ (internal/fleetui) and / redirects there.
 //
 // # Invariants
 //
@@ -22,7 +23,8 @@
 //
 // Server is safe for concurrent use. Run owns the HTTP
 // server's goroutines and returns after a graceful shutdown once its
-// context is cancelled. Readiness is a set of named conditions, each
+// context is cancelled; requests' contexts end with it, so an event
+// stream does not outlive it. Readiness is a set of named conditions, each
 // flipped by its owner with SetReady, or evaluated on every Ready call
 // from a Check function that must not block.
 //

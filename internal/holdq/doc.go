@@ -1,7 +1,8 @@
 // Package holdq holds requests waiting for a route: per key (a role), a
 // bounded FIFO queue of waiters that a dispatcher releases, in arrival
 // order, once a Watcher (the placement table) has changed past each
-// waiter's mark and the key is ready (resolves). It also keeps which keys
+// waiter's mark and the key is ready (resolves); Depth says how many a
+// key's queue holds. It also keeps which keys
 // were lately ready (Recent), the backoff of a released waiter that found
 // no free slot (Backoff) and the SSE side of a held stream (Stream,
 // WantsStream). The proxy decides what to hold and answers; this package

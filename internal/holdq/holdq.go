@@ -185,6 +185,23 @@ func (qs *Queues) Wait(ctx context.Context, key string, after uint64, deadline t
 	}
 }
 
+// Depth returns how many waiters key's queue holds now (the depth gauge's
+// value); 0 on nil Queues.
+func (qs *Queues) Depth(key string) int {
+	if qs == nil {
+		return 0
+	}
+	qs.mu.Lock()
+	q, ok := qs.queues[key]
+	qs.mu.Unlock()
+	if !ok {
+		return 0
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.waiters)
+}
+
 // leave takes t out of the queue unless it was released already.
 func (q *queue) leave(t *Ticket) bool {
 	q.mu.Lock()

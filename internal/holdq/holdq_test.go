@@ -75,6 +75,12 @@ func TestReleasedInOrderOnlyAfterAChange(t *testing.T) {
 		}()
 		<-joined
 	}
+	if got := qs.Depth("chat"); got != n || qs.Depth("other") != 0 {
+		t.Errorf("Depth = %d (other key %d), want %d held", got, qs.Depth("other"), n)
+	}
+	if (*Queues)(nil).Depth("chat") != 0 {
+		t.Error("nil Queues hold something")
+	}
 	ready.Store(true)
 	w.bump()
 	for want := range n {
@@ -87,8 +93,8 @@ func TestReleasedInOrderOnlyAfterAChange(t *testing.T) {
 			t.Fatal("waiter not released")
 		}
 	}
-	if g.n.Load() != 0 {
-		t.Errorf("depth %d after all released, want 0", g.n.Load())
+	if g.n.Load() != 0 || qs.Depth("chat") != 0 {
+		t.Errorf("depth %d (Depth %d) after all released, want 0", g.n.Load(), qs.Depth("chat"))
 	}
 }
 

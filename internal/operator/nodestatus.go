@@ -77,7 +77,10 @@ type RoleDoc struct {
 	WaitingForLink bool `json:"waiting_for_link,omitempty"`
 	Inflight       int  `json:"inflight"`
 	Concurrency    int  `json:"concurrency"`
-	Exposed        bool `json:"exposed"`
+	// Held counts the requests held for the role right now (waiting for
+	// its route: on demand, or a server expected back).
+	Held    int  `json:"held,omitempty"`
+	Exposed bool `json:"exposed"`
 
 	// OnDemand, with no route: the state (cold, starting, ...) of the
 	// on-demand workload OnDemandFrom (a controller's node id) can start
@@ -118,10 +121,12 @@ type StatusSources struct {
 		Head() (seq uint64, hash string)
 	}
 	Table interface{ Snapshot() table.Snapshot }
-	// Roles are the role ports: bound address, in flight and capacity.
+	// Roles are the role ports: bound address, in flight and capacity,
+	// requests held.
 	Roles interface {
 		Addr(role string) (net.Addr, bool)
 		Inflight(role string) (inflight, capacity int)
+		Held(role string) int
 	}
 	// Mesh is nil without a mesh.
 	Mesh interface {
@@ -167,6 +172,7 @@ func NodeStatus(src StatusSources, now time.Time) *StatusDoc {
 			rd.Listen = addr.String()
 		}
 		rd.Inflight, rd.Concurrency = src.Roles.Inflight(r.Name)
+		rd.Held = src.Roles.Held(r.Name)
 		if rs, ok := byRole[r.Name]; ok && rs.Resolved != nil {
 			switch rs.Resolved.Kind {
 			case table.TargetLocal:

@@ -35,6 +35,7 @@ func (statusRoles) Addr(role string) (net.Addr, bool) {
 	return net.TCPAddrFromAddrPort(netip.MustParseAddrPort("127.0.0.1:18001")), true
 }
 func (statusRoles) Inflight(role string) (int, int) { return len(role), 8 }
+func (statusRoles) Held(role string) int            { return len(role) - 1 }
 
 type statusMesh struct{}
 
@@ -87,8 +88,8 @@ func TestNodeStatus(t *testing.T) {
 		t.Errorf("chain %+v config %+v", st.Chain, st.Config)
 	}
 	wantRoles := []RoleDoc{
-		{Name: "chat", Listen: "127.0.0.1:18001", Resolved: "local http://127.0.0.1:8081", Inflight: 4, Concurrency: 8, Exposed: true},
-		{Name: "embed", Listen: "127.0.0.1:9", Resolved: "remote n-b", WaitingForLink: true, Inflight: 5, Concurrency: 8},
+		{Name: "chat", Listen: "127.0.0.1:18001", Resolved: "local http://127.0.0.1:8081", Inflight: 4, Concurrency: 8, Held: 3, Exposed: true},
+		{Name: "embed", Listen: "127.0.0.1:9", Resolved: "remote n-b", WaitingForLink: true, Inflight: 5, Concurrency: 8, Held: 4},
 	}
 	if diff := cmp.Diff(wantRoles, st.Roles); diff != "" {
 		t.Errorf("roles (-want +got):\n%s", diff)

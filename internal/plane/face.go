@@ -22,7 +22,7 @@ func (c *Controller) NodeViews() []NodeView { return c.read.NodeViews() }
 // MaxRecentReports decisions this controller made since it started.
 func (c *Controller) Recent(id string) (Report, bool) { return c.read.Recent(id) }
 
-// RecentIDs returns the decision ids Recent knows, in no particular order.
+// RecentIDs returns the decision ids Recent knows, oldest first.
 func (c *Controller) RecentIDs() []string { return c.read.RecentIDs() }
 
 // Stop stops the instance of placement ref on its node (verbs.go).

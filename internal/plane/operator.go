@@ -67,18 +67,19 @@ func (r *recentReports) get(id string) (Report, bool) {
 	return rep, ok
 }
 
-// idList returns the decision ids kept.
+// idList returns the decision ids kept, oldest first.
 func (r *recentReports) idList() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return slices.Clone(r.ids)
+	// Once full, the ring's oldest is at next.
+	return slices.Concat(r.ids[r.next:], r.ids[:r.next])
 }
 
 // Recent returns the report of decision id when it is one of the last
 // MaxRecentReports decisions this controller made since it started.
 func (c *readModel) Recent(id string) (Report, bool) { return c.recent.get(id) }
 
-// RecentIDs returns the decision ids Recent knows, in no particular order.
+// RecentIDs returns the decision ids Recent knows, oldest first.
 func (c *readModel) RecentIDs() []string { return c.recent.idList() }
 
 // CheckTargets reports every problem of a target list, as SetTargets and

@@ -94,6 +94,14 @@ func TestRecentIsBounded(t *testing.T) {
 			t.Fatalf("report %d dropped", i)
 		}
 	}
+	// Oldest first, across the ring's wrap (the fleet page lists them
+	// newest first).
+	ids := r.idList()
+	for i, got := range ids {
+		if want := id(i + 10); got != want {
+			t.Fatalf("idList()[%d] = %s, want %s", i, got, want)
+		}
+	}
 }
 
 func TestNodeViews(t *testing.T) {

@@ -29,11 +29,11 @@
 // Run owns every goroutine it starts (per role: the accept loop, net/http's
 // Serve of handed-off connections, a drain while the role stops) and waits
 // for them and for the handlers before it returns. Handlers share only
-// atomics, the Resolver (which must be safe for concurrent use) and each
-// role's performance samples under a short mutex. ApplyConfig, Prepare,
-// Addr, Inflight and Ready are safe from any goroutine; a Prepared reload
-// holds the reload lock until Commit or Abort. Ports and Resolver are never
-// called with the proxy's lock held.
+// atomics, the Resolver (which must be safe for concurrent use), each
+// role's performance samples and the activity log under short mutexes.
+// ApplyConfig, Prepare, Addr, Inflight, Held and Ready are safe from any
+// goroutine; a Prepared reload holds the reload lock until Commit or
+// Abort. Ports and Resolver are never called with the proxy's lock held.
 //
 // The long story (what is served, serving a role port, each guard, the
 // forwarding rules, measured performance) is docs/internals.md

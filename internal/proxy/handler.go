@@ -195,8 +195,8 @@ func (h *roleHandler) forward(w http.ResponseWriter, r *http.Request, start time
 	st := &requestState{rec: recorder{ResponseWriter: w, start: start, limit: set.MaxResponseBytes}}
 	rec := &st.rec
 	measure, reportsUsage := measured(r)
-	measure = measure && rm.route == routeLocal
-	if measure && reportsUsage {
+	perf := measure && rm.route == routeLocal
+	if reportsUsage && (perf || p.activity != nil) { // the activity log reads both routes' usage
 		rec.tail = usage.GetTail()
 	}
 	defer func() {
@@ -207,10 +207,7 @@ func (h *roleHandler) forward(w http.ResponseWriter, r *http.Request, start time
 			return // to be held: neither answered nor counted yet
 		}
 		p.observe(role, rm, rec, start)
-		if measure {
-			observePerf(h.rs, target, rec, time.Since(start))
-			usage.PutTail(rec.tail)
-		}
+		p.afterForward(h.rs, target, rec, start, perf)
 	}()
 	// The slot is held from here: a client trickling its body must not
 	// keep it past BodyTimeout.

@@ -1,12 +1,14 @@
 package proxy
 
 import (
+	"cmp"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/nodeld/nodeld/internal/activity"
 	"github.com/nodeld/nodeld/internal/table"
 	"github.com/nodeld/nodeld/internal/usage"
 )
@@ -20,9 +22,6 @@ const (
 	// report to give a tokens-per-second sample: fewer measure overhead,
 	// not generation.
 	MinPerfTokens = 8
-	// minPerfTokenWindow is the shortest generation time a tokens-per-
-	// second sample may rest on.
-	minPerfTokenWindow = 10 * time.Millisecond
 )
 
 // RolePerf is the measured serving performance of a role's local
@@ -130,23 +129,27 @@ func measured(r *http.Request) (measure, reportsUsage bool) {
 	return true, r.URL.Path == "/v1/chat/completions" || r.URL.Path == "/v1/completions"
 }
 
-// observePerf records a finished local exchange in rs's recorder: only a
-// measured request answered 200 with a first byte counts.
-func observePerf(rs *roleServer, target table.Target, rec *recorder, total time.Duration) {
-	if rec.status != http.StatusOK || rec.firstByte <= 0 {
-		return
+// afterForward feeds a finished exchange to the role's performance
+// samples (perf: only a measured local request answered 200 with a first
+// byte counts) and to the activity log, and gives its tail back.
+func (p *Proxy) afterForward(rs *roleServer, target table.Target, rec *recorder, start time.Time, perf bool) {
+	total, n, tps := time.Since(start), 0, 0.0
+	if rec.tail != nil && rec.status == http.StatusOK && rec.Header().Get("Content-Encoding") == "" {
+		n, tps = usage.Rate(rec.tail.Bytes(), strings.HasPrefix(rec.Header().Get("Content-Type"), "text/event-stream"), total, rec.firstByte)
 	}
-	tps := 0.0
-	if rec.tail != nil && rec.Header().Get("Content-Encoding") == "" {
-		if n, ok := usage.CompletionTokens(rec.tail.Bytes()); ok && n >= MinPerfTokens {
-			window := total
-			if strings.HasPrefix(rec.Header().Get("Content-Type"), "text/event-stream") {
-				window = total - rec.firstByte
-			}
-			if window >= minPerfTokenWindow {
-				tps = float64(n) / window.Seconds()
-			}
+	if p.activity != nil {
+		a := activity.Request{At: start, Role: rs.name, Route: activity.RouteLocal, Status: cmp.Or(rec.status, statusClientClosed),
+			TTFB: rec.firstByte, Duration: total, Tokens: n, TokensPerSec: tps}
+		if target.Kind == table.TargetRemote {
+			a.Route, a.Node = activity.RoutePeer, target.NodeID
 		}
+		p.activity.Add(a)
 	}
-	rs.perf.record(instanceKey(target), rec.firstByte, tps)
+	if perf && rec.status == http.StatusOK && rec.firstByte > 0 {
+		if n < MinPerfTokens {
+			tps = 0 // too few tokens: overhead, not generation
+		}
+		rs.perf.record(instanceKey(target), rec.firstByte, tps)
+	}
+	usage.PutTail(rec.tail)
 }

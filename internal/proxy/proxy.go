@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/nodeld/nodeld/internal/activity"
 	"github.com/nodeld/nodeld/internal/holdq"
 	"github.com/nodeld/nodeld/internal/httpfast"
 	"github.com/nodeld/nodeld/internal/table"
@@ -65,6 +66,8 @@ type Deps struct {
 	// the package's dial timeout. Tests give a dialer of in-memory
 	// connections to a fake instance.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Activity, when set, is told of every forward as it ends.
+	Activity *activity.Log
 }
 
 // ErrRunning is returned by a second call to Run.
@@ -99,7 +102,8 @@ type Proxy struct {
 	// Holding requests (hold.go); holdq and recent are nil when the
 	// Resolver's changes cannot be awaited: nothing is held then.
 	holds         Holds
-	models        ModelLister // holds, when it lists a cold role's models
+	activity      *activity.Log // nil: no activity kept
+	models        ModelLister   // holds, when it lists a cold role's models
 	holdq         *holdq.Queues
 	recent        *holdq.Recent
 	onHoldRelease func(role string, body []byte) // tests: a held request resolved again, in release order
@@ -194,6 +198,7 @@ func New(cfg Config, deps Deps) (*Proxy, error) {
 		roles:    make(map[string]*roleServer, len(full.Roles)),
 		pool:     httpfast.NewPool(deps.Dial),
 		holds:    deps.Holds,
+		activity: deps.Activity,
 	}
 	p.models, _ = deps.Holds.(ModelLister)
 	p.newHolding(deps.Resolver)
@@ -394,6 +399,9 @@ func (p *Proxy) Addr(role string) (net.Addr, bool) {
 	}
 	return rs.ln.Addr(), true
 }
+
+// Held returns how many requests are held for role right now.
+func (p *Proxy) Held(role string) int { return p.holdq.Depth(role) }
 
 // Inflight returns a role's requests in flight and its capacity (0, 0 for
 // an unknown role).

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"flag"
 	"io"
 	"net/http"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/nodeld/nodeld/internal/activity"
 	"github.com/nodeld/nodeld/internal/proxy/proxytest"
 )
 
@@ -216,9 +218,17 @@ func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond)
 
 // runBenchProxy starts a proxy of cfg on res for a benchmark and returns it
 // once it is ready; it stops when the benchmark ends.
+// benchActivity gives the benchmarks' proxies an activity log, as nodeld
+// gives its own (the fleet page's recent requests).
+var benchActivity = flag.Bool("bench-activity", false, "benchmarks: keep an activity log, as nodeld does")
+
 func runBenchProxy(b *testing.B, cfg Config, res Resolver) *Proxy {
 	b.Helper()
-	p, err := New(cfg, Deps{Resolver: res, Logger: zap.NewNop(), Registerer: prometheus.NewRegistry()})
+	deps := Deps{Resolver: res, Logger: zap.NewNop(), Registerer: prometheus.NewRegistry()}
+	if *benchActivity {
+		deps.Activity = activity.New(0, nil)
+	}
+	p, err := New(cfg, deps)
 	if err != nil {
 		b.Fatal(err)
 	}

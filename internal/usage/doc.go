@@ -1,7 +1,8 @@
 // Package usage reads what an OpenAI answer reports about itself and keeps
 // the medians of recent samples: Tail keeps the end of a response (pooled,
 // a copy per write and no parsing), CompletionTokens finds the final usage
-// report's completion token count in it, and Ring holds the last Window
+// report's completion token count in it, Rate turns that count into a
+// generation speed, and Ring holds the last Window
 // values of a metric and gives their median. The proxy decides what to
 // measure and when; this package only keeps and reads bytes and numbers.
 //
@@ -21,5 +22,5 @@
 // Ring and Tail are not safe for concurrent use: their owner (the proxy's
 // per-role recorder under its mutex, the one handler writing a response)
 // serializes calls. GetTail and PutTail are safe for concurrent use (a
-// sync.Pool). CompletionTokens is a pure function.
+// sync.Pool). CompletionTokens and Rate are pure functions.
 package usage
