@@ -26,7 +26,7 @@ const deadline = 10 * time.Second
 
 // newCert returns a self-signed Ed25519 certificate, as a node identity
 // makes, and its public key.
-func newCert(t *testing.T) (tls.Certificate, ed25519.PublicKey) {
+func newCert(t testing.TB) (tls.Certificate, ed25519.PublicKey) {
 	t.Helper()
 	pub, key, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
