@@ -225,3 +225,5 @@ func link(t *testing.T, nodes ...*node) {
 func (n *node) streams(direction, result string) int {
 	return int(testutil.ToFloat64(n.layer.met.streams.WithLabelValues(direction, result)))
 }
+
+func testutilGauge(n *node) float64 { return testutil.ToFloat64(n.layer.met.open) }
