@@ -21,9 +21,12 @@ import (
 // 3 s even with one split vote. Going lower buys little and makes a GC
 // pause or a loaded 2-core host start needless elections.
 // LeaderLeaseTimeout (a leader steps down when it has not reached a
-// quorum for that long) must not exceed HeartbeatTimeout: half of it, so
-// a leader cut off from the others stops acting as leader before they
-// can elect another. CommitTimeout is raft's default.
+// quorum for that long) may not exceed HeartbeatTimeout, and is equal to
+// it: the lease plays no part in a failover's time (followers time out on
+// HeartbeatTimeout), and at 250 ms a leader replicating a half-MiB entry
+// stepped down needlessly in the test of it (under -race, on a loaded
+// 2-core host: its followers answered after 280 to 470 ms).
+// CommitTimeout is raft's default.
 func LANConfig(self string, z *zap.Logger) *raft.Config {
 	c := raft.DefaultConfig()
 	c.LocalID = raft.ServerID(self)

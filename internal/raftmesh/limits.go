@@ -23,7 +23,7 @@ const (
 const (
 	HeartbeatTimeout   = 500 * time.Millisecond
 	ElectionTimeout    = 500 * time.Millisecond
-	LeaderLeaseTimeout = 250 * time.Millisecond
+	LeaderLeaseTimeout = 500 * time.Millisecond
 	CommitTimeout      = 50 * time.Millisecond
 	// TransportTimeout bounds one raft RPC's I/O on a stream (raft scales
 	// it up for snapshots) and a Dial.

@@ -15,6 +15,10 @@ import (
 // and the test logs the time measured.
 const failoverBound = 10 * time.Second
 
+// largeEntry is the size of the large entry replicated: a quarter MiB,
+// hundreds of QUIC packets.
+const largeEntry = 256 << 10
+
 // Three voters, each a real mesh on 127.0.0.1 with raft over its layer:
 // a leader is elected, an Apply on it reaches all three FSMs, and killing
 // the leader (its socket first, as kill -9) yields a new leader among the
@@ -35,8 +39,15 @@ func TestThreeVotersElectApplyAndFailover(t *testing.T) {
 	if err := lead.r.Apply(add(5), 5*time.Second).Error(); err != nil {
 		t.Fatalf("apply on the leader: %v", err)
 	}
+	// A large entry crosses the streams in many QUIC packets and flow
+	// control windows.
+	start := time.Now()
+	if err := lead.r.Apply(make([]byte, largeEntry), 10*time.Second).Error(); err != nil {
+		t.Fatalf("apply a large entry: %v", err)
+	}
+	t.Logf("a %d KiB entry committed in %v", largeEntry>>10, time.Since(start))
 	for _, n := range nodes {
-		meshtest.WaitFor(t, n.Name+" to apply 5", func() bool { return n.fsm.Sum() == 5 })
+		meshtest.WaitFor(t, n.Name+" to apply both", func() bool { return n.fsm.Sum() == 5+largeEntry })
 	}
 	for _, n := range nodes {
 		if n.streams("in", resultAccepted) == 0 && n.streams("out", resultOpened) == 0 {
@@ -62,7 +73,7 @@ func TestThreeVotersElectApplyAndFailover(t *testing.T) {
 	}
 	for _, n := range nodes {
 		if !n.down {
-			meshtest.WaitFor(t, n.Name+" to apply 12", func() bool { return n.fsm.Sum() == 12 })
+			meshtest.WaitFor(t, n.Name+" to apply 7", func() bool { return n.fsm.Sum() == 12+largeEntry })
 		}
 	}
 }
