@@ -125,27 +125,40 @@ func (n *node) start(cfg Config, peers ...*node) {
 }
 
 // startRaft runs raft on n's layer with the LAN config and real stores in
-// n's data dir, bootstrapped with voters.
+// n's data dir, bootstrapped with voters (unless there are none).
 func (n *node) startRaft(voters ...*node) {
+	n.t.Helper()
+	n.startRaftWith(nil, voters...)
+}
+
+// startRaftWith is startRaft with tune, when set, changing the config.
+func (n *node) startRaftWith(tune func(*raft.Config), voters ...*node) {
 	n.t.Helper()
 	st, err := OpenStores(filepath.Join(n.Dir, "raft"), n.Logger)
 	if err != nil {
 		n.t.Fatal(err)
 	}
 	n.stores, n.fsm = st, &counterFSM{}
-	r, err := raft.NewRaft(LANConfig(n.ID(), n.Logger), n.fsm, st.Log, st.Stable, st.Snapshots, NewTransport(n.layer, n.Logger))
+	cfg := LANConfig(n.ID(), n.Logger)
+	if tune != nil {
+		tune(cfg)
+	}
+	r, err := raft.NewRaft(cfg, n.fsm, st.Log, st.Stable, st.Snapshots, NewTransport(n.layer, n.Logger))
 	if err != nil {
 		n.t.Fatal(err)
 	}
 	n.r = r
+	n.t.Cleanup(n.stopRaft)
 	var servers []raft.Server
 	for _, v := range voters {
 		servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(v.ID()), Address: raft.ServerAddress(v.ID())})
 	}
+	if len(servers) == 0 {
+		return // joins a cluster that lists it: the leader brings its state
+	}
 	if err := r.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil {
 		n.t.Fatal(err)
 	}
-	n.t.Cleanup(n.stopRaft)
 }
 
 // stopRaft shuts raft down (which closes its transport, so the layer) and

@@ -128,3 +128,47 @@ func TestNonVoterStreamRefused(t *testing.T) {
 		t.Errorf("a: term %d -> %d, state %v: the append entries reached raft", before, term(a), a.r.State())
 	}
 }
+
+// A voter that starts late, after the others compacted their log into a
+// snapshot, catches up by raft's InstallSnapshot over the layer: its FSM
+// is restored from the snapshot and its own store keeps it. Until it
+// starts, its layer queues the others' streams, refusing them (CodeBusy)
+// once the queue is full; raft then takes the queued ones first.
+func TestLateVoterGetsSnapshot(t *testing.T) {
+	nodes := newNodes(t, "a", "b", "c")
+	voters := Config{Voters: ids(nodes...)}
+	for i, n := range nodes {
+		n.start(voters, nodes[:i]...)
+	}
+	link(t, nodes...)
+	compact := func(c *raft.Config) { c.TrailingLogs = 2 }
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	a.startRaftWith(compact, nodes...)
+	b.startRaftWith(compact, nodes...)
+	c.down = true // not started: leader() skips it
+	var lead *node
+	meshtest.WaitFor(t, "a leader of a and b", func() bool { lead = leader(nodes); return lead != nil })
+	for range 20 {
+		if err := lead.r.Apply(add(1), 5*time.Second).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := lead.r.Snapshot().Error(); err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	if first, err := lead.stores.Log.FirstIndex(); err != nil || first <= 2 {
+		t.Fatalf("leader's log starts at %d (%v): not compacted", first, err)
+	}
+
+	c.down = false
+	c.startRaft() // no bootstrap: the cluster already lists it
+	meshtest.WaitFor(t, "c to catch up", func() bool { return c.fsm.Sum() == 20 })
+	snaps, err := c.stores.Snapshots.List()
+	if err != nil || len(snaps) == 0 {
+		t.Fatalf("c has no snapshot (%v): it did not catch up by InstallSnapshot", err)
+	}
+	if err := lead.r.Apply(add(2), 5*time.Second).Error(); err != nil {
+		t.Fatal(err)
+	}
+	meshtest.WaitFor(t, "c to apply after the snapshot", func() bool { return c.fsm.Sum() == 22 })
+}
