@@ -80,15 +80,35 @@ demo: example-package
 	build/demo -nodeld $(BIN) -package build/packages/echo-llm $(DEMO_FLAGS)
 
 # bench-mesh measures the mesh hop (a consumer's role port -> QUIC -> a
-# serving node -> a fast upstream) against the direct path and the local
-# proxy, two nodeld processes on loopback, interleaved rounds (wrk from
+# serving node -> a fast upstream) against the direct path, the local
+# proxy and two nginx over TLS 1.3 (NGINX=0 skips them), two nodeld
+# processes on loopback, interleaved rounds (wrk, nginx and openssl from
 # Debian when missing). See scripts/bench-mesh.sh for its knobs.
 .PHONY: bench-mesh
 bench-mesh:
 	bash scripts/bench-mesh.sh
 
+# bench-mesh-memory holds 1,000 SSE streams over the mesh (two nodes on
+# loopback) and prints each node's peak resident memory and the failures.
+# See scripts/bench-mesh-memory.sh for its knobs.
+.PHONY: bench-mesh-memory
+bench-mesh-memory:
+	bash scripts/bench-mesh-memory.sh
+
+# bench runs every benchmark, one package at a time (-p 1) so that they do
+# not fight each other for the cores; among them BenchmarkOnDemandColdStart
+# (about two minutes: see bench-cold).
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -count=1 ./...
+	$(GO) test -p 1 -run '^$$' -bench . -benchmem -count=1 -timeout 30m ./...
+
+# bench-cold runs only BenchmarkOnDemandColdStart: three nodeld processes on
+# loopback, 20 cold starts of an on-demand echo-llm loading for 1 s, placed
+# by A's controller on B and asked for on C's role port; it prints the
+# medians and p90 of ready -> host notice -> first byte (BENCHMARKS.md
+# "Cold start on demand") and fails when a median breaks issue 24's bound.
+.PHONY: bench-cold
+bench-cold:
+	$(GO) test -run '^$$' -bench '^BenchmarkOnDemandColdStart$$' -benchtime 1x -count=1 -timeout 20m -v ./cmd/nodeld/
 
 # bench-compare measures a role port against nginx and a direct connection
 # in one run (wrk and nginx are installed from Debian when missing); its

@@ -38,13 +38,16 @@ var tiers = map[string]int{
 	// hashicorp/raft over KindRaft mesh streams (issue 25's foundation).
 	"internal/raftmesh": 1,
 
-	"internal/admin":  2,
-	"internal/ctl":    2,
-	"internal/mesh":   2,
-	"internal/table":  2,
-	"internal/runner": 2,
-	"internal/facts":  2,
-	"internal/pkg":    2,
+	// The daemon's life from start to stop: logger, data dir, chain
+	// opening, run group, supervisor, reloader.
+	"internal/lifecycle": 2,
+	"internal/admin":     2,
+	"internal/ctl":       2,
+	"internal/mesh":      2,
+	"internal/table":     2,
+	"internal/runner":    2,
+	"internal/facts":     2,
+	"internal/pkg":       2,
 
 	"internal/chain":    3,
 	"internal/identity": 3,
@@ -94,6 +97,9 @@ var sideways = map[string][]string{
 	// with the operator's request and response types, and carries the
 	// controller's calls (dispatch.ForController is a plane.Dispatcher).
 	"internal/dispatch": {"internal/operator", "internal/plane"},
+	// The controller offers its on-demand workloads to the demand side
+	// (plane.DemandSide is a demand.Controller).
+	"internal/plane": {"internal/demand"},
 }
 
 // isolated packages import no other internal package except the leaf

@@ -7,24 +7,36 @@
 #   wrk -> C's role port -> QUIC mesh -> S -> upstream    (mesh)
 #   wrk -> S's role port -> upstream                      (local: the local proxy)
 #   wrk -> upstream                                       (direct: the baseline)
+#   wrk -> nginx A -> TLS 1.3 -> nginx B -> upstream      (nginx: what an
+#                                                          operator would build)
 #
 # S serves role "chat" from the upstream and exposes it to C; C has no
-# instance and uses S's over the mesh. Each round runs every path back to
+# instance and uses S's over the mesh. The nginx pair is the hand-built
+# alternative to the mesh hop: A takes plain HTTP and proxies over TLS 1.3
+# (upstream keep-alive, session reuse, B's certificate verified) to B,
+# which proxies to the same upstream; one worker each, request and
+# response bodies streamed (no buffering), a throwaway Ed25519 certificate
+# made with openssl at run time. Each round runs every path back to
 # back (interleaved, so a noisy neighbour hits all of them alike): a small
 # chat POST at concurrency 1 and 64, and a 1 MiB /v1/embeddings body at
 # concurrency 1. The figures printed are medians over the rounds: added p50
 # and p99 against direct, the throughput share of direct, MB/s of the 1 MiB
 # bodies, and the CPU time the nodeld processes on the path spent per
-# request (S for local, S and C for mesh; from /proc, so other load on the
-# machine inflates it much less than it inflates latency). With
+# request (S for local, S and C for mesh, both nginx for nginx; from
+# /proc, so other load on the machine inflates it much less than it
+# inflates latency). A last table puts direct, mesh and nginx side by
+# side. With
 # BASE_BIN=FILE a second pair of nodes runs that nodeld binary (an older
 # build, say) and its paths, local0 and mesh0, are measured in the same
-# rounds. wrk is installed from Debian when missing (root or sudo).
+# rounds. wrk, nginx and openssl are installed from Debian when missing
+# (root or sudo).
 #
 # Environment:
 #   ROUNDS=3          rounds (medians over them)
 #   DURATION=5s       length of one wrk run
 #   PORT_BASE=18700   first of 7 consecutive TCP/UDP ports used on 127.0.0.1
+#                     (and PORT_BASE+14, +15 for nginx A and B)
+#   NGINX=1           0 skips the nginx pair
 #   NODELD_BIN=       a nodeld binary to run (default: built from this tree)
 #   BASE_BIN=         a second nodeld binary, measured as local0 and mesh0
 #                     (7 more ports, from PORT_BASE+7)
@@ -50,13 +62,18 @@ PROFILE_DIR=${PROFILE_DIR:-}
 PPROF_CONFIG=${PPROF_CONFIG:-1}
 PPROF_S=${PPROF_S:-127.0.0.1:$((PORT_BASE + 3))}
 PPROF_C=${PPROF_C:-127.0.0.1:$((PORT_BASE + 4))}
+NGINX=${NGINX:-1}
 
 sudo=""
 if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null; then sudo="sudo"; fi
-for tool in wrk curl; do
-	if ! command -v "$tool" >/dev/null; then
+tools="wrk curl"
+if [ "$NGINX" != 0 ]; then tools="$tools nginx openssl"; fi
+for tool in $tools; do
+	if ! command -v "$tool" >/dev/null && ! [ -x "/usr/sbin/$tool" ]; then
 		echo "bench-mesh: installing $tool (Debian)" >&2
 		$sudo apt-get update -qq
+		# policy-rc.d (where present) keeps the package from starting a
+		# system nginx on port 80.
 		DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "$tool" >/dev/null
 	fi
 done
@@ -207,6 +224,104 @@ wait_mesh() {
 wait_mesh $((PORT_BASE + 2)) cur
 if [ -n "${BASE_BIN:-}" ]; then wait_mesh $((PORT_BASE + 9)) base; fi
 
+# start_nginx_pair: nginx A on PORT_BASE+14 (plain HTTP in) proxying over
+# TLS 1.3 to nginx B on PORT_BASE+15, which proxies to the upstream of
+# the first pair; both with upstream keep-alive, A with TLS session
+# reuse and B's certificate verified.
+start_nginx_pair() {
+	local dir=$work/nginx a=$((PORT_BASE + 14)) b=$((PORT_BASE + 15)) bin side
+	bin=$(command -v nginx || echo /usr/sbin/nginx)
+	mkdir -p "$dir/a" "$dir/b"
+	openssl req -x509 -newkey ed25519 -nodes -days 1 -subj /CN=bench-nginx-b \
+		-addext subjectAltName=DNS:bench-nginx-b -keyout "$dir/key.pem" -out "$dir/cert.pem" 2>/dev/null
+	local temps="client_body_temp_path $dir/tmp-body; proxy_temp_path $dir/tmp-proxy;
+    fastcgi_temp_path $dir/tmp-fcgi; uwsgi_temp_path $dir/tmp-uwsgi; scgi_temp_path $dir/tmp-scgi;"
+	local stream="proxy_http_version 1.1;
+            proxy_set_header Connection \"\";
+            proxy_buffering off;
+            proxy_request_buffering off;"
+	for side in a b; do
+		cat >"$dir/$side/nginx.conf" <<EOF
+worker_processes 1;
+daemon off;
+pid $dir/$side/nginx.pid;
+error_log $dir/$side/error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    $temps
+    keepalive_requests 1000000;
+    client_max_body_size 0;
+EOF
+	done
+	cat >>"$dir/a/nginx.conf" <<EOF
+    upstream b {
+        server 127.0.0.1:$b;
+        keepalive 256;
+        keepalive_requests 1000000;
+    }
+    server {
+        listen 127.0.0.1:$a;
+        location / {
+            proxy_pass https://b;
+            $stream
+            proxy_ssl_protocols TLSv1.3;
+            proxy_ssl_session_reuse on;
+            proxy_ssl_verify on;
+            proxy_ssl_name bench-nginx-b;
+            proxy_ssl_trusted_certificate $dir/cert.pem;
+        }
+    }
+}
+EOF
+	cat >>"$dir/b/nginx.conf" <<EOF
+    upstream up {
+        server 127.0.0.1:$PORT_BASE;
+        keepalive 256;
+        keepalive_requests 1000000;
+    }
+    server {
+        listen 127.0.0.1:$b ssl;
+        ssl_certificate $dir/cert.pem;
+        ssl_certificate_key $dir/key.pem;
+        ssl_protocols TLSv1.3;
+        ssl_session_cache shared:bench:1m;
+        location / {
+            proxy_pass http://up;
+            $stream
+        }
+    }
+}
+EOF
+	for side in b a; do
+		"$bin" -p "$dir/$side" -e "$dir/$side/error.log" -c "$dir/$side/nginx.conf" >"$dir/$side/out.log" 2>&1 &
+		pids+=($!)
+		echo $! >"$dir/$side/master.pid"
+	done
+	local m
+	for _ in $(seq 1 100); do
+		if [ "$(curl -s -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' -d "$small" \
+			"http://127.0.0.1:$a/v1/chat/completions" 2>/dev/null)" = 200 ]; then
+			# The processes on the path: each master and its worker.
+			nginx_pids=""
+			for side in a b; do
+				m=$(cat "$dir/$side/master.pid")
+				nginx_pids="$nginx_pids $m $(pgrep -P "$m" | xargs)"
+			done
+			return 0
+		fi
+		sleep 0.1
+	done
+	echo "bench-mesh: the nginx pair never answered; logs:" >&2
+	tail -n 20 "$dir/a/error.log" "$dir/b/error.log" "$dir/a/out.log" "$dir/b/out.log" >&2
+	exit 1
+}
+nginx_pids=""
+if [ "$NGINX" != 0 ]; then
+	start_nginx_pair
+	paths="$paths nginx"
+fi
+
 # wrk scripts: the small chat POST and a 1 MiB embeddings POST.
 cat >"$work/small.lua" <<EOF
 wrk.method = "POST"
@@ -226,6 +341,7 @@ url() {
 	mesh) echo "http://127.0.0.1:$((PORT_BASE + 2))$2" ;;
 	local0) echo "http://127.0.0.1:$((PORT_BASE + 8))$2" ;;
 	mesh0) echo "http://127.0.0.1:$((PORT_BASE + 9))$2" ;;
+	nginx) echo "http://127.0.0.1:$((PORT_BASE + 14))$2" ;;
 	esac
 }
 
@@ -241,8 +357,11 @@ cpu_ticks() {
 		;;
 	local | local0) files=("/proc/$(cat "$work/$pair/s.pid")/stat") ;;
 	mesh | mesh0) files=("/proc/$(cat "$work/$pair/s.pid")/stat" "/proc/$(cat "$work/$pair/c.pid")/stat") ;;
+	nginx) for pid in $nginx_pids; do files+=("/proc/$pid/stat"); done ;;
 	esac
-	awk '{t += $14 + $15} END {print t}' "${files[@]}"
+	# utime and stime are the 12th and 13th fields after the command
+	# name, which may hold spaces.
+	sed 's/^.*) //' "${files[@]}" | awk '{t += $12 + $13} END {print t}'
 }
 hz=$(getconf CLK_TCK)
 
@@ -331,10 +450,23 @@ awk -v rounds="$ROUNDS" -v paths="$paths" '
 			printf "%-6s %-6s %9.0f %9.0f %9.0f %9.0f %9.0f %7.2f %11.0f %7d", L, P, m50, m99, md50, md99, mr, ms, mc, errs[P, L]
 			if (L == "1mib") printf "  %.0f MB/s", mr * 1048576 / 1e6
 			printf "\n"
-			added[P, L] = md50
+			added[P, L] = md50; mrps[P, L] = mr; mshare[P, L] = ms; mcpu[P, L] = mc; mp50[P, L] = m50
 		}
 		printf "\nmesh added p50 at c64 / local added p50 at c64: %.2f", (added["local", "c64"] > 0 ? added["mesh", "c64"] / added["local", "c64"] : 0)
 		if (index(paths, "mesh0")) printf " (base build: %.2f)", (added["local0", "c64"] > 0 ? added["mesh0", "c64"] / added["local0", "c64"] : 0)
+		if (index(paths, "nginx")) {
+			printf "\n\nside by side (medians):            %12s %12s %12s\n", "direct", "mesh", "nginx TLS"
+			printf "%-34s %12.0f %+12.0f %+12.0f\n", "c1: p50 µs (direct), added", mp50["direct", "c1"], added["mesh", "c1"], added["nginx", "c1"]
+			printf "%-34s %12.0f %12.0f %12.0f\n", "c64: requests/s", mrps["direct", "c64"], mrps["mesh", "c64"], mrps["nginx", "c64"]
+			printf "%-34s %12.2f %12.2f %12.2f\n", "c64: share of direct", 1, mshare["mesh", "c64"], mshare["nginx", "c64"]
+			printf "%-34s %12.0f %12.0f %12.0f\n", "1 MiB bodies, c1: MB/s", mrps["direct", "1mib"] * 1048576 / 1e6, mrps["mesh", "1mib"] * 1048576 / 1e6, mrps["nginx", "1mib"] * 1048576 / 1e6
+			for (l = 1; l <= nl; l++) printf "%-34s %12s %12.0f %12.0f\n", "cpu µs/request, " loads[l], "-", mcpu["mesh", loads[l]], mcpu["nginx", loads[l]]
+			printf "mesh against nginx: added p50 at c1 x%.2f, requests/s at c64 x%.2f, MB/s x%.2f, cpu/request at c64 x%.2f",
+				(added["nginx", "c1"] > 0 ? added["mesh", "c1"] / added["nginx", "c1"] : 0),
+				(mrps["nginx", "c64"] > 0 ? mrps["mesh", "c64"] / mrps["nginx", "c64"] : 0),
+				(mrps["nginx", "1mib"] > 0 ? mrps["mesh", "1mib"] / mrps["nginx", "1mib"] : 0),
+				(mcpu["nginx", "c64"] > 0 ? mcpu["mesh", "c64"] / mcpu["nginx", "c64"] : 0)
+		}
 		printf "\n\nevery run (round path load p50_us p99_us req/s cpu_us/req errors):\n"
 	}
 ' "$work/results"

@@ -8,8 +8,10 @@ import (
 	"github.com/nodeld/nodeld/internal/config"
 	"github.com/nodeld/nodeld/internal/facts"
 	"github.com/nodeld/nodeld/internal/host"
+	"github.com/nodeld/nodeld/internal/mesh"
 	"github.com/nodeld/nodeld/internal/meshproxy"
 	"github.com/nodeld/nodeld/internal/plane"
+	"github.com/nodeld/nodeld/internal/proxy"
 	"github.com/nodeld/nodeld/internal/runner"
 	"github.com/nodeld/nodeld/internal/table"
 )
@@ -27,10 +29,10 @@ func checkComponents(cfg *config.Config, file string) error {
 	add := func(path string, err error) {
 		errs = append(errs, &config.ValidationError{Line: cfg.Line(path), Path: path, Msg: err.Error()})
 	}
-	for _, err := range problems(proxyConfig(cfg).Validate()) {
+	for _, err := range problems(proxy.FromConfig(cfg).Validate()) {
 		add("inference.roles", err)
 	}
-	if err := adopterConfig(cfg, nil).Validate(); err != nil {
+	if err := runner.AdopterFromConfig(cfg, nil).Validate(); err != nil {
 		var ce *runner.ConfigError
 		if !errors.As(err, &ce) {
 			add("inference", err)
@@ -50,23 +52,12 @@ func checkComponents(cfg *config.Config, file string) error {
 		}
 	}
 	if cfg.Mesh.Listen != "" {
-		for _, err := range problems(meshConfig(cfg).Validate(nil)) {
+		for _, err := range problems(mesh.FromConfig(cfg).Validate(nil)) {
 			add("mesh", err)
 		}
-		// One limit at a time (0 is the forwarder's default), so each
-		// problem names its key.
-		lim := forwarderLimits(cfg)
-		if err := meshproxy.CheckLimits(lim.PerPeer, 0, 0); err != nil {
-			add("mesh.max_inflight_per_peer", err)
-		}
-		if err := meshproxy.CheckLimits(0, lim.Total, 0); err != nil {
-			add("mesh.max_inflight_total", err)
-		}
-		if err := meshproxy.CheckLimits(0, 0, lim.MaxBody); err != nil {
-			add("inference.limits.mesh_max_body_bytes", err)
-		}
+		errs = append(errs, meshproxy.CheckConfig(cfg)...)
 	}
-	if hc, err := hostConfig(cfg); err != nil {
+	if hc, err := host.FromConfig(cfg, nil); err != nil {
 		add("host", err)
 	} else {
 		for _, err := range problems(host.CheckConfig(hc)) {

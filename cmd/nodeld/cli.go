@@ -8,8 +8,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 
 	"github.com/nodeld/nodeld/internal/config"
+	"github.com/nodeld/nodeld/internal/mesh"
 	"github.com/nodeld/nodeld/internal/plane"
 )
 
@@ -192,7 +194,7 @@ func cmdConfigCheck(args []string, stdout, stderr io.Writer) error {
 	if err == nil {
 		// The nodes the workloads name, as run and a reload resolve them
 		// (this node's key and first-contact pins are read from its data dir).
-		err = checkNodeRefs(cfg, path, knownNodesIn(cfg.Node.DataDir))
+		err = config.CheckNodeRefsFile(cfg, path, mesh.KnownNodesIn(cfg.Node.DataDir))
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, err)
@@ -204,4 +206,50 @@ func cmdConfigCheck(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "note: %s\n", note)
 	}
 	return nil
+}
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = ""
+
+func buildVersion() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}
+
+func buildGoVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		return bi.GoVersion
+	}
+	return "unknown"
+}
+
+// reloadConfig reads the config a reload applies: the file at path, or
+// the embedded default when path is "".
+func reloadConfig(path string) (*config.Config, error) {
+	var cfg *config.Config
+	var err error
+	if path == "" {
+		cfg, err = config.LoadEmbedded()
+	} else {
+		cfg, err = config.Load(path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := absolutePaths(cfg); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+func configSource(path string) string {
+	if path == "" {
+		return "(embedded default)"
+	}
+	return path
 }

@@ -13,7 +13,7 @@ import (
 // waitFor polls cond until it holds or the deadline passes. It is for
 // conditions only another process can change (a peer's state over the
 // mesh), where there is no event to wait on.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(waitTimeout)
 	tick := time.NewTicker(50 * time.Millisecond)

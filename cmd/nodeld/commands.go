@@ -14,8 +14,10 @@ import (
 	"time"
 
 	"github.com/nodeld/nodeld/internal/chain"
+	"github.com/nodeld/nodeld/internal/config"
 	"github.com/nodeld/nodeld/internal/identity"
 	"github.com/nodeld/nodeld/internal/operator"
+	"github.com/nodeld/nodeld/internal/sandbox"
 )
 
 // chainFileName is the audit chain's file name inside the data directory.
@@ -293,4 +295,48 @@ func countsText(m map[string]int, keys ...string) string {
 		return "none"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// isolationLine is the line nodeld status prints: what is enforced.
+func isolationLine(s sandbox.Support) string {
+	line := s.String()
+	if s.Problem != "" {
+		line += "; " + s.Problem
+	}
+	return line
+}
+
+func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("run", stderr)
+	cfgPath := fs.String("config", "", "config file (default "+defaultConfigPath+", else the embedded default)")
+	chainReset := fs.Bool("chain-reset", false, "archive a broken audit chain and start a new one")
+	// --test-* flags exist in a nodeld_testhooks build only (testhooks.go).
+	test := testHookFlags(fs)
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return usageError("usage: nodeld run [--config FILE] [--chain-reset]")
+	}
+	cfg, path, err := loadConfig(*cfgPath, *cfgPath == "")
+	if err != nil {
+		return err
+	}
+	return runDaemon(ctx, daemonOptions{
+		cfg:        cfg,
+		cfgPath:    path,
+		chainReset: *chainReset,
+		test:       test(),
+		stderr:     stderr,
+	})
+}
+
+// daemonOptions are nodeld run's flags and config.
+type daemonOptions struct {
+	cfg        *config.Config
+	cfgPath    string // "" = embedded default
+	chainReset bool
+	test       testFlags // a nodeld_testhooks build's --test-* flags
+	stderr     io.Writer
 }

@@ -39,7 +39,7 @@ func waitLong(t *testing.T, what string, cond func() bool) {
 
 // makeKey makes a node's key in dataDir before its first start, so that
 // other nodes' configs can name it, and returns the public key hex.
-func makeKey(t *testing.T, dataDir string) string {
+func makeKey(t testing.TB, dataDir string) string {
 	t.Helper()
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		t.Fatal(err)
@@ -407,7 +407,7 @@ func TestControllerReloadAppliesTargets(t *testing.T) {
 	// B lowered to discovered: demoted, still known with its placement;
 	// a new place goes to A even when it prefers B.
 	a.rewrite(cfgA(map[string]string{"b": "discovered"}, ctrl))
-	a.n.reload()
+	a.n.reloader.Reload()
 	if a.reloadGauge() != 1 {
 		t.Fatalf("reload refused: %s", a.n.status().(*operator.StatusDoc).Config.LastReloadError)
 	}
@@ -424,7 +424,7 @@ func TestControllerReloadAppliesTargets(t *testing.T) {
 
 	// The controller cannot be turned off by a reload.
 	a.rewrite(cfgA(map[string]string{"b": "discovered"}, ""))
-	a.n.reload()
+	a.n.reloader.Reload()
 	if a.reloadGauge() != 0 || !strings.Contains(a.n.status().(*operator.StatusDoc).Config.LastReloadError, "controller.enabled changes only with a restart") {
 		t.Fatalf("turning the controller off: gauge %v, %q", a.reloadGauge(), a.n.status().(*operator.StatusDoc).Config.LastReloadError)
 	}
@@ -432,7 +432,7 @@ func TestControllerReloadAppliesTargets(t *testing.T) {
 	// B removed: its link goes, and after dead_after its placement moves
 	// to A.
 	a.rewrite(cfgA(map[string]string{}, ctrl))
-	a.n.reload()
+	a.n.reloader.Reload()
 	if a.reloadGauge() != 1 {
 		t.Fatalf("reload refused: %s", a.n.status().(*operator.StatusDoc).Config.LastReloadError)
 	}
@@ -734,7 +734,7 @@ func TestControllerDeclaredWorkload(t *testing.T) {
 
 	// Declared: placed by the reconciliation, used by C.
 	a.rewrite(cfgA("  workloads:\n    - name: chat\n      package: echo-llm\n"))
-	a.n.reload()
+	a.n.reloader.Reload()
 	if a.reloadGauge() != 1 {
 		t.Fatalf("reload refused: %s", a.n.status().(*operator.StatusDoc).Config.LastReloadError)
 	}
@@ -793,7 +793,7 @@ func TestControllerDeclaredWorkload(t *testing.T) {
 
 	// The declaration dropped: its replica is retired and unloaded.
 	a.rewrite(cfgA(""))
-	a.n.reload()
+	a.n.reloader.Reload()
 	if a.reloadGauge() != 1 {
 		t.Fatalf("reload refused: %s", a.n.status().(*operator.StatusDoc).Config.LastReloadError)
 	}

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/nodeld/nodeld/internal/config"
 	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/grammar"
 	"github.com/nodeld/nodeld/internal/operator"
@@ -260,7 +262,7 @@ func printCtl(stdout io.Writer, req operator.Request, resp operator.Response, as
 	case operator.ClassOK:
 		return nil
 	case operator.ClassRefused:
-		if by := refusedBy(req, resp); by != "" {
+		if by := operator.RefusedBy(req, resp); by != "" {
 			return &exitError{code: 1, err: fmt.Errorf("%s refused by %s: %s: %s", req.Verb, by, resp.Code, resp.Reason)}
 		}
 		return &exitError{code: 1, err: fmt.Errorf("%s refused: %s: %s", req.Verb, resp.Code, resp.Reason)}
@@ -464,7 +466,7 @@ func printPlacements(w io.Writer, ps []operator.PlacementDoc) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "DECISION\tWORKLOAD\tPACKAGE\tNODE\tVARIANT\tINSTANCE\tLIFE\tHOST STATE\tMOVES\tNOTE")
 	for _, p := range ps {
-		state := hostStateText(p)
+		state := p.HostStateText()
 		note := p.LastError
 		if note == "" && p.LostReason != "" {
 			note = "lost: " + p.LostReason
@@ -561,4 +563,88 @@ func packageRef(arg string) (string, bool) {
 		return "", false
 	}
 	return arg, true
+}
+
+// printWorkloads prints the declared workloads as a table.
+func printWorkloads(w io.Writer, ws []operator.WorkloadDoc) {
+	if len(ws) == 0 {
+		fmt.Fprintln(w, "no declared workloads (controller.workloads)")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tPACKAGE\tREPLICAS\tSTATE\tSINCE\tATTEMPTS\tREASON")
+	for _, d := range ws {
+		version := d.Version
+		if version == "" {
+			version = "newest"
+		}
+		since, attempts, reason := "-", "-", "-"
+		if d.Since != "" {
+			since = d.Since
+		}
+		if d.Attempts > 0 {
+			attempts = fmt.Sprint(d.Attempts)
+		}
+		if d.Reason != "" {
+			reason = d.Reason
+		}
+		state := d.State
+		if d.OnDemand != "" && d.State != plane.DeclUnplaceable {
+			// An on-demand workload: cold, starting, ready or idle, and
+			// its replicas are those demanded now.
+			state = "on-demand " + d.OnDemand
+		}
+		fmt.Fprintf(tw, "%s\t%s %s\t%d/%d\t%s\t%s\t%s\t%s\n", d.Name, d.Package, version, d.Placed, d.Replicas, state, since, attempts, reason)
+	}
+	_ = tw.Flush()
+}
+
+// declaredText is the status line of the declared workloads: counts by
+// state, and which are unplaceable.
+func declaredText(c *operator.ControllerDoc) string {
+	s := countsText(c.DeclarationsByState, plane.DeclPlaced, plane.DeclPending, plane.DeclUnplaceable)
+	if len(c.Unplaceable) > 0 {
+		s += " (unplaceable: " + strings.Join(c.Unplaceable, ", ") + "; nodeld ctl workloads says why)"
+	}
+	if len(c.OnDemand) > 0 {
+		// The on-demand workloads' states, by name.
+		parts := make([]string, 0, len(c.OnDemand))
+		for _, name := range slices.Sorted(maps.Keys(c.OnDemand)) {
+			parts = append(parts, name+" "+c.OnDemand[name])
+		}
+		s += "; on demand: " + strings.Join(parts, ", ")
+	}
+	return s
+}
+
+// ctlSocket is the operator socket of nodeld ctl: --socket, else the
+// config's. A config file that does not load (exactly what a refused
+// reload leaves behind while the daemon runs on the old one) still gives
+// the socket path written in it (config.SocketPathOf), said on stderr;
+// when even that cannot be read, the error says to pass --socket.
+func ctlSocket(socket, cfgPath string, stderr io.Writer) (string, error) {
+	if socket != "" {
+		return socket, nil
+	}
+	cfg, _, err := loadConfig(cfgPath, true)
+	if err == nil {
+		return cfg.SocketPath(), nil
+	}
+	file := cfgPath
+	if file == "" {
+		file = defaultConfigPath
+	}
+	data, rerr := os.ReadFile(file)
+	if rerr != nil {
+		return "", fmt.Errorf("%w\n(pass --socket PATH to reach the daemon without the config)", err)
+	}
+	path, perr := config.SocketPathOf(data)
+	if perr != nil {
+		return "", fmt.Errorf("%w\n(the operator socket cannot be read from %s either: %v; pass --socket PATH)", err, file, perr)
+	}
+	if abs, aerr := filepath.Abs(path); aerr == nil {
+		path = abs
+	}
+	fmt.Fprintf(stderr, "nodeld ctl: %s does not load; using the operator socket written in it, %s (--socket PATH chooses another)\n", file, path)
+	return path, nil
 }

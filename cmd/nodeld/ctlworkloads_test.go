@@ -70,11 +70,11 @@ func TestWorkloadsShowOnDemandState(t *testing.T) {
 // ctl placements shows an on-demand instance's state beside its host's.
 func TestPlacementsShowOnDemandState(t *testing.T) {
 	p := operator.PlacementDoc{Life: plane.LifePlaced, HostState: "running", OnDemand: plane.OnDemandIdle}
-	if got := hostStateText(p); got != "running (on-demand idle)" {
+	if got := p.HostStateText(); got != "running (on-demand idle)" {
 		t.Fatalf("host state %q", got)
 	}
 	p.OnDemand = ""
-	if got := hostStateText(p); got != "running" {
+	if got := p.HostStateText(); got != "running" {
 		t.Fatalf("host state %q", got)
 	}
 }

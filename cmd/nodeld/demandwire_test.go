@@ -68,7 +68,7 @@ func TestDemandWiring(t *testing.T) {
 
 	dd := &demandDouble{sbs: []demand.Standby{{Role: "chat", Workload: "chat", MaxWait: time.Minute,
 		DemandFrom: []string{idB}, State: table.StateCold}}, got: make(chan struct{}, 1)}
-	a.n.demandCtl.bind(dd)
+	a.n.demandCtl.Bind(dd)
 	waitFor(t, "b to hold chat's standby", func() bool { return len(b.n.table.Standbys("chat")) == 1 })
 	if w, ok := b.n.demand.Holds.Expect("chat"); !ok || w != time.Minute {
 		t.Fatalf("Expect(chat) = %v, %v", w, ok)

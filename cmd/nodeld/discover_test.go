@@ -58,14 +58,14 @@ func TestDiscoverOnlyWhereSet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ac := adopterConfig(emb, nil); !ac.Discover || ac.DiscoverRole != "chat" {
+	if ac := runner.AdopterFromConfig(emb, nil); !ac.Discover || ac.DiscoverRole != "chat" {
 		t.Errorf("embedded default: discover %v for role %q, want on for chat", ac.Discover, ac.DiscoverRole)
 	}
 	c, err := reloadConfig("../../configs/cluster/c.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if adopterConfig(c, nil).Discover {
+	if runner.AdopterFromConfig(c, nil).Discover {
 		t.Error("configs/cluster/c.yaml discovers without saying so")
 	}
 }

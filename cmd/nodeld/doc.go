@@ -1,31 +1,29 @@
 // Command nodeld is the node daemon and its operator commands: main only
 // calls run and exits once; run dispatches the subcommands (run, ctl,
-// config check, reload, package, chain, ...). All wiring of the daemon is
-// in run.go: runDaemon makes the logger, data dir, identity, metrics
-// registry and chain; newNode builds every component on them in dependency
-// order, starting nothing. With controller.enabled it also builds the
-// controller (controller.go: plane.NewFromConfig on the node's config,
-// dispatcher and node references) and the operator socket's router
-// (internal/operator).
+// config check, reload, package, chain, ...). The daemon's wiring is
+// run.go, wire.go and reload.go: runDaemon makes the logger, data dir,
+// identity, metrics registry and chain (internal/lifecycle); newNode
+// builds every component on them in dependency order, starting nothing,
+// each from its own part of the config (its FromConfig); a component
+// built early reaches one built later through a func value.
 //
 // # Invariants
 //
 //   - Nothing below cmd exits the process, reads flags or the environment.
 //     Exit status: 0 on success, 1 when the command failed (one line on
 //     stderr), 2 on a usage error or an invalid config.
-//   - A reload (reload.go) is all or nothing: every component checks the
-//     new config (check.go, the checks config check runs too), then one
-//     list of steps (reloadSteps) prepares every component without side
-//     effects but the proxy's new ports, then all commit or all abort
-//     (internal/reload).
+//   - A reload is all or nothing (lifecycle.Reloader): every component
+//     checks the new config (check.go, as config check does), then one
+//     list of steps (reloadSteps) prepares, then all commit or all abort.
 //   - One chain.Recorder takes every record a remote party can trigger;
 //     /readyz's "chain" condition is the chain's Healthy.
-//   - The shipped binary has no --test-* flag: they exist only in a build
-//     with the nodeld_testhooks tag (testhooks.go), which tests build.
+//   - The shipped binary has no --test-* flag and no test hook code: they
+//     exist only in a nodeld_testhooks build (testhooks.go).
+//   - The daemon wiring stays under 600 lines (TestDaemonWiringFits).
 //
 // # Concurrency
 //
-// node.run starts every component in one errgroup under
+// node.run starts every component in one lifecycle.Group under
 // signal.NotifyContext: one failing stops all; SIGHUP reloads; SIGTERM or
 // SIGINT drains the proxy first, and runDaemon closes the chain last.
 //

@@ -26,7 +26,7 @@ const waitTimeout = 20 * time.Second
 
 // proc is a nodeld process started by a test.
 type proc struct {
-	t       *testing.T
+	t       testing.TB
 	cmd     *exec.Cmd
 	dataDir string
 	cfgPath string
@@ -247,7 +247,7 @@ func (d *proc) status() operator.StatusDoc {
 	return st
 }
 
-func httpGet(t *testing.T, url string) (int, string) {
+func httpGet(t testing.TB, url string) (int, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -262,7 +262,7 @@ func httpGet(t *testing.T, url string) (int, string) {
 }
 
 // runCLI runs a nodeld subcommand and returns stdout, stderr, exit code.
-func runCLI(t *testing.T, args ...string) (string, string, int) {
+func runCLI(t testing.TB, args ...string) (string, string, int) {
 	t.Helper()
 	cmd := exec.Command(nodeldBinary(t), args...)
 	var out, errb bytes.Buffer

@@ -438,7 +438,7 @@ func TestMeshtest_9_10_DemotedFallbackThenPromoted(t *testing.T) {
 	if err := os.WriteFile(a.cfgPath, []byte(lc.aConfig("paired", "")), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.n.applyReload(); err != nil {
+	if err := a.n.reloader.Reload(); err != nil {
 		t.Fatal(err)
 	}
 	lc.tickUntil("the reschedule on C", 21*time.Second, func() bool {

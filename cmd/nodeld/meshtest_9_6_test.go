@@ -20,16 +20,10 @@ func (mn *mnode) reconfigure(cfg string) {
 	if err := os.WriteFile(mn.cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	mn.n.reload()
-	if mn.n.reloadOK == nil || testutilGauge(mn.n) != 1 {
-		mn.n.mu.Lock()
-		msg := mn.n.lastErr
-		mn.n.mu.Unlock()
-		t.Fatalf("reload of %s refused: %s", mn.name, msg)
+	if err := mn.n.reloader.Reload(); err != nil {
+		t.Fatalf("reload of %s refused: %v", mn.name, err)
 	}
 }
-
-func testutilGauge(n *node) float64 { return (&testNode{n: n}).reloadGauge() }
 
 // tierOf is the tier A's controller gives node id, "" when it is no
 // target.

@@ -27,7 +27,7 @@ type sharedPackage struct {
 
 // meshPackage is the shared signed package name, built from manifest and
 // files on first use, and its publisher's key (the trust anchor).
-func meshPackage(t *testing.T, name, manifest string, files map[string]string) (dir, anchor string) {
+func meshPackage(t testing.TB, name, manifest string, files map[string]string) (dir, anchor string) {
 	t.Helper()
 	mp := &meshPackages
 	mp.once.Do(func() {
@@ -84,7 +84,7 @@ type publisher struct {
 	root   string
 }
 
-func newPublisherAt(t *testing.T, root string) *publisher {
+func newPublisherAt(t testing.TB, root string) *publisher {
 	t.Helper()
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		t.Fatal(err)
@@ -100,7 +100,7 @@ func newPublisherAt(t *testing.T, root string) *publisher {
 // build makes a signed package in a directory named name from a manifest
 // template and files, each with mode 0755; without files, the package
 // holds the echo-llm binary.
-func (p *publisher) build(t *testing.T, name, manifest string, files map[string]string) string {
+func (p *publisher) build(t testing.TB, name, manifest string, files map[string]string) string {
 	t.Helper()
 	dir := filepath.Join(p.root, name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -126,6 +126,7 @@ import (
 	"github.com/nodeld/nodeld/internal/facts"
 	"github.com/nodeld/nodeld/internal/host"
 	"github.com/nodeld/nodeld/internal/identity"
+	"github.com/nodeld/nodeld/internal/lifecycle"
 	"github.com/nodeld/nodeld/internal/plane"
 	"github.com/nodeld/nodeld/internal/runner"
 )
@@ -333,7 +334,7 @@ func (mn *mnode) tryRun() error {
 		return err
 	}
 	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Named(mn.name)
-	if err := ensureDataDir(c.Node.DataDir, log); err != nil {
+	if err := lifecycle.EnsureDataDir(c.Node.DataDir, log); err != nil {
 		return err
 	}
 	id, _, err := identity.LoadOrGenerate(identity.KeyPath(c.Node.DataDir))
@@ -341,7 +342,7 @@ func (mn *mnode) tryRun() error {
 		return err
 	}
 	reg := prometheus.NewRegistry()
-	ch, err := openChain(filepath.Join(c.Node.DataDir, chainFileName), id, false, reg, log)
+	ch, err := lifecycle.OpenChain(filepath.Join(c.Node.DataDir, chainFileName), id, false, reg, log)
 	if err != nil {
 		return err
 	}

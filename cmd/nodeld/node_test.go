@@ -14,13 +14,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/nodeld/nodeld/internal/chain"
 	"github.com/nodeld/nodeld/internal/config"
 	"github.com/nodeld/nodeld/internal/identity"
+	"github.com/nodeld/nodeld/internal/lifecycle"
 	"github.com/nodeld/nodeld/internal/runner"
 )
 
@@ -71,7 +71,7 @@ func buildNode(t *testing.T, dataDir, cfg string, discover []runner.DiscoverCand
 		t.Fatal(err)
 	}
 	log := zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel))
-	if err := ensureDataDir(c.Node.DataDir, log); err != nil {
+	if err := lifecycle.EnsureDataDir(c.Node.DataDir, log); err != nil {
 		t.Fatal(err)
 	}
 	id, _, err := identity.LoadOrGenerate(identity.KeyPath(c.Node.DataDir))
@@ -79,7 +79,7 @@ func buildNode(t *testing.T, dataDir, cfg string, discover []runner.DiscoverCand
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	tn.chain, err = openChain(filepath.Join(c.Node.DataDir, chainFileName), id, false, reg, log)
+	tn.chain, err = lifecycle.OpenChain(filepath.Join(c.Node.DataDir, chainFileName), id, false, reg, log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,12 @@ func allStacks() string {
 }
 
 // reloadGauge is nodeld_config_last_reload_successful.
-func (tn *testNode) reloadGauge() float64 { return testutil.ToFloat64(tn.n.reloadOK) }
+func (tn *testNode) reloadGauge() float64 {
+	if tn.n.reloader.LastError() != "" {
+		return 0
+	}
+	return 1
+}
 
 // lastChainEntry is the kind and payload of the chain's last entry.
 func (tn *testNode) lastChainEntry() (string, map[string]any) {

@@ -74,7 +74,7 @@ func TestOwnNameWithController(t *testing.T) {
 		t.Fatalf("package add = %d %q %q", rc, storeOut, errOut)
 	}
 	a.rewrite(cfg("  workloads:\n    - name: chat\n      package: echo-llm\n      node: a\n"))
-	a.n.reload()
+	a.n.reloader.Reload()
 	if st := a.n.status().(*operator.StatusDoc); !st.Config.LastReloadSuccessful {
 		t.Fatalf("reload with workloads[].node: a: %s", st.Config.LastReloadError)
 	}
@@ -86,7 +86,7 @@ func TestOwnNameWithController(t *testing.T) {
 
 	// policy.deny_nodes by node.name: nothing more goes here.
 	a.rewrite(cfg("    deny_nodes: [a]\n"))
-	a.n.reload()
+	a.n.reloader.Reload()
 	if st := a.n.status().(*operator.StatusDoc); !st.Config.LastReloadSuccessful {
 		t.Fatalf("reload with deny_nodes: [a]: %s", st.Config.LastReloadError)
 	}

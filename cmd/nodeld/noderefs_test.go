@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nodeld/nodeld/internal/mesh"
 	"github.com/nodeld/nodeld/internal/operator"
 )
 
@@ -18,7 +19,7 @@ func TestConfigCheckRefusesUnknownNodeRefs(t *testing.T) {
 	dir := t.TempDir()
 	dataDir := filepath.Join(dir, "data")
 	makeKey(t, dataDir)
-	self := knownNodesIn(dataDir).SelfID
+	self := mesh.KnownNodesIn(dataDir).SelfID
 	if self == "" {
 		t.Fatal("own id not read")
 	}
@@ -50,7 +51,7 @@ func TestConfigCheckRefusesUnknownNodeRefs(t *testing.T) {
 	// A reload refuses it too.
 	n := startNode(t, nodeConfig("%s", workloads("")), nil)
 	n.rewrite(nodeConfig("%s", workloads("      prefer: [ghost]\n")))
-	n.n.reload()
+	n.n.reloader.Reload()
 	st := n.n.status().(*operator.StatusDoc)
 	if st.Config.LastReloadSuccessful || !strings.Contains(st.Config.LastReloadError, `"ghost" names no known node`) {
 		t.Fatalf("reload with an unknown prefer: ok %v, error %q", st.Config.LastReloadSuccessful, st.Config.LastReloadError)

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/nodeld/nodeld/internal/mesh"
 )
 
 // TestConfigCheckOnDemand: config check accepts an on-demand workload
@@ -16,7 +18,7 @@ func TestConfigCheckOnDemand(t *testing.T) {
 	dir := t.TempDir()
 	dataDir := filepath.Join(dir, "data")
 	makeKey(t, dataDir)
-	self := knownNodesIn(dataDir).SelfID
+	self := mesh.KnownNodesIn(dataDir).SelfID
 	if self == "" {
 		t.Fatal("own id not read")
 	}

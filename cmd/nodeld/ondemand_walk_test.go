@@ -29,6 +29,7 @@ import (
 	"github.com/nodeld/nodeld/internal/config"
 	"github.com/nodeld/nodeld/internal/facts"
 	"github.com/nodeld/nodeld/internal/identity"
+	"github.com/nodeld/nodeld/internal/lifecycle"
 	"github.com/nodeld/nodeld/internal/plane"
 	"github.com/nodeld/nodeld/internal/runner"
 )
@@ -132,7 +133,7 @@ func startWalkNode(t *testing.T, idleAfter time.Duration) *walkNode {
 		t.Fatal(err)
 	}
 	log := zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))
-	if err := ensureDataDir(c.Node.DataDir, log); err != nil {
+	if err := lifecycle.EnsureDataDir(c.Node.DataDir, log); err != nil {
 		t.Fatal(err)
 	}
 	id, _, err := identity.LoadOrGenerate(identity.KeyPath(c.Node.DataDir))
@@ -140,7 +141,7 @@ func startWalkNode(t *testing.T, idleAfter time.Duration) *walkNode {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	ch, err := openChain(filepath.Join(c.Node.DataDir, chainFileName), id, false, reg, log)
+	ch, err := lifecycle.OpenChain(filepath.Join(c.Node.DataDir, chainFileName), id, false, reg, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,7 +42,7 @@ func TestReloadChangesControllerTick(t *testing.T) {
 	started := lastContact()
 
 	a.rewrite(cfg("100ms", "3h"))
-	a.n.reload()
+	a.n.reloader.Reload()
 	if a.reloadGauge() != 1 {
 		t.Fatalf("reload refused: %s", a.n.status().(*operator.StatusDoc).Config.LastReloadError)
 	}

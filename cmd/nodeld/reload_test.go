@@ -173,7 +173,7 @@ func TestReloadIsAllOrNothing(t *testing.T) {
 			embedAddr := freeAddr(t)
 			before := tn.state()
 			tn.rewrite(tt.bad(next(embedAddr)))
-			tn.n.reload()
+			tn.n.reloader.Reload()
 
 			if g := tn.reloadGauge(); g != 0 {
 				t.Errorf("reload gauge = %v, want 0", g)
@@ -199,7 +199,7 @@ func TestReloadIsAllOrNothing(t *testing.T) {
 	before := tn.state()
 	seq1 := signedSeq(t, tn)
 	tn.rewrite(next(embedAddr))
-	tn.n.reload()
+	tn.n.reloader.Reload()
 	if g := tn.reloadGauge(); g != 1 {
 		t.Fatalf("reload gauge = %v after a good reload, want 1; status %+v", g, tn.n.status().(*operator.StatusDoc).Config)
 	}
@@ -250,7 +250,7 @@ func TestReloadChainFailureAborts(t *testing.T) {
 	if err := tn.chain.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := tn.n.applyReload(); err == nil || !strings.Contains(err.Error(), "chain config.reload") {
+	if err := tn.n.reloader.Reload(); err == nil || !strings.Contains(err.Error(), "chain config.reload") {
 		t.Fatalf("applyReload with a closed chain = %v, want the chain's error", err)
 	}
 	sameState(t, before, tn.state())

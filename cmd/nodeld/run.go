@@ -2,23 +2,15 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"slices"
 	"sync"
-	"syscall"
 	"time"
 
-	"github.com/coreos/go-systemd/v22/daemon"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/nodeld/nodeld/internal/admin"
 	"github.com/nodeld/nodeld/internal/chain"
@@ -28,6 +20,7 @@ import (
 	"github.com/nodeld/nodeld/internal/facts"
 	"github.com/nodeld/nodeld/internal/host"
 	"github.com/nodeld/nodeld/internal/identity"
+	"github.com/nodeld/nodeld/internal/lifecycle"
 	"github.com/nodeld/nodeld/internal/mesh"
 	"github.com/nodeld/nodeld/internal/meshproxy"
 	"github.com/nodeld/nodeld/internal/operator"
@@ -38,121 +31,50 @@ import (
 	"github.com/nodeld/nodeld/internal/table"
 )
 
-// Readiness conditions: /readyz says yes only when all hold.
+// Readiness conditions: /readyz says yes only when all hold. The operator
+// socket is one: a script that waits for readiness (or READY=1) and then
+// runs nodeld ctl must reach it.
 const (
-	readyAdmin = "admin listener"
-	readyProxy = "proxy listeners"
-	readyChain = "chain"
-	readyMesh  = "mesh listener"
-	// readyOperator is the operator socket: a script that waits for
-	// readiness (or READY=1) and then runs nodeld ctl must reach it.
+	readyAdmin    = "admin listener"
+	readyProxy    = "proxy listeners"
+	readyChain    = "chain"
+	readyMesh     = "mesh listener"
 	readyOperator = "operator socket"
 )
-
-// chainSource is the chain source of the daemon's own lifecycle entries.
-const chainSource = "nodeld"
-
-func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("run", stderr)
-	cfgPath := fs.String("config", "", "config file (default "+defaultConfigPath+", else the embedded default)")
-	chainReset := fs.Bool("chain-reset", false, "archive a broken audit chain and start a new one")
-	// --test-* flags exist in a nodeld_testhooks build only (testhooks.go).
-	test := testHookFlags(fs)
-	pos, err := parseFlags(fs, args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 0 {
-		return usageError("usage: nodeld run [--config FILE] [--chain-reset]")
-	}
-	cfg, path, err := loadConfig(*cfgPath, *cfgPath == "")
-	if err != nil {
-		return err
-	}
-	return runDaemon(ctx, daemonOptions{
-		cfg:        cfg,
-		cfgPath:    path,
-		chainReset: *chainReset,
-		test:       test(),
-		stderr:     stderr,
-	})
-}
-
-// testFlags are the --test-* flags of nodeld run, registered only in a
-// binary built with the nodeld_testhooks tag (testhooks.go): the shipped
-// binary has none, so no operator can turn a test hook on.
-type testFlags struct {
-	// clockOffset (--test-clock-offset) shifts the clock of the
-	// dispatcher and the host (workload.ctl and revocation notices,
-	// signed and checked), so a fault test can skew one node in a network
-	// namespace, which cannot have a clock of its own.
-	clockOffset time.Duration
-	// holdAfterPlace (--test-hold-after-place) and holdBeforePlace
-	// (--test-hold-before-place) hold the controller on its place path
-	// until the process is killed (tests of a controller killed there).
-	holdAfterPlace, holdBeforePlace bool
-}
-
-type daemonOptions struct {
-	cfg        *config.Config
-	cfgPath    string // "" = embedded default
-	chainReset bool
-	// test are the --test-* flags of a nodeld_testhooks build; zero in
-	// the shipped binary.
-	test   testFlags
-	stderr io.Writer
-}
 
 // runDaemon makes what every component shares (logger, data dir, node
 // key, metrics registry, audit chain), builds the node on them, runs it
 // until a signal or a failure, and closes the chain last.
 func runDaemon(ctx context.Context, o daemonOptions) (err error) {
-	cfg := o.cfg
-	if err := checkComponents(cfg, configSource(o.cfgPath)); err != nil {
+	cfg, src := o.cfg, configSource(o.cfgPath)
+	if err := checkComponents(cfg, src); err != nil {
 		return &exitError{code: 2, err: err}
 	}
-	lv, err := logLevel(cfg)
+	lv, err := lifecycle.ParseLevel(cfg.Log.Level)
 	if err != nil {
 		return usageError("%v", err)
 	}
 	level := zap.NewAtomicLevelAt(lv)
-	log := newLogger(cfg.Log.Format, level, o.stderr)
+	log := lifecycle.NewLogger(cfg.Log.Format, level, o.stderr)
 	defer func() { _ = log.Sync() }()
-
-	if err := ensureDataDir(cfg.Node.DataDir, log); err != nil {
+	if err := lifecycle.EnsureDataDir(cfg.Node.DataDir, log); err != nil {
 		return err
 	}
-	id, created, err := identity.LoadOrGenerate(identity.KeyPath(cfg.Node.DataDir))
+	keyPath := identity.KeyPath(cfg.Node.DataDir)
+	id, created, err := identity.LoadOrGenerate(keyPath)
 	if err != nil {
 		return err
 	}
 	if created {
-		log.Info("generated node key", zap.String("path", identity.KeyPath(cfg.Node.DataDir)))
+		log.Info("generated node key", zap.String("path", keyPath))
 	}
 	log = log.With(zap.String("node_id", id.ID()))
 	// The nodes the workloads name, as config check resolves them.
-	if err := checkNodeRefs(cfg, configSource(o.cfgPath), knownNodesIn(cfg.Node.DataDir)); err != nil {
+	if err := config.CheckNodeRefsFile(cfg, src, mesh.KnownNodesIn(cfg.Node.DataDir)); err != nil {
 		return &exitError{code: 2, err: err}
 	}
-	var now func() time.Time // nil: the components' default, time.Now
-	if off := o.test.clockOffset; off != 0 {
-		now = func() time.Time { return time.Now().Add(off) }
-		log.Warn("test clock offset in force: workload.ctl calls are signed and checked with a shifted clock", zap.Duration("offset", off))
-	}
-
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-	)
-	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "nodeld_build_info",
-		Help: "Build of the running nodeld; the value is always 1.",
-	}, []string{"version", "goversion"})
-	buildInfo.WithLabelValues(buildVersion(), buildGoVersion()).Set(1)
-	reg.MustRegister(buildInfo)
-
-	ch, err := openChain(filepath.Join(cfg.Node.DataDir, chainFileName), id, o.chainReset, reg, log)
+	reg := lifecycle.NewRegistry(buildVersion(), buildGoVersion())
+	ch, err := lifecycle.OpenChain(filepath.Join(cfg.Node.DataDir, chainFileName), id, o.chainReset, reg, log)
 	if err != nil {
 		return err
 	}
@@ -161,61 +83,15 @@ func runDaemon(ctx context.Context, o daemonOptions) (err error) {
 			err = fmt.Errorf("close chain: %w", cerr)
 		}
 	}()
-
-	deps := nodeDeps{
-		id: id, chain: ch, reg: reg, log: log, level: level, cfgPath: o.cfgPath, now: now,
-		load: func() (*config.Config, error) { return reloadConfig(o.cfgPath) },
-	}
-	if o.test.holdAfterPlace {
-		deps.hooks.place.After = func(ctx context.Context, _ string) error {
-			log.Warn("test hook: holding after a place answer, before the controller records it")
-			<-ctx.Done()
-			return nil
-		}
-	}
-	if o.test.holdBeforePlace {
-		deps.hooks.place.Before = func(ctx context.Context) {
-			log.Warn("test hook: holding before a place is sent, after the controller persisted its candidate")
-			<-ctx.Done()
-		}
-	}
+	deps := nodeDeps{id: id, chain: ch, reg: reg, log: log, level: level, cfgPath: o.cfgPath,
+		load: func() (*config.Config, error) { return reloadConfig(o.cfgPath) }}
+	start := map[string]any{"node_id": id.ID(), "name": cfg.Node.Name, "version": buildVersion(), "config": src, "pid": os.Getpid()}
+	o.test.apply(&deps, start)
 	n, err := newNode(cfg, deps)
 	if err != nil {
 		return err
 	}
-	start := map[string]any{
-		"node_id": id.ID(), "name": cfg.Node.Name, "version": buildVersion(),
-		"config": configSource(o.cfgPath), "pid": os.Getpid(),
-	}
-	if o.test.clockOffset != 0 {
-		start["test_clock_offset"] = o.test.clockOffset.String()
-	}
-	if _, err := ch.Append(chainSource, "node.start", start); err != nil {
-		return fmt.Errorf("chain node.start: %w", err)
-	}
-
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-
-	runErr := n.run(ctx, hup)
-	reason := "signal"
-	if runErr != nil {
-		reason = runErr.Error()
-	}
-	if _, err := ch.Append(chainSource, "node.stop", map[string]any{"reason": reason}); err != nil {
-		log.Error("chain node.stop", zap.Error(err))
-		if runErr == nil {
-			runErr = fmt.Errorf("chain node.stop: %w", err)
-		}
-	}
-	if runErr != nil {
-		return runErr
-	}
-	log.Info("stopped")
-	return nil
+	return lifecycle.Serve(ctx, ch, log, start, n.run)
 }
 
 // nodeDeps are what a node is built on besides its config: what runDaemon
@@ -226,63 +102,56 @@ type nodeDeps struct {
 	reg     *prometheus.Registry
 	log     *zap.Logger
 	level   zap.AtomicLevel
-	cfgPath string // "" = embedded default
-	// load reads and validates the config again for a reload.
-	load func() (*config.Config, error)
-	// now is the clock of the dispatcher, the host, the facts source
-	// (workload.ctl and revocation notices, signed and checked; facts
-	// issued) and the controller; nil means time.Now. Only the test
-	// clock offset (a nodeld_testhooks build) and tests (one fake clock
-	// shared by in-process nodes) set it.
-	now func() time.Time
-	// hooks are the components' test hooks; the daemon sets none but
-	// what a nodeld_testhooks build's --test-* flags ask for.
+	cfgPath string                         // "" = embedded default
+	load    func() (*config.Config, error) // reads and validates the config for a reload
+	// now is the clock of the dispatcher, the host, the facts and the
+	// controller; nil means time.Now. Only the test clock offset and
+	// tests (one fake clock shared by in-process nodes) set it.
+	now   func() time.Time
 	hooks testHooks
 }
 
-// testHooks are the test hooks of the components, each in the shape
-// its component takes it: only tests, and the --test-* flags of a
+// testHooks are the components' test hooks, each in the shape its
+// component takes it: only tests, and the --test-* flags of a
 // nodeld_testhooks build (testhooks.go), set any.
 type testHooks struct {
-	// discover replaces runner.DefaultDiscoverCandidates (never the real
-	// well-known ports); nil keeps them.
-	discover []runner.DiscoverCandidate
-	// probe replaces the facts probe's dependencies (a node that reports
-	// another architecture or less free memory); nil probes this machine.
-	probe *facts.ProbeDeps
-	// host are the host's StopFault, ReplayWait and restart policy
-	// (host.Deps).
-	host hostHooks
-	// place are the controller's dispatcher's hooks on the place path
-	// (dispatch.ForControllerDeps.Hooks).
-	place dispatch.PlaceHooks
-	// manualTicks leaves the controller's loop unstarted: the test calls
-	// the controller's Tick itself, on its fake clock.
-	manualTicks bool
+	discover    []runner.DiscoverCandidate // replaces the well-known candidates
+	probe       *facts.ProbeDeps           // replaces the facts probe's machine
+	host        hostHooks
+	place       dispatch.PlaceHooks // the controller's place path
+	manualTicks bool                // the test ticks the controller itself
+}
+
+// hostHooks are host.Deps' StopFault and ReplayWait and the host's
+// restart policy.
+type hostHooks struct {
+	stopFault  func(instanceID string) error
+	replayWait func(ctx context.Context, peerID string, sent int) error
+	restart    runner.RestartPolicy
 }
 
 // node is the running daemon: its components, in the order newNode builds
-// them, and what reload changes.
+// them, and the config in force.
 type node struct {
-	id        *identity.Identity
-	chain     *chain.Chain
-	rec       *chain.Recorder // every record a remote party can trigger
-	log       *zap.Logger
-	level     zap.AtomicLevel
-	cfgPath   string
-	load      func() (*config.Config, error)
-	discover  []runner.DiscoverCandidate // nil: the runner's defaults
-	now       func() time.Time           // workload.ctl's clock; nil: time.Now
-	started   time.Time
-	reloadOK  prometheus.Gauge
-	reloadSum *prometheus.CounterVec
+	id       *identity.Identity
+	chain    *chain.Chain
+	rec      *chain.Recorder // every record a remote party can trigger
+	log      *zap.Logger
+	level    zap.AtomicLevel
+	cfgPath  string
+	discover []runner.DiscoverCandidate // nil: the runner's defaults
+	started  time.Time
+	reloader *lifecycle.Reloader
 
 	table     *table.Table
 	mesh      *mesh.Mesh           // nil when mesh.listen is empty
+	refs      mesh.NodeRefs        // the one resolver of node references
 	forwarder *meshproxy.Forwarder // nil without a mesh
+	demand    *demand.Node         // standbys, the hold plug, the demand call
+	demandCtl *demand.Deferred     // the controller, to the demand side
 	proxy     *proxy.Proxy
 	adopter   *runner.Adopter
-	facts     *facts.Source // the host signs them; a labels reload changes them
+	facts     *facts.Source
 	host      *host.Host
 	dispatch  *dispatch.Dispatcher
 	ctrl      *plane.Controller // nil unless controller.enabled
@@ -290,144 +159,108 @@ type node struct {
 	operator  *operator.Server
 	admin     *admin.Server
 
-	// demand: standbys, the hold plug, the demand call (demandwire.go).
-	demand    *demand.Node
-	demandCtl *lateDemand
-
-	mu      sync.Mutex // guards cfg, lastErr
-	cfg     *config.Config
-	lastErr string
+	mu  sync.Mutex // guards cfg
+	cfg *config.Config
 }
-
-// late binds the callbacks of components built early to the components
-// they reach, which need the early ones to be built first: the table asks
-// the mesh who is admitted and the proxy for its load; the mesh asks the
-// host for its advertisement and hands it every new link. newNode sets
-// each field as soon as its component exists, and every field is set
-// before run starts anything, so no callback reaches a component that is
-// not built.
-type late struct {
-	mesh  *mesh.Mesh // stays nil without a mesh: nobody is admitted
-	proxy *proxy.Proxy
-	host  *host.Host
-}
-
-var _ table.Admission = (*late)(nil)
-
-func (l *late) IsAdmitted(nodeID string) bool { return l.mesh != nil && l.mesh.IsAdmitted(nodeID) }
-
-func (l *late) load(role string) (int, int) { return l.proxy.Inflight(role) }
-
-func (l *late) hostAdverts() []table.Advertisement {
-	return []table.Advertisement{l.host.Advertisement(time.Now())}
-}
-
-func (l *late) replayNotices(ctx context.Context, p mesh.PeerInfo) { l.host.ReplayNotices(ctx, p) }
 
 // newNode builds every component from cfg in dependency order: table,
-// mesh, mesh forwarder, proxy, adopter, facts, host, dispatcher,
-// controller (when enabled), operator socket, admin. Each validates its part; nothing is bound and no
-// goroutine starts until run.
+// mesh, demand, forwarder, proxy, adopter, facts, host, dispatcher,
+// controller (when enabled), operator socket, admin. Each validates its
+// part; nothing is bound and no goroutine starts until run. A component
+// built early reaches one built later (the table the mesh and the proxy,
+// the mesh the host) through a func value that run never calls before
+// newNode has returned.
 func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
-	n := &node{
-		id: d.id, chain: d.chain, log: d.log, level: d.level, cfgPath: d.cfgPath,
-		load: d.load, discover: d.hooks.discover, now: d.now, started: time.Now(), cfg: cfg,
-	}
-	n.reloadOK = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "nodeld_config_last_reload_successful",
-		Help: "Whether the last config load or reload succeeded (1) or was refused (0).",
-	})
-	n.reloadSum = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "nodeld_config_reloads_total",
-		Help: "Config reloads by result (ok, refused).",
-	}, []string{"result"})
-	if err := registerAll(d.reg, n.reloadOK, n.reloadSum); err != nil {
-		return nil, err
-	}
-	n.reloadOK.Set(1)
-
+	n := &node{id: d.id, chain: d.chain, log: d.log, level: d.level, cfgPath: d.cfgPath,
+		discover: d.hooks.discover, started: time.Now(), cfg: cfg, demandCtl: &demand.Deferred{}}
+	src := configSource(d.cfgPath)
 	var err error
-	n.rec, err = chain.NewRecorder(d.chain, chain.RecorderOptions{Logger: d.log.Named("chain"), Registerer: d.reg})
-	if err != nil {
+	if n.reloader, err = lifecycle.NewReloader(lifecycle.ReloaderConfig{Source: src, Load: d.load, Current: n.config,
+		Steps: n.reloadSteps, Chain: d.chain, Log: d.log, Registerer: d.reg,
+		Check: func(next *config.Config) error {
+			if err := checkComponents(next, src); err != nil {
+				return err
+			}
+			return config.CheckNodeRefsFile(next, src, n.refs.Known())
+		}}); err != nil {
 		return nil, err
 	}
-	l := &late{}
+	if n.rec, err = chain.NewRecorder(d.chain, chain.RecorderOptions{Logger: d.log.Named("chain"), Registerer: d.reg}); err != nil {
+		return nil, err
+	}
 	n.table = table.New(d.id.ID(), table.Options{
-		Admission: l,
+		Admission: table.AdmitFunc(func(id string) bool { return n.mesh != nil && n.mesh.IsAdmitted(id) }),
 		Audit:     d.chain,
 		RecordRefusal: func(sender, kind, reason string, payload any) error {
 			_, err := n.rec.Record(chain.RecordKey{Sender: sender, Kind: kind, Reason: reason}, table.AuditSource, payload)
 			return err
 		},
-		Load: l.load,
+		Load: func(role string) (int, int) { return n.proxy.Inflight(role) },
 	})
 	if err := n.table.Register(d.reg); err != nil {
 		return nil, err
 	}
-	adv := newDemandAdvertiser(n, d)
+	// The mesh's advertisements: the table's, plus the standbys of the
+	// controller's on-demand workloads, each only to its demand_from.
+	adv := demand.NewAdvertiser(n.table, n.demandCtl, d.id.ID())
 	if cfg.Mesh.Listen != "" {
-		n.mesh, err = mesh.New(meshConfig(cfg), mesh.Deps{
-			Identity:   d.id,
-			DataDir:    cfg.Node.DataDir,
-			Table:      adv,
-			Audit:      d.chain,
-			Recorder:   n.rec,
-			Logger:     d.log.Named("mesh"),
-			Registerer: d.reg,
-			// A peer pinned on first contact gets an id: allowlists that
-			// name it can now be applied, and the controller can describe
-			// it.
+		if n.mesh, err = mesh.New(mesh.FromConfig(cfg), mesh.Deps{
+			Identity: d.id, DataDir: cfg.Node.DataDir, Table: adv, Audit: d.chain, Recorder: n.rec,
+			Logger: d.log.Named("mesh"), Registerer: d.reg,
+			// A peer pinned on first contact gets an id: the allowlists
+			// and the controller's targets are resolved again.
 			OnPeersChanged: n.peersChanged,
-			// The workload-host advertisement goes to every peer.
-			ExtraAdverts: l.hostAdverts,
+			ExtraAdverts:   func() []table.Advertisement { return []table.Advertisement{n.host.Advertisement(time.Now())} },
 			// A peer that joins or comes back gets the revocation notices
 			// this node holds.
-			OnLinkUp: l.replayNotices,
-			// A peer that stopped (not restarted) is dead to the
-			// controller at once.
-			OnPeerStopped: n.peerStopped,
-			// What happens to the links reaches the routes here, in
-			// order, and only here: the table decides.
+			OnLinkUp: func(ctx context.Context, p mesh.PeerInfo) { n.host.ReplayNotices(ctx, p) },
+			// A peer that stopped (not restarted) is dead to the controller
+			// at once.
+			OnPeerStopped: func(peer string) {
+				if n.ctrl != nil {
+					n.ctrl.PeerStopped(peer)
+				}
+			},
+			// What happens to the links reaches the routes here, in order,
+			// and only here: the table decides.
 			PeerEvents: n.table.ApplyPeerEvent,
-		})
-		if err != nil {
+		}); err != nil {
 			return nil, err
 		}
-		l.mesh = n.mesh
 	}
-	if n.demand, err = newDemand(n, cfg, d, adv); err != nil {
+	n.refs = mesh.NodeRefs{Self: d.id.ID(), Mesh: n.mesh, Config: n.config}
+	ddeps := demand.Deps{Key: d.id.PrivateKey(), Table: n.table, Recorder: n.rec, Logger: d.log.Named("demand"), Registerer: d.reg, Now: d.now}
+	if n.mesh != nil { // never a typed nil in the interface
+		ddeps.Mesh = n.mesh
+	}
+	if cfg.Controller.Enabled {
+		ddeps.Controller, ddeps.Advertiser = n.demandCtl, adv
+	}
+	if n.demand, err = demand.New(ddeps); err != nil {
 		return nil, err
 	}
-
-	pdeps := proxy.Deps{
-		// A role a controller can start for this node (its standby
-		// advertisement) is held for, and asked for, on demand.
-		Holds:      n.demand.Holds,
-		Resolver:   n.table,
-		Ports:      n.table,
-		Logger:     d.log.Named("proxy"),
-		Registerer: d.reg,
-	}
+	// A role a controller can start for this node (its standby
+	// advertisement) is held for, and asked for, on demand.
+	pdeps := proxy.Deps{Holds: n.demand.Holds, Resolver: n.table, Ports: n.table, Logger: d.log.Named("proxy"), Registerer: d.reg}
 	if n.mesh != nil {
-		lim := forwarderLimits(cfg)
-		n.forwarder, err = meshproxy.NewForwarder(meshproxy.Deps{
+		if n.demand.Server != nil {
+			n.mesh.Handle(mesh.KindDemand, n.demand.Server.ServeStream)
+		}
+		lim := meshproxy.LimitsFromConfig(cfg)
+		if n.forwarder, err = meshproxy.NewForwarder(meshproxy.Deps{
 			Mesh: n.mesh, Table: n.table, Recorder: n.rec, Logger: d.log.Named("proxy.mesh"), Registerer: d.reg,
 			MaxInflightPerPeer: lim.PerPeer, MaxInflightTotal: lim.Total, MaxBodyBytes: lim.MaxBody,
-		})
-		if err != nil {
+		}); err != nil {
 			return nil, err
 		}
 		n.mesh.Handle(mesh.KindInfer, n.forwarder.ServeStream)
 		pdeps.Remote = n.forwarder
 	}
-	n.proxy, err = proxy.New(proxyConfig(cfg), pdeps)
-	if err != nil {
+	if n.proxy, err = proxy.New(proxy.FromConfig(cfg), pdeps); err != nil {
 		return nil, err
 	}
-	l.proxy = n.proxy
-
-	n.adopter, err = runner.NewAdopter(adopterConfig(cfg, d.hooks.discover), adoptedSlots{n.table}, d.log.Named("adopter"), d.reg)
-	if err != nil {
+	ac := runner.AdopterFromConfig(cfg, d.hooks.discover)
+	if n.adopter, err = runner.NewAdopter(ac, adoptedSlots{n.table}, d.log.Named("adopter"), d.reg); err != nil {
 		return nil, err
 	}
 	// One revocation list: the host enforces it, the operator edits it.
@@ -435,68 +268,48 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	iso, err := newIsolator(cfg, d.id.ID())
+	iso, err := host.NewIsolator(cfg, d.id.ID())
 	if err != nil {
 		return nil, err
 	}
-	n.facts, err = newFacts(cfg, d.id, proxyPerf{n.proxy}, d.hooks.probe, d.now, iso.Support())
-	if err != nil {
+	if n.facts, err = facts.FromConfig(cfg, d.id.PrivateKey(), facts.FromConfigOptions{
+		Perf: proxyPerf{n.proxy}, Probe: d.hooks.probe, Now: d.now, Isolation: iso.Support()}); err != nil {
 		return nil, err
 	}
-	n.host, err = newHost(cfg, d.id, n, d.chain, n.rec, rev, n.facts, d.reg, d.log, d.hooks.host, iso)
-	if err != nil {
+	if n.host, err = newHost(n, cfg, d, rev, iso); err != nil {
 		return nil, err
 	}
-	l.host = n.host
 	n.host.Register() // a no-op without a mesh
-	ddeps := dispatch.Deps{
-		Identity: d.id, Chain: d.chain, Logger: d.log.Named("dispatch"), Registerer: d.reg,
-		Local: &localHost{n: n}, Revocations: rev,
-		Notices: n.host, DataDir: cfg.Node.DataDir, Now: n.now,
-		// One resolver for every node reference (config.ResolveNodeRef):
-		// a node's own node.name names it here as in config check.
-		ResolveNode: n.resolveRef,
-	}
+	ddis := dispatch.Deps{Identity: d.id, Chain: d.chain, Logger: d.log.Named("dispatch"), Registerer: d.reg,
+		Local: host.Self{Host: n.host, Log: d.log.Named("host"), Artifacts: func(ctx context.Context, peer string, rw io.ReadWriter) error {
+			return n.dispatch.ServeArtifact(ctx, peer, rw)
+		}},
+		Revocations: rev, Notices: n.host, DataDir: cfg.Node.DataDir, Now: d.now, ResolveNode: n.refs.Resolve}
 	if n.mesh != nil { // never a typed nil in the interface
-		ddeps.Mesh = n.mesh
+		ddis.Mesh = n.mesh
 	}
-	n.dispatch, err = dispatch.New(ddeps)
-	if err != nil {
+	if n.dispatch, err = dispatch.New(ddis); err != nil {
 		return nil, err
 	}
 	n.dispatch.Register() // a no-op without a mesh
-	var store *pkg.Store  // the controller's package store
+	rdeps := operator.RouterDeps{Dispatcher: n.dispatch, NodeID: d.id.ID(), ResolveNode: n.refs.Resolve,
+		PeerNames: n.refs.PeerNames, Logger: d.log.Named("controller"), ChainPath: d.chain.Path()}
 	if cfg.Controller.Enabled {
-		if n.ctrl, store, err = newController(n, cfg, d, rev); err != nil {
+		store := pkg.NewStore(filepath.Join(cfg.Node.DataDir, pkg.StoreDir), rev)
+		if n.ctrl, err = newController(n, cfg, d, rev, store); err != nil {
 			return nil, err
 		}
-		n.bindDemand()
-	}
-	rdeps := operator.RouterDeps{
-		Dispatcher: n.dispatch, NodeID: d.id.ID(), ResolveNode: n.resolveRef, PeerNames: n.peerNames,
-		Logger: d.log.Named("controller"),
-	}
-	if d.chain != nil {
-		rdeps.ChainPath = d.chain.Path()
-	}
-	if n.ctrl != nil { // never a typed nil in the interface
+		n.demandCtl.Bind(plane.NewDemandSide(n.ctrl))
 		rdeps.Controller, rdeps.Store = n.ctrl, store
 	}
 	if n.router, err = operator.NewRouter(rdeps); err != nil {
 		return nil, err
 	}
-	n.operator, err = operator.NewServer(operator.Config{Path: cfg.SocketPath()},
-		operator.Deps{Backend: n.router, Logger: d.log.Named("operator"), Registerer: d.reg,
-			RefusePeer: iso.IsInstanceProcess})
-	if err != nil {
+	if n.operator, err = operator.NewServer(operator.Config{Path: cfg.SocketPath()}, operator.Deps{Backend: n.router,
+		Logger: d.log.Named("operator"), Registerer: d.reg, RefusePeer: iso.IsInstanceProcess}); err != nil {
 		return nil, err
 	}
-	n.admin, err = admin.New(adminConfig(cfg), admin.Deps{
-		Gatherer: d.reg,
-		Status:   n.status,
-		Logger:   d.log.Named("admin"),
-	})
-	if err != nil {
+	if n.admin, err = admin.New(admin.FromConfig(cfg), admin.Deps{Gatherer: d.reg, Status: n.status, Logger: d.log.Named("admin")}); err != nil {
 		return nil, err
 	}
 	for _, c := range []string{readyAdmin, readyProxy, readyOperator} {
@@ -507,206 +320,51 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 	}
 	// Not ready while appends fail; /readyz shows the chain's error.
 	n.admin.Check(readyChain, d.chain.Healthy)
-	n.table.ApplyPolicy(n.rolePolicies(cfg))
+	n.applyRolePolicy()
 	return n, nil
 }
 
-// run starts every component in one errgroup and returns when they have
+// run starts every component (lifecycle.Group) and returns when they have
 // all stopped: at ctx's end, or when one fails (which stops the others).
 // Shutdown order: the proxy drains its clients' requests first (the
 // instances and links they use stay up meanwhile), then everything else
 // stops; the caller closes the chain after run returns.
-//
-// A stop that takes longer than stopWarnEvery is logged every
-// stopWarnEvery with the components that have not returned yet, so that
-// a stop that hangs (and that systemd ends with SIGKILL) says where.
 func (n *node) run(ctx context.Context, hup <-chan os.Signal) error {
-	g, gctx := errgroup.WithContext(ctx)
-	rest, stopRest := context.WithCancel(context.WithoutCancel(gctx))
-	defer stopRest()
-	var left stillRunning
-	start := func(name string, f func() error) {
-		left.add(name)
-		g.Go(func() error {
-			defer left.done(name)
-			return f()
-		})
+	first := []lifecycle.Component{{Name: "proxy", Run: n.proxy.Run},
+		{Name: "supervise", Run: func(ctx context.Context) error { return n.supervise(ctx, hup) }}}
+	rest := []lifecycle.Component{{Name: "admin", Run: n.admin.Run}, {Name: "adopter", Run: n.adopter.Run},
+		{Name: "operator", Run: n.operator.Run}, {Name: "host", Run: n.host.Run}, {Name: "recorder", Run: n.rec.Run},
+		{Name: "demand", Run: n.demand.Run}}
+	if n.mesh != nil {
+		rest = append(rest, lifecycle.Component{Name: "mesh", Run: n.mesh.Run})
 	}
-	start("proxy", func() error {
-		defer stopRest()
-		return n.proxy.Run(gctx)
-	})
-	start("supervise", func() error { return n.supervise(gctx, hup) })
-	for _, c := range n.components() {
-		start(c.name, func() error { return c.Run(rest) })
+	if n.ctrl != nil {
+		rest = append(rest, lifecycle.Component{Name: "controller", Run: n.ctrl.Run})
 	}
-	stopped := make(chan struct{})
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		left.watch(gctx, stopped, stopWarnEvery, n.log)
-	}()
-	err := g.Wait()
-	close(stopped)
-	<-watched
+	err := lifecycle.Group{Log: n.log}.Run(ctx, first, rest)
 	if n.forwarder != nil {
 		n.forwarder.CloseIdleConnections()
 	}
 	return err
 }
 
-// stopWarnEvery is how often a node that is stopping names the components
-// it still waits for.
-const stopWarnEvery = 5 * time.Second
-
-// stillRunning is the names of run's components that have not returned.
-type stillRunning struct {
-	mu    sync.Mutex
-	names []string // in start order
-}
-
-func (s *stillRunning) add(name string) {
-	s.mu.Lock()
-	s.names = append(s.names, name)
-	s.mu.Unlock()
-}
-
-func (s *stillRunning) done(name string) {
-	s.mu.Lock()
-	if i := slices.Index(s.names, name); i >= 0 {
-		s.names = slices.Delete(s.names, i, i+1)
-	}
-	s.mu.Unlock()
-}
-
-func (s *stillRunning) list() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.names)
-}
-
-// watch waits for ctx's end (the stop) and then, every every until
-// stopped is closed, logs the components still running.
-func (s *stillRunning) watch(ctx context.Context, stopped <-chan struct{}, every time.Duration, log *zap.Logger) {
-	select {
-	case <-ctx.Done():
-	case <-stopped:
-		return
-	}
-	began := time.Now()
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-stopped:
-			return
-		case <-t.C:
-		}
-		log.Warn("still stopping", zap.Strings("waiting_for", s.list()), zap.Duration("after", time.Since(began)))
-	}
-}
-
-// component is what run starts: Run owns its goroutines and returns nil
-// once ctx ends.
-type component interface {
-	Run(ctx context.Context) error
-}
-
-// namedComponent is a component with the name a slow stop logs.
-type namedComponent struct {
-	component
-	name string
-}
-
-// components are what run starts besides the proxy and supervise, which
-// it orders itself.
-func (n *node) components() []namedComponent {
-	cs := []namedComponent{{n.admin, "admin"}, {n.adopter, "adopter"}, {n.operator, "operator"}, {n.host, "host"}, {n.rec, "recorder"}, {n.demand, "demand"}}
-	if n.mesh != nil {
-		cs = append(cs, namedComponent{n.mesh, "mesh"})
-	}
-	if n.ctrl != nil {
-		cs = append(cs, namedComponent{n.ctrl, "controller"})
-	}
-	return cs
-}
-
 // supervise waits for readiness, tells systemd, pings its watchdog, and
-// reloads on SIGHUP until ctx is done.
+// reloads on SIGHUP until ctx is done (lifecycle.Supervisor).
 func (n *node) supervise(ctx context.Context, hup <-chan os.Signal) error {
-	select {
-	case <-n.admin.Bound():
-		n.admin.SetReady(readyAdmin, true)
-	case <-ctx.Done():
-		return nil
-	}
-	select {
-	case <-n.proxy.Ready():
-		n.admin.SetReady(readyProxy, true)
-	case <-ctx.Done():
-		return nil
-	}
-	select {
-	case <-n.operator.Ready():
-		n.admin.SetReady(readyOperator, true)
-	case <-ctx.Done():
-		return nil
-	}
+	conds := []lifecycle.Condition{{Name: readyAdmin, Ready: n.admin.Bound()}, {Name: readyProxy, Ready: n.proxy.Ready()},
+		{Name: readyOperator, Ready: n.operator.Ready()}}
 	if n.mesh != nil {
-		select {
-		case <-n.mesh.Ready():
-			n.admin.SetReady(readyMesh, true)
-		case <-ctx.Done():
-			return nil
-		}
+		conds = append(conds, lifecycle.Condition{Name: readyMesh, Ready: n.mesh.Ready()})
 	}
-	fields := []zap.Field{zap.Stringer("admin", n.admin.Addr())}
-	if n.mesh != nil {
-		fields = append(fields, zap.Stringer("mesh", n.mesh.Addr()))
-	}
-	n.log.Info("ready", fields...)
-	if _, err := daemon.SdNotify(false, daemon.SdNotifyReady); err != nil {
-		n.log.Warn("sd_notify ready", zap.Error(err))
-	}
-
-	var watchdog <-chan time.Time
-	if interval, err := daemon.SdWatchdogEnabled(false); err == nil && interval > 0 {
-		t := time.NewTicker(interval / 2)
-		defer t.Stop()
-		watchdog = t.C
-		n.log.Info("systemd watchdog enabled", zap.Duration("interval", interval))
-	}
-	defer func() {
-		// Stopping: not ready any more while the proxy drains.
-		n.admin.SetReady(readyProxy, false)
-		_, _ = daemon.SdNotify(false, daemon.SdNotifyStopping)
-	}()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-hup:
-			n.reload()
-		case <-watchdog:
-			// Listeners up, whatever a Check says: a chain that cannot be
-			// written (a full disk) makes the node not ready, but a
-			// restart would not bring the disk space back.
-			if n.admin.RequiredMet() {
-				_, _ = daemon.SdNotify(false, daemon.SdNotifyWatchdog)
+	s := &lifecycle.Supervisor{Conditions: conds, SetReady: n.admin.SetReady, Draining: readyProxy, Alive: n.admin.RequiredMet,
+		Reload: func() { _ = n.reloader.Reload() }, Log: n.log, ReadyFields: func() []zap.Field {
+			fields := []zap.Field{zap.Stringer("admin", n.admin.Addr())}
+			if n.mesh != nil {
+				fields = append(fields, zap.Stringer("mesh", n.mesh.Addr()))
 			}
-		}
-	}
-}
-
-// openChain opens the audit chain (chain.OpenNode), archiving a broken
-// one first when the operator asked for it, and tells an operator who did
-// not how to.
-func openChain(path string, id *identity.Identity, reset bool, reg prometheus.Registerer, log *zap.Logger) (*chain.Chain, error) {
-	ch, err := chain.OpenNode(path, id.PrivateKey(), chainSource, reset, chain.Options{Logger: log.Named("chain"), Registerer: reg}, log)
-	if errors.Is(err, chain.ErrBroken) {
-		return nil, fmt.Errorf("%w; inspect it with nodeld chain verify %s, or start with --chain-reset to archive it and begin a new chain", err, path)
-	}
-	return ch, err
+			return fields
+		}}
+	return s.Run(ctx, hup)
 }
 
 // config returns the config in force.
@@ -714,91 +372,4 @@ func (n *node) config() *config.Config {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.cfg
-}
-
-// registerAll registers cs on reg, or reports the first that fails.
-func registerAll(reg prometheus.Registerer, cs ...prometheus.Collector) error {
-	for _, c := range cs {
-		if err := reg.Register(c); err != nil {
-			return fmt.Errorf("register metrics: %w", err)
-		}
-	}
-	return nil
-}
-
-// ensureDataDir makes the data directory with mode 0700, and tightens one
-// that exists with any group or other permission to 0700, saying so: it
-// holds the node key and the audit chain.
-func ensureDataDir(dir string, log *zap.Logger) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("data dir: %w", err)
-	}
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return fmt.Errorf("data dir: %w", err)
-	}
-	if !fi.IsDir() {
-		return fmt.Errorf("data dir %s is not a directory", dir)
-	}
-	// Group search alone is host.isolation.users: the instances' shared
-	// group reaches its package and scratch directories, nothing more.
-	if perm := fi.Mode().Perm(); perm&0o067 != 0 {
-		if err := os.Chmod(dir, 0o700); err != nil {
-			return fmt.Errorf("data dir: tighten %s from %#o to 0700: %w", dir, perm, err)
-		}
-		log.Warn("tightened the data dir's mode to 0700", zap.String("path", dir), zap.String("was", fmt.Sprintf("%#o", perm)))
-	}
-	return nil
-}
-
-// Log encodings: the values of log.format other than auto.
-const (
-	logJSON    = "json"
-	logConsole = "console"
-)
-
-// logEncoding is the encoding of log.format: json or console as forced,
-// and for auto console on a terminal, json otherwise (a pipe, a file, the
-// journal).
-func logEncoding(format string, terminal bool) string {
-	switch {
-	case format == logJSON, format == logConsole:
-		return format
-	case terminal:
-		return logConsole
-	default:
-		return logJSON
-	}
-}
-
-// isTerminal reports whether w is a character device, as a terminal is.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
-
-func newLogger(format string, level zap.AtomicLevel, w io.Writer) *zap.Logger {
-	encCfg := zap.NewProductionEncoderConfig()
-	encCfg.EncodeTime = zapcore.ISO8601TimeEncoder
-	var enc zapcore.Encoder
-	if logEncoding(format, isTerminal(w)) == logConsole {
-		encCfg.EncodeLevel = zapcore.CapitalLevelEncoder
-		// A person reads "5s", not 5; JSON keeps seconds as numbers.
-		encCfg.EncodeDuration = zapcore.StringDurationEncoder
-		enc = zapcore.NewConsoleEncoder(encCfg)
-	} else {
-		enc = zapcore.NewJSONEncoder(encCfg)
-	}
-	return zap.New(zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), level), zap.ErrorOutput(zapcore.Lock(zapcore.AddSync(w))))
-}
-
-func configSource(path string) string {
-	if path == "" {
-		return "(embedded default)"
-	}
-	return path
 }

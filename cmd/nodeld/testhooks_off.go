@@ -4,8 +4,14 @@ package main
 
 import "flag"
 
-// testHookFlags registers nothing: the shipped binary (built without the
-// nodeld_testhooks tag) has no --test-* flag, and its hooks stay off.
+// testFlags are none in the shipped binary (built without the
+// nodeld_testhooks tag): it has no --test-* flag, and its hooks stay off.
+type testFlags struct{}
+
+// testHookFlags registers nothing.
 func testHookFlags(*flag.FlagSet) func() testFlags {
 	return func() testFlags { return testFlags{} }
 }
+
+// apply sets nothing.
+func (testFlags) apply(*nodeDeps, map[string]any) {}

@@ -1,60 +1,65 @@
 package main
 
 import (
-	"runtime/debug"
+	"path/filepath"
 	"time"
 
-	"github.com/nodeld/nodeld/internal/admin"
 	"github.com/nodeld/nodeld/internal/config"
-	"github.com/nodeld/nodeld/internal/mesh"
-	"github.com/nodeld/nodeld/internal/meshproxy"
+	"github.com/nodeld/nodeld/internal/dispatch"
+	"github.com/nodeld/nodeld/internal/facts"
+	"github.com/nodeld/nodeld/internal/grammar"
+	"github.com/nodeld/nodeld/internal/host"
 	"github.com/nodeld/nodeld/internal/operator"
+	"github.com/nodeld/nodeld/internal/pkg"
+	"github.com/nodeld/nodeld/internal/plane"
 	"github.com/nodeld/nodeld/internal/proxy"
 	"github.com/nodeld/nodeld/internal/runner"
+	"github.com/nodeld/nodeld/internal/sandbox"
 	"github.com/nodeld/nodeld/internal/table"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = ""
-
-func buildVersion() string {
-	if version != "" {
-		return version
+// newHost builds the workload host with its revocation list and signed
+// facts source. It serves workload.ctl over the mesh when there is one,
+// and the local operator's calls to "self" always.
+func newHost(n *node, cfg *config.Config, d nodeDeps, rev *pkg.Revocations, iso *sandbox.Isolator) (*host.Host, error) {
+	hc, err := host.FromConfig(cfg, d.id.PublicKey())
+	if err != nil {
+		return nil, err
 	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
+	hc.RestartPolicy = d.hooks.host.restart
+	deps := host.Deps{Identity: d.id, Table: n.table, Audit: d.chain, Recorder: n.rec, Revocations: rev, Facts: n.facts,
+		Logger: d.log.Named("host"), Registerer: d.reg, Now: d.now, Isolation: iso,
+		StopFault: d.hooks.host.stopFault, ReplayWait: d.hooks.host.replayWait}
+	if n.mesh != nil { // never a typed nil in the interface
+		deps.Mesh = n.mesh
 	}
-	return "dev"
+	return host.New(hc, deps)
 }
 
-func buildGoVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		return bi.GoVersion
+// newController builds the controller (plane.NewFromConfig) on the node's
+// dispatcher, revocation list and package store (<data_dir>/store, where
+// declared workloads and ctl place by package id come from), with the
+// node's resolver of node references and the mesh's pinned keys. What an
+// operator placement placed is kept in <data_dir>/placed, beside the
+// store: its failover places those bytes.
+func newController(n *node, cfg *config.Config, d nodeDeps, rev *pkg.Revocations, store *pkg.Store) (*plane.Controller, error) {
+	anchors, err := plane.Anchors(cfg)
+	if err != nil {
+		return nil, err
 	}
-	return "unknown"
-}
-
-// peerIDs turns allowlist entries (peer names or node ids) into node ids
-// through the mesh, which knows every configured peer's pinned key. A
-// named peer not yet pinned has no id until its first contact, so it is
-// left out until then (OnPeersChanged re-applies). Without a mesh there
-// are no peers: config validation refuses allowlists that name none.
-func (n *node) peerIDs(refs []string) []string {
-	if n.mesh == nil {
-		return nil
+	pd := dispatch.NewForController(n.dispatch, dispatch.ForControllerDeps{Revocations: rev, Anchors: anchors, Hooks: d.hooks.place})
+	src := plane.Source{Config: n.config, Ref: n.refs.ResolveOrWritten, Self: n.id, SetAnchors: pd.SetAnchors}
+	if n.mesh != nil {
+		src.Pinned = n.refs.PinnedKeys
 	}
-	var ids []string
-	for _, ref := range refs {
-		if id, ok := n.mesh.ResolveRef(ref); ok {
-			ids = append(ids, id)
-		}
-	}
-	return ids
+	return plane.NewFromConfig(cfg, src, plane.Deps{Now: d.now, Chain: d.chain, Dispatcher: pd, Logger: d.log, Registerer: d.reg,
+		StatePath: filepath.Join(cfg.Node.DataDir, plane.StateFile), Store: store, Revocations: rev,
+		Placed: pkg.NewPlacedStoreBeside(filepath.Join(cfg.Node.DataDir, pkg.PlacedDir), store), ManualTicks: d.hooks.manualTicks})
 }
 
 // applyRolePolicy applies the role policies of the config in force, with
 // the allowlists' peers as the mesh resolves them now.
-func (n *node) applyRolePolicy() { n.table.ApplyPolicy(n.rolePolicies(n.config())) }
+func (n *node) applyRolePolicy() { n.table.ApplyPolicy(n.refs.RolePolicies(n.config())) }
 
 // peersChanged is the mesh's OnPeersChanged: a peer pinned on first
 // contact (or a config change) altered who is who, so the allowlists and
@@ -66,89 +71,11 @@ func (n *node) peersChanged() {
 	}
 }
 
-func (n *node) rolePolicies(cfg *config.Config) map[string]table.RolePolicy {
-	p := make(map[string]table.RolePolicy, len(cfg.Inference.Roles))
-	for _, r := range cfg.Inference.Roles {
-		p[r.Name] = table.RolePolicy{
-			Expose:  r.Expose,
-			ServeTo: n.peerIDs(r.ServeTo),
-			UseFrom: n.peerIDs(r.UseFrom),
-		}
-	}
-	return p
-}
-
-func proxyConfig(cfg *config.Config) proxy.Config {
-	l := cfg.Inference.Limits
-	pc := proxy.Config{
-		MaxBodyBytes:     l.MaxBodyBytes,
-		MeshMaxBodyBytes: l.MeshMaxBodyBytes,
-		MaxResponseBytes: l.MaxResponseBytes,
-		StallTimeout:     l.StallTimeout.D,
-		RequestTimeout:   l.RequestTimeout.D,
-		BodyTimeout:      l.BodyTimeout.D,
-		MaxConnections:   l.MaxConnections,
-		Hold: proxy.HoldConfig{MaxWait: cfg.Proxy.Hold.MaxWait.D, Queue: cfg.Proxy.Hold.Queue,
-			Keepalive: cfg.Proxy.Hold.Keepalive.D, Remember: cfg.Proxy.Hold.Remember.D},
-	}
-	for _, r := range cfg.Inference.Roles {
-		pc.Roles = append(pc.Roles, proxy.RoleConfig{Name: r.Name, Listen: r.Listen, Concurrency: l.ConcurrencyFor(r),
-			ModelPassthrough: r.ModelPassthrough})
-	}
-	return pc
-}
-
-func meshConfig(cfg *config.Config) mesh.Config {
-	mc := mesh.Config{Listen: cfg.Mesh.Listen, Keepalive: cfg.Mesh.Keepalive.D, LivenessTimeout: cfg.Mesh.LivenessTimeout.D,
-		// A peer may hold mesh.max_inflight_per_peer forwarded requests
-		// here (more are refused with 429), each a stream, besides its
-		// other streams.
-		MaxStreams: cfg.Mesh.MaxInflightPerPeer + mesh.MaxStreamsPerPeer}
-	for _, p := range cfg.Mesh.Peers {
-		mc.Peers = append(mc.Peers, mesh.PeerConfig{Name: p.Name, Addr: p.Addr, Key: p.Key, Tier: p.Tier})
-	}
-	return mc
-}
-
-// forwarderLimits maps the mesh forwarder's limits: mesh.max_inflight_*
-// and inference.limits.mesh_max_body_bytes.
-func forwarderLimits(cfg *config.Config) meshproxy.Limits {
-	return meshproxy.Limits{
-		PerPeer: cfg.Mesh.MaxInflightPerPeer,
-		Total:   cfg.Mesh.MaxInflightTotal,
-		MaxBody: cfg.Inference.Limits.MeshMaxBodyBytes,
-	}
-}
-
-// adminConfig maps the admin section.
-func adminConfig(cfg *config.Config) admin.Config {
-	return admin.Config{Listen: cfg.Admin.Listen, Pprof: cfg.Admin.Pprof}
-}
-
-// adopterConfig maps the inference section to the adopter's config. With
-// inference.discover set, a discovered server serves the first role;
-// discover replaces the runner's well-known candidates when not nil.
-func adopterConfig(cfg *config.Config, discover []runner.DiscoverCandidate) runner.AdopterConfig {
-	ac := runner.AdopterConfig{Interval: cfg.Inference.ProbeInterval.D, DiscoverCandidates: discover}
-	if cfg.Inference.Discover && len(cfg.Inference.Roles) > 0 {
-		ac.Discover, ac.DiscoverRole = true, cfg.Inference.Roles[0].Name
-	}
-	for _, in := range cfg.Inference.Instances {
-		ac.Instances = append(ac.Instances, runner.AdoptedInstance{
-			Role: in.Role, Kind: runner.Kind(in.Runtime), URL: in.URL, Model: in.Model,
-		})
-	}
-	return ac
-}
-
 // adoptedSlots is the table as the Adopter's registrar: it registers the
 // Adopter's instances as adopted ones, which a placed instance of the same
 // role serves before.
 type adoptedSlots struct{ t *table.Table }
 
-var _ runner.Registrar = adoptedSlots{}
-
-// RegisterLocal registers role as served by an adopted server at base.
 func (a adoptedSlots) RegisterLocal(role, base, model, api, runtime string) (runner.LocalSlot, error) {
 	s, err := a.t.RegisterLocal(table.OriginAdopted, role, base, model, api, runtime)
 	if err != nil {
@@ -157,21 +84,34 @@ func (a adoptedSlots) RegisterLocal(role, base, model, api, runtime string) (run
 	return s, nil
 }
 
+// proxyPerf hands the proxy's measurements of local instances to the
+// signed facts, which must not import the proxy: the time to first byte
+// in milliseconds and the tokens per second of each role, once each rests
+// on facts.MinPerfSamples requests.
+type proxyPerf struct{ p *proxy.Proxy }
+
+func (a proxyPerf) InferPerf() []facts.InferPerf {
+	var out []facts.InferPerf
+	for _, rp := range a.p.LocalPerf(facts.MinPerfSamples) {
+		if rp.TTFBSamples >= facts.MinPerfSamples {
+			out = append(out, facts.InferPerf{Role: rp.Role, Metric: grammar.PerfMetricTTFBMillis,
+				Value: float64(rp.TTFB) / float64(time.Millisecond), Samples: rp.TTFBSamples})
+		}
+		if rp.TokensSamples >= facts.MinPerfSamples {
+			out = append(out, facts.InferPerf{Role: rp.Role, Metric: grammar.PerfMetricTokensPerSecond,
+				Value: rp.TokensPerSecond, Samples: rp.TokensSamples})
+		}
+	}
+	return out
+}
+
 // status assembles /v1/status from the components' own snapshots.
 func (n *node) status() any {
 	src := operator.StatusSources{
 		NodeID: n.id.ID(), PublicKey: n.id.PublicKeyHex(), Version: buildVersion(), ConfigPath: n.cfgPath, Started: n.started,
-		Config: func() (*config.Config, string) {
-			n.mu.Lock()
-			defer n.mu.Unlock()
-			return n.cfg, n.lastErr
-		},
-		Ready:      func() bool { ok, _ := n.admin.Ready(); return ok },
-		Chain:      n.chain,
-		Table:      n.table,
-		Roles:      n.proxy,
-		Host:       n.host,
-		Instances:  n.adopter,
+		Config: func() (*config.Config, string) { return n.config(), n.reloader.LastError() },
+		Ready:  func() bool { ok, _ := n.admin.Ready(); return ok },
+		Chain:  n.chain, Table: n.table, Roles: n.proxy, Host: n.host, Instances: n.adopter,
 		Controller: n.router.ControllerStatus,
 	}
 	if n.mesh != nil {

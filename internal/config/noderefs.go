@@ -119,3 +119,13 @@ func CheckNodeRefs(cfg *Config, known KnownNodes) []error {
 	}
 	return errs
 }
+
+// CheckNodeRefsFile is CheckNodeRefs as a *FileError naming file (for
+// config check, a start and a reload), nil when every reference names a
+// known node.
+func CheckNodeRefsFile(cfg *Config, file string, known KnownNodes) error {
+	if errs := CheckNodeRefs(cfg, known); len(errs) > 0 {
+		return &FileError{File: file, Errs: errs}
+	}
+	return nil
+}

@@ -106,6 +106,7 @@ func newController(t *testing.T, ctl *fakeController, rec Recorder, peers ...mes
 		c.aTbl = table.New(id, table.Options{Admission: admit})
 		return NewAdvertiser(c.aTbl, ctl, id)
 	})
+	c.a.Config.LivenessTimeout = testLiveness
 	c.a.Build(peers...)
 	var err error
 	c.aDem, err = New(Deps{Key: c.a.Ident.PrivateKey(), Table: c.aTbl, Mesh: c.a.Mesh, Controller: ctl,
@@ -132,8 +133,15 @@ func newConsumer(t *testing.T, name string, clock func() time.Time) *consumer {
 	c.n = meshtest.NewNode(t, name, meshtest.Options{}, func(id string, admit *meshtest.Admission) *table.Table {
 		return table.New(id, table.Options{Admission: admit, Now: clock})
 	})
+	c.n.Config.LivenessTimeout = testLiveness
 	return c
 }
+
+// testLiveness is the nodes' mesh liveness timeout: no test here loses a
+// link on purpose, and under -race on a loaded machine a flood of demand
+// calls starved the heartbeats past the 2 s default (TestDemandFlood's
+// calls failed "liveness timeout", then "no mesh link").
+const testLiveness = mesh.MaxLivenessTimeout
 
 // start runs c's mesh admitting peers, and its demand side on clock.
 func (c *consumer) start(t *testing.T, clock func() time.Time, peers ...mesh.PeerConfig) {

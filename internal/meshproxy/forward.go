@@ -108,9 +108,9 @@ type Forwarder struct {
 	ownTrans  *http.Transport // set when the forwarder built transport
 	// pool is the pooled HTTP/1.1 client of requests with a held body or
 	// none, set when the forwarder built its transport (httpfast.Pool).
-	pool   *httpfast.Pool
-	met    *meshMetrics
-	frames sync.Pool // *[]byte of frameBufBytes: frames read or written at once
+	pool *httpfast.Pool
+	met  *meshMetrics
+	bufs *framePools // frames read or written at once
 
 	// held and peakHeld are the request body bytes held in memory by the
 	// forwards in flight, both sides (nodeld_proxy_mesh_body_bytes), and
@@ -147,10 +147,7 @@ func NewForwarder(d Deps) (*Forwarder, error) {
 		transport: d.Transport,
 		met:       met,
 		byPeer:    make(map[string]int),
-	}
-	f.frames.New = func() any {
-		b := make([]byte, 0, frameBufBytes)
-		return &b
+		bufs:      newFramePools(),
 	}
 	if f.transport == nil {
 		f.ownTrans = httpfast.NewTransport(DefaultMeshMaxInflightTotal)
@@ -230,14 +227,6 @@ func meshLimitDefaults(perPeer, total int, maxBody int64) (int, int, int64) {
 	}
 	return perPeer, total, maxBody
 }
-
-// frameBufBytes holds a head and a body chunk, each with its frame header,
-// and an end frame: what one Write of a KindInfer stream carries at most.
-const frameBufBytes = MaxMeshHeadBytes + MeshChunkBytes + 3*mesh.FrameHeaderSize
-
-func (f *Forwarder) getFrameBuf() *[]byte { return f.frames.Get().(*[]byte) }
-
-func (f *Forwarder) putFrameBuf(b *[]byte) { f.frames.Put(b) }
 
 // holdBody counts n more (or, negative, fewer) request body bytes held in
 // memory.
@@ -360,14 +349,21 @@ func (f *Forwarder) ForwardRemote(ctx context.Context, nodeID, role string, r *h
 		s.Reset(mesh.StreamCodeCancelled)
 	})
 	defer stop()
-	bp := f.getFrameBuf()
-	defer f.putFrameBuf(bp)
+	// A small buffer when the request fits it with its head (a chat
+	// request, most often): a thousand streams opened at once then take no
+	// large buffer each while they wait for their answers' heads. Else a
+	// large one, kept for the answer unless it is an event stream.
+	// relayResponse grows a small one when a frame needs it, and shrinks a
+	// large one once an event stream's head is relayed.
+	fb := f.bufs.bufFor(streamed, len(body))
+	defer fb.release()
+	buf := fb.bytes()
 	var werr error
 	if streamed {
-		f.holdBody(int64(cap(*bp)))
-		defer f.holdBody(-int64(cap(*bp)))
+		f.holdBody(int64(cap(buf)))
+		defer f.holdBody(-int64(cap(buf)))
 		var berr error
-		werr, berr = sendStreamed(s, head, r.Body, limit, *bp)
+		werr, berr = sendStreamed(s, head, r.Body, limit, buf)
 		if berr != nil {
 			// The client's body failed (gone, too slow, too long): the
 			// peer must not answer a request it did not get whole.
@@ -383,11 +379,11 @@ func (f *Forwarder) ForwardRemote(ctx context.Context, nodeID, role string, r *h
 	} else {
 		f.holdBody(int64(len(body)))
 		defer f.holdBody(-int64(len(body)))
-		werr = sendRequest(s, head, body, *bp)
+		werr = sendRequest(s, head, body, buf)
 	}
 	// Read even after a failed send: a serving node that refuses early
 	// stops reading the body and answers with a refusal.
-	err = relayResponse(s, w, (*bp)[:cap(*bp)])
+	err = relayResponse(s, w, &fb)
 	var ref *peerRefusal
 	switch {
 	case err == nil:

@@ -191,9 +191,9 @@ func (f *Forwarder) forward(ctx context.Context, s *mesh.Stream, peer mesh.PeerI
 		f.refuse(s, peer, head.Role, RefuseUpstreamError)
 		return
 	}
-	bp := f.getFrameBuf()
-	defer f.putFrameBuf(bp)
-	w, contentType := appendResponseHeadFrame((*bp)[:0], res.StatusCode, res.Header)
+	fb := f.bufs.largeBuf()
+	defer fb.release()
+	w, contentType := appendResponseHeadFrame(fb.bytes(), res.StatusCode, res.Header)
 	// A stream's head goes at once (its first event may be long in
 	// coming); any other head leaves with the first chunk of its body, and
 	// a small answer with its end frame too: one write, one packet.
@@ -202,13 +202,18 @@ func (f *Forwarder) forward(ctx context.Context, s *mesh.Stream, peer mesh.PeerI
 			f.reset(s, peer, head.Role, mesh.StreamCodeCancelled, servedCancelled, err)
 			return
 		}
-		w = w[:0]
+		// Its events are small and it may stay open long: a small buffer,
+		// swapped for a large one when a read fills it.
+		fb.shrink()
+		w = fb.bytes()
 	}
 	for {
 		// One frame per upstream read, read in place after its header:
 		// an SSE event flushed by the instance crosses the mesh at once.
+		// room leaves space for the end frame's header.
 		at := len(w)
-		n, rerr := res.Body.Read(w[at+mesh.FrameHeaderSize : at+mesh.FrameHeaderSize+MeshChunkBytes])
+		room := min(MeshChunkBytes, cap(w)-at-2*mesh.FrameHeaderSize)
+		n, rerr := res.Body.Read(w[at+mesh.FrameHeaderSize : at+mesh.FrameHeaderSize+room])
 		if n > 0 {
 			w = mesh.AppendFrameHeader(w, frameRespBody, n)
 			w = w[:at+mesh.FrameHeaderSize+n]
@@ -235,6 +240,10 @@ func (f *Forwarder) forward(ctx context.Context, s *mesh.Stream, peer mesh.PeerI
 				return
 			}
 			w = w[:0]
+		}
+		if n == room && fb.small {
+			fb.grow() // the instance sends more than a small buffer holds
+			w = fb.bytes()
 		}
 	}
 	if _, err := s.Write(w); err != nil {

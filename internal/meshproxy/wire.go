@@ -405,13 +405,15 @@ var errMalformedFrames = errors.New("malformed KindInfer frames")
 // write, without chunked encoding. It is the consumer's state machine: a body or end frame
 // before the head, a second head, a chunk over MeshChunkBytes, an unknown
 // frame type or data after a refusal are errMalformedFrames. A refusal
-// returns *peerRefusal. buf (nil: one is made) holds one frame.
-func relayResponse(r io.Reader, w http.ResponseWriter, buf []byte) error {
+// returns *peerRefusal. fb (nil: one is made) holds one frame: a large
+// buffer, swapped for a small one once an event stream's head is relayed,
+// and back when one of its frames needs more (readFrameGrow).
+func relayResponse(r io.Reader, w http.ResponseWriter, fb *frameBuf) error {
 	const bound = max(MeshChunkBytes, MaxMeshHeadBytes)
-	if len(buf) < bound {
-		buf = make([]byte, bound)
+	if fb == nil {
+		own := (*framePools)(nil).largeBuf()
+		fb = &own
 	}
-	buf = buf[:bound]
 	headSeen := false
 	// held is a response head not yet written to w: a response that is
 	// not a stream is committed with its first body byte (or its end), so
@@ -429,7 +431,7 @@ func relayResponse(r io.Reader, w http.ResponseWriter, buf []byte) error {
 		w.WriteHeader(h.Status)
 	}
 	for {
-		t, p, err := mesh.ReadFrameInto(r, buf)
+		t, p, err := readFrameGrow(r, fb, bound)
 		if err != nil {
 			if errors.Is(err, mesh.ErrFrameTooLarge) {
 				return fmt.Errorf("%w: %w", errMalformedFrames, err)
@@ -451,6 +453,7 @@ func relayResponse(r io.Reader, w http.ResponseWriter, buf []byte) error {
 			headSeen = true
 			if isStreamType(h.Headers["Content-Type"]) {
 				commit(&h)
+				fb.shrink() // its events are small, and it may stay open long
 			} else {
 				held = &h
 			}

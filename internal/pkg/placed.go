@@ -38,6 +38,9 @@ const keepTempPrefix = ".keep-"
 type PlacedStore struct {
 	root string
 	max  int
+	// store, when set, is the package store's root: a package verified
+	// from there is kept where it is (NewPlacedStoreBeside).
+	store string
 	// mu serialises Keep and Prune, so a copy in progress is never
 	// pruned and the bound is kept.
 	mu sync.Mutex
@@ -47,6 +50,16 @@ type PlacedStore struct {
 // keeping at most MaxPlaced packages.
 func NewPlacedStore(root string) *PlacedStore {
 	return &PlacedStore{root: root, max: MaxPlaced}
+}
+
+// NewPlacedStoreBeside is NewPlacedStore for a controller that also
+// places from store (ctl place PACKAGE-ID): a package read from store is
+// kept as it is rather than copied, since the store never replaces a
+// version (a model's weights are not stored twice).
+func NewPlacedStoreBeside(root string, store *Store) *PlacedStore {
+	s := NewPlacedStore(root)
+	s.store = store.Root()
+	return s
 }
 
 // Root returns the store's directory.
@@ -77,10 +90,14 @@ func validKeptName(name string) bool {
 // renamed into place, and returns that directory. A package kept already
 // is not copied again; a directory there whose manifest is not v's (a
 // damaged copy) is replaced. When the store keeps MaxPlaced packages it
-// refuses with ErrPlacedFull (Prune first).
+// refuses with ErrPlacedFull (Prune first). A package read from the
+// package store beside it (NewPlacedStoreBeside) is kept where it is.
 func (s *PlacedStore) Keep(ctx context.Context, v *Verified) (string, error) {
 	if !validKeptName(v.ManifestHash) || ManifestHash(v.ManifestBytes) != v.ManifestHash {
 		return "", fmt.Errorf("keep placed package: manifest hash %q does not match its manifest", clip(v.ManifestHash))
+	}
+	if rel, err := filepath.Rel(s.store, v.Dir); s.store != "" && err == nil && filepath.IsLocal(rel) {
+		return v.Dir, nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -1,10 +1,12 @@
 package proxy
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/nodeld/nodeld/internal/config"
 	"github.com/nodeld/nodeld/internal/grammar"
 	"github.com/nodeld/nodeld/internal/holdq"
 )
@@ -63,43 +65,36 @@ type Config struct {
 // HoldConfig is how a request for a role with no live route waits for one.
 type HoldConfig = holdq.Config
 
+// FromConfig maps inference (roles, limits) and proxy.hold to the proxy's
+// Config: the one mapping config check, run and a reload use.
+func FromConfig(cfg *config.Config) Config {
+	l, h := cfg.Inference.Limits, cfg.Proxy.Hold
+	pc := Config{MaxBodyBytes: l.MaxBodyBytes, MeshMaxBodyBytes: l.MeshMaxBodyBytes, MaxResponseBytes: l.MaxResponseBytes,
+		StallTimeout: l.StallTimeout.D, RequestTimeout: l.RequestTimeout.D, BodyTimeout: l.BodyTimeout.D, MaxConnections: l.MaxConnections,
+		Hold: HoldConfig{MaxWait: h.MaxWait.D, Queue: h.Queue, Keepalive: h.Keepalive.D, Remember: h.Remember.D}}
+	for _, r := range cfg.Inference.Roles {
+		pc.Roles = append(pc.Roles, RoleConfig{Name: r.Name, Listen: r.Listen, Concurrency: l.ConcurrencyFor(r), ModelPassthrough: r.ModelPassthrough})
+	}
+	return pc
+}
+
 // withDefaults returns cfg with zero fields set to their defaults.
 func (cfg Config) withDefaults() Config {
 	out := cfg
 	out.Roles = make([]RoleConfig, len(cfg.Roles))
 	for i, rc := range cfg.Roles {
-		if rc.Concurrency == 0 {
-			rc.Concurrency = DefaultConcurrency
-		}
+		rc.Concurrency = cmp.Or(rc.Concurrency, DefaultConcurrency)
 		out.Roles[i] = rc
 	}
-	if out.MaxBodyBytes == 0 {
-		out.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if out.MeshMaxBodyBytes == 0 {
-		out.MeshMaxBodyBytes = DefaultMeshMaxBodyBytes
-	}
-	if out.StallTimeout == 0 {
-		out.StallTimeout = DefaultStallTimeout
-	}
-	if out.RequestTimeout == 0 {
-		out.RequestTimeout = DefaultRequestTimeout
-	}
-	if out.MaxConnections == 0 {
-		out.MaxConnections = DefaultMaxConnections
-	}
-	if out.HeaderTimeout == 0 {
-		out.HeaderTimeout = DefaultHeaderTimeout
-	}
-	if out.BodyTimeout == 0 {
-		out.BodyTimeout = DefaultBodyTimeout
-	}
-	if out.MaxResponseBytes == 0 {
-		out.MaxResponseBytes = DefaultMaxResponseBytes
-	}
-	if out.DrainTimeout == 0 {
-		out.DrainTimeout = DefaultDrainTimeout
-	}
+	out.MaxBodyBytes = cmp.Or(out.MaxBodyBytes, DefaultMaxBodyBytes)
+	out.MeshMaxBodyBytes = cmp.Or(out.MeshMaxBodyBytes, DefaultMeshMaxBodyBytes)
+	out.StallTimeout = cmp.Or(out.StallTimeout, DefaultStallTimeout)
+	out.RequestTimeout = cmp.Or(out.RequestTimeout, DefaultRequestTimeout)
+	out.MaxConnections = cmp.Or(out.MaxConnections, DefaultMaxConnections)
+	out.HeaderTimeout = cmp.Or(out.HeaderTimeout, DefaultHeaderTimeout)
+	out.BodyTimeout = cmp.Or(out.BodyTimeout, DefaultBodyTimeout)
+	out.MaxResponseBytes = cmp.Or(out.MaxResponseBytes, DefaultMaxResponseBytes)
+	out.DrainTimeout = cmp.Or(out.DrainTimeout, DefaultDrainTimeout)
 	out.Hold = out.Hold.WithDefaults()
 	return out
 }

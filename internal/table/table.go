@@ -193,3 +193,10 @@ func (t *Table) localForPeer(role, peer string, hold bool) (MeshLocal, Hold, boo
 	}
 	return MeshLocal{Base: s.entry.base, Model: s.entry.model, Runtime: s.entry.runtime}, h, true
 }
+
+// AdmitFunc is a function as an Admission (the daemon's: the mesh's
+// IsAdmitted once the mesh is built, which is after the table).
+type AdmitFunc func(nodeID string) bool
+
+// IsAdmitted calls f.
+func (f AdmitFunc) IsAdmitted(nodeID string) bool { return f(nodeID) }

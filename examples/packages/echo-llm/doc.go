@@ -14,6 +14,9 @@
 // but GET /health answers 503 {"status":"loading"} and every other path
 // 503, as llama-server does, until the delay has passed; default 0) and
 // --ready-file (where it writes the moment it became ready, RFC 3339 with
-// nanoseconds, for tests that measure how soon that is noticed). It starts
+// nanoseconds, for tests that measure how soon that is noticed) and
+// --health-file (the same for the moment it first answered GET /health
+// 200: what separates a prober's poll interval from what the prober
+// does once it has the answer). It starts
 // no goroutines beyond net/http's and exits 0 on SIGTERM or SIGINT.
 package main

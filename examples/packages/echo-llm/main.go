@@ -41,6 +41,7 @@ func run(args []string) error {
 	delay := fs.Duration("chunk-delay", 0, "pause between streamed chunks")
 	loadDelay := fs.Duration("load-delay", 0, "how long it 'loads its model': /health and /v1 answer 503 until then, the port open at once")
 	readyFile := fs.String("ready-file", "", "write the moment it became ready (RFC 3339, nanoseconds) to this file")
+	healthFile := fs.String("health-file", "", "write the moment it first answered GET /health 200 (RFC 3339, nanoseconds) to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -53,7 +54,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	s := &server{model: *model, delay: *delay, created: time.Now().Unix()}
+	s := &server{model: *model, delay: *delay, created: time.Now().Unix(), healthFile: *healthFile}
 	srv := &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(os.Stderr, "echo-llm: serving %s on http://%s\n", *model, ln.Addr())
 	errc := make(chan error, 1)
@@ -72,8 +73,10 @@ func run(args []string) error {
 			return err
 		case <-loaded:
 			loading = false
-			s.ready.Store(true)
+			// The moment is read before /health turns 200, so it is
+			// never later than the first healthy answer.
 			at := time.Now()
+			s.ready.Store(true)
 			fmt.Fprintf(os.Stderr, "echo-llm: ready after %s\n", *loadDelay)
 			if *readyFile != "" {
 				if err := os.WriteFile(*readyFile, []byte(at.Format(time.RFC3339Nano)), 0o600); err != nil {
@@ -100,12 +103,24 @@ type server struct {
 	created int64
 	// ready turns true once the load delay has passed.
 	ready atomic.Bool
+	// healthFile, when set, receives the moment of the first 200 answer
+	// to GET /health; healthAnswered turns true with that answer.
+	healthFile     string
+	healthAnswered atomic.Bool
 }
 
 func (s *server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
+		at := time.Now()
 		writeJSON(w, 200, map[string]string{"status": "ok"})
+		if s.healthFile != "" && s.healthAnswered.CompareAndSwap(false, true) {
+			// Sent first, so the file costs the prober nothing.
+			http.NewResponseController(w).Flush()
+			if err := os.WriteFile(s.healthFile, []byte(at.Format(time.RFC3339Nano)), 0o600); err != nil {
+				fmt.Fprintln(os.Stderr, "echo-llm: write health file:", err)
+			}
+		}
 	})
 	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, 200, map[string]any{"object": "list", "data": []any{

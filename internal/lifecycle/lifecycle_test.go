@@ -1,4 +1,4 @@
-package main
+package lifecycle
 
 import (
 	"bytes"
@@ -42,7 +42,7 @@ func TestEnsureDataDir(t *testing.T) {
 				}
 			}
 			core, logs := observer.New(zap.InfoLevel)
-			if err := ensureDataDir(dir, zap.New(core)); err != nil {
+			if err := EnsureDataDir(dir, zap.New(core)); err != nil {
 				t.Fatal(err)
 			}
 			fi, err := os.Stat(dir)
@@ -67,7 +67,7 @@ func TestEnsureDataDir(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := ensureDataDir(file, zap.NewNop()); err == nil {
+	if err := EnsureDataDir(file, zap.NewNop()); err == nil {
 		t.Error("a file as data dir was accepted")
 	}
 }
@@ -88,8 +88,8 @@ func TestLogEncoding(t *testing.T) {
 		{"console", false, "console"},
 	}
 	for _, tt := range tests {
-		if got := logEncoding(tt.format, tt.terminal); got != tt.want {
-			t.Errorf("logEncoding(%q, terminal %v) = %q, want %q", tt.format, tt.terminal, got, tt.want)
+		if got := LogEncoding(tt.format, tt.terminal); got != tt.want {
+			t.Errorf("LogEncoding(%q, terminal %v) = %q, want %q", tt.format, tt.terminal, got, tt.want)
 		}
 	}
 	r, w, err := os.Pipe()
@@ -98,7 +98,7 @@ func TestLogEncoding(t *testing.T) {
 	}
 	defer r.Close()
 	defer w.Close()
-	if isTerminal(w) {
+	if IsTerminal(w) {
 		t.Error("a pipe reads as a terminal")
 	}
 	f, err := os.CreateTemp(t.TempDir(), "log")
@@ -106,7 +106,7 @@ func TestLogEncoding(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if isTerminal(f) {
+	if IsTerminal(f) {
 		t.Error("a regular file reads as a terminal")
 	}
 }
@@ -165,7 +165,7 @@ func TestLogDurations(t *testing.T) {
 		{"json", "\"interval\":5}"},
 	} {
 		var buf bytes.Buffer
-		log := newLogger(tc.format, zap.NewAtomicLevelAt(zap.InfoLevel), &buf)
+		log := NewLogger(tc.format, zap.NewAtomicLevelAt(zap.InfoLevel), &buf)
 		log.Info("adopter started", zap.Duration("interval", 5*time.Second))
 		if !strings.Contains(buf.String(), tc.want) {
 			t.Errorf("%s: %q does not contain %q", tc.format, buf.String(), tc.want)

@@ -1,4 +1,4 @@
-package main
+package proxy
 
 import (
 	"testing"
@@ -18,7 +18,7 @@ func TestProxyConfigCarriesLimits(t *testing.T) {
 	l.StallTimeout = config.Duration{D: 8 * time.Second}
 	l.RequestTimeout = config.Duration{D: 9 * time.Second}
 	l.MaxConnections = 77
-	pc := proxyConfig(cfg)
+	pc := FromConfig(cfg)
 	if pc.MaxConnections != 77 {
 		t.Errorf("proxy max connections = %d, want 77", pc.MaxConnections)
 	}

@@ -1,22 +1,21 @@
-package main
+package operator
 
 import (
 	"encoding/json"
 
-	"github.com/nodeld/nodeld/internal/operator"
 	"github.com/nodeld/nodeld/internal/plane"
 )
 
-// refusedBy names the node that refused a request, "" when no node did.
+// RefusedBy names the node that refused a request, "" when no node did.
 // A place through the controller names the last candidate that refused
 // its place call; one refused before any call (governance, no eligible
 // node) was refused by the controller, whatever node it was pinned to.
 // Any other request was refused by the node it names.
-func refusedBy(req operator.Request, resp operator.Response) string {
-	if req.Verb != operator.VerbPlace || len(resp.Result) == 0 {
+func RefusedBy(req Request, resp Response) string {
+	if req.Verb != VerbPlace || len(resp.Result) == 0 {
 		return req.Node
 	}
-	var r operator.PlaceResult
+	var r PlaceResult
 	if json.Unmarshal(resp.Result, &r) != nil || r.Explain == "" {
 		return req.Node
 	}
@@ -28,12 +27,12 @@ func refusedBy(req operator.Request, resp operator.Response) string {
 	return ""
 }
 
-// hostStateText is a placement's HOST STATE as ctl placements shows it:
+// HostStateText is a placement's HOST STATE as ctl placements shows it:
 // the state its node last reported, or, for an instance the controller
 // holds lost (its node silent), "unknown (last <state>)": what the node
 // said before it went silent is not what it runs now. An on-demand
 // instance's state follows its host's.
-func hostStateText(p operator.PlacementDoc) string {
+func (p PlacementDoc) HostStateText() string {
 	switch {
 	case p.Life == plane.LifeLost && p.HostState != "":
 		return "unknown (last " + p.HostState + ")"
