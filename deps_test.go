@@ -35,6 +35,8 @@ var tiers = map[string]int{
 	"internal/dispatch":  1,
 	// Standby advertisements, the consumer's hold plug and the demand call.
 	"internal/demand": 1,
+	// hashicorp/raft over KindRaft mesh streams (issue 25's foundation).
+	"internal/raftmesh": 1,
 
 	// The daemon's life from start to stop: logger, data dir, chain
 	// opening, run group, supervisor, reloader.
