@@ -38,6 +38,8 @@ var tiers = map[string]int{
 	// The fleet page on the admin port: it renders the operator read
 	// model (operator.Router.Fleet) and this node's activity.
 	"internal/fleetui": 1,
+	// hashicorp/raft over KindRaft mesh streams (issue 25's foundation).
+	"internal/raftmesh": 1,
 
 	// The daemon's life from start to stop: logger, data dir, chain
 	// opening, run group, supervisor, reloader.
@@ -77,6 +79,9 @@ var tiers = map[string]int{
 	// The recent requests through the role ports and their per-second
 	// counts, fed by the proxy, shown by the fleet page.
 	"internal/activity": 4,
+	// Pinned TLS 1.3 connections over TCP between node keys: the
+	// transport issue 26 opens for inference streams; nothing uses it yet.
+	"internal/tlspool": 4,
 }
 
 // leafTier is the tier of the leaves, which import nothing but the

@@ -19,6 +19,7 @@ const (
 	KindArtifact StreamKind = 4 // package artifact fetch during place
 	KindNotice   StreamKind = 5 // one signed revocation notice, sender to receiver
 	KindDemand   StreamKind = 6 // one signed demand call, consumer to controller
+	KindRaft     StreamKind = 7 // one raft connection between controller voters (internal/raftmesh)
 )
 
 // String names the kind for metrics labels.
@@ -36,6 +37,8 @@ func (k StreamKind) String() string {
 		return "notice"
 	case KindDemand:
 		return "demand"
+	case KindRaft:
+		return "raft"
 	default:
 		return "unknown"
 	}

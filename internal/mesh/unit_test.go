@@ -307,6 +307,8 @@ func FuzzReadKind(f *testing.F) {
 	f.Add([]byte{byte(KindInfer), 1, 2})
 	f.Add([]byte{0x7f})
 	f.Add([]byte{})
+	f.Add([]byte{byte(KindRaft), 0})
+	f.Add([]byte{byte(KindRaft) + 1})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		k, err := readKind(bytes.NewReader(data))
 		switch {
@@ -322,6 +324,33 @@ func FuzzReadKind(f *testing.F) {
 			t.Fatalf("unexpected error %v", err)
 		}
 	})
+}
+
+// TestStreamKindNames pins the wire values of the kinds to their metric
+// names: every value from 1 to KindRaft is a kind with a name of its own,
+// and the values around them are unknown (refused by readKind).
+func TestStreamKindNames(t *testing.T) {
+	want := []string{"advert", "infer", "ctl", "artifact", "notice", "demand", "raft"}
+	for i, name := range want {
+		k := StreamKind(i + 1)
+		if k.String() != name {
+			t.Errorf("kind %d = %q, want %q", k, k.String(), name)
+		}
+		if got, err := readKind(bytes.NewReader([]byte{byte(k)})); err != nil || got != k {
+			t.Errorf("readKind(%d) = %d, %v", k, got, err)
+		}
+	}
+	if KindRaft != StreamKind(len(want)) {
+		t.Errorf("KindRaft = %d, want %d", KindRaft, len(want))
+	}
+	for _, k := range []StreamKind{0, KindRaft + 1, 0xff} {
+		if k.String() != "unknown" {
+			t.Errorf("kind %d = %q, want unknown", k, k.String())
+		}
+		if _, err := readKind(bytes.NewReader([]byte{byte(k)})); !errors.Is(err, errUnknownKind) {
+			t.Errorf("readKind(%d) = %v, want errUnknownKind", k, err)
+		}
+	}
 }
 
 // A configured key supersedes a first-use pin for good: taking the key out

@@ -405,9 +405,10 @@ var errMalformedFrames = errors.New("malformed KindInfer frames")
 // write, without chunked encoding. It is the consumer's state machine: a body or end frame
 // before the head, a second head, a chunk over MeshChunkBytes, an unknown
 // frame type or data after a refusal are errMalformedFrames. A refusal
-// returns *peerRefusal. fb (nil: one is made) holds one frame: a large
-// buffer, swapped for a small one once an event stream's head is relayed,
-// and back when one of its frames needs more (readFrameGrow).
+// returns *peerRefusal. fb (nil: a large one is made) holds one frame: a
+// large buffer is swapped for a small one once an event stream's head is
+// relayed, a small one for a large one when a frame needs more
+// (readFrameGrow).
 func relayResponse(r io.Reader, w http.ResponseWriter, fb *frameBuf) error {
 	const bound = max(MeshChunkBytes, MaxMeshHeadBytes)
 	if fb == nil {

@@ -243,6 +243,15 @@ func FuzzRelayResponse(f *testing.F) {
 		if rec.Body.Len() > len(b) {
 			t.Fatalf("relayed %d bytes from %d input bytes", rec.Body.Len(), len(b))
 		}
+		// Starting on a small buffer (grown when a frame needs it) relays
+		// the same.
+		small := (*framePools)(nil).bufFor(false, 0)
+		rec2 := httptest.NewRecorder()
+		err2 := relayResponse(bytes.NewReader(b), rec2, &small)
+		if (err == nil) != (err2 == nil) || rec.Code != rec2.Code || !bytes.Equal(rec.Body.Bytes(), rec2.Body.Bytes()) {
+			t.Fatalf("large buffer: %d, %d bytes, %v; small: %d, %d bytes, %v",
+				rec.Code, rec.Body.Len(), err, rec2.Code, rec2.Body.Len(), err2)
+		}
 	})
 }
 

@@ -1,0 +1,89 @@
+package tlspool
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// BenchmarkPoolExchange is one 200-byte request and its 300-byte answer
+// per operation through the pool (Get, write, read, Put) and the server,
+// on loopback: the figure to set beside internal/mesh's
+// BenchmarkMeshExchange, with the CPU time of both ends per exchange.
+func BenchmarkPoolExchange(b *testing.B) {
+	cert, key := newCert(b)
+	scert, skey := newCert(b)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv, err := NewServer(ServerConfig{Listener: ln, Certificate: scert,
+		Admit: func(k ed25519.PublicKey, _ net.Addr) (string, error) {
+			if !k.Equal(key) {
+				return "", errors.New("not admitted")
+			}
+			return "client", nil
+		},
+		Handle: func(_ context.Context, _ string, c *tls.Conn) {
+			req, answer := make([]byte, 200), make([]byte, 300)
+			for {
+				if _, err := io.ReadFull(c, req); err != nil {
+					return
+				}
+				if _, err := c.Write(answer); err != nil {
+					return
+				}
+			}
+		}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	p, err := NewPool(Config{Certificate: cert})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	req, answer := make([]byte, 200), make([]byte, 300)
+	exchange := func() {
+		c, err := p.Get(ctx, ln.Addr().String(), skey)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := c.Write(req); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, answer); err != nil {
+			b.Fatal(err)
+		}
+		p.Put(c)
+	}
+	for range 10 {
+		exchange()
+	}
+	cpu0 := cpuTime()
+	b.ResetTimer()
+	for range b.N {
+		exchange()
+	}
+	b.StopTimer()
+	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-us/op")
+}
+
+// cpuTime is the user and system CPU time of this process so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

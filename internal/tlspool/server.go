@@ -1,0 +1,166 @@
+package tlspool
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+)
+
+// DefaultMaxServerConns is ServerConfig.MaxConns when 0.
+const DefaultMaxServerConns = 1024
+
+// ServerConfig configures a Server.
+type ServerConfig struct {
+	// Listener is where connections arrive (a TCP listener); required.
+	// Run closes it.
+	Listener net.Listener
+	// Certificate is this node's certificate (Ed25519); required.
+	Certificate tls.Certificate
+	// Admit decides a client by its certificate's key, and returns what
+	// the handler is told of it (its node id, say); required: no Admit,
+	// no admission.
+	Admit func(key ed25519.PublicKey, remote net.Addr) (peer string, err error)
+	// Handle serves one admitted connection until it returns; the
+	// connection is closed then. ctx ends when Run is stopping. Required.
+	Handle func(ctx context.Context, peer string, c *tls.Conn)
+	// HandshakeTimeout bounds a handshake and the admission byte (0:
+	// DefaultHandshakeTimeout).
+	HandshakeTimeout time.Duration
+	// MaxConns bounds the connections served at once (0:
+	// DefaultMaxServerConns); more are closed as they arrive.
+	MaxConns int
+}
+
+// Server accepts the connections of a Pool's dials.
+type Server struct {
+	cfg ServerConfig
+	tls *tls.Config
+
+	mu    sync.Mutex // guards conns
+	conns map[net.Conn]struct{}
+}
+
+// NewServer validates cfg and returns a server; it starts nothing.
+func NewServer(cfg ServerConfig) (*Server, error) {
+	if cfg.HandshakeTimeout == 0 {
+		cfg.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if cfg.MaxConns == 0 {
+		cfg.MaxConns = DefaultMaxServerConns
+	}
+	var errs []error
+	if cfg.Listener == nil {
+		errs = append(errs, errors.New("listener: required"))
+	}
+	if _, ok := cfg.Certificate.PrivateKey.(ed25519.PrivateKey); !ok || len(cfg.Certificate.Certificate) == 0 {
+		errs = append(errs, errors.New("certificate: want an Ed25519 certificate and key"))
+	}
+	if cfg.Admit == nil || cfg.Handle == nil {
+		errs = append(errs, errors.New("admit and handle: required"))
+	}
+	if cfg.HandshakeTimeout < 0 || cfg.MaxConns < 0 || cfg.MaxConns > MaxConnsLimit*16 {
+		errs = append(errs, fmt.Errorf("handshake timeout %v, max conns %d: out of range", cfg.HandshakeTimeout, cfg.MaxConns))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("tlspool: server: %w", err)
+	}
+	return &Server{cfg: cfg, conns: make(map[net.Conn]struct{}), tls: &tls.Config{
+		MinVersion:   tls.VersionTLS13,
+		Certificates: []tls.Certificate{cfg.Certificate},
+		ClientAuth:   tls.RequireAnyClientCert, // checked in serve, by Admit
+	}}, nil
+}
+
+// Run accepts connections until ctx ends, serving each on its own
+// goroutine: handshake, admission, then Handle. It closes the listener and
+// every connection once ctx ends, waits for every goroutine, and returns
+// nil; an accept failure other than the close is returned.
+func (s *Server) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	stop := context.AfterFunc(ctx, func() {
+		_ = s.cfg.Listener.Close()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for c := range s.conns {
+			_ = c.Close()
+		}
+	})
+	defer stop()
+	for {
+		raw, err := s.cfg.Listener.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			_ = s.cfg.Listener.Close()
+			return fmt.Errorf("tlspool: accept: %w", err)
+		}
+		if !s.track(ctx, raw) {
+			_ = raw.Close()
+			continue
+		}
+		wg.Go(func() {
+			defer s.untrack(raw)
+			s.serve(ctx, raw)
+		})
+	}
+}
+
+// track records a connection, unless the server is stopping or full.
+func (s *Server) track(ctx context.Context, c net.Conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ctx.Err() != nil || len(s.conns) >= s.cfg.MaxConns {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	return true
+}
+
+func (s *Server) untrack(c net.Conn) {
+	_ = c.Close()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.conns, c)
+}
+
+func (s *Server) serve(ctx context.Context, raw net.Conn) {
+	_ = raw.SetDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
+	tc := tls.Server(raw, s.tls)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		return
+	}
+	key, err := peerKey(rawChain(tc.ConnectionState().PeerCertificates))
+	if err != nil {
+		return
+	}
+	peer, err := s.cfg.Admit(key, raw.RemoteAddr())
+	if err != nil {
+		return // the client sees the connection close: not admitted
+	}
+	if _, err := tc.Write([]byte{admitted}); err != nil {
+		return
+	}
+	_ = raw.SetDeadline(time.Time{})
+	s.cfg.Handle(ctx, peer, tc)
+}
+
+// rawChain returns the certificates as presented.
+func rawChain(certs []*x509.Certificate) [][]byte {
+	raw := make([][]byte, len(certs))
+	for i, c := range certs {
+		raw[i] = c.Raw
+	}
+	return raw
+}

@@ -1,0 +1,356 @@
+package tlspool
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+)
+
+// Defaults of Config's zero fields.
+const (
+	DefaultMaxConnsPerPeer  = 64
+	DefaultMaxIdlePerPeer   = 8
+	DefaultIdleTimeout      = 30 * time.Second
+	DefaultHandshakeTimeout = 5 * time.Second
+	// MaxConnsLimit caps MaxConnsPerPeer and MaxIdlePerPeer.
+	MaxConnsLimit = 4096
+)
+
+// admitted is the byte a server writes once it admitted a client: in TLS
+// 1.3 the client's handshake completes before the server has checked the
+// client's certificate, so a dial waits for it.
+const admitted = 0x01
+
+var (
+	// ErrPoolFull is returned by Get when the peer has MaxConnsPerPeer
+	// connections already.
+	ErrPoolFull = errors.New("tlspool: connections to the peer at their limit")
+	// ErrKeyMismatch is a peer whose certificate key is not the pinned one.
+	ErrKeyMismatch = errors.New("tlspool: peer key is not the pinned key")
+	// ErrNotAdmitted is a server that closed the connection instead of
+	// confirming the client's admission.
+	ErrNotAdmitted = errors.New("tlspool: the server did not admit this node")
+	// ErrClosed is returned by Get once the pool is closed.
+	ErrClosed = errors.New("tlspool: pool closed")
+)
+
+// Config configures a Pool.
+type Config struct {
+	// Certificate is this node's certificate (identity.TLSCertificate):
+	// an Ed25519 key; required.
+	Certificate tls.Certificate
+	// MaxConnsPerPeer bounds the connections to one peer key, in use and
+	// idle (0: DefaultMaxConnsPerPeer).
+	MaxConnsPerPeer int
+	// MaxIdlePerPeer bounds the idle connections kept per peer key (0:
+	// DefaultMaxIdlePerPeer); more are closed on Put.
+	MaxIdlePerPeer int
+	// IdleTimeout is how long an idle connection is kept (0:
+	// DefaultIdleTimeout).
+	IdleTimeout time.Duration
+	// HandshakeTimeout bounds a dial, handshake and admission (0:
+	// DefaultHandshakeTimeout).
+	HandshakeTimeout time.Duration
+	// Now is the clock of idle expiry (nil: time.Now).
+	Now func() time.Time
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxConnsPerPeer == 0 {
+		c.MaxConnsPerPeer = DefaultMaxConnsPerPeer
+	}
+	if c.MaxIdlePerPeer == 0 {
+		c.MaxIdlePerPeer = DefaultMaxIdlePerPeer
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.HandshakeTimeout == 0 {
+		c.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// validate reports every problem of c (defaults applied) at once.
+func (c Config) validate() error {
+	var errs []error
+	if _, ok := c.Certificate.PrivateKey.(ed25519.PrivateKey); !ok || len(c.Certificate.Certificate) == 0 {
+		errs = append(errs, errors.New("certificate: want an Ed25519 certificate and key"))
+	}
+	if c.MaxConnsPerPeer < 1 || c.MaxConnsPerPeer > MaxConnsLimit {
+		errs = append(errs, fmt.Errorf("max conns per peer %d: want 1..%d", c.MaxConnsPerPeer, MaxConnsLimit))
+	}
+	if c.MaxIdlePerPeer < 1 || c.MaxIdlePerPeer > c.MaxConnsPerPeer {
+		errs = append(errs, fmt.Errorf("max idle per peer %d: want 1..%d (max conns per peer)", c.MaxIdlePerPeer, c.MaxConnsPerPeer))
+	}
+	if c.IdleTimeout < 0 || c.HandshakeTimeout < 0 {
+		errs = append(errs, errors.New("timeouts must not be negative"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("tlspool: %w", err)
+	}
+	return nil
+}
+
+// Stats are a pool's counts so far.
+type Stats struct {
+	Dials, DialFailures, Reuses, Expired int64
+	// Open and Idle are the connections now, in use and idle, and idle.
+	Open, Idle int
+}
+
+// Pool keeps TLS connections to peers for reuse.
+type Pool struct {
+	cfg Config
+
+	mu     sync.Mutex // guards peers, stats, closed
+	peers  map[string]*peerConns
+	stats  Stats
+	closed bool
+}
+
+// peerConns are one peer key's connections.
+type peerConns struct {
+	open int     // in use and idle
+	idle []*Conn // most recently put last
+}
+
+// Conn is one pooled connection: a *tls.Conn with its peer's key. Give it
+// back with Pool.Put after a complete exchange, or Close it after any
+// failure.
+type Conn struct {
+	*tls.Conn
+	key       string // the peer's key, as the pool's map key
+	idleSince time.Time
+	pool      *Pool
+	closeOnce sync.Once
+}
+
+// Close closes the connection and frees its place in the pool.
+func (c *Conn) Close() error {
+	var err error
+	c.closeOnce.Do(func() {
+		err = c.Conn.Close()
+		if c.pool != nil {
+			c.pool.forget(c.key)
+		}
+	})
+	return err
+}
+
+// NewPool validates cfg and returns an empty pool; it starts nothing.
+func NewPool(cfg Config) (*Pool, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Pool{cfg: cfg, peers: make(map[string]*peerConns)}, nil
+}
+
+// Get returns an idle connection to the peer with key, or dials addr
+// (host:port) for a new one: TLS 1.3, this node's certificate, the
+// server's key checked against key, and the server's admission awaited.
+func (p *Pool) Get(ctx context.Context, addr string, key ed25519.PublicKey) (*Conn, error) {
+	if len(key) != ed25519.PublicKeySize {
+		return nil, fmt.Errorf("tlspool: pinned key of %d bytes", len(key))
+	}
+	k := string(key)
+	var stale []*Conn
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, ErrClosed
+	}
+	pc := p.peers[k]
+	if pc == nil {
+		pc = &peerConns{}
+		p.peers[k] = pc
+	}
+	now := p.cfg.Now()
+	for len(pc.idle) > 0 {
+		c := pc.idle[len(pc.idle)-1]
+		pc.idle = pc.idle[:len(pc.idle)-1]
+		if now.Sub(c.idleSince) >= p.cfg.IdleTimeout {
+			stale = append(stale, c)
+			p.stats.Expired++
+			continue
+		}
+		p.stats.Reuses++
+		p.mu.Unlock()
+		closeAll(stale)
+		return c, nil
+	}
+	if pc.open-len(stale) >= p.cfg.MaxConnsPerPeer {
+		p.mu.Unlock()
+		closeAll(stale)
+		return nil, ErrPoolFull
+	}
+	pc.open++ // the place of the dial
+	p.stats.Dials++
+	p.mu.Unlock()
+	closeAll(stale)
+
+	c, err := p.dial(ctx, addr, key)
+	if err != nil {
+		p.mu.Lock()
+		p.stats.DialFailures++
+		p.mu.Unlock()
+		p.forget(k)
+		return nil, err
+	}
+	c.key, c.pool = k, p
+	return c, nil
+}
+
+func closeAll(cs []*Conn) {
+	for _, c := range cs {
+		_ = c.Close()
+	}
+}
+
+// forget frees one place of key's connections.
+func (p *Pool) forget(k string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pc := p.peers[k]
+	if pc == nil {
+		return
+	}
+	if pc.open--; pc.open <= 0 && len(pc.idle) == 0 {
+		delete(p.peers, k)
+	}
+}
+
+func (p *Pool) dial(ctx context.Context, addr string, key ed25519.PublicKey) (*Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.HandshakeTimeout)
+	defer cancel()
+	var d net.Dialer
+	raw, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("tlspool: dial %s: %w", addr, err)
+	}
+	tc := tls.Client(raw, &tls.Config{
+		MinVersion:         tls.VersionTLS13,
+		Certificates:       []tls.Certificate{p.cfg.Certificate},
+		InsecureSkipVerify: true, // VerifyPeerCertificate checks the pinned key
+		ServerName:         "nodeld",
+		VerifyPeerCertificate: func(rawCerts [][]byte, _ [][]*x509.Certificate) error {
+			got, err := peerKey(rawCerts)
+			if err != nil {
+				return err
+			}
+			if !got.Equal(key) {
+				return ErrKeyMismatch
+			}
+			return nil
+		},
+	})
+	// The context bounds the handshake and the admission byte.
+	stop := context.AfterFunc(ctx, func() { _ = raw.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	if err := tc.HandshakeContext(ctx); err != nil {
+		_ = raw.Close()
+		if errors.Is(err, ErrKeyMismatch) {
+			return nil, fmt.Errorf("tlspool: %s: %w", addr, ErrKeyMismatch)
+		}
+		return nil, fmt.Errorf("tlspool: handshake with %s: %w", addr, err)
+	}
+	var b [1]byte
+	if _, err := io.ReadFull(tc, b[:]); err != nil || b[0] != admitted {
+		_ = raw.Close()
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("tlspool: admission by %s: %w", addr, context.Cause(ctx))
+		}
+		return nil, fmt.Errorf("tlspool: %s: %w", addr, ErrNotAdmitted)
+	}
+	if !stop() {
+		// The deadline was set as the read returned: the connection
+		// cannot be trusted to be usable.
+		_ = raw.Close()
+		return nil, fmt.Errorf("tlspool: admission by %s: %w", addr, context.Cause(ctx))
+	}
+	return &Conn{Conn: tc}, nil
+}
+
+// Put gives back a connection after a complete exchange (nothing unread,
+// nothing half-written) for reuse; it is closed instead when the pool
+// keeps MaxIdlePerPeer idle connections of its peer already or is closed.
+func (p *Pool) Put(c *Conn) {
+	if c.pool != p {
+		_ = c.Close()
+		return
+	}
+	p.mu.Lock()
+	pc := p.peers[c.key]
+	if p.closed || pc == nil || len(pc.idle) >= p.cfg.MaxIdlePerPeer {
+		p.mu.Unlock()
+		_ = c.Close()
+		return
+	}
+	c.idleSince = p.cfg.Now()
+	pc.idle = append(pc.idle, c)
+	p.mu.Unlock()
+}
+
+// Stats returns the pool's counts.
+func (p *Pool) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.stats
+	for _, pc := range p.peers {
+		s.Open += pc.open
+		s.Idle += len(pc.idle)
+	}
+	return s
+}
+
+// CloseIdle closes every idle connection.
+func (p *Pool) CloseIdle() {
+	p.mu.Lock()
+	var idle []*Conn
+	for _, pc := range p.peers {
+		idle = append(idle, pc.idle...)
+		pc.idle = nil
+	}
+	p.mu.Unlock()
+	closeAll(idle)
+}
+
+// Close closes the idle connections and makes Get fail from now on;
+// connections in use are closed when they are put back.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.CloseIdle()
+}
+
+// peerKey returns the Ed25519 key of a self-signed certificate as
+// presented in a handshake.
+func peerKey(rawCerts [][]byte) (ed25519.PublicKey, error) {
+	if len(rawCerts) == 0 {
+		return nil, errors.New("tlspool: peer presented no certificate")
+	}
+	cert, err := x509.ParseCertificate(rawCerts[0])
+	if err != nil {
+		return nil, fmt.Errorf("tlspool: parse peer certificate: %w", err)
+	}
+	pub, ok := cert.PublicKey.(ed25519.PublicKey)
+	if !ok {
+		return nil, fmt.Errorf("tlspool: peer certificate key is %T, not Ed25519", cert.PublicKey)
+	}
+	if err := cert.CheckSignature(cert.SignatureAlgorithm, cert.RawTBSCertificate, cert.Signature); err != nil {
+		return nil, fmt.Errorf("tlspool: peer certificate is not self-signed by its key: %w", err)
+	}
+	return pub, nil
+}
