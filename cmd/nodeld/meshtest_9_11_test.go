@@ -419,7 +419,7 @@ type replayStep struct {
 // one replay each.)
 func TestMeshtest_9_11_ReplayStopsWhenPeerLeaves(t *testing.T) {
 	t.Parallel()
-	_, anchor := lcPackage(t)
+	_, anchor := meshEchoPackage(t)
 	m := newMesh(t, "a", "b")
 	idB := m.id("b")
 	cfgB := m.config("b", []peer{{name: "a", tier: "paired"}}, meshHost(m.node("a").key, anchor))

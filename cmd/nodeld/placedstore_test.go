@@ -11,7 +11,8 @@ import (
 // never replaces a version); one from elsewhere is copied into
 // <data_dir>/placed.
 func TestPlacedStoreKeepsStorePackagesInPlace(t *testing.T) {
-	pkgDir, anchor := lcPackage(t)
+	t.Parallel()
+	pkgDir, anchor := meshEchoPackage(t)
 	anchors, err := pkg.ParseAnchors([]string{anchor})
 	if err != nil {
 		t.Fatal(err)
