@@ -52,7 +52,7 @@ test-deps:
 
 test: test-deps
 	$(GO) vet ./...
-	$(GO) test -race -count=1 -timeout 12m ./...  # cmd/nodeld alone takes about 6 minutes on 2 cores
+	$(GO) test -race -count=1 -timeout 12m ./...  # cmd/nodeld is the longest package: BENCHMARKS.md "Test time"
 	FUZZTIME=$(FUZZTIME) bash scripts/fuzz.sh
 
 fuzz:

@@ -43,6 +43,7 @@ func chainRefusals(t *testing.T, path string) []map[string]any {
 // way; its calls to itself, signed and checked with the same shifted
 // clock, pass. Without the flag's wiring both describes would succeed.
 func TestClockOffsetSkewsCtl(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	meshAddr, others := clusterAddrs(t)
 	delete(meshAddr, "c")

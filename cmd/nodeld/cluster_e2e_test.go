@@ -67,6 +67,7 @@ func clusterNode(name, dataDir, meshAddr string, peers map[string]string, role s
 // stopping the serving node fails over to the other; stopping both makes
 // C answer 503.
 func TestClusterServesRoleOverMesh(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	meshAddr, others := clusterAddrs(t)
 	echoA, echoB := freeAddr(t), freeAddr(t)

@@ -166,7 +166,8 @@ func postChat(t *testing.T, base, content string) (int, string, string) {
 // explanation. A's config gives its peers no key, as the shipped cluster
 // configs do: they become targets once pinned on first contact.
 func TestControllerPlacesWhereTheEngineChooses(t *testing.T) {
-	pkgDir, anchor := signedEchoPackage(t)
+	t.Parallel()
+	pkgDir, anchor := meshEchoPackage(t)
 	cl := newCtlCluster(t, "a", "b", "c")
 	cl.tofu["a"] = true
 	b := startNodeAt(t, cl.dirs["b"], cl.config("b", map[string]string{"a": "paired", "c": "paired"},
@@ -373,7 +374,8 @@ func lineWith(out, prefix string) string {
 // placement is lost and moves to A; turning the controller off is refused
 // (a restart), keeping everything as it was.
 func TestControllerReloadAppliesTargets(t *testing.T) {
-	pkgDir, anchor := signedEchoPackage(t)
+	t.Parallel()
+	pkgDir, anchor := meshEchoPackage(t)
 	cl := newCtlCluster(t, "a", "b")
 	b := startNodeAt(t, cl.dirs["b"], cl.config("b", map[string]string{"a": "paired"},
 		"inference:\n  probe_interval: 300ms\n  roles:\n    - name: chat\n      listen: 127.0.0.1:0\n"+hostSection(cl.keys["a"], anchor), false), nil)
@@ -485,6 +487,7 @@ func planeEntries(t *testing.T, path string) string {
 //     the node, which reports it unknown), and the replaced placement is
 //     forgotten.
 func TestControllerSurvivesKills(t *testing.T) {
+	t.Parallel()
 	const (
 		tick      = time.Second
 		deadAfter = 2 * time.Second
@@ -492,7 +495,7 @@ func TestControllerSurvivesKills(t *testing.T) {
 		// dead node is found within dead_after + 2 ticks of its death.
 		describe = 400 * time.Millisecond
 	)
-	pkgDir, anchor := signedEchoPackage(t)
+	pkgDir, anchor := meshEchoPackage(t)
 	cl := newCtlCluster(t, "a", "b", "c")
 	cfgs := map[string]string{
 		"a": cl.config("a", map[string]string{"b": "paired", "c": "paired"},
@@ -662,6 +665,7 @@ func chainTime(t *testing.T, path, kind, match string) time.Time {
 // valid, but config check says that it will place nothing (default
 // deny); with a policy, a peer and anchors it says nothing more.
 func TestConfigCheckNotesAnIdleController(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	write := func(name, body string) string {
 		p := filepath.Join(dir, name)
@@ -696,7 +700,8 @@ func TestConfigCheckNotesAnIdleController(t *testing.T) {
 // workload is placed anew); a reload that drops the declaration takes it
 // down.
 func TestControllerDeclaredWorkload(t *testing.T) {
-	pkgDir, anchor := signedEchoPackage(t)
+	t.Parallel()
+	pkgDir, anchor := meshEchoPackage(t)
 	cl := newCtlCluster(t, "a", "b", "c")
 	b := startNodeAt(t, cl.dirs["b"], cl.config("b", map[string]string{"a": "paired", "c": "paired"},
 		"inference:\n  probe_interval: 300ms\n  roles:\n    - name: chat\n      listen: 127.0.0.1:0\n      expose: true\n      serve_to: [c]\n"+

@@ -105,6 +105,7 @@ func startOperator(t *testing.T) (string, *identity.Identity) {
 }
 
 func TestCtlAgainstOperatorSocket(t *testing.T) {
+	t.Parallel()
 	sock, id := startOperator(t)
 	tests := []struct {
 		name    string
@@ -145,6 +146,7 @@ func TestCtlAgainstOperatorSocket(t *testing.T) {
 }
 
 func TestCtlUsageAndNoDaemon(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "n.yaml")
 	if err := os.WriteFile(cfg, []byte(nodeConfig(filepath.Join(dir, "data"), "")), 0o600); err != nil {

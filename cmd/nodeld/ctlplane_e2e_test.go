@@ -15,7 +15,8 @@ import (
 // first, by an 8-character prefix, is rebuilt from the audit chain:
 // source chain, the decision and the candidates as they were.
 func TestCtlExplainReadsTheChain(t *testing.T) {
-	pkgDir, anchor := signedEchoPackage(t)
+	t.Parallel()
+	pkgDir, anchor := meshEchoPackage(t)
 	cl := newCtlCluster(t, "a")
 	a := startNodeAt(t, cl.dirs["a"], cl.config("a", nil, controllerSection(anchor, "200ms", "5s", "3s")+hostSection(cl.keys["a"], anchor), false), nil)
 	sock := a.n.config().SocketPath()
@@ -60,7 +61,8 @@ func TestCtlExplainReadsTheChain(t *testing.T) {
 // host runs it again, and the controller's placement is no longer
 // stopped, running as far as its lifecycle knows.
 func TestCtlStartThroughController(t *testing.T) {
-	pkgDir, anchor := signedEchoPackage(t)
+	t.Parallel()
+	pkgDir, anchor := meshEchoPackage(t)
 	cl := newCtlCluster(t, "a")
 	a := startNodeAt(t, cl.dirs["a"], cl.config("a", nil, controllerSection(anchor, "200ms", "5s", "3s")+hostSection(cl.keys["a"], anchor), false), nil)
 	sock := a.n.config().SocketPath()

@@ -12,6 +12,7 @@ import (
 // through the socket path written in it, and says so; one whose socket
 // cannot be read either says to pass --socket.
 func TestCtlMalformedConfigFallsBackToItsSocket(t *testing.T) {
+	t.Parallel()
 	n := startNode(t, nodeConfig("%s", ""), nil)
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.yaml")

@@ -12,6 +12,7 @@ import (
 // store does not hold is listed by ctl workloads with its state and
 // reason, counted in /v1/status, and named on the status's declared line.
 func TestCtlWorkloadsShowsUnplaceable(t *testing.T) {
+	t.Parallel()
 	anchor := strings.Repeat("ab", 32)
 	cfg := nodeConfig("%s", controllerSection(anchor, "200ms", "5s", "2s")+
 		"  workloads:\n    - name: ghost\n      package: nope\n")

@@ -15,6 +15,7 @@ import (
 // like its runtime, and status shows it as discovered. (The candidates
 // stand in for the well-known ports, which a test never binds.)
 func TestNodeDiscoversModelServer(t *testing.T) {
+	t.Parallel()
 	ollama := runnertest.NewServer(t, "ollama", "llama3.2:3b")
 	tn := startNode(t, `node: {data_dir: %s}
 log: {level: info, format: json}

@@ -40,6 +40,7 @@ type failoverSample struct {
 // figures (time to move, requests failed) are logged for BENCHMARKS.md:
 // go test -run TestFailoverOnKill -v ./cmd/nodeld/
 func TestFailoverOnKill(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	meshAddr, others := clusterAddrs(t)
 	// The shipped defaults: no keepalive or liveness_timeout in the files.

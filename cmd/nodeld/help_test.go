@@ -92,6 +92,7 @@ func TestUsageNamesEveryVerb(t *testing.T) {
 // its --help shows --config alone, and a revoke flag given to it is a
 // usage error, as is a stray argument; revoke keeps its flags.
 func TestRevocationsHelpListsItsFlags(t *testing.T) {
+	t.Parallel()
 	var out, errb bytes.Buffer
 	if rc := exitCode(run(context.Background(), []string{"package", "revocations", "--help"}, &out, &errb), &errb); rc != 0 {
 		t.Fatalf("package revocations --help: exit %d:\n%s", rc, errb.String())

@@ -94,6 +94,9 @@ echo "survived ${#x}"
 // one that allocates past its declared memory is killed by the kernel,
 // reported and restarted while its neighbour serves on (acceptance 3).
 func TestIsolationE2E(t *testing.T) {
+	// Parallel with other daemons: each one's instance cgroups and
+	// scratch directories are named after its node id.
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to switch uids and create cgroups (CI runs as root)")
 	}
@@ -229,23 +232,15 @@ func lineOf(out, s string) string {
 // variant requires isolation.fs is placed nowhere, the engine naming the
 // missing record in ctl explain (acceptance 4).
 func TestIsolationOffRefusesRequiringPackage(t *testing.T) {
-	pkgDir, anchor := signedEchoPackage(t)
-	// Rebuild it with a variant that requires filesystem isolation.
+	t.Parallel()
+	// The echo-llm package with a variant that requires filesystem
+	// isolation.
 	tmpl, err := os.ReadFile("../../examples/packages/echo-llm/manifest.template.json")
 	if err != nil {
 		t.Fatal(err)
 	}
 	tmpl = bytes.Replace(tmpl, []byte(`"resources":`), []byte(`"requirements": [{"select": "isolation.fs"}], "resources":`), 1)
-	tmplPath := filepath.Join(t.TempDir(), "manifest.json")
-	if err := os.WriteFile(tmplPath, tmpl, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	key := filepath.Join(filepath.Dir(pkgDir), "publisher.key")
-	for _, args := range [][]string{{"package", "build", "--manifest", tmplPath, pkgDir}, {"package", "sign", "--key", key, pkgDir}} {
-		if _, errOut, rc := runCLI(t, args...); rc != 0 {
-			t.Fatalf("%v: %q", args, errOut)
-		}
-	}
+	pkgDir, anchor := meshPackage(t, "echo-llm-needs-fs", string(tmpl), nil)
 	cl := newCtlCluster(t, "a")
 	off := "  isolation:\n    filesystem: off\n    resources: off\n    users: off\n"
 	a := startNodeAt(t, cl.dirs["a"], cl.config("a", nil, controllerSection(anchor, "200ms", "5s", "3s")+hostSection(cl.keys["a"], anchor)+off, false), nil)
@@ -291,6 +286,7 @@ func TestIsolationOffRefusesRequiringPackage(t *testing.T) {
 // node key, the data dir, the chain and the package out of an instance's
 // reach (acceptance 2).
 func TestIsolationNonRootDaemon(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to start nodeld as another user (CI runs as root)")
 	}

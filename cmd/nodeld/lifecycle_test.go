@@ -17,6 +17,7 @@ import (
 // bad and then a good config, SIGTERM, exit 0, and a chain that verifies
 // and records start, both reloads and stop.
 func TestDaemonLifecycle(t *testing.T) {
+	t.Parallel()
 	dataDir := filepath.Join(t.TempDir(), "data")
 	d := startDaemon(t, dataDir, nodeConfig(dataDir, ""))
 	d.waitReady()
@@ -177,6 +178,7 @@ func promtoolCheck(t *testing.T, exposition string) {
 }
 
 func TestCLIKeygenAndID(t *testing.T) {
+	t.Parallel()
 	dataDir := filepath.Join(t.TempDir(), "data")
 	cfg := filepath.Join(t.TempDir(), "n.yaml")
 	if err := os.WriteFile(cfg, []byte(nodeConfig(dataDir, "")), 0o600); err != nil {
@@ -216,6 +218,7 @@ func TestCLIKeygenAndID(t *testing.T) {
 }
 
 func TestCLIConfigCheck(t *testing.T) {
+	t.Parallel()
 	root := filepath.Join("..", "..", "configs")
 	files, _ := filepath.Glob(filepath.Join(root, "cluster", "*.yaml"))
 	files = append(files, filepath.Join(root, "nodeld.yaml"))

@@ -6,11 +6,8 @@ package main
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -74,58 +71,9 @@ func (lc *lcCluster) aConfig(tierC, extra string) string {
 	return lc.m.config("a", peers, lcController(lc.anchor, extra))
 }
 
-// lcPkg is the signed echo-llm package every lcCluster places, built once
-// per test binary in the directory of echoBinary (TestMain removes it): the
-// build runs the nodeld binary three times, seconds under -race.
-var lcPkg struct {
-	once        sync.Once
-	dir, anchor string
-	err         error
-}
-
-func lcPackage(t *testing.T) (dir, anchor string) {
-	t.Helper()
-	lcPkg.once.Do(func() {
-		root := filepath.Join(filepath.Dir(echoBinary(t)), "lc")
-		dir := filepath.Join(root, "echo-llm")
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			lcPkg.err = err
-			return
-		}
-		data, err := os.ReadFile(echoBinary(t))
-		if err == nil {
-			err = os.WriteFile(filepath.Join(dir, "echo-llm"), data, 0o755)
-		}
-		if err != nil {
-			lcPkg.err = err
-			return
-		}
-		key := filepath.Join(root, "publisher.key")
-		out, errOut, rc := runCLI(t, "package", "keygen", "--out", key)
-		if rc != 0 {
-			lcPkg.err = fmt.Errorf("package keygen: %q", errOut)
-			return
-		}
-		for _, args := range [][]string{
-			{"package", "build", "--manifest", "../../examples/packages/echo-llm/manifest.template.json", dir},
-			{"package", "sign", "--key", key, dir},
-		} {
-			if _, errOut, rc := runCLI(t, args...); rc != 0 {
-				lcPkg.err = fmt.Errorf("%v: %q", args, errOut)
-				return
-			}
-		}
-		lcPkg.dir, lcPkg.anchor = dir, strings.TrimSpace(out)
-	})
-	if lcPkg.err != nil || lcPkg.dir == "" {
-		t.Fatalf("the test package was not built: %v", lcPkg.err)
-	}
-	return lcPkg.dir, lcPkg.anchor
-}
-
 func newLC(t *testing.T, o lcOpts) *lcCluster {
 	t.Helper()
-	pkgDir, anchor := lcPackage(t)
+	pkgDir, anchor := meshEchoPackage(t)
 	names := []string{"a", "b", "c"}
 	if o.twoNodes {
 		names = names[:2]

@@ -13,7 +13,8 @@ import (
 // the one resolver): ctl describe, status, place and stop by name reach
 // its host as "self" does.
 func TestOwnNameWithoutController(t *testing.T) {
-	pkgDir, anchor := signedEchoPackage(t)
+	t.Parallel()
+	pkgDir, anchor := meshEchoPackage(t)
 	cl := newCtlCluster(t, "a")
 	a := startNodeAt(t, cl.dirs["a"], cl.config("a", nil, hostSection(cl.keys["a"], anchor), false), nil)
 	sock := a.n.config().SocketPath()
@@ -41,7 +42,8 @@ func TestOwnNameWithoutController(t *testing.T) {
 // NODE, and in controller.policy.deny_nodes (a reload that denies it by
 // name makes a dry run unplaceable there).
 func TestOwnNameWithController(t *testing.T) {
-	pkgDir, anchor := signedEchoPackage(t)
+	t.Parallel()
+	pkgDir, anchor := meshEchoPackage(t)
 	cl := newCtlCluster(t, "a")
 	ctrl := controllerSection(anchor, "200ms", "5s", "3s")
 	cfg := func(extra string) string {

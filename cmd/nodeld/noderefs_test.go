@@ -16,6 +16,7 @@ import (
 // from its key in the data dir); a reload refuses the same, and keeps the
 // config in force.
 func TestConfigCheckRefusesUnknownNodeRefs(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	dataDir := filepath.Join(dir, "data")
 	makeKey(t, dataDir)

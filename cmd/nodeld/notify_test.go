@@ -13,6 +13,7 @@ import (
 // watchdog: it must send READY=1 once ready, WATCHDOG=1 pings, and
 // STOPPING=1 on SIGTERM, on the socket in NOTIFY_SOCKET.
 func TestSystemdNotify(t *testing.T) {
+	t.Parallel()
 	sockPath := filepath.Join(t.TempDir(), "notify.sock")
 	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sockPath, Net: "unixgram"})
 	if err != nil {

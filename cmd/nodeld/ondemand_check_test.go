@@ -15,6 +15,7 @@ import (
 // no node has (through the one node resolver) and an on-demand setting
 // that would do nothing.
 func TestConfigCheckOnDemand(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	dataDir := filepath.Join(dir, "data")
 	makeKey(t, dataDir)

@@ -52,7 +52,8 @@ func newODMesh(t *testing.T, onDemand string, withD bool) *odMesh {
 }
 
 // newODMeshHold is newODMesh with hold, more keys of the consumers'
-// proxy.hold (indented four spaces).
+// proxy.hold (indented four spaces); max_wait among them replaces the
+// harness's 20s.
 func newODMeshHold(t *testing.T, onDemand string, withD bool, hold string) *odMesh {
 	t.Helper()
 	pkgDir, anchor := odPackage(t)
@@ -80,7 +81,11 @@ func newODMeshHold(t *testing.T, onDemand string, withD bool, hold string) *odMe
 	// request B refuses over_capacity waits for a slot (proxy.ErrPeerBusy).
 	b = strings.Replace(b, odRoleSection, "inference:\n  probe_interval: 100ms\n  roles:\n    - name: chat\n      listen: 127.0.0.1:0\n      expose: true\n      serve_to: "+serveTo+"\n", 1)
 	consumer := func(name string) string {
-		cfg := m.config(name, peersOf(name), "proxy:\n  hold:\n    max_wait: 20s\n"+hold)
+		holdSection := "proxy:\n  hold:\n    max_wait: 20s\n" + hold
+		if strings.Contains(hold, "max_wait:") {
+			holdSection = "proxy:\n  hold:\n" + hold
+		}
+		cfg := m.config(name, peersOf(name), holdSection)
 		return strings.Replace(cfg, odRoleSection, odRoleSection+"      use_from: [b]\n", 1)
 	}
 	a := m.config("a", peersOf("a"), meshController(anchor,
@@ -245,9 +250,9 @@ func (o *odMesh) placedCount() int {
 // C's role port while the workload is cold is held; C demands it of A,
 // A places it on B, and B's instance answers. The time from B's instance
 // becoming healthy (B's table resolving it) to C's first byte is
-// reported.
+// reported. Not parallel: its bound is wall-clock time, so it runs
+// before the package's parallel tests start, not beside them.
 func TestOnDemandColdStartAcrossTheMesh(t *testing.T) {
-	t.Parallel()
 	o := newODMesh(t, "        max_wait: 20s\n        idle_after: 2s\n        min_residency: 1s\n        demand_from: [c]\n", false)
 	idB := o.m.id("b")
 	base := o.c.roleBase()
@@ -526,9 +531,17 @@ func TestOnDemandControllerGoneHeldRequestTimesOut(t *testing.T) {
 // that goes away leaves the queue. 1,000 demand calls from C, as fast as
 // they go, are coalesced or rate limited: A starts one instance, and its
 // chain grows by a bounded count. The two held requests are then answered.
+// The flood's calls and the held requests' wait (C's proxy.hold.max_wait
+// and the workload's on_demand.max_wait) have floodBudget, not the
+// harness's 20 s: under -race on a loaded two-core machine 1,000 demand
+// calls can take longer than that (internal/demand's TestDemandFlood took
+// 49 s), and the held requests were then refused for their wait or the
+// calls for their context, neither of which this test is about.
 func TestOnDemandQueueBoundDisconnectAndDemandFlood(t *testing.T) {
 	t.Parallel()
-	o := newODMeshHold(t, "        max_wait: 20s\n        demand_from: [c]\n", false, "    queue: 3\n")
+	const floodBudget = 3 * time.Minute
+	o := newODMeshHold(t, "        max_wait: "+floodBudget.String()+"\n        demand_from: [c]\n", false,
+		"    queue: 3\n    max_wait: "+floodBudget.String()+"\n")
 	idA, idB := o.m.id("a"), o.m.id("b")
 	base := o.c.roleBase()
 	depth := func() float64 { return o.c.counter("nodeld_proxy_hold_queue_depth", map[string]string{"role": "chat"}) }
@@ -568,7 +581,7 @@ func TestOnDemandQueueBoundDisconnectAndDemandFlood(t *testing.T) {
 
 	// The flood, from C's own key over its link to A.
 	before := len(o.a.entries())
-	fctx, fcancel := context.WithTimeout(context.Background(), waitTimeout)
+	fctx, fcancel := context.WithTimeout(context.Background(), floodBudget)
 	defer fcancel()
 	var mu sync.Mutex
 	codes := map[string]int{}

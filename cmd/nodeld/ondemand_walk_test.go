@@ -319,6 +319,7 @@ func (w *walkNode) counter(name, workload string) float64 {
 var walkTrace = []string{"a", "b", "a", "a", "c", "a", "b", "c"}
 
 func TestOnDemandWalkThroughOneHost(t *testing.T) {
+	t.Parallel()
 	w := startWalkNode(t, time.Hour)
 	// The trace, each request sent when the previous answered: all 8
 	// answered, each by its own model.
@@ -381,6 +382,7 @@ func fcfsSwaps(trace []string) int {
 }
 
 func TestOnDemandWalkThroughIdleUnload(t *testing.T) {
+	t.Parallel()
 	w := startWalkNode(t, 300*time.Millisecond)
 	if _, err := w.ask("a"); err != nil {
 		t.Fatal(err)

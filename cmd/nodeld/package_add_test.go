@@ -13,6 +13,7 @@ import (
 // foreign signer and a config without anchors are refused, and the store
 // is left as it was.
 func TestCLIPackageAdd(t *testing.T) {
+	t.Parallel()
 	tmp, dir, keyOut, _, rc := newPackageWork(t)
 	anchor := strings.TrimSpace(keyOut)
 	if rc != 0 {

@@ -31,6 +31,7 @@ func newPackageWork(t *testing.T) (tmp, dir, keyOut, errOut string, rc int) {
 // keygen, build, sign, verify; then a tampered file, a foreign anchor and
 // a revoked signer are each refused with exit 1 and the reason.
 func TestCLIPackage(t *testing.T) {
+	t.Parallel()
 	tmp, dir, keyOut, errOut, rc := newPackageWork(t)
 	anchor := strings.TrimSpace(keyOut)
 	if rc != 0 || !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(anchor) {
@@ -91,6 +92,7 @@ func TestCLIPackage(t *testing.T) {
 // A manifest template with anything after the manifest object is refused,
 // a stray closing bracket included; the template as it is builds.
 func TestPackageBuildRefusesTrailingData(t *testing.T) {
+	t.Parallel()
 	tmpl, err := os.ReadFile("../../examples/packages/echo-llm/manifest.template.json")
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 // role's port, the node's signed facts carry its measured time to first
 // byte and tokens per second as perf.infer.chat records.
 func TestMeasuredPerfReachesSignedFacts(t *testing.T) {
+	t.Parallel()
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		switch r.URL.Path {

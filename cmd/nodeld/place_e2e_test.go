@@ -15,6 +15,7 @@ import (
 // daemon fetch, verify and start it, its role serves through the role port,
 // and stop and unload take it down.
 func TestPlaceSelfThroughOperatorSocket(t *testing.T) {
+	t.Parallel()
 	tmp := t.TempDir()
 	dataDir := filepath.Join(tmp, "data")
 	pkgDir := filepath.Join(tmp, "echo-llm")

@@ -25,45 +25,14 @@ func preKey(t *testing.T, dataDir string) string {
 	return regexp.MustCompile(`public key: ([0-9a-f]{64})`).FindStringSubmatch(out)[1]
 }
 
-// signedEchoPackage builds and signs the echo-llm package in a temp dir
-// and returns the dir and the publisher key hex.
-func signedEchoPackage(t *testing.T) (string, string) {
-	t.Helper()
-	tmp := t.TempDir()
-	dir := filepath.Join(tmp, "echo-llm")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(echoBinary(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "echo-llm"), data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	key := filepath.Join(tmp, "publisher.key")
-	out, errOut, rc := runCLI(t, "package", "keygen", "--out", key)
-	if rc != 0 {
-		t.Fatalf("package keygen: %q", errOut)
-	}
-	for _, args := range [][]string{
-		{"package", "build", "--manifest", "../../examples/packages/echo-llm/manifest.template.json", dir},
-		{"package", "sign", "--key", key, dir},
-	} {
-		if _, errOut, rc := runCLI(t, args...); rc != 0 {
-			t.Fatalf("%v: %q", args, errOut)
-		}
-	}
-	return dir, strings.TrimSpace(out)
-}
-
 // TestPlaceOnPeerServedToThirdNode: the operator on A places a signed
 // package on B over the mesh; B starts it and serves role chat to C,
 // whose role port answers through B. A node that is not B's controller is
 // refused; stopping the instance makes C answer 503.
 func TestPlaceOnPeerServedToThirdNode(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
-	pkgDir, anchor := signedEchoPackage(t)
+	pkgDir, anchor := meshEchoPackage(t)
 	dirs := map[string]string{"a": filepath.Join(root, "a"), "b": filepath.Join(root, "b"), "c": filepath.Join(root, "c")}
 	keyA := preKey(t, dirs["a"])
 	meshAddr := map[string]string{"a": freeUDPAddr(t), "b": freeUDPAddr(t), "c": freeUDPAddr(t)}

@@ -72,6 +72,7 @@ func (e *echoServer) kill() {
 // (model_loading, after proxy.hold.max_wait: it was served a moment ago);
 // restarting it serves again without restarting nodeld.
 func TestRoleServedByAdoptedInstance(t *testing.T) {
+	t.Parallel()
 	upstream := freeAddr(t)
 	echo := startEcho(t, upstream)
 	dataDir := filepath.Join(t.TempDir(), "data")

@@ -15,6 +15,7 @@ import (
 // socket that is not there; once the socket listens, the node is ready and
 // ctl reaches it.
 func TestReadyWaitsForOperatorSocket(t *testing.T) {
+	t.Parallel()
 	tn := buildNode(t, t.TempDir(), `node: {data_dir: %s}
 log: {level: info, format: json}
 admin: {listen: "127.0.0.1:0"}

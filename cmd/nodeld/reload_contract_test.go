@@ -18,6 +18,7 @@ import (
 // ticks at the new period (it describes its own host at every tick),
 // where before the reload it would not have ticked for an hour.
 func TestReloadChangesControllerTick(t *testing.T) {
+	t.Parallel()
 	pub, _, err := ed25519.GenerateKey(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -76,6 +77,7 @@ func TestReloadChangesControllerTick(t *testing.T) {
 // the reload contract (a Prepare method) has its step in the one list, by
 // its field's name, so a component added without one fails here.
 func TestReloadStepsCoverComponents(t *testing.T) {
+	t.Parallel()
 	pub, _, err := ed25519.GenerateKey(nil)
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 // TestPeerRemovedByReload: taking a peer out of the config and sending
 // SIGHUP closes its link and stops it resolving at once.
 func TestPeerRemovedByReload(t *testing.T) {
+	t.Parallel()
 	root := t.TempDir()
 	meshAddr := map[string]string{"a": freeUDPAddr(t), "b": freeUDPAddr(t), "c": freeUDPAddr(t)}
 	upstream := freeAddr(t)

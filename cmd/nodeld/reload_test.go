@@ -98,6 +98,7 @@ func sameState(t *testing.T, before, after nodeState) {
 // and every component exactly as before: the new port not bound, the old
 // role still served.
 func TestReloadIsAllOrNothing(t *testing.T) {
+	t.Parallel()
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -243,6 +244,7 @@ func signedSeq(t *testing.T, tn *testNode) uint64 {
 // TestReloadChainFailureAborts: a reload whose chain record cannot be
 // written is not taken: the new port is closed again and nothing changed.
 func TestReloadChainFailureAborts(t *testing.T) {
+	t.Parallel()
 	tn := startNode(t, reloadBase, nil)
 	before := tn.state()
 	embedAddr := freeAddr(t)

@@ -14,6 +14,7 @@ import (
 // loopback ports; data in ./nodeld-data of a temp working directory):
 // C, which has no model, is served role chat by A or B over the mesh.
 func TestShippedClusterConfigs(t *testing.T) {
+	t.Parallel()
 	work := t.TempDir()
 	cfgDir, err := filepath.Abs(filepath.Join("..", "..", "configs", "cluster"))
 	if err != nil {

@@ -161,7 +161,8 @@ func (l *roleLoad) results() (map[string]int, []string) {
 // the registration while forwarding, a few requests resolved just before
 // the withdrawal still met the closing instance.
 func TestStopHandsRoleToStandbyWithoutErrors(t *testing.T) {
-	pkgDir, anchor := signedEchoPackage(t)
+	t.Parallel()
+	pkgDir, anchor := meshEchoPackage(t)
 	standby := freeAddr(t)
 	startEcho(t, standby) // model echo-e2e
 

@@ -11,6 +11,7 @@ import (
 // and refuses one, so no operator can turn a test hook on; the test build
 // has them.
 func TestShippedBinaryHasNoTestFlags(t *testing.T) {
+	t.Parallel()
 	out, _ := exec.Command(shippedBinary(t), "run", "--help").CombinedOutput()
 	if !strings.Contains(string(out), "-chain-reset") {
 		t.Fatalf("nodeld run --help shows no flags at all:\n%s", out)

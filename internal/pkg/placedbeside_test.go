@@ -9,6 +9,7 @@ import (
 // never replaces a version); one from elsewhere is copied into
 // <data_dir>/placed.
 func TestPlacedStoreKeepsStorePackagesInPlace(t *testing.T) {
+	t.Parallel()
 	key := testKey(t)
 	anchors := Anchors{pubOf(key)}
 	pkgDir := makeVersion(t, key, "echo", "0.1.0", "one")
