@@ -109,7 +109,7 @@ func TestFleetPageInChromium(t *testing.T) {
 		deadAfter = 2 * time.Second
 		describe  = 400 * time.Millisecond
 	)
-	pkgDir, anchor := signedEchoPackage(t)
+	pkgDir, anchor := meshEchoPackage(t)
 	cl := newCtlCluster(t, "a", "b", "c")
 	cfgs := map[string]string{
 		"a": cl.config("a", map[string]string{"b": "paired", "c": "paired"},
