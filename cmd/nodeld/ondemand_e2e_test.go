@@ -247,18 +247,24 @@ func (o *odMesh) placedCount() int {
 }
 
 // TestOnDemandColdStartAcrossTheMesh (issue 24 acceptance 1): a request on
-// C's role port while the workload is cold is held; C demands it of A,
-// A places it on B, and B's instance answers. The time from B's instance
-// becoming healthy (B's table resolving it) to C's first byte is
-// reported. Not parallel: its bound is wall-clock time, so it runs
-// before the package's parallel tests start, not beside them.
+// C's role port while the workload is cold (no instance in B's table) is
+// held; C demands it of A, A places it on B, and B's instance answers,
+// three cold starts in a row. The causality is asserted: each answer is
+// B's instance's (its route and echo), B's table holds the instance when
+// it comes, and A placed once per cold start. The time from B's instance
+// becoming healthy to C's first byte is only logged: its bound (200 ms)
+// is BenchmarkOnDemandColdStart's (make bench-cold), not a timed test's.
 func TestOnDemandColdStartAcrossTheMesh(t *testing.T) {
+	t.Parallel()
 	o := newODMesh(t, "        max_wait: 20s\n        idle_after: 2s\n        min_residency: 1s\n        demand_from: [c]\n", false)
 	idB := o.m.id("b")
 	base := o.c.roleBase()
 	const runs = 3
 	var lat []time.Duration
 	for i := range runs {
+		if _, ok := o.b.n.table.Resolve("chat"); ok {
+			t.Fatalf("cold start %d: B's table resolves chat before the request", i)
+		}
 		healthy, healthyAt := o.localReady()
 		got := make(chan odAnswer, 1)
 		go func() { got <- postOD(base, fmt.Sprintf("cold %d", i)) }()
@@ -268,6 +274,11 @@ func TestOnDemandColdStartAcrossTheMesh(t *testing.T) {
 		o.tickUntil("the held request to be answered", served)
 		if ans.err != nil || ans.code != 200 || ans.route != idB || !strings.Contains(ans.body, fmt.Sprintf("echo: cold %d", i)) {
 			t.Fatalf("C's answer %d: %+v\n%s", i, ans, o.dump())
+		}
+		// B answered from its instance, so its table holds it (nothing
+		// unloads it before the cluster's clock is advanced below).
+		if _, ok := o.b.n.table.Resolve("chat"); !ok {
+			t.Fatalf("cold start %d: answered by B, but B's table does not resolve chat\n%s", i, o.dump())
 		}
 		select {
 		case <-healthy:
@@ -300,10 +311,8 @@ func TestOnDemandColdStartAcrossTheMesh(t *testing.T) {
 		})
 	}
 	slices.Sort(lat)
-	t.Logf("healthy on B to first byte on C over %d cold starts: median %s, all %v", runs, lat[len(lat)/2], lat)
-	if med := lat[len(lat)/2]; med > 200*time.Millisecond {
-		t.Errorf("median healthy to first byte %s, want at most 200ms", med)
-	}
+	t.Logf("healthy on B to first byte on C over %d cold starts (see BenchmarkOnDemandColdStart): median %s, all %v",
+		runs, lat[len(lat)/2], lat)
 }
 
 // counter sums the samples of metric name in the node's registry whose

@@ -356,6 +356,9 @@ type clusterOpts struct {
 	noFacts bool
 	// now is the host's clock; nil means time.Now.
 	now func() time.Time
+	// healthInterval is the supervisors' health poll period; zero means
+	// 50 ms.
+	healthInterval time.Duration
 	// audit and recorder, when set, replace the fake audit (which then
 	// stays empty) and the recorder that chains every event to it.
 	audit    Auditor
@@ -410,10 +413,13 @@ func newCluster(t testing.TB, opts clusterOpts) *cluster {
 			t.Fatal(err)
 		}
 	}
+	if opts.healthInterval == 0 {
+		opts.healthInterval = 50 * time.Millisecond
+	}
 	h, err := New(Config{
 		Enabled: true, Controllers: []ed25519.PublicKey{c.caller.Ident.PublicKey()},
 		TrustAnchors: pkg.Anchors{pubOf(c.publisher)}, DataDir: c.hostNode.Dir,
-		RestartPolicy: opts.policy, HealthInterval: 50 * time.Millisecond,
+		RestartPolicy: opts.policy, HealthInterval: opts.healthInterval,
 	}, Deps{Identity: c.hostNode.Ident, Mesh: c.hostNode.Mesh, Table: c.hostNode.Table, Audit: audit, Recorder: rec,
 		Revocations: rev, Facts: src, Logger: zaptest.NewLogger(t).Named("host"), Registerer: prometheus.NewRegistry(),
 		Now: opts.now, Isolation: iso})

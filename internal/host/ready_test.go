@@ -23,16 +23,20 @@ func buildSlowEcho(t *testing.T, key ed25519.PrivateKey, delay time.Duration, re
 	return signPackage(t, p.dir, m, key)
 }
 
-// TestHostNoticesReadyWithin100ms: the host notices a starting server's
-// health soon after the server is ready (issue 24: within 100 ms), so a
-// request held for an on-demand model is forwarded at once. echo-llm
-// loads for 300 ms with its port open (503 loading) and writes the
-// moment it became ready; the host is ready when its role is registered
-// in the table. Median of five starts of a real process. With the fixed
-// 100 ms poll of a start the host noticed up to 100 ms late (50 on
-// average) before a registration could even begin.
-func TestHostNoticesReadyWithin100ms(t *testing.T) {
-	c := newCluster(t, clusterOpts{})
+// TestHostRegistersOnTheStartingProbe: the host registers a starting
+// server's role from the probes of its start, the moment one finds it
+// ready, not from the supervisor's later health checks (issue 24: a
+// request held for an on-demand model is forwarded at once). echo-llm
+// loads for 300 ms with its port open (503 loading) and writes the moment
+// it became ready; the supervisors' health interval is an hour, so a
+// registration that waited for a health check would never come. Each of
+// two starts (a placement, then a start of the stopped instance) must
+// register chat, after the server's ready moment. The fast schedule of
+// those probes is TestStartNoticesReadyOnTheFirstHealthyProbe's
+// (internal/runner); the wall-clock bound from ready to registered is
+// BenchmarkOnDemandColdStart's (make bench-cold), not a test's.
+func TestHostRegistersOnTheStartingProbe(t *testing.T) {
+	c := newCluster(t, clusterOpts{healthInterval: time.Hour})
 	readyFile := filepath.Join(t.TempDir(), "ready")
 	p := buildSlowEcho(t, c.publisher, 300*time.Millisecond, readyFile)
 
@@ -59,17 +63,26 @@ func TestHostNoticesReadyWithin100ms(t *testing.T) {
 	}()
 	t.Cleanup(func() { close(stop); <-done; unsub() })
 
-	readyAt := func() time.Time {
+	// readyAt is echo-llm's ready moment: read before its /health turned
+	// 200, written to the file just after, so it may lag the
+	// registration by a write.
+	readyAt := func(round int) time.Time {
 		t.Helper()
-		b, err := os.ReadFile(readyFile)
-		if err != nil {
-			t.Fatalf("echo-llm wrote no ready moment: %v", err)
+		deadline := time.Now().Add(waitTimeout)
+		for {
+			b, err := os.ReadFile(readyFile)
+			if err == nil && len(b) > 0 {
+				at, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(string(b)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return at
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("start %d: echo-llm wrote no ready moment: %v", round, err)
+			}
+			time.Sleep(5 * time.Millisecond)
 		}
-		at, err := time.Parse(time.RFC3339Nano, strings.TrimSpace(string(b)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return at
 	}
 	waitRegistered := func(round int) time.Time {
 		t.Helper()
@@ -77,15 +90,14 @@ func TestHostNoticesReadyWithin100ms(t *testing.T) {
 		case at := <-registered:
 			return at
 		case <-time.After(waitTimeout):
-			t.Fatalf("start %d: chat never registered", round)
+			t.Fatalf("start %d: chat not registered in %s with an hour between health checks: "+
+				"the start's own probes did not register it", round, waitTimeout)
 		}
 		return time.Time{}
 	}
 
-	const starts = 5
-	var lags []time.Duration
 	var id string
-	for round := range starts {
+	for round := range 2 {
 		_ = os.Remove(readyFile)
 		began := time.Now()
 		if round == 0 {
@@ -98,17 +110,14 @@ func TestHostNoticesReadyWithin100ms(t *testing.T) {
 			c.mustCall(t, ctl.MethodStart, ctl.InstanceParams{InstanceID: id}, newDecision(), nil)
 		}
 		reg := waitRegistered(round)
-		ready := readyAt()
+		ready := readyAt(round)
 		if ready.Sub(began) < 300*time.Millisecond {
 			t.Fatalf("start %d: ready %s after the start, before its load delay", round, ready.Sub(began))
 		}
-		lags = append(lags, reg.Sub(ready))
+		if reg.Before(ready) {
+			t.Errorf("start %d: chat registered %s before the server was ready", round, ready.Sub(reg))
+		}
+		t.Logf("start %d: from echo-llm ready to chat registered: %s", round, reg.Sub(ready))
 		c.stop(t, id)
-	}
-	slices.Sort(lags)
-	median := lags[len(lags)/2]
-	t.Logf("from echo-llm ready to chat registered, %d starts: %v (median %s)", starts, lags, median)
-	if median >= 100*time.Millisecond {
-		t.Errorf("median %s from the server's ready moment to the host's registration, want under 100ms", median)
 	}
 }
