@@ -502,9 +502,9 @@ func printNodes(w io.Writer, ns []operator.NodeDoc) {
 		age, mem, vram, insts := "-", "-", "-", "-"
 		if n.HasFacts {
 			age = (time.Duration(n.FactsAgeS * float64(time.Second))).Round(time.Second).String()
-			mem = humanBytes(n.MemFree) + "/" + humanBytes(n.MemTotal)
+			mem = operator.HumanBytes(n.MemFree, "") + "/" + operator.HumanBytes(n.MemTotal, "")
 			if n.GPUs > 0 {
-				vram = humanBytes(n.VRAMFree) + "/" + humanBytes(n.VRAMTotal)
+				vram = operator.HumanBytes(n.VRAMFree, "") + "/" + operator.HumanBytes(n.VRAMTotal, "")
 			}
 		}
 		if n.Instances >= 0 {
@@ -513,20 +513,6 @@ func printNodes(w io.Writer, ns []operator.NodeDoc) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", n.ID, name, n.Tier, class, n.Liveness, age, mem, vram, insts, n.Placements)
 	}
 	_ = tw.Flush()
-}
-
-// humanBytes renders a byte count in binary units, one decimal.
-func humanBytes(n uint64) string {
-	const unit = 1024
-	if n < unit {
-		return strconv.FormatUint(n, 10) + "B"
-	}
-	div, exp := uint64(unit), 0
-	for m := n / unit; m >= unit && exp < 4; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f%ciB", float64(n)/float64(div), "KMGTP"[exp])
 }
 
 // stateText renders a host's instance state: "failed (exit 1)

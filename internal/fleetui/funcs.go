@@ -9,12 +9,13 @@ import (
 	"time"
 
 	"github.com/nodeld/nodeld/internal/activity"
+	"github.com/nodeld/nodeld/internal/operator"
 )
 
 // funcs are the templates' helpers: formatting only, no data access.
 var funcs = template.FuncMap{
 	"short": short,
-	"bytes": humanBytes,
+	"bytes": func(n uint64) string { return operator.HumanBytes(n, " ") },
 	"secs":  humanSeconds,
 	"ms":    millis,
 	"tps": func(v float64) string {
@@ -48,19 +49,6 @@ func short(id string) string {
 		return id[:12]
 	}
 	return id
-}
-
-func humanBytes(n uint64) string {
-	const unit = 1024
-	if n < unit {
-		return strconv.FormatUint(n, 10) + " B"
-	}
-	div, exp := uint64(unit), 0
-	for m := n / unit; m >= unit && exp < 4; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
 }
 
 func humanSeconds(s float64) string {
