@@ -188,13 +188,22 @@ func TestFleetPageInChromium(t *testing.T) {
 	if loc, err := chromedp.Run(ctx, chromedp.Location()); err != nil || loc != "http://"+a.admin+"/ui/" {
 		t.Errorf("/ went to %s (%v), want the page", loc, err)
 	}
+	// text reads a section's visible text. The page replaces a section's
+	// nodes when an event brings it new data, so a node found by the query
+	// can be gone when its text is read ("No node with given id"): that
+	// read is tried again on the new nodes, a few times.
 	text := func(sel string) string {
 		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel), chromedp.NodeVisible))
-		if err != nil {
-			t.Fatalf("read %s: %v", sel, err)
+		for try := 1; ; try++ {
+			s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel), chromedp.NodeVisible))
+			if err == nil {
+				return s
+			}
+			if try == 10 || !strings.Contains(err.Error(), "No node with given id") {
+				t.Fatalf("read %s: %v", sel, err)
+			}
+			time.Sleep(20 * time.Millisecond) // the browser has no channel to wait on
 		}
-		return s
 	}
 	// The three nodes, by id, in the controller's table.
 	waitLong(t, "the page to list the three nodes", func() bool {
