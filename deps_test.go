@@ -51,6 +51,10 @@ var tiers = map[string]int{
 	"internal/runner":    2,
 	"internal/facts":     2,
 	"internal/pkg":       2,
+	// Pinned TLS 1.3 connections over TCP between node keys (the key
+	// check is identity.PeerKey): the transport issue 26 opens for
+	// inference streams; nothing uses it yet.
+	"internal/tlspool": 2,
 
 	"internal/chain":    3,
 	"internal/identity": 3,
@@ -79,9 +83,6 @@ var tiers = map[string]int{
 	// The recent requests through the role ports and their per-second
 	// counts, fed by the proxy, shown by the fleet page.
 	"internal/activity": 4,
-	// Pinned TLS 1.3 connections over TCP between node keys: the
-	// transport issue 26 opens for inference streams; nothing uses it yet.
-	"internal/tlspool": 4,
 }
 
 // leafTier is the tier of the leaves, which import nothing but the

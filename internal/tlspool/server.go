@@ -10,6 +10,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/nodeld/nodeld/internal/identity"
 )
 
 // DefaultMaxServerConns is ServerConfig.MaxConns when 0.
@@ -141,7 +143,7 @@ func (s *Server) serve(ctx context.Context, raw net.Conn) {
 	if err := tc.HandshakeContext(ctx); err != nil {
 		return
 	}
-	key, err := peerKey(rawChain(tc.ConnectionState().PeerCertificates))
+	key, err := identity.PeerKey(rawChain(tc.ConnectionState().PeerCertificates))
 	if err != nil {
 		return
 	}

@@ -11,6 +11,8 @@ import (
 	"net"
 	"sync"
 	"time"
+
+	"github.com/nodeld/nodeld/internal/identity"
 )
 
 // Defaults of Config's zero fields.
@@ -245,7 +247,7 @@ func (p *Pool) dial(ctx context.Context, addr string, key ed25519.PublicKey) (*C
 		InsecureSkipVerify: true, // VerifyPeerCertificate checks the pinned key
 		ServerName:         "nodeld",
 		VerifyPeerCertificate: func(rawCerts [][]byte, _ [][]*x509.Certificate) error {
-			got, err := peerKey(rawCerts)
+			got, err := identity.PeerKey(rawCerts)
 			if err != nil {
 				return err
 			}
@@ -333,24 +335,4 @@ func (p *Pool) Close() {
 	p.closed = true
 	p.mu.Unlock()
 	p.CloseIdle()
-}
-
-// peerKey returns the Ed25519 key of a self-signed certificate as
-// presented in a handshake.
-func peerKey(rawCerts [][]byte) (ed25519.PublicKey, error) {
-	if len(rawCerts) == 0 {
-		return nil, errors.New("tlspool: peer presented no certificate")
-	}
-	cert, err := x509.ParseCertificate(rawCerts[0])
-	if err != nil {
-		return nil, fmt.Errorf("tlspool: parse peer certificate: %w", err)
-	}
-	pub, ok := cert.PublicKey.(ed25519.PublicKey)
-	if !ok {
-		return nil, fmt.Errorf("tlspool: peer certificate key is %T, not Ed25519", cert.PublicKey)
-	}
-	if err := cert.CheckSignature(cert.SignatureAlgorithm, cert.RawTBSCertificate, cert.Signature); err != nil {
-		return nil, fmt.Errorf("tlspool: peer certificate is not self-signed by its key: %w", err)
-	}
-	return pub, nil
 }
