@@ -2,6 +2,7 @@ package raftmesh
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -44,19 +45,20 @@ func BenchmarkLeaderFailover(b *testing.B) {
 		}
 	})
 	nodes := make([]*failoverNode, 3)
-	// The nodes' leader observations: raft drops one that finds the
-	// channel full, and its size is far above the changes of one round.
-	obs := make(chan raft.Observation, 256)
 	var voters []string
 	for i, name := range []string{"a", "b", "c"} {
-		n := &failoverNode{Node: meshtest.NewNode(b, name, meshtest.Options{Keepalive: testKeepalive}, admittingTable), tb: b, obs: obs}
+		n := &failoverNode{Node: meshtest.NewNode(b, name, meshtest.Options{Keepalive: testKeepalive}, admittingTable)}
 		// The nodes log warnings and errors only, to a buffer shown if
 		// the benchmark fails: a benchmark prints every b.Log line.
 		n.Logger = zap.New(zapcore.NewCore(zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()),
 			zapcore.AddSync(logs), zap.WarnLevel)).Named(name)
 		nodes[i] = n
 		voters = append(voters, n.ID())
-		b.Cleanup(n.stopRaft)
+		b.Cleanup(func() {
+			if err := n.stopRaft(); err != nil {
+				b.Error(err)
+			}
+		})
 	}
 	cfg := Config{Voters: voters}
 	var servers []raft.Server
@@ -66,22 +68,35 @@ func BenchmarkLeaderFailover(b *testing.B) {
 	// Each link made by one dial, as link does: nodes[i] starts with
 	// nodes[:i] as peers and admits the later ones once they were refused.
 	for i, n := range nodes {
-		n.startMesh(cfg, nodes[:i]...)
+		for _, p := range nodes[:i] {
+			n.Config.Peers = append(n.Config.Peers, p.Peer())
+		}
+		if err := n.runMesh(cfg); err != nil {
+			b.Fatal(err)
+		}
 	}
 	for i, n := range nodes {
 		for _, p := range nodes[i+1:] {
 			meshtest.WaitFor(b, p.Name+" refused by "+n.Name, func() bool { return p.RefusedBy(n.Node) })
 		}
-		n.Apply(n.peers(nodes)...)
+		var all []mesh.PeerConfig
+		for _, p := range nodes {
+			if p != n {
+				all = append(all, p.Peer())
+			}
+		}
+		n.Apply(all...) // the peers its mesh has after a restart too
 		for _, p := range nodes[i+1:] {
 			meshtest.WaitLinked(b, n.Node, p.Node)
 		}
 	}
+	w := &leaderWatch{obs: make(chan raft.Observation, 256), seen: map[*failoverNode]raft.ServerID{}}
 	for _, n := range nodes {
-		n.startRaft(servers)
+		if err := n.startRaft(servers, w); err != nil {
+			b.Fatal(err)
+		}
 	}
-	var lead *failoverNode
-	meshtest.WaitFor(b, "a leader", func() bool { lead = failoverLeader(nodes); return lead != nil })
+	lead := w.wait(b, nodes)
 
 	var took []time.Duration
 	var rounds []string // one per kill, in order, logged at the end
@@ -89,11 +104,12 @@ func BenchmarkLeaderFailover(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		for kill := range failoverKills {
-			drain(obs)
 			oldTerm := lead.term()
 			killed := time.Now()
-			lead.kill()
-			next := waitNewLeader(b, obs, nodes, lead)
+			if err := lead.kill(); err != nil {
+				b.Fatal(err)
+			}
+			next := w.wait(b, nodes) // lead is down: another
 			d := time.Since(killed)
 			took = append(took, d)
 			if next.term() <= oldTerm {
@@ -105,9 +121,14 @@ func BenchmarkLeaderFailover(b *testing.B) {
 			}
 			applied++
 			// The killed node back from its data dir, caught up.
-			lead.restart(cfg, nodes)
+			if err := lead.runMesh(cfg); err != nil {
+				b.Fatal(err)
+			}
+			if err := lead.startRaft(nil, w); err != nil {
+				b.Fatal(err)
+			}
 			meshtest.WaitFor(b, lead.Name+" to catch up after its restart", func() bool { return lead.fsm.Sum() == applied })
-			meshtest.WaitFor(b, "the three to agree on a leader", func() bool { lead = failoverLeader(nodes); return lead != nil })
+			lead = w.wait(b, nodes)
 		}
 	}
 	b.StopTimer()
@@ -126,107 +147,67 @@ func BenchmarkLeaderFailover(b *testing.B) {
 // killed and restarted from its data dir.
 type failoverNode struct {
 	*meshtest.Node[*table.Table]
-	tb     testing.TB
 	layer  *Layer
 	stores *Stores
 	fsm    *counterFSM
-	r      *raft.Raft
-	// obs receives r's leader observations, shared by the nodes.
-	obs  chan raft.Observation
-	down bool
+	r      *raft.Raft // nil while down
 }
 
-// peers are the other nodes as n's pinned peer entries.
-func (n *failoverNode) peers(nodes []*failoverNode) []mesh.PeerConfig {
-	var pcs []mesh.PeerConfig
-	for _, p := range nodes {
-		if p != n {
-			pcs = append(pcs, p.Peer())
-		}
-	}
-	return pcs
-}
-
-// startMesh builds n's mesh admitting peers, with its layer serving
-// KindRaft, and runs it.
-func (n *failoverNode) startMesh(cfg Config, peers ...*failoverNode) {
-	n.tb.Helper()
-	var pcs []mesh.PeerConfig
-	for _, p := range peers {
-		pcs = append(pcs, p.Peer())
-	}
-	n.Build(pcs...)
+// runMesh builds n's mesh admitting the peers of its config, with its
+// layer serving KindRaft, and runs it: the first time, and after a kill
+// on the same key, address and data dir.
+func (n *failoverNode) runMesh(cfg Config) error {
+	n.Build(n.Config.Peers...)
 	l, err := New(cfg, Deps{Mesh: n.Mesh, Self: n.ID(), Logger: n.Logger, Registerer: n.Registry})
 	if err != nil {
-		n.tb.Fatal(err)
+		return fmt.Errorf("%s: layer: %w", n.Name, err)
 	}
 	n.layer = l
 	n.Mesh.Handle(mesh.KindRaft, l.ServeStream)
 	n.Run()
+	return nil
 }
 
 // startRaft runs raft with LANConfig on n's layer and its stores in n's
-// data dir, bootstrapped with servers unless servers is nil (a restart:
-// the stores hold the configuration).
-func (n *failoverNode) startRaft(servers []raft.Server) {
-	n.tb.Helper()
+// data dir, watched by w, and bootstraps it with servers unless servers
+// is nil (a restart: the stores hold the configuration).
+func (n *failoverNode) startRaft(servers []raft.Server, w *leaderWatch) error {
 	st, err := OpenStores(filepath.Join(n.Dir, "raft"), n.Logger)
 	if err != nil {
-		n.tb.Fatal(err)
+		return fmt.Errorf("%s: %w", n.Name, err)
 	}
-	n.stores, n.fsm = st, &counterFSM{}
-	r, err := raft.NewRaft(LANConfig(n.ID(), n.Logger), n.fsm, st.Log, st.Stable, st.Snapshots, NewTransport(n.layer, n.Logger))
+	fsm := &counterFSM{}
+	r, err := raft.NewRaft(LANConfig(n.ID(), n.Logger), fsm, st.Log, st.Stable, st.Snapshots, NewTransport(n.layer, n.Logger))
 	if err != nil {
-		n.tb.Fatal(err)
+		return errors.Join(fmt.Errorf("%s: raft: %w", n.Name, err), st.Close())
 	}
-	n.r, n.down = r, false
-	r.RegisterObserver(raft.NewObserver(n.obs, false, func(o *raft.Observation) bool {
-		_, ok := o.Data.(raft.LeaderObservation)
-		return ok
-	}))
+	n.stores, n.fsm, n.r = st, fsm, r
+	w.add(n)
 	if servers == nil {
-		return
+		return nil
 	}
-	if err := r.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil {
-		n.tb.Fatal(err)
-	}
+	return r.BootstrapCluster(raft.Configuration{Servers: servers}).Error()
 }
 
-// stopRaft shuts raft down (which closes its transport, so the layer) and
-// closes the stores.
-func (n *failoverNode) stopRaft() {
+// stopRaft shuts n's raft down, which closes its transport and so its
+// layer, and closes its stores; it does nothing while n is down.
+func (n *failoverNode) stopRaft() error {
 	if n.r == nil {
-		return
+		return nil
 	}
-	if err := n.r.Shutdown().Error(); err != nil {
-		n.tb.Errorf("raft %s shutdown: %v", n.Name, err)
-	}
-	if err := n.stores.Close(); err != nil {
-		n.tb.Errorf("raft %s stores: %v", n.Name, err)
-	}
+	r := n.r
 	n.r = nil
+	return errors.Join(r.Shutdown().Error(), n.stores.Close())
 }
 
 // kill stops n as kill -9 would: its mesh socket closes first, so its
 // peers are told nothing; then its raft stops.
-func (n *failoverNode) kill() {
+func (n *failoverNode) kill() error {
 	n.Crash()
-	n.stopRaft()
-	n.down = true
-}
-
-// restart starts the killed n again on the same key, address and data
-// dir, with the others as its peers.
-func (n *failoverNode) restart(cfg Config, nodes []*failoverNode) {
-	n.tb.Helper()
-	var others []*failoverNode
-	for _, p := range nodes {
-		if p != n {
-			others = append(others, p)
-		}
+	if err := n.stopRaft(); err != nil {
+		return fmt.Errorf("kill %s: %w", n.Name, err)
 	}
-	n.startMesh(cfg, others...)
-	n.startRaft(nil)
+	return nil
 }
 
 func (n *failoverNode) term() uint64 {
@@ -234,78 +215,68 @@ func (n *failoverNode) term() uint64 {
 	return v
 }
 
-// failoverLeader is the leader every live node sees, or nil.
-func failoverLeader(nodes []*failoverNode) *failoverNode {
-	var lead *failoverNode
-	var addr raft.ServerAddress
-	for _, n := range nodes {
-		if n.down {
-			continue
-		}
-		a, _ := n.r.LeaderWithID()
-		if a == "" || (addr != "" && a != addr) {
-			return nil
-		}
-		addr = a
-		if n.r.State() == raft.Leader {
-			lead = n
-		}
-	}
-	if lead == nil || string(addr) != lead.ID() {
-		return nil
-	}
-	return lead
+// leaderWatch follows the leader each node's raft has observed, from
+// raft's leader observations.
+type leaderWatch struct {
+	// obs receives every node's leader observations: raft drops one that
+	// finds it full, and its size is far above the changes of a round.
+	obs  chan raft.Observation
+	seen map[*failoverNode]raft.ServerID // the last leader each observed
 }
 
-// drain drops the leader observations seen so far.
-func drain(obs chan raft.Observation) {
-	for {
-		select {
-		case <-obs:
-		default:
-			return
-		}
-	}
+// add watches n's new raft: its observer first, then the leader it knows
+// already, so that no change falls between the two.
+func (w *leaderWatch) add(n *failoverNode) {
+	n.r.RegisterObserver(raft.NewObserver(w.obs, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	}))
+	_, id := n.r.LeaderWithID()
+	w.seen[n] = id
 }
 
-// waitNewLeader waits on the nodes' leader observations until every live
-// node has observed the same leader, other than old, and returns it.
-func waitNewLeader(tb testing.TB, obs chan raft.Observation, nodes []*failoverNode, old *failoverNode) *failoverNode {
+// wait takes the observations as they come until every running node has
+// observed the same running leader, and returns it.
+func (w *leaderWatch) wait(tb testing.TB, nodes []*failoverNode) *failoverNode {
 	tb.Helper()
 	deadline := time.NewTimer(meshtest.WaitTimeout)
 	defer deadline.Stop()
-	seen := map[*failoverNode]raft.ServerID{}
 	for {
-		var want raft.ServerID
-		agreed := true
-		for _, n := range nodes {
-			id := seen[n]
-			switch {
-			case n.down:
-			case id == "" || id == raft.ServerID(old.ID()) || (want != "" && id != want):
-				agreed = false
-			default:
-				want = id
-			}
-		}
-		if agreed && want != "" {
-			for _, n := range nodes {
-				if n.ID() == string(want) {
-					return n
-				}
-			}
+		if lead := w.agreed(nodes); lead != nil {
+			return lead
 		}
 		select {
-		case o := <-obs:
+		case o := <-w.obs:
 			for _, n := range nodes {
-				if !n.down && n.r == o.Raft {
-					seen[n] = o.Data.(raft.LeaderObservation).LeaderID
+				if n.r != nil && n.r == o.Raft { // not a killed node's old raft
+					w.seen[n] = o.Data.(raft.LeaderObservation).LeaderID
 				}
 			}
 		case <-deadline.C:
-			tb.Fatalf("no new leader after %s's kill within %v (seen %v)", old.Name, meshtest.WaitTimeout, seen)
+			tb.Fatalf("the running nodes did not agree on a running leader within %v: %v", meshtest.WaitTimeout, w.seen)
 		}
 	}
+}
+
+// agreed is the leader every running node has observed, if they agree on
+// one that runs; else nil.
+func (w *leaderWatch) agreed(nodes []*failoverNode) *failoverNode {
+	var id raft.ServerID
+	for _, n := range nodes {
+		if n.r == nil {
+			continue
+		}
+		if w.seen[n] == "" || (id != "" && w.seen[n] != id) {
+			return nil
+		}
+		id = w.seen[n]
+	}
+	for _, n := range nodes {
+		if n.r != nil && raft.ServerID(n.ID()) == id {
+			return n
+		}
+	}
+	return nil
 }
 
 // lockedBuffer is the nodes' log, written by their goroutines.
