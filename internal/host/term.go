@@ -283,7 +283,10 @@ func (f *front) fence(req ctl.Request) *ctl.Refusal {
 		f.log.Error("persist controller term", zap.Uint64("term", req.Term), zap.String("method", string(req.Method)), zap.Error(err))
 	}
 	switch {
-	case req.Term < seen && (req.Term != 0 || ctl.IsMutating(req.Method)):
+	case req.Term == 0 && seen > 0 && ctl.IsMutating(req.Method):
+		return ctl.NewRefusal(ctl.CodeStaleTerm, fmt.Sprintf("the call carries no controller term and this host has seen term %d "+
+			"from its controllers: only their leader changes it now (place through the controller)", seen))
+	case req.Term != 0 && req.Term < seen:
 		return ctl.NewRefusal(ctl.CodeStaleTerm,
 			fmt.Sprintf("term %d is below term %d, the highest this host has seen from its controllers", req.Term, seen))
 	case err != nil && raisesRisk(req.Method):

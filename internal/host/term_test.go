@@ -173,6 +173,11 @@ func TestStaleTermRefusedAndChained(t *testing.T) {
 	if got := testutil.ToFloat64(c.h.met.calls.WithLabelValues(string(ctl.MethodStart), string(ctl.CodeStaleTerm))); got != 1 {
 		t.Errorf("start calls refused stale_term = %v, want 1", got)
 	}
+	for _, r := range c.audit.ofKind(KindCtlRefused) {
+		if r["method"] == string(ctl.MethodStop) && r["code"] == string(ctl.CodeStaleTerm) && !strings.Contains(r["reason"].(string), "carries no controller term") {
+			t.Errorf("a term-less stop refused for %q", r["reason"])
+		}
+	}
 	if place := c.audit.ofKind(KindPlaceRefused); len(place) != 1 || place[0]["package"] != p.m.ID || place[0]["decision_id"] == nil {
 		t.Errorf("place refusal chained as %v", place)
 	}
