@@ -82,7 +82,10 @@ type core struct {
 	now       func() time.Time
 	chain     Appender
 	disp      Dispatcher
-	statePath string
+	// state keeps the state (Deps.State); file is it when it is the
+	// state file (written whole), nil for a delta store.
+	state StateStore
+	file  *fileStore
 	store     Store
 	rev       Revocations
 	met       *metrics
@@ -95,6 +98,9 @@ type core struct {
 	placements map[string]*Placement
 	// decls is the progress of declared workloads, by name.
 	decls map[string]*declState
+	// decisions are the decision records chained since the last save,
+	// for a delta store (they are replicated with the state).
+	decisions []StateEntry
 	// busy holds the decision ids being dispatched by a call in progress;
 	// the lifecycle leaves them alone until it returns.
 	busy map[string]bool
@@ -155,17 +161,12 @@ type reconciler struct{ *core }
 // (writer.go, dispatch.go, moves.go, declview.go).
 type writer struct {
 	*core
-	// persistMu is held across encoding and writing the state file, so
-	// the last write holds the latest state.
+	// persistMu is held across encoding and saving the state, so the
+	// last save holds the latest state.
 	persistMu sync.Mutex
-	// written is the state file's content as this controller last wrote
-	// it; persist does not write the same bytes again (a tick that
-	// changed nothing, the second persist of a place). Guarded by
+	// delta is what the last save to a delta store held. Guarded by
 	// persistMu.
-	written []byte
-	// enc keeps the placements' encodings between persists. Guarded by
-	// persistMu.
-	enc encodeCache
+	delta deltaCache
 }
 
 // lifecycle is the tick (lifecycle.go, failed.go; the declared workloads
@@ -206,8 +207,8 @@ func New(cfg Config, targets []Target, deps Deps) (*Controller, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("controller config: %w", err)
 	}
-	if deps.Chain == nil || deps.Dispatcher == nil || deps.StatePath == "" {
-		return nil, errors.New("controller: Chain, Dispatcher and StatePath are required")
+	if deps.Chain == nil || deps.Dispatcher == nil || (deps.StatePath == "" && deps.State == nil) {
+		return nil, errors.New("controller: Chain, Dispatcher and StatePath (or State) are required")
 	}
 	now := deps.Now
 	if now == nil {
@@ -218,7 +219,7 @@ func New(cfg Config, targets []Target, deps Deps) (*Controller, error) {
 		log = zap.NewNop()
 	}
 	k := &core{
-		log: log.Named("plane"), now: now, busy: map[string]bool{}, gone: map[string]time.Time{}, chain: deps.Chain, disp: deps.Dispatcher, statePath: deps.StatePath,
+		log: log.Named("plane"), now: now, busy: map[string]bool{}, gone: map[string]time.Time{}, chain: deps.Chain, disp: deps.Dispatcher, state: deps.State,
 		nodes: map[string]*nodeState{}, placements: map[string]*Placement{}, store: deps.Store, decls: map[string]*declState{},
 		rev: deps.Revocations, odReady: map[string]time.Time{}, roles: map[string]roleInfo{}, evictedFor: map[string][]string{}, tickNow: make(chan struct{}, 1),
 	}
@@ -229,9 +230,21 @@ func New(cfg Config, targets []Target, deps Deps) (*Controller, error) {
 	if err := c.setTargets(targets, now()); err != nil {
 		return nil, err
 	}
-	st, err := loadState(deps.StatePath)
+	if k.state == nil {
+		k.file = &fileStore{path: deps.StatePath}
+		k.state = k.file
+	}
+	st, err := loadFrom(context.Background(), k.state)
 	if err != nil {
 		return nil, err
+	}
+	if k.file == nil {
+		// What the store holds: the first save sends what changed since.
+		_, held, err := c.w.delta.change(st.Placements, st.Declarations, nil)
+		if err != nil {
+			return nil, err
+		}
+		c.w.delta = *held
 	}
 	for _, d := range st.Declarations {
 		c.decls[d.Name] = d
