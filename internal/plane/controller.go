@@ -78,18 +78,18 @@ type Controller struct {
 // it; a part reaches another through its field.
 type core struct {
 	// cfg is replaced whole by ApplyConfig; each use loads it.
-	cfg       atomic.Pointer[Config]
-	now       func() time.Time
-	chain     Appender
-	disp      Dispatcher
+	cfg   atomic.Pointer[Config]
+	now   func() time.Time
+	chain Appender
+	disp  Dispatcher
 	// state keeps the state (Deps.State); file is it when it is the
 	// state file (written whole), nil for a delta store.
 	state StateStore
 	file  *fileStore
-	store     Store
-	rev       Revocations
-	met       *metrics
-	log       *zap.Logger
+	store Store
+	rev   Revocations
+	met   *metrics
+	log   *zap.Logger
 
 	// mu guards nodes, placements, decls and busy; never held across
 	// I/O.
