@@ -138,6 +138,9 @@ type core struct {
 	// not at the next period.
 	tickNow chan struct{}
 
+	// lead is the leadership (leader.go).
+	lead leadState
+
 	// recent keeps the latest reports for Recent (operator.go).
 	recent recentReports
 	// profiles keeps the nodes' engine profiles between decisions (view).
@@ -225,6 +228,7 @@ func New(cfg Config, targets []Target, deps Deps) (*Controller, error) {
 	}
 	k.rec, k.w, k.life, k.read, k.ops = &reconciler{k}, &writer{core: k}, &lifecycle{core: k}, &readModel{k}, &operatorVerbs{k}
 	k.kp = &keeper{core: k, kept: deps.Placed, keeping: map[string]int{}}
+	k.lead.src = deps.Leadership
 	c := &Controller{core: k, due: make(chan struct{}, 1), manual: deps.ManualTicks}
 	c.cfg.Store(&cfg)
 	if err := c.setTargets(targets, now()); err != nil {
@@ -238,29 +242,8 @@ func New(cfg Config, targets []Target, deps Deps) (*Controller, error) {
 	if err != nil {
 		return nil, err
 	}
-	if k.file == nil {
-		// What the store holds: the first save sends what changed since.
-		_, held, err := c.w.delta.change(st.Placements, st.Declarations, nil)
-		if err != nil {
-			return nil, err
-		}
-		c.w.delta = *held
-	}
-	for _, d := range st.Declarations {
-		c.decls[d.Name] = d
-	}
-	for _, p := range st.Placements {
-		if p.Life == LifeDispatching {
-			// The node may have acted on a place sent before the crash.
-			p.Life = LifeUnsettled
-		}
-		c.placements[p.DecisionID] = p
-		if _, target := c.nodes[p.Node]; !target {
-			// Its node is no longer configured (a peer removed from
-			// mesh.peers while the controller was down): no contact from
-			// now on.
-			c.gone[p.Node] = now()
-		}
+	if err := c.restore(st, true); err != nil {
+		return nil, err
 	}
 	met, err := newMetrics(deps.Registerer)
 	if err != nil {
@@ -443,6 +426,9 @@ type decisionRecord struct {
 // is nil when a decision was made, whatever its outcome: Report says
 // what happened.
 func (c *Controller) Place(ctx context.Context, o Order) (Report, error) {
+	if err := c.notLeader(); err != nil {
+		return Report{}, err
+	}
 	p, err := c.disp.VerifyPackage(ctx, o.PackageDir)
 	if err != nil {
 		c.met.placements.WithLabelValues(outError).Inc()

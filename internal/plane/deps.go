@@ -111,6 +111,10 @@ type Deps struct {
 	// only with the manifest hash placed). *pkg.PlacedStore implements
 	// it.
 	Placed PlacedStore
+	// Leadership, with a replicated State, says whether this controller
+	// leads: only the leader ticks, places, dispatches and answers
+	// demands (leader.go). nil: it always leads.
+	Leadership Leadership
 	// ManualTicks (tests) leaves Run's loop unstarted: the test calls Tick
 	// itself, on its clock, and a Tick applies what was handed over first.
 	ManualTicks bool
