@@ -148,6 +148,8 @@ func (c *Controller) followLead(ctx context.Context) {
 		return
 	}
 	c.log.Info("controller leads", zap.Uint64("term", info.Term))
+	// Describe the nodes and step what it holds now, not a period later.
+	c.wakeTick()
 }
 
 // gainLead rebuilds the state from the replica and leads in term.
