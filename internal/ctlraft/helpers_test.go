@@ -68,6 +68,9 @@ type harness struct {
 	targets []plane.Target
 	cfg     plane.Config
 	ctls    []*ctlNode
+	// mu guards each ctlNode's c, store and down, which kill and
+	// restart change while a placer reads them.
+	mu sync.Mutex
 	// tune changes each store's raft config.
 	tune func(*raft.Config)
 }
@@ -190,13 +193,14 @@ func (n *ctlNode) startController() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.store = st
 	c, err := plane.New(n.h.cfg, n.h.targets, plane.Deps{Now: n.h.clk.Now, Chain: ch, Dispatcher: n.h.hosts,
 		State: st, Leadership: st, Logger: n.Logger})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.c = c
+	n.h.mu.Lock()
+	n.c, n.store, n.down = c, st, false
+	n.h.mu.Unlock()
 	ctx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
 	n.wg.Add(2)
@@ -210,7 +214,6 @@ func (n *ctlNode) startController() {
 		defer n.wg.Done()
 		_ = c.Run(ctx)
 	}()
-	n.down = false
 	t.Cleanup(n.stop)
 }
 
@@ -230,9 +233,11 @@ func (n *ctlNode) stop() {
 // kill stops n as kill -9 would: its mesh socket closes first, so its
 // peers are told nothing; then its raft and controller stop.
 func (n *ctlNode) kill() {
+	n.h.mu.Lock()
+	n.down = true
+	n.h.mu.Unlock()
 	n.Crash()
 	n.stop()
-	n.down = true
 }
 
 // restart starts n again from its data dir: mesh, layer, store,
@@ -246,6 +251,8 @@ func (n *ctlNode) restart() {
 // leader is the controller that leads (its state rebuilt) and that
 // every live controller names, or nil.
 func (h *harness) leader() *ctlNode {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	var lead *ctlNode
 	for _, n := range h.ctls {
 		if n.down {
@@ -287,27 +294,39 @@ func (h *harness) waitLeader() *ctlNode {
 // decision id of the placement acknowledged.
 func (h *harness) place(name string) string {
 	h.t.Helper()
-	deadline := time.Now().Add(waitBound)
+	id, err := h.tryPlace(name, waitBound)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return id
+}
+
+// tryPlace is place, safe off the test's goroutine: it returns what
+// went wrong instead of failing the test.
+func (h *harness) tryPlace(name string, bound time.Duration) (string, error) {
+	deadline := time.Now().Add(bound)
 	for attempt := 0; ; attempt++ {
-		lead := h.leader()
-		if lead != nil {
+		if lead := h.leader(); lead != nil {
+			h.mu.Lock()
+			c := lead.c
+			h.mu.Unlock()
 			w := fmt.Sprintf("%s-%d", name, attempt)
 			// Config.Workload gives each its own instance id.
-			rep, err := lead.c.Place(context.Background(), plane.Order{Name: w, PackageDir: "/pkg/echo", Start: true,
+			rep, err := c.Place(context.Background(), plane.Order{Name: w, PackageDir: "/pkg/echo", Start: true,
 				Config: ctl.InstanceConfig{Workload: w}})
 			if err == nil && rep.Placed != nil {
-				return rep.DecisionID
+				return rep.DecisionID, nil
 			}
-			if err == nil {
-				h.t.Fatalf("place %s: nothing placed: %s", name, rep.Explain())
+			if err == nil && !rep.Unsettled {
+				return "", fmt.Errorf("place %s: nothing placed: %s", name, rep.Explain())
 			}
 			var nl *plane.NotLeaderError
-			if !errors.As(err, &nl) && !errors.Is(err, context.DeadlineExceeded) {
+			if err != nil && !errors.As(err, &nl) {
 				h.t.Logf("place %s on %s: %v (tried again)", name, lead.Name, err)
 			}
 		}
 		if time.Now().After(deadline) {
-			h.t.Fatalf("place %s: no leader placed it within %v", name, waitBound)
+			return "", fmt.Errorf("place %s: no leader placed it within %v", name, bound)
 		}
 		time.Sleep(20 * time.Millisecond) // polls for a leader; bounded by deadline
 	}
@@ -316,8 +335,11 @@ func (h *harness) place(name string) string {
 // ids are the decision ids of n's placements (its replica on a
 // follower).
 func (n *ctlNode) ids() map[string]bool {
+	n.h.mu.Lock()
+	c := n.c
+	n.h.mu.Unlock()
 	out := map[string]bool{}
-	for _, p := range n.c.Placements() {
+	for _, p := range c.Placements() {
 		out[p.DecisionID] = true
 	}
 	return out
