@@ -16,6 +16,7 @@ import (
 	"github.com/nodeld/nodeld/internal/admin"
 	"github.com/nodeld/nodeld/internal/chain"
 	"github.com/nodeld/nodeld/internal/config"
+	"github.com/nodeld/nodeld/internal/ctlraft"
 	"github.com/nodeld/nodeld/internal/demand"
 	"github.com/nodeld/nodeld/internal/dispatch"
 	"github.com/nodeld/nodeld/internal/facts"
@@ -157,6 +158,7 @@ type node struct {
 	host      *host.Host
 	dispatch  *dispatch.Dispatcher
 	ctrl      *plane.Controller // nil unless controller.enabled
+	raft      *ctlraft.Store    // the controller's state in raft; nil without controller.voters
 	router    *operator.Router  // the operator socket's verbs
 	operator  *operator.Server
 	admin     *admin.Server
@@ -349,6 +351,9 @@ func (n *node) run(ctx context.Context, hup <-chan os.Signal) error {
 	}
 	if n.ctrl != nil {
 		rest = append(rest, lifecycle.Component{Name: "controller", Run: n.ctrl.Run})
+	}
+	if n.raft != nil { // controller.voters: the controller's state in raft
+		rest = append(rest, lifecycle.Component{Name: "raft", Run: n.raft.Run})
 	}
 	err := lifecycle.Group{Log: n.log}.Run(ctx, first, rest)
 	if n.forwarder != nil {

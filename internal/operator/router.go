@@ -82,6 +82,8 @@ type Controller interface {
 	NodeViews() []plane.NodeView
 	Recent(id string) (plane.Report, bool)
 	RecentIDs() []string
+	// Leadership is the controller's raft role, term and leader.
+	Leadership() plane.LeaderInfo
 }
 
 var _ Controller = (*plane.Controller)(nil)
