@@ -2,15 +2,15 @@ package ctlraft
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"os"
+	"path/filepath"
 	"testing"
 
-	"crypto/ed25519"
 	"github.com/nodeld/nodeld/internal/chain"
 	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/plane"
-	"path/filepath"
 )
 
 // A follower refuses the writes with a NotLeaderError naming the leader
