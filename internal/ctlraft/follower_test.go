@@ -6,7 +6,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/nodeld/nodeld/internal/chain"
 	"github.com/nodeld/nodeld/internal/ctl"
@@ -44,6 +47,15 @@ func TestFollowerRefusesWritesAndReadsReplica(t *testing.T) {
 			t.Fatalf("%s: Demand: %v, want a NotLeaderError", n.Name, err)
 		}
 		waitFor(t, n.Name+" to read the placement from its replica", func() bool { return n.ids()[id] })
+		// The replica is the leader's state, field for field.
+		waitFor(t, n.Name+"'s replica to be the leader's state", func() bool {
+			return cmp.Equal(lead.c.Placements(), n.c.Placements())
+		})
+		// The decision, made on the leader, explains on the follower.
+		ds := n.c.ReplicaDecisions(id[:12])
+		if len(ds) != 1 || ds[0].ID != id || !strings.Contains(ds[0].Explain, "decision_id: "+id) {
+			t.Fatalf("%s: replicated decisions %+v", n.Name, ds)
+		}
 		info := n.c.Leadership()
 		if info.Role != plane.RoleFollower || info.Leader != lead.ID() || info.Term != lead.c.Term() {
 			t.Fatalf("%s: leadership %+v, want a follower of %s in term %d", n.Name, info, lead.ID(), lead.c.Term())
