@@ -125,8 +125,8 @@ func checkChange(ch *plane.StateChange) error {
 			return fmt.Errorf("%w: decisions[%d]: %w", ErrEntry, i, err)
 		}
 	}
-	if ch.Declarations != nil && len(ch.Declarations) > MaxEntryBytes {
-		return fmt.Errorf("%w: declarations of %d bytes", ErrEntry, len(ch.Declarations))
+	if ch.Declarations != nil && (len(ch.Declarations) == 0 || len(ch.Declarations) > MaxEntryBytes || ch.Declarations[0] != '[') {
+		return fmt.Errorf("%w: declarations are not a JSON array", ErrEntry)
 	}
 	return nil
 }
@@ -141,8 +141,8 @@ func checkRecord(e plane.StateEntry, key func(string) bool, withRef bool) error 
 		return fmt.Errorf("package reference %q", e.Ref)
 	case !withRef && e.Ref != "":
 		return fmt.Errorf("a reference %q where none is", e.Ref)
-	case len(e.Data) == 0:
-		return errors.New("no data")
+	case len(e.Data) == 0 || e.Data[0] != '{':
+		return errors.New("data is not a JSON object")
 	case len(e.Data) > MaxRecordBytes:
 		return fmt.Errorf("%d bytes, at most %d", len(e.Data), MaxRecordBytes)
 	}

@@ -257,3 +257,20 @@ func (s *snapshot) Persist(sink raft.SnapshotSink) error {
 }
 
 func (*snapshot) Release() {}
+
+// decisionsWith returns the decisions whose key starts with prefix,
+// oldest first, at most limit.
+func (f *fsm) decisionsWith(prefix string, limit int) []plane.StateEntry {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []plane.StateEntry
+	for _, e := range f.decisions {
+		if strings.HasPrefix(e.Key, prefix) {
+			out = append(out, e)
+			if len(out) >= limit {
+				break
+			}
+		}
+	}
+	return out
+}

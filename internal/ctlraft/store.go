@@ -112,8 +112,9 @@ type Store struct {
 }
 
 var (
-	_ plane.StateStore = (*Store)(nil)
-	_ plane.Leadership = (*Store)(nil)
+	_ plane.StateStore     = (*Store)(nil)
+	_ plane.Leadership     = (*Store)(nil)
+	_ plane.DecisionReader = (*Store)(nil)
 )
 
 // New validates cfg and returns a Store; it starts nothing.
@@ -418,4 +419,10 @@ func (t *timedSnapshots) Create(version raft.SnapshotVersion, index, term uint64
 		t.at()
 	}
 	return sink, err
+}
+
+// Decisions returns the decision records kept whose id starts with
+// prefix, oldest first, at most limit (plane.DecisionReader).
+func (s *Store) Decisions(prefix string, limit int) []plane.StateEntry {
+	return s.fsm.decisionsWith(prefix, limit)
 }

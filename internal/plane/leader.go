@@ -208,10 +208,10 @@ func (c *core) refreshReplica() {
 	c.lead.replicaGen = gen
 }
 
-// restore replaces the placements and declarations with st's, as New
-// loads them: a decision being dispatched is unsettled (the node may
-// have acted). fresh (a new leader) also starts every node's liveness
-// anew, as a start does, and tells the writer what the store holds.
+// restore replaces the placements and declarations with st's. fresh
+// (New, a new leader) restores them as New loads them: a decision being
+// dispatched is unsettled (the node may have acted), every node's
+// liveness starts anew, and the writer learns what the store holds.
 func (c *core) restore(st stateFile, fresh bool) error {
 	now := c.now()
 	if c.file == nil && fresh {
@@ -232,8 +232,9 @@ func (c *core) restore(st stateFile, fresh bool) error {
 	}
 	clear(c.gone)
 	for _, p := range st.Placements {
-		if p.Life == LifeDispatching {
-			// The node may have acted on a place sent before the crash.
+		if fresh && p.Life == LifeDispatching {
+			// The node may have acted on a place sent before the crash
+			// (a follower's read shows the replica as it is).
 			p.Life = LifeUnsettled
 		}
 		c.placements[p.DecisionID] = p

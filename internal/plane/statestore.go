@@ -341,3 +341,37 @@ func decisionEntry(id string, at time.Time, rec decisionRecord) (StateEntry, err
 	}
 	return StateEntry{Key: id, Data: b}, nil
 }
+
+// DecisionReader is a store that keeps the decision records replicated
+// with the state (*ctlraft.Store): ReplicaDecisions reads them.
+type DecisionReader interface {
+	// Decisions returns the records whose key starts with prefix, oldest
+	// first, at most limit.
+	Decisions(prefix string, limit int) []StateEntry
+}
+
+// ReplicaDecisions explains the decisions whose id starts with prefix
+// from the records the store keeps (the last MaxReplicaDecisions of the
+// cluster, whichever controller made them), at most MaxChainedMatches:
+// `ctl explain` on a controller whose own chain does not hold the
+// decision. Nil when the store keeps none (the state file).
+func (c *Controller) ReplicaDecisions(prefix string) []ChainedDecision {
+	dr, ok := c.state.(DecisionReader)
+	if !ok {
+		return nil
+	}
+	var out []ChainedDecision
+	for _, e := range dr.Decisions(prefix, MaxChainedMatches) {
+		var d decisionData
+		var rec decisionRecord
+		if json.Unmarshal(e.Data, &d) != nil || json.Unmarshal(d.Record, &rec) != nil {
+			continue
+		}
+		var b strings.Builder
+		rec.explain(&b)
+		writeDispatch(&b, e.Key, nil)
+		fmt.Fprintf(&b, "(from the replicated state: decided at %s)\n", d.Time)
+		out = append(out, ChainedDecision{ID: e.Key, Time: d.Time, Explain: b.String()})
+	}
+	return out
+}
