@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
@@ -135,6 +136,9 @@ func TestStaleTermRefusedAndChained(t *testing.T) {
 		if gotSet, got := c.h.ControllerTerm(); gotSet != set || got != st.wantSeen {
 			t.Fatalf("%s: ControllerTerm() = %s, %d; want %s, %d", st.name, gotSet, got, set, st.wantSeen)
 		}
+	}
+	if v := c.h.Advertisement(time.Now()).Version; v != "2" {
+		t.Errorf("advertised version %q, want 2: a host that fences by term", v)
 	}
 	if got := testutil.ToFloat64(c.h.met.terms.WithLabelValues(set[:16])); got != 6 {
 		t.Errorf("nodeld_host_controller_term = %v, want 6", got)
