@@ -250,6 +250,9 @@ func TestTermPersistedBeforeActingAndAfterRestart(t *testing.T) {
 	if atBegin != 7 {
 		t.Fatalf("the terms file held term %d when the load began, want 7", atBegin)
 	}
+	if begins := probe.ofKind(KindPlaceBegin); len(begins) != 1 || begins[0]["term"] != 7.0 {
+		t.Fatalf("host.place.begin records %v, want one naming term 7", begins)
+	}
 	if st, err := os.Stat(filepath.Join(c.hostNode.Dir, TermsFile)); err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("terms file: %v, %v; want mode 0600", st, err)
 	}
