@@ -347,6 +347,10 @@ func TestTermWriteFailure(t *testing.T) {
 	if _, err := c.callTerm(t, ctl.MethodStart, missing, 10); refusalCode(err) != ctl.CodeRuntime {
 		t.Fatalf("start with a term not written: %v, want runtime", err)
 	}
+	p := buildEcho(t, c.publisher)
+	if _, err := c.callTerm(t, ctl.MethodLoad, p.params(false), 10); refusalCode(err) != ctl.CodeRuntime {
+		t.Fatalf("load with a term not written: %v, want runtime", err)
+	}
 	if _, err := c.callTerm(t, ctl.MethodStart, missing, 9); refusalCode(err) != ctl.CodeStaleTerm {
 		t.Fatalf("term 9 after 10 was raised in memory: %v, want stale_term", err)
 	}
@@ -356,8 +360,8 @@ func TestTermWriteFailure(t *testing.T) {
 	if _, err := c.callTerm(t, ctl.MethodStatus, nil, 10); err != nil {
 		t.Fatalf("status: %v", err)
 	}
-	if got := testutil.ToFloat64(c.h.met.termWriteFailures); got != 4 {
-		t.Errorf("term write failures = %v, want 4", got)
+	if got := testutil.ToFloat64(c.h.met.termWriteFailures); got != 5 {
+		t.Errorf("term write failures = %v, want 5", got)
 	}
 	if fileTerms(t, c.hostNode.Dir) != nil {
 		t.Fatal("a terms file was written")
