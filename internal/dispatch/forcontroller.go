@@ -41,11 +41,14 @@ type ForControllerDeps struct {
 	Revocations *pkg.Revocations
 	// Anchors are the controller's trust anchors (SetAnchors swaps them).
 	Anchors pkg.Anchors
-	// Term returns the raft term this controller holds now; every call
-	// carries it, read when the call is made. nil means 0: no term, as a
-	// controller that replicates nothing (hosts fence no such call until
-	// they have seen a term from their controllers, then refuse its
-	// mutations).
+	// Term returns the raft term this controller leads in: the term of the
+	// election it won, kept for as long as it acts on that leadership.
+	// Every call carries it, read when the call is made. It must not be
+	// raft's current term (raft.CurrentTerm): a deposed leader turned
+	// candidate raises that, and would fence the true leader off every
+	// host it reached. nil means 0: no term, as a controller that
+	// replicates nothing (hosts fence no such call until they have seen a
+	// term from their controllers, then refuse its mutations).
 	Term func() uint64
 	// Hooks are test hooks on the place path; the daemon sets none.
 	Hooks PlaceHooks

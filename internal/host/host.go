@@ -445,7 +445,7 @@ func (h *Host) ReplayNotices(ctx context.Context, peer mesh.PeerInfo) {
 }
 
 // Advertisement returns the workload-host advertisement (ctl.HostAdvertName):
-// the methods, ctl.Version and the metadata of ctl.HostMetadata (instances,
+// the methods, ctl.VersionTerm and the metadata of ctl.HostMetadata (instances,
 // in_flight, enabled and label.<k>).
 func (h *Host) Advertisement(now time.Time) table.Advertisement {
 	return h.view.advertisement(now)

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
@@ -136,6 +137,9 @@ func TestStaleTermRefusedAndChained(t *testing.T) {
 			t.Fatalf("%s: ControllerTerm() = %s, %d; want %s, %d", st.name, gotSet, got, set, st.wantSeen)
 		}
 	}
+	if v := c.h.Advertisement(time.Now()).Version; v != "2" {
+		t.Errorf("advertised version %q, want 2: a host that fences by term", v)
+	}
 	if got := testutil.ToFloat64(c.h.met.terms.WithLabelValues(set[:16])); got != 6 {
 		t.Errorf("nodeld_host_controller_term = %v, want 6", got)
 	}
@@ -246,6 +250,9 @@ func TestTermPersistedBeforeActingAndAfterRestart(t *testing.T) {
 	if atBegin != 7 {
 		t.Fatalf("the terms file held term %d when the load began, want 7", atBegin)
 	}
+	if begins := probe.ofKind(KindPlaceBegin); len(begins) != 1 || begins[0]["term"] != 7.0 {
+		t.Fatalf("host.place.begin records %v, want one naming term 7", begins)
+	}
 	if st, err := os.Stat(filepath.Join(c.hostNode.Dir, TermsFile)); err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("terms file: %v, %v; want mode 0600", st, err)
 	}
@@ -340,6 +347,10 @@ func TestTermWriteFailure(t *testing.T) {
 	if _, err := c.callTerm(t, ctl.MethodStart, missing, 10); refusalCode(err) != ctl.CodeRuntime {
 		t.Fatalf("start with a term not written: %v, want runtime", err)
 	}
+	p := buildEcho(t, c.publisher)
+	if _, err := c.callTerm(t, ctl.MethodLoad, p.params(false), 10); refusalCode(err) != ctl.CodeRuntime {
+		t.Fatalf("load with a term not written: %v, want runtime", err)
+	}
 	if _, err := c.callTerm(t, ctl.MethodStart, missing, 9); refusalCode(err) != ctl.CodeStaleTerm {
 		t.Fatalf("term 9 after 10 was raised in memory: %v, want stale_term", err)
 	}
@@ -349,8 +360,8 @@ func TestTermWriteFailure(t *testing.T) {
 	if _, err := c.callTerm(t, ctl.MethodStatus, nil, 10); err != nil {
 		t.Fatalf("status: %v", err)
 	}
-	if got := testutil.ToFloat64(c.h.met.termWriteFailures); got != 4 {
-		t.Errorf("term write failures = %v, want 4", got)
+	if got := testutil.ToFloat64(c.h.met.termWriteFailures); got != 5 {
+		t.Errorf("term write failures = %v, want 5", got)
 	}
 	if fileTerms(t, c.hostNode.Dir) != nil {
 		t.Fatal("a terms file was written")
