@@ -1,0 +1,161 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nodeld/nodeld/internal/plane"
+)
+
+// raftTrio starts three controllers a, b and c, each with the other two
+// as controller.voters (so their state is in raft), and a host d that
+// lists all three in host.controllers; every node peers with every other,
+// paired. No node but d hosts.
+func raftTrio(t *testing.T, anchor string) (*meshT, map[string]*mnode) {
+	t.Helper()
+	m := newMesh(t, "a", "b", "c", "d")
+	ctrls := []string{"a", "b", "c"}
+	keys := make([]string, len(ctrls))
+	for i, n := range ctrls {
+		keys[i] = m.node(n).key
+	}
+	peersOf := func(self string) []peer {
+		var ps []peer
+		for _, n := range []string{"a", "b", "c", "d"} {
+			if n != self {
+				ps = append(ps, peer{name: n, tier: "paired"})
+			}
+		}
+		return ps
+	}
+	nodes := map[string]*mnode{}
+	nodes["d"] = m.start("d", m.config("d", peersOf("d"), meshHost(strings.Join(keys, ", "), anchor)))
+	for _, n := range ctrls {
+		var voters []string
+		for _, v := range ctrls {
+			if v != n {
+				voters = append(voters, v)
+			}
+		}
+		extra := "  voters: [" + strings.Join(voters, ", ") + "]\n  policy:\n    kinds:\n      inference: {min_tier: paired}\n    deny_nodes: [a, b, c]\n"
+		cfg := strings.Replace(meshController(anchor, ""), "  policy:\n    kinds:\n      inference: {min_tier: paired}\n", extra, 1)
+		nodes[n] = m.start(n, m.config(n, peersOf(n), cfg))
+	}
+	return m, nodes
+}
+
+// raftLeader waits until the running controllers among names agree on
+// one leader that raft says leads, and returns it with the time it took.
+func raftLeader(t *testing.T, nodes map[string]*mnode, names ...string) (*mnode, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	var leader *mnode
+	waitFor(t, "one raft leader among "+strings.Join(names, ", "), func() bool {
+		leader = nil
+		var agreed string
+		for _, n := range names {
+			info := nodes[n].ctrl().Leadership()
+			if info.Leader == "" || agreed != "" && info.Leader != agreed {
+				return false
+			}
+			agreed = info.Leader
+			if info.Role == plane.RoleLeader {
+				leader = nodes[n]
+			}
+		}
+		return leader != nil
+	})
+	return leader, time.Since(start)
+}
+
+// TestRaftControllersFailover (issue 25 acceptance 1, in process): three
+// controllers replicate their state in raft over the mesh; a place on the
+// leader is in every replica; the leader is killed, a new leader is
+// elected among the two left, takes over the placement from its replica
+// (nothing placed twice: d runs one instance), and its calls raise d's
+// fencing term; the old leader comes back as a follower whose replica
+// has the placement, and whose writes fail naming the leader.
+func TestRaftControllersFailover(t *testing.T) {
+	t.Parallel()
+	dir, anchor := meshLightPackage(t)
+	m, nodes := raftTrio(t, anchor)
+	idD := m.id("d")
+	old, took := raftLeader(t, nodes, "a", "b", "c")
+	t.Logf("first leader %s after %v", old.name, took)
+	old.waitAlive(idD)
+	res, rc, errOut := old.placeJSON(dir)
+	if rc != 0 || res.Outcome != "placed" || res.Node != idD {
+		t.Fatalf("place on the leader %s = %d %+v\n%s", old.name, rc, res, errOut)
+	}
+	var rest []string
+	for _, n := range []string{"a", "b", "c"} {
+		if n != old.name {
+			rest = append(rest, n)
+		}
+	}
+	for _, n := range rest {
+		waitFor(t, n+"'s replica to hold the placement", func() bool { return hasPlacement(nodes[n].ctrl(), res.DecisionID, idD) })
+		// A follower's write names the leader (the operator runs it there).
+		if _, rc, errOut := nodes[n].placeJSON(dir); rc == 0 || !strings.Contains(errOut, "not the leader") {
+			t.Fatalf("place on follower %s = %d\n%s", n, rc, errOut)
+		}
+	}
+	oldTerm := old.ctrl().Term()
+	if oldTerm == 0 {
+		t.Fatalf("the leader %s leads in term 0", old.name)
+	}
+
+	old.kill()
+	leader, took := raftLeader(t, nodes, rest...)
+	t.Logf("new leader %s %v after the kill of %s", leader.name, took, old.name)
+	leader.waitAlive(idD)
+	for range 3 {
+		leader.tick()
+	}
+	if !hasPlacement(leader.ctrl(), res.DecisionID, idD) {
+		t.Fatalf("new leader %s lost the placement: %+v", leader.name, leader.ctrl().Placements())
+	}
+	if got := len(nodes["d"].instances()); got != 1 {
+		t.Fatalf("d runs %d instances after the failover, want 1", got)
+	}
+	newTerm := leader.ctrl().Term()
+	if newTerm <= oldTerm {
+		t.Fatalf("new leader's term %d, old %d", newTerm, oldTerm)
+	}
+	// d heard the new term from the new leader's calls (fencing).
+	if got := nodes["d"].counter("nodeld_host_controller_term", nil); got < float64(newTerm) {
+		t.Fatalf("d's controller term %v, want at least %d", got, newTerm)
+	}
+
+	old.run()
+	waitFor(t, old.name+" back as a follower of "+leader.name, func() bool {
+		info := old.ctrl().Leadership()
+		return info.Role == plane.RoleFollower && info.Leader == m.id(leader.name)
+	})
+	waitFor(t, old.name+"'s replica to hold the placement", func() bool { return hasPlacement(old.ctrl(), res.DecisionID, idD) })
+	_, err := old.ctrl().Place(t.Context(), plane.Order{})
+	var nl *plane.NotLeaderError
+	if !errors.As(err, &nl) || nl.Leader != m.id(leader.name) {
+		t.Fatalf("a write on the old leader: %v, want a NotLeaderError naming %s", err, leader.name)
+	}
+	if got := len(nodes["d"].instances()); got != 1 {
+		t.Fatalf("d runs %d instances, want 1", got)
+	}
+	out, errOut, rc := runCLI(t, "status", "--addr", leader.n.admin.Addr().String())
+	if status := out + errOut; rc != 0 || !strings.Contains(status, fmt.Sprintf("raft     leader, term %d, leader this node", newTerm)) {
+		t.Fatalf("leader's status = %d:\n%s", rc, status)
+	}
+}
+
+// hasPlacement reports whether c holds decision id, placed on node.
+func hasPlacement(c *plane.Controller, id, node string) bool {
+	for _, p := range c.Placements() {
+		if p.DecisionID == id && p.Node == node {
+			return true
+		}
+	}
+	return false
+}
