@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"github.com/nodeld/nodeld/internal/ctl"
+	"github.com/nodeld/nodeld/internal/dispatch"
 	"strings"
 	"testing"
 	"time"
@@ -158,4 +160,84 @@ func hasPlacement(c *plane.Controller, id, node string) bool {
 		}
 	}
 	return false
+}
+
+// partition cuts the mesh between node a and each of others, both ways;
+// heal (cut false) joins them again. Other links stay as they are.
+func (m *meshT) partition(a string, others []string, cut bool) {
+	na := m.node(a)
+	for _, o := range others {
+		no := m.node(o)
+		no.relay.setCutFrom(na.addr, cut)
+		na.relay.setCutFrom(no.addr, cut)
+	}
+}
+
+// TestRaftControllersPartitionFenced (issue 25 acceptance 2, in process):
+// the leader is cut off from the other two controllers but not from the
+// host d. The majority elects a new leader, whose calls raise d's term;
+// the old leader steps down; a call it still sends at its old term (one
+// in flight when it was cut off) is refused stale_term by d and chained
+// there, and changes nothing: d keeps its one instance. After healing,
+// one leader, the old one a follower, and still one instance.
+func TestRaftControllersPartitionFenced(t *testing.T) {
+	t.Parallel()
+	dir, anchor := meshLightPackage(t)
+	m, nodes := raftTrio(t, anchor)
+	idD := m.id("d")
+	old, _ := raftLeader(t, nodes, "a", "b", "c")
+	old.waitAlive(idD)
+	res, rc, errOut := old.placeJSON(dir)
+	if rc != 0 || res.Outcome != "placed" || res.Node != idD {
+		t.Fatalf("place on the leader %s = %d %+v\n%s", old.name, rc, res, errOut)
+	}
+	insts := nodes["d"].instances()
+	if len(insts) != 1 {
+		t.Fatalf("d runs %d instances", len(insts))
+	}
+	oldTerm := old.ctrl().Term()
+	var rest []string
+	for _, n := range []string{"a", "b", "c"} {
+		if n != old.name {
+			rest = append(rest, n)
+		}
+	}
+
+	m.partition(old.name, rest, true)
+	leader, took := raftLeader(t, nodes, rest...)
+	t.Logf("%s cut off; new leader %s after %v", old.name, leader.name, took)
+	leader.waitAlive(idD)
+	newTerm := leader.ctrl().Term()
+	if got := nodes["d"].counter("nodeld_host_controller_term", nil); newTerm <= oldTerm || got < float64(newTerm) {
+		t.Fatalf("terms: old %d, new %d, d's %v", oldTerm, newTerm, got)
+	}
+	waitFor(t, old.name+" to step down, alone", func() bool {
+		old.tick()
+		return !old.ctrl().Leads()
+	})
+	// What the deposed leader may still have in flight: a stop at the term
+	// it led in.
+	deposed := dispatch.NewForController(old.n.dispatch, dispatch.ForControllerDeps{Term: func() uint64 { return oldTerm }})
+	err := deposed.Stop(t.Context(), idD, insts[0].InstanceID)
+	if !errors.Is(err, ctl.ErrStaleTerm) {
+		t.Fatalf("a stop at the old term %d: %v, want stale_term", oldTerm, err)
+	}
+	if got := nodes["d"].instances(); len(got) != 1 || got[0].Status != insts[0].Status {
+		t.Fatalf("d after the stale stop: %+v", got)
+	}
+	if refused := nodes["d"].find("", map[string]any{"code": string(ctl.CodeStaleTerm)}); len(refused) == 0 {
+		t.Fatalf("d chained no stale_term refusal")
+	}
+
+	m.partition(old.name, rest, false)
+	waitFor(t, old.name+" to follow "+leader.name+" again", func() bool {
+		info := old.ctrl().Leadership()
+		return info.Role == plane.RoleFollower && info.Leader == m.id(leader.name)
+	})
+	for range 2 {
+		leader.tick()
+	}
+	if got := len(nodes["d"].instances()); got != 1 || !hasPlacement(old.ctrl(), res.DecisionID, idD) {
+		t.Fatalf("after healing: d runs %d instances; %s's replica %+v", got, old.name, old.ctrl().Placements())
+	}
 }
