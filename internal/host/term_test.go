@@ -402,7 +402,7 @@ func TestCorruptTermsFileRefusedAtStart(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, err := newBareHost(t, dir, identityFor(t))
-			if !errors.Is(err, errTermsMalformed) || !strings.Contains(err.Error(), path) {
+			if !errors.Is(err, errTermsMalformed) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), `"Fencing"`) {
 				t.Fatalf("New: %v, want a malformed-terms error naming %s", err, path)
 			}
 		})
