@@ -137,6 +137,9 @@ func TestStaleTermRefusedAndChained(t *testing.T) {
 			t.Fatalf("%s: ControllerTerm() = %s, %d; want %s, %d", st.name, gotSet, got, set, st.wantSeen)
 		}
 	}
+	if got := c.h.Status().ControllerTerm; got != 6 {
+		t.Errorf("Status().ControllerTerm = %d, want 6", got)
+	}
 	if v := c.h.Advertisement(time.Now()).Version; v != "2" {
 		t.Errorf("advertised version %q, want 2: a host that fences by term", v)
 	}
