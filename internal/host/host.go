@@ -452,8 +452,13 @@ func (h *Host) Advertisement(now time.Time) table.Advertisement {
 }
 
 // Status returns in-flight decisions, instances and departed instances,
-// each sorted (in-flight by start time, instances by id).
-func (h *Host) Status() HostStatus { return h.view.hostStatus() }
+// each sorted (in-flight by start time, instances by id), and the
+// controller term the host fences by.
+func (h *Host) Status() HostStatus {
+	st := h.view.hostStatus()
+	_, st.ControllerTerm = h.ControllerTerm()
+	return st
+}
 
 // Isolation is what this host enforces on the instances it starts, and
 // false when it isolates nothing (no Isolator).

@@ -168,9 +168,12 @@ type terms struct {
 // not start on it, since a silent reset would let a deposed leader act
 // again (the operator's recovery is docs/internals.md, "Fencing").
 func loadTerms(path string, gauge *prometheus.GaugeVec) (*terms, error) {
+	refuse := func(err error) (*terms, error) {
+		return nil, fmt.Errorf("controller terms %q: %w (nodeld never resets this file itself: to recover, see docs/internals.md, internal/host, \"Fencing\")", path, err)
+	}
 	data, err := readTermsFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("controller terms %q: %w", path, err)
+		return refuse(err)
 	}
 	t := &terms{path: path, gauge: gauge, write: atomicfile.WriteFile}
 	if data == nil {
@@ -178,7 +181,7 @@ func loadTerms(path string, gauge *prometheus.GaugeVec) (*terms, error) {
 	}
 	sets, err := decodeTerms(data)
 	if err != nil {
-		return nil, fmt.Errorf("controller terms %q: %w (the host will not forget the terms it fences controllers by: see docs/internals.md, internal/host, Fencing)", path, err)
+		return refuse(err)
 	}
 	t.sets = sets
 	for _, s := range sets {

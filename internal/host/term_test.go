@@ -137,6 +137,9 @@ func TestStaleTermRefusedAndChained(t *testing.T) {
 			t.Fatalf("%s: ControllerTerm() = %s, %d; want %s, %d", st.name, gotSet, got, set, st.wantSeen)
 		}
 	}
+	if got := c.h.Status().ControllerTerm; got != 6 {
+		t.Errorf("Status().ControllerTerm = %d, want 6", got)
+	}
 	if v := c.h.Advertisement(time.Now()).Version; v != "2" {
 		t.Errorf("advertised version %q, want 2: a host that fences by term", v)
 	}
@@ -402,7 +405,7 @@ func TestCorruptTermsFileRefusedAtStart(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, err := newBareHost(t, dir, identityFor(t))
-			if !errors.Is(err, errTermsMalformed) || !strings.Contains(err.Error(), path) {
+			if !errors.Is(err, errTermsMalformed) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), `"Fencing"`) {
 				t.Fatalf("New: %v, want a malformed-terms error naming %s", err, path)
 			}
 		})

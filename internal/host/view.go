@@ -104,6 +104,10 @@ type HostStatus struct {
 	// Isolation is what the host enforces on the instances it starts;
 	// nil when it isolates nothing.
 	Isolation *sandbox.Support `json:"isolation,omitempty"`
+	// ControllerTerm is the highest raft term the host has seen from the
+	// controllers host.controllers names now (Host.ControllerTerm); absent
+	// before any.
+	ControllerTerm uint64 `json:"controller_term,omitempty"`
 }
 
 // InFlightStatus is a place being handled.
