@@ -350,7 +350,7 @@ func leaderText(r *operator.RaftDoc) string {
 	switch {
 	case r.Leader == "":
 		return "none known (no quorum: writes wait, reads answer from this replica)"
-	case r.LeaderName == "self":
+	case r.LeaderName == config.SelfRef:
 		return "this node"
 	case r.LeaderName != "":
 		return r.LeaderName + " (" + r.Leader + ")"

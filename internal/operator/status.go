@@ -1,6 +1,7 @@
 package operator
 
 import (
+	"github.com/nodeld/nodeld/internal/config"
 	"github.com/nodeld/nodeld/internal/plane"
 )
 
@@ -40,7 +41,7 @@ type RaftDoc struct {
 	// Term is the raft term this controller knows.
 	Term uint64 `json:"term"`
 	// Leader is the leader's node id and LeaderName its peer name (or
-	// this node's "self"); both empty while no leader is known.
+	// this node's config.SelfRef); both empty while no leader is known.
 	Leader     string `json:"leader,omitempty"`
 	LeaderName string `json:"leader_name,omitempty"`
 }
@@ -94,14 +95,14 @@ func (b *Router) ControllerStatus() *ControllerDoc {
 	return doc
 }
 
-// nodeName is the name of node id: "self", a peer's configured name, or
+// nodeName is the name of node id: config.SelfRef, a peer's configured name, or
 // "" when it has none.
 func (b *Router) nodeName(id string) string {
 	switch {
 	case id == "":
 		return ""
 	case id == b.nodeID:
-		return "self"
+		return config.SelfRef
 	case b.peerNames != nil:
 		return b.peerNames()[id]
 	}
