@@ -89,7 +89,7 @@ func TestAcknowledgedPlacesSurviveFiftyKills(t *testing.T) {
 		victim := h.ctls[rng.IntN(len(h.ctls))]
 		// A random moment within the placer's stream of places.
 		time.Sleep(time.Duration(rng.IntN(100)) * time.Millisecond) // a random kill time, not a wait for a condition
-		if victim.c.Leads() {
+		if victim.c.Leadership().Leads {
 			leaderKills++
 		}
 		victim.kill()

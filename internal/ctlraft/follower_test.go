@@ -52,7 +52,7 @@ func TestFollowerRefusesWritesAndReadsReplica(t *testing.T) {
 			return cmp.Equal(lead.c.Placements(), n.c.Placements())
 		})
 		// The decision, made on the leader, explains on the follower.
-		ds := n.c.ReplicaDecisions(id[:12])
+		ds := plane.ReplicaDecisions(n.store, id[:12])
 		if len(ds) != 1 || ds[0].ID != id || !strings.Contains(ds[0].Explain, "decision_id: "+id) {
 			t.Fatalf("%s: replicated decisions %+v", n.Name, ds)
 		}

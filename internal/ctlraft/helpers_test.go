@@ -258,7 +258,7 @@ func (h *harness) leader() *ctlNode {
 		if n.down {
 			continue
 		}
-		if n.c.Leads() {
+		if n.c.Leadership().Leads {
 			if lead != nil {
 				return nil
 			}

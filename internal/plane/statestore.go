@@ -351,15 +351,11 @@ type DecisionReader interface {
 }
 
 // ReplicaDecisions explains the decisions whose id starts with prefix
-// from the records the store keeps (the last MaxReplicaDecisions of the
+// from the records dr keeps (the last MaxReplicaDecisions of the
 // cluster, whichever controller made them), at most MaxChainedMatches:
 // `ctl explain` on a controller whose own chain does not hold the
-// decision. Nil when the store keeps none (the state file).
-func (c *Controller) ReplicaDecisions(prefix string) []ChainedDecision {
-	dr, ok := c.state.(DecisionReader)
-	if !ok {
-		return nil
-	}
+// decision.
+func ReplicaDecisions(dr DecisionReader, prefix string) []ChainedDecision {
 	var out []ChainedDecision
 	for _, e := range dr.Decisions(prefix, MaxChainedMatches) {
 		var d decisionData
