@@ -221,13 +221,15 @@ func (c *core) refreshReplica() {
 func (c *core) restore(st stateFile, fresh bool) error {
 	now := c.now()
 	if c.file == nil && fresh {
-		_, held, err := c.w.delta.change(st.Placements, st.Declarations, nil)
+		// The writer learns what the store holds: its next save sends
+		// what changed since.
+		c.w.persistMu.Lock()
+		c.w.delta = deltaCache{}
+		_, err := c.w.delta.change(st.Placements, st.Declarations, nil)
+		c.w.persistMu.Unlock()
 		if err != nil {
 			return err
 		}
-		c.w.persistMu.Lock()
-		c.w.delta = *held
-		c.w.persistMu.Unlock()
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

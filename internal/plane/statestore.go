@@ -105,58 +105,121 @@ type deltaCache struct {
 	// pkgs counts the saved placements of each package key.
 	pkgs  map[string]int
 	decls []byte
-	// stale is set after a failed save: the next change is a Reset.
+	// keys holds each package's key and encoding, by what names it.
+	keys map[pkgIdent]pkgRecord
+	gen  uint64
+	// stale is set after a failed save (and before the first): the
+	// next change is a Reset.
 	stale bool
+}
+
+// pkgIdent is what tells packages apart (as encodeState does).
+type pkgIdent struct{ id, version, kind, hash, labels string }
+
+func identOf(p *Placement) pkgIdent {
+	id := pkgIdent{p.Package, p.Version, p.Kind, p.ManifestHash, ""}
+	if len(p.Labels)+len(p.Excludes) > 0 {
+		id.labels = strings.Join(p.Labels, "\x00") + "\x01" + strings.Join(p.Excludes, "\x00")
+	}
+	return id
+}
+
+type pkgRecord struct {
+	key  string
+	data []byte
+}
+
+// packageOf returns the key and encoding of the package id names,
+// encoded once.
+func (c *deltaCache) packageOf(id pkgIdent, p *Placement) (pkgRecord, error) {
+	if r, ok := c.keys[id]; ok {
+		return r, nil
+	}
+	pb, err := json.Marshal(statePackage{ID: p.Package, Version: p.Version, Kind: p.Kind, ManifestHash: p.ManifestHash,
+		Labels: p.Labels, Excludes: p.Excludes})
+	if err != nil {
+		return pkgRecord{}, fmt.Errorf("encode package: %w", err)
+	}
+	if c.keys == nil {
+		c.keys = map[pkgIdent]pkgRecord{}
+	}
+	r := pkgRecord{key: PackageKey(pb), data: pb}
+	c.keys[id] = r
+	return r, nil
 }
 
 type deltaEntry struct {
 	key   spKey
 	cands []Candidate
 	moves []time.Time
-	pkg   string
+	ident pkgIdent
+	pkg   pkgRecord
+	gen   uint64
 }
 
 // change returns the change from what c last saved to ps and ds (with
-// decisions decs), and the cache to keep once it is saved.
-func (c *deltaCache) change(ps []*Placement, ds []*declState, decs []StateEntry) (StateChange, *deltaCache, error) {
+// decisions decs), and updates c to them: the caller marks c stale when
+// the save fails. A placement that did not change costs a comparison.
+func (c *deltaCache) change(ps []*Placement, ds []*declState, decs []StateEntry) (StateChange, error) {
 	var ch StateChange
-	reset := c.m == nil || c.stale
-	next := &deltaCache{m: make(map[string]*deltaEntry, len(ps)), pkgs: map[string]int{}, decls: c.decls}
-	ch.Reset = reset
-	pkgData := map[string][]byte{}
+	if c.m == nil || c.stale {
+		ch.Reset = true
+		c.m, c.pkgs, c.decls, c.stale = make(map[string]*deltaEntry, len(ps)), map[string]int{}, nil, false
+	}
+	if len(c.keys) > 4*len(ps)+64 {
+		c.keys = nil // forget the packages no longer placed, now and then
+	}
+	c.gen++
+	sent := map[string]bool{}
 	for _, p := range ps {
-		spk := statePackage{ID: p.Package, Version: p.Version, Kind: p.Kind, ManifestHash: p.ManifestHash,
-			Labels: p.Labels, Excludes: p.Excludes}
-		pb, err := json.Marshal(spk)
-		if err != nil {
-			return StateChange{}, nil, fmt.Errorf("encode package: %w", err)
-		}
-		pk := PackageKey(pb)
-		pkgData[pk] = pb
 		sp := toStatePlacement(p, nil, 0)
-		e := &deltaEntry{key: keyOf(&sp), cands: sp.Candidates, moves: sp.Moves, pkg: pk}
-		next.m[p.DecisionID] = e
-		next.pkgs[pk]++
-		if old := c.m[p.DecisionID]; !reset && old != nil && old.key == e.key && old.pkg == pk &&
-			slices.Equal(old.cands, e.cands) && slices.EqualFunc(old.moves, e.moves, time.Time.Equal) {
+		k := keyOf(&sp)
+		e := c.m[p.DecisionID]
+		if e != nil && e.key == k && e.ident == identOf(p) && slices.Equal(e.cands, sp.Candidates) &&
+			slices.EqualFunc(e.moves, sp.Moves, time.Time.Equal) {
+			e.gen = c.gen
 			continue
+		}
+		id := identOf(p)
+		pr, err := c.packageOf(id, p)
+		if err != nil {
+			c.stale = true
+			return StateChange{}, err
 		}
 		b, err := json.Marshal(&sp)
 		if err != nil {
-			return StateChange{}, nil, fmt.Errorf("encode placement: %w", err)
+			c.stale = true
+			return StateChange{}, fmt.Errorf("encode placement: %w", err)
 		}
-		ch.Placements = append(ch.Placements, StateEntry{Key: p.DecisionID, Ref: pk, Data: b})
-	}
-	for pk := range next.pkgs {
-		if reset || c.pkgs[pk] == 0 {
-			ch.Packages = append(ch.Packages, StateEntry{Key: pk, Data: pkgData[pk]})
+		switch {
+		case e == nil:
+			e = &deltaEntry{}
+			c.m[p.DecisionID] = e
+		case e.pkg.key != pr.key:
+			c.pkgs[e.pkg.key]--
+		default:
+			c.pkgs[pr.key]-- // the same package: counted once again below
 		}
+		if c.pkgs[pr.key] == 0 && !sent[pr.key] && (e.pkg.key != pr.key || ch.Reset) {
+			ch.Packages = append(ch.Packages, StateEntry{Key: pr.key, Data: pr.data})
+			sent[pr.key] = true
+		}
+		c.pkgs[pr.key]++
+		*e = deltaEntry{key: k, cands: sp.Candidates, moves: sp.Moves, ident: id, pkg: pr, gen: c.gen}
+		ch.Placements = append(ch.Placements, StateEntry{Key: p.DecisionID, Ref: pr.key, Data: b})
 	}
-	if !reset {
-		for id := range c.m {
-			if next.m[id] == nil {
+	if len(c.m) > len(ps) || len(ch.Placements) < len(ps) {
+		for id, e := range c.m {
+			if e.gen != c.gen {
 				ch.Removed = append(ch.Removed, id)
+				c.pkgs[e.pkg.key]--
+				delete(c.m, id)
 			}
+		}
+	}
+	for k, n := range c.pkgs {
+		if n <= 0 {
+			delete(c.pkgs, k)
 		}
 	}
 	ds = slices.Clone(ds)
@@ -166,17 +229,18 @@ func (c *deltaCache) change(ps []*Placement, ds []*declState, decs []StateEntry)
 	}
 	db, err := json.Marshal(ds)
 	if err != nil {
-		return StateChange{}, nil, fmt.Errorf("encode declarations: %w", err)
+		c.stale = true
+		return StateChange{}, fmt.Errorf("encode declarations: %w", err)
 	}
-	if reset || !bytes.Equal(db, c.decls) {
+	if ch.Reset || !bytes.Equal(db, c.decls) {
 		ch.Declarations = db
-		next.decls = db
+		c.decls = db
 	}
 	ch.Decisions = decs
 	sortEntries(ch.Packages)
 	sortEntries(ch.Placements)
 	slices.Sort(ch.Removed)
-	return ch, next, nil
+	return ch, nil
 }
 
 func sortEntries(es []StateEntry) {
@@ -261,7 +325,7 @@ func ImportStateFile(path string) (ch StateChange, ok bool, err error) {
 		return StateChange{}, false, err
 	}
 	var c deltaCache
-	ch, _, err = c.change(st.Placements, st.Declarations, nil)
+	ch, err = c.change(st.Placements, st.Declarations, nil)
 	if err != nil {
 		return StateChange{}, false, err
 	}

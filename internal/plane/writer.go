@@ -52,7 +52,7 @@ func (c *writer) persist() error {
 	if c.file != nil {
 		return c.file.save(ps, ds)
 	}
-	ch, next, err := c.delta.change(ps, ds, decs)
+	ch, err := c.delta.change(ps, ds, decs)
 	if err == nil && !ch.Empty() {
 		err = c.saveChange(ch)
 	}
@@ -65,7 +65,6 @@ func (c *writer) persist() error {
 		c.mu.Unlock()
 		return err
 	}
-	c.delta = *next
 	return nil
 }
 
