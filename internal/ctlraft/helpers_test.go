@@ -62,7 +62,7 @@ func (f *fakeHosts) PlaceDecided(ctx context.Context, node string, p plane.Packa
 // with raft on its layer, a Store and a plane.Controller on it, placing
 // on one planetest cluster of hosts.
 type harness struct {
-	t       *testing.T
+	t       testing.TB
 	clk     *planetest.Clock
 	hosts   *fakeHosts
 	targets []plane.Target
@@ -96,7 +96,7 @@ func admittingTable(id string, admit *meshtest.Admission) *table.Table {
 
 // newHarness makes n controllers and hosts hosts of 24 GiB each, with
 // package echo (a service that reserves no memory, so hosts take any number).
-func newHarness(t *testing.T, n, hosts int) *harness {
+func newHarness(t testing.TB, n, hosts int) *harness {
 	t.Helper()
 	clk := planetest.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	h := &harness{t: t, clk: clk, hosts: &fakeHosts{planetest.NewCluster(clk)}}
@@ -346,7 +346,7 @@ func (n *ctlNode) ids() map[string]bool {
 }
 
 // waitFor waits for cond within waitBound.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(waitBound)
 	for !cond() {
