@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nodeld/nodeld/internal/raftmesh"
 )
 
 // Three controllers: the leader places; every follower's replica holds
@@ -142,4 +144,33 @@ func holdsAll(n *ctlNode, ids []string) bool {
 		}
 	}
 	return true
+}
+
+// A leader stopped (not killed: its daemon shuts down, as in a rolling
+// restart) hands the lead over: another controller leads well within
+// an election timeout's wait, and nothing is lost.
+func TestStoppedLeaderHandsOver(t *testing.T) {
+	h := newHarness(t, 3, 1)
+	h.start()
+	lead := h.waitLeader()
+	id := h.place("one")
+	stopped := time.Now()
+	lead.h.mu.Lock()
+	lead.down = true
+	lead.h.mu.Unlock()
+	lead.stop()
+	next := h.waitLeader()
+	took := time.Since(stopped)
+	t.Logf("%s leads %v after %s stopped", next.Name, took, lead.Name)
+	// Without the hand-over the others wait HeartbeatTimeout (to twice
+	// that) before they even stand.
+	if took >= raftmesh.HeartbeatTimeout {
+		t.Errorf("a new leader %v after the leader stopped, want under %v (handed over)", took, raftmesh.HeartbeatTimeout)
+	}
+	if next == lead || !next.ids()[id] {
+		t.Fatalf("leader %s after %s stopped, holding %v", next.Name, lead.Name, next.ids())
+	}
+	if v := testutilLeaderChanges(lead); v == 0 {
+		t.Fatal("no leader change counted")
+	}
 }

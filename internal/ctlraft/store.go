@@ -148,7 +148,7 @@ func New(cfg Config, deps Deps) (*Store, error) {
 	}
 	s := &Store{cfg: cfg, log: deps.Logger.Named("ctlraft"), met: met, now: now, fsm: newFSM(),
 		changed: make(chan struct{}, 1), deps: deps}
-	s.fsm.onApply = func() {}
+	s.fsm.onApply = s.signal
 	s.lastSnap.Store(now().UnixNano())
 	return s, nil
 }
@@ -162,7 +162,8 @@ func (s *Store) signal() {
 }
 
 // Run opens raft's stores, runs raft (bootstrapping a new cluster unless
-// Join), follows its leadership, and shuts it down once ctx ends.
+// Join), follows its leadership, and shuts it down once ctx ends, handing
+// the lead to another voter first when it leads. A Store runs once.
 func (s *Store) Run(ctx context.Context) error {
 	st, err := raftmesh.OpenStores(s.cfg.Dir, s.log)
 	if err != nil {
@@ -194,6 +195,13 @@ func (s *Store) Run(ctx context.Context) error {
 	r.RegisterObserver(observer)
 	s.r.Store(r)
 	defer func() {
+		if r.State() == raft.Leader && len(s.cfg.Voters) > 1 {
+			// A stop, not a crash: hand the lead over so that the others
+			// need not wait for an election timeout (a rolling restart).
+			if err := r.LeadershipTransfer().Error(); err != nil {
+				s.log.Info("lead not handed over", zap.Error(err))
+			}
+		}
 		s.r.Store(nil)
 		r.DeregisterObserver(observer)
 		if err := r.Shutdown().Error(); err != nil {
@@ -211,7 +219,6 @@ func (s *Store) Run(ctx context.Context) error {
 			return fmt.Errorf("bootstrap raft: %w", err)
 		}
 	}
-	s.fsm.onApply = s.signal
 	tick := time.NewTicker(statsEvery)
 	defer tick.Stop()
 	s.observe(r)
