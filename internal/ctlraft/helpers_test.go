@@ -88,6 +88,10 @@ type ctlNode struct {
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
 	down      bool
+	// voters, when set, are the store's voters (else every controller);
+	// join starts the store with Config.Join.
+	voters []string
+	join   bool
 }
 
 func admittingTable(id string, admit *meshtest.Admission) *table.Table {
@@ -188,7 +192,11 @@ func (n *ctlNode) startController() {
 	}
 	n.ch = ch
 	n.reg = prometheus.NewRegistry()
-	st, err := New(Config{Self: n.ID(), Voters: n.h.voters(), Dir: filepath.Join(n.Dir, "raft"), ImportPath: n.statePath},
+	voters := n.voters
+	if voters == nil {
+		voters = n.h.voters()
+	}
+	st, err := New(Config{Self: n.ID(), Voters: voters, Dir: filepath.Join(n.Dir, "raft"), ImportPath: n.statePath, Join: n.join},
 		Deps{Layer: n.layer, Logger: n.Logger, Registerer: n.reg, Tune: n.h.tune})
 	if err != nil {
 		t.Fatal(err)
@@ -279,6 +287,33 @@ func (h *harness) leader() *ctlNode {
 		}
 	}
 	return lead
+}
+
+// leaderAmong is n when it leads with its hosts described, else nil
+// (the others may not know it yet).
+func (h *harness) leaderAmong(n *ctlNode) *ctlNode {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !n.c.Leadership().Leads {
+		return nil
+	}
+	for _, ns := range n.c.Nodes() {
+		if ns.Liveness != engine.Alive {
+			return nil
+		}
+	}
+	return n
+}
+
+// placeOn places echo as workload name on n, which leads.
+func (h *harness) placeOn(n *ctlNode, name string) string {
+	h.t.Helper()
+	rep, err := n.c.Place(context.Background(), plane.Order{Name: name, PackageDir: "/pkg/echo", Start: true,
+		Config: ctl.InstanceConfig{Workload: name}})
+	if err != nil || rep.Placed == nil {
+		h.t.Fatalf("place %s on %s: %v", name, n.Name, err)
+	}
+	return rep.DecisionID
 }
 
 // waitLeader waits for a leader all live controllers agree on.
