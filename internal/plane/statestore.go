@@ -149,78 +149,109 @@ func (c *deltaCache) packageOf(id pkgIdent, p *Placement) (pkgRecord, error) {
 }
 
 type deltaEntry struct {
-	key   spKey
-	cands []Candidate
-	moves []time.Time
-	ident pkgIdent
-	pkg   pkgRecord
-	gen   uint64
+	// prev is the placement as last saved (a shallow copy: its slices
+	// and order are replaced, never changed in place).
+	prev Placement
+	pkg  pkgRecord
+	gen  uint64
 }
 
-// change returns the change from what c last saved to ps and ds (with
-// decisions decs), and updates c to them: the caller marks c stale when
-// the save fails. A placement that did not change costs a comparison.
-func (c *deltaCache) change(ps []*Placement, ds []*declState, decs []StateEntry) (StateChange, error) {
-	var ch StateChange
+// samePlacement reports whether a and b encode the same: every field
+// but OnDemand (derived, never saved); Order by pointer (replaced, never
+// changed in place), the slices by value.
+// TestDeltaMatchesFullState changes each field in turn.
+func samePlacement(a, b *Placement) bool {
+	return a.DecisionID == b.DecisionID && a.Kind == b.Kind && a.Workload == b.Workload && a.Package == b.Package &&
+		a.Version == b.Version && a.ManifestHash == b.ManifestHash && a.Cursor == b.Cursor && a.Node == b.Node &&
+		a.Variant == b.Variant && a.InstanceID == b.InstanceID && a.Reserved == b.Reserved && a.PlacedAt.Equal(b.PlacedAt) &&
+		a.Life == b.Life && a.HostState == b.HostState && a.Order == b.Order && a.Capped == b.Capped &&
+		a.Attempts == b.Attempts && a.NextAttempt.Equal(b.NextAttempt) && a.LastError == b.LastError &&
+		a.WasRunning == b.WasRunning && a.LostReason == b.LostReason && a.ReplacedBy == b.ReplacedBy &&
+		a.Replaces == b.Replaces && a.Declared == b.Declared && a.Replica == b.Replica && a.Supersedes == b.Supersedes &&
+		a.Stopped == b.Stopped && a.RetireReason == b.RetireReason && a.FailedSince.Equal(b.FailedSince) &&
+		slices.Equal(a.Candidates, b.Candidates) && slices.EqualFunc(a.Moves, b.Moves, time.Time.Equal) &&
+		slices.Equal(a.Labels, b.Labels) && slices.Equal(a.Excludes, b.Excludes)
+}
+
+// scanLocked compares placements with what c last saved and returns
+// copies of those that changed (every one for a Reset) and the ids of
+// those gone; a placement that did not change costs a map lookup and a
+// comparison, no copy. The caller holds the controller's mu (and
+// persistMu); build then encodes outside mu.
+func (c *deltaCache) scanLocked(placements map[string]*Placement) (changed []Placement, removed []string, reset bool) {
 	if c.m == nil || c.stale {
-		ch.Reset = true
-		c.m, c.pkgs, c.decls, c.stale = make(map[string]*deltaEntry, len(ps)), map[string]int{}, nil, false
-	}
-	if len(c.keys) > 4*len(ps)+64 {
-		c.keys = nil // forget the packages no longer placed, now and then
+		reset = true
+		c.m, c.pkgs, c.decls, c.stale = make(map[string]*deltaEntry, len(placements)), map[string]int{}, nil, false
 	}
 	c.gen++
-	sent := map[string]bool{}
-	for _, p := range ps {
-		sp := toStatePlacement(p, nil, 0)
-		k := keyOf(&sp)
-		e := c.m[p.DecisionID]
-		if e != nil && e.key == k && e.ident == identOf(p) && slices.Equal(e.cands, sp.Candidates) &&
-			slices.EqualFunc(e.moves, sp.Moves, time.Time.Equal) {
+	for id, p := range placements {
+		if e := c.m[id]; e != nil && samePlacement(&e.prev, p) {
 			e.gen = c.gen
 			continue
 		}
-		id := identOf(p)
-		pr, err := c.packageOf(id, p)
-		if err != nil {
-			c.stale = true
-			return StateChange{}, err
+		changed = append(changed, *p)
+	}
+	if len(c.m) > len(placements)-len(changed) {
+		for id, e := range c.m {
+			if e.gen != c.gen && placements[id] == nil {
+				removed = append(removed, id)
+			}
 		}
+	}
+	return changed, removed, reset
+}
+
+// build encodes what scanLocked found, with the declarations ds and the
+// decisions decs, as a change, and records it as saved: the caller marks
+// c stale when the save fails.
+func (c *deltaCache) build(changed []Placement, removed []string, reset bool, ds []*declState, decs []StateEntry) (StateChange, error) {
+	ch := StateChange{Reset: reset, Removed: removed}
+	fail := func(err error) (StateChange, error) {
+		c.stale = true
+		return StateChange{}, err
+	}
+	sent := map[string]bool{}
+	for i := range changed {
+		p := &changed[i]
+		pr, err := c.packageOf(identOf(p), p)
+		if err != nil {
+			return fail(err)
+		}
+		sp := toStatePlacement(p, nil, 0)
 		b, err := json.Marshal(&sp)
 		if err != nil {
-			c.stale = true
-			return StateChange{}, fmt.Errorf("encode placement: %w", err)
+			return fail(fmt.Errorf("encode placement: %w", err))
 		}
+		e := c.m[p.DecisionID]
+		isNew := e == nil || e.pkg.key != pr.key
 		switch {
 		case e == nil:
 			e = &deltaEntry{}
 			c.m[p.DecisionID] = e
 		case e.pkg.key != pr.key:
 			c.pkgs[e.pkg.key]--
-		default:
-			c.pkgs[pr.key]-- // the same package: counted once again below
 		}
-		if c.pkgs[pr.key] == 0 && !sent[pr.key] && (e.pkg.key != pr.key || ch.Reset) {
-			ch.Packages = append(ch.Packages, StateEntry{Key: pr.key, Data: pr.data})
-			sent[pr.key] = true
+		if isNew {
+			if (c.pkgs[pr.key] == 0 || reset) && !sent[pr.key] {
+				ch.Packages = append(ch.Packages, StateEntry{Key: pr.key, Data: pr.data})
+				sent[pr.key] = true
+			}
+			c.pkgs[pr.key]++
 		}
-		c.pkgs[pr.key]++
-		*e = deltaEntry{key: k, cands: sp.Candidates, moves: sp.Moves, ident: id, pkg: pr, gen: c.gen}
+		*e = deltaEntry{prev: *p, pkg: pr, gen: c.gen}
 		ch.Placements = append(ch.Placements, StateEntry{Key: p.DecisionID, Ref: pr.key, Data: b})
 	}
-	if len(c.m) > len(ps) || len(ch.Placements) < len(ps) {
-		for id, e := range c.m {
-			if e.gen != c.gen {
-				ch.Removed = append(ch.Removed, id)
-				c.pkgs[e.pkg.key]--
-				delete(c.m, id)
+	for _, id := range removed {
+		if e := c.m[id]; e != nil {
+			c.pkgs[e.pkg.key]--
+			if c.pkgs[e.pkg.key] <= 0 {
+				delete(c.pkgs, e.pkg.key)
 			}
+			delete(c.m, id)
 		}
 	}
-	for k, n := range c.pkgs {
-		if n <= 0 {
-			delete(c.pkgs, k)
-		}
+	if len(c.keys) > 4*len(c.m)+64 {
+		c.keys = nil // forget the packages no longer placed, now and then
 	}
 	ds = slices.Clone(ds)
 	slices.SortFunc(ds, func(a, b *declState) int { return strings.Compare(a.Name, b.Name) })
@@ -229,10 +260,9 @@ func (c *deltaCache) change(ps []*Placement, ds []*declState, decs []StateEntry)
 	}
 	db, err := json.Marshal(ds)
 	if err != nil {
-		c.stale = true
-		return StateChange{}, fmt.Errorf("encode declarations: %w", err)
+		return fail(fmt.Errorf("encode declarations: %w", err))
 	}
-	if ch.Reset || !bytes.Equal(db, c.decls) {
+	if reset || !bytes.Equal(db, c.decls) {
 		ch.Declarations = db
 		c.decls = db
 	}
@@ -241,6 +271,17 @@ func (c *deltaCache) change(ps []*Placement, ds []*declState, decs []StateEntry)
 	sortEntries(ch.Placements)
 	slices.Sort(ch.Removed)
 	return ch, nil
+}
+
+// change is the change from what c last saved to ps and ds (scanLocked
+// and build over a list).
+func (c *deltaCache) change(ps []*Placement, ds []*declState, decs []StateEntry) (StateChange, error) {
+	m := make(map[string]*Placement, len(ps))
+	for _, p := range ps {
+		m[p.DecisionID] = p
+	}
+	changed, removed, reset := c.scanLocked(m)
+	return c.build(changed, removed, reset, ds, decs)
 }
 
 func sortEntries(es []StateEntry) {
