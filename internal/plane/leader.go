@@ -87,8 +87,9 @@ type leadState struct {
 	// state loaded last. Guarded by replicaMu.
 	replicaMu  sync.Mutex
 	replicaGen uint64
-	// changes counts the leadership gains and losses acted on (tests).
-	changes atomic.Uint64
+	// followMu serialises followLead (Run's loop, Tick): one rebuild per
+	// lead gained. Taken before tickMu.
+	followMu sync.Mutex
 }
 
 // leads reports whether this controller leads now: it may tick, place,
@@ -136,11 +137,12 @@ func (c *core) notLeader() error {
 // from the replica (as New loads it) and then leads; one that is no
 // longer the leader stops leading at once.
 func (c *core) followLead(ctx context.Context) {
+	c.lead.followMu.Lock()
+	defer c.lead.followMu.Unlock()
 	info := c.lead.src.Leader()
 	if info.Role != RoleLeader {
 		if c.lead.leading.Swap(false) {
 			c.lead.term.Store(0)
-			c.lead.changes.Add(1)
 			c.log.Info("controller lost the lead", zap.Uint64("term", info.Term), zap.String("leader", info.Leader))
 		}
 		return
@@ -185,7 +187,6 @@ func (c *core) gainLead(ctx context.Context, term uint64) error {
 	c.lead.replicaGen = gen
 	c.lead.term.Store(term)
 	c.lead.leading.Store(true)
-	c.lead.changes.Add(1)
 	return nil
 }
 
