@@ -159,7 +159,12 @@ func (c *writer) decide(p Package, o Order, in intent) (engine.Decision, string,
 		// Replicated with the next save, for Explain on any controller.
 		if e, err := decisionEntry(id, c.now(), rec); err == nil {
 			c.mu.Lock()
+			// Bounded like the store's: a burst of dry runs between two
+			// saves keeps its latest.
 			c.decisions = append(c.decisions, e)
+			if over := len(c.decisions) - MaxReplicaDecisions; over > 0 {
+				c.decisions = slices.Delete(c.decisions, 0, over)
+			}
 			c.mu.Unlock()
 		}
 	}
