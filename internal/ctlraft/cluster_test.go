@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nodeld/nodeld/internal/raftmesh"
 )
 
 // Three controllers: the leader places; every follower's replica holds
@@ -84,15 +86,20 @@ func TestAcknowledgedPlacesSurviveFiftyKills(t *testing.T) {
 		}
 	}()
 	start := time.Now()
-	leaderKills := 0
+	// failovers are the times from a leader's kill to a new leader that
+	// leads (rebuilt from its replica, the hosts described).
+	var failovers []time.Duration
 	for k := range kills {
 		victim := h.ctls[rng.IntN(len(h.ctls))]
 		// A random moment within the placer's stream of places.
 		time.Sleep(time.Duration(rng.IntN(100)) * time.Millisecond) // a random kill time, not a wait for a condition
-		if victim.c.Leads() {
-			leaderKills++
-		}
+		led := victim.c.Leadership().Leads
+		killed := time.Now()
 		victim.kill()
+		if led {
+			h.waitLeader()
+			failovers = append(failovers, time.Since(killed))
+		}
 		mu.Lock()
 		before := len(acked)
 		mu.Unlock()
@@ -113,7 +120,11 @@ func TestAcknowledgedPlacesSurviveFiftyKills(t *testing.T) {
 	if err := <-placerDone; err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d kills (%d of the leader), %d places acknowledged, in %v", kills, leaderKills, len(acked), time.Since(start))
+	slices.Sort(failovers)
+	if len(failovers) > 0 {
+		t.Logf("%d kills (%d of the leader: a new leader in median %v, max %v), %d places acknowledged, in %v", kills,
+			len(failovers), failovers[len(failovers)/2], failovers[len(failovers)-1], len(acked), time.Since(start))
+	}
 	for _, n := range h.ctls {
 		waitFor(t, n.Name+" to hold every acknowledged place", func() bool { return holdsAll(n, acked) })
 	}
@@ -133,4 +144,33 @@ func holdsAll(n *ctlNode, ids []string) bool {
 		}
 	}
 	return true
+}
+
+// A leader stopped (not killed: its daemon shuts down, as in a rolling
+// restart) hands the lead over: another controller leads well within
+// an election timeout's wait, and nothing is lost.
+func TestStoppedLeaderHandsOver(t *testing.T) {
+	h := newHarness(t, 3, 1)
+	h.start()
+	lead := h.waitLeader()
+	id := h.place("one")
+	stopped := time.Now()
+	lead.h.mu.Lock()
+	lead.down = true
+	lead.h.mu.Unlock()
+	lead.stop()
+	next := h.waitLeader()
+	took := time.Since(stopped)
+	t.Logf("%s leads %v after %s stopped", next.Name, took, lead.Name)
+	// Without the hand-over the others wait HeartbeatTimeout (to twice
+	// that) before they even stand.
+	if took >= raftmesh.HeartbeatTimeout {
+		t.Errorf("a new leader %v after the leader stopped, want under %v (handed over)", took, raftmesh.HeartbeatTimeout)
+	}
+	if next == lead || !next.ids()[id] {
+		t.Fatalf("leader %s after %s stopped, holding %v", next.Name, lead.Name, next.ids())
+	}
+	if v := testutilLeaderChanges(lead); v == 0 {
+		t.Fatal("no leader change counted")
+	}
 }

@@ -52,7 +52,7 @@ func TestFollowerRefusesWritesAndReadsReplica(t *testing.T) {
 			return cmp.Equal(lead.c.Placements(), n.c.Placements())
 		})
 		// The decision, made on the leader, explains on the follower.
-		ds := n.c.ReplicaDecisions(id[:12])
+		ds := plane.ReplicaDecisions(n.store, id[:12])
 		if len(ds) != 1 || ds[0].ID != id || !strings.Contains(ds[0].Explain, "decision_id: "+id) {
 			t.Fatalf("%s: replicated decisions %+v", n.Name, ds)
 		}
@@ -132,5 +132,34 @@ func TestImportStateFileOnce(t *testing.T) {
 	}
 	if got, _ := h.hosts.Copies("echo"); got != 2 {
 		t.Fatalf("%d copies after the restart", got)
+	}
+}
+
+// A single controller grows into three: it runs alone (one voter, its
+// state file imported), the two new ones start with Join and the voter
+// list, SetVoters on the one makes them voters, they catch up, and once
+// the first is killed one of them leads with its state.
+func TestSingleControllerGrowsToThree(t *testing.T) {
+	h := newHarness(t, 3, 2)
+	a, b, c := h.ctls[0], h.ctls[1], h.ctls[2]
+	a.voters = []string{a.ID()}
+	b.join, c.join = true, true
+	h.start()
+	var lead *ctlNode
+	waitFor(t, "a to lead alone", func() bool { lead = h.leaderAmong(a); return lead != nil })
+	id := h.placeOn(a, "one")
+	if err := a.store.SetVoters(context.Background(), h.voters()); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []*ctlNode{b, c} {
+		waitFor(t, n.Name+" to catch up", func() bool { return n.ids()[id] })
+	}
+	a.kill()
+	next := h.waitLeader()
+	if !next.ids()[id] {
+		t.Fatalf("%s leads without the placement", next.Name)
+	}
+	if got, _ := h.hosts.Copies("echo"); got != 1 {
+		t.Fatalf("%d copies", got)
 	}
 }

@@ -62,7 +62,7 @@ func (f *fakeHosts) PlaceDecided(ctx context.Context, node string, p plane.Packa
 // with raft on its layer, a Store and a plane.Controller on it, placing
 // on one planetest cluster of hosts.
 type harness struct {
-	t       *testing.T
+	t       testing.TB
 	clk     *planetest.Clock
 	hosts   *fakeHosts
 	targets []plane.Target
@@ -88,6 +88,10 @@ type ctlNode struct {
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
 	down      bool
+	// voters, when set, are the store's voters (else every controller);
+	// join starts the store with Config.Join.
+	voters []string
+	join   bool
 }
 
 func admittingTable(id string, admit *meshtest.Admission) *table.Table {
@@ -96,7 +100,7 @@ func admittingTable(id string, admit *meshtest.Admission) *table.Table {
 
 // newHarness makes n controllers and hosts hosts of 24 GiB each, with
 // package echo (a service that reserves no memory, so hosts take any number).
-func newHarness(t *testing.T, n, hosts int) *harness {
+func newHarness(t testing.TB, n, hosts int) *harness {
 	t.Helper()
 	clk := planetest.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	h := &harness{t: t, clk: clk, hosts: &fakeHosts{planetest.NewCluster(clk)}}
@@ -188,7 +192,11 @@ func (n *ctlNode) startController() {
 	}
 	n.ch = ch
 	n.reg = prometheus.NewRegistry()
-	st, err := New(Config{Self: n.ID(), Voters: n.h.voters(), Dir: filepath.Join(n.Dir, "raft"), ImportPath: n.statePath},
+	voters := n.voters
+	if voters == nil {
+		voters = n.h.voters()
+	}
+	st, err := New(Config{Self: n.ID(), Voters: voters, Dir: filepath.Join(n.Dir, "raft"), ImportPath: n.statePath, Join: n.join},
 		Deps{Layer: n.layer, Logger: n.Logger, Registerer: n.reg, Tune: n.h.tune})
 	if err != nil {
 		t.Fatal(err)
@@ -258,7 +266,7 @@ func (h *harness) leader() *ctlNode {
 		if n.down {
 			continue
 		}
-		if n.c.Leads() {
+		if n.c.Leadership().Leads {
 			if lead != nil {
 				return nil
 			}
@@ -279,6 +287,33 @@ func (h *harness) leader() *ctlNode {
 		}
 	}
 	return lead
+}
+
+// leaderAmong is n when it leads with its hosts described, else nil
+// (the others may not know it yet).
+func (h *harness) leaderAmong(n *ctlNode) *ctlNode {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !n.c.Leadership().Leads {
+		return nil
+	}
+	for _, ns := range n.c.Nodes() {
+		if ns.Liveness != engine.Alive {
+			return nil
+		}
+	}
+	return n
+}
+
+// placeOn places echo as workload name on n, which leads.
+func (h *harness) placeOn(n *ctlNode, name string) string {
+	h.t.Helper()
+	rep, err := n.c.Place(context.Background(), plane.Order{Name: name, PackageDir: "/pkg/echo", Start: true,
+		Config: ctl.InstanceConfig{Workload: name}})
+	if err != nil || rep.Placed == nil {
+		h.t.Fatalf("place %s on %s: %v", name, n.Name, err)
+	}
+	return rep.DecisionID
 }
 
 // waitLeader waits for a leader all live controllers agree on.
@@ -346,7 +381,7 @@ func (n *ctlNode) ids() map[string]bool {
 }
 
 // waitFor waits for cond within waitBound.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(waitBound)
 	for !cond() {

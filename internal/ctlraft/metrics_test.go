@@ -45,3 +45,5 @@ func TestMetricsFollowLeadership(t *testing.T) {
 	waitFor(t, "a leader change counted", func() bool { return testutil.ToFloat64(other.store.met.leaderChanges) > before })
 	waitFor(t, "log entries counted", func() bool { return testutil.ToFloat64(other.store.met.logEntries) > 0 })
 }
+
+func testutilLeaderChanges(n *ctlNode) float64 { return testutil.ToFloat64(n.store.met.leaderChanges) }

@@ -104,6 +104,8 @@ type Store struct {
 	r atomic.Pointer[raft.Raft]
 	// importMu serialises the import (Barrier).
 	importMu sync.Mutex
+	// votersMu guards cfg.Voters, which SetVoters replaces.
+	votersMu sync.Mutex
 	// lastSnap is when a snapshot was last taken or restored (unix ns).
 	lastSnap atomic.Int64
 	// leaderSeen is the leader last observed, for the changes counter.
@@ -148,7 +150,7 @@ func New(cfg Config, deps Deps) (*Store, error) {
 	}
 	s := &Store{cfg: cfg, log: deps.Logger.Named("ctlraft"), met: met, now: now, fsm: newFSM(),
 		changed: make(chan struct{}, 1), deps: deps}
-	s.fsm.onApply = func() {}
+	s.fsm.onApply = s.signal
 	s.lastSnap.Store(now().UnixNano())
 	return s, nil
 }
@@ -162,7 +164,8 @@ func (s *Store) signal() {
 }
 
 // Run opens raft's stores, runs raft (bootstrapping a new cluster unless
-// Join), follows its leadership, and shuts it down once ctx ends.
+// Join), follows its leadership, and shuts it down once ctx ends, handing
+// the lead to another voter first when it leads. A Store runs once.
 func (s *Store) Run(ctx context.Context) error {
 	st, err := raftmesh.OpenStores(s.cfg.Dir, s.log)
 	if err != nil {
@@ -194,6 +197,16 @@ func (s *Store) Run(ctx context.Context) error {
 	r.RegisterObserver(observer)
 	s.r.Store(r)
 	defer func() {
+		s.votersMu.Lock()
+		alone := len(s.cfg.Voters) <= 1
+		s.votersMu.Unlock()
+		if r.State() == raft.Leader && !alone {
+			// A stop, not a crash: hand the lead over so that the others
+			// need not wait for an election timeout (a rolling restart).
+			if err := r.LeadershipTransfer().Error(); err != nil {
+				s.log.Info("lead not handed over", zap.Error(err))
+			}
+		}
 		s.r.Store(nil)
 		r.DeregisterObserver(observer)
 		if err := r.Shutdown().Error(); err != nil {
@@ -202,16 +215,18 @@ func (s *Store) Run(ctx context.Context) error {
 		s.met.leader.Set(0)
 		s.signal()
 	}()
+	s.votersMu.Lock()
+	voters := slices.Clone(s.cfg.Voters)
+	s.votersMu.Unlock()
 	if !has && !s.cfg.Join {
-		servers := make([]raft.Server, len(s.cfg.Voters))
-		for i, v := range s.cfg.Voters {
+		servers := make([]raft.Server, len(voters))
+		for i, v := range voters {
 			servers[i] = raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(v), Address: raft.ServerAddress(v)}
 		}
 		if err := r.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
 			return fmt.Errorf("bootstrap raft: %w", err)
 		}
 	}
-	s.fsm.onApply = s.signal
 	tick := time.NewTicker(statsEvery)
 	defer tick.Stop()
 	s.observe(r)
@@ -355,7 +370,60 @@ func (s *Store) Barrier(ctx context.Context) error {
 	if err := s.wait(ctx, r.Barrier(s.cfg.ApplyTimeout)); err != nil {
 		return err
 	}
-	return s.importOnce(ctx)
+	if err := s.importOnce(ctx); err != nil {
+		return err
+	}
+	return s.addVoters(ctx, r)
+}
+
+// SetVoters replaces the voters (a config reload): the leader adds to
+// raft's configuration the voters it lacks at once, a controller that
+// leads later when it takes the lead. A voter dropped from the list is
+// not removed from raft's configuration (an operator's step: a
+// controller that is gone still counts towards the majority until then).
+func (s *Store) SetVoters(ctx context.Context, voters []string) error {
+	s.votersMu.Lock()
+	cfg := s.cfg
+	cfg.Voters = voters
+	err := cfg.Validate()
+	if err == nil {
+		s.cfg.Voters = slices.Clone(voters)
+	}
+	s.votersMu.Unlock()
+	if err != nil {
+		return err
+	}
+	r := s.r.Load()
+	if r == nil || r.State() != raft.Leader {
+		return nil
+	}
+	return s.addVoters(ctx, r)
+}
+
+// addVoters adds to raft's configuration the listed voters it lacks; r
+// leads.
+func (s *Store) addVoters(ctx context.Context, r *raft.Raft) error {
+	f := r.GetConfiguration()
+	if err := s.wait(ctx, f); err != nil {
+		return err
+	}
+	have := map[raft.ServerID]bool{}
+	for _, sv := range f.Configuration().Servers {
+		have[sv.ID] = true
+	}
+	s.votersMu.Lock()
+	voters := slices.Clone(s.cfg.Voters)
+	s.votersMu.Unlock()
+	for _, v := range voters {
+		if have[raft.ServerID(v)] {
+			continue
+		}
+		if err := s.wait(ctx, r.AddVoter(raft.ServerID(v), raft.ServerAddress(v), 0, s.cfg.ApplyTimeout)); err != nil {
+			return fmt.Errorf("add voter %s: %w", v, err)
+		}
+		s.log.Info("voter added", zap.String("voter", v))
+	}
+	return nil
 }
 
 // wait waits for f or ctx.

@@ -32,6 +32,9 @@ type LeaderInfo struct {
 	Term uint64
 	// Leader is the leader's node id, "" when none is known.
 	Leader string
+	// Leads is set while this controller leads: its raft role is leader
+	// and its state is rebuilt from the replica (it ticks and places).
+	Leads bool
 }
 
 // Leadership is the replicated store's view of who leads
@@ -84,32 +87,36 @@ type leadState struct {
 	// state loaded last. Guarded by replicaMu.
 	replicaMu  sync.Mutex
 	replicaGen uint64
-	// changes counts the leadership gains and losses acted on (tests).
-	changes atomic.Uint64
+	// followMu serialises followLead (Run's loop, Tick): one rebuild per
+	// lead gained. Taken before tickMu.
+	followMu sync.Mutex
 }
 
-// Leads reports whether this controller leads now: it may tick, place,
+// leads reports whether this controller leads now: it may tick, place,
 // dispatch and answer demands. Without a Leadership it always does.
-func (c *Controller) Leads() bool { return c.lead.src == nil || c.lead.leading.Load() }
+func (c *core) leads() bool { return c.lead.src == nil || c.lead.leading.Load() }
 
 // Term is the raft term this controller leads in, 0 when it does not
 // lead (or has no Leadership). It is the term a fenced host call carries:
 // a deposed leader keeps the term it led in, which hosts that saw a newer
 // one refuse.
 func (c *Controller) Term() uint64 {
-	if !c.Leads() {
+	if !c.leads() {
 		return 0
 	}
 	return c.lead.term.Load()
 }
 
-// Leadership returns the role, term and leader for `nodeld status`; a
-// controller without a Leadership is the leader of term 0.
+// Leadership returns the role, term and leader for `nodeld status`, and
+// whether this controller leads; a controller without a Leadership is
+// the leader of term 0.
 func (c *Controller) Leadership() LeaderInfo {
 	if c.lead.src == nil {
-		return LeaderInfo{Role: RoleLeader}
+		return LeaderInfo{Role: RoleLeader, Leads: true}
 	}
-	return c.lead.src.Leader()
+	info := c.lead.src.Leader()
+	info.Leads = c.lead.leading.Load()
+	return info
 }
 
 // notLeader is the error of a write on a follower, nil on the leader.
@@ -129,12 +136,13 @@ func (c *core) notLeader() error {
 // became the leader waits for the store's Barrier, rebuilds its state
 // from the replica (as New loads it) and then leads; one that is no
 // longer the leader stops leading at once.
-func (c *Controller) followLead(ctx context.Context) {
+func (c *core) followLead(ctx context.Context) {
+	c.lead.followMu.Lock()
+	defer c.lead.followMu.Unlock()
 	info := c.lead.src.Leader()
 	if info.Role != RoleLeader {
 		if c.lead.leading.Swap(false) {
 			c.lead.term.Store(0)
-			c.lead.changes.Add(1)
 			c.log.Info("controller lost the lead", zap.Uint64("term", info.Term), zap.String("leader", info.Leader))
 		}
 		return
@@ -153,7 +161,7 @@ func (c *Controller) followLead(ctx context.Context) {
 }
 
 // gainLead rebuilds the state from the replica and leads in term.
-func (c *Controller) gainLead(ctx context.Context, term uint64) error {
+func (c *core) gainLead(ctx context.Context, term uint64) error {
 	c.lead.leading.Store(false)
 	c.life.tickMu.Lock()
 	defer c.life.tickMu.Unlock()
@@ -179,7 +187,6 @@ func (c *Controller) gainLead(ctx context.Context, term uint64) error {
 	c.lead.replicaGen = gen
 	c.lead.term.Store(term)
 	c.lead.leading.Store(true)
-	c.lead.changes.Add(1)
 	return nil
 }
 
@@ -215,13 +222,15 @@ func (c *core) refreshReplica() {
 func (c *core) restore(st stateFile, fresh bool) error {
 	now := c.now()
 	if c.file == nil && fresh {
-		_, held, err := c.w.delta.change(st.Placements, st.Declarations, nil)
+		// The writer learns what the store holds: its next save sends
+		// what changed since.
+		c.w.persistMu.Lock()
+		c.w.delta = deltaCache{}
+		_, err := c.w.delta.change(st.Placements, st.Declarations, nil)
+		c.w.persistMu.Unlock()
 		if err != nil {
 			return err
 		}
-		c.w.persistMu.Lock()
-		c.w.delta = *held
-		c.w.persistMu.Unlock()
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -67,7 +67,7 @@ func (c *Controller) Tick(ctx context.Context) error {
 	// What a reload or a refresh handed over and Run has not applied yet
 	// (no Run: a test ticks itself).
 	c.applyPending()
-	if !c.Leads() {
+	if !c.leads() {
 		// A follower describes nothing and changes nothing.
 		return nil
 	}

@@ -358,7 +358,7 @@ func (c *lifecycle) learnRoles(ctx context.Context) {
 // Standby lists the on-demand workloads whose role is known, by role: what
 // a standby advert tells the nodes allowed to demand them.
 func (c *Controller) Standby() []Standby {
-	if !c.Leads() {
+	if !c.leads() {
 		// Only the leader answers demands.
 		return nil
 	}

@@ -105,59 +105,153 @@ type deltaCache struct {
 	// pkgs counts the saved placements of each package key.
 	pkgs  map[string]int
 	decls []byte
-	// stale is set after a failed save: the next change is a Reset.
+	// keys holds each package's key and encoding, by what names it.
+	keys map[pkgIdent]pkgRecord
+	gen  uint64
+	// stale is set after a failed save (and before the first): the
+	// next change is a Reset.
 	stale bool
 }
 
-type deltaEntry struct {
-	key   spKey
-	cands []Candidate
-	moves []time.Time
-	pkg   string
+// pkgIdent is what tells packages apart (as encodeState does).
+type pkgIdent struct{ id, version, kind, hash, labels string }
+
+func identOf(p *Placement) pkgIdent {
+	id := pkgIdent{p.Package, p.Version, p.Kind, p.ManifestHash, ""}
+	if len(p.Labels)+len(p.Excludes) > 0 {
+		id.labels = strings.Join(p.Labels, "\x00") + "\x01" + strings.Join(p.Excludes, "\x00")
+	}
+	return id
 }
 
-// change returns the change from what c last saved to ps and ds (with
-// decisions decs), and the cache to keep once it is saved.
-func (c *deltaCache) change(ps []*Placement, ds []*declState, decs []StateEntry) (StateChange, *deltaCache, error) {
-	var ch StateChange
-	reset := c.m == nil || c.stale
-	next := &deltaCache{m: make(map[string]*deltaEntry, len(ps)), pkgs: map[string]int{}, decls: c.decls}
-	ch.Reset = reset
-	pkgData := map[string][]byte{}
-	for _, p := range ps {
-		spk := statePackage{ID: p.Package, Version: p.Version, Kind: p.Kind, ManifestHash: p.ManifestHash,
-			Labels: p.Labels, Excludes: p.Excludes}
-		pb, err := json.Marshal(spk)
-		if err != nil {
-			return StateChange{}, nil, fmt.Errorf("encode package: %w", err)
-		}
-		pk := PackageKey(pb)
-		pkgData[pk] = pb
-		sp := toStatePlacement(p, nil, 0)
-		e := &deltaEntry{key: keyOf(&sp), cands: sp.Candidates, moves: sp.Moves, pkg: pk}
-		next.m[p.DecisionID] = e
-		next.pkgs[pk]++
-		if old := c.m[p.DecisionID]; !reset && old != nil && old.key == e.key && old.pkg == pk &&
-			slices.Equal(old.cands, e.cands) && slices.EqualFunc(old.moves, e.moves, time.Time.Equal) {
+type pkgRecord struct {
+	key  string
+	data []byte
+}
+
+// packageOf returns the key and encoding of the package id names,
+// encoded once.
+func (c *deltaCache) packageOf(id pkgIdent, p *Placement) (pkgRecord, error) {
+	if r, ok := c.keys[id]; ok {
+		return r, nil
+	}
+	pb, err := json.Marshal(statePackage{ID: p.Package, Version: p.Version, Kind: p.Kind, ManifestHash: p.ManifestHash,
+		Labels: p.Labels, Excludes: p.Excludes})
+	if err != nil {
+		return pkgRecord{}, fmt.Errorf("encode package: %w", err)
+	}
+	if c.keys == nil {
+		c.keys = map[pkgIdent]pkgRecord{}
+	}
+	r := pkgRecord{key: PackageKey(pb), data: pb}
+	c.keys[id] = r
+	return r, nil
+}
+
+type deltaEntry struct {
+	// prev is the placement as last saved (a shallow copy: its slices
+	// and order are replaced, never changed in place).
+	prev Placement
+	pkg  pkgRecord
+	gen  uint64
+}
+
+// samePlacement reports whether a and b encode the same: every field
+// but OnDemand (derived, never saved); Order by pointer (replaced, never
+// changed in place), the slices by value.
+// TestDeltaMatchesFullState changes each field in turn.
+func samePlacement(a, b *Placement) bool {
+	return a.DecisionID == b.DecisionID && a.Kind == b.Kind && a.Workload == b.Workload && a.Package == b.Package &&
+		a.Version == b.Version && a.ManifestHash == b.ManifestHash && a.Cursor == b.Cursor && a.Node == b.Node &&
+		a.Variant == b.Variant && a.InstanceID == b.InstanceID && a.Reserved == b.Reserved && a.PlacedAt.Equal(b.PlacedAt) &&
+		a.Life == b.Life && a.HostState == b.HostState && a.Order == b.Order && a.Capped == b.Capped &&
+		a.Attempts == b.Attempts && a.NextAttempt.Equal(b.NextAttempt) && a.LastError == b.LastError &&
+		a.WasRunning == b.WasRunning && a.LostReason == b.LostReason && a.ReplacedBy == b.ReplacedBy &&
+		a.Replaces == b.Replaces && a.Declared == b.Declared && a.Replica == b.Replica && a.Supersedes == b.Supersedes &&
+		a.Stopped == b.Stopped && a.RetireReason == b.RetireReason && a.FailedSince.Equal(b.FailedSince) &&
+		slices.Equal(a.Candidates, b.Candidates) && slices.EqualFunc(a.Moves, b.Moves, time.Time.Equal) &&
+		slices.Equal(a.Labels, b.Labels) && slices.Equal(a.Excludes, b.Excludes)
+}
+
+// scanLocked compares placements with what c last saved and returns
+// copies of those that changed (every one for a Reset) and the ids of
+// those gone; a placement that did not change costs a map lookup and a
+// comparison, no copy. The caller holds the controller's mu (and
+// persistMu); build then encodes outside mu.
+func (c *deltaCache) scanLocked(placements map[string]*Placement) (changed []Placement, removed []string, reset bool) {
+	if c.m == nil || c.stale {
+		reset = true
+		c.m, c.pkgs, c.decls, c.stale = make(map[string]*deltaEntry, len(placements)), map[string]int{}, nil, false
+	}
+	c.gen++
+	for id, p := range placements {
+		if e := c.m[id]; e != nil && samePlacement(&e.prev, p) {
+			e.gen = c.gen
 			continue
 		}
-		b, err := json.Marshal(&sp)
-		if err != nil {
-			return StateChange{}, nil, fmt.Errorf("encode placement: %w", err)
-		}
-		ch.Placements = append(ch.Placements, StateEntry{Key: p.DecisionID, Ref: pk, Data: b})
+		changed = append(changed, *p)
 	}
-	for pk := range next.pkgs {
-		if reset || c.pkgs[pk] == 0 {
-			ch.Packages = append(ch.Packages, StateEntry{Key: pk, Data: pkgData[pk]})
-		}
-	}
-	if !reset {
-		for id := range c.m {
-			if next.m[id] == nil {
-				ch.Removed = append(ch.Removed, id)
+	if len(c.m) > len(placements)-len(changed) {
+		for id, e := range c.m {
+			if e.gen != c.gen && placements[id] == nil {
+				removed = append(removed, id)
 			}
 		}
+	}
+	return changed, removed, reset
+}
+
+// build encodes what scanLocked found, with the declarations ds and the
+// decisions decs, as a change, and records it as saved: the caller marks
+// c stale when the save fails.
+func (c *deltaCache) build(changed []Placement, removed []string, reset bool, ds []*declState, decs []StateEntry) (StateChange, error) {
+	ch := StateChange{Reset: reset, Removed: removed}
+	fail := func(err error) (StateChange, error) {
+		c.stale = true
+		return StateChange{}, err
+	}
+	sent := map[string]bool{}
+	for i := range changed {
+		p := &changed[i]
+		pr, err := c.packageOf(identOf(p), p)
+		if err != nil {
+			return fail(err)
+		}
+		sp := toStatePlacement(p, nil, 0)
+		b, err := json.Marshal(&sp)
+		if err != nil {
+			return fail(fmt.Errorf("encode placement: %w", err))
+		}
+		e := c.m[p.DecisionID]
+		isNew := e == nil || e.pkg.key != pr.key
+		switch {
+		case e == nil:
+			e = &deltaEntry{}
+			c.m[p.DecisionID] = e
+		case e.pkg.key != pr.key:
+			c.pkgs[e.pkg.key]--
+		}
+		if isNew {
+			if (c.pkgs[pr.key] == 0 || reset) && !sent[pr.key] {
+				ch.Packages = append(ch.Packages, StateEntry{Key: pr.key, Data: pr.data})
+				sent[pr.key] = true
+			}
+			c.pkgs[pr.key]++
+		}
+		*e = deltaEntry{prev: *p, pkg: pr, gen: c.gen}
+		ch.Placements = append(ch.Placements, StateEntry{Key: p.DecisionID, Ref: pr.key, Data: b})
+	}
+	for _, id := range removed {
+		if e := c.m[id]; e != nil {
+			c.pkgs[e.pkg.key]--
+			if c.pkgs[e.pkg.key] <= 0 {
+				delete(c.pkgs, e.pkg.key)
+			}
+			delete(c.m, id)
+		}
+	}
+	if len(c.keys) > 4*len(c.m)+64 {
+		c.keys = nil // forget the packages no longer placed, now and then
 	}
 	ds = slices.Clone(ds)
 	slices.SortFunc(ds, func(a, b *declState) int { return strings.Compare(a.Name, b.Name) })
@@ -166,17 +260,28 @@ func (c *deltaCache) change(ps []*Placement, ds []*declState, decs []StateEntry)
 	}
 	db, err := json.Marshal(ds)
 	if err != nil {
-		return StateChange{}, nil, fmt.Errorf("encode declarations: %w", err)
+		return fail(fmt.Errorf("encode declarations: %w", err))
 	}
 	if reset || !bytes.Equal(db, c.decls) {
 		ch.Declarations = db
-		next.decls = db
+		c.decls = db
 	}
 	ch.Decisions = decs
 	sortEntries(ch.Packages)
 	sortEntries(ch.Placements)
 	slices.Sort(ch.Removed)
-	return ch, next, nil
+	return ch, nil
+}
+
+// change is the change from what c last saved to ps and ds (scanLocked
+// and build over a list).
+func (c *deltaCache) change(ps []*Placement, ds []*declState, decs []StateEntry) (StateChange, error) {
+	m := make(map[string]*Placement, len(ps))
+	for _, p := range ps {
+		m[p.DecisionID] = p
+	}
+	changed, removed, reset := c.scanLocked(m)
+	return c.build(changed, removed, reset, ds, decs)
 }
 
 func sortEntries(es []StateEntry) {
@@ -261,7 +366,7 @@ func ImportStateFile(path string) (ch StateChange, ok bool, err error) {
 		return StateChange{}, false, err
 	}
 	var c deltaCache
-	ch, _, err = c.change(st.Placements, st.Declarations, nil)
+	ch, err = c.change(st.Placements, st.Declarations, nil)
 	if err != nil {
 		return StateChange{}, false, err
 	}
@@ -351,15 +456,11 @@ type DecisionReader interface {
 }
 
 // ReplicaDecisions explains the decisions whose id starts with prefix
-// from the records the store keeps (the last MaxReplicaDecisions of the
+// from the records dr keeps (the last MaxReplicaDecisions of the
 // cluster, whichever controller made them), at most MaxChainedMatches:
 // `ctl explain` on a controller whose own chain does not hold the
-// decision. Nil when the store keeps none (the state file).
-func (c *Controller) ReplicaDecisions(prefix string) []ChainedDecision {
-	dr, ok := c.state.(DecisionReader)
-	if !ok {
-		return nil
-	}
+// decision.
+func ReplicaDecisions(dr DecisionReader, prefix string) []ChainedDecision {
 	var out []ChainedDecision
 	for _, e := range dr.Decisions(prefix, MaxChainedMatches) {
 		var d decisionData

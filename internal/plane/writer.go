@@ -44,15 +44,20 @@ func (c *writer) snapshotLocked() ([]*Placement, []*declState) {
 func (c *writer) persist() error {
 	c.persistMu.Lock()
 	defer c.persistMu.Unlock()
+	if c.file != nil {
+		c.mu.Lock()
+		ps, ds := c.snapshotLocked()
+		c.mu.Unlock()
+		return c.file.save(ps, ds)
+	}
+	// A delta store: only what changed is copied and encoded.
 	c.mu.Lock()
-	ps, ds := c.snapshotLocked()
+	changed, removed, reset := c.delta.scanLocked(c.placements)
+	ds := c.declsLocked()
 	decs := c.decisions
 	c.decisions = nil
 	c.mu.Unlock()
-	if c.file != nil {
-		return c.file.save(ps, ds)
-	}
-	ch, next, err := c.delta.change(ps, ds, decs)
+	ch, err := c.delta.build(changed, removed, reset, ds, decs)
 	if err == nil && !ch.Empty() {
 		err = c.saveChange(ch)
 	}
@@ -65,8 +70,17 @@ func (c *writer) persist() error {
 		c.mu.Unlock()
 		return err
 	}
-	c.delta = *next
 	return nil
+}
+
+// declsLocked copies the declarations' progress; the caller holds mu.
+func (c *writer) declsLocked() []*declState {
+	out := make([]*declState, 0, len(c.decls))
+	for _, d := range c.decls {
+		cp := *d
+		out = append(out, &cp)
+	}
+	return out
 }
 
 // saveChange hands ch to the store, bounded by PlaceTimeout.
@@ -145,7 +159,12 @@ func (c *writer) decide(p Package, o Order, in intent) (engine.Decision, string,
 		// Replicated with the next save, for Explain on any controller.
 		if e, err := decisionEntry(id, c.now(), rec); err == nil {
 			c.mu.Lock()
+			// Bounded like the store's: a burst of dry runs between two
+			// saves keeps its latest.
 			c.decisions = append(c.decisions, e)
+			if over := len(c.decisions) - MaxReplicaDecisions; over > 0 {
+				c.decisions = slices.Delete(c.decisions, 0, over)
+			}
 			c.mu.Unlock()
 		}
 	}
