@@ -254,34 +254,37 @@ func partitionLeader(c *cluster) outcome {
 	start := time.Now()
 	c.nw.sw.impair(old.name, impairment{Cut: cutFrom})
 	cut = true
-	leader, elected, err := c.waitLeader(rest)
-	if err != nil {
-		return miss("%s cut off from %s: %v", old.name, strings.Join(cutFrom, ", "), err)
-	}
-	now, _ := leader.raft()
-	var raised time.Time
-	err = until(h.name+" to hear term "+fmt.Sprint(now.Term), waitLimit, func() bool {
-		t, err := h.metricWith("nodeld_host_controller_term", "")
-		if err == nil && t >= float64(now.Term) {
-			raised = time.Now()
-			return true
+	// Three events, watched together so each gets its own time: a new
+	// leader among the majority, the host hearing its term, the old
+	// leader stepping down.
+	var (
+		leader                   *node
+		now                      raftView
+		elected, raised, stepped time.Time
+	)
+	err = until("a new leader of "+strings.Join(rest, ", ")+", "+h.name+" hearing its term, "+old.name+" stepping down", waitLimit, func() bool {
+		t := time.Now()
+		if leader == nil {
+			if l := c.leaderAmong(rest); l != nil {
+				if v, err := l.raft(); err == nil && v.Term > before.Term {
+					leader, now, elected = l, v, t
+				}
+			}
 		}
-		return false
+		if stepped.IsZero() {
+			if v, err := old.raft(); err == nil && v.Role != "leader" {
+				stepped = t
+			}
+		}
+		if leader != nil && raised.IsZero() {
+			if term, err := h.metricWith("nodeld_host_controller_term", ""); err == nil && term >= float64(now.Term) {
+				raised = t
+			}
+		}
+		return leader != nil && !raised.IsZero() && !stepped.IsZero()
 	})
 	if err != nil {
-		return miss("%v", err)
-	}
-	var stepped time.Time
-	err = until(old.name+" to step down", waitLimit, func() bool {
-		v, err := old.raft()
-		if err == nil && v.Role != "leader" {
-			stepped = time.Now()
-			return true
-		}
-		return false
-	})
-	if err != nil {
-		return miss("%v", err)
+		return miss("%s cut off from %s: %v (leader %v, host's term raised %v, old leader stepped down %v)", old.name, strings.Join(cutFrom, ", "), err, leader != nil, !raised.IsZero(), !stepped.IsZero())
 	}
 	time.Sleep(partitionHold) // the length of the fault, not a wait for a condition
 	staleAfter, err := h.metricWith("nodeld_host_ctl_calls_total", `result="stale_term"`)
@@ -289,6 +292,14 @@ func partitionLeader(c *cluster) outcome {
 		return miss("%v", err)
 	}
 	stillOn := c.procCopies(genPkg)
+	// What the old leader decided while cut off (it must decide nothing:
+	// it led for at most its lease, without a quorum to commit).
+	decidedByOld := 0
+	for _, at := range old.chainTimes("plane.decision", "") {
+		if at.After(start) {
+			decidedByOld++
+		}
+	}
 	c.nw.sw.impair(old.name, impairment{})
 	cut = false
 	healed := time.Now()
@@ -314,12 +325,16 @@ func partitionLeader(c *cluster) outcome {
 		}
 	}
 	election := elected.Sub(start)
+	order := "before"
+	if raised.Before(stepped) {
+		order = "after"
+	}
 	o := outcome{
-		observed: fmt.Sprintf("%s led in term %d, echo-llm ran on %s; %s cut off from %s (not from %s): %s leads in term %d %s later; %s heard that term %s after the cut; %s stepped down %s after it; held %s more: copies %v, %v stale_term refusals by %s (%d chained from %s); healed: settled %s later with the one copy on %s, %s leading in term %d",
-			old.name, before.Term, h.name, old.name, strings.Join(cutFrom, ", "), h.name, leader.name, now.Term, ms(election), h.name, ms(raised.Sub(start)), old.name, ms(stepped.Sub(start)), ms(partitionHold), stillOn, staleAfter-staleBefore, h.name, refusedChained, old.name, ms(settledAfter), back.name, final.name, fv.Term),
+		observed: fmt.Sprintf("%s led in term %d, echo-llm ran on %s; %s cut off from %s (not from %s): %s stepped down %s after the cut (%s %s heard the new term); %s leads in term %d %s after it; %s heard that term %s after it; held %s more: copies %v, %d decisions chained by %s, %v stale_term refusals by %s (%d chained from %s); healed: settled %s later with the one copy on %s, %s leading in term %d",
+			old.name, before.Term, h.name, old.name, strings.Join(cutFrom, ", "), h.name, old.name, ms(stepped.Sub(start)), order, h.name, leader.name, now.Term, ms(election), h.name, ms(raised.Sub(start)), ms(partitionHold), stillOn, decidedByOld, old.name, staleAfter-staleBefore, h.name, refusedChained, old.name, ms(settledAfter), back.name, final.name, fv.Term),
 		figure: fmt.Sprintf("new leader %s after the cut (limit %s); host's term raised %s after it; old leader stepped down %s after it; stale_term refusals %v; max copies %d; one leader %s after healing",
 			ms(election), ms(electionLimit), ms(raised.Sub(start)), ms(stepped.Sub(start)), staleAfter-staleBefore, n, ms(settledAfter)),
-		pass: election <= electionLimit && now.Term > before.Term && n <= 1 && moved.IsZero() && back == h && stillOn[h.name] == 1,
+		pass: election <= electionLimit && now.Term > before.Term && n <= 1 && moved.IsZero() && back == h && stillOn[h.name] == 1 && decidedByOld == 0,
 	}
 	return o
 }
