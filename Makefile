@@ -59,7 +59,8 @@ fuzz:
 	FUZZTIME=$(or $(FUZZ),100000x) bash scripts/fuzz.sh
 
 # faults runs the fault suite (test/faults, build tag faults; see
-# docs/reliability.md): five nodeld processes in network namespaces, faults
+# docs/reliability.md): nodeld processes in network namespaces (five, then
+# six with three controllers in raft), faults
 # injected while a client drives a role port, one table of what was
 # promised and what happened. Needs root (namespaces, mounts) and iproute2;
 # about a minute. NODELD_FAULTS_REQUIRE=1 makes "cannot run here" a failure.

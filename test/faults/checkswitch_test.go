@@ -112,7 +112,9 @@ func (c frameCounts) since(before frameCounts) frameCounts {
 // delayed, none forwarded at once), every delay the switch drew lies in
 // [30 ms, 70 ms] and they centre on 50 ms, and no round trip is shorter
 // than its two delays' floor, 60 ms (a timer never fires early); a port
-// that is down passes nothing; cleared, it passes again. The round
+// that is down passes nothing; cleared, it passes again; a port cut from
+// a node passes nothing between the two, whichever side the cut is set
+// on, and a cut from another node takes nothing from them. The round
 // trips and how late the switch's timers fired (the machine's share) are
 // logged.
 func TestSwitchImpairs(t *testing.T) {
@@ -228,6 +230,24 @@ func TestSwitchImpairs(t *testing.T) {
 	sw.impair("", impairment{})
 	if up := probe(t, client, echoAddr, 50, time.Millisecond, 5*time.Second); up.lost != 0 {
 		t.Errorf("port up again: %d of %d lost", up.lost, up.sent)
+	}
+
+	// A cut drops the frames between the port and the nodes it names,
+	// set on either side, and no other: y cut from a node that is not x
+	// passes x's probes.
+	for _, c := range []struct {
+		port, from string
+		cut        bool
+	}{{"y", "x", true}, {"x", "y", true}, {"y", "z", false}} {
+		sw.impair(c.port, impairment{Cut: []string{c.from}})
+		r := probe(t, client, echoAddr, 50, time.Millisecond, 100*time.Millisecond)
+		sw.impair("", impairment{})
+		if ok := c.cut && r.lost == r.sent || !c.cut && r.lost == 0; !ok {
+			t.Errorf("%s cut from %s: %d of %d probes answered, want %s", c.port, c.from, r.sent-r.lost, r.sent, map[bool]string{true: "none", false: "all"}[c.cut])
+		}
+	}
+	if up := probe(t, client, echoAddr, 50, time.Millisecond, 5*time.Second); up.lost != 0 {
+		t.Errorf("cuts cleared: %d of %d lost", up.lost, up.sent)
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -52,11 +54,18 @@ type impairment struct {
 	Delay  time.Duration
 	Jitter time.Duration // uniform in [-Jitter, +Jitter]
 	Down   bool          // drop every frame from and to the port
+	// Cut names the nodes whose frames to and from the port are
+	// dropped, both ways: a partition that spares the port's other
+	// links.
+	Cut []string
 }
 
 func (i impairment) String() string {
 	if i.Down {
 		return "down"
+	}
+	if len(i.Cut) > 0 {
+		return "cut from " + strings.Join(i.Cut, ", ")
 	}
 	return fmt.Sprintf("loss %.1f%% delay %v±%v", i.Loss*100, i.Delay, i.Jitter)
 }
@@ -320,7 +329,9 @@ func (s *vswitch) forward(in *port, frame []byte) {
 	s.mu.Unlock()
 	imp := in.impairment()
 	for _, out := range outs {
-		if imp.Down || out.impairment().Down || (imp.Loss > 0 && rand.Float64() < imp.Loss) {
+		oimp := out.impairment()
+		cut := slices.Contains(imp.Cut, out.node) || slices.Contains(oimp.Cut, in.node)
+		if imp.Down || oimp.Down || cut || (imp.Loss > 0 && rand.Float64() < imp.Loss) {
 			in.stats.dropped.Add(1)
 			continue
 		}
