@@ -23,7 +23,7 @@
 //
 // # Concurrency
 //
-// New and Serve start nothing. ServeStream runs on the mesh's stream
+// New starts nothing (it registers ServeStream on the mesh). ServeStream runs on the mesh's stream
 // goroutine and Forward on its caller's; both return within their
 // bounds (RequestReadTimeout, PlaceWait, CallWait). Forwarder keeps no
 // mutable state but its metrics and is safe for concurrent use.

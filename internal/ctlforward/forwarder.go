@@ -57,6 +57,10 @@ type Deps struct {
 	Logger *zap.Logger
 	// Registerer receives nodeld_ctlforward_requests_total; nil: none.
 	Registerer prometheus.Registerer
+	// Backend returns what serves the forwarded requests (the operator
+	// router, which is built after the forwarder: it is asked once the
+	// mesh runs, never by New); nil: this node serves none.
+	Backend func() Backend
 }
 
 // Forwarder is both sides of a forwarded controller write: Forward on a
@@ -66,16 +70,19 @@ type Forwarder struct {
 	self    string
 	mesh    Opener
 	handles Handlers
-	backend Backend // set by Serve; nil: streams are reset CodeNotServing
+	backend func() Backend // nil: streams are reset CodeNotServing
 	log     *zap.Logger
 	met     *prometheus.CounterVec
 }
 
 var _ operator.Forwarder = (*Forwarder)(nil)
 
-// New makes a forwarder; it starts nothing.
+// New makes a forwarder; it starts nothing. With voters, a mesh and a
+// Backend it registers ServeStream for mesh.KindOperator on the mesh (call
+// it before the mesh runs); otherwise a KindOperator stream finds no
+// handler and is reset by the mesh.
 func New(cfg Config, deps Deps) (*Forwarder, error) {
-	f := &Forwarder{voters: map[string]bool{}, self: deps.Self, log: deps.Logger}
+	f := &Forwarder{voters: map[string]bool{}, self: deps.Self, log: deps.Logger, backend: deps.Backend}
 	for _, v := range cfg.Voters {
 		if v == "" {
 			return nil, errors.New("ctlforward: empty voter id")
@@ -93,19 +100,10 @@ func New(cfg Config, deps Deps) (*Forwarder, error) {
 	if f.met, err = newMetrics(deps.Registerer); err != nil {
 		return nil, fmt.Errorf("ctlforward: %w", err)
 	}
-	return f, nil
-}
-
-// Serve makes b serve the forwarded requests of the voters, registering
-// ServeStream for mesh.KindOperator; without voters or a mesh it
-// registers nothing (the mesh resets such a stream: no handler). Call it
-// once, before the mesh runs.
-func (f *Forwarder) Serve(b Backend) {
-	if f.handles == nil || len(f.voters) == 0 || b == nil {
-		return
+	if f.handles != nil && len(f.voters) > 0 && f.backend != nil {
+		f.handles.Handle(mesh.KindOperator, f.ServeStream)
 	}
-	f.backend = b
-	f.handles.Handle(mesh.KindOperator, f.ServeStream)
+	return f, nil
 }
 
 // IsVoter reports whether id is a controller voter here.
@@ -213,7 +211,7 @@ func (f *Forwarder) ServeStream(ctx context.Context, peer mesh.PeerInfo, st *mes
 		wait = PlaceWait
 	}
 	octx, cancel := context.WithTimeout(ctx, wait)
-	resp := f.backend.OperateForwarded(octx, peer.ID, req)
+	resp := f.backend().OperateForwarded(octx, peer.ID, req)
 	cancel()
 	_ = st.SetWriteDeadline(time.Now().Add(ResponseWriteTimeout))
 	if err := mesh.WriteFrame(st, FrameResponse, encodeResponse(resp)); err != nil {

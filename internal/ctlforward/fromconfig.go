@@ -9,8 +9,8 @@ import (
 
 // NewFromConfig is the forwarder of a node with cfg: the controller voters
 // of controller.voters (config.VoterIDs) when this node runs a controller
-// with voters and a mesh, else none (it forwards and serves nothing). Serve
-// registers it on m once the router exists.
+// with voters and a mesh, else none (it forwards and serves nothing); New
+// registers its handler on m.
 func NewFromConfig(cfg *config.Config, self string, m *mesh.Mesh, deps Deps) (*Forwarder, error) {
 	var c Config
 	if m != nil && cfg.Controller.Enabled && len(cfg.Controller.Voters) > 0 {
