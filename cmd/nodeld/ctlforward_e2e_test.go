@@ -1,9 +1,13 @@
 package main
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/nodeld/nodeld/internal/ctlforward"
+	"github.com/nodeld/nodeld/internal/mesh"
 	"github.com/nodeld/nodeld/internal/operator"
 	"github.com/nodeld/nodeld/internal/plane"
 )
@@ -71,6 +75,29 @@ func TestRaftFollowerForwardsWrites(t *testing.T) {
 	}
 	if got := nodes["d"].instances(); len(got) != 1 || got[0].InstanceID != p.InstanceID {
 		t.Fatalf("d runs %+v, want the leader's %s", got, p.InstanceID)
+	}
+
+	// d is a mesh peer of the leader but no controller voter: its
+	// forwarded stop is refused before it is read, and changes nothing.
+	st, err := nodes["d"].n.mesh.OpenStream(t.Context(), idLeader, mesh.KindOperator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wire, _ := json.Marshal(operator.Request{Verb: operator.VerbStop, Node: idD, Args: operator.Args{Instance: p.InstanceID}})
+	_ = st.SetDeadline(time.Now().Add(time.Minute))
+	if err = mesh.WriteFrame(st, ctlforward.FrameRequest, wire); err == nil {
+		_ = st.CloseWrite()
+		_, _, err = mesh.ReadFrame(st, ctlforward.MaxResponseBytes)
+	}
+	if code, ok := mesh.ResetCode(err); !ok || code != ctlforward.CodeNotVoter {
+		t.Fatalf("d's forwarded stop: %v, want a reset CodeNotVoter", err)
+	}
+	_ = st.Close()
+	if got := leader.counter("nodeld_ctlforward_requests_total", map[string]string{"direction": "in", "result": "not_voter"}); got != 1 {
+		t.Fatalf("the leader counted %v refusals of non-voters, want 1", got)
+	}
+	if got := nodes["d"].instances(); len(got) != 1 || got[0].Status.State != "running" {
+		t.Fatalf("d after a non-voter's forwarded stop: %+v", got)
 	}
 
 	// stop, start and unload on the other follower's socket, with its own
