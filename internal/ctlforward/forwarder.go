@@ -158,9 +158,13 @@ func (f *Forwarder) forward(ctx context.Context, leader string, req operator.Req
 	}
 	_ = st.CloseWrite()
 	typ, out, err := mesh.ReadFrame(st, MaxResponseBytes)
-	if code, ok := mesh.ResetCode(err); ok && (code == CodeNotVoter || code == CodeNotServing || code == mesh.StreamCodeNoHandler) {
-		// Refused before the request was read.
-		return notSent("%s refused the forwarded request (stream code %#x: it takes them from its controller voters only)", leader, uint64(code))
+	if code, ok := mesh.ResetCode(err); ok {
+		switch code {
+		case CodeNotVoter, CodeNotServing, mesh.StreamCodeNoHandler:
+			return notSent("%s refused the forwarded request (stream code %#x: it takes them from its controller voters only)", leader, uint64(code))
+		case CodeMalformed:
+			return notSent("%s could not read the forwarded request (stream code %#x)", leader, uint64(code))
+		}
 	}
 	if err != nil || typ != FrameResponse {
 		st.Reset(mesh.StreamCodeCancelled)
