@@ -106,9 +106,6 @@ func New(cfg Config, deps Deps) (*Forwarder, error) {
 	return f, nil
 }
 
-// IsVoter reports whether id is a controller voter here.
-func (f *Forwarder) IsVoter(id string) bool { return f.voters[id] }
-
 // Forward sends req to the leader on a KindOperator stream and returns
 // its answer. An error wraps operator.ErrForwardNotSent when the leader
 // cannot have acted (no stream, or refused before it was read); any
