@@ -42,6 +42,8 @@ var tiers = map[string]int{
 	"internal/raftmesh": 1,
 	// The controller's state in raft: plane's StateStore over raftmesh.
 	"internal/ctlraft": 1,
+	// A follower controller's writes forwarded to the leader (KindOperator).
+	"internal/ctlforward": 1,
 
 	// The daemon's life from start to stop: logger, data dir, chain
 	// opening, run group, supervisor, reloader.
@@ -118,6 +120,9 @@ var sideways = map[string][]string{
 	// The fleet page renders the operator's read model (FleetDoc) and
 	// reads instance logs through its Router.
 	"internal/fleetui": {"internal/operator"},
+	// The forwarder carries the operator's Request and Response and is the
+	// router's operator.Forwarder; the router is its Backend.
+	"internal/ctlforward": {"internal/operator"},
 }
 
 // isolated packages import no other internal package except the leaf

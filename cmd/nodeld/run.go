@@ -16,6 +16,7 @@ import (
 	"github.com/nodeld/nodeld/internal/admin"
 	"github.com/nodeld/nodeld/internal/chain"
 	"github.com/nodeld/nodeld/internal/config"
+	"github.com/nodeld/nodeld/internal/ctlforward"
 	"github.com/nodeld/nodeld/internal/ctlraft"
 	"github.com/nodeld/nodeld/internal/demand"
 	"github.com/nodeld/nodeld/internal/dispatch"
@@ -298,8 +299,12 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 		return nil, err
 	}
 	n.dispatch.Register() // a no-op without a mesh
+	fwd, err := ctlforward.NewFromConfig(cfg, d.id.ID(), n.mesh, ctlforward.Deps{Logger: d.log, Registerer: d.reg, Backend: func() ctlforward.Backend { return n.router }})
+	if err != nil {
+		return nil, err
+	}
 	rdeps := operator.RouterDeps{Dispatcher: n.dispatch, NodeID: d.id.ID(), ResolveNode: n.refs.Resolve,
-		PeerNames: n.refs.PeerNames, Logger: d.log.Named("controller"), ChainPath: d.chain.Path()}
+		PeerNames: n.refs.PeerNames, Logger: d.log.Named("controller"), ChainPath: d.chain.Path(), Forwarder: fwd}
 	if cfg.Controller.Enabled {
 		store := pkg.NewStore(filepath.Join(cfg.Node.DataDir, pkg.StoreDir), rev)
 		if n.ctrl, err = newController(n, cfg, d, rev, store); err != nil {
