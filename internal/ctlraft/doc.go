@@ -22,7 +22,9 @@
 // # Concurrency
 //
 // Store is safe for concurrent use. New starts nothing; Run opens the
-// stores, runs raft and one goroutine that follows leadership changes,
-// and returns once ctx ends and raft has shut down (the stores closed).
-// The FSM's mu guards its maps; raft applies entries from one goroutine.
+// stores, runs raft, follows its leadership on its own goroutine, and
+// returns once ctx ends and raft has shut down (the stores closed). Save
+// and Barrier wait for raft's future on a goroutine that ends when it
+// resolves (at the latest at shutdown). The FSM's mu guards its maps;
+// raft applies entries from one goroutine.
 package ctlraft

@@ -48,8 +48,9 @@ type Leadership interface {
 	// Barrier returns once every entry committed before it is applied to
 	// the replica; it fails unless this controller leads.
 	Barrier(ctx context.Context) error
-	// Applied is the index of the last entry applied to the replica: a
-	// follower reloads its read model when it moved.
+	// Applied counts the changes applied to the replica (entries and
+	// snapshots restored): a follower reloads its read model when it
+	// moved.
 	Applied() uint64
 }
 

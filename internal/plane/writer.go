@@ -74,7 +74,7 @@ func (c *writer) persist() error {
 }
 
 // declsLocked copies the declarations' progress; the caller holds mu.
-func (c *writer) declsLocked() []*declState {
+func (c *core) declsLocked() []*declState {
 	out := make([]*declState, 0, len(c.decls))
 	for _, d := range c.decls {
 		cp := *d
