@@ -4,7 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"github.com/nodeld/nodeld/internal/ctl"
+	"github.com/nodeld/nodeld/internal/ctlraft"
 	"github.com/nodeld/nodeld/internal/dispatch"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,34 +22,43 @@ import (
 func raftTrio(t *testing.T, anchor string) (*meshT, map[string]*mnode) {
 	t.Helper()
 	m := newMesh(t, "a", "b", "c", "d")
-	ctrls := []string{"a", "b", "c"}
-	keys := make([]string, len(ctrls))
-	for i, n := range ctrls {
-		keys[i] = m.node(n).key
-	}
-	peersOf := func(self string) []peer {
-		var ps []peer
-		for _, n := range []string{"a", "b", "c", "d"} {
-			if n != self {
-				ps = append(ps, peer{name: n, tier: "paired"})
-			}
-		}
-		return ps
-	}
-	nodes := map[string]*mnode{}
-	nodes["d"] = m.start("d", m.config("d", peersOf("d"), meshHost(strings.Join(keys, ", "), anchor)))
-	for _, n := range ctrls {
-		var voters []string
-		for _, v := range ctrls {
-			if v != n {
-				voters = append(voters, v)
-			}
-		}
-		extra := "  voters: [" + strings.Join(voters, ", ") + "]\n  policy:\n    kinds:\n      inference: {min_tier: paired}\n    deny_nodes: [a, b, c]\n"
-		cfg := strings.Replace(meshController(anchor, ""), "  policy:\n    kinds:\n      inference: {min_tier: paired}\n", extra, 1)
-		nodes[n] = m.start(n, m.config(n, peersOf(n), cfg))
+	nodes := map[string]*mnode{"d": m.start("d", raftConfig(m, "d", anchor, false))}
+	for _, n := range []string{"a", "b", "c"} {
+		nodes[n] = m.start(n, raftConfig(m, n, anchor, true))
 	}
 	return m, nodes
+}
+
+// raftConfig is node name's config in a raftTrio: d a host of the three
+// controllers; a, b or c a controller, with the other two as voters when
+// voters is set (else a single controller).
+func raftConfig(m *meshT, name, anchor string, voters bool) string {
+	ctrls := []string{"a", "b", "c"}
+	var peers []peer
+	for _, n := range []string{"a", "b", "c", "d"} {
+		if n != name {
+			peers = append(peers, peer{name: n, tier: "paired"})
+		}
+	}
+	if name == "d" {
+		keys := make([]string, len(ctrls))
+		for i, n := range ctrls {
+			keys[i] = m.node(n).key
+		}
+		return m.config("d", peers, meshHost(strings.Join(keys, ", "), anchor))
+	}
+	var others []string
+	for _, v := range ctrls {
+		if v != name {
+			others = append(others, v)
+		}
+	}
+	extra := "  policy:\n    kinds:\n      inference: {min_tier: paired}\n    deny_nodes: [a, b, c]\n"
+	if voters {
+		extra = "  voters: [" + strings.Join(others, ", ") + "]\n" + extra
+	}
+	cfg := strings.Replace(meshController(anchor, ""), "  policy:\n    kinds:\n      inference: {min_tier: paired}\n", extra, 1)
+	return m.config(name, peers, cfg)
 }
 
 // raftLeader waits until the running controllers among names agree on
@@ -239,5 +251,60 @@ func TestRaftControllersPartitionFenced(t *testing.T) {
 	}
 	if got := len(nodes["d"].instances()); got != 1 || !hasPlacement(old.ctrl(), res.DecisionID, idD) {
 		t.Fatalf("after healing: d runs %d instances; %s's replica %+v", got, old.name, old.ctrl().Placements())
+	}
+}
+
+// TestRaftUpgradeFromOneController (issue 25 acceptance 5): a controller
+// that ran alone placed a workload (its state in controller.json); it and
+// two new controllers restart as voters of each other, the new ones
+// first. The old controller stands first (the others wait
+// ctlraft.FirstBootWait on a new cluster), leads, imports its file once
+// (kept as controller.json.imported) and carries on: the placement is in
+// every replica, the host still runs one instance, nothing is placed
+// again.
+func TestRaftUpgradeFromOneController(t *testing.T) {
+	t.Parallel()
+	dir, anchor := meshLightPackage(t)
+	m := newMesh(t, "a", "b", "c", "d")
+	idD := m.id("d")
+	d := m.start("d", raftConfig(m, "d", anchor, false))
+	a := m.start("a", raftConfig(m, "a", anchor, false))
+	a.waitAlive(idD)
+	res, rc, errOut := a.placeJSON(dir)
+	if rc != 0 || res.Outcome != "placed" || res.Node != idD {
+		t.Fatalf("place on the single controller = %d %+v\n%s", rc, res, errOut)
+	}
+	a.kill()
+	nodes := map[string]*mnode{"a": a, "d": d}
+	for _, n := range []string{"b", "c", "a"} {
+		if n == "a" {
+			if err := os.WriteFile(a.cfgPath, []byte(raftConfig(m, "a", anchor, true)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			a.run()
+			continue
+		}
+		nodes[n] = m.start(n, raftConfig(m, n, anchor, true))
+	}
+	leader, took := raftLeader(t, nodes, "a", "b", "c")
+	t.Logf("leader %s after %v", leader.name, took)
+	if leader != a {
+		t.Fatalf("%s leads the new cluster, not a, which holds the state file", leader.name)
+	}
+	a.waitAlive(idD)
+	for range 2 {
+		a.tick()
+	}
+	if _, err := os.Stat(filepath.Join(a.dataDir, plane.StateFile+ctlraft.ImportedSuffix)); err != nil {
+		t.Fatalf("the imported file is not kept: %v", err)
+	}
+	for _, n := range []string{"a", "b", "c"} {
+		waitFor(t, n+"'s replica to hold the imported placement", func() bool { return hasPlacement(nodes[n].ctrl(), res.DecisionID, idD) })
+	}
+	if got := len(d.instances()); got != 1 {
+		t.Fatalf("d runs %d instances after the upgrade, want 1", got)
+	}
+	if got := len(a.find(plane.KindDecision, nil)); got != 1 {
+		t.Fatalf("a chained %d decisions, want the one before the upgrade", got)
 	}
 }

@@ -21,9 +21,9 @@ const (
 // ErrEntry is wrapped by every refusal of an entry or a snapshot.
 var ErrEntry = errors.New("ctlraft: malformed entry")
 
-// ErrImported is the result of an import entry applied after another:
-// it changes nothing.
-var ErrImported = errors.New("ctlraft: a state file was imported already")
+// ErrImported is the result of an import entry applied after another, or
+// to a cluster that holds state already: it changes nothing.
+var ErrImported = errors.New("ctlraft: a state file was imported already, or the cluster holds state")
 
 // encodeEntry frames ch as a log entry of kind.
 func encodeEntry(kind byte, ch *plane.StateChange) ([]byte, error) {

@@ -67,7 +67,9 @@ func (f *fsm) Apply(l *raft.Log) any {
 // state (each placement's package is held, the import is the first) and
 // changes nothing when that fails.
 func (f *fsm) applyLocked(kind byte, ch *plane.StateChange) error {
-	if kind == entryImport && f.imported {
+	if kind == entryImport && (f.imported || len(f.placements) > 0 || f.decls != nil || len(f.decisions) > 0) {
+		// Imported once, or the cluster holds state already (another
+		// leader wrote first): an import would drop it.
 		return ErrImported
 	}
 	put := make(map[string]bool, len(ch.Packages))

@@ -217,3 +217,25 @@ func FuzzRestore(f *testing.F) {
 		}
 	})
 }
+
+// An import into a cluster that holds state already (another leader wrote
+// first) is refused and changes nothing: the import is a reset, which
+// would drop what that leader placed.
+func TestImportRefusedOverState(t *testing.T) {
+	f := newFSM()
+	if res := apply(f, entry(t, entryChange, changes()[0])); res != nil {
+		t.Fatalf("apply: %v", res)
+	}
+	before := snapBytes(t, f)
+	imp := plane.StateChange{Reset: true, Packages: []plane.StateEntry{rec(pkey(9), "", 9)},
+		Placements: []plane.StateEntry{rec(dkey(9), pkey(9), 9)}}
+	if res := apply(f, entry(t, entryImport, imp)); res != ErrImported {
+		t.Fatalf("import over state: %v, want ErrImported", res)
+	}
+	if after := snapBytes(t, f); !bytes.Equal(after, before) {
+		t.Fatalf("the refused import changed the state:\n%s\nwant\n%s", after, before)
+	}
+	if g := newFSM(); apply(g, entry(t, entryImport, imp)) != nil || len(g.state().Placements) != 1 {
+		t.Fatal("an import into an empty cluster was not applied")
+	}
+}

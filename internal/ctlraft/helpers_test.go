@@ -197,7 +197,7 @@ func (n *ctlNode) startController() {
 		voters = n.h.voters()
 	}
 	st, err := New(Config{Self: n.ID(), Voters: voters, Dir: filepath.Join(n.Dir, "raft"), ImportPath: n.statePath, Join: n.join},
-		Deps{Layer: n.layer, Logger: n.Logger, Registerer: n.reg, Tune: n.h.tune})
+		Deps{Layer: n.layer, Logger: n.Logger, Registerer: n.reg, Tune: n.h.tune, FirstBootWait: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

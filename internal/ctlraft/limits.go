@@ -36,6 +36,12 @@ const (
 	DefaultSnapshotInterval = 30 * time.Second
 	// ImportedSuffix is appended to the name of a state file imported.
 	ImportedSuffix = ".imported"
+	// FirstBootWait is the heartbeat and election timeout of a voter
+	// starting a new cluster with no state file to import, until it first
+	// sees a leader: the voter that holds the state file of the controller
+	// that ran alone (raftmesh's timeouts, under a second) stands first and
+	// leads, so that it imports the file before anything else is written.
+	FirstBootWait = 2 * time.Second
 	// statsEvery is how often Run refreshes the log-size gauges.
 	statsEvery = time.Second
 )

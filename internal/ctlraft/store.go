@@ -86,6 +86,9 @@ type Deps struct {
 	Now func() time.Time
 	// Tune, when set, changes raft's config before it starts (tests).
 	Tune func(*raft.Config)
+	// FirstBootWait replaces FirstBootWait when positive; negative starts
+	// a new cluster without it (tests that do not import).
+	FirstBootWait time.Duration
 }
 
 // Store is the controller's state in raft: plane's StateStore and
@@ -111,6 +114,13 @@ type Store struct {
 	// leaderSeen is the leader last observed, for the changes counter.
 	// Guarded by Run's goroutine.
 	leaderSeen raft.ServerID
+	// slowStart is set while this voter of a new cluster waits with
+	// FirstBootWait (Run), cleared once a leader is known. Guarded by
+	// Run's goroutine.
+	slowStart bool
+	// timeouts are raft's heartbeat and election timeouts that slowStart
+	// put aside.
+	timeouts [2]time.Duration
 }
 
 var (
@@ -181,6 +191,18 @@ func (s *Store) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("raft state: %w", err)
 	}
+	wait := FirstBootWait
+	if s.deps.FirstBootWait != 0 {
+		wait = s.deps.FirstBootWait
+	}
+	if !has && !s.cfg.Join && wait > 0 && !s.holdsImport() {
+		// A new cluster: give the voter holding a state file to import
+		// the first election (FirstBootWait); observe restores raft's
+		// timeouts once a leader is known.
+		s.timeouts = [2]time.Duration{rc.HeartbeatTimeout, rc.ElectionTimeout}
+		rc.HeartbeatTimeout, rc.ElectionTimeout = max(rc.HeartbeatTimeout, wait), max(rc.ElectionTimeout, wait)
+		s.slowStart = true
+	}
 	snaps := &timedSnapshots{SnapshotStore: st.Snapshots, at: func() { s.lastSnap.Store(s.now().UnixNano()) }}
 	r, err := raft.NewRaft(rc, s.fsm, st.Log, st.Stable, snaps, raftmesh.NewTransport(s.deps.Layer, s.log))
 	if err != nil {
@@ -248,6 +270,15 @@ func (s *Store) observe(r *raft.Raft) {
 	if id != s.leaderSeen {
 		s.leaderSeen = id
 		s.met.leaderChanges.Inc()
+	}
+	if s.slowStart && id != "" {
+		rc := r.ReloadableConfig()
+		rc.HeartbeatTimeout, rc.ElectionTimeout = s.timeouts[0], s.timeouts[1]
+		if err := r.ReloadConfig(rc); err != nil {
+			s.log.Warn("raft timeouts not restored after the first election", zap.Error(err))
+		} else {
+			s.slowStart = false
+		}
 	}
 	s.met.term.Set(float64(r.CurrentTerm()))
 	if r.State() == raft.Leader {
@@ -463,7 +494,16 @@ func (s *Store) importOnce(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("import %s: %w", s.cfg.ImportPath, err)
 		}
-		if err := s.apply(ctx, data); err != nil && !errors.Is(err, ErrImported) {
+		err = s.apply(ctx, data)
+		switch {
+		case errors.Is(err, ErrImported):
+			// Another leader wrote the cluster's state first: importing
+			// now would drop it. The file stays where it is for the
+			// operator (docs/reliability.md).
+			s.log.Error("state file not imported: the cluster holds state already; its placements are not known to the controllers",
+				zap.String("path", s.cfg.ImportPath), zap.Int("placements", len(ch.Placements)))
+			return nil
+		case err != nil:
 			return fmt.Errorf("import %s: %w", s.cfg.ImportPath, err)
 		}
 		s.log.Info("state file imported", zap.String("path", s.cfg.ImportPath), zap.Int("placements", len(ch.Placements)))
@@ -493,4 +533,13 @@ func (t *timedSnapshots) Create(version raft.SnapshotVersion, index, term uint64
 // prefix, oldest first, at most limit (plane.DecisionReader).
 func (s *Store) Decisions(prefix string, limit int) []plane.StateEntry {
 	return s.fsm.decisionsWith(prefix, limit)
+}
+
+// holdsImport reports whether this voter holds a state file to import.
+func (s *Store) holdsImport() bool {
+	if s.cfg.ImportPath == "" {
+		return false
+	}
+	_, err := os.Stat(s.cfg.ImportPath)
+	return err == nil
 }
