@@ -68,8 +68,8 @@ func (mn *mnode) decisionIDs() []string {
 // placed, and serves its role chat to the consumer e, whose role port a
 // client drives throughout. The controllers restart one at a time (the
 // followers, then the leader), each back and following the leader before
-// the next goes; requests are answered while each is down (the leader's
-// stop makes the other two elect one). No request fails; the placement keeps its decision id in
+// the next goes; requests are answered while each is down, and the
+// leader's restart makes an election (the term rises). No request fails; the placement keeps its decision id in
 // every replica, d runs its one instance throughout (same instance, no
 // restart), and no controller chains a new plane.decision.
 func TestRaftControllersRollingRestart(t *testing.T) {
