@@ -63,7 +63,7 @@ fuzz:
 # six with three controllers in raft), faults
 # injected while a client drives a role port, one table of what was
 # promised and what happened. Needs root (namespaces, mounts) and iproute2;
-# about a minute. NODELD_FAULTS_REQUIRE=1 makes "cannot run here" a failure.
+# about two minutes. NODELD_FAULTS_REQUIRE=1 makes "cannot run here" a failure.
 .PHONY: faults
 faults:
 	bash scripts/test-deps.sh faults

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,8 +23,9 @@ type rollingAnswer struct {
 }
 
 // driveRole sends short chat requests to base one after another until
-// stop is closed, and returns every outcome.
-func driveRole(base string, stop <-chan struct{}) []rollingAnswer {
+// stop is closed, and returns every outcome; done counts those answered
+// so far.
+func driveRole(base string, stop <-chan struct{}, done *atomic.Int64) []rollingAnswer {
 	client := &http.Client{Timeout: 10 * time.Second}
 	var out []rollingAnswer
 	for i := 0; ; i++ {
@@ -46,6 +48,7 @@ func driveRole(base string, stop <-chan struct{}) []rollingAnswer {
 			a.err = fmt.Errorf("answer %d %q", res.StatusCode, a.body)
 		}
 		out = append(out, a)
+		done.Add(1)
 	}
 }
 
@@ -65,7 +68,8 @@ func (mn *mnode) decisionIDs() []string {
 // placed, and serves its role chat to the consumer e, whose role port a
 // client drives throughout. The controllers restart one at a time (the
 // followers, then the leader), each back and following the leader before
-// the next goes. No request fails; the placement keeps its decision id in
+// the next goes; requests are answered while each is down, and the
+// leader's restart makes an election (the term rises). No request fails; the placement keeps its decision id in
 // every replica, d runs its one instance throughout (same instance, no
 // restart), and no controller chains a new plane.decision.
 func TestRaftControllersRollingRestart(t *testing.T) {
@@ -134,8 +138,9 @@ func TestRaftControllersRollingRestart(t *testing.T) {
 	t.Logf("placed %.8s on d, served to e; rolling restart begins", res.DecisionID)
 	stop := make(chan struct{})
 	var answers []rollingAnswer
+	var answered atomic.Int64
 	var wg sync.WaitGroup
-	wg.Go(func() { answers = driveRole(base, stop) })
+	wg.Go(func() { answers = driveRole(base, stop, &answered) })
 	defer func() { // a failed check below still stops the client
 		select {
 		case <-stop:
@@ -154,7 +159,12 @@ func TestRaftControllersRollingRestart(t *testing.T) {
 		mn := nodes[name]
 		start := time.Now()
 		wasLeader, term := name == leader.name, leader.ctrl().Leadership().Term
-		mn.restart()
+		// Requests go on through the restart: some are answered while the
+		// controller is down.
+		mn.kill()
+		down := answered.Load()
+		waitFor(t, "requests answered while "+name+" is down", func() bool { return answered.Load() >= down+3 })
+		mn.run()
 		leader, _ = raftLeader(t, nodes, ctrls...)
 		now := leader.ctrl().Leadership().Term
 		if wasLeader && now <= term {

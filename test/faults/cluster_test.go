@@ -47,7 +47,7 @@ const (
 	nodeC = "c" // the consumer: the client drives its role port
 	nodeD = "d" // the operator's node: nodeld ctl places on b through it
 	nodeE = "e" // runs the controller, which keeps echo-llm (role gen) on a or b
-	// In the raft cluster (rows 9 and 10), e, f and g run the controller
+	// In the raft cluster (rows 9 to 11), e, f and g run the controller
 	// as voters of each other, and there is no d.
 	nodeF = "f"
 	nodeG = "g"

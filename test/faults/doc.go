@@ -24,7 +24,7 @@
 // dead_after 3 s), which declares the echo-llm package as workload gen
 // and places it on a or b (their hosts name e's key), whose role gen c
 // uses. Peers are keyed and paired; the mesh runs on its shipped
-// defaults. The rows of the controllers in raft (9, 10; raft_test.go)
+// defaults. The rows of the controllers in raft (9 to 11; raft_test.go)
 // run on a second cluster, built once the first is gone (same
 // addresses): a, b and c as before, no d, and e, f and g running the
 // controller as controller.voters of each other, which a and b list in

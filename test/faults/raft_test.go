@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// The faults of the controllers in raft (rows 9 and 10) run on the raft
+// The faults of the controllers in raft (rows 9 to 11) run on the raft
 // cluster: e, f and g are controller.voters of each other, a and b list
 // all three in host.controllers, and only the leader ticks and places.
 
@@ -337,4 +337,122 @@ func partitionLeader(c *cluster) outcome {
 		pass: election <= electionLimit && now.Term > before.Term && n <= 1 && moved.IsZero() && back == h && stillOn[h.name] == 1 && decidedByOld == 0,
 	}
 	return o
+}
+
+// freezeCutLeader is fault 11: the leader is cut off as in fault 10 and
+// frozen (SIGSTOP) at the same moment, so it cannot step down: it is
+// thawed (SIGCONT, still cut off) once the majority leads and the host
+// heard the new term, and wakes believing it leads until its lease
+// check runs. Whatever it sends the host in that moment carries its old
+// term: refused stale_term, chained, changing nothing. Whether it sends
+// anything is a race on waking between its tick (a describe of the
+// hosts) and raft's lease check (stepping down first): the figure says
+// what it did; the row passes on what must hold either way. Then the
+// cut heals as in fault 10.
+func freezeCutLeader(c *cluster) outcome {
+	h, err := c.waitSettled()
+	if err != nil {
+		return miss("%v", err)
+	}
+	old := c.leader()
+	if old == nil {
+		return miss("no agreed leader before the fault")
+	}
+	before, _ := old.raft()
+	rest := others(c.ctrls, old.name)
+	cutFrom := others(raftNodes, old.name, h.name)
+	staleBefore, err := h.metricWith("nodeld_host_ctl_calls_total", `result="stale_term"`)
+	if err != nil {
+		return miss("%v", err)
+	}
+	cut, frozen := false, false
+	defer func() { // whatever happens below, it ends thawed and healed
+		if frozen {
+			old.process().signal(syscall.SIGCONT)
+		}
+		if cut {
+			c.nw.sw.impair(old.name, impairment{})
+		}
+	}()
+	w := c.watchCopies(genPkg)
+	defer w.stop()
+	start := time.Now()
+	c.nw.sw.impair(old.name, impairment{Cut: cutFrom})
+	cut = true
+	old.process().signal(syscall.SIGSTOP)
+	frozen = true
+	var (
+		leader          *node
+		now             raftView
+		elected, raised time.Time
+	)
+	err = until("a new leader of "+strings.Join(rest, ", ")+" and "+h.name+" hearing its term", waitLimit, func() bool {
+		t := time.Now()
+		if leader == nil {
+			if l := c.leaderAmong(rest); l != nil {
+				if v, err := l.raft(); err == nil && v.Term > before.Term {
+					leader, now, elected = l, v, t
+				}
+			}
+		}
+		if leader != nil && raised.IsZero() {
+			if term, err := h.metricWith("nodeld_host_controller_term", ""); err == nil && term >= float64(now.Term) {
+				raised = t
+			}
+		}
+		return leader != nil && !raised.IsZero()
+	})
+	if err != nil {
+		return miss("%s cut off and frozen: %v", old.name, err)
+	}
+	old.process().signal(syscall.SIGCONT)
+	frozen = false
+	thawed := time.Now()
+	var stepped time.Time
+	err = until(old.name+" to step down", waitLimit, func() bool {
+		v, err := old.raft()
+		if err == nil && v.Role != "leader" {
+			stepped = time.Now()
+			return true
+		}
+		return false
+	})
+	if err != nil {
+		return miss("%v", err)
+	}
+	time.Sleep(partitionHold) // the length of the fault, not a wait for a condition
+	staleAfter, err := h.metricWith("nodeld_host_ctl_calls_total", `result="stale_term"`)
+	if err != nil {
+		return miss("%v", err)
+	}
+	stillOn := c.procCopies(genPkg)
+	c.nw.sw.impair(old.name, impairment{})
+	cut = false
+	healed := time.Now()
+	back, err := c.waitSettled()
+	if err != nil {
+		return miss("after the partition healed: %v", err)
+	}
+	final, _, err := c.waitLeader(c.ctrls)
+	if err != nil {
+		return miss("after the partition healed: %v", err)
+	}
+	settledAfter := time.Since(healed)
+	snaps := w.stop()
+	n := most(snaps)
+	moved := first(snaps, start, func(p map[string]int) bool { return p[h.name] == 0 })
+	refusedChained := 0
+	if es, err := chainEntries(h.dir + "/chain.log"); err == nil {
+		for _, e := range es {
+			if e.Kind == "host.ctl.refused" && e.Payload["code"] == "stale_term" && e.Payload["peer"] == old.id {
+				refusedChained++
+			}
+		}
+	}
+	return outcome{
+		observed: fmt.Sprintf("%s led in term %d, echo-llm ran on %s; %s cut off from %s and frozen: %s leads in term %d %s later, %s heard it %s later; %s thawed %s after the cut, stepped down %s after the thaw; %v stale_term refusals by %s (%d chained from %s); copies %v; healed: settled %s later with the one copy on %s, %s leading",
+			old.name, before.Term, h.name, old.name, strings.Join(cutFrom, ", "), leader.name, now.Term, ms(elected.Sub(start)), h.name, ms(raised.Sub(start)), old.name, ms(thawed.Sub(start)), ms(stepped.Sub(thawed)), staleAfter-staleBefore, h.name, refusedChained, old.name, stillOn, ms(settledAfter), back.name, final.name),
+		figure: fmt.Sprintf("stale_term refusals %v (%d chained); old leader stepped down %s after the thaw; max copies %d", staleAfter-staleBefore, refusedChained, ms(stepped.Sub(thawed)), n),
+		pass:   n <= 1 && moved.IsZero() && back == h && stillOn[h.name] == 1,
+	}
 }
