@@ -6,6 +6,7 @@ import (
 	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/ctlraft"
 	"github.com/nodeld/nodeld/internal/dispatch"
+	"github.com/nodeld/nodeld/internal/operator"
 	"os"
 	"path/filepath"
 	"strings"
@@ -112,6 +113,13 @@ func TestRaftControllersFailover(t *testing.T) {
 	}
 	for _, n := range rest {
 		waitFor(t, n+"'s replica to hold the placement", func() bool { return hasPlacement(nodes[n].ctrl(), res.DecisionID, idD) })
+		// A follower explains the leader's decision from the replicated
+		// records: its own chain does not hold it.
+		var ex operator.ExplainResult
+		ctlJSON(t, nodes[n].socket(), &ex, "explain", res.DecisionID)
+		if ex.Source != "replica" || !strings.Contains(ex.Explain, "from the replicated state") {
+			t.Fatalf("explain on follower %s: source %q\n%s", n, ex.Source, ex.Explain)
+		}
 		// A follower's write names the leader (the operator runs it there).
 		if _, rc, errOut := nodes[n].placeJSON(dir); rc == 0 || !strings.Contains(errOut, "not the leader") {
 			t.Fatalf("place on follower %s = %d\n%s", n, rc, errOut)

@@ -31,6 +31,8 @@ type raftCtl struct {
 	writes []string
 }
 
+func (c *raftCtl) ReplicatedDecisions(string) []plane.ChainedDecision { return nil }
+
 func (c *raftCtl) wrote(what string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -86,6 +86,9 @@ type Controller interface {
 	RecentIDs() []string
 	// Leadership is the controller's raft role, term and leader.
 	Leadership() plane.LeaderInfo
+	// ReplicatedDecisions explains decisions from the replicated state
+	// (any controller's), nil when it is not replicated.
+	ReplicatedDecisions(prefix string) []plane.ChainedDecision
 }
 
 var _ Controller = (*plane.Controller)(nil)
@@ -463,7 +466,9 @@ type ExplainResult struct {
 	// Source is "recent" (the report of a decision made since this
 	// controller started: the engine's full explanation), "chain" (an
 	// older decision, rebuilt from its plane.decision entry and the
-	// dispatch entries that follow it) or "placement" (a decision that
+	// dispatch entries that follow it), "replica" (a decision another
+	// controller of a replicated set made, from the records the state
+	// replicated among them keeps) or "placement" (a decision that
 	// still names a placement but is not in the chain file any more:
 	// what the state file keeps of it).
 	Source  string        `json:"source"`
@@ -514,6 +519,12 @@ func (b *Router) explain(ref string) Response {
 	// Older, or made before a restart: the audit chain has it (one read
 	// of the chain file).
 	ds, err := b.scanChain(id)
+	source := "chain"
+	if err == nil && len(ds) == 0 {
+		// Made by another controller of a replicated set: the state
+		// replicated among them keeps its record.
+		ds, source = b.c.ReplicatedDecisions(id), "replica"
+	}
 	switch {
 	case err != nil:
 		b.log.Warn("explain: chain not read", zap.Error(err))
@@ -522,9 +533,9 @@ func (b *Router) explain(ref string) Response {
 		for i, d := range ds {
 			ids[i] = d.ID
 		}
-		return badRequest("decision id prefix %s names %d decisions in the chain (%s): give more of it", ref, len(ds), strings.Join(ids, ", "))
+		return badRequest("decision id prefix %s names %d decisions in the %s (%s): give more of it", ref, len(ds), source, strings.Join(ids, ", "))
 	case len(ds) == 1:
-		return okResult(b.nodeID, ExplainResult{DecisionID: ds[0].ID, Source: "chain", Explain: ds[0].Explain, Placed: placed(ds[0].ID)})
+		return okResult(b.nodeID, ExplainResult{DecisionID: ds[0].ID, Source: source, Explain: ds[0].Explain, Placed: placed(ds[0].ID)})
 	}
 	if pd := placed(id); pd != nil {
 		return okResult(b.nodeID, ExplainResult{DecisionID: id, Source: "placement", Explain: pd.explain(), Placed: pd})

@@ -55,3 +55,15 @@ func (c *Controller) Start(ctx context.Context, ref string) (Placement, error) {
 	}
 	return c.ops.Start(ctx, ref)
 }
+
+// ReplicatedDecisions explains the decisions whose id starts with prefix
+// from the records the replicated state keeps (ReplicaDecisions), so that
+// `ctl explain` on any controller shows a decision another one made; nil
+// when the state is not replicated (controller.json).
+func (c *Controller) ReplicatedDecisions(prefix string) []ChainedDecision {
+	dr, ok := c.state.(DecisionReader)
+	if !ok {
+		return nil
+	}
+	return ReplicaDecisions(dr, prefix)
+}
