@@ -360,6 +360,9 @@ func (b *meshBodyReader) Read(p []byte) (int, error) {
 			b.err = fmt.Errorf("%w: body of %d bytes, announced %d", errMalformedFrames, b.got, b.announced)
 		case t == frameReqEnd:
 			b.err = io.EOF
+			if e, ok := b.r.(requestEnder); ok {
+				e.requestRead()
+			}
 		default:
 			b.err = fmt.Errorf("%w: unexpected frame %#x in request", errMalformedFrames, byte(t))
 		}

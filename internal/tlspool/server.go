@@ -47,7 +47,7 @@ type Server struct {
 	cfg ServerConfig
 	tls *tls.Config
 
-	mu    sync.Mutex // guards conns
+	mu    sync.Mutex          // guards conns
 	conns map[net.Conn]string // the admitted peer, "" before admission
 }
 
@@ -140,6 +140,9 @@ func (s *Server) track(ctx context.Context, c net.Conn) bool {
 	s.conns[c] = ""
 	return true
 }
+
+// Addr is the listener's address.
+func (s *Server) Addr() net.Addr { return s.cfg.Listener.Addr() }
 
 // ClosePeer closes every connection admitted for peer (as Admit named
 // it), as when the peer is known dead or removed, and returns how many.

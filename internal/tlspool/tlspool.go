@@ -41,6 +41,9 @@ var (
 	ErrNotAdmitted = errors.New("tlspool: the server did not admit this node")
 	// ErrClosed is returned by Get once the pool is closed.
 	ErrClosed = errors.New("tlspool: pool closed")
+	// ErrDialing is returned by Get when no connection is idle and
+	// MaxDialsPerPeer dials to the peer are in progress.
+	ErrDialing = errors.New("tlspool: dials to the peer at their limit")
 	// ErrALPN is a server that did not select the pool's protocol.
 	ErrALPN = errors.New("tlspool: the server does not speak the protocol")
 )
@@ -64,6 +67,10 @@ type Config struct {
 	HandshakeTimeout time.Duration
 	// Now is the clock of idle expiry (nil: time.Now).
 	Now func() time.Time
+	// MaxDialsPerPeer, when positive, bounds the dials to one peer in
+	// progress at once: past it Get fails with ErrDialing at once (a
+	// burst of requests need not make as many handshakes).
+	MaxDialsPerPeer int
 	// ALPN, when set, is the one application protocol offered; a server
 	// that does not select it fails the dial (ErrALPN), so a peer that
 	// speaks another protocol on the port is never sent a byte of it.
@@ -101,6 +108,9 @@ func (c Config) validate() error {
 	if c.MaxIdlePerPeer < 1 || c.MaxIdlePerPeer > c.MaxConnsPerPeer {
 		errs = append(errs, fmt.Errorf("max idle per peer %d: want 1..%d (max conns per peer)", c.MaxIdlePerPeer, c.MaxConnsPerPeer))
 	}
+	if c.MaxDialsPerPeer < 0 || c.MaxDialsPerPeer > c.MaxConnsPerPeer {
+		errs = append(errs, fmt.Errorf("max dials per peer %d: want 0..%d (max conns per peer)", c.MaxDialsPerPeer, c.MaxConnsPerPeer))
+	}
 	if c.IdleTimeout < 0 || c.HandshakeTimeout < 0 {
 		errs = append(errs, errors.New("timeouts must not be negative"))
 	}
@@ -130,9 +140,10 @@ type Pool struct {
 
 // peerConns are one peer key's connections.
 type peerConns struct {
-	open  int     // in use and idle, and dials in progress
-	idle  []*Conn // most recently put last
-	inUse map[*Conn]struct{}
+	open    int     // in use and idle, and dials in progress
+	dialing int     // dials in progress
+	idle    []*Conn // most recently put last
+	inUse   map[*Conn]struct{}
 }
 
 // Conn is one pooled connection: a *tls.Conn with its peer's key. Give it
@@ -225,12 +236,21 @@ func (p *Pool) Get(ctx context.Context, addr string, key ed25519.PublicKey) (*Co
 		closeAll(stale)
 		return nil, ErrPoolFull
 	}
+	if p.cfg.MaxDialsPerPeer > 0 && pc.dialing >= p.cfg.MaxDialsPerPeer {
+		p.mu.Unlock()
+		closeAll(stale)
+		return nil, ErrDialing
+	}
 	pc.open++ // the place of the dial
+	pc.dialing++
 	p.stats.Dials++
 	p.mu.Unlock()
 	closeAll(stale)
 
 	c, err := p.dial(ctx, addr, key)
+	p.mu.Lock()
+	pc.dialing--
+	p.mu.Unlock()
 	if err != nil {
 		p.mu.Lock()
 		p.stats.DialFailures++
