@@ -431,7 +431,8 @@ func (f *Forwarder) ForwardRemote(ctx context.Context, nodeID, role string, r *h
 	case err == nil:
 		s.FinishReading(MeshFinishWait) // nothing more is expected
 		f.met.forwarded(fwdOK)
-		reuse = reusable(streamed, size, werr)
+		// On a connection the end frame says whether it serves again.
+		reuse = tc != nil && werr == nil && s.(*tcpClientStream).kept
 		return nil
 	}
 	s.StopReading(mesh.StreamCodeCancelled) // nothing more is wanted

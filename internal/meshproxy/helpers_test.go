@@ -78,12 +78,13 @@ func (n *meshNode) forwarder() *Forwarder {
 
 // testTransport is the transport of the test nodes' forwarders:
 // NODELD_TEST_INFER_TRANSPORT (tcp or quic) runs the suite over one,
-// else quic; tests of one transport set Deps.TCP themselves.
+// else tcp, the default; tests of one transport set Deps.TCP themselves.
+// make test runs the package over both.
 func testTransport() string {
 	if v := os.Getenv("NODELD_TEST_INFER_TRANSPORT"); v != "" {
 		return v
 	}
-	return TransportQUIC
+	return TransportTCP
 }
 
 // newMeshNodes makes nodes with identities and reserved UDP ports, so

@@ -226,7 +226,7 @@ func (f *Forwarder) forward(ctx context.Context, s inferStream, peer mesh.PeerIn
 			w = w[:at+mesh.FrameHeaderSize+n]
 		}
 		if rerr == io.EOF {
-			w = mesh.AppendFrameHeader(w, frameRespEnd, 0)
+			w = appendRespEnd(w, s)
 			break
 		}
 		if rerr != nil {

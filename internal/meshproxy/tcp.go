@@ -465,6 +465,33 @@ func (s *tcpServerStream) StopReading(mesh.StreamCode) {
 
 func (s *tcpServerStream) FinishReading(time.Duration) bool { return true }
 
+// appendRespEnd appends the answer's end frame for s. On a connection it
+// carries one byte, connKept when the request was read to its end frame
+// (the connection then serves the next exchange), connClosed when not (a
+// streamed body the instance answered before it read it whole: the
+// connection closes after): the consumer reuses it only when told so.
+// On a QUIC stream it is empty.
+func appendRespEnd(w []byte, s inferStream) []byte {
+	ts, ok := s.(*tcpServerStream)
+	if !ok {
+		return mesh.AppendFrameHeader(w, frameRespEnd, 0)
+	}
+	ts.mu.Lock()
+	kept := ts.reqDone && !ts.broken
+	ts.mu.Unlock()
+	b := connClosed
+	if kept {
+		b = connKept
+	}
+	return append(mesh.AppendFrameHeader(w, frameRespEnd, 1), b)
+}
+
+// The end frame's byte on a connection (appendRespEnd).
+const (
+	connClosed byte = 0
+	connKept   byte = 1
+)
+
 // requestRead starts the watcher once the request's end frame is read.
 func (s *tcpServerStream) requestRead() {
 	s.mu.Lock()
@@ -521,6 +548,9 @@ func (s *tcpServerStream) watch() {
 type tcpClientStream struct {
 	c      *tlspool.Conn
 	broken atomic.Bool
+	// kept is the answer's end frame saying the serving side read the
+	// request whole (appendRespEnd); set by relayResponse.
+	kept bool
 	// ioErr is whether a Read or Write failed other than by a deadline:
 	// the connection ended (closed, reset, aborted by ClosePeer).
 	ioErr atomic.Bool

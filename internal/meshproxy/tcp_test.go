@@ -55,7 +55,10 @@ func TestTCPCarriesInference(t *testing.T) {
 		if res.StatusCode != 200 || !strings.HasSuffix(string(body), "data: [DONE]\n\n") {
 			t.Fatalf("stream %d: %d %s", i, res.StatusCode, body)
 		}
-		if res, body := a.h.post("chat", "/v1/embeddings", `{"input":["x"]}`); res.StatusCode != 200 {
+		// A body over proxy.MeshBufferedBodyBytes streams to the instance
+		// as it arrives: read to its end, the connection serves again.
+		big := `{"input":"` + strings.Repeat("x", 1<<20) + `"}`
+		if res, body := a.h.post("chat", "/v1/embeddings", big); res.StatusCode != 200 {
 			t.Fatalf("embeddings %d: %d %s", i, res.StatusCode, body)
 		}
 	}

@@ -479,7 +479,10 @@ func relayResponse(r io.Reader, w http.ResponseWriter, fb *frameBuf) error {
 			if !headSeen {
 				return fmt.Errorf("%w: end before head", errMalformedFrames)
 			}
-			if len(p) != 0 {
+			if cs, ok := r.(*tcpClientStream); ok && len(p) == 1 && p[0] <= connKept {
+				// On a connection: whether it serves another exchange.
+				cs.kept = p[0] == connKept
+			} else if len(p) != 0 {
 				return fmt.Errorf("%w: end frame with data", errMalformedFrames)
 			}
 			if held != nil {
