@@ -355,8 +355,8 @@ type tcpConnServer struct {
 	f    *Forwarder
 	ctx  context.Context
 	peer mesh.PeerInfo
-	c    net.Conn // the TLS connection
-	raw  net.Conn // its socket
+	c    net.Conn        // the TLS connection
+	raw  net.Conn        // its socket
 	wg   *sync.WaitGroup // every watcher; the connection's goroutine waits
 }
 
