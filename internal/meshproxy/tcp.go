@@ -57,6 +57,10 @@ const (
 	TCPMaxConnsPerPeer = MaxMeshInflight
 	// TCPMaxServerConns bounds the connections a node serves at once.
 	TCPMaxServerConns = MaxMeshInflight
+	// TCPWatchDelay is how long an exchange runs after its request was
+	// read before its connection is watched for the consumer going away
+	// (a short exchange needs no watcher).
+	TCPWatchDelay = 20 * time.Millisecond
 	// TCPMaxDialsPerPeer bounds the dials to one peer in progress: a
 	// burst of requests past the idle connections goes over QUIC while
 	// the pool grows, not through a burst of handshakes.
@@ -360,23 +364,38 @@ type tcpConnServer struct {
 	wg   *sync.WaitGroup // every watcher; the connection's goroutine waits
 }
 
-// serve serves one exchange whose first byte was read.
+// serve serves exchanges, the first of which has its first byte read,
+// until the connection ends or an exchange hands it to its watcher.
 func (cs *tcpConnServer) serve(first byte) {
-	s := &tcpServerStream{cs: cs, first: first, hasFirst: true, over: make(chan struct{})}
-	s.ctx, s.cancel = context.WithCancel(cs.ctx)
-	_ = cs.raw.SetDeadline(time.Time{})
-	cs.f.met.transport(sideServe, TransportTCP)
-	cs.f.serveInfer(cs.ctx, cs.peer, s)
-	s.end()
+	for {
+		s := &tcpServerStream{cs: cs, first: first, hasFirst: true, over: make(chan struct{})}
+		s.ctx, s.cancel = context.WithCancel(cs.ctx)
+		_ = cs.raw.SetDeadline(time.Time{})
+		cs.f.met.transport(sideServe, TransportTCP)
+		cs.f.serveInfer(cs.ctx, cs.peer, s)
+		if !s.end() {
+			return // closed, or handed to the exchange's watcher
+		}
+		// A short exchange started no watcher: this goroutine waits for
+		// the next request (a goroutine and a wake-up fewer per request).
+		_ = cs.raw.SetReadDeadline(time.Now().Add(TCPServerIdleTimeout))
+		var one [1]byte
+		if _, err := io.ReadFull(cs.c, one[:]); err != nil {
+			_ = cs.raw.Close()
+			return
+		}
+		first = one[0]
+	}
 }
 
-// tcpServerStream is one exchange served on a connection. Once the
-// request's end frame is read (requestRead) a watcher reads on: the
-// consumer sends nothing before the answer's end, so what it reads is
-// either the connection's end (the consumer went away: Context ends,
-// which cancels the instance's request, as a reset QUIC stream does) or
-// the first byte of the next request, which it serves, once this
-// exchange ended cleanly, on its own goroutine.
+// tcpServerStream is one exchange served on a connection. An exchange
+// still running TCPWatchDelay after its request's end frame was read
+// (requestRead) starts a watcher that reads on: the consumer sends nothing
+// before the answer's end, so what it reads is either the connection's end
+// (the consumer went away: Context ends, which cancels the instance's
+// request, as a reset QUIC stream does) or the first byte of the next
+// request, which it serves, once this exchange ended cleanly, on its own
+// goroutine.
 type tcpServerStream struct {
 	cs       *tcpConnServer
 	first    byte
@@ -386,11 +405,13 @@ type tcpServerStream struct {
 	over     chan struct{} // closed by end
 	clean    bool          // set before over is closed
 
-	mu       sync.Mutex // guards reqDone, ended, wroteEnd, broken
-	reqDone  bool       // the request's end frame was read
-	ended    bool       // end ran
-	wroteEnd bool       // the answer's last frame was written (CloseWrite)
-	broken   bool       // the connection cannot serve another exchange
+	mu       sync.Mutex  // guards reqDone, ended, wroteEnd, broken, watching, timer
+	reqDone  bool        // the request's end frame was read
+	watching bool        // the watcher started
+	timer    *time.Timer // starts the watcher
+	ended    bool        // end ran
+	wroteEnd bool        // the answer's last frame was written (CloseWrite)
+	broken   bool        // the connection cannot serve another exchange
 }
 
 func (s *tcpServerStream) Read(p []byte) (int, error) {
@@ -492,7 +513,7 @@ const (
 	connKept   byte = 1
 )
 
-// requestRead starts the watcher once the request's end frame is read.
+// requestRead arms the watcher once the request's end frame is read.
 func (s *tcpServerStream) requestRead() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -501,25 +522,41 @@ func (s *tcpServerStream) requestRead() {
 	}
 	s.reqDone = true
 	_ = s.cs.raw.SetReadDeadline(time.Time{})
-	s.cs.wg.Go(s.watch)
+	s.timer = time.AfterFunc(TCPWatchDelay, s.startWatch)
+}
+
+// startWatch starts the watcher of an exchange still running.
+func (s *tcpServerStream) startWatch() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended || s.watching {
+		return
+	}
+	s.watching = true
+	s.cs.wg.Go(s.watch) // the connection's goroutine, or a watcher, is running
 }
 
 // end runs once the exchange's handler returned: a clean exchange leaves
-// the connection to the watcher (idle from now, TCPServerIdleTimeout),
-// any other closes it.
-func (s *tcpServerStream) end() {
+// the connection to its watcher, if it started (idle from now,
+// TCPServerIdleTimeout), or to the caller (cont); any other closes it.
+func (s *tcpServerStream) end() (cont bool) {
 	s.mu.Lock()
 	s.ended = true
 	clean := s.reqDone && s.wroteEnd && !s.broken
+	watching := s.watching
+	if s.timer != nil {
+		s.timer.Stop()
+	}
 	s.mu.Unlock()
-	if clean {
+	if clean && watching {
 		_ = s.cs.raw.SetReadDeadline(time.Now().Add(TCPServerIdleTimeout))
-	} else {
+	} else if !clean {
 		_ = s.cs.raw.Close()
 	}
 	s.clean = clean
 	close(s.over)
 	s.cancel()
+	return clean && !watching
 }
 
 // watch reads past the request: the connection's end cancels the
