@@ -57,6 +57,10 @@ const (
 	TCPMaxConnsPerPeer = MaxMeshInflight
 	// TCPMaxServerConns bounds the connections a node serves at once.
 	TCPMaxServerConns = MaxMeshInflight
+	// TCPPeekAfter is how long a pooled connection must have idled before
+	// it is checked for its peer having closed it (tlspool.PeekAfter): a
+	// connection reused within it (most, under load) costs no system call.
+	TCPPeekAfter = 2 * time.Millisecond
 	// TCPWatchDelay is how long an exchange runs after its request was
 	// read before its connection is watched for the consumer going away
 	// (a short exchange needs no watcher).
@@ -167,7 +171,7 @@ func newTCPSide(t TCP, d Deps, lg *zap.Logger) (*tcpSide, error) {
 		return nil, fmt.Errorf("proxy: mesh tcp certificate: %w", err)
 	}
 	pool, err := tlspool.NewPool(tlspool.Config{Certificate: cert, MaxConnsPerPeer: TCPMaxConnsPerPeer,
-		MaxIdlePerPeer: TCPMaxIdlePerPeer, MaxDialsPerPeer: TCPMaxDialsPerPeer, HandshakeTimeout: TCPDialTimeout, ALPN: InferALPN})
+		MaxIdlePerPeer: TCPMaxIdlePerPeer, MaxDialsPerPeer: TCPMaxDialsPerPeer, PeekAfter: TCPPeekAfter, HandshakeTimeout: TCPDialTimeout, ALPN: InferALPN})
 	if err != nil {
 		return nil, err
 	}
@@ -340,6 +344,10 @@ func (f *Forwarder) serveConn(ctx context.Context, peerID string, c *tls.Conn) {
 // serveConnOn is serveConn on c (the TLS connection, or in a fuzz test
 // any connection) over raw (its socket: deadlines, aborts).
 func (f *Forwarder) serveConnOn(ctx context.Context, peer mesh.PeerInfo, c, raw net.Conn) {
+	// The exchanges' contexts hang off the connection's, not all off the
+	// server's one (whose lock every request would take).
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	cs := &tcpConnServer{f: f, ctx: ctx, peer: peer, c: c, raw: raw, wg: &wg}

@@ -102,3 +102,48 @@ func TestALPNMustMatch(t *testing.T) {
 	echo(t, c, "ok")
 	var _ net.Conn = c
 }
+
+// With PeekAfter, a connection put back within it is handed out without
+// the peek (its peer's close is found by the exchange); one idle longer
+// is peeked.
+func TestPeekAfter(t *testing.T) {
+	cert, key := newCert(t)
+	srv := startServer(t, map[string]ed25519.PublicKey{"client": key}, nil)
+	now := time.Unix(1000, 0)
+	p := newPool(t, cert, func(c *Config) {
+		c.PeekAfter = time.Second
+		c.Now = func() time.Time { return now }
+	})
+	c, err := p.Get(ctxT(t), srv.addr, srv.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recv(t, srv.peers, "the admitted peer")
+	echo(t, c, "one")
+	p.Put(c)
+	deadlineAt := time.Now().Add(deadline)
+	for srv.srv.ClosePeer("client") == 0 {
+		if time.Now().After(deadlineAt) {
+			t.Fatal("the server never tracked the connection as the peer's")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	recv(t, srv.ended, "the handler's end")
+	c2, err := p.Get(ctxT(t), srv.addr, srv.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c2 != c {
+		t.Fatal("a connection idle less than PeekAfter was peeked")
+	}
+	p.Put(c2)
+	now = now.Add(time.Second)
+	c3, err := p.Get(ctxT(t), srv.addr, srv.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c3.Close()
+	if c3 == c {
+		t.Fatal("a closed connection idle PeekAfter was handed out")
+	}
+}

@@ -67,6 +67,11 @@ type Config struct {
 	HandshakeTimeout time.Duration
 	// Now is the clock of idle expiry (nil: time.Now).
 	Now func() time.Time
+	// PeekAfter is how long a connection must have been idle before Get
+	// peeks whether its peer closed it (0: always). A connection put back
+	// a moment ago is taken as it is: a peer that closed it in that
+	// moment fails the exchange on it, as one that dies during it does.
+	PeekAfter time.Duration
 	// MaxDialsPerPeer, when positive, bounds the dials to one peer in
 	// progress at once: past it Get fails with ErrDialing at once (a
 	// burst of requests need not make as many handshakes).
@@ -111,7 +116,7 @@ func (c Config) validate() error {
 	if c.MaxDialsPerPeer < 0 || c.MaxDialsPerPeer > c.MaxConnsPerPeer {
 		errs = append(errs, fmt.Errorf("max dials per peer %d: want 0..%d (max conns per peer)", c.MaxDialsPerPeer, c.MaxConnsPerPeer))
 	}
-	if c.IdleTimeout < 0 || c.HandshakeTimeout < 0 {
+	if c.IdleTimeout < 0 || c.HandshakeTimeout < 0 || c.PeekAfter < 0 {
 		errs = append(errs, errors.New("timeouts must not be negative"))
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -218,7 +223,7 @@ func (p *Pool) Get(ctx context.Context, addr string, key ed25519.PublicKey) (*Co
 			p.stats.Expired++
 			continue
 		}
-		if !peerOpen(c.NetConn()) {
+		if now.Sub(c.idleSince) >= p.cfg.PeekAfter && !peerOpen(c.NetConn()) {
 			// The peer closed it while it was idle (a restart, its
 			// idle timeout): reusing it would fail the next request.
 			stale = append(stale, c)
