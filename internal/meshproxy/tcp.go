@@ -57,10 +57,6 @@ const (
 	TCPMaxConnsPerPeer = MaxMeshInflight
 	// TCPMaxServerConns bounds the connections a node serves at once.
 	TCPMaxServerConns = MaxMeshInflight
-	// TCPPeekAfter is how long a pooled connection must have idled before
-	// it is checked for its peer having closed it (tlspool.PeekAfter): a
-	// connection reused within it (most, under load) costs no system call.
-	TCPPeekAfter = 2 * time.Millisecond
 	// TCPWatchDelay is how long an exchange runs after its request was
 	// read before its connection is watched for the consumer going away
 	// (a short exchange needs no watcher).
@@ -170,8 +166,11 @@ func newTCPSide(t TCP, d Deps, lg *zap.Logger) (*tcpSide, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proxy: mesh tcp certificate: %w", err)
 	}
+	// Every reuse peeks whether the peer closed the connection (no
+	// PeekAfter): a request sent on the connection of a peer that just
+	// restarted would fail instead of waiting for its new run over QUIC.
 	pool, err := tlspool.NewPool(tlspool.Config{Certificate: cert, MaxConnsPerPeer: TCPMaxConnsPerPeer,
-		MaxIdlePerPeer: TCPMaxIdlePerPeer, MaxDialsPerPeer: TCPMaxDialsPerPeer, PeekAfter: TCPPeekAfter, HandshakeTimeout: TCPDialTimeout, ALPN: InferALPN})
+		MaxIdlePerPeer: TCPMaxIdlePerPeer, MaxDialsPerPeer: TCPMaxDialsPerPeer, HandshakeTimeout: TCPDialTimeout, ALPN: InferALPN})
 	if err != nil {
 		return nil, err
 	}
