@@ -60,10 +60,11 @@ fuzz:
 	FUZZTIME=$(or $(FUZZ),100000x) bash scripts/fuzz.sh
 
 # faults runs the fault suite (test/faults, build tag faults; see
-# docs/reliability.md): five nodeld processes in network namespaces, faults
+# docs/reliability.md): nodeld processes in network namespaces (five, then
+# six with three controllers in raft), faults
 # injected while a client drives a role port, one table of what was
 # promised and what happened. Needs root (namespaces, mounts) and iproute2;
-# about a minute. NODELD_FAULTS_REQUIRE=1 makes "cannot run here" a failure.
+# about two minutes. NODELD_FAULTS_REQUIRE=1 makes "cannot run here" a failure.
 .PHONY: faults
 faults:
 	bash scripts/test-deps.sh faults
@@ -100,7 +101,8 @@ bench-mesh-memory:
 
 # bench runs every benchmark, one package at a time (-p 1) so that they do
 # not fight each other for the cores; among them BenchmarkOnDemandColdStart
-# (about two minutes: see bench-cold).
+# (about two minutes: see bench-cold) and BenchmarkLeaderFailover (about 20
+# s: see bench-raft).
 bench:
 	$(GO) test -p 1 -run '^$$' -bench . -benchmem -count=1 -timeout 30m ./...
 
@@ -112,6 +114,15 @@ bench:
 .PHONY: bench-cold
 bench-cold:
 	$(GO) test -run '^$$' -bench '^BenchmarkOnDemandColdStart$$' -benchtime 1x -count=1 -timeout 20m -v ./cmd/nodeld/
+
+# bench-raft runs only BenchmarkLeaderFailover: three in-process raft voters
+# (LANConfig) over real meshes on loopback, 20 leader kills (socket first,
+# then raft; the killed node restarted from its data dir each round); it
+# prints the median and max time to a new leader (BENCHMARKS.md "Raft
+# failover"). go test without -bench, as make test runs it, never runs it.
+.PHONY: bench-raft
+bench-raft:
+	$(GO) test -run '^$$' -bench '^BenchmarkLeaderFailover$$' -benchtime 1x -count=1 -timeout 10m -v ./internal/raftmesh/
 
 # bench-compare measures a role port against nginx and a direct connection
 # in one run (wrk and nginx are installed from Debian when missing); its

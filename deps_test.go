@@ -40,6 +40,10 @@ var tiers = map[string]int{
 	"internal/fleetui": 1,
 	// hashicorp/raft over KindRaft mesh streams (issue 25's foundation).
 	"internal/raftmesh": 1,
+	// The controller's state in raft: plane's StateStore over raftmesh.
+	"internal/ctlraft": 1,
+	// A follower controller's writes forwarded to the leader (KindOperator).
+	"internal/ctlforward": 1,
 
 	// The daemon's life from start to stop: logger, data dir, chain
 	// opening, run group, supervisor, reloader.
@@ -110,9 +114,15 @@ var sideways = map[string][]string{
 	// The controller offers its on-demand workloads to the demand side
 	// (plane.DemandSide is a demand.Controller).
 	"internal/plane": {"internal/demand"},
+	// The replicated store implements plane's StateStore and Leadership
+	// (it encodes plane's changes) and runs raft on raftmesh's layer.
+	"internal/ctlraft": {"internal/plane", "internal/raftmesh"},
 	// The fleet page renders the operator's read model (FleetDoc) and
 	// reads instance logs through its Router.
 	"internal/fleetui": {"internal/operator"},
+	// The forwarder carries the operator's Request and Response and is the
+	// router's operator.Forwarder; the router is its Backend.
+	"internal/ctlforward": {"internal/operator"},
 }
 
 // isolated packages import no other internal package except the leaf

@@ -243,6 +243,9 @@ func printStatus(w io.Writer, st *operator.StatusDoc) {
 		fmt.Fprintf(w, "control  %d targets (%s), placements %s, %d unsettled\n", len(c.Targets),
 			countsText(c.TargetsByLiveness, "alive", "suspect", "dead"),
 			countsText(c.PlacementsByLife, "placed", "dispatching", "unsettled", "lost", "rescheduled"), c.Unsettled)
+		if r := c.Raft; r != nil {
+			fmt.Fprintf(w, "raft     %s, term %d, leader %s\n", r.Role, r.Term, leaderText(r))
+		}
 		if len(c.DeclarationsByState) > 0 {
 			fmt.Fprintf(w, "declared %s\n", declaredText(c))
 		}
@@ -340,4 +343,17 @@ type daemonOptions struct {
 	chainReset bool
 	test       testFlags // a nodeld_testhooks build's --test-* flags
 	stderr     io.Writer
+}
+
+// leaderText names a replicated controller's leader for nodeld status.
+func leaderText(r *operator.RaftDoc) string {
+	switch {
+	case r.Leader == "":
+		return "none known (no quorum: writes wait, reads answer from this replica)"
+	case r.LeaderName == config.SelfRef:
+		return "this node"
+	case r.LeaderName != "":
+		return r.LeaderName + " (" + r.Leader + ")"
+	}
+	return r.Leader
 }

@@ -471,6 +471,69 @@ func planeEntries(t *testing.T, path string) string {
 	return b.String()
 }
 
+// chatTrio is three nodeld processes on loopback: A runs the controller
+// (trioTick, trioDeadAfter, trioDescribe) with workload chat declared
+// (echo-llm, put in A's package store before A starts) and uses role chat
+// from B and C, hosts that serve it to A.
+type chatTrio struct {
+	cl    *ctlCluster
+	cfgs  map[string]string // node name -> its config
+	procs map[string]*proc  // node name -> its process
+	ids   map[string]string // node id -> name
+	names map[string]string // name -> node id
+}
+
+// The controller timing of a chatTrio. trioDescribe bounds a tick's
+// describes: below a tick, so that a dead node is found within
+// dead_after + 2 ticks of its death.
+const (
+	trioTick      = time.Second
+	trioDeadAfter = 2 * time.Second
+	trioDescribe  = 400 * time.Millisecond
+)
+
+// startChatTrio starts B and C, then A with aArgs, and waits until the
+// three are ready. With aHosts, A hosts workloads too and chat avoids it
+// (avoid: [self]): A's fleet then holds the three nodes, and chat still
+// runs on B or C.
+func startChatTrio(t *testing.T, aHosts bool, aArgs ...string) *chatTrio {
+	t.Helper()
+	pkgDir, anchor := meshEchoPackage(t)
+	cl := newCtlCluster(t, "a", "b", "c")
+	workloads, hostA := "  workloads:\n    - name: chat\n      package: echo-llm\n", ""
+	if aHosts {
+		workloads += "      avoid: [self]\n"
+		hostA = hostSection(cl.keys["a"], anchor)
+	}
+	tr := &chatTrio{cl: cl, procs: map[string]*proc{}, ids: map[string]string{}, names: map[string]string{}}
+	tr.cfgs = map[string]string{
+		"a": cl.config("a", map[string]string{"b": "paired", "c": "paired"},
+			"inference:\n  probe_interval: 300ms\n  roles:\n    - name: chat\n      listen: 127.0.0.1:0\n      use_from: [b, c]\n"+
+				controllerSection(anchor, trioTick.String(), trioDeadAfter.String(), trioDescribe.String())+workloads+hostA, true),
+	}
+	for _, n := range []string{"b", "c"} {
+		tr.cfgs[n] = cl.config(n, map[string]string{"a": "paired"},
+			"inference:\n  probe_interval: 300ms\n  roles:\n    - name: chat\n      listen: 127.0.0.1:0\n      expose: true\n      serve_to: [a]\n"+
+				hostSection(cl.keys["a"], anchor), true)
+	}
+	cfgFileA := filepath.Join(t.TempDir(), "a.yaml")
+	if err := os.WriteFile(cfgFileA, []byte(tr.cfgs["a"]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, rc := runCLI(t, "package", "add", "--config", cfgFileA, pkgDir); rc != 0 {
+		t.Fatalf("package add = %d %q %q", rc, out, errOut)
+	}
+	tr.procs["b"] = startDaemon(t, cl.dirs["b"], tr.cfgs["b"])
+	tr.procs["c"] = startDaemon(t, cl.dirs["c"], tr.cfgs["c"])
+	tr.procs["a"] = startDaemon(t, cl.dirs["a"], tr.cfgs["a"], aArgs...)
+	for n, d := range tr.procs {
+		d.waitReady()
+		id := d.status().NodeID
+		tr.ids[id], tr.names[n] = n, id
+	}
+	return tr
+}
+
 // TestControllerSurvivesKills is the binary-level acceptance, three real
 // processes: A runs the controller, whose YAML declares echo-llm (from
 // its package store), and uses role chat; B and C are hosts that serve it
@@ -488,44 +551,9 @@ func planeEntries(t *testing.T, path string) string {
 //     forgotten.
 func TestControllerSurvivesKills(t *testing.T) {
 	t.Parallel()
-	const (
-		tick      = time.Second
-		deadAfter = 2 * time.Second
-		// describe bounds a tick's describes: below a tick, so that a
-		// dead node is found within dead_after + 2 ticks of its death.
-		describe = 400 * time.Millisecond
-	)
-	pkgDir, anchor := meshEchoPackage(t)
-	cl := newCtlCluster(t, "a", "b", "c")
-	cfgs := map[string]string{
-		"a": cl.config("a", map[string]string{"b": "paired", "c": "paired"},
-			"inference:\n  probe_interval: 300ms\n  roles:\n    - name: chat\n      listen: 127.0.0.1:0\n      use_from: [b, c]\n"+
-				controllerSection(anchor, tick.String(), deadAfter.String(), describe.String())+
-				"  workloads:\n    - name: chat\n      package: echo-llm\n", true),
-	}
-	for _, n := range []string{"b", "c"} {
-		cfgs[n] = cl.config(n, map[string]string{"a": "paired"},
-			"inference:\n  probe_interval: 300ms\n  roles:\n    - name: chat\n      listen: 127.0.0.1:0\n      expose: true\n      serve_to: [a]\n"+
-				hostSection(cl.keys["a"], anchor), true)
-	}
-	// The declared package goes into A's store before A starts.
-	cfgFileA := filepath.Join(t.TempDir(), "a.yaml")
-	if err := os.WriteFile(cfgFileA, []byte(cfgs["a"]), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if out, errOut, rc := runCLI(t, "package", "add", "--config", cfgFileA, pkgDir); rc != 0 {
-		t.Fatalf("package add = %d %q %q", rc, out, errOut)
-	}
-	procs := map[string]*proc{
-		"b": startDaemon(t, cl.dirs["b"], cfgs["b"]),
-		"c": startDaemon(t, cl.dirs["c"], cfgs["c"]),
-		"a": startDaemon(t, cl.dirs["a"], cfgs["a"], "--test-hold-after-place"),
-	}
-	ids := map[string]string{}
-	for n, d := range procs {
-		d.waitReady()
-		ids[d.status().NodeID] = n
-	}
+	const tick, deadAfter = trioTick, trioDeadAfter
+	trio := startChatTrio(t, false, "--test-hold-after-place")
+	cl, cfgs, procs, ids := trio.cl, trio.cfgs, trio.procs, trio.ids
 	sock := filepath.Join(cl.dirs["a"], "nodeld.sock")
 	ctlA := func(v any, args ...string) {
 		t.Helper()

@@ -239,6 +239,10 @@ func ctlRequest(pos []string, set map[string]bool, f ctlFlags) (operator.Request
 // controller's place answers with its explanation whatever the outcome:
 // it is printed before the error.
 func printCtl(stdout io.Writer, req operator.Request, resp operator.Response, asJSON bool) error {
+	if resp.ForwardedTo != "" && !asJSON {
+		// The answer is the leader's: this controller is a follower.
+		fmt.Fprintf(stdout, "forwarded to the leader %s (this controller is a follower)\n", resp.ForwardedTo)
+	}
 	if resp.Class == operator.ClassOK || len(resp.Result) > 0 && req.Verb == operator.VerbPlace {
 		if asJSON {
 			var buf bytes.Buffer

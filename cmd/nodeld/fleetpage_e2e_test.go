@@ -104,42 +104,8 @@ func TestFleetPageInChromium(t *testing.T) {
 	if _, err := exec.LookPath(chromiumPath); err != nil {
 		t.Fatalf("%s: %v: scripts/test-deps.sh installs Debian's chromium (make test runs it)", chromiumPath, err)
 	}
-	const (
-		tick      = time.Second
-		deadAfter = 2 * time.Second
-		describe  = 400 * time.Millisecond
-	)
-	pkgDir, anchor := meshEchoPackage(t)
-	cl := newCtlCluster(t, "a", "b", "c")
-	cfgs := map[string]string{
-		"a": cl.config("a", map[string]string{"b": "paired", "c": "paired"},
-			"inference:\n  probe_interval: 300ms\n  roles:\n    - name: chat\n      listen: 127.0.0.1:0\n      use_from: [b, c]\n"+
-				controllerSection(anchor, tick.String(), deadAfter.String(), describe.String())+
-				"  workloads:\n    - name: chat\n      package: echo-llm\n      avoid: [self]\n"+
-				hostSection(cl.keys["a"], anchor), true),
-	}
-	for _, n := range []string{"b", "c"} {
-		cfgs[n] = cl.config(n, map[string]string{"a": "paired"},
-			"inference:\n  probe_interval: 300ms\n  roles:\n    - name: chat\n      listen: 127.0.0.1:0\n      expose: true\n      serve_to: [a]\n"+
-				hostSection(cl.keys["a"], anchor), true)
-	}
-	cfgFileA := filepath.Join(t.TempDir(), "a.yaml")
-	if err := os.WriteFile(cfgFileA, []byte(cfgs["a"]), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if out, errOut, rc := runCLI(t, "package", "add", "--config", cfgFileA, pkgDir); rc != 0 {
-		t.Fatalf("package add = %d %q %q", rc, out, errOut)
-	}
-	procs := map[string]*proc{}
-	for _, n := range []string{"b", "c", "a"} {
-		procs[n] = startDaemon(t, cl.dirs[n], cfgs[n])
-	}
-	ids, names := map[string]string{}, map[string]string{}
-	for n, d := range procs {
-		d.waitReady()
-		id := d.status().NodeID
-		ids[id], names[n] = n, id
-	}
+	trio := startChatTrio(t, true)
+	cl, procs, ids, names := trio.cl, trio.procs, trio.ids, trio.names
 	a := procs["a"]
 	sock := filepath.Join(cl.dirs["a"], "nodeld.sock")
 	var ps []operator.PlacementDoc

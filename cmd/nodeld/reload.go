@@ -43,9 +43,7 @@ func (n *node) reloadSteps(next *config.Config) []reload.Step {
 			return reload.Commit(func() { n.level.SetLevel(level) }), nil
 		}},
 		{Name: "admin", Prepare: func() (reload.Prepared, error) { return n.admin.Prepare(admin.FromConfig(next)) }},
-		{Name: "adopter", Prepare: func() (reload.Prepared, error) {
-			return n.adopter.Prepare(runner.AdopterFromConfig(next, n.discover))
-		}},
+		{Name: "adopter", Prepare: func() (reload.Prepared, error) { return n.adopter.Prepare(runner.AdopterFromConfig(next, n.discover)) }},
 		{Name: "host", Prepare: func() (reload.Prepared, error) {
 			hc, err := host.FromConfig(next, n.id.PublicKey())
 			if err != nil {
@@ -57,17 +55,14 @@ func (n *node) reloadSteps(next *config.Config) []reload.Step {
 	if n.mesh != nil {
 		steps = append(steps,
 			reload.Step{Name: "mesh", Prepare: func() (reload.Prepared, error) { return n.mesh.Prepare(mesh.FromConfig(next)) }},
-			reload.Step{Name: "forwarder", Prepare: func() (reload.Prepared, error) {
-				return n.forwarder.Prepare(meshproxy.LimitsFromConfig(next))
-			}},
+			reload.Step{Name: "forwarder", Prepare: func() (reload.Prepared, error) { return n.forwarder.Prepare(meshproxy.LimitsFromConfig(next)) }},
 		)
 	}
 	if n.ctrl != nil {
 		steps = append(steps, reload.Step{Name: "controller", Prepare: func() (reload.Prepared, error) { return n.ctrl.PrepareReload(next) }})
 	}
 	return append(steps,
-		// The table's role names were checked with the config
-		// (checkComponents); the allowlists resolve at commit.
+		// The role names were checked with the config (checkComponents); the allowlists resolve at commit.
 		reload.Step{Name: "roles", Prepare: func() (reload.Prepared, error) { return reload.Commit(n.applyRolePolicy), nil }},
 		reload.Step{Name: "proxy", Prepare: func() (reload.Prepared, error) { return prepared(n.proxy.Prepare(proxy.FromConfig(next))) }},
 	)

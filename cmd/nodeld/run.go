@@ -16,6 +16,8 @@ import (
 	"github.com/nodeld/nodeld/internal/admin"
 	"github.com/nodeld/nodeld/internal/chain"
 	"github.com/nodeld/nodeld/internal/config"
+	"github.com/nodeld/nodeld/internal/ctlforward"
+	"github.com/nodeld/nodeld/internal/ctlraft"
 	"github.com/nodeld/nodeld/internal/demand"
 	"github.com/nodeld/nodeld/internal/dispatch"
 	"github.com/nodeld/nodeld/internal/facts"
@@ -157,6 +159,7 @@ type node struct {
 	host      *host.Host
 	dispatch  *dispatch.Dispatcher
 	ctrl      *plane.Controller // nil unless controller.enabled
+	raft      *ctlraft.Store    // the controller's state in raft; nil without controller.voters
 	router    *operator.Router  // the operator socket's verbs
 	operator  *operator.Server
 	admin     *admin.Server
@@ -253,8 +256,7 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 		lim := meshproxy.LimitsFromConfig(cfg)
 		if n.forwarder, err = meshproxy.NewForwarder(meshproxy.Deps{
 			Mesh: n.mesh, Table: n.table, Recorder: n.rec, Logger: d.log.Named("proxy.mesh"), Registerer: d.reg,
-			MaxInflightPerPeer: lim.PerPeer, MaxInflightTotal: lim.Total, MaxBodyBytes: lim.MaxBody,
-			TCP: meshproxy.TCPFromConfig(cfg), Identity: d.id, // inference over TLS/TCP beside QUIC
+			MaxInflightPerPeer: lim.PerPeer, MaxInflightTotal: lim.Total, MaxBodyBytes: lim.MaxBody, TCP: meshproxy.TCPFromConfig(cfg), Identity: d.id,
 		}); err != nil {
 			return nil, err
 		}
@@ -297,8 +299,12 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 		return nil, err
 	}
 	n.dispatch.Register() // a no-op without a mesh
+	fwd, err := ctlforward.NewFromConfig(cfg, d.id.ID(), n.mesh, ctlforward.Deps{Logger: d.log, Registerer: d.reg, Backend: func() ctlforward.Backend { return n.router }})
+	if err != nil {
+		return nil, err
+	}
 	rdeps := operator.RouterDeps{Dispatcher: n.dispatch, NodeID: d.id.ID(), ResolveNode: n.refs.Resolve,
-		PeerNames: n.refs.PeerNames, Logger: d.log.Named("controller"), ChainPath: d.chain.Path()}
+		PeerNames: n.refs.PeerNames, Logger: d.log.Named("controller"), ChainPath: d.chain.Path(), Forwarder: fwd}
 	if cfg.Controller.Enabled {
 		store := pkg.NewStore(filepath.Join(cfg.Node.DataDir, pkg.StoreDir), rev)
 		if n.ctrl, err = newController(n, cfg, d, rev, store); err != nil {
@@ -350,6 +356,9 @@ func (n *node) run(ctx context.Context, hup <-chan os.Signal) error {
 	}
 	if n.ctrl != nil {
 		rest = append(rest, lifecycle.Component{Name: "controller", Run: n.ctrl.Run})
+	}
+	if n.raft != nil { // controller.voters: the controller's state in raft
+		rest = append(rest, lifecycle.Component{Name: "raft", Run: n.raft.Run})
 	}
 	err := lifecycle.Group{Log: n.log}.Run(ctx, first, rest)
 	if n.forwarder != nil {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/nodeld/nodeld/internal/config"
+	"github.com/nodeld/nodeld/internal/ctlraft"
 	"github.com/nodeld/nodeld/internal/dispatch"
 	"github.com/nodeld/nodeld/internal/facts"
 	"github.com/nodeld/nodeld/internal/grammar"
@@ -37,24 +38,30 @@ func newHost(n *node, cfg *config.Config, d nodeDeps, rev *pkg.Revocations, iso 
 }
 
 // newController builds the controller (plane.NewFromConfig) on the node's
-// dispatcher, revocation list and package store (<data_dir>/store, where
-// declared workloads and ctl place by package id come from), with the
-// node's resolver of node references and the mesh's pinned keys. What an
-// operator placement placed is kept in <data_dir>/placed, beside the
-// store: its failover places those bytes.
+// dispatcher, revocations, package store (<data_dir>/store) and placed
+// store (<data_dir>/placed: a failover places those bytes), its state in
+// controller.json, or in raft among controller.voters (internal/ctlraft).
 func newController(n *node, cfg *config.Config, d nodeDeps, rev *pkg.Revocations, store *pkg.Store) (*plane.Controller, error) {
 	anchors, err := plane.Anchors(cfg)
 	if err != nil {
 		return nil, err
 	}
-	pd := dispatch.NewForController(n.dispatch, dispatch.ForControllerDeps{Revocations: rev, Anchors: anchors, Hooks: d.hooks.place})
+	// Every call carries the term this controller leads in (fencing).
+	pd := dispatch.NewForController(n.dispatch, dispatch.ForControllerDeps{Revocations: rev, Anchors: anchors, Hooks: d.hooks.place,
+		Term: func() uint64 { return n.ctrl.Term() }})
+	deps := plane.Deps{Dispatcher: pd, Now: d.now, Chain: d.chain, Logger: d.log, Registerer: d.reg, Store: store, Revocations: rev, ManualTicks: d.hooks.manualTicks,
+		Placed: pkg.NewPlacedStoreBeside(filepath.Join(cfg.Node.DataDir, pkg.PlacedDir), store), StatePath: filepath.Join(cfg.Node.DataDir, plane.StateFile)}
+	if len(cfg.Controller.Voters) > 0 { // replicated: the state in raft, not the file
+		if n.raft, err = ctlraft.NewFromConfig(cfg, n.id.ID(), n.mesh, ctlraft.Deps{Logger: d.log, Registerer: d.reg, Now: d.now}); err != nil {
+			return nil, err
+		}
+		deps.State, deps.Leadership, deps.StatePath = n.raft, n.raft, ""
+	}
 	src := plane.Source{Config: n.config, Ref: n.refs.ResolveOrWritten, Self: n.id, SetAnchors: pd.SetAnchors}
 	if n.mesh != nil {
 		src.Pinned = n.refs.PinnedKeys
 	}
-	return plane.NewFromConfig(cfg, src, plane.Deps{Now: d.now, Chain: d.chain, Dispatcher: pd, Logger: d.log, Registerer: d.reg,
-		StatePath: filepath.Join(cfg.Node.DataDir, plane.StateFile), Store: store, Revocations: rev,
-		Placed: pkg.NewPlacedStoreBeside(filepath.Join(cfg.Node.DataDir, pkg.PlacedDir), store), ManualTicks: d.hooks.manualTicks})
+	return plane.NewFromConfig(cfg, src, deps)
 }
 
 // applyRolePolicy applies the role policies of the config in force, with

@@ -9,8 +9,8 @@ import (
 
 // restartOnly are the keys that take effect only when nodeld restarts, in
 // file order: the data directory, the listeners bound once at start, the
-// log encoding, the isolation of placed instances and whether the
-// controller runs. This is the one list: a reload refuses a change to any
+// log encoding, the isolation of placed instances, whether the controller
+// runs and with which voters. This is the one list: a reload refuses a change to any
 // of them (Diff.Restart, RestartError) and the docs name the same keys.
 var restartOnly = []string{
 	"node.data_dir",
@@ -21,6 +21,7 @@ var restartOnly = []string{
 	"mesh.infer_transport",
 	"host.isolation",
 	"controller.enabled",
+	"controller.voters",
 }
 
 // RestartOnly returns the keys that take effect only on restart, in file

@@ -145,6 +145,8 @@ func TestRestartOnly(t *testing.T) {
 			fv.SetString(fv.String() + "x")
 		case reflect.Bool:
 			fv.SetBool(!fv.Bool())
+		case reflect.Slice: // controller.voters
+			fv.Set(reflect.Append(fv, reflect.ValueOf("x")))
 		case reflect.Struct: // host.isolation: its first key
 			f := fv.Field(0)
 			f.SetString(f.String() + "x")

@@ -35,6 +35,9 @@ const (
 	// maxIsolationPath bounds one of host.isolation.read_paths.
 	maxIsolationPath = 4096
 
+	// MaxVoters caps the controllers of one replicated set (this node and
+	// controller.voters): seven survive three failures.
+	MaxVoters = 7
 	// MaxReplicas caps controller.workloads[].replicas.
 	MaxReplicas = 64
 	// MaxReschedulesLimit caps controller.max_reschedules.

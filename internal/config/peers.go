@@ -106,3 +106,20 @@ func keyNodeID(keyHex string) string {
 	sum := sha256.Sum256(key)
 	return "n-" + hex.EncodeToString(sum[:8])
 }
+
+// VoterIDs returns the node ids of the controllers replicated together
+// (this node, selfID, and controller.voters), sorted: every voter derives
+// the same list from its own file. A voter without a pinned key (refused
+// by Validate) is left out.
+func VoterIDs(c *Config, selfID string) []string {
+	ids := []string{selfID}
+	for _, name := range c.Controller.Voters {
+		if p, ok := c.PeerByRef(name); ok {
+			if id := keyNodeID(p.Key); id != "" && !slices.Contains(ids, id) {
+				ids = append(ids, id)
+			}
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}

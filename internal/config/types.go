@@ -203,6 +203,11 @@ type Controller struct {
 	// Enabled runs the controller loop in this daemon (a restart is
 	// needed to turn it on or off).
 	Enabled bool `yaml:"enabled"`
+	// Voters are the other controllers this one is replicated with, by
+	// mesh peer name: each must be a peer of mesh.peers with a pinned key.
+	// Empty (the default) is a single controller, a one-voter cluster.
+	// The voter set changes only with a restart.
+	Voters []string `yaml:"voters"`
 	// Tick is the period of the lifecycle tick.
 	Tick Duration `yaml:"tick"`
 	// DeadAfter is how long a target may go without answering before

@@ -397,6 +397,7 @@ func (v *validator) controller() {
 		v.addf("controller.max_reschedules", "%d is out of range: use 0 to %d", c.MaxReschedules, MaxReschedulesLimit)
 	}
 	v.keyList("controller.trust_anchors", c.TrustAnchors)
+	v.voters("controller.voters", c)
 	v.policy(c.Policy)
 	names := map[string]string{}
 	for i, w := range c.Workloads {
@@ -433,6 +434,39 @@ func (v *validator) controller() {
 			v.addf(base+".replicas", "%d replicas cannot all be on the pinned node %q: replicas go to distinct nodes", w.Replicas, w.Node)
 		}
 		v.onDemand(base+".on_demand", w.OnDemand)
+	}
+}
+
+// voters checks controller.voters: each entry names a configured mesh
+// peer whose key is pinned in the file (a voter is trusted with the
+// controller's state, so trust on first contact is not enough), none
+// twice and never this node; at most MaxVoters controllers in all.
+func (v *validator) voters(path string, c Controller) {
+	if len(c.Voters) > 0 && !c.Enabled {
+		v.addf(path, "is set but controller.enabled is false: only a controller has voters")
+	}
+	if n := len(c.Voters) + 1; n > MaxVoters {
+		v.addf(path, "%d controllers (this node and %d voters) are more than %d: a larger voter set slows every write and survives no more failures that matter", n, len(c.Voters), MaxVoters)
+	}
+	seen := map[string]string{}
+	for i, ref := range c.Voters {
+		p := path + "[" + strconv.Itoa(i) + "]"
+		idx, ok := v.peers.byName[ref]
+		switch {
+		case ref == SelfRef || ref == v.c.Node.Name && ref != "":
+			v.addf(p, "%q is this node: list only the other controllers", ref)
+			continue
+		case !ok || ref == "":
+			v.addf(p, "%q is not the name of a peer in mesh.peers", ref)
+			continue
+		case checkKey(v.c.Mesh.Peers[idx].Key) != nil:
+			v.addf(p, "peer %q has no key in mesh.peers: a voter's key must be pinned in the file", ref)
+		}
+		if first, dup := seen[ref]; dup {
+			v.addf(p, "%q is listed twice (first at %s)", ref, first)
+		} else {
+			seen[ref] = p
+		}
 	}
 }
 

@@ -150,7 +150,15 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 // Errors wrapping ErrInvalidCall mean nothing was attempted. Call closes
 // the stream before it returns.
 func (c *Client) Call(ctx context.Context, open Opener, target Target, method Method, body any, decisionID string) (*Answer, error) {
-	req, wire, err := c.build(target, method, body, decisionID)
+	return c.CallTerm(ctx, open, target, method, body, decisionID, 0)
+}
+
+// CallTerm is Call for a controller: the request carries term, the raft
+// term the controller holds (0: none, as Call). A host that has seen a
+// higher term from its controllers refuses it with CodeStaleTerm, which
+// the returned *CallError matches as ErrStaleTerm.
+func (c *Client) CallTerm(ctx context.Context, open Opener, target Target, method Method, body any, decisionID string, term uint64) (*Answer, error) {
+	req, wire, err := c.build(target, method, body, decisionID, term)
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +210,7 @@ func (c *Client) Call(ctx context.Context, open Opener, target Target, method Me
 }
 
 // build checks a call and makes its signed request.
-func (c *Client) build(target Target, method Method, body any, decisionID string) (Request, []byte, error) {
+func (c *Client) build(target Target, method Method, body any, decisionID string, term uint64) (Request, []byte, error) {
 	invalid := func(format string, args ...any) (Request, []byte, error) {
 		return Request{}, nil, fmt.Errorf("%s: %s: %w", method, fmt.Sprintf(format, args...), ErrInvalidCall)
 	}
@@ -232,7 +240,7 @@ func (c *Client) build(target Target, method Method, body any, decisionID string
 	}
 	now := c.now()
 	req := Request{
-		Version:     Version,
+		Version:     requestVersion(term),
 		Method:      method,
 		Requester:   nodeIDOfPrivate(c.key),
 		Target:      target.ID,
@@ -241,6 +249,7 @@ func (c *Client) build(target Target, method Method, body any, decisionID string
 		ExpiresAtMS: now.Add(c.lifetime(method)).UnixMilli(),
 		DecisionID:  decisionID,
 		Body:        raw,
+		Term:        term,
 	}
 	wire, err := SignRequest(c.key, req)
 	if err != nil {

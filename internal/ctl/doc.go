@@ -16,6 +16,8 @@
 //     failure names the refusal, and the nonce is burned last, only for a
 //     request that passed every other check. Controllers and other peers
 //     have separate, bounded nonce guards that fail closed when full.
+//   - A controller's raft term travels inside the signed bytes, in a
+//     VersionTerm request only, so an older host refuses it, never ignores it.
 //   - Every request read whole gets a signed answer; a response is accepted
 //     only for its own request (nonce, method, responder, key).
 //   - A mutating call that left without a valid answer is

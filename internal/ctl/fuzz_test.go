@@ -16,6 +16,11 @@ func FuzzVerifyRequest(f *testing.F) {
 	e := newTestEnv(f, nil)
 	f.Add(signRaw(f, controllerKey, e.request(MethodPlace)))
 	f.Add(signRaw(f, controllerKey, e.request(MethodDescribe)))
+	termed := e.request(MethodStart)
+	termed.Version, termed.Term = VersionTerm, 12
+	f.Add(signRaw(f, controllerKey, termed))
+	termed.Version = Version
+	f.Add(signRaw(f, controllerKey, termed))
 	f.Add([]byte(`{"payload":"e30=","public_key":"00","signature":"00"}`))
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`null`))
@@ -27,7 +32,8 @@ func FuzzVerifyRequest(f *testing.F) {
 			}
 			return
 		}
-		if req.Version != Version || !ValidNonce(req.Nonce) || req.Requester != idOf(controllerKey) {
+		if (req.Version == Version) != (req.Term == 0) || (req.Version == VersionTerm) != (req.Term != 0) ||
+			!ValidNonce(req.Nonce) || req.Requester != idOf(controllerKey) {
 			t.Fatalf("accepted %+v", req)
 		}
 		if _, r := e.v.VerifyRequest(wire, pubOf(controllerKey)); refusalCode(r) != CodeReplay {

@@ -8,7 +8,9 @@ import (
 
 // HostAdvertName is the name of the advertisement every workload host
 // sends its peers over the mesh, beside its infer.<role> advertisements:
-// the host's methods, its protocol Version and the HostMeta* metadata.
+// the host's methods, the highest request version it accepts (VersionTerm
+// for a host that fences controllers by term; Version for an older one,
+// which refuses their calls) and the HostMeta* metadata.
 // The placement table, which may import no ctl, keeps these under the
 // same name (table.HostAdvertName); a test of the host holds the two
 // equal.

@@ -9,8 +9,15 @@ import (
 // Protocol constants of workload.ctl (reference section 2.1). Changing a
 // wire value breaks compatibility between nodes.
 const (
-	// Version is the only request and response version accepted.
+	// Version is the version of every response, and of a request that
+	// carries no controller term (an operator's own call, a caller older
+	// than terms, any peer's read).
 	Version = 1
+	// VersionTerm is the version of a request that carries a controller's
+	// raft term (Request.Term, at least 1). A host older than terms reads
+	// no such field: it refuses the request as an unsupported version
+	// (invalid_request), never acts on it with the term ignored.
+	VersionTerm = 2
 
 	// RequestDomain is prefixed, then a NUL byte, to every signed request
 	// payload so a signature over a request can never pass as a response,

@@ -14,7 +14,7 @@ import (
 // as the exact JSON bytes sent; the receiver parses those bytes only after
 // the signature verified.
 type Request struct {
-	// Version is always Version.
+	// Version is Version, or VersionTerm exactly when Term is set.
 	Version int `json:"version"`
 	// Method is the call.
 	Method Method `json:"method"`
@@ -34,6 +34,11 @@ type Request struct {
 	DecisionID string `json:"decision_id,omitempty"`
 	// Body holds the method's parameters (params.go); null when absent.
 	Body json.RawMessage `json:"body"`
+	// Term is the raft term of the controller that sent the call, inside
+	// the signed bytes, so that a host can refuse a deposed leader
+	// (CodeStaleTerm); 0, and absent on the wire, for a call from no
+	// replicated controller (an operator's own call, an older caller).
+	Term uint64 `json:"term,omitempty"`
 }
 
 // IssuedAt returns IssuedAtMS as a time.

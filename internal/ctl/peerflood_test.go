@@ -35,7 +35,7 @@ func TestPeerDescribeFlood(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, wire, err := c.build(Target{ID: idOf(selfKey)}, MethodDescribe, nil, "")
+		_, wire, err := c.build(Target{ID: idOf(selfKey)}, MethodDescribe, nil, "", 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,7 +111,7 @@ func TestReadOnlyLifetime(t *testing.T) {
 		if IsMutating(m) {
 			decision = testDecision
 		}
-		req, _, err := c.build(Target{ID: idOf(selfKey)}, m, nil, decision)
+		req, _, err := c.build(Target{ID: idOf(selfKey)}, m, nil, decision, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,7 @@
 package ctl
 
 import (
+	"errors"
 	"fmt"
 	"unicode/utf8"
 )
@@ -9,7 +10,8 @@ import (
 // chained; callers branch on them, never on the reason text.
 type Code string
 
-// The refusal codes of reference section 2.6, plus CodePeerMismatch.
+// The refusal codes of reference section 2.6, plus CodePeerMismatch and
+// CodeStaleTerm.
 const (
 	// CodeSignature: bad envelope, key or signature; payload not
 	// parseable; requester is not the signing key's node id.
@@ -44,7 +46,18 @@ const (
 	CodeRuntime Code = "runtime"
 	// CodeUnknownInstance: no such instance on this node.
 	CodeUnknownInstance Code = "unknown_instance"
+	// CodeStaleTerm: a controller's call carries a raft term below the
+	// highest this host has seen from its controllers (or none, on a
+	// mutation, once it has seen one): the caller is a deposed leader. It
+	// must stop acting, not try another host (ErrStaleTerm).
+	CodeStaleTerm Code = "stale_term"
 )
+
+// ErrStaleTerm matches (errors.Is) a refusal with CodeStaleTerm, and so a
+// *CallError carrying one: the host fenced the caller off by raft term. A
+// controller that gets it was deposed and must stop placing, not try the
+// next candidate as it does for other refusals.
+var ErrStaleTerm = errors.New("refused: stale controller term")
 
 // Codes returns every refusal code in a fixed order.
 func Codes() []Code {
@@ -52,6 +65,7 @@ func Codes() []Code {
 		CodeSignature, CodePeerMismatch, CodeExpired, CodeReplay, CodeNotForMe,
 		CodeUnauthorized, CodeUnknownMethod, CodeInvalidRequest, CodeGovernance,
 		CodeAdmission, CodeFetch, CodeVerify, CodeRuntime, CodeUnknownInstance,
+		CodeStaleTerm,
 	}
 }
 
@@ -80,6 +94,9 @@ func NewRefusal(code Code, reason string) *Refusal {
 
 // Error renders the refusal as "<code> refused: <reason>".
 func (r *Refusal) Error() string { return fmt.Sprintf("%s refused: %s", r.Code, r.Reason) }
+
+// Is matches ErrStaleTerm for a CodeStaleTerm refusal.
+func (r *Refusal) Is(target error) bool { return target == ErrStaleTerm && r.Code == CodeStaleTerm }
 
 // clip cuts s to at most n bytes without splitting a UTF-8 sequence.
 func clip(s string, n int) string {

@@ -41,7 +41,7 @@ func TestServeRefusalCodes(t *testing.T) {
 		{"invalid_request bad decision", func(e *testEnv, r *Request) { r.DecisionID = strings.Repeat("A", 64) }, nil, CodeInvalidRequest, true},
 		{"read-only with bad decision", func(e *testEnv, r *Request) { r.Method, r.DecisionID = MethodStatus, "x" }, nil, CodeInvalidRequest, true},
 	}
-	for _, c := range []Code{CodeGovernance, CodeAdmission, CodeFetch, CodeVerify, CodeRuntime, CodeUnknownInstance} {
+	for _, c := range []Code{CodeGovernance, CodeAdmission, CodeFetch, CodeVerify, CodeRuntime, CodeUnknownInstance, CodeStaleTerm} {
 		c := c
 		tests = append(tests, struct {
 			name          string

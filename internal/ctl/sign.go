@@ -60,13 +60,14 @@ func checkKey(key ed25519.PrivateKey) error {
 }
 
 // SignRequest signs req with key and returns the wire bytes of its
-// envelope. It sets Version, and Requester to the key's node id; a nil
-// Body is sent as null.
+// envelope. It sets Version (VersionTerm when req carries a Term, so that
+// a call without one is byte for byte what it was before terms), and
+// Requester to the key's node id; a nil Body is sent as null.
 func SignRequest(key ed25519.PrivateKey, req Request) ([]byte, error) {
 	if err := checkKey(key); err != nil {
 		return nil, err
 	}
-	req.Version = Version
+	req.Version = requestVersion(req.Term)
 	req.Requester = identity.NodeID(key.Public().(ed25519.PublicKey))
 	payload, err := json.Marshal(req)
 	if err != nil {
@@ -76,6 +77,14 @@ func SignRequest(key ed25519.PrivateKey, req Request) ([]byte, error) {
 		return nil, fmt.Errorf("request payload of %d bytes exceeds %d", len(payload), MaxRequestPayloadBytes)
 	}
 	return seal(key, RequestDomain, payload), nil
+}
+
+// requestVersion is the version of a request carrying term.
+func requestVersion(term uint64) int {
+	if term != 0 {
+		return VersionTerm
+	}
+	return Version
 }
 
 // SignResponse signs resp with key and returns the wire bytes of its

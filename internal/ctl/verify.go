@@ -112,7 +112,8 @@ func (v *Verifier) isController(pub ed25519.PublicKey) bool {
 //
 //  1. envelope form, payload bound, ed25519 signature: signature
 //  2. payload parses strictly as a Request: signature
-//  3. version: invalid_request
+//  3. version, and the term it implies (Version without a term,
+//     VersionTerm with one): invalid_request
 //  4. requester is the signing key's node id: signature
 //  5. the signing key is peerKey: peer_mismatch
 //  6. target is this node, or * with describe: not_for_me
@@ -136,8 +137,8 @@ func (v *Verifier) VerifyRequest(wire []byte, peerKey ed25519.PublicKey) (Reques
 	if err := decodeStrict(payload, &req); err != nil {
 		return Request{}, NewRefusal(CodeSignature, "malformed request")
 	}
-	if req.Version != Version {
-		return Request{}, NewRefusal(CodeInvalidRequest, fmt.Sprintf("unsupported version %d", req.Version))
+	if r := checkVersion(req); r != nil {
+		return Request{}, r
 	}
 	if req.Requester != identity.NodeID(pub) {
 		return Request{}, NewRefusal(CodeSignature, "requester is not the signing key")
@@ -170,6 +171,21 @@ func (v *Verifier) VerifyRequest(wire []byte, peerKey ed25519.PublicKey) (Reques
 		return Request{}, NewRefusal(CodeReplay, err.Error())
 	}
 	return req, nil
+}
+
+// checkVersion is step 3 of VerifyRequest: a term travels only in a
+// VersionTerm request, and a VersionTerm request always carries one, so
+// that no request means two things to two versions of the host.
+func checkVersion(req Request) *Refusal {
+	switch {
+	case req.Version == Version && req.Term != 0:
+		return NewRefusal(CodeInvalidRequest, fmt.Sprintf("a term travels in version %d only", VersionTerm))
+	case req.Version == VersionTerm && req.Term == 0:
+		return NewRefusal(CodeInvalidRequest, fmt.Sprintf("version %d carries a term", VersionTerm))
+	case req.Version != Version && req.Version != VersionTerm:
+		return NewRefusal(CodeInvalidRequest, fmt.Sprintf("unsupported version %d", req.Version))
+	}
+	return nil
 }
 
 // checkTimes is step 7 of VerifyRequest.

@@ -253,18 +253,27 @@ func (d *Dispatcher) Call(ctx context.Context, node string, method ctl.Method, p
 // controller chains its own placement decisions). An empty decisionID
 // makes Call's own decision for a mutating method.
 func (d *Dispatcher) CallDecided(ctx context.Context, node string, method ctl.Method, params any, decisionID string) (*ctl.Answer, error) {
+	return d.callAtTerm(ctx, node, method, params, decisionID, 0)
+}
+
+// callAtTerm is CallDecided for a controller holding raft term term (0:
+// none): the call carries it, and the decision a mutating call makes
+// records it.
+func (d *Dispatcher) callAtTerm(ctx context.Context, node string, method ctl.Method, params any, decisionID string, term uint64) (*ctl.Answer, error) {
 	tg, err := d.resolve(node)
 	if err != nil {
 		d.met.calls.WithLabelValues(string(method), ctl.ClassUnreachable.String()).Inc()
 		return nil, &ctl.CallError{Class: ctl.ClassUnreachable, Method: method, Err: err}
 	}
 	if ctl.IsMutating(method) && decisionID == "" {
-		decisionID, err = d.decide(tg, method, decisionRecord(method, params))
+		rec := decisionRecord(method, params)
+		rec.Term = term
+		decisionID, err = d.decide(tg, method, rec)
 		if err != nil {
 			return nil, err
 		}
 	}
-	return d.send(ctx, tg, method, params, decisionID)
+	return d.send(ctx, tg, method, params, decisionID, term)
 }
 
 // decisionPayload is the payload of KindDecision.
@@ -277,6 +286,8 @@ type decisionPayload struct {
 	Variant      string     `json:"variant,omitempty"`
 	ManifestHash string     `json:"manifest_hash,omitempty"`
 	Start        bool       `json:"start,omitempty"`
+	// Term is the raft term of the controller that decided (0: none).
+	Term uint64 `json:"term,omitempty"`
 }
 
 // decisionRecord summarises params for the chain (never configs or
@@ -317,10 +328,13 @@ type outcomePayload struct {
 	Node       string `json:"node"`
 	Outcome    string `json:"outcome"`
 	Code       string `json:"code,omitempty"`
+	// Term is the raft term the call carried (0: none).
+	Term uint64 `json:"term,omitempty"`
 }
 
-// send makes the call on a fresh stream and records its outcome.
-func (d *Dispatcher) send(ctx context.Context, tg target, method ctl.Method, params any, decisionID string) (*ctl.Answer, error) {
+// send makes the call, carrying term (0: none), on a fresh stream and
+// records its outcome.
+func (d *Dispatcher) send(ctx context.Context, tg target, method ctl.Method, params any, decisionID string, term uint64) (*ctl.Answer, error) {
 	timeout := ctl.CallTimeout
 	if method == ctl.MethodPlace || method == ctl.MethodLoad {
 		timeout = ctl.PlaceTimeout
@@ -334,15 +348,18 @@ func (d *Dispatcher) send(ctx context.Context, tg target, method ctl.Method, par
 		err error
 	)
 	if tg.self {
-		ans, err = d.callLocal(ctx, tg, method, params, decisionID)
+		ans, err = d.callLocal(ctx, tg, method, params, decisionID, term)
 	} else {
-		ans, err = d.client.Call(ctx, d.opener(tg.id), ctl.Target{ID: tg.id, Key: tg.key}, method, params, decisionID)
+		ans, err = d.client.CallTerm(ctx, d.opener(tg.id), ctl.Target{ID: tg.id, Key: tg.key}, method, params, decisionID, term)
 	}
 	outcome, code := "ok", ""
 	if ce, ok := errors.AsType[*ctl.CallError](err); ok {
 		outcome = ce.Class.String()
 		if ce.Refusal != nil {
 			code = string(ce.Refusal.Code)
+		}
+		if errors.Is(err, ctl.ErrStaleTerm) {
+			d.met.staleTerms.Inc()
 		}
 	} else if err != nil {
 		outcome = "invalid"
@@ -351,7 +368,7 @@ func (d *Dispatcher) send(ctx context.Context, tg target, method ctl.Method, par
 	d.met.duration.WithLabelValues(string(method)).Observe(time.Since(start).Seconds())
 	if decisionID != "" && outcome != "invalid" {
 		if _, cerr := d.chain.Append(AuditSource, KindOutcome, outcomePayload{
-			DecisionID: decisionID, Method: string(method), Node: tg.id, Outcome: outcome, Code: code,
+			DecisionID: decisionID, Method: string(method), Node: tg.id, Outcome: outcome, Code: code, Term: term,
 		}); cerr != nil {
 			// The call already happened; the decision entry stands.
 			d.log.Error("chain call outcome", zap.String("decision_id", decisionID), zap.Error(cerr))
@@ -382,7 +399,7 @@ func (d *Dispatcher) opener(nodeID string) ctl.Opener {
 
 // callLocal runs the call against the local host over an in-memory pipe.
 // The host's goroutine ends when the pipe closes, and is waited for.
-func (d *Dispatcher) callLocal(ctx context.Context, tg target, method ctl.Method, params any, decisionID string) (*ctl.Answer, error) {
+func (d *Dispatcher) callLocal(ctx context.Context, tg target, method ctl.Method, params any, decisionID string, term uint64) (*ctl.Answer, error) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	open := func(ctx context.Context) (ctl.Stream, error) {
@@ -393,7 +410,7 @@ func (d *Dispatcher) callLocal(ctx context.Context, tg target, method ctl.Method
 		})
 		return ours, nil
 	}
-	return d.client.Call(ctx, open, ctl.Target{ID: tg.id, Key: tg.key}, method, params, decisionID)
+	return d.client.CallTerm(ctx, open, ctl.Target{ID: tg.id, Key: tg.key}, method, params, decisionID, term)
 }
 
 // Place is the operator's place: it verifies the package in pkgDir
@@ -427,7 +444,7 @@ func (d *Dispatcher) Place(ctx context.Context, node, pkgDir, variant string, st
 	if err != nil {
 		return nil, err
 	}
-	return d.sendPlace(ctx, tg, p, params, decisionID, OfferGrace)
+	return d.sendPlace(ctx, tg, p, params, decisionID, OfferGrace, 0)
 }
 
 // PlaceDecided places a verified package on node under a decision the
@@ -445,6 +462,11 @@ func (d *Dispatcher) Place(ctx context.Context, node, pkgDir, variant string, st
 // errors are *ctl.CallError, their outcome chained (KindOutcome) with
 // decisionID.
 func (d *Dispatcher) PlaceDecided(ctx context.Context, node string, p VerifiedPackage, variant string, cfg ctl.InstanceConfig, start bool, decisionID string) (*ctl.Answer, error) {
+	return d.placeAtTerm(ctx, node, p, variant, cfg, start, decisionID, 0)
+}
+
+// placeAtTerm is PlaceDecided for a controller holding raft term term.
+func (d *Dispatcher) placeAtTerm(ctx context.Context, node string, p VerifiedPackage, variant string, cfg ctl.InstanceConfig, start bool, decisionID string, term uint64) (*ctl.Answer, error) {
 	method := placeMethod(start)
 	if !ctl.ValidDecisionID(decisionID) {
 		return nil, fmt.Errorf("%s: decision id %q is not 64 lower-case hex: %w", method, decisionID, ctl.ErrInvalidCall)
@@ -466,7 +488,7 @@ func (d *Dispatcher) PlaceDecided(ctx context.Context, node string, p VerifiedPa
 		d.met.calls.WithLabelValues(string(method), ctl.ClassUnreachable.String()).Inc()
 		return nil, &ctl.CallError{Class: ctl.ClassUnreachable, Method: method, Err: err}
 	}
-	return d.sendPlace(ctx, tg, p, params, decisionID, 0)
+	return d.sendPlace(ctx, tg, p, params, decisionID, 0, term)
 }
 
 func placeMethod(start bool) ctl.Method {
@@ -502,8 +524,8 @@ func placeParams(p VerifiedPackage, variant string, cfg ctl.InstanceConfig, star
 }
 
 // sendPlace offers p to tg under decisionID while the call runs (and for
-// grace after) and sends it.
-func (d *Dispatcher) sendPlace(ctx context.Context, tg target, p VerifiedPackage, params ctl.PlaceParams, decisionID string, grace time.Duration) (*ctl.Answer, error) {
+// grace after) and sends it, carrying term.
+func (d *Dispatcher) sendPlace(ctx context.Context, tg target, p VerifiedPackage, params ctl.PlaceParams, decisionID string, grace time.Duration, term uint64) (*ctl.Answer, error) {
 	method := placeMethod(params.Start)
 	release, err := d.offers.add(decisionID, tg.id, p.v, grace)
 	if err != nil {
@@ -515,7 +537,7 @@ func (d *Dispatcher) sendPlace(ctx context.Context, tg target, p VerifiedPackage
 		release()
 		d.met.offers.Dec()
 	}()
-	return d.send(ctx, tg, method, params, decisionID)
+	return d.send(ctx, tg, method, params, decisionID, term)
 }
 
 // readBounded reads a regular file of at most limit bytes.

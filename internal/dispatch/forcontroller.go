@@ -14,9 +14,18 @@ import (
 // Dispatcher: calls go over the mesh (or to this node's own host for the
 // self target), signed with the node key, and packages are verified
 // against the controller's anchors and the node's revocation list.
+//
+// Every call carries the controller's raft term (ForControllerDeps.Term,
+// read at each call). A host that has seen a higher term from its
+// controllers refuses it: the error is a ClassRefused *ctl.CallError with
+// ctl.CodeStaleTerm, which errors.Is matches as ctl.ErrStaleTerm. It means
+// this controller was deposed: it must stop acting, not try the next
+// candidate as for any other refusal (the host fences it off, and would
+// fence it off on every other host too).
 type ForController struct {
-	d   *Dispatcher
-	rev *pkg.Revocations
+	d    *Dispatcher
+	rev  *pkg.Revocations
+	term func() uint64
 	// anchors are the controller's trust anchors; a reload swaps them.
 	anchors     atomic.Pointer[pkg.Anchors]
 	afterPlace  func(ctx context.Context, node string) error
@@ -32,6 +41,15 @@ type ForControllerDeps struct {
 	Revocations *pkg.Revocations
 	// Anchors are the controller's trust anchors (SetAnchors swaps them).
 	Anchors pkg.Anchors
+	// Term returns the raft term this controller leads in: the term of the
+	// election it won, kept for as long as it acts on that leadership.
+	// Every call carries it, read when the call is made. It must not be
+	// raft's current term (raft.CurrentTerm): a deposed leader turned
+	// candidate raises that, and would fence the true leader off every
+	// host it reached. nil means 0: no term, as a controller that
+	// replicates nothing (hosts fence no such call until they have seen a
+	// term from their controllers, then refuse its mutations).
+	Term func() uint64
 	// Hooks are test hooks on the place path; the daemon sets none.
 	Hooks PlaceHooks
 }
@@ -50,9 +68,18 @@ type PlaceHooks struct {
 
 // NewForController returns the controller's Dispatcher over d.
 func NewForController(d *Dispatcher, deps ForControllerDeps) *ForController {
-	p := &ForController{d: d, rev: deps.Revocations, afterPlace: deps.Hooks.After, beforePlace: deps.Hooks.Before}
+	p := &ForController{d: d, rev: deps.Revocations, term: deps.Term, afterPlace: deps.Hooks.After, beforePlace: deps.Hooks.Before}
+	if p.term == nil {
+		p.term = func() uint64 { return 0 }
+	}
 	p.SetAnchors(deps.Anchors)
 	return p
+}
+
+// call sends one call at the controller's current term; the dispatcher
+// chains its own decision for a mutation.
+func (p *ForController) call(ctx context.Context, node string, method ctl.Method, params any) (*ctl.Answer, error) {
+	return p.d.callAtTerm(ctx, node, method, params, "", p.term())
 }
 
 // SetAnchors puts the controller's trust anchors in force (a reload).
@@ -61,7 +88,7 @@ func (p *ForController) SetAnchors(a pkg.Anchors) { p.anchors.Store(&a) }
 // Describe returns node's signed facts and, when the node lets this one
 // read it, its instance listing with the departed instances.
 func (p *ForController) Describe(ctx context.Context, node string) (plane.Description, error) {
-	ans, err := p.d.Call(ctx, node, ctl.MethodDescribe, nil)
+	ans, err := p.call(ctx, node, ctl.MethodDescribe, nil)
 	if err != nil {
 		return plane.Description{}, err
 	}
@@ -102,7 +129,7 @@ func (p *ForController) PlaceDecided(ctx context.Context, node string, pk plane.
 	if p.beforePlace != nil {
 		p.beforePlace(ctx)
 	}
-	ans, err := p.d.PlaceDecided(ctx, node, vp, variant, cfg, start, decisionID)
+	ans, err := p.d.placeAtTerm(ctx, node, vp, variant, cfg, start, decisionID, p.term())
 	if err != nil {
 		return ctl.PlaceResult{}, err
 	}
@@ -123,7 +150,7 @@ func (p *ForController) PlaceDecided(ctx context.Context, node string, pk plane.
 // Status lists node's instances, in-flight decisions and departed
 // instances.
 func (p *ForController) Status(ctx context.Context, node string) (ctl.StatusList, error) {
-	ans, err := p.d.Call(ctx, node, ctl.MethodStatus, ctl.InstanceParams{IncludeDeparted: true})
+	ans, err := p.call(ctx, node, ctl.MethodStatus, ctl.InstanceParams{IncludeDeparted: true})
 	if err != nil {
 		return ctl.StatusList{}, err
 	}
@@ -136,18 +163,18 @@ func (p *ForController) Status(ctx context.Context, node string) (ctl.StatusList
 
 // Start starts an instance again; the dispatcher chains its own decision.
 func (p *ForController) Start(ctx context.Context, node, instanceID string) error {
-	_, err := p.d.Call(ctx, node, ctl.MethodStart, ctl.InstanceParams{InstanceID: instanceID})
+	_, err := p.call(ctx, node, ctl.MethodStart, ctl.InstanceParams{InstanceID: instanceID})
 	return err
 }
 
 // Stop stops an instance; the dispatcher chains its own decision.
 func (p *ForController) Stop(ctx context.Context, node, instanceID string) error {
-	_, err := p.d.Call(ctx, node, ctl.MethodStop, ctl.InstanceParams{InstanceID: instanceID})
+	_, err := p.call(ctx, node, ctl.MethodStop, ctl.InstanceParams{InstanceID: instanceID})
 	return err
 }
 
 // Unload unloads an instance; the dispatcher chains its own decision.
 func (p *ForController) Unload(ctx context.Context, node, instanceID string) error {
-	_, err := p.d.Call(ctx, node, ctl.MethodUnload, ctl.InstanceParams{InstanceID: instanceID})
+	_, err := p.call(ctx, node, ctl.MethodUnload, ctl.InstanceParams{InstanceID: instanceID})
 	return err
 }

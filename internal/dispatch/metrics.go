@@ -14,6 +14,7 @@ type metrics struct {
 	offers          prometheus.Gauge
 	artifactStreams *prometheus.CounterVec
 	artifactBytes   prometheus.Counter
+	staleTerms      prometheus.Counter
 }
 
 // newMetrics builds the metrics and registers them on reg (nil: kept, not
@@ -41,11 +42,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "nodeld_dispatch_artifact_sent_bytes_total",
 			Help: "Package file bytes sent to fetching hosts.",
 		}),
+		staleTerms: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nodeld_dispatch_stale_term_refusals_total",
+			Help: "Calls a host refused stale_term: it had seen a higher controller term than the call carried (this controller was deposed).",
+		}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.calls, m.duration, m.offers, m.artifactStreams, m.artifactBytes} {
+	for _, c := range []prometheus.Collector{m.calls, m.duration, m.offers, m.artifactStreams, m.artifactBytes, m.staleTerms} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register dispatch metrics: %w", err)
 		}

@@ -59,7 +59,8 @@ func (f *fleetFake) Recent(id string) (plane.Report, bool) {
 	r, ok := f.recent[id]
 	return r, ok
 }
-func (f *fleetFake) RecentIDs() []string { return f.ids }
+func (f *fleetFake) RecentIDs() []string          { return f.ids }
+func (f *fleetFake) Leadership() plane.LeaderInfo { return plane.LeaderInfo{Role: plane.RoleLeader} }
 
 func nodeID(i int) string { return fmt.Sprintf("a%03x%060x", i, i) }
 func decID(i int) string  { return fmt.Sprintf("d%03x%060x", i, i) }

@@ -22,7 +22,8 @@
 //     already resolved to it (table.LocalSlot.Drained).
 //   - Any admitted peer may describe; status and logs only this node, its
 //     controllers and its readers; the mutating verbs only its controllers,
-//     and none while the host is disabled.
+//     none while the host is disabled, and none below the highest raft term
+//     seen from the controller set (TermsFile, written before a call acts).
 //
 // # Concurrency
 //
@@ -30,11 +31,11 @@
 // ServeLocal's caller's). Run owns the revocation watcher and one
 // supervisor goroutine per started instance; when ctx ends it stops every
 // instance, waits for every supervisor and returns nil. Host wires parts
-// with one job and one lock each (front, lifecycle, registry, supervisors,
-// roles, store, isolation, revoker, notices, readModel, journal); store.mu
-// is taken before registry.mu, and only notices.mu is held across I/O.
+// with one job and one lock each (front, terms, lifecycle, registry,
+// supervisors, roles, store, isolation, revoker, notices, readModel,
+// journal); store.mu is taken before registry.mu; only notices.mu and
+// terms.mu are held across I/O (a file write each).
 //
-// The long story (place and load, states and reasons, revocation notices)
-// is docs/internals.md "internal/host"; a ctl call's path is
-// docs/architecture.md.
+// The long story (place, states, notices, fencing) is docs/internals.md
+// "internal/host"; a ctl call's path is docs/architecture.md.
 package host

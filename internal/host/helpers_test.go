@@ -363,6 +363,9 @@ type clusterOpts struct {
 	// stays empty) and the recorder that chains every event to it.
 	audit    Auditor
 	recorder Recorder
+	// selfController lists the host's own key among its controllers, beside
+	// the caller's (a controller set of two).
+	selfController bool
 	// isolate starts placed instances through a sandbox (with its file
 	// system, resource and user parts off: what any machine can run),
 	// this test binary as the launcher.
@@ -416,8 +419,12 @@ func newCluster(t testing.TB, opts clusterOpts) *cluster {
 	if opts.healthInterval == 0 {
 		opts.healthInterval = 50 * time.Millisecond
 	}
+	controllers := []ed25519.PublicKey{c.caller.Ident.PublicKey()}
+	if opts.selfController {
+		controllers = append(controllers, c.hostNode.Ident.PublicKey())
+	}
 	h, err := New(Config{
-		Enabled: true, Controllers: []ed25519.PublicKey{c.caller.Ident.PublicKey()},
+		Enabled: true, Controllers: controllers,
 		TrustAnchors: pkg.Anchors{pubOf(c.publisher)}, DataDir: c.hostNode.Dir,
 		RestartPolicy: opts.policy, HealthInterval: opts.healthInterval,
 	}, Deps{Identity: c.hostNode.Ident, Mesh: c.hostNode.Mesh, Table: c.hostNode.Table, Audit: audit, Recorder: rec,

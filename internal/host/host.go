@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -256,7 +257,11 @@ func New(cfg Config, deps Deps) (*Host, error) {
 	h.revk = &revoker{rev: deps.Revocations, reg: h.reg, sup: h.sup, iso: h.iso, store: st, jnl: jnl, met: met, log: log}
 	h.view = &readModel{self: deps.Identity, facts: deps.Facts, audit: deps.Audit, config: h.config, reg: h.reg,
 		iso: h.iso, now: now}
-	h.front = &front{self: deps.Identity, mesh: deps.Mesh, config: h.config, lc: h.lc, view: h.view, jnl: jnl,
+	fenced, err := loadTerms(filepath.Join(cfg.DataDir, TermsFile), met.terms)
+	if err != nil {
+		return nil, fmt.Errorf("new host: %w", err)
+	}
+	h.front = &front{self: deps.Identity, mesh: deps.Mesh, terms: fenced, config: h.config, lc: h.lc, view: h.view, jnl: jnl,
 		met: met, log: log}
 	v, err := ctl.NewVerifier(ctl.VerifierConfig{
 		Self:        deps.Identity.PublicKey(),
@@ -440,16 +445,33 @@ func (h *Host) ReplayNotices(ctx context.Context, peer mesh.PeerInfo) {
 }
 
 // Advertisement returns the workload-host advertisement (ctl.HostAdvertName):
-// the methods, ctl.Version and the metadata of ctl.HostMetadata (instances,
+// the methods, ctl.VersionTerm and the metadata of ctl.HostMetadata (instances,
 // in_flight, enabled and label.<k>).
 func (h *Host) Advertisement(now time.Time) table.Advertisement {
 	return h.view.advertisement(now)
 }
 
 // Status returns in-flight decisions, instances and departed instances,
-// each sorted (in-flight by start time, instances by id).
-func (h *Host) Status() HostStatus { return h.view.hostStatus() }
+// each sorted (in-flight by start time, instances by id), and the
+// controller term the host fences by.
+func (h *Host) Status() HostStatus {
+	st := h.view.hostStatus()
+	_, st.ControllerTerm = h.ControllerTerm()
+	return st
+}
 
 // Isolation is what this host enforces on the instances it starts, and
 // false when it isolates nothing (no Isolator).
 func (h *Host) Isolation() (sandbox.Support, bool) { return h.iso.support() }
+
+// ControllerTerm returns the id of the set host.controllers names now
+// (ControllerSet; empty for none) and the highest raft term this host has
+// seen from it (0: none yet): a controller's call with a lower one is
+// refused stale_term.
+func (h *Host) ControllerTerm() (set string, term uint64) {
+	set = ControllerSet(h.config().Controllers)
+	if set == "" {
+		return "", 0
+	}
+	return set, h.front.terms.highest(set)
+}

@@ -60,8 +60,12 @@ func (l *lifecycle) lockListed(id string) (in *instance, unlock func(), r *ctl.R
 // opRecord is what every verb's chain record says: the request's
 // decision and requester, and the instance with its package and version.
 func opRecord(req ctl.Request, in *instance) map[string]any {
-	return map[string]any{"decision_id": req.DecisionID, "requester": req.Requester,
+	rec := map[string]any{"decision_id": req.DecisionID, "requester": req.Requester,
 		"instance_id": in.id, "package": in.pkgID, "version": in.version}
+	if req.Term != 0 {
+		rec["term"] = req.Term
+	}
+	return rec
 }
 
 // start starts a loaded, stopped or failed instance with a fresh restart

@@ -68,6 +68,14 @@ const (
 	// same peer (a flapping link does not replay the log each time).
 	NoticeReplayCooldown = 30 * time.Second
 
+	// MaxTermSets bounds the controller sets whose highest term the host
+	// keeps (TermsFile); beyond it the set raised longest ago is
+	// forgotten (host.controllers changed that many times since).
+	MaxTermSets = 64
+	// maxTermsFileBytes bounds TermsFile as read at start: every set's id
+	// and a 20-digit term in their JSON, and the envelope.
+	maxTermsFileBytes = MaxTermSets*128 + 64
+
 	// shutdownGrace is the stop grace every instance gets when Run ends.
 	shutdownGrace = 2 * time.Second
 )

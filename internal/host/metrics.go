@@ -21,6 +21,10 @@ type metrics struct {
 	drainsCut     prometheus.Counter
 	notices       *prometheus.CounterVec
 	replays       *prometheus.CounterVec
+	// terms is the highest controller term seen, by set (termSetLabel):
+	// at most MaxTermSets label values.
+	terms             *prometheus.GaugeVec
+	termWriteFailures prometheus.Counter
 }
 
 // failureReasons are the reasons an instance enters failed
@@ -85,6 +89,14 @@ func newMetrics(reg prometheus.Registerer, instances func() float64) (*metrics, 
 			Name: "nodeld_host_notice_replays_total",
 			Help: "Replays of the notice log to a peer whose link came up, by how they ended (complete; stopped: the link went or a send failed).",
 		}, []string{"result"}),
+		terms: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "nodeld_host_controller_term",
+			Help: "The highest raft term this host has seen from a set of its controllers (set: the first 16 hex of the set's id); a call with a lower one is refused stale_term.",
+		}, []string{"set"}),
+		termWriteFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nodeld_host_term_write_failures_total",
+			Help: "Raised controller terms that could not be written to the data directory (place, load and start are refused until one is).",
+		}),
 	}
 	for _, r := range []string{noticeApplied, noticeStale, noticeRefused, noticeError} {
 		m.notices.WithLabelValues(r)
@@ -98,7 +110,7 @@ func newMetrics(reg prometheus.Registerer, instances func() float64) (*metrics, 
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.calls, m.fetchBytes, m.fetchResumes, m.restarts, m.failures, m.teardowns, m.auditFailures, m.drainsCut, m.notices, m.replays,
+	for _, c := range []prometheus.Collector{m.calls, m.fetchBytes, m.fetchResumes, m.restarts, m.failures, m.teardowns, m.auditFailures, m.drainsCut, m.notices, m.replays, m.terms, m.termWriteFailures,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "nodeld_host_instances",
 			Help: "Instances listed by the host (loaded, running, stopped or failed).",

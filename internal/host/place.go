@@ -91,10 +91,15 @@ func (l *lifecycle) place(ctx context.Context, req ctl.Request, open ArtifactOpe
 			l.store.release(pkgDir)
 		}
 	}()
-	if err := l.jnl.record(KindPlaceBegin, map[string]any{
+	begin := map[string]any{
 		"decision_id": req.DecisionID, "method": req.Method, "requester": req.Requester, "instance_id": id,
 		"package": m.ID, "version": m.Version, "variant": variant.Name, "manifest_hash": v.ManifestHash,
-	}); err != nil {
+	}
+	if req.Term != 0 {
+		// The term that authorised the place, beside the decision.
+		begin["term"] = req.Term
+	}
+	if err := l.jnl.record(KindPlaceBegin, begin); err != nil {
 		return nil, ctl.NewRefusal(ctl.CodeRuntime, "audit chain unavailable")
 	}
 

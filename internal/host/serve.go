@@ -17,13 +17,15 @@ import (
 // front is the signed-call side of workload.ctl: it serves one call per
 // stream (a mesh stream of kind mesh.KindCtl, or the local operator's),
 // has the verifier check its signature, nonce and caller (readOnly),
-// refuses the mutating methods of a disabled host, routes the call to the
+// fences off deposed controllers by raft term (terms, whose lock is its
+// own), refuses the mutating methods of a disabled host, routes the call to the
 // lifecycle or the read model, and counts and chains what it served. It
 // has no state of its own (the verifier locks its nonces) and no lock.
 type front struct {
 	self     *identity.Identity
 	mesh     Mesh // nil: local calls only
 	verifier *ctl.Verifier
+	terms    *terms
 	config   func() Config
 	lc       *lifecycle
 	view     *readModel
@@ -135,6 +137,9 @@ func (f *front) account(served ctl.Served, peerID string) {
 	}
 	req := served.Request
 	payload["requester"] = req.Requester
+	if req.Term != 0 {
+		payload["term"] = req.Term
+	}
 	if req.DecisionID != "" {
 		payload["decision_id"] = req.DecisionID
 	}
@@ -157,6 +162,9 @@ func (f *front) account(served ctl.Served, peerID string) {
 
 // handle dispatches a verified request.
 func (f *front) handle(ctx context.Context, req ctl.Request, open ArtifactOpener) (any, *ctl.Refusal) {
+	if r := f.fence(req); r != nil {
+		return nil, r
+	}
 	cfg := f.config()
 	if ctl.IsMutating(req.Method) && !cfg.Enabled {
 		return nil, ctl.NewRefusal(ctl.CodeUnauthorized, "the workload host is disabled on this node")

@@ -52,7 +52,9 @@ func (v *readModel) describe(ctx context.Context) (any, *ctl.Refusal) {
 }
 
 // advertisement returns the workload-host advertisement (ctl.HostAdvertName):
-// the methods, ctl.Version and the metadata of ctl.HostMetadata (instances,
+// the methods, ctl.VersionTerm (the highest request version it accepts: a
+// controller can tell a host that fences by term from an older one, which
+// would refuse its calls) and the metadata of ctl.HostMetadata (instances,
 // in_flight, enabled and label.<k>).
 func (v *readModel) advertisement(now time.Time) table.Advertisement {
 	instances, inFlight := v.reg.counts()
@@ -68,7 +70,7 @@ func (v *readModel) advertisement(now time.Time) table.Advertisement {
 		methods = append(methods, string(m))
 	}
 	return table.Advertisement{
-		Name: ctl.HostAdvertName, NodeID: v.self.ID(), Methods: methods, Version: strconv.Itoa(ctl.Version),
+		Name: ctl.HostAdvertName, NodeID: v.self.ID(), Methods: methods, Version: strconv.Itoa(ctl.VersionTerm),
 		Metadata: md, LastUpdated: now.Unix(),
 	}
 }
@@ -102,6 +104,10 @@ type HostStatus struct {
 	// Isolation is what the host enforces on the instances it starts;
 	// nil when it isolates nothing.
 	Isolation *sandbox.Support `json:"isolation,omitempty"`
+	// ControllerTerm is the highest raft term the host has seen from the
+	// controllers host.controllers names now (Host.ControllerTerm); absent
+	// before any.
+	ControllerTerm uint64 `json:"controller_term,omitempty"`
 }
 
 // InFlightStatus is a place being handled.

@@ -20,6 +20,7 @@ const (
 	KindNotice   StreamKind = 5 // one signed revocation notice, sender to receiver
 	KindDemand   StreamKind = 6 // one signed demand call, consumer to controller
 	KindRaft     StreamKind = 7 // one raft connection between controller voters (internal/raftmesh)
+	KindOperator StreamKind = 8 // one operator request a follower forwards to the leader (internal/ctlforward)
 )
 
 // String names the kind for metrics labels.
@@ -39,6 +40,8 @@ func (k StreamKind) String() string {
 		return "demand"
 	case KindRaft:
 		return "raft"
+	case KindOperator:
+		return "operator"
 	default:
 		return "unknown"
 	}

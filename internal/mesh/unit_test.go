@@ -309,6 +309,8 @@ func FuzzReadKind(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte{byte(KindRaft), 0})
 	f.Add([]byte{byte(KindRaft) + 1})
+	f.Add([]byte{byte(KindOperator), 0})
+	f.Add([]byte{byte(KindOperator) + 1})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		k, err := readKind(bytes.NewReader(data))
 		switch {
@@ -327,10 +329,10 @@ func FuzzReadKind(f *testing.F) {
 }
 
 // TestStreamKindNames pins the wire values of the kinds to their metric
-// names: every value from 1 to KindRaft is a kind with a name of its own,
+// names: every value from 1 to KindOperator is a kind with a name of its own,
 // and the values around them are unknown (refused by readKind).
 func TestStreamKindNames(t *testing.T) {
-	want := []string{"advert", "infer", "ctl", "artifact", "notice", "demand", "raft"}
+	want := []string{"advert", "infer", "ctl", "artifact", "notice", "demand", "raft", "operator"}
 	for i, name := range want {
 		k := StreamKind(i + 1)
 		if k.String() != name {
@@ -340,10 +342,10 @@ func TestStreamKindNames(t *testing.T) {
 			t.Errorf("readKind(%d) = %d, %v", k, got, err)
 		}
 	}
-	if KindRaft != StreamKind(len(want)) {
-		t.Errorf("KindRaft = %d, want %d", KindRaft, len(want))
+	if KindOperator != StreamKind(len(want)) {
+		t.Errorf("KindOperator = %d, want %d", KindOperator, len(want))
 	}
-	for _, k := range []StreamKind{0, KindRaft + 1, 0xff} {
+	for _, k := range []StreamKind{0, KindOperator + 1, 0xff} {
 		if k.String() != "unknown" {
 			t.Errorf("kind %d = %q, want unknown", k, k.String())
 		}

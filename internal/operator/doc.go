@@ -19,7 +19,10 @@
 // answers on it. A request is at most MaxOperatorRequestBytes; unknown
 // fields and trailing data are refused. Without a controller its verbs are
 // refused with CodeNoController. Node references are resolved by the one
-// resolver the daemon gives (config.ResolveNodeRef).
+// resolver the daemon gives (config.ResolveNodeRef). A follower controller's
+// writes go to the leader through a Forwarder or are refused CodeNotLeader
+// (a package directory always is); a request served by OperateForwarded is
+// never forwarded again.
 //
 // # Concurrency
 //

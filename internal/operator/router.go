@@ -67,6 +67,8 @@ type Router struct {
 	peerNames func() map[string]string
 	chainPath string
 	log       *zap.Logger
+	// fwd forwards a follower's writes to the leader; nil: never.
+	fwd Forwarder
 }
 
 var _ Backend = (*Router)(nil)
@@ -82,6 +84,8 @@ type Controller interface {
 	NodeViews() []plane.NodeView
 	Recent(id string) (plane.Report, bool)
 	RecentIDs() []string
+	// Leadership is the controller's raft role, term and leader.
+	Leadership() plane.LeaderInfo
 }
 
 var _ Controller = (*plane.Controller)(nil)
@@ -117,6 +121,11 @@ type RouterDeps struct {
 	ChainPath string
 	// Logger; nil logs nothing.
 	Logger *zap.Logger
+	// Forwarder forwards the controller's writes (place by package id,
+	// start, stop, unload) from a follower to the leader
+	// (*ctlforward.Forwarder); nil: a follower refuses them naming the
+	// leader.
+	Forwarder Forwarder
 }
 
 // NewRouter returns the router of deps.
@@ -128,7 +137,7 @@ func NewRouter(deps RouterDeps) (*Router, error) {
 		return nil, errors.New("operator router: a controller needs a package store and a node resolver")
 	}
 	r := &Router{d: deps.Dispatcher, c: deps.Controller, store: deps.Store, nodeID: deps.NodeID,
-		resolve: deps.ResolveNode, peerNames: deps.PeerNames, chainPath: deps.ChainPath, log: deps.Logger}
+		resolve: deps.ResolveNode, peerNames: deps.PeerNames, chainPath: deps.ChainPath, log: deps.Logger, fwd: deps.Forwarder}
 	if r.log == nil {
 		r.log = zap.NewNop()
 	}
@@ -144,7 +153,11 @@ func (b *Router) Verbs() []string {
 }
 
 // Operate serves one request.
-func (b *Router) Operate(ctx context.Context, req Request) Response {
+func (b *Router) Operate(ctx context.Context, req Request) Response { return b.operate(ctx, req, "") }
+
+// operate serves one request; from is the follower that forwarded it to
+// this controller, "" for a request of this node's socket.
+func (b *Router) operate(ctx context.Context, req Request, from string) Response {
 	a := req.Args
 	controllerOnly := func(what string) Response {
 		return Response{Class: ClassError, Code: CodeNoController,
@@ -153,7 +166,7 @@ func (b *Router) Operate(ctx context.Context, req Request) Response {
 	switch req.Verb {
 	case VerbPlace:
 		if b.c != nil {
-			return b.place(ctx, req)
+			return b.place(ctx, req, from)
 		}
 		switch {
 		case req.Node == "":
@@ -169,9 +182,15 @@ func (b *Router) Operate(ctx context.Context, req Request) Response {
 		}
 	case VerbStart, VerbStop, VerbUnload:
 		if b.c != nil {
-			if resp, ok := b.instanceVerb(ctx, req); ok {
+			if resp, ok := b.instanceVerb(ctx, req, from); ok {
 				return resp
 			}
+		}
+		if from != "" {
+			// Never the dispatcher's verb for a forwarded request: a
+			// follower forwards only its controller's placements.
+			return Response{Class: ClassError, Code: CodeUnknownPlacement,
+				Reason: fmt.Sprintf("%s %s: no placement of this controller by that instance on that node", req.Verb, a.Instance)}
 		}
 		if req.Node == "" {
 			// start ID names a placement, not a node's instance.
@@ -236,7 +255,10 @@ type AttemptDoc struct {
 
 // place runs a place through the controller: pinned to the node named,
 // or wherever the engine chooses.
-func (b *Router) place(ctx context.Context, req Request) Response {
+func (b *Router) place(ctx context.Context, req Request, from string) Response {
+	if resp, ok := b.toLeader(ctx, req, from); ok {
+		return resp
+	}
 	a := req.Args
 	o := plane.Order{Start: !a.NoStart, DryRun: a.DryRun, Variant: a.Variant, AllowEmulated: a.AllowEmulated}
 	switch {
@@ -286,6 +308,11 @@ func (b *Router) place(ctx context.Context, req Request) Response {
 		o.Avoid = append(o.Avoid, id)
 	}
 	rep, err := b.c.Place(ctx, o)
+	var nl *plane.NotLeaderError
+	if errors.As(err, &nl) && rep.DecisionID == "" {
+		// It lost the lead since toLeader asked.
+		return b.redirect(ctx, req, from, nl.Leader)
+	}
 	if err != nil && rep.DecisionID == "" {
 		if errors.Is(err, plane.ErrNoPackage) {
 			code := CodeBadPackage
@@ -358,7 +385,7 @@ func (b *Router) place(ctx context.Context, req Request) Response {
 // ok is false for an instance the controller did not place on the node
 // named: the dispatcher's verb serves it, as on a node without a
 // controller.
-func (b *Router) instanceVerb(ctx context.Context, req Request) (Response, bool) {
+func (b *Router) instanceVerb(ctx context.Context, req Request, from string) (Response, bool) {
 	a := req.Args
 	if a.Instance == "" {
 		return Response{}, false
@@ -382,6 +409,9 @@ func (b *Router) instanceVerb(ctx context.Context, req Request) (Response, bool)
 	if a.GraceMS != 0 {
 		return badRequest("%s --grace: the controller stops its instances with the host's default grace; leave --grace out", req.Verb), true
 	}
+	if resp, ok := b.toLeader(ctx, req, from); ok {
+		return resp, true
+	}
 	var (
 		p   plane.Placement
 		err error
@@ -395,8 +425,13 @@ func (b *Router) instanceVerb(ctx context.Context, req Request) (Response, bool)
 		p, err = b.c.Unload(ctx, a.Instance)
 	}
 	if err != nil {
-		var ce *ctl.CallError
+		var (
+			ce *ctl.CallError
+			nl *plane.NotLeaderError
+		)
 		switch {
+		case errors.As(err, &nl):
+			return b.redirect(ctx, req, from, nl.Leader), true
 		case errors.Is(err, plane.ErrUnknownPlacement):
 			return Response{Class: ClassError, Code: CodeUnknownPlacement, Reason: err.Error()}, true
 		case errors.Is(err, plane.ErrAmbiguousPlacement):

@@ -128,6 +128,10 @@ type Response struct {
 	DecisionID string `json:"decision_id,omitempty"`
 	// Result is the verified ctl result (ok).
 	Result json.RawMessage `json:"result,omitempty"`
+	// ForwardedTo is the node id of the leader that a follower controller
+	// forwarded the request to (the rest of the answer is the leader's);
+	// "" when the node on the socket served it.
+	ForwardedTo string `json:"forwarded_to,omitempty"`
 }
 
 // ErrDaemonNotRunning is wrapped by Dial when nothing listens on

@@ -1,6 +1,7 @@
 package operator
 
 import (
+	"github.com/nodeld/nodeld/internal/config"
 	"github.com/nodeld/nodeld/internal/plane"
 )
 
@@ -28,6 +29,21 @@ type ControllerDoc struct {
 	// OnDemand is each on-demand workload's state (cold, starting, ready,
 	// idle), by workload name; absent when there is none.
 	OnDemand map[string]string `json:"on_demand,omitempty"`
+	// Raft is the controller's place among controller.voters; absent for
+	// a single controller (its state in controller.json).
+	Raft *RaftDoc `json:"raft,omitempty"`
+}
+
+// RaftDoc is a replicated controller's role in the status.
+type RaftDoc struct {
+	// Role is leader, follower, candidate or shutdown.
+	Role string `json:"role"`
+	// Term is the raft term this controller knows.
+	Term uint64 `json:"term"`
+	// Leader is the leader's node id and LeaderName its peer name (or
+	// this node's config.SelfRef); both empty while no leader is known.
+	Leader     string `json:"leader,omitempty"`
+	LeaderName string `json:"leader_name,omitempty"`
 }
 
 // CappedDoc is one capped placement in the status.
@@ -73,7 +89,24 @@ func (b *Router) ControllerStatus() *ControllerDoc {
 	ds := b.c.Declarations()
 	doc.DeclarationsByState, doc.Unplaceable = declarationCounts(ds)
 	doc.OnDemand = onDemandStates(ds)
+	if info := b.c.Leadership(); info.Term > 0 || info.Role != plane.RoleLeader {
+		doc.Raft = &RaftDoc{Role: info.Role, Term: info.Term, Leader: info.Leader, LeaderName: b.nodeName(info.Leader)}
+	}
 	return doc
+}
+
+// nodeName is the name of node id: config.SelfRef, a peer's configured name, or
+// "" when it has none.
+func (b *Router) nodeName(id string) string {
+	switch {
+	case id == "":
+		return ""
+	case id == b.nodeID:
+		return config.SelfRef
+	case b.peerNames != nil:
+		return b.peerNames()[id]
+	}
+	return ""
 }
 
 // onDemandStates are the on-demand workloads' states by name; nil when

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -452,4 +453,86 @@ func BenchmarkPlacePath(b *testing.B) {
 		}
 		b.ReportMetric(float64(fi.Size()), "state-bytes")
 	})
+}
+
+// jsonStore is a delta store that encodes each change as the
+// replicated store frames an entry (JSON) and keeps nothing: what a
+// save costs the controller before raft, and the entry's size.
+type jsonStore struct{ last int }
+
+func (*jsonStore) Load(context.Context) (State, error) { return State{}, nil }
+
+func (s *jsonStore) Save(_ context.Context, ch StateChange) error {
+	b, err := json.Marshal(&ch)
+	s.last = len(b)
+	return err
+}
+
+// BenchmarkStateWrite is one state write after one placement changed,
+// at 1,000 and 10,000 placements (100 nodes, 20 packages, placed):
+// file rewrites controller.json whole (today's store, with its encoding
+// cache and fsync); delta computes the change (deltaCache) and encodes
+// it as a raft entry (the replication and fsync of the entry are
+// ctlraft's BenchmarkSaveCommit). It reports the bytes written a save
+// (write-bytes) and the whole state's size (state-bytes: the file, or
+// a Reset change, about a raft snapshot's).
+func BenchmarkStateWrite(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		for _, store := range []string{"file", "delta"} {
+			b.Run(fmt.Sprintf("%s/%d", store, n), func(b *testing.B) {
+				clk := planetest.NewClock(t0)
+				dir, ch, _ := testChain(b, clk)
+				js := &jsonStore{}
+				deps := Deps{Now: clk.Now, Chain: ch, Dispatcher: newCluster(clk), StatePath: filepath.Join(dir, "controller.json")}
+				if store == "delta" {
+					deps.State = js
+				}
+				c, err := New(pairedServices(), nil, deps)
+				if err != nil {
+					b.Fatal(err)
+				}
+				c.mu.Lock()
+				for i := range n {
+					sum := sha256.Sum256(fmt.Appendf(nil, "decision %d", i))
+					node := fmt.Sprintf("n-%016x", uint64(i%100)*0x9e3779b97f4a7c15)
+					o := &Order{Name: fmt.Sprintf("svc-%d", i), PackageDir: fmt.Sprintf("/pkg/svc%d", i%20), Start: true}
+					c.placements[hex.EncodeToString(sum[:])] = &Placement{DecisionID: hex.EncodeToString(sum[:]), Kind: pkg.KindService,
+						Workload: o.Name, Package: fmt.Sprintf("svc%d", i%20), Version: "1.0.0", ManifestHash: fmt.Sprintf("%064x", i%20),
+						Life: LifePlaced, HostState: "running", WasRunning: true, PlacedAt: t0, Order: o, Node: node, Variant: "cpu",
+						InstanceID: fmt.Sprintf("svc%d-1.0.0-%08x-%s", i%20, i, node), Reserved: Reservation{HostBytes: 1 << 30}}
+				}
+				var pl *Placement
+				for _, p := range c.placements {
+					pl = p
+					break
+				}
+				c.mu.Unlock()
+				if err := c.w.persist(); err != nil {
+					b.Fatal(err)
+				}
+				state := js.last
+				if store == "file" {
+					fi, err := os.Stat(deps.StatePath)
+					if err != nil {
+						b.Fatal(err)
+					}
+					state = int(fi.Size())
+				}
+				cpuLoop(b, func(i int) {
+					c.mu.Lock()
+					pl.Attempts = i%2 + 1
+					c.mu.Unlock()
+					if err := c.w.persist(); err != nil {
+						b.Fatal(err)
+					}
+				})
+				written := js.last
+				if store == "file" {
+					written = state
+				}
+				b.ReportMetric(float64(written), "write-bytes")
+				b.ReportMetric(float64(state), "state-bytes")
+			})
+		}
+	}
 }

@@ -78,15 +78,18 @@ type Controller struct {
 // it; a part reaches another through its field.
 type core struct {
 	// cfg is replaced whole by ApplyConfig; each use loads it.
-	cfg       atomic.Pointer[Config]
-	now       func() time.Time
-	chain     Appender
-	disp      Dispatcher
-	statePath string
-	store     Store
-	rev       Revocations
-	met       *metrics
-	log       *zap.Logger
+	cfg   atomic.Pointer[Config]
+	now   func() time.Time
+	chain Appender
+	disp  Dispatcher
+	// state keeps the state (Deps.State); file is it when it is the
+	// state file (written whole), nil for a delta store.
+	state StateStore
+	file  *fileStore
+	store Store
+	rev   Revocations
+	met   *metrics
+	log   *zap.Logger
 
 	// mu guards nodes, placements, decls and busy; never held across
 	// I/O.
@@ -95,6 +98,9 @@ type core struct {
 	placements map[string]*Placement
 	// decls is the progress of declared workloads, by name.
 	decls map[string]*declState
+	// decisions are the decision records chained since the last save,
+	// for a delta store (they are replicated with the state).
+	decisions []StateEntry
 	// busy holds the decision ids being dispatched by a call in progress;
 	// the lifecycle leaves them alone until it returns.
 	busy map[string]bool
@@ -132,6 +138,9 @@ type core struct {
 	// not at the next period.
 	tickNow chan struct{}
 
+	// lead is the leadership (leader.go).
+	lead leadState
+
 	// recent keeps the latest reports for Recent (operator.go).
 	recent recentReports
 	// profiles keeps the nodes' engine profiles between decisions (view).
@@ -155,17 +164,12 @@ type reconciler struct{ *core }
 // (writer.go, dispatch.go, moves.go, declview.go).
 type writer struct {
 	*core
-	// persistMu is held across encoding and writing the state file, so
-	// the last write holds the latest state.
+	// persistMu is held across encoding and saving the state, so the
+	// last save holds the latest state.
 	persistMu sync.Mutex
-	// written is the state file's content as this controller last wrote
-	// it; persist does not write the same bytes again (a tick that
-	// changed nothing, the second persist of a place). Guarded by
+	// delta is what the last save to a delta store held. Guarded by
 	// persistMu.
-	written []byte
-	// enc keeps the placements' encodings between persists. Guarded by
-	// persistMu.
-	enc encodeCache
+	delta deltaCache
 }
 
 // lifecycle is the tick (lifecycle.go, failed.go; the declared workloads
@@ -206,8 +210,8 @@ func New(cfg Config, targets []Target, deps Deps) (*Controller, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("controller config: %w", err)
 	}
-	if deps.Chain == nil || deps.Dispatcher == nil || deps.StatePath == "" {
-		return nil, errors.New("controller: Chain, Dispatcher and StatePath are required")
+	if deps.Chain == nil || deps.Dispatcher == nil || (deps.StatePath == "" && deps.State == nil) {
+		return nil, errors.New("controller: Chain, Dispatcher and StatePath (or State) are required")
 	}
 	now := deps.Now
 	if now == nil {
@@ -218,36 +222,28 @@ func New(cfg Config, targets []Target, deps Deps) (*Controller, error) {
 		log = zap.NewNop()
 	}
 	k := &core{
-		log: log.Named("plane"), now: now, busy: map[string]bool{}, gone: map[string]time.Time{}, chain: deps.Chain, disp: deps.Dispatcher, statePath: deps.StatePath,
+		log: log.Named("plane"), now: now, busy: map[string]bool{}, gone: map[string]time.Time{}, chain: deps.Chain, disp: deps.Dispatcher, state: deps.State,
 		nodes: map[string]*nodeState{}, placements: map[string]*Placement{}, store: deps.Store, decls: map[string]*declState{},
 		rev: deps.Revocations, odReady: map[string]time.Time{}, roles: map[string]roleInfo{}, evictedFor: map[string][]string{}, tickNow: make(chan struct{}, 1),
 	}
 	k.rec, k.w, k.life, k.read, k.ops = &reconciler{k}, &writer{core: k}, &lifecycle{core: k}, &readModel{k}, &operatorVerbs{k}
 	k.kp = &keeper{core: k, kept: deps.Placed, keeping: map[string]int{}}
+	k.lead.src = deps.Leadership
 	c := &Controller{core: k, due: make(chan struct{}, 1), manual: deps.ManualTicks}
 	c.cfg.Store(&cfg)
 	if err := c.setTargets(targets, now()); err != nil {
 		return nil, err
 	}
-	st, err := loadState(deps.StatePath)
+	if k.state == nil {
+		k.file = &fileStore{path: deps.StatePath}
+		k.state = k.file
+	}
+	st, err := loadFrom(context.Background(), k.state)
 	if err != nil {
 		return nil, err
 	}
-	for _, d := range st.Declarations {
-		c.decls[d.Name] = d
-	}
-	for _, p := range st.Placements {
-		if p.Life == LifeDispatching {
-			// The node may have acted on a place sent before the crash.
-			p.Life = LifeUnsettled
-		}
-		c.placements[p.DecisionID] = p
-		if _, target := c.nodes[p.Node]; !target {
-			// Its node is no longer configured (a peer removed from
-			// mesh.peers while the controller was down): no contact from
-			// now on.
-			c.gone[p.Node] = now()
-		}
+	if err := c.restore(st, true); err != nil {
+		return nil, err
 	}
 	met, err := newMetrics(deps.Registerer)
 	if err != nil {
@@ -430,6 +426,9 @@ type decisionRecord struct {
 // is nil when a decision was made, whatever its outcome: Report says
 // what happened.
 func (c *Controller) Place(ctx context.Context, o Order) (Report, error) {
+	if err := c.notLeader(); err != nil {
+		return Report{}, err
+	}
 	p, err := c.disp.VerifyPackage(ctx, o.PackageDir)
 	if err != nil {
 		c.met.placements.WithLabelValues(outError).Inc()

@@ -87,8 +87,12 @@ type Deps struct {
 	Chain Appender
 	// Dispatcher sends the calls. Required.
 	Dispatcher Dispatcher
-	// StatePath is the controller.json state file. Required.
+	// StatePath is the controller.json state file, where the state is
+	// kept when State is nil. One of them is required.
 	StatePath string
+	// State keeps the state instead of the state file (a replicated
+	// store: internal/ctlraft); nil keeps it in StatePath.
+	State StateStore
 	// Logger is for Run's tick errors; nil logs nothing.
 	Logger *zap.Logger
 	// Registerer receives the nodeld_plane_* metrics; nil registers none.
@@ -107,6 +111,10 @@ type Deps struct {
 	// only with the manifest hash placed). *pkg.PlacedStore implements
 	// it.
 	Placed PlacedStore
+	// Leadership, with a replicated State, says whether this controller
+	// leads: only the leader ticks, places, dispatches and answers
+	// demands (leader.go). nil: it always leads.
+	Leadership Leadership
 	// ManualTicks (tests) leaves Run's loop unstarted: the test calls Tick
 	// itself, on its clock, and a Tick applies what was handed over first.
 	ManualTicks bool

@@ -117,6 +117,19 @@ func (c *writer) dispatch(ctx context.Context, p Package, o Order, pl *Placement
 		case ctl.ClassRefused:
 			at.Outcome, rec.Outcome = outRefused, outRefused
 			c.met.dispatches.WithLabelValues(outRefused).Inc()
+			if errors.Is(err, ctl.ErrStaleTerm) {
+				// The host saw a newer leader: this controller was deposed
+				// and sends nothing more (the next candidate would be a
+				// second copy if the new leader places too). It stays
+				// unsettled for whoever leads.
+				attempts = append(attempts, at)
+				rec.Next = nextStopped
+				c.setLife(pl, LifeUnsettled)
+				c.met.placements.WithLabelValues(outUnsettled).Inc()
+				c.updateGauges()
+				_, cerr := c.appendChain(KindDispatch, rec)
+				return attempts, errors.Join(err, cerr, c.persist())
+			}
 		default:
 			at.Outcome, rec.Outcome = outUnreachable, outUnreachable
 			c.met.dispatches.WithLabelValues(outUnreachable).Inc()

@@ -18,11 +18,12 @@
 //     new instance beside the one it supersedes); a declared replica is
 //     held by one placement at a time.
 //   - A node that answers is never dead. A decision that cannot be chained
-//     is not taken; a placement that cannot be persisted is not dispatched.
+//     is not taken; a placement that cannot be saved (Deps.State: with a
+//     replicated store, committed by a majority) is not dispatched.
 //     Governance is default deny; a teardown is never blocked by it.
-//   - The state file (controller.json) is written whole and atomically; a
-//     malformed one is refused and left untouched. All time comes from
-//     Deps.Now; the reconciler does no I/O and reads no clock.
+//   - The state file is written whole and atomically; a malformed one is
+//     refused, untouched. Only the leader (Deps.Leadership) ticks, places
+//     and dispatches. Time comes from Deps.Now; the reconciler does no I/O.
 //
 // # Concurrency
 //
@@ -35,7 +36,6 @@
 // writes. New starts nothing; Run owns the ticker and puts what
 // Reconfigure (a reload, Refresh) hands over in force between ticks.
 //
-// The long story (its parts, the tick, declared workloads, governance, the
-// state file, the planetest harness) is docs/internals.md "internal/plane";
-// the daemon's side (NewFromConfig), docs/architecture.md section 9.
+// The long story is docs/internals.md "internal/plane" (and
+// "internal/ctlraft"); the daemon's side, docs/architecture.md section 9.
 package plane

@@ -6,11 +6,17 @@ import "context"
 // (controller.go names them).
 
 // Placements returns a copy of every placement, by decision id.
-func (c *Controller) Placements() []Placement { return c.read.Placements() }
+func (c *Controller) Placements() []Placement {
+	c.refreshReplica()
+	return c.read.Placements()
+}
 
 // Declarations returns every declared workload with its state and last
 // reason, by name.
-func (c *Controller) Declarations() []DeclarationView { return c.read.Declarations() }
+func (c *Controller) Declarations() []DeclarationView {
+	c.refreshReplica()
+	return c.read.Declarations()
+}
 
 // Nodes returns every target's status, by node id.
 func (c *Controller) Nodes() []NodeStatus { return c.read.Nodes() }
@@ -27,16 +33,25 @@ func (c *Controller) RecentIDs() []string { return c.read.RecentIDs() }
 
 // Stop stops the instance of placement ref on its node (verbs.go).
 func (c *Controller) Stop(ctx context.Context, ref string) (Placement, error) {
+	if err := c.notLeader(); err != nil {
+		return Placement{}, err
+	}
 	return c.ops.Stop(ctx, ref)
 }
 
 // Unload unloads the instance of placement ref and forgets the placement
 // (verbs.go).
 func (c *Controller) Unload(ctx context.Context, ref string) (Placement, error) {
+	if err := c.notLeader(); err != nil {
+		return Placement{}, err
+	}
 	return c.ops.Unload(ctx, ref)
 }
 
 // Start starts the stopped instance of placement ref again (verbs.go).
 func (c *Controller) Start(ctx context.Context, ref string) (Placement, error) {
+	if err := c.notLeader(); err != nil {
+		return Placement{}, err
+	}
 	return c.ops.Start(ctx, ref)
 }

@@ -59,11 +59,18 @@ type described struct {
 // the chain and the state file only. It first applies what Reconfigure
 // handed over and Run has not applied yet.
 func (c *Controller) Tick(ctx context.Context) error {
+	if c.lead.src != nil {
+		c.followLead(ctx)
+	}
 	c.life.tickMu.Lock()
 	defer c.life.tickMu.Unlock()
 	// What a reload or a refresh handed over and Run has not applied yet
 	// (no Run: a test ticks itself).
 	c.applyPending()
+	if !c.leads() {
+		// A follower describes nothing and changes nothing.
+		return nil
+	}
 	return c.life.tick(ctx)
 }
 

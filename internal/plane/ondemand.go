@@ -203,6 +203,9 @@ func (c *core) wakeTick() {
 // It returns the workload's state after the demand. A refusal is a
 // *DemandError and changes nothing.
 func (c *Controller) Demand(ctx context.Context, role, fromNodeID string) (string, error) {
+	if err := c.notLeader(); err != nil {
+		return "", err
+	}
 	w, ok := c.workloadOfRole(role)
 	if !ok {
 		// The roles are learnt on the ticks; a demand before the first
@@ -355,6 +358,10 @@ func (c *lifecycle) learnRoles(ctx context.Context) {
 // Standby lists the on-demand workloads whose role is known, by role: what
 // a standby advert tells the nodes allowed to demand them.
 func (c *Controller) Standby() []Standby {
+	if !c.leads() {
+		// Only the leader answers demands.
+		return nil
+	}
 	now := c.now()
 	ws := c.conf().Workloads
 	c.mu.Lock()

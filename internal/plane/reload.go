@@ -94,10 +94,17 @@ func (c *Controller) Run(ctx context.Context) error {
 	period := c.conf().Tick
 	t := time.NewTicker(period)
 	defer t.Stop()
+	var changed <-chan struct{}
+	if c.lead.src != nil {
+		changed = c.lead.src.Changed()
+		c.followLead(ctx)
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-changed:
+			c.followLead(ctx)
 		case <-c.due:
 			c.life.tickMu.Lock()
 			c.applyPending()

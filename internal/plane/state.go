@@ -506,36 +506,7 @@ func encodeState(ps []*Placement, ds []*declState, cache *encodeCache) ([]byte, 
 			f.Packages = append(f.Packages, statePackage{ID: p.Package, Version: p.Version, Kind: p.Kind, ManifestHash: p.ManifestHash,
 				Labels: p.Labels, Excludes: p.Excludes})
 		}
-		pk := &f.Packages[pi]
-		sp := statePlacement{placementCore: placementCore{
-			DecisionID: p.DecisionID, Package: pi, Node: p.Node, Variant: p.Variant,
-			PlacedAt: p.PlacedAt, Life: p.Life, HostState: p.HostState,
-			Order: p.Order, Capped: p.Capped, Attempts: p.Attempts, NextAttempt: p.NextAttempt, LastError: p.LastError,
-			WasRunning: p.WasRunning, LostReason: p.LostReason, ReplacedBy: p.ReplacedBy, Replaces: p.Replaces, Declared: p.Declared, Replica: p.Replica,
-			Supersedes: p.Supersedes, Stopped: p.Stopped, RetireReason: p.RetireReason, FailedSince: p.FailedSince,
-		}}
-		if !settledLife(p.Life) {
-			sp.Candidates, sp.Cursor = p.Candidates, p.Cursor
-		}
-		sp.Moves = p.Moves
-		if p.Workload != defaultWorkload(p.Order, p.Package) {
-			sp.Workload = &p.Workload
-		}
-		if rest, ok := strings.CutSuffix(p.InstanceID, "-"+p.Node); ok && rest != "" {
-			sp.Instance = rest
-		} else {
-			sp.InstanceID = p.InstanceID
-		}
-		r := [2]uint64{p.Reserved.HostBytes, p.Reserved.AccelBytes}
-		if held, ok := pk.Reserved[p.Variant]; !ok && r != [2]uint64{} {
-			if pk.Reserved == nil {
-				pk.Reserved = map[string][2]uint64{}
-			}
-			pk.Reserved[p.Variant] = r
-		} else if held != r {
-			sp.Reserved = &r
-		}
-		f.Placements[i] = sp
+		f.Placements[i] = toStatePlacement(p, &f.Packages[pi], pi)
 	}
 	var (
 		b   []byte
@@ -550,6 +521,47 @@ func encodeState(ps []*Placement, ds []*declState, cache *encodeCache) ([]byte, 
 		return nil, fmt.Errorf("encode state: %w", err)
 	}
 	return append(b, '\n'), nil
+}
+
+// toStatePlacement is p as a version 2 file keeps it, its package at
+// index pi being pk: the first placement of a variant sets the package's
+// reservation for it, which the others repeat only when theirs differs.
+func toStatePlacement(p *Placement, pk *statePackage, pi int) statePlacement {
+	sp := statePlacement{placementCore: placementCore{
+		DecisionID: p.DecisionID, Package: pi, Node: p.Node, Variant: p.Variant,
+		PlacedAt: p.PlacedAt, Life: p.Life, HostState: p.HostState,
+		Order: p.Order, Capped: p.Capped, Attempts: p.Attempts, NextAttempt: p.NextAttempt, LastError: p.LastError,
+		WasRunning: p.WasRunning, LostReason: p.LostReason, ReplacedBy: p.ReplacedBy, Replaces: p.Replaces, Declared: p.Declared, Replica: p.Replica,
+		Supersedes: p.Supersedes, Stopped: p.Stopped, RetireReason: p.RetireReason, FailedSince: p.FailedSince,
+	}}
+	if !settledLife(p.Life) {
+		sp.Candidates, sp.Cursor = p.Candidates, p.Cursor
+	}
+	sp.Moves = p.Moves
+	if p.Workload != defaultWorkload(p.Order, p.Package) {
+		sp.Workload = &p.Workload
+	}
+	if rest, ok := strings.CutSuffix(p.InstanceID, "-"+p.Node); ok && rest != "" {
+		sp.Instance = rest
+	} else {
+		sp.InstanceID = p.InstanceID
+	}
+	r := [2]uint64{p.Reserved.HostBytes, p.Reserved.AccelBytes}
+	if pk == nil {
+		if r != [2]uint64{} {
+			sp.Reserved = &r
+		}
+		return sp
+	}
+	if held, ok := pk.Reserved[p.Variant]; !ok && r != [2]uint64{} {
+		if pk.Reserved == nil {
+			pk.Reserved = map[string][2]uint64{}
+		}
+		pk.Reserved[p.Variant] = r
+	} else if held != r {
+		sp.Reserved = &r
+	}
+	return sp
 }
 
 // writeState writes the state file atomically with mode 0600.

@@ -5,7 +5,6 @@ package plane
 // through it.
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -39,27 +38,58 @@ func (c *writer) snapshotLocked() ([]*Placement, []*declState) {
 	return ps, ds
 }
 
-// persist writes the state file. Callers do not hold mu; it is held only
-// to copy the state, not to encode it.
+// persist saves the state: the whole state file (the file store), or
+// what changed since the last save (a delta store). Callers do not hold
+// mu; it is held only to copy the state, not to encode it.
 func (c *writer) persist() error {
 	c.persistMu.Lock()
 	defer c.persistMu.Unlock()
+	if c.file != nil {
+		c.mu.Lock()
+		ps, ds := c.snapshotLocked()
+		c.mu.Unlock()
+		return c.file.save(ps, ds)
+	}
+	// A delta store: only what changed is copied and encoded.
 	c.mu.Lock()
-	ps, ds := c.snapshotLocked()
+	changed, removed, reset := c.delta.scanLocked(c.placements)
+	ds := c.declsLocked()
+	decs := c.decisions
+	c.decisions = nil
 	c.mu.Unlock()
-	data, err := encodeState(ps, ds, &c.enc)
+	ch, err := c.delta.build(changed, removed, reset, ds, decs)
+	if err == nil && !ch.Empty() {
+		err = c.saveChange(ch)
+	}
 	if err != nil {
+		c.delta.stale = true
+		c.mu.Lock()
+		// Sent again with the next save (a Reset keeps the store's).
+		c.decisions = append(decs, c.decisions...)
+		c.decisions = c.decisions[max(0, len(c.decisions)-MaxReplicaDecisions):]
+		c.mu.Unlock()
 		return err
 	}
-	if bytes.Equal(data, c.written) {
-		return nil
+	return nil
+}
+
+// declsLocked copies the declarations' progress; the caller holds mu.
+func (c *core) declsLocked() []*declState {
+	out := make([]*declState, 0, len(c.decls))
+	for _, d := range c.decls {
+		cp := *d
+		out = append(out, &cp)
 	}
-	if err := writeState(c.statePath, data); err != nil {
-		// What is on disk is unknown: the next persist writes.
-		c.written = nil
-		return err
+	return out
+}
+
+// saveChange hands ch to the store, bounded by PlaceTimeout.
+func (c *writer) saveChange(ch StateChange) error {
+	ctx, cancel := context.WithTimeout(context.Background(), c.conf().PlaceTimeout)
+	defer cancel()
+	if err := c.state.Save(ctx, ch); err != nil {
+		return fmt.Errorf("save state: %w", err)
 	}
-	c.written = data
 	return nil
 }
 
@@ -124,6 +154,19 @@ func (c *writer) decide(p Package, o Order, in intent) (engine.Decision, string,
 	id, cerr := c.appendChain(KindDecision, rec)
 	if cerr != nil {
 		return engine.Decision{}, "", nil, nil, cerr
+	}
+	if c.file == nil {
+		// Replicated with the next save, for Explain on any controller.
+		if e, err := decisionEntry(id, c.now(), rec); err == nil {
+			c.mu.Lock()
+			// Bounded like the store's: a burst of dry runs between two
+			// saves keeps its latest.
+			c.decisions = append(c.decisions, e)
+			if over := len(c.decisions) - MaxReplicaDecisions; over > 0 {
+				c.decisions = slices.Delete(c.decisions, 0, over)
+			}
+			c.mu.Unlock()
+		}
 	}
 	return dec, id, cands, rec.Notes, nil
 }

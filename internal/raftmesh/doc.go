@@ -2,9 +2,9 @@
 // raft.StreamLayer over mesh streams of kind KindRaft (a raft
 // ServerAddress is a node id), LANConfig and NewTransport tune raft for
 // voters on one LAN, OpenStores opens its BoltDB log and file snapshots,
-// and NewHCLogger gives raft the daemon's zap logger. It is the
-// foundation of replicated controllers (issue 25) and is wired into
-// nothing yet.
+// and NewHCLogger gives raft the daemon's zap logger; NoMesh stands in
+// for the mesh of a node without one. internal/ctlraft runs the
+// controller's replicated state on it (controller.voters).
 //
 // # Invariants
 //

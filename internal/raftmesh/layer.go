@@ -41,6 +41,16 @@ type Opener interface {
 
 var _ Opener = (*mesh.Mesh)(nil)
 
+// NoMesh is the Opener of a node without a mesh (no mesh.listen): a
+// single controller, a one-voter cluster whose raft never dials. Every
+// open fails.
+type NoMesh struct{}
+
+// OpenStream fails: there is no mesh.
+func (NoMesh) OpenStream(context.Context, string, mesh.StreamKind) (*mesh.Stream, error) {
+	return nil, errors.New("raft: this node has no mesh (mesh.listen is empty)")
+}
+
 // Config is the layer's configuration.
 type Config struct {
 	// Voters are the node ids of the raft voters: the only nodes a raft

@@ -47,6 +47,16 @@ const (
 	nodeC = "c" // the consumer: the client drives its role port
 	nodeD = "d" // the operator's node: nodeld ctl places on b through it
 	nodeE = "e" // runs the controller, which keeps echo-llm (role gen) on a or b
+	// In the raft cluster (rows 9 to 11), e, f and g run the controller
+	// as voters of each other, and there is no d.
+	nodeF = "f"
+	nodeG = "g"
+)
+
+// The nodes of each cluster, in the order they get their addresses.
+var (
+	soloNodes = []string{nodeA, nodeB, nodeC, nodeD, nodeE}
+	raftNodes = []string{nodeA, nodeB, nodeC, nodeE, nodeF, nodeG}
 )
 
 // hosts are the nodes the controller places on.
@@ -63,12 +73,20 @@ const (
 	genPkg = "echo-llm"
 )
 
-// cluster is five nodeld processes, each in its own namespace on the
-// switch, with keyed mesh peers.
+// cluster is nodeld processes, each in its own namespace on the switch,
+// with keyed mesh peers: five with one controller (e), or, with raft set,
+// six whose controllers e, f and g keep their state in raft.
 type cluster struct {
 	dir   string
 	nw    *network
 	nodes map[string]*node
+	// raft: e, f and g are controller.voters of each other, and a and b
+	// list all three in host.controllers; else e alone runs it.
+	raft bool
+	// ctrls are the nodes that run the controller.
+	ctrls []string
+	// close stops every node and removes the network (once).
+	close func()
 	// pkgs are signed packages by id: echo-llm, the example, for role
 	// gen (the workload e's controller declares), and batch-a and
 	// batch-b, the same server for role batch, which no role port
@@ -140,13 +158,19 @@ func (p *process) stopHard() {
 }
 
 // newCluster builds the network, the keys, configs and packages, starts
-// every node and waits until c holds both servers' adverts.
-func newCluster(t *testing.T) *cluster {
-	t.Helper()
-	c := &cluster{dir: t.TempDir(), nodes: map[string]*node{}, pkgs: map[string]string{}}
+// every node and waits until the cluster is healthy (waitHealthy): the
+// five nodes with one controller, or with raft the six with three. What
+// it made is removed by close, at the latest when t ends. It is called
+// from t's subtests too: it fails with an error, not through t.
+func newCluster(t *testing.T, raft bool) (*cluster, error) {
+	c := &cluster{dir: t.TempDir(), nodes: map[string]*node{}, pkgs: map[string]string{}, raft: raft, ctrls: []string{nodeE}}
+	names := soloNodes
+	if raft {
+		names, c.ctrls = raftNodes, []string{nodeE, nodeF, nodeG}
+	}
 	nw, err := newNetwork(netPrefix)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	c.nw = nw
 	stopNodes := atCleanup(func() {
@@ -154,53 +178,61 @@ func newCluster(t *testing.T) *cluster {
 			n.stopAll()
 		}
 	})
-	t.Cleanup(func() { stopNodes(); nw.close() })
+	c.close = func() { stopNodes(); nw.close() }
+	t.Cleanup(c.close)
+	fail := func(err error) (*cluster, error) {
+		c.close()
+		return nil, err
+	}
 
 	anchor, err := c.buildPackages()
 	if err != nil {
-		t.Fatal(err)
+		return fail(err)
 	}
-	for _, name := range []string{nodeA, nodeB, nodeC, nodeD, nodeE} {
+	for _, name := range names {
 		ns, err := nw.add(name)
 		if err != nil {
-			t.Fatal(err)
+			return fail(err)
 		}
 		n := &node{c: c, name: name, ns: ns, ip: nw.addr(len(nw.order) - 1), dir: filepath.Join(c.dir, name)}
 		n.cfgPath = filepath.Join(c.dir, name+".yaml")
 		n.http = &http.Client{Transport: &http.Transport{DialContext: ns.dial, MaxIdleConnsPerHost: 16}}
 		if n.pubKey, n.id, err = keygen(n.dir, c.dir); err != nil {
-			t.Fatal(err)
+			return fail(err)
 		}
 		c.nodes[name] = n
 	}
 	for _, n := range c.nodes {
 		if err := os.WriteFile(n.cfgPath, []byte(c.config(n, anchor)), 0o600); err != nil {
-			t.Fatal(err)
+			return fail(err)
 		}
 	}
-	// The declared package goes into e's store before e starts.
-	if _, _, err := nodeldCLI("package", "add", "--config", c.n(nodeE).cfgPath, c.pkgs[genPkg]); err != nil {
-		t.Fatalf("package add on e: %v", err)
+	// The declared package goes into each controller's store before it
+	// starts.
+	for _, name := range c.ctrls {
+		if _, _, err := nodeldCLI("package", "add", "--config", c.n(name).cfgPath, c.pkgs[genPkg]); err != nil {
+			return fail(fmt.Errorf("package add on %s: %w", name, err))
+		}
 	}
 	for _, name := range []string{nodeA, nodeB} {
 		if err := c.nodes[name].startEcho(); err != nil {
-			t.Fatal(err)
+			return fail(err)
 		}
 	}
 	for _, n := range c.nodes {
 		if err := n.start(); err != nil {
-			t.Fatal(err)
+			return fail(err)
 		}
 	}
 	for _, n := range c.nodes {
 		if err := n.waitReady(); err != nil {
-			t.Fatal(err)
+			return fail(err)
 		}
 	}
 	if err := c.waitHealthy(); err != nil {
-		t.Fatal(err)
+		return fail(err)
 	}
-	return c
+	return c, nil
 }
 
 func (c *cluster) n(name string) *node { return c.nodes[name] }
@@ -361,16 +393,28 @@ func (c *cluster) config(n *node, anchor string) string {
 	// `ip netns exec` remounts /sys, so a node sees no cgroup hierarchy:
 	// the hosts opt out of resource isolation (Landlock still holds).
 	const noCgroups = "  isolation:\n    resources: off\n"
-	switch n.name {
-	case nodeA:
-		fmt.Fprintf(&b, "host:\n  enabled: true\n  controllers: [%s]\n  trust_anchors: [%s]\n"+noCgroups, c.nodes[nodeE].pubKey, anchor)
-	case nodeB:
+	var ctrlKeys []string
+	for _, name := range c.ctrls {
+		ctrlKeys = append(ctrlKeys, c.nodes[name].pubKey)
+	}
+	switch {
+	case n.name == nodeA || n.name == nodeB && c.raft:
+		fmt.Fprintf(&b, "host:\n  enabled: true\n  controllers: [%s]\n  trust_anchors: [%s]\n"+noCgroups, strings.Join(ctrlKeys, ", "), anchor)
+	case n.name == nodeB:
 		fmt.Fprintf(&b, "host:\n  enabled: true\n  controllers: [%s, %s]\n  trust_anchors: [%s]\n"+noCgroups, c.nodes[nodeD].pubKey, c.nodes[nodeE].pubKey, anchor)
-	case nodeE:
+	case slices.Contains(c.ctrls, n.name):
 		// max_reschedules well above the moves one run makes (the
 		// shipped 5 would stop the workload moving by the last faults).
 		fmt.Fprintf(&b, "controller:\n  enabled: true\n  tick: %s\n  dead_after: %s\n  describe_timeout: %s\n  retry_backoff: 1s\n  max_reschedules: 1000\n", ctlTick, ctlDead, ctlDescribe)
-		fmt.Fprintf(&b, "  trust_anchors: [%s]\n  policy:\n    kinds:\n      inference: {min_tier: paired}\n    deny_nodes: [%s, %s]\n", anchor, nodeC, nodeD)
+		if c.raft {
+			voters := slices.DeleteFunc(slices.Clone(c.ctrls), func(v string) bool { return v == n.name })
+			fmt.Fprintf(&b, "  voters: [%s]\n", strings.Join(voters, ", "))
+		}
+		deny := []string{nodeC, nodeD}
+		if c.raft {
+			deny = append([]string{nodeC}, c.ctrls...)
+		}
+		fmt.Fprintf(&b, "  trust_anchors: [%s]\n  policy:\n    kinds:\n      inference: {min_tier: paired}\n    deny_nodes: [%s]\n", anchor, strings.Join(deny, ", "))
 		fmt.Fprintf(&b, "  workloads:\n    - name: gen\n      package: %s\n", genPkg)
 	}
 	return b.String()

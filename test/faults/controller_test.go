@@ -114,9 +114,18 @@ type placement struct {
 	Replaces   string `json:"replaces"`
 }
 
-// ctlE runs `nodeld ctl VERB ARGS` through e, the controller's node.
+// ctlE runs `nodeld ctl VERB ARGS` through e, the controller's node; in
+// the raft cluster through the controller that leads now (the others
+// answer reads from their replica, which does not know the hosts'
+// liveness), e when none does.
 func (c *cluster) ctlE(args ...string) (string, string, error) {
-	return nodeldCLI(append([]string{"ctl", "--config", c.n(nodeE).cfgPath}, args...)...)
+	via := c.n(nodeE)
+	if c.raft {
+		if l := c.leader(); l != nil {
+			via = l
+		}
+	}
+	return nodeldCLI(append([]string{"ctl", "--config", via.cfgPath}, args...)...)
 }
 
 func (c *cluster) placements() ([]placement, error) {
@@ -348,15 +357,18 @@ func (n *node) chainTimes(kind, match string) []time.Time {
 	return out
 }
 
-// decidedAfter returns the time of the controller's first decision
+// decidedAfter returns the time of the controllers' first decision
 // after t whose entry contains match ("node_dead"), zero if none.
 func (c *cluster) decidedAfter(t time.Time, match string) time.Time {
-	for _, at := range c.n(nodeE).chainTimes("plane.decision", match) {
-		if at.After(t) {
-			return at
+	var first time.Time
+	for _, name := range c.ctrls {
+		for _, at := range c.n(name).chainTimes("plane.decision", match) {
+			if at.After(t) && (first.IsZero() || at.Before(first)) {
+				first = at
+			}
 		}
 	}
-	return time.Time{}
+	return first
 }
 
 // rescheduleLimit is how soon after a host dies (or freezes, or is cut

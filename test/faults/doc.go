@@ -24,7 +24,11 @@
 // dead_after 3 s), which declares the echo-llm package as workload gen
 // and places it on a or b (their hosts name e's key), whose role gen c
 // uses. Peers are keyed and paired; the mesh runs on its shipped
-// defaults. Each namespace has only loopback and its eth0 on the switch
+// defaults. The rows of the controllers in raft (9 to 11; raft_test.go)
+// run on a second cluster, built once the first is gone (same
+// addresses): a, b and c as before, no d, and e, f and g running the
+// controller as controller.voters of each other, which a and b list in
+// host.controllers; the suite reads the placements through the leader. Each namespace has only loopback and its eth0 on the switch
 // (10.213.0.0/24): the host's own namespace gets no interface, so no
 // traffic leaves the machine.
 //
@@ -44,7 +48,8 @@
 // workload settled: one copy, running, served to c). The tools:
 // node.process().signal (SIGKILL, SIGSTOP, SIGCONT), node.start and
 // restart, cluster.nw.sw.impair(node, impairment{Down: true}) for a
-// partition, and for the controller's faults (controller_test.go)
+// partition (impairment{Cut: nodes} cuts it from those nodes only), and
+// for the controller's faults (controller_test.go)
 // procCopies, which counts a package's copies from what runs (processes
 // of its binary under a host's data dir, found in /proc, so a frozen or
 // cut-off node's copy counts too) rather than from the controller's view.

@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -52,18 +54,55 @@ type impairment struct {
 	Delay  time.Duration
 	Jitter time.Duration // uniform in [-Jitter, +Jitter]
 	Down   bool          // drop every frame from and to the port
+	// Cut names the nodes whose frames to and from the port are
+	// dropped, both ways: a partition that spares the port's other
+	// links.
+	Cut []string
 }
 
 func (i impairment) String() string {
 	if i.Down {
 		return "down"
 	}
+	if len(i.Cut) > 0 {
+		return "cut from " + strings.Join(i.Cut, ", ")
+	}
 	return fmt.Sprintf("loss %.1f%% delay %v±%v", i.Loss*100, i.Delay, i.Jitter)
 }
 
-// portStats count a port's frames.
+// portStats count a port's frames. Of the frames the port's node sent
+// and the switch did not drop, direct ones were written at once and
+// delayed ones were put on a timer: with a delay set, every frame must
+// be delayed (the self-check counts them).
 type portStats struct {
 	rx, tx, dropped, gso atomic.Uint64
+	direct, delayed      atomic.Uint64
+}
+
+// delayStats sum up the delays the switch drew for a port's frames (its
+// mechanism: each must lie in [Delay-Jitter, Delay+Jitter]) and how late
+// their timers fired past the drawn delay (the machine's share: a timer
+// never fires early, but on a loaded machine it fires late).
+type delayStats struct {
+	n             int // delays drawn
+	min, max, sum time.Duration
+	fired         int // timers fired
+	lateMax       time.Duration
+	lateSum       time.Duration
+}
+
+func (d delayStats) mean() time.Duration {
+	if d.n == 0 {
+		return 0
+	}
+	return d.sum / time.Duration(d.n)
+}
+
+func (d delayStats) meanLate() time.Duration {
+	if d.fired == 0 {
+		return 0
+	}
+	return d.lateSum / time.Duration(d.fired)
 }
 
 type port struct {
@@ -76,6 +115,9 @@ type port struct {
 	mu  sync.Mutex // guards imp
 	imp impairment
 
+	delaysMu sync.Mutex // guards delays
+	delays   delayStats
+
 	stats portStats
 }
 
@@ -83,6 +125,38 @@ func (p *port) impairment() impairment {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.imp
+}
+
+// drew records a delay drawn for one of the port's frames.
+func (p *port) drew(d time.Duration) {
+	p.delaysMu.Lock()
+	defer p.delaysMu.Unlock()
+	if p.delays.n == 0 || d < p.delays.min {
+		p.delays.min = d
+	}
+	p.delays.max = max(p.delays.max, d)
+	p.delays.sum += d
+	p.delays.n++
+}
+
+// fired records how late the timer of one of the port's delayed frames
+// fired.
+func (p *port) fired(late time.Duration) {
+	p.delaysMu.Lock()
+	defer p.delaysMu.Unlock()
+	p.delays.lateMax = max(p.delays.lateMax, late)
+	p.delays.lateSum += late
+	p.delays.fired++
+}
+
+// takeDelays returns the port's delay figures since the last call and
+// starts them again.
+func (p *port) takeDelays() delayStats {
+	p.delaysMu.Lock()
+	defer p.delaysMu.Unlock()
+	d := p.delays
+	p.delays = delayStats{}
+	return d
 }
 
 // vswitch is the userspace switch.
@@ -255,7 +329,9 @@ func (s *vswitch) forward(in *port, frame []byte) {
 	s.mu.Unlock()
 	imp := in.impairment()
 	for _, out := range outs {
-		if imp.Down || out.impairment().Down || (imp.Loss > 0 && rand.Float64() < imp.Loss) {
+		oimp := out.impairment()
+		cut := slices.Contains(imp.Cut, out.node) || slices.Contains(oimp.Cut, in.node)
+		if imp.Down || oimp.Down || cut || (imp.Loss > 0 && rand.Float64() < imp.Loss) {
 			in.stats.dropped.Add(1)
 			continue
 		}
@@ -264,13 +340,18 @@ func (s *vswitch) forward(in *port, frame []byte) {
 			delay += time.Duration(rand.Int64N(int64(2*imp.Jitter)+1)) - imp.Jitter
 		}
 		if delay <= 0 {
+			in.stats.direct.Add(1)
 			s.send(out, frame)
 			continue
 		}
+		in.stats.delayed.Add(1)
+		in.drew(delay)
 		cp := append([]byte(nil), frame...)
 		s.pending.Add(1)
+		due := time.Now().Add(delay)
 		time.AfterFunc(delay, func() {
 			defer s.pending.Done()
+			in.fired(time.Since(due))
 			s.send(out, cp)
 		})
 	}
