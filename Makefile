@@ -53,6 +53,7 @@ test-deps:
 test: test-deps
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 12m ./...  # cmd/nodeld is the longest package: BENCHMARKS.md "Test time"
+	NODELD_TEST_INFER_TRANSPORT=quic $(GO) test -race -count=1 ./internal/meshproxy  # inference over QUIC too
 	FUZZTIME=$(FUZZTIME) bash scripts/fuzz.sh
 
 fuzz:

@@ -97,7 +97,7 @@ vm_kib() { awk -v f="$2:" '$1 == f {print $2}' "/proc/${BENCH_PIDS[$1]}/status";
 outcomes() {
 	curl -sf "$1" | awk -v m="$2" 'index($1, m "{") == 1 {sub("^" m, "", $1); printf "%s %s; ", $1, $2}'
 }
-echo "| node | peak RSS (VmHWM) | RSS now | mesh requests by outcome |"
-echo "|---|---|---|---|"
-echo "| s (serving) | $(($(vm_kib s VmHWM) / 1024)) MB | $(($(vm_kib s VmRSS) / 1024)) MB | served: $(outcomes "http://127.0.0.1:$s_admin/metrics" nodeld_proxy_mesh_served_total) |"
-echo "| c (consumer) | $(($(vm_kib c VmHWM) / 1024)) MB | $(($(vm_kib c VmRSS) / 1024)) MB | forwarded: $(outcomes "http://127.0.0.1:$c_admin/metrics" nodeld_proxy_mesh_forwarded_total) |"
+echo "| node | peak RSS (VmHWM) | RSS now | mesh requests by outcome | by transport |"
+echo "|---|---|---|---|---|"
+echo "| s (serving) | $(($(vm_kib s VmHWM) / 1024)) MB | $(($(vm_kib s VmRSS) / 1024)) MB | served: $(outcomes "http://127.0.0.1:$s_admin/metrics" nodeld_proxy_mesh_served_total) | $(outcomes "http://127.0.0.1:$s_admin/metrics" nodeld_proxy_mesh_transport_total) |"
+echo "| c (consumer) | $(($(vm_kib c VmHWM) / 1024)) MB | $(($(vm_kib c VmRSS) / 1024)) MB | forwarded: $(outcomes "http://127.0.0.1:$c_admin/metrics" nodeld_proxy_mesh_forwarded_total) | $(outcomes "http://127.0.0.1:$c_admin/metrics" nodeld_proxy_mesh_transport_total) |"

@@ -228,7 +228,7 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 			},
 			// What happens to the links reaches the routes here, in order,
 			// and only here: the table decides.
-			PeerEvents: n.table.ApplyPeerEvent,
+			PeerEvents: func(ev table.PeerEvent) { n.table.ApplyPeerEvent(ev); n.forwarder.PeerEvent(ev) },
 		}); err != nil {
 			return nil, err
 		}
@@ -256,7 +256,7 @@ func newNode(cfg *config.Config, d nodeDeps) (*node, error) {
 		lim := meshproxy.LimitsFromConfig(cfg)
 		if n.forwarder, err = meshproxy.NewForwarder(meshproxy.Deps{
 			Mesh: n.mesh, Table: n.table, Recorder: n.rec, Logger: d.log.Named("proxy.mesh"), Registerer: d.reg,
-			MaxInflightPerPeer: lim.PerPeer, MaxInflightTotal: lim.Total, MaxBodyBytes: lim.MaxBody,
+			MaxInflightPerPeer: lim.PerPeer, MaxInflightTotal: lim.Total, MaxBodyBytes: lim.MaxBody, TCP: meshproxy.TCPFromConfig(cfg), Identity: d.id,
 		}); err != nil {
 			return nil, err
 		}
@@ -352,7 +352,7 @@ func (n *node) run(ctx context.Context, hup <-chan os.Signal) error {
 		{Name: "operator", Run: n.operator.Run}, {Name: "host", Run: n.host.Run}, {Name: "recorder", Run: n.rec.Run},
 		{Name: "demand", Run: n.demand.Run}}
 	if n.mesh != nil {
-		rest = append(rest, lifecycle.Component{Name: "mesh", Run: n.mesh.Run})
+		rest = append(rest, lifecycle.Component{Name: "mesh", Run: n.mesh.Run}, lifecycle.Component{Name: "mesh tcp", Run: n.forwarder.Run})
 	}
 	if n.ctrl != nil {
 		rest = append(rest, lifecycle.Component{Name: "controller", Run: n.ctrl.Run})

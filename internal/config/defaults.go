@@ -25,6 +25,7 @@ func Default() *Config {
 			LivenessTimeout:    Duration{D: 2 * time.Second},
 			MaxInflightPerPeer: DefaultMaxInflightPerPeer,
 			MaxInflightTotal:   DefaultMaxInflightTotal,
+			InferTransport:     InferTransportTCP,
 		},
 		Inference: Inference{ProbeInterval: Duration{D: 5 * time.Second}, Limits: Limits{
 			MaxBodyBytes:     DefaultMaxBodyBytes,

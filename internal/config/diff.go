@@ -18,6 +18,7 @@ var restartOnly = []string{
 	"admin.listen",
 	"admin.socket",
 	"mesh.listen",
+	"mesh.infer_transport",
 	"host.isolation",
 	"controller.enabled",
 	"controller.voters",

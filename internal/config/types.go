@@ -69,7 +69,17 @@ type Mesh struct {
 	// MaxInflightTotal bounds the forwarded requests all peers together
 	// may have in flight on this node at once.
 	MaxInflightTotal int `yaml:"max_inflight_total"`
+	// InferTransport carries inference streams: "tcp" (pinned TLS 1.3
+	// connections on TCP, served beside QUIC on mesh.listen's port; QUIC
+	// the fallback) or "quic" (streams of the mesh link). Restart only.
+	InferTransport string `yaml:"infer_transport"`
 }
+
+// Inference transports (mesh.infer_transport).
+const (
+	InferTransportTCP  = "tcp"
+	InferTransportQUIC = "quic"
+)
 
 // Peer is a configured mesh peer.
 type Peer struct {

@@ -131,6 +131,9 @@ func (v *validator) mesh() {
 	if m.MaxInflightPerPeer > m.MaxInflightTotal && m.MaxInflightTotal > 0 {
 		v.addf("mesh.max_inflight_per_peer", "%d is more than mesh.max_inflight_total (%d)", m.MaxInflightPerPeer, m.MaxInflightTotal)
 	}
+	if m.InferTransport != InferTransportTCP && m.InferTransport != InferTransportQUIC {
+		v.addf("mesh.infer_transport", "%q: want %s or %s", m.InferTransport, InferTransportTCP, InferTransportQUIC)
+	}
 	if len(m.Peers) > 0 && m.Listen == "" {
 		v.addf("mesh.peers", "peers are listed but mesh.listen is empty (no mesh)")
 	}

@@ -594,6 +594,37 @@ func (m *Mesh) LinkedPeers() []PeerInfo {
 	return out
 }
 
+// LinkedPeer describes the peer nodeID only while it has a live link:
+// Addr is then the link's remote address, the peer's mesh socket (a node
+// dials and listens on one socket), where a transport beside QUIC reaches
+// it too.
+func (m *Mesh) LinkedPeer(nodeID string) (PeerInfo, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p := m.peerByIDLocked(nodeID)
+	if p == nil || p.link == nil {
+		return PeerInfo{}, false
+	}
+	return m.peerInfoLocked(p), true
+}
+
+// LinkedPeerByKey describes the configured peer whose pinned key is key,
+// only while it has a live link: how a transport beside QUIC admits a
+// connection by the key its handshake verified (default deny: a key not
+// pinned, this node's own, or a peer without a link is refused).
+func (m *Mesh) LinkedPeerByKey(key ed25519.PublicKey) (PeerInfo, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(key) != ed25519.PublicKeySize || key.Equal(m.ident.PublicKey()) {
+		return PeerInfo{}, false
+	}
+	p := m.peerByKeyLocked(key)
+	if p == nil || p.link == nil || p.id == "" {
+		return PeerInfo{}, false
+	}
+	return m.peerInfoLocked(p), true
+}
+
 // OpenStream opens a stream of kind on the existing link to nodeID (see
 // links.open). It never dials: without a live link it returns ErrNoLink,
 // except that a peer that restarted (or, for an inference stream, closed

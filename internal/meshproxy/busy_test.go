@@ -24,7 +24,7 @@ func (expectChat) Want(string)                                {}
 
 // busyPair is consumer a holding requests for chat up to maxWait, and b
 // serving chat from up to a one request at a time.
-func busyPair(t *testing.T, up *proxytest.Upstream, maxWait time.Duration) (a, b *meshNode) {
+func busyPair(t *testing.T, up *proxytest.Upstream, maxWait time.Duration, aDeps ...Deps) (a, b *meshNode) {
 	t.Helper()
 	nodes := newMeshNodes(t, "a", "b")
 	a, b = nodes[0], nodes[1]
@@ -32,7 +32,11 @@ func busyPair(t *testing.T, up *proxytest.Upstream, maxWait time.Duration) (a, b
 	a.Table.AllowRemoteNode("chat", b.ID(), true)
 	a.proxyCfg = proxy.Config{Hold: proxy.HoldConfig{MaxWait: maxWait}}
 	a.holds = expectChat{maxWait: maxWait}
-	a.start(Deps{}, b)
+	var ad Deps
+	if len(aDeps) > 0 {
+		ad = aDeps[0]
+	}
+	a.start(ad, b)
 	b.start(Deps{MaxInflightPerPeer: 1})
 	b.admitLater(a)
 	a.resolvesTo(b)
@@ -197,7 +201,8 @@ func TestMeshHeldNotResentAfterTheAnswerStarted(t *testing.T) {
 	for _, stream := range []bool{true, false} {
 		t.Run(map[bool]string{true: "stream", false: "json"}[stream], func(t *testing.T) {
 			up := proxytest.New(t, proxytest.Options{})
-			a, b := busyPair(t, up, testDeadline)
+			// b's stream handler is replaced: a sends over QUIC.
+			a, b := busyPair(t, up, testDeadline, Deps{TCP: TCP{Transport: TransportQUIC}})
 			var served atomic.Int32
 			b.Mesh.Handle(mesh.KindInfer, func(ctx context.Context, peer mesh.PeerInfo, s *mesh.Stream) {
 				served.Add(1)

@@ -1,41 +1,38 @@
 // Package meshproxy carries inference requests over the mesh: both sides
-// of the KindInfer stream protocol (wire format, limits, refusals) in one
-// Forwarder.
+// of the KindInfer exchange (wire format, limits, refusals) in one
+// Forwarder, on a pinned TLS 1.3 connection over TCP (tcp.go,
+// internal/tlspool; mesh.infer_transport tcp, the default) or a QUIC
+// stream of the mesh link (quic, and the fallback when the peer's TCP
+// port fails).
 //
-// Consumer side: ForwardRemote is the proxy's RemoteForwarder. It opens
-// one KindInfer stream per request on the existing link (never dials),
-// sends a versioned JSON head (method, path, query, Content-Type, Accept),
-// the body in MeshChunkBytes frames and an end frame, and relays the
-// response: a stream's head at once, any other head with its first body
-// byte, so a link that dies between the two leaves nothing written. A
-// failure before the peer answered wraps proxy.ErrNotAnswered, a busy
-// peer's refusal proxy.ErrPeerBusy; refusals are *proxy.Error.
+// Consumer side: ForwardRemote is the proxy's RemoteForwarder. It takes a
+// pooled connection (or opens a stream on the existing link; it never
+// dials QUIC), sends a versioned head, the body in MeshChunkBytes frames
+// and an end frame, and relays the answer: a stream's head at once, any
+// other with its first body byte. A failure before the peer answered wraps
+// proxy.ErrNotAnswered, a busy peer's refusal proxy.ErrPeerBusy.
 //
-// Serving side: ServeStream is the mesh's KindInfer handler. It reads the
-// head within MeshFirstFrameTimeout, requires the table's LocalForPeerHeld
-// (the Hold given back once answered), takes a per-peer and a total slot
-// (429 over them), pins the body's "model" (package modelpin: whole when
-// it is at most proxy.MeshBufferedBodyBytes, as it streams otherwise),
-// forwards to the local instance only (httpfast.Pool, or net/http's
-// transport for a streamed body) and streams the answer back one frame
-// per upstream read.
+// Serving side: ServeStream (QUIC) and Run's server (TCP, one exchange
+// after another per connection) check the head, the table's
+// LocalForPeerHeld, per-peer and total slots, pin "model" and forward to
+// the local instance only.
 //
 // # Invariants
 //
-// Every size is checked before anything derived from it is
-// allocated; what either side holds of a body is a chunk whatever the
-// mesh body limit (nodeld_proxy_mesh_body_bytes); a peer's bytes are
-// refused with a stable code and a generic message, recorded through
-// Deps.Recorder keyed by peer and code, or reset the stream with a
-// mesh.StreamCode; peer-sent role names label metrics only when exposed.
-// The Fuzz targets cover every decoder of peer bytes.
+// Every size is checked before anything derived from it is allocated; a
+// peer's bytes are refused with a stable code and a generic message,
+// recorded through Deps.Recorder keyed by peer and code, or end the
+// stream; the TCP server admits only a pinned key of a peer with a live
+// link, and a lost link closes the peer's connections both ways
+// (PeerEvent). A connection is reused only after an exchange both sides
+// read to its end. Fuzz targets cover every decoder of peer bytes.
 //
 // # Concurrency
 //
-// A Forwarder starts no goroutine; ForwardRemote runs on the
-// proxy's handler goroutine, ServeStream on the mesh's stream goroutine.
-// Both, SetLimits and Prepare are safe for concurrent use. ForwardRemote
-// tries once: the proxy's routing loop owns a forward's retry.
+// ForwardRemote runs on the proxy's handler goroutine, ServeStream on the
+// mesh's. Run owns the TCP server's goroutines (one per connection, one
+// watcher per exchange that serves the next) and waits for them. All
+// methods are safe for concurrent use. ForwardRemote tries once.
 //
 // The long story is docs/architecture.md section 3.
 package meshproxy

@@ -14,10 +14,12 @@ import (
 
 	"github.com/nodeld/nodeld/internal/chain"
 	"github.com/nodeld/nodeld/internal/httpfast"
+	"github.com/nodeld/nodeld/internal/identity"
 	"github.com/nodeld/nodeld/internal/mesh"
 	"github.com/nodeld/nodeld/internal/proxy"
 	"github.com/nodeld/nodeld/internal/reload"
 	"github.com/nodeld/nodeld/internal/table"
+	"github.com/nodeld/nodeld/internal/tlspool"
 )
 
 // MeshStreams opens streams to peers; *mesh.Mesh implements it.
@@ -94,6 +96,11 @@ type Deps struct {
 	// MaxBodyBytes bounds a request body over the mesh, on both sides
 	// (0: DefaultMeshMaxBodyBytes).
 	MaxBodyBytes int64
+	// TCP chooses the transport of inference streams; with TransportTCP,
+	// Mesh must also be a MeshPeers and Identity is required.
+	TCP TCP
+	// Identity is this node's key, for inference over TLS/TCP.
+	Identity *identity.Identity
 }
 
 // Forwarder carries inference requests over the mesh: as a consumer
@@ -111,6 +118,7 @@ type Forwarder struct {
 	pool *httpfast.Pool
 	met  *meshMetrics
 	bufs *framePools // frames read or written at once
+	tcp  *tcpSide    // nil: inference over QUIC only
 
 	// held and peakHeld are the request body bytes held in memory by the
 	// forwards in flight, both sides (nodeld_proxy_mesh_body_bytes), and
@@ -155,6 +163,9 @@ func NewForwarder(d Deps) (*Forwarder, error) {
 		f.pool = httpfast.NewPool(nil)
 	}
 	if err := f.SetLimits(d.MaxInflightPerPeer, d.MaxInflightTotal, d.MaxBodyBytes); err != nil {
+		return nil, err
+	}
+	if f.tcp, err = newTCPSide(d.TCP, d, lg); err != nil {
 		return nil, err
 	}
 	return f, nil
@@ -258,6 +269,9 @@ func (f *Forwarder) CloseIdleConnections() {
 	if f.pool != nil {
 		f.pool.CloseIdle()
 	}
+	if f.tcp != nil {
+		f.tcp.pool.CloseIdle()
+	}
 }
 
 // Error codes of the consumer side.
@@ -335,20 +349,48 @@ func (f *Forwarder) ForwardRemote(ctx context.Context, nodeID, role string, r *h
 	if v := r.Header.Get("Accept"); validHeaderValue(v) {
 		head.Accept = v
 	}
-	s, err := f.streams.OpenStream(ctx, nodeID, mesh.KindInfer)
-	if err != nil {
-		if ctx.Err() != nil {
-			f.met.forwarded(fwdCancelled)
-			return context.Cause(ctx)
+	var s inferStream
+	var tc *tlspool.Conn // the connection s is on, when over TCP
+	reuse := false       // tc may serve another exchange
+	if f.tcp != nil {
+		var why string
+		if tc, why = f.tcp.conn(ctx, nodeID); why != "" {
+			f.met.fallbacks.WithLabelValues(why).Inc()
 		}
-		f.met.forwarded(fwdNoLink)
-		return fmt.Errorf("%w (%w: %w)", &proxy.Error{Status: http.StatusBadGateway, Type: proxy.TypeUpstream, Code: CodePeerUnreachable,
-			Message: "mesh: the peer serving role '" + role + "' is unreachable"}, proxy.ErrNotAnswered, err)
+	}
+	if tc != nil {
+		s = &tcpClientStream{c: tc}
+		f.met.transport(sideForward, TransportTCP)
+	} else {
+		qs, err := f.streams.OpenStream(ctx, nodeID, mesh.KindInfer)
+		if err != nil {
+			if ctx.Err() != nil {
+				f.met.forwarded(fwdCancelled)
+				return context.Cause(ctx)
+			}
+			f.met.forwarded(fwdNoLink)
+			return fmt.Errorf("%w (%w: %w)", &proxy.Error{Status: http.StatusBadGateway, Type: proxy.TypeUpstream, Code: CodePeerUnreachable,
+				Message: "mesh: the peer serving role '" + role + "' is unreachable"}, proxy.ErrNotAnswered, err)
+		}
+		s = qs
+		f.met.transport(sideForward, TransportQUIC)
 	}
 	stop := context.AfterFunc(ctx, func() {
 		s.Reset(mesh.StreamCodeCancelled)
 	})
 	defer stop()
+	if tc != nil {
+		// After stop: a connection goes back to the pool only when the
+		// exchange was read to its end and nothing aborted it.
+		defer func() {
+			if reuse {
+				f.tcp.pool.Put(tc)
+			} else {
+				tc.Abort()
+			}
+		}()
+		defer func() { reuse = reuse && stop() && !s.(*tcpClientStream).broken.Load() }()
+	}
 	// A small buffer when the request fits it with its head (a chat
 	// request, most often): a thousand streams opened at once then take no
 	// large buffer each while they wait for their answers' heads. Else a
@@ -383,12 +425,14 @@ func (f *Forwarder) ForwardRemote(ctx context.Context, nodeID, role string, r *h
 	}
 	// Read even after a failed send: a serving node that refuses early
 	// stops reading the body and answers with a refusal.
-	err = relayResponse(s, w, &fb)
+	err := relayResponse(s, w, &fb)
 	var ref *peerRefusal
 	switch {
 	case err == nil:
 		s.FinishReading(MeshFinishWait) // nothing more is expected
 		f.met.forwarded(fwdOK)
+		// On a connection the end frame says whether it serves again.
+		reuse = tc != nil && werr == nil && s.(*tcpClientStream).kept
 		return nil
 	}
 	s.StopReading(mesh.StreamCodeCancelled) // nothing more is wanted
@@ -399,6 +443,7 @@ func (f *Forwarder) ForwardRemote(ctx context.Context, nodeID, role string, r *h
 		return context.Cause(ctx)
 	case errors.As(err, &ref):
 		f.met.forwarded(fwdRefused)
+		reuse = !ref.afterHead && reusable(streamed, size, werr)
 		if ref.afterHead {
 			return fmt.Errorf("peer %s failed midway: %w", nodeID, err)
 		}
@@ -412,6 +457,11 @@ func (f *Forwarder) ForwardRemote(ctx context.Context, nodeID, role string, r *h
 			return fmt.Errorf("%w (%w)", &e, proxy.ErrPeerBusy)
 		}
 		return &e
+	case connFailed(s):
+		// The connection ended under the exchange (the peer died, its
+		// link was lost, it stopped): as a QUIC link failure.
+		f.met.forwarded(fwdError)
+		return fmt.Errorf("%w: peer %s: tcp: %w", proxy.ErrNotAnswered, nodeID, err)
 	case errors.Is(err, errMalformedFrames):
 		s.AbortWrite(mesh.StreamCodeMalformed)
 		f.met.forwarded(fwdMalformed)
@@ -432,10 +482,19 @@ func (f *Forwarder) ForwardRemote(ctx context.Context, nodeID, role string, r *h
 	}
 }
 
+// reusable reports whether a connection serves another exchange after
+// one that ended with its end frame or a refusal: only when the request
+// was sent whole and held, and small enough that the serving node read it
+// whole before answering (or, refusing first, reads it to its end:
+// refuseHead), so that nothing of it is left on the connection.
+func reusable(streamed bool, size int64, werr error) bool {
+	return !streamed && werr == nil && size <= proxy.MeshBufferedBodyBytes
+}
+
 // sendRequest writes the head, the body frames and the end frame, then
 // closes the write side. A body that fits buf with its head leaves in one
 // write (and so, usually, in one packet).
-func sendRequest(s *mesh.Stream, head meshRequestHead, body []byte, buf []byte) error {
+func sendRequest(s inferStream, head meshRequestHead, body []byte, buf []byte) error {
 	w := appendRequestHeadFrame(buf[:0], head)
 	for {
 		n := min(len(body), MeshChunkBytes, cap(w)-len(w)-2*mesh.FrameHeaderSize)
@@ -463,7 +522,7 @@ func sendRequest(s *mesh.Stream, head meshRequestHead, body []byte, buf []byte) 
 // write side. werr is a failure to write to the peer (it may have refused
 // and stopped reading); berr a failure to read body, or body over limit
 // (an *http.MaxBytesError) or shorter than head announced.
-func sendStreamed(s *mesh.Stream, head meshRequestHead, body io.Reader, limit int64, buf []byte) (werr, berr error) {
+func sendStreamed(s inferStream, head meshRequestHead, body io.Reader, limit int64, buf []byte) (werr, berr error) {
 	w := appendRequestHeadFrame(buf[:0], head)
 	var sent int64
 	for {
@@ -514,6 +573,10 @@ type meshMetrics struct {
 	inflight  prometheus.Gauge
 	forwardsV *prometheus.CounterVec // result
 	bodyBytes prometheus.Gauge
+	// transports counts exchanges by side and transport; fallbacks the
+	// forwards that went over QUIC while the transport is TCP, by reason.
+	transports *prometheus.CounterVec // side, transport
+	fallbacks  *prometheus.CounterVec // reason
 }
 
 func newMeshMetrics(reg prometheus.Registerer) (*meshMetrics, error) {
@@ -535,10 +598,18 @@ func newMeshMetrics(reg prometheus.Registerer) (*meshMetrics, error) {
 			Help: "Request body bytes held in memory by mesh forwards in flight, sent and served: small bodies whole, streamed ones a fixed buffer each.",
 		}),
 	}
+	m.transports = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "nodeld_proxy_mesh_transport_total",
+		Help: "Inference exchanges over the mesh by side (forward: sent to a peer; serve: served to one) and transport (tcp or quic).",
+	}, []string{"side", "transport"})
+	m.fallbacks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "nodeld_proxy_mesh_tcp_fallbacks_total",
+		Help: "Inference forwards sent over QUIC while mesh.infer_transport is tcp, by reason (dial, dialing, down, no_link, pool_full).",
+	}, []string{"reason"})
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.served, m.inflight, m.forwardsV, m.bodyBytes} {
+	for _, c := range []prometheus.Collector{m.served, m.inflight, m.forwardsV, m.bodyBytes, m.transports, m.fallbacks} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register proxy mesh metrics: %w", err)
 		}
@@ -547,3 +618,7 @@ func newMeshMetrics(reg prometheus.Registerer) (*meshMetrics, error) {
 }
 
 func (m *meshMetrics) forwarded(result string) { m.forwardsV.WithLabelValues(result).Inc() }
+
+func (m *meshMetrics) transport(side, transport string) {
+	m.transports.WithLabelValues(side, transport).Inc()
+}

@@ -3,6 +3,7 @@ package meshproxy
 import (
 	"context"
 	"net/http"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -62,6 +63,28 @@ type meshNode struct {
 	// wrapStreams, when set before start, wraps the mesh as the
 	// forwarder's MeshStreams, so a test can see streams being opened.
 	wrapStreams func(MeshStreams) MeshStreams
+
+	fwdMu   sync.Mutex // guards fwdOf, for the mesh's event goroutine
+	fwdOf   *Forwarder
+	stopTCP func() // stops the forwarder's Run (TCP server); nil when none
+}
+
+// forwarder is n's current forwarder (nil before start).
+func (n *meshNode) forwarder() *Forwarder {
+	n.fwdMu.Lock()
+	defer n.fwdMu.Unlock()
+	return n.fwdOf
+}
+
+// testTransport is the transport of the test nodes' forwarders:
+// NODELD_TEST_INFER_TRANSPORT (tcp or quic) runs the suite over one,
+// else tcp, the default; tests of one transport set Deps.TCP themselves.
+// make test runs the package over both.
+func testTransport() string {
+	if v := os.Getenv("NODELD_TEST_INFER_TRANSPORT"); v != "" {
+		return v
+	}
+	return TransportTCP
 }
 
 // newMeshNodes makes nodes with identities and reserved UDP ports, so
@@ -80,7 +103,14 @@ func newMeshNodesOpts(t testing.TB, opts meshtest.Options, names ...string) []*m
 	}
 	nodes := make([]*meshNode, len(names))
 	for i, name := range names {
-		nodes[i] = &meshNode{Node: meshtest.NewNode(t, name, opts, admittingTable), t: t}
+		n := &meshNode{t: t}
+		o := opts
+		if o.PeerEvents == nil {
+			// As the daemon wires it: the forwarder hears of lost links.
+			o.PeerEvents = func(ev table.PeerEvent) { n.forwarder().PeerEvent(ev) }
+		}
+		n.Node = meshtest.NewNode(t, name, o, admittingTable)
+		nodes[i] = n
 	}
 	return nodes
 }
@@ -105,11 +135,20 @@ func (n *meshNode) startPeers(deps Deps, peers ...mesh.PeerConfig) {
 	if deps.Recorder == nil {
 		deps.Recorder = n.audit
 	}
+	if deps.TCP.Transport == "" && n.wrapStreams == nil {
+		deps.TCP.Transport = testTransport()
+	}
+	if deps.TCP.Transport == TransportTCP {
+		deps.TCP.Listen, deps.Identity = n.Listen, n.Ident
+	}
 	var err error
 	n.fwd, err = NewForwarder(deps)
 	if err != nil {
 		n.t.Fatal(err)
 	}
+	n.fwdMu.Lock()
+	n.fwdOf = n.fwd
+	n.fwdMu.Unlock()
 	n.Mesh.Handle(mesh.KindInfer, n.fwd.ServeStream)
 	pdeps := proxy.Deps{Resolver: n.Table, Remote: n.fwd, Logger: lg, Registerer: n.Registry, Holds: n.holds}
 	if t, ok := n.t.(*testing.T); ok {
@@ -119,9 +158,28 @@ func (n *meshNode) startPeers(deps Deps, peers ...mesh.PeerConfig) {
 	}
 	n.Run()
 	n.t.Cleanup(func() {
-		n.Stop()
+		n.stop()
 		n.fwd.CloseIdleConnections()
 	})
+	if deps.TCP.Transport == TransportTCP {
+		n.runTCP()
+	}
+}
+
+// runTCP runs n's forwarder (its TCP server) and waits until it listens.
+func (n *meshNode) runTCP() {
+	n.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	fwd := n.fwd
+	go func() { done <- fwd.Run(ctx) }()
+	n.stopTCP = sync.OnceFunc(func() {
+		cancel()
+		if err := <-done; err != nil {
+			n.t.Errorf("forwarder %s: %v", n.Name, err)
+		}
+	})
+	meshtest.WaitFor(n.t, n.Name+" serving inference on tcp", func() bool { return fwd.TCPAddr() != nil })
 }
 
 // admittingTable is a table admitting advertisements from the peers its
@@ -151,8 +209,25 @@ func (n *meshNode) admitLater(peers ...*meshNode) {
 	meshtest.AdmitLater(n.t, n.Node, nodes...)
 }
 
-// stop stops n's mesh (its peers see the link close).
+// stop stops n's mesh (its peers see the link close) and its TCP server.
 func (n *meshNode) stop() { n.Stop() }
+
+// Stop stops n's mesh and then its TCP server, as a node stopping does.
+func (n *meshNode) Stop() {
+	n.Node.Stop()
+	if n.stopTCP != nil {
+		n.stopTCP()
+	}
+}
+
+// Crash stops n as SIGKILL does: its mesh's socket first, then its TCP
+// server (the kernel closes a killed node's connections).
+func (n *meshNode) Crash() {
+	n.Node.Crash()
+	if n.stopTCP != nil {
+		n.stopTCP()
+	}
+}
 
 // serve registers base as n's "chat" instance serving model, exposed to
 // the consumers.

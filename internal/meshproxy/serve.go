@@ -64,6 +64,13 @@ var genericMessages = map[string]string{
 // code and a generic message and are recorded (through the Recorder);
 // broken framing resets the stream.
 func (f *Forwarder) ServeStream(ctx context.Context, peer mesh.PeerInfo, s *mesh.Stream) {
+	f.met.transport(sideServe, TransportQUIC)
+	f.serveInfer(ctx, peer, s)
+}
+
+// serveInfer serves one KindInfer exchange on s, a QUIC stream or one
+// exchange of a TLS connection (ServeStream's contract).
+func (f *Forwarder) serveInfer(ctx context.Context, peer mesh.PeerInfo, s inferStream) {
 	_ = s.SetReadDeadline(time.Now().Add(MeshFirstFrameTimeout))
 	head, err := readRequestHead(s)
 	if err != nil {
@@ -74,23 +81,23 @@ func (f *Forwarder) ServeStream(ctx context.Context, peer mesh.PeerInfo, s *mesh
 	// instance waits) until the answer has been relayed.
 	local, hold, ok := f.table.LocalForPeerHeld(head.Role, peer.ID)
 	if !ok {
-		f.refuse(s, peer, head.Role, RefuseNotServed)
+		f.refuseHead(s, peer, head, RefuseNotServed)
 		return
 	}
 	defer hold.Done()
 	if proxy.MeshPathRefusal(head.Path, local.Runtime) != "" {
 		// An Ollama path for an instance that is not an Ollama (the
 		// consumer's view of the advertisement was stale).
-		f.refuse(s, peer, head.Role, RefuseForbiddenPath)
+		f.refuseHead(s, peer, head, RefuseForbiddenPath)
 		return
 	}
 	maxBody := f.maxBody.Load()
 	if head.BodyBytes > maxBody {
-		f.refuse(s, peer, head.Role, RefuseTooLarge)
+		f.refuseHead(s, peer, head, RefuseTooLarge)
 		return
 	}
 	if !f.acquire(peer.ID) {
-		f.refuse(s, peer, head.Role, RefuseOverCapacity)
+		f.refuseHead(s, peer, head, RefuseOverCapacity)
 		return
 	}
 	defer f.release(peer.ID)
@@ -145,7 +152,7 @@ type upstreamBody struct {
 }
 
 // forward sends the request to the local instance and streams the answer.
-func (f *Forwarder) forward(ctx context.Context, s *mesh.Stream, peer mesh.PeerInfo, head meshRequestHead, up upstreamBody, local table.MeshLocal) {
+func (f *Forwarder) forward(ctx context.Context, s inferStream, peer mesh.PeerInfo, head meshRequestHead, up upstreamBody, local table.MeshLocal) {
 	serving := ctx // the mesh's: done when this node stops
 	ctx, cancel := context.WithTimeout(ctx, MeshServeTimeout)
 	defer cancel()
@@ -219,7 +226,7 @@ func (f *Forwarder) forward(ctx context.Context, s *mesh.Stream, peer mesh.PeerI
 			w = w[:at+mesh.FrameHeaderSize+n]
 		}
 		if rerr == io.EOF {
-			w = mesh.AppendFrameHeader(w, frameRespEnd, 0)
+			w = appendRespEnd(w, s)
 			break
 		}
 		if rerr != nil {
@@ -329,10 +336,27 @@ func (f *Forwarder) roundTrip(ctx context.Context, head meshRequestHead, up upst
 	return res, func(bool) { res.Body.Close() }, nil
 }
 
+// refuseHead refuses a request whose head was read and nothing of its
+// body. On a connection the rest of a small request (one the serving side
+// reads whole anyway) is read first, so that the connection serves the
+// next exchange; a QUIC stream just stops reading.
+func (f *Forwarder) refuseHead(s inferStream, peer mesh.PeerInfo, head meshRequestHead, code string) {
+	if _, ok := s.(requestEnder); ok && head.BodyBytes >= 0 && head.BodyBytes <= proxy.MeshBufferedBodyBytes {
+		// A consumer reuses a connection only after a request of at most
+		// this size (forward.go); a larger one's connection closes after.
+		arm := func() { _ = s.SetReadDeadline(time.Now().Add(MeshFrameTimeout)) }
+		if _, err := io.Copy(io.Discard, &meshBodyReader{r: s, arm: arm, announced: head.BodyBytes, limit: head.BodyBytes}); err != nil {
+			f.readFailed(s, peer, head.Role, err)
+			return
+		}
+	}
+	f.refuse(s, peer, head.Role, code)
+}
+
 // bodyFailed answers a streamed body that failed on its way to the
 // instance: a refusal for one that is not a JSON object or is over the
 // limit, a reset for broken framing, silence or a peer that went away.
-func (f *Forwarder) bodyFailed(s *mesh.Stream, peer mesh.PeerInfo, role string, err error) {
+func (f *Forwarder) bodyFailed(s inferStream, peer mesh.PeerInfo, role string, err error) {
 	if errors.Is(err, modelpin.ErrNotObject) {
 		f.refuse(s, peer, role, RefuseBadRequest)
 		return
@@ -342,7 +366,7 @@ func (f *Forwarder) bodyFailed(s *mesh.Stream, peer mesh.PeerInfo, role string, 
 
 // readFailed answers a request that could not be read: a refusal for a
 // head that does not validate, a reset for broken framing or silence.
-func (f *Forwarder) readFailed(s *mesh.Stream, peer mesh.PeerInfo, role string, err error) {
+func (f *Forwarder) readFailed(s inferStream, peer mesh.PeerInfo, role string, err error) {
 	var we *wireError
 	var ne net.Error
 	switch {
@@ -360,7 +384,7 @@ func (f *Forwarder) readFailed(s *mesh.Stream, peer mesh.PeerInfo, role string, 
 }
 
 // reset ends the stream with an error code and counts it.
-func (f *Forwarder) reset(s *mesh.Stream, peer mesh.PeerInfo, role string, code mesh.StreamCode, outcome string, err error) {
+func (f *Forwarder) reset(s inferStream, peer mesh.PeerInfo, role string, code mesh.StreamCode, outcome string, err error) {
 	s.Reset(code)
 	f.met.served.WithLabelValues(f.roleLabel(role), outcome).Inc()
 	f.log.Debug("mesh infer stream reset", zap.String("peer", peer.ID), zap.String("outcome", outcome), zap.Error(err))
@@ -369,7 +393,7 @@ func (f *Forwarder) reset(s *mesh.Stream, peer mesh.PeerInfo, role string, code 
 // refuse sends a refusal with its generic message, ends the stream,
 // counts it and hands it to the Recorder, keyed by the peer and the
 // refusal code (the role is the peer's choice: it stays out of the key).
-func (f *Forwarder) refuse(s *mesh.Stream, peer mesh.PeerInfo, role, code string) {
+func (f *Forwarder) refuse(s inferStream, peer mesh.PeerInfo, role, code string) {
 	_ = s.SetWriteDeadline(time.Now().Add(MeshFrameTimeout))
 	if err := writeJSONFrame(s, frameRefusal, meshRefusal{V: MeshWireVersion, Code: code, Message: genericMessages[code]}); err != nil {
 		s.AbortWrite(mesh.StreamCodeCancelled)

@@ -360,6 +360,9 @@ func (b *meshBodyReader) Read(p []byte) (int, error) {
 			b.err = fmt.Errorf("%w: body of %d bytes, announced %d", errMalformedFrames, b.got, b.announced)
 		case t == frameReqEnd:
 			b.err = io.EOF
+			if e, ok := b.r.(requestEnder); ok {
+				e.requestRead()
+			}
 		default:
 			b.err = fmt.Errorf("%w: unexpected frame %#x in request", errMalformedFrames, byte(t))
 		}
@@ -476,7 +479,10 @@ func relayResponse(r io.Reader, w http.ResponseWriter, fb *frameBuf) error {
 			if !headSeen {
 				return fmt.Errorf("%w: end before head", errMalformedFrames)
 			}
-			if len(p) != 0 {
+			if cs, ok := r.(*tcpClientStream); ok && len(p) == 1 && p[0] <= connKept {
+				// On a connection: whether it serves another exchange.
+				cs.kept = p[0] == connKept
+			} else if len(p) != 0 {
 				return fmt.Errorf("%w: end frame with data", errMalformedFrames)
 			}
 			if held != nil {

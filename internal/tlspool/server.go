@@ -37,6 +37,9 @@ type ServerConfig struct {
 	// MaxConns bounds the connections served at once (0:
 	// DefaultMaxServerConns); more are closed as they arrive.
 	MaxConns int
+	// ALPN, when set, is the one application protocol served: a client
+	// that does not offer it fails its handshake.
+	ALPN string
 }
 
 // Server accepts the connections of a Pool's dials.
@@ -44,8 +47,8 @@ type Server struct {
 	cfg ServerConfig
 	tls *tls.Config
 
-	mu    sync.Mutex // guards conns
-	conns map[net.Conn]struct{}
+	mu    sync.Mutex          // guards conns
+	conns map[net.Conn]string // the admitted peer, "" before admission
 }
 
 // NewServer validates cfg and returns a server; it starts nothing.
@@ -72,10 +75,18 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("tlspool: server: %w", err)
 	}
-	return &Server{cfg: cfg, conns: make(map[net.Conn]struct{}), tls: &tls.Config{
+	var protos []string
+	if cfg.ALPN != "" {
+		protos = []string{cfg.ALPN}
+	}
+	return &Server{cfg: cfg, conns: make(map[net.Conn]string), tls: &tls.Config{
 		MinVersion:   tls.VersionTLS13,
 		Certificates: []tls.Certificate{cfg.Certificate},
 		ClientAuth:   tls.RequireAnyClientCert, // checked in serve, by Admit
+		NextProtos:   protos,
+		// Nothing resumes: the pool keeps connections, not sessions, and
+		// an idle connection must carry no unread ticket.
+		SessionTicketsDisabled: true,
 	}}, nil
 }
 
@@ -126,8 +137,26 @@ func (s *Server) track(ctx context.Context, c net.Conn) bool {
 	if ctx.Err() != nil || len(s.conns) >= s.cfg.MaxConns {
 		return false
 	}
-	s.conns[c] = struct{}{}
+	s.conns[c] = ""
 	return true
+}
+
+// Addr is the listener's address.
+func (s *Server) Addr() net.Addr { return s.cfg.Listener.Addr() }
+
+// ClosePeer closes every connection admitted for peer (as Admit named
+// it), as when the peer is known dead or removed, and returns how many.
+func (s *Server) ClosePeer(peer string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for c, p := range s.conns {
+		if p == peer && peer != "" {
+			_ = c.Close()
+			n++
+		}
+	}
+	return n
 }
 
 func (s *Server) untrack(c net.Conn) {
@@ -151,6 +180,14 @@ func (s *Server) serve(ctx context.Context, raw net.Conn) {
 	if err != nil {
 		return // the client sees the connection close: not admitted
 	}
+	if s.cfg.ALPN != "" && tc.ConnectionState().NegotiatedProtocol != s.cfg.ALPN {
+		return
+	}
+	s.mu.Lock()
+	if _, ok := s.conns[raw]; ok {
+		s.conns[raw] = peer
+	}
+	s.mu.Unlock()
 	if _, err := tc.Write([]byte{admitted}); err != nil {
 		return
 	}

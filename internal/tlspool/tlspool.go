@@ -41,6 +41,11 @@ var (
 	ErrNotAdmitted = errors.New("tlspool: the server did not admit this node")
 	// ErrClosed is returned by Get once the pool is closed.
 	ErrClosed = errors.New("tlspool: pool closed")
+	// ErrDialing is returned by Get when no connection is idle and
+	// MaxDialsPerPeer dials to the peer are in progress.
+	ErrDialing = errors.New("tlspool: dials to the peer at their limit")
+	// ErrALPN is a server that did not select the pool's protocol.
+	ErrALPN = errors.New("tlspool: the server does not speak the protocol")
 )
 
 // Config configures a Pool.
@@ -62,6 +67,19 @@ type Config struct {
 	HandshakeTimeout time.Duration
 	// Now is the clock of idle expiry (nil: time.Now).
 	Now func() time.Time
+	// PeekAfter is how long a connection must have been idle before Get
+	// peeks whether its peer closed it (0: always). A connection put back
+	// a moment ago is taken as it is: a peer that closed it in that
+	// moment fails the exchange on it, as one that dies during it does.
+	PeekAfter time.Duration
+	// MaxDialsPerPeer, when positive, bounds the dials to one peer in
+	// progress at once: past it Get fails with ErrDialing at once (a
+	// burst of requests need not make as many handshakes).
+	MaxDialsPerPeer int
+	// ALPN, when set, is the one application protocol offered; a server
+	// that does not select it fails the dial (ErrALPN), so a peer that
+	// speaks another protocol on the port is never sent a byte of it.
+	ALPN string
 }
 
 func (c Config) withDefaults() Config {
@@ -95,7 +113,10 @@ func (c Config) validate() error {
 	if c.MaxIdlePerPeer < 1 || c.MaxIdlePerPeer > c.MaxConnsPerPeer {
 		errs = append(errs, fmt.Errorf("max idle per peer %d: want 1..%d (max conns per peer)", c.MaxIdlePerPeer, c.MaxConnsPerPeer))
 	}
-	if c.IdleTimeout < 0 || c.HandshakeTimeout < 0 {
+	if c.MaxDialsPerPeer < 0 || c.MaxDialsPerPeer > c.MaxConnsPerPeer {
+		errs = append(errs, fmt.Errorf("max dials per peer %d: want 0..%d (max conns per peer)", c.MaxDialsPerPeer, c.MaxConnsPerPeer))
+	}
+	if c.IdleTimeout < 0 || c.HandshakeTimeout < 0 || c.PeekAfter < 0 {
 		errs = append(errs, errors.New("timeouts must not be negative"))
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -106,7 +127,8 @@ func (c Config) validate() error {
 
 // Stats are a pool's counts so far.
 type Stats struct {
-	Dials, DialFailures, Reuses, Expired int64
+	// Dead counts idle connections found closed by their peer when taken.
+	Dials, DialFailures, Reuses, Expired, Dead int64
 	// Open and Idle are the connections now, in use and idle, and idle.
 	Open, Idle int
 }
@@ -123,8 +145,10 @@ type Pool struct {
 
 // peerConns are one peer key's connections.
 type peerConns struct {
-	open int     // in use and idle
-	idle []*Conn // most recently put last
+	open    int     // in use and idle, and dials in progress
+	dialing int     // dials in progress
+	idle    []*Conn // most recently put last
+	inUse   map[*Conn]struct{}
 }
 
 // Conn is one pooled connection: a *tls.Conn with its peer's key. Give it
@@ -134,6 +158,9 @@ type Conn struct {
 	*tls.Conn
 	key       string // the peer's key, as the pool's map key
 	idleSince time.Time
+	// placed is whether c holds a place among its key's connections
+	// (guarded by the pool's mu): ClosePeer gives up every place at once.
+	placed    bool
 	pool      *Pool
 	closeOnce sync.Once
 }
@@ -144,10 +171,19 @@ func (c *Conn) Close() error {
 	c.closeOnce.Do(func() {
 		err = c.Conn.Close()
 		if c.pool != nil {
-			c.pool.forget(c.key)
+			c.pool.forget(c)
 		}
 	})
 	return err
+}
+
+// Abort closes the connection's socket at once, without the TLS
+// close_notify that Close sends (which waits on a write in progress), and
+// frees its place in the pool: a Read or Write blocked on it returns. It
+// may be called from any goroutine.
+func (c *Conn) Abort() {
+	_ = c.NetConn().Close()
+	_ = c.Close()
 }
 
 // NewPool validates cfg and returns an empty pool; it starts nothing.
@@ -175,7 +211,7 @@ func (p *Pool) Get(ctx context.Context, addr string, key ed25519.PublicKey) (*Co
 	}
 	pc := p.peers[k]
 	if pc == nil {
-		pc = &peerConns{}
+		pc = &peerConns{inUse: make(map[*Conn]struct{})}
 		p.peers[k] = pc
 	}
 	now := p.cfg.Now()
@@ -187,7 +223,15 @@ func (p *Pool) Get(ctx context.Context, addr string, key ed25519.PublicKey) (*Co
 			p.stats.Expired++
 			continue
 		}
+		if now.Sub(c.idleSince) >= p.cfg.PeekAfter && !peerOpen(c.NetConn()) {
+			// The peer closed it while it was idle (a restart, its
+			// idle timeout): reusing it would fail the next request.
+			stale = append(stale, c)
+			p.stats.Dead++
+			continue
+		}
 		p.stats.Reuses++
+		pc.inUse[c] = struct{}{}
 		p.mu.Unlock()
 		closeAll(stale)
 		return c, nil
@@ -197,21 +241,40 @@ func (p *Pool) Get(ctx context.Context, addr string, key ed25519.PublicKey) (*Co
 		closeAll(stale)
 		return nil, ErrPoolFull
 	}
+	if p.cfg.MaxDialsPerPeer > 0 && pc.dialing >= p.cfg.MaxDialsPerPeer {
+		p.mu.Unlock()
+		closeAll(stale)
+		return nil, ErrDialing
+	}
 	pc.open++ // the place of the dial
+	pc.dialing++
 	p.stats.Dials++
 	p.mu.Unlock()
 	closeAll(stale)
 
 	c, err := p.dial(ctx, addr, key)
+	p.mu.Lock()
+	pc.dialing--
+	p.mu.Unlock()
 	if err != nil {
 		p.mu.Lock()
 		p.stats.DialFailures++
 		p.mu.Unlock()
-		p.forget(k)
+		p.forgetPlace(k)
 		return nil, err
 	}
 	c.key, c.pool = k, p
-	return c, nil
+	p.mu.Lock()
+	if p.peers[k] == pc && !p.closed {
+		c.placed = true
+		pc.inUse[c] = struct{}{}
+		p.mu.Unlock()
+		return c, nil
+	}
+	// ClosePeer or Close came during the dial.
+	p.mu.Unlock()
+	c.Abort()
+	return nil, fmt.Errorf("tlspool: dial %s: %w", addr, ErrClosed)
 }
 
 func closeAll(cs []*Conn) {
@@ -220,15 +283,34 @@ func closeAll(cs []*Conn) {
 	}
 }
 
-// forget frees one place of key's connections.
-func (p *Pool) forget(k string) {
+// forget frees c's place among its key's connections.
+func (p *Pool) forget(c *Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pc := p.peers[c.key]
+	if pc == nil {
+		return
+	}
+	if !c.placed {
+		return // its place was given up by ClosePeer
+	}
+	c.placed = false
+	delete(pc.inUse, c)
+	pc.open--
+	if pc.open <= 0 && len(pc.idle) == 0 {
+		delete(p.peers, c.key)
+	}
+}
+
+// forgetPlace frees the place of a dial that failed.
+func (p *Pool) forgetPlace(k string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	pc := p.peers[k]
 	if pc == nil {
 		return
 	}
-	if pc.open--; pc.open <= 0 && len(pc.idle) == 0 {
+	if pc.open--; pc.open <= 0 && len(pc.idle) == 0 && len(pc.inUse) == 0 {
 		delete(p.peers, k)
 	}
 }
@@ -241,8 +323,13 @@ func (p *Pool) dial(ctx context.Context, addr string, key ed25519.PublicKey) (*C
 	if err != nil {
 		return nil, fmt.Errorf("tlspool: dial %s: %w", addr, err)
 	}
+	var protos []string
+	if p.cfg.ALPN != "" {
+		protos = []string{p.cfg.ALPN}
+	}
 	tc := tls.Client(raw, &tls.Config{
 		MinVersion:         tls.VersionTLS13,
+		NextProtos:         protos,
 		Certificates:       []tls.Certificate{p.cfg.Certificate},
 		InsecureSkipVerify: true, // VerifyPeerCertificate checks the pinned key
 		ServerName:         "nodeld",
@@ -266,6 +353,10 @@ func (p *Pool) dial(ctx context.Context, addr string, key ed25519.PublicKey) (*C
 			return nil, fmt.Errorf("tlspool: %s: %w", addr, ErrKeyMismatch)
 		}
 		return nil, fmt.Errorf("tlspool: handshake with %s: %w", addr, err)
+	}
+	if p.cfg.ALPN != "" && tc.ConnectionState().NegotiatedProtocol != p.cfg.ALPN {
+		_ = raw.Close()
+		return nil, fmt.Errorf("tlspool: %s: %w", addr, ErrALPN)
 	}
 	var b [1]byte
 	if _, err := io.ReadFull(tc, b[:]); err != nil || b[0] != admitted {
@@ -299,9 +390,41 @@ func (p *Pool) Put(c *Conn) {
 		_ = c.Close()
 		return
 	}
+	if !c.placed {
+		// ClosePeer came while it was in use.
+		p.mu.Unlock()
+		c.Abort()
+		return
+	}
+	delete(pc.inUse, c)
 	c.idleSince = p.cfg.Now()
 	pc.idle = append(pc.idle, c)
 	p.mu.Unlock()
+}
+
+// ClosePeer aborts every connection to the peer with key, idle and in
+// use (Conn.Abort: an exchange on one fails at once), as when the peer is
+// known dead or removed; a dial in progress fails when it completes.
+func (p *Pool) ClosePeer(key ed25519.PublicKey) int {
+	p.mu.Lock()
+	pc := p.peers[string(key)]
+	if pc == nil {
+		p.mu.Unlock()
+		return 0
+	}
+	delete(p.peers, string(key))
+	all := append([]*Conn(nil), pc.idle...)
+	for c := range pc.inUse {
+		all = append(all, c)
+	}
+	for _, c := range all {
+		c.placed = false
+	}
+	p.mu.Unlock()
+	for _, c := range all {
+		c.Abort()
+	}
+	return len(all)
 }
 
 // Stats returns the pool's counts.

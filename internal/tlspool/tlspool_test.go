@@ -43,6 +43,7 @@ func newCert(t testing.TB) (tls.Certificate, ed25519.PublicKey) {
 // server is a running Server whose handler echoes what it reads and
 // reports each connection's end on ended.
 type server struct {
+	srv   *Server
 	stop  func() // stops Run and waits for it
 	addr  string
 	key   ed25519.PublicKey
@@ -79,6 +80,7 @@ func startServer(t *testing.T, admit map[string]ed25519.PublicKey, tweak func(*S
 		tweak(&cfg)
 	}
 	srv, err := NewServer(cfg)
+	s.srv = srv
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,17 +57,26 @@ func NewIdentity(tb testing.TB) *identity.Identity {
 	return id
 }
 
-// FreeUDP reserves a UDP port of 127.0.0.1 and returns its address. The
-// port is released at once; the caller's mesh binds it.
+// FreeUDP reserves a UDP port of 127.0.0.1 that is free for TCP too (a
+// node serves inference on TCP beside its mesh's UDP port) and returns
+// its address. The port is released at once; the caller's mesh binds it.
 func FreeUDP(tb testing.TB) string {
 	tb.Helper()
-	c, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
+	for range 100 {
+		c, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		addr := c.LocalAddr().String()
+		ln, err := net.Listen("tcp", addr)
+		_ = c.Close()
+		if err == nil {
+			_ = ln.Close()
+			return addr
+		}
 	}
-	addr := c.LocalAddr().String()
-	_ = c.Close()
-	return addr
+	tb.Fatal("no port of 127.0.0.1 free for both UDP and TCP")
+	return ""
 }
 
 // Options shape a Node. The zero value is a node with a new identity and
@@ -85,6 +94,9 @@ type Options struct {
 	// restarted (mesh.Deps.RestartLinkWait); zero means
 	// mesh.RestartLinkWait.
 	RestartLinkWait time.Duration
+	// PeerEvents, when set, is told every peer event after the table
+	// (as the daemon tells its inference forwarder).
+	PeerEvents func(table.PeerEvent)
 }
 
 // NewTable makes a node's table from its id. admit reports, once the
@@ -118,6 +130,7 @@ type Node[T mesh.AdvertTable] struct {
 	audit  mesh.Auditor
 	rec    mesh.Recorder
 	wait   time.Duration // mesh.Deps.RestartLinkWait
+	events func(table.PeerEvent)
 	admit  *Admission
 	cancel context.CancelFunc
 	done   chan error
@@ -158,7 +171,7 @@ func NewNode[T mesh.AdvertTable](tb testing.TB, name string, opts Options, newTa
 	}
 	n := &Node[T]{Name: name, Ident: id, Dir: tb.TempDir(), Listen: FreeUDP(tb),
 		Logger: zaptest.NewLogger(tb).Named(name), tb: tb, audit: opts.Audit, rec: opts.Recorder,
-		wait: opts.RestartLinkWait}
+		wait: opts.RestartLinkWait, events: opts.PeerEvents}
 	n.Config = mesh.Config{Listen: n.Listen, Keepalive: keepalive}
 	n.admit = &Admission{}
 	n.Table = newTable(id.ID(), n.admit)
@@ -194,6 +207,10 @@ func (n *Node[T]) Build(peers ...mesh.PeerConfig) {
 	events := func(table.PeerEvent) {}
 	if sink, ok := any(n.Table).(interface{ ApplyPeerEvent(table.PeerEvent) }); ok {
 		events = sink.ApplyPeerEvent
+	}
+	if extra := n.events; extra != nil {
+		first := events
+		events = func(ev table.PeerEvent) { first(ev); extra(ev) }
 	}
 	m, err := mesh.New(n.Config, mesh.Deps{Identity: n.Ident, DataDir: n.Dir, Table: n.Table, PeerEvents: events,
 		Audit: n.audit, Recorder: n.rec, Logger: n.Logger, Registerer: n.Registry,

@@ -1,0 +1,652 @@
+package meshproxy
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/nodeld/nodeld/internal/config"
+	"github.com/nodeld/nodeld/internal/mesh"
+	"github.com/nodeld/nodeld/internal/table"
+	"github.com/nodeld/nodeld/internal/tlspool"
+)
+
+// Transports of inference streams (mesh.infer_transport).
+const (
+	// TransportTCP carries inference over pinned TLS 1.3 connections on
+	// TCP, pooled, beside QUIC; QUIC is the fallback.
+	TransportTCP = "tcp"
+	// TransportQUIC carries inference on QUIC streams of the mesh link.
+	TransportQUIC = "quic"
+)
+
+// InferALPN is the application protocol of inference over TLS/TCP: the
+// KindInfer exchange (head, body frames, end frame; then the answer's
+// frames to its end frame or a refusal), one exchange after another on a
+// connection.
+const InferALPN = "nodeld-infer/1"
+
+// Bounds of inference over TLS/TCP.
+const (
+	// TCPDialTimeout bounds a dial, TLS handshake and admission; a peer
+	// that does not answer in time is reached over QUIC.
+	TCPDialTimeout = 2 * time.Second
+	// TCPRetryAfter is how long a peer whose dial failed is reached over
+	// QUIC only (a new link from it ends the wait).
+	TCPRetryAfter = 5 * time.Second
+	// TCPServerIdleTimeout closes a served connection idle this long,
+	// longer than the pool's tlspool.DefaultIdleTimeout so that the
+	// consumer, not the server, ends an idle connection (a request never
+	// meets a connection the server is closing).
+	TCPServerIdleTimeout = 3 * tlspool.DefaultIdleTimeout
+	// TCPMaxIdlePerPeer bounds the idle connections kept per peer.
+	TCPMaxIdlePerPeer = 64
+	// TCPMaxConnsPerPeer bounds the connections to one peer, as many as
+	// the requests a peer may serve at once (MaxMeshInflight); past it a
+	// request goes over QUIC.
+	TCPMaxConnsPerPeer = MaxMeshInflight
+	// TCPMaxServerConns bounds the connections a node serves at once.
+	TCPMaxServerConns = MaxMeshInflight
+	// TCPWatchDelay is how long an exchange runs after its request was
+	// read before its connection is watched for the consumer going away
+	// (a short exchange needs no watcher).
+	TCPWatchDelay = 20 * time.Millisecond
+	// TCPMaxDialsPerPeer bounds the dials to one peer in progress: a
+	// burst of requests past the idle connections goes over QUIC while
+	// the pool grows, not through a burst of handshakes.
+	TCPMaxDialsPerPeer = 4
+)
+
+// Why a request went over QUIC while the transport is TCP, the reason
+// label of nodeld_proxy_mesh_tcp_fallbacks_total.
+const (
+	fallbackNoLink   = "no_link"   // no live mesh link to the peer: QUIC waits for it
+	fallbackDial     = "dial"      // the dial, handshake or admission failed
+	fallbackDown     = "down"      // a dial failed within TCPRetryAfter
+	fallbackPoolFull = "pool_full" // TCPMaxConnsPerPeer connections in use
+	fallbackDialing  = "dialing"   // TCPMaxDialsPerPeer dials in progress, none idle
+)
+
+// Sides of nodeld_proxy_mesh_transport_total.
+const (
+	sideForward = "forward"
+	sideServe   = "serve"
+)
+
+// TCP configures inference over TLS/TCP.
+type TCP struct {
+	// Transport is TransportTCP or TransportQUIC ("" is QUIC).
+	Transport string
+	// Listen is mesh.listen: with TransportTCP the node serves TCP on
+	// its host and on the port the mesh's UDP socket is bound to.
+	Listen string
+}
+
+// TCPFromConfig maps mesh.infer_transport and mesh.listen.
+func TCPFromConfig(cfg *config.Config) TCP {
+	return TCP{Transport: cfg.Mesh.InferTransport, Listen: cfg.Mesh.Listen}
+}
+
+// MeshPeers is what inference over TLS/TCP asks the mesh: which peers
+// have a live link (and where), and whose pinned key a connection
+// presents. *mesh.Mesh implements it.
+type MeshPeers interface {
+	LinkedPeer(nodeID string) (mesh.PeerInfo, bool)
+	LinkedPeerByKey(key ed25519.PublicKey) (mesh.PeerInfo, bool)
+	Ready() <-chan struct{}
+	Addr() net.Addr
+}
+
+var _ MeshPeers = (*mesh.Mesh)(nil)
+
+// inferStream is one KindInfer exchange as both sides drive it: a QUIC
+// stream (*mesh.Stream) or one exchange on a pinned TLS connection
+// (tcpClientStream, tcpServerStream). Its methods keep *mesh.Stream's
+// contract; on a connection the end frames delimit an exchange, so
+// CloseWrite and FinishReading send and wait for nothing, and an abort
+// closes the connection.
+type inferStream interface {
+	io.Reader
+	io.Writer
+	SetReadDeadline(t time.Time) error
+	SetWriteDeadline(t time.Time) error
+	Context() context.Context
+	CloseWrite() error
+	Reset(code mesh.StreamCode)
+	StopReading(code mesh.StreamCode)
+	AbortWrite(code mesh.StreamCode)
+	FinishReading(wait time.Duration) bool
+}
+
+var _ inferStream = (*mesh.Stream)(nil)
+
+// requestEnder is a stream told, by the request's body reader, when the
+// request's end frame has been read.
+type requestEnder interface{ requestRead() }
+
+// tcpSide is a forwarder's TLS/TCP transport: the pool it dials from and
+// the server it runs.
+type tcpSide struct {
+	peers  MeshPeers
+	pool   *tlspool.Pool
+	cert   tls.Certificate
+	listen string
+	log    *zap.Logger
+	now    func() time.Time
+
+	mu   sync.Mutex                   // guards down, keys, srv
+	down map[string]time.Time         // node id -> QUIC only until
+	keys map[string]ed25519.PublicKey // node id -> the key its connections pin
+	srv  *tlspool.Server              // while Run serves
+}
+
+func newTCPSide(t TCP, d Deps, lg *zap.Logger) (*tcpSide, error) {
+	switch t.Transport {
+	case "", TransportQUIC:
+		return nil, nil
+	case TransportTCP:
+	default:
+		return nil, fmt.Errorf("proxy: mesh infer transport %q: want %s or %s", t.Transport, TransportTCP, TransportQUIC)
+	}
+	peers, ok := d.Mesh.(MeshPeers)
+	if !ok || d.Identity == nil {
+		return nil, errors.New("proxy: inference over tcp needs the node's identity and a mesh that reports its linked peers")
+	}
+	cert, err := d.Identity.TLSCertificate(time.Now())
+	if err != nil {
+		return nil, fmt.Errorf("proxy: mesh tcp certificate: %w", err)
+	}
+	// Every reuse peeks whether the peer closed the connection (no
+	// PeekAfter): a request sent on the connection of a peer that just
+	// restarted would fail instead of waiting for its new run over QUIC.
+	pool, err := tlspool.NewPool(tlspool.Config{Certificate: cert, MaxConnsPerPeer: TCPMaxConnsPerPeer,
+		MaxIdlePerPeer: TCPMaxIdlePerPeer, MaxDialsPerPeer: TCPMaxDialsPerPeer, HandshakeTimeout: TCPDialTimeout, ALPN: InferALPN})
+	if err != nil {
+		return nil, err
+	}
+	return &tcpSide{peers: peers, pool: pool, cert: cert, listen: t.Listen, log: lg, now: time.Now,
+		down: make(map[string]time.Time), keys: make(map[string]ed25519.PublicKey)}, nil
+}
+
+// conn returns a pooled connection to nodeID, or nil and why the request
+// goes over QUIC instead.
+func (t *tcpSide) conn(ctx context.Context, nodeID string) (*tlspool.Conn, string) {
+	p, ok := t.peers.LinkedPeer(nodeID)
+	if !ok || p.Addr == nil {
+		return nil, fallbackNoLink
+	}
+	t.mu.Lock()
+	if until, ok := t.down[nodeID]; ok {
+		if t.now().Before(until) {
+			t.mu.Unlock()
+			return nil, fallbackDown
+		}
+		delete(t.down, nodeID)
+	}
+	t.keys[nodeID] = p.Key
+	t.mu.Unlock()
+	c, err := t.pool.Get(ctx, tcpAddr(p.Addr), p.Key)
+	switch {
+	case err == nil:
+		return c, ""
+	case errors.Is(err, tlspool.ErrPoolFull):
+		return nil, fallbackPoolFull
+	case errors.Is(err, tlspool.ErrDialing):
+		return nil, fallbackDialing
+	case ctx.Err() != nil:
+		return nil, "" // the caller's request is over
+	}
+	t.mu.Lock()
+	t.down[nodeID] = t.now().Add(TCPRetryAfter)
+	t.mu.Unlock()
+	t.log.Debug("mesh tcp dial failed; inference goes over quic", zap.String("peer", nodeID), zap.Error(err))
+	return nil, fallbackDial
+}
+
+// tcpAddr is the TCP address beside a peer's mesh (UDP) address.
+func tcpAddr(a net.Addr) string {
+	if u, ok := a.(*net.UDPAddr); ok {
+		return u.AddrPort().String()
+	}
+	return a.String()
+}
+
+// peerEvent closes a peer's connections, both ways, when its link is
+// lost or it is removed (as the QUIC streams on the link end with it), and
+// lets a peer that links again be dialed at once.
+func (t *tcpSide) peerEvent(ev table.PeerEvent) {
+	switch ev.Kind {
+	case table.PeerLinkUp:
+		t.mu.Lock()
+		delete(t.down, ev.Node)
+		t.mu.Unlock()
+	case table.PeerLinkLost, table.PeerRemoved:
+		t.mu.Lock()
+		key, srv := t.keys[ev.Node], t.srv
+		delete(t.keys, ev.Node)
+		t.mu.Unlock()
+		if key != nil {
+			t.pool.ClosePeer(key)
+		}
+		if srv != nil {
+			srv.ClosePeer(ev.Node)
+		}
+	}
+}
+
+// PeerEvent is told what the mesh reports of its links (wire it beside
+// table.ApplyPeerEvent): a peer whose link is lost, or who is removed,
+// loses its inference connections, in use and idle, both ways. A nil
+// Forwarder, or one without TCP, ignores it.
+func (f *Forwarder) PeerEvent(ev table.PeerEvent) {
+	if f == nil || f.tcp == nil {
+		return
+	}
+	f.tcp.peerEvent(ev)
+}
+
+// Run serves inference over TLS/TCP, when the transport is TCP, on
+// mesh.listen's host and the port the mesh's UDP socket is bound to,
+// admitting only configured peers with a pinned key and a live link,
+// until ctx ends; otherwise it waits for ctx. A port that cannot be bound
+// is an error, unless mesh.listen leaves the port to the system (port 0):
+// then the node serves over QUIC only, and says so.
+func (f *Forwarder) Run(ctx context.Context) error {
+	t := f.tcp
+	if t == nil || t.listen == "" {
+		<-ctx.Done()
+		return nil
+	}
+	select {
+	case <-t.peers.Ready():
+	case <-ctx.Done():
+		return nil
+	}
+	host, port, err := net.SplitHostPort(t.listen)
+	if err != nil {
+		return fmt.Errorf("mesh tcp listen %q: %w", t.listen, err)
+	}
+	if u, ok := t.peers.Addr().(*net.UDPAddr); ok {
+		port = strconv.Itoa(u.Port)
+	}
+	addr := net.JoinHostPort(host, port)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		if _, p, _ := net.SplitHostPort(t.listen); p == "0" {
+			f.log.Warn("mesh tcp port in use; peers reach inference over quic", zap.String("addr", addr), zap.Error(err))
+			<-ctx.Done()
+			return nil
+		}
+		return fmt.Errorf("mesh tcp listen %q: %w", addr, err)
+	}
+	srv, err := tlspool.NewServer(tlspool.ServerConfig{Listener: ln, Certificate: t.cert, Admit: t.admit,
+		Handle: f.serveConn, HandshakeTimeout: TCPDialTimeout, MaxConns: TCPMaxServerConns, ALPN: InferALPN})
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	t.mu.Lock()
+	t.srv = srv
+	t.mu.Unlock()
+	f.log.Info("mesh inference listening on tcp", zap.Stringer("addr", ln.Addr()))
+	return srv.Run(ctx)
+}
+
+// TCPAddr is the address inference over TCP is served on; nil when none.
+func (f *Forwarder) TCPAddr() net.Addr {
+	if f.tcp == nil {
+		return nil
+	}
+	f.tcp.mu.Lock()
+	defer f.tcp.mu.Unlock()
+	if f.tcp.srv == nil {
+		return nil
+	}
+	return f.tcp.srv.Addr()
+}
+
+// errNotLinked refuses a connection whose key is not a linked peer's.
+var errNotLinked = errors.New("not a configured peer with a live link")
+
+// admit is the server's admission: the key must be a configured peer's
+// pinned key, and that peer must have a live link (default deny).
+func (t *tcpSide) admit(key ed25519.PublicKey, _ net.Addr) (string, error) {
+	p, ok := t.peers.LinkedPeerByKey(key)
+	if !ok {
+		return "", errNotLinked
+	}
+	return p.ID, nil
+}
+
+// serveConn serves an admitted connection's exchanges, one after
+// another, each as ServeStream serves a stream, until the peer closes it,
+// it idles TCPServerIdleTimeout, an exchange does not end cleanly, or ctx
+// ends.
+func (f *Forwarder) serveConn(ctx context.Context, peerID string, c *tls.Conn) {
+	peer, ok := f.tcp.peers.LinkedPeer(peerID)
+	if !ok {
+		return
+	}
+	f.serveConnOn(ctx, peer, c, c.NetConn())
+}
+
+// serveConnOn is serveConn on c (the TLS connection, or in a fuzz test
+// any connection) over raw (its socket: deadlines, aborts).
+func (f *Forwarder) serveConnOn(ctx context.Context, peer mesh.PeerInfo, c, raw net.Conn) {
+	// The exchanges' contexts hang off the connection's, not all off the
+	// server's one (whose lock every request would take).
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	cs := &tcpConnServer{f: f, ctx: ctx, peer: peer, c: c, raw: raw, wg: &wg}
+	_ = cs.raw.SetReadDeadline(time.Now().Add(TCPServerIdleTimeout))
+	var one [1]byte
+	if _, err := io.ReadFull(c, one[:]); err != nil {
+		return
+	}
+	cs.serve(one[0])
+}
+
+// tcpConnServer is one served connection. Its exchanges run one at a
+// time, each on the goroutine that read its first byte: the first on the
+// connection's, each next one on the previous exchange's watcher (see
+// tcpServerStream.watch).
+type tcpConnServer struct {
+	f    *Forwarder
+	ctx  context.Context
+	peer mesh.PeerInfo
+	c    net.Conn        // the TLS connection
+	raw  net.Conn        // its socket
+	wg   *sync.WaitGroup // every watcher; the connection's goroutine waits
+}
+
+// serve serves exchanges, the first of which has its first byte read,
+// until the connection ends or an exchange hands it to its watcher.
+func (cs *tcpConnServer) serve(first byte) {
+	for {
+		s := &tcpServerStream{cs: cs, first: first, hasFirst: true, over: make(chan struct{})}
+		s.ctx, s.cancel = context.WithCancel(cs.ctx)
+		_ = cs.raw.SetDeadline(time.Time{})
+		cs.f.met.transport(sideServe, TransportTCP)
+		cs.f.serveInfer(cs.ctx, cs.peer, s)
+		if !s.end() {
+			return // closed, or handed to the exchange's watcher
+		}
+		// A short exchange started no watcher: this goroutine waits for
+		// the next request (a goroutine and a wake-up fewer per request).
+		_ = cs.raw.SetReadDeadline(time.Now().Add(TCPServerIdleTimeout))
+		var one [1]byte
+		if _, err := io.ReadFull(cs.c, one[:]); err != nil {
+			_ = cs.raw.Close()
+			return
+		}
+		first = one[0]
+	}
+}
+
+// tcpServerStream is one exchange served on a connection. An exchange
+// still running TCPWatchDelay after its request's end frame was read
+// (requestRead) starts a watcher that reads on: the consumer sends nothing
+// before the answer's end, so what it reads is either the connection's end
+// (the consumer went away: Context ends, which cancels the instance's
+// request, as a reset QUIC stream does) or the first byte of the next
+// request, which it serves, once this exchange ended cleanly, on its own
+// goroutine.
+type tcpServerStream struct {
+	cs       *tcpConnServer
+	first    byte
+	hasFirst bool // first is still to be read (the reading goroutine's)
+	ctx      context.Context
+	cancel   context.CancelFunc
+	over     chan struct{} // closed by end
+	clean    bool          // set before over is closed
+
+	mu       sync.Mutex  // guards reqDone, ended, wroteEnd, broken, watching, timer
+	reqDone  bool        // the request's end frame was read
+	watching bool        // the watcher started
+	timer    *time.Timer // starts the watcher
+	ended    bool        // end ran
+	wroteEnd bool        // the answer's last frame was written (CloseWrite)
+	broken   bool        // the connection cannot serve another exchange
+}
+
+func (s *tcpServerStream) Read(p []byte) (int, error) {
+	if s.hasFirst && len(p) > 0 {
+		p[0], s.hasFirst = s.first, false
+		return 1, nil
+	}
+	n, err := s.cs.c.Read(p)
+	if err != nil {
+		s.markBroken()
+	}
+	return n, err
+}
+
+func (s *tcpServerStream) Write(p []byte) (int, error) {
+	n, err := s.cs.c.Write(p)
+	if err != nil {
+		s.markBroken()
+	}
+	return n, err
+}
+
+func (s *tcpServerStream) markBroken() {
+	s.mu.Lock()
+	s.broken = true
+	s.mu.Unlock()
+}
+
+// SetReadDeadline applies until the request is read; then the watcher
+// owns the read side.
+func (s *tcpServerStream) SetReadDeadline(t time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.reqDone || s.ended {
+		return nil
+	}
+	return s.cs.raw.SetReadDeadline(t)
+}
+
+func (s *tcpServerStream) SetWriteDeadline(t time.Time) error {
+	return s.cs.raw.SetWriteDeadline(t)
+}
+
+func (s *tcpServerStream) Context() context.Context { return s.ctx }
+
+// CloseWrite marks the answer complete: its end frame (or refusal) went.
+func (s *tcpServerStream) CloseWrite() error {
+	s.mu.Lock()
+	s.wroteEnd = true
+	s.mu.Unlock()
+	return nil
+}
+
+// Reset closes the connection: the consumer sees it end at once.
+func (s *tcpServerStream) Reset(mesh.StreamCode) {
+	s.markBroken()
+	s.cancel()
+	_ = s.cs.raw.Close()
+}
+
+func (s *tcpServerStream) AbortWrite(code mesh.StreamCode) { s.Reset(code) }
+
+// StopReading leaves the rest of the request unread: the connection then
+// serves no other exchange.
+func (s *tcpServerStream) StopReading(mesh.StreamCode) {
+	s.mu.Lock()
+	if !s.reqDone {
+		s.broken = true
+	}
+	s.mu.Unlock()
+}
+
+func (s *tcpServerStream) FinishReading(time.Duration) bool { return true }
+
+// appendRespEnd appends the answer's end frame for s. On a connection it
+// carries one byte, connKept when the request was read to its end frame
+// (the connection then serves the next exchange), connClosed when not (a
+// streamed body the instance answered before it read it whole: the
+// connection closes after): the consumer reuses it only when told so.
+// On a QUIC stream it is empty.
+func appendRespEnd(w []byte, s inferStream) []byte {
+	ts, ok := s.(*tcpServerStream)
+	if !ok {
+		return mesh.AppendFrameHeader(w, frameRespEnd, 0)
+	}
+	ts.mu.Lock()
+	kept := ts.reqDone && !ts.broken
+	ts.mu.Unlock()
+	b := connClosed
+	if kept {
+		b = connKept
+	}
+	return append(mesh.AppendFrameHeader(w, frameRespEnd, 1), b)
+}
+
+// The end frame's byte on a connection (appendRespEnd).
+const (
+	connClosed byte = 0
+	connKept   byte = 1
+)
+
+// requestRead arms the watcher once the request's end frame is read.
+func (s *tcpServerStream) requestRead() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.reqDone || s.ended {
+		return
+	}
+	s.reqDone = true
+	_ = s.cs.raw.SetReadDeadline(time.Time{})
+	s.timer = time.AfterFunc(TCPWatchDelay, s.startWatch)
+}
+
+// startWatch starts the watcher of an exchange still running.
+func (s *tcpServerStream) startWatch() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended || s.watching {
+		return
+	}
+	s.watching = true
+	s.cs.wg.Go(s.watch) // the connection's goroutine, or a watcher, is running
+}
+
+// end runs once the exchange's handler returned: a clean exchange leaves
+// the connection to its watcher, if it started (idle from now,
+// TCPServerIdleTimeout), or to the caller (cont); any other closes it.
+func (s *tcpServerStream) end() (cont bool) {
+	s.mu.Lock()
+	s.ended = true
+	clean := s.reqDone && s.wroteEnd && !s.broken
+	watching := s.watching
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	s.mu.Unlock()
+	if clean && watching {
+		_ = s.cs.raw.SetReadDeadline(time.Now().Add(TCPServerIdleTimeout))
+	} else if !clean {
+		_ = s.cs.raw.Close()
+	}
+	s.clean = clean
+	close(s.over)
+	s.cancel()
+	return clean && !watching
+}
+
+// watch reads past the request: the connection's end cancels the
+// exchange; a byte is the next request's first, served once this
+// exchange ended cleanly.
+func (s *tcpServerStream) watch() {
+	var one [1]byte
+	_, err := s.cs.c.Read(one[:])
+	if err != nil {
+		s.cancel() // the consumer went away, or the exchange closed the connection
+		<-s.over
+		_ = s.cs.raw.Close()
+		return
+	}
+	<-s.over
+	if !s.clean {
+		_ = s.cs.raw.Close()
+		return
+	}
+	s.cs.serve(one[0])
+}
+
+// tcpClientStream is one exchange a consumer sends on a pooled
+// connection. Any abort closes the connection; the connection goes back
+// to the pool only after an exchange read to its end frame.
+type tcpClientStream struct {
+	c      *tlspool.Conn
+	broken atomic.Bool
+	// kept is the answer's end frame saying the serving side read the
+	// request whole (appendRespEnd); set by relayResponse.
+	kept bool
+	// ioErr is whether a Read or Write failed other than by a deadline:
+	// the connection ended (closed, reset, aborted by ClosePeer).
+	ioErr atomic.Bool
+}
+
+func (s *tcpClientStream) failed(err error) {
+	s.broken.Store(true)
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		s.ioErr.Store(true)
+	}
+}
+
+func (s *tcpClientStream) Read(p []byte) (int, error) {
+	n, err := s.c.Read(p)
+	if err != nil {
+		s.failed(err)
+	}
+	return n, err
+}
+
+func (s *tcpClientStream) Write(p []byte) (int, error) {
+	n, err := s.c.Write(p)
+	if err != nil {
+		s.failed(err)
+	}
+	return n, err
+}
+
+func (s *tcpClientStream) SetReadDeadline(t time.Time) error  { return s.c.SetReadDeadline(t) }
+func (s *tcpClientStream) SetWriteDeadline(t time.Time) error { return s.c.SetWriteDeadline(t) }
+func (s *tcpClientStream) Context() context.Context           { return context.Background() }
+func (s *tcpClientStream) CloseWrite() error                  { return nil }
+func (s *tcpClientStream) FinishReading(time.Duration) bool   { return true }
+
+// Reset aborts the connection; it may be called from any goroutine.
+func (s *tcpClientStream) Reset(mesh.StreamCode) {
+	s.broken.Store(true)
+	s.c.Abort()
+}
+
+// StopReading does nothing: the exchange's end decides whether the
+// connection is reused or aborted (ForwardRemote).
+func (s *tcpClientStream) StopReading(mesh.StreamCode) {}
+
+func (s *tcpClientStream) AbortWrite(code mesh.StreamCode) { s.Reset(code) }
+
+// connFailed reports whether s is an exchange on a connection that ended
+// under it (closed, reset, aborted by ClosePeer) rather than one the peer
+// answered badly or that passed a deadline: as a QUIC link failure, the
+// request may go to another node when nothing was relayed.
+func connFailed(s inferStream) bool {
+	cs, ok := s.(*tcpClientStream)
+	return ok && cs.ioErr.Load()
+}

@@ -1,0 +1,231 @@
+package meshproxy
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nodeld/nodeld/internal/mesh/meshtest"
+	"github.com/nodeld/nodeld/internal/proxy/proxytest"
+	"github.com/nodeld/nodeld/internal/table"
+	"github.com/nodeld/nodeld/internal/tlspool"
+)
+
+var tcpDeps = Deps{TCP: TCP{Transport: TransportTCP}}
+
+// tcpPair is pairNodes with a's and b's transport chosen.
+func tcpPair(t *testing.T, up *proxytest.Upstream, aDeps, bDeps Deps) (a, b *meshNode) {
+	t.Helper()
+	nodes := newMeshNodes(t, "a", "b")
+	a, b = nodes[0], nodes[1]
+	b.serve(up.URL, "served-model", a)
+	a.Table.AllowRemoteNode("chat", b.ID(), true)
+	a.start(aDeps, b)
+	b.start(bDeps)
+	b.admitLater(a)
+	a.resolvesTo(b)
+	return a, b
+}
+
+func counter(t *testing.T, n *meshNode, name string, labels map[string]string) float64 {
+	t.Helper()
+	v, _ := metricValue(t, n.Registry, name, labels)
+	return v
+}
+
+func transportCount(t *testing.T, n *meshNode, side, transport string) float64 {
+	return counter(t, n, "nodeld_proxy_mesh_transport_total", map[string]string{"side": side, "transport": transport})
+}
+
+// TestTCPCarriesInference (issue 26): with the transport tcp on both
+// nodes, answers, streams and embeddings cross over one pinned TLS
+// connection, reused from request to request; QUIC carries none of them.
+func TestTCPCarriesInference(t *testing.T) {
+	up := proxytest.New(t, proxytest.Options{Model: "served-model", Chunks: 3})
+	a, b := tcpPair(t, up, tcpDeps, tcpDeps)
+	for i := range 3 {
+		if res, body := a.h.post("chat", "/v1/chat/completions", chatBody(false)); res.StatusCode != 200 || !strings.Contains(string(body), "hello from served-model") {
+			t.Fatalf("answer %d: %d %s", i, res.StatusCode, body)
+		}
+		res, body := a.h.post("chat", "/v1/chat/completions", chatBody(true))
+		if res.StatusCode != 200 || !strings.HasSuffix(string(body), "data: [DONE]\n\n") {
+			t.Fatalf("stream %d: %d %s", i, res.StatusCode, body)
+		}
+		// A body over proxy.MeshBufferedBodyBytes streams to the instance
+		// as it arrives: read to its end, the connection serves again.
+		big := `{"input":"` + strings.Repeat("x", 1<<20) + `"}`
+		if res, body := a.h.post("chat", "/v1/embeddings", big); res.StatusCode != 200 {
+			t.Fatalf("embeddings %d: %d %s", i, res.StatusCode, body)
+		}
+	}
+	if got := up.Requests()[0].Body; !strings.Contains(string(got), `"model":"served-model"`) {
+		t.Errorf("upstream body %s: model not pinned", got)
+	}
+	for _, c := range []struct {
+		n        *meshNode
+		side, tr string
+		want     float64
+	}{
+		{a, sideForward, TransportTCP, 9}, {a, sideForward, TransportQUIC, 0},
+		{b, sideServe, TransportTCP, 9}, {b, sideServe, TransportQUIC, 0},
+	} {
+		if got := transportCount(t, c.n, c.side, c.tr); got != c.want {
+			t.Errorf("%s %s over %s: %v, want %v", c.n.Name, c.side, c.tr, got, c.want)
+		}
+	}
+	if st := a.fwd.tcp.pool.Stats(); st.Dials != 1 || st.Reuses != 8 {
+		t.Errorf("pool %+v, want one dial reused for the 8 later requests", st)
+	}
+}
+
+// TestTCPFallsBackToQUIC: a peer that serves no TCP (an older version,
+// or the transport quic) is reached over QUIC; the failed dial is
+// counted, and the next requests go over QUIC without dialing again
+// until TCPRetryAfter has passed.
+func TestTCPFallsBackToQUIC(t *testing.T) {
+	up := proxytest.New(t, proxytest.Options{Model: "served-model"})
+	a, b := tcpPair(t, up, tcpDeps, Deps{TCP: TCP{Transport: TransportQUIC}})
+	for i := range 3 {
+		if res, body := a.h.post("chat", "/v1/chat/completions", chatBody(false)); res.StatusCode != 200 {
+			t.Fatalf("request %d: %d %s", i, res.StatusCode, body)
+		}
+	}
+	if got := counter(t, a, "nodeld_proxy_mesh_tcp_fallbacks_total", map[string]string{"reason": fallbackDial}); got != 1 {
+		t.Errorf("fallbacks after a failed dial: %v, want 1", got)
+	}
+	if got := counter(t, a, "nodeld_proxy_mesh_tcp_fallbacks_total", map[string]string{"reason": fallbackDown}); got != 2 {
+		t.Errorf("fallbacks while the peer is down for tcp: %v, want 2", got)
+	}
+	if got := transportCount(t, b, sideServe, TransportQUIC); got != 3 {
+		t.Errorf("served over quic: %v, want 3", got)
+	}
+	if st := a.fwd.tcp.pool.Stats(); st.Dials != 1 {
+		t.Errorf("pool %+v, want one dial", st)
+	}
+	// Past the wait, TCP is tried again.
+	a.fwd.tcp.now = func() time.Time { return time.Now().Add(TCPRetryAfter) }
+	if res, body := a.h.post("chat", "/v1/chat/completions", chatBody(false)); res.StatusCode != 200 {
+		t.Fatalf("request after the wait: %d %s", res.StatusCode, body)
+	}
+	if st := a.fwd.tcp.pool.Stats(); st.Dials != 2 {
+		t.Errorf("pool %+v, want a second dial after TCPRetryAfter", st)
+	}
+}
+
+// TestTCPAdmitsOnlyLinkedPeers: the TCP server refuses a key that is not
+// a configured peer's (default deny), and a configured peer whose link
+// is not up.
+func TestTCPAdmitsOnlyLinkedPeers(t *testing.T) {
+	up := proxytest.New(t, proxytest.Options{Model: "served-model"})
+	_, b := tcpPair(t, up, tcpDeps, tcpDeps)
+	addr := b.fwd.TCPAddr().String()
+	stranger := meshtest.NewIdentity(t)
+	cert, err := stranger.TLSCertificate(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := tlspool.NewPool(tlspool.Config{Certificate: cert, ALPN: InferALPN})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+	defer cancel()
+	if _, err := p.Get(ctx, addr, b.Ident.PublicKey()); !errors.Is(err, tlspool.ErrNotAdmitted) {
+		t.Fatalf("a stranger's dial: %v, want ErrNotAdmitted", err)
+	}
+	// b's own key is never a peer.
+	if _, ok := b.fwd.tcp.peers.LinkedPeerByKey(b.Ident.PublicKey()); ok {
+		t.Error("b admits its own key")
+	}
+	// A configured peer without a live link (c is configured on b, never
+	// started).
+	c := newMeshNodes(t, "c")[0]
+	b.Apply(append(b.Config.Peers, c.Peer())...)
+	ccert, err := c.Ident.TLSCertificate(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := tlspool.NewPool(tlspool.Config{Certificate: ccert, ALPN: InferALPN})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cp.Close()
+	if _, err := cp.Get(ctx, addr, b.Ident.PublicKey()); !errors.Is(err, tlspool.ErrNotAdmitted) {
+		t.Fatalf("an unlinked peer's dial: %v, want ErrNotAdmitted", err)
+	}
+}
+
+// TestTCPRefusalKeepsTheConnection: a request the serving node refuses
+// before its body (over capacity) is read to its end, so the connection
+// serves the next exchange: no dial per refusal.
+func TestTCPRefusalKeepsTheConnection(t *testing.T) {
+	up, gate := blockEmbeddings(t)
+	defer gate.Open()
+	a, _ := tcpPair(t, up, tcpDeps, Deps{TCP: TCP{Transport: TransportTCP}, MaxInflightPerPeer: 1})
+	first := make(chan int, 1)
+	go func() {
+		res, _ := a.h.post("chat", "/v1/embeddings", `{"input":"x"}`)
+		first <- res.StatusCode
+	}()
+	wait(t, gate.Entered, "the blocking request upstream")
+	for i := range 3 {
+		res, body := a.h.post("chat", "/v1/chat/completions", chatBody(false))
+		if res.StatusCode != http.StatusTooManyRequests || errorCode(t, body) != "over_capacity" {
+			t.Fatalf("request %d while b is full: %d %s, want 429 over_capacity", i, res.StatusCode, body)
+		}
+	}
+	gate.Open()
+	if status := wait(t, first, "the first request"); status != 200 {
+		t.Fatalf("first request: %d", status)
+	}
+	if res, body := a.h.post("chat", "/v1/chat/completions", chatBody(false)); res.StatusCode != 200 {
+		t.Fatalf("after the refusals: %d %s", res.StatusCode, body)
+	}
+	if st := a.fwd.tcp.pool.Stats(); st.Dials != 2 {
+		t.Errorf("pool %+v, want 2 dials (the blocked request's and one for the rest)", st)
+	}
+}
+
+// TestTCPLinkLostAbortsExchanges: when the mesh reports a peer's link
+// lost (a dead or cut peer, found by the liveness check), its TCP
+// connections end at once on both sides: the consumer's request does not
+// hang on a connection to a dead peer, and the serving node cancels the
+// instance's request.
+func TestTCPLinkLostAbortsExchanges(t *testing.T) {
+	for _, side := range []string{"consumer", "server"} {
+		t.Run(side, func(t *testing.T) {
+			var cancelled atomic.Bool
+			entered := make(chan struct{}, 1)
+			up := proxytest.New(t, proxytest.Options{Chunks: 3, Hooks: proxytest.Hooks{BeforeChunk: func(ctx context.Context, i int) {
+				if i == 1 {
+					entered <- struct{}{}
+					<-ctx.Done()
+					cancelled.Store(true)
+				}
+			}}})
+			a, b := tcpPair(t, up, tcpDeps, tcpDeps)
+			got := postCtx(context.Background(), a, chatBody(true))
+			wait(t, entered, "the instance serving the request")
+			start := time.Now()
+			if side == "consumer" {
+				a.fwd.PeerEvent(table.PeerEvent{Kind: table.PeerLinkLost, Node: b.ID(), Loss: table.LossDropped})
+			} else {
+				b.fwd.PeerEvent(table.PeerEvent{Kind: table.PeerLinkLost, Node: a.ID(), Loss: table.LossDropped})
+			}
+			ans := wait(t, got, "the request's end")
+			if ans.status == 200 && ans.err == nil {
+				t.Fatalf("a request whose connection was closed: %+v", ans)
+			}
+			if d := time.Since(start); d > 2*time.Second {
+				t.Errorf("the request ended %v after the link was lost", d)
+			}
+			meshtest.WaitFor(t, "the instance's request cancelled", cancelled.Load)
+			meshtest.WaitFor(t, "serving slot released", func() bool { n, _ := b.fwd.Inflight(); return n == 0 })
+		})
+	}
+}

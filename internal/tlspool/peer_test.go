@@ -1,0 +1,149 @@
+package tlspool
+
+import (
+	"crypto/ed25519"
+	"errors"
+	"net"
+	"testing"
+	"time"
+)
+
+// An idle connection its peer closed (the server's handler returned, as
+// on a restart) is not handed out again: Get dials a new one and counts
+// the dead one.
+func TestPoolSkipsAnIdleConnectionThePeerClosed(t *testing.T) {
+	cert, key := newCert(t)
+	srv := startServer(t, map[string]ed25519.PublicKey{"client": key}, nil)
+	p := newPool(t, cert, nil)
+	c, err := p.Get(ctxT(t), srv.addr, srv.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recv(t, srv.peers, "the admitted peer")
+	echo(t, c, "one")
+	p.Put(c)
+	// The server closes every connection of the peer; the client's idle
+	// one sees the end of stream.
+	deadlineAt := time.Now().Add(deadline)
+	for srv.srv.ClosePeer("client") == 0 {
+		if time.Now().After(deadlineAt) {
+			t.Fatal("the server never tracked the connection as the peer's")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	recv(t, srv.ended, "the handler's end")
+	c2, err := p.Get(ctxT(t), srv.addr, srv.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if c2 == c {
+		t.Fatal("the closed idle connection was handed out again")
+	}
+	echo(t, c2, "two")
+	if st := p.Stats(); st.Dead != 1 || st.Dials != 2 || st.Reuses != 0 {
+		t.Errorf("stats %+v, want one dead, two dials, no reuse", st)
+	}
+}
+
+// ClosePeer aborts a connection in use: a read blocked on it returns at
+// once, and putting it back afterwards does not make it idle.
+func TestClosePeerAbortsConnectionsInUse(t *testing.T) {
+	cert, key := newCert(t)
+	srv := startServer(t, map[string]ed25519.PublicKey{"client": key}, nil)
+	p := newPool(t, cert, nil)
+	c, err := p.Get(ctxT(t), srv.addr, srv.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	echo(t, c, "one")
+	read := make(chan error, 1)
+	go func() {
+		_, err := c.Read(make([]byte, 1)) // nothing comes
+		read <- err
+	}()
+	if n := p.ClosePeer(srv.key); n != 1 {
+		t.Errorf("ClosePeer closed %d, want 1", n)
+	}
+	if err := recv(t, read, "the blocked read"); err == nil {
+		t.Error("read on an aborted connection succeeded")
+	}
+	p.Put(c)
+	if st := p.Stats(); st.Open != 0 || st.Idle != 0 {
+		t.Errorf("stats %+v after ClosePeer and Put, want nothing open", st)
+	}
+	recv(t, srv.ended, "the handler's end")
+}
+
+// A pool and a server with different protocols never talk: the dial
+// fails (ErrALPN, or the server's handshake failure), and a matching one
+// works.
+func TestALPNMustMatch(t *testing.T) {
+	cert, key := newCert(t)
+	srv := startServer(t, map[string]ed25519.PublicKey{"client": key}, func(c *ServerConfig) { c.ALPN = "proto/2" })
+	other := newPool(t, cert, func(c *Config) { c.ALPN = "proto/1" })
+	if _, err := other.Get(ctxT(t), srv.addr, srv.key); err == nil {
+		t.Fatal("a dial offering another protocol succeeded")
+	}
+	none := newPool(t, cert, nil)
+	if _, err := none.Get(ctxT(t), srv.addr, srv.key); err == nil {
+		t.Fatal("a dial offering no protocol succeeded")
+	}
+	plain := startServer(t, map[string]ed25519.PublicKey{"client": key}, nil)
+	if _, err := other.Get(ctxT(t), plain.addr, plain.key); !errors.Is(err, ErrALPN) {
+		t.Fatalf("dial of a server selecting no protocol: %v, want ErrALPN", err)
+	}
+	same := newPool(t, cert, func(c *Config) { c.ALPN = "proto/2" })
+	c, err := same.Get(ctxT(t), srv.addr, srv.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	echo(t, c, "ok")
+	var _ net.Conn = c
+}
+
+// With PeekAfter, a connection put back within it is handed out without
+// the peek (its peer's close is found by the exchange); one idle longer
+// is peeked.
+func TestPeekAfter(t *testing.T) {
+	cert, key := newCert(t)
+	srv := startServer(t, map[string]ed25519.PublicKey{"client": key}, nil)
+	now := time.Unix(1000, 0)
+	p := newPool(t, cert, func(c *Config) {
+		c.PeekAfter = time.Second
+		c.Now = func() time.Time { return now }
+	})
+	c, err := p.Get(ctxT(t), srv.addr, srv.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recv(t, srv.peers, "the admitted peer")
+	echo(t, c, "one")
+	p.Put(c)
+	deadlineAt := time.Now().Add(deadline)
+	for srv.srv.ClosePeer("client") == 0 {
+		if time.Now().After(deadlineAt) {
+			t.Fatal("the server never tracked the connection as the peer's")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	recv(t, srv.ended, "the handler's end")
+	c2, err := p.Get(ctxT(t), srv.addr, srv.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c2 != c {
+		t.Fatal("a connection idle less than PeekAfter was peeked")
+	}
+	p.Put(c2)
+	now = now.Add(time.Second)
+	c3, err := p.Get(ctxT(t), srv.addr, srv.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c3.Close()
+	if c3 == c {
+		t.Fatal("a closed connection idle PeekAfter was handed out")
+	}
+}
