@@ -216,7 +216,7 @@ func (c *Controller) Demand(ctx context.Context, role, fromNodeID string) (strin
 			return "", &DemandError{Code: DemandUnknownRole, Role: role, Node: fromNodeID}
 		}
 	}
-	if !c.demandAllowed(w, fromNodeID) {
+	if !demandAllowed(w, fromNodeID, c.selfID()) {
 		c.met.demands.WithLabelValues(string(DemandNotAllowed)).Inc()
 		return "", &DemandError{Code: DemandNotAllowed, Role: role, Node: fromNodeID, Workload: w.Name}
 	}
@@ -267,12 +267,12 @@ func (c *core) heldLocked(name string) int {
 	return n
 }
 
-// demandAllowed says whether node may demand w.
-func (c *Controller) demandAllowed(w Workload, node string) bool {
+// demandAllowed says whether node may demand w (self is this node)
+func demandAllowed(w Workload, node, self string) bool {
 	if node == "" {
 		return false
 	}
-	if node == c.selfID() {
+	if node == self {
 		return true
 	}
 	return slices.Contains(w.OnDemand.DemandFrom, node)
