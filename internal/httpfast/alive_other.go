@@ -4,6 +4,6 @@ package httpfast
 
 import "net"
 
-// connAlive cannot peek without blocking here: an idle connection the
-// instance closed fails its next exchange, which is then retried once.
-func connAlive(net.Conn) bool { return true }
+// ConnAlive cannot peek without blocking here: an idle connection the
+// peer closed fails its next exchange (the upstream pool retries it once).
+func ConnAlive(net.Conn) bool { return true }

@@ -7,11 +7,13 @@ import (
 	"syscall"
 )
 
-// connAlive reports whether an idle connection to an instance is still
-// open and silent: a non-blocking peek finds nothing to read. An instance
-// that closed it (end of file) or sent bytes nobody asked for makes it
-// unusable.
-func connAlive(c net.Conn) bool {
+// ConnAlive reports whether an idle connection is still open and silent:
+// a non-blocking peek finds nothing to read. A peer that closed it (end of
+// file) or sent bytes nobody asked for makes it unusable. One system call,
+// no goroutine, no timer; a connection that is not a syscall.Conn is taken
+// as alive. The upstream pool checks instances' connections with it, and
+// internal/tlspool the raw TCP under its idle TLS connections.
+func ConnAlive(c net.Conn) bool {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
 		return true

@@ -102,7 +102,7 @@ func (up *Pool) get(ctx context.Context, key PoolKey, replay bool) (*Conn, error
 		up.idle[key] = stack[:len(stack)-1]
 		up.mu.Unlock()
 		idle := now.Sub(uc.idleFrom)
-		if idle < upstreamIdleTimeout && ((replay && idle < freshIdle) || connAlive(uc.conn)) {
+		if idle < upstreamIdleTimeout && ((replay && idle < freshIdle) || ConnAlive(uc.conn)) {
 			uc.reused = true
 			return uc, nil
 		}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodeld/nodeld/internal/httpfast"
 	"github.com/nodeld/nodeld/internal/identity"
 )
 
@@ -223,7 +224,7 @@ func (p *Pool) Get(ctx context.Context, addr string, key ed25519.PublicKey) (*Co
 			p.stats.Expired++
 			continue
 		}
-		if now.Sub(c.idleSince) >= p.cfg.PeekAfter && !peerOpen(c.NetConn()) {
+		if now.Sub(c.idleSince) >= p.cfg.PeekAfter && !httpfast.ConnAlive(c.NetConn()) {
 			// The peer closed it while it was idle (a restart, its
 			// idle timeout): reusing it would fail the next request.
 			stale = append(stale, c)
