@@ -199,9 +199,9 @@ func TestDemandFlood(t *testing.T) {
 	const calls, workers = 1000, 8
 	start := time.Now()
 	var (
-		mu      sync.Mutex
-		limited int
-		wg      sync.WaitGroup
+		mu          sync.Mutex
+		limited, ok int
+		wg          sync.WaitGroup
 	)
 	for range workers {
 		wg.Go(func() {
@@ -210,6 +210,9 @@ func TestDemandFlood(t *testing.T) {
 				var ref *Refused
 				switch {
 				case err == nil:
+					mu.Lock()
+					ok++
+					mu.Unlock()
 				case errors.As(err, &ref) && ref.Code == CodeRateLimited:
 					mu.Lock()
 					limited++
@@ -230,8 +233,11 @@ func TestDemandFlood(t *testing.T) {
 	if starts != 1 {
 		t.Fatalf("%d starts, want 1", starts)
 	}
-	if limited != calls-handled {
-		t.Fatalf("%d rate-limited, want %d", limited, calls-handled)
+	// A call the bucket let through reaches the handler, or is answered
+	// starting beside one in flight for the role (coalesced): never more
+	// handled than answered.
+	if limited+ok != calls || handled > ok {
+		t.Fatalf("%d rate-limited, %d answered, %d handled, of %d calls", limited, ok, handled, calls)
 	}
 	rec.Advance(chain.DefaultRecordWindow)
 	rec.Flush(t)
