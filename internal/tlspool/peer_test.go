@@ -24,14 +24,7 @@ func TestPoolSkipsAnIdleConnectionThePeerClosed(t *testing.T) {
 	p.Put(c)
 	// The server closes every connection of the peer; the client's idle
 	// one sees the end of stream.
-	deadlineAt := time.Now().Add(deadline)
-	for srv.srv.ClosePeer("client") == 0 {
-		if time.Now().After(deadlineAt) {
-			t.Fatal("the server never tracked the connection as the peer's")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	recv(t, srv.ended, "the handler's end")
+	closeFromServer(t, srv)
 	c2, err := p.Get(ctxT(t), srv.addr, srv.key)
 	if err != nil {
 		t.Fatal(err)
@@ -121,14 +114,7 @@ func TestPeekAfter(t *testing.T) {
 	recv(t, srv.peers, "the admitted peer")
 	echo(t, c, "one")
 	p.Put(c)
-	deadlineAt := time.Now().Add(deadline)
-	for srv.srv.ClosePeer("client") == 0 {
-		if time.Now().After(deadlineAt) {
-			t.Fatal("the server never tracked the connection as the peer's")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	recv(t, srv.ended, "the handler's end")
+	closeFromServer(t, srv)
 	c2, err := p.Get(ctxT(t), srv.addr, srv.key)
 	if err != nil {
 		t.Fatal(err)
@@ -146,4 +132,18 @@ func TestPeekAfter(t *testing.T) {
 	if c3 == c {
 		t.Fatal("a closed connection idle PeekAfter was handed out")
 	}
+}
+
+// closeFromServer has srv close every connection of peer "client" (once
+// it tracks one as that peer's) and waits for its handler to end.
+func closeFromServer(t *testing.T, srv *server) {
+	t.Helper()
+	deadlineAt := time.Now().Add(deadline)
+	for srv.srv.ClosePeer("client") == 0 {
+		if time.Now().After(deadlineAt) {
+			t.Fatal("the server never tracked the connection as the peer's")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	recv(t, srv.ended, "the handler's end")
 }

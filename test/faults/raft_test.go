@@ -5,6 +5,7 @@ package faults
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -217,6 +218,38 @@ func killLeaderAndHost(c *cluster) outcome {
 // believed it led.
 const partitionHold = rescheduleLimit
 
+// leaderCut is what faults 10 and 11 start from: the settled cluster's
+// host of the workload, its raft leader and that leader's view, the
+// other controllers, the nodes the leader is cut from (all but itself
+// and the host), and the host's stale_term refusals so far.
+type leaderCut struct {
+	host, old   *node
+	before      raftView
+	rest        []string
+	cutFrom     []string
+	staleBefore float64
+}
+
+// prepareLeaderCut waits for a settled cluster with an agreed leader and
+// reads what a leader's cut starts from.
+func (c *cluster) prepareLeaderCut() (leaderCut, error) {
+	h, err := c.waitSettled()
+	if err != nil {
+		return leaderCut{}, err
+	}
+	old := c.leader()
+	if old == nil {
+		return leaderCut{}, errors.New("no agreed leader before the fault")
+	}
+	before, _ := old.raft()
+	stale, err := h.metricWith("nodeld_host_ctl_calls_total", `result="stale_term"`)
+	if err != nil {
+		return leaderCut{}, err
+	}
+	return leaderCut{host: h, old: old, before: before, rest: others(c.ctrls, old.name),
+		cutFrom: others(raftNodes, old.name, h.name), staleBefore: stale}, nil
+}
+
 // partitionLeader is fault 10: the switch drops every frame between the
 // leader and every node but the host running the workload, which still
 // reaches everyone (so the majority's new leader holds it alive: no
@@ -228,21 +261,11 @@ const partitionHold = rescheduleLimit
 // partition heals: one leader, the cluster settled with the one copy
 // where it was.
 func partitionLeader(c *cluster) outcome {
-	h, err := c.waitSettled()
+	lc, err := c.prepareLeaderCut()
 	if err != nil {
 		return miss("%v", err)
 	}
-	old := c.leader()
-	if old == nil {
-		return miss("no agreed leader before the fault")
-	}
-	before, _ := old.raft()
-	rest := others(c.ctrls, old.name)
-	cutFrom := others(raftNodes, old.name, h.name)
-	staleBefore, err := h.metricWith("nodeld_host_ctl_calls_total", `result="stale_term"`)
-	if err != nil {
-		return miss("%v", err)
-	}
+	h, old, before, rest, cutFrom, staleBefore := lc.host, lc.old, lc.before, lc.rest, lc.cutFrom, lc.staleBefore
 	cut := false
 	defer func() { // whatever happens below, the partition heals
 		if cut {
@@ -350,21 +373,11 @@ func partitionLeader(c *cluster) outcome {
 // what it did; the row passes on what must hold either way. Then the
 // cut heals as in fault 10.
 func freezeCutLeader(c *cluster) outcome {
-	h, err := c.waitSettled()
+	lc, err := c.prepareLeaderCut()
 	if err != nil {
 		return miss("%v", err)
 	}
-	old := c.leader()
-	if old == nil {
-		return miss("no agreed leader before the fault")
-	}
-	before, _ := old.raft()
-	rest := others(c.ctrls, old.name)
-	cutFrom := others(raftNodes, old.name, h.name)
-	staleBefore, err := h.metricWith("nodeld_host_ctl_calls_total", `result="stale_term"`)
-	if err != nil {
-		return miss("%v", err)
-	}
+	h, old, before, rest, cutFrom, staleBefore := lc.host, lc.old, lc.before, lc.rest, lc.cutFrom, lc.staleBefore
 	cut, frozen := false, false
 	defer func() { // whatever happens below, it ends thawed and healed
 		if frozen {
