@@ -2,15 +2,18 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nodeld/nodeld/internal/ctlraft"
 	"github.com/nodeld/nodeld/internal/engine"
 	"github.com/nodeld/nodeld/internal/mesh"
 	"github.com/nodeld/nodeld/internal/plane"
+	"github.com/nodeld/nodeld/internal/raftmesh"
 )
 
 // view is the controller's view of node id (ok false when it is no
@@ -27,7 +30,8 @@ func (mn *mnode) view(id string) (plane.NodeView, bool) {
 // statePath is the node's controller state file.
 func (mn *mnode) statePath() string { return filepath.Join(mn.dataDir, plane.StateFile) }
 
-// TestMeshtest_9_5_RestartRestoresPlacements: the state file is 0600;
+// TestMeshtest_9_5_RestartRestoresPlacements: the state (the raft log of
+// a single controller) is 0600;
 // after a controller restart its placement is listed at once, while B is
 // not alive until a tick describes it again; status, stop and unload of
 // the placed instance work through the restarted controller, and the
@@ -44,12 +48,15 @@ func TestMeshtest_9_5_RestartRestoresPlacements(t *testing.T) {
 	if rc != 0 || res.Outcome != "placed" {
 		t.Fatalf("place = %d %+v\n%s", rc, res, errOut)
 	}
-	fi, err := os.Stat(a.statePath())
+	fi, err := os.Stat(filepath.Join(a.dataDir, ctlraft.Dir, raftmesh.LogFile))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if fi.Mode().Perm() != 0o600 {
 		t.Fatalf("state file mode %v, want 0600", fi.Mode().Perm())
+	}
+	if _, err := os.Stat(a.statePath()); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a single controller wrote %s: %v", plane.StateFile, err)
 	}
 
 	a.restart()

@@ -184,6 +184,9 @@ type mnode struct {
 	// restartPolicy is its host's restart policy (testHooks.host; set
 	// before run).
 	restartPolicy runner.RestartPolicy
+	// stateFile runs its controller as a version before raft did, its
+	// state in controller.json (testHooks.stateFile; set before run).
+	stateFile bool
 
 	n      *node
 	chain  *chain.Chain
@@ -353,6 +356,7 @@ func (mn *mnode) tryRun() error {
 		hooks: testHooks{
 			discover:    []runner.DiscoverCandidate{},
 			manualTicks: true,
+			stateFile:   mn.stateFile,
 			place:       dispatch.PlaceHooks{After: mn.afterPlace},
 			host: hostHooks{
 				restart: mn.restartPolicy,

@@ -265,8 +265,8 @@ func TestRaftControllersPartitionFenced(t *testing.T) {
 // TestRaftUpgradeFromOneController (issue 25 acceptance 5): a controller
 // that ran alone placed a workload (its state in controller.json); it and
 // two new controllers restart as voters of each other, the new ones
-// first. The old controller stands first (the others wait
-// ctlraft.FirstBootWait on a new cluster), leads, imports its file once
+// first. The old controller stands first (the others, with no state, wait
+// ctlraft.FirstBootWait for a leader to add them), leads, imports its file once
 // (kept as controller.json.imported) and carries on: the placement is in
 // every replica, the host still runs one instance, nothing is placed
 // again.
@@ -276,6 +276,7 @@ func TestRaftUpgradeFromOneController(t *testing.T) {
 	m := newMesh(t, "a", "b", "c", "d")
 	idD := m.id("d")
 	d := m.start("d", raftConfig(m, "d", anchor, false))
+	m.node("a").stateFile = true // a version before raft
 	a := m.start("a", raftConfig(m, "a", anchor, false))
 	a.waitAlive(idD)
 	res, rc, errOut := a.placeJSON(dir)
@@ -283,6 +284,7 @@ func TestRaftUpgradeFromOneController(t *testing.T) {
 		t.Fatalf("place on the single controller = %d %+v\n%s", rc, res, errOut)
 	}
 	a.kill()
+	a.stateFile = false
 	nodes := map[string]*mnode{"a": a, "d": d}
 	for _, n := range []string{"b", "c", "a"} {
 		if n == "a" {

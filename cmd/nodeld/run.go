@@ -119,11 +119,12 @@ type nodeDeps struct {
 // component takes it: only tests, and the --test-* flags of a
 // nodeld_testhooks build (testhooks.go), set any.
 type testHooks struct {
-	discover    []runner.DiscoverCandidate // replaces the well-known candidates
-	probe       *facts.ProbeDeps           // replaces the facts probe's machine
-	host        hostHooks
-	place       dispatch.PlaceHooks // the controller's place path
-	manualTicks bool                // the test ticks the controller itself
+	discover []runner.DiscoverCandidate // replaces the well-known candidates
+	probe    *facts.ProbeDeps           // replaces the facts probe's machine
+	host     hostHooks
+	place    dispatch.PlaceHooks // the controller's place path
+	// the test ticks the controller itself; it keeps controller.json (a version before raft)
+	manualTicks, stateFile bool
 }
 
 // hostHooks are host.Deps' StopFault and ReplayWait and the host's
@@ -159,7 +160,7 @@ type node struct {
 	host      *host.Host
 	dispatch  *dispatch.Dispatcher
 	ctrl      *plane.Controller // nil unless controller.enabled
-	raft      *ctlraft.Store    // the controller's state in raft; nil without controller.voters
+	raft      *ctlraft.Store    // the controller's state in raft
 	router    *operator.Router  // the operator socket's verbs
 	operator  *operator.Server
 	admin     *admin.Server
@@ -357,7 +358,7 @@ func (n *node) run(ctx context.Context, hup <-chan os.Signal) error {
 	if n.ctrl != nil {
 		rest = append(rest, lifecycle.Component{Name: "controller", Run: n.ctrl.Run})
 	}
-	if n.raft != nil { // controller.voters: the controller's state in raft
+	if n.raft != nil { // the controller's state in raft
 		rest = append(rest, lifecycle.Component{Name: "raft", Run: n.raft.Run})
 	}
 	err := lifecycle.Group{Log: n.log}.Run(ctx, first, rest)

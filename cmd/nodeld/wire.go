@@ -37,25 +37,24 @@ func newHost(n *node, cfg *config.Config, d nodeDeps, rev *pkg.Revocations, iso 
 	return host.New(hc, deps)
 }
 
-// newController builds the controller (plane.NewFromConfig) on the node's
-// dispatcher, revocations, package store (<data_dir>/store) and placed
-// store (<data_dir>/placed: a failover places those bytes), its state in
-// controller.json, or in raft among controller.voters (internal/ctlraft).
+// newController builds the controller (plane.NewFromConfig) on the node's dispatcher, revocations,
+// package store, placed store (<data_dir>/placed: a failover places those bytes) and its state in
+// raft (internal/ctlraft): its own alone, or shared with controller.voters.
 func newController(n *node, cfg *config.Config, d nodeDeps, rev *pkg.Revocations, store *pkg.Store) (*plane.Controller, error) {
 	anchors, err := plane.Anchors(cfg)
 	if err != nil {
 		return nil, err
 	}
-	// Every call carries the term this controller leads in (fencing).
 	pd := dispatch.NewForController(n.dispatch, dispatch.ForControllerDeps{Revocations: rev, Anchors: anchors, Hooks: d.hooks.place,
-		Term: func() uint64 { return n.ctrl.Term() }})
+		Term: func() uint64 { return n.ctrl.Term() }}) // every call carries the term it leads in (fencing)
 	deps := plane.Deps{Dispatcher: pd, Now: d.now, Chain: d.chain, Logger: d.log, Registerer: d.reg, Store: store, Revocations: rev, ManualTicks: d.hooks.manualTicks,
-		Placed: pkg.NewPlacedStoreBeside(filepath.Join(cfg.Node.DataDir, pkg.PlacedDir), store), StatePath: filepath.Join(cfg.Node.DataDir, plane.StateFile)}
-	if len(cfg.Controller.Voters) > 0 { // replicated: the state in raft, not the file
-		if n.raft, err = ctlraft.NewFromConfig(cfg, n.id.ID(), n.mesh, ctlraft.Deps{Logger: d.log, Registerer: d.reg, Now: d.now}); err != nil {
-			return nil, err
-		}
-		deps.State, deps.Leadership, deps.StatePath = n.raft, n.raft, ""
+		Placed: pkg.NewPlacedStoreBeside(filepath.Join(cfg.Node.DataDir, pkg.PlacedDir), store)}
+	if d.hooks.stateFile { // tests: a controller of a version before raft
+		deps.StatePath = filepath.Join(cfg.Node.DataDir, plane.StateFile)
+	} else if n.raft, err = ctlraft.NewFromConfig(cfg, n.id.ID(), n.mesh, ctlraft.Deps{Logger: d.log, Registerer: d.reg, Now: d.now}); err != nil {
+		return nil, err
+	} else if deps.State = n.raft; len(cfg.Controller.Voters) > 0 { // alone, it always leads
+		deps.Leadership = n.raft
 	}
 	src := plane.Source{Config: n.config, Ref: n.refs.ResolveOrWritten, Self: n.id, SetAnchors: pd.SetAnchors}
 	if n.mesh != nil {

@@ -21,6 +21,10 @@ const (
 // ErrEntry is wrapped by every refusal of an entry or a snapshot.
 var ErrEntry = errors.New("ctlraft: malformed entry")
 
+// errReplaying refuses a snapshot while raft applies again the entries a
+// single controller's state holds since New (solo.go).
+var errReplaying = errors.New("ctlraft: no snapshot while the entries read at start are applied again")
+
 // ErrImported is the result of an import entry applied after another, or
 // to a cluster that holds state already: it changes nothing.
 var ErrImported = errors.New("ctlraft: a state file was imported already, or the cluster holds state")

@@ -135,24 +135,36 @@ func TestImportStateFileOnce(t *testing.T) {
 	}
 }
 
-// A single controller grows into three: it runs alone (one voter, its
-// state file imported), the two new ones start with Join and the voter
-// list, SetVoters on the one makes them voters, they catch up, and once
-// the first is killed one of them leads with its state.
+// A single controller grows into three as an operator does it: it runs
+// alone (a one-voter cluster) and places; it restarts (kill -9) with the three
+// listed (its raft state: it leads at once and adds the others), and the
+// two new ones, with no state, wait to be added rather than start a
+// cluster of their own (FirstBootWait). They catch up, and once the first
+// is killed one of them leads with its state: one copy throughout.
 func TestSingleControllerGrowsToThree(t *testing.T) {
 	h := newHarness(t, 3, 2)
 	a, b, c := h.ctls[0], h.ctls[1], h.ctls[2]
 	a.voters = []string{a.ID()}
-	b.join, c.join = true, true
+	b.held, c.held = true, true
 	h.start()
 	var lead *ctlNode
 	waitFor(t, "a to lead alone", func() bool { lead = h.leaderAmong(a); return lead != nil })
 	id := h.placeOn(a, "one")
-	if err := a.store.SetVoters(context.Background(), h.voters()); err != nil {
-		t.Fatal(err)
+	if err := a.store.SetVoters(context.Background(), h.voters()); err == nil {
+		t.Fatal("a single controller took voters without a restart")
 	}
+	a.kill()
+	a.voters = nil
+	a.restart()
+	b.bootWait, c.bootWait = FirstBootWait, FirstBootWait
+	b.startController()
+	c.startController()
 	for _, n := range []*ctlNode{b, c} {
 		waitFor(t, n.Name+" to catch up", func() bool { return n.ids()[id] })
+		// A voter that has not yet learned the other was added refuses
+		// its votes (raft's rule against removed servers): a leader lost
+		// before then leaves no majority, as in any raft.
+		waitFor(t, n.Name+" to know three voters", func() bool { return n.knownVoters() == 3 })
 	}
 	a.kill()
 	next := h.waitLeader()
@@ -162,4 +174,17 @@ func TestSingleControllerGrowsToThree(t *testing.T) {
 	if got, _ := h.hosts.Copies("echo"); got != 1 {
 		t.Fatalf("%d copies", got)
 	}
+}
+
+// knownVoters is the size of the raft configuration n knows.
+func (n *ctlNode) knownVoters() int {
+	r := n.store.r.Load()
+	if r == nil {
+		return 0
+	}
+	f := r.GetConfiguration()
+	if f.Error() != nil {
+		return 0
+	}
+	return len(f.Configuration().Servers)
 }

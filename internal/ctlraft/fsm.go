@@ -28,6 +28,11 @@ type fsm struct {
 	// first.
 	decisions []plane.StateEntry
 	imported  bool
+	// skipThrough is the last command a single controller's New read
+	// from disk into the state (solo.go): raft applies those entries
+	// again once it leads, and they are skipped. applied is the index of
+	// the last command raft handed to Apply.
+	skipThrough, applied uint64
 
 	// gen counts the entries applied and snapshots restored: a reader
 	// whose copy is of an older gen reads again.
@@ -46,10 +51,18 @@ func newFSM() *fsm {
 // Apply applies one entry. Its result is nil, or the error that refused
 // it (a malformed entry, an import after another) and changed nothing.
 func (f *fsm) Apply(l *raft.Log) any {
-	defer f.gen.Add(1)
 	if l.Type != raft.LogCommand {
+		f.gen.Add(1)
 		return nil
 	}
+	f.mu.Lock()
+	f.applied = l.Index
+	skip := f.skipThrough > 0 && l.Index <= f.skipThrough
+	f.mu.Unlock()
+	if skip {
+		return nil // in the state since New read it from disk
+	}
+	defer f.gen.Add(1)
 	kind, ch, err := decodeEntry(l.Data)
 	if err != nil {
 		return err
@@ -188,6 +201,14 @@ type snapshotDoc struct {
 // Snapshot copies the state (the records are shared: they are never
 // changed in place); Persist encodes it off raft's apply goroutine.
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.Lock()
+	replaying := f.applied < f.skipThrough
+	f.mu.Unlock()
+	if replaying {
+		// The state holds entries past the index raft would give this
+		// snapshot: restoring it would apply them twice.
+		return nil, errReplaying
+	}
 	st := f.state()
 	return &snapshot{doc: snapshotDoc{Version: snapshotVersion, Imported: f.isImported(), Packages: st.Packages,
 		Placements: st.Placements, Declarations: st.Declarations, Decisions: st.Decisions}}, nil
@@ -214,6 +235,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.packages, f.refs, f.placements, f.decls = nf.packages, nf.refs, nf.placements, nf.decls
 	f.decisions = appendDecisions(nil, doc.Decisions)
 	f.imported = doc.Imported
+	f.skipThrough = 0 // the entries after the snapshot are applied anew
 	f.mu.Unlock()
 	f.gen.Add(1)
 	if f.onApply != nil {

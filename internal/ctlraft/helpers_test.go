@@ -92,6 +92,11 @@ type ctlNode struct {
 	// join starts the store with Config.Join.
 	voters []string
 	join   bool
+	// bootWait is the store's Deps.FirstBootWait (-1 when zero: a new
+	// cluster starts at once); held keeps h.start from starting its
+	// controller.
+	bootWait time.Duration
+	held     bool
 }
 
 func admittingTable(id string, admit *meshtest.Admission) *table.Table {
@@ -149,7 +154,9 @@ func (h *harness) start() {
 		}
 	}
 	for _, n := range h.ctls {
-		n.startController()
+		if !n.held {
+			n.startController()
+		}
 	}
 }
 
@@ -196,8 +203,12 @@ func (n *ctlNode) startController() {
 	if voters == nil {
 		voters = n.h.voters()
 	}
+	wait := n.bootWait
+	if wait == 0 {
+		wait = -1
+	}
 	st, err := New(Config{Self: n.ID(), Voters: voters, Dir: filepath.Join(n.Dir, "raft"), ImportPath: n.statePath, Join: n.join},
-		Deps{Layer: n.layer, Logger: n.Logger, Registerer: n.reg, Tune: n.h.tune, FirstBootWait: -1})
+		Deps{Layer: n.layer, Logger: n.Logger, Registerer: n.reg, Tune: n.h.tune, FirstBootWait: wait})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,12 +36,19 @@ const (
 	DefaultSnapshotInterval = 30 * time.Second
 	// ImportedSuffix is appended to the name of a state file imported.
 	ImportedSuffix = ".imported"
-	// FirstBootWait is the heartbeat and election timeout of a voter
-	// starting a new cluster with no state file to import, until it first
-	// sees a leader: the voter that holds the state file of the controller
-	// that ran alone (raftmesh's timeouts, under a second) stands first and
-	// leads, so that it imports the file before anything else is written.
+	// FirstBootWait is how long a voter with no raft state and no state
+	// file to import waits to be contacted by a leader before it starts a
+	// new cluster of the voters listed (BootstrapCluster): the controller
+	// that ran alone (its raft state, or the state file of a version
+	// before raft) leads at once and adds the new voters, so that nothing
+	// is written before its state is in the log. A voter not yet in a
+	// cluster votes for any candidate (raft's bootstrap rule), so the one
+	// holding the state wins the first election.
 	FirstBootWait = 2 * time.Second
+	// SoloTimeout is raft's heartbeat, election and lease timeout of a
+	// single controller (a one-voter cluster): there is no one to hear
+	// from, so its election after a start takes SoloTimeout to twice it.
+	SoloTimeout = 20 * time.Millisecond
 	// statsEvery is how often Run refreshes the log-size gauges.
 	statsEvery = time.Second
 )

@@ -114,13 +114,15 @@ type Store struct {
 	// leaderSeen is the leader last observed, for the changes counter.
 	// Guarded by Run's goroutine.
 	leaderSeen raft.ServerID
-	// slowStart is set while this voter of a new cluster waits with
-	// FirstBootWait (Run), cleared once a leader is known. Guarded by
-	// Run's goroutine.
-	slowStart bool
-	// timeouts are raft's heartbeat and election timeouts that slowStart
-	// put aside.
-	timeouts [2]time.Duration
+	// solo is set for a single controller (solo.go): its state is read
+	// from disk by New, plane leads without Leadership, and Save waits
+	// for ready, which Run closes once raft leads and the state file is
+	// imported (soloReady, guarded by Run's goroutine). importView is
+	// the state with the file imported until then (Load).
+	solo       bool
+	ready      chan struct{}
+	soloReady  bool
+	importView atomic.Pointer[fsm]
 }
 
 var (
@@ -129,7 +131,8 @@ var (
 	_ plane.DecisionReader = (*Store)(nil)
 )
 
-// New validates cfg and returns a Store; it starts nothing.
+// New validates cfg and returns a Store; it starts nothing. A single
+// controller's state is read from disk here (solo.go).
 func New(cfg Config, deps Deps) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -162,6 +165,12 @@ func New(cfg Config, deps Deps) (*Store, error) {
 		changed: make(chan struct{}, 1), deps: deps}
 	s.fsm.onApply = s.signal
 	s.lastSnap.Store(now().UnixNano())
+	if s.solo = len(cfg.Voters) == 1; s.solo {
+		s.ready = make(chan struct{})
+		if err := s.preload(); err != nil {
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
@@ -191,17 +200,22 @@ func (s *Store) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("raft state: %w", err)
 	}
+	if s.solo {
+		rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = SoloTimeout, SoloTimeout, SoloTimeout
+		rc.NoSnapshotRestoreOnStart = true // New read it (preload)
+	}
 	wait := FirstBootWait
 	if s.deps.FirstBootWait != 0 {
 		wait = s.deps.FirstBootWait
 	}
-	if !has && !s.cfg.Join && wait > 0 && !s.holdsImport() {
-		// A new cluster: give the voter holding a state file to import
-		// the first election (FirstBootWait); observe restores raft's
-		// timeouts once a leader is known.
-		s.timeouts = [2]time.Duration{rc.HeartbeatTimeout, rc.ElectionTimeout}
-		rc.HeartbeatTimeout, rc.ElectionTimeout = max(rc.HeartbeatTimeout, wait), max(rc.ElectionTimeout, wait)
-		s.slowStart = true
+	boot := !has && !s.cfg.Join
+	var bootLater <-chan time.Time
+	if boot && !s.solo && wait > 0 && !s.holdsImport() {
+		// A new voter with nothing to import: the controller that ran
+		// alone may be about to add it (FirstBootWait).
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		bootLater, boot = t.C, false
 	}
 	snaps := &timedSnapshots{SnapshotStore: st.Snapshots, at: func() { s.lastSnap.Store(s.now().UnixNano()) }}
 	r, err := raft.NewRaft(rc, s.fsm, st.Log, st.Stable, snaps, raftmesh.NewTransport(s.deps.Layer, s.log))
@@ -237,48 +251,60 @@ func (s *Store) Run(ctx context.Context) error {
 		s.met.leader.Set(0)
 		s.signal()
 	}()
-	s.votersMu.Lock()
-	voters := slices.Clone(s.cfg.Voters)
-	s.votersMu.Unlock()
-	if !has && !s.cfg.Join {
-		servers := make([]raft.Server, len(voters))
-		for i, v := range voters {
-			servers[i] = raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(v), Address: raft.ServerAddress(v)}
-		}
-		if err := r.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
-			return fmt.Errorf("bootstrap raft: %w", err)
+	if boot {
+		if err := s.bootstrap(r); err != nil {
+			return err
 		}
 	}
 	tick := time.NewTicker(statsEvery)
 	defer tick.Stop()
-	s.observe(r)
+	s.observe(ctx, r)
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-bootLater:
+			bootLater = nil
+			if r.LastIndex() > 0 {
+				continue // a leader reached it: it is in the cluster
+			}
+			if err := s.bootstrap(r); err != nil {
+				return err
+			}
 		case <-obs:
-			s.observe(r)
+			s.observe(ctx, r)
 		case <-tick.C:
-			s.observe(r)
+			s.observe(ctx, r)
 		}
 	}
 }
 
-// observe updates the gauges and tells plane of a change of leader.
-func (s *Store) observe(r *raft.Raft) {
+// bootstrap starts a new cluster of the voters listed; a voter that holds
+// raft state already (a leader reached it) is left as it is.
+func (s *Store) bootstrap(r *raft.Raft) error {
+	s.votersMu.Lock()
+	voters := slices.Clone(s.cfg.Voters)
+	s.votersMu.Unlock()
+	servers := make([]raft.Server, len(voters))
+	for i, v := range voters {
+		servers[i] = raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(v), Address: raft.ServerAddress(v)}
+	}
+	if err := r.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+		return fmt.Errorf("bootstrap raft: %w", err)
+	}
+	return nil
+}
+
+// observe updates the gauges and tells plane of a change of leader; a
+// single controller that leads gets ready (soloLeads).
+func (s *Store) observe(ctx context.Context, r *raft.Raft) {
 	_, id := r.LeaderWithID()
 	if id != s.leaderSeen {
 		s.leaderSeen = id
 		s.met.leaderChanges.Inc()
 	}
-	if s.slowStart && id != "" {
-		rc := r.ReloadableConfig()
-		rc.HeartbeatTimeout, rc.ElectionTimeout = s.timeouts[0], s.timeouts[1]
-		if err := r.ReloadConfig(rc); err != nil {
-			s.log.Warn("raft timeouts not restored after the first election", zap.Error(err))
-		} else {
-			s.slowStart = false
-		}
+	if s.solo {
+		s.soloLeads(ctx, r)
 	}
 	s.met.term.Set(float64(r.CurrentTerm()))
 	if r.State() == raft.Leader {
@@ -295,8 +321,14 @@ func (s *Store) observe(r *raft.Raft) {
 	s.signal()
 }
 
-// Load returns the replica's state (plane.StateStore).
-func (s *Store) Load(context.Context) (plane.State, error) { return s.fsm.state(), nil }
+// Load returns the replica's state (plane.StateStore); a single
+// controller's with its state file imported, before Run imported it.
+func (s *Store) Load(context.Context) (plane.State, error) {
+	if v := s.importView.Load(); v != nil {
+		return v.state(), nil
+	}
+	return s.fsm.state(), nil
+}
 
 // Applied counts the changes applied to the replica (plane.Leadership).
 func (s *Store) Applied() uint64 { return s.fsm.gen.Load() }
@@ -344,11 +376,17 @@ func (s *Store) notLeader(cause error) error {
 
 // Save applies ch through raft and returns once it is committed and
 // applied here (plane.StateStore); off the leader it returns a
-// *plane.NotLeaderError.
+// *plane.NotLeaderError. A single controller's first Save waits for its
+// raft to lead and its state file to be imported (solo.go).
 func (s *Store) Save(ctx context.Context, ch plane.StateChange) error {
 	data, err := encodeEntry(entryChange, &ch)
 	if err != nil {
 		return err
+	}
+	if s.solo {
+		if err := s.waitSolo(ctx); err != nil {
+			return err
+		}
 	}
 	return s.apply(ctx, data)
 }
@@ -407,12 +445,17 @@ func (s *Store) Barrier(ctx context.Context) error {
 	return s.addVoters(ctx, r)
 }
 
-// SetVoters replaces the voters (a config reload): the leader adds to
+// SetVoters replaces the voters: the leader adds to
 // raft's configuration the voters it lacks at once, a controller that
 // leads later when it takes the lead. A voter dropped from the list is
 // not removed from raft's configuration (an operator's step: a
 // controller that is gone still counts towards the majority until then).
 func (s *Store) SetVoters(ctx context.Context, voters []string) error {
+	if s.solo && len(voters) > 1 {
+		// Its timeouts are a lone voter's (SoloTimeout): far too short
+		// for a cluster. controller.voters is restart-only.
+		return errors.New("ctlraft: a single controller joins others by a restart with controller.voters listed")
+	}
 	s.votersMu.Lock()
 	cfg := s.cfg
 	cfg.Voters = voters
