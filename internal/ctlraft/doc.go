@@ -4,7 +4,9 @@
 // on the leader Save returns once the change is committed by a majority
 // and applied; every voter's FSM holds the whole state, which plane
 // reads back when it gains leadership and for a follower's reads. A
-// controller.json found on first start is imported once, as one entry.
+// single controller is a one-voter cluster whose state New reads from
+// disk (solo.go). A controller.json found on first start is imported
+// once, as one entry.
 //
 // # Invariants
 //

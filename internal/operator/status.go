@@ -30,7 +30,7 @@ type ControllerDoc struct {
 	// idle), by workload name; absent when there is none.
 	OnDemand map[string]string `json:"on_demand,omitempty"`
 	// Raft is the controller's place among controller.voters; absent for
-	// a single controller (its state in controller.json).
+	// a single controller (a one-voter raft cluster that always leads).
 	Raft *RaftDoc `json:"raft,omitempty"`
 }
 
