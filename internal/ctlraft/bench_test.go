@@ -73,3 +73,44 @@ func BenchmarkFailover(b *testing.B) {
 	b.ReportMetric(took[len(took)/2].Seconds(), "median-s")
 	b.ReportMetric(took[len(took)-1].Seconds(), "max-s")
 }
+
+// BenchmarkSoloStart is a single controller's start read (New: the
+// newest snapshot and the log after it, solo.go) with placements in its
+// state: all of them in a snapshot and 1,000 single-placement deltas in
+// the log after it, as a busy controller's state is between snapshots.
+func BenchmarkSoloStart(b *testing.B) {
+	data := func(i int) json.RawMessage {
+		return json.RawMessage(fmt.Sprintf(`{"decision_id":"%064x","node":"n-afd9d6906cdb1637","variant":"cpu","instance":"svc-%08x",`+
+			`"placed_at":"2026-03-01T12:00:00Z","life":"placed","order":{"name":"svc-%d","package_dir":"/pkg/svc7","start":true},`+
+			`"attempts":1,"reserved":[1073741824,0]}`, i, i, i))
+	}
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("placements=%d", n), func(b *testing.B) {
+			dir := b.TempDir()
+			so := mustSoloTB(b, dir, nil)
+			so.run()
+			all := plane.StateChange{Reset: true, Packages: []plane.StateEntry{rec(pkey(1), "", 1)}}
+			for i := range n {
+				all.Placements = append(all.Placements, plane.StateEntry{Key: dkey(i), Ref: pkey(1), Data: data(i)})
+			}
+			so.save(all)
+			if err := so.s.r.Load().Snapshot().Error(); err != nil {
+				b.Fatal(err)
+			}
+			for i := range 1000 {
+				so.save(plane.StateChange{Placements: []plane.StateEntry{{Key: dkey(i), Ref: pkey(1), Data: data(i + n)}}})
+			}
+			so.stop()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				s := mustSoloTB(b, dir, nil)
+				b.StopTimer()
+				if st, _ := s.s.Load(context.Background()); len(st.Placements) != n {
+					b.Fatalf("%d placements read, want %d", len(st.Placements), n)
+				}
+				b.StartTimer()
+			}
+		})
+	}
+}

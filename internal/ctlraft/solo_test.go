@@ -23,7 +23,7 @@ import (
 // solo is a single controller's store in dir, as the daemon builds it
 // without controller.voters: no mesh, one voter.
 type solo struct {
-	t      *testing.T
+	t      testing.TB
 	s      *Store
 	cancel context.CancelFunc
 	done   chan error
@@ -31,7 +31,7 @@ type solo struct {
 
 const soloSelf = "n-0123456789abcdef"
 
-func newSolo(t *testing.T, dir string, tweak func(*Config)) (*solo, error) {
+func newSolo(t testing.TB, dir string, tweak func(*Config)) (*solo, error) {
 	t.Helper()
 	log := zaptest.NewLogger(t).Named("solo")
 	l, err := raftmesh.New(raftmesh.Config{Voters: []string{soloSelf}}, raftmesh.Deps{Mesh: raftmesh.NoMesh{}, Self: soloSelf, Logger: log})
@@ -51,7 +51,9 @@ func newSolo(t *testing.T, dir string, tweak func(*Config)) (*solo, error) {
 	return &solo{t: t, s: s}, nil
 }
 
-func mustSolo(t *testing.T, dir string, tweak func(*Config)) *solo {
+func mustSolo(t *testing.T, dir string, tweak func(*Config)) *solo { return mustSoloTB(t, dir, tweak) }
+
+func mustSoloTB(t testing.TB, dir string, tweak func(*Config)) *solo {
 	t.Helper()
 	s, err := newSolo(t, dir, tweak)
 	if err != nil {
