@@ -58,6 +58,18 @@ func (f *fakeHosts) PlaceDecided(ctx context.Context, node string, p plane.Packa
 	return f.Cluster.PlaceDecided(ctx, node, p.Verified(), variant, cfg, start, decisionID)
 }
 
+// loopbackRaft tunes raft for controllers on one host (harness.tune):
+// a leader's loss is noticed in a fifth of raftmesh.HeartbeatTimeout and
+// a commit reaches the followers within 10 ms, so a kill costs a fraction
+// of what the LAN timeouts make it cost; what a kill tests (no
+// acknowledged place lost, none placed twice) does not depend on them.
+func loopbackRaft(c *raft.Config) {
+	c.HeartbeatTimeout = raftmesh.HeartbeatTimeout / 5
+	c.ElectionTimeout = raftmesh.ElectionTimeout / 5
+	c.LeaderLeaseTimeout = raftmesh.LeaderLeaseTimeout / 5
+	c.CommitTimeout = 10 * time.Millisecond
+}
+
 // harness is three (or n) controllers, each a real mesh on 127.0.0.1
 // with raft on its layer, a Store and a plane.Controller on it, placing
 // on one planetest cluster of hosts.
