@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -67,6 +68,13 @@ func TestMain(m *testing.M) {
 	// (os.Executable), as nodeld does through itself.
 	if filepath.Base(os.Args[0]) == sandbox.LauncherName {
 		os.Exit(sandbox.LauncherMain())
+	}
+	// A -race binary sleeps a second when it exits (the race runtime's
+	// atexit_sleep_ms): each CLI run and each daemon stopped would pay it.
+	// The binaries these tests start inherit the setting (make test sets
+	// it for the test binaries too); a caller's own setting wins.
+	if g := os.Getenv("GORACE"); !strings.Contains(g, "atexit_sleep_ms") {
+		_ = os.Setenv("GORACE", strings.TrimSpace("atexit_sleep_ms=0 "+g))
 	}
 	dir, err := os.MkdirTemp("", "nodeld-bin-")
 	if err != nil {
