@@ -101,6 +101,9 @@ func jsonInto(s string, v any) error { return json.Unmarshal([]byte(s), v) }
 // its path is logged) and, with -update-screenshot, docs/fleet-page.png:
 // go test -run TestFleetPageInChromium -v ./cmd/nodeld/ -args -update-screenshot
 func TestFleetPageInChromium(t *testing.T) {
+	// Beside the other tests: run alone it held up every parallel test for
+	// its 30 s, most of them waiting on its nodes and the browser.
+	t.Parallel()
 	if _, err := exec.LookPath(chromiumPath); err != nil {
 		t.Fatalf("%s: %v: scripts/test-deps.sh installs Debian's chromium (make test runs it)", chromiumPath, err)
 	}
