@@ -52,8 +52,7 @@ func TestLeaderKillNewLeaderResumes(t *testing.T) {
 // test kills a random controller (as kill -9: socket first) at a random
 // moment, restarts it from its data dir and waits for it to catch up
 // before the next kill (two down would be no majority). Raft runs on
-// loopback timeouts (loopbackRaft): a kill of the leader costs about
-// 0.3 s, not 1.2 s.
+// loopback timeouts (loopbackRaft): a leader's loss is noticed sooner.
 func TestAcknowledgedPlacesSurviveFiftyKills(t *testing.T) {
 	const kills = 50
 	h := newHarness(t, 3, 3)
