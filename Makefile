@@ -50,10 +50,16 @@ run: build
 test-deps:
 	bash scripts/test-deps.sh
 
+# A -race binary sleeps a second when it exits (the race runtime's
+# atexit_sleep_ms, for goroutines still running to race): every test
+# binary, and every -race nodeld the tests run and stop, would pay it.
+# GORACE options of the caller come after, so they win.
+RACE_ENV := GORACE="atexit_sleep_ms=0 $(GORACE)"
+
 test: test-deps
 	$(GO) vet ./...
-	$(GO) test -race -count=1 -timeout 12m ./...  # cmd/nodeld is the longest package: BENCHMARKS.md "Test time"
-	NODELD_TEST_INFER_TRANSPORT=quic $(GO) test -race -count=1 ./internal/meshproxy  # inference over QUIC too
+	$(RACE_ENV) $(GO) test -race -count=1 -timeout 12m ./...  # cmd/nodeld is the longest package: BENCHMARKS.md "Test time"
+	$(RACE_ENV) NODELD_TEST_INFER_TRANSPORT=quic $(GO) test -race -count=1 ./internal/meshproxy  # inference over QUIC too
 	FUZZTIME=$(FUZZTIME) bash scripts/fuzz.sh
 
 fuzz:

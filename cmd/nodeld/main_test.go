@@ -1,10 +1,14 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -62,12 +66,41 @@ func echoBinary(t testing.TB) string {
 	return echoBuild.get(t, "echo-llm", "../../examples/packages/echo-llm")
 }
 
+// widenParallel runs twice as many parallel tests as there are CPUs (at
+// least 4), not go test's one per CPU, unless -parallel was given: these
+// tests wait far more than they compute (daemons starting, ticks, links,
+// a CLI run), so the package used under one of two cores at one per CPU
+// (BENCHMARKS.md "Test time"). A fuzzing run keeps its default, which is
+// its number of workers.
+func widenParallel() {
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	for _, name := range []string{"test.fuzz", "test.fuzzworker"} {
+		if f := flag.Lookup(name); f != nil && f.Value.String() != "" && f.Value.String() != "false" {
+			given = true
+		}
+	}
+	if given {
+		return
+	}
+	_ = flag.Set("test.parallel", strconv.Itoa(max(4, 2*runtime.GOMAXPROCS(0))))
+}
+
 func TestMain(m *testing.M) {
 	// In-process nodes launch their instances through this test binary
 	// (os.Executable), as nodeld does through itself.
 	if filepath.Base(os.Args[0]) == sandbox.LauncherName {
 		os.Exit(sandbox.LauncherMain())
 	}
+	// A -race binary sleeps a second when it exits (the race runtime's
+	// atexit_sleep_ms): each CLI run and each daemon stopped would pay it.
+	// The binaries these tests start inherit the setting (make test sets
+	// it for the test binaries too); a caller's own setting wins.
+	if g := os.Getenv("GORACE"); !strings.Contains(g, "atexit_sleep_ms") {
+		_ = os.Setenv("GORACE", strings.TrimSpace("atexit_sleep_ms=0 "+g))
+	}
+	flag.Parse()
+	widenParallel()
 	dir, err := os.MkdirTemp("", "nodeld-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

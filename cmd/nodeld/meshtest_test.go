@@ -333,6 +333,10 @@ func (mn *mnode) tryRun() error {
 	if err != nil {
 		return err
 	}
+	// A node started again at its address: the last run closed its mesh
+	// socket, but a child another test forked in that moment may hold a
+	// copy until it execs (the node's run failed with EADDRINUSE so).
+	waitFor(t, "node "+mn.name+"'s mesh address "+mn.addr+" to be free", func() bool { return udpBindable(mn.addr) })
 	if err := checkComponents(c, mn.cfgPath); err != nil {
 		return err
 	}

@@ -156,6 +156,16 @@ func bindable(p int) bool {
 	return true
 }
 
+// udpBindable reports whether addr binds for UDP now.
+func udpBindable(addr string) bool {
+	pc, err := net.ListenPacket("udp", addr)
+	if err != nil {
+		return false
+	}
+	_ = pc.Close()
+	return true
+}
+
 // freeUDPAddr is a reserved loopback address for a node's mesh listener.
 func freeUDPAddr(t testing.TB) string {
 	t.Helper()

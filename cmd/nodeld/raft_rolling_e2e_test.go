@@ -112,8 +112,7 @@ func TestRaftControllersRollingRestart(t *testing.T) {
 	idD := m.id("d")
 	leader, took := raftLeader(t, nodes, ctrls...)
 	t.Logf("five nodes up, %s leads after %v more", leader.name, took.Round(time.Millisecond))
-	leader.waitAlive(idD)
-	res, rc, errOut := leader.placeJSON(dir)
+	leader, res, rc, errOut := placeOnRaftLeader(t, nodes, dir, idD, ctrls...)
 	if rc != 0 || res.Outcome != "placed" || res.Node != idD {
 		t.Fatalf("place on the leader %s = %d %+v\n%s", leader.name, rc, res, errOut)
 	}

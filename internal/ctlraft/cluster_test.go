@@ -51,10 +51,12 @@ func TestLeaderKillNewLeaderResumes(t *testing.T) {
 // one run. A placer places continuously on whoever leads while the
 // test kills a random controller (as kill -9: socket first) at a random
 // moment, restarts it from its data dir and waits for it to catch up
-// before the next kill (two down would be no majority).
+// before the next kill (two down would be no majority). Raft runs on
+// loopback timeouts (loopbackRaft): a leader's loss is noticed sooner.
 func TestAcknowledgedPlacesSurviveFiftyKills(t *testing.T) {
 	const kills = 50
 	h := newHarness(t, 3, 3)
+	h.tune = loopbackRaft
 	h.start()
 	h.waitLeader()
 	seed := uint64(time.Now().UnixNano())

@@ -58,6 +58,20 @@ func (f *fakeHosts) PlaceDecided(ctx context.Context, node string, p plane.Packa
 	return f.Cluster.PlaceDecided(ctx, node, p.Verified(), variant, cfg, start, decisionID)
 }
 
+// loopbackRaft tunes raft for controllers on one host (harness.tune): a
+// follower stands for election after half of raftmesh.HeartbeatTimeout
+// without the leader (and a leader steps down as soon), and a commit
+// reaches the followers within 10 ms, so a leader's kill costs about
+// half what the LAN timeouts make it cost. The election itself keeps
+// raftmesh.ElectionTimeout: a shorter one livelocked pre-votes when the
+// shared test machine slowed the RPCs down. What a kill tests (no
+// acknowledged place lost, none placed twice) does not depend on them.
+func loopbackRaft(c *raft.Config) {
+	c.HeartbeatTimeout = raftmesh.HeartbeatTimeout / 2
+	c.LeaderLeaseTimeout = raftmesh.LeaderLeaseTimeout / 2
+	c.CommitTimeout = 10 * time.Millisecond
+}
+
 // harness is three (or n) controllers, each a real mesh on 127.0.0.1
 // with raft on its layer, a Store and a plane.Controller on it, placing
 // on one planetest cluster of hosts.

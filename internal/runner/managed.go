@@ -406,7 +406,8 @@ func (m *Managed) Start(ctx context.Context) error {
 // Stop ends the current run: for a process, SIGTERM to its process group,
 // then SIGKILL to the group after grace (0 means DefaultStopGrace, capped
 // at 60 s) or when ctx ends, whichever is first; it returns once the
-// process has been reaped. For ollama it unloads the model if this instance
+// process has been reaped and its status is the last one (Wait answers at
+// once). For ollama it unloads the model if this instance
 // loaded it. Stop with no run in progress does nothing and returns nil.
 func (m *Managed) Stop(ctx context.Context, grace time.Duration) error {
 	return m.drv.stop(ctx, grace)

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 )
 
@@ -55,10 +57,13 @@ func newTestManaged(t *testing.T, spec Spec) *Managed {
 	return newTestManagedDeps(t, spec, ManagedDeps{})
 }
 
-// newTestManagedDeps is newTestManaged with deps (its Logger the test's).
+// newTestManagedDeps is newTestManaged with deps (its Logger the test's
+// unless deps has one).
 func newTestManagedDeps(t *testing.T, spec Spec, deps ManagedDeps) *Managed {
 	t.Helper()
-	deps.Logger = zaptest.NewLogger(t)
+	if deps.Logger == nil {
+		deps.Logger = zaptest.NewLogger(t)
+	}
 	m, err := NewManaged(spec, deps)
 	if err != nil {
 		t.Fatalf("NewManaged: %v", err)
@@ -136,6 +141,41 @@ func TestManagedProcessEchoLLM(t *testing.T) {
 	if h, err := m.Health(ctx); h != HealthDown || !errors.Is(err, ErrNotRunning) {
 		t.Errorf("Health after Stop = %s, %v", h, err)
 	}
+}
+
+// TestManagedStopReturnsWithTheExit: once Stop returns, the run's status
+// is the last one, so Wait answers at once (host's stop and logs read it
+// without waiting). The reaper logs the end after the run stops being
+// alive and before it hands the status over; a log hook holds it there up
+// to a second, so a Stop that returned on the reap alone finds no status.
+func TestManagedStopReturnsWithTheExit(t *testing.T) {
+	released := make(chan struct{})
+	hold := zap.Hooks(func(e zapcore.Entry) error {
+		if e.Message == "managed process ended" {
+			select {
+			case <-released:
+			case <-time.After(time.Second):
+			}
+		}
+		return nil
+	})
+	m := newTestManagedDeps(t, echoSpec(t, "127.0.0.1"), ManagedDeps{Logger: zaptest.NewLogger(t, zaptest.WrapOptions(hold))})
+	ctx := context.Background()
+	if err := m.Start(ctx); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	if err := m.Stop(ctx, 10*time.Second); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	select {
+	case st := <-m.Wait():
+		if !st.Stopped || st.Code != 0 {
+			t.Errorf("status after Stop = %+v, want a stopped run's", st)
+		}
+	default:
+		t.Error("Stop returned before the run's status was reported: Wait does not answer at once")
+	}
+	close(released)
 }
 
 // cmpExit compares exit statuses without their time and wait error.

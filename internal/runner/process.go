@@ -51,9 +51,13 @@ type procRun struct {
 	pid            int
 	stdout, stderr *tailBuffer
 	// done is closed once the process is reaped, its group killed, its
-	// output drained and status set.
-	done   chan struct{}
-	status ExitStatus
+	// output drained and status set; the run is no longer alive.
+	done chan struct{}
+	// reported is closed after done, once driverDeps.ended has handed the
+	// status to the Managed: stopRun waits for it, so the last status is
+	// there (Managed.Wait answers at once) when a Stop returns.
+	reported chan struct{}
+	status   ExitStatus
 	// ended is the Launcher's end hook, nil without one.
 	ended func() bool
 	// mu guards stopped and killed, set by Stop before it signals.
@@ -449,11 +453,12 @@ func (d *procDriver) spawn(port int) (*procRun, error) {
 		return nil, err
 	}
 	r := &procRun{
-		pid:    cmd.Process.Pid,
-		stdout: newTailBuffer(d.spec.LogCap),
-		stderr: newTailBuffer(d.spec.LogCap),
-		done:   make(chan struct{}),
-		ended:  ended,
+		pid:      cmd.Process.Pid,
+		stdout:   newTailBuffer(d.spec.LogCap),
+		stderr:   newTailBuffer(d.spec.LogCap),
+		done:     make(chan struct{}),
+		reported: make(chan struct{}),
+		ended:    ended,
 	}
 	var drain sync.WaitGroup
 	drain.Go(func() { _, _ = io.Copy(r.stdout, outR) })
@@ -523,6 +528,7 @@ func (d *procDriver) reap(cmd *exec.Cmd, r *procRun, drain *sync.WaitGroup, outR
 	d.log.Info("managed process ended", zap.Int("pid", r.pid), zap.Stringer("status", st),
 		zap.Bool("stopped", st.Stopped))
 	d.ended(st)
+	close(r.reported)
 }
 
 // stop stops the current run, if any.
@@ -535,10 +541,12 @@ func (d *procDriver) stop(ctx context.Context, grace time.Duration) error {
 }
 
 // stopRun sends SIGTERM to r's group, SIGKILL after grace or when ctx
-// ends, and returns once r is reaped.
+// ends, and returns once r is reaped and its status reported (the reaper
+// does both without waiting on anything but the Managed's lock).
 func (d *procDriver) stopRun(ctx context.Context, r *procRun, grace time.Duration) error {
 	select {
 	case <-r.done:
+		<-r.reported
 		return nil
 	default:
 	}
@@ -556,6 +564,7 @@ func (d *procDriver) stopRun(ctx context.Context, r *procRun, grace time.Duratio
 	defer t.Stop()
 	select {
 	case <-r.done:
+		<-r.reported
 		return nil
 	case <-t.C:
 	case <-ctx.Done():
@@ -568,7 +577,7 @@ func (d *procDriver) stopRun(ctx context.Context, r *procRun, grace time.Duratio
 	}
 	// A SIGKILLed group dies without help; reap is bounded by
 	// outputDrainTimeout after that.
-	<-r.done
+	<-r.reported
 	return nil
 }
 
