@@ -59,8 +59,13 @@ const (
 	TCPMaxServerConns = MaxMeshInflight
 	// TCPWatchDelay is how long an exchange runs after its request was
 	// read before its connection is watched for the consumer going away
-	// (a short exchange needs no watcher).
+	// (a short exchange needs no watcher); the watch starts within
+	// TCPWatchDelay/2 after that (watchList's tick).
 	TCPWatchDelay = 20 * time.Millisecond
+	// tcpWatchIdleTicks is how many ticks without a running exchange the
+	// watch list ticks on before it sleeps until the next one: steady
+	// traffic adds no timer per exchange, an idle node wakes for nothing.
+	tcpWatchIdleTicks = 100
 	// TCPMaxDialsPerPeer bounds the dials to one peer in progress: a
 	// burst of requests past the idle connections goes over QUIC while
 	// the pool grows, not through a burst of handshakes.
@@ -289,8 +294,10 @@ func (f *Forwarder) Run(ctx context.Context) error {
 		}
 		return fmt.Errorf("mesh tcp listen %q: %w", addr, err)
 	}
+	watches := newWatchList(TCPWatchDelay)
+	serve := func(ctx context.Context, peerID string, c *tls.Conn) { f.serveConn(ctx, peerID, c, watches) }
 	srv, err := tlspool.NewServer(tlspool.ServerConfig{Listener: ln, Certificate: t.cert, Admit: t.admit,
-		Handle: f.serveConn, HandshakeTimeout: TCPDialTimeout, MaxConns: TCPMaxServerConns, ALPN: InferALPN})
+		Handle: serve, HandshakeTimeout: TCPDialTimeout, MaxConns: TCPMaxServerConns, ALPN: InferALPN})
 	if err != nil {
 		_ = ln.Close()
 		return err
@@ -299,7 +306,13 @@ func (f *Forwarder) Run(ctx context.Context) error {
 	t.srv = srv
 	t.mu.Unlock()
 	f.log.Info("mesh inference listening on tcp", zap.Stringer("addr", ln.Addr()))
-	return srv.Run(ctx)
+	wctx, stopWatches := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { watches.run(wctx) })
+	err = srv.Run(ctx)
+	stopWatches()
+	wg.Wait()
+	return err
 }
 
 // TCPAddr is the address inference over TCP is served on; nil when none.
@@ -331,25 +344,25 @@ func (t *tcpSide) admit(key ed25519.PublicKey, _ net.Addr) (string, error) {
 // serveConn serves an admitted connection's exchanges, one after
 // another, each as ServeStream serves a stream, until the peer closes it,
 // it idles TCPServerIdleTimeout, an exchange does not end cleanly, or ctx
-// ends.
-func (f *Forwarder) serveConn(ctx context.Context, peerID string, c *tls.Conn) {
+// ends. watches starts the watchers of long exchanges.
+func (f *Forwarder) serveConn(ctx context.Context, peerID string, c *tls.Conn, watches *watchList) {
 	peer, ok := f.tcp.peers.LinkedPeer(peerID)
 	if !ok {
 		return
 	}
-	f.serveConnOn(ctx, peer, c, c.NetConn())
+	f.serveConnOn(ctx, peer, c, c.NetConn(), watches)
 }
 
 // serveConnOn is serveConn on c (the TLS connection, or in a fuzz test
 // any connection) over raw (its socket: deadlines, aborts).
-func (f *Forwarder) serveConnOn(ctx context.Context, peer mesh.PeerInfo, c, raw net.Conn) {
+func (f *Forwarder) serveConnOn(ctx context.Context, peer mesh.PeerInfo, c, raw net.Conn, watches *watchList) {
 	// The exchanges' contexts hang off the connection's, not all off the
 	// server's one (whose lock every request would take).
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	cs := &tcpConnServer{f: f, ctx: ctx, peer: peer, c: c, raw: raw, wg: &wg}
+	cs := &tcpConnServer{f: f, ctx: ctx, peer: peer, c: c, raw: raw, wg: &wg, watches: watches}
 	_ = cs.raw.SetReadDeadline(time.Now().Add(TCPServerIdleTimeout))
 	var one [1]byte
 	if _, err := io.ReadFull(c, one[:]); err != nil {
@@ -363,12 +376,13 @@ func (f *Forwarder) serveConnOn(ctx context.Context, peer mesh.PeerInfo, c, raw 
 // connection's, each next one on the previous exchange's watcher (see
 // tcpServerStream.watch).
 type tcpConnServer struct {
-	f    *Forwarder
-	ctx  context.Context
-	peer mesh.PeerInfo
-	c    net.Conn        // the TLS connection
-	raw  net.Conn        // its socket
-	wg   *sync.WaitGroup // every watcher; the connection's goroutine waits
+	f       *Forwarder
+	ctx     context.Context
+	peer    mesh.PeerInfo
+	c       net.Conn        // the TLS connection
+	raw     net.Conn        // its socket
+	wg      *sync.WaitGroup // every watcher; the connection's goroutine waits
+	watches *watchList      // starts the watchers
 }
 
 // serve serves exchanges, the first of which has its first byte read,
@@ -397,7 +411,7 @@ func (cs *tcpConnServer) serve(first byte) {
 
 // tcpServerStream is one exchange served on a connection. An exchange
 // still running TCPWatchDelay after its request's end frame was read
-// (requestRead) starts a watcher that reads on: the consumer sends nothing
+// (requestRead) starts a watcher (watchList) that reads on: the consumer sends nothing
 // before the answer's end, so what it reads is either the connection's end
 // (the consumer went away: Context ends, which cancels the instance's
 // request, as a reset QUIC stream does) or the first byte of the next
@@ -412,13 +426,12 @@ type tcpServerStream struct {
 	over     chan struct{} // closed by end
 	clean    bool          // set before over is closed
 
-	mu       sync.Mutex  // guards reqDone, ended, wroteEnd, broken, watching, timer
-	reqDone  bool        // the request's end frame was read
-	watching bool        // the watcher started
-	timer    *time.Timer // starts the watcher
-	ended    bool        // end ran
-	wroteEnd bool        // the answer's last frame was written (CloseWrite)
-	broken   bool        // the connection cannot serve another exchange
+	mu       sync.Mutex // guards reqDone, ended, wroteEnd, broken, watching
+	reqDone  bool       // the request's end frame was read
+	watching bool       // the watcher started
+	ended    bool       // end ran
+	wroteEnd bool       // the answer's last frame was written (CloseWrite)
+	broken   bool       // the connection cannot serve another exchange
 }
 
 func (s *tcpServerStream) Read(p []byte) (int, error) {
@@ -520,27 +533,35 @@ const (
 	connKept   byte = 1
 )
 
-// requestRead arms the watcher once the request's end frame is read.
+// requestRead hands the exchange to the watch list once the request's
+// end frame is read.
 func (s *tcpServerStream) requestRead() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.reqDone || s.ended {
+		s.mu.Unlock()
 		return
 	}
 	s.reqDone = true
 	_ = s.cs.raw.SetReadDeadline(time.Time{})
-	s.timer = time.AfterFunc(TCPWatchDelay, s.startWatch)
+	s.mu.Unlock()
+	s.cs.watches.add(s, time.Now())
 }
 
-// startWatch starts the watcher of an exchange still running.
-func (s *tcpServerStream) startWatch() {
+// watchDue is the watch list's look at an exchange: one that ended is
+// dropped; one still running that is due (its request was read
+// TCPWatchDelay ago) starts its watcher and is dropped; any other is kept.
+func (s *tcpServerStream) watchDue(due bool) (keep bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ended || s.watching {
-		return
+	switch {
+	case s.ended || s.watching:
+		return false
+	case !due:
+		return true
 	}
 	s.watching = true
-	s.cs.wg.Go(s.watch) // the connection's goroutine, or a watcher, is running
+	s.cs.wg.Go(s.watch) // the exchange is running: its goroutine has not reached Wait
+	return false
 }
 
 // end runs once the exchange's handler returned: a clean exchange leaves
@@ -551,9 +572,6 @@ func (s *tcpServerStream) end() (cont bool) {
 	s.ended = true
 	clean := s.reqDone && s.wroteEnd && !s.broken
 	watching := s.watching
-	if s.timer != nil {
-		s.timer.Stop()
-	}
 	s.mu.Unlock()
 	if clean && watching {
 		_ = s.cs.raw.SetReadDeadline(time.Now().Add(TCPServerIdleTimeout))
@@ -649,4 +667,100 @@ func (s *tcpClientStream) AbortWrite(code mesh.StreamCode) { s.Reset(code) }
 func connFailed(s inferStream) bool {
 	cs, ok := s.(*tcpClientStream)
 	return ok && cs.ioErr.Load()
+}
+
+// watchList starts the watchers of a server's exchanges that run long
+// (tcpServerStream.watch): one goroutine (run) ticks every delay/2 while
+// exchanges are served, where a timer per exchange (time.AfterFunc) cost
+// a timer and, most often, a wake-up of an idle thread for each request.
+// It sleeps after tcpWatchIdleTicks ticks with nothing listed, until add.
+type watchList struct {
+	delay time.Duration
+	kick  chan struct{} // size 1: add wakes a sleeping run
+
+	mu      sync.Mutex // guards entries, asleep
+	entries []watchEntry
+	asleep  bool
+}
+
+// watchEntry is an exchange whose request was read at at.
+type watchEntry struct {
+	s  *tcpServerStream
+	at time.Time
+}
+
+func newWatchList(delay time.Duration) *watchList {
+	return &watchList{delay: delay, kick: make(chan struct{}, 1)}
+}
+
+// add lists an exchange whose request was read at now.
+func (w *watchList) add(s *tcpServerStream, now time.Time) {
+	w.mu.Lock()
+	w.entries = append(w.entries, watchEntry{s: s, at: now})
+	wake := w.asleep
+	w.asleep = false
+	w.mu.Unlock()
+	if wake {
+		select {
+		case w.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// run ticks until ctx ends: each tick starts the watchers that are due.
+func (w *watchList) run(ctx context.Context) {
+	tick := time.NewTicker(w.delay / 2)
+	defer tick.Stop()
+	for idle := 0; ; {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			if w.sweep(now) > 0 {
+				idle = 0
+				continue
+			}
+			if idle++; idle < tcpWatchIdleTicks {
+				continue
+			}
+			w.mu.Lock()
+			w.asleep = len(w.entries) == 0
+			asleep := w.asleep
+			w.mu.Unlock()
+			if !asleep {
+				idle = 0
+				continue
+			}
+			tick.Stop()
+			select {
+			case <-ctx.Done():
+				return
+			case <-w.kick:
+			}
+			tick.Reset(w.delay / 2)
+			idle = 0
+		}
+	}
+}
+
+// sweep starts the watchers due at now, drops the exchanges that ended,
+// and returns how many stay listed.
+func (w *watchList) sweep(now time.Time) int {
+	w.mu.Lock()
+	list := w.entries
+	w.entries = nil
+	w.mu.Unlock()
+	kept := list[:0]
+	for _, e := range list {
+		if e.s.watchDue(now.Sub(e.at) >= w.delay) {
+			kept = append(kept, e)
+		}
+	}
+	clear(list[len(kept):])
+	w.mu.Lock()
+	w.entries = append(kept, w.entries...)
+	n := len(w.entries)
+	w.mu.Unlock()
+	return n
 }
