@@ -115,10 +115,11 @@ type Forwarder struct {
 	ownTrans  *http.Transport // set when the forwarder built transport
 	// pool is the pooled HTTP/1.1 client of requests with a held body or
 	// none, set when the forwarder built its transport (httpfast.Pool).
-	pool *httpfast.Pool
-	met  *meshMetrics
-	bufs *framePools // frames read or written at once
-	tcp  *tcpSide    // nil: inference over QUIC only
+	pool    *httpfast.Pool
+	upAddrs upstreamAddrs // local instances' addresses, for pool
+	met     *meshMetrics
+	bufs    *framePools // frames read or written at once
+	tcp     *tcpSide    // nil: inference over QUIC only
 
 	// held and peakHeld are the request body bytes held in memory by the
 	// forwards in flight, both sides (nodeld_proxy_mesh_body_bytes), and

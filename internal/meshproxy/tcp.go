@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -149,10 +150,18 @@ type tcpSide struct {
 	log    *zap.Logger
 	now    func() time.Time
 
-	mu   sync.Mutex                   // guards down, keys, srv
-	down map[string]time.Time         // node id -> QUIC only until
-	keys map[string]ed25519.PublicKey // node id -> the key its connections pin
-	srv  *tlspool.Server              // while Run serves
+	mu    sync.Mutex                   // guards down, keys, addrs, srv
+	down  map[string]time.Time         // node id -> QUIC only until
+	keys  map[string]ed25519.PublicKey // node id -> the key its connections pin
+	addrs map[string]dialAddr          // node id -> its TCP address, as last seen
+	srv   *tlspool.Server              // while Run serves
+}
+
+// dialAddr is a peer's link address and the TCP address dialed beside it
+// (formatted once, not for every request).
+type dialAddr struct {
+	link netip.AddrPort
+	tcp  string
 }
 
 func newTCPSide(t TCP, d Deps, lg *zap.Logger) (*tcpSide, error) {
@@ -180,7 +189,7 @@ func newTCPSide(t TCP, d Deps, lg *zap.Logger) (*tcpSide, error) {
 		return nil, err
 	}
 	return &tcpSide{peers: peers, pool: pool, cert: cert, listen: t.Listen, log: lg, now: time.Now,
-		down: make(map[string]time.Time), keys: make(map[string]ed25519.PublicKey)}, nil
+		down: make(map[string]time.Time), keys: make(map[string]ed25519.PublicKey), addrs: make(map[string]dialAddr)}, nil
 }
 
 // conn returns a pooled connection to nodeID, or nil and why the request
@@ -199,8 +208,9 @@ func (t *tcpSide) conn(ctx context.Context, nodeID string) (*tlspool.Conn, strin
 		delete(t.down, nodeID)
 	}
 	t.keys[nodeID] = p.Key
+	addr := t.tcpAddrLocked(nodeID, p.Addr)
 	t.mu.Unlock()
-	c, err := t.pool.Get(ctx, tcpAddr(p.Addr), p.Key)
+	c, err := t.pool.Get(ctx, addr, p.Key)
 	switch {
 	case err == nil:
 		return c, ""
@@ -218,12 +228,20 @@ func (t *tcpSide) conn(ctx context.Context, nodeID string) (*tlspool.Conn, strin
 	return nil, fallbackDial
 }
 
-// tcpAddr is the TCP address beside a peer's mesh (UDP) address.
-func tcpAddr(a net.Addr) string {
-	if u, ok := a.(*net.UDPAddr); ok {
-		return u.AddrPort().String()
+// tcpAddrLocked is the TCP address beside a peer's mesh (UDP) address.
+// t.mu must be held.
+func (t *tcpSide) tcpAddrLocked(nodeID string, a net.Addr) string {
+	u, ok := a.(*net.UDPAddr)
+	if !ok {
+		return a.String()
 	}
-	return a.String()
+	link := u.AddrPort()
+	if d, ok := t.addrs[nodeID]; ok && d.link == link {
+		return d.tcp
+	}
+	d := dialAddr{link: link, tcp: link.String()}
+	t.addrs[nodeID] = d
+	return d.tcp
 }
 
 // peerEvent closes a peer's connections, both ways, when its link is
@@ -239,6 +257,7 @@ func (t *tcpSide) peerEvent(ev table.PeerEvent) {
 		t.mu.Lock()
 		key, srv := t.keys[ev.Node], t.srv
 		delete(t.keys, ev.Node)
+		delete(t.addrs, ev.Node)
 		t.mu.Unlock()
 		if key != nil {
 			t.pool.ClosePeer(key)
@@ -390,7 +409,9 @@ type tcpConnServer struct {
 func (cs *tcpConnServer) serve(first byte) {
 	for {
 		s := &tcpServerStream{cs: cs, first: first, hasFirst: true, over: make(chan struct{})}
-		s.ctx, s.cancel = context.WithCancel(cs.ctx)
+		// One context for the exchange: the consumer going away, the
+		// serve timeout and this node stopping all end it (servesWithin).
+		s.ctx, s.cancel = context.WithTimeout(cs.ctx, MeshServeTimeout)
 		_ = cs.raw.SetDeadline(time.Time{})
 		cs.f.met.transport(sideServe, TransportTCP)
 		cs.f.serveInfer(cs.ctx, cs.peer, s)
@@ -476,6 +497,8 @@ func (s *tcpServerStream) SetWriteDeadline(t time.Time) error {
 }
 
 func (s *tcpServerStream) Context() context.Context { return s.ctx }
+
+func (s *tcpServerStream) servesWithin() {}
 
 // CloseWrite marks the answer complete: its end frame (or refusal) went.
 func (s *tcpServerStream) CloseWrite() error {
