@@ -173,7 +173,7 @@ func (f *Forwarder) forward(ctx context.Context, s inferStream, peer mesh.PeerIn
 		ctx = s.Context()
 	} else {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, MeshServeTimeout)
+		ctx, cancel = context.WithTimeout(ctx, f.serveTimeout)
 		defer cancel()
 		// The consumer resetting the stream (its client went away) cancels
 		// the upstream request at once.

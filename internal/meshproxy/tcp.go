@@ -411,7 +411,7 @@ func (cs *tcpConnServer) serve(first byte) {
 		s := &tcpServerStream{cs: cs, first: first, hasFirst: true, over: make(chan struct{})}
 		// One context for the exchange: the consumer going away, the
 		// serve timeout and this node stopping all end it (servesWithin).
-		s.ctx, s.cancel = context.WithTimeout(cs.ctx, MeshServeTimeout)
+		s.ctx, s.cancel = context.WithTimeout(cs.ctx, cs.f.serveTimeout)
 		_ = cs.raw.SetDeadline(time.Time{})
 		cs.f.met.transport(sideServe, TransportTCP)
 		cs.f.serveInfer(cs.ctx, cs.peer, s)
