@@ -216,3 +216,22 @@ func TestReadFrameGrow(t *testing.T) {
 		t.Fatal("a frame over the bound was read")
 	}
 }
+
+// TestReadFrameGrowAllocatesNothing: a frame read into a pooled buffer
+// costs no allocation, its header included (one a frame before).
+func TestReadFrameGrowAllocatesNothing(t *testing.T) {
+	frame := appendBodyFrames(nil, frameRespBody, []byte("data: x\n\n"))
+	pools := newFramePools()
+	fb := pools.largeBuf()
+	defer fb.release()
+	r := bytes.NewReader(frame)
+	allocs := testing.AllocsPerRun(100, func() {
+		r.Reset(frame)
+		if _, _, err := readFrameGrow(r, &fb, MeshChunkBytes); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations a frame, want 0", allocs)
+	}
+}

@@ -337,6 +337,7 @@ type meshBodyReader struct {
 	got       int64
 	left      int // payload bytes of the current body frame not read yet
 	err       error
+	hdr       [mesh.FrameHeaderSize]byte // a frame header, read in place
 }
 
 func (b *meshBodyReader) Read(p []byte) (int, error) {
@@ -347,7 +348,7 @@ func (b *meshBodyReader) Read(p []byte) (int, error) {
 		if b.arm != nil {
 			b.arm()
 		}
-		t, n, err := mesh.ReadFrameHeader(b.r, MeshChunkBytes)
+		t, n, err := mesh.ReadFrameHeaderInto(b.r, MeshChunkBytes, b.hdr[:])
 		switch {
 		case err == io.EOF:
 			b.err = errNoEndFrame
