@@ -107,11 +107,20 @@ func AppendFrameHeader(dst []byte, t FrameType, n int) []byte {
 // returns io.EOF only at a clean frame boundary and ErrTruncatedFrame
 // inside the header.
 func ReadFrameHeader(r io.Reader, max int) (FrameType, int, error) {
+	var hdr [FrameHeaderSize]byte
+	return ReadFrameHeaderInto(r, max, hdr[:])
+}
+
+// ReadFrameHeaderInto is ReadFrameHeader reading the header into hdr (at
+// least FrameHeaderSize bytes): a caller that reads many frames keeps
+// one, where ReadFrameHeader's own escapes to the heap through r, an
+// allocation a frame.
+func ReadFrameHeaderInto(r io.Reader, max int, hdr []byte) (FrameType, int, error) {
 	if max <= 0 || max > MaxFrameSize {
 		max = MaxFrameSize
 	}
-	var hdr [FrameHeaderSize]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+	hdr = hdr[:FrameHeaderSize]
+	if _, err := io.ReadFull(r, hdr); err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) {
 			return 0, 0, ErrTruncatedFrame
 		}

@@ -31,8 +31,9 @@
 //
 // ForwardRemote runs on the proxy's handler goroutine, ServeStream on the
 // mesh's. Run owns the TCP server's goroutines (one per connection, one
-// watcher per exchange that serves the next) and waits for them. All
-// methods are safe for concurrent use. ForwardRemote tries once.
+// watcher per long exchange that serves the next, the watch list's
+// ticker) and waits for them. All methods are safe for concurrent use.
+// ForwardRemote tries once.
 //
 // The long story is docs/architecture.md section 3.
 package meshproxy

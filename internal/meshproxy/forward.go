@@ -1,6 +1,7 @@
 package meshproxy
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -101,6 +103,9 @@ type Deps struct {
 	TCP TCP
 	// Identity is this node's key, for inference over TLS/TCP.
 	Identity *identity.Identity
+
+	// serveTimeout replaces MeshServeTimeout (tests).
+	serveTimeout time.Duration
 }
 
 // Forwarder carries inference requests over the mesh: as a consumer
@@ -115,10 +120,13 @@ type Forwarder struct {
 	ownTrans  *http.Transport // set when the forwarder built transport
 	// pool is the pooled HTTP/1.1 client of requests with a held body or
 	// none, set when the forwarder built its transport (httpfast.Pool).
-	pool *httpfast.Pool
-	met  *meshMetrics
-	bufs *framePools // frames read or written at once
-	tcp  *tcpSide    // nil: inference over QUIC only
+	pool    *httpfast.Pool
+	upAddrs upstreamAddrs // local instances' addresses, for pool
+	// serveTimeout caps a served request: MeshServeTimeout but in tests.
+	serveTimeout time.Duration
+	met          *meshMetrics
+	bufs         *framePools // frames read or written at once
+	tcp          *tcpSide    // nil: inference over QUIC only
 
 	// held and peakHeld are the request body bytes held in memory by the
 	// forwards in flight, both sides (nodeld_proxy_mesh_body_bytes), and
@@ -148,14 +156,15 @@ func NewForwarder(d Deps) (*Forwarder, error) {
 		lg = zap.NewNop()
 	}
 	f := &Forwarder{
-		log:       lg,
-		streams:   d.Mesh,
-		table:     d.Table,
-		rec:       d.Recorder,
-		transport: d.Transport,
-		met:       met,
-		byPeer:    make(map[string]int),
-		bufs:      newFramePools(),
+		log:          lg,
+		streams:      d.Mesh,
+		table:        d.Table,
+		rec:          d.Recorder,
+		transport:    d.Transport,
+		met:          met,
+		byPeer:       make(map[string]int),
+		serveTimeout: cmp.Or(d.serveTimeout, MeshServeTimeout),
+		bufs:         newFramePools(),
 	}
 	if f.transport == nil {
 		f.ownTrans = httpfast.NewTransport(DefaultMeshMaxInflightTotal)

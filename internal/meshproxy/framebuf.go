@@ -124,7 +124,9 @@ func (fb *frameBuf) release() {
 // needs it, and returns the payload (in fb's buffer until its next use).
 // Its errors are mesh.ReadFrameInto's.
 func readFrameGrow(r io.Reader, fb *frameBuf, bound int) (mesh.FrameType, []byte, error) {
-	t, n, err := mesh.ReadFrameHeader(r, bound)
+	// The header is read into the buffer's head (the payload overwrites
+	// it): no allocation a frame.
+	t, n, err := mesh.ReadFrameHeaderInto(r, bound, (*fb.p)[:mesh.FrameHeaderSize])
 	if err != nil {
 		return 0, nil, err
 	}

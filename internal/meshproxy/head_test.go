@@ -3,6 +3,7 @@ package meshproxy
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"testing"
 
@@ -90,4 +91,32 @@ func FuzzHeadFastPath(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestUpstreamAddrs: a base URL is checked and parsed once, a refused one
+// is never kept, and the cache stays within its bound.
+func TestUpstreamAddrs(t *testing.T) {
+	var c upstreamAddrs
+	for range 2 {
+		a, err := c.get("http://127.0.0.1:8080")
+		if err != nil || a != "127.0.0.1:8080" {
+			t.Fatalf("got %q, %v", a, err)
+		}
+	}
+	if _, err := c.get("http://example.com:80"); err == nil {
+		t.Fatal("a base off the host was accepted")
+	}
+	if _, ok := c.m.Load("http://example.com:80"); ok {
+		t.Fatal("a refused base was cached")
+	}
+	for i := range 3 * maxUpstreamAddrs {
+		if _, err := c.get(fmt.Sprintf("http://127.0.0.1:%d", 1000+i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := 0
+	c.m.Range(func(any, any) bool { n++; return true })
+	if n > maxUpstreamAddrs {
+		t.Fatalf("%d addresses cached, bound %d", n, maxUpstreamAddrs)
+	}
 }

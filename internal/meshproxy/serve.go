@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -142,6 +144,18 @@ func (f *Forwarder) serveInfer(ctx context.Context, peer mesh.PeerInfo, s inferS
 	f.forward(ctx, s, peer, head, up, local)
 }
 
+// servesWithin is a stream whose Context also ends MeshServeTimeout after
+// the exchange began, with context.DeadlineExceeded, and when this node
+// stops (tcpServerStream): forward then derives no context of its own.
+type servesWithin interface{ servesWithin() }
+
+// consumerGone reports whether s's context ended for its consumer going
+// away (or this node stopping), not for the serve timeout.
+func consumerGone(s inferStream) bool {
+	err := s.Context().Err()
+	return err != nil && !errors.Is(err, context.DeadlineExceeded)
+}
+
 // upstreamBody is the body of a request to the local instance: n bytes,
 // either data (held in memory) or (-1: unknown, sent chunked) read from
 // stream, a peer's body pinned as it arrives.
@@ -154,11 +168,17 @@ type upstreamBody struct {
 // forward sends the request to the local instance and streams the answer.
 func (f *Forwarder) forward(ctx context.Context, s inferStream, peer mesh.PeerInfo, head meshRequestHead, up upstreamBody, local table.MeshLocal) {
 	serving := ctx // the mesh's: done when this node stops
-	ctx, cancel := context.WithTimeout(ctx, MeshServeTimeout)
-	defer cancel()
-	// The consumer resetting the stream (its client went away) cancels the
-	// upstream request at once.
-	defer context.AfterFunc(s.Context(), cancel)()
+	if _, ok := s.(servesWithin); ok {
+		// Its context is the exchange's whole life already.
+		ctx = s.Context()
+	} else {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, f.serveTimeout)
+		defer cancel()
+		// The consumer resetting the stream (its client went away) cancels
+		// the upstream request at once.
+		defer context.AfterFunc(s.Context(), cancel)()
+	}
 	res, finish, err := f.roundTrip(ctx, head, up, local)
 	if up.stream != nil {
 		// A streamed body that failed (broken frames, not an object, the
@@ -174,7 +194,7 @@ func (f *Forwarder) forward(ctx context.Context, s inferStream, peer mesh.PeerIn
 	}
 	if err != nil {
 		switch {
-		case s.Context().Err() != nil:
+		case consumerGone(s):
 			f.reset(s, peer, head.Role, mesh.StreamCodeCancelled, servedCancelled, err)
 		case serving.Err() != nil:
 			// This node is stopping: the mesh cancels its handlers, then
@@ -233,7 +253,7 @@ func (f *Forwarder) forward(ctx context.Context, s inferStream, peer mesh.PeerIn
 			if len(w) > 0 {
 				_, _ = s.Write(w) // what the instance sent before it failed
 			}
-			if s.Context().Err() != nil {
+			if consumerGone(s) {
 				f.reset(s, peer, head.Role, mesh.StreamCodeCancelled, servedCancelled, rerr)
 				return
 			}
@@ -295,11 +315,10 @@ func (f *Forwarder) roundTrip(ctx context.Context, head meshRequestHead, up upst
 	}
 	if f.pool != nil && up.stream == nil {
 		// The destination never leaves the host, whatever the table holds.
-		ap, err := grammar.ParseLoopbackURL(local.Base)
+		addr, err := f.upAddrs.get(local.Base)
 		if err != nil {
 			return nil, nil, fmt.Errorf("local base %q: %w", local.Base, err)
 		}
-		addr := ap.String()
 		r := &http.Request{Method: head.Method, RequestURI: target, Header: h, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
 		req := &httpfast.Request{R: r, Host: addr, Body: up.data, InMem: true}
 		uc, res, stop, err := f.pool.RoundTrip(ctx, httpfast.PoolKey{Role: head.Role, Addr: addr}, req)
@@ -442,4 +461,32 @@ func (f *Forwarder) release(peer string) {
 		delete(f.byPeer, peer)
 	}
 	f.met.inflight.Dec()
+}
+
+// maxUpstreamAddrs bounds upstreamAddrs: past it the cache starts over.
+const maxUpstreamAddrs = 256
+
+// upstreamAddrs caches local instances' base URLs checked and parsed
+// (grammar.ParseLoopbackURL) into the host:port dialed, for the requests
+// peers send them. Safe for concurrent use; the zero value is empty.
+type upstreamAddrs struct {
+	m sync.Map // base URL -> host:port
+	n atomic.Int64
+}
+
+func (c *upstreamAddrs) get(base string) (string, error) {
+	if a, ok := c.m.Load(base); ok {
+		return a.(string), nil
+	}
+	ap, err := grammar.ParseLoopbackURL(base)
+	if err != nil {
+		return "", err
+	}
+	a := ap.String()
+	if c.n.Add(1) > maxUpstreamAddrs {
+		c.m.Clear()
+		c.n.Store(1)
+	}
+	c.m.Store(base, a)
+	return a, nil
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -59,8 +60,13 @@ const (
 	TCPMaxServerConns = MaxMeshInflight
 	// TCPWatchDelay is how long an exchange runs after its request was
 	// read before its connection is watched for the consumer going away
-	// (a short exchange needs no watcher).
+	// (a short exchange needs no watcher); the watch starts within
+	// TCPWatchDelay/2 after that (watchList's tick).
 	TCPWatchDelay = 20 * time.Millisecond
+	// tcpWatchIdleTicks is how many ticks without a running exchange the
+	// watch list ticks on before it sleeps until the next one: steady
+	// traffic adds no timer per exchange, an idle node wakes for nothing.
+	tcpWatchIdleTicks = 100
 	// TCPMaxDialsPerPeer bounds the dials to one peer in progress: a
 	// burst of requests past the idle connections goes over QUIC while
 	// the pool grows, not through a burst of handshakes.
@@ -144,10 +150,18 @@ type tcpSide struct {
 	log    *zap.Logger
 	now    func() time.Time
 
-	mu   sync.Mutex                   // guards down, keys, srv
-	down map[string]time.Time         // node id -> QUIC only until
-	keys map[string]ed25519.PublicKey // node id -> the key its connections pin
-	srv  *tlspool.Server              // while Run serves
+	mu    sync.Mutex                   // guards down, keys, addrs, srv
+	down  map[string]time.Time         // node id -> QUIC only until
+	keys  map[string]ed25519.PublicKey // node id -> the key its connections pin
+	addrs map[string]dialAddr          // node id -> its TCP address, as last seen
+	srv   *tlspool.Server              // while Run serves
+}
+
+// dialAddr is a peer's link address and the TCP address dialed beside it
+// (formatted once, not for every request).
+type dialAddr struct {
+	link netip.AddrPort
+	tcp  string
 }
 
 func newTCPSide(t TCP, d Deps, lg *zap.Logger) (*tcpSide, error) {
@@ -175,7 +189,7 @@ func newTCPSide(t TCP, d Deps, lg *zap.Logger) (*tcpSide, error) {
 		return nil, err
 	}
 	return &tcpSide{peers: peers, pool: pool, cert: cert, listen: t.Listen, log: lg, now: time.Now,
-		down: make(map[string]time.Time), keys: make(map[string]ed25519.PublicKey)}, nil
+		down: make(map[string]time.Time), keys: make(map[string]ed25519.PublicKey), addrs: make(map[string]dialAddr)}, nil
 }
 
 // conn returns a pooled connection to nodeID, or nil and why the request
@@ -194,8 +208,9 @@ func (t *tcpSide) conn(ctx context.Context, nodeID string) (*tlspool.Conn, strin
 		delete(t.down, nodeID)
 	}
 	t.keys[nodeID] = p.Key
+	addr := t.tcpAddrLocked(nodeID, p.Addr)
 	t.mu.Unlock()
-	c, err := t.pool.Get(ctx, tcpAddr(p.Addr), p.Key)
+	c, err := t.pool.Get(ctx, addr, p.Key)
 	switch {
 	case err == nil:
 		return c, ""
@@ -213,12 +228,20 @@ func (t *tcpSide) conn(ctx context.Context, nodeID string) (*tlspool.Conn, strin
 	return nil, fallbackDial
 }
 
-// tcpAddr is the TCP address beside a peer's mesh (UDP) address.
-func tcpAddr(a net.Addr) string {
-	if u, ok := a.(*net.UDPAddr); ok {
-		return u.AddrPort().String()
+// tcpAddrLocked is the TCP address beside a peer's mesh (UDP) address.
+// t.mu must be held.
+func (t *tcpSide) tcpAddrLocked(nodeID string, a net.Addr) string {
+	u, ok := a.(*net.UDPAddr)
+	if !ok {
+		return a.String()
 	}
-	return a.String()
+	link := u.AddrPort()
+	if d, ok := t.addrs[nodeID]; ok && d.link == link {
+		return d.tcp
+	}
+	d := dialAddr{link: link, tcp: link.String()}
+	t.addrs[nodeID] = d
+	return d.tcp
 }
 
 // peerEvent closes a peer's connections, both ways, when its link is
@@ -234,6 +257,7 @@ func (t *tcpSide) peerEvent(ev table.PeerEvent) {
 		t.mu.Lock()
 		key, srv := t.keys[ev.Node], t.srv
 		delete(t.keys, ev.Node)
+		delete(t.addrs, ev.Node)
 		t.mu.Unlock()
 		if key != nil {
 			t.pool.ClosePeer(key)
@@ -289,8 +313,10 @@ func (f *Forwarder) Run(ctx context.Context) error {
 		}
 		return fmt.Errorf("mesh tcp listen %q: %w", addr, err)
 	}
+	watches := newWatchList(TCPWatchDelay)
+	serve := func(ctx context.Context, peerID string, c *tls.Conn) { f.serveConn(ctx, peerID, c, watches) }
 	srv, err := tlspool.NewServer(tlspool.ServerConfig{Listener: ln, Certificate: t.cert, Admit: t.admit,
-		Handle: f.serveConn, HandshakeTimeout: TCPDialTimeout, MaxConns: TCPMaxServerConns, ALPN: InferALPN})
+		Handle: serve, HandshakeTimeout: TCPDialTimeout, MaxConns: TCPMaxServerConns, ALPN: InferALPN})
 	if err != nil {
 		_ = ln.Close()
 		return err
@@ -299,7 +325,13 @@ func (f *Forwarder) Run(ctx context.Context) error {
 	t.srv = srv
 	t.mu.Unlock()
 	f.log.Info("mesh inference listening on tcp", zap.Stringer("addr", ln.Addr()))
-	return srv.Run(ctx)
+	wctx, stopWatches := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { watches.run(wctx) })
+	err = srv.Run(ctx)
+	stopWatches()
+	wg.Wait()
+	return err
 }
 
 // TCPAddr is the address inference over TCP is served on; nil when none.
@@ -331,25 +363,25 @@ func (t *tcpSide) admit(key ed25519.PublicKey, _ net.Addr) (string, error) {
 // serveConn serves an admitted connection's exchanges, one after
 // another, each as ServeStream serves a stream, until the peer closes it,
 // it idles TCPServerIdleTimeout, an exchange does not end cleanly, or ctx
-// ends.
-func (f *Forwarder) serveConn(ctx context.Context, peerID string, c *tls.Conn) {
+// ends. watches starts the watchers of long exchanges.
+func (f *Forwarder) serveConn(ctx context.Context, peerID string, c *tls.Conn, watches *watchList) {
 	peer, ok := f.tcp.peers.LinkedPeer(peerID)
 	if !ok {
 		return
 	}
-	f.serveConnOn(ctx, peer, c, c.NetConn())
+	f.serveConnOn(ctx, peer, c, c.NetConn(), watches)
 }
 
 // serveConnOn is serveConn on c (the TLS connection, or in a fuzz test
 // any connection) over raw (its socket: deadlines, aborts).
-func (f *Forwarder) serveConnOn(ctx context.Context, peer mesh.PeerInfo, c, raw net.Conn) {
+func (f *Forwarder) serveConnOn(ctx context.Context, peer mesh.PeerInfo, c, raw net.Conn, watches *watchList) {
 	// The exchanges' contexts hang off the connection's, not all off the
 	// server's one (whose lock every request would take).
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	cs := &tcpConnServer{f: f, ctx: ctx, peer: peer, c: c, raw: raw, wg: &wg}
+	cs := &tcpConnServer{f: f, ctx: ctx, peer: peer, c: c, raw: raw, wg: &wg, watches: watches}
 	_ = cs.raw.SetReadDeadline(time.Now().Add(TCPServerIdleTimeout))
 	var one [1]byte
 	if _, err := io.ReadFull(c, one[:]); err != nil {
@@ -363,12 +395,13 @@ func (f *Forwarder) serveConnOn(ctx context.Context, peer mesh.PeerInfo, c, raw 
 // connection's, each next one on the previous exchange's watcher (see
 // tcpServerStream.watch).
 type tcpConnServer struct {
-	f    *Forwarder
-	ctx  context.Context
-	peer mesh.PeerInfo
-	c    net.Conn        // the TLS connection
-	raw  net.Conn        // its socket
-	wg   *sync.WaitGroup // every watcher; the connection's goroutine waits
+	f       *Forwarder
+	ctx     context.Context
+	peer    mesh.PeerInfo
+	c       net.Conn        // the TLS connection
+	raw     net.Conn        // its socket
+	wg      *sync.WaitGroup // every watcher; the connection's goroutine waits
+	watches *watchList      // starts the watchers
 }
 
 // serve serves exchanges, the first of which has its first byte read,
@@ -376,7 +409,9 @@ type tcpConnServer struct {
 func (cs *tcpConnServer) serve(first byte) {
 	for {
 		s := &tcpServerStream{cs: cs, first: first, hasFirst: true, over: make(chan struct{})}
-		s.ctx, s.cancel = context.WithCancel(cs.ctx)
+		// One context for the exchange: the consumer going away, the
+		// serve timeout and this node stopping all end it (servesWithin).
+		s.ctx, s.cancel = context.WithTimeout(cs.ctx, cs.f.serveTimeout)
 		_ = cs.raw.SetDeadline(time.Time{})
 		cs.f.met.transport(sideServe, TransportTCP)
 		cs.f.serveInfer(cs.ctx, cs.peer, s)
@@ -397,7 +432,7 @@ func (cs *tcpConnServer) serve(first byte) {
 
 // tcpServerStream is one exchange served on a connection. An exchange
 // still running TCPWatchDelay after its request's end frame was read
-// (requestRead) starts a watcher that reads on: the consumer sends nothing
+// (requestRead) starts a watcher (watchList) that reads on: the consumer sends nothing
 // before the answer's end, so what it reads is either the connection's end
 // (the consumer went away: Context ends, which cancels the instance's
 // request, as a reset QUIC stream does) or the first byte of the next
@@ -412,13 +447,12 @@ type tcpServerStream struct {
 	over     chan struct{} // closed by end
 	clean    bool          // set before over is closed
 
-	mu       sync.Mutex  // guards reqDone, ended, wroteEnd, broken, watching, timer
-	reqDone  bool        // the request's end frame was read
-	watching bool        // the watcher started
-	timer    *time.Timer // starts the watcher
-	ended    bool        // end ran
-	wroteEnd bool        // the answer's last frame was written (CloseWrite)
-	broken   bool        // the connection cannot serve another exchange
+	mu       sync.Mutex // guards reqDone, ended, wroteEnd, broken, watching
+	reqDone  bool       // the request's end frame was read
+	watching bool       // the watcher started
+	ended    bool       // end ran
+	wroteEnd bool       // the answer's last frame was written (CloseWrite)
+	broken   bool       // the connection cannot serve another exchange
 }
 
 func (s *tcpServerStream) Read(p []byte) (int, error) {
@@ -463,6 +497,8 @@ func (s *tcpServerStream) SetWriteDeadline(t time.Time) error {
 }
 
 func (s *tcpServerStream) Context() context.Context { return s.ctx }
+
+func (s *tcpServerStream) servesWithin() {}
 
 // CloseWrite marks the answer complete: its end frame (or refusal) went.
 func (s *tcpServerStream) CloseWrite() error {
@@ -520,27 +556,35 @@ const (
 	connKept   byte = 1
 )
 
-// requestRead arms the watcher once the request's end frame is read.
+// requestRead hands the exchange to the watch list once the request's
+// end frame is read.
 func (s *tcpServerStream) requestRead() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.reqDone || s.ended {
+		s.mu.Unlock()
 		return
 	}
 	s.reqDone = true
 	_ = s.cs.raw.SetReadDeadline(time.Time{})
-	s.timer = time.AfterFunc(TCPWatchDelay, s.startWatch)
+	s.mu.Unlock()
+	s.cs.watches.add(s, time.Now())
 }
 
-// startWatch starts the watcher of an exchange still running.
-func (s *tcpServerStream) startWatch() {
+// watchDue is the watch list's look at an exchange: one that ended is
+// dropped; one still running that is due (its request was read
+// TCPWatchDelay ago) starts its watcher and is dropped; any other is kept.
+func (s *tcpServerStream) watchDue(due bool) (keep bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ended || s.watching {
-		return
+	switch {
+	case s.ended || s.watching:
+		return false
+	case !due:
+		return true
 	}
 	s.watching = true
-	s.cs.wg.Go(s.watch) // the connection's goroutine, or a watcher, is running
+	s.cs.wg.Go(s.watch) // the exchange is running: its goroutine has not reached Wait
+	return false
 }
 
 // end runs once the exchange's handler returned: a clean exchange leaves
@@ -551,9 +595,6 @@ func (s *tcpServerStream) end() (cont bool) {
 	s.ended = true
 	clean := s.reqDone && s.wroteEnd && !s.broken
 	watching := s.watching
-	if s.timer != nil {
-		s.timer.Stop()
-	}
 	s.mu.Unlock()
 	if clean && watching {
 		_ = s.cs.raw.SetReadDeadline(time.Now().Add(TCPServerIdleTimeout))
@@ -649,4 +690,100 @@ func (s *tcpClientStream) AbortWrite(code mesh.StreamCode) { s.Reset(code) }
 func connFailed(s inferStream) bool {
 	cs, ok := s.(*tcpClientStream)
 	return ok && cs.ioErr.Load()
+}
+
+// watchList starts the watchers of a server's exchanges that run long
+// (tcpServerStream.watch): one goroutine (run) ticks every delay/2 while
+// exchanges are served, where a timer per exchange (time.AfterFunc) cost
+// a timer and, most often, a wake-up of an idle thread for each request.
+// It sleeps after tcpWatchIdleTicks ticks with nothing listed, until add.
+type watchList struct {
+	delay time.Duration
+	kick  chan struct{} // size 1: add wakes a sleeping run
+
+	mu      sync.Mutex // guards entries, asleep
+	entries []watchEntry
+	asleep  bool
+}
+
+// watchEntry is an exchange whose request was read at at.
+type watchEntry struct {
+	s  *tcpServerStream
+	at time.Time
+}
+
+func newWatchList(delay time.Duration) *watchList {
+	return &watchList{delay: delay, kick: make(chan struct{}, 1)}
+}
+
+// add lists an exchange whose request was read at now.
+func (w *watchList) add(s *tcpServerStream, now time.Time) {
+	w.mu.Lock()
+	w.entries = append(w.entries, watchEntry{s: s, at: now})
+	wake := w.asleep
+	w.asleep = false
+	w.mu.Unlock()
+	if wake {
+		select {
+		case w.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// run ticks until ctx ends: each tick starts the watchers that are due.
+func (w *watchList) run(ctx context.Context) {
+	tick := time.NewTicker(w.delay / 2)
+	defer tick.Stop()
+	for idle := 0; ; {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			if w.sweep(now) > 0 {
+				idle = 0
+				continue
+			}
+			if idle++; idle < tcpWatchIdleTicks {
+				continue
+			}
+			w.mu.Lock()
+			w.asleep = len(w.entries) == 0
+			asleep := w.asleep
+			w.mu.Unlock()
+			if !asleep {
+				idle = 0
+				continue
+			}
+			tick.Stop()
+			select {
+			case <-ctx.Done():
+				return
+			case <-w.kick:
+			}
+			tick.Reset(w.delay / 2)
+			idle = 0
+		}
+	}
+}
+
+// sweep starts the watchers due at now, drops the exchanges that ended,
+// and returns how many stay listed.
+func (w *watchList) sweep(now time.Time) int {
+	w.mu.Lock()
+	list := w.entries
+	w.entries = nil
+	w.mu.Unlock()
+	kept := list[:0]
+	for _, e := range list {
+		if e.s.watchDue(now.Sub(e.at) >= w.delay) {
+			kept = append(kept, e)
+		}
+	}
+	clear(list[len(kept):])
+	w.mu.Lock()
+	w.entries = append(kept, w.entries...)
+	n := len(w.entries)
+	w.mu.Unlock()
+	return n
 }

@@ -36,6 +36,17 @@ func FuzzServeConn(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(fwd.CloseIdleConnections)
+	watches := newWatchList(TCPWatchDelay)
+	wctx, stopWatches := context.WithCancel(context.Background())
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		watches.run(wctx)
+	}()
+	f.Cleanup(func() {
+		stopWatches()
+		<-watched
+	})
 
 	req := func(body string, n int64) []byte {
 		b, err := appendJSONFrame(nil, frameReqHead, meshRequestHead{V: MeshWireVersion, Role: "chat", Method: "POST",
@@ -57,7 +68,7 @@ func FuzzServeConn(f *testing.F) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			fwd.serveConnOn(context.Background(), mesh.PeerInfo{ID: peer}, srv, srv)
+			fwd.serveConnOn(context.Background(), mesh.PeerInfo{ID: peer}, srv, srv, watches)
 		}()
 		read := make(chan struct{})
 		go func() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -226,6 +227,46 @@ func TestTCPLinkLostAbortsExchanges(t *testing.T) {
 			}
 			meshtest.WaitFor(t, "the instance's request cancelled", cancelled.Load)
 			meshtest.WaitFor(t, "serving slot released", func() bool { n, _ := b.fwd.Inflight(); return n == 0 })
+		})
+	}
+}
+
+// TestServeTimeoutRefuses: an instance that does not answer within the
+// serving node's serve timeout is refused as upstream_timeout (the
+// consumer's client gets 504), over TCP (where the exchange's one context
+// carries the timeout) as over QUIC, not cut as if the consumer had gone.
+func TestServeTimeoutRefuses(t *testing.T) {
+	for _, tr := range []string{TransportTCP, TransportQUIC} {
+		t.Run(tr, func(t *testing.T) {
+			stuck := make(chan struct{})
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				select {
+				case <-r.Context().Done():
+				case <-stuck:
+				}
+			}))
+			t.Cleanup(up.Close)
+			t.Cleanup(func() { close(stuck) })
+			nodes := newMeshNodes(t, "a", "b")
+			a, b := nodes[0], nodes[1]
+			b.serve(up.URL, "served-model", a)
+			a.Table.AllowRemoteNode("chat", b.ID(), true)
+			deps := Deps{TCP: TCP{Transport: tr}}
+			a.start(deps, b)
+			deps.serveTimeout = 300 * time.Millisecond
+			b.start(deps)
+			b.admitLater(a)
+			a.resolvesTo(b)
+			res, body := a.h.post("chat", "/v1/chat/completions", chatBody(false))
+			if res.StatusCode != http.StatusGatewayTimeout || !strings.Contains(string(body), "upstream_timeout") {
+				t.Fatalf("got %d %s, want 504 upstream_timeout", res.StatusCode, body)
+			}
+			if got := counter(t, b, "nodeld_proxy_mesh_served_total", map[string]string{"role": "chat", "code": RefuseUpstreamTimeout}); got != 1 {
+				t.Errorf("served upstream_timeout %v, want 1", got)
+			}
+			if got := transportCount(t, b, sideServe, tr); got != 1 {
+				t.Errorf("served over %s: %v, want 1", tr, got)
+			}
 		})
 	}
 }

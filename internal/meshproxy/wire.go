@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/nodeld/nodeld/internal/grammar"
@@ -167,13 +168,15 @@ func decodeResponseHead(b []byte) (meshResponseHead, error) {
 	if h.Status < 200 || h.Status > 599 {
 		return meshResponseHead{}, fmt.Errorf("response status %d", h.Status)
 	}
-	kept := make(map[string]string, len(relayedResponseHeaders))
-	for _, name := range relayedResponseHeaders {
-		if v, ok := h.Headers[name]; ok && validHeaderValue(v) && (name != "Content-Length" || validContentLength(v)) {
-			kept[name] = v
+	if h.Headers == nil {
+		h.Headers = make(map[string]string) // callers may set into it
+	}
+	// The decoded map is h's own: filtered in place.
+	for name, v := range h.Headers {
+		if !slices.Contains(relayedResponseHeaders, name) || !validHeaderValue(v) || (name == "Content-Length" && !validContentLength(v)) {
+			delete(h.Headers, name)
 		}
 	}
-	h.Headers = kept
 	return h, nil
 }
 
@@ -334,6 +337,7 @@ type meshBodyReader struct {
 	got       int64
 	left      int // payload bytes of the current body frame not read yet
 	err       error
+	hdr       [mesh.FrameHeaderSize]byte // a frame header, read in place
 }
 
 func (b *meshBodyReader) Read(p []byte) (int, error) {
@@ -344,7 +348,7 @@ func (b *meshBodyReader) Read(p []byte) (int, error) {
 		if b.arm != nil {
 			b.arm()
 		}
-		t, n, err := mesh.ReadFrameHeader(b.r, MeshChunkBytes)
+		t, n, err := mesh.ReadFrameHeaderInto(b.r, MeshChunkBytes, b.hdr[:])
 		switch {
 		case err == io.EOF:
 			b.err = errNoEndFrame

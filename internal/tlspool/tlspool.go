@@ -205,37 +205,38 @@ func (p *Pool) Get(ctx context.Context, addr string, key ed25519.PublicKey) (*Co
 	}
 	k := string(key)
 	var stale []*Conn
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return nil, ErrClosed
-	}
-	pc := p.peers[k]
-	if pc == nil {
-		pc = &peerConns{inUse: make(map[*Conn]struct{})}
-		p.peers[k] = pc
-	}
-	now := p.cfg.Now()
-	for len(pc.idle) > 0 {
-		c := pc.idle[len(pc.idle)-1]
-		pc.idle = pc.idle[:len(pc.idle)-1]
-		if now.Sub(c.idleSince) >= p.cfg.IdleTimeout {
-			stale = append(stale, c)
-			p.stats.Expired++
-			continue
+	var pc *peerConns
+	for {
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			closeAll(stale)
+			return nil, ErrClosed
 		}
-		if now.Sub(c.idleSince) >= p.cfg.PeekAfter && !httpfast.ConnAlive(c.NetConn()) {
-			// The peer closed it while it was idle (a restart, its
-			// idle timeout): reusing it would fail the next request.
-			stale = append(stale, c)
-			p.stats.Dead++
-			continue
+		if pc = p.peers[k]; pc == nil {
+			pc = &peerConns{inUse: make(map[*Conn]struct{})}
+			p.peers[k] = pc
 		}
-		p.stats.Reuses++
-		pc.inUse[c] = struct{}{}
+		c, peek := p.takeIdleLocked(pc, &stale)
+		if c == nil {
+			break // p.mu held
+		}
 		p.mu.Unlock()
-		closeAll(stale)
-		return c, nil
+		// The peek is a system call: the pool's lock is not held for it
+		// (the connection is in use meanwhile, so no one else takes it).
+		if !peek || httpfast.ConnAlive(c.NetConn()) {
+			closeAll(stale)
+			p.mu.Lock()
+			p.stats.Reuses++
+			p.mu.Unlock()
+			return c, nil
+		}
+		// The peer closed it while it was idle (a restart, its idle
+		// timeout): reusing it would fail the next request.
+		p.mu.Lock()
+		p.stats.Dead++
+		p.mu.Unlock()
+		stale = append(stale, c)
 	}
 	if pc.open-len(stale) >= p.cfg.MaxConnsPerPeer {
 		p.mu.Unlock()
@@ -276,6 +277,25 @@ func (p *Pool) Get(ctx context.Context, addr string, key ed25519.PublicKey) (*Co
 	p.mu.Unlock()
 	c.Abort()
 	return nil, fmt.Errorf("tlspool: dial %s: %w", addr, ErrClosed)
+}
+
+// takeIdleLocked takes pc's most recently put idle connection, moving
+// the expired ones it passes to stale, and says whether it is to be
+// peeked; nil when none is left. p.mu must be held.
+func (p *Pool) takeIdleLocked(pc *peerConns, stale *[]*Conn) (c *Conn, peek bool) {
+	now := p.cfg.Now()
+	for len(pc.idle) > 0 {
+		c := pc.idle[len(pc.idle)-1]
+		pc.idle = pc.idle[:len(pc.idle)-1]
+		if now.Sub(c.idleSince) >= p.cfg.IdleTimeout {
+			*stale = append(*stale, c)
+			p.stats.Expired++
+			continue
+		}
+		pc.inUse[c] = struct{}{}
+		return c, now.Sub(c.idleSince) >= p.cfg.PeekAfter
+	}
+	return nil, false
 }
 
 func closeAll(cs []*Conn) {
