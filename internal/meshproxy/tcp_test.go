@@ -261,9 +261,11 @@ func TestServeTimeoutRefuses(t *testing.T) {
 			if res.StatusCode != http.StatusGatewayTimeout || !strings.Contains(string(body), "upstream_timeout") {
 				t.Fatalf("got %d %s, want 504 upstream_timeout", res.StatusCode, body)
 			}
-			if got := counter(t, b, "nodeld_proxy_mesh_served_total", map[string]string{"role": "chat", "code": RefuseUpstreamTimeout}); got != 1 {
-				t.Errorf("served upstream_timeout %v, want 1", got)
-			}
+			// b counts the exchange once it has ended it, which may be after
+			// a read the answer.
+			meshtest.WaitFor(t, "b to count the served upstream_timeout", func() bool {
+				return counter(t, b, "nodeld_proxy_mesh_served_total", map[string]string{"role": "chat", "code": RefuseUpstreamTimeout}) == 1
+			})
 			if got := transportCount(t, b, sideServe, tr); got != 1 {
 				t.Errorf("served over %s: %v, want 1", tr, got)
 			}
