@@ -115,12 +115,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/nodeld/nodeld/internal/chain"
 	"github.com/nodeld/nodeld/internal/config"
+	"github.com/nodeld/nodeld/internal/ctlraft"
 	"github.com/nodeld/nodeld/internal/dispatch"
 	"github.com/nodeld/nodeld/internal/engine"
 	"github.com/nodeld/nodeld/internal/facts"
@@ -187,12 +189,25 @@ type mnode struct {
 	// stateFile runs its controller as a version before raft did, its
 	// state in controller.json (testHooks.stateFile; set before run).
 	stateFile bool
+	// bootWait is its controller's ctlraft FirstBootWait (0: the
+	// daemon's; -1: a new cluster starts at once).
+	bootWait time.Duration
 
 	n      *node
 	chain  *chain.Chain
 	reg    *prometheus.Registry // the running node's metrics
 	cancel context.CancelFunc
 	done   chan error
+}
+
+// testRaftTimeouts are the in-process controllers' raft timeouts:
+// raft's defaults (1 s) instead of the LAN ones (raftmesh.LANConfig, 0.5
+// s). A dozen -race daemons on two cores answer a heartbeat in hundreds
+// of milliseconds, and a leader that misses its lease mid-place fails the
+// test for nothing these tests check; the LAN timeouts are what make
+// faults (separate processes) and ctlraft's tests measure.
+func testRaftTimeouts(c *raft.Config) {
+	c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = time.Second, time.Second, time.Second
 }
 
 // newMesh makes the nodes' data dirs, keys, addresses and relays; it
@@ -361,6 +376,7 @@ func (mn *mnode) tryRun() error {
 			discover:    []runner.DiscoverCandidate{},
 			manualTicks: true,
 			stateFile:   mn.stateFile,
+			raft:        ctlraft.Deps{Tune: testRaftTimeouts, FirstBootWait: mn.bootWait},
 			place:       dispatch.PlaceHooks{After: mn.afterPlace},
 			host: hostHooks{
 				restart: mn.restartPolicy,

@@ -25,6 +25,7 @@ func raftTrio(t *testing.T, anchor string) (*meshT, map[string]*mnode) {
 	m := newMesh(t, "a", "b", "c", "d")
 	nodes := map[string]*mnode{"d": m.start("d", raftConfig(m, "d", anchor, false))}
 	for _, n := range []string{"a", "b", "c"} {
+		m.node(n).bootWait = -1 // none holds state: nothing to wait for
 		nodes[n] = m.start(n, raftConfig(m, n, anchor, true))
 	}
 	return m, nodes

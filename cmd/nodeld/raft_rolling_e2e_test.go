@@ -107,6 +107,7 @@ func TestRaftControllersRollingRestart(t *testing.T) {
 		}
 		extra := "  voters: [" + strings.Join(voters, ", ") + "]\n  policy:\n    kinds:\n      inference: {min_tier: paired}\n    deny_nodes: [a, b, c, e]\n"
 		cfg := strings.Replace(meshController(anchor, ""), "  policy:\n    kinds:\n      inference: {min_tier: paired}\n", extra, 1)
+		m.node(n).bootWait = -1 // a new cluster: nothing to wait for
 		nodes[n] = m.start(n, m.config(n, peersOf(n), cfg))
 	}
 	idD := m.id("d")

@@ -119,12 +119,12 @@ type nodeDeps struct {
 // component takes it: only tests, and the --test-* flags of a
 // nodeld_testhooks build (testhooks.go), set any.
 type testHooks struct {
-	discover []runner.DiscoverCandidate // replaces the well-known candidates
-	probe    *facts.ProbeDeps           // replaces the facts probe's machine
-	host     hostHooks
-	place    dispatch.PlaceHooks // the controller's place path
-	// the test ticks the controller itself; it keeps controller.json (a version before raft)
-	manualTicks, stateFile bool
+	discover               []runner.DiscoverCandidate // replaces the well-known candidates
+	probe                  *facts.ProbeDeps           // replaces the facts probe's machine
+	host                   hostHooks
+	place                  dispatch.PlaceHooks // the controller's place path
+	manualTicks, stateFile bool                // the test ticks the controller; it keeps controller.json (before raft)
+	raft                   ctlraft.Deps        // Tune and FirstBootWait of the controller's raft
 }
 
 // hostHooks are host.Deps' StopFault and ReplayWait and the host's

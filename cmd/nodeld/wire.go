@@ -51,7 +51,7 @@ func newController(n *node, cfg *config.Config, d nodeDeps, rev *pkg.Revocations
 		Placed: pkg.NewPlacedStoreBeside(filepath.Join(cfg.Node.DataDir, pkg.PlacedDir), store)}
 	if d.hooks.stateFile { // tests: a controller of a version before raft
 		deps.StatePath = filepath.Join(cfg.Node.DataDir, plane.StateFile)
-	} else if n.raft, err = ctlraft.NewFromConfig(cfg, n.id.ID(), n.mesh, ctlraft.Deps{Logger: d.log, Registerer: d.reg, Now: d.now}); err != nil {
+	} else if n.raft, err = ctlraft.NewFromConfig(cfg, n.id.ID(), n.mesh, ctlraft.Deps{Logger: d.log, Registerer: d.reg, Now: d.now, Tune: d.hooks.raft.Tune, FirstBootWait: d.hooks.raft.FirstBootWait}); err != nil {
 		return nil, err
 	} else if deps.State = n.raft; len(cfg.Controller.Voters) > 0 { // alone, it always leads
 		deps.Leadership = n.raft
