@@ -281,6 +281,16 @@ func (c *cluster) watchCopies(pkgID string) *copyWatch {
 	return w
 }
 
+// sample records one sample now and returns it: what a caller saw is in
+// the record before it acts on it.
+func (w *copyWatch) sample() map[string]int {
+	s := copySnap{at: time.Now(), per: w.c.procCopies(w.pkgID)}
+	w.mu.Lock()
+	w.snaps = append(w.snaps, s)
+	w.mu.Unlock()
+	return s.per
+}
+
 func (w *copyWatch) stop() []copySnap {
 	select {
 	case <-w.stopc:
@@ -296,7 +306,10 @@ func (w *copyWatch) stop() []copySnap {
 		w.snaps = append(w.snaps, s)
 	}
 	defer w.mu.Unlock()
-	return slices.Clone(w.snaps)
+	out := slices.Clone(w.snaps)
+	// sample's and the watcher's samples in the order they were taken.
+	slices.SortStableFunc(out, func(a, b copySnap) int { return a.at.Compare(b.at) })
+	return out
 }
 
 // most is the largest number of copies seen at once.
@@ -528,6 +541,12 @@ func partitionHost(c *cluster) outcome {
 		}
 		return false
 	})
+	if err != nil {
+		return miss("%v", err)
+	}
+	// The copy that served c is in the record before the port comes up
+	// (the watcher's next sample could come after it).
+	err = until("the copy on "+other.name+" in the copies' record", waitLimit, func() bool { return w.sample()[other.name] > 0 })
 	if err != nil {
 		return miss("%v", err)
 	}
