@@ -37,8 +37,17 @@ func TestLeaderKillNewLeaderResumes(t *testing.T) {
 		t.Fatalf("new leader %s lost placement %s", next.Name, first)
 	}
 	second := h.place("two")
-	if got, on := h.hosts.Copies("echo"); got != 2 {
-		t.Fatalf("%d copies on %v after two places, want 2 (none placed twice)", got, on)
+	// A place whose save failed as the lead moved on a loaded host (the
+	// placer tries again, as another workload) may have left a copy of its
+	// own: what must never be is one decision placed twice.
+	copies := h.placedCopies()
+	for id, n := range copies {
+		if n > 1 {
+			t.Fatalf("decision %s placed %d times (copies by decision %v)", id, n, copies)
+		}
+	}
+	if copies[first] != 1 || copies[second] != 1 {
+		t.Fatalf("copies by decision %v, want %s and %s once each", copies, first, second)
 	}
 	lead.restart()
 	for _, n := range h.ctls {

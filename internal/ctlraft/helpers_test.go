@@ -392,6 +392,20 @@ func (h *harness) tryPlace(name string, bound time.Duration) (string, error) {
 	}
 }
 
+// placedCopies counts the hosts' instances by the decision that placed
+// them.
+func (h *harness) placedCopies() map[string]int {
+	h.hosts.Mu.Lock()
+	defer h.hosts.Mu.Unlock()
+	out := map[string]int{}
+	for _, hs := range h.hosts.Hosts {
+		for _, in := range hs.Instances {
+			out[in.DecisionID]++
+		}
+	}
+	return out
+}
+
 // ids are the decision ids of n's placements (its replica on a
 // follower).
 func (n *ctlNode) ids() map[string]bool {
