@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -128,5 +129,42 @@ func TestTempPrefix(t *testing.T) {
 	}
 	if want := TempPrefix(path); want != ".manifest.json.tmp-" || !strings.HasPrefix(seen, want) {
 		t.Fatalf("temporary file %q, prefix %q", seen, want)
+	}
+}
+
+// ReadBounded reads a regular file within its bound, and refuses a
+// larger one, a directory and a FIFO (which would block a plain read)
+// with ErrUnbounded; a missing file is fs.ErrNotExist.
+func TestReadBounded(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f")
+	if err := os.WriteFile(path, []byte("12345"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ReadBounded(path, 5); err != nil || string(got) != "12345" {
+		t.Fatalf("within the bound: %q %v", got, err)
+	}
+	if _, err := ReadBounded(path, 4); !errors.Is(err, ErrUnbounded) {
+		t.Fatalf("past the bound: %v", err)
+	}
+	if _, err := ReadBounded(dir, 1<<20); !errors.Is(err, ErrUnbounded) {
+		t.Fatalf("a directory: %v", err)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Opened for reading alone a FIFO blocks until a writer comes: the
+	// test holds one open (read-write opens at once on Linux).
+	w, err := os.OpenFile(fifo, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if _, err := ReadBounded(fifo, 1<<20); !errors.Is(err, ErrUnbounded) {
+		t.Fatalf("a FIFO: %v", err)
+	}
+	if _, err := ReadBounded(filepath.Join(dir, "none"), 1); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("missing: %v", err)
 	}
 }

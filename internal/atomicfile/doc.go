@@ -2,6 +2,7 @@
 // its old content or the new one, never a mix or nothing: the data is
 // written to a temporary file in the same directory, fsynced, given its
 // mode, renamed over the target, and the directory is fsynced.
+// ReadBounded is the read side: a regular file within its size bound.
 //
 // # Invariants
 //

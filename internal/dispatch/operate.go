@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/nodeld/nodeld/internal/atomicfile"
 	"github.com/nodeld/nodeld/internal/config"
 	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/operator"
@@ -78,7 +79,7 @@ func firstVariant(dir string) (string, error) {
 	if !filepath.IsAbs(dir) {
 		return "", fmt.Errorf("package directory %q is not absolute: %w", dir, ErrBadPackage)
 	}
-	b, err := readBounded(filepath.Join(dir, pkg.ManifestFile), pkg.MaxManifestBytes)
+	b, err := atomicfile.ReadBounded(filepath.Join(dir, pkg.ManifestFile), pkg.MaxManifestBytes)
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", ErrBadPackage, err)
 	}

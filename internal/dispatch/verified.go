@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/nodeld/nodeld/internal/atomicfile"
 	"github.com/nodeld/nodeld/internal/ctl"
 	"github.com/nodeld/nodeld/internal/pkg"
 )
@@ -138,7 +139,7 @@ func ownSigners(dir string) (pkg.Anchors, error) {
 	if !filepath.IsAbs(dir) {
 		return nil, fmt.Errorf("package directory %q is not absolute: %w", dir, ErrBadPackage)
 	}
-	sigBytes, err := readBounded(filepath.Join(dir, pkg.SignatureFile), pkg.MaxSigFileBytes)
+	sigBytes, err := atomicfile.ReadBounded(filepath.Join(dir, pkg.SignatureFile), pkg.MaxSigFileBytes)
 	if err != nil {
 		return nil, fmt.Errorf("package %s: %w: %w", dir, ErrBadPackage, err)
 	}

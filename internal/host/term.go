@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -120,25 +119,14 @@ func decodeTerms(data []byte) ([]termSet, error) {
 // readTermsFile reads path, a regular file of at most maxTermsFileBytes;
 // a missing file is empty (nil, nil).
 func readTermsFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	data, err := atomicfile.ReadBounded(path, maxTermsFileBytes)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return nil, nil
+	case errors.Is(err, atomicfile.ErrUnbounded):
+		return nil, fmt.Errorf("%w: %w", errTermsMalformed, err)
 	}
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%w: not a regular file", errTermsMalformed)
-	}
-	if st.Size() > maxTermsFileBytes {
-		return nil, fmt.Errorf("%w: %d bytes, bound %d", errTermsMalformed, st.Size(), maxTermsFileBytes)
-	}
-	return io.ReadAll(io.LimitReader(f, maxTermsFileBytes+1))
+	return data, err
 }
 
 // terms is the highest raft term this host has seen from each controller
