@@ -80,7 +80,7 @@ func (f *fsm) Apply(l *raft.Log) any {
 // state (each placement's package is held, the import is the first) and
 // changes nothing when that fails.
 func (f *fsm) applyLocked(kind byte, ch *plane.StateChange) error {
-	if kind == entryImport && (f.imported || len(f.placements) > 0 || f.decls != nil || len(f.decisions) > 0) {
+	if kind == entryImport && (f.imported || !f.emptyLocked()) {
 		// Imported once, or the cluster holds state already (another
 		// leader wrote first): an import would drop it.
 		return ErrImported
@@ -176,6 +176,20 @@ func (f *fsm) state() plane.State {
 	slices.SortFunc(st.Packages, byKey)
 	slices.SortFunc(st.Placements, byKey)
 	return st
+}
+
+// emptyLocked reports whether the state holds nothing (no placement,
+// declaration or decision record; packages go with placements). f.mu is
+// held.
+func (f *fsm) emptyLocked() bool {
+	return len(f.placements) == 0 && f.decls == nil && len(f.decisions) == 0
+}
+
+// isEmpty is emptyLocked for a caller without f.mu.
+func (f *fsm) isEmpty() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.emptyLocked()
 }
 
 // isImported reports whether a state file was imported.

@@ -11,7 +11,6 @@ package ctlraft
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -107,28 +106,17 @@ func (s *Store) preloadImport() error {
 	if err != nil {
 		return fmt.Errorf("import %s: %w", s.cfg.ImportPath, err)
 	}
+	if !s.fsm.isEmpty() {
+		// An import goes into an empty state only: importOnce leaves the
+		// file where it is and says why.
+		return nil
+	}
 	view := newFSM()
-	view.mu.Lock()
-	view.packages, view.refs, view.placements = copyMap(s.fsm.packages), copyMap(s.fsm.refs), copyMap(s.fsm.placements)
-	view.decls, view.decisions = s.fsm.decls, s.fsm.decisions
-	view.mu.Unlock()
 	if res := view.Apply(&raft.Log{Type: raft.LogCommand, Data: data}); res != nil {
-		if errors.Is(res.(error), ErrImported) {
-			return nil // the state holds more already: importOnce keeps the file aside
-		}
 		return fmt.Errorf("import %s: %w", s.cfg.ImportPath, res.(error))
 	}
 	s.importView.Store(view)
 	return nil
-}
-
-// copyMap copies m.
-func copyMap[V any](m map[string]V) map[string]V {
-	out := make(map[string]V, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 // soloLeads makes a single controller ready once raft leads: the state
