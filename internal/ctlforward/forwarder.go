@@ -144,16 +144,11 @@ func (f *Forwarder) forward(ctx context.Context, leader string, req operator.Req
 	if err != nil {
 		return notSent("open a stream to %s: %v", leader, err)
 	}
-	stop := context.AfterFunc(ctx, func() { st.Reset(mesh.StreamCodeCancelled) })
+	stop, err := st.Request(ctx, FrameRequest, wire)
 	defer stop()
-	deadline, _ := ctx.Deadline()
-	_ = st.SetDeadline(deadline)
-	if err := mesh.WriteFrame(st, FrameRequest, wire); err != nil {
-		st.Reset(mesh.StreamCodeCancelled)
-		// Nothing was read there before the whole frame was written.
+	if err != nil {
 		return notSent("send to %s: %v", leader, err)
 	}
-	_ = st.CloseWrite()
 	typ, out, err := mesh.ReadFrame(st, MaxResponseBytes)
 	if code, ok := mesh.ResetCode(err); ok {
 		switch code {

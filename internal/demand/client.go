@@ -86,15 +86,11 @@ func (c *Client) call(ctx context.Context, controller, role string) (string, err
 	if err != nil {
 		return "", fmt.Errorf("%w: %v", ErrUnreachable, err)
 	}
-	stop := context.AfterFunc(ctx, func() { st.Reset(mesh.StreamCodeCancelled) })
+	stop, err := st.Request(ctx, FrameRequest, wire)
 	defer stop()
-	deadline, _ := ctx.Deadline()
-	_ = st.SetDeadline(deadline)
-	if err := mesh.WriteFrame(st, FrameRequest, wire); err != nil {
-		st.Reset(mesh.StreamCodeCancelled)
+	if err != nil {
 		return "", fmt.Errorf("send demand: %w", err)
 	}
-	_ = st.CloseWrite()
 	typ, out, err := mesh.ReadFrame(st, MaxResponseBytes)
 	if err != nil || typ != FrameResponse {
 		st.Reset(mesh.StreamCodeCancelled)

@@ -336,16 +336,11 @@ func (n *notices) send(ctx context.Context, peerID string, raw []byte) error {
 	if err != nil {
 		return err
 	}
-	_ = s.SetDeadline(time.Now().Add(NoticeTimeout))
-	stop := context.AfterFunc(ctx, func() {
-		s.Reset(mesh.StreamCodeCancelled)
-	})
+	stop, err := s.Request(ctx, NoticeFrame, raw)
 	defer stop()
-	if err := mesh.WriteFrame(s, NoticeFrame, raw); err != nil {
-		s.StopReading(mesh.StreamCodeCancelled)
+	if err != nil {
 		return fmt.Errorf("send notice to %s: %w", peerID, err)
 	}
-	_ = s.CloseWrite()
 	if _, err := io.Copy(io.Discard, io.LimitReader(s, 1)); err != nil {
 		return fmt.Errorf("send notice to %s: %w", peerID, err)
 	}

@@ -307,3 +307,20 @@ func LinkFailed(err error) bool {
 	return errors.As(err, &app) || errors.As(err, &idle) || errors.As(err, &reset) ||
 		errors.As(err, &tr) || errors.As(err, &hs)
 }
+
+// Request sends the one request of a request and answer exchange on s:
+// s takes ctx's deadline and is reset once ctx ends (until the caller
+// calls stop, which it defers), then one frame of type t with payload is
+// written and the write side closed. On a write error s is reset: the
+// peer read nothing before the whole frame was there.
+func (s *Stream) Request(ctx context.Context, t FrameType, payload []byte) (stop func() bool, err error) {
+	stop = context.AfterFunc(ctx, func() { s.Reset(StreamCodeCancelled) })
+	deadline, _ := ctx.Deadline()
+	_ = s.SetDeadline(deadline)
+	if err := WriteFrame(s, t, payload); err != nil {
+		s.Reset(StreamCodeCancelled)
+		return stop, err
+	}
+	_ = s.CloseWrite()
+	return stop, nil
+}
