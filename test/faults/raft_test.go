@@ -88,6 +88,19 @@ func others(names []string, skip ...string) []string {
 	return slices.DeleteFunc(slices.Clone(names), func(n string) bool { return slices.Contains(skip, n) })
 }
 
+// settle waits for the cluster to settle with one copy (waitSettled) and
+// one leader all the controllers name, and says how long after since that
+// was.
+func (c *cluster) settle(since time.Time) (back, leader *node, took time.Duration, err error) {
+	if back, err = c.waitSettled(); err != nil {
+		return nil, nil, 0, err
+	}
+	if leader, _, err = c.waitLeader(c.ctrls); err != nil {
+		return nil, nil, 0, err
+	}
+	return back, leader, time.Since(since), nil
+}
+
 // waitLeader waits for an agreed leader among names and returns it with
 // the time it was first seen.
 func (c *cluster) waitLeader(names []string) (*node, time.Time, error) {
@@ -186,15 +199,10 @@ func killLeaderAndHost(c *cluster) outcome {
 			return miss("%v", err)
 		}
 	}
-	back, err := c.waitSettled()
+	back, final, settledAfter, err := c.settle(restarted)
 	if err != nil {
 		return miss("after %s and %s returned: %v", old.name, h.name, err)
 	}
-	final, _, err := c.waitLeader(c.ctrls)
-	if err != nil {
-		return miss("after %s and %s returned: %v", old.name, h.name, err)
-	}
-	settledAfter := time.Since(restarted)
 	snaps := w.stop()
 	decided := c.decidedAfter(killed, "node_dead")
 	running := first(snaps, killed, func(p map[string]int) bool { return p[other.name] > 0 })
@@ -325,17 +333,11 @@ func partitionLeader(c *cluster) outcome {
 	}
 	c.nw.sw.impair(old.name, impairment{})
 	cut = false
-	healed := time.Now()
-	back, err := c.waitSettled()
-	if err != nil {
-		return miss("after the partition healed: %v", err)
-	}
-	final, _, err := c.waitLeader(c.ctrls)
+	back, final, settledAfter, err := c.settle(time.Now())
 	if err != nil {
 		return miss("after the partition healed: %v", err)
 	}
 	fv, _ := final.raft()
-	settledAfter := time.Since(healed)
 	snaps := w.stop()
 	n := most(snaps)
 	moved := first(snaps, start, func(p map[string]int) bool { return p[h.name] == 0 })
@@ -441,16 +443,10 @@ func freezeCutLeader(c *cluster) outcome {
 	stillOn := c.procCopies(genPkg)
 	c.nw.sw.impair(old.name, impairment{})
 	cut = false
-	healed := time.Now()
-	back, err := c.waitSettled()
+	back, final, settledAfter, err := c.settle(time.Now())
 	if err != nil {
 		return miss("after the partition healed: %v", err)
 	}
-	final, _, err := c.waitLeader(c.ctrls)
-	if err != nil {
-		return miss("after the partition healed: %v", err)
-	}
-	settledAfter := time.Since(healed)
 	snaps := w.stop()
 	n := most(snaps)
 	moved := first(snaps, start, func(p map[string]int) bool { return p[h.name] == 0 })
