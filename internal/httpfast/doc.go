@@ -22,7 +22,10 @@
 // takes the connection back with Put only after a whole, clean exchange.
 // A reused connection the instance closed is retried once when the body
 // can be sent again. NewTransport is net/http's transport of the same
-// tuning, for what the Pool does not carry.
+// tuning, for what the Pool does not carry. RawIO's TCP connections (the
+// Pool's, the role ports', internal/tlspool's) read and write without
+// giving up the goroutine's P: on Linux a busy proxy then no longer hands
+// threads off around each call.
 //
 // # Concurrency
 //

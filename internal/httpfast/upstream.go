@@ -112,6 +112,7 @@ func (up *Pool) get(ctx context.Context, key PoolKey, replay bool) (*Conn, error
 	if err != nil {
 		return nil, err
 	}
+	c = RawIO(c)
 	uc := &Conn{key: key, conn: c, lim: &limitedReader{r: c, left: math.MaxInt64}}
 	uc.interruptFn = uc.interrupt
 	uc.br = bufio.NewReaderSize(uc.lim, upstreamReadBufferBytes)
@@ -247,7 +248,7 @@ func (uc *Conn) exchange(req *Request) (*http.Response, error) {
 	case req.InMem && len(req.Body) > 0:
 		uc.wb = [2][]byte{head, req.Body}
 		uc.bufs = uc.wb[:]
-		_, err = uc.bufs.WriteTo(uc.conn)
+		_, err = writeBuffers(uc.conn, &uc.bufs)
 		uc.wb = [2][]byte{} // the body is not held past the exchange
 	default:
 		_, err = uc.conn.Write(head)

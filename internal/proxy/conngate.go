@@ -8,6 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+
+	"github.com/nodeld/nodeld/internal/httpfast"
 )
 
 // connGate bounds the client connections a role's listener holds open at
@@ -77,7 +79,7 @@ func (l *gateListener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		if l.g.admit() {
-			return &gatedConn{Conn: c, g: l.g}, nil
+			return &gatedConn{Conn: httpfast.RawIO(c), g: l.g}, nil
 		}
 		l.g.refuse(c.RemoteAddr())
 		_ = c.Close()

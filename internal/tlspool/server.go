@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodeld/nodeld/internal/httpfast"
 	"github.com/nodeld/nodeld/internal/identity"
 )
 
@@ -168,7 +169,7 @@ func (s *Server) untrack(c net.Conn) {
 
 func (s *Server) serve(ctx context.Context, raw net.Conn) {
 	_ = raw.SetDeadline(time.Now().Add(s.cfg.HandshakeTimeout))
-	tc := tls.Server(raw, s.tls)
+	tc := tls.Server(httpfast.RawIO(raw), s.tls)
 	if err := tc.HandshakeContext(ctx); err != nil {
 		return
 	}

@@ -348,6 +348,7 @@ func (p *Pool) dial(ctx context.Context, addr string, key ed25519.PublicKey) (*C
 	if p.cfg.ALPN != "" {
 		protos = []string{p.cfg.ALPN}
 	}
+	raw = httpfast.RawIO(raw)
 	tc := tls.Client(raw, &tls.Config{
 		MinVersion:         tls.VersionTLS13,
 		NextProtos:         protos,

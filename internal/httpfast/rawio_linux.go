@@ -1,0 +1,225 @@
+package httpfast
+
+import (
+	"io"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"unsafe"
+)
+
+// RawIO returns c reading and writing its socket with system calls that
+// keep the goroutine's P (syscall.RawSyscall through the connection's
+// syscall.RawConn), where net's Read and Write release it for the call.
+//
+// The socket is non-blocking, so a call never waits in the kernel: what
+// it costs is the kernel's work for these bytes, which on loopback
+// includes delivering them to the reader. Releasing the P for that work
+// is what makes a busy proxy slow: the runtime's monitor takes the P of
+// a call that runs past its 20 µs tick and hands it to another thread,
+// and the goroutine, back from its call, finds its P gone and its thread
+// put to sleep; each such hand-off is a wake-up and a context switch,
+// and the monitor, finding a P to take on each tick, keeps ticking every
+// 20 µs. Waiting (EAGAIN) is the poller's, as in net: deadlines, Close
+// and the readiness of the descriptor behave as they do there.
+//
+// c is returned as it is unless it is a *net.TCPConn.
+func RawIO(c net.Conn) net.Conn {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return c
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return c
+	}
+	r := &rawConn{TCPConn: tc, rc: rc}
+	r.readFn = r.read
+	r.writeFn = r.write
+	r.vecFn = r.writev
+	return r
+}
+
+// rawConn is a TCP connection whose Read and Write are RawIO's. Its
+// other methods (deadlines, Close, CloseWrite, addresses) are the
+// *net.TCPConn's.
+type rawConn struct {
+	*net.TCPConn
+	rc syscall.RawConn
+
+	rmu    sync.Mutex // one Read at a time owns rbuf, rn, rerr
+	rbuf   []byte
+	rn     int
+	rerr   syscall.Errno
+	readFn func(fd uintptr) bool
+
+	wmu     sync.Mutex // one Write at a time owns wbuf, wn, wv, werr
+	wbuf    []byte
+	wn      int
+	wv      [][]byte // writeBuffers' buffers not yet written
+	iov     [4]syscall.Iovec
+	werr    syscall.Errno
+	writeFn func(fd uintptr) bool
+	vecFn   func(fd uintptr) bool
+}
+
+func (c *rawConn) read(fd uintptr) bool {
+	for {
+		n, e := sysRead(fd, c.rbuf)
+		switch e {
+		case 0:
+			c.rn = n
+			return true
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false
+		default:
+			c.rerr = e
+			return true
+		}
+	}
+}
+
+func (c *rawConn) write(fd uintptr) bool {
+	for c.wn < len(c.wbuf) {
+		rest := c.wbuf[c.wn:]
+		n, e := sysWrite(fd, rest)
+		switch e {
+		case 0:
+			c.wn += n
+		case syscall.EINTR:
+		case syscall.EAGAIN:
+			return false
+		default:
+			c.werr = e
+			return true
+		}
+	}
+	return true
+}
+
+// writev writes c.wv with writev(2), as many buffers at once as iov
+// holds, consuming what it wrote.
+func (c *rawConn) writev(fd uintptr) bool {
+	for len(c.wv) > 0 {
+		if len(c.wv[0]) == 0 {
+			c.wv = c.wv[1:]
+			continue
+		}
+		k := 0
+		for _, b := range c.wv {
+			if k == len(c.iov) {
+				break
+			}
+			if len(b) > 0 {
+				c.iov[k] = syscall.Iovec{Base: unsafe.SliceData(b)}
+				c.iov[k].SetLen(len(b))
+				k++
+			}
+		}
+		n, e := sysWritev(fd, c.iov[:k])
+		clear(c.iov[:k])
+		switch e {
+		case 0:
+		case syscall.EINTR:
+			continue
+		case syscall.EAGAIN:
+			return false
+		default:
+			c.werr = e
+			return true
+		}
+		c.wn += n
+		for n > 0 {
+			if n >= len(c.wv[0]) {
+				n -= len(c.wv[0])
+				c.wv = c.wv[1:]
+				continue
+			}
+			c.wv[0] = c.wv[0][n:]
+			n = 0
+		}
+	}
+	return true
+}
+
+// writeBuffers writes every buffer of v, in order, in as few system
+// calls as it can, as net.Buffers' WriteTo does, consuming v.
+func (c *rawConn) writeBuffers(v *net.Buffers) (int64, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.wv, c.wn, c.werr = *v, 0, 0
+	err := c.rc.Write(c.vecFn)
+	n := c.wn
+	*v, c.wv = c.wv, nil
+	switch {
+	case err != nil:
+		return int64(n), c.opError("writev", unwrapOp(err))
+	case c.werr != 0:
+		return int64(n), c.opError("writev", os.NewSyscallError("writev", c.werr))
+	}
+	return int64(n), nil
+}
+
+// Read reads as net.Conn's Read does: io.EOF at the end, the poller's
+// error (a deadline, a closed connection) as net's.
+func (c *rawConn) Read(b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	c.rbuf, c.rn, c.rerr = b, 0, 0
+	err := c.rc.Read(c.readFn)
+	c.rbuf = nil
+	switch {
+	case err != nil:
+		return 0, c.opError("read", unwrapOp(err))
+	case c.rerr != 0:
+		return 0, c.opError("read", os.NewSyscallError("read", c.rerr))
+	case c.rn == 0:
+		return 0, io.EOF
+	}
+	return c.rn, nil
+}
+
+// Write writes all of b or fails, as net.Conn's Write does.
+func (c *rawConn) Write(b []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.wbuf, c.wn, c.werr = b, 0, 0
+	err := c.rc.Write(c.writeFn)
+	n := c.wn
+	c.wbuf = nil
+	switch {
+	case err != nil:
+		return n, c.opError("write", unwrapOp(err))
+	case c.werr != 0:
+		return n, c.opError("write", os.NewSyscallError("write", c.werr))
+	}
+	return n, nil
+}
+
+func (c *rawConn) opError(op string, err error) error {
+	return &net.OpError{Op: op, Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
+}
+
+// unwrapOp takes the poller's error out of the *net.OpError the raw
+// connection wraps it in ("raw-read"), so that callers see net's.
+func unwrapOp(err error) error {
+	if oe, ok := err.(*net.OpError); ok {
+		return oe.Err
+	}
+	return err
+}
+
+// writeBuffers writes v to c: with RawIO's writev when c is RawIO's,
+// else as net.Buffers does.
+func writeBuffers(c net.Conn, v *net.Buffers) (int64, error) {
+	if rc, ok := c.(*rawConn); ok {
+		return rc.writeBuffers(v)
+	}
+	return v.WriteTo(c)
+}

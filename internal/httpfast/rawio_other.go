@@ -1,0 +1,10 @@
+//go:build !linux
+
+package httpfast
+
+import "net"
+
+// RawIO returns c: the P-keeping system calls are Linux's alone.
+func RawIO(c net.Conn) net.Conn { return c }
+
+func writeBuffers(c net.Conn, v *net.Buffers) (int64, error) { return v.WriteTo(c) }

@@ -1,0 +1,238 @@
+//go:build linux
+
+package httpfast
+
+import (
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// rawPair returns a loopback TCP connection pair, the first RawIO's.
+func rawPair(t *testing.T) (raw net.Conn, peer *net.TCPConn) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			close(accepted)
+			return
+		}
+		accepted <- c
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, ok := <-accepted
+	if !ok {
+		t.Fatal("accept failed")
+	}
+	raw = RawIO(c)
+	if _, ok := raw.(*rawConn); !ok {
+		t.Fatalf("RawIO(%T) = %T, want its own", c, raw)
+	}
+	t.Cleanup(func() { raw.Close(); p.Close() })
+	return raw, p.(*net.TCPConn)
+}
+
+func randomBytes(t *testing.T, n int) []byte {
+	t.Helper()
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestRawIOPassesOtherConnsThrough(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	if got := RawIO(a); got != a {
+		t.Fatalf("RawIO(pipe) = %T, want the pipe itself", got)
+	}
+}
+
+// A write far larger than the socket buffers must wait for the reader
+// (EAGAIN, then the poller) and resume where it stopped, both ways.
+func TestRawIOWholeWritesAndReadsThroughFullBuffers(t *testing.T) {
+	raw, peer := rawPair(t)
+	out := randomBytes(t, 16<<20)
+	errc := make(chan error, 1)
+	go func() {
+		n, err := raw.Write(out)
+		if err == nil && n != len(out) {
+			err = io.ErrShortWrite
+		}
+		errc <- err
+	}()
+	got := make([]byte, len(out))
+	if _, err := io.ReadFull(peer, got); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	if !bytes.Equal(got, out) {
+		t.Fatal("bytes written differ from bytes read")
+	}
+
+	// The other way: RawIO's Read reassembles what the peer wrote.
+	go func() { _, err := peer.Write(out); errc <- err }()
+	got = make([]byte, len(out))
+	if _, err := io.ReadFull(raw, got); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, out) {
+		t.Fatal("bytes read differ from bytes written")
+	}
+}
+
+// writeBuffers writes more buffers than one writev takes, some empty,
+// some larger than the socket buffers, in order, and consumes them.
+func TestRawIOWriteBuffers(t *testing.T) {
+	raw, peer := rawPair(t)
+	parts := [][]byte{
+		randomBytes(t, 10), nil, randomBytes(t, 3<<20), randomBytes(t, 1),
+		{}, randomBytes(t, 5<<20), randomBytes(t, 7), randomBytes(t, 100),
+	}
+	want := bytes.Join(parts, nil)
+	v := net.Buffers(append([][]byte(nil), parts...))
+	errc := make(chan error, 1)
+	go func() {
+		n, err := writeBuffers(raw, &v)
+		if err == nil && n != int64(len(want)) {
+			err = io.ErrShortWrite
+		}
+		errc <- err
+	}()
+	got := make([]byte, len(want))
+	if _, err := io.ReadFull(peer, got); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatalf("writeBuffers: %v", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("bytes written differ from the buffers")
+	}
+	if len(v) != 0 {
+		t.Fatalf("%d buffers left, want all consumed", len(v))
+	}
+}
+
+// Reads and writes from two goroutines at once, as the mesh's watcher
+// and relay do.
+func TestRawIOConcurrentReadAndWrite(t *testing.T) {
+	raw, peer := rawPair(t)
+	out := randomBytes(t, 4<<20)
+	errc := make(chan error, 2)
+	go func() { _, err := raw.Write(out); errc <- err }()
+	go func() { _, err := peer.Write(out); errc <- err }()
+	fromPeer := make([]byte, len(out))
+	readErr := make(chan error, 1)
+	go func() { _, err := io.ReadFull(raw, fromPeer); readErr <- err }()
+	fromRaw := make([]byte, len(out))
+	if _, err := io.ReadFull(peer, fromRaw); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-readErr; err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(fromPeer, out) || !bytes.Equal(fromRaw, out) {
+		t.Fatal("bytes differ")
+	}
+}
+
+// The end of the stream, a deadline and a closed connection read as
+// they do on net's connections.
+func TestRawIOErrorsAsNet(t *testing.T) {
+	raw, peer := rawPair(t)
+
+	if err := raw.SetReadDeadline(time.Now().Add(20 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := raw.Read(make([]byte, 8))
+	var ne net.Error
+	if !errors.Is(err, os.ErrDeadlineExceeded) || !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("read past the deadline: %v, want a timeout", err)
+	}
+	var oe *net.OpError
+	if !errors.As(err, &oe) || oe.Op != "read" {
+		t.Fatalf("read past the deadline: %#v, want a *net.OpError of op read", err)
+	}
+	_ = raw.SetReadDeadline(time.Time{})
+
+	if _, err := peer.Write([]byte("last")); err != nil {
+		t.Fatal(err)
+	}
+	_ = peer.CloseWrite()
+	got, err := io.ReadAll(raw)
+	if err != nil || string(got) != "last" {
+		t.Fatalf("read to the end: %q, %v; want \"last\" and io.EOF", got, err)
+	}
+	if n, err := raw.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		t.Fatalf("read after the end: %d, %v; want io.EOF", n, err)
+	}
+
+	// A write to a peer gone: the kernel's error, as net reports it.
+	_ = peer.SetLinger(0)
+	_ = peer.Close()
+	deadline := time.Now().Add(testDeadline)
+	for {
+		_, err = raw.Write(make([]byte, 64<<10))
+		if err != nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	if !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, syscall.EPIPE) {
+		t.Fatalf("write to a reset connection: %v, want ECONNRESET or EPIPE", err)
+	}
+	if !errors.As(err, &oe) || oe.Op != "write" {
+		t.Fatalf("write error %#v, want a *net.OpError of op write", err)
+	}
+
+	_ = raw.Close()
+	if _, err := raw.Read(make([]byte, 1)); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("read after Close: %v, want net.ErrClosed", err)
+	}
+	if _, err := raw.Write([]byte("x")); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("write after Close: %v, want net.ErrClosed", err)
+	}
+}
+
+// A Read blocked waiting for bytes ends when the connection is closed.
+func TestRawIOCloseEndsABlockedRead(t *testing.T) {
+	raw, _ := rawPair(t)
+	errc := make(chan error, 1)
+	go func() { _, err := raw.Read(make([]byte, 1)); errc <- err }()
+	_ = raw.Close()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("blocked read after Close: %v, want net.ErrClosed", err)
+		}
+	case <-time.After(testDeadline):
+		t.Fatal("a blocked read outlived Close")
+	}
+}
