@@ -24,3 +24,10 @@ func sysWritev(fd uintptr, iov []syscall.Iovec) (int, syscall.Errno) {
 	n, _, e := syscall.RawSyscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(unsafe.SliceData(iov))), uintptr(len(iov)))
 	return int(n), e
 }
+
+// sysPeek is a non-blocking recv(2) with MSG_PEEK into b, as sysRead.
+func sysPeek(fd uintptr, b []byte) syscall.Errno {
+	_, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)),
+		syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
+	return e
+}

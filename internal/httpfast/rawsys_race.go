@@ -40,3 +40,10 @@ func errnoOf(n int, err error) (int, syscall.Errno) {
 	}
 	return 0, syscall.EIO
 }
+
+// sysPeek is a non-blocking recv(2) with MSG_PEEK into b.
+func sysPeek(fd uintptr, b []byte) syscall.Errno {
+	_, _, err := syscall.Recvfrom(int(fd), b, syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+	_, e := errnoOf(0, err)
+	return e
+}
