@@ -60,6 +60,7 @@ test: test-deps
 	$(GO) vet ./...
 	$(RACE_ENV) $(GO) test -race -count=1 -timeout 12m ./...  # cmd/nodeld is the longest package: BENCHMARKS.md "Test time"
 	$(RACE_ENV) NODELD_TEST_INFER_TRANSPORT=quic $(GO) test -race -count=1 ./internal/meshproxy  # inference over QUIC too
+	$(GO) test -count=1 ./internal/httpfast ./internal/tlspool  # httpfast.RawIO's raw system calls, which -race swaps for package syscall's
 	FUZZTIME=$(FUZZTIME) bash scripts/fuzz.sh
 
 fuzz:

@@ -24,6 +24,10 @@ import (
 // 20 µs. Waiting (EAGAIN) is the poller's, as in net: deadlines, Close
 // and the readiness of the descriptor behave as they do there.
 //
+// Each call moves at most rawChunkBytes, so that a goroutine holds its P
+// (and a stop of the world waits for it) only as long as copying that
+// much takes.
+//
 // c is returned as it is unless it is a *net.TCPConn.
 func RawIO(c net.Conn) net.Conn {
 	tc, ok := c.(*net.TCPConn)
@@ -64,9 +68,16 @@ type rawConn struct {
 	vecFn   func(fd uintptr) bool
 }
 
+// rawChunkBytes bounds the bytes one raw system call reads or writes.
+const rawChunkBytes = 256 << 10
+
 func (c *rawConn) read(fd uintptr) bool {
+	b := c.rbuf
+	if len(b) > rawChunkBytes {
+		b = b[:rawChunkBytes]
+	}
 	for {
-		n, e := sysRead(fd, c.rbuf)
+		n, e := sysRead(fd, b)
 		switch e {
 		case 0:
 			c.rn = n
@@ -85,6 +96,9 @@ func (c *rawConn) read(fd uintptr) bool {
 func (c *rawConn) write(fd uintptr) bool {
 	for c.wn < len(c.wbuf) {
 		rest := c.wbuf[c.wn:]
+		if len(rest) > rawChunkBytes {
+			rest = rest[:rawChunkBytes]
+		}
 		n, e := sysWrite(fd, rest)
 		switch e {
 		case 0:
@@ -108,14 +122,16 @@ func (c *rawConn) writev(fd uintptr) bool {
 			c.wv = c.wv[1:]
 			continue
 		}
-		k := 0
+		k, total := 0, 0
 		for _, b := range c.wv {
-			if k == len(c.iov) {
+			if k == len(c.iov) || total == rawChunkBytes {
 				break
 			}
+			b = b[:min(len(b), rawChunkBytes-total)]
 			if len(b) > 0 {
 				c.iov[k] = syscall.Iovec{Base: unsafe.SliceData(b)}
 				c.iov[k].SetLen(len(b))
+				total += len(b)
 				k++
 			}
 		}
