@@ -1,4 +1,4 @@
-//go:build unix && !linux
+//go:build unix
 
 package httpfast
 
@@ -25,8 +25,8 @@ func ConnAlive(c net.Conn) bool {
 	alive := false
 	var b [1]byte
 	err = rc.Read(func(fd uintptr) bool {
-		_, _, rerr := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		alive = rerr == syscall.EAGAIN || rerr == syscall.EWOULDBLOCK
+		e := sysPeek(fd, b[:])
+		alive = e == syscall.EAGAIN
 		return true // never wait for readiness
 	})
 	return err == nil && alive
