@@ -47,7 +47,9 @@ func RawIO(c net.Conn) net.Conn {
 
 // rawConn is a TCP connection whose Read and Write are RawIO's. Its
 // other methods (deadlines, Close, CloseWrite, addresses) are the
-// *net.TCPConn's.
+// *net.TCPConn's, and so are ReadFrom and WriteTo: io.Copy to or from it
+// uses net's calls (or splice), correct on the same descriptor, only not
+// raw.
 type rawConn struct {
 	*net.TCPConn
 	rc syscall.RawConn
