@@ -40,7 +40,6 @@ func RawIO(c net.Conn) net.Conn {
 	}
 	r := &rawConn{TCPConn: tc, rc: rc}
 	r.readFn = r.read
-	r.writeFn = r.write
 	r.vecFn = r.writev
 	return r
 }
@@ -60,14 +59,13 @@ type rawConn struct {
 	rerr   syscall.Errno
 	readFn func(fd uintptr) bool
 
-	wmu     sync.Mutex // one Write at a time owns wbuf, wn, wv, werr
-	wbuf    []byte
-	wn      int
-	wv      [][]byte // writeBuffers' buffers not yet written
-	iov     [4]syscall.Iovec
-	werr    syscall.Errno
-	writeFn func(fd uintptr) bool
-	vecFn   func(fd uintptr) bool
+	wmu   sync.Mutex // one write at a time owns one, wv, wn, iov, werr
+	one   [1][]byte  // Write's buffer, as writev's one
+	wv    [][]byte   // the buffers not yet written
+	wn    int
+	iov   [4]syscall.Iovec
+	werr  syscall.Errno
+	vecFn func(fd uintptr) bool
 }
 
 // rawChunkBytes bounds the bytes one raw system call reads or writes.
@@ -93,27 +91,6 @@ func (c *rawConn) read(fd uintptr) bool {
 			return true
 		}
 	}
-}
-
-func (c *rawConn) write(fd uintptr) bool {
-	for c.wn < len(c.wbuf) {
-		rest := c.wbuf[c.wn:]
-		if len(rest) > rawChunkBytes {
-			rest = rest[:rawChunkBytes]
-		}
-		n, e := sysWrite(fd, rest)
-		switch e {
-		case 0:
-			c.wn += n
-		case syscall.EINTR:
-		case syscall.EAGAIN:
-			return false
-		default:
-			c.werr = e
-			return true
-		}
-	}
-	return true
 }
 
 // writev writes c.wv with writev(2), as many buffers at once as iov
@@ -168,17 +145,23 @@ func (c *rawConn) writev(fd uintptr) bool {
 func (c *rawConn) writeBuffers(v *net.Buffers) (int64, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	c.wv, c.wn, c.werr = *v, 0, 0
-	err := c.rc.Write(c.vecFn)
-	n := c.wn
+	n, err := c.writevLocked("writev", *v)
 	*v, c.wv = c.wv, nil
+	return int64(n), err
+}
+
+// writevLocked writes bufs (consuming c.wv, which it starts from), and
+// reports a failure as op's. c.wmu must be held.
+func (c *rawConn) writevLocked(op string, bufs [][]byte) (int, error) {
+	c.wv, c.wn, c.werr = bufs, 0, 0
+	err := c.rc.Write(c.vecFn)
 	switch {
 	case err != nil:
-		return int64(n), c.opError("writev", unwrapOp(err))
+		return c.wn, c.opError(op, unwrapOp(err))
 	case c.werr != 0:
-		return int64(n), c.opError("writev", os.NewSyscallError("writev", c.werr))
+		return c.wn, c.opError(op, os.NewSyscallError(op, c.werr))
 	}
-	return int64(n), nil
+	return c.wn, nil
 }
 
 // Read reads as net.Conn's Read does: io.EOF at the end, the poller's
@@ -203,21 +186,15 @@ func (c *rawConn) Read(b []byte) (int, error) {
 	return c.rn, nil
 }
 
-// Write writes all of b or fails, as net.Conn's Write does.
+// Write writes all of b or fails, as net.Conn's Write does: writev of
+// one buffer, so that one loop writes both.
 func (c *rawConn) Write(b []byte) (int, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	c.wbuf, c.wn, c.werr = b, 0, 0
-	err := c.rc.Write(c.writeFn)
-	n := c.wn
-	c.wbuf = nil
-	switch {
-	case err != nil:
-		return n, c.opError("write", unwrapOp(err))
-	case c.werr != 0:
-		return n, c.opError("write", os.NewSyscallError("write", c.werr))
-	}
-	return n, nil
+	c.one[0] = b
+	n, err := c.writevLocked("write", c.one[:])
+	c.one[0], c.wv = nil, nil
+	return n, err
 }
 
 func (c *rawConn) opError(op string, err error) error {

@@ -65,42 +65,41 @@ func TestRawIOPassesOtherConnsThrough(t *testing.T) {
 	}
 }
 
-// A write far larger than the socket buffers must wait for the reader
-// (EAGAIN, then the poller) and resume where it stopped, both ways.
-func TestRawIOWholeWritesAndReadsThroughFullBuffers(t *testing.T) {
-	raw, peer := rawPair(t)
-	out := randomBytes(t, 16<<20)
+// transfer runs write on its own goroutine while it reads len(want)
+// bytes from r, and fails t unless write wrote them all and r read them.
+func transfer(t *testing.T, write func() (int64, error), r io.Reader, want []byte) {
+	t.Helper()
 	errc := make(chan error, 1)
 	go func() {
-		n, err := raw.Write(out)
-		if err == nil && n != len(out) {
+		n, err := write()
+		if err == nil && n != int64(len(want)) {
 			err = io.ErrShortWrite
 		}
 		errc <- err
 	}()
-	got := make([]byte, len(out))
-	if _, err := io.ReadFull(peer, got); err != nil {
+	got := make([]byte, len(want))
+	if _, err := io.ReadFull(r, got); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-errc; err != nil {
 		t.Fatalf("write: %v", err)
 	}
-	if !bytes.Equal(got, out) {
-		t.Fatal("bytes written differ from bytes read")
-	}
-
-	// The other way: RawIO's Read reassembles what the peer wrote.
-	go func() { _, err := peer.Write(out); errc <- err }()
-	got = make([]byte, len(out))
-	if _, err := io.ReadFull(raw, got); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, out) {
+	if !bytes.Equal(got, want) {
 		t.Fatal("bytes read differ from bytes written")
 	}
+}
+
+// A write far larger than the socket buffers must wait for the reader
+// (EAGAIN, then the poller) and resume where it stopped, both ways.
+func TestRawIOWholeWritesAndReadsThroughFullBuffers(t *testing.T) {
+	raw, peer := rawPair(t)
+	out := randomBytes(t, 16<<20)
+	writeAll := func(w io.Writer) func() (int64, error) {
+		return func() (int64, error) { n, err := w.Write(out); return int64(n), err }
+	}
+	transfer(t, writeAll(raw), peer, out)
+	// The other way: RawIO's Read reassembles what the peer wrote.
+	transfer(t, writeAll(peer), raw, out)
 }
 
 // writeBuffers writes more buffers than one writev takes, some empty,
@@ -111,26 +110,8 @@ func TestRawIOWriteBuffers(t *testing.T) {
 		randomBytes(t, 10), nil, randomBytes(t, 3<<20), randomBytes(t, 1),
 		{}, randomBytes(t, 5<<20), randomBytes(t, 7), randomBytes(t, 100),
 	}
-	want := bytes.Join(parts, nil)
 	v := net.Buffers(append([][]byte(nil), parts...))
-	errc := make(chan error, 1)
-	go func() {
-		n, err := writeBuffers(raw, &v)
-		if err == nil && n != int64(len(want)) {
-			err = io.ErrShortWrite
-		}
-		errc <- err
-	}()
-	got := make([]byte, len(want))
-	if _, err := io.ReadFull(peer, got); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-errc; err != nil {
-		t.Fatalf("writeBuffers: %v", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatal("bytes written differ from the buffers")
-	}
+	transfer(t, func() (int64, error) { return writeBuffers(raw, &v) }, peer, bytes.Join(parts, nil))
 	if len(v) != 0 {
 		t.Fatalf("%d buffers left, want all consumed", len(v))
 	}

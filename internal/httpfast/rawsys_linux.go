@@ -7,19 +7,14 @@ import (
 	"unsafe"
 )
 
-// sysRead and sysWrite are read(2) and write(2) without the runtime's
-// system-call bookkeeping: the calling goroutine keeps its P.
+// sysRead is read(2) without the runtime's system-call bookkeeping: the
+// calling goroutine keeps its P.
 func sysRead(fd uintptr, b []byte) (int, syscall.Errno) {
 	n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)))
 	return int(n), e
 }
 
-func sysWrite(fd uintptr, b []byte) (int, syscall.Errno) {
-	n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(len(b)))
-	return int(n), e
-}
-
-// sysWritev is writev(2) of iov, as sysWrite.
+// sysWritev is writev(2) of iov, as sysRead.
 func sysWritev(fd uintptr, iov []syscall.Iovec) (int, syscall.Errno) {
 	n, _, e := syscall.RawSyscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(unsafe.SliceData(iov))), uintptr(len(iov)))
 	return int(n), e

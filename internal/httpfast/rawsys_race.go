@@ -16,11 +16,6 @@ func sysRead(fd uintptr, b []byte) (int, syscall.Errno) {
 	return errnoOf(n, err)
 }
 
-func sysWrite(fd uintptr, b []byte) (int, syscall.Errno) {
-	n, err := syscall.Write(int(fd), b)
-	return errnoOf(n, err)
-}
-
 // sysWritev is writev(2) of iov, after an empty syscall.Write for the
 // detector's sake.
 func sysWritev(fd uintptr, iov []syscall.Iovec) (int, syscall.Errno) {
