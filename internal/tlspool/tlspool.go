@@ -226,14 +226,12 @@ func (p *Pool) Get(ctx context.Context, addr string, key ed25519.PublicKey) (*Co
 		// (the connection is in use meanwhile, so no one else takes it).
 		if !peek || httpfast.ConnAlive(c.NetConn()) {
 			closeAll(stale)
-			p.mu.Lock()
-			p.stats.Reuses++
-			p.mu.Unlock()
 			return c, nil
 		}
 		// The peer closed it while it was idle (a restart, its idle
 		// timeout): reusing it would fail the next request.
 		p.mu.Lock()
+		p.stats.Reuses--
 		p.stats.Dead++
 		p.mu.Unlock()
 		stale = append(stale, c)
@@ -293,6 +291,7 @@ func (p *Pool) takeIdleLocked(pc *peerConns, stale *[]*Conn) (c *Conn, peek bool
 			continue
 		}
 		pc.inUse[c] = struct{}{}
+		p.stats.Reuses++ // taken back by Get if the peek finds it dead
 		return c, now.Sub(c.idleSince) >= p.cfg.PeekAfter
 	}
 	return nil, false
