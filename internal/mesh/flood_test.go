@@ -224,12 +224,15 @@ func TestHandshakeFlood(t *testing.T) {
 	}
 
 	// A configured peer comes with another key than the one pinned for
-	// its address: refused for another reason, so chained at once.
+	// its address: refused for another reason, so chained at once. a
+	// knows the address before b starts: a dial of b's before that would
+	// be refused as the stranger's are (not admitted, from 127.0.0.1) and
+	// counted in their summary.
 	b := meshtest.NewNode(t, "b", meshtest.Options{}, func(id string, admit *meshtest.Admission) mesh.AdvertTable {
 		return table.New(id, table.Options{Admission: admit})
 	})
-	b.Start(a.Peer())
 	a.Apply(mesh.PeerConfig{Name: "b", Addr: b.Listen, Key: meshtest.NewIdentity(t).PublicKeyHex(), Tier: mesh.TierPaired})
+	b.Start(a.Peer())
 	meshtest.WaitFor(t, "the changed key's refusal chained", func() bool {
 		return chaintest.Has(rec.Entries(t), kind, mesh.RefusalKeyDiffers)
 	})
