@@ -78,6 +78,9 @@ var tiers = map[string]int{
 	// pinning of request bodies both paths share.
 	"internal/httpfast": 4,
 	"internal/modelpin": 4,
+	// Loopback ports reserved for tests (below the ephemeral range, held
+	// by a lock file); only tests import it.
+	"internal/testport": 4,
 	"internal/holdq":    4,
 	// What an OpenAI answer reports (its usage) and the medians of
 	// recent samples, for the proxy's measured performance.

@@ -2,12 +2,12 @@ package mesh
 
 import (
 	"context"
-	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/nodeld/nodeld/internal/table"
+	"github.com/nodeld/nodeld/internal/testport"
 )
 
 // gate is a peer events consumer that hands each event on to the table,
@@ -166,15 +166,11 @@ func TestLinkLossReachesTheTableOnlyAsAnEvent(t *testing.T) {
 	}
 }
 
-// freeUDP is a loopback UDP address where nothing listens.
+// freeUDP is a loopback UDP address where nothing listens, reserved so
+// that no other test's socket is handed it meanwhile.
 func freeUDP(t *testing.T) string {
 	t.Helper()
-	ln, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.LocalAddr().String()
+	return testport.Addr(t)
 }
 
 // Without a consumer of its events the routes to a lost peer would never

@@ -2,13 +2,13 @@ package mesh
 
 import (
 	"context"
-	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nodeld/nodeld/internal/table"
+	"github.com/nodeld/nodeld/internal/testport"
 )
 
 // crash stops n the way SIGKILL does: its socket closes before anything
@@ -299,12 +299,7 @@ func TestRestartedPeerRoutesWaitForTheFirstRound(t *testing.T) {
 	// dial, so a's redial after the reset cannot reach b's new run (which
 	// would link before refusing a, as TLS 1.3 tells the client last).
 	pc := b.peer(true)
-	ln, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc.Addr = ln.LocalAddr().String()
-	ln.Close()
+	pc.Addr = testport.Addr(t)
 	a.apply(pc)
 	b.apply(a.peer(true))
 	waitFor(t, "link a-b", func() bool { return a.link(b.id()) != nil })

@@ -18,6 +18,7 @@ import (
 	"github.com/nodeld/nodeld/internal/mesh/meshtest"
 	"github.com/nodeld/nodeld/internal/proxy/proxytest"
 	"github.com/nodeld/nodeld/internal/table"
+	"github.com/nodeld/nodeld/internal/testport"
 )
 
 func TestForwardsToLocalInstance(t *testing.T) {
@@ -287,12 +288,7 @@ func TestOversizedStreamedBody(t *testing.T) {
 }
 
 func TestUpstreamDown(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := "http://" + ln.Addr().String()
-	ln.Close()
+	dead := "http://" + testport.Addr(t)
 	h := startProxy(t, Config{}, Deps{})
 	h.resolver.local("chat", dead)
 	res, body := h.post("chat", "/v1/chat/completions", chatBody(false))
@@ -565,12 +561,7 @@ func TestPrepareAbortAndCommit(t *testing.T) {
 	h.resolver.local("chat", up.URL)
 	h.resolver.local("embed", up.URL)
 	chatAddr, _ := h.p.Addr("chat")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	embedAddr := ln.Addr().String()
-	ln.Close()
+	embedAddr := testport.Addr(t)
 	next := Config{Roles: []RoleConfig{
 		{Name: "chat", Listen: "127.0.0.1:0", Concurrency: 3},
 		{Name: "embed", Listen: embedAddr},

@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/nodeld/nodeld/internal/runner/runnertest"
+	"github.com/nodeld/nodeld/internal/testport"
 )
 
 // reg is one registration as the fake registrar holds it.
@@ -230,17 +230,11 @@ func (h *harness) health(t *testing.T) []Health {
 	return healthOf(h.a)
 }
 
-// freeAddr returns a 127.0.0.1 address nothing listens on (it was just
-// bound and closed).
+// freeAddr returns a 127.0.0.1 address nothing listens on, reserved
+// until t ends.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
+	return testport.Addr(t)
 }
 
 func TestAdopterRegistersAndDiscovers(t *testing.T) {

@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/nodeld/nodeld/internal/runner/runnertest"
+	"github.com/nodeld/nodeld/internal/testport"
 )
 
 func probeOnce(t *testing.T, inst AdoptedInstance) (ProbeResult, error) {
@@ -250,12 +250,7 @@ func TestProbeRefusesBadInstance(t *testing.T) {
 }
 
 func TestProbeUnreachable(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := testport.Addr(t)
 	got, err := probeOnce(t, AdoptedInstance{Kind: KindLlamaCpp, URL: "http://" + addr})
 	if got.Health != HealthDown || err == nil {
 		t.Errorf("Probe = %+v, %v; want down with an error", got, err)

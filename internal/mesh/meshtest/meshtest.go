@@ -17,6 +17,7 @@ import (
 	"github.com/nodeld/nodeld/internal/identity"
 	"github.com/nodeld/nodeld/internal/mesh"
 	"github.com/nodeld/nodeld/internal/table"
+	"github.com/nodeld/nodeld/internal/testport"
 )
 
 // WaitTimeout bounds every wait of this package: a node getting ready or
@@ -57,26 +58,15 @@ func NewIdentity(tb testing.TB) *identity.Identity {
 	return id
 }
 
-// FreeUDP reserves a UDP port of 127.0.0.1 that is free for TCP too (a
-// node serves inference on TCP beside its mesh's UDP port) and returns
-// its address. The port is released at once; the caller's mesh binds it.
+// FreeUDP reserves a port of 127.0.0.1 free for UDP and for TCP (a node
+// serves inference on TCP beside its mesh's UDP port) until tb ends, and
+// returns its address; the caller's mesh binds it. The port comes from
+// internal/testport, below the kernel's ephemeral range: a port asked of
+// the kernel and closed again could be handed to another test's socket
+// (a proxy's role port) before the node binds it.
 func FreeUDP(tb testing.TB) string {
 	tb.Helper()
-	for range 100 {
-		c, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			tb.Fatal(err)
-		}
-		addr := c.LocalAddr().String()
-		ln, err := net.Listen("tcp", addr)
-		_ = c.Close()
-		if err == nil {
-			_ = ln.Close()
-			return addr
-		}
-	}
-	tb.Fatal("no port of 127.0.0.1 free for both UDP and TCP")
-	return ""
+	return testport.Addr(tb)
 }
 
 // Options shape a Node. The zero value is a node with a new identity and
