@@ -11,7 +11,10 @@
 #
 # Environment: ROUNDS (3), SECS (5, per wrk run), CONC (64), SSE_ROUNDS (3),
 # BASELINE="[LABEL=]FILE ..." adds other nodeld binaries (e.g. built from
-# earlier commits; label "baseline" by default) to the same run; PROFILE=DIR saves a 10 s CPU
+# earlier commits; label "baseline" by default) to the same run; FLOOR=1 adds
+# the floor under any Go proxy (benchtool relay: no HTTP work, lockstep, in a
+# goroutine per connection and from one epoll thread; not in the SSE part,
+# which it cannot carry); PROFILE=DIR saves a 10 s CPU
 # profile of nodeld under wrk at CONC into DIR (admin.pprof is enabled for
 # the run); BENCH_NICE=N runs every process of the run at that nice level
 # (see bench-lib.sh); BENCH_KEEP=1 keeps the work dir. Installs wrk, nginx and curl
@@ -49,6 +52,18 @@ for entry in ${BASELINE:-}; do
 	names+=("$label")
 	urls[$label]="http://127.0.0.1:${bports[0]}"
 done
+
+if [ -n "${FLOOR:-}" ]; then
+	mapfile -t fports < <(bench_ports 2)
+	for mode in goroutine epoll; do
+		port="${fports[0]}"
+		[ "$mode" = epoll ] && port="${fports[1]}"
+		bench_start "relay-$mode" "$BENCH_BIN/benchtool" relay -mode "$mode" -listen "127.0.0.1:$port" -upstream "127.0.0.1:$up"
+		bench_wait_http "http://127.0.0.1:$port/health"
+		names+=("relay-$mode")
+		urls[relay-$mode]="http://127.0.0.1:$port"
+	done
+fi
 
 echo "## bench-compare $(date -u +%Y-%m-%dT%H:%MZ), $(git -C "$BENCH_ROOT" describe --always --dirty 2>/dev/null || echo unknown)"
 echo
@@ -90,5 +105,8 @@ if [ -n "${PROFILE:-}" ]; then
 fi
 
 sse_args=()
-for name in "${names[@]}"; do sse_args+=("$name=${urls[$name]}"); done
+for name in "${names[@]}"; do
+	case "$name" in relay-*) continue ;; esac
+	sse_args+=("$name=${urls[$name]}")
+done
 bench_run "$BENCH_BIN/benchtool" sse -rounds "$SSE_ROUNDS" -streams 5 -chunks 200 "${sse_args[@]}"

@@ -22,7 +22,7 @@ func main() {
 	}
 }
 
-const usage = "usage: benchtool upstream|freeports|report|sse|streams|soak [flags]"
+const usage = "usage: benchtool upstream|relay|freeports|report|sse|streams|soak [flags]"
 
 func run(ctx context.Context, args []string, out io.Writer) error {
 	if len(args) == 0 {
@@ -31,6 +31,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	switch cmd, rest := args[0], args[1:]; cmd {
 	case "upstream":
 		return runUpstream(ctx, rest, out)
+	case "relay":
+		return runRelay(ctx, rest, out)
 	case "freeports":
 		return freePorts(rest, out)
 	case "report":

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+)
+
+// relayBuf bounds one message the relay moves: a request or an answer
+// must arrive in one read of at most this many bytes.
+const relayBuf = 64 << 10
+
+// runRelay is the floor a Go proxy stands on: a relay that does no HTTP
+// work at all. Each accepted connection is paired with a connection of
+// its own to the upstream, and the relay moves one read of the client to
+// the upstream, then one read of the upstream back, in lockstep. That is
+// right for the small keep-alive exchanges of scripts/bench-chat.lua (one
+// request a read, one answer a read), and wrong for anything larger or
+// streamed: it is a measuring stick, not a proxy.
+//
+// -mode goroutine serves each pair in a goroutine on net.Conn, as any Go
+// server does; -mode epoll serves every pair from one thread over one
+// epoll set with non-blocking system calls, as nginx does.
+func runRelay(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("relay", flag.ContinueOnError)
+	listen := fs.String("listen", "127.0.0.1:0", "loopback address to serve on")
+	upstream := fs.String("upstream", "", "loopback host:port of the upstream")
+	mode := fs.String("mode", "goroutine", "goroutine or epoll")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	up, err := net.ResolveTCPAddr("tcp", *upstream)
+	if err != nil || !up.IP.IsLoopback() {
+		return fmt.Errorf("relay: -upstream %q is not a loopback host:port", *upstream)
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	if !ln.Addr().(*net.TCPAddr).IP.IsLoopback() {
+		_ = ln.Close()
+		return fmt.Errorf("relay: %s is not a loopback address", *listen)
+	}
+	fmt.Fprintln(out, "listening", ln.Addr())
+	go func() {
+		<-ctx.Done()
+		_ = ln.Close()
+	}()
+	switch *mode {
+	case "goroutine":
+		return relayGoroutines(ctx, ln, up)
+	case "epoll":
+		return relayEpoll(ctx, ln.(*net.TCPListener), up)
+	default:
+		_ = ln.Close()
+		return fmt.Errorf("relay: -mode %q is not goroutine or epoll", *mode)
+	}
+}
+
+func relayGoroutines(ctx context.Context, ln net.Listener, up *net.TCPAddr) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		u, err := net.DialTCP("tcp", nil, up)
+		if err != nil {
+			_ = c.Close()
+			continue
+		}
+		wg.Go(func() { relayPair(ctx, c, u) })
+	}
+}
+
+// relayPair moves one read each way at a time until either side ends.
+func relayPair(ctx context.Context, c, u net.Conn) {
+	stop := context.AfterFunc(ctx, func() { _ = c.Close(); _ = u.Close() })
+	defer stop()
+	defer c.Close()
+	defer u.Close()
+	buf := make([]byte, relayBuf)
+	for {
+		n, err := c.Read(buf)
+		if err != nil {
+			return
+		}
+		if _, err := u.Write(buf[:n]); err != nil {
+			return
+		}
+		if n, err = u.Read(buf); err != nil {
+			return
+		}
+		if _, err := c.Write(buf[:n]); err != nil {
+			return
+		}
+	}
+}
+
+// errNoEpoll is -mode epoll off Linux.
+var errNoEpoll = errors.New("relay: -mode epoll needs Linux")
