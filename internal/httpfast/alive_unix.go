@@ -14,6 +14,9 @@ import (
 // as alive. The upstream pool checks instances' connections with it, and
 // internal/tlspool the raw TCP under its idle TLS connections.
 func ConnAlive(c net.Conn) bool {
+	if a, ok := c.(interface{ alive() bool }); ok {
+		return a.alive() // a RawIO connection
+	}
 	sc, ok := c.(syscall.Conn)
 	if !ok {
 		return true

@@ -41,6 +41,7 @@ func RawIO(c net.Conn) net.Conn {
 	r := &rawConn{TCPConn: tc, rc: rc}
 	r.readFn = r.read
 	r.vecFn = r.writev
+	r.peekFn = r.peek
 	return r
 }
 
@@ -58,6 +59,9 @@ type rawConn struct {
 	rn     int
 	rerr   syscall.Errno
 	readFn func(fd uintptr) bool
+	pb     [1]byte // peek's buffer, under rmu
+	palive bool    // peek's finding, under rmu
+	peekFn func(fd uintptr) bool
 
 	wmu   sync.Mutex // one write at a time owns one, wv, wn, iov, werr
 	one   [1][]byte  // Write's buffer, as writev's one
@@ -91,6 +95,22 @@ func (c *rawConn) read(fd uintptr) bool {
 			return true
 		}
 	}
+}
+
+// alive is ConnAlive for a RawIO connection: the same peek, through the
+// connection's own RawConn and a method value made once, so a pool's
+// check of a reused connection allocates nothing.
+func (c *rawConn) alive() bool {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	c.palive = false
+	err := c.rc.Read(c.peekFn)
+	return err == nil && c.palive
+}
+
+func (c *rawConn) peek(fd uintptr) bool {
+	c.palive = sysPeek(fd, c.pb[:]) == syscall.EAGAIN
+	return true // never wait for readiness
 }
 
 // writev writes c.wv with writev(2), as many buffers at once as iov

@@ -217,3 +217,36 @@ func TestRawIOCloseEndsABlockedRead(t *testing.T) {
 		t.Fatal("a blocked read outlived Close")
 	}
 }
+
+// ConnAlive on a RawIO connection peeks through its own RawConn: alive
+// while idle and silent, not once the peer sent bytes nobody asked for or
+// closed its end; and the check allocates nothing.
+func TestRawIOConnAlive(t *testing.T) {
+	raw, peer := rawPair(t)
+	if !ConnAlive(raw) {
+		t.Fatal("an idle, silent connection is not alive")
+	}
+	if n := testing.AllocsPerRun(100, func() { ConnAlive(raw) }); n != 0 {
+		t.Errorf("ConnAlive of a RawIO connection allocates %v times", n)
+	}
+	if _, err := peer.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the unasked byte to make the connection unusable", func() bool { return !ConnAlive(raw) })
+
+	raw2, peer2 := rawPair(t)
+	_ = peer2.Close()
+	waitUntil(t, "the peer's close to make the connection unusable", func() bool { return !ConnAlive(raw2) })
+}
+
+// waitUntil polls cond every millisecond for up to 10 s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

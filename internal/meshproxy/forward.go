@@ -375,7 +375,7 @@ func (f *Forwarder) ForwardRemote(ctx context.Context, nodeID, role string, r *h
 		if err != nil {
 			if ctx.Err() != nil {
 				f.met.forwarded(fwdCancelled)
-				return context.Cause(ctx)
+				return httpfast.Cause(ctx)
 			}
 			f.met.forwarded(fwdNoLink)
 			return fmt.Errorf("%w (%w: %w)", &proxy.Error{Status: http.StatusBadGateway, Type: proxy.TypeUpstream, Code: CodePeerUnreachable,
@@ -384,7 +384,7 @@ func (f *Forwarder) ForwardRemote(ctx context.Context, nodeID, role string, r *h
 		s = qs
 		f.met.transport(sideForward, TransportQUIC)
 	}
-	stop := context.AfterFunc(ctx, func() {
+	stop := afterFunc(ctx, func() {
 		s.Reset(mesh.StreamCodeCancelled)
 	})
 	defer stop()
@@ -435,24 +435,31 @@ func (f *Forwarder) ForwardRemote(ctx context.Context, nodeID, role string, r *h
 	// Read even after a failed send: a serving node that refuses early
 	// stops reading the body and answers with a refusal.
 	err := relayResponse(s, w, &fb)
-	var ref *peerRefusal
-	switch {
-	case err == nil:
+	if err == nil {
 		s.FinishReading(MeshFinishWait) // nothing more is expected
 		f.met.forwarded(fwdOK)
 		// On a connection the end frame says whether it serves again.
 		reuse = tc != nil && werr == nil && s.(*tcpClientStream).kept
 		return nil
 	}
+	return f.forwardFailed(ctx, s, nodeID, role, err, werr, streamed, size, &reuse)
+}
+
+// forwardFailed ends a forward whose answer was not relayed whole (err
+// from relayResponse, werr from sending): it stops the stream, counts the
+// outcome, says through reuse whether the connection serves again, and
+// returns the error for the proxy.
+func (f *Forwarder) forwardFailed(ctx context.Context, s inferStream, nodeID, role string, err, werr error, streamed bool, size int64, reuse *bool) error {
 	s.StopReading(mesh.StreamCodeCancelled) // nothing more is wanted
+	var ref *peerRefusal
 	switch {
 	case ctx.Err() != nil:
 		s.AbortWrite(mesh.StreamCodeCancelled)
 		f.met.forwarded(fwdCancelled)
-		return context.Cause(ctx)
+		return httpfast.Cause(ctx)
 	case errors.As(err, &ref):
 		f.met.forwarded(fwdRefused)
-		reuse = !ref.afterHead && reusable(streamed, size, werr)
+		*reuse = !ref.afterHead && reusable(streamed, size, werr)
 		if ref.afterHead {
 			return fmt.Errorf("peer %s failed midway: %w", nodeID, err)
 		}
@@ -489,6 +496,15 @@ func (f *Forwarder) ForwardRemote(ctx context.Context, nodeID, role string, r *h
 		}
 		return fmt.Errorf("read from peer %s: %w", nodeID, err)
 	}
+}
+
+// afterFunc is context.AfterFunc, through ctx's own AfterFunc when it has
+// one (the fast reader's exchange context): no context is made for it.
+func afterFunc(ctx context.Context, f func()) (stop func() bool) {
+	if a, ok := ctx.(interface{ AfterFunc(func()) func() bool }); ok {
+		return a.AfterFunc(f)
+	}
+	return context.AfterFunc(ctx, f)
 }
 
 // reusable reports whether a connection serves another exchange after
@@ -586,6 +602,11 @@ type meshMetrics struct {
 	// forwards that went over QUIC while the transport is TCP, by reason.
 	transports *prometheus.CounterVec // side, transport
 	fallbacks  *prometheus.CounterVec // reason
+
+	// resolved holds the counters forwarded (by result, a string) and
+	// transport (by [2]string{side, transport}) resolved so far: bounded
+	// by the few values they count.
+	resolved sync.Map
 }
 
 func newMeshMetrics(reg prometheus.Registerer) (*meshMetrics, error) {
@@ -626,8 +647,26 @@ func newMeshMetrics(reg prometheus.Registerer) (*meshMetrics, error) {
 	return m, nil
 }
 
-func (m *meshMetrics) forwarded(result string) { m.forwardsV.WithLabelValues(result).Inc() }
+// forwarded counts a forward by result, through the counter resolved by
+// the first count of that result (no label hashing per request after it).
+func (m *meshMetrics) forwarded(result string) {
+	if c, ok := m.resolved.Load(result); ok {
+		c.(prometheus.Counter).Inc()
+		return
+	}
+	c := m.forwardsV.WithLabelValues(result)
+	m.resolved.Store(result, c)
+	c.Inc()
+}
 
+// transport counts an exchange by side and transport, as forwarded does.
 func (m *meshMetrics) transport(side, transport string) {
-	m.transports.WithLabelValues(side, transport).Inc()
+	key := [2]string{side, transport}
+	if c, ok := m.resolved.Load(key); ok {
+		c.(prometheus.Counter).Inc()
+		return
+	}
+	c := m.transports.WithLabelValues(side, transport)
+	m.resolved.Store(key, c)
+	c.Inc()
 }

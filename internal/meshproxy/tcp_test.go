@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nodeld/nodeld/internal/mesh/meshtest"
+	"github.com/nodeld/nodeld/internal/proxy"
 	"github.com/nodeld/nodeld/internal/proxy/proxytest"
 	"github.com/nodeld/nodeld/internal/table"
 	"github.com/nodeld/nodeld/internal/tlspool"
@@ -268,6 +269,42 @@ func TestServeTimeoutRefuses(t *testing.T) {
 			})
 			if got := transportCount(t, b, sideServe, tr); got != 1 {
 				t.Errorf("served over %s: %v, want 1", tr, got)
+			}
+		})
+	}
+}
+
+// TestConsumerStallTimeout: the consumer's own stall timeout ends a
+// forward whose peer does not answer in time, on either transport: its
+// client gets 504 upstream_timeout naming the stall, not the silence of a
+// client taken to have gone away (the forward runs on the fast reader's
+// exchange context, which the watchdog cancels with its cause).
+func TestConsumerStallTimeout(t *testing.T) {
+	for _, tr := range []string{TransportTCP, TransportQUIC} {
+		t.Run(tr, func(t *testing.T) {
+			stuck := make(chan struct{})
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				select {
+				case <-r.Context().Done():
+				case <-stuck:
+				}
+			}))
+			t.Cleanup(up.Close)
+			t.Cleanup(func() { close(stuck) })
+			nodes := newMeshNodes(t, "a", "b")
+			a, b := nodes[0], nodes[1]
+			b.serve(up.URL, "served-model", a)
+			a.Table.AllowRemoteNode("chat", b.ID(), true)
+			a.proxyCfg = proxy.Config{StallTimeout: 300 * time.Millisecond}
+			deps := Deps{TCP: TCP{Transport: tr}}
+			a.start(deps, b)
+			b.start(deps)
+			b.admitLater(a)
+			a.resolvesTo(b)
+			res, body := a.h.post("chat", "/v1/chat/completions", chatBody(false))
+			if res.StatusCode != http.StatusGatewayTimeout || !strings.Contains(string(body), "upstream_timeout") ||
+				!strings.Contains(string(body), "peer did not answer within 300ms") {
+				t.Fatalf("got %d %s, want 504 upstream_timeout after the 300ms stall", res.StatusCode, body)
 			}
 		})
 	}

@@ -431,11 +431,18 @@ func relayResponse(r io.Reader, w http.ResponseWriter, fb *frameBuf) error {
 	// token, and should know the request was taken.
 	var held *meshResponseHead
 	commit := func(h *meshResponseHead) {
+		// One backing array for every value (each header its own
+		// one-element, full-capacity slice of it), not one per header.
 		hdr := w.Header()
-		for name, v := range h.Headers {
-			hdr.Set(name, v)
+		vals := make([]string, 0, len(h.Headers)+1)
+		set := func(name, v string) {
+			vals = append(vals, v)
+			hdr[http.CanonicalHeaderKey(name)] = vals[len(vals)-1 : len(vals) : len(vals)]
 		}
-		hdr.Set("X-Content-Type-Options", "nosniff")
+		for name, v := range h.Headers {
+			set(name, v)
+		}
+		set("X-Content-Type-Options", "nosniff")
 		w.WriteHeader(h.Status)
 	}
 	for {

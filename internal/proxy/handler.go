@@ -42,6 +42,7 @@ type requestState struct {
 	body bodyReader
 	wd   watchdog
 	fw   localForward
+	out  http.Request // a remote forward's request on the fast reader
 }
 
 // localForward is the state of a local forward.
@@ -228,7 +229,7 @@ func (h *roleHandler) forward(w http.ResponseWriter, r *http.Request, start time
 		p.forwardLocal(st, r, h.rs, target, set, body, pinsModel(r, target, h.rs.passthrough.Load()))
 		return resendNo, nil
 	}
-	held, again = p.forwardRemote(rec, r, role, target, set, body, waitFree)
+	held, again = p.forwardRemote(st, r, role, target, set, body, waitFree)
 	return again, held
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/nodeld/nodeld/internal/httpfast"
 	"github.com/nodeld/nodeld/internal/mesh"
 	"github.com/nodeld/nodeld/internal/table"
 )
@@ -38,7 +39,8 @@ import (
 // refusal for being at its in-flight limit (ErrPeerBusy) returns
 // resendWhenFree: the caller waits for a slot. Without it the refusal
 // is the client's answer (429 over_capacity).
-func (p *Proxy) forwardRemote(rec *recorder, r *http.Request, role string, target table.Target, set *Config, in *bodyReader, waitFree bool) (body []byte, again resend) {
+func (p *Proxy) forwardRemote(st *requestState, r *http.Request, role string, target table.Target, set *Config, in *bodyReader, waitFree bool) (body []byte, again resend) {
+	rec := &st.rec
 	rec.Header().Set(RouteHeader, target.NodeID)
 	if r.ContentLength > set.MeshMaxBodyBytes {
 		writeError(rec, r, TooLargeError(set.MeshMaxBodyBytes))
@@ -49,13 +51,27 @@ func (p *Proxy) forwardRemote(rec *recorder, r *http.Request, role string, targe
 		writeError(rec, r, bodyError(err, in))
 		return nil, resendNo
 	}
-	ctx, cancel := context.WithCancelCause(r.Context())
-	defer cancel(nil)
-	wd := startWatchdog(set.StallTimeout, set.RequestTimeout, cancel)
+	// The forward's context and request: on the fast reader, its exchange
+	// context and a copy of r kept in st (no allocation); else a child of
+	// r's context and r with it. The watchdog cancels either.
+	var ctx context.Context
+	var out *http.Request
+	wd := &st.wd
+	if ec, ok := r.Context().(*httpfast.Context); ok {
+		ctx, out = ec, &st.out
+		*out = *r
+		wd.start(set.StallTimeout, set.RequestTimeout, nil, ec)
+	} else {
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(r.Context())
+		defer cancel(nil)
+		out = r.WithContext(ctx)
+		wd.start(set.StallTimeout, set.RequestTimeout, cancel, nil)
+	}
 	defer wd.stop()
+	ex := &exchange{client: r.Context(), ctx: ctx}
 	rec.wd = wd
 	rec.autoFlush = true
-	out := r.WithContext(ctx)
 	if stream != nil {
 		in.wd = wd
 		out.Body = stream
@@ -106,7 +122,7 @@ func (p *Proxy) forwardRemote(rec *recorder, r *http.Request, role string, targe
 		p.log.Debug("remote stream cut", zap.String("role", role), zap.String("node", target.NodeID), zap.Error(err))
 		panic(http.ErrAbortHandler)
 	}
-	if r.Context().Err() != nil {
+	if ex.clientGone() {
 		return nil, resendNo // the client went away; counted as statusClientClosed
 	}
 	if waitFree && ctx.Err() == nil && errors.Is(err, ErrPeerBusy) {
@@ -135,7 +151,7 @@ func (p *Proxy) forwardRemote(rec *recorder, r *http.Request, role string, targe
 	}
 	e, ok := asError(err)
 	if !ok {
-		switch context.Cause(ctx) {
+		switch httpfast.Cause(ctx) {
 		case errStalled:
 			e = &Error{Status: http.StatusGatewayTimeout, Type: TypeTimeout, Code: CodeUpstreamTimeout,
 				Message: "timeout: peer did not answer within " + set.StallTimeout.String()}

@@ -31,12 +31,6 @@ type watchdog struct {
 	timer   *time.Timer
 }
 
-func startWatchdog(stall, total time.Duration, cancel context.CancelCauseFunc) *watchdog {
-	w := &watchdog{}
-	w.start(stall, total, cancel, nil)
-	return w
-}
-
 // start arms a zero watchdog that cancels with cancel, or ec's cancel
 // when ec is not nil.
 func (w *watchdog) start(stall, total time.Duration, cancel context.CancelCauseFunc, ec *httpfast.Context) {
