@@ -35,6 +35,11 @@ type ctxFunc struct {
 // asked for it.
 var closedDone = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
+// NewContext returns a Context of its own, not yet cancelled: the root
+// of an exchange's tree outside the fast reader (a mesh exchange served
+// over TCP), cancelled by its owner.
+func NewContext() *Context { return newExchangeCtx() }
+
 func newExchangeCtx() *Context {
 	c := &Context{}
 	c.init()

@@ -144,6 +144,13 @@ func (f *Forwarder) serveInfer(ctx context.Context, peer mesh.PeerInfo, s inferS
 	f.forward(ctx, s, peer, head, up, local)
 }
 
+// poolExchange holds what roundTrip builds for the instance pool.
+type poolExchange struct {
+	r    http.Request
+	req  httpfast.Request
+	vals [2]string // Content-Type, Accept
+}
+
 // servesWithin is a stream whose Context also ends MeshServeTimeout after
 // the exchange began, with context.DeadlineExceeded, and when this node
 // stops (tcpServerStream): forward then derives no context of its own.
@@ -152,8 +159,8 @@ type servesWithin interface{ servesWithin() }
 // consumerGone reports whether s's context ended for its consumer going
 // away (or this node stopping), not for the serve timeout.
 func consumerGone(s inferStream) bool {
-	err := s.Context().Err()
-	return err != nil && !errors.Is(err, context.DeadlineExceeded)
+	cause := httpfast.Cause(s.Context())
+	return cause != nil && !errors.Is(cause, context.DeadlineExceeded)
 }
 
 // upstreamBody is the body of a request to the local instance: n bytes,
@@ -203,7 +210,8 @@ func (f *Forwarder) forward(ctx context.Context, s inferStream, peer mesh.PeerIn
 			// next candidate.
 			f.met.served.WithLabelValues(f.roleLabel(head.Role), servedCancelled).Inc()
 			f.log.Debug("mesh infer left unanswered: stopping", zap.String("peer", peer.ID), zap.Error(err))
-		case httpfast.IsTimeout(err) || errors.Is(err, context.DeadlineExceeded):
+		case httpfast.IsTimeout(err) || errors.Is(err, context.DeadlineExceeded) ||
+			errors.Is(httpfast.Cause(ctx), context.DeadlineExceeded):
 			f.refuse(s, peer, head.Role, RefuseUpstreamTimeout)
 		case httpfast.IsDialError(err):
 			f.refuse(s, peer, head.Role, RefuseUpstreamDown)
@@ -303,14 +311,19 @@ func (f *Forwarder) roundTrip(ctx context.Context, head meshRequestHead, up upst
 	if head.Query != "" {
 		target += "?" + head.Query
 	}
+	// The request's parts in one allocation: its head, the pool's request
+	// and the two header values (each a full-capacity slice of vals).
+	x := &poolExchange{}
 	var h http.Header
 	if head.ContentType != "" || head.Accept != "" {
 		h = make(http.Header, 2)
 		if head.ContentType != "" {
-			h["Content-Type"] = []string{head.ContentType}
+			x.vals[0] = head.ContentType
+			h["Content-Type"] = x.vals[0:1:1]
 		}
 		if head.Accept != "" {
-			h["Accept"] = []string{head.Accept}
+			x.vals[1] = head.Accept
+			h["Accept"] = x.vals[1:2:2]
 		}
 	}
 	if f.pool != nil && up.stream == nil {
@@ -319,8 +332,10 @@ func (f *Forwarder) roundTrip(ctx context.Context, head meshRequestHead, up upst
 		if err != nil {
 			return nil, nil, fmt.Errorf("local base %q: %w", local.Base, err)
 		}
-		r := &http.Request{Method: head.Method, RequestURI: target, Header: h, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
-		req := &httpfast.Request{R: r, Host: addr, Body: up.data, InMem: true}
+		r := &x.r
+		*r = http.Request{Method: head.Method, RequestURI: target, Header: h, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
+		req := &x.req
+		*req = httpfast.Request{R: r, Host: addr, Body: up.data, InMem: true}
 		uc, res, stop, err := f.pool.RoundTrip(ctx, httpfast.PoolKey{Role: head.Role, Addr: addr}, req)
 		if err != nil {
 			return nil, nil, err

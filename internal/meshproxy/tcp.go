@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/nodeld/nodeld/internal/config"
+	"github.com/nodeld/nodeld/internal/httpfast"
 	"github.com/nodeld/nodeld/internal/mesh"
 	"github.com/nodeld/nodeld/internal/table"
 	"github.com/nodeld/nodeld/internal/tlspool"
@@ -376,12 +377,19 @@ func (f *Forwarder) serveConn(ctx context.Context, peerID string, c *tls.Conn, w
 // any connection) over raw (its socket: deadlines, aborts).
 func (f *Forwarder) serveConnOn(ctx context.Context, peer mesh.PeerInfo, c, raw net.Conn, watches *watchList) {
 	// The exchanges' contexts hang off the connection's, not all off the
-	// server's one (whose lock every request would take).
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// server's one (whose lock every request would take). Both are the
+	// fast reader's kind (httpfast.Context): an exchange registers on its
+	// connection's, and the pool on the exchange's, without the
+	// allocations of context.WithTimeout and context.AfterFunc.
+	cctx := httpfast.NewContext()
+	stop := context.AfterFunc(ctx, func() { cctx.Cancel(context.Cause(ctx)) })
+	defer func() {
+		stop()
+		cctx.Cancel(nil)
+	}()
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	cs := &tcpConnServer{f: f, ctx: ctx, peer: peer, c: c, raw: raw, wg: &wg, watches: watches}
+	cs := &tcpConnServer{f: f, ctx: cctx, peer: peer, c: c, raw: raw, wg: &wg, watches: watches}
 	_ = cs.raw.SetReadDeadline(time.Now().Add(TCPServerIdleTimeout))
 	var one [1]byte
 	if _, err := io.ReadFull(c, one[:]); err != nil {
@@ -396,7 +404,7 @@ func (f *Forwarder) serveConnOn(ctx context.Context, peer mesh.PeerInfo, c, raw 
 // tcpServerStream.watch).
 type tcpConnServer struct {
 	f       *Forwarder
-	ctx     context.Context
+	ctx     *httpfast.Context // ends with the connection or the server
 	peer    mesh.PeerInfo
 	c       net.Conn        // the TLS connection
 	raw     net.Conn        // its socket
@@ -411,7 +419,7 @@ func (cs *tcpConnServer) serve(first byte) {
 		s := &tcpServerStream{cs: cs, first: first, hasFirst: true, over: make(chan struct{})}
 		// One context for the exchange: the consumer going away, the
 		// serve timeout and this node stopping all end it (servesWithin).
-		s.ctx, s.cancel = context.WithTimeout(cs.ctx, cs.f.serveTimeout)
+		s.begin()
 		_ = cs.raw.SetDeadline(time.Time{})
 		cs.f.met.transport(sideServe, TransportTCP)
 		cs.f.serveInfer(cs.ctx, cs.peer, s)
@@ -441,11 +449,12 @@ func (cs *tcpConnServer) serve(first byte) {
 type tcpServerStream struct {
 	cs       *tcpConnServer
 	first    byte
-	hasFirst bool // first is still to be read (the reading goroutine's)
-	ctx      context.Context
-	cancel   context.CancelFunc
-	over     chan struct{} // closed by end
-	clean    bool          // set before over is closed
+	hasFirst bool              // first is still to be read (the reading goroutine's)
+	ctx      *httpfast.Context // the exchange's: see begin
+	timer    *time.Timer       // the serve timeout
+	unlink   func() bool       // from the connection's context
+	over     chan struct{}     // closed by end
+	clean    bool              // set before over is closed
 
 	mu       sync.Mutex // guards reqDone, ended, wroteEnd, broken, watching
 	reqDone  bool       // the request's end frame was read
@@ -497,6 +506,27 @@ func (s *tcpServerStream) SetWriteDeadline(t time.Time) error {
 }
 
 func (s *tcpServerStream) Context() context.Context { return s.ctx }
+
+// begin makes the exchange's context: it ends with the connection's
+// (with its cause), after the serve timeout (context.DeadlineExceeded,
+// its cause), or by cancel (the consumer went away: context.Canceled).
+func (s *tcpServerStream) begin() {
+	s.ctx = httpfast.NewContext()
+	s.unlink = s.cs.ctx.AfterFunc(s.connEnded)
+	s.timer = time.AfterFunc(s.cs.f.serveTimeout, s.timedOut)
+}
+
+func (s *tcpServerStream) connEnded() { s.ctx.Cancel(s.cs.ctx.Cause()) }
+
+func (s *tcpServerStream) timedOut() { s.ctx.Cancel(context.DeadlineExceeded) }
+
+// cancel ends the exchange's context (first cause wins) and releases its
+// timer and its registration on the connection's. Idempotent.
+func (s *tcpServerStream) cancel() {
+	s.timer.Stop()
+	s.unlink()
+	s.ctx.Cancel(nil)
+}
 
 func (s *tcpServerStream) servesWithin() {}
 

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/nodeld/nodeld/internal/httpfast"
 )
 
 // watchedExchange is a served exchange on one end of a pipe whose request
@@ -14,9 +16,10 @@ import (
 func watchedExchange(t *testing.T, w *watchList, wg *sync.WaitGroup) (s *tcpServerStream, consumer net.Conn) {
 	t.Helper()
 	srv, cli := net.Pipe()
-	cs := &tcpConnServer{ctx: context.Background(), c: srv, raw: srv, wg: wg, watches: w}
+	cs := &tcpConnServer{f: &Forwarder{serveTimeout: time.Hour}, ctx: httpfast.NewContext(), c: srv, raw: srv, wg: wg, watches: w}
 	s = &tcpServerStream{cs: cs, over: make(chan struct{})}
-	s.ctx, s.cancel = context.WithCancel(cs.ctx)
+	s.begin()
+	t.Cleanup(s.cancel)
 	return s, cli
 }
 
