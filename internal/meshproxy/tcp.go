@@ -416,7 +416,7 @@ type tcpConnServer struct {
 // until the connection ends or an exchange hands it to its watcher.
 func (cs *tcpConnServer) serve(first byte) {
 	for {
-		s := &tcpServerStream{cs: cs, first: first, hasFirst: true, over: make(chan struct{})}
+		s := &tcpServerStream{cs: cs, first: first, hasFirst: true}
 		// One context for the exchange: the consumer going away, the
 		// serve timeout and this node stopping all end it (servesWithin).
 		s.begin()
@@ -453,7 +453,7 @@ type tcpServerStream struct {
 	ctx      *httpfast.Context // the exchange's: see begin
 	timer    *time.Timer       // the serve timeout
 	unlink   func() bool       // from the connection's context
-	over     chan struct{}     // closed by end
+	over     chan struct{}     // made when the watcher starts, closed by end
 	clean    bool              // set before over is closed
 
 	mu       sync.Mutex // guards reqDone, ended, wroteEnd, broken, watching
@@ -613,6 +613,7 @@ func (s *tcpServerStream) watchDue(due bool) (keep bool) {
 		return true
 	}
 	s.watching = true
+	s.over = make(chan struct{}) // only a watcher waits for the end
 	s.cs.wg.Go(s.watch) // the exchange is running: its goroutine has not reached Wait
 	return false
 }
@@ -632,7 +633,9 @@ func (s *tcpServerStream) end() (cont bool) {
 		_ = s.cs.raw.Close()
 	}
 	s.clean = clean
-	close(s.over)
+	if watching {
+		close(s.over) // made with watching, under s.mu
+	}
 	s.cancel()
 	return clean && !watching
 }

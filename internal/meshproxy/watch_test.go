@@ -17,7 +17,7 @@ func watchedExchange(t *testing.T, w *watchList, wg *sync.WaitGroup) (s *tcpServ
 	t.Helper()
 	srv, cli := net.Pipe()
 	cs := &tcpConnServer{f: &Forwarder{serveTimeout: time.Hour}, ctx: httpfast.NewContext(), c: srv, raw: srv, wg: wg, watches: w}
-	s = &tcpServerStream{cs: cs, over: make(chan struct{})}
+	s = &tcpServerStream{cs: cs}
 	s.begin()
 	t.Cleanup(s.cancel)
 	return s, cli
