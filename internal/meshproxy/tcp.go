@@ -613,8 +613,10 @@ func (s *tcpServerStream) watchDue(due bool) (keep bool) {
 		return true
 	}
 	s.watching = true
-	s.over = make(chan struct{}) // only a watcher waits for the end
-	s.cs.wg.Go(s.watch) // the exchange is running: its goroutine has not reached Wait
+	// Only a watcher waits for the end. The exchange is running: its
+	// goroutine has not reached Wait.
+	s.over = make(chan struct{})
+	s.cs.wg.Go(s.watch)
 	return false
 }
 
