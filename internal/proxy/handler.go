@@ -45,6 +45,20 @@ type requestState struct {
 	out  http.Request // a remote forward's request on the fast reader
 }
 
+// forwardContext is a forward's context, cancelled by st.wd (started
+// here) and by the returned cancel. On the fast reader it is the exchange
+// context itself: the watchdog's cause is one clientGone tells apart, and
+// it ends with the exchange. Else it is a child of r's.
+func (st *requestState) forwardContext(r *http.Request, set *Config) (context.Context, context.CancelCauseFunc) {
+	if ec, ok := r.Context().(*httpfast.Context); ok {
+		st.wd.start(set.StallTimeout, set.RequestTimeout, nil, ec)
+		return ec, func(error) {}
+	}
+	ctx, cancel := context.WithCancelCause(r.Context())
+	st.wd.start(set.StallTimeout, set.RequestTimeout, cancel, nil)
+	return ctx, cancel
+}
+
 // localForward is the state of a local forward.
 type localForward struct {
 	ex  exchange
@@ -299,20 +313,9 @@ func (p *Proxy) forwardLocal(st *requestState, r *http.Request, rs *roleServer, 
 			Message: "the local instance of role '" + role + "' has an invalid address"})
 		return
 	}
-	var ctx context.Context
+	ctx, cancel := st.forwardContext(r, set)
+	defer cancel(nil)
 	wd := &st.wd
-	if ec, ok := r.Context().(*httpfast.Context); ok {
-		// The fast reader's exchange context is the forward's: its
-		// cancellation by the watchdog has a cause that clientGone tells
-		// apart, and it ends with the exchange.
-		ctx = ec
-		wd.start(set.StallTimeout, set.RequestTimeout, nil, ec)
-	} else {
-		var cancel context.CancelCauseFunc
-		ctx, cancel = context.WithCancelCause(r.Context())
-		defer cancel(nil)
-		wd.start(set.StallTimeout, set.RequestTimeout, cancel, nil)
-	}
 	defer wd.stop()
 	rec.wd = wd
 	fw := &st.fw

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -51,25 +50,15 @@ func (p *Proxy) forwardRemote(st *requestState, r *http.Request, role string, ta
 		writeError(rec, r, bodyError(err, in))
 		return nil, resendNo
 	}
-	// The forward's context and request: on the fast reader, its exchange
-	// context and a copy of r kept in st (no allocation); else a child of
-	// r's context and r with it. The watchdog cancels either.
-	var ctx context.Context
-	var out *http.Request
+	ctx, cancel := st.forwardContext(r, set)
+	defer cancel(nil)
 	wd := &st.wd
-	if ec, ok := r.Context().(*httpfast.Context); ok {
-		ctx, out = ec, &st.out
-		*out = *r
-		wd.start(set.StallTimeout, set.RequestTimeout, nil, ec)
-	} else {
-		var cancel context.CancelCauseFunc
-		ctx, cancel = context.WithCancelCause(r.Context())
-		defer cancel(nil)
-		out = r.WithContext(ctx)
-		wd.start(set.StallTimeout, set.RequestTimeout, cancel, nil)
-	}
 	defer wd.stop()
 	ex := &exchange{client: r.Context(), ctx: ctx}
+	out := &st.out // r's copy on the fast reader's context: no allocation
+	if *out = *r; ctx != r.Context() {
+		out = r.WithContext(ctx)
+	}
 	rec.wd = wd
 	rec.autoFlush = true
 	if stream != nil {
