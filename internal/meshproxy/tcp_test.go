@@ -232,6 +232,22 @@ func TestTCPLinkLostAbortsExchanges(t *testing.T) {
 	}
 }
 
+// stuckUpstream is an instance that answers nothing until its request's
+// context ends or the test does.
+func stuckUpstream(t *testing.T) *httptest.Server {
+	t.Helper()
+	stuck := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-stuck:
+		}
+	}))
+	t.Cleanup(up.Close)
+	t.Cleanup(func() { close(stuck) })
+	return up
+}
+
 // TestServeTimeoutRefuses: an instance that does not answer within the
 // serving node's serve timeout is refused as upstream_timeout (the
 // consumer's client gets 504), over TCP (where the exchange's one context
@@ -239,15 +255,7 @@ func TestTCPLinkLostAbortsExchanges(t *testing.T) {
 func TestServeTimeoutRefuses(t *testing.T) {
 	for _, tr := range []string{TransportTCP, TransportQUIC} {
 		t.Run(tr, func(t *testing.T) {
-			stuck := make(chan struct{})
-			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				select {
-				case <-r.Context().Done():
-				case <-stuck:
-				}
-			}))
-			t.Cleanup(up.Close)
-			t.Cleanup(func() { close(stuck) })
+			up := stuckUpstream(t)
 			nodes := newMeshNodes(t, "a", "b")
 			a, b := nodes[0], nodes[1]
 			b.serve(up.URL, "served-model", a)
@@ -282,15 +290,7 @@ func TestServeTimeoutRefuses(t *testing.T) {
 func TestConsumerStallTimeout(t *testing.T) {
 	for _, tr := range []string{TransportTCP, TransportQUIC} {
 		t.Run(tr, func(t *testing.T) {
-			stuck := make(chan struct{})
-			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				select {
-				case <-r.Context().Done():
-				case <-stuck:
-				}
-			}))
-			t.Cleanup(up.Close)
-			t.Cleanup(func() { close(stuck) })
+			up := stuckUpstream(t)
 			nodes := newMeshNodes(t, "a", "b")
 			a, b := nodes[0], nodes[1]
 			b.serve(up.URL, "served-model", a)

@@ -37,13 +37,9 @@ func runRelay(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil || !up.IP.IsLoopback() {
 		return fmt.Errorf("relay: -upstream %q is not a loopback host:port", *upstream)
 	}
-	ln, err := net.Listen("tcp", *listen)
+	ln, err := listenLoopback("relay", *listen)
 	if err != nil {
 		return err
-	}
-	if !ln.Addr().(*net.TCPAddr).IP.IsLoopback() {
-		_ = ln.Close()
-		return fmt.Errorf("relay: %s is not a loopback address", *listen)
 	}
 	fmt.Fprintln(out, "listening", ln.Addr())
 	go func() {

@@ -22,6 +22,19 @@ const chatAnswer = `{"id":"chatcmpl-bench","object":"chat.completion","created":
 	`"choices":[{"index":0,"message":{"role":"assistant","content":"Hello! How can I help you today?"},"finish_reason":"stop"}],` +
 	`"usage":{"prompt_tokens":12,"completion_tokens":9,"total_tokens":21}}`
 
+// listenLoopback listens on addr for cmd, which serves loopback only.
+func listenLoopback(cmd, addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	if !ln.Addr().(*net.TCPAddr).IP.IsLoopback() {
+		_ = ln.Close()
+		return nil, fmt.Errorf("%s: %s is not a loopback address", cmd, addr)
+	}
+	return ln, nil
+}
+
 // upstream is a fast OpenAI-compatible server: answers are precomputed,
 // request bodies are read but only searched, never decoded.
 type upstream struct {
@@ -37,13 +50,9 @@ func runUpstream(ctx context.Context, args []string, out io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", *listen)
+	ln, err := listenLoopback("upstream", *listen)
 	if err != nil {
 		return err
-	}
-	if !ln.Addr().(*net.TCPAddr).IP.IsLoopback() {
-		_ = ln.Close()
-		return fmt.Errorf("upstream: %s is not a loopback address", *listen)
 	}
 	u := &upstream{chunks: *chunks, pace: *pace}
 	srv := &http.Server{Handler: u, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 5 * time.Minute}
