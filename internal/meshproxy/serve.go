@@ -159,8 +159,11 @@ type servesWithin interface{ servesWithin() }
 // consumerGone reports whether s's context ended for its consumer going
 // away (or this node stopping), not for the serve timeout.
 func consumerGone(s inferStream) bool {
-	cause := httpfast.Cause(s.Context())
-	return cause != nil && !errors.Is(cause, context.DeadlineExceeded)
+	err := s.Context().Err()
+	if ec, ok := s.Context().(*httpfast.Context); ok {
+		err = ec.Cause() // a TCP exchange's: its Err is always Canceled
+	}
+	return err != nil && !errors.Is(err, context.DeadlineExceeded)
 }
 
 // upstreamBody is the body of a request to the local instance: n bytes,
