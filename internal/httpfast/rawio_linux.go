@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 )
@@ -42,6 +43,7 @@ func RawIO(c net.Conn) net.Conn {
 	r.readFn = r.read
 	r.vecFn = r.writev
 	r.peekFn = r.peek
+	r.awaitFn = r.await
 	return r
 }
 
@@ -54,14 +56,18 @@ type rawConn struct {
 	*net.TCPConn
 	rc syscall.RawConn
 
-	rmu    sync.Mutex // one Read at a time owns rbuf, rn, rerr
-	rbuf   []byte
-	rn     int
-	rerr   syscall.Errno
-	readFn func(fd uintptr) bool
-	pb     [1]byte // peek's buffer, under rmu
-	palive bool    // peek's finding, under rmu
-	peekFn func(fd uintptr) bool
+	rmu     sync.Mutex // one Read at a time owns rbuf, rn, rerr
+	rbuf    []byte
+	rn      int
+	rerr    syscall.Errno
+	readFn  func(fd uintptr) bool
+	pb      [1]byte // peek's buffer, under rmu
+	palive  bool    // peek's finding, under rmu
+	peekFn  func(fd uintptr) bool
+	empty   atomic.Int64 // reads that found nothing (EAGAIN) and waited
+	send    Sender       // SendAwait's, under rmu; nil once it ran
+	serr    error        // what send returned
+	awaitFn func(fd uintptr) bool
 
 	wmu   sync.Mutex // one write at a time owns one, wv, wn, iov, werr
 	one   [1][]byte  // Write's buffer, as writev's one
@@ -89,6 +95,7 @@ func (c *rawConn) read(fd uintptr) bool {
 		case syscall.EINTR:
 			continue
 		case syscall.EAGAIN:
+			c.empty.Add(1)
 			return false
 		default:
 			c.rerr = e
@@ -111,6 +118,53 @@ func (c *rawConn) alive() bool {
 func (c *rawConn) peek(fd uintptr) bool {
 	c.palive = sysPeek(fd, c.pb[:]) == syscall.EAGAIN
 	return true // never wait for readiness
+}
+
+// SendAwait runs send's Send, which writes a request on c, and returns once c
+// has something to read (its answer), or its read deadline passed, or it
+// was closed: whatever a Read would then find. On a RawIO connection
+// both happen in one poller window (one syscall.RawConn Read): the
+// readiness the poller keeps is reset before send writes, so the answer's
+// arrival, however soon, ends the wait, and the Read after it finds the
+// answer. A plain Read right after a write would, instead, find nothing
+// (EAGAIN) and then wait: one system call a request fewer. send must not
+// read c. A connection that wraps another (NetConn, as *tls.Conn has)
+// waits on the one under it; nothing must be buffered above the socket
+// then (a TLS record read ahead), or the wait misses it. The error is
+// send's.
+func SendAwait(c net.Conn, send Sender) error {
+	rc, ok := c.(*rawConn)
+	for i := 0; !ok && i < 4; i++ {
+		// A wrapper that says what it wraps (a TLS connection, a gate):
+		// the wait is on the socket under it, whatever send writes with.
+		u, wraps := c.(interface{ NetConn() net.Conn })
+		if !wraps {
+			break
+		}
+		c = u.NetConn()
+		rc, ok = c.(*rawConn)
+	}
+	if !ok {
+		return send.Send()
+	}
+	rc.rmu.Lock()
+	defer rc.rmu.Unlock()
+	rc.send, rc.serr = send, nil
+	_ = rc.rc.Read(rc.awaitFn) // a wait's failure is the next Read's
+	rc.send = nil
+	return rc.serr
+}
+
+// await is SendAwait's call in the window: send first; then, woken by
+// the poller, done.
+func (c *rawConn) await(uintptr) bool {
+	if c.send == nil {
+		return true
+	}
+	send := c.send
+	c.send = nil
+	c.serr = send.Send()
+	return c.serr != nil
 }
 
 // writev writes c.wv with writev(2), as many buffers at once as iov

@@ -8,3 +8,6 @@ import "net"
 func RawIO(c net.Conn) net.Conn { return c }
 
 func writeBuffers(c net.Conn, v *net.Buffers) (int64, error) { return v.WriteTo(c) }
+
+// SendAwait runs send: the poller window it saves a read in is Linux's.
+func SendAwait(_ net.Conn, send Sender) error { return send.Send() }

@@ -4,11 +4,15 @@ package httpfast
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"errors"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -248,5 +252,165 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// sendFunc is a Sender of a function.
+type sendFunc func() error
+
+func (f sendFunc) Send() error { return f() }
+
+// TestSendAwaitSavesTheEmptyRead: a request written by SendAwait and its
+// answer read after it take no read that finds nothing, whether the
+// answer comes at once (before the wait begins, often) or later; written
+// and read plainly, the read finds nothing first (the peer answers only
+// once it did).
+func TestSendAwaitSavesTheEmptyRead(t *testing.T) {
+	raw, peer := rawPair(t)
+	rc := raw.(*rawConn)
+	req, answer := []byte("ping"), []byte("pong")
+	// serve answers each request once ready() says so.
+	serve := func(n int, ready func() bool) <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			buf := make([]byte, len(req))
+			for range n {
+				if _, err := io.ReadFull(peer, buf); err != nil {
+					done <- err
+					return
+				}
+				for !ready() {
+					time.Sleep(100 * time.Microsecond)
+				}
+				if _, err := peer.Write(answer); err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+		return done
+	}
+	exchange := func(await bool) {
+		t.Helper()
+		send := sendFunc(func() error { _, err := raw.Write(req); return err })
+		if await {
+			if err := SendAwait(raw, send); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := send(); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, len(answer))
+		if _, err := io.ReadFull(raw, got); err != nil || !bytes.Equal(got, answer) {
+			t.Fatalf("read %q, %v; want %q", got, err, answer)
+		}
+	}
+	_ = raw.SetReadDeadline(time.Now().Add(10 * time.Second)) // a hang fails, not hangs
+
+	// The answer at once, many times: whenever it lands, the wait ends.
+	const rounds = 200
+	done := serve(rounds, func() bool { return true })
+	for range rounds {
+		exchange(true)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// The answer later.
+	var later atomic.Bool
+	done = serve(1, later.Load)
+	time.AfterFunc(5*time.Millisecond, func() { later.Store(true) })
+	exchange(true)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := rc.empty.Load(); n != 0 {
+		t.Fatalf("%d reads after SendAwait found nothing, want 0", n)
+	}
+
+	// Plainly: the peer answers once the read found nothing.
+	done = serve(1, func() bool { return rc.empty.Load() > 0 })
+	exchange(false)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := rc.empty.Load(); n != 1 {
+		t.Fatalf("%d plain reads found nothing, want 1", n)
+	}
+}
+
+// TestSendAwaitEnds: the wait ends with the read deadline and with the
+// connection's close, and a failed send does not wait.
+func TestSendAwaitEnds(t *testing.T) {
+	raw, _ := rawPair(t)
+	write := sendFunc(func() error { _, err := raw.Write([]byte("x")); return err })
+	_ = raw.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+	if err := SendAwait(raw, write); err != nil {
+		t.Fatalf("SendAwait = %v, want the send's nil", err)
+	}
+	if _, err := raw.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("Read after the deadline = %v, want os.ErrDeadlineExceeded", err)
+	}
+	_ = raw.SetReadDeadline(time.Time{})
+
+	failed := errors.New("send failed")
+	if err := SendAwait(raw, sendFunc(func() error { return failed })); err != failed {
+		t.Fatalf("SendAwait = %v, want the send's error", err)
+	}
+
+	ended := make(chan error, 1)
+	go func() { ended <- SendAwait(raw, write) }()
+	time.AfterFunc(5*time.Millisecond, func() { _ = raw.Close() })
+	select {
+	case err := <-ended:
+		// nil, or the send's failure when the close came first.
+		if err != nil && !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("SendAwait = %v, want nil or net.ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("SendAwait still waits after the connection closed")
+	}
+	if _, err := raw.Read(make([]byte, 1)); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Read after Close = %v, want net.ErrClosed", err)
+	}
+
+	// Not a RawIO connection: send only.
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	if err := SendAwait(a, sendFunc(func() error { return failed })); err != failed {
+		t.Fatalf("SendAwait on a pipe = %v, want the send's error", err)
+	}
+}
+
+// TestPoolHeldRequestSavesTheEmptyRead: the pool sends a held request
+// with SendAwait, so the read of an answer that takes a while finds it
+// at once.
+func TestPoolHeldRequestSavesTheEmptyRead(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		time.Sleep(2 * time.Millisecond) // an instance at work
+		_, _ = w.Write([]byte(`{"ok":true}`))
+	}))
+	defer srv.Close()
+	up := NewPool(nil)
+	key := PoolKey{Role: "chat", Addr: srv.Listener.Addr().String()}
+	for i := range 3 {
+		body := []byte(`{"model":"m"}`)
+		r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", bytes.NewReader(body))
+		uc, res, stop, err := up.RoundTrip(context.Background(), key, &Request{R: r, Host: key.Addr, Body: body, InMem: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(res.Body)
+		stop()
+		if err != nil || string(got) != `{"ok":true}` {
+			t.Fatalf("exchange %d: %q, %v", i, got, err)
+		}
+		if n := uc.conn.(*rawConn).empty.Load(); n != 0 {
+			t.Fatalf("exchange %d: %d reads of the answer found nothing, want 0", i, n)
+		}
+		up.Put(uc, 4)
 	}
 }

@@ -238,6 +238,18 @@ func (uc *Conn) Close() error { return uc.conn.Close() }
 // interrupt makes the connection's blocked reads and writes return.
 func (uc *Conn) interrupt() { _ = uc.conn.SetDeadline(time.Unix(1, 0)) }
 
+// Sender is what SendAwait sends with.
+type Sender interface{ Send() error }
+
+// heldSend is a Conn as the Sender of its bufs (a held request's head
+// and body).
+type heldSend Conn
+
+func (h *heldSend) Send() error {
+	_, err := writeBuffers(h.conn, &h.bufs)
+	return err
+}
+
 // exchange writes req and reads the response head (1xx heads are skipped;
 // 101 is an error: protocol switches are not relayed).
 func (uc *Conn) exchange(req *Request) (*http.Response, error) {
@@ -246,9 +258,11 @@ func (uc *Conn) exchange(req *Request) (*http.Response, error) {
 	var err error
 	switch {
 	case req.InMem && len(req.Body) > 0:
+		// The whole request in one write, then the wait for the answer
+		// in the same poller window (SendAwait).
 		uc.wb = [2][]byte{head, req.Body}
 		uc.bufs = uc.wb[:]
-		_, err = writeBuffers(uc.conn, &uc.bufs)
+		err = SendAwait(uc.conn, (*heldSend)(uc))
 		uc.wb = [2][]byte{} // the body is not held past the exchange
 	default:
 		_, err = uc.conn.Write(head)
