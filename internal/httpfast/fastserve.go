@@ -252,6 +252,9 @@ func (fc *fastConn) serve() {
 		if handedOff {
 			return
 		}
+		if fc.bw != nil && fc.bw.Buffered() > 0 {
+			_ = fc.bw.Flush() // the last answer, left by finish
+		}
 		if fc.linger {
 			// The client may still be sending a body nobody read: stop
 			// writing, and read until it stops, so it sees the response
@@ -281,6 +284,11 @@ func (fc *fastConn) serve() {
 		if !first {
 			fc.setReadDeadline(time.Now().Add(clientIdleTimeout))
 		}
+		if fc.bw.Buffered() > 0 {
+			if err := fc.sendAnswer(); err != nil {
+				return
+			}
+		}
 		if _, err := fc.br.Peek(1); err != nil {
 			return
 		}
@@ -304,6 +312,26 @@ func (fc *fastConn) serve() {
 		}
 	}
 }
+
+// sendAnswer sends the last answer's bytes, which finish left in the
+// buffer, and, unless the next request is here already, waits for it in
+// the same poller window (SendAwait): its first read then finds it
+// rather than nothing.
+func (fc *fastConn) sendAnswer() error {
+	fc.mu.Lock()
+	fc.applyDeadlineLocked() // the idle deadline bounds the wait
+	waits := !fc.hasByte && fc.br.Buffered() == 0
+	fc.mu.Unlock()
+	if !waits {
+		return fc.bw.Flush()
+	}
+	return SendAwait(fc.c, (*answerSend)(fc))
+}
+
+// answerSend is a fastConn as the Sender of its buffered answer.
+type answerSend fastConn
+
+func (a *answerSend) Send() error { return a.bw.Flush() }
 
 // handOff gives the connection, with what was read of it, to net/http.
 func (fc *fastConn) handOff() bool {
@@ -371,7 +399,11 @@ func (fc *fastConn) exchange(r *http.Request) (keep bool) {
 		w.closeAfter = true
 		fc.linger = body.err == nil
 	}
-	return ok && !r.Close && !w.closeAfter && !fc.fs.isStopping()
+	keep = ok && !r.Close && !w.closeAfter && !fc.fs.isStopping()
+	if !keep && fc.bw.Buffered() > 0 {
+		_ = fc.bw.Flush() // no next request to send it with
+	}
+	return keep
 }
 
 // cancelExchange cancels the running exchange, if any.
@@ -877,7 +909,9 @@ func (w *fastWriter) writeHead(first []byte) {
 	_, w.err = bw.WriteString("\r\n")
 }
 
-// Flush sends the head and what is buffered.
+// Flush sends the head and what is buffered, except the bytes of a
+// whole answer on a connection kept for another request (leftWhole):
+// those go when the handler returned, with the wait for that request.
 func (w *fastWriter) Flush() {
 	if w.status == 0 {
 		w.WriteHeader(http.StatusOK)
@@ -885,9 +919,17 @@ func (w *fastWriter) Flush() {
 	if !w.headSent {
 		w.writeHead(nil)
 	}
-	if w.err == nil {
+	if w.err == nil && !w.leftWhole() {
 		w.err = w.fc.bw.Flush()
 	}
+}
+
+// leftWhole reports whether the answer is written whole (its head, and
+// all of its Content-Length) on a connection that stays open: what is
+// buffered of it can wait for the exchange's end (fastConn.sendAnswer).
+func (w *fastWriter) leftWhole() bool {
+	return w.headSent && !w.chunked && !w.closeAfter && !w.req.Close &&
+		(w.noBody || (w.contentLength >= 0 && w.written == w.contentLength))
 }
 
 // FlushError is Flush with its error, for http.ResponseController.
@@ -941,11 +983,14 @@ func (w *fastWriter) finish() bool {
 		}
 		_, w.err = bw.WriteString("\r\n")
 	}
-	if w.err == nil {
-		w.err = bw.Flush()
-	}
 	if w.contentLength >= 0 && w.written != w.contentLength && !w.noBody {
 		w.closeAfter = true
+	}
+	// The answer is whole now (a chunked one has its last chunk): on a
+	// connection kept open what is buffered leaves with the wait for the
+	// next request (fastConn.sendAnswer).
+	if w.err == nil && (w.closeAfter || w.req.Close) {
+		w.err = bw.Flush()
 	}
 	return w.err == nil
 }

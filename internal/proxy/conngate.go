@@ -101,6 +101,10 @@ func (c *gatedConn) Close() error {
 	return c.Conn.Close()
 }
 
+// NetConn is the connection under the gate (httpfast.SendAwait waits on
+// its socket).
+func (c *gatedConn) NetConn() net.Conn { return c.Conn }
+
 // CloseWrite half-closes the connection (a TCP one), which the servers
 // use to linger on a connection with unread request bytes.
 func (c *gatedConn) CloseWrite() error {
