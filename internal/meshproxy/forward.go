@@ -387,19 +387,6 @@ func (f *Forwarder) ForwardRemote(ctx context.Context, nodeID, role string, r *h
 	stop := afterFunc(ctx, func() {
 		s.Reset(mesh.StreamCodeCancelled)
 	})
-	defer stop()
-	if tc != nil {
-		// After stop: a connection goes back to the pool only when the
-		// exchange was read to its end and nothing aborted it.
-		defer func() {
-			if reuse {
-				f.tcp.pool.Put(tc)
-			} else {
-				tc.Abort()
-			}
-		}()
-		defer func() { reuse = reuse && stop() && !s.(*tcpClientStream).broken.Load() }()
-	}
 	// A small buffer when the request fits it with its head (a chat
 	// request, most often): a thousand streams opened at once then take no
 	// large buffer each while they wait for their answers' heads. Else a
@@ -407,12 +394,31 @@ func (f *Forwarder) ForwardRemote(ctx context.Context, nodeID, role string, r *h
 	// relayResponse grows a small one when a frame needs it, and shrinks a
 	// large one once an event stream's head is relayed.
 	fb := f.bufs.bufFor(streamed, len(body))
-	defer fb.release()
 	buf := fb.bytes()
+	held := int64(len(body))
+	if streamed {
+		held = int64(cap(buf))
+	}
+	f.holdBody(held)
+	// One deferred call, so that it is open-coded (a chain of them through
+	// this many returns costs the runtime's defer records a request).
+	defer func() {
+		f.holdBody(-held)
+		fb.release()
+		if tc == nil {
+			stop()
+			return
+		}
+		// After stop: a connection goes back to the pool only when the
+		// exchange was read to its end and nothing aborted it.
+		if reuse && stop() && !s.(*tcpClientStream).broken.Load() {
+			f.tcp.pool.Put(tc)
+		} else {
+			tc.Abort()
+		}
+	}()
 	var werr error
 	if streamed {
-		f.holdBody(int64(cap(buf)))
-		defer f.holdBody(-int64(cap(buf)))
 		var berr error
 		werr, berr = sendStreamed(s, head, r.Body, limit, buf)
 		if berr != nil {
@@ -427,9 +433,13 @@ func (f *Forwarder) ForwardRemote(ctx context.Context, nodeID, role string, r *h
 			}
 			return &proxy.ClientBodyError{Err: berr}
 		}
+	} else if ts, ok := s.(*tcpClientStream); ok {
+		// On a connection, the wait for the answer begins in the window
+		// the request is written in (httpfast.SendAwait).
+		ts.held = heldRequest{head: head, body: body, buf: buf}
+		werr = httpfast.SendAwait(tc.NetConn(), ts)
+		ts.held = heldRequest{}
 	} else {
-		f.holdBody(int64(len(body)))
-		defer f.holdBody(-int64(len(body)))
 		werr = sendRequest(s, head, body, buf)
 	}
 	// Read even after a failed send: a serving node that refuses early

@@ -86,7 +86,18 @@ func (f *Forwarder) serveInfer(ctx context.Context, peer mesh.PeerInfo, s inferS
 		f.refuseHead(s, peer, head, RefuseNotServed)
 		return
 	}
-	defer hold.Done()
+	// One deferred call, so that it is open-coded: what it undoes is
+	// what was taken by the time of the return.
+	acquired, held := false, int64(0)
+	defer func() {
+		if held != 0 {
+			f.holdBody(-held)
+		}
+		if acquired {
+			f.release(peer.ID)
+		}
+		hold.Done()
+	}()
 	if proxy.MeshPathRefusal(head.Path, local.Runtime) != "" {
 		// An Ollama path for an instance that is not an Ollama (the
 		// consumer's view of the advertisement was stale).
@@ -102,7 +113,7 @@ func (f *Forwarder) serveInfer(ctx context.Context, peer mesh.PeerInfo, s inferS
 		f.refuseHead(s, peer, head, RefuseOverCapacity)
 		return
 	}
-	defer f.release(peer.ID)
+	acquired = true
 	arm := func() { _ = s.SetReadDeadline(time.Now().Add(MeshFrameTimeout)) }
 	var up upstreamBody
 	switch {
@@ -113,8 +124,8 @@ func (f *Forwarder) serveInfer(ctx context.Context, peer mesh.PeerInfo, s inferS
 			return
 		}
 		_ = s.SetReadDeadline(time.Time{})
-		f.holdBody(int64(len(body)))
-		defer f.holdBody(-int64(len(body)))
+		held = int64(len(body))
+		f.holdBody(held)
 		if head.Path == "/v1/models" {
 			body = nil
 		} else if body, err = modelpin.Pin(body, local.Model, local.Runtime); err != nil {
@@ -137,8 +148,8 @@ func (f *Forwarder) serveInfer(ctx context.Context, peer mesh.PeerInfo, s inferS
 		}
 		src := &meshBodyReader{r: s, arm: arm, announced: head.BodyBytes, limit: maxBody}
 		pr := modelpin.NewReader(src, head.BodyBytes, value, MeshChunkBytes)
-		f.holdBody(pr.BufferedBytes())
-		defer f.holdBody(-pr.BufferedBytes())
+		held = pr.BufferedBytes()
+		f.holdBody(held)
 		up = upstreamBody{n: pr.Length(), stream: pr}
 	}
 	f.forward(ctx, s, peer, head, up, local)
@@ -178,25 +189,44 @@ type upstreamBody struct {
 // forward sends the request to the local instance and streams the answer.
 func (f *Forwarder) forward(ctx context.Context, s inferStream, peer mesh.PeerInfo, head meshRequestHead, up upstreamBody, local table.MeshLocal) {
 	serving := ctx // the mesh's: done when this node stops
+	// What the one deferred call (open-coded, unlike a chain of them
+	// through this many returns) undoes, as it is taken.
+	var (
+		cancel context.CancelFunc
+		unhook func() bool
+		finish func(clean bool)
+		fb     *frameBuf
+		clean  bool
+	)
+	defer func() {
+		if fb != nil {
+			fb.release()
+		}
+		if finish != nil {
+			finish(clean)
+		}
+		if cancel != nil {
+			unhook()
+			cancel()
+		}
+	}()
 	if _, ok := s.(servesWithin); ok {
 		// Its context is the exchange's whole life already.
 		ctx = s.Context()
 	} else {
-		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, f.serveTimeout)
-		defer cancel()
 		// The consumer resetting the stream (its client went away) cancels
 		// the upstream request at once.
-		defer context.AfterFunc(s.Context(), cancel)()
+		unhook = context.AfterFunc(s.Context(), cancel)
 	}
-	res, finish, err := f.roundTrip(ctx, head, up, local)
+	res, fin, err := f.roundTrip(ctx, head, up, local)
 	if up.stream != nil {
 		// A streamed body that failed (broken frames, not an object, the
 		// peer gone) is answered for what it is, whatever the instance
 		// made of the truncated request it got.
 		if ferr := up.stream.Failure(); ferr != nil {
 			if err == nil {
-				finish(false)
+				fin(false)
 			}
 			f.bodyFailed(s, peer, head.Role, ferr)
 			return
@@ -223,14 +253,13 @@ func (f *Forwarder) forward(ctx context.Context, s inferStream, peer mesh.PeerIn
 		}
 		return
 	}
-	clean := false
-	defer func() { finish(clean) }()
+	finish = fin
 	if res.StatusCode < 200 || res.StatusCode > 599 {
 		f.refuse(s, peer, head.Role, RefuseUpstreamError)
 		return
 	}
-	fb := f.bufs.largeBuf()
-	defer fb.release()
+	large := f.bufs.largeBuf()
+	fb = &large
 	w, contentType := appendResponseHeadFrame(fb.bytes(), res.StatusCode, res.Header)
 	// A stream's head goes at once (its first event may be long in
 	// coming); any other head leaves with the first chunk of its body, and
@@ -284,7 +313,7 @@ func (f *Forwarder) forward(ctx context.Context, s inferStream, peer mesh.PeerIn
 			w = fb.bytes()
 		}
 	}
-	if _, err := s.Write(w); err != nil {
+	if _, err := writeLast(s, w); err != nil {
 		f.reset(s, peer, head.Role, mesh.StreamCodeCancelled, servedCancelled, err)
 		return
 	}
@@ -298,6 +327,15 @@ func (f *Forwarder) forward(ctx context.Context, s inferStream, peer mesh.PeerIn
 		s.FinishReading(MeshFinishWait)
 	}
 	f.met.served.WithLabelValues(f.roleLabel(head.Role), servedOK).Inc()
+}
+
+// writeLast writes an answer's last bytes to s: on a connection, they may
+// leave once the exchange ended (tcpServerStream.writeLast).
+func writeLast(s inferStream, p []byte) (int, error) {
+	if ts, ok := s.(*tcpServerStream); ok {
+		return ts.writeLast(p)
+	}
+	return s.Write(p)
 }
 
 // roundTrip sends the request to the local instance and returns its

@@ -410,6 +410,21 @@ type tcpConnServer struct {
 	raw     net.Conn        // its socket
 	wg      *sync.WaitGroup // every watcher; the connection's goroutine waits
 	watches *watchList      // starts the watchers
+	// last is an answer's last bytes, kept by writeLast until its
+	// exchange ended (each exchange's in turn: one runs at a time).
+	last []byte
+}
+
+// lastKeptBytes bounds the last bytes of an answer writeLast keeps.
+const lastKeptBytes = 16 << 10
+
+// lastSend is a connection as the Sender of its kept last bytes.
+type lastSend tcpConnServer
+
+func (l *lastSend) Send() error {
+	_, err := l.c.Write(l.last)
+	l.last = l.last[:0]
+	return err
 }
 
 // serve serves exchanges, the first of which has its first byte read,
@@ -429,6 +444,14 @@ func (cs *tcpConnServer) serve(first byte) {
 		// A short exchange started no watcher: this goroutine waits for
 		// the next request (a goroutine and a wake-up fewer per request).
 		_ = cs.raw.SetReadDeadline(time.Now().Add(TCPServerIdleTimeout))
+		if len(cs.last) > 0 {
+			// The answer's last bytes leave in the poller window of the
+			// wait for the next request: its read finds it, not nothing.
+			if err := httpfast.SendAwait(cs.raw, (*lastSend)(cs)); err != nil {
+				_ = cs.raw.Close()
+				return
+			}
+		}
 		var one [1]byte
 		if _, err := io.ReadFull(cs.c, one[:]); err != nil {
 			_ = cs.raw.Close()
@@ -488,6 +511,25 @@ func (s *tcpServerStream) markBroken() {
 	s.mu.Lock()
 	s.broken = true
 	s.mu.Unlock()
+}
+
+// writeLast writes an answer's last bytes (its end frame among them).
+// When no watcher reads the connection, they are kept (up to
+// lastKeptBytes) and leave once the exchange ended: with the wait for the
+// next request (tcpConnServer.serve), or before the connection closes or
+// goes to a watcher (end). A failure to send them then closes the
+// connection, which the consumer sees as a broken answer.
+func (s *tcpServerStream) writeLast(p []byte) (int, error) {
+	s.mu.Lock()
+	keep := !s.watching && len(p) <= lastKeptBytes
+	if keep {
+		s.cs.last = append(s.cs.last[:0], p...)
+	}
+	s.mu.Unlock()
+	if keep {
+		return len(p), nil
+	}
+	return s.Write(p)
 }
 
 // SetReadDeadline applies until the request is read; then the watcher
@@ -629,6 +671,14 @@ func (s *tcpServerStream) end() (cont bool) {
 	clean := s.reqDone && s.wroteEnd && !s.broken
 	watching := s.watching
 	s.mu.Unlock()
+	if len(s.cs.last) > 0 && (!clean || watching) {
+		// Kept by writeLast: they go now, as the connection closes or
+		// goes to the watcher (which then serves the next request).
+		if err := (*lastSend)(s.cs).Send(); err != nil {
+			s.markBroken()
+			clean = false
+		}
+	}
 	if clean && watching {
 		_ = s.cs.raw.SetReadDeadline(time.Now().Add(TCPServerIdleTimeout))
 	} else if !clean {
@@ -674,6 +724,19 @@ type tcpClientStream struct {
 	// ioErr is whether a Read or Write failed other than by a deadline:
 	// the connection ended (closed, reset, aborted by ClosePeer).
 	ioErr atomic.Bool
+	// held is the request Send writes (ForwardRemote's, for SendAwait).
+	held heldRequest
+}
+
+// heldRequest is a request whose body is held whole.
+type heldRequest struct {
+	head      meshRequestHead
+	body, buf []byte
+}
+
+// Send writes s.held (httpfast.Sender).
+func (s *tcpClientStream) Send() error {
+	return sendRequest(s, s.held.head, s.held.body, s.held.buf)
 }
 
 func (s *tcpClientStream) failed(err error) {

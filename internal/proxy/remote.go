@@ -51,9 +51,13 @@ func (p *Proxy) forwardRemote(st *requestState, r *http.Request, role string, ta
 		return nil, resendNo
 	}
 	ctx, cancel := st.forwardContext(r, set)
-	defer cancel(nil)
 	wd := &st.wd
-	defer wd.stop()
+	// One deferred call: open-coded, where two through this many returns
+	// are not.
+	defer func() {
+		wd.stop()
+		cancel(nil)
+	}()
 	ex := &exchange{client: r.Context(), ctx: ctx}
 	out := &st.out // r's copy on the fast reader's context: no allocation
 	if *out = *r; ctx != r.Context() {
