@@ -3,6 +3,7 @@ package meshproxy
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -307,5 +308,64 @@ func TestConsumerStallTimeout(t *testing.T) {
 				t.Fatalf("got %d %s, want 504 upstream_timeout after the 300ms stall", res.StatusCode, body)
 			}
 		})
+	}
+}
+
+// TestTCPLastBytesLeaveEveryWay: the serving node keeps an answer's last
+// bytes until its exchange ended (writeLast), and they reach the consumer
+// whichever way the connection goes on: to the next request on the same
+// goroutine (a quick answer), to a watcher (an answer slower than
+// TCPWatchDelay), or to its close (an instance that answered a streamed
+// body before it read it whole).
+func TestTCPLastBytesLeaveEveryWay(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/embeddings": // early: answers without reading the body
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusRequestEntityTooLarge)
+			_, _ = io.WriteString(w, `{"error":"too long for me"}`)
+			return
+		case "/v1/completions": // slow: a watcher starts meanwhile
+			<-release
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"path":"`+r.URL.Path+`"}`)
+	}))
+	t.Cleanup(srv.Close)
+	nodes := newMeshNodes(t, "a", "b")
+	a, b := nodes[0], nodes[1]
+	b.serve(srv.URL, "served-model", a)
+	a.Table.AllowRemoteNode("chat", b.ID(), true)
+	a.proxyCfg = proxy.Config{MeshMaxBodyBytes: 16 << 20}
+	a.start(Deps{MaxBodyBytes: 16 << 20, TCP: tcpDeps.TCP}, b)
+	b.start(Deps{MaxBodyBytes: 16 << 20, TCP: tcpDeps.TCP})
+	b.admitLater(a)
+	a.resolvesTo(b)
+
+	ask := func(path, body string, want int) {
+		t.Helper()
+		res, out := a.h.post("chat", path, body)
+		if res.StatusCode != want {
+			t.Fatalf("%s: %d %s, want %d", path, res.StatusCode, out, want)
+		}
+		if want == http.StatusOK && string(out) != `{"path":"`+path+`"}` {
+			t.Fatalf("%s: %s", path, out)
+		}
+	}
+	for range 3 { // quick: the next request follows on the same connection
+		ask("/v1/chat/completions", chatBody(false), http.StatusOK)
+	}
+	time.AfterFunc(3*TCPWatchDelay, func() { close(release) })
+	ask("/v1/completions", chatBody(false), http.StatusOK) // slow: a watcher
+	ask("/v1/chat/completions", chatBody(false), http.StatusOK)
+	ask("/v1/embeddings", chatOfSize(4<<20, "m"), http.StatusRequestEntityTooLarge) // early: closes
+	ask("/v1/chat/completions", chatBody(false), http.StatusOK)
+	if got := transportCount(t, a, sideForward, TransportQUIC); got != 0 {
+		t.Errorf("%v requests went over QUIC, want 0", got)
+	}
+	if st := a.fwd.tcp.pool.Stats(); st.Dials != 2 {
+		t.Errorf("pool %+v, want two dials: the first, and one after the early answer's close", st)
 	}
 }
