@@ -390,7 +390,7 @@ func (f *Forwarder) serveConnOn(ctx context.Context, peer mesh.PeerInfo, c, raw 
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	cs := &tcpConnServer{f: f, ctx: cctx, peer: peer, c: c, raw: raw, wg: &wg, watches: watches}
-	_ = cs.raw.SetReadDeadline(time.Now().Add(TCPServerIdleTimeout))
+	cs.setReadDeadline(time.Now().Add(TCPServerIdleTimeout))
 	var one [1]byte
 	if _, err := io.ReadFull(c, one[:]); err != nil {
 		return
@@ -413,6 +413,36 @@ type tcpConnServer struct {
 	// last is an answer's last bytes, kept by writeLast until its
 	// exchange ended (each exchange's in turn: one runs at a time).
 	last []byte
+
+	dmu   sync.Mutex  // guards rdSet
+	rdSet time.Time   // the socket's read deadline (setReadDeadline)
+	wdSet atomic.Bool // a write deadline is set (a refusal's)
+}
+
+// deadlineSlack is how much later than asked setReadDeadline may leave
+// a connection's read deadline: an exchange's deadline, re-armed for
+// each frame, then changes the runtime's timer about once a second, not
+// once a frame.
+const deadlineSlack = time.Second
+
+// setReadDeadline sets the socket's read deadline to t, or leaves it
+// when it is already no earlier than t and at most deadlineSlack later
+// (a zero t clears it).
+func (cs *tcpConnServer) setReadDeadline(t time.Time) {
+	cs.dmu.Lock()
+	defer cs.dmu.Unlock()
+	switch {
+	case t.IsZero():
+		if cs.rdSet.IsZero() {
+			return
+		}
+	case !cs.rdSet.IsZero() && !cs.rdSet.Before(t) && cs.rdSet.Sub(t) <= deadlineSlack:
+		return
+	default:
+		t = t.Add(deadlineSlack)
+	}
+	cs.rdSet = t
+	_ = cs.raw.SetReadDeadline(t)
 }
 
 // lastKeptBytes bounds the last bytes of an answer writeLast keeps.
@@ -435,7 +465,9 @@ func (cs *tcpConnServer) serve(first byte) {
 		// One context for the exchange: the consumer going away, the
 		// serve timeout and this node stopping all end it (servesWithin).
 		s.begin()
-		_ = cs.raw.SetDeadline(time.Time{})
+		if cs.wdSet.Swap(false) {
+			_ = cs.raw.SetWriteDeadline(time.Time{}) // the last exchange's refusal's
+		}
 		cs.f.met.transport(sideServe, TransportTCP)
 		cs.f.serveInfer(cs.ctx, cs.peer, s)
 		if !s.end() {
@@ -443,7 +475,7 @@ func (cs *tcpConnServer) serve(first byte) {
 		}
 		// A short exchange started no watcher: this goroutine waits for
 		// the next request (a goroutine and a wake-up fewer per request).
-		_ = cs.raw.SetReadDeadline(time.Now().Add(TCPServerIdleTimeout))
+		cs.setReadDeadline(time.Now().Add(TCPServerIdleTimeout))
 		if len(cs.last) > 0 {
 			// The answer's last bytes leave in the poller window of the
 			// wait for the next request: its read finds it, not nothing.
@@ -540,10 +572,14 @@ func (s *tcpServerStream) SetReadDeadline(t time.Time) error {
 	if s.reqDone || s.ended {
 		return nil
 	}
-	return s.cs.raw.SetReadDeadline(t)
+	s.cs.setReadDeadline(t)
+	return nil
 }
 
 func (s *tcpServerStream) SetWriteDeadline(t time.Time) error {
+	if !t.IsZero() {
+		s.cs.wdSet.Store(true)
+	}
 	return s.cs.raw.SetWriteDeadline(t)
 }
 
@@ -636,8 +672,7 @@ func (s *tcpServerStream) requestRead() {
 		s.mu.Unlock()
 		return
 	}
-	s.reqDone = true
-	_ = s.cs.raw.SetReadDeadline(time.Time{})
+	s.reqDone = true // the read deadline stays until a watcher reads (watchDue)
 	s.mu.Unlock()
 	s.cs.watches.add(s, time.Now())
 }
@@ -655,8 +690,10 @@ func (s *tcpServerStream) watchDue(due bool) (keep bool) {
 		return true
 	}
 	s.watching = true
-	// Only a watcher waits for the end. The exchange is running: its
-	// goroutine has not reached Wait.
+	// The watcher reads with no deadline (the request's is left until
+	// now), until end sets the idle one. Only a watcher waits for the
+	// end. The exchange is running: its goroutine has not reached Wait.
+	s.cs.setReadDeadline(time.Time{})
 	s.over = make(chan struct{})
 	s.cs.wg.Go(s.watch)
 	return false
@@ -680,7 +717,7 @@ func (s *tcpServerStream) end() (cont bool) {
 		}
 	}
 	if clean && watching {
-		_ = s.cs.raw.SetReadDeadline(time.Now().Add(TCPServerIdleTimeout))
+		s.cs.setReadDeadline(time.Now().Add(TCPServerIdleTimeout))
 	} else if !clean {
 		_ = s.cs.raw.Close()
 	}

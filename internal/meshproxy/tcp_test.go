@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -367,5 +368,49 @@ func TestTCPLastBytesLeaveEveryWay(t *testing.T) {
 	}
 	if st := a.fwd.tcp.pool.Stats(); st.Dials != 2 {
 		t.Errorf("pool %+v, want two dials: the first, and one after the early answer's close", st)
+	}
+}
+
+// deadlineConn counts the read deadlines set on it.
+type deadlineConn struct {
+	net.Conn
+	set []time.Time
+}
+
+func (c *deadlineConn) SetReadDeadline(t time.Time) error {
+	c.set = append(c.set, t)
+	return nil
+}
+
+// TestServedConnReadDeadlineCoarse: a served connection's read deadline
+// is never earlier than asked and at most deadlineSlack later, so that
+// re-arming it for each frame changes it once per deadlineSlack.
+func TestServedConnReadDeadlineCoarse(t *testing.T) {
+	dc := &deadlineConn{}
+	cs := &tcpConnServer{raw: dc}
+	now := time.Unix(1000, 0)
+	steps := []struct {
+		ask  time.Time
+		sets bool
+	}{
+		{now.Add(10 * time.Second), true},
+		{now.Add(10*time.Second + 300*time.Millisecond), false}, // the next frame's
+		{now.Add(11 * time.Second), false},
+		{now.Add(11*time.Second + time.Millisecond), true}, // past the slack
+		{now.Add(5 * time.Second), true},                   // earlier: at once
+		{time.Time{}, true},
+		{time.Time{}, false},
+		{now.Add(time.Minute), true},
+	}
+	for i, st := range steps {
+		before := len(dc.set)
+		cs.setReadDeadline(st.ask)
+		if got := len(dc.set) > before; got != st.sets {
+			t.Fatalf("step %d (%v): set %v, want %v", i, st.ask, got, st.sets)
+		}
+		in := cs.rdSet
+		if st.ask.IsZero() != in.IsZero() || in.Before(st.ask) || in.Sub(st.ask) > deadlineSlack {
+			t.Fatalf("step %d: deadline %v for %v: want from it to %v after", i, in, st.ask, deadlineSlack)
+		}
 	}
 }
