@@ -124,3 +124,48 @@ func TestWholeAnswerLeavesWithTheWait(t *testing.T) {
 		t.Fatalf("after a closing answer: %v, want io.EOF", err)
 	}
 }
+
+// deadlineConn counts the read deadlines set on it.
+type deadlineConn struct {
+	net.Conn
+	set []time.Time
+}
+
+func (c *deadlineConn) SetReadDeadline(t time.Time) error {
+	c.set = append(c.set, t)
+	return nil
+}
+
+// TestReadDeadlineCoarse: the read deadline applied is never earlier than
+// wanted and at most deadlineSlack later; the idle deadline wanted anew
+// after each request changes the socket's once per deadlineSlack.
+func TestReadDeadlineCoarse(t *testing.T) {
+	dc := &deadlineConn{}
+	fc := &fastConn{c: dc}
+	now := time.Unix(1000, 0)
+	steps := []struct {
+		want time.Time
+		sets bool
+	}{
+		{now.Add(clientIdleTimeout), true},
+		{now.Add(clientIdleTimeout + 200*time.Millisecond), false}, // the next request's
+		{now.Add(clientIdleTimeout + time.Second + time.Millisecond), true},
+		{now.Add(5 * time.Second), true}, // a head's, earlier: at once
+		{time.Time{}, true},
+		{time.Time{}, false},
+	}
+	for i, st := range steps {
+		before := len(dc.set)
+		fc.mu.Lock()
+		fc.rdWant = st.want
+		fc.applyDeadlineLocked()
+		got := fc.rdSet
+		fc.mu.Unlock()
+		if sets := len(dc.set) > before; sets != st.sets {
+			t.Fatalf("step %d: set %v, want %v", i, sets, st.sets)
+		}
+		if st.want.IsZero() != got.IsZero() || got.Before(st.want) || got.Sub(st.want) > deadlineSlack {
+			t.Fatalf("step %d: deadline %v for %v", i, got, st.want)
+		}
+	}
+}
