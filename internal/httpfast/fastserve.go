@@ -31,6 +31,13 @@ import (
 // (chunked or Expect bodies, HTTP/1.0, folded or malformed heads, big
 // heads) is refused or handled exactly as before.
 //
+// A handler must not keep the request's Header or the ResponseWriter
+// once it returned: both are the connection's, reused by its next
+// request. A whole answer (its Content-Length written, or a chunked
+// one's end) on a connection kept open leaves when the handler returned,
+// with the wait for the next request (SendAwait), even if the handler
+// flushed it: a handler that answers whole and then works on delays it.
+//
 // net/http's server starts a goroutine per request to notice a client
 // that goes away (a background read) and cancels the request's context
 // when it does. Here that read starts only for an exchange still running
@@ -206,7 +213,16 @@ type fastConn struct {
 
 	w      fastWriter  // the running exchange's
 	header http.Header // w's, cleared for each exchange
+	// The request's header map and the slices of its values, reused by
+	// each request as the writer's map is: a handler does not keep a
+	// request's Header once it returned.
+	reqHeader http.Header
+	reqStrs   []string
 }
+
+// maxReusedHeaders bounds the header map a connection keeps for its
+// next request: a larger one (a request with many fields) is dropped.
+const maxReusedHeaders = 32
 
 // setReadDeadline sets the read deadline of the reads from the
 // connection that follow (fc.Read, the background read).
@@ -582,8 +598,20 @@ func (fc *fastConn) readHead() (*http.Request, int, error) {
 	text := string(head)
 	ts := len(method) + 1
 	lines := bytes.Count(rest, []byte("\r\n"))
-	h := make(http.Header, lines)
-	strs := make([]string, lines)
+	h := fc.reqHeader
+	if h == nil || len(h) > maxReusedHeaders {
+		h = make(http.Header, lines)
+		fc.reqHeader = h
+	} else {
+		clear(h)
+	}
+	strs := fc.reqStrs
+	if len(strs) < lines {
+		strs = make([]string, max(lines, 8))
+		if lines <= maxReusedHeaders {
+			fc.reqStrs = strs
+		}
+	}
 	var host string
 	var contentLength int64
 	var hosts, lengths int

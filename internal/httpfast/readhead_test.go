@@ -96,3 +96,33 @@ func FuzzReadHead(f *testing.F) {
 		}
 	})
 }
+
+// TestReadHeadReusesTheHeaderMap: a connection's second request reuses
+// the first's header map and value slices: its head costs the head's
+// text, the request and its context, nothing per header.
+func TestReadHeadReusesTheHeaderMap(t *testing.T) {
+	head := []byte("POST /v1/chat/completions HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\n" +
+		"Accept: */*\r\nUser-Agent: x\r\nContent-Length: 2\r\n\r\n")
+	src := bytes.NewReader(head)
+	fc := &fastConn{remote: "127.0.0.1:1"}
+	fc.br = bufio.NewReaderSize(src, fastHeadBytes)
+	read := func() *http.Request {
+		src.Reset(head)
+		fc.br.Reset(src)
+		r, _, err := fc.readHead()
+		if err != nil || r == nil {
+			t.Fatalf("readHead: %v, %v", r, err)
+		}
+		return r
+	}
+	first := read()
+	if got := first.Header.Get("Accept"); got != "*/*" {
+		t.Fatalf("Accept %q", got)
+	}
+	if n := testing.AllocsPerRun(50, func() { read() }); n > 3 {
+		t.Errorf("a reused connection's head costs %v allocations, want at most 3", n)
+	}
+	if r := read(); len(r.Header) != 4 || r.Header.Get("User-Agent") != "x" {
+		t.Errorf("reused header %v", r.Header)
+	}
+}
