@@ -403,3 +403,24 @@ func FuzzPinModel(f *testing.F) {
 
 // instance is the model and runtime a body is pinned for.
 type instance struct{ Model, Runtime string }
+
+// FuzzValue: Value is json.Marshal's encoding of the model, whichever
+// way it makes it.
+func FuzzValue(f *testing.F) {
+	for _, s := range []string{"llama3:8b", "a<b>&c", `q"uo\te`, "é", "\x00", "mlx"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, model string) {
+		got, err := Value(model, "")
+		if model == "" {
+			if got != nil || err != nil {
+				t.Fatalf("Value(\"\") = %q, %v", got, err)
+			}
+			return
+		}
+		want, werr := json.Marshal(model)
+		if err != nil || werr != nil || !bytes.Equal(got, want) {
+			t.Fatalf("Value(%q) = %q, %v; json.Marshal: %q, %v", model, got, err, want, werr)
+		}
+	})
+}
