@@ -38,11 +38,11 @@ type MeshTable interface {
 	LocalForPeerHeld(role, peer string) (table.MeshLocal, table.Hold, bool)
 }
 
-// exposedRoles is implemented by tables that can list their exposed roles
+// exposedRoles is implemented by tables that say which roles they expose
 // (*table.Table does); peer-sent role names become metric labels only when
-// they are in that list.
+// they are exposed.
 type exposedRoles interface {
-	ExposedRoles() []string
+	RoleExposed(role string) bool
 }
 
 // Recorder chains events that a remote party can trigger, counting the
@@ -666,6 +666,20 @@ func (m *meshMetrics) forwarded(result string) {
 	}
 	c := m.forwardsV.WithLabelValues(result)
 	m.resolved.Store(result, c)
+	c.Inc()
+}
+
+// serve counts an exchange served to a peer by role label and outcome
+// code, as forwarded does (both are bounded: exposed roles, or
+// unknownRole, and the codes).
+func (m *meshMetrics) serve(role, code string) {
+	key := [3]string{"served", role, code}
+	if c, ok := m.resolved.Load(key); ok {
+		c.(prometheus.Counter).Inc()
+		return
+	}
+	c := m.served.WithLabelValues(role, code)
+	m.resolved.Store(key, c)
 	c.Inc()
 }
 

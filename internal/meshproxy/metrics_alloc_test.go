@@ -18,6 +18,7 @@ func TestMeshMetricsCountWithoutAllocating(t *testing.T) {
 	count := func() {
 		m.forwarded(fwdOK)
 		m.transport(sideServe, TransportTCP)
+		m.serve("chat", servedOK)
 	}
 	count()
 	if n := testing.AllocsPerRun(100, count); n != 0 {
@@ -28,6 +29,9 @@ func TestMeshMetricsCountWithoutAllocating(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(m.transports.WithLabelValues(sideServe, TransportTCP)); got != 102 {
 		t.Errorf("transport serve/tcp = %v, want 102", got)
+	}
+	if got := testutil.ToFloat64(m.served.WithLabelValues("chat", servedOK)); got != 102 {
+		t.Errorf("served chat/ok = %v, want 102", got)
 	}
 	m.forwarded(fwdError)
 	if got := testutil.ToFloat64(m.forwardsV.WithLabelValues(fwdError)); got != 1 {

@@ -9,7 +9,6 @@ import (
 	"maps"
 	"net"
 	"net/http"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -241,7 +240,7 @@ func (f *Forwarder) forward(ctx context.Context, s inferStream, peer mesh.PeerIn
 			// closes the links. Answer nothing, so the consumer sees the
 			// link close before any answer, not a refusal, and tries its
 			// next candidate.
-			f.met.served.WithLabelValues(f.roleLabel(head.Role), servedCancelled).Inc()
+			f.met.serve(f.roleLabel(head.Role), servedCancelled)
 			f.log.Debug("mesh infer left unanswered: stopping", zap.String("peer", peer.ID), zap.Error(err))
 		case httpfast.IsTimeout(err) || errors.Is(err, context.DeadlineExceeded) ||
 			errors.Is(httpfast.Cause(ctx), context.DeadlineExceeded):
@@ -326,7 +325,7 @@ func (f *Forwarder) forward(ctx context.Context, s inferStream, peer mesh.PeerIn
 	} else {
 		s.FinishReading(MeshFinishWait)
 	}
-	f.met.served.WithLabelValues(f.roleLabel(head.Role), servedOK).Inc()
+	f.met.serve(f.roleLabel(head.Role), servedOK)
 }
 
 // writeLast writes an answer's last bytes to s: on a connection, they may
@@ -461,7 +460,7 @@ func (f *Forwarder) readFailed(s inferStream, peer mesh.PeerInfo, role string, e
 // reset ends the stream with an error code and counts it.
 func (f *Forwarder) reset(s inferStream, peer mesh.PeerInfo, role string, code mesh.StreamCode, outcome string, err error) {
 	s.Reset(code)
-	f.met.served.WithLabelValues(f.roleLabel(role), outcome).Inc()
+	f.met.serve(f.roleLabel(role), outcome)
 	f.log.Debug("mesh infer stream reset", zap.String("peer", peer.ID), zap.String("outcome", outcome), zap.Error(err))
 }
 
@@ -476,7 +475,7 @@ func (f *Forwarder) refuse(s inferStream, peer mesh.PeerInfo, role, code string)
 		_ = s.CloseWrite()
 	}
 	s.StopReading(mesh.StreamCodeCancelled) // the rest of the request is not wanted
-	f.met.served.WithLabelValues(f.roleLabel(role), code).Inc()
+	f.met.serve(f.roleLabel(role), code)
 	f.log.Debug("mesh infer request refused", zap.String("peer", peer.ID), zap.String("role", role), zap.String("code", code))
 	if f.rec == nil {
 		return
@@ -490,7 +489,7 @@ func (f *Forwarder) refuse(s inferStream, peer mesh.PeerInfo, role, code string)
 // roleLabel returns role when this node exposes it, else "unknown": a
 // peer can send any role name, and labels must stay bounded.
 func (f *Forwarder) roleLabel(role string) string {
-	if er, ok := f.table.(exposedRoles); ok && role != "" && slices.Contains(er.ExposedRoles(), role) {
+	if er, ok := f.table.(exposedRoles); ok && role != "" && er.RoleExposed(role) {
 		return role
 	}
 	return unknownRole

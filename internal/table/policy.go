@@ -167,6 +167,14 @@ func (p *policy) ExposedRoles() []string {
 	return sortedMembers(p.exposed)
 }
 
+// RoleExposed reports whether role is exposed to the mesh.
+func (p *policy) RoleExposed(role string) bool {
+	p.c.mu.RLock()
+	defer p.c.mu.RUnlock()
+	_, ok := p.exposed[role]
+	return ok
+}
+
 // PeerListedAny reports whether peer is on any role's serve allowlist: the
 // mesh sends advertisements only to such peers.
 func (p *policy) PeerListedAny(peer string) bool {

@@ -71,7 +71,7 @@ func TestApplyPolicy(t *testing.T) {
 
 	// An empty policy withdraws everything.
 	e.t.ApplyPolicy(nil)
-	if roles := e.t.ExposedRoles(); len(roles) != 0 {
+	if roles := e.t.ExposedRoles(); len(roles) != 0 || e.t.RoleExposed("chat") {
 		t.Fatalf("exposed after empty policy: %v", roles)
 	}
 	if e.t.PeerListedAny("n-a") || e.t.PeerListedAny("n-c") {

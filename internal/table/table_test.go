@@ -174,6 +174,9 @@ func TestAuditFailureIsReportedNotUndone(t *testing.T) {
 	if diff := cmp.Diff([]string{"chat"}, tb.ExposedRoles()); diff != "" {
 		t.Fatalf("ExposedRoles (-want +got):\n%s", diff)
 	}
+	if !tb.RoleExposed("chat") || tb.RoleExposed("embed") {
+		t.Fatalf("RoleExposed: chat %v, embed %v; want true, false", tb.RoleExposed("chat"), tb.RoleExposed("embed"))
+	}
 	if diff := cmp.Diff([]string{KindMeshExpose}, kinds); diff != "" {
 		t.Fatalf("AuditError kinds (-want +got):\n%s", diff)
 	}
