@@ -190,12 +190,16 @@ func (up *Pool) Close() {
 // Request is what an exchange sends: R's method, target and headers, and
 // either Body (in memory, sent with the head) or Stream.
 type Request struct {
-	R      *http.Request
-	Host   string // the instance's address, the Host sent
-	Body   []byte
-	InMem  bool // Body holds the whole request body
-	Stream io.Reader
-	Length int64 // of the streamed body; -1: unknown, sent chunked
+	R    *http.Request
+	Host string // the instance's address, the Host sent
+	// ContentType and Accept, when set, are sent as those fields besides
+	// R.Header (which then has neither): a caller with only these needs no
+	// header map. They must be valid field values.
+	ContentType, Accept string
+	Body                []byte
+	InMem               bool // Body holds the whole request body
+	Stream              io.Reader
+	Length              int64 // of the streamed body; -1: unknown, sent chunked
 }
 
 // RoundTrip sends req on a connection of key and returns the response
@@ -384,6 +388,12 @@ func appendRequestHead(b []byte, req *Request) []byte {
 	}
 	if headerHasToken(r.Header["Te"], "trailers") {
 		b = append(b, "Te: trailers\r\n"...)
+	}
+	if req.ContentType != "" {
+		b = append(append(append(b, "Content-Type: "...), req.ContentType...), "\r\n"...)
+	}
+	if req.Accept != "" {
+		b = append(append(append(b, "Accept: "...), req.Accept...), "\r\n"...)
 	}
 	switch {
 	case req.InMem || req.Stream == nil:

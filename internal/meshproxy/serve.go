@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"net"
 	"net/http"
 	"sync"
@@ -156,9 +155,8 @@ func (f *Forwarder) serveInfer(ctx context.Context, peer mesh.PeerInfo, s inferS
 
 // poolExchange holds what roundTrip builds for the instance pool.
 type poolExchange struct {
-	r    http.Request
-	req  httpfast.Request
-	vals [2]string // Content-Type, Accept
+	r   http.Request
+	req httpfast.Request
 }
 
 // servesWithin is a stream whose Context also ends MeshServeTimeout after
@@ -351,31 +349,19 @@ func (f *Forwarder) roundTrip(ctx context.Context, head meshRequestHead, up upst
 	if head.Query != "" {
 		target += "?" + head.Query
 	}
-	// The request's parts in one allocation: its head, the pool's request
-	// and the two header values (each a full-capacity slice of vals).
-	x := &poolExchange{}
-	var h http.Header
-	if head.ContentType != "" || head.Accept != "" {
-		h = make(http.Header, 2)
-		if head.ContentType != "" {
-			x.vals[0] = head.ContentType
-			h["Content-Type"] = x.vals[0:1:1]
-		}
-		if head.Accept != "" {
-			x.vals[1] = head.Accept
-			h["Accept"] = x.vals[1:2:2]
-		}
-	}
 	if f.pool != nil && up.stream == nil {
 		// The destination never leaves the host, whatever the table holds.
 		addr, err := f.upAddrs.get(local.Base)
 		if err != nil {
 			return nil, nil, fmt.Errorf("local base %q: %w", local.Base, err)
 		}
+		// The request's parts in one allocation, its two header fields
+		// beside it (no header map).
+		x := &poolExchange{}
 		r := &x.r
-		*r = http.Request{Method: head.Method, RequestURI: target, Header: h, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
+		*r = http.Request{Method: head.Method, RequestURI: target, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
 		req := &x.req
-		*req = httpfast.Request{R: r, Host: addr, Body: up.data, InMem: true}
+		*req = httpfast.Request{R: r, Host: addr, Body: up.data, InMem: true, ContentType: head.ContentType, Accept: head.Accept}
 		uc, res, stop, err := f.pool.RoundTrip(ctx, httpfast.PoolKey{Role: head.Role, Addr: addr}, req)
 		if err != nil {
 			return nil, nil, err
@@ -402,7 +388,12 @@ func (f *Forwarder) roundTrip(ctx context.Context, head meshRequestHead, up upst
 		}
 		req.Body, req.ContentLength = io.NopCloser(body), up.n
 	}
-	maps.Copy(req.Header, h)
+	if head.ContentType != "" {
+		req.Header["Content-Type"] = []string{head.ContentType}
+	}
+	if head.Accept != "" {
+		req.Header["Accept"] = []string{head.Accept}
+	}
 	res, err := f.transport.RoundTrip(req)
 	if err != nil {
 		return nil, nil, err
