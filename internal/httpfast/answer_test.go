@@ -137,8 +137,9 @@ func (c *deadlineConn) SetReadDeadline(t time.Time) error {
 }
 
 // TestReadDeadlineCoarse: the read deadline applied is never earlier than
-// wanted and at most deadlineSlack later; the idle deadline wanted anew
-// after each request changes the socket's once per deadlineSlack.
+// wanted and at most deadlineSlack later (a new connection's first is
+// exact); the idle deadline wanted anew after each request changes the
+// socket's once per deadlineSlack.
 func TestReadDeadlineCoarse(t *testing.T) {
 	dc := &deadlineConn{}
 	fc := &fastConn{c: dc}
@@ -147,9 +148,11 @@ func TestReadDeadlineCoarse(t *testing.T) {
 		want time.Time
 		sets bool
 	}{
-		{now.Add(clientIdleTimeout), true},
-		{now.Add(clientIdleTimeout + 200*time.Millisecond), false}, // the next request's
-		{now.Add(clientIdleTimeout + time.Second + time.Millisecond), true},
+		{now.Add(clientIdleTimeout), true},                        // the first: exact
+		{now.Add(clientIdleTimeout + 200*time.Millisecond), true}, // later: with the slack
+		{now.Add(clientIdleTimeout + 700*time.Millisecond), false},
+		{now.Add(clientIdleTimeout + 1200*time.Millisecond), false},
+		{now.Add(clientIdleTimeout + 1201*time.Millisecond), true},
 		{now.Add(5 * time.Second), true}, // a head's, earlier: at once
 		{time.Time{}, true},
 		{time.Time{}, false},

@@ -246,7 +246,8 @@ func (fc *fastConn) applyDeadlineLocked() {
 		}
 	case !set.IsZero() && !set.Before(want) && set.Sub(want) <= deadlineSlack:
 		return
-	default:
+	case !set.IsZero():
+		// A new connection's first deadline (its head's) is exact.
 		want = want.Add(deadlineSlack)
 	}
 	_ = fc.c.SetReadDeadline(want)

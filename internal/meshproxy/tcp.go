@@ -438,7 +438,8 @@ func (cs *tcpConnServer) setReadDeadline(t time.Time) {
 		}
 	case !cs.rdSet.IsZero() && !cs.rdSet.Before(t) && cs.rdSet.Sub(t) <= deadlineSlack:
 		return
-	default:
+	case !cs.rdSet.IsZero():
+		// A new connection's first deadline is exact.
 		t = t.Add(deadlineSlack)
 	}
 	cs.rdSet = t

@@ -383,8 +383,9 @@ func (c *deadlineConn) SetReadDeadline(t time.Time) error {
 }
 
 // TestServedConnReadDeadlineCoarse: a served connection's read deadline
-// is never earlier than asked and at most deadlineSlack later, so that
-// re-arming it for each frame changes it once per deadlineSlack.
+// is never earlier than asked and at most deadlineSlack later (its first
+// is exact), so that re-arming it for each frame changes it once per
+// deadlineSlack.
 func TestServedConnReadDeadlineCoarse(t *testing.T) {
 	dc := &deadlineConn{}
 	cs := &tcpConnServer{raw: dc}
@@ -393,11 +394,12 @@ func TestServedConnReadDeadlineCoarse(t *testing.T) {
 		ask  time.Time
 		sets bool
 	}{
-		{now.Add(10 * time.Second), true},
-		{now.Add(10*time.Second + 300*time.Millisecond), false}, // the next frame's
-		{now.Add(11 * time.Second), false},
-		{now.Add(11*time.Second + time.Millisecond), true}, // past the slack
-		{now.Add(5 * time.Second), true},                   // earlier: at once
+		{now.Add(10 * time.Second), true},                       // the first: exact
+		{now.Add(10*time.Second + 100*time.Millisecond), true},  // later: with the slack
+		{now.Add(10*time.Second + 400*time.Millisecond), false}, // the next frame's
+		{now.Add(11*time.Second + 100*time.Millisecond), false},
+		{now.Add(11*time.Second + 101*time.Millisecond), true}, // past the slack
+		{now.Add(5 * time.Second), true},                       // earlier: at once
 		{time.Time{}, true},
 		{time.Time{}, false},
 		{now.Add(time.Minute), true},
