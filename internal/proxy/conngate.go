@@ -101,8 +101,7 @@ func (c *gatedConn) Close() error {
 	return c.Conn.Close()
 }
 
-// NetConn is the connection under the gate (httpfast.SendAwait waits on
-// its socket).
+// NetConn is the connection under the gate (httpfast.SendAwait's socket).
 func (c *gatedConn) NetConn() net.Conn { return c.Conn }
 
 // CloseWrite half-closes the connection (a TCP one), which the servers

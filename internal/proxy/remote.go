@@ -52,12 +52,7 @@ func (p *Proxy) forwardRemote(st *requestState, r *http.Request, role string, ta
 	}
 	ctx, cancel := st.forwardContext(r, set)
 	wd := &st.wd
-	// One deferred call: open-coded, where two through this many returns
-	// are not.
-	defer func() {
-		wd.stop()
-		cancel(nil)
-	}()
+	defer func() { wd.stop(); cancel(nil) }() // one deferred call: open-coded
 	ex := &exchange{client: r.Context(), ctx: ctx}
 	out := &st.out // r's copy on the fast reader's context: no allocation
 	if *out = *r; ctx != r.Context() {
