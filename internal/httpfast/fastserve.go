@@ -71,9 +71,6 @@ const (
 	// connection stays in step (net/http's maxPostHandlerReadBytes); with
 	// more left the connection is closed after the response.
 	maxDiscardBytes = 256 << 10
-	// deadlineSlack is how much later than wanted a connection's read
-	// deadline may be (applyDeadlineLocked).
-	deadlineSlack = time.Second
 	// lingerTimeout bounds reading what a client still sends after the
 	// response on a connection being closed, so that closing it with
 	// unread data does not reset it before the client read the response.
@@ -232,26 +229,15 @@ func (fc *fastConn) setReadDeadline(t time.Time) {
 	fc.mu.Unlock()
 }
 
-// applyDeadlineLocked sets the wanted read deadline on the connection,
-// unless the one set is no earlier and at most deadlineSlack later: the
-// idle deadline, wanted anew after each request, then changes the
-// runtime's timer about once a second, not once a request. fc.mu must
-// be held.
+// applyDeadlineLocked sets the wanted read deadline on the connection
+// as CoarseDeadline decides: the idle deadline, wanted anew after each
+// request, then changes the runtime's timer about once a second, not
+// once a request. fc.mu must be held.
 func (fc *fastConn) applyDeadlineLocked() {
-	want, set := fc.rdWant, fc.rdSet
-	switch {
-	case want.IsZero():
-		if set.IsZero() {
-			return
-		}
-	case !set.IsZero() && !set.Before(want) && set.Sub(want) <= deadlineSlack:
-		return
-	case !set.IsZero():
-		// A new connection's first deadline (its head's) is exact.
-		want = want.Add(deadlineSlack)
+	if next, change := CoarseDeadline(fc.rdSet, fc.rdWant); change {
+		_ = fc.c.SetReadDeadline(next)
+		fc.rdSet = next
 	}
-	_ = fc.c.SetReadDeadline(want)
-	fc.rdSet = want
 }
 
 // setConnDeadline sets t on the connection now, as the deadline in force.

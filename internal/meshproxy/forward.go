@@ -613,9 +613,10 @@ type meshMetrics struct {
 	transports *prometheus.CounterVec // side, transport
 	fallbacks  *prometheus.CounterVec // reason
 
-	// resolved holds the counters forwarded (by result, a string) and
-	// transport (by [2]string{side, transport}) resolved so far: bounded
-	// by the few values they count.
+	// resolved holds the counters resolved so far (resolvedCounter) by
+	// forwarded (keyed by result), transport ([2]string{side, transport})
+	// and serve ([3]string{"served", role, code}): bounded by the few
+	// values they count.
 	resolved sync.Map
 }
 
@@ -657,40 +658,37 @@ func newMeshMetrics(reg prometheus.Registerer) (*meshMetrics, error) {
 	return m, nil
 }
 
-// forwarded counts a forward by result, through the counter resolved by
-// the first count of that result (no label hashing per request after it).
-func (m *meshMetrics) forwarded(result string) {
-	if c, ok := m.resolved.Load(result); ok {
-		c.(prometheus.Counter).Inc()
-		return
+// resolvedCounter returns the counter resolved for key by the first
+// count under it, so that a request after it pays no label hashing (key
+// is generic so that a lookup converts it to an interface without
+// allocating: only the first Store's copy escapes).
+func resolvedCounter[K comparable](m *sync.Map, key K, resolve func(K) prometheus.Counter) prometheus.Counter {
+	if c, ok := m.Load(key); ok {
+		return c.(prometheus.Counter)
 	}
-	c := m.forwardsV.WithLabelValues(result)
-	m.resolved.Store(result, c)
-	c.Inc()
+	c := resolve(key)
+	m.Store(key, c)
+	return c
+}
+
+// forwarded counts a forward by result.
+func (m *meshMetrics) forwarded(result string) {
+	resolvedCounter(&m.resolved, result, func(k string) prometheus.Counter {
+		return m.forwardsV.WithLabelValues(k)
+	}).Inc()
 }
 
 // serve counts an exchange served to a peer by role label and outcome
-// code, as forwarded does (both are bounded: exposed roles, or
-// unknownRole, and the codes).
+// code (both bounded: exposed roles, or unknownRole, and the codes).
 func (m *meshMetrics) serve(role, code string) {
-	key := [3]string{"served", role, code}
-	if c, ok := m.resolved.Load(key); ok {
-		c.(prometheus.Counter).Inc()
-		return
-	}
-	c := m.served.WithLabelValues(role, code)
-	m.resolved.Store(key, c)
-	c.Inc()
+	resolvedCounter(&m.resolved, [3]string{"served", role, code}, func(k [3]string) prometheus.Counter {
+		return m.served.WithLabelValues(k[1], k[2])
+	}).Inc()
 }
 
-// transport counts an exchange by side and transport, as forwarded does.
+// transport counts an exchange by side and transport.
 func (m *meshMetrics) transport(side, transport string) {
-	key := [2]string{side, transport}
-	if c, ok := m.resolved.Load(key); ok {
-		c.(prometheus.Counter).Inc()
-		return
-	}
-	c := m.transports.WithLabelValues(side, transport)
-	m.resolved.Store(key, c)
-	c.Inc()
+	resolvedCounter(&m.resolved, [2]string{side, transport}, func(k [2]string) prometheus.Counter {
+		return m.transports.WithLabelValues(k[0], k[1])
+	}).Inc()
 }

@@ -419,31 +419,17 @@ type tcpConnServer struct {
 	wdSet atomic.Bool // a write deadline is set (a refusal's)
 }
 
-// deadlineSlack is how much later than asked setReadDeadline may leave
-// a connection's read deadline: an exchange's deadline, re-armed for
-// each frame, then changes the runtime's timer about once a second, not
-// once a frame.
-const deadlineSlack = time.Second
-
-// setReadDeadline sets the socket's read deadline to t, or leaves it
-// when it is already no earlier than t and at most deadlineSlack later
-// (a zero t clears it).
+// setReadDeadline sets the socket's read deadline to t as
+// httpfast.CoarseDeadline decides (a zero t clears it): an exchange's
+// deadline, re-armed for each frame, then changes the runtime's timer
+// about once a second, not once a frame.
 func (cs *tcpConnServer) setReadDeadline(t time.Time) {
 	cs.dmu.Lock()
 	defer cs.dmu.Unlock()
-	switch {
-	case t.IsZero():
-		if cs.rdSet.IsZero() {
-			return
-		}
-	case !cs.rdSet.IsZero() && !cs.rdSet.Before(t) && cs.rdSet.Sub(t) <= deadlineSlack:
-		return
-	case !cs.rdSet.IsZero():
-		// A new connection's first deadline is exact.
-		t = t.Add(deadlineSlack)
+	if next, change := httpfast.CoarseDeadline(cs.rdSet, t); change {
+		cs.rdSet = next
+		_ = cs.raw.SetReadDeadline(next)
 	}
-	cs.rdSet = t
-	_ = cs.raw.SetReadDeadline(t)
 }
 
 // lastKeptBytes bounds the last bytes of an answer writeLast keeps.

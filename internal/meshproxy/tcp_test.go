@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodeld/nodeld/internal/httpfast"
 	"github.com/nodeld/nodeld/internal/mesh/meshtest"
 	"github.com/nodeld/nodeld/internal/proxy"
 	"github.com/nodeld/nodeld/internal/proxy/proxytest"
@@ -371,48 +372,28 @@ func TestTCPLastBytesLeaveEveryWay(t *testing.T) {
 	}
 }
 
-// deadlineConn counts the read deadlines set on it.
-type deadlineConn struct {
-	net.Conn
-	set []time.Time
-}
-
-func (c *deadlineConn) SetReadDeadline(t time.Time) error {
-	c.set = append(c.set, t)
-	return nil
-}
-
-// TestServedConnReadDeadlineCoarse: a served connection's read deadline
-// is never earlier than asked and at most deadlineSlack later (its first
-// is exact), so that re-arming it for each frame changes it once per
-// deadlineSlack.
+// TestServedConnReadDeadlineCoarse: a served connection's read deadline,
+// re-armed for each frame, is set as httpfast.CoarseDeadline decides: the
+// first exact, a later one within the slack left as it is.
 func TestServedConnReadDeadlineCoarse(t *testing.T) {
-	dc := &deadlineConn{}
-	cs := &tcpConnServer{raw: dc}
-	now := time.Unix(1000, 0)
-	steps := []struct {
-		ask  time.Time
-		sets bool
-	}{
-		{now.Add(10 * time.Second), true},                       // the first: exact
-		{now.Add(10*time.Second + 100*time.Millisecond), true},  // later: with the slack
-		{now.Add(10*time.Second + 400*time.Millisecond), false}, // the next frame's
-		{now.Add(11*time.Second + 100*time.Millisecond), false},
-		{now.Add(11*time.Second + 101*time.Millisecond), true}, // past the slack
-		{now.Add(5 * time.Second), true},                       // earlier: at once
-		{time.Time{}, true},
-		{time.Time{}, false},
-		{now.Add(time.Minute), true},
+	c1, c2 := net.Pipe()
+	defer c1.Close()
+	defer c2.Close()
+	cs := &tcpConnServer{raw: c1}
+	first := time.Now().Add(10 * time.Second)
+	if cs.setReadDeadline(first); !cs.rdSet.Equal(first) {
+		t.Fatalf("first deadline %v, want %v exactly", cs.rdSet, first)
 	}
-	for i, st := range steps {
-		before := len(dc.set)
-		cs.setReadDeadline(st.ask)
-		if got := len(dc.set) > before; got != st.sets {
-			t.Fatalf("step %d (%v): set %v, want %v", i, st.ask, got, st.sets)
-		}
-		in := cs.rdSet
-		if st.ask.IsZero() != in.IsZero() || in.Before(st.ask) || in.Sub(st.ask) > deadlineSlack {
-			t.Fatalf("step %d: deadline %v for %v: want from it to %v after", i, in, st.ask, deadlineSlack)
-		}
+	second := first.Add(100 * time.Millisecond)
+	cs.setReadDeadline(second)
+	set := cs.rdSet
+	if !set.Equal(second.Add(httpfast.DeadlineSlack)) {
+		t.Fatalf("second deadline %v, want %v", set, second.Add(httpfast.DeadlineSlack))
+	}
+	if cs.setReadDeadline(second.Add(400 * time.Millisecond)); !cs.rdSet.Equal(set) {
+		t.Fatalf("the next frame's deadline moved the socket's: %v -> %v", set, cs.rdSet)
+	}
+	if cs.setReadDeadline(time.Time{}); !cs.rdSet.IsZero() {
+		t.Fatalf("a cleared deadline left %v", cs.rdSet)
 	}
 }
