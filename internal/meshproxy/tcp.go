@@ -383,19 +383,25 @@ func (f *Forwarder) serveConnOn(ctx context.Context, peer mesh.PeerInfo, c, raw 
 	// allocations of context.WithTimeout and context.AfterFunc.
 	cctx := httpfast.NewContext()
 	stop := context.AfterFunc(ctx, func() { cctx.Cancel(context.Cause(ctx)) })
+	var wg sync.WaitGroup
+	cs := &tcpConnServer{f: f, ctx: cctx, peer: peer, c: c, raw: raw, wg: &wg, watches: watches}
+	// The running exchange's context ends with the connection's: one
+	// registration for the connection, not one an exchange.
+	unlink := cctx.AfterFunc(cs.connEnded)
 	defer func() {
+		wg.Wait() // every exchange, on whichever goroutine, ended
+		unlink()
 		stop()
 		cctx.Cancel(nil)
+		cs.stopServeTimer()
 	}()
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	cs := &tcpConnServer{f: f, ctx: cctx, peer: peer, c: c, raw: raw, wg: &wg, watches: watches}
-	cs.setReadDeadline(time.Now().Add(TCPServerIdleTimeout))
-	var one [1]byte
-	if _, err := io.ReadFull(c, one[:]); err != nil {
+	idle := time.Now()
+	cs.setReadDeadline(idle.Add(tcpIdleHorizon))
+	first, err := cs.readFirst(idle)
+	if err != nil {
 		return
 	}
-	cs.serve(one[0])
+	cs.serve(first)
 }
 
 // tcpConnServer is one served connection. Its exchanges run one at a
@@ -417,6 +423,74 @@ type tcpConnServer struct {
 	dmu   sync.Mutex  // guards rdSet
 	rdSet time.Time   // the socket's read deadline (setReadDeadline)
 	wdSet atomic.Bool // a write deadline is set (a refusal's)
+
+	// cur is the exchange running (between begin and cancel), for the
+	// connection's end (connEnded) and the serve timeout (serveTimedOut).
+	cur atomic.Pointer[tcpServerStream]
+	// The serve timeout's timer is the connection's, armed by the first
+	// exchange and left armed across the next ones: when it fires, the
+	// exchange running then times out if its own due time passed, else
+	// the timer is armed again for it. An exchange then costs no timer
+	// of its own and no change of the runtime's timers.
+	tmu     sync.Mutex  // guards timer, armed
+	timer   *time.Timer // nil until the first exchange
+	armed   bool        // timer will fire
+	stopped bool        // the connection ended: never arm again
+}
+
+// connEnded ends the running exchange's context with the connection's.
+func (cs *tcpConnServer) connEnded() {
+	if s := cs.cur.Load(); s != nil {
+		s.ctx.Cancel(cs.ctx.Cause())
+	}
+}
+
+// armServeTimer arms the serve timeout for s (begin), unless it is armed
+// already: it then fires at an earlier exchange's due time, no later
+// than s's, and arms itself again for s.
+func (cs *tcpConnServer) armServeTimer(s *tcpServerStream) {
+	cs.tmu.Lock()
+	defer cs.tmu.Unlock()
+	switch {
+	case cs.armed || cs.stopped:
+	case cs.timer == nil:
+		cs.timer = time.AfterFunc(time.Until(s.due), cs.serveTimedOut)
+		cs.armed = true
+	default:
+		cs.timer.Reset(time.Until(s.due))
+		cs.armed = true
+	}
+}
+
+// serveTimedOut is the serve timeout's timer firing: the running
+// exchange times out if its due time passed; one due later arms the
+// timer again; with none running the timer stays unarmed.
+func (cs *tcpConnServer) serveTimedOut() {
+	cs.tmu.Lock()
+	s := cs.cur.Load()
+	if s == nil || cs.stopped {
+		cs.armed = false
+		cs.tmu.Unlock()
+		return
+	}
+	if left := time.Until(s.due); left > 0 {
+		cs.timer.Reset(left)
+		cs.tmu.Unlock()
+		return
+	}
+	cs.armed = false
+	cs.tmu.Unlock()
+	s.ctx.Cancel(context.DeadlineExceeded)
+}
+
+// stopServeTimer releases the timer once the connection ended.
+func (cs *tcpConnServer) stopServeTimer() {
+	cs.tmu.Lock()
+	defer cs.tmu.Unlock()
+	cs.stopped = true
+	if cs.timer != nil {
+		cs.timer.Stop()
+	}
 }
 
 // setReadDeadline sets the socket's read deadline to t as
@@ -462,7 +536,8 @@ func (cs *tcpConnServer) serve(first byte) {
 		}
 		// A short exchange started no watcher: this goroutine waits for
 		// the next request (a goroutine and a wake-up fewer per request).
-		cs.setReadDeadline(time.Now().Add(TCPServerIdleTimeout))
+		idle := time.Now()
+		cs.setReadDeadline(idle.Add(tcpIdleHorizon))
 		if len(cs.last) > 0 {
 			// The answer's last bytes leave in the poller window of the
 			// wait for the next request: its read finds it, not nothing.
@@ -471,12 +546,41 @@ func (cs *tcpConnServer) serve(first byte) {
 				return
 			}
 		}
-		var one [1]byte
-		if _, err := io.ReadFull(cs.c, one[:]); err != nil {
+		var err error
+		if first, err = cs.readFirst(idle); err != nil {
 			_ = cs.raw.Close()
 			return
 		}
-		first = one[0]
+	}
+}
+
+// tcpIdleHorizon is how far ahead a served connection's read deadline is
+// set while it waits for its next exchange: as far as the exchange's
+// first read sets it (MeshFirstFrameTimeout), so that the two are within
+// httpfast.DeadlineSlack of each other and a busy connection changes
+// its runtime timer about once a second, not twice an exchange.
+// readFirst re-arms it until the connection was idle
+// TCPServerIdleTimeout.
+const tcpIdleHorizon = MeshFirstFrameTimeout
+
+// readFirst reads the first byte of the connection's next exchange, the
+// connection idle since idle with its read deadline at most
+// tcpIdleHorizon ahead: a deadline that passes with nothing read is
+// re-armed, until the connection was idle TCPServerIdleTimeout.
+func (cs *tcpConnServer) readFirst(idle time.Time) (byte, error) {
+	var one [1]byte
+	for {
+		_, err := io.ReadFull(cs.c, one[:])
+		if err == nil {
+			return one[0], nil
+		}
+		var ne net.Error
+		now := time.Now()
+		left := TCPServerIdleTimeout - now.Sub(idle)
+		if !errors.As(err, &ne) || !ne.Timeout() || left <= 0 {
+			return 0, err
+		}
+		cs.setReadDeadline(now.Add(min(left, tcpIdleHorizon)))
 	}
 }
 
@@ -493,8 +597,7 @@ type tcpServerStream struct {
 	first    byte
 	hasFirst bool              // first is still to be read (the reading goroutine's)
 	ctx      *httpfast.Context // the exchange's: see begin
-	timer    *time.Timer       // the serve timeout
-	unlink   func() bool       // from the connection's context
+	due      time.Time         // the serve timeout's end
 	over     chan struct{}     // made when the watcher starts, closed by end
 	clean    bool              // set before over is closed
 
@@ -577,19 +680,20 @@ func (s *tcpServerStream) Context() context.Context { return s.ctx }
 // its cause), or by cancel (the consumer went away: context.Canceled).
 func (s *tcpServerStream) begin() {
 	s.ctx = httpfast.NewContext()
-	s.unlink = s.cs.ctx.AfterFunc(s.connEnded)
-	s.timer = time.AfterFunc(s.cs.f.serveTimeout, s.timedOut)
+	s.due = time.Now().Add(s.cs.f.serveTimeout)
+	s.cs.cur.Store(s)
+	// After the store: a connection that ended before it (connEnded
+	// found no exchange) is seen here.
+	if s.cs.ctx.Err() != nil {
+		s.ctx.Cancel(s.cs.ctx.Cause())
+	}
+	s.cs.armServeTimer(s)
 }
 
-func (s *tcpServerStream) connEnded() { s.ctx.Cancel(s.cs.ctx.Cause()) }
-
-func (s *tcpServerStream) timedOut() { s.ctx.Cancel(context.DeadlineExceeded) }
-
-// cancel ends the exchange's context (first cause wins) and releases its
-// timer and its registration on the connection's. Idempotent.
+// cancel ends the exchange's context (first cause wins); it is no longer
+// the connection's running one (connEnded, serveTimedOut). Idempotent.
 func (s *tcpServerStream) cancel() {
-	s.timer.Stop()
-	s.unlink()
+	s.cs.cur.CompareAndSwap(s, nil)
 	s.ctx.Cancel(nil)
 }
 
