@@ -26,6 +26,11 @@ const maxJSONDepth = 10000
 // then removed, never passed through): the served model, or
 // "default_model" for mlx-lm, whose server would fetch any model named.
 func Value(model, runtime string) ([]byte, error) {
+	return appendValue(nil, model, runtime)
+}
+
+// appendValue appends Value's to dst; nil (not dst) when it is nil.
+func appendValue(dst []byte, model, runtime string) ([]byte, error) {
 	if runtime == MLXRuntime {
 		model = "default_model"
 	}
@@ -33,12 +38,14 @@ func Value(model, runtime string) ([]byte, error) {
 		return nil, nil
 	}
 	if plainJSON(model) {
-		// What json.Marshal makes of it, without its reflection: a
-		// request's pin costs one small allocation.
-		v := make([]byte, 0, len(model)+2)
-		return append(append(append(v, '"'), model...), '"'), nil
+		// What json.Marshal makes of it, without its reflection.
+		return append(append(append(dst, '"'), model...), '"'), nil
 	}
-	return json.Marshal(model)
+	v, err := json.Marshal(model)
+	if err != nil {
+		return nil, err
+	}
+	return append(dst, v...), nil
 }
 
 // plainJSON reports whether json.Marshal writes s as it is between
@@ -65,7 +72,9 @@ func Pin(body []byte, model, runtime string) ([]byte, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return body, nil
 	}
-	value, err := Value(model, runtime)
+	// The value is built on the stack for a model name of common length.
+	var vb [64]byte
+	value, err := appendValue(vb[:0], model, runtime)
 	if err != nil {
 		return nil, err
 	}
@@ -120,13 +129,18 @@ type member struct {
 // topLevelMembers validates body as one JSON object and returns its
 // members and the offset of its '{'.
 func topLevelMembers(body []byte) ([]member, int, error) {
-	var rec memberRecorder
+	rec := &memberRecorder{}
+	rec.members = rec.inl[:0]
 	var sc jsonScan
-	if err := sc.feed(body, &rec); err != nil {
+	sc.stack = rec.stk[:0]
+	if err := sc.feed(body, rec); err != nil {
 		return nil, 0, err
 	}
 	if err := sc.finish(); err != nil {
 		return nil, 0, err
+	}
+	if len(rec.members) == 0 {
+		return nil, rec.open, nil
 	}
 	return rec.members, rec.open, nil
 }
@@ -136,6 +150,8 @@ type memberRecorder struct {
 	members []member
 	cur     member
 	open    int
+	inl     [8]member // members' first backing array: a request's few
+	stk     [16]byte  // the scanner's first nesting stack
 }
 
 func (r *memberRecorder) objOpen(i int)         { r.open = i }

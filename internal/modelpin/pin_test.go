@@ -424,3 +424,24 @@ func FuzzValue(f *testing.F) {
 		}
 	})
 }
+
+// TestPinAllocations: pinning a chat request of a few members to a model
+// of a common name makes its one new body and the scanner's recorder, no
+// more (the value, the members and the nesting stack are kept on the
+// stack or in the recorder).
+func TestPinAllocations(t *testing.T) {
+	body := []byte(`{"model":"any","messages":[{"role":"user","content":"Say hello in one word."}],"max_tokens":8,"stream":false}`)
+	var out []byte
+	n := testing.AllocsPerRun(200, func() {
+		var err error
+		if out, err = Pin(body, "bench-model", "llama.cpp"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if want := `{"model":"bench-model","messages"`; !strings.HasPrefix(string(out), want) {
+		t.Fatalf("pinned: %s", out)
+	}
+	if n > 2 {
+		t.Errorf("Pin allocates %v times, want at most 2", n)
+	}
+}
