@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nodeld/nodeld/internal/grammar"
 	"github.com/nodeld/nodeld/internal/mesh"
@@ -291,9 +292,9 @@ func readRequestHead(r io.Reader) (meshRequestHead, error) {
 // readRequestBody reads the body frames announced by h and the end frame
 // into memory. h.BodyBytes must already be checked against what may be
 // held: it is allocated at once. A body of unknown length (-1) is read up
-// to limit. arm, if set, runs before each frame is read (to arm a
-// deadline).
-func readRequestBody(r io.Reader, h meshRequestHead, limit int64, arm func()) ([]byte, error) {
+// to limit. With arm, r's read deadline is set MeshFrameTimeout ahead
+// before each frame is read (meshBodyReader).
+func readRequestBody(r io.Reader, h meshRequestHead, limit int64, arm bool) ([]byte, error) {
 	b := &meshBodyReader{r: r, arm: arm, announced: h.BodyBytes, limit: limit}
 	if h.BodyBytes < 0 {
 		return io.ReadAll(b)
@@ -330,10 +331,13 @@ var errNoEndFrame = fmt.Errorf("request ended before its end frame: %w", io.EOF)
 // unknown length over limit is a too_large *wireError. Errors are sticky.
 // Read is used by one goroutine at a time.
 type meshBodyReader struct {
-	r         io.Reader
-	arm       func() // before each frame header is read; may be nil
-	announced int64  // -1: unknown
-	limit     int64  // bound of a body of unknown length
+	r io.Reader
+	// arm: before each frame header is read, r's read deadline (r has
+	// SetReadDeadline) is set MeshFrameTimeout ahead. A flag, where a
+	// function would be a closure made for each request.
+	arm       bool
+	announced int64 // -1: unknown
+	limit     int64 // bound of a body of unknown length
 	got       int64
 	left      int // payload bytes of the current body frame not read yet
 	err       error
@@ -345,8 +349,8 @@ func (b *meshBodyReader) Read(p []byte) (int, error) {
 		if b.err != nil {
 			return 0, b.err
 		}
-		if b.arm != nil {
-			b.arm()
+		if d, ok := b.r.(interface{ SetReadDeadline(time.Time) error }); ok && b.arm {
+			_ = d.SetReadDeadline(time.Now().Add(MeshFrameTimeout))
 		}
 		t, n, err := mesh.ReadFrameHeaderInto(b.r, MeshChunkBytes, b.hdr[:])
 		switch {
