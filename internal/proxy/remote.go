@@ -70,8 +70,7 @@ func (p *Proxy) forwardRemote(st *requestState, r *http.Request, role string, ta
 		out.Body, out.ContentLength = http.NoBody, 0 // ForwardRemote sends held
 	}
 	err = p.remote.ForwardRemote(ctx, target.NodeID, role, out, held, rec)
-	var be *ClientBodyError
-	if errors.As(err, &be) && rec.status == 0 {
+	if be, ok := err.(*ClientBodyError); ok && rec.status == 0 { // unwrapped: no allocation
 		writeError(rec, r, bodyError(be.Err, in))
 		return nil, resendNo
 	}
@@ -216,7 +215,8 @@ var ErrPeerBusy = errors.New("the peer is serving as many requests as it allows"
 var ErrNotAnswered = errors.New("the link to the peer failed before it answered")
 
 // ClientBodyError is a streamed request body that could not be read from
-// the client; the stream to the peer was reset.
+// the client; the stream to the peer was reset. ForwardRemote returns it
+// as it is, not wrapped.
 type ClientBodyError struct{ Err error }
 
 func (e *ClientBodyError) Error() string { return "reading the request body: " + e.Err.Error() }
