@@ -318,6 +318,10 @@ const (
 	fwdMalformed = "malformed"
 	fwdCancelled = "cancelled"
 	fwdError     = "error"
+	// fwdResent is a held request's first attempt on a pooled connection
+	// the peer had closed (errStaleConn): it is sent again, and the second
+	// attempt is counted by its own outcome.
+	fwdResent = "resent"
 )
 
 // ForwardRemote sends r to nodeID over one KindInfer stream and relays
@@ -334,7 +338,28 @@ const (
 // path not served to peers is refused before any stream is opened. When
 // ctx ends the stream is reset, and the serving node cancels its upstream
 // request.
+//
+// The one exception is below the exchange, not above it: a held request
+// sent on a pooled connection that its peer had closed a moment before
+// (tlspool.Conn.Unchecked: a restart's) fails before anything of the
+// answer came; it is sent once more, on a new connection (errStaleConn).
 func (f *Forwarder) ForwardRemote(ctx context.Context, nodeID, role string, r *http.Request, body []byte, w http.ResponseWriter) error {
+	err := f.forwardOnce(ctx, nodeID, role, r, body, w, false)
+	if err == errStaleConn {
+		err = f.forwardOnce(ctx, nodeID, role, r, body, w, true)
+	}
+	return err
+}
+
+// errStaleConn is forwardOnce's failure on a pooled connection its peer
+// had closed before the request was sent: nothing of the answer came, and
+// the request, held, is sent again (ForwardRemote). Its message is what
+// an error from the second attempt never shows.
+var errStaleConn = fmt.Errorf("%w: the pooled connection was closed by the peer", proxy.ErrNotAnswered)
+
+// forwardOnce is ForwardRemote's one attempt; resent says it is the
+// second, after errStaleConn, which it then never returns.
+func (f *Forwarder) forwardOnce(ctx context.Context, nodeID, role string, r *http.Request, body []byte, w http.ResponseWriter, resent bool) error {
 	streamed := body == nil && r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0
 	size := int64(len(body))
 	if streamed {
@@ -363,7 +388,7 @@ func (f *Forwarder) ForwardRemote(ctx context.Context, nodeID, role string, r *h
 	reuse := false       // tc may serve another exchange
 	if f.tcp != nil {
 		var why string
-		if tc, why = f.tcp.conn(ctx, nodeID); why != "" {
+		if tc, why = f.tcp.conn(ctx, nodeID, streamed); why != "" {
 			f.met.fallbacks.WithLabelValues(why).Inc()
 		}
 	}
@@ -452,7 +477,19 @@ func (f *Forwarder) ForwardRemote(ctx context.Context, nodeID, role string, r *h
 		reuse = tc != nil && werr == nil && s.(*tcpClientStream).kept
 		return nil
 	}
+	if ts, ok := s.(*tcpClientStream); ok && !resent && !streamed && stale(ctx, ts) {
+		f.tcp.pool.Stale(tc) // and the peer's other idle connections
+		f.met.forwarded(fwdResent)
+		return errStaleConn
+	}
 	return f.forwardFailed(ctx, s, nodeID, role, err, werr, streamed, size, &reuse)
+}
+
+// stale reports whether s failed as an exchange on a pooled connection
+// its peer had closed before: handed out unchecked, ended under the
+// exchange (closed, reset) with nothing of the answer read.
+func stale(ctx context.Context, s *tcpClientStream) bool {
+	return ctx.Err() == nil && s.c.Unchecked() && s.ioErr.Load() && !s.got
 }
 
 // forwardFailed ends a forward whose answer was not relayed whole (err

@@ -72,6 +72,13 @@ const (
 	// burst of requests past the idle connections goes over QUIC while
 	// the pool grows, not through a burst of handshakes.
 	TCPMaxDialsPerPeer = 4
+	// TCPPeekAfter is how long a pooled connection must have been idle
+	// before it is peeked (a system call) for its peer having closed it
+	// (tlspool.Config.PeekAfter). One put back a moment ago is taken as
+	// it is: a held request on it that fails before anything of the
+	// answer came is sent once more on another (ForwardRemote), and a
+	// streamed one, which cannot be sent again, peeks it (tcpSide.conn).
+	TCPPeekAfter = time.Second
 )
 
 // Why a request went over QUIC while the transport is TCP, the reason
@@ -181,11 +188,9 @@ func newTCPSide(t TCP, d Deps, lg *zap.Logger) (*tcpSide, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proxy: mesh tcp certificate: %w", err)
 	}
-	// Every reuse peeks whether the peer closed the connection (no
-	// PeekAfter): a request sent on the connection of a peer that just
-	// restarted would fail instead of waiting for its new run over QUIC.
 	pool, err := tlspool.NewPool(tlspool.Config{Certificate: cert, MaxConnsPerPeer: TCPMaxConnsPerPeer,
-		MaxIdlePerPeer: TCPMaxIdlePerPeer, MaxDialsPerPeer: TCPMaxDialsPerPeer, HandshakeTimeout: TCPDialTimeout, ALPN: InferALPN})
+		MaxIdlePerPeer: TCPMaxIdlePerPeer, MaxDialsPerPeer: TCPMaxDialsPerPeer, HandshakeTimeout: TCPDialTimeout, ALPN: InferALPN,
+		PeekAfter: TCPPeekAfter})
 	if err != nil {
 		return nil, err
 	}
@@ -194,8 +199,9 @@ func newTCPSide(t TCP, d Deps, lg *zap.Logger) (*tcpSide, error) {
 }
 
 // conn returns a pooled connection to nodeID, or nil and why the request
-// goes over QUIC instead.
-func (t *tcpSide) conn(ctx context.Context, nodeID string) (*tlspool.Conn, string) {
+// goes over QUIC instead. With checked (a streamed request, which cannot
+// be sent again), a connection handed out unchecked is peeked first.
+func (t *tcpSide) conn(ctx context.Context, nodeID string, checked bool) (*tlspool.Conn, string) {
 	p, ok := t.peers.LinkedPeer(nodeID)
 	if !ok || p.Addr == nil {
 		return nil, fallbackNoLink
@@ -212,6 +218,10 @@ func (t *tcpSide) conn(ctx context.Context, nodeID string) (*tlspool.Conn, strin
 	addr := t.tcpAddrLocked(nodeID, p.Addr)
 	t.mu.Unlock()
 	c, err := t.pool.Get(ctx, addr, p.Key)
+	if err == nil && checked && c.Unchecked() && !c.Alive() {
+		t.pool.Stale(c) // and the peer's other idle ones: Get dials
+		c, err = t.pool.Get(ctx, addr, p.Key)
+	}
 	switch {
 	case err == nil:
 		return c, ""
@@ -854,6 +864,8 @@ type tcpClientStream struct {
 	ioErr atomic.Bool
 	// held is the request Send writes (ForwardRemote's, for SendAwait).
 	held heldRequest
+	// got is whether a Read returned anything: the peer was answering.
+	got bool
 }
 
 // heldRequest is a request whose body is held whole.
@@ -877,6 +889,9 @@ func (s *tcpClientStream) failed(err error) {
 
 func (s *tcpClientStream) Read(p []byte) (int, error) {
 	n, err := s.c.Read(p)
+	if n > 0 {
+		s.got = true
+	}
 	if err != nil {
 		s.failed(err)
 	}

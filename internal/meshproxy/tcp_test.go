@@ -397,3 +397,64 @@ func TestServedConnReadDeadlineCoarse(t *testing.T) {
 		t.Fatalf("a cleared deadline left %v", cs.rdSet)
 	}
 }
+
+// TestStalePooledConnSentAgain: the consumer's idle connections, put back
+// a moment ago and so handed out without the peek, were closed by the
+// serving node (as a restart closes them): a held request on one fails
+// before anything of the answer and is sent once more on a new connection
+// (counted as resent), and a streamed one, which cannot be sent again,
+// has its connection peeked and a new one dialed. Neither fails, and
+// neither falls back to QUIC.
+func TestStalePooledConnSentAgain(t *testing.T) {
+	up := proxytest.New(t, proxytest.Options{Model: "served-model"})
+	nodes := newMeshNodes(t, "a", "b")
+	a, b := nodes[0], nodes[1]
+	b.serve(up.URL, "served-model", a)
+	a.Table.AllowRemoteNode("chat", b.ID(), true)
+	a.proxyCfg = proxy.Config{MeshMaxBodyBytes: 16 << 20}
+	a.start(Deps{MaxBodyBytes: 16 << 20, TCP: tcpDeps.TCP}, b)
+	b.start(Deps{MaxBodyBytes: 16 << 20, TCP: tcpDeps.TCP})
+	b.admitLater(a)
+	a.resolvesTo(b)
+	ask := func(body string) {
+		t.Helper()
+		if res, out := a.h.post("chat", "/v1/chat/completions", body); res.StatusCode != http.StatusOK {
+			t.Fatalf("%d %s", res.StatusCode, out)
+		}
+	}
+	// closeServed has b close a's connections, and waits until a's idle
+	// one sees it (so that a peek would find it closed), then puts it back.
+	closeServed := func() {
+		t.Helper()
+		ask(chatBody(false)) // one idle connection, put back just now
+		if n := b.fwd.tcp.srv.ClosePeer(a.ID()); n == 0 {
+			t.Fatal("b served no connection of a's")
+		}
+		c, why := a.fwd.tcp.conn(context.Background(), b.ID(), false)
+		if c == nil {
+			t.Fatalf("no pooled connection: %s", why)
+		}
+		if !c.Unchecked() {
+			t.Fatal("a connection put back a moment ago was peeked")
+		}
+		meshtest.WaitFor(t, "a's connection closed by b", func() bool { return !c.Alive() })
+		a.fwd.tcp.pool.Put(c)
+	}
+
+	closeServed()
+	ask(chatBody(false))
+	if got := counter(t, a, "nodeld_proxy_mesh_forwarded_total", map[string]string{"result": fwdResent}); got != 1 {
+		t.Errorf("forwards resent: %v, want 1", got)
+	}
+	closeServed()
+	ask(chatOfSize(1<<20, "m")) // streamed
+	if got := counter(t, a, "nodeld_proxy_mesh_forwarded_total", map[string]string{"result": fwdResent}); got != 1 {
+		t.Errorf("forwards resent after a streamed one: %v, want still 1 (its connection is peeked)", got)
+	}
+	if got := transportCount(t, a, sideForward, TransportQUIC); got != 0 {
+		t.Errorf("%v requests went over QUIC, want 0", got)
+	}
+	if st := a.fwd.tcp.pool.Stats(); st.Dead != 2 || st.Dials != 3 {
+		t.Errorf("pool %+v, want two connections found dead and three dials", st)
+	}
+}

@@ -27,7 +27,8 @@ import (
 // relayed) asks the table again and tries once more. Below it nothing
 // sends a forward again: the mesh never replays an inference stream
 // (OpenStream only picks a live link before anything is written), and the
-// RemoteForwarder makes one attempt per call. Nor does anything below it
+// RemoteForwarder makes one attempt per call (but on a pooled connection
+// found closed before its send, meshproxy's). Nor does anything below it
 // change routes: a link the forward finds dead reaches the table as the
 // mesh's event, whatever this loop does.
 //

@@ -147,3 +147,57 @@ func closeFromServer(t *testing.T, srv *server) {
 	}
 	recv(t, srv.ended, "the handler's end")
 }
+
+// A connection handed out without the peek says so (Unchecked); found
+// closed by its peer (Stale), it counts as dead and takes every idle
+// connection to that peer with it, so that the next Get dials.
+func TestStaleClosesThePeersIdle(t *testing.T) {
+	cert, key := newCert(t)
+	srv := startServer(t, map[string]ed25519.PublicKey{"client": key}, nil)
+	now := time.Unix(1000, 0)
+	p := newPool(t, cert, func(c *Config) {
+		c.PeekAfter = time.Second
+		c.Now = func() time.Time { return now }
+	})
+	var cs []*Conn
+	for i := range 2 {
+		c, err := p.Get(ctxT(t), srv.addr, srv.key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Unchecked() {
+			t.Fatalf("dialed connection %d is unchecked", i)
+		}
+		recv(t, srv.peers, "the admitted peer")
+		echo(t, c, "one")
+		cs = append(cs, c)
+	}
+	for _, c := range cs {
+		p.Put(c)
+	}
+	closeFromServer(t, srv)
+	c, err := p.Get(ctxT(t), srv.addr, srv.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Unchecked() || c.Alive() {
+		t.Fatalf("a connection put back a moment ago and closed by its peer: unchecked %v, alive %v", c.Unchecked(), c.Alive())
+	}
+	if n := p.Stale(c); n != 1 {
+		t.Fatalf("Stale closed %d idle connections, want the other one", n)
+	}
+	st := p.Stats()
+	if st.Dead != 1 || st.Idle != 0 || st.Open != 0 {
+		t.Fatalf("after Stale: %+v, want 1 dead and none open or idle", st)
+	}
+	c2, err := p.Get(ctxT(t), srv.addr, srv.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	recv(t, srv.peers, "the admitted peer")
+	if c2.Unchecked() || p.Stats().Dials != 3 {
+		t.Fatalf("after Stale, Get did not dial: %+v", p.Stats())
+	}
+	echo(t, c2, "two")
+}

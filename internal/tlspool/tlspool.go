@@ -128,7 +128,8 @@ func (c Config) validate() error {
 
 // Stats are a pool's counts so far.
 type Stats struct {
-	// Dead counts idle connections found closed by their peer when taken.
+	// Dead counts idle connections found closed by their peer: by the
+	// peek when taken, or after (Stale).
 	Dials, DialFailures, Reuses, Expired, Dead int64
 	// Open and Idle are the connections now, in use and idle, and idle.
 	Open, Idle int
@@ -164,7 +165,18 @@ type Conn struct {
 	placed    bool
 	pool      *Pool
 	closeOnce sync.Once
+	// unchecked: Get took c from the idle ones without a peek.
+	unchecked bool
 }
+
+// Unchecked reports whether Get handed c out from the idle connections
+// without a peek (idle less than PeekAfter): its peer may have closed it
+// in that moment. An exchange on it that fails before anything of the
+// answer came may be sent again on another connection (Stale).
+func (c *Conn) Unchecked() bool { return c.unchecked }
+
+// Alive peeks whether c's peer has not closed it (a system call).
+func (c *Conn) Alive() bool { return httpfast.ConnAlive(c.NetConn()) }
 
 // Close closes the connection and frees its place in the pool.
 func (c *Conn) Close() error {
@@ -224,7 +236,8 @@ func (p *Pool) Get(ctx context.Context, addr string, key ed25519.PublicKey) (*Co
 		p.mu.Unlock()
 		// The peek is a system call: the pool's lock is not held for it
 		// (the connection is in use meanwhile, so no one else takes it).
-		if !peek || httpfast.ConnAlive(c.NetConn()) {
+		if !peek || c.Alive() {
+			c.unchecked = !peek
 			closeAll(stale)
 			return c, nil
 		}
@@ -421,6 +434,25 @@ func (p *Pool) Put(c *Conn) {
 	c.idleSince = p.cfg.Now()
 	pc.idle = append(pc.idle, c)
 	p.mu.Unlock()
+}
+
+// Stale is c, handed out unchecked, found closed by its peer (an exchange
+// on it failed before anything of the answer came, or Alive said so): it
+// counts as Dead, is aborted, and every idle connection to the same peer
+// is closed too (each was put back before c failed, and is as likely
+// closed: a peer that restarted closed them all). It returns how many
+// idle connections it closed.
+func (p *Pool) Stale(c *Conn) int {
+	p.mu.Lock()
+	p.stats.Dead++
+	var idle []*Conn
+	if pc := p.peers[c.key]; pc != nil && c.pool == p {
+		idle, pc.idle = pc.idle, nil
+	}
+	p.mu.Unlock()
+	c.Abort()
+	closeAll(idle)
+	return len(idle)
 }
 
 // ClosePeer aborts every connection to the peer with key, idle and in
