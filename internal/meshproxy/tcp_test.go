@@ -336,15 +336,7 @@ func TestTCPLastBytesLeaveEveryWay(t *testing.T) {
 		_, _ = io.WriteString(w, `{"path":"`+r.URL.Path+`"}`)
 	}))
 	t.Cleanup(srv.Close)
-	nodes := newMeshNodes(t, "a", "b")
-	a, b := nodes[0], nodes[1]
-	b.serve(srv.URL, "served-model", a)
-	a.Table.AllowRemoteNode("chat", b.ID(), true)
-	a.proxyCfg = proxy.Config{MeshMaxBodyBytes: 16 << 20}
-	a.start(Deps{MaxBodyBytes: 16 << 20, TCP: tcpDeps.TCP}, b)
-	b.start(Deps{MaxBodyBytes: 16 << 20, TCP: tcpDeps.TCP})
-	b.admitLater(a)
-	a.resolvesTo(b)
+	a, _ := tcpPairLargeBodies(t, srv.URL)
 
 	ask := func(path, body string, want int) {
 		t.Helper()
@@ -398,6 +390,22 @@ func TestServedConnReadDeadlineCoarse(t *testing.T) {
 	}
 }
 
+// tcpPairLargeBodies is a over TCP to b, which serves chat from url,
+// both taking bodies up to 16 MiB (streamed ones among them).
+func tcpPairLargeBodies(t *testing.T, url string) (a, b *meshNode) {
+	t.Helper()
+	nodes := newMeshNodes(t, "a", "b")
+	a, b = nodes[0], nodes[1]
+	b.serve(url, "served-model", a)
+	a.Table.AllowRemoteNode("chat", b.ID(), true)
+	a.proxyCfg = proxy.Config{MeshMaxBodyBytes: 16 << 20}
+	a.start(Deps{MaxBodyBytes: 16 << 20, TCP: tcpDeps.TCP}, b)
+	b.start(Deps{MaxBodyBytes: 16 << 20, TCP: tcpDeps.TCP})
+	b.admitLater(a)
+	a.resolvesTo(b)
+	return a, b
+}
+
 // TestStalePooledConnSentAgain: the consumer's idle connections, put back
 // a moment ago and so handed out without the peek, were closed by the
 // serving node (as a restart closes them): a held request on one fails
@@ -407,15 +415,7 @@ func TestServedConnReadDeadlineCoarse(t *testing.T) {
 // neither falls back to QUIC.
 func TestStalePooledConnSentAgain(t *testing.T) {
 	up := proxytest.New(t, proxytest.Options{Model: "served-model"})
-	nodes := newMeshNodes(t, "a", "b")
-	a, b := nodes[0], nodes[1]
-	b.serve(up.URL, "served-model", a)
-	a.Table.AllowRemoteNode("chat", b.ID(), true)
-	a.proxyCfg = proxy.Config{MeshMaxBodyBytes: 16 << 20}
-	a.start(Deps{MaxBodyBytes: 16 << 20, TCP: tcpDeps.TCP}, b)
-	b.start(Deps{MaxBodyBytes: 16 << 20, TCP: tcpDeps.TCP})
-	b.admitLater(a)
-	a.resolvesTo(b)
+	a, b := tcpPairLargeBodies(t, up.URL)
 	ask := func(body string) {
 		t.Helper()
 		if res, out := a.h.post("chat", "/v1/chat/completions", body); res.StatusCode != http.StatusOK {
