@@ -661,12 +661,16 @@ func (fc *fastConn) readHead() (*http.Request, int, error) {
 		Header: h, RemoteAddr: fc.remote, RequestURI: uri, Host: host, URL: &x.url,
 		ContentLength: contentLength, Close: closing, Body: &x.body,
 	}
-	return tmpl.WithContext(&x.ctx), n, nil
+	// WithContext is inlined: its copy is on the stack, copied again
+	// into x, so that the request is x's too.
+	x.req = *tmpl.WithContext(&x.ctx)
+	return &x.req, n, nil
 }
 
-// fastRequest holds what a request of the fast reader points to, in one
-// allocation.
+// fastRequest holds a request of the fast reader and what it points to,
+// in one allocation.
 type fastRequest struct {
+	req  http.Request
 	url  url.URL
 	body fastBody
 	ctx  Context

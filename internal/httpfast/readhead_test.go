@@ -99,7 +99,8 @@ func FuzzReadHead(f *testing.F) {
 
 // TestReadHeadReusesTheHeaderMap: a connection's second request reuses
 // the first's header map and value slices: its head costs the head's
-// text, the request and its context, nothing per header.
+// text and one allocation for the request with its context, nothing per
+// header.
 func TestReadHeadReusesTheHeaderMap(t *testing.T) {
 	head := []byte("POST /v1/chat/completions HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\n" +
 		"Accept: */*\r\nUser-Agent: x\r\nContent-Length: 2\r\n\r\n")
@@ -119,8 +120,8 @@ func TestReadHeadReusesTheHeaderMap(t *testing.T) {
 	if got := first.Header.Get("Accept"); got != "*/*" {
 		t.Fatalf("Accept %q", got)
 	}
-	if n := testing.AllocsPerRun(50, func() { read() }); n > 3 {
-		t.Errorf("a reused connection's head costs %v allocations, want at most 3", n)
+	if n := testing.AllocsPerRun(50, func() { read() }); n > 2 {
+		t.Errorf("a reused connection's head costs %v allocations, want at most 2", n)
 	}
 	if r := read(); len(r.Header) != 4 || r.Header.Get("User-Agent") != "x" {
 		t.Errorf("reused header %v", r.Header)

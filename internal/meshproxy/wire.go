@@ -427,21 +427,24 @@ func relayResponse(r io.Reader, w http.ResponseWriter, fb *frameBuf) error {
 		fb = &own
 	}
 	headSeen := false
-	// held is a response head not yet written to w: a response that is
+	// held: head is a response head not yet written to w: a response that is
 	// not a stream is committed with its first body byte (or its end), so
 	// a link that dies between the head and the body leaves nothing
 	// written and the request can still go to another peer. A stream's
 	// head is written at once: its client may wait long for the first
 	// token, and should know the request was taken.
-	var held *meshResponseHead
+	var head meshResponseHead
+	held := false
 	commit := func(h *meshResponseHead) {
 		// One backing array for every value (each header its own
 		// one-element, full-capacity slice of it), not one per header.
+		// The names are canonical already: decodeResponseHead admits
+		// only relayedResponseHeaders.
 		hdr := w.Header()
 		vals := make([]string, 0, len(h.Headers)+1)
 		set := func(name, v string) {
 			vals = append(vals, v)
-			hdr[http.CanonicalHeaderKey(name)] = vals[len(vals)-1 : len(vals) : len(vals)]
+			hdr[name] = vals[len(vals)-1 : len(vals) : len(vals)]
 		}
 		for name, v := range h.Headers {
 			set(name, v)
@@ -465,16 +468,15 @@ func relayResponse(r io.Reader, w http.ResponseWriter, fb *frameBuf) error {
 			if headSeen {
 				return fmt.Errorf("%w: second response head", errMalformedFrames)
 			}
-			h, err := decodeResponseHead(p)
-			if err != nil {
+			if head, err = decodeResponseHead(p); err != nil {
 				return fmt.Errorf("%w: %w", errMalformedFrames, err)
 			}
 			headSeen = true
-			if isStreamType(h.Headers["Content-Type"]) {
-				commit(&h)
+			if isStreamType(head.Headers["Content-Type"]) {
+				commit(&head)
 				fb.shrink() // its events are small, and it may stay open long
 			} else {
-				held = &h
+				held = true
 			}
 		case frameRespBody:
 			if !headSeen {
@@ -483,9 +485,9 @@ func relayResponse(r io.Reader, w http.ResponseWriter, fb *frameBuf) error {
 			if len(p) > MeshChunkBytes {
 				return fmt.Errorf("%w: body chunk of %d bytes", errMalformedFrames, len(p))
 			}
-			if held != nil {
-				commit(held)
-				held = nil
+			if held {
+				commit(&head)
+				held = false
 			}
 			if _, err := w.Write(p); err != nil {
 				return fmt.Errorf("relay to client: %w", err)
@@ -500,8 +502,8 @@ func relayResponse(r io.Reader, w http.ResponseWriter, fb *frameBuf) error {
 			} else if len(p) != 0 {
 				return fmt.Errorf("%w: end frame with data", errMalformedFrames)
 			}
-			if held != nil {
-				commit(held)
+			if held {
+				commit(&head)
 			}
 			return nil
 		case frameRefusal:
