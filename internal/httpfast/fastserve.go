@@ -201,7 +201,14 @@ type fastConn struct {
 	watchDone chan struct{}
 	hasByte   bool // the background read got a byte of the next request
 	byteBuf   [1]byte
-	timer     *time.Timer
+	// timer starts the background read clientWatchDelay after an
+	// exchange's start (watchDue). It is armed by an exchange and left
+	// armed across the next ones: firing early, for one that ended, it
+	// arms itself again for the one running, so that a quick exchange
+	// costs no change of the runtime's timers.
+	timer   *time.Timer
+	tArmed  bool      // timer will fire
+	exStart time.Time // the running exchange's start
 	// The read deadline is set on the connection only before a read
 	// that reaches it: most requests arrive whole, so the head's and the
 	// body's deadlines are rarely needed.
@@ -374,17 +381,22 @@ func (c *handedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 func (fc *fastConn) exchange(r *http.Request) (keep bool) {
 	ctx := r.Context().(*Context)
 	body := r.Body.(*fastBody)
+	start := time.Now()
 	fc.mu.Lock()
 	fc.ctx = ctx
 	fc.active, fc.bodyDone, fc.due = true, body.left == 0, false
 	if body.left == 0 {
 		fc.rdWant = time.Time{}
 	}
+	fc.exStart = start
+	if !fc.tArmed {
+		fc.tArmed = true
+		fc.timer.Reset(clientWatchDelay)
+	}
 	fc.mu.Unlock()
 	if body.left == 0 {
 		r.Body = http.NoBody
 	}
-	fc.timer.Reset(clientWatchDelay)
 	// The writer and its header map are the connection's, reused by each
 	// exchange: a handler does not keep them once it returned.
 	if fc.header == nil {
@@ -394,7 +406,6 @@ func (fc *fastConn) exchange(r *http.Request) (keep bool) {
 	fc.w = fastWriter{fc: fc, req: r, body: body, header: fc.header, contentLength: -1}
 	w := &fc.w
 	defer func() {
-		fc.timer.Stop()
 		fc.stopWatch()
 		ctx.Cancel(nil)
 		fc.mu.Lock()
@@ -434,10 +445,21 @@ func (fc *fastConn) cancelExchange() {
 	}
 }
 
-// watchDue runs clientWatchDelay after an exchange started.
+// watchDue is the timer firing: the exchange running since
+// clientWatchDelay is due for its watch; one that started later arms the
+// timer again; between exchanges it stays unarmed until the next one.
 func (fc *fastConn) watchDue() {
 	fc.mu.Lock()
 	defer fc.mu.Unlock()
+	if !fc.active {
+		fc.tArmed = false // armed again by the next exchange
+		return
+	}
+	if left := clientWatchDelay - time.Since(fc.exStart); left > 0 {
+		fc.timer.Reset(left) // armed for an exchange that ended
+		return
+	}
+	fc.tArmed = false
 	fc.due = true
 	fc.startWatchLocked()
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -162,4 +163,37 @@ func TestClientGoneBeforeHead(t *testing.T) {
 	wait(t, arrived, "the request at the upstream")
 	_ = rc.c.Close()
 	wait(t, cancelled, "the upstream's request cancelled after the client left")
+}
+
+// TestClientGoneAfterQuickExchanges: the client watch's timer is the
+// connection's, left armed across exchanges; a request after many quick
+// ones, waiting on its upstream, still has its client's going away seen
+// and its upstream request cancelled.
+func TestClientGoneAfterQuickExchanges(t *testing.T) {
+	waiting, sawCancel := make(chan struct{}), make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(b), "slow") {
+			close(waiting)
+			<-r.Context().Done()
+			close(sawCancel)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"ok":true}`)
+	}))
+	t.Cleanup(up.Close)
+	h := startProxy(t, Config{}, Deps{})
+	h.resolver.local("chat", up.URL)
+	rc := dialRole(t, h, "chat")
+	for i := range 20 {
+		rc.send(post("/v1/chat/completions", `{"model":"x"}`))
+		if res, body := rc.read(); res.StatusCode != http.StatusOK {
+			t.Fatalf("quick request %d: %d %s", i, res.StatusCode, body)
+		}
+	}
+	rc.send(post("/v1/chat/completions", `{"model":"slow"}`))
+	wait(t, waiting, "the slow request at the upstream")
+	_ = rc.c.Close()
+	wait(t, sawCancel, "the upstream to see its request cancelled")
 }
