@@ -41,6 +41,7 @@ type Holds struct {
 // roleCalls is the call state of one role.
 type roleCalls struct {
 	inflight bool
+	deferred bool      // a call waits for next (sendLater)
 	next     time.Time // no call before
 }
 
@@ -56,8 +57,12 @@ func (h *Holds) Expect(role string) (time.Duration, bool) {
 
 // Want tells that a request for role is held: it sends the first
 // standby's controller a demand call, on a goroutine of its own, unless
-// one is in flight for role or one was sent within DemandInterval. It
-// never blocks, and does nothing while Run is not running.
+// one is in flight for role. Within DemandInterval of the last call the
+// call waits until the interval passed (one waits at most per role):
+// that call may have been for a load that has ended since (an idle
+// unload between two requests), and the held request must not wait its
+// whole hold for nothing. It never blocks, and does nothing while Run is
+// not running.
 func (h *Holds) Want(role string) {
 	sbs := h.tbl.Standbys(role)
 	if len(sbs) == 0 {
@@ -81,12 +86,40 @@ func (h *Holds) Want(role string) {
 		rc = &roleCalls{}
 		h.roles[role] = rc
 	}
-	if rc.inflight || now.Before(rc.next) {
+	switch {
+	case rc.inflight:
+		return
+	case now.Before(rc.next):
+		if !rc.deferred {
+			rc.deferred = true
+			h.wg.Add(1)
+			go h.sendLater(h.ctx, rc, controller, role, rc.next.Sub(now))
+		}
 		return
 	}
 	rc.inflight, rc.next = true, now.Add(DemandInterval)
 	h.wg.Add(1)
 	go h.send(h.ctx, rc, controller, role)
+}
+
+// sendLater waits d, then makes Want's call unless one is in flight.
+func (h *Holds) sendLater(ctx context.Context, rc *roleCalls, controller, role string, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	h.mu.Lock()
+	rc.deferred = false
+	if rc.inflight || !h.running || ctx.Err() != nil {
+		h.mu.Unlock()
+		h.wg.Done()
+		return
+	}
+	rc.inflight, rc.next = true, h.now().Add(DemandInterval)
+	h.mu.Unlock()
+	h.send(ctx, rc, controller, role) // its wg.Done is ours
 }
 
 // send makes one call and clears rc's flight.

@@ -2,7 +2,9 @@ package demand
 
 import (
 	"context"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -80,5 +82,73 @@ func waitRunning(t *testing.T, h *Holds) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		return h.running
+	})
+}
+
+// countingCaller answers every call at once, counting them by role.
+type countingCaller struct {
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func (c *countingCaller) Call(_ context.Context, _, role string) (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.calls[role]++
+	return "starting", nil
+}
+
+func (c *countingCaller) count(role string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls[role]
+}
+
+// A request held within DemandInterval of the last call (whose load may
+// have ended since: an idle unload between two requests) gets one more
+// call once the interval passed, not none; more requests in the same
+// interval add no call of their own.
+func TestHoldsCallAgainAfterTheInterval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cc := &countingCaller{calls: map[string]int{}}
+		h := &Holds{tbl: staticStandbys{"chat": {{Role: "chat", Controller: "n-a", MaxWait: time.Hour}}},
+			call: cc, log: nopLogger(), now: time.Now, roles: map[string]*roleCalls{}}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { h.Run(ctx); close(done) }()
+		synctest.Wait()
+
+		h.Want("chat")
+		synctest.Wait()
+		if n := cc.count("chat"); n != 1 {
+			t.Fatalf("%d calls for the first held request, want 1", n)
+		}
+		time.Sleep(DemandInterval / 2)
+		for range 5 {
+			h.Want("chat") // within the interval
+		}
+		synctest.Wait()
+		if n := cc.count("chat"); n != 1 {
+			t.Fatalf("%d calls within the interval, want still 1", n)
+		}
+		time.Sleep(DemandInterval/2 + time.Millisecond)
+		synctest.Wait()
+		if n := cc.count("chat"); n != 2 {
+			t.Fatalf("%d calls once the interval passed, want 2: the held requests' one", n)
+		}
+		time.Sleep(2 * DemandInterval)
+		synctest.Wait()
+		if n := cc.count("chat"); n != 2 {
+			t.Fatalf("%d calls with no request held since, want 2", n)
+		}
+
+		h.Want("chat") // a new window: at once
+		time.Sleep(DemandInterval / 2)
+		h.Want("chat") // waits for the interval, then Run stops
+		cancel()
+		<-done
+		if n := cc.count("chat"); n != 3 {
+			t.Fatalf("%d calls, want 3: none after Run stopped", n)
+		}
 	})
 }
