@@ -24,6 +24,9 @@ type Context struct {
 	next  uint64 // id of the next registered function
 	fns   []ctxFunc
 	inl   [2]ctxFunc // fns' first backing array
+	// ct is the timer of its connection a Watchdog started on it uses;
+	// nil off the fast reader (NewContext).
+	ct *connTimer
 }
 
 type ctxFunc struct {

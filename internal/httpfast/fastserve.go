@@ -209,6 +209,9 @@ type fastConn struct {
 	timer   *time.Timer
 	tArmed  bool      // timer will fire
 	exStart time.Time // the running exchange's start
+	// wdt is the timer of the running exchange's Watchdog, the
+	// connection's for the same reason.
+	wdt connTimer
 	// The read deadline is set on the connection only before a read
 	// that reaches it: most requests arrive whole, so the head's and the
 	// body's deadlines are rarely needed.
@@ -297,6 +300,7 @@ func (fc *fastConn) serve() {
 	fc.timer = time.AfterFunc(time.Hour, fc.watchDue)
 	fc.timer.Stop()
 	defer fc.timer.Stop()
+	defer fc.wdt.stop()
 	// A new connection gets the head timeout for its first request,
 	// the wait for it included, as net/http gives ReadHeaderTimeout: a
 	// silent connection holds a goroutine and a descriptor for no
@@ -675,6 +679,7 @@ func (fc *fastConn) readHead() (*http.Request, int, error) {
 	uri := text[ts : ts+len(target)]
 	x := &fastRequest{body: fastBody{fc: fc, left: contentLength}}
 	x.ctx.init()
+	x.ctx.ct = &fc.wdt
 	if err := requestURL(uri, &x.url); err != nil {
 		return nil, 0, nil
 	}

@@ -32,7 +32,7 @@ type exchange struct {
 	upstream string          // "ip:port" of the local instance
 	client   context.Context // the client's request's
 	ctx      context.Context // the forward's: client's, or a child of it
-	wd       *watchdog
+	wd       *httpfast.Watchdog
 	body     *bodyReader // nil when the request has no body
 }
 
@@ -40,10 +40,13 @@ type exchange struct {
 type requestState struct {
 	rec  recorder
 	body bodyReader
-	wd   watchdog
+	wd   httpfast.Watchdog
 	fw   localForward
 	out  http.Request // a remote forward's request on the fast reader
 }
+
+// The causes a forward's watchdog (httpfast.Watchdog) cancels it with.
+var errStalled, errRequestTimeout = httpfast.ErrStalled, httpfast.ErrRequestTimeout
 
 // forwardContext is a forward's context, cancelled by st.wd (started
 // here) and by the returned cancel. On the fast reader it is the exchange
@@ -51,11 +54,11 @@ type requestState struct {
 // it ends with the exchange. Else it is a child of r's.
 func (st *requestState) forwardContext(r *http.Request, set *Config) (context.Context, context.CancelCauseFunc) {
 	if ec, ok := r.Context().(*httpfast.Context); ok {
-		st.wd.start(set.StallTimeout, set.RequestTimeout, nil, ec)
+		st.wd.Start(set.StallTimeout, set.RequestTimeout, nil, ec)
 		return ec, func(error) {}
 	}
 	ctx, cancel := context.WithCancelCause(r.Context())
-	st.wd.start(set.StallTimeout, set.RequestTimeout, cancel, nil)
+	st.wd.Start(set.StallTimeout, set.RequestTimeout, cancel, nil)
 	return ctx, cancel
 }
 
@@ -316,7 +319,7 @@ func (p *Proxy) forwardLocal(st *requestState, r *http.Request, rs *roleServer, 
 	ctx, cancel := st.forwardContext(r, set)
 	defer cancel(nil)
 	wd := &st.wd
-	defer wd.stop()
+	defer wd.Stop()
 	rec.wd = wd
 	fw := &st.fw
 	fw.ex = exchange{role: role, upstream: upstream, client: r.Context(), ctx: ctx, wd: wd, body: body}
@@ -545,8 +548,8 @@ func (p *Proxy) forwardError(w http.ResponseWriter, r *http.Request, ex *exchang
 type bodyReader struct {
 	r        io.ReadCloser
 	timeout  time.Duration
-	wd       *watchdog   // nil, or set before the first Read
-	timedOut atomic.Bool // a read failed on the deadline
+	wd       *httpfast.Watchdog // nil, or set before the first Read
+	timedOut atomic.Bool        // a read failed on the deadline
 }
 
 func (b *bodyReader) init(w http.ResponseWriter, r io.ReadCloser, start time.Time, timeout time.Duration) {
@@ -559,7 +562,7 @@ func (b *bodyReader) init(w http.ResponseWriter, r io.ReadCloser, start time.Tim
 func (b *bodyReader) Read(p []byte) (int, error) {
 	n, err := b.r.Read(p)
 	if n > 0 && b.wd != nil {
-		b.wd.touch()
+		b.wd.Touch()
 	}
 	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
 		b.timedOut.Store(true)
@@ -582,8 +585,8 @@ type recorder struct {
 	http.ResponseWriter
 	start     time.Time
 	limit     int64
-	wd        *watchdog // nil until forwarding starts
-	status    int       // 0 until a final head is written
+	wd        *httpfast.Watchdog // nil until forwarding starts
+	status    int                // 0 until a final head is written
 	written   int64
 	autoFlush bool          // flush after every write (remote: the forwarder need not)
 	firstByte time.Duration // 0 until the first body byte or empty final head
@@ -598,7 +601,7 @@ func (w *recorder) WriteHeader(code int) {
 	if w.status == 0 {
 		w.status = code
 		if w.wd != nil {
-			w.wd.touch()
+			w.wd.Touch()
 		}
 	}
 	w.ResponseWriter.WriteHeader(code)
@@ -615,7 +618,7 @@ func (w *recorder) Write(b []byte) (int, error) {
 		w.firstByte = time.Since(w.start)
 	}
 	if w.wd != nil {
-		w.wd.touch()
+		w.wd.Touch()
 	}
 	if room := w.limit - w.written; int64(len(b)) > room {
 		n, _ := w.ResponseWriter.Write(b[:room])

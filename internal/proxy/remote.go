@@ -53,7 +53,7 @@ func (p *Proxy) forwardRemote(st *requestState, r *http.Request, role string, ta
 	}
 	ctx, cancel := st.forwardContext(r, set)
 	wd := &st.wd
-	defer func() { wd.stop(); cancel(nil) }() // one deferred call: open-coded
+	defer func() { wd.Stop(); cancel(nil) }() // one deferred call: open-coded
 	ex := &exchange{client: r.Context(), ctx: ctx}
 	out := &st.out // r's copy on the fast reader's context: no allocation
 	if *out = *r; ctx != r.Context() {
