@@ -26,7 +26,7 @@ type Context struct {
 	inl   [2]ctxFunc // fns' first backing array
 	// ct is the timer of its connection a Watchdog started on it uses;
 	// nil off the fast reader (NewContext).
-	ct *connTimer
+	ct *ConnTimer
 }
 
 type ctxFunc struct {

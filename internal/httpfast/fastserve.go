@@ -201,17 +201,12 @@ type fastConn struct {
 	watchDone chan struct{}
 	hasByte   bool // the background read got a byte of the next request
 	byteBuf   [1]byte
-	// timer starts the background read clientWatchDelay after an
-	// exchange's start (watchDue). It is armed by an exchange and left
-	// armed across the next ones: firing early, for one that ended, it
-	// arms itself again for the one running, so that a quick exchange
-	// costs no change of the runtime's timers.
-	timer   *time.Timer
-	tArmed  bool      // timer will fire
-	exStart time.Time // the running exchange's start
-	// wdt is the timer of the running exchange's Watchdog, the
-	// connection's for the same reason.
-	wdt connTimer
+	// watchT starts the background read clientWatchDelay after an
+	// exchange's start (Check); wdt is the timer of the running
+	// exchange's Watchdog. Both are the connection's (ConnTimer): a
+	// quick exchange costs no timer.
+	watchT ConnTimer
+	wdt    ConnTimer
 	// The read deadline is set on the connection only before a read
 	// that reaches it: most requests arrive whole, so the head's and the
 	// body's deadlines are rarely needed.
@@ -297,10 +292,8 @@ func (fc *fastConn) serve() {
 	fc.remote = fc.c.RemoteAddr().String()
 	fc.br = bufio.NewReaderSize(fc, fastHeadBytes)
 	fc.bw = bufio.NewWriterSize(fc.c, fastWriteBytes)
-	fc.timer = time.AfterFunc(time.Hour, fc.watchDue)
-	fc.timer.Stop()
-	defer fc.timer.Stop()
-	defer fc.wdt.stop()
+	defer fc.watchT.Stop()
+	defer fc.wdt.Stop()
 	// A new connection gets the head timeout for its first request,
 	// the wait for it included, as net/http gives ReadHeaderTimeout: a
 	// silent connection holds a goroutine and a descriptor for no
@@ -392,12 +385,8 @@ func (fc *fastConn) exchange(r *http.Request) (keep bool) {
 	if body.left == 0 {
 		fc.rdWant = time.Time{}
 	}
-	fc.exStart = start
-	if !fc.tArmed {
-		fc.tArmed = true
-		fc.timer.Reset(clientWatchDelay)
-	}
 	fc.mu.Unlock()
+	fc.watchT.Watch(fc, start.Add(clientWatchDelay))
 	if body.left == 0 {
 		r.Body = http.NoBody
 	}
@@ -449,23 +438,17 @@ func (fc *fastConn) cancelExchange() {
 	}
 }
 
-// watchDue is the timer firing: the exchange running since
-// clientWatchDelay is due for its watch; one that started later arms the
-// timer again; between exchanges it stays unarmed until the next one.
-func (fc *fastConn) watchDue() {
+// Check is watchT firing clientWatchDelay after the running exchange
+// started (ConnTimer's Checker): it is due for its watch. Between
+// exchanges there is nothing to do.
+func (fc *fastConn) Check(time.Time) time.Time {
 	fc.mu.Lock()
 	defer fc.mu.Unlock()
-	if !fc.active {
-		fc.tArmed = false // armed again by the next exchange
-		return
+	if fc.active {
+		fc.due = true
+		fc.startWatchLocked()
 	}
-	if left := clientWatchDelay - time.Since(fc.exStart); left > 0 {
-		fc.timer.Reset(left) // armed for an exchange that ended
-		return
-	}
-	fc.tArmed = false
-	fc.due = true
-	fc.startWatchLocked()
+	return time.Time{}
 }
 
 // startWatchLocked starts the background read when an exchange is due

@@ -18,9 +18,8 @@ var (
 // silent for the stall timeout (ErrStalled) or when the request timeout
 // has passed (ErrRequestTimeout). Activity (Touch) only stores a time;
 // a timer, when it fires, looks at whichever deadline is next. On the
-// fast reader's exchange context that timer is the connection's, armed
-// by its first request and left armed across the next ones (connTimer):
-// a request that ends before its deadlines costs no timer. Time is
+// fast reader's exchange context that timer is the connection's
+// (ConnTimer): a request that ends before its deadlines costs no timer. Time is
 // measured on the monotonic clock, so tests drive it inside
 // testing/synctest. A zero Watchdog is ready for Start.
 type Watchdog struct {
@@ -32,7 +31,7 @@ type Watchdog struct {
 	last    atomic.Int64 // nanoseconds after begin of the latest activity
 	stopped atomic.Bool
 	timer   *time.Timer // its own, off the fast reader
-	ct      *connTimer  // its connection's, on the fast reader
+	ct      *ConnTimer  // its connection's, on the fast reader
 }
 
 // Start arms w for a request that cancels with cancel, or with ec's
@@ -42,7 +41,7 @@ func (w *Watchdog) Start(stall, total time.Duration, cancel context.CancelCauseF
 	w.stopped.Store(false)
 	if ec != nil && ec.ct != nil {
 		w.ct = ec.ct
-		w.ct.watch(w, w.begin.Add(min(stall, total)))
+		w.ct.Watch(w, w.begin.Add(min(stall, total)))
 		return
 	}
 	w.timer = time.AfterFunc(min(stall, total), w.fire)
@@ -58,21 +57,21 @@ func (w *Watchdog) Stop() {
 	w.stopped.Store(true)
 	switch {
 	case w.ct != nil:
-		w.ct.unwatch(w)
+		w.ct.Unwatch(w)
 	case w.timer != nil:
 		w.timer.Stop()
 	}
 }
 
 func (w *Watchdog) fire() {
-	if next := w.check(time.Now()); !next.IsZero() {
+	if next := w.Check(time.Now()); !next.IsZero() {
 		w.timer.Reset(time.Until(next))
 	}
 }
 
-// check cancels the request past one of its deadlines at now, and then
-// returns zero; else it returns when to look again.
-func (w *Watchdog) check(now time.Time) time.Time {
+// Check cancels the request past one of its deadlines at now, and then
+// returns zero; else it returns when to look again (Checker).
+func (w *Watchdog) Check(now time.Time) time.Time {
 	if w.stopped.Load() {
 		return time.Time{}
 	}
@@ -97,42 +96,56 @@ func (w *Watchdog) cancelWith(cause error) {
 	w.cancel(cause)
 }
 
-// connTimer is a fast-reader connection's timer for the Watchdog of the
-// exchange running (one at a time). It stays armed once armed: firing
-// for a watchdog that stopped, it arms itself again for the one watched
-// now, or stays unarmed until the next; so a quick request costs neither
-// an allocation nor a change of the runtime's timer heap.
-type connTimer struct {
+// Checker is work a ConnTimer looks at when it is due.
+type Checker interface {
+	// Check runs at or after the due time given to Watch (or returned
+	// last), at now: it returns when it is next due, or zero when it is
+	// done (it ended its work, or has nothing left to wait for).
+	Check(now time.Time) time.Time
+}
+
+// ConnTimer is a connection's timer for the Checker of the exchange it
+// runs (one at a time): a timeout that most exchanges never reach. It
+// stays armed once armed: firing for a Checker unwatched since, it arms
+// itself again for the one watched now, or stays unarmed until the next.
+// An exchange then costs neither an allocation nor a change of the
+// runtime's timer heap, where a timer of its own costs both. A zero
+// ConnTimer is ready; Stop it when the connection ends.
+type ConnTimer struct {
 	mu      sync.Mutex
 	t       *time.Timer
 	armed   bool      // t will fire, at at
 	at      time.Time //
-	w       *Watchdog // the one watched, due at due
+	c       Checker   // the one watched, due at due
 	due     time.Time //
 	stopped bool      // the connection ended
 }
 
-func (ct *connTimer) watch(w *Watchdog, due time.Time) {
+// Watch has c checked at due (and at each time it returns), in place of
+// the Checker watched so far.
+func (ct *ConnTimer) Watch(c Checker, due time.Time) {
 	ct.mu.Lock()
 	defer ct.mu.Unlock()
 	if ct.stopped {
 		return
 	}
-	ct.w, ct.due = w, due
+	ct.c, ct.due = c, due
 	if !ct.armed || due.Before(ct.at) {
 		ct.armLocked(due)
 	}
 }
 
-func (ct *connTimer) unwatch(w *Watchdog) {
+// Unwatch stops checking c, if it is the one watched; the timer stays
+// armed for the next.
+func (ct *ConnTimer) Unwatch(c Checker) {
 	ct.mu.Lock()
-	if ct.w == w {
-		ct.w = nil
+	if ct.c == c {
+		ct.c = nil
 	}
 	ct.mu.Unlock()
 }
 
-func (ct *connTimer) armLocked(at time.Time) {
+func (ct *ConnTimer) armLocked(at time.Time) {
 	if ct.t == nil {
 		ct.t = time.AfterFunc(time.Until(at), ct.fire)
 	} else {
@@ -141,39 +154,36 @@ func (ct *connTimer) armLocked(at time.Time) {
 	ct.armed, ct.at = true, at
 }
 
-func (ct *connTimer) fire() {
+func (ct *ConnTimer) fire() {
 	ct.mu.Lock()
 	ct.armed = false
-	w, due := ct.w, ct.due
-	if w == nil || ct.stopped {
+	c, due := ct.c, ct.due
+	if c == nil || ct.stopped {
 		ct.mu.Unlock()
 		return
 	}
 	now := time.Now()
 	if now.Before(due) {
-		ct.armLocked(due) // armed for a watchdog that stopped
+		ct.armLocked(due) // armed for a Checker unwatched since
 		ct.mu.Unlock()
 		return
 	}
 	ct.mu.Unlock()
-	next := w.check(now)
+	next := c.Check(now) // unlocked: it may Watch or Unwatch
 	ct.mu.Lock()
 	defer ct.mu.Unlock()
-	switch {
-	case ct.stopped || ct.armed:
-	case ct.w == w && !next.IsZero():
+	if ct.c == c && !ct.stopped && !ct.armed && !next.IsZero() {
 		ct.due = next
 		ct.armLocked(next)
-	case ct.w != nil && ct.w != w:
-		ct.armLocked(ct.due) // watched while w was checked
 	}
 }
 
-// stop releases the timer once the connection ended.
-func (ct *connTimer) stop() {
+// Stop releases the timer once the connection ended; Watch does nothing
+// after it.
+func (ct *ConnTimer) Stop() {
 	ct.mu.Lock()
 	defer ct.mu.Unlock()
-	ct.stopped, ct.w = true, nil
+	ct.stopped, ct.c = true, nil
 	if ct.t != nil {
 		ct.t.Stop()
 	}

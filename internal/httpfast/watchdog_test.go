@@ -16,7 +16,7 @@ import (
 func TestWatchdogOnItsConnectionsTimer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const stall, total = 10 * time.Second, time.Hour
-		ct := &connTimer{}
+		ct := &ConnTimer{}
 		exchange := func() (*Context, *Watchdog) {
 			ec := newExchangeCtx()
 			ec.ct = ct
@@ -56,7 +56,7 @@ func TestWatchdogOnItsConnectionsTimer(t *testing.T) {
 			t.Fatalf("a request that stopped its watchdog was cut: %v", ended.Cause())
 		}
 
-		ct.stop()
+		ct.Stop()
 		late, lw := exchange()
 		time.Sleep(2 * stall)
 		synctest.Wait()

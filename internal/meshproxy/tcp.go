@@ -403,7 +403,7 @@ func (f *Forwarder) serveConnOn(ctx context.Context, peer mesh.PeerInfo, c, raw 
 		unlink()
 		stop()
 		cctx.Cancel(nil)
-		cs.stopServeTimer()
+		cs.timer.Stop()
 	}()
 	idle := time.Now()
 	cs.setReadDeadline(idle.Add(tcpIdleHorizon))
@@ -435,71 +435,17 @@ type tcpConnServer struct {
 	wdSet atomic.Bool // a write deadline is set (a refusal's)
 
 	// cur is the exchange running (between begin and cancel), for the
-	// connection's end (connEnded) and the serve timeout (serveTimedOut).
+	// connection's end (connEnded).
 	cur atomic.Pointer[tcpServerStream]
-	// The serve timeout's timer is the connection's, armed by the first
-	// exchange and left armed across the next ones: when it fires, the
-	// exchange running then times out if its own due time passed, else
-	// the timer is armed again for it. An exchange then costs no timer
-	// of its own and no change of the runtime's timers.
-	tmu     sync.Mutex  // guards timer, armed
-	timer   *time.Timer // nil until the first exchange
-	armed   bool        // timer will fire
-	stopped bool        // the connection ended: never arm again
+	// timer is the serve timeout's, the connection's for all its
+	// exchanges (httpfast.ConnTimer): an exchange costs no timer.
+	timer httpfast.ConnTimer
 }
 
 // connEnded ends the running exchange's context with the connection's.
 func (cs *tcpConnServer) connEnded() {
 	if s := cs.cur.Load(); s != nil {
 		s.ctx.Cancel(cs.ctx.Cause())
-	}
-}
-
-// armServeTimer arms the serve timeout for s (begin), unless it is armed
-// already: it then fires at an earlier exchange's due time, no later
-// than s's, and arms itself again for s.
-func (cs *tcpConnServer) armServeTimer(s *tcpServerStream) {
-	cs.tmu.Lock()
-	defer cs.tmu.Unlock()
-	switch {
-	case cs.armed || cs.stopped:
-	case cs.timer == nil:
-		cs.timer = time.AfterFunc(time.Until(s.due), cs.serveTimedOut)
-		cs.armed = true
-	default:
-		cs.timer.Reset(time.Until(s.due))
-		cs.armed = true
-	}
-}
-
-// serveTimedOut is the serve timeout's timer firing: the running
-// exchange times out if its due time passed; one due later arms the
-// timer again; with none running the timer stays unarmed.
-func (cs *tcpConnServer) serveTimedOut() {
-	cs.tmu.Lock()
-	s := cs.cur.Load()
-	if s == nil || cs.stopped {
-		cs.armed = false
-		cs.tmu.Unlock()
-		return
-	}
-	if left := time.Until(s.due); left > 0 {
-		cs.timer.Reset(left)
-		cs.tmu.Unlock()
-		return
-	}
-	cs.armed = false
-	cs.tmu.Unlock()
-	s.ctx.Cancel(context.DeadlineExceeded)
-}
-
-// stopServeTimer releases the timer once the connection ended.
-func (cs *tcpConnServer) stopServeTimer() {
-	cs.tmu.Lock()
-	defer cs.tmu.Unlock()
-	cs.stopped = true
-	if cs.timer != nil {
-		cs.timer.Stop()
 	}
 }
 
@@ -697,13 +643,22 @@ func (s *tcpServerStream) begin() {
 	if s.cs.ctx.Err() != nil {
 		s.ctx.Cancel(s.cs.ctx.Cause())
 	}
-	s.cs.armServeTimer(s)
+	s.cs.timer.Watch(s, s.due)
+}
+
+// Check is the serve timeout's timer reaching s's due time
+// (httpfast.Checker): s times out.
+func (s *tcpServerStream) Check(time.Time) time.Time {
+	s.ctx.Cancel(context.DeadlineExceeded)
+	return time.Time{}
 }
 
 // cancel ends the exchange's context (first cause wins); it is no longer
-// the connection's running one (connEnded, serveTimedOut). Idempotent.
+// the connection's running one (connEnded) nor watched by its timer.
+// Idempotent.
 func (s *tcpServerStream) cancel() {
 	s.cs.cur.CompareAndSwap(s, nil)
+	s.cs.timer.Unwatch(s)
 	s.ctx.Cancel(nil)
 }
 

@@ -20,7 +20,7 @@ func watchedExchange(t *testing.T, w *watchList, wg *sync.WaitGroup) (s *tcpServ
 	s = &tcpServerStream{cs: cs}
 	s.begin()
 	t.Cleanup(s.cancel)
-	t.Cleanup(cs.stopServeTimer)
+	t.Cleanup(cs.timer.Stop)
 	return s, cli
 }
 
