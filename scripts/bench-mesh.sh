@@ -39,6 +39,7 @@
 #   NGINX=1           0 skips the nginx pair
 #   NODELD_BIN=       a nodeld binary to run (default: built from this tree)
 #   BASE_BIN=         a second nodeld binary, measured as local0 and mesh0
+#                     (with a line of the median per-round ratios of the two)
 #                     (7 more ports, from PORT_BASE+7)
 #   BASE_ENV=         environment for the second pair's nodes, e.g.
 #                     "GOMAXPROCS=1"; without BASE_BIN the second pair then
@@ -454,6 +455,17 @@ awk -v rounds="$ROUNDS" -v paths="$paths" '
 		}
 		printf "\nmesh added p50 at c64 / local added p50 at c64: %.2f", (added["local", "c64"] > 0 ? added["mesh", "c64"] / added["local", "c64"] : 0)
 		if (index(paths, "mesh0")) printf " (base build: %.2f)", (added["local0", "c64"] > 0 ? added["mesh0", "c64"] / added["local0", "c64"] : 0)
+		if (index(paths, "mesh0")) {
+			# Per-round ratios first (both builds ran in the same round, so a
+			# noisy neighbour hits both alike), then their median.
+			for (r = 1; r <= rounds; r++) {
+				q1[r] = (rps[r, "mesh0", "c64"] > 0 ? rps[r, "mesh", "c64"] / rps[r, "mesh0", "c64"] : 0)
+				q2[r] = (cpu[r, "mesh0", "c64"] > 0 ? cpu[r, "mesh", "c64"] / cpu[r, "mesh0", "c64"] : 0)
+				q3[r] = (cpu[r, "local0", "c64"] > 0 ? cpu[r, "local", "c64"] / cpu[r, "local0", "c64"] : 0)
+			}
+			printf "\nthis build against the base at c64, median of per-round ratios: mesh requests/s x%.3f, mesh cpu/request x%.3f, local cpu/request x%.3f",
+				median(q1, rounds), median(q2, rounds), median(q3, rounds)
+		}
 		if (index(paths, "nginx")) {
 			printf "\n\nside by side (medians):            %12s %12s %12s\n", "direct", "mesh", "nginx TLS"
 			printf "%-34s %12.0f %+12.0f %+12.0f\n", "c1: p50 µs (direct), added", mp50["direct", "c1"], added["mesh", "c1"], added["nginx", "c1"]
