@@ -30,8 +30,7 @@ type Watchdog struct {
 	begin   time.Time
 	last    atomic.Int64 // nanoseconds after begin of the latest activity
 	stopped atomic.Bool
-	timer   *time.Timer // its own, off the fast reader
-	ct      *ConnTimer  // its connection's, on the fast reader
+	timer   *time.Timer // its own, off the fast reader (else ec.ct)
 }
 
 // Start arms w for a request that cancels with cancel, or with ec's
@@ -39,9 +38,9 @@ type Watchdog struct {
 func (w *Watchdog) Start(stall, total time.Duration, cancel context.CancelCauseFunc, ec *Context) {
 	w.stall, w.total, w.cancel, w.ec, w.begin = stall, total, cancel, ec, time.Now()
 	w.stopped.Store(false)
+	w.timer = nil
 	if ec != nil && ec.ct != nil {
-		w.ct = ec.ct
-		w.ct.Watch(w, w.begin.Add(min(stall, total)))
+		ec.ct.Watch(w, w.begin.Add(min(stall, total)))
 		return
 	}
 	w.timer = time.AfterFunc(min(stall, total), w.fire)
@@ -56,10 +55,10 @@ func (w *Watchdog) Touch() {
 func (w *Watchdog) Stop() {
 	w.stopped.Store(true)
 	switch {
-	case w.ct != nil:
-		w.ct.Unwatch(w)
 	case w.timer != nil:
 		w.timer.Stop()
+	case w.ec != nil && w.ec.ct != nil:
+		w.ec.ct.Unwatch(w)
 	}
 }
 

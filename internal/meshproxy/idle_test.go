@@ -3,10 +3,7 @@ package meshproxy
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"sync/atomic"
 	"testing"
@@ -15,7 +12,6 @@ import (
 
 	"github.com/nodeld/nodeld/internal/httpfast"
 	"github.com/nodeld/nodeld/internal/mesh"
-	"github.com/nodeld/nodeld/internal/table"
 )
 
 // TestServedConnIdleWaitRearmed: a served connection waiting for its next
@@ -87,31 +83,14 @@ func (c *countingConn) SetReadDeadline(t time.Time) error {
 // change its read deadline about once per httpfast.DeadlineSlack, not
 // at each exchange.
 func TestServedConnDeadlineOncePerSecond(t *testing.T) {
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"ok":true}`))
-	}))
-	defer up.Close()
-	const peer = "n-0123456789abcdef"
-	tbl := table.New("n-fedcba9876543210", table.Options{Admission: table.AdmitFunc(func(string) bool { return true })})
-	if _, err := tbl.RegisterLocal(table.OriginAdopted, "chat", up.URL, "m", "openai", "llama.cpp"); err != nil {
-		t.Fatal(err)
-	}
-	tbl.ExposeToMesh("chat", true)
-	tbl.AllowMeshPeer("chat", peer, true)
-	fwd, err := NewForwarder(Deps{Mesh: noStreams{}, Table: tbl, MaxInflightPerPeer: 4, MaxInflightTotal: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fwd.CloseIdleConnections()
+	fwd := servingForwarder(t)
 	watches := newWatchList(time.Hour) // no exchange is watched
 	srv, cli := net.Pipe()
 	raw := &countingConn{Conn: srv}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		fwd.serveConnOn(context.Background(), mesh.PeerInfo{ID: peer}, srv, raw, watches)
+		fwd.serveConnOn(context.Background(), mesh.PeerInfo{ID: servedPeer}, srv, raw, watches)
 	}()
 	req, err := appendJSONFrame(nil, frameReqHead, meshRequestHead{V: MeshWireVersion, Role: "chat", Method: "POST",
 		Path: "/v1/chat/completions", ContentType: "application/json", BodyBytes: 13})

@@ -115,7 +115,7 @@ func (f *Forwarder) serveInfer(ctx context.Context, peer mesh.PeerInfo, s inferS
 	var up upstreamBody
 	switch {
 	case head.BodyBytes >= 0 && head.BodyBytes <= proxy.MeshBufferedBodyBytes:
-		body, err := readRequestBody(s, head, maxBody, true)
+		body, err := readRequestBody(s, head, maxBody, s)
 		if err != nil {
 			f.readFailed(s, peer, head.Role, err)
 			return
@@ -132,7 +132,7 @@ func (f *Forwarder) serveInfer(ctx context.Context, peer mesh.PeerInfo, s inferS
 		up = upstreamBody{data: body, n: int64(len(body))}
 	case head.Path == "/v1/models":
 		// Nothing of a body is forwarded there: read it to its end.
-		if _, err := io.Copy(io.Discard, &meshBodyReader{r: s, arm: true, announced: head.BodyBytes, limit: maxBody}); err != nil {
+		if _, err := io.Copy(io.Discard, &meshBodyReader{r: s, arm: s, announced: head.BodyBytes, limit: maxBody}); err != nil {
 			f.readFailed(s, peer, head.Role, err)
 			return
 		}
@@ -143,7 +143,7 @@ func (f *Forwarder) serveInfer(ctx context.Context, peer mesh.PeerInfo, s inferS
 			f.refuse(s, peer, head.Role, RefuseUpstreamError)
 			return
 		}
-		src := &meshBodyReader{r: s, arm: true, announced: head.BodyBytes, limit: maxBody}
+		src := &meshBodyReader{r: s, arm: s, announced: head.BodyBytes, limit: maxBody}
 		pr := modelpin.NewReader(src, head.BodyBytes, value, MeshChunkBytes)
 		held = pr.BufferedBytes()
 		f.holdBody(held)
@@ -408,7 +408,7 @@ func (f *Forwarder) refuseHead(s inferStream, peer mesh.PeerInfo, head meshReque
 	if _, ok := s.(requestEnder); ok && head.BodyBytes >= 0 && head.BodyBytes <= proxy.MeshBufferedBodyBytes {
 		// A consumer reuses a connection only after a request of at most
 		// this size (forward.go); a larger one's connection closes after.
-		if _, err := io.Copy(io.Discard, &meshBodyReader{r: s, arm: true, announced: head.BodyBytes, limit: head.BodyBytes}); err != nil {
+		if _, err := io.Copy(io.Discard, &meshBodyReader{r: s, arm: s, announced: head.BodyBytes, limit: head.BodyBytes}); err != nil {
 			f.readFailed(s, peer, head.Role, err)
 			return
 		}

@@ -530,10 +530,9 @@ func (cs *tcpConnServer) readFirst(idle time.Time) (byte, error) {
 		if err == nil {
 			return one[0], nil
 		}
-		var ne net.Error
 		now := time.Now()
 		left := TCPServerIdleTimeout - now.Sub(idle)
-		if !errors.As(err, &ne) || !ne.Timeout() || left <= 0 {
+		if !httpfast.IsTimeout(err) || left <= 0 {
 			return 0, err
 		}
 		cs.setReadDeadline(now.Add(min(left, tcpIdleHorizon)))
@@ -553,7 +552,6 @@ type tcpServerStream struct {
 	first    byte
 	hasFirst bool              // first is still to be read (the reading goroutine's)
 	ctx      *httpfast.Context // the exchange's: see begin
-	due      time.Time         // the serve timeout's end
 	over     chan struct{}     // made when the watcher starts, closed by end
 	clean    bool              // set before over is closed
 
@@ -636,14 +634,13 @@ func (s *tcpServerStream) Context() context.Context { return s.ctx }
 // its cause), or by cancel (the consumer went away: context.Canceled).
 func (s *tcpServerStream) begin() {
 	s.ctx = httpfast.NewContext()
-	s.due = time.Now().Add(s.cs.f.serveTimeout)
 	s.cs.cur.Store(s)
 	// After the store: a connection that ended before it (connEnded
 	// found no exchange) is seen here.
 	if s.cs.ctx.Err() != nil {
 		s.ctx.Cancel(s.cs.ctx.Cause())
 	}
-	s.cs.timer.Watch(s, s.due)
+	s.cs.timer.Watch(s, time.Now().Add(s.cs.f.serveTimeout))
 }
 
 // Check is the serve timeout's timer reaching s's due time

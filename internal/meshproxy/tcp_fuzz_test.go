@@ -18,24 +18,7 @@ import (
 // the loop never panics, ends once the connection does, and gives back
 // every slot and held body byte.
 func FuzzServeConn(f *testing.F) {
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"ok":true}`))
-	}))
-	f.Cleanup(up.Close)
-	const peer = "n-0123456789abcdef"
-	tbl := table.New("n-fedcba9876543210", table.Options{Admission: table.AdmitFunc(func(string) bool { return true })})
-	if _, err := tbl.RegisterLocal(table.OriginAdopted, "chat", up.URL, "m", "openai", "llama.cpp"); err != nil {
-		f.Fatal(err)
-	}
-	tbl.ExposeToMesh("chat", true)
-	tbl.AllowMeshPeer("chat", peer, true)
-	fwd, err := NewForwarder(Deps{Mesh: noStreams{}, Table: tbl, MaxInflightPerPeer: 4, MaxInflightTotal: 4})
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(fwd.CloseIdleConnections)
+	fwd := servingForwarder(f)
 	watches := newWatchList(TCPWatchDelay)
 	wctx, stopWatches := context.WithCancel(context.Background())
 	watched := make(chan struct{})
@@ -68,7 +51,7 @@ func FuzzServeConn(f *testing.F) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			fwd.serveConnOn(context.Background(), mesh.PeerInfo{ID: peer}, srv, srv, watches)
+			fwd.serveConnOn(context.Background(), mesh.PeerInfo{ID: servedPeer}, srv, srv, watches)
 		}()
 		read := make(chan struct{})
 		go func() {
@@ -91,6 +74,34 @@ func FuzzServeConn(f *testing.F) {
 			t.Fatalf("%d body bytes held after the connection ended", h)
 		}
 	})
+}
+
+// servedPeer is the peer servingForwarder serves.
+const servedPeer = "n-0123456789abcdef"
+
+// servingForwarder is a forwarder serving role chat to servedPeer from an
+// upstream that answers {"ok":true}, on no mesh (it only serves, over
+// connections the test hands it).
+func servingForwarder(tb testing.TB) *Forwarder {
+	tb.Helper()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"ok":true}`))
+	}))
+	tb.Cleanup(up.Close)
+	tbl := table.New("n-fedcba9876543210", table.Options{Admission: table.AdmitFunc(func(string) bool { return true })})
+	if _, err := tbl.RegisterLocal(table.OriginAdopted, "chat", up.URL, "m", "openai", "llama.cpp"); err != nil {
+		tb.Fatal(err)
+	}
+	tbl.ExposeToMesh("chat", true)
+	tbl.AllowMeshPeer("chat", servedPeer, true)
+	fwd, err := NewForwarder(Deps{Mesh: noStreams{}, Table: tbl, MaxInflightPerPeer: 4, MaxInflightTotal: 4})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(fwd.CloseIdleConnections)
+	return fwd
 }
 
 // noStreams is a mesh that opens no stream (the fuzz serves only).

@@ -292,9 +292,9 @@ func readRequestHead(r io.Reader) (meshRequestHead, error) {
 // readRequestBody reads the body frames announced by h and the end frame
 // into memory. h.BodyBytes must already be checked against what may be
 // held: it is allocated at once. A body of unknown length (-1) is read up
-// to limit. With arm, r's read deadline is set MeshFrameTimeout ahead
-// before each frame is read (meshBodyReader).
-func readRequestBody(r io.Reader, h meshRequestHead, limit int64, arm bool) ([]byte, error) {
+// to limit. With arm set (r itself, most often), its read deadline is
+// set MeshFrameTimeout ahead before each frame is read (meshBodyReader).
+func readRequestBody(r io.Reader, h meshRequestHead, limit int64, arm deadliner) ([]byte, error) {
 	b := &meshBodyReader{r: r, arm: arm, announced: h.BodyBytes, limit: limit}
 	if h.BodyBytes < 0 {
 		return io.ReadAll(b)
@@ -317,6 +317,9 @@ func readRequestBody(r io.Reader, h meshRequestHead, limit int64, arm bool) ([]b
 	return body, nil
 }
 
+// deadliner is what has a read deadline (meshBodyReader.arm).
+type deadliner interface{ SetReadDeadline(time.Time) error }
+
 // errNoEndFrame is the stream ending where a body frame or the end frame
 // was due; it wraps io.EOF.
 var errNoEndFrame = fmt.Errorf("request ended before its end frame: %w", io.EOF)
@@ -332,10 +335,10 @@ var errNoEndFrame = fmt.Errorf("request ended before its end frame: %w", io.EOF)
 // Read is used by one goroutine at a time.
 type meshBodyReader struct {
 	r io.Reader
-	// arm: before each frame header is read, r's read deadline (r has
-	// SetReadDeadline) is set MeshFrameTimeout ahead. A flag, where a
-	// function would be a closure made for each request.
-	arm       bool
+	// arm, when set (the stream r reads), has its read deadline set
+	// MeshFrameTimeout ahead before each frame header is read: an
+	// interface, where a function would be a closure made each request.
+	arm       deadliner
 	announced int64 // -1: unknown
 	limit     int64 // bound of a body of unknown length
 	got       int64
@@ -349,8 +352,8 @@ func (b *meshBodyReader) Read(p []byte) (int, error) {
 		if b.err != nil {
 			return 0, b.err
 		}
-		if d, ok := b.r.(interface{ SetReadDeadline(time.Time) error }); ok && b.arm {
-			_ = d.SetReadDeadline(time.Now().Add(MeshFrameTimeout))
+		if b.arm != nil {
+			_ = b.arm.SetReadDeadline(time.Now().Add(MeshFrameTimeout))
 		}
 		t, n, err := mesh.ReadFrameHeaderInto(b.r, MeshChunkBytes, b.hdr[:])
 		switch {

@@ -169,7 +169,7 @@ func TestReadRequest(t *testing.T) {
 			h, err := readRequestHead(r)
 			var body []byte
 			if err == nil {
-				body, err = readRequestBody(r, h, proxy.DefaultMeshMaxBodyBytes, false)
+				body, err = readRequestBody(r, h, proxy.DefaultMeshMaxBodyBytes, nil)
 			}
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("err %v, want %v", err, tt.wantErr)
@@ -268,7 +268,7 @@ func FuzzReadRequest(f *testing.F) {
 		if h.BodyBytes > proxy.DefaultMeshMaxBodyBytes {
 			return // the server refuses before allocating
 		}
-		body, err := readRequestBody(r, h, proxy.DefaultMeshMaxBodyBytes, false)
+		body, err := readRequestBody(r, h, proxy.DefaultMeshMaxBodyBytes, nil)
 		if err == nil && h.BodyBytes >= 0 && int64(len(body)) != h.BodyBytes {
 			t.Fatalf("body %d bytes, announced %d", len(body), h.BodyBytes)
 		}

@@ -45,9 +45,6 @@ type requestState struct {
 	out  http.Request // a remote forward's request on the fast reader
 }
 
-// The causes a forward's watchdog (httpfast.Watchdog) cancels it with.
-var errStalled, errRequestTimeout = httpfast.ErrStalled, httpfast.ErrRequestTimeout
-
 // forwardContext is a forward's context, cancelled by st.wd (started
 // here) and by the returned cancel. On the fast reader it is the exchange
 // context itself: the watchdog's cause is one clientGone tells apart, and
@@ -76,7 +73,7 @@ func (ex *exchange) clientGone() bool {
 		return ex.client.Err() != nil
 	}
 	switch httpfast.Cause(ex.client) {
-	case nil, errStalled, errRequestTimeout:
+	case nil, httpfast.ErrStalled, httpfast.ErrRequestTimeout:
 		return false
 	}
 	return true
@@ -513,10 +510,10 @@ func (p *Proxy) forwardError(w http.ResponseWriter, r *http.Request, ex *exchang
 	case errors.As(err, &mbe):
 		writeError(w, r, TooLargeError(mbe.Limit))
 		return
-	case cause == errStalled:
+	case cause == httpfast.ErrStalled:
 		e = &Error{Status: http.StatusGatewayTimeout, Type: TypeTimeout, Code: CodeUpstreamTimeout,
 			Message: "timeout: upstream did not answer within " + set.StallTimeout.String()}
-	case cause == errRequestTimeout:
+	case cause == httpfast.ErrRequestTimeout:
 		e = &Error{Status: http.StatusGatewayTimeout, Type: TypeTimeout, Code: CodeUpstreamTimeout,
 			Message: "timeout: request took longer than " + set.RequestTimeout.String()}
 	case httpfast.IsTimeout(err):

@@ -140,10 +140,10 @@ func (p *Proxy) forwardRemote(st *requestState, r *http.Request, role string, ta
 	e, ok := asError(err)
 	if !ok {
 		switch httpfast.Cause(ctx) {
-		case errStalled:
+		case httpfast.ErrStalled:
 			e = &Error{Status: http.StatusGatewayTimeout, Type: TypeTimeout, Code: CodeUpstreamTimeout,
 				Message: "timeout: peer did not answer within " + set.StallTimeout.String()}
-		case errRequestTimeout:
+		case httpfast.ErrRequestTimeout:
 			e = &Error{Status: http.StatusGatewayTimeout, Type: TypeTimeout, Code: CodeUpstreamTimeout,
 				Message: "timeout: request took longer than " + set.RequestTimeout.String()}
 		default:

@@ -96,10 +96,10 @@ func TestALPNMustMatch(t *testing.T) {
 	var _ net.Conn = c
 }
 
-// With PeekAfter, a connection put back within it is handed out without
-// the peek (its peer's close is found by the exchange); one idle longer
-// is peeked.
-func TestPeekAfter(t *testing.T) {
+// peekPool is a pool with a PeekAfter of a second on the clock *now, and
+// a server admitting it.
+func peekPool(t *testing.T) (*server, *Pool, *time.Time) {
+	t.Helper()
 	cert, key := newCert(t)
 	srv := startServer(t, map[string]ed25519.PublicKey{"client": key}, nil)
 	now := time.Unix(1000, 0)
@@ -107,6 +107,14 @@ func TestPeekAfter(t *testing.T) {
 		c.PeekAfter = time.Second
 		c.Now = func() time.Time { return now }
 	})
+	return srv, p, &now
+}
+
+// With PeekAfter, a connection put back within it is handed out without
+// the peek (its peer's close is found by the exchange); one idle longer
+// is peeked.
+func TestPeekAfter(t *testing.T) {
+	srv, p, now := peekPool(t)
 	c, err := p.Get(ctxT(t), srv.addr, srv.key)
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +131,7 @@ func TestPeekAfter(t *testing.T) {
 		t.Fatal("a connection idle less than PeekAfter was peeked")
 	}
 	p.Put(c2)
-	now = now.Add(time.Second)
+	*now = now.Add(time.Second)
 	c3, err := p.Get(ctxT(t), srv.addr, srv.key)
 	if err != nil {
 		t.Fatal(err)
@@ -152,13 +160,7 @@ func closeFromServer(t *testing.T, srv *server) {
 // closed by its peer (Stale), it counts as dead and takes every idle
 // connection to that peer with it, so that the next Get dials.
 func TestStaleClosesThePeersIdle(t *testing.T) {
-	cert, key := newCert(t)
-	srv := startServer(t, map[string]ed25519.PublicKey{"client": key}, nil)
-	now := time.Unix(1000, 0)
-	p := newPool(t, cert, func(c *Config) {
-		c.PeekAfter = time.Second
-		c.Now = func() time.Time { return now }
-	})
+	srv, p, _ := peekPool(t)
 	var cs []*Conn
 	for i := range 2 {
 		c, err := p.Get(ctxT(t), srv.addr, srv.key)
