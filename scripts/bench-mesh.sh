@@ -52,6 +52,15 @@
 #                     PPROF_CONFIG=0) into PROFILE_DIR/{s,c}-LOAD.pprof
 #   PPROF_S, PPROF_C  host:port serving /debug/pprof/ of S and C (default:
 #                     their admin listeners)
+#   FLOOR=1           adds the floor under a Go mesh hop: two benchtool
+#                     relays with TLS 1.3 between them and no HTTP work
+#                     (lockstep, one read a message: c1 and c64 only), as
+#                     "floor" (a TLS connection for each client connection,
+#                     as nodeld's TCP transport and nginx's keep-alive do)
+#                     and "floormux" (every client's exchanges as streams
+#                     over 2 shared TLS connections, writes coalesced);
+#                     ports PORT_BASE+16..+19; needs the nginx pair's
+#                     certificate, so not with NGINX=0
 #   KEEP=1            keep the work directory (configs, logs, results)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -323,6 +332,41 @@ if [ "$NGINX" != 0 ]; then
 	paths="$paths nginx"
 fi
 
+# start_floor: the TLS relay pairs of FLOOR=1, each relay's pid in
+# $work/floor/NAME.pid.
+start_floor() {
+	local dir=$work/floor mode name port
+	mkdir -p "$dir"
+	go build -o "$dir/benchtool" ./test/benchtool
+	for mode in goroutine mux; do
+		name=floor port=$((PORT_BASE + 16))
+		if [ "$mode" = mux ]; then name=floormux port=$((PORT_BASE + 18)); fi
+		"$dir/benchtool" relay -mode "$mode" -tls-in -cert "$work/nginx/cert.pem" -key "$work/nginx/key.pem" \
+			-listen "127.0.0.1:$((port + 1))" -upstream "127.0.0.1:$PORT_BASE" >"$dir/$name-b.log" 2>&1 &
+		pids+=($!)
+		echo $! >"$dir/$name-b.pid"
+		for _ in $(seq 1 50); do grep -q listening "$dir/$name-b.log" && break; sleep 0.1; done
+		"$dir/benchtool" relay -mode "$mode" -tls-out -cert "$work/nginx/cert.pem" -conns 2 \
+			-listen "127.0.0.1:$port" -upstream "127.0.0.1:$((port + 1))" >"$dir/$name-a.log" 2>&1 &
+		pids+=($!)
+		echo $! >"$dir/$name-a.pid"
+		for _ in $(seq 1 50); do grep -q listening "$dir/$name-a.log" && break; sleep 0.1; done
+		if ! grep -q listening "$dir/$name-a.log"; then
+			echo "bench-mesh: the $name relays did not start:" >&2
+			cat "$dir/$name-a.log" "$dir/$name-b.log" >&2
+			exit 1
+		fi
+	done
+}
+if [ "${FLOOR:-0}" = 1 ]; then
+	if [ "$NGINX" = 0 ]; then
+		echo "bench-mesh: FLOOR=1 uses the nginx pair's certificate; drop NGINX=0" >&2
+		exit 2
+	fi
+	start_floor
+	paths="$paths floor floormux"
+fi
+
 # wrk scripts: the small chat POST and a 1 MiB embeddings POST.
 cat >"$work/small.lua" <<EOF
 wrk.method = "POST"
@@ -343,6 +387,8 @@ url() {
 	local0) echo "http://127.0.0.1:$((PORT_BASE + 8))$2" ;;
 	mesh0) echo "http://127.0.0.1:$((PORT_BASE + 9))$2" ;;
 	nginx) echo "http://127.0.0.1:$((PORT_BASE + 14))$2" ;;
+	floor) echo "http://127.0.0.1:$((PORT_BASE + 16))$2" ;;
+	floormux) echo "http://127.0.0.1:$((PORT_BASE + 18))$2" ;;
 	esac
 }
 
@@ -359,6 +405,7 @@ cpu_ticks() {
 	local | local0) files=("/proc/$(cat "$work/$pair/s.pid")/stat") ;;
 	mesh | mesh0) files=("/proc/$(cat "$work/$pair/s.pid")/stat" "/proc/$(cat "$work/$pair/c.pid")/stat") ;;
 	nginx) for pid in $nginx_pids; do files+=("/proc/$pid/stat"); done ;;
+	floor | floormux) files=("/proc/$(cat "$work/floor/$1-a.pid")/stat" "/proc/$(cat "$work/floor/$1-b.pid")/stat") ;;
 	esac
 	# utime and stime are the 12th and 13th fields after the command
 	# name, which may hold spaces.
@@ -406,6 +453,8 @@ echo "bench-mesh: $ROUNDS rounds of $DURATION per run; $(nproc) CPUs; $(go versi
 for round in $(seq 1 "$ROUNDS"); do
 	for load in c1 c64 1mib; do
 		for path in $paths; do
+			# The floor relays move one read a message: not 1 MiB bodies.
+			case $path/$load in floor*/1mib) continue ;; esac
 			run "$path" "$load"
 		done
 	done
@@ -441,6 +490,7 @@ awk -v rounds="$ROUNDS" -v paths="$paths" '
 		np = split(paths, ps, " ")
 		for (l = 1; l <= nl; l++) for (p = 1; p <= np; p++) {
 			L = loads[l]; P = ps[p]
+			if (P ~ /^floor/ && L == "1mib") continue
 			for (r = 1; r <= rounds; r++) {
 				a50[r] = p50[r, P, L]; a99[r] = p99[r, P, L]; ar[r] = rps[r, P, L]; ac[r] = cpu[r, P, L]
 				d50[r] = p50[r, P, L] - p50[r, "direct", L]; d99[r] = p99[r, P, L] - p99[r, "direct", L]
@@ -478,6 +528,10 @@ awk -v rounds="$ROUNDS" -v paths="$paths" '
 				(mrps["nginx", "c64"] > 0 ? mrps["mesh", "c64"] / mrps["nginx", "c64"] : 0),
 				(mrps["nginx", "1mib"] > 0 ? mrps["mesh", "1mib"] / mrps["nginx", "1mib"] : 0),
 				(mcpu["nginx", "c64"] > 0 ? mcpu["mesh", "c64"] / mcpu["nginx", "c64"] : 0)
+		}
+		if (index(paths, "floor")) {
+			printf "\n\nthe floor (TLS relays, no HTTP work) at c64: a connection each %.0f req/s, %.1f cpu µs/req; streams over 2 connections %.0f req/s, %.1f µs; nginx %.1f µs, mesh %.1f µs",
+				mrps["floor", "c64"], mcpu["floor", "c64"], mrps["floormux", "c64"], mcpu["floormux", "c64"], mcpu["nginx", "c64"], mcpu["mesh", "c64"]
 		}
 		printf "\n\nevery run (round path load p50_us p99_us req/s cpu_us/req errors):\n"
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -29,7 +30,12 @@ func runRelay(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("relay", flag.ContinueOnError)
 	listen := fs.String("listen", "127.0.0.1:0", "loopback address to serve on")
 	upstream := fs.String("upstream", "", "loopback host:port of the upstream")
-	mode := fs.String("mode", "goroutine", "goroutine or epoll")
+	mode := fs.String("mode", "goroutine", "goroutine, epoll or mux")
+	tlsIn := fs.Bool("tls-in", false, "serve TLS 1.3 (with -cert and -key)")
+	tlsOut := fs.Bool("tls-out", false, "reach the upstream over TLS 1.3, -cert its only root")
+	certFile := fs.String("cert", "", "PEM certificate for -tls-in and -tls-out")
+	keyFile := fs.String("key", "", "PEM key for -tls-in")
+	conns := fs.Int("conns", 2, "-mode mux -tls-out: shared TLS connections to the upstream")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -37,9 +43,22 @@ func runRelay(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil || !up.IP.IsLoopback() {
 		return fmt.Errorf("relay: -upstream %q is not a loopback host:port", *upstream)
 	}
+	sec, err := loadTLSRelay(*tlsIn, *tlsOut, *certFile, *keyFile)
+	if err != nil {
+		return err
+	}
+	if *mode == "epoll" && (*tlsIn || *tlsOut) {
+		return errors.New("relay: -mode epoll is plain TCP only")
+	}
+	if *conns < 1 || *conns > 64 {
+		return fmt.Errorf("relay: -conns %d is not in 1..64", *conns)
+	}
 	ln, err := listenLoopback("relay", *listen)
 	if err != nil {
 		return err
+	}
+	if sec.in != nil {
+		ln = tls.NewListener(ln, sec.in)
 	}
 	fmt.Fprintln(out, "listening", ln.Addr())
 	go func() {
@@ -48,7 +67,12 @@ func runRelay(ctx context.Context, args []string, out io.Writer) error {
 	}()
 	switch *mode {
 	case "goroutine":
-		return relayGoroutines(ctx, ln, up)
+		return relayGoroutines(ctx, ln, up, sec)
+	case "mux":
+		if *tlsOut {
+			return relayMuxOut(ctx, ln, up, sec, *conns)
+		}
+		return relayMuxIn(ctx, ln, up)
 	case "epoll":
 		return relayEpoll(ctx, ln.(*net.TCPListener), up)
 	default:
@@ -57,7 +81,7 @@ func runRelay(ctx context.Context, args []string, out io.Writer) error {
 	}
 }
 
-func relayGoroutines(ctx context.Context, ln net.Listener, up *net.TCPAddr) error {
+func relayGoroutines(ctx context.Context, ln net.Listener, up *net.TCPAddr, sec tlsRelay) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
@@ -68,12 +92,14 @@ func relayGoroutines(ctx context.Context, ln net.Listener, up *net.TCPAddr) erro
 			}
 			return err
 		}
-		u, err := net.DialTCP("tcp", nil, up)
-		if err != nil {
-			_ = c.Close()
-			continue
-		}
-		wg.Go(func() { relayPair(ctx, c, u) })
+		wg.Go(func() {
+			u, err := sec.dialUp(up)
+			if err != nil {
+				_ = c.Close()
+				return
+			}
+			relayPair(ctx, c, u)
+		})
 	}
 }
 
