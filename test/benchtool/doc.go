@@ -9,12 +9,15 @@
 //	    "stream":true an SSE stream of N chunks, D apart, each carrying the
 //	    wall-clock time it was written as "sent_ns"), GET /v1/models and
 //	    GET /health; it prints "listening ADDR" once bound.
-//	benchtool relay -upstream HOST:PORT [-listen ADDR] [-mode goroutine|epoll]
+//	benchtool relay -upstream HOST:PORT [-listen ADDR] [-mode goroutine|epoll|mux]
+//	    [-tls-in -cert F -key F | -tls-out -cert F [-conns N]]
 //	    the floor under a Go proxy: a relay that does no HTTP work, moving
 //	    one read of each client to its own upstream connection and one read
 //	    back, in lockstep (right for bench-chat.lua's small exchanges only;
 //	    it cannot stream), in a goroutine per connection or from one epoll
-//	    thread; FLOOR=1 make bench-compare adds both to the run.
+//	    thread (FLOOR=1 make bench-compare); two relays with TLS 1.3
+//	    between them, a connection each or streams over N shared ones
+//	    (mux), are the floor under a mesh hop (FLOOR=1 make bench-mesh).
 //	benchtool freeports N
 //	    prints N free loopback TCP ports.
 //	benchtool report FILE
