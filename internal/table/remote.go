@@ -48,7 +48,7 @@ func (a *adverts) putLocked(role, sender string, ad Advertisement, now time.Time
 	changed := !had || !a.c.fresh(prev, now) ||
 		!slices.Equal(prev.ad.Methods, ad.Methods) ||
 		!metadataEqualButLoad(prev.ad.Metadata, ad.Metadata)
-	per[sender] = remoteEntry{ad: cloneAdvert(ad), received: now}
+	per[sender] = remoteEntry{ad: cloneAdvert(ad), cand: candidateOf(sender, ad), received: now}
 	return changed
 }
 

@@ -62,7 +62,7 @@ func (t *Table) candidatesLocked(role string, now time.Time) []candidate {
 		if expired {
 			continue
 		}
-		c := candidateOf(node, e.ad)
+		c := e.cand
 		c.waiting = waiting
 		cs = append(cs, c)
 	}

@@ -78,6 +78,9 @@ type localEntry struct {
 
 type remoteEntry struct {
 	ad Advertisement
+	// cand is what resolution reads of ad, parsed once when it arrived
+	// rather than at every request (its waiting flag is set per call).
+	cand candidate
 	// received is when this node took the advertisement. The peer's own
 	// LastUpdated is never used for freshness.
 	received time.Time
