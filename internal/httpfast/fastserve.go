@@ -844,7 +844,7 @@ func (w *fastWriter) WriteHeader(code int) {
 		return // informational heads are not relayed
 	}
 	w.status = code
-	if cl := w.header.Get("Content-Length"); cl != "" {
+	if cl := Value(w.header, "Content-Length"); cl != "" {
 		if v, err := strconv.ParseInt(cl, 10, 64); err == nil && v >= 0 {
 			w.contentLength = v
 		} else {
@@ -909,7 +909,7 @@ func (w *fastWriter) writeHead(first []byte) {
 	h := w.header
 	code := w.status
 	w.noBody = code == http.StatusNoContent || code == http.StatusNotModified
-	if _, ok := h["Content-Type"]; !ok && !w.noBody && h.Get("X-Content-Type-Options") != "nosniff" {
+	if _, ok := h["Content-Type"]; !ok && !w.noBody && Value(h, "X-Content-Type-Options") != "nosniff" {
 		h.Set("Content-Type", http.DetectContentType(first))
 	}
 	if w.contentLength < 0 && !w.noBody {

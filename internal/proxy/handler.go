@@ -370,7 +370,7 @@ func (p *Proxy) relayLocal(rec *recorder, out *http.Request, ex *exchange, req *
 		h.Add("Trailer", strings.Join(keys, ", "))
 	}
 	rec.WriteHeader(res.StatusCode)
-	stream := res.ContentLength == -1 || isEventStream(res.Header.Get("Content-Type"))
+	stream := res.ContentLength == -1 || isEventStream(httpfast.Value(res.Header, "Content-Type"))
 	if stream {
 		rec.Flush()
 	}

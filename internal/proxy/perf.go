@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nodeld/nodeld/internal/activity"
+	"github.com/nodeld/nodeld/internal/httpfast"
 	"github.com/nodeld/nodeld/internal/table"
 	"github.com/nodeld/nodeld/internal/usage"
 )
@@ -134,8 +135,8 @@ func measured(r *http.Request) (measure, reportsUsage bool) {
 // byte counts) and to the activity log, and gives its tail back.
 func (p *Proxy) afterForward(rs *roleServer, target table.Target, rec *recorder, start time.Time, perf bool) {
 	total, n, tps := time.Since(start), 0, 0.0
-	if rec.tail != nil && rec.status == http.StatusOK && rec.Header().Get("Content-Encoding") == "" {
-		n, tps = usage.Rate(rec.tail.Bytes(), strings.HasPrefix(rec.Header().Get("Content-Type"), "text/event-stream"), total, rec.firstByte)
+	if rec.tail != nil && rec.status == http.StatusOK && httpfast.Value(rec.Header(), "Content-Encoding") == "" {
+		n, tps = usage.Rate(rec.tail.Bytes(), strings.HasPrefix(httpfast.Value(rec.Header(), "Content-Type"), "text/event-stream"), total, rec.firstByte)
 	}
 	if p.activity != nil {
 		a := activity.Request{At: start, Role: rs.name, Route: activity.RouteLocal, Status: cmp.Or(rec.status, statusClientClosed),
