@@ -221,8 +221,9 @@ func (h *roleHandler) forward(w http.ResponseWriter, r *http.Request, start time
 		if again != resendNo {
 			return // to be held: neither answered nor counted yet
 		}
-		p.observe(role, rm, rec, start)
-		p.afterForward(h.rs, target, rec, start, perf)
+		total := time.Since(start) // one clock read for both
+		p.observe(role, rm, rec, total)
+		p.afterForward(h.rs, target, rec, start, total, perf)
 	}()
 	// The slot is held from here: a client trickling its body must not
 	// keep it past BodyTimeout.
@@ -280,7 +281,7 @@ func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, role, route strin
 }
 
 // observe records a forwarded request's metrics.
-func (p *Proxy) observe(role string, rm *routeMetrics, rec *recorder, start time.Time) {
+func (p *Proxy) observe(role string, rm *routeMetrics, rec *recorder, total time.Duration) {
 	switch code := rec.status; code {
 	case http.StatusOK:
 		rm.ok.Inc()
@@ -289,7 +290,7 @@ func (p *Proxy) observe(role string, rm *routeMetrics, rec *recorder, start time
 	default:
 		p.metrics.requests.WithLabelValues(role, rm.route, strconv.Itoa(code)).Inc()
 	}
-	rm.duration.Observe(time.Since(start).Seconds())
+	rm.duration.Observe(total.Seconds())
 	if rec.firstByte > 0 {
 		rm.ttfb.Observe(rec.firstByte.Seconds())
 	}

@@ -133,8 +133,8 @@ func measured(r *http.Request) (measure, reportsUsage bool) {
 // afterForward feeds a finished exchange to the role's performance
 // samples (perf: only a measured local request answered 200 with a first
 // byte counts) and to the activity log, and gives its tail back.
-func (p *Proxy) afterForward(rs *roleServer, target table.Target, rec *recorder, start time.Time, perf bool) {
-	total, n, tps := time.Since(start), 0, 0.0
+func (p *Proxy) afterForward(rs *roleServer, target table.Target, rec *recorder, start time.Time, total time.Duration, perf bool) {
+	n, tps := 0, 0.0
 	if rec.tail != nil && rec.status == http.StatusOK && httpfast.Value(rec.Header(), "Content-Encoding") == "" {
 		n, tps = usage.Rate(rec.tail.Bytes(), strings.HasPrefix(httpfast.Value(rec.Header(), "Content-Type"), "text/event-stream"), total, rec.firstByte)
 	}
