@@ -826,6 +826,9 @@ type heldRequest struct {
 	body, buf []byte
 }
 
+// ContextDone resets s: its forward's context ended (watchReset).
+func (s *tcpClientStream) ContextDone() { s.Reset(mesh.StreamCodeCancelled) }
+
 // Send writes s.held (httpfast.Sender).
 func (s *tcpClientStream) Send() error {
 	return sendRequest(s, s.held.head, s.held.body, s.held.buf)
