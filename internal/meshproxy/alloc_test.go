@@ -1,9 +1,16 @@
 package meshproxy
 
 import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"net"
 	"testing"
+	"time"
 
 	"github.com/nodeld/nodeld/internal/httpfast"
+	"github.com/nodeld/nodeld/internal/mesh"
 )
 
 // TestWatchResetAllocatesNothing: a forward on the fast reader's context
@@ -22,4 +29,140 @@ func TestWatchResetAllocatesNothing(t *testing.T) {
 	if n != 0 {
 		t.Errorf("watching a forward's context allocates %v times", n)
 	}
+}
+
+// TestServedExchangeAllocations: the serving side of an exchange on a
+// kept connection, a small held request to an instance on the pooled
+// client, costs at most the allocations counted here: each cut lowers
+// the bound. The consumer is the test,
+// over plain TCP, and the instance answers from a buffer: neither
+// allocates.
+func TestServedExchangeAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	answer := []byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{\"ok\":true}")
+	body := []byte(`{"model":"x","messages":[]}`)
+	fwd := servingForwarderOn(t, "http://"+cannedInstance(t, answer))
+	watches := newWatchList(TCPWatchDelay)
+	wctx, stopWatches := context.WithCancel(context.Background())
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		watches.run(wctx)
+	}()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		fwd.serveConnOn(context.Background(), mesh.PeerInfo{ID: servedPeer}, c, c, watches)
+	}()
+	cli, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cli.Close()
+		<-served
+		stopWatches()
+		<-watched
+	}()
+	req := appendRequestHeadFrame(nil, meshRequestHead{V: MeshWireVersion, Role: "chat", Method: "POST",
+		Path: "/v1/chat/completions", ContentType: "application/json", BodyBytes: int64(len(body))})
+	req = appendBodyFrames(req, frameReqBody, body)
+	req = mesh.AppendFrameHeader(req, frameReqEnd, 0)
+	_ = cli.SetDeadline(time.Now().Add(time.Minute))
+	// The first exchange finds the answer's length: its frames up to the
+	// end frame.
+	if _, err := cli.Write(req); err != nil {
+		t.Fatal(err)
+	}
+	var hdr [mesh.FrameHeaderSize]byte
+	buf := make([]byte, 4096)
+	size := 0
+	for {
+		ft, n, err := mesh.ReadFrameHeaderInto(cli, MeshChunkBytes, hdr[:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(cli, buf[:n]); err != nil {
+			t.Fatal(err)
+		}
+		size += mesh.FrameHeaderSize + n
+		if ft == frameRefusal {
+			t.Fatalf("refused: %s", buf[:n])
+		}
+		if ft == frameRespEnd {
+			break
+		}
+	}
+	one := func() {
+		if _, err := cli.Write(req); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(cli, buf[:size]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const want = 15
+	if n := testing.AllocsPerRun(200, one); n > want {
+		t.Errorf("a served exchange allocates %v times, want at most %d", n, want)
+	}
+}
+
+// cannedInstance answers every request read on its connections (a head
+// with a Content-Length, and that body) with answer, allocating nothing
+// per exchange.
+func cannedInstance(t *testing.T, answer []byte) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReaderSize(c, 4096)
+				for {
+					length := 0
+					for {
+						line, err := br.ReadSlice('\n')
+						if err != nil {
+							return
+						}
+						if len(line) == 2 {
+							break
+						}
+						const cl = "content-length:"
+						if len(line) > len(cl) && bytes.EqualFold(line[:len(cl)], []byte(cl)) {
+							for _, c := range bytes.TrimSpace(line[len(cl):]) {
+								length = length*10 + int(c-'0')
+							}
+						}
+					}
+					if _, err := br.Discard(length); err != nil {
+						return
+					}
+					if _, err := c.Write(answer); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
 }
