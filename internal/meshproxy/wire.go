@@ -279,7 +279,14 @@ func appendBodyFrames(dst []byte, t mesh.FrameType, body []byte) []byte {
 // *wireError (answered with a refusal); broken framing wraps
 // errMalformedFrames or a mesh.ReadFrame error (answered with a reset).
 func readRequestHead(r io.Reader) (meshRequestHead, error) {
-	t, p, err := mesh.ReadFrame(r, MaxMeshHeadBytes)
+	var t mesh.FrameType
+	var p []byte
+	var err error
+	if ts, ok := r.(*tcpServerStream); ok {
+		t, p, err = ts.cs.readHeadFrame(ts)
+	} else {
+		t, p, err = mesh.ReadFrame(r, MaxMeshHeadBytes)
+	}
 	if err != nil {
 		return meshRequestHead{}, err
 	}
