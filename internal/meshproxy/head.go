@@ -118,7 +118,11 @@ func (p *headParser) lit(s string) bool {
 }
 
 // str reads a string of printable ASCII without escapes.
-func (p *headParser) str() (string, bool) {
+func (p *headParser) str() (string, bool) { return p.strAs("") }
+
+// strAs is str, returning known itself, not a new string, when what is
+// read equals it.
+func (p *headParser) strAs(known string) (string, bool) {
 	if !p.lit(`"`) {
 		return "", false
 	}
@@ -129,7 +133,12 @@ func (p *headParser) str() (string, bool) {
 	if j == len(p.b) || p.b[j] != '"' {
 		return "", false
 	}
-	s := internHeadString(p.b[p.i:j])
+	var s string
+	if b := p.b[p.i:j]; known != "" && string(b) == known {
+		s = known
+	} else {
+		s = internHeadString(b)
+	}
 	p.i = j + 1
 	return s, true
 }
@@ -191,8 +200,10 @@ func (p *headParser) int() (int64, bool) {
 func (p *headParser) end() bool { return p.lit("}") && p.i == len(p.b) }
 
 // parseRequestHeadFast reads what appendRequestHeadFrame writes; ok is
-// false for any other form.
-func parseRequestHeadFast(b []byte) (h meshRequestHead, ok bool) {
+// false for any other form. A role equal to role (the last head's on a
+// served connection, or "") is role itself: a connection's requests
+// name one role, which then costs one string, not one a request.
+func parseRequestHeadFast(b []byte, role string) (h meshRequestHead, ok bool) {
 	p := headParser{b: b}
 	var v int64
 	if !p.lit(`{"v":`) {
@@ -202,7 +213,7 @@ func parseRequestHeadFast(b []byte) (h meshRequestHead, ok bool) {
 		return h, false
 	}
 	h.V = int(v)
-	if h.Role, ok = p.str(); !ok || !p.lit(`,"method":`) {
+	if h.Role, ok = p.strAs(role); !ok || !p.lit(`,"method":`) {
 		return h, false
 	}
 	if h.Method, ok = p.str(); !ok || !p.lit(`,"path":`) {

@@ -445,6 +445,9 @@ type tcpConnServer struct {
 	// copied, before the next is read, and nothing keeps its bytes.
 	hdr  [mesh.FrameHeaderSize]byte
 	head [headKeptBytes]byte
+	// role is the last request head's role (readRequestHead), the string
+	// the next head naming it is given.
+	role string
 }
 
 // headKeptBytes is the largest request head a served connection reads

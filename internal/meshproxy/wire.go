@@ -123,9 +123,11 @@ func decodeStrict(b []byte, v any) error {
 }
 
 // decodeRequestHead decodes and validates a request head as if it came
-// from an untrusted client. Errors are *wireError.
-func decodeRequestHead(b []byte) (meshRequestHead, error) {
-	h, ok := parseRequestHeadFast(b)
+// from an untrusted client. Errors are *wireError. role, when not "", is
+// the string the head's role is given when it names that role
+// (parseRequestHeadFast).
+func decodeRequestHead(b []byte, role string) (meshRequestHead, error) {
+	h, ok := parseRequestHeadFast(b, role)
 	if !ok || len(b) > MaxMeshHeadBytes {
 		h = meshRequestHead{}
 		if err := decodeStrict(b, &h); err != nil {
@@ -279,10 +281,11 @@ func appendBodyFrames(dst []byte, t mesh.FrameType, body []byte) []byte {
 // *wireError (answered with a refusal); broken framing wraps
 // errMalformedFrames or a mesh.ReadFrame error (answered with a reset).
 func readRequestHead(r io.Reader) (meshRequestHead, error) {
+	ts, onConn := r.(*tcpServerStream)
 	var t mesh.FrameType
 	var p []byte
 	var err error
-	if ts, ok := r.(*tcpServerStream); ok {
+	if onConn {
 		t, p, err = ts.cs.readHeadFrame(ts)
 	} else {
 		t, p, err = mesh.ReadFrame(r, MaxMeshHeadBytes)
@@ -293,7 +296,14 @@ func readRequestHead(r io.Reader) (meshRequestHead, error) {
 	if t != frameReqHead {
 		return meshRequestHead{}, fmt.Errorf("%w: first frame type %#x", errMalformedFrames, byte(t))
 	}
-	return decodeRequestHead(p)
+	if !onConn {
+		return decodeRequestHead(p, "")
+	}
+	h, err := decodeRequestHead(p, ts.cs.role)
+	if err == nil {
+		ts.cs.role = h.Role // the next head names it too, most often
+	}
+	return h, err
 }
 
 // readRequestBody reads the body frames announced by h and the end frame

@@ -68,7 +68,7 @@ func TestDecodeRequestHead(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := decodeRequestHead([]byte(tt.give))
+			_, err := decodeRequestHead([]byte(tt.give), "")
 			var we *wireError
 			switch {
 			case tt.wantCode == "" && err != nil:
@@ -186,7 +186,7 @@ func FuzzDecodeRequestHead(f *testing.F) {
 	f.Add([]byte(`{"v":1,"role":"chat","method":"GET","path":"/v1/models","body_bytes":0}`))
 	f.Add([]byte(`{"v":1}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		h, err := decodeRequestHead(b)
+		h, err := decodeRequestHead(b, "")
 		if err != nil {
 			return
 		}
