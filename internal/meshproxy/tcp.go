@@ -448,6 +448,9 @@ type tcpConnServer struct {
 	// role is the last request head's role (readRequestHead), the string
 	// the next head naming it is given.
 	role string
+	// body reads a held request body (readRequestBody), each exchange's
+	// in turn.
+	body meshBodyReader
 }
 
 // headKeptBytes is the largest request head a served connection reads

@@ -312,7 +312,15 @@ func readRequestHead(r io.Reader) (meshRequestHead, error) {
 // to limit. With arm set (r itself, most often), its read deadline is
 // set MeshFrameTimeout ahead before each frame is read (meshBodyReader).
 func readRequestBody(r io.Reader, h meshRequestHead, limit int64, arm deadliner) ([]byte, error) {
-	b := &meshBodyReader{r: r, arm: arm, announced: h.BodyBytes, limit: limit}
+	var b *meshBodyReader
+	if ts, ok := r.(*tcpServerStream); ok {
+		// The connection's own: nothing keeps it past the read (its
+		// errors are values of their own).
+		b = &ts.cs.body
+		*b = meshBodyReader{r: r, arm: arm, announced: h.BodyBytes, limit: limit}
+	} else {
+		b = &meshBodyReader{r: r, arm: arm, announced: h.BodyBytes, limit: limit}
+	}
 	if h.BodyBytes < 0 {
 		return io.ReadAll(b)
 	}
@@ -324,8 +332,7 @@ func readRequestBody(r io.Reader, h meshRequestHead, limit int64, arm deadliner)
 		}
 		return nil, err
 	}
-	var one [1]byte
-	if n, err := b.Read(one[:]); n != 0 || err != io.EOF {
+	if n, err := b.Read(b.one[:]); n != 0 || err != io.EOF {
 		if err == nil {
 			err = fmt.Errorf("%w: body longer than announced", errMalformedFrames)
 		}
@@ -362,6 +369,7 @@ type meshBodyReader struct {
 	left      int // payload bytes of the current body frame not read yet
 	err       error
 	hdr       [mesh.FrameHeaderSize]byte // a frame header, read in place
+	one       [1]byte                    // readRequestBody's read past the body (a local escapes)
 }
 
 func (b *meshBodyReader) Read(p []byte) (int, error) {
