@@ -129,10 +129,13 @@ func decodeStrict(b []byte, v any) error {
 func decodeRequestHead(b []byte, role string) (meshRequestHead, error) {
 	h, ok := parseRequestHeadFast(b, role)
 	if !ok || len(b) > MaxMeshHeadBytes {
-		h = meshRequestHead{}
-		if err := decodeStrict(b, &h); err != nil {
+		// A head of its own for encoding/json, which takes its address:
+		// h, so taken, would be moved to the heap on every call.
+		var j meshRequestHead
+		if err := decodeStrict(b, &j); err != nil {
 			return meshRequestHead{}, badRequest("request head: %v", err)
 		}
+		h = j
 	}
 	switch {
 	case h.V != MeshWireVersion:
@@ -160,10 +163,11 @@ func decodeRequestHead(b []byte, role string) (meshRequestHead, error) {
 func decodeResponseHead(b []byte) (meshResponseHead, error) {
 	h, ok := parseResponseHeadFast(b)
 	if !ok || len(b) > MaxMeshHeadBytes {
-		h = meshResponseHead{}
-		if err := decodeStrict(b, &h); err != nil {
+		var j meshResponseHead // not h's address: see decodeRequestHead
+		if err := decodeStrict(b, &j); err != nil {
 			return meshResponseHead{}, fmt.Errorf("response head: %w", err)
 		}
+		h = j
 	}
 	if h.V != MeshWireVersion {
 		return meshResponseHead{}, fmt.Errorf("response head version %d", h.V)
