@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/http"
 	"strconv"
+	"sync"
 
 	"github.com/nodeld/nodeld/internal/mesh"
 )
@@ -247,8 +248,11 @@ func parseRequestHeadFast(b []byte, role string) (h meshRequestHead, ok bool) {
 }
 
 // parseResponseHeadFast reads what appendResponseHeadFrame writes; ok is
-// false for any other form.
-func parseResponseHeadFast(b []byte) (h meshResponseHead, ok bool) {
+// false for any other form. The headers go into m when it is not nil (an
+// empty map of the caller's, reused); a head of more than
+// maxReusedHeadFields headers then is not read here (encoding/json reads
+// it into a map of its own), so that a reused map stays small.
+func parseResponseHeadFast(b []byte, m map[string]string) (h meshResponseHead, ok bool) {
 	p := headParser{b: b}
 	var v int64
 	if !p.lit(`{"v":`) {
@@ -263,9 +267,12 @@ func parseResponseHeadFast(b []byte) (h meshResponseHead, ok bool) {
 	}
 	h.Status = int(v)
 	if p.lit(`,"headers":{`) {
-		h.Headers = make(map[string]string, len(relayedResponseHeaders))
+		h.Headers = m
+		if m == nil {
+			h.Headers = make(map[string]string, len(relayedResponseHeaders))
+		}
 		for n := 0; !p.lit("}"); n++ {
-			if n > 0 && !p.lit(",") {
+			if (n > 0 && !p.lit(",")) || (m != nil && n == maxReusedHeadFields) {
 				return h, false
 			}
 			k, ok := p.str()
@@ -279,3 +286,12 @@ func parseResponseHeadFast(b []byte) (h meshResponseHead, ok bool) {
 	}
 	return h, p.end()
 }
+
+// maxReusedHeadFields bounds the headers a reused map is given
+// (parseResponseHeadFast): twice the relayed ones, for a peer that sends
+// a few more (they are dropped).
+const maxReusedHeadFields = 2 * 3
+
+// respHeaderMaps are the maps response heads are read into
+// (relayResponse): a map is two allocations a response.
+var respHeaderMaps = sync.Pool{New: func() any { return make(map[string]string, len(relayedResponseHeaders)) }}

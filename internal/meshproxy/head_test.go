@@ -53,7 +53,7 @@ func TestHeadsRoundTrip(t *testing.T) {
 	if err := decodeStrict(payload, &viaJSON); err != nil {
 		t.Fatal(err)
 	}
-	fast, ok := parseResponseHeadFast(payload)
+	fast, ok := parseResponseHeadFast(payload, nil)
 	if ct != "text/event-stream" || !ok || !cmp.Equal(want, viaJSON) || !cmp.Equal(want, fast) {
 		t.Errorf("response head %s: content type %q, encoding/json %+v, fast %+v %v; want %+v", payload, ct, viaJSON, fast, ok, want)
 	}
@@ -86,7 +86,12 @@ func FuzzHeadFastPath(f *testing.F) {
 				t.Fatalf("%q (-encoding/json +fast):\n%s", b, diff)
 			}
 		}
-		if h, ok := parseResponseHeadFast(b); ok {
+		rh, rok := parseResponseHeadFast(b, nil)
+		// Into a reused map: the same head, or left to encoding/json.
+		if h2, ok2 := parseResponseHeadFast(b, map[string]string{}); ok2 && (!rok || !cmp.Equal(h2, rh)) {
+			t.Fatalf("%q: into a reused map %+v %v, into its own %+v %v", b, h2, ok2, rh, rok)
+		}
+		if h, ok := rh, rok; ok {
 			var want meshResponseHead
 			if err := decodeStrict(b, &want); err != nil {
 				t.Fatalf("fast parser accepts %q, encoding/json refuses it: %v", b, err)

@@ -160,8 +160,10 @@ func decodeRequestHead(b []byte, role string) (meshRequestHead, error) {
 // decodeResponseHead decodes a serving node's response head. Headers not
 // relayed, or with unsafe values, are dropped; an interim or out of range
 // status is an error (a forged 1xx must not pass as the final answer).
-func decodeResponseHead(b []byte) (meshResponseHead, error) {
-	h, ok := parseResponseHeadFast(b)
+// m, when not nil, is an empty map the headers may be read into
+// (parseResponseHeadFast).
+func decodeResponseHead(b []byte, m map[string]string) (meshResponseHead, error) {
+	h, ok := parseResponseHeadFast(b, m)
 	if !ok || len(b) > MaxMeshHeadBytes {
 		var j meshResponseHead // not h's address: see decodeRequestHead
 		if err := decodeStrict(b, &j); err != nil {
@@ -467,6 +469,10 @@ func relayResponse(r io.Reader, w http.ResponseWriter, fb *frameBuf) error {
 	// token, and should know the request was taken.
 	var head meshResponseHead
 	held := false
+	// The map the head's headers are read into: nothing keeps it past
+	// the relay (commit copies its values), so it serves the next one.
+	hm := respHeaderMaps.Get().(map[string]string)
+	defer putHeaderMap(hm)
 	commit := func(h *meshResponseHead) {
 		// One backing array for every value (each header its own
 		// one-element, full-capacity slice of it), not one per header.
@@ -500,7 +506,7 @@ func relayResponse(r io.Reader, w http.ResponseWriter, fb *frameBuf) error {
 			if headSeen {
 				return fmt.Errorf("%w: second response head", errMalformedFrames)
 			}
-			if head, err = decodeResponseHead(p); err != nil {
+			if head, err = decodeResponseHead(p, hm); err != nil {
 				return fmt.Errorf("%w: %w", errMalformedFrames, err)
 			}
 			headSeen = true
@@ -548,6 +554,12 @@ func relayResponse(r io.Reader, w http.ResponseWriter, fb *frameBuf) error {
 			return fmt.Errorf("%w: unexpected frame %#x", errMalformedFrames, byte(t))
 		}
 	}
+}
+
+// putHeaderMap empties m and keeps it for the next response head.
+func putHeaderMap(m map[string]string) {
+	clear(m)
+	respHeaderMaps.Put(m)
 }
 
 // isStreamType reports whether a response Content-Type is a stream whose
