@@ -43,6 +43,7 @@ type requestState struct {
 	wd   httpfast.Watchdog
 	fw   localForward
 	out  http.Request // a remote forward's request on the fast reader
+	node [1]string    // RouteHeader's value on a remote forward: Set would allocate it
 }
 
 // forwardContext is a forward's context, cancelled by st.wd (started
