@@ -57,6 +57,10 @@ func newExchangeCtx() *Context {
 // init readies a zero Context.
 func (c *Context) init() { c.fns = c.inl[:0] }
 
+// Init readies c, a zero Context not yet used, as NewContext's: one
+// its owner holds in its own struct costs no allocation of its own.
+func (c *Context) Init() { c.init() }
+
 func (c *Context) Deadline() (time.Time, bool) { return time.Time{}, false }
 
 func (c *Context) Value(any) any { return nil }

@@ -590,7 +590,8 @@ type tcpServerStream struct {
 	cs       *tcpConnServer
 	first    byte
 	hasFirst bool              // first is still to be read (the reading goroutine's)
-	ctx      *httpfast.Context // the exchange's: see begin
+	ctx      *httpfast.Context // the exchange's (&ctxv): see begin
+	ctxv     httpfast.Context  // ctx's, in s's allocation
 	over     chan struct{}     // made when the watcher starts, closed by end
 	clean    bool              // set before over is closed
 
@@ -672,7 +673,8 @@ func (s *tcpServerStream) Context() context.Context { return s.ctx }
 // (with its cause), after the serve timeout (context.DeadlineExceeded,
 // its cause), or by cancel (the consumer went away: context.Canceled).
 func (s *tcpServerStream) begin() {
-	s.ctx = httpfast.NewContext()
+	s.ctx = &s.ctxv // in s's allocation
+	s.ctx.Init()
 	s.cs.cur.Store(s)
 	// After the store: a connection that ended before it (connEnded
 	// found no exchange) is seen here.
