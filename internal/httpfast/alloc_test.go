@@ -93,7 +93,9 @@ func cannedUpstream(t *testing.T, bodyLen int, answer []byte) string {
 
 // TestPoolExchangeAllocations: an exchange on a kept connection under the
 // fast reader's context costs the response head's text and its value
-// slices, nothing for the context's watch of the connection (Register).
+// slices, nothing for the context's watch of the connection (Register);
+// the value slices are the connection's when the caller is done with
+// them before the next exchange (HeaderDone).
 func TestPoolExchangeAllocations(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
@@ -125,5 +127,10 @@ func TestPoolExchangeAllocations(t *testing.T) {
 	one()
 	if n := testing.AllocsPerRun(100, one); n > 2 {
 		t.Errorf("an exchange on a kept connection allocates %v times, want at most 2", n)
+	}
+	req.HeaderDone = true
+	one()
+	if n := testing.AllocsPerRun(100, one); n > 1 {
+		t.Errorf("an exchange with HeaderDone allocates %v times, want at most 1", n)
 	}
 }

@@ -206,6 +206,11 @@ type Request struct {
 	InMem               bool // Body holds the whole request body
 	Stream              io.Reader
 	Length              int64 // of the streamed body; -1: unknown, sent chunked
+	// HeaderDone says the caller is done with the response's Header,
+	// its value slices among it, before the connection is put back or
+	// closed (it copies what it keeps): they are then the connection's,
+	// reused by its next exchange.
+	HeaderDone bool
 }
 
 // RoundTrip sends req on a connection of key and returns the response
@@ -312,6 +317,7 @@ func (uc *Conn) exchange(req *Request) (*http.Response, error) {
 			}
 			return nil, errors.Join(errNoResponse, err)
 		}
+		uc.slot.headerDone = req.HeaderDone
 		res := parseResponseHead(uc.br, req.R, &uc.slot)
 		if res != nil {
 			uc.lim.left = math.MaxInt64

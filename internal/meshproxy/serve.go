@@ -385,7 +385,10 @@ func (f *Forwarder) roundTrip(ctx context.Context, head meshRequestHead, up upst
 		r := &x.r
 		*r = http.Request{Method: head.Method, RequestURI: target, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
 		req := &x.req
-		*req = httpfast.Request{R: r, Host: addr, Body: up.data, InMem: true, ContentType: head.ContentType, Accept: head.Accept}
+		// The answer's header is written into its head frame, copied,
+		// before the answer is finished (HeaderDone).
+		*req = httpfast.Request{R: r, Host: addr, Body: up.data, InMem: true, ContentType: head.ContentType, Accept: head.Accept,
+			HeaderDone: true}
 		x.uc, x.res, x.stop, err = f.pool.RoundTrip(ctx, httpfast.PoolKey{Role: head.Role, Addr: addr}, req)
 		if err != nil {
 			return nil, nil, err
