@@ -31,8 +31,13 @@ type Context struct {
 
 type ctxFunc struct {
 	id uint64
-	f  func()
+	f  func() // or, when nil, n (Register)
+	n  Notified
 }
+
+// Notified is told, on its own goroutine, that the Context it was
+// registered with (Register) was cancelled.
+type Notified interface{ ContextDone() }
 
 // closedDone is the Done channel of a context cancelled before anyone
 // asked for it.
@@ -51,6 +56,10 @@ func newExchangeCtx() *Context {
 
 // init readies a zero Context.
 func (c *Context) init() { c.fns = c.inl[:0] }
+
+// Init readies c, a zero Context not yet used, as NewContext's: one
+// its owner holds in its own struct costs no allocation of its own.
+func (c *Context) Init() { c.init() }
 
 func (c *Context) Deadline() (time.Time, bool) { return time.Time{}, false }
 
@@ -105,7 +114,11 @@ func (c *Context) Cancel(cause error) {
 	c.fns = nil
 	c.mu.Unlock()
 	for _, fn := range fns {
-		go fn.f()
+		if fn.f != nil {
+			go fn.f()
+		} else {
+			go fn.n.ContextDone()
+		}
 	}
 }
 
@@ -124,6 +137,34 @@ func (c *Context) AfterFunc(f func()) (stop func() bool) {
 	c.fns = append(c.fns, ctxFunc{id: id, f: f})
 	c.mu.Unlock()
 	return func() bool { return c.unregister(id) }
+}
+
+// Register is AfterFunc for n.ContextDone, with an id for Unregister in
+// place of the stop function: it allocates nothing (n is most often a
+// pointer its caller holds anyway), where AfterFunc's stop function, and
+// the closure a caller makes for it, are an allocation each a request.
+// Id 0 means c was cancelled already: n.ContextDone was started.
+func (c *Context) Register(n Notified) (id uint64) {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		go n.ContextDone()
+		return 0
+	}
+	c.next++
+	id = c.next
+	c.fns = append(c.fns, ctxFunc{id: id, n: n})
+	c.mu.Unlock()
+	return id
+}
+
+// Unregister undoes Register's id and reports whether it did so before
+// its ContextDone was started, as AfterFunc's stop does.
+func (c *Context) Unregister(id uint64) bool {
+	if id == 0 {
+		return false
+	}
+	return c.unregister(id)
 }
 
 func (c *Context) unregister(id uint64) bool {

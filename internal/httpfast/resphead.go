@@ -18,7 +18,8 @@ import (
 // it returns is what http.ReadResponse returns for the same bytes
 // (FuzzResponseHead checks it). With a non-nil slot the response, its
 // body and its header map are slot's, reused: they must be done with
-// before the next call with slot.
+// before the next call with slot, and with slot.headerDone so must the
+// value slices of the header.
 func parseResponseHead(br *bufio.Reader, req *http.Request, slot *responseSlot) *http.Response {
 	if req != nil && req.Method == http.MethodHead {
 		return nil
@@ -62,7 +63,16 @@ func parseResponseHead(br *bufio.Reader, req *http.Request, slot *responseSlot) 
 	} else {
 		h = make(http.Header, lines)
 	}
-	strs := make([]string, lines)
+	var strs []string
+	if slot != nil && slot.headerDone && lines <= maxReusedHeaders {
+		if cap(slot.strs) < lines {
+			slot.strs = make([]string, max(lines, 8))
+		}
+		strs = slot.strs[:lines]
+		clear(strs)
+	} else {
+		strs = make([]string, lines)
+	}
 	length := int64(-1)
 	closing := false
 	off := len(line) + 2
@@ -142,6 +152,12 @@ type responseSlot struct {
 	res    http.Response
 	body   lengthBody
 	header http.Header
+	// strs backs the header's values when the exchange's caller is done
+	// with them before the next (headerDone: Request.HeaderDone); else
+	// they are the response's own, as a caller that copies the value
+	// slices into its client's header (the local path) needs.
+	strs       []string
+	headerDone bool
 }
 
 // knownResponseHeaders maps the header names an instance usually sends,

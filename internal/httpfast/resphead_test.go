@@ -40,6 +40,16 @@ func checkResponseHead(t *testing.T, data []byte, method string) *http.Response 
 	if !reflect.DeepEqual(res.Header, want.Header) {
 		t.Fatalf("header differs from net/http's:\n got %q\nwant %q", res.Header, want.Header)
 	}
+	// A connection's slot, its value slices reused (headerDone): the
+	// same header, the second time as the first.
+	slot := &responseSlot{headerDone: true}
+	for range 2 {
+		br := bufio.NewReaderSize(bytes.NewReader(data), 64<<10)
+		_, _ = br.Peek(len(data))
+		if again := parseResponseHead(br, req, slot); again == nil || !reflect.DeepEqual(again.Header, want.Header) {
+			t.Fatalf("header in a reused slot differs from net/http's: %v", again)
+		}
+	}
 	if len(res.Trailer) != 0 || len(want.Trailer) != 0 || res.TransferEncoding != nil || want.TransferEncoding != nil {
 		t.Fatalf("trailers or transfer codings on a head with a length: %q", data)
 	}

@@ -54,6 +54,11 @@ type Conn struct {
 	reused      bool
 	idleFrom    time.Time
 	interruptFn func() // interrupt, made once
+	// stopFn is unwatch, made once: the stop of an exchange whose
+	// context is a *Context, registered under ecID (Register).
+	stopFn func() bool
+	ec     *Context
+	ecID   uint64
 	// slot is the response of the exchange running, reused by the next
 	// one: a response is done with before its connection is put back.
 	slot responseSlot
@@ -115,6 +120,7 @@ func (up *Pool) get(ctx context.Context, key PoolKey, replay bool) (*Conn, error
 	c = RawIO(c)
 	uc := &Conn{key: key, conn: c, lim: &limitedReader{r: c, left: math.MaxInt64}}
 	uc.interruptFn = uc.interrupt
+	uc.stopFn = uc.unwatch
 	uc.br = bufio.NewReaderSize(uc.lim, upstreamReadBufferBytes)
 	return uc, nil
 }
@@ -200,12 +206,18 @@ type Request struct {
 	InMem               bool // Body holds the whole request body
 	Stream              io.Reader
 	Length              int64 // of the streamed body; -1: unknown, sent chunked
+	// HeaderDone says the caller is done with the response's Header,
+	// its value slices among it, before the connection is put back or
+	// closed (it copies what it keeps): they are then the connection's,
+	// reused by its next exchange.
+	HeaderDone bool
 }
 
 // RoundTrip sends req on a connection of key and returns the response
 // head; the body is read from the returned connection. ctx ending
 // interrupts the connection's reads and writes; stop must be called once
-// the exchange is over and reports whether ctx ended before.
+// the exchange is over, before the connection is put back or closed, and
+// reports whether ctx ended before (a second call reports false).
 func (up *Pool) RoundTrip(ctx context.Context, key PoolKey, req *Request) (*Conn, *http.Response, func() bool, error) {
 	replayable := req.InMem || req.Stream == nil
 	for attempt := 0; ; attempt++ {
@@ -215,7 +227,10 @@ func (up *Pool) RoundTrip(ctx context.Context, key PoolKey, req *Request) (*Conn
 		}
 		var stop func() bool
 		if ec, ok := ctx.(*Context); ok {
-			stop = ec.AfterFunc(uc.interruptFn)
+			// The connection itself is registered, and its own stop
+			// returned: nothing made for the exchange.
+			uc.ec, uc.ecID = ec, ec.Register(uc)
+			stop = uc.stopFn
 		} else {
 			stop = context.AfterFunc(ctx, uc.interruptFn)
 		}
@@ -241,6 +256,21 @@ func (uc *Conn) Close() error { return uc.conn.Close() }
 
 // interrupt makes the connection's blocked reads and writes return.
 func (uc *Conn) interrupt() { _ = uc.conn.SetDeadline(time.Unix(1, 0)) }
+
+// ContextDone interrupts the connection: its exchange's context ended
+// (Notified).
+func (uc *Conn) ContextDone() { uc.interrupt() }
+
+// unwatch is the stop of an exchange registered with its *Context: it
+// unregisters the connection once.
+func (uc *Conn) unwatch() bool {
+	ec, id := uc.ec, uc.ecID
+	uc.ec, uc.ecID = nil, 0
+	if ec == nil {
+		return false
+	}
+	return ec.Unregister(id)
+}
 
 // Sender is what SendAwait sends with.
 type Sender interface{ Send() error }
@@ -287,6 +317,7 @@ func (uc *Conn) exchange(req *Request) (*http.Response, error) {
 			}
 			return nil, errors.Join(errNoResponse, err)
 		}
+		uc.slot.headerDone = req.HeaderDone
 		res := parseResponseHead(uc.br, req.R, &uc.slot)
 		if res != nil {
 			uc.lim.left = math.MaxInt64

@@ -409,9 +409,7 @@ func (f *Forwarder) forwardOnce(ctx context.Context, nodeID, role string, r *htt
 		s = qs
 		f.met.transport(sideForward, TransportQUIC)
 	}
-	stop := afterFunc(ctx, func() {
-		s.Reset(mesh.StreamCodeCancelled)
-	})
+	watch := watchReset(ctx, s)
 	// A small buffer when the request fits it with its head (a chat
 	// request, most often): a thousand streams opened at once then take no
 	// large buffer each while they wait for their answers' heads. Else a
@@ -431,12 +429,12 @@ func (f *Forwarder) forwardOnce(ctx context.Context, nodeID, role string, r *htt
 		f.holdBody(-held)
 		fb.release()
 		if tc == nil {
-			stop()
+			watch.stop()
 			return
 		}
 		// After stop: a connection goes back to the pool only when the
 		// exchange was read to its end and nothing aborted it.
-		if reuse && stop() && !s.(*tcpClientStream).broken.Load() {
+		if reuse && watch.stop() && !s.(*tcpClientStream).broken.Load() {
 			f.tcp.pool.Put(tc)
 		} else {
 			tc.Abort()
@@ -545,14 +543,42 @@ func (f *Forwarder) forwardFailed(ctx context.Context, s inferStream, nodeID, ro
 	}
 }
 
-// afterFunc is context.AfterFunc, through ctx's own AfterFunc when it has
-// one (the fast reader's exchange context): no context is made for it.
-func afterFunc(ctx context.Context, f func()) (stop func() bool) {
-	if a, ok := ctx.(interface{ AfterFunc(func()) func() bool }); ok {
-		return a.AfterFunc(f)
-	}
-	return context.AfterFunc(ctx, f)
+// resetWatch resets a forward's stream when its context ends
+// (watchReset) until stop.
+type resetWatch struct {
+	ec   *httpfast.Context // the fast reader's exchange context, s registered
+	id   uint64
+	done func() bool // context.AfterFunc's stop, on any other context
 }
+
+// watchReset resets s when ctx ends. On the fast reader's exchange
+// context the stream itself is registered (httpfast.Context.Register):
+// no closure and no stop function are made a request.
+func watchReset(ctx context.Context, s inferStream) resetWatch {
+	if ec, ok := ctx.(*httpfast.Context); ok {
+		switch st := s.(type) {
+		case *tcpClientStream:
+			return resetWatch{ec: ec, id: ec.Register(st)}
+		case *mesh.Stream:
+			return resetWatch{ec: ec, id: ec.Register((*quicReset)(st))}
+		}
+	}
+	return resetWatch{done: context.AfterFunc(ctx, func() { s.Reset(mesh.StreamCodeCancelled) })}
+}
+
+// stop ends the watch and reports whether it did so before the reset
+// was started, as context.AfterFunc's stop.
+func (w resetWatch) stop() bool {
+	if w.done != nil {
+		return w.done()
+	}
+	return w.ec.Unregister(w.id)
+}
+
+// quicReset is a QUIC stream reset when its forward's context ends.
+type quicReset mesh.Stream
+
+func (q *quicReset) ContextDone() { (*mesh.Stream)(q).Reset(mesh.StreamCodeCancelled) }
 
 // reusable reports whether a connection serves another exchange after
 // one that ended with its end frame or a refusal: only when the request

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/http"
 	"strconv"
+	"sync"
 
 	"github.com/nodeld/nodeld/internal/mesh"
 )
@@ -118,7 +119,11 @@ func (p *headParser) lit(s string) bool {
 }
 
 // str reads a string of printable ASCII without escapes.
-func (p *headParser) str() (string, bool) {
+func (p *headParser) str() (string, bool) { return p.strAs("") }
+
+// strAs is str, returning known itself, not a new string, when what is
+// read equals it.
+func (p *headParser) strAs(known string) (string, bool) {
 	if !p.lit(`"`) {
 		return "", false
 	}
@@ -129,7 +134,12 @@ func (p *headParser) str() (string, bool) {
 	if j == len(p.b) || p.b[j] != '"' {
 		return "", false
 	}
-	s := internHeadString(p.b[p.i:j])
+	var s string
+	if b := p.b[p.i:j]; known != "" && string(b) == known {
+		s = known
+	} else {
+		s = internHeadString(b)
+	}
 	p.i = j + 1
 	return s, true
 }
@@ -191,8 +201,10 @@ func (p *headParser) int() (int64, bool) {
 func (p *headParser) end() bool { return p.lit("}") && p.i == len(p.b) }
 
 // parseRequestHeadFast reads what appendRequestHeadFrame writes; ok is
-// false for any other form.
-func parseRequestHeadFast(b []byte) (h meshRequestHead, ok bool) {
+// false for any other form. A role equal to role (the last head's on a
+// served connection, or "") is role itself: a connection's requests
+// name one role, which then costs one string, not one a request.
+func parseRequestHeadFast(b []byte, role string) (h meshRequestHead, ok bool) {
 	p := headParser{b: b}
 	var v int64
 	if !p.lit(`{"v":`) {
@@ -202,7 +214,7 @@ func parseRequestHeadFast(b []byte) (h meshRequestHead, ok bool) {
 		return h, false
 	}
 	h.V = int(v)
-	if h.Role, ok = p.str(); !ok || !p.lit(`,"method":`) {
+	if h.Role, ok = p.strAs(role); !ok || !p.lit(`,"method":`) {
 		return h, false
 	}
 	if h.Method, ok = p.str(); !ok || !p.lit(`,"path":`) {
@@ -236,8 +248,11 @@ func parseRequestHeadFast(b []byte) (h meshRequestHead, ok bool) {
 }
 
 // parseResponseHeadFast reads what appendResponseHeadFrame writes; ok is
-// false for any other form.
-func parseResponseHeadFast(b []byte) (h meshResponseHead, ok bool) {
+// false for any other form. The headers go into m when it is not nil (an
+// empty map of the caller's, reused); a head of more than
+// maxReusedHeadFields headers then is not read here (encoding/json reads
+// it into a map of its own), so that a reused map stays small.
+func parseResponseHeadFast(b []byte, m map[string]string) (h meshResponseHead, ok bool) {
 	p := headParser{b: b}
 	var v int64
 	if !p.lit(`{"v":`) {
@@ -252,9 +267,12 @@ func parseResponseHeadFast(b []byte) (h meshResponseHead, ok bool) {
 	}
 	h.Status = int(v)
 	if p.lit(`,"headers":{`) {
-		h.Headers = make(map[string]string, len(relayedResponseHeaders))
+		h.Headers = m
+		if m == nil {
+			h.Headers = make(map[string]string, len(relayedResponseHeaders))
+		}
 		for n := 0; !p.lit("}"); n++ {
-			if n > 0 && !p.lit(",") {
+			if (n > 0 && !p.lit(",")) || (m != nil && n == maxReusedHeadFields) {
 				return h, false
 			}
 			k, ok := p.str()
@@ -268,3 +286,12 @@ func parseResponseHeadFast(b []byte) (h meshResponseHead, ok bool) {
 	}
 	return h, p.end()
 }
+
+// maxReusedHeadFields bounds the headers a reused map is given
+// (parseResponseHeadFast): twice the relayed ones, for a peer that sends
+// a few more (they are dropped).
+const maxReusedHeadFields = 2 * 3
+
+// respHeaderMaps are the maps response heads are read into
+// (relayResponse): a map is two allocations a response.
+var respHeaderMaps = sync.Pool{New: func() any { return make(map[string]string, len(relayedResponseHeaders)) }}

@@ -152,11 +152,37 @@ func (f *Forwarder) serveInfer(ctx context.Context, peer mesh.PeerInfo, s inferS
 	f.forward(ctx, s, peer, head, up, local)
 }
 
-// poolExchange holds what roundTrip builds for the instance pool.
+// poolExchange holds what roundTrip builds for the instance pool, and
+// what finishes its answer: one allocation for all of it.
 type poolExchange struct {
-	r   http.Request
-	req httpfast.Request
+	r    http.Request
+	req  httpfast.Request
+	f    *Forwarder
+	uc   *httpfast.Conn
+	res  *http.Response
+	stop func() bool
 }
+
+// instanceAnswer is an instance's answer roundTrip returned: finish
+// must be called once it is done with, clean when its body was read to
+// the end. An interface over what the answer has anyway, not a closure
+// made for each request.
+type instanceAnswer interface{ finish(clean bool) }
+
+// finish puts the connection back for the next request after a whole,
+// clean exchange; else it closes it.
+func (x *poolExchange) finish(clean bool) {
+	if !x.stop() || !clean || x.res.Close {
+		_ = x.uc.Close()
+		return
+	}
+	x.f.pool.Put(x.uc, int(x.f.total.Load()))
+}
+
+// transportAnswer is an answer through net/http's Transport.
+type transportAnswer http.Response
+
+func (a *transportAnswer) finish(bool) { a.Body.Close() }
 
 // servesWithin is a stream whose Context also ends MeshServeTimeout after
 // the exchange began, with context.DeadlineExceeded, and when this node
@@ -190,7 +216,7 @@ func (f *Forwarder) forward(ctx context.Context, s inferStream, peer mesh.PeerIn
 	var (
 		cancel context.CancelFunc
 		unhook func() bool
-		finish func(clean bool)
+		finish instanceAnswer
 		fb     *frameBuf
 		clean  bool
 	)
@@ -199,7 +225,7 @@ func (f *Forwarder) forward(ctx context.Context, s inferStream, peer mesh.PeerIn
 			fb.release()
 		}
 		if finish != nil {
-			finish(clean)
+			finish.finish(clean)
 		}
 		if cancel != nil {
 			unhook()
@@ -222,7 +248,7 @@ func (f *Forwarder) forward(ctx context.Context, s inferStream, peer mesh.PeerIn
 		// made of the truncated request it got.
 		if ferr := up.stream.Failure(); ferr != nil {
 			if err == nil {
-				fin(false)
+				fin.finish(false)
 			}
 			f.bodyFailed(s, peer, head.Role, ferr)
 			return
@@ -335,15 +361,14 @@ func writeLast(s inferStream, p []byte) (int, error) {
 }
 
 // roundTrip sends the request to the local instance and returns its
-// answer's head. finish must be called once the answer is done with,
-// clean when its body was read to the end. A held body (or none) goes
-// through the forwarder's pooled HTTP/1.1 client, the local path's
+// answer's head, and the answer to finish once it is done with. A held
+// body (or none) goes through the forwarder's pooled HTTP/1.1 client, the local path's
 // (httpfast.Pool): head and body in one write, the answer read on this
 // goroutine, the connection kept for the next request. A streamed body
 // goes through net/http's Transport, which reads the answer while it
 // still writes the body: an instance may answer (an early error) before
 // it read a body it will never read whole.
-func (f *Forwarder) roundTrip(ctx context.Context, head meshRequestHead, up upstreamBody, local table.MeshLocal) (*http.Response, func(clean bool), error) {
+func (f *Forwarder) roundTrip(ctx context.Context, head meshRequestHead, up upstreamBody, local table.MeshLocal) (*http.Response, instanceAnswer, error) {
 	target := head.Path
 	if head.Query != "" {
 		target += "?" + head.Query
@@ -354,24 +379,21 @@ func (f *Forwarder) roundTrip(ctx context.Context, head meshRequestHead, up upst
 		if err != nil {
 			return nil, nil, fmt.Errorf("local base %q: %w", local.Base, err)
 		}
-		// The request's parts in one allocation, its two header fields
-		// beside it (no header map).
-		x := &poolExchange{}
+		// The request's parts and its answer's finish in one
+		// allocation, its two header fields beside it (no header map).
+		x := &poolExchange{f: f}
 		r := &x.r
 		*r = http.Request{Method: head.Method, RequestURI: target, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
 		req := &x.req
-		*req = httpfast.Request{R: r, Host: addr, Body: up.data, InMem: true, ContentType: head.ContentType, Accept: head.Accept}
-		uc, res, stop, err := f.pool.RoundTrip(ctx, httpfast.PoolKey{Role: head.Role, Addr: addr}, req)
+		// The answer's header is written into its head frame, copied,
+		// before the answer is finished (HeaderDone).
+		*req = httpfast.Request{R: r, Host: addr, Body: up.data, InMem: true, ContentType: head.ContentType, Accept: head.Accept,
+			HeaderDone: true}
+		x.uc, x.res, x.stop, err = f.pool.RoundTrip(ctx, httpfast.PoolKey{Role: head.Role, Addr: addr}, req)
 		if err != nil {
 			return nil, nil, err
 		}
-		return res, func(clean bool) {
-			if !stop() || !clean || res.Close {
-				_ = uc.Close()
-				return
-			}
-			f.pool.Put(uc, int(f.total.Load()))
-		}, nil
+		return x.res, x, nil
 	}
 	req, err := http.NewRequestWithContext(ctx, head.Method, local.Base+target, nil)
 	if err != nil {
@@ -397,7 +419,7 @@ func (f *Forwarder) roundTrip(ctx context.Context, head meshRequestHead, up upst
 	if err != nil {
 		return nil, nil, err
 	}
-	return res, func(bool) { res.Body.Close() }, nil
+	return res, (*transportAnswer)(res), nil
 }
 
 // refuseHead refuses a request whose head was read and nothing of its

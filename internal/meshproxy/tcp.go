@@ -440,6 +440,45 @@ type tcpConnServer struct {
 	// timer is the serve timeout's, the connection's for all its
 	// exchanges (httpfast.ConnTimer): an exchange costs no timer.
 	timer httpfast.ConnTimer
+	// hdr and head are what readHeadFrame reads a request head's frame
+	// into, each exchange's in turn: a head is decoded, its strings
+	// copied, before the next is read, and nothing keeps its bytes.
+	hdr  [mesh.FrameHeaderSize]byte
+	head [headKeptBytes]byte
+	// role is the last request head's role (readRequestHead), the string
+	// the next head naming it is given.
+	role string
+	// body reads a held request body (readRequestBody), each exchange's
+	// in turn.
+	body meshBodyReader
+}
+
+// headKeptBytes is the largest request head a served connection reads
+// into its own buffer (a chat request's is about 150 bytes); a larger one
+// is allocated, as mesh.ReadFrame does.
+const headKeptBytes = 512
+
+// readHeadFrame is mesh.ReadFrame(r, MaxMeshHeadBytes) on the
+// connection's buffers: the same frame, bounds and errors, without the
+// two allocations a head.
+func (cs *tcpConnServer) readHeadFrame(r io.Reader) (mesh.FrameType, []byte, error) {
+	t, n, err := mesh.ReadFrameHeaderInto(r, MaxMeshHeadBytes, cs.hdr[:])
+	if err != nil {
+		return 0, nil, err
+	}
+	var p []byte
+	if n <= len(cs.head) {
+		p = cs.head[:n]
+	} else {
+		p = make([]byte, n)
+	}
+	if _, err := io.ReadFull(r, p); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			return 0, nil, mesh.ErrTruncatedFrame
+		}
+		return 0, nil, err
+	}
+	return t, p, nil
 }
 
 // connEnded ends the running exchange's context with the connection's.
@@ -551,7 +590,8 @@ type tcpServerStream struct {
 	cs       *tcpConnServer
 	first    byte
 	hasFirst bool              // first is still to be read (the reading goroutine's)
-	ctx      *httpfast.Context // the exchange's: see begin
+	ctx      *httpfast.Context // the exchange's (&ctxv): see begin
+	ctxv     httpfast.Context  // ctx's, in s's allocation
 	over     chan struct{}     // made when the watcher starts, closed by end
 	clean    bool              // set before over is closed
 
@@ -633,7 +673,8 @@ func (s *tcpServerStream) Context() context.Context { return s.ctx }
 // (with its cause), after the serve timeout (context.DeadlineExceeded,
 // its cause), or by cancel (the consumer went away: context.Canceled).
 func (s *tcpServerStream) begin() {
-	s.ctx = httpfast.NewContext()
+	s.ctx = &s.ctxv // in s's allocation
+	s.ctx.Init()
 	s.cs.cur.Store(s)
 	// After the store: a connection that ended before it (connEnded
 	// found no exchange) is seen here.
@@ -825,6 +866,9 @@ type heldRequest struct {
 	head      meshRequestHead
 	body, buf []byte
 }
+
+// ContextDone resets s: its forward's context ended (watchReset).
+func (s *tcpClientStream) ContextDone() { s.Reset(mesh.StreamCodeCancelled) }
 
 // Send writes s.held (httpfast.Sender).
 func (s *tcpClientStream) Send() error {

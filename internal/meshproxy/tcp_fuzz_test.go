@@ -90,8 +90,14 @@ func servingForwarder(tb testing.TB) *Forwarder {
 		_, _ = w.Write([]byte(`{"ok":true}`))
 	}))
 	tb.Cleanup(up.Close)
+	return servingForwarderOn(tb, up.URL)
+}
+
+// servingForwarderOn is servingForwarder with the instance at base.
+func servingForwarderOn(tb testing.TB, base string) *Forwarder {
+	tb.Helper()
 	tbl := table.New("n-fedcba9876543210", table.Options{Admission: table.AdmitFunc(func(string) bool { return true })})
-	if _, err := tbl.RegisterLocal(table.OriginAdopted, "chat", up.URL, "m", "openai", "llama.cpp"); err != nil {
+	if _, err := tbl.RegisterLocal(table.OriginAdopted, "chat", base, "m", "openai", "llama.cpp"); err != nil {
 		tb.Fatal(err)
 	}
 	tbl.ExposeToMesh("chat", true)

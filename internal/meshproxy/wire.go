@@ -123,14 +123,19 @@ func decodeStrict(b []byte, v any) error {
 }
 
 // decodeRequestHead decodes and validates a request head as if it came
-// from an untrusted client. Errors are *wireError.
-func decodeRequestHead(b []byte) (meshRequestHead, error) {
-	h, ok := parseRequestHeadFast(b)
+// from an untrusted client. Errors are *wireError. role, when not "", is
+// the string the head's role is given when it names that role
+// (parseRequestHeadFast).
+func decodeRequestHead(b []byte, role string) (meshRequestHead, error) {
+	h, ok := parseRequestHeadFast(b, role)
 	if !ok || len(b) > MaxMeshHeadBytes {
-		h = meshRequestHead{}
-		if err := decodeStrict(b, &h); err != nil {
+		// A head of its own for encoding/json, which takes its address:
+		// h, so taken, would be moved to the heap on every call.
+		var j meshRequestHead
+		if err := decodeStrict(b, &j); err != nil {
 			return meshRequestHead{}, badRequest("request head: %v", err)
 		}
+		h = j
 	}
 	switch {
 	case h.V != MeshWireVersion:
@@ -155,13 +160,16 @@ func decodeRequestHead(b []byte) (meshRequestHead, error) {
 // decodeResponseHead decodes a serving node's response head. Headers not
 // relayed, or with unsafe values, are dropped; an interim or out of range
 // status is an error (a forged 1xx must not pass as the final answer).
-func decodeResponseHead(b []byte) (meshResponseHead, error) {
-	h, ok := parseResponseHeadFast(b)
+// m, when not nil, is an empty map the headers may be read into
+// (parseResponseHeadFast).
+func decodeResponseHead(b []byte, m map[string]string) (meshResponseHead, error) {
+	h, ok := parseResponseHeadFast(b, m)
 	if !ok || len(b) > MaxMeshHeadBytes {
-		h = meshResponseHead{}
-		if err := decodeStrict(b, &h); err != nil {
+		var j meshResponseHead // not h's address: see decodeRequestHead
+		if err := decodeStrict(b, &j); err != nil {
 			return meshResponseHead{}, fmt.Errorf("response head: %w", err)
 		}
+		h = j
 	}
 	if h.V != MeshWireVersion {
 		return meshResponseHead{}, fmt.Errorf("response head version %d", h.V)
@@ -279,14 +287,29 @@ func appendBodyFrames(dst []byte, t mesh.FrameType, body []byte) []byte {
 // *wireError (answered with a refusal); broken framing wraps
 // errMalformedFrames or a mesh.ReadFrame error (answered with a reset).
 func readRequestHead(r io.Reader) (meshRequestHead, error) {
-	t, p, err := mesh.ReadFrame(r, MaxMeshHeadBytes)
+	ts, onConn := r.(*tcpServerStream)
+	var t mesh.FrameType
+	var p []byte
+	var err error
+	if onConn {
+		t, p, err = ts.cs.readHeadFrame(ts)
+	} else {
+		t, p, err = mesh.ReadFrame(r, MaxMeshHeadBytes)
+	}
 	if err != nil {
 		return meshRequestHead{}, err
 	}
 	if t != frameReqHead {
 		return meshRequestHead{}, fmt.Errorf("%w: first frame type %#x", errMalformedFrames, byte(t))
 	}
-	return decodeRequestHead(p)
+	if !onConn {
+		return decodeRequestHead(p, "")
+	}
+	h, err := decodeRequestHead(p, ts.cs.role)
+	if err == nil {
+		ts.cs.role = h.Role // the next head names it too, most often
+	}
+	return h, err
 }
 
 // readRequestBody reads the body frames announced by h and the end frame
@@ -295,7 +318,15 @@ func readRequestHead(r io.Reader) (meshRequestHead, error) {
 // to limit. With arm set (r itself, most often), its read deadline is
 // set MeshFrameTimeout ahead before each frame is read (meshBodyReader).
 func readRequestBody(r io.Reader, h meshRequestHead, limit int64, arm deadliner) ([]byte, error) {
-	b := &meshBodyReader{r: r, arm: arm, announced: h.BodyBytes, limit: limit}
+	var b *meshBodyReader
+	if ts, ok := r.(*tcpServerStream); ok {
+		// The connection's own: nothing keeps it past the read (its
+		// errors are values of their own).
+		b = &ts.cs.body
+		*b = meshBodyReader{r: r, arm: arm, announced: h.BodyBytes, limit: limit}
+	} else {
+		b = &meshBodyReader{r: r, arm: arm, announced: h.BodyBytes, limit: limit}
+	}
 	if h.BodyBytes < 0 {
 		return io.ReadAll(b)
 	}
@@ -307,8 +338,7 @@ func readRequestBody(r io.Reader, h meshRequestHead, limit int64, arm deadliner)
 		}
 		return nil, err
 	}
-	var one [1]byte
-	if n, err := b.Read(one[:]); n != 0 || err != io.EOF {
+	if n, err := b.Read(b.one[:]); n != 0 || err != io.EOF {
 		if err == nil {
 			err = fmt.Errorf("%w: body longer than announced", errMalformedFrames)
 		}
@@ -345,6 +375,7 @@ type meshBodyReader struct {
 	left      int // payload bytes of the current body frame not read yet
 	err       error
 	hdr       [mesh.FrameHeaderSize]byte // a frame header, read in place
+	one       [1]byte                    // readRequestBody's read past the body (a local escapes)
 }
 
 func (b *meshBodyReader) Read(p []byte) (int, error) {
@@ -438,6 +469,10 @@ func relayResponse(r io.Reader, w http.ResponseWriter, fb *frameBuf) error {
 	// token, and should know the request was taken.
 	var head meshResponseHead
 	held := false
+	// The map the head's headers are read into: nothing keeps it past
+	// the relay (commit copies its values), so it serves the next one.
+	hm := respHeaderMaps.Get().(map[string]string)
+	defer putHeaderMap(hm)
 	commit := func(h *meshResponseHead) {
 		// One backing array for every value (each header its own
 		// one-element, full-capacity slice of it), not one per header.
@@ -471,7 +506,7 @@ func relayResponse(r io.Reader, w http.ResponseWriter, fb *frameBuf) error {
 			if headSeen {
 				return fmt.Errorf("%w: second response head", errMalformedFrames)
 			}
-			if head, err = decodeResponseHead(p); err != nil {
+			if head, err = decodeResponseHead(p, hm); err != nil {
 				return fmt.Errorf("%w: %w", errMalformedFrames, err)
 			}
 			headSeen = true
@@ -519,6 +554,12 @@ func relayResponse(r io.Reader, w http.ResponseWriter, fb *frameBuf) error {
 			return fmt.Errorf("%w: unexpected frame %#x", errMalformedFrames, byte(t))
 		}
 	}
+}
+
+// putHeaderMap empties m and keeps it for the next response head.
+func putHeaderMap(m map[string]string) {
+	clear(m)
+	respHeaderMaps.Put(m)
 }
 
 // isStreamType reports whether a response Content-Type is a stream whose

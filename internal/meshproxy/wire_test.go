@@ -68,7 +68,7 @@ func TestDecodeRequestHead(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := decodeRequestHead([]byte(tt.give))
+			_, err := decodeRequestHead([]byte(tt.give), "")
 			var we *wireError
 			switch {
 			case tt.wantCode == "" && err != nil:
@@ -81,7 +81,7 @@ func TestDecodeRequestHead(t *testing.T) {
 }
 
 func TestDecodeResponseHead(t *testing.T) {
-	got, err := decodeResponseHead([]byte(`{"v":1,"status":200,"headers":{"Content-Type":"text/event-stream","Cache-Control":"no\ncache","Set-Cookie":"a=b"}}`))
+	got, err := decodeResponseHead([]byte(`{"v":1,"status":200,"headers":{"Content-Type":"text/event-stream","Cache-Control":"no\ncache","Set-Cookie":"a=b"}}`), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestDecodeResponseHead(t *testing.T) {
 		t.Errorf("head (-want +got):\n%s", diff)
 	}
 	for _, bad := range []string{`{"v":1,"status":101}`, `{"v":1,"status":199}`, `{"v":1,"status":600}`, `{"v":0,"status":200}`, `{"v":1,"status":200,"x":1}`} {
-		if _, err := decodeResponseHead([]byte(bad)); err == nil {
+		if _, err := decodeResponseHead([]byte(bad), nil); err == nil {
 			t.Errorf("%s decoded", bad)
 		}
 	}
@@ -186,7 +186,7 @@ func FuzzDecodeRequestHead(f *testing.F) {
 	f.Add([]byte(`{"v":1,"role":"chat","method":"GET","path":"/v1/models","body_bytes":0}`))
 	f.Add([]byte(`{"v":1}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		h, err := decodeRequestHead(b)
+		h, err := decodeRequestHead(b, "")
 		if err != nil {
 			return
 		}
@@ -200,7 +200,7 @@ func FuzzDecodeResponseHead(f *testing.F) {
 	f.Add([]byte(`{"v":1,"status":200,"headers":{"Content-Type":"text/event-stream"}}`))
 	f.Add([]byte(`{"v":1,"status":101}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		h, err := decodeResponseHead(b)
+		h, err := decodeResponseHead(b, nil)
 		if err != nil {
 			return
 		}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"slices"
+	"sync"
 	"sync/atomic"
 )
 
@@ -78,7 +79,9 @@ func Pin(body []byte, model, runtime string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	members, open, err := topLevelMembers(body)
+	rec := recorders.Get().(*memberRecorder)
+	defer putRecorder(rec) // after the last use of members, which are rec's
+	members, open, err := topLevelMembers(body, rec)
 	if err != nil {
 		return nil, err
 	}
@@ -127,10 +130,9 @@ type member struct {
 }
 
 // topLevelMembers validates body as one JSON object and returns its
-// members and the offset of its '{'.
-func topLevelMembers(body []byte) ([]member, int, error) {
-	rec := &memberRecorder{}
-	rec.members = rec.inl[:0]
+// members, recorded by rec, and the offset of its '{'.
+func topLevelMembers(body []byte, rec *memberRecorder) ([]member, int, error) {
+	rec.members, rec.cur, rec.open = rec.inl[:0], member{}, 0
 	var sc jsonScan
 	sc.stack = rec.stk[:0]
 	if err := sc.feed(body, rec); err != nil {
@@ -152,6 +154,20 @@ type memberRecorder struct {
 	open    int
 	inl     [8]member // members' first backing array: a request's few
 	stk     [16]byte  // the scanner's first nesting stack
+}
+
+// recorders keeps the recorders Pin scans with: the scanner takes one as
+// an interface, so a recorder of Pin's own would be an allocation a
+// request.
+var recorders = sync.Pool{New: func() any { return new(memberRecorder) }}
+
+// putRecorder keeps rec for the next Pin, without members grown past its
+// inline array (a body of many members is no reason to hold them).
+func putRecorder(rec *memberRecorder) {
+	if cap(rec.members) > len(rec.inl) {
+		rec.members = nil
+	}
+	recorders.Put(rec)
 }
 
 func (r *memberRecorder) objOpen(i int)         { r.open = i }

@@ -43,6 +43,7 @@ type requestState struct {
 	wd   httpfast.Watchdog
 	fw   localForward
 	out  http.Request // a remote forward's request on the fast reader
+	node [1]string    // RouteHeader's value on a remote forward: Set would allocate it
 }
 
 // forwardContext is a forward's context, cancelled by st.wd (started
@@ -444,9 +445,9 @@ func readBody(w http.ResponseWriter, body *bodyReader, declared, limit int64) ([
 	}
 	var r io.Reader = body
 	if declared >= 0 && declared <= limit {
-		// The common case: exactly the declared length, which the body's
-		// framing ends, in one allocation.
-		data := make([]byte, declared)
+		// The common case: exactly the declared length in one allocation,
+		// its spare byte for the read past the end (an array would escape).
+		data := make([]byte, declared, declared+1)
 		n := 0
 		for n < len(data) {
 			m, err := body.Read(data[n:])
@@ -458,8 +459,7 @@ func readBody(w http.ResponseWriter, body *bodyReader, declared, limit int64) ([
 				return nil, err
 			}
 		}
-		var one [1]byte
-		m, err := body.Read(one[:])
+		m, err := body.Read(data[n : n+1])
 		if m == 0 && err == io.EOF {
 			return data, nil
 		}
@@ -467,7 +467,7 @@ func readBody(w http.ResponseWriter, body *bodyReader, declared, limit int64) ([
 			return nil, err
 		}
 		// More than declared: read it all within the limit, as below.
-		r = io.MultiReader(bytes.NewReader(append(data, one[:m]...)), body)
+		r = io.MultiReader(bytes.NewReader(data[:n+m]), body)
 	}
 	var buf bytes.Buffer
 	if _, err := buf.ReadFrom(http.MaxBytesReader(w, io.NopCloser(r), limit)); err != nil {

@@ -41,7 +41,7 @@ import (
 // is the client's answer (429 over_capacity).
 func (p *Proxy) forwardRemote(st *requestState, r *http.Request, role string, target table.Target, set *Config, in *bodyReader, waitFree bool) (body []byte, again resend) {
 	rec := &st.rec
-	rec.Header().Set(RouteHeader, target.NodeID)
+	rec.Header()[RouteHeader] = append(st.node[:0], target.NodeID)
 	if r.ContentLength > set.MeshMaxBodyBytes {
 		writeError(rec, r, TooLargeError(set.MeshMaxBodyBytes))
 		return nil, resendNo
@@ -94,7 +94,7 @@ func (p *Proxy) forwardRemote(st *requestState, r *http.Request, role string, ta
 			p.log.Info("forward failed before an answer; retrying", zap.String("role", role),
 				zap.String("failed", target.NodeID), zap.String("next", next.NodeID), zap.Error(err))
 			target = next
-			rec.Header().Set(RouteHeader, target.NodeID)
+			rec.Header()[RouteHeader] = append(st.node[:0], target.NodeID)
 			err = p.remote.ForwardRemote(ctx, target.NodeID, role, out, held, rec)
 			if err == nil {
 				p.metrics.retries.WithLabelValues(retryOK).Inc()

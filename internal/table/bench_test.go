@@ -10,7 +10,7 @@ func (a staticAdmission) IsAdmitted(node string) bool { return a[node] }
 
 // benchTable is a table as the proxy sees it on a busy node: a locally
 // served role and a role served by the best of three admitted peers.
-func benchTable(b *testing.B) *Table {
+func benchTable(b testing.TB) *Table {
 	b.Helper()
 	peers := []string{"n-a", "n-b", "n-c"}
 	adm := staticAdmission{}
@@ -67,4 +67,21 @@ func BenchmarkResolve(b *testing.B) {
 			}
 		})
 	})
+}
+
+// TestResolveRemoteAllocatesNothing: resolving a role served by a few
+// peers ranks them on the resolver's stack.
+func TestResolveRemoteAllocatesNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	tbl := benchTable(t)
+	n := testing.AllocsPerRun(100, func() {
+		if tg, ok := tbl.Resolve("remote"); !ok || tg.NodeID != "n-b" {
+			t.Fatalf("remote role resolved to %+v, %v", tg, ok)
+		}
+	})
+	if n != 0 {
+		t.Errorf("Resolve of a remote role allocates %v times", n)
+	}
 }

@@ -48,12 +48,17 @@ func compareCandidates(a, b candidate) int {
 // allowlist now and fresh at now, best first; a node whose wait for its
 // link after a restart is over is left out. Call with mu held.
 func (t *Table) candidatesLocked(role string, now time.Time) []candidate {
+	return t.appendCandidatesLocked(nil, role, now)
+}
+
+// appendCandidatesLocked is candidatesLocked appending to cs: resolve
+// gives it room on its stack, most roles have few candidates.
+func (t *Table) appendCandidatesLocked(cs []candidate, role string, now time.Time) []candidate {
 	per := t.remote[role]
 	allowed := t.allow[role]
 	if len(per) == 0 || len(allowed) == 0 {
-		return nil
+		return cs
 	}
-	var cs []candidate
 	for node, e := range per {
 		if _, ok := allowed[node]; !ok || !t.fresh(e, now) {
 			continue
@@ -123,12 +128,13 @@ func (t *Table) resolve(role, node string, hold bool) (Target, Hold, bool) {
 	t.mu.RLock()
 	s := t.electedLocked(role)
 	var h Hold
+	var room [4]candidate // cs's, unless there are more
 	var cs []candidate
 	if s != nil && hold {
 		h = s.holdLocked()
 	}
 	if s == nil && t.admit != nil {
-		cs = t.candidatesLocked(role, t.now())
+		cs = t.appendCandidatesLocked(room[:0], role, t.now())
 		if node != "" {
 			cs = slices.DeleteFunc(cs, func(c candidate) bool { return c.node == node })
 		}

@@ -215,7 +215,6 @@ func (p *Pool) Get(ctx context.Context, addr string, key ed25519.PublicKey) (*Co
 	if len(key) != ed25519.PublicKeySize {
 		return nil, fmt.Errorf("tlspool: pinned key of %d bytes", len(key))
 	}
-	k := string(key)
 	var stale []*Conn
 	var pc *peerConns
 	for {
@@ -225,9 +224,11 @@ func (p *Pool) Get(ctx context.Context, addr string, key ed25519.PublicKey) (*Co
 			closeAll(stale)
 			return nil, ErrClosed
 		}
-		if pc = p.peers[k]; pc == nil {
+		// Indexed with the conversion in place: the lookup of a known
+		// peer, every request's, makes no string of the key.
+		if pc = p.peers[string(key)]; pc == nil {
 			pc = &peerConns{inUse: make(map[*Conn]struct{})}
-			p.peers[k] = pc
+			p.peers[string(key)] = pc
 		}
 		c, peek := p.takeIdleLocked(pc, &stale)
 		if c == nil {
@@ -265,6 +266,7 @@ func (p *Pool) Get(ctx context.Context, addr string, key ed25519.PublicKey) (*Co
 	p.mu.Unlock()
 	closeAll(stale)
 
+	k := string(key)
 	c, err := p.dial(ctx, addr, key)
 	p.mu.Lock()
 	pc.dialing--

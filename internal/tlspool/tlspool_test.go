@@ -339,3 +339,31 @@ func TestServerStopEndsItsConnections(t *testing.T) {
 		t.Fatalf("read after the server stopped: %v, want the connection closed", err)
 	}
 }
+
+// TestGetOfAnIdleConnectionAllocatesNothing: taking a known peer's idle
+// connection (every request's Get) makes no string of the pinned key.
+func TestGetOfAnIdleConnectionAllocatesNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	cert, key := newCert(t)
+	srv := startServer(t, map[string]ed25519.PublicKey{"client": key}, nil)
+	p := newPool(t, cert, func(c *Config) { c.PeekAfter = time.Hour })
+	c, err := p.Get(ctxT(t), srv.addr, srv.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	echo(t, c, "one")
+	p.Put(c)
+	ctx := ctxT(t)
+	n := testing.AllocsPerRun(100, func() {
+		c2, err := p.Get(ctx, srv.addr, srv.key)
+		if err != nil || c2 != c {
+			t.Fatalf("Get: %v, %v (want the idle one)", c2, err)
+		}
+		p.Put(c2)
+	})
+	if n != 0 {
+		t.Errorf("Get and Put of an idle connection allocate %v times", n)
+	}
+}

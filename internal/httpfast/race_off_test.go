@@ -1,0 +1,5 @@
+//go:build !race
+
+package httpfast
+
+const raceEnabled = false

@@ -1,0 +1,242 @@
+package meshproxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/nodeld/nodeld/internal/httpfast"
+	"github.com/nodeld/nodeld/internal/mesh"
+)
+
+// TestWatchResetAllocatesNothing: a forward on the fast reader's context
+// registers its stream for the reset, no closure or stop function made.
+func TestWatchResetAllocatesNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	ctx := httpfast.NewContext()
+	s := &tcpClientStream{}
+	n := testing.AllocsPerRun(100, func() {
+		if w := watchReset(ctx, s); !w.stop() {
+			t.Fatal("stop: the context ended")
+		}
+	})
+	if n != 0 {
+		t.Errorf("watching a forward's context allocates %v times", n)
+	}
+}
+
+// TestServedExchangeAllocations: the serving side of an exchange on a
+// kept connection, a small held request to an instance on the pooled
+// client, costs at most the allocations counted here: each cut lowers
+// the bound. The consumer is the test,
+// over plain TCP, and the instance answers from a buffer: neither
+// allocates.
+func TestServedExchangeAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	answer := []byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{\"ok\":true}")
+	body := []byte(`{"model":"x","messages":[]}`)
+	fwd := servingForwarderOn(t, "http://"+cannedInstance(t, answer))
+	watches := newWatchList(TCPWatchDelay)
+	wctx, stopWatches := context.WithCancel(context.Background())
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		watches.run(wctx)
+	}()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		fwd.serveConnOn(context.Background(), mesh.PeerInfo{ID: servedPeer}, c, c, watches)
+	}()
+	cli, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cli.Close()
+		<-served
+		stopWatches()
+		<-watched
+	}()
+	req := appendRequestHeadFrame(nil, meshRequestHead{V: MeshWireVersion, Role: "chat", Method: "POST",
+		Path: "/v1/chat/completions", ContentType: "application/json", BodyBytes: int64(len(body))})
+	req = appendBodyFrames(req, frameReqBody, body)
+	req = mesh.AppendFrameHeader(req, frameReqEnd, 0)
+	_ = cli.SetDeadline(time.Now().Add(time.Minute))
+	// The first exchange finds the answer's length: its frames up to the
+	// end frame.
+	if _, err := cli.Write(req); err != nil {
+		t.Fatal(err)
+	}
+	var hdr [mesh.FrameHeaderSize]byte
+	buf := make([]byte, 4096)
+	size := 0
+	for {
+		ft, n, err := mesh.ReadFrameHeaderInto(cli, MeshChunkBytes, hdr[:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(cli, buf[:n]); err != nil {
+			t.Fatal(err)
+		}
+		size += mesh.FrameHeaderSize + n
+		if ft == frameRefusal {
+			t.Fatalf("refused: %s", buf[:n])
+		}
+		if ft == frameRespEnd {
+			break
+		}
+	}
+	one := func() {
+		if _, err := cli.Write(req); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(cli, buf[:size]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const want = 6
+	if n := testing.AllocsPerRun(200, one); n > want {
+		t.Errorf("a served exchange allocates %v times, want at most %d", n, want)
+	}
+}
+
+// cannedInstance answers every request read on its connections (a head
+// with a Content-Length, and that body) with answer, allocating nothing
+// per exchange.
+func cannedInstance(t *testing.T, answer []byte) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReaderSize(c, 4096)
+				for {
+					length := 0
+					for {
+						line, err := br.ReadSlice('\n')
+						if err != nil {
+							return
+						}
+						if len(line) == 2 {
+							break
+						}
+						const cl = "content-length:"
+						if len(line) > len(cl) && bytes.EqualFold(line[:len(cl)], []byte(cl)) {
+							for _, c := range bytes.TrimSpace(line[len(cl):]) {
+								length = length*10 + int(c-'0')
+							}
+						}
+					}
+					if _, err := br.Discard(length); err != nil {
+						return
+					}
+					if _, err := c.Write(answer); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// TestReadHeadFrameIsReadFrame: a served connection's head read on its
+// own buffers gives what mesh.ReadFrame gives for the same bytes: frame,
+// bounds and errors.
+func TestReadHeadFrameIsReadFrame(t *testing.T) {
+	head := appendRequestHeadFrame(nil, meshRequestHead{V: MeshWireVersion, Role: "chat", Method: "POST",
+		Path: "/v1/chat/completions", BodyBytes: 2})
+	big := mesh.AppendFrameHeader(nil, frameReqHead, 3000)
+	big = append(big, bytes.Repeat([]byte("x"), 3000)...)
+	tooLarge := mesh.AppendFrameHeader(nil, frameReqHead, MaxMeshHeadBytes+1)
+	cs := &tcpConnServer{}
+	for _, in := range [][]byte{head, head[:3], head[:len(head)-1], big, tooLarge, mesh.AppendFrameHeader(nil, frameReqEnd, 0), nil} {
+		wt, wp, werr := mesh.ReadFrame(bytes.NewReader(in), MaxMeshHeadBytes)
+		gt, gp, gerr := cs.readHeadFrame(bytes.NewReader(in))
+		if gt != wt || !bytes.Equal(gp, wp) || fmt.Sprint(gerr) != fmt.Sprint(werr) || (werr != nil) != (gerr != nil) {
+			t.Errorf("%d bytes: got %#x %q %v, want %#x %q %v", len(in), gt, gp, gerr, wt, wp, werr)
+		}
+	}
+}
+
+// TestHeadsDecodeOnTheStack: decoding a head of the common form
+// allocates nothing for the head itself (only encoding/json, for other
+// forms, takes the address of one).
+func TestHeadsDecodeOnTheStack(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	req := []byte(`{"v":1,"role":"chat","method":"POST","path":"/v1/chat/completions","content_type":"application/json","body_bytes":93}`)
+	if n := testing.AllocsPerRun(100, func() {
+		if _, err := decodeRequestHead(req, "chat"); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("a request head decodes with %v allocations", n)
+	}
+	resp := []byte(`{"v":1,"status":200,"headers":{"Content-Type":"text/event-stream","Cache-Control":"no-cache"}}`)
+	if n := testing.AllocsPerRun(100, func() {
+		if _, err := decodeResponseHead(resp, nil); err != nil {
+			t.Fatal(err)
+		}
+	}); n > 2 {
+		t.Errorf("a response head decodes with %v allocations, want its map's 2", n)
+	}
+}
+
+// TestResponseHeadIntoAReusedMap: a response head read into a reused map
+// allocates nothing when its values are the common ones, and a head of
+// more fields than a reused map takes is read all the same.
+func TestResponseHeadIntoAReusedMap(t *testing.T) {
+	b := []byte(`{"v":1,"status":200,"headers":{"Content-Type":"text/event-stream","Cache-Control":"no-cache"}}`)
+	m := map[string]string{}
+	h, err := decodeResponseHead(b, m)
+	if err != nil || h.Status != 200 || len(h.Headers) != 2 || h.Headers["Cache-Control"] != "no-cache" {
+		t.Fatalf("head %+v, %v", h, err)
+	}
+	many := []byte(`{"v":1,"status":200,"headers":{"A":"1","B":"2","C":"3","D":"4","E":"5","F":"6","Content-Type":"text/plain"}}`)
+	clear(m)
+	if h, err := decodeResponseHead(many, m); err != nil || len(h.Headers) != 1 || h.Headers["Content-Type"] != "text/plain" {
+		t.Fatalf("head of many fields %+v, %v", h, err)
+	}
+	if raceEnabled {
+		return // the race detector allocates
+	}
+	n := testing.AllocsPerRun(100, func() {
+		clear(m)
+		if _, err := decodeResponseHead(b, m); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if n != 0 {
+		t.Errorf("a response head into a reused map allocates %v times", n)
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package meshproxy
+
+const raceEnabled = false

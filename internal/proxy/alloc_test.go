@@ -1,0 +1,112 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/nodeld/nodeld/internal/table"
+)
+
+// TestReadBodyOfItsDeclaredLength: a body of its declared length is read
+// in its one allocation; one longer than declared is read whole, within
+// the limit.
+func TestReadBodyOfItsDeclaredLength(t *testing.T) {
+	w := httptest.NewRecorder()
+	src := bytes.NewReader(nil)
+	read := func(in string, declared int64) ([]byte, error) {
+		src.Reset([]byte(in))
+		return readBody(w, &bodyReader{r: io.NopCloser(src)}, declared, 64)
+	}
+	if got, err := read(`{"a":1}`, 7); err != nil || string(got) != `{"a":1}` {
+		t.Fatalf("declared length: %q, %v", got, err)
+	}
+	if got, err := read(`{"a":12}`, 7); err != nil || string(got) != `{"a":12}` {
+		t.Fatalf("longer than declared: %q, %v", got, err)
+	}
+	if got, err := read(`{"a"`, 7); err != nil || string(got) != `{"a"` {
+		t.Fatalf("shorter than declared: %q, %v", got, err)
+	}
+	if raceEnabled {
+		return // the race detector allocates
+	}
+	body := &bodyReader{r: io.NopCloser(src)}
+	in := []byte(`{"model":"x","messages":[]}`)
+	n := testing.AllocsPerRun(100, func() {
+		src.Reset(in)
+		if got, err := readBody(w, body, int64(len(in)), 64); err != nil || len(got) != len(in) {
+			t.Fatalf("%q, %v", got, err)
+		}
+	})
+	if n != 1 {
+		t.Errorf("a body of its declared length takes %v allocations, want 1", n)
+	}
+}
+
+// TestRemotePathAllocations: a request the proxy forwards to a peer (a
+// RemoteForwarder that answers from memory, a raw keep-alive client)
+// costs at most the allocations counted here: each cut lowers the bound.
+func TestRemotePathAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	answer := []byte(`{"ok":true}`)
+	contentType, length := []string{"application/json"}, []string{strconv.Itoa(len(answer))}
+	remote := remoteFunc(func(_ context.Context, _, _ string, _ *http.Request, _ []byte, w http.ResponseWriter) error {
+		w.Header()["Content-Type"], w.Header()["Content-Length"] = contentType, length
+		_, err := w.Write(answer)
+		return err
+	})
+	res := newResolver()
+	res.set("chat", table.Target{Kind: table.TargetRemote, NodeID: "n-b", Model: "bench"})
+	p, err := New(Config{Roles: []RoleConfig{{Name: "chat", Listen: "127.0.0.1:0", Concurrency: 4}}},
+		Deps{Resolver: res, Remote: remote, Logger: zap.NewNop(), Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	<-p.Ready()
+	addr, _ := p.Addr("chat")
+	c, err := net.Dial("tcp", addr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	br := bufio.NewReaderSize(c, 8<<10)
+	one := func() {
+		if _, err := c.Write(localPathRequest); err != nil {
+			t.Fatal(err)
+		}
+		n, err := readRawHead(br)
+		if err == nil {
+			_, err = br.Discard(n)
+		}
+		if err != nil || n != len(answer) {
+			t.Fatalf("answer of %d bytes, %v", n, err)
+		}
+	}
+	one()
+	// The request head's text and its request, the body, the request's
+	// state.
+	const want = 4
+	if n := testing.AllocsPerRun(200, one); n > want {
+		t.Errorf("a remote forward allocates %v times, want at most %d", n, want)
+	}
+}

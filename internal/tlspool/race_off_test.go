@@ -1,0 +1,5 @@
+//go:build !race
+
+package tlspool
+
+const raceEnabled = false
