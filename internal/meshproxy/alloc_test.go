@@ -113,7 +113,7 @@ func TestServedExchangeAllocations(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	const want = 6
+	const want = 5
 	if n := testing.AllocsPerRun(200, one); n > want {
 		t.Errorf("a served exchange allocates %v times, want at most %d", n, want)
 	}

@@ -677,10 +677,12 @@ type meshMetrics struct {
 	fallbacks  *prometheus.CounterVec // reason
 
 	// resolved holds the counters resolved so far (resolvedCounter) by
-	// forwarded (keyed by result), transport ([2]string{side, transport})
-	// and serve ([3]string{"served", role, code}): bounded by the few
-	// values they count.
+	// forwarded (keyed by result) and serve ([3]string{"served", role,
+	// code}): bounded by the few values they count.
 	resolved sync.Map
+	// transportC holds transport's four counters once resolved, by
+	// transportIndex: an array index, where a key of resolved is hashed.
+	transportC [4]atomic.Value // prometheus.Counter
 }
 
 func newMeshMetrics(reg prometheus.Registerer) (*meshMetrics, error) {
@@ -749,9 +751,26 @@ func (m *meshMetrics) serve(role, code string) {
 	}).Inc()
 }
 
-// transport counts an exchange by side and transport.
+// transport counts an exchange by side (sideForward or sideServe) and
+// transport (TransportTCP or TransportQUIC).
 func (m *meshMetrics) transport(side, transport string) {
-	resolvedCounter(&m.resolved, [2]string{side, transport}, func(k [2]string) prometheus.Counter {
-		return m.transports.WithLabelValues(k[0], k[1])
-	}).Inc()
+	v := &m.transportC[transportIndex(side, transport)]
+	c, ok := v.Load().(prometheus.Counter)
+	if !ok {
+		c = m.transports.WithLabelValues(side, transport)
+		v.Store(c)
+	}
+	c.Inc()
+}
+
+// transportIndex is the index in transportC of side and transport.
+func transportIndex(side, transport string) int {
+	i := 0
+	if side == sideServe {
+		i = 2
+	}
+	if transport == TransportQUIC {
+		i++
+	}
+	return i
 }

@@ -37,4 +37,16 @@ func TestMeshMetricsCountWithoutAllocating(t *testing.T) {
 	if got := testutil.ToFloat64(m.forwardsV.WithLabelValues(fwdError)); got != 1 {
 		t.Errorf("forwarded error = %v, want 1", got)
 	}
+	// Each side and transport counts on its own series.
+	for i, k := range [][2]string{{sideForward, TransportTCP}, {sideForward, TransportQUIC}, {sideServe, TransportQUIC}} {
+		for range i + 1 {
+			m.transport(k[0], k[1])
+		}
+		if got := testutil.ToFloat64(m.transports.WithLabelValues(k[0], k[1])); got != float64(i+1) {
+			t.Errorf("transport %s/%s = %v, want %d", k[0], k[1], got, i+1)
+		}
+	}
+	if got := testutil.ToFloat64(m.transports.WithLabelValues(sideServe, TransportTCP)); got != 102 {
+		t.Errorf("transport serve/tcp = %v after the others, want 102", got)
+	}
 }

@@ -451,6 +451,9 @@ type tcpConnServer struct {
 	// body reads a held request body (readRequestBody), each exchange's
 	// in turn.
 	body meshBodyReader
+	// one is readFirst's byte (a local array would escape to the heap
+	// through io.ReadFull: an allocation a request).
+	one [1]byte
 }
 
 // headKeptBytes is the largest request head a served connection reads
@@ -563,11 +566,10 @@ const tcpIdleHorizon = MeshFirstFrameTimeout
 // tcpIdleHorizon ahead: a deadline that passes with nothing read is
 // re-armed, until the connection was idle TCPServerIdleTimeout.
 func (cs *tcpConnServer) readFirst(idle time.Time) (byte, error) {
-	var one [1]byte
 	for {
-		_, err := io.ReadFull(cs.c, one[:])
+		_, err := io.ReadFull(cs.c, cs.one[:])
 		if err == nil {
-			return one[0], nil
+			return cs.one[0], nil
 		}
 		now := time.Now()
 		left := TCPServerIdleTimeout - now.Sub(idle)
