@@ -608,8 +608,15 @@ func TestControllerSurvivesKills(t *testing.T) {
 		t.Fatalf("after the restart, echo-llm runs on %v, want only %s", on, x)
 	}
 	// Adopted, never placed again (decisions before it were unplaceable:
-	// A had heard from no host yet).
-	if k := kindCounts(t, filepath.Join(cl.dirs["a"], chainFileName)); k["plane.adopted"] != 1 || k["plane.placed"] != 0 {
+	// A had heard from no host yet). The placement shows as placed a
+	// moment before its record is appended (settled persists, then
+	// chains): wait for the record, then count.
+	var k map[string]int
+	waitLong(t, "A's chain to record the adoption", func() bool {
+		k = kindCounts(t, filepath.Join(cl.dirs["a"], chainFileName))
+		return k["plane.adopted"] > 0 || k["plane.placed"] > 0
+	})
+	if k["plane.adopted"] != 1 || k["plane.placed"] != 0 {
 		t.Fatalf("A's chain after the restart: %v", k)
 	}
 	a := procs["a"]
