@@ -381,14 +381,19 @@ func (f *Forwarder) roundTrip(ctx context.Context, head meshRequestHead, up upst
 		}
 		// The request's parts and its answer's finish in one
 		// allocation, its two header fields beside it (no header map).
+		// Field by field into the new (zeroed) allocation: assigning
+		// whole composite literals copied both structs again, a
+		// http.Request being some 250 bytes (1.8% of a serving node).
 		x := &poolExchange{f: f}
 		r := &x.r
-		*r = http.Request{Method: head.Method, RequestURI: target, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
+		r.Method, r.RequestURI = head.Method, target
+		r.Proto, r.ProtoMajor, r.ProtoMinor = "HTTP/1.1", 1, 1
 		req := &x.req
+		req.R, req.Host, req.Body, req.InMem = r, addr, up.data, true
+		req.ContentType, req.Accept = head.ContentType, head.Accept
 		// The answer's header is written into its head frame, copied,
-		// before the answer is finished (HeaderDone).
-		*req = httpfast.Request{R: r, Host: addr, Body: up.data, InMem: true, ContentType: head.ContentType, Accept: head.Accept,
-			HeaderDone: true}
+		// before the answer is finished.
+		req.HeaderDone = true
 		x.uc, x.res, x.stop, err = f.pool.RoundTrip(ctx, httpfast.PoolKey{Role: head.Role, Addr: addr}, req)
 		if err != nil {
 			return nil, nil, err
