@@ -689,7 +689,8 @@ type fastRequest struct {
 // errBadTarget refuses a target net/http's URL parser refuses.
 var errBadTarget = errors.New("request target has a control byte")
 
-// requestURL parses an origin-form target into u as net/http does.
+// requestURL parses an origin-form target into u, a zero URL, as
+// net/http does.
 func requestURL(target string, u *url.URL) error {
 	for i := 0; i < len(target); i++ {
 		if c := target[i]; c < 0x20 || c == 0x7f {
@@ -697,8 +698,9 @@ func requestURL(target string, u *url.URL) error {
 		}
 	}
 	if strings.IndexByte(target, '%') < 0 {
-		path, query, _ := strings.Cut(target, "?")
-		*u = url.URL{Path: path, RawQuery: query}
+		// Two fields of the zero URL: assigning a whole url.URL literal
+		// would copy all of it into the request's allocation.
+		u.Path, u.RawQuery, _ = strings.Cut(target, "?")
 		return nil
 	}
 	pu, err := url.ParseRequestURI(target)
