@@ -77,11 +77,24 @@ func runRelay(ctx context.Context, args []string, out io.Writer) error {
 		return relayEpoll(ctx, ln.(*net.TCPListener), up)
 	default:
 		_ = ln.Close()
-		return fmt.Errorf("relay: -mode %q is not goroutine or epoll", *mode)
+		return fmt.Errorf("relay: -mode %q is not goroutine, epoll or mux", *mode)
 	}
 }
 
 func relayGoroutines(ctx context.Context, ln net.Listener, up *net.TCPAddr, sec tlsRelay) error {
+	return serveEach(ctx, ln, func(c net.Conn) {
+		u, err := sec.dialUp(up)
+		if err != nil {
+			_ = c.Close()
+			return
+		}
+		relayPair(ctx, c, u)
+	})
+}
+
+// serveEach runs serve in a goroutine for each connection ln accepts,
+// until ln fails (nil when ctx ended, which closes ln), and waits for them.
+func serveEach(ctx context.Context, ln net.Listener, serve func(net.Conn)) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
@@ -92,14 +105,7 @@ func relayGoroutines(ctx context.Context, ln net.Listener, up *net.TCPAddr, sec 
 			}
 			return err
 		}
-		wg.Go(func() {
-			u, err := sec.dialUp(up)
-			if err != nil {
-				_ = c.Close()
-				return
-			}
-			relayPair(ctx, c, u)
-		})
+		wg.Go(func() { serve(c) })
 	}
 }
 

@@ -181,7 +181,12 @@ func newMailbox() *mailbox { return &mailbox{buf: make([]byte, 0, 4096), got: ma
 
 func (m *mailbox) put(p []byte) {
 	m.buf = append(m.buf[:0], p...)
-	m.got <- struct{}{}
+	// In lockstep the box is empty here, unless its stream has given up
+	// (its upstream failed): the reader must not wait on it then.
+	select {
+	case m.got <- struct{}{}:
+	default:
+	}
 }
 
 // muxOut is the first relay of a mux pair: plain client connections in,
@@ -232,24 +237,15 @@ func relayMuxOut(ctx context.Context, ln net.Listener, up *net.TCPAddr, r tlsRel
 			_ = mc.conn.Close()
 		}
 	}()
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
+	return serveEach(ctx, ln, func(c net.Conn) {
 		id := m.next.Add(1)
 		mc := m.conns[int(id)%len(m.conns)]
 		mb := newMailbox()
 		mc.mu.Lock()
 		mc.streams[id] = mb
 		mc.mu.Unlock()
-		wg.Go(func() { mc.stream(ctx, c, id, mb) })
-	}
+		mc.stream(ctx, c, id, mb)
+	})
 }
 
 func (mc *muxOutConn) stream(ctx context.Context, c net.Conn, id uint32, mb *mailbox) {
@@ -283,18 +279,7 @@ func (mc *muxOutConn) stream(ctx context.Context, c net.Conn, id uint32, mb *mai
 // relayMuxIn is the second relay of a mux pair: TLS connections of
 // streams in, each stream on a plain upstream connection of its own.
 func relayMuxIn(ctx context.Context, ln net.Listener, up *net.TCPAddr) error {
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-		wg.Go(func() { muxInConn(ctx, c, up) })
-	}
+	return serveEach(ctx, ln, func(c net.Conn) { muxInConn(ctx, c, up) })
 }
 
 func muxInConn(ctx context.Context, c net.Conn, up *net.TCPAddr) {
