@@ -377,10 +377,10 @@ func (f *Forwarder) forwardOnce(ctx context.Context, nodeID, role string, r *htt
 	}
 	head := meshRequestHead{V: MeshWireVersion, Role: role, Method: r.Method, Path: r.URL.Path,
 		Query: r.URL.RawQuery, BodyBytes: size}
-	if v := r.Header.Get("Content-Type"); validHeaderValue(v) {
+	if v := httpfast.Value(r.Header, "Content-Type"); validHeaderValue(v) {
 		head.ContentType = v
 	}
-	if v := r.Header.Get("Accept"); validHeaderValue(v) {
+	if v := httpfast.Value(r.Header, "Accept"); validHeaderValue(v) {
 		head.Accept = v
 	}
 	var s inferStream

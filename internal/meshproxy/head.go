@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/nodeld/nodeld/internal/httpfast"
 	"github.com/nodeld/nodeld/internal/mesh"
 )
 
@@ -83,7 +84,7 @@ func appendResponseHeadFrame(dst []byte, status int, hdr http.Header) ([]byte, s
 	var contentType string
 	sep := `,"headers":{`
 	for _, name := range relayedResponseHeaders {
-		v := hdr.Get(name)
+		v := httpfast.Value(hdr, name) // canonical names (TestRelayedHeadersCanonical)
 		if !validHeaderValue(v) {
 			continue
 		}

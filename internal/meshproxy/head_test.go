@@ -130,3 +130,20 @@ func TestUpstreamAddrs(t *testing.T) {
 		t.Fatalf("%d addresses cached, bound %d", n, maxUpstreamAddrs)
 	}
 }
+
+// The relayed response headers are looked up by their names as they are
+// (httpfast.Value, not Header.Get): each must be in canonical form, or a
+// header the instance sent would not be found.
+func TestRelayedHeadersCanonical(t *testing.T) {
+	for _, name := range relayedResponseHeaders {
+		if c := http.CanonicalHeaderKey(name); c != name {
+			t.Errorf("relayed header %q is not canonical (%q)", name, c)
+		}
+	}
+	h := http.Header{}
+	h.Set("cache-control", "no-store")
+	frame, _ := appendResponseHeadFrame(nil, 200, h)
+	if !bytes.Contains(frame, []byte(`"Cache-Control":"no-store"`)) {
+		t.Errorf("head frame %q lacks the Cache-Control the instance sent", frame)
+	}
+}
