@@ -159,26 +159,31 @@ func ReadFrameInto(r io.Reader, buf []byte) (FrameType, []byte, error) {
 // boundary, ErrTruncatedFrame inside a frame, and ErrFrameTooLarge, before
 // allocating, when the declared length exceeds max.
 func ReadFrame(r io.Reader, max int) (FrameType, []byte, error) {
-	if max <= 0 || max > MaxFrameSize {
-		max = MaxFrameSize
-	}
 	var hdr [FrameHeaderSize]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		if errors.Is(err, io.ErrUnexpectedEOF) {
-			return 0, nil, ErrTruncatedFrame
-		}
+	return ReadFrameBuffered(r, max, hdr[:], nil)
+}
+
+// ReadFrameBuffered is ReadFrame reading the header into hdr (at least
+// FrameHeaderSize bytes) and a payload that fits buf into buf (it is then
+// a prefix of buf), a larger one into a new slice: a caller that reads
+// many frames keeps both, and allocates for the large ones only. The
+// bound and the errors are ReadFrame's.
+func ReadFrameBuffered(r io.Reader, max int, hdr, buf []byte) (FrameType, []byte, error) {
+	t, n, err := ReadFrameHeaderInto(r, max, hdr)
+	if err != nil {
 		return 0, nil, err
 	}
-	n := binary.BigEndian.Uint32(hdr[1:])
-	if uint64(n) > uint64(max) {
-		return 0, nil, fmt.Errorf("frame of %d bytes, bound %d: %w", n, max, ErrFrameTooLarge)
+	var payload []byte
+	if buf != nil && n <= len(buf) {
+		payload = buf[:n]
+	} else {
+		payload = make([]byte, n)
 	}
-	payload := make([]byte, n)
 	if _, err := io.ReadFull(r, payload); err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 			return 0, nil, ErrTruncatedFrame
 		}
 		return 0, nil, err
 	}
-	return FrameType(hdr[0]), payload, nil
+	return t, payload, nil
 }

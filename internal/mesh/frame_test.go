@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"testing"
 )
@@ -75,6 +76,48 @@ func TestReadFrameIntoAndHeader(t *testing.T) {
 	}
 	if _, _, err := ReadFrameInto(bytes.NewReader(AppendFrameHeader(nil, 1, 1)), nil); !errors.Is(err, ErrFrameTooLarge) {
 		t.Fatalf("payload into no buffer = %v", err)
+	}
+}
+
+// ReadFrameBuffered reads a payload that fits its buffer into it, a
+// larger one (up to its bound) into a slice of its own, with ReadFrame's
+// bound and errors; a frame that fits costs no allocation.
+func TestReadFrameBuffered(t *testing.T) {
+	var hdr [FrameHeaderSize]byte
+	buf := make([]byte, 4)
+	small := append(AppendFrameHeader(nil, 7, 3), "abc"...)
+	typ, p, err := ReadFrameBuffered(bytes.NewReader(small), 16, hdr[:], buf)
+	if err != nil || typ != 7 || string(p) != "abc" || &p[0] != &buf[0] {
+		t.Fatalf("a small frame = %d %q %v, want 7 abc in the caller's buffer", typ, p, err)
+	}
+	large := append(AppendFrameHeader(nil, 7, 6), "abcdef"...)
+	typ, p, err = ReadFrameBuffered(bytes.NewReader(large), 16, hdr[:], buf)
+	if err != nil || typ != 7 || string(p) != "abcdef" || string(buf) == "abcd" {
+		t.Fatalf("a frame over the buffer = %d %q %v (buffer %q), want 7 abcdef in a slice of its own", typ, p, err, buf)
+	}
+	for _, tc := range []struct {
+		in   []byte
+		want error
+	}{
+		{nil, io.EOF},
+		{small[:3], ErrTruncatedFrame},
+		{small[:len(small)-1], ErrTruncatedFrame},
+		{large, ErrFrameTooLarge}, // over the bound of 5 below
+	} {
+		_, _, got := ReadFrameBuffered(bytes.NewReader(tc.in), 5, hdr[:], buf)
+		_, _, want := ReadFrame(bytes.NewReader(tc.in), 5)
+		if !errors.Is(got, tc.want) || fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%d bytes: %v, want %v (ReadFrame: %v)", len(tc.in), got, tc.want, want)
+		}
+	}
+	r := bytes.NewReader(small)
+	if n := testing.AllocsPerRun(100, func() {
+		r.Reset(small)
+		if _, _, err := ReadFrameBuffered(r, 16, hdr[:], buf); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("a frame that fits allocates %v times", n)
 	}
 }
 

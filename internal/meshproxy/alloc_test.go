@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"net"
 	"testing"
@@ -166,25 +165,6 @@ func cannedInstance(t *testing.T, answer []byte) string {
 		}
 	}()
 	return ln.Addr().String()
-}
-
-// TestReadHeadFrameIsReadFrame: a served connection's head read on its
-// own buffers gives what mesh.ReadFrame gives for the same bytes: frame,
-// bounds and errors.
-func TestReadHeadFrameIsReadFrame(t *testing.T) {
-	head := appendRequestHeadFrame(nil, meshRequestHead{V: MeshWireVersion, Role: "chat", Method: "POST",
-		Path: "/v1/chat/completions", BodyBytes: 2})
-	big := mesh.AppendFrameHeader(nil, frameReqHead, 3000)
-	big = append(big, bytes.Repeat([]byte("x"), 3000)...)
-	tooLarge := mesh.AppendFrameHeader(nil, frameReqHead, MaxMeshHeadBytes+1)
-	cs := &tcpConnServer{}
-	for _, in := range [][]byte{head, head[:3], head[:len(head)-1], big, tooLarge, mesh.AppendFrameHeader(nil, frameReqEnd, 0), nil} {
-		wt, wp, werr := mesh.ReadFrame(bytes.NewReader(in), MaxMeshHeadBytes)
-		gt, gp, gerr := cs.readHeadFrame(bytes.NewReader(in))
-		if gt != wt || !bytes.Equal(gp, wp) || fmt.Sprint(gerr) != fmt.Sprint(werr) || (werr != nil) != (gerr != nil) {
-			t.Errorf("%d bytes: got %#x %q %v, want %#x %q %v", len(in), gt, gp, gerr, wt, wp, werr)
-		}
-	}
 }
 
 // TestHeadsDecodeOnTheStack: decoding a head of the common form

@@ -440,9 +440,10 @@ type tcpConnServer struct {
 	// timer is the serve timeout's, the connection's for all its
 	// exchanges (httpfast.ConnTimer): an exchange costs no timer.
 	timer httpfast.ConnTimer
-	// hdr and head are what readHeadFrame reads a request head's frame
-	// into, each exchange's in turn: a head is decoded, its strings
-	// copied, before the next is read, and nothing keeps its bytes.
+	// hdr and head are what a request head's frame is read into
+	// (mesh.ReadFrameBuffered), each exchange's in turn: a head is
+	// decoded, its strings copied, before the next is read, and nothing
+	// keeps its bytes.
 	hdr  [mesh.FrameHeaderSize]byte
 	head [headKeptBytes]byte
 	// role is the last request head's role (readRequestHead), the string
@@ -460,29 +461,6 @@ type tcpConnServer struct {
 // into its own buffer (a chat request's is about 150 bytes); a larger one
 // is allocated, as mesh.ReadFrame does.
 const headKeptBytes = 512
-
-// readHeadFrame is mesh.ReadFrame(r, MaxMeshHeadBytes) on the
-// connection's buffers: the same frame, bounds and errors, without the
-// two allocations a head.
-func (cs *tcpConnServer) readHeadFrame(r io.Reader) (mesh.FrameType, []byte, error) {
-	t, n, err := mesh.ReadFrameHeaderInto(r, MaxMeshHeadBytes, cs.hdr[:])
-	if err != nil {
-		return 0, nil, err
-	}
-	var p []byte
-	if n <= len(cs.head) {
-		p = cs.head[:n]
-	} else {
-		p = make([]byte, n)
-	}
-	if _, err := io.ReadFull(r, p); err != nil {
-		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-			return 0, nil, mesh.ErrTruncatedFrame
-		}
-		return 0, nil, err
-	}
-	return t, p, nil
-}
 
 // connEnded ends the running exchange's context with the connection's.
 func (cs *tcpConnServer) connEnded() {

@@ -292,7 +292,7 @@ func readRequestHead(r io.Reader) (meshRequestHead, error) {
 	var p []byte
 	var err error
 	if onConn {
-		t, p, err = ts.cs.readHeadFrame(ts)
+		t, p, err = mesh.ReadFrameBuffered(ts, MaxMeshHeadBytes, ts.cs.hdr[:], ts.cs.head[:])
 	} else {
 		t, p, err = mesh.ReadFrame(r, MaxMeshHeadBytes)
 	}
