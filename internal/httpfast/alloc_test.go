@@ -1,13 +1,13 @@
 package httpfast
 
 import (
-	"bufio"
 	"bytes"
 	"io"
-	"net"
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/nodeld/nodeld/internal/httpfast/httpfasttest"
 )
 
 // notified counts ContextDone calls.
@@ -48,49 +48,6 @@ func TestRegister(t *testing.T) {
 	}
 }
 
-// cannedUpstream answers every request read on its connections (a head
-// and a body of bodyLen bytes) with answer, allocating nothing per
-// exchange.
-func cannedUpstream(t *testing.T, bodyLen int, answer []byte) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				br := bufio.NewReaderSize(c, 4096)
-				for {
-					// The head, then the body.
-					for {
-						line, err := br.ReadSlice('\n')
-						if err != nil {
-							return
-						}
-						if len(line) == 2 {
-							break
-						}
-					}
-					if _, err := br.Discard(bodyLen); err != nil {
-						return
-					}
-					if _, err := c.Write(answer); err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	return ln.Addr().String()
-}
-
 // TestPoolExchangeAllocations: an exchange on a kept connection under the
 // fast reader's context costs the response head's text and its value
 // slices, nothing for the context's watch of the connection (Register);
@@ -102,7 +59,7 @@ func TestPoolExchangeAllocations(t *testing.T) {
 	}
 	answer := []byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{\"ok\":true}")
 	body := []byte(`{"model":"m"}`)
-	addr := cannedUpstream(t, len(body), answer)
+	addr := httpfasttest.Start(t, answer)
 	up := NewPool(nil)
 	defer up.Close()
 	key := PoolKey{Role: "chat", Addr: addr}

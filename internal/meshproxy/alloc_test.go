@@ -1,8 +1,6 @@
 package meshproxy
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"io"
 	"net"
@@ -10,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nodeld/nodeld/internal/httpfast"
+	"github.com/nodeld/nodeld/internal/httpfast/httpfasttest"
 	"github.com/nodeld/nodeld/internal/mesh"
 )
 
@@ -43,7 +42,7 @@ func TestServedExchangeAllocations(t *testing.T) {
 	}
 	answer := []byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{\"ok\":true}")
 	body := []byte(`{"model":"x","messages":[]}`)
-	fwd := servingForwarderOn(t, "http://"+cannedInstance(t, answer))
+	fwd := servingForwarderOn(t, "http://"+httpfasttest.Start(t, answer))
 	watches := newWatchList(TCPWatchDelay)
 	wctx, stopWatches := context.WithCancel(context.Background())
 	watched := make(chan struct{})
@@ -116,55 +115,6 @@ func TestServedExchangeAllocations(t *testing.T) {
 	if n := testing.AllocsPerRun(200, one); n > want {
 		t.Errorf("a served exchange allocates %v times, want at most %d", n, want)
 	}
-}
-
-// cannedInstance answers every request read on its connections (a head
-// with a Content-Length, and that body) with answer, allocating nothing
-// per exchange.
-func cannedInstance(t *testing.T, answer []byte) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				br := bufio.NewReaderSize(c, 4096)
-				for {
-					length := 0
-					for {
-						line, err := br.ReadSlice('\n')
-						if err != nil {
-							return
-						}
-						if len(line) == 2 {
-							break
-						}
-						const cl = "content-length:"
-						if len(line) > len(cl) && bytes.EqualFold(line[:len(cl)], []byte(cl)) {
-							for _, c := range bytes.TrimSpace(line[len(cl):]) {
-								length = length*10 + int(c-'0')
-							}
-						}
-					}
-					if _, err := br.Discard(length); err != nil {
-						return
-					}
-					if _, err := c.Write(answer); err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	return ln.Addr().String()
 }
 
 // TestHeadsDecodeOnTheStack: decoding a head of the common form

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/nodeld/nodeld/internal/httpfast/httpfasttest"
 	"github.com/nodeld/nodeld/internal/table"
 )
 
@@ -94,7 +95,7 @@ func TestRemotePathAllocations(t *testing.T) {
 		if _, err := c.Write(localPathRequest); err != nil {
 			t.Fatal(err)
 		}
-		n, err := readRawHead(br)
+		n, err := httpfasttest.ReadHead(br)
 		if err == nil {
 			_, err = br.Discard(n)
 		}

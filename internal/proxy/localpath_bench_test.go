@@ -2,13 +2,13 @@ package proxy
 
 import (
 	"bufio"
-	"bytes"
 	"io"
 	"net"
 	"runtime"
 	"strconv"
 	"testing"
 
+	"github.com/nodeld/nodeld/internal/httpfast/httpfasttest"
 	"github.com/nodeld/nodeld/internal/table"
 )
 
@@ -31,58 +31,6 @@ var localPathAnswer = func() []byte {
 		"Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body)
 }()
 
-// rawUpstream serves localPathAnswer to every request on ln, reading
-// heads and Content-Length bodies with no allocation per request, so
-// that allocations counted by a benchmark are the proxy's.
-func rawUpstream(ln net.Listener) {
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		go func() {
-			defer c.Close()
-			br := bufio.NewReaderSize(c, 8<<10)
-			for {
-				length, err := readRawHead(br)
-				if err != nil {
-					return
-				}
-				if _, err := br.Discard(length); err != nil {
-					return
-				}
-				if _, err := c.Write(localPathAnswer); err != nil {
-					return
-				}
-			}
-		}()
-	}
-}
-
-var contentLengthPrefix = []byte("content-length:")
-
-// readRawHead reads a head (request or response) from br and returns its
-// Content-Length.
-func readRawHead(br *bufio.Reader) (int, error) {
-	length := 0
-	for {
-		line, err := br.ReadSlice('\n')
-		if err != nil {
-			return 0, err
-		}
-		if len(line) <= 2 {
-			return length, nil
-		}
-		if len(line) > len(contentLengthPrefix) && bytes.EqualFold(line[:len(contentLengthPrefix)], contentLengthPrefix) {
-			v := bytes.TrimSpace(line[len(contentLengthPrefix):])
-			length = 0
-			for _, c := range v {
-				length = length*10 + int(c-'0')
-			}
-		}
-	}
-}
-
 // BenchmarkLocalPath measures the local path in process: raw HTTP/1.1
 // keep-alive clients (no allocation of their own) send the benchmark's
 // chat request through a role port to a raw upstream. allocs/op is what
@@ -95,7 +43,7 @@ func BenchmarkLocalPath(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer ln.Close()
-	go rawUpstream(ln)
+	go httpfasttest.Serve(ln, localPathAnswer)
 	res := newResolver()
 	res.set("chat", table.Target{Kind: table.TargetLocal, Base: "http://" + ln.Addr().String(), Model: "bench"})
 	p := runBenchProxy(b, Config{Roles: []RoleConfig{{Name: "chat", Listen: "127.0.0.1:0", Concurrency: 256}}}, res)
@@ -115,7 +63,7 @@ func BenchmarkLocalPath(b *testing.B) {
 				if _, err := c.Write(localPathRequest); err != nil {
 					return err
 				}
-				n, err := readRawHead(br)
+				n, err := httpfasttest.ReadHead(br)
 				if err != nil {
 					return err
 				}

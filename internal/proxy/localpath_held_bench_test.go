@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/nodeld/nodeld/internal/httpfast/httpfasttest"
 	"github.com/nodeld/nodeld/internal/table"
 )
 
@@ -23,7 +24,7 @@ func BenchmarkLocalPathHeld(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer ln.Close()
-	go rawUpstream(ln)
+	go httpfasttest.Serve(ln, localPathAnswer)
 	tb := table.New("n-0000000000000001", table.Options{})
 	slot, err := tb.RegisterLocal(table.OriginPlaced, "chat", "http://"+ln.Addr().String(), "bench", "openai", "llama.cpp")
 	if err != nil {
@@ -47,7 +48,7 @@ func BenchmarkLocalPathHeld(b *testing.B) {
 				if _, err := c.Write(localPathRequest); err != nil {
 					return err
 				}
-				n, err := readRawHead(br)
+				n, err := httpfasttest.ReadHead(br)
 				if err != nil {
 					return err
 				}
