@@ -43,13 +43,7 @@ func TestServedExchangeAllocations(t *testing.T) {
 	answer := []byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n{\"ok\":true}")
 	body := []byte(`{"model":"x","messages":[]}`)
 	fwd := servingForwarderOn(t, "http://"+httpfasttest.Start(t, answer))
-	watches := newWatchList(TCPWatchDelay)
-	wctx, stopWatches := context.WithCancel(context.Background())
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		watches.run(wctx)
-	}()
+	watches := runningWatchList(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -71,8 +65,6 @@ func TestServedExchangeAllocations(t *testing.T) {
 	defer func() {
 		_ = cli.Close()
 		<-served
-		stopWatches()
-		<-watched
 	}()
 	req := appendRequestHeadFrame(nil, meshRequestHead{V: MeshWireVersion, Role: "chat", Method: "POST",
 		Path: "/v1/chat/completions", ContentType: "application/json", BodyBytes: int64(len(body))})

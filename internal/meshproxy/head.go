@@ -291,7 +291,7 @@ func parseResponseHeadFast(b []byte, m map[string]string) (h meshResponseHead, o
 // maxReusedHeadFields bounds the headers a reused map is given
 // (parseResponseHeadFast): twice the relayed ones, for a peer that sends
 // a few more (they are dropped).
-const maxReusedHeadFields = 2 * 3
+const maxReusedHeadFields = 2 * len(relayedResponseHeaders)
 
 // respHeaderMaps are the maps response heads are read into
 // (relayResponse): a map is two allocations a response.

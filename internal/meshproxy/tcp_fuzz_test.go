@@ -19,17 +19,7 @@ import (
 // every slot and held body byte.
 func FuzzServeConn(f *testing.F) {
 	fwd := servingForwarder(f)
-	watches := newWatchList(TCPWatchDelay)
-	wctx, stopWatches := context.WithCancel(context.Background())
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		watches.run(wctx)
-	}()
-	f.Cleanup(func() {
-		stopWatches()
-		<-watched
-	})
+	watches := runningWatchList(f)
 
 	req := func(body string, n int64) []byte {
 		b, err := appendJSONFrame(nil, frameReqHead, meshRequestHead{V: MeshWireVersion, Role: "chat", Method: "POST",
@@ -78,6 +68,23 @@ func FuzzServeConn(f *testing.F) {
 
 // servedPeer is the peer servingForwarder serves.
 const servedPeer = "n-0123456789abcdef"
+
+// runningWatchList is a watch list of served connections, run until the
+// test ends.
+func runningWatchList(tb testing.TB) *watchList {
+	watches := newWatchList(TCPWatchDelay)
+	ctx, stop := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() {
+		defer close(ran)
+		watches.run(ctx)
+	}()
+	tb.Cleanup(func() {
+		stop()
+		<-ran
+	})
+	return watches
+}
 
 // servingForwarder is a forwarder serving role chat to servedPeer from an
 // upstream that answers {"ok":true}, on no mesh (it only serves, over

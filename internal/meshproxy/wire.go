@@ -58,7 +58,7 @@ const (
 // Content-Length, when the instance sent one, lets the consumer answer its
 // client with it too (one write, no chunked encoding); a consumer that
 // does not know it drops it.
-var relayedResponseHeaders = []string{"Content-Type", "Cache-Control", "Content-Length"}
+var relayedResponseHeaders = [...]string{"Content-Type", "Cache-Control", "Content-Length"}
 
 // meshRequestHead is the first frame of a KindInfer stream. There is
 // deliberately no field for Authorization or cookies: a client's
@@ -182,7 +182,7 @@ func decodeResponseHead(b []byte, m map[string]string) (meshResponseHead, error)
 	}
 	// The decoded map is h's own: filtered in place.
 	for name, v := range h.Headers {
-		if !slices.Contains(relayedResponseHeaders, name) || !validHeaderValue(v) || (name == "Content-Length" && !validContentLength(v)) {
+		if !slices.Contains(relayedResponseHeaders[:], name) || !validHeaderValue(v) || (name == "Content-Length" && !validContentLength(v)) {
 			delete(h.Headers, name)
 		}
 	}
