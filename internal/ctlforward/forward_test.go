@@ -122,6 +122,9 @@ func TestForwardToLeader(t *testing.T) {
 	if b.served[0] != fol.ID()+" place" {
 		t.Errorf("served %v, want from %s", b.served, fol.ID())
 	}
+	// The leader counts its answer once it is written, which may be after
+	// the follower read it.
+	meshtest.WaitFor(t, "the leader to count its answer", func() bool { return reqs(lead, dirIn, resultServed) >= 1 })
 	if reqs(fol, dirOut, resultAnswered) != 1 || reqs(lead, dirIn, resultServed) != 1 {
 		t.Errorf("counted: out answered %v, in served %v", reqs(fol, dirOut, resultAnswered), reqs(lead, dirIn, resultServed))
 	}
