@@ -92,7 +92,12 @@ func TestOwnNameWithController(t *testing.T) {
 	if st := a.n.status().(*operator.StatusDoc); !st.Config.LastReloadSuccessful {
 		t.Fatalf("reload with deny_nodes: [a]: %s", st.Config.LastReloadError)
 	}
-	out, errOut, rc = runCtl(t, "--socket", sock, "place", "--dry-run", pkgDir)
+	// The controller's loop takes the reloaded policy (Refresh hands it
+	// over): a dry run may come before it does.
+	waitLong(t, "the controller to take deny_nodes", func() bool {
+		out, errOut, rc = runCtl(t, "--socket", sock, "place", "--dry-run", pkgDir)
+		return rc != 0 || strings.Contains(out, "UNPLACEABLE")
+	})
 	if rc != 0 || !strings.Contains(out, "UNPLACEABLE") || !strings.Contains(out, idA+" rejected") || !strings.Contains(out, "node is in policy.deny_nodes") {
 		t.Fatalf("dry run with deny_nodes: [a] = %d, want %s rejected by deny_nodes\n%s\n%s", rc, idA, out, errOut)
 	}
