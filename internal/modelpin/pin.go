@@ -284,6 +284,59 @@ func hasStringSpecial(x uint64) bool {
 	return ((q-lo)&^q|(bs-lo)&^bs|(x-lo*0x20)&^x)&hi != 0
 }
 
+// hasControl is hasStringSpecial's third test alone: whether one of the
+// 8 bytes of x is below 0x20.
+func hasControl(x uint64) uint64 {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	return (x - lo*0x20) &^ x & hi
+}
+
+// plainRun returns the offset of the first byte at or after j that ends
+// or escapes a string's plain run, or len(b). It looks for '"' and '\\'
+// with bytes.IndexByte (vector instructions) and for control bytes 32 at
+// a time, in windows that double from 64 bytes: a run of escapes costs a
+// small window each, a long run a few large ones (about four times the
+// word-at-a-time loop's speed on a long string).
+func plainRun(b []byte, j int) int {
+	for w := 64; j < len(b); w = min(2*w, 64<<10) {
+		win := b[j:min(len(b), j+w)]
+		k := len(win)
+		if q := bytes.IndexByte(win, '"'); q >= 0 {
+			k = q
+		}
+		if e := bytes.IndexByte(win[:k], '\\'); e >= 0 {
+			k = e
+		}
+		if c := firstControl(win[:k]); c >= 0 {
+			k = c
+		}
+		if k < len(win) {
+			return j + k
+		}
+		j += len(win)
+	}
+	return j
+}
+
+// firstControl returns the offset of the first byte of b below 0x20, or
+// -1.
+func firstControl(b []byte) int {
+	j := 0
+	for ; j+32 <= len(b); j += 32 {
+		w := b[j : j+32 : j+32]
+		if hasControl(binary.LittleEndian.Uint64(w[0:]))|hasControl(binary.LittleEndian.Uint64(w[8:]))|
+			hasControl(binary.LittleEndian.Uint64(w[16:]))|hasControl(binary.LittleEndian.Uint64(w[24:])) != 0 {
+			break
+		}
+	}
+	for ; j < len(b); j++ {
+		if b[j] < 0x20 {
+			return j
+		}
+	}
+	return -1
+}
+
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 func hexVal(c byte) (rune, bool) {
@@ -407,8 +460,13 @@ func (s *jsonScan) feed(b []byte, ev scanEvents) error {
 		case stString:
 			if !s.inKey || s.keyN < 0 {
 				j := i
-				for j+8 <= len(b) && !hasStringSpecial(binary.LittleEndian.Uint64(b[j:])) {
-					j += 8
+				for n := 0; j+8 <= len(b) && !hasStringSpecial(binary.LittleEndian.Uint64(b[j:])); n++ {
+					if j += 8; n == 3 {
+						// 32 plain bytes: a long run (a prompt,
+						// an image's base64), skipped faster.
+						j = plainRun(b, j)
+						break
+					}
 				}
 				for j < len(b) && strPlain[b[j]] {
 					j++

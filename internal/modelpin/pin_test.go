@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -100,7 +101,11 @@ func TestJSONScanMembers(t *testing.T) {
 // offsets.
 func FuzzJSONScan(f *testing.F) {
 	for _, s := range []string{`{"model":"a","messages":[{"role":"user","content":"hi \"x\" \u00e9"}],"t":0.5e-3,"n":null}`,
-		`{"Mod\u0065L":[true,false,{}]}`, `{"a":1}  `, `[1]`, `{"a":01}`, `{"a":"` + "\x7f\xff" + `"}`} {
+		`{"Mod\u0065L":[true,false,{}]}`, `{"a":1}  `, `[1]`, `{"a":01}`, `{"a":"` + "\x7f\xff" + `"}`,
+		// Long runs, which plainRun skips in windows: a special past
+		// the first windows, a control byte, a key after a long value.
+		`{"a":"` + strings.Repeat("x", 300) + `\"` + strings.Repeat("y", 90) + `","model":"m"}`,
+		`{"a":"` + strings.Repeat("x", 200) + "\x01" + `"}`, `{"` + strings.Repeat("k", 70) + `":1,"model":2}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -442,5 +447,41 @@ func TestPinAllocations(t *testing.T) {
 	}
 	if n > 1 {
 		t.Errorf("Pin allocates %v times, want at most 1", n)
+	}
+}
+
+// plainRun finds the same end of a plain run as a byte-by-byte loop, for
+// specials at every offset of a long run (past its windows' edges) and
+// for runs that reach the chunk's end.
+func TestPlainRunMatchesByteLoop(t *testing.T) {
+	ref := func(b []byte, j int) int {
+		for j < len(b) && strPlain[b[j]] {
+			j++
+		}
+		return j
+	}
+	plain := bytes.Repeat([]byte("lorem ipsum "), 1200)
+	for _, special := range []byte{'"', '\\', 0x00, 0x1f, '\n'} {
+		for at := 0; at < len(plain); at += 1 + at/7 {
+			b := slices.Clone(plain)
+			b[at] = special
+			for _, j := range []int{0, 1, 31, 32, 33, at} {
+				if j > at {
+					continue
+				}
+				if got, want := plainRun(b, j), ref(b, j); got != want {
+					t.Fatalf("special %#x at %d, from %d: %d, want %d", special, at, j, got, want)
+				}
+			}
+		}
+	}
+	for _, n := range []int{0, 1, 63, 64, 65, 191, 192, 5000} {
+		if got := plainRun(plain[:n], 0); got != n {
+			t.Fatalf("plain run of %d: %d", n, got)
+		}
+	}
+	// Bytes at and above 0x80 stand for themselves.
+	if got := plainRun(bytes.Repeat([]byte{0xff, 0x80, 0x7f, 0x20}, 100), 0); got != 400 {
+		t.Fatalf("high bytes: %d, want 400", got)
 	}
 }
