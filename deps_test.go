@@ -90,6 +90,8 @@ var tiers = map[string]int{
 	// The recent requests through the role ports and their per-second
 	// counts, fed by the proxy, shown by the fleet page.
 	"internal/activity": 4,
+	// The GC's heap goal kept a headroom above the live heap (nodeld run).
+	"internal/heapgoal": 4,
 }
 
 // leafTier is the tier of the leaves, which import nothing but the

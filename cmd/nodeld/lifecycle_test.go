@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -36,6 +37,11 @@ func TestDaemonLifecycle(t *testing.T) {
 		}
 	}
 	promtoolCheck(t, metrics)
+	// The heap goal is kept above the live heap (heapgoal): after a
+	// collection (the scrapes allocate) the GC percent is above Go's 100.
+	if p := gcPercentAfterScrapes(t, d.admin, func(p float64) bool { return p > 100 }); p <= 100 {
+		t.Errorf("go_gc_gogc_percent %v, want above 100 (heap goal kept)", p)
+	}
 
 	st := d.status()
 	if !strings.HasPrefix(st.NodeID, "n-") || st.Name != "e2e" || st.Chain.Seq == 0 || len(st.Chain.Hash) != 64 || !st.Ready {
@@ -290,5 +296,40 @@ inference:
 
 	if _, _, rc := runCLI(t, "frobnicate"); rc != 2 {
 		t.Errorf("unknown command exit = %d, want 2", rc)
+	}
+}
+
+// gcPercentAfterScrapes scrapes addr's /metrics (each scrape allocates)
+// until done holds for go_gc_gogc_percent or 40 scrapes were made, and
+// returns the last value.
+func gcPercentAfterScrapes(t *testing.T, addr string, done func(float64) bool) float64 {
+	t.Helper()
+	p := -1.0
+	for range 40 {
+		_, m := httpGet(t, "http://"+addr+"/metrics")
+		for line := range strings.Lines(m) {
+			if v, ok := strings.CutPrefix(line, "go_gc_gogc_percent "); ok {
+				f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				if err != nil {
+					t.Fatalf("go_gc_gogc_percent %q: %v", v, err)
+				}
+				p = f
+			}
+		}
+		if done(p) {
+			break
+		}
+	}
+	return p
+}
+
+// With GOGC set, the daemon leaves the collector to it.
+func TestDaemonLeavesGOGCAlone(t *testing.T) {
+	t.Parallel()
+	dataDir := filepath.Join(t.TempDir(), "data")
+	d := startDaemonEnv(t, dataDir, nodeConfig(dataDir, ""), []string{"GOGC=150"})
+	d.waitReady()
+	if p := gcPercentAfterScrapes(t, d.admin, func(p float64) bool { return p != 150 }); p != 150 {
+		t.Fatalf("go_gc_gogc_percent %v with GOGC=150, want 150", p)
 	}
 }
