@@ -69,13 +69,16 @@ type rawConn struct {
 	serr    error        // what send returned
 	awaitFn func(fd uintptr) bool
 
-	wmu   sync.Mutex // one write at a time owns one, wv, wn, iov, werr
-	one   [1][]byte  // Write's buffer, as writev's one
-	wv    [][]byte   // the buffers not yet written
-	wn    int
-	iov   [4]syscall.Iovec
-	werr  syscall.Errno
-	vecFn func(fd uintptr) bool
+	wmu sync.Mutex // one write at a time owns one, wv, wn, iov, werr, corked
+	one [1][]byte  // Write's buffer, as writev's one
+	// corked holds the bytes Write was given while WriteCorked runs, to
+	// be written at its end in one call; nil when not corked.
+	corked *[]byte
+	wv     [][]byte // the buffers not yet written
+	wn     int
+	iov    [4]syscall.Iovec
+	werr   syscall.Errno
+	vecFn  func(fd uintptr) bool
 }
 
 // rawChunkBytes bounds the bytes one raw system call reads or writes.
@@ -120,6 +123,63 @@ func (c *rawConn) peek(fd uintptr) bool {
 	return true // never wait for readiness
 }
 
+// rawUnder returns the RawIO connection c is or wraps (through NetConn, as
+// *tls.Conn has), or nil.
+func rawUnder(c net.Conn) *rawConn {
+	for range 4 {
+		if rc, ok := c.(*rawConn); ok {
+			return rc
+		}
+		u, wraps := c.(interface{ NetConn() net.Conn })
+		if !wraps {
+			return nil
+		}
+		c = u.NetConn()
+	}
+	return nil
+}
+
+// corkBuffers hold what a corked connection was given.
+var corkBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 80<<10); return &b }}
+
+// WriteCorked runs write, which writes to c, holding every write to the
+// socket under c (a RawIO connection, or one that wraps it) in memory
+// until write returns, then writes them all in one system call. A TLS
+// connection writes each record of at most 16 KiB with a call of its
+// own: a 64 KiB chunk is four writes, and on loopback four deliveries
+// that each wake the reader. Corked, it is one. What write's writes were
+// given is written even when write fails, in order; the error is
+// write's, else the socket's. On another connection it is write().
+func WriteCorked(c net.Conn, write func() error) error {
+	rc := rawUnder(c)
+	if rc == nil {
+		return write()
+	}
+	buf := corkBuffers.Get().(*[]byte)
+	rc.wmu.Lock()
+	rc.corked = buf
+	rc.wmu.Unlock()
+	err := write()
+	rc.wmu.Lock()
+	defer rc.wmu.Unlock()
+	held := *rc.corked
+	rc.corked = nil
+	var werr error
+	if len(held) > 0 {
+		rc.one[0] = held
+		_, werr = rc.writevLocked("write", rc.one[:])
+		rc.one[0], rc.wv = nil, nil
+	}
+	if cap(held) <= 256<<10 {
+		*buf = held[:0]
+		corkBuffers.Put(buf)
+	}
+	if err == nil {
+		err = werr
+	}
+	return err
+}
+
 // SendAwait runs send's Send, which writes a request on c, and returns once c
 // has something to read (its answer), or its read deadline passed, or it
 // was closed: whatever a Read would then find. On a RawIO connection
@@ -133,18 +193,10 @@ func (c *rawConn) peek(fd uintptr) bool {
 // then (a TLS record read ahead), or the wait misses it. The error is
 // send's.
 func SendAwait(c net.Conn, send Sender) error {
-	rc, ok := c.(*rawConn)
-	for i := 0; !ok && i < 4; i++ {
-		// A wrapper that says what it wraps (a TLS connection, a gate):
-		// the wait is on the socket under it, whatever send writes with.
-		u, wraps := c.(interface{ NetConn() net.Conn })
-		if !wraps {
-			break
-		}
-		c = u.NetConn()
-		rc, ok = c.(*rawConn)
-	}
-	if !ok {
+	// A wrapper that says what it wraps (a TLS connection, a gate): the
+	// wait is on the socket under it, whatever send writes with.
+	rc := rawUnder(c)
+	if rc == nil {
 		return send.Send()
 	}
 	rc.rmu.Lock()
@@ -219,6 +271,15 @@ func (c *rawConn) writev(fd uintptr) bool {
 func (c *rawConn) writeBuffers(v *net.Buffers) (int64, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	if c.corked != nil {
+		var n int64
+		for _, b := range *v {
+			*c.corked = append(*c.corked, b...)
+			n += int64(len(b))
+		}
+		*v = nil
+		return n, nil
+	}
 	n, err := c.writevLocked("writev", *v)
 	*v, c.wv = c.wv, nil
 	return int64(n), err
@@ -265,6 +326,10 @@ func (c *rawConn) Read(b []byte) (int, error) {
 func (c *rawConn) Write(b []byte) (int, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	if c.corked != nil {
+		*c.corked = append(*c.corked, b...)
+		return len(b), nil
+	}
 	c.one[0] = b
 	n, err := c.writevLocked("write", c.one[:])
 	c.one[0], c.wv = nil, nil

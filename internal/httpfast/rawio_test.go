@@ -414,3 +414,84 @@ func TestPoolHeldRequestSavesTheEmptyRead(t *testing.T) {
 		up.Put(uc, 4)
 	}
 }
+
+// queued reports whether the peer has bytes to read, without waiting:
+// on loopback a write is in the peer's queue when it returns.
+func queued(t *testing.T, peer *net.TCPConn) bool {
+	t.Helper()
+	rc, err := peer.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e syscall.Errno
+	if err := rc.Control(func(fd uintptr) { e = sysPeek(fd, make([]byte, 1)) }); err != nil {
+		t.Fatal(err)
+	}
+	return e != syscall.EAGAIN
+}
+
+// WriteCorked holds what is written to the socket until its write
+// returns, then writes all of it, in order; through a wrapper that names
+// its connection (NetConn) too, and with writeBuffers' writes.
+func TestWriteCorkedHoldsWritesUntilTheEnd(t *testing.T) {
+	raw, peer := rawPair(t)
+	wrapped := struct {
+		net.Conn
+		netConn
+	}{raw, netConn{raw}}
+	a, b := randomBytes(t, 40<<10), randomBytes(t, 100<<10) // past the pooled buffer's size
+	c := []byte("tail")
+	got := make(chan []byte, 1)
+	go func() {
+		all, _ := io.ReadAll(io.LimitReader(peer, int64(len(a)+len(b)+len(c))))
+		got <- all
+	}()
+	err := WriteCorked(wrapped, func() error {
+		if _, err := raw.Write(a); err != nil {
+			return err
+		}
+		v := net.Buffers{b}
+		if _, err := writeBuffers(raw, &v); err != nil {
+			return err
+		}
+		if queued(t, peer) {
+			t.Error("a corked write reached the socket before the end")
+		}
+		_, err := raw.Write(c)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if all := <-got; !bytes.Equal(all, append(append(append([]byte(nil), a...), b...), c...)) {
+		t.Fatalf("peer read %d bytes, not the three writes in order", len(all))
+	}
+	// Uncorked again: a write goes out at once.
+	if _, err := raw.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if !queued(t, peer) {
+		t.Fatal("a write after WriteCorked is held")
+	}
+}
+
+// write's error is WriteCorked's, and what it wrote before failing still
+// leaves.
+func TestWriteCorkedReturnsWritesError(t *testing.T) {
+	raw, peer := rawPair(t)
+	boom := errors.New("boom")
+	if err := WriteCorked(raw, func() error {
+		_, _ = raw.Write([]byte("part"))
+		return boom
+	}); err != boom {
+		t.Fatalf("WriteCorked = %v, want write's error", err)
+	}
+	buf := make([]byte, 4)
+	if _, err := io.ReadFull(peer, buf); err != nil || string(buf) != "part" {
+		t.Fatalf("peer read %q, %v", buf, err)
+	}
+}
+
+type netConn struct{ c net.Conn }
+
+func (n netConn) NetConn() net.Conn { return n.c }

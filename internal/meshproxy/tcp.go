@@ -596,7 +596,7 @@ func (s *tcpServerStream) Read(p []byte) (int, error) {
 }
 
 func (s *tcpServerStream) Write(p []byte) (int, error) {
-	n, err := s.cs.c.Write(p)
+	n, err := writeRecords(s.cs.c, p)
 	if err != nil {
 		s.markBroken()
 	}
@@ -875,10 +875,28 @@ func (s *tcpClientStream) Read(p []byte) (int, error) {
 }
 
 func (s *tcpClientStream) Write(p []byte) (int, error) {
-	n, err := s.c.Write(p)
+	n, err := writeRecords(s.c, p)
 	if err != nil {
 		s.failed(err)
 	}
+	return n, err
+}
+
+// maxRecordPayload is the most a TLS record carries: a write of more is
+// several records.
+const maxRecordPayload = 16 << 10
+
+// writeRecords writes p to a TLS connection: a p of several records (a
+// body chunk) leaves in one system call (httpfast.WriteCorked), not one
+// a record.
+func writeRecords(c net.Conn, p []byte) (n int, err error) {
+	if len(p) <= maxRecordPayload {
+		return c.Write(p)
+	}
+	err = httpfast.WriteCorked(c, func() error {
+		n, err = c.Write(p)
+		return err
+	})
 	return n, err
 }
 
