@@ -3,7 +3,9 @@ package ctlraft
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -68,8 +70,7 @@ func TestAcknowledgedPlacesSurviveFiftyKills(t *testing.T) {
 	h.tune = loopbackRaft
 	h.start()
 	h.waitLeader()
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	seed := testSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 0))
 
 	var (
@@ -145,6 +146,22 @@ func TestAcknowledgedPlacesSurviveFiftyKills(t *testing.T) {
 	if got, on := h.hosts.Copies("echo"); got != len(lead.ids()) {
 		t.Fatalf("%d copies on the hosts (%v), %d placements", got, on, len(lead.ids()))
 	}
+}
+
+// testSeed is the seed of a randomized test: NODELD_TEST_SEED when set
+// (to replay a failed run's kills), else the time. It is logged either way.
+func testSeed(t testing.TB) uint64 {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv("NODELD_TEST_SEED"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("NODELD_TEST_SEED %q: %v", v, err)
+		}
+		seed = n
+	}
+	t.Logf("seed %d (NODELD_TEST_SEED=%d replays it)", seed, seed)
+	return seed
 }
 
 func holdsAll(n *ctlNode, ids []string) bool {

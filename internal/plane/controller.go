@@ -105,12 +105,13 @@ type core struct {
 	// the lifecycle leaves them alone until it returns.
 	busy map[string]bool
 	// verbs counts the operator's starts and stops that changed a
-	// placement; verbAt holds, by decision id, its value after the last
-	// one of each placement, and listedAt its value when the tick in
-	// progress (or the last) began to describe the nodes. A placement
-	// whose verbAt is later changed after its node's listing was taken:
-	// that listing is stale for it (it would undo a stop, or take a start
-	// for a failure), and the tick leaves it alone.
+	// placement, and the places that ended (writer.place); verbAt holds,
+	// by decision id, its value after the last one of each placement, and
+	// listedAt its value when the tick in progress (or the last) began to
+	// describe the nodes. A placement whose verbAt is later changed after
+	// its node's listing was taken: that listing is stale for it (it
+	// would undo a stop, take a start for a failure, or find a new
+	// instance missing), and the tick leaves it alone.
 	verbs, listedAt uint64
 	verbAt          map[string]uint64
 	// gone holds the nodes that are not targets but that placements name,

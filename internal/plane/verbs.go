@@ -282,8 +282,8 @@ func (c *operatorVerbs) tierWaiverLocked(pl *Placement) (bool, string) {
 // may be placed, and taking one down never places anything; a node whose
 // tier would not admit the workload any more (a demoted peer) is waived,
 // and the waiver is chained with the request.
-// verbDoneLocked notes that the operator's start or stop changed pl
-// (see Controller.verbs). c.mu is held.
+// verbDoneLocked notes that the operator's start or stop, or a place,
+// changed pl (see Controller.verbs). c.mu is held.
 func (c *operatorVerbs) verbDoneLocked(pl *Placement) {
 	c.verbs++
 	if c.verbAt == nil {

@@ -236,6 +236,10 @@ func (c *writer) place(ctx context.Context, p Package, o Order, in intent, timeo
 	rep.Attempts, err = c.dispatch(ctx, p, o, pl, timeout)
 	c.mu.Lock()
 	delete(c.busy, id)
+	// A tick that listed the node before the place landed would find the
+	// instance missing though its node is up, and place it again under
+	// another decision: it leaves pl alone, as after a start or stop.
+	c.ops.verbDoneLocked(pl)
 	switch pl.Life {
 	case LifePlaced:
 		cp := *pl
