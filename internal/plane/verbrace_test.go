@@ -63,26 +63,11 @@ func TestStopDuringTickStays(t *testing.T) {
 	}
 	want("before the stop", false, ctl.StateRunning)
 
-	disp.armed = true
-	ticked := make(chan error, 1)
-	go func() { ticked <- c.Tick(context.Background()) }()
-	select {
-	case <-disp.described:
-	case <-time.After(time.Minute):
-		t.Fatal("the tick did not describe the node")
-	}
-	if _, err := c.Stop(context.Background(), iid); err != nil {
-		t.Fatal(err)
-	}
-	close(disp.release)
-	select {
-	case err := <-ticked:
-		if err != nil {
+	tickAround(t, c, disp, func() {
+		if _, err := c.Stop(context.Background(), iid); err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(time.Minute):
-		t.Fatal("the tick did not return")
-	}
+	})
 	want("after the tick that listed the node before the stop", true, ctl.StateStopped)
 
 	disp.armed = false
@@ -114,27 +99,13 @@ func TestPlaceDuringTickStays(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	disp.armed = true
-	ticked := make(chan error, 1)
-	go func() { ticked <- c.Tick(context.Background()) }()
-	select {
-	case <-disp.described:
-	case <-time.After(time.Minute):
-		t.Fatal("the tick did not describe the node")
-	}
-	rep, err := c.Place(context.Background(), echo)
-	if err != nil || rep.Placed == nil {
-		t.Fatalf("place: %+v, %v", rep, err)
-	}
-	close(disp.release)
-	select {
-	case err := <-ticked:
-		if err != nil {
-			t.Fatal(err)
+	var rep Report
+	tickAround(t, c, disp, func() {
+		var err error
+		if rep, err = c.Place(context.Background(), echo); err != nil || rep.Placed == nil {
+			t.Fatalf("place: %+v, %v", rep, err)
 		}
-	case <-time.After(time.Minute):
-		t.Fatal("the tick did not return")
-	}
+	})
 	want := func(when string) {
 		t.Helper()
 		ps := c.Placements()
@@ -150,4 +121,28 @@ func TestPlaceDuringTickStays(t *testing.T) {
 	}
 	want("after the next tick")
 	r.wantCopies("echo", 1)
+}
+
+// tickAround runs a tick whose describe of disp's node is held (disp
+// armed), runs during while it is held, then lets the tick finish.
+func tickAround(t *testing.T, c *Controller, disp *heldDescribes, during func()) {
+	t.Helper()
+	disp.armed = true
+	ticked := make(chan error, 1)
+	go func() { ticked <- c.Tick(context.Background()) }()
+	select {
+	case <-disp.described:
+	case <-time.After(time.Minute):
+		t.Fatal("the tick did not describe the node")
+	}
+	during()
+	close(disp.release)
+	select {
+	case err := <-ticked:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the tick did not return")
+	}
 }
