@@ -173,9 +173,20 @@ func TestMeshHeldRequestWaitsForABusyPeer(t *testing.T) {
 func TestMeshHeldBusyPastMaxWait(t *testing.T) {
 	const maxWait = 300 * time.Millisecond
 	up, gate := blockEmbeddings(t)
-	defer gate.Open()
 	a, b := busyPair(t, up, maxWait)
-	go func() { _, _ = a.h.post("chat", "/v1/embeddings", `{"input":"x"}`) }()
+	// The blocking request is answered before the test ends: the nodes
+	// stopping under it (the cleanup) would fail its post.
+	blocker := make(chan int, 1)
+	go func() {
+		res, _ := a.h.post("chat", "/v1/embeddings", `{"input":"x"}`)
+		blocker <- res.StatusCode
+	}()
+	defer func() {
+		gate.Open()
+		if s := wait(t, blocker, "the blocking request"); s != http.StatusOK {
+			t.Errorf("the blocking request: %d, want 200", s)
+		}
+	}()
 	wait(t, gate.Entered, "the blocking request upstream")
 	var got <-chan answer
 	start := time.Now()
