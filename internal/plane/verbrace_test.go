@@ -44,15 +44,7 @@ func TestStopDuringTickStays(t *testing.T) {
 	if rep.Placed == nil {
 		t.Fatalf("not placed: %+v", rep)
 	}
-	disp := &heldDescribes{fakeCluster: r.cl, node: rep.Placed.Node,
-		described: make(chan struct{}), release: make(chan struct{})}
-	c, err := New(r.cfg, r.targets, Deps{Now: r.clk.Now, Chain: r.chain, Dispatcher: disp, StatePath: r.state})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Tick(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	c, disp := heldController(t, r, rep.Placed.Node)
 	iid := rep.Placed.InstanceID
 	want := func(when string, stopped bool, state string) {
 		t.Helper()
@@ -89,15 +81,7 @@ func TestPlaceDuringTickStays(t *testing.T) {
 	r.cfg.DescribeTimeout = time.Minute
 	r.restart()
 	r.tick()
-	disp := &heldDescribes{fakeCluster: r.cl, node: r.targets[0].ID,
-		described: make(chan struct{}), release: make(chan struct{})}
-	c, err := New(r.cfg, r.targets, Deps{Now: r.clk.Now, Chain: r.chain, Dispatcher: disp, StatePath: r.state})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Tick(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	c, disp := heldController(t, r, r.targets[0].ID)
 
 	var rep Report
 	tickAround(t, c, disp, func() {
@@ -145,4 +129,20 @@ func tickAround(t *testing.T, c *Controller, disp *heldDescribes, during func())
 	case <-time.After(time.Minute):
 		t.Fatal("the tick did not return")
 	}
+}
+
+// heldController is a controller on r's state whose describes of node
+// can be held (heldDescribes, not armed yet), after one tick.
+func heldController(t *testing.T, r *rig, node string) (*Controller, *heldDescribes) {
+	t.Helper()
+	disp := &heldDescribes{fakeCluster: r.cl, node: node,
+		described: make(chan struct{}), release: make(chan struct{})}
+	c, err := New(r.cfg, r.targets, Deps{Now: r.clk.Now, Chain: r.chain, Dispatcher: disp, StatePath: r.state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Tick(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return c, disp
 }
