@@ -278,18 +278,17 @@ var strPlain = func() (t [256]bool) {
 // Each test is the exact "has a zero byte" (or "has a byte below n") word
 // trick, so a run of plain bytes is skipped 8 at a time.
 func hasStringSpecial(x uint64) bool {
-	const lo, hi = 0x0101010101010101, 0x8080808080808080
-	q := x ^ (lo * '"')
-	bs := x ^ (lo * '\\')
-	return ((q-lo)&^q|(bs-lo)&^bs|(x-lo*0x20)&^x)&hi != 0
+	q := x ^ (wordLo * '"')
+	bs := x ^ (wordLo * '\\')
+	return ((q-wordLo)&^q|(bs-wordLo)&^bs)&wordHi|controlBits(x) != 0
 }
 
-// hasControl is hasStringSpecial's third test alone: whether one of the
-// 8 bytes of x is below 0x20.
-func hasControl(x uint64) uint64 {
-	const lo, hi = 0x0101010101010101, 0x8080808080808080
-	return (x - lo*0x20) &^ x & hi
-}
+// controlBits has the high bit of each of the 8 bytes of x that is below
+// 0x20 set (and no other bit): non-zero when x has a control byte.
+func controlBits(x uint64) uint64 { return (x - wordLo*0x20) &^ x & wordHi }
+
+// The word tricks' constants: each byte 0x01, each byte 0x80.
+const wordLo, wordHi = 0x0101010101010101, 0x8080808080808080
 
 // plainRun returns the offset of the first byte at or after j that ends
 // or escapes a string's plain run, or len(b). It looks for '"' and '\\'
@@ -324,8 +323,8 @@ func firstControl(b []byte) int {
 	j := 0
 	for ; j+32 <= len(b); j += 32 {
 		w := b[j : j+32 : j+32]
-		if hasControl(binary.LittleEndian.Uint64(w[0:]))|hasControl(binary.LittleEndian.Uint64(w[8:]))|
-			hasControl(binary.LittleEndian.Uint64(w[16:]))|hasControl(binary.LittleEndian.Uint64(w[24:])) != 0 {
+		if controlBits(binary.LittleEndian.Uint64(w[0:]))|controlBits(binary.LittleEndian.Uint64(w[8:]))|
+			controlBits(binary.LittleEndian.Uint64(w[16:]))|controlBits(binary.LittleEndian.Uint64(w[24:])) != 0 {
 			break
 		}
 	}
