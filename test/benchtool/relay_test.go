@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"math/big"
 	"net/http"
@@ -70,15 +71,8 @@ func TestRelayCarriesExchanges(t *testing.T) {
 			client := &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}
 			defer client.CloseIdleConnections()
 			for range 20 {
-				res, err := client.Post("http://"+relay+"/v1/chat/completions", "application/json",
-					strings.NewReader(`{"model":"bench","messages":[{"role":"user","content":"hi"}]}`))
-				if err != nil {
+				if err := postChat(client, relay); err != nil {
 					t.Fatal(err)
-				}
-				body, err := io.ReadAll(res.Body)
-				_ = res.Body.Close()
-				if err != nil || res.StatusCode != 200 || !strings.Contains(string(body), "chatcmpl-bench") {
-					t.Fatalf("status %d, body %q, err %v", res.StatusCode, body, err)
 				}
 			}
 		})
@@ -101,16 +95,8 @@ func TestTLSRelayPairsCarryExchanges(t *testing.T) {
 					client := &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}
 					defer client.CloseIdleConnections()
 					for range 20 {
-						res, err := client.Post("http://"+first+"/v1/chat/completions", "application/json",
-							strings.NewReader(`{"model":"bench","messages":[{"role":"user","content":"hi"}]}`))
-						if err != nil {
+						if err := postChat(client, first); err != nil {
 							t.Error(err)
-							return
-						}
-						body, err := io.ReadAll(res.Body)
-						_ = res.Body.Close()
-						if err != nil || res.StatusCode != 200 || !strings.Contains(string(body), "chatcmpl-bench") {
-							t.Errorf("status %d, body %q, err %v", res.StatusCode, body, err)
 							return
 						}
 					}
@@ -119,6 +105,22 @@ func TestTLSRelayPairsCarryExchanges(t *testing.T) {
 			wg.Wait()
 		})
 	}
+}
+
+// postChat posts a chat request through addr and checks that the
+// upstream's answer came back.
+func postChat(client *http.Client, addr string) error {
+	res, err := client.Post("http://"+addr+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"bench","messages":[{"role":"user","content":"hi"}]}`))
+	if err != nil {
+		return err
+	}
+	body, err := io.ReadAll(res.Body)
+	_ = res.Body.Close()
+	if err != nil || res.StatusCode != 200 || !strings.Contains(string(body), "chatcmpl-bench") {
+		return fmt.Errorf("status %d, body %q, err %v", res.StatusCode, body, err)
+	}
+	return nil
 }
 
 // relayCert writes a throwaway Ed25519 certificate for 127.0.0.1 and its
