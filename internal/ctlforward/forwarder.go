@@ -176,14 +176,14 @@ func (f *Forwarder) forward(ctx context.Context, leader string, req operator.Req
 // reset CodeMalformed; neither reaches the backend.
 func (f *Forwarder) ServeStream(ctx context.Context, peer mesh.PeerInfo, st *mesh.Stream) {
 	if f.backend == nil {
-		st.Reset(CodeNotServing)
 		f.met.WithLabelValues(dirIn, resultNotServing).Inc()
+		st.Reset(CodeNotServing)
 		return
 	}
 	if !f.voters[peer.ID] || peer.ID == f.self {
-		st.Reset(CodeNotVoter)
 		f.met.WithLabelValues(dirIn, resultNotVoter).Inc()
 		f.log.Warn("forwarded operator request refused: not a controller voter", zap.String("peer", peer.ID))
+		st.Reset(CodeNotVoter)
 		return
 	}
 	_ = st.SetReadDeadline(time.Now().Add(RequestReadTimeout))
@@ -196,9 +196,11 @@ func (f *Forwarder) ServeStream(ctx context.Context, peer mesh.PeerInfo, st *mes
 		req, err = decodeRequest(wire)
 	}
 	if err != nil {
-		st.Reset(CodeMalformed)
+		// Counted before the reset, which is what the peer sees: a count
+		// read after the peer's error holds it.
 		f.met.WithLabelValues(dirIn, resultMalformed).Inc()
 		f.log.Warn("forwarded operator request malformed", zap.String("peer", peer.ID), zap.Error(err))
+		st.Reset(CodeMalformed)
 		return
 	}
 	_ = st.SetReadDeadline(time.Time{})
