@@ -223,6 +223,7 @@ func (a *admission) pinLocked(p *peerEntry, key ed25519.PublicKey) error {
 	if a.ps.peers[p.cfg.Addr] == p && p.key == nil {
 		p.key, p.id, p.from = key, pin.ID, PinnedFromTOFU
 		p.refusedKey = ""
+		a.ps.reindexLocked()
 	}
 	a.ps.mu.Unlock()
 	a.log.Info("peer key pinned on first use", zap.String("addr", pin.Addr), zap.String("peer", pin.ID))

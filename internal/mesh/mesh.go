@@ -292,6 +292,7 @@ func New(cfg Config, deps Deps) (*Mesh, error) {
 	for _, pc := range cfg.Peers {
 		m.peers[pc.Addr] = adm.newPeerLocked(pc)
 	}
+	m.reindexLocked()
 	m.updateGaugeLocked()
 	return m, nil
 }
@@ -517,6 +518,7 @@ func (m *Mesh) applyConfig(cfg Config) {
 		}
 	}
 	m.cfg = cfg
+	m.reindexLocked()
 	after := m.nameIDsLocked()
 	m.updateGaugeLocked()
 	idle := m.runCtx == nil

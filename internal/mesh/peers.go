@@ -27,6 +27,12 @@ type peerSet struct {
 	mu    sync.Mutex
 	cfg   Config
 	peers map[string]*peerEntry // by configured address
+	// byID and byKey index the pinned peers by node id and by key (as a
+	// string): a forwarded request looks its peer up twice, and a fleet
+	// has hundreds. reindexLocked rebuilds them whenever a peer is added,
+	// removed or pinned.
+	byID  map[string]*peerEntry
+	byKey map[string]*peerEntry
 	addr  net.Addr
 	tr    *quic.Transport
 	// runCtx is non-nil while Run runs.
@@ -87,24 +93,42 @@ func (l *link) poke() {
 }
 
 func (ps *peerSet) peerByKeyLocked(key ed25519.PublicKey) *peerEntry {
-	for _, p := range ps.peers {
-		if p.key != nil && p.key.Equal(key) {
-			return p
-		}
+	if len(key) == 0 {
+		return nil
 	}
-	return nil
+	return ps.current(ps.byKey[string(key)])
 }
 
 func (ps *peerSet) peerByIDLocked(id string) *peerEntry {
 	if id == "" {
 		return nil
 	}
+	return ps.current(ps.byID[id])
+}
+
+// current returns p when it is still the configured peer at its address:
+// an index entry left behind by a change that forgot to reindex must not
+// admit a removed peer.
+func (ps *peerSet) current(p *peerEntry) *peerEntry {
+	if p == nil || ps.peers[p.cfg.Addr] != p {
+		return nil
+	}
+	return p
+}
+
+// reindexLocked rebuilds byID and byKey from peers. ps.mu must be held.
+func (ps *peerSet) reindexLocked() {
+	if ps.byID == nil {
+		ps.byID, ps.byKey = make(map[string]*peerEntry), make(map[string]*peerEntry)
+	}
+	clear(ps.byID)
+	clear(ps.byKey)
 	for _, p := range ps.peers {
-		if p.id == id {
-			return p
+		if p.key != nil {
+			ps.byID[p.id] = p
+			ps.byKey[string(p.key)] = p
 		}
 	}
-	return nil
 }
 
 // nameIDsLocked is the name -> id map (by address for unnamed peers).

@@ -443,3 +443,42 @@ func TestNewReportsMetricConflict(t *testing.T) {
 
 // ignoreEvents is the peer events consumer of a mesh that never links.
 func ignoreEvents(table.PeerEvent) {}
+
+// A peer's lookups by id and by key follow the configuration: a peer
+// added by ApplyConfig is found, one removed is not (default deny), and
+// its key is refused once its address is gone.
+func TestPeerLookupsFollowConfig(t *testing.T) {
+	self, a, b := newIdentity(t), newIdentity(t), newIdentity(t)
+	pa := PeerConfig{Name: "a", Addr: "10.0.0.2:7400", Key: a.PublicKeyHex()}
+	pb := PeerConfig{Name: "b", Addr: "10.0.0.3:7400", Key: b.PublicKeyHex()}
+	m, err := New(Config{Listen: "127.0.0.1:0", Peers: []PeerConfig{pa}},
+		Deps{Identity: self, DataDir: t.TempDir(), Table: table.New(self.ID(), table.Options{}), PeerEvents: ignoreEvents})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admitted := func() (bool, bool) { return m.IsAdmitted(a.ID()), m.IsAdmitted(b.ID()) }
+	if okA, okB := admitted(); !okA || okB {
+		t.Fatalf("before: admitted a %v, b %v; want true, false", okA, okB)
+	}
+	m.mu.Lock()
+	byKeyA := m.peerByKeyLocked(a.PublicKey()) != nil
+	m.mu.Unlock()
+	if !byKeyA {
+		t.Fatal("a not found by its key")
+	}
+	if err := m.ApplyConfig(Config{Listen: "127.0.0.1:0", Peers: []PeerConfig{pb}}); err != nil {
+		t.Fatal(err)
+	}
+	if okA, okB := admitted(); okA || !okB {
+		t.Fatalf("after: admitted a %v, b %v; want false, true", okA, okB)
+	}
+	m.mu.Lock()
+	byKeyA, byKeyB := m.peerByKeyLocked(a.PublicKey()) != nil, m.peerByKeyLocked(b.PublicKey()) != nil
+	m.mu.Unlock()
+	if byKeyA || !byKeyB {
+		t.Fatalf("by key after: a %v, b %v; want false, true", byKeyA, byKeyB)
+	}
+	if id, ok := m.ResolveRef("b"); !ok || id != b.ID() {
+		t.Errorf("ResolveRef(b) = %q, %v", id, ok)
+	}
+}
