@@ -89,18 +89,24 @@ func linkFrom(t *testing.T, a, s *meshNode, extra ...*meshNode) {
 }
 
 // waitResetSeen waits until n has processed the stateless reset of its
-// link to peer's previous run: the link is gone, and peer's route is
-// either kept waiting for its link or removed (which one is what the
-// caller tests).
+// link to peer's previous run (the link is gone, and peer's route kept
+// waiting for its link or removed), and fails the test at once unless
+// the route is kept waiting, its wait not over: what a request sent next
+// must find.
 func (n *meshNode) waitResetSeen(peer *meshNode) {
 	n.t.Helper()
+	var r table.RemoteSnapshot
+	var ok bool
 	meshtest.WaitFor(n.t, n.Name+" done with its link to "+peer.Name+"'s previous run", func() bool {
 		if n.Connected(peer.Node) {
 			return false
 		}
-		r, ok := n.route(peer)
+		r, ok = n.route(peer)
 		return !ok || r.WaitingForLink
 	})
+	if !ok || r.LinkWaitOver {
+		n.t.Fatalf("%s's route once the reset was seen: %+v (present %v), want it kept waiting for its link", peer.Name, r, ok)
+	}
 }
 
 // restartUnlinked kills s and starts it again on the same key and address
