@@ -89,18 +89,24 @@ func linkFrom(t *testing.T, a, s *meshNode, extra ...*meshNode) {
 }
 
 // waitResetSeen waits until n has processed the stateless reset of its
-// link to peer's previous run: the link is gone, and peer's route is
-// either kept waiting for its link or removed (which one is what the
-// caller tests).
+// link to peer's previous run (the link is gone, and peer's route kept
+// waiting for its link or removed), and fails the test at once unless
+// the route is kept waiting, its wait not over: what a request sent next
+// must find.
 func (n *meshNode) waitResetSeen(peer *meshNode) {
 	n.t.Helper()
+	var r table.RemoteSnapshot
+	var ok bool
 	meshtest.WaitFor(n.t, n.Name+" done with its link to "+peer.Name+"'s previous run", func() bool {
 		if n.Connected(peer.Node) {
 			return false
 		}
-		r, ok := n.route(peer)
+		r, ok = n.route(peer)
 		return !ok || r.WaitingForLink
 	})
+	if !ok || r.LinkWaitOver {
+		n.t.Fatalf("%s's route once the reset was seen: %+v (present %v), want it kept waiting for its link", peer.Name, r, ok)
+	}
 }
 
 // restartUnlinked kills s and starts it again on the same key and address
@@ -116,26 +122,43 @@ func restartUnlinked(s *meshNode) {
 // from s's new run on a's link to its previous run (a packet under 43
 // bytes, such as a heartbeat, draws none, and an advert round may be
 // stuck behind an earlier one): a ctl stream with a request-sized write,
-// reset once the test has seen the reset processed (the returned func).
+// reset once the test has seen the reset processed (the returned func,
+// which also waits for the goroutine).
+//
+// The stream is opened from a goroutine, so that the caller's wait runs
+// meanwhile. Another packet of a's (an advert round retransmitted to s's
+// new run) may have drawn the reset first: then OpenStream waits for s's
+// next link, for what is left of the restart wait, as any stream to a
+// peer that restarted does, and waiting for it here would spend the whole
+// window the caller tests (its request would find the route's wait over:
+// 503 no_instance with no route, TestMeshRestartedPeerNotBack's flake).
+// done ends that wait.
 func drawReset(a, s *meshNode) (done func()) {
 	a.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), meshtest.WaitTimeout)
-	st, err := a.Mesh.OpenStream(ctx, s.ID(), mesh.KindCtl)
-	if errors.Is(err, mesh.ErrNoLink) {
-		// Another packet of a's (an advert round, a keep-alive) drew the
-		// reset first and the link is gone already: the caller's wait
-		// checks what follows from it.
-		cancel()
-		return func() {}
-	}
-	if err != nil {
-		cancel()
-		a.t.Fatalf("open a ctl stream to %s's previous run: %v", s.Name, err)
-	}
-	_, _ = st.Write([]byte(strings.Repeat("r", 300)))
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		st, err := a.Mesh.OpenStream(ctx, s.ID(), mesh.KindCtl)
+		if err != nil {
+			// The link was gone already, its reset drawn by another
+			// packet, and done ended the wait for s's next link: the
+			// caller's wait checked what follows from the reset.
+			a.t.Logf("no ctl stream to %s: its link was reset before: %v", s.Name, err)
+			return
+		}
+		// Reset by done, which so also ends a Write that waits to replay
+		// the stream on s's next link (the link reset after the open).
+		reset := make(chan struct{})
+		context.AfterFunc(ctx, func() {
+			st.Reset(mesh.StreamCodeCancelled)
+			close(reset)
+		})
+		_, _ = st.Write([]byte(strings.Repeat("r", 300)))
+		<-reset
+	})
 	return func() {
-		st.Reset(mesh.StreamCodeCancelled)
 		cancel()
+		wg.Wait()
 	}
 }
 
@@ -264,6 +287,34 @@ func TestMeshRestartedPeerServesNewRequest(t *testing.T) {
 		rt, ok := a.route(s)
 		return ok && !rt.WaitingForLink
 	})
+}
+
+// The reset of a's link to s's previous run may be drawn by a packet of
+// a's own (an advert round retransmitted to s's new run) before the test
+// draws it (seeReset): s's route is kept waiting all the same, seeReset
+// returns once that is seen, well within the restart wait, and the
+// request sent next waits for s's link and is served by its new run.
+// (seeReset used to open its stream on the lost link, which waits the
+// restart wait out: the request then found the route's wait over, 503
+// no_instance with no route, TestMeshRestartedPeerNotBack's flake.)
+func TestMeshRestartedPeerResetDrawnEarly(t *testing.T) {
+	a, s, ws := restartPair(t, restartOpts)
+
+	restartUnlinked(s)
+	early := drawReset(a, s) // a's packet that draws the reset first
+	meshtest.WaitFor(t, "a's link to s's previous run reset", func() bool { return !a.Connected(s.Node) })
+	early()
+	start := time.Now()
+	a.seeReset(s, a.waitResetSeen)
+	if took := time.Since(start); took >= mesh.RestartLinkWait/2 {
+		t.Fatalf("seeing the reset took %v: it spent the restart wait (%v)", took, mesh.RestartLinkWait)
+	}
+	got := a.postWaitingFor(ws, s)
+	s.Apply(a.Peer())
+	r := response(t, got)
+	if r.res.StatusCode != http.StatusOK || r.res.Header.Get(proxy.RouteHeader) != s.ID() || !strings.Contains(string(r.body), "served-model") {
+		t.Fatalf("after the restart: %d %s via %q, want 200 from s", r.res.StatusCode, r.body, r.res.Header.Get(proxy.RouteHeader))
+	}
 }
 
 // With another serving node linked, a request in the window after a
