@@ -61,6 +61,14 @@
 #                     over 2 shared TLS connections, writes coalesced);
 #                     ports PORT_BASE+16..+19; needs the nginx pair's
 #                     certificate, so not with NGINX=0
+#   CHAIN=1           after the rounds, splits the c1 latency of mesh and
+#                     nginx into stages (CHAIN_ROUNDS=3 interleaved traces
+#                     of 0.5 s each): perf records every CPU's system calls
+#                     while wrk sends one request at a time, and `benchtool
+#                     chain` takes each stage as the time from one process's
+#                     write to the next's (wrk, C, S, upstream; or wrk, nginx
+#                     A, B, upstream), with the share of wake-ups on another
+#                     CPU; needs perf (linux-perf) and root
 #   KEEP=1            keep the work directory (configs, logs, results)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -195,6 +203,7 @@ inference:
 EOF
 	"$work/upstream-bin" "127.0.0.1:$base" 2>"$work/$name/upstream.log" &
 	pids+=($!)
+	echo $! >"$work/$name/upstream.pid"
 	# shellcheck disable=SC2086 # envs is a list of NAME=VALUE words
 	env $envs "$bin" run --config "$work/$name/s.yaml" >"$work/$name/s.log" 2>&1 &
 	pids+=($!)
@@ -474,6 +483,44 @@ if [ -n "$PROFILE_DIR" ]; then
 		wait "$ps" "$pc" || echo "bench-mesh: a profile of $load failed (is admin.pprof served?)" >&2
 	done
 	echo "bench-mesh: profiles in $PROFILE_DIR" >&2
+fi
+
+# chain_trace PATH: one c1 trace of PATH split into stages (CHAIN=1).
+chain_trace() {
+	local path=$1 wpid labels proxies
+	wrk -t1 -c1 -d2s -s "$work/small.lua" "$(url "$path" /v1/chat/completions)" >/dev/null &
+	wpid=$!
+	sleep 0.8
+	perf record -q -a -e raw_syscalls:sys_enter -o "$work/chain.data" -- sleep 0.5 2>/dev/null
+	wait "$wpid"
+	case $path in
+	mesh)
+		labels="-label C=$(cat "$work/cur/c.pid") -label S=$(cat "$work/cur/s.pid")"
+		proxies=C,S
+		;;
+	nginx)
+		labels="-label A=$(pgrep -P "$(cat "$work/nginx/a/master.pid")" | head -1) -label B=$(pgrep -P "$(cat "$work/nginx/b/master.pid")" | head -1)"
+		proxies=A,B
+		;;
+	esac
+	# shellcheck disable=SC2086 # labels is a list of flags
+	perf script -i "$work/chain.data" -F comm,pid,tid,cpu,time,event,trace 2>/dev/null |
+		"$work/benchtool" chain -name "$path" -label "wrk=$wpid" -label "up=$(cat "$work/cur/upstream.pid")" $labels -proxies "$proxies"
+}
+if [ "${CHAIN:-0}" = 1 ]; then
+	if ! command -v perf >/dev/null; then
+		echo "bench-mesh: CHAIN=1 needs perf (Debian: linux-perf)" >&2
+		exit 1
+	fi
+	go build -o "$work/benchtool" ./test/benchtool
+	chain_paths=mesh
+	if [ "$NGINX" != 0 ]; then chain_paths="mesh nginx"; fi
+	for r in $(seq 1 "${CHAIN_ROUNDS:-3}"); do
+		for path in $chain_paths; do
+			echo "== chain round $r: $path"
+			chain_trace "$path"
+		done
+	done | tee "$work/chain.txt" >&2
 fi
 
 # Medians over the rounds, then every run.

@@ -39,6 +39,11 @@
 //	    chain's bytes per minute; it fails on a failed stream, on RSS or
 //	    goroutines that rise beyond their noise, and on a chain growing
 //	    faster in the last half (scripts/soak.sh, make soak).
+//	benchtool chain -label NAME=PID... [-proxies NAME,...] [-name S] < TRACE
+//	    splits a concurrency-1 request chain into its stages, from a
+//	    `perf script` of raw_syscalls:sys_enter on every CPU: each stage
+//	    is the time from one labelled process's write to the next's, with
+//	    the share that woke on another CPU (CHAIN=1 make bench-mesh).
 //
 // Every load it makes goes to the loopback URLs it is given, bounded in
 // count and time.

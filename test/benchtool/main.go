@@ -22,7 +22,7 @@ func main() {
 	}
 }
 
-const usage = "usage: benchtool upstream|relay|freeports|report|sse|streams|soak [flags]"
+const usage = "usage: benchtool upstream|relay|freeports|report|sse|streams|soak|chain [flags]"
 
 func run(ctx context.Context, args []string, out io.Writer) error {
 	if len(args) == 0 {
@@ -43,6 +43,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return runStreams(ctx, rest, out)
 	case "soak":
 		return runSoak(ctx, rest, out)
+	case "chain":
+		return runChain(rest, os.Stdin, out)
 	default:
 		return errors.New(usage)
 	}
