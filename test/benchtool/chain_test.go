@@ -28,6 +28,9 @@ func TestChainStages(t *testing.T) {
 			at += s.took / 1e6
 			line(s.comm, s.pid, s.cpu, at, "raw_syscalls:sys_enter", 20)
 			line(s.comm, s.pid, s.cpu, at+1e-6, "raw_syscalls:sys_enter", 0) // a read
+			if s.pid == 21 && s.took == 20 {
+				line(s.comm, s.pid, s.cpu, at, "raw_syscalls:sys_enter", 1) // a second write in a row: no stage
+			}
 		}
 		line("other", 99, 1, at+2e-6, "raw_syscalls:sys_enter", 1)
 		line("wrk", 10, 0, at+3e-6, "sched:sched_switch", 1)
@@ -40,6 +43,9 @@ func TestChainStages(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := out.String()
+	if strings.Contains(got, "S->S") {
+		t.Errorf("a process's writes in a row made a stage:\n%s", got)
+	}
 	for _, want := range []string{
 		"mesh wrk->C ", "p50   30.0", "mesh C->S ", "p50   20.0", "mesh S->up", "p50   40.0",
 		"mesh up->S", "p50   25.0", "mesh S->C ", "p50   15.0", "mesh C->wrk", "p50   10.0",
