@@ -125,24 +125,31 @@ func (p *headParser) str() (string, bool) { return p.strAs("") }
 // strAs is str, returning known itself, not a new string, when what is
 // read equals it.
 func (p *headParser) strAs(known string) (string, bool) {
-	if !p.lit(`"`) {
+	b, ok := p.raw()
+	switch {
+	case !ok:
 		return "", false
+	case known != "" && string(b) == known:
+		return known, true
+	}
+	return internHeadString(b), true
+}
+
+// raw reads what str does, and returns it in p's bytes.
+func (p *headParser) raw() ([]byte, bool) {
+	if !p.lit(`"`) {
+		return nil, false
 	}
 	j := p.i
 	for j < len(p.b) && p.b[j] >= 0x20 && p.b[j] < 0x7f && p.b[j] != '"' && p.b[j] != '\\' {
 		j++
 	}
 	if j == len(p.b) || p.b[j] != '"' {
-		return "", false
+		return nil, false
 	}
-	var s string
-	if b := p.b[p.i:j]; known != "" && string(b) == known {
-		s = known
-	} else {
-		s = internHeadString(b)
-	}
+	b := p.b[p.i:j]
 	p.i = j + 1
-	return s, true
+	return b, true
 }
 
 // internHeadString returns b as a string, without allocating for the
