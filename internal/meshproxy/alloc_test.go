@@ -1,9 +1,11 @@
 package meshproxy
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net"
+	"net/http"
 	"testing"
 	"time"
 
@@ -145,5 +147,35 @@ func TestResponseHeadManyFields(t *testing.T) {
 	want := responseHead{V: 1, Status: 200, Headers: relayedHeaders{hdrContentType: "text/plain"}}
 	if h, err := decodeResponseHead(many); err != nil || h != want {
 		t.Fatalf("head of many fields %+v, %v; want %+v", h, err, want)
+	}
+}
+
+// TestRelayResponseAllocations: the consumer's relay of a small answer
+// that is not a stream allocates the backing array of its header values
+// and its Content-Length's string, nothing more.
+func TestRelayResponseAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	body := []byte(`{"ok":true}`)
+	in, _ := appendResponseHeadFrame(nil, 200, http.Header{"Content-Type": {"application/json"}, "Content-Length": {"11"}})
+	in = appendBodyFrames(in, frameRespBody, body)
+	in = mesh.AppendFrameHeader(in, frameRespEnd, 0)
+	fb := newFramePools().bufFor(false, len(body))
+	defer fb.release()
+	w := &discardWriter{h: http.Header{}}
+	r := bytes.NewReader(in)
+	n := testing.AllocsPerRun(100, func() {
+		r.Reset(in)
+		clear(w.h)
+		if err := relayResponse(r, w, &fb); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if n > 2 {
+		t.Errorf("a small answer is relayed with %v allocations, want at most 2", n)
+	}
+	if w.status != 200 || len(w.h) != 3 || w.h.Get("Content-Length") != "11" || w.h.Get("X-Content-Type-Options") != "nosniff" {
+		t.Errorf("relayed %d %v", w.status, w.h)
 	}
 }

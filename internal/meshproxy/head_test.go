@@ -72,6 +72,8 @@ func FuzzHeadFastPath(f *testing.F) {
 	f.Add([]byte(`{"v":1,"role":"chat","method":"GET","path":"/v1/models","query":"a","accept":"*/*","body_bytes":-1}`))
 	f.Add([]byte(`{"v":1,"status":200,"headers":{"Content-Type":"application/json","Content-Length":"11"}}`))
 	f.Add([]byte(`{"v":1,"status":200,"headers":{}}`))
+	f.Add([]byte(`{"v":1,"status":200,"headers":{"X":"1","Content-Type":"a","Content-Type":"b","Content-Length":"x"}}`))
+	f.Add([]byte(`{"v":1,"status":200,"headers":{"A":"1","B":"2","C":"3","D":"4","E":"5","Cache-Control":"no-cache"}}`))
 	f.Add([]byte(`{"v":-0,"status":01}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, ok := parseRequestHeadFast(b, "")

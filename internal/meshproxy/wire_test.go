@@ -301,6 +301,17 @@ func FuzzRelayResponse(f *testing.F) {
 		if err == nil && (rec.Code < 200 || rec.Code > 599) {
 			t.Fatalf("success with status %d", rec.Code)
 		}
+		// Only the relayed headers, one safe value each, and nosniff.
+		for name, vs := range rec.Header() {
+			i := slices.Index(relayedResponseHeaders[:], name)
+			if len(vs) != 1 || (name != "X-Content-Type-Options" && i < 0) || !validHeaderValue(vs[0]) ||
+				(i == hdrContentLength && !validContentLength(vs[0])) {
+				t.Fatalf("relayed header %s: %q", name, vs)
+			}
+		}
+		if len(rec.Header()) > 0 && rec.Header().Get("X-Content-Type-Options") != "nosniff" {
+			t.Fatalf("relayed headers %v without nosniff", rec.Header())
+		}
 		if rec.Body.Len() > len(b) {
 			t.Fatalf("relayed %d bytes from %d input bytes", rec.Body.Len(), len(b))
 		}
