@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"net/http"
 	"strconv"
-	"sync"
 
 	"github.com/nodeld/nodeld/internal/httpfast"
 	"github.com/nodeld/nodeld/internal/mesh"
@@ -16,8 +15,9 @@ import (
 // field order json.Marshal uses, and read by a parser of exactly that
 // form; anything else a peer sends (other spacing, key order, escapes,
 // non-ASCII) goes to encoding/json as before. The fast parser accepts
-// only what encoding/json decodes to the same head (FuzzHeadFastPath), so
-// it changes what is accepted in nothing.
+// only what encoding/json decodes to the same head (for a response head,
+// the same relayed headers: the consumer keeps no others)
+// (FuzzHeadFastPath), so it changes what is accepted in nothing.
 
 // appendJSONString appends s as a JSON string: '"' and '\' escaped, control
 // bytes as \u00XX, everything else as it is (head fields are checked
@@ -125,24 +125,31 @@ func (p *headParser) str() (string, bool) { return p.strAs("") }
 // strAs is str, returning known itself, not a new string, when what is
 // read equals it.
 func (p *headParser) strAs(known string) (string, bool) {
-	if !p.lit(`"`) {
+	b, ok := p.raw()
+	switch {
+	case !ok:
 		return "", false
+	case known != "" && string(b) == known:
+		return known, true
+	}
+	return internHeadString(b), true
+}
+
+// raw reads what str does, and returns it in p's bytes.
+func (p *headParser) raw() ([]byte, bool) {
+	if !p.lit(`"`) {
+		return nil, false
 	}
 	j := p.i
 	for j < len(p.b) && p.b[j] >= 0x20 && p.b[j] < 0x7f && p.b[j] != '"' && p.b[j] != '\\' {
 		j++
 	}
 	if j == len(p.b) || p.b[j] != '"' {
-		return "", false
+		return nil, false
 	}
-	var s string
-	if b := p.b[p.i:j]; known != "" && string(b) == known {
-		s = known
-	} else {
-		s = internHeadString(b)
-	}
+	b := p.b[p.i:j]
 	p.i = j + 1
-	return s, true
+	return b, true
 }
 
 // internHeadString returns b as a string, without allocating for the
@@ -249,11 +256,12 @@ func parseRequestHeadFast(b []byte, role string) (h meshRequestHead, ok bool) {
 }
 
 // parseResponseHeadFast reads what appendResponseHeadFrame writes; ok is
-// false for any other form. The headers go into m when it is not nil (an
-// empty map of the caller's, reused); a head of more than
-// maxReusedHeadFields headers then is not read here (encoding/json reads
-// it into a map of its own), so that a reused map stays small.
-func parseResponseHeadFast(b []byte, m map[string]string) (h meshResponseHead, ok bool) {
+// false for any other form. The relayed headers go into h.Headers, as
+// they are (decodeResponseHead checks their values); others are read
+// over, and a name given twice keeps its last value, as encoding/json
+// does with a map. A head of more than maxFastHeadFields headers is not
+// read here (encoding/json reads it).
+func parseResponseHeadFast(b []byte) (h responseHead, ok bool) {
 	p := headParser{b: b}
 	var v int64
 	if !p.lit(`{"v":`) {
@@ -268,31 +276,27 @@ func parseResponseHeadFast(b []byte, m map[string]string) (h meshResponseHead, o
 	}
 	h.Status = int(v)
 	if p.lit(`,"headers":{`) {
-		h.Headers = m
-		if m == nil {
-			h.Headers = make(map[string]string, len(relayedResponseHeaders))
-		}
 		for n := 0; !p.lit("}"); n++ {
-			if (n > 0 && !p.lit(",")) || (m != nil && n == maxReusedHeadFields) {
+			if (n > 0 && !p.lit(",")) || n == maxFastHeadFields {
 				return h, false
 			}
-			k, ok := p.str()
+			k, ok := p.raw()
 			if !ok || !p.lit(":") {
 				return h, false
 			}
-			if h.Headers[k], ok = p.str(); !ok {
+			v, ok := p.raw()
+			if !ok {
 				return h, false
+			}
+			if i := relayedIndex(k); i >= 0 {
+				h.Headers[i] = internHeadString(v)
 			}
 		}
 	}
 	return h, p.end()
 }
 
-// maxReusedHeadFields bounds the headers a reused map is given
-// (parseResponseHeadFast): twice the relayed ones, for a peer that sends
-// a few more (they are dropped).
-const maxReusedHeadFields = 2 * len(relayedResponseHeaders)
-
-// respHeaderMaps are the maps response heads are read into
-// (relayResponse): a map is two allocations a response.
-var respHeaderMaps = sync.Pool{New: func() any { return make(map[string]string, len(relayedResponseHeaders)) }}
+// maxFastHeadFields bounds the headers parseResponseHeadFast reads:
+// twice the relayed ones, for a peer that sends a few more (they are
+// dropped).
+const maxFastHeadFields = 2 * len(relayedResponseHeaders)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
@@ -57,8 +56,30 @@ const (
 // to the consumer; anything else (Set-Cookie, Server, ...) stays home.
 // Content-Length, when the instance sent one, lets the consumer answer its
 // client with it too (one write, no chunked encoding); a consumer that
-// does not know it drops it.
-var relayedResponseHeaders = [...]string{"Content-Type", "Cache-Control", "Content-Length"}
+// does not know it drops it. A decoded head holds their values at their
+// indexes here (relayedHeaders).
+var relayedResponseHeaders = [...]string{
+	hdrContentType:   "Content-Type",
+	hdrCacheControl:  "Cache-Control",
+	hdrContentLength: "Content-Length",
+}
+
+// The indexes of relayedResponseHeaders.
+const (
+	hdrContentType = iota
+	hdrCacheControl
+	hdrContentLength
+)
+
+// relayedIndex returns the index of name in relayedResponseHeaders, or -1.
+func relayedIndex(name []byte) int {
+	for i, n := range relayedResponseHeaders {
+		if string(name) == n { // compiled without a conversion
+			return i
+		}
+	}
+	return -1
+}
 
 // meshRequestHead is the first frame of a KindInfer stream. There is
 // deliberately no field for Authorization or cookies: a client's
@@ -78,12 +99,29 @@ type meshRequestHead struct {
 	BodyBytes int64 `json:"body_bytes"`
 }
 
-// meshResponseHead is the serving node's response head.
+// meshResponseHead is the serving node's response head as encoding/json
+// reads and writes it. The serving node writes it by hand
+// (appendResponseHeadFrame); the consumer reads it into a responseHead
+// (decodeResponseHead).
 type meshResponseHead struct {
 	V       int               `json:"v"`
 	Status  int               `json:"status"`
 	Headers map[string]string `json:"headers,omitempty"`
 }
+
+// responseHead is a response head as the consumer reads it: only the
+// relayed headers, in an array, not a map (a map, iterated to filter it
+// and again to copy it into the client's answer, cost a few percent of
+// the consumer's CPU).
+type responseHead struct {
+	V       int
+	Status  int
+	Headers relayedHeaders
+}
+
+// relayedHeaders holds the value of each of relayedResponseHeaders at its
+// index, "" for a header the head does not carry.
+type relayedHeaders [len(relayedResponseHeaders)]string
 
 // meshRefusal ends a KindInfer exchange from the serving side.
 type meshRefusal struct {
@@ -160,30 +198,27 @@ func decodeRequestHead(b []byte, role string) (meshRequestHead, error) {
 // decodeResponseHead decodes a serving node's response head. Headers not
 // relayed, or with unsafe values, are dropped; an interim or out of range
 // status is an error (a forged 1xx must not pass as the final answer).
-// m, when not nil, is an empty map the headers may be read into
-// (parseResponseHeadFast).
-func decodeResponseHead(b []byte, m map[string]string) (meshResponseHead, error) {
-	h, ok := parseResponseHeadFast(b, m)
+func decodeResponseHead(b []byte) (responseHead, error) {
+	h, ok := parseResponseHeadFast(b)
 	if !ok || len(b) > MaxMeshHeadBytes {
 		var j meshResponseHead // not h's address: see decodeRequestHead
 		if err := decodeStrict(b, &j); err != nil {
-			return meshResponseHead{}, fmt.Errorf("response head: %w", err)
+			return responseHead{}, fmt.Errorf("response head: %w", err)
 		}
-		h = j
+		h = responseHead{V: j.V, Status: j.Status}
+		for i, name := range relayedResponseHeaders {
+			h.Headers[i] = j.Headers[name] // the others are dropped
+		}
 	}
 	if h.V != MeshWireVersion {
-		return meshResponseHead{}, fmt.Errorf("response head version %d", h.V)
+		return responseHead{}, fmt.Errorf("response head version %d", h.V)
 	}
 	if h.Status < 200 || h.Status > 599 {
-		return meshResponseHead{}, fmt.Errorf("response status %d", h.Status)
+		return responseHead{}, fmt.Errorf("response status %d", h.Status)
 	}
-	if h.Headers == nil {
-		h.Headers = make(map[string]string) // callers may set into it
-	}
-	// The decoded map is h's own: filtered in place.
-	for name, v := range h.Headers {
-		if !slices.Contains(relayedResponseHeaders[:], name) || !validHeaderValue(v) || (name == "Content-Length" && !validContentLength(v)) {
-			delete(h.Headers, name)
+	for i, v := range h.Headers {
+		if v != "" && (!validHeaderValue(v) || (i == hdrContentLength && !validContentLength(v))) {
+			h.Headers[i] = ""
 		}
 	}
 	return h, nil
@@ -467,25 +502,28 @@ func relayResponse(r io.Reader, w http.ResponseWriter, fb *frameBuf) error {
 	// written and the request can still go to another peer. A stream's
 	// head is written at once: its client may wait long for the first
 	// token, and should know the request was taken.
-	var head meshResponseHead
+	var head responseHead
 	held := false
-	// The map the head's headers are read into: nothing keeps it past
-	// the relay (commit copies its values), so it serves the next one.
-	hm := respHeaderMaps.Get().(map[string]string)
-	defer putHeaderMap(hm)
-	commit := func(h *meshResponseHead) {
+	commit := func(h *responseHead) {
 		// One backing array for every value (each header its own
 		// one-element, full-capacity slice of it), not one per header.
-		// The names are canonical already: decodeResponseHead admits
-		// only relayedResponseHeaders.
+		// The names are canonical already (relayedResponseHeaders).
 		hdr := w.Header()
-		vals := make([]string, 0, len(h.Headers)+1)
+		n := 1
+		for _, v := range h.Headers {
+			if v != "" {
+				n++
+			}
+		}
+		vals := make([]string, 0, n)
 		set := func(name, v string) {
 			vals = append(vals, v)
 			hdr[name] = vals[len(vals)-1 : len(vals) : len(vals)]
 		}
-		for name, v := range h.Headers {
-			set(name, v)
+		for i, v := range h.Headers {
+			if v != "" {
+				set(relayedResponseHeaders[i], v)
+			}
 		}
 		set("X-Content-Type-Options", "nosniff")
 		w.WriteHeader(h.Status)
@@ -506,11 +544,11 @@ func relayResponse(r io.Reader, w http.ResponseWriter, fb *frameBuf) error {
 			if headSeen {
 				return fmt.Errorf("%w: second response head", errMalformedFrames)
 			}
-			if head, err = decodeResponseHead(p, hm); err != nil {
+			if head, err = decodeResponseHead(p); err != nil {
 				return fmt.Errorf("%w: %w", errMalformedFrames, err)
 			}
 			headSeen = true
-			if isStreamType(head.Headers["Content-Type"]) {
+			if isStreamType(head.Headers[hdrContentType]) {
 				commit(&head)
 				fb.shrink() // its events are small, and it may stay open long
 			} else {
@@ -554,12 +592,6 @@ func relayResponse(r io.Reader, w http.ResponseWriter, fb *frameBuf) error {
 			return fmt.Errorf("%w: unexpected frame %#x", errMalformedFrames, byte(t))
 		}
 	}
-}
-
-// putHeaderMap empties m and keeps it for the next response head.
-func putHeaderMap(m map[string]string) {
-	clear(m)
-	respHeaderMaps.Put(m)
 }
 
 // isStreamType reports whether a response Content-Type is a stream whose

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -81,16 +83,49 @@ func TestDecodeRequestHead(t *testing.T) {
 }
 
 func TestDecodeResponseHead(t *testing.T) {
-	got, err := decodeResponseHead([]byte(`{"v":1,"status":200,"headers":{"Content-Type":"text/event-stream","Cache-Control":"no\ncache","Set-Cookie":"a=b"}}`), nil)
-	if err != nil {
-		t.Fatal(err)
+	for _, tt := range []struct {
+		name, give string
+		want       relayedHeaders
+	}{
+		{"unsafe and not relayed dropped", `{"v":1,"status":200,"headers":{"Content-Type":"text/event-stream","Cache-Control":"no\ncache","Set-Cookie":"a=b"}}`,
+			relayedHeaders{hdrContentType: "text/event-stream"}},
+		{"all relayed", `{"v":1,"status":200,"headers":{"Content-Type":"application/json","Cache-Control":"no-store","Content-Length":"11"}}`,
+			relayedHeaders{"application/json", "no-store", "11"}},
+		{"no headers", `{"v":1,"status":200}`, relayedHeaders{}},
+		{"empty headers", `{"v":1,"status":200,"headers":{}}`, relayedHeaders{}},
+		{"null headers", `{"v":1,"status":200,"headers":null}`, relayedHeaders{}},
+		{"empty value", `{"v":1,"status":200,"headers":{"Content-Type":""}}`, relayedHeaders{}},
+		{"bad content length", `{"v":1,"status":200,"headers":{"Content-Length":"-1","Content-Type":"a/b"}}`, relayedHeaders{hdrContentType: "a/b"}},
+		{"name not canonical", `{"v":1,"status":200,"headers":{"content-type":"a/b"}}`, relayedHeaders{}},
+		{"escaped name", `{"v":1,"status":200,"headers":{"Content\u002dType":"a/b"}}`, relayedHeaders{hdrContentType: "a/b"}},
+		// A name given twice keeps its last value, as encoding/json does
+		// with a map; a last value that is unsafe drops the header.
+		{"twice", `{"v":1,"status":200,"headers":{"Content-Type":"a/b","Content-Type":"c/d"}}`, relayedHeaders{hdrContentType: "c/d"}},
+		{"twice, last unsafe", `{"v":1,"status":200,"headers":{"Content-Length":"12","Content-Length":"x"}}`, relayedHeaders{}},
+		{"twice, first unsafe", `{"v":1,"status":200,"headers":{"Content-Length":"x","Content-Length":"12"}}`, relayedHeaders{hdrContentLength: "12"}},
+		{"more fields than read fast", `{"v":1,"status":200,"headers":{"A":"1","B":"2","C":"3","D":"4","E":"5","F":"6","G":"7","Cache-Control":"no-cache"}}`,
+			relayedHeaders{hdrCacheControl: "no-cache"}},
+		{"headers twice", `{"v":1,"status":200,"headers":{"Content-Type":"a/b"},"headers":{"Cache-Control":"no-cache"}}`,
+			relayedHeaders{hdrContentType: "a/b", hdrCacheControl: "no-cache"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			// As written, and in another form that only encoding/json
+			// reads: the same head.
+			for _, b := range []string{tt.give, strings.Replace(tt.give, `"status":`, `"status": `, 1)} {
+				got, err := decodeResponseHead([]byte(b))
+				if err != nil {
+					t.Fatalf("%s: %v", b, err)
+				}
+				want := responseHead{V: 1, Status: 200, Headers: tt.want}
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Errorf("%s (-want +got):\n%s", b, diff)
+				}
+			}
+		})
 	}
-	want := meshResponseHead{V: 1, Status: 200, Headers: map[string]string{"Content-Type": "text/event-stream"}}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("head (-want +got):\n%s", diff)
-	}
-	for _, bad := range []string{`{"v":1,"status":101}`, `{"v":1,"status":199}`, `{"v":1,"status":600}`, `{"v":0,"status":200}`, `{"v":1,"status":200,"x":1}`} {
-		if _, err := decodeResponseHead([]byte(bad), nil); err == nil {
+	for _, bad := range []string{`{"v":1,"status":101}`, `{"v":1,"status":199}`, `{"v":1,"status":600}`, `{"v":0,"status":200}`, `{"v":1,"status":200,"x":1}`,
+		`{"v":1,"status":200,"headers":{"Content-Type":1}}`, `{"v":1,"status":200,"headers":[]}`} {
+		if _, err := decodeResponseHead([]byte(bad)); err == nil {
 			t.Errorf("%s decoded", bad)
 		}
 	}
@@ -196,19 +231,45 @@ func FuzzDecodeRequestHead(f *testing.F) {
 	})
 }
 
+// referenceResponseHead decodes a response head as decodeResponseHead
+// did with a map: encoding/json only, the map filtered, then put in an
+// array.
+func referenceResponseHead(b []byte) (responseHead, bool) {
+	var j meshResponseHead
+	if err := decodeStrict(b, &j); err != nil || j.V != MeshWireVersion || j.Status < 200 || j.Status > 599 {
+		return responseHead{}, false
+	}
+	for name, v := range j.Headers {
+		if !slices.Contains(relayedResponseHeaders[:], name) || !validHeaderValue(v) || (name == "Content-Length" && !validContentLength(v)) {
+			delete(j.Headers, name)
+		}
+	}
+	h := responseHead{V: j.V, Status: j.Status}
+	for name, v := range j.Headers {
+		h.Headers[slices.Index(relayedResponseHeaders[:], name)] = v
+	}
+	return h, true
+}
+
 func FuzzDecodeResponseHead(f *testing.F) {
 	f.Add([]byte(`{"v":1,"status":200,"headers":{"Content-Type":"text/event-stream"}}`))
 	f.Add([]byte(`{"v":1,"status":101}`))
+	f.Add([]byte(`{"v":1,"status":200,"headers":{"Content-Type":"a/b","X":"y","Content-Length":"12","Content-Length":"1x"}}`))
+	f.Add([]byte(`{"v":1,"status":200,"headers":{"Cache-Control":"no-cache"},"headers":{"Content-Type":"a\u0062"}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		h, err := decodeResponseHead(b, nil)
+		h, err := decodeResponseHead(b)
+		want, ok := referenceResponseHead(b)
+		if (err == nil) != ok || h != want {
+			t.Fatalf("%q: %+v, %v; encoding/json alone: %+v, %v", b, h, err, want, ok)
+		}
 		if err != nil {
 			return
 		}
-		if h.Status < 200 || h.Status > 599 || len(h.Headers) > len(relayedResponseHeaders) {
+		if h.Status < 200 || h.Status > 599 {
 			t.Fatalf("accepted %+v", h)
 		}
-		for _, v := range h.Headers {
-			if !validHeaderValue(v) {
+		for i, v := range h.Headers {
+			if v != "" && (!validHeaderValue(v) || (i == hdrContentLength && !validContentLength(v))) {
 				t.Fatalf("unsafe header value %q", v)
 			}
 		}
@@ -239,6 +300,17 @@ func FuzzRelayResponse(f *testing.F) {
 		err := relayResponse(bytes.NewReader(b), rec, nil)
 		if err == nil && (rec.Code < 200 || rec.Code > 599) {
 			t.Fatalf("success with status %d", rec.Code)
+		}
+		// Only the relayed headers, one safe value each, and nosniff.
+		for name, vs := range rec.Header() {
+			i := slices.Index(relayedResponseHeaders[:], name)
+			if len(vs) != 1 || (name != "X-Content-Type-Options" && i < 0) || !validHeaderValue(vs[0]) ||
+				(i == hdrContentLength && !validContentLength(vs[0])) {
+				t.Fatalf("relayed header %s: %q", name, vs)
+			}
+		}
+		if len(rec.Header()) > 0 && rec.Header().Get("X-Content-Type-Options") != "nosniff" {
+			t.Fatalf("relayed headers %v without nosniff", rec.Header())
 		}
 		if rec.Body.Len() > len(b) {
 			t.Fatalf("relayed %d bytes from %d input bytes", rec.Body.Len(), len(b))
