@@ -277,11 +277,6 @@ func (c *operatorVerbs) tierWaiverLocked(pl *Placement) (bool, string) {
 	return false, ""
 }
 
-// teardown runs verb (stop or unload) on the placement ref names.
-// Governance does not block a teardown: the policy says where workloads
-// may be placed, and taking one down never places anything; a node whose
-// tier would not admit the workload any more (a demoted peer) is waived,
-// and the waiver is chained with the request.
 // verbDoneLocked notes that the operator's start or stop, or a place,
 // changed pl (see Controller.verbs). c.mu is held.
 func (c *operatorVerbs) verbDoneLocked(pl *Placement) {
@@ -292,6 +287,11 @@ func (c *operatorVerbs) verbDoneLocked(pl *Placement) {
 	c.verbAt[pl.DecisionID] = c.verbs
 }
 
+// teardown runs verb (stop or unload) on the placement ref names.
+// Governance does not block a teardown: the policy says where workloads
+// may be placed, and taking one down never places anything; a node whose
+// tier would not admit the workload any more (a demoted peer) is waived,
+// and the waiver is chained with the request.
 func (c *operatorVerbs) teardown(ctx context.Context, verb, ref string) (Placement, error) {
 	c.mu.Lock()
 	pl, err := c.findLocked(ref)
