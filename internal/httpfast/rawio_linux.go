@@ -166,9 +166,7 @@ func WriteCorked(c net.Conn, write func() error) error {
 	rc.corked = nil
 	var werr error
 	if len(held) > 0 {
-		rc.one[0] = held
-		_, werr = rc.writevLocked("write", rc.one[:])
-		rc.one[0], rc.wv = nil, nil
+		_, werr = rc.writeOneLocked(held)
 	}
 	if cap(held) <= 256<<10 {
 		*buf = held[:0]
@@ -330,6 +328,11 @@ func (c *rawConn) Write(b []byte) (int, error) {
 		*c.corked = append(*c.corked, b...)
 		return len(b), nil
 	}
+	return c.writeOneLocked(b)
+}
+
+// writeOneLocked writes b as writev's one buffer. c.wmu is held.
+func (c *rawConn) writeOneLocked(b []byte) (int, error) {
 	c.one[0] = b
 	n, err := c.writevLocked("write", c.one[:])
 	c.one[0], c.wv = nil, nil
