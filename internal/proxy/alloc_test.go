@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"testing"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -109,5 +110,17 @@ func TestRemotePathAllocations(t *testing.T) {
 	const want = 4
 	if n := testing.AllocsPerRun(200, one); n > want {
 		t.Errorf("a remote forward allocates %v times, want at most %d", n, want)
+	}
+}
+
+// TestRequestStateSizes: a request allocates only its route's state, in a
+// smaller size class than the 768 bytes of one struct holding both
+// routes' parts (736 bytes).
+func TestRequestStateSizes(t *testing.T) {
+	if n := unsafe.Sizeof(localState{}); n > 416 {
+		t.Errorf("a local forward's state is %d bytes, want at most 416", n)
+	}
+	if n := unsafe.Sizeof(remoteState{}); n > 576 {
+		t.Errorf("a remote forward's state is %d bytes, want at most 576", n)
 	}
 }

@@ -39,7 +39,7 @@ import (
 // refusal for being at its in-flight limit (ErrPeerBusy) returns
 // resendWhenFree: the caller waits for a slot. Without it the refusal
 // is the client's answer (429 over_capacity).
-func (p *Proxy) forwardRemote(st *requestState, r *http.Request, role string, target table.Target, set *Config, in *bodyReader, waitFree bool) (body []byte, again resend) {
+func (p *Proxy) forwardRemote(st *remoteState, r *http.Request, role string, target table.Target, set *Config, in *bodyReader, waitFree bool) (body []byte, again resend) {
 	rec := &st.rec
 	rec.Header()[RouteHeader] = append(st.node[:0], target.NodeID)
 	if r.ContentLength > set.MeshMaxBodyBytes {
