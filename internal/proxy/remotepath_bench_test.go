@@ -6,13 +6,16 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/nodeld/nodeld/internal/activity"
+	"github.com/nodeld/nodeld/internal/httpfast"
 	"github.com/nodeld/nodeld/internal/httpfast/httpfasttest"
 	"github.com/nodeld/nodeld/internal/table"
 )
@@ -73,3 +76,68 @@ func BenchmarkRemotePath(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRemoteHandler is BenchmarkRemotePath without the sockets: the
+// role handler serves the request in the benchmark's goroutine, into a
+// ResponseWriter that keeps nothing, so what it measures is the proxy's
+// own CPU on a remote forward. The request's context is an exchange
+// context off the fast reader (its watchdog takes a timer of its own).
+//
+//	go test -run '^$' -bench BenchmarkRemoteHandler -benchmem ./internal/proxy/
+func BenchmarkRemoteHandler(b *testing.B) {
+	_, answer, _ := bytes.Cut(localPathAnswer, []byte("\r\n\r\n"))
+	contentType, length := []string{"application/json"}, []string{strconv.Itoa(len(answer))}
+	remote := remoteFunc(func(_ context.Context, _, _ string, _ *http.Request, _ []byte, w http.ResponseWriter) error {
+		w.Header()["Content-Type"], w.Header()["Content-Length"] = contentType, length
+		w.WriteHeader(http.StatusOK)
+		_, err := w.Write(answer)
+		return err
+	})
+	res := newResolver()
+	res.set("chat", table.Target{Kind: table.TargetRemote, NodeID: "n-b", Model: "bench"})
+	p, err := New(Config{Roles: []RoleConfig{{Name: "chat", Listen: "127.0.0.1:0", Concurrency: 256}}},
+		Deps{Resolver: res, Remote: remote, Logger: zap.NewNop(), Registerer: prometheus.NewRegistry(),
+			Activity: activity.New(0, nil)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := &roleHandler{p: p, rs: p.roles["chat"]}
+	_, body, _ := bytes.Cut(localPathRequest, []byte("\r\n\r\n"))
+	src := &resetBody{}
+	u, _ := url.ParseRequestURI("/v1/chat/completions")
+	r := (&http.Request{Method: http.MethodPost, URL: u, RequestURI: u.Path, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Host: "127.0.0.1", Header: http.Header{"Content-Type": {"application/json"}}, ContentLength: int64(len(body)),
+		Body: src}).WithContext(httpfast.NewContext())
+	w := &discardWriter{h: http.Header{}}
+	b.ReportAllocs()
+	for b.Loop() {
+		src.Reset(body)
+		clear(w.h)
+		w.code = 0
+		h.ServeHTTP(w, r)
+		if w.code != http.StatusOK {
+			b.Fatalf("status %d", w.code)
+		}
+	}
+}
+
+// resetBody is a request body read again after Reset.
+type resetBody struct{ bytes.Reader }
+
+func (*resetBody) Close() error { return nil }
+
+// discardWriter is a ResponseWriter that keeps the status and its header
+// map, and nothing written; it sets read deadlines as the fast reader's
+// does (net/http's ResponseController builds an error for one that
+// cannot).
+type discardWriter struct {
+	h    http.Header
+	code int
+}
+
+func (w *discardWriter) Header() http.Header         { return w.h }
+func (w *discardWriter) WriteHeader(code int)        { w.code = code }
+func (w *discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+func (w *discardWriter) Flush()                      {}
+
+func (w *discardWriter) SetReadDeadline(time.Time) error { return nil }
