@@ -3,6 +3,7 @@ package proxy
 import (
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -113,8 +114,157 @@ func FuzzClassifyPath(f *testing.F) {
 			strings.Contains(dec, "/./") || strings.ContainsAny(dec, "\\\x00") {
 			t.Fatalf("accepted %q, which decodes to %q", target, dec)
 		}
-		if !strings.HasPrefix(raw, "/v1/") && !forwardedPaths[raw] {
+		if !strings.HasPrefix(raw, "/v1/") && !forwardedPathsBefore[raw] {
 			t.Fatalf("accepted %q outside the allowlist", target)
 		}
 	})
+}
+
+// classifyPathBefore is classifyPath as it was before its checks shared
+// one pass over the path: the reference its answers are compared with.
+func classifyPathBefore(requestURI string) (routeClass, *Error) {
+	if len(requestURI) > MaxPathBytes {
+		return 0, errBadPath("request target longer than " + strconv.Itoa(MaxPathBytes) + " bytes")
+	}
+	raw, _, _ := strings.Cut(requestURI, "?")
+	if !strings.HasPrefix(raw, "/") {
+		return 0, errBadPath("request target must be an absolute path")
+	}
+	for i := 0; i < len(requestURI); i++ {
+		c := requestURI[i]
+		if c <= 0x20 || c >= 0x7f || c == '\\' || c == '#' {
+			return 0, errBadPath("request target has a forbidden character")
+		}
+	}
+	if strings.Contains(raw, "//") {
+		return 0, errBadPath("path has an empty segment")
+	}
+	lower := strings.ToLower(raw)
+	for _, bad := range []string{"%2e", "%2f", "%5c", "%00"} {
+		if strings.Contains(lower, bad) {
+			return 0, errBadPath("path has an encoded '.', '/', '\\' or NUL")
+		}
+	}
+	for seg := range strings.SplitSeq(raw[1:], "/") {
+		if seg == "." || seg == ".." {
+			return 0, errBadPath("path has a dot segment")
+		}
+	}
+	if strings.IndexByte(raw, '%') >= 0 {
+		dec, err := url.PathUnescape(raw)
+		if err != nil {
+			return 0, errBadPath("path has a bad percent-encoding")
+		}
+		if (&url.URL{Path: dec}).EscapedPath() != raw {
+			return 0, errBadPath("path is not in canonical form")
+		}
+	}
+	switch {
+	case forwardedPathsBefore[raw]:
+		return routeAny, nil
+	case strings.HasPrefix(raw, "/v1/"):
+		return routeLocalOnly, nil
+	case managementPathsBefore[raw] || strings.HasPrefix(raw, "/api/blobs/"):
+		return 0, &Error{Status: http.StatusForbidden, Type: TypePermission, Code: CodeForbiddenPath,
+			Message: "forbidden: " + raw + " manages models, which a nodeld role port does not do: manage them on the model server itself"}
+	default:
+		return 0, &Error{Status: http.StatusNotFound, Type: TypeNotFound, Code: CodeNotFound,
+			Message: "no route for " + raw}
+	}
+}
+
+// forwardedPathsBefore and managementPathsBefore are classifyPathBefore's
+// path sets.
+var (
+	forwardedPathsBefore = map[string]bool{
+		"/v1/chat/completions": true, "/v1/completions": true, "/v1/embeddings": true, "/v1/models": true, "/health": true,
+		"/api/generate": true, "/api/chat": true, "/api/embed": true, "/api/embeddings": true, "/api/tags": true,
+		"/api/show": true, "/api/version": true, "/api/ps": true,
+	}
+	managementPathsBefore = map[string]bool{
+		"/api/pull": true, "/api/delete": true, "/api/create": true, "/api/push": true, "/api/copy": true,
+	}
+)
+
+// checkClassifyAsBefore fails when classifyPath answers target otherwise
+// than classifyPathBefore: the same class, and the same refusal.
+func checkClassifyAsBefore(t *testing.T, target string) {
+	t.Helper()
+	class, e := classifyPath(target)
+	wantClass, wantE := classifyPathBefore(target)
+	if class != wantClass || (e == nil) != (wantE == nil) || (e != nil && *e != *wantE) {
+		t.Fatalf("classifyPath(%q) = %v, %+v; before, %v, %+v", target, class, e, wantClass, wantE)
+	}
+}
+
+// TestClassifyPathAsBefore: paths of every fault, alone and together, in
+// every order, are answered as before, refusal message included.
+func TestClassifyPathAsBefore(t *testing.T) {
+	parts := []string{"", "/", "//", "/.", "/..", "/./", "/../", "/v1", "/v1/", "/api", "/chat", "/completions",
+		"%2e", "%2E", "%2f", "%5C", "%00", "%41", "%20", "%zz", "%", "...", "a.", ".a", "?", "?x=/../", "\\", "#"}
+	var walk func(prefix string, depth int)
+	walk = func(prefix string, depth int) {
+		checkClassifyAsBefore(t, prefix)
+		if depth == 0 {
+			return
+		}
+		for _, p := range parts {
+			walk(prefix+p, depth-1)
+		}
+	}
+	walk("", 3)
+	walk("/v1/", 3)
+	for _, s := range []string{"/v1/chat/completions", "/v1/embeddings?x=1", "/api/blobs/sha256:abc", "/api/pull",
+		"/v1/" + strings.Repeat("a", MaxPathBytes), "/api/", "/api/generat", "/api/generatex", "/healthz", "/Health"} {
+		checkClassifyAsBefore(t, s)
+	}
+	for _, set := range []map[string]bool{forwardedPathsBefore, managementPathsBefore} {
+		for path := range set {
+			checkClassifyAsBefore(t, path)
+			checkClassifyAsBefore(t, path+"/")
+			checkClassifyAsBefore(t, path+"?stream=true")
+			checkClassifyAsBefore(t, path[:len(path)-1])
+		}
+	}
+}
+
+func FuzzClassifyPathAsBefore(f *testing.F) {
+	for _, s := range []string{"/v1/chat/completions", "/v1/../x", "/v1/%2e", "//x", "/api/pull", "/v1/a%20b?q=1", "/v1/%41", "/.//"} {
+		f.Add(s)
+	}
+	f.Fuzz(checkClassifyAsBefore)
+}
+
+func BenchmarkClassifyPath(b *testing.B) {
+	for b.Loop() {
+		if class, e := classifyPath("/v1/chat/completions"); class != routeAny || e != nil {
+			b.Fatal(class, e)
+		}
+	}
+}
+
+// TestPathSetsAsBefore: each path set, a switch, holds exactly the paths
+// of the map it was.
+func TestPathSetsAsBefore(t *testing.T) {
+	before := map[string]struct {
+		set  func(string) bool
+		want map[string]bool
+	}{
+		"forwardedPath":  {forwardedPath, forwardedPathsBefore},
+		"managementPath": {managementPath, managementPathsBefore},
+	}
+	var paths []string
+	for _, b := range before {
+		for p := range b.want {
+			paths = append(paths, p, p+"/", p[:len(p)-1], strings.ToUpper(p), "/x"+p)
+		}
+	}
+	paths = append(paths, "", "/", "/v1", "/v1/", "/api", "/api/")
+	for name, b := range before {
+		for _, p := range paths {
+			if got := b.set(p); got != b.want[p] {
+				t.Errorf("%s(%q) = %t, want %t", name, p, got, b.want[p])
+			}
+		}
+	}
 }
