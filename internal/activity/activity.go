@@ -93,12 +93,21 @@ func New(size int, now func() time.Time) *Log {
 
 // Add keeps r, overwriting the oldest request when the ring is full, and
 // counts it in the current second's bucket.
-func (l *Log) Add(r Request) {
+func (l *Log) Add(r Request) { l.add(&r, l.now().Unix()) }
+
+// AddEnded is Add for a request that ended at end, read from the same
+// clock as the Log's: it is counted in end's second, and the Log does
+// not read the clock again for an instant its caller has just read.
+func (l *Log) AddEnded(r Request, end time.Time) { l.add(&r, end.Unix()) }
+
+// add keeps r and counts it in the bucket of Unix second sec.
+func (l *Log) add(r *Request, sec int64) {
 	r.Role, r.Node = cut(r.Role), cut(r.Node)
-	sec := l.now().Unix()
 	l.mu.Lock()
-	l.ring[l.next] = r
-	l.next = (l.next + 1) % len(l.ring)
+	l.ring[l.next] = *r
+	if l.next++; l.next == len(l.ring) { // no division under the lock
+		l.next = 0
+	}
 	l.n = min(l.n+1, len(l.ring))
 	l.seq++
 	b := &l.buckets[slot(sec)]

@@ -104,6 +104,27 @@ func TestRatesBucketsPerSecond(t *testing.T) {
 	}
 }
 
+// TestAddEndedCountsInItsEndsSecond: a request added with its end is
+// kept as Add keeps it and counted in its end's second, without a read
+// of the Log's clock.
+func TestAddEndedCountsInItsEndsSecond(t *testing.T) {
+	c := newClock()
+	reads := 0
+	l := New(4, func() time.Time { reads++; return c.now() })
+	r := Request{At: c.t.Add(-1500 * time.Millisecond), Role: "chat", Route: RoutePeer, Node: "n", Status: 200, Tokens: 7}
+	l.AddEnded(r, c.t.Add(-time.Second))
+	if reads != 0 {
+		t.Errorf("AddEnded read the clock %d times, want 0", reads)
+	}
+	if diff := cmp.Diff([]Request{r}, l.Recent(0)); diff != "" {
+		t.Errorf("Recent (-want +got):\n%s", diff)
+	}
+	rs := l.Rates()
+	if last, prev := rs[ChartSeconds-1], rs[ChartSeconds-2]; last.Requests != 0 || prev.Requests != 1 || prev.Tokens != 7 {
+		t.Errorf("this second %+v, the one before %+v; want the request in the one before", last, prev)
+	}
+}
+
 func TestAddCutsLongFields(t *testing.T) {
 	l := New(1, nil)
 	l.Add(Request{Role: strings.Repeat("r", 1000), Node: strings.Repeat("n", 1000)})
@@ -118,6 +139,10 @@ func TestAddDoesNotAllocate(t *testing.T) {
 	r := Request{Role: "chat", Route: RoutePeer, Node: "abc", Status: 200}
 	if n := testing.AllocsPerRun(100, func() { l.Add(r) }); n != 0 {
 		t.Errorf("Add allocates %v times per call, want 0", n)
+	}
+	end := time.Now()
+	if n := testing.AllocsPerRun(100, func() { l.AddEnded(r, end) }); n != 0 {
+		t.Errorf("AddEnded allocates %v times per call, want 0", n)
 	}
 }
 
@@ -152,6 +177,19 @@ func BenchmarkAdd(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			l.Add(r)
+		}
+	})
+}
+
+// BenchmarkAddEnded is BenchmarkAdd as the proxy adds: with the end it
+// read.
+func BenchmarkAddEnded(b *testing.B) {
+	l := New(DefaultSize, nil)
+	r := Request{Role: "chat", Route: RouteLocal, Status: 200}
+	end := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			l.AddEnded(r, end)
 		}
 	})
 }
