@@ -252,6 +252,16 @@ func TestPathSetsAsBefore(t *testing.T) {
 	}{
 		"forwardedPath":  {forwardedPath, forwardedPathsBefore},
 		"managementPath": {managementPath, managementPathsBefore},
+		"pinnedPath": {pinnedPath, map[string]bool{
+			"/v1/chat/completions": true, "/v1/completions": true, "/v1/embeddings": true,
+			"/api/generate": true, "/api/chat": true, "/api/embed": true, "/api/embeddings": true,
+		}},
+		"meshPath": {meshPath, map[string]bool{
+			"/v1/chat/completions": true, "/v1/completions": true, "/v1/embeddings": true, "/v1/models": true,
+		}},
+		"ollamaMeshPath": {ollamaMeshPath, map[string]bool{
+			"/api/chat": true, "/api/generate": true, "/api/embed": true, "/api/embeddings": true,
+		}},
 	}
 	var paths []string
 	for _, b := range before {

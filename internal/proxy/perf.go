@@ -124,7 +124,7 @@ func (pr *perfRecorder) stats(instance instanceID, minSamples int) (RolePerf, bo
 // measured reports whether r is an inference request whose speed the
 // proxy measures, and whether its response may end with a usage report.
 func measured(r *http.Request) (measure, reportsUsage bool) {
-	if r.Method != http.MethodPost || !pinnedPaths[r.URL.Path] {
+	if r.Method != http.MethodPost || !pinnedPath(r.URL.Path) {
 		return false, false
 	}
 	return true, r.URL.Path == "/v1/chat/completions" || r.URL.Path == "/v1/completions"

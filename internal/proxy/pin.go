@@ -8,16 +8,15 @@ import (
 	"github.com/nodeld/nodeld/internal/table"
 )
 
-// pinnedPaths are the inference paths, OpenAI's and Ollama's, whose JSON
-// body names the model to run.
-var pinnedPaths = map[string]bool{
-	"/v1/chat/completions": true,
-	"/v1/completions":      true,
-	"/v1/embeddings":       true,
-	"/api/generate":        true,
-	"/api/chat":            true,
-	"/api/embed":           true,
-	"/api/embeddings":      true,
+// pinnedPath reports whether path is an inference path, OpenAI's or
+// Ollama's, whose JSON body names the model to run.
+func pinnedPath(path string) bool {
+	switch path {
+	case "/v1/chat/completions", "/v1/completions", "/v1/embeddings",
+		"/api/generate", "/api/chat", "/api/embed", "/api/embeddings":
+		return true
+	}
+	return false
 }
 
 // pinsModel reports whether a request to a local instance gets its body's
@@ -27,7 +26,7 @@ var pinnedPaths = map[string]bool{
 // With the model unknown the client's name is kept: a local instance may
 // need one, and the table has none to give.
 func pinsModel(r *http.Request, target table.Target, passthrough bool) bool {
-	return !passthrough && r.Method == http.MethodPost && pinnedPaths[r.URL.Path] &&
+	return !passthrough && r.Method == http.MethodPost && pinnedPath(r.URL.Path) &&
 		(target.Model != "" || target.Runtime == modelpin.MLXRuntime)
 }
 

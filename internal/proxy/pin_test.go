@@ -3,6 +3,7 @@ package proxy
 import (
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -200,4 +201,15 @@ func FuzzPinnedAlready(f *testing.F) {
 			t.Fatalf("pinnedAlready(%q) = true, but modelpin.Pin makes it %q", body, got)
 		}
 	})
+}
+
+// BenchmarkPathSets looks up a chat completion's path as a remote forward
+// does: measured (pinnedPath) and MeshPathRefusal (meshPath).
+func BenchmarkPathSets(b *testing.B) {
+	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
+	for b.Loop() {
+		if measure, _ := measured(r); !measure || MeshPathRefusal(r.URL.Path, "") != "" {
+			b.Fatal("a chat completion is measured and carried to peers")
+		}
+	}
 }

@@ -223,36 +223,39 @@ type ClientBodyError struct{ Err error }
 func (e *ClientBodyError) Error() string { return "reading the request body: " + e.Err.Error() }
 func (e *ClientBodyError) Unwrap() error { return e.Err }
 
-// meshPaths are the only paths served to peers: narrower than what the
-// loopback listener serves (no /health, no Ollama API, no other /v1 path).
-var meshPaths = map[string]bool{
-	"/v1/chat/completions": true,
-	"/v1/completions":      true,
-	"/v1/embeddings":       true,
-	"/v1/models":           true,
+// meshPath reports whether path is one of the only paths served to
+// peers: narrower than what the loopback listener serves (no /health, no
+// Ollama API, no other /v1 path).
+func meshPath(path string) bool {
+	switch path {
+	case "/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/models":
+		return true
+	}
+	return false
 }
 
-// ollamaMeshPaths are Ollama's inference paths: carried to a peer, with
-// the same model pinning and header stripping as the /v1 paths, only when
-// the peer's instance of the role is an Ollama (its advertisement says so,
-// and the serving node checks again). Ollama's read and management paths
-// never cross the mesh.
-var ollamaMeshPaths = map[string]bool{
-	"/api/chat":       true,
-	"/api/generate":   true,
-	"/api/embed":      true,
-	"/api/embeddings": true,
+// ollamaMeshPath reports whether path is one of Ollama's inference paths:
+// carried to a peer, with the same model pinning and header stripping as
+// the /v1 paths, only when the peer's instance of the role is an Ollama
+// (its advertisement says so, and the serving node checks again).
+// Ollama's read and management paths never cross the mesh.
+func ollamaMeshPath(path string) bool {
+	switch path {
+	case "/api/chat", "/api/generate", "/api/embed", "/api/embeddings":
+		return true
+	}
+	return false
 }
 
 // MeshPathRefusal says why path is not carried to a peer whose instance
 // of the role runs runtime, or "" when it is.
 func MeshPathRefusal(path, runtime string) string {
 	switch {
-	case meshPaths[path]:
+	case meshPath(path):
 		return ""
-	case ollamaMeshPaths[path] && runtime == ollamaRuntime:
+	case ollamaMeshPath(path) && runtime == ollamaRuntime:
 		return ""
-	case ollamaMeshPaths[path]:
+	case ollamaMeshPath(path):
 		return "whose instance is not an Ollama (runtime " + strconv.Quote(runtime) + "), so Ollama's API is not forwarded to it: use the /v1 paths"
 	default:
 		return "which is not asked for " + path + ": peers serve /v1/chat/completions, /v1/completions, /v1/embeddings, /v1/models, and Ollama's inference paths when their instance is an Ollama"
@@ -260,6 +263,6 @@ func MeshPathRefusal(path, runtime string) string {
 }
 
 // IsMeshPath reports whether path is ever carried to a peer: a /v1 path
-// of meshPaths, or one of Ollama's inference paths (MeshPathRefusal says
+// of meshPath, or one of Ollama's inference paths (MeshPathRefusal says
 // for which runtime).
-func IsMeshPath(path string) bool { return meshPaths[path] || ollamaMeshPaths[path] }
+func IsMeshPath(path string) bool { return meshPath(path) || ollamaMeshPath(path) }
