@@ -4,7 +4,9 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -62,5 +64,38 @@ func TestActivityRecordsEachForward(t *testing.T) {
 	short[0].Rate = false
 	if diff := cmp.Diff(want, short); diff != "" {
 		t.Errorf("activity (-want +got):\n%s", diff)
+	}
+}
+
+// TestActivityCountsAtTheForwardsEnd: a forward is counted in the second
+// it ended, as the proxy read it: the log does not read its clock again.
+func TestActivityCountsAtTheForwardsEnd(t *testing.T) {
+	var reads atomic.Int32
+	log := activity.New(16, func() time.Time { reads.Add(1); return time.Now() })
+	remote := remoteFunc(func(ctx context.Context, nodeID, role string, r *http.Request, body []byte, w http.ResponseWriter) error {
+		_, _ = io.WriteString(w, `{"choices":[]}`)
+		return nil
+	})
+	h := startProxy(t, Config{}, Deps{Remote: remote, Activity: log})
+	h.resolver.set("chat", table.Target{Kind: table.TargetRemote, NodeID: "node-b"})
+	if res, _ := h.post("chat", "/v1/chat/completions", `{"model":"m"}`); res.StatusCode != 200 {
+		t.Fatalf("remote: %d", res.StatusCode)
+	}
+	if n := reads.Load(); n != 0 {
+		t.Errorf("the log read its clock %d times for a forward, want 0", n)
+	}
+	got := log.Recent(0)
+	if len(got) != 1 {
+		t.Fatalf("activity holds %d requests, want 1", len(got))
+	}
+	end := got[0].At.Add(got[0].Duration).Unix()
+	counted := 0
+	for _, s := range log.Rates() {
+		if s.At.Unix() == end {
+			counted += s.Requests
+		}
+	}
+	if counted != 1 {
+		t.Errorf("the second the forward ended counts %d requests, want 1", counted)
 	}
 }

@@ -135,8 +135,10 @@ func measured(r *http.Request) (measure, reportsUsage bool) {
 // byte counts) and to the activity log, and gives its tail back.
 func (p *Proxy) afterForward(rs *roleServer, target table.Target, rec *recorder, start time.Time, total time.Duration, perf bool) {
 	n, tps := 0, 0.0
-	if rec.tail != nil && rec.status == http.StatusOK && httpfast.Value(rec.Header(), "Content-Encoding") == "" {
-		n, tps = usage.Rate(rec.tail.Bytes(), strings.HasPrefix(httpfast.Value(rec.Header(), "Content-Type"), "text/event-stream"), total, rec.firstByte)
+	if rec.tail != nil && rec.status == http.StatusOK {
+		if h := rec.Header(); httpfast.Value(h, "Content-Encoding") == "" {
+			n, tps = usage.Rate(rec.tail.Bytes(), strings.HasPrefix(httpfast.Value(h, "Content-Type"), "text/event-stream"), total, rec.firstByte)
+		}
 	}
 	if p.activity != nil {
 		a := activity.Request{At: start, Role: rs.name, Route: activity.RouteLocal, Status: cmp.Or(rec.status, statusClientClosed),
@@ -144,7 +146,9 @@ func (p *Proxy) afterForward(rs *roleServer, target table.Target, rec *recorder,
 		if target.Kind == table.TargetRemote {
 			a.Route, a.Node = activity.RoutePeer, target.NodeID
 		}
-		p.activity.Add(a)
+		// The exchange ended when total was read: the log counts it in
+		// that second without reading the clock again.
+		p.activity.AddEnded(a, start.Add(total))
 	}
 	if perf && rec.status == http.StatusOK && rec.firstByte > 0 {
 		if n < MinPerfTokens {

@@ -13,7 +13,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/nodeld/nodeld/internal/activity"
 	"github.com/nodeld/nodeld/internal/table"
+	"github.com/nodeld/nodeld/internal/usage"
 )
 
 func TestPerfRecorder(t *testing.T) {
@@ -172,4 +174,28 @@ func roles(rps []RolePerf) []string {
 		out = append(out, rp.Role)
 	}
 	return out
+}
+
+// BenchmarkAfterForward is the end of a remote forward answered 200 with
+// a usage report: its tokens read, and its entry added to the activity
+// log.
+func BenchmarkAfterForward(b *testing.B) {
+	p, err := New(Config{Roles: []RoleConfig{{Name: "chat", Listen: "127.0.0.1:0"}}},
+		Deps{Resolver: newResolver(), Activity: activity.New(0, nil)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rs := p.roles["chat"]
+	target := table.Target{Kind: table.TargetRemote, NodeID: "n-b"}
+	_, answer, _ := bytes.Cut(localPathAnswer, []byte("\r\n\r\n"))
+	w := &discardWriter{h: http.Header{"Content-Type": {"application/json"}}}
+	start := time.Now()
+	for b.Loop() {
+		rec := recorder{ResponseWriter: w, start: start, status: http.StatusOK, firstByte: time.Millisecond, tail: usage.GetTail()}
+		rec.tail.Keep(answer)
+		p.afterForward(rs, target, &rec, start, 2*time.Millisecond, false)
+	}
+	if got := p.activity.Recent(1); len(got) != 1 || got[0].Tokens != 9 {
+		b.Fatalf("activity %+v, want the answer's 9 tokens", got)
+	}
 }
