@@ -538,23 +538,25 @@ func (r *Prepared) Abort() {
 }
 
 // tracker counts running handlers so a drain can wait for them after
-// http.Server.Close, which does not.
+// http.Server.Close, which does not. A handler's add and done are one
+// atomic add each; only the done that brings n to 0 takes the mutex, to
+// wake a waiter.
 type tracker struct {
-	mu   sync.Mutex // guards n and zero
-	n    int
+	n    atomic.Int64  // running handlers
+	mu   sync.Mutex    // guards zero
 	zero chan struct{} // closed when n drops to 0 while someone waits
 }
 
-func (t *tracker) add() {
-	t.mu.Lock()
-	t.n++
-	t.mu.Unlock()
-}
+func (t *tracker) add() { t.n.Add(1) }
 
 func (t *tracker) done() {
+	if t.n.Add(-1) != 0 {
+		return
+	}
 	t.mu.Lock()
-	t.n--
-	if t.n == 0 && t.zero != nil {
+	// n may have left 0 again since: a handler that started meanwhile
+	// will close zero with its own done.
+	if t.zero != nil && t.n.Load() == 0 {
 		close(t.zero)
 		t.zero = nil
 	}
@@ -563,16 +565,21 @@ func (t *tracker) done() {
 
 // wait returns true once no handler runs, false after timeout.
 func (t *tracker) wait(timeout time.Duration) bool {
-	t.mu.Lock()
-	if t.n == 0 {
-		t.mu.Unlock()
+	if t.n.Load() == 0 {
 		return true
 	}
+	t.mu.Lock()
 	if t.zero == nil {
 		t.zero = make(chan struct{})
 	}
 	zero := t.zero
 	t.mu.Unlock()
+	// A done that brought n to 0 before zero was set found none to
+	// close: n says so now. One after it takes the mutex after zero was
+	// set, and closes it.
+	if t.n.Load() == 0 {
+		return true
+	}
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	select {
