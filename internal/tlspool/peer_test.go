@@ -1,6 +1,7 @@
 package tlspool
 
 import (
+	"context"
 	"crypto/ed25519"
 	"errors"
 	"net"
@@ -202,4 +203,52 @@ func TestStaleClosesThePeersIdle(t *testing.T) {
 		t.Fatalf("after Stale, Get did not dial: %+v", p.Stats())
 	}
 	echo(t, c2, "two")
+}
+
+// A dial that fails after ClosePeer gives its place back to the peer's
+// connections it was counted among, not to those dialed since: the
+// connection dialed meanwhile still counts as open.
+func TestDialFailingAfterClosePeerFreesItsOwnPlace(t *testing.T) {
+	cert, key := newCert(t)
+	srv := startServer(t, map[string]ed25519.PublicKey{"client": key}, nil)
+	mute, err := net.Listen("tcp", "127.0.0.1:0") // accepts, never answers
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mute.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		if c, err := mute.Accept(); err == nil {
+			accepted <- c
+		}
+	}()
+	p := newPool(t, cert, nil)
+	ctx, cancel := context.WithCancel(ctxT(t))
+	failed := make(chan error, 1)
+	go func() {
+		_, err := p.Get(ctx, mute.Addr().String(), srv.key)
+		failed <- err
+	}()
+	raw := recv(t, accepted, "the dial to the mute server")
+	defer raw.Close()
+	if n := p.ClosePeer(srv.key); n != 0 {
+		t.Errorf("ClosePeer closed %d, want none (only a dial)", n)
+	}
+	c, err := p.Get(ctxT(t), srv.addr, srv.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cancel()
+	if err := recv(t, failed, "the dial's end"); err == nil {
+		t.Fatal("the dial to the mute server succeeded")
+	}
+	if st := p.Stats(); st.Open != 1 {
+		t.Fatalf("stats %+v, want the connection dialed after ClosePeer open", st)
+	}
+	echo(t, c, "one")
+	p.Put(c)
+	if st := p.Stats(); st.Open != 1 || st.Idle != 1 {
+		t.Fatalf("stats %+v after Put, want one open and idle", st)
+	}
 }

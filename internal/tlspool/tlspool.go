@@ -275,7 +275,7 @@ func (p *Pool) Get(ctx context.Context, addr string, key ed25519.PublicKey) (*Co
 		p.mu.Lock()
 		p.stats.DialFailures++
 		p.mu.Unlock()
-		p.forgetPlace(k)
+		p.forgetPlace(k, pc)
 		return nil, err
 	}
 	c.key, c.pool = k, p
@@ -337,15 +337,13 @@ func (p *Pool) forget(c *Conn) {
 	}
 }
 
-// forgetPlace frees the place of a dial that failed.
-func (p *Pool) forgetPlace(k string) {
+// forgetPlace frees the place of a dial to k that failed in pc, the
+// connections it was counted among: after a ClosePeer during the dial, k's
+// connections in the map are others, which its place never was.
+func (p *Pool) forgetPlace(k string, pc *peerConns) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	pc := p.peers[k]
-	if pc == nil {
-		return
-	}
-	if pc.open--; pc.open <= 0 && len(pc.idle) == 0 && len(pc.inUse) == 0 {
+	if pc.open--; pc.open <= 0 && len(pc.idle) == 0 && len(pc.inUse) == 0 && p.peers[k] == pc {
 		delete(p.peers, k)
 	}
 }
