@@ -96,9 +96,6 @@ func (c Config) withDefaults() Config {
 	if c.HandshakeTimeout == 0 {
 		c.HandshakeTimeout = DefaultHandshakeTimeout
 	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
 	return c
 }
 
@@ -138,6 +135,11 @@ type Stats struct {
 // Pool keeps TLS connections to peers for reuse.
 type Pool struct {
 	cfg Config
+	// epoch is when the pool was made, by cfg.Now or, without one,
+	// time.Now: idle times are read as durations since it (clock), so
+	// that without a Now each is one read of the monotonic clock, not
+	// the two of time.Now (monotonic and wall), twice a request.
+	epoch time.Time
 
 	mu     sync.Mutex // guards peers, stats, closed
 	peers  map[string]*peerConns
@@ -183,8 +185,8 @@ func (pc *peerConns) releaseLocked(c *Conn) {
 // failure.
 type Conn struct {
 	*tls.Conn
-	key       string // the peer's key, as the pool's map key
-	idleSince time.Time
+	key       string        // the peer's key, as the pool's map key
+	idleSince time.Duration // since the pool's epoch
 	// placed is whether c holds a place among its key's connections
 	// (guarded by the pool's mu): ClosePeer gives up every place at once.
 	placed bool
@@ -236,7 +238,21 @@ func NewPool(cfg Config) (*Pool, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Pool{cfg: cfg, peers: make(map[string]*peerConns)}, nil
+	p := &Pool{cfg: cfg, peers: make(map[string]*peerConns)}
+	if cfg.Now != nil {
+		p.epoch = cfg.Now()
+	} else {
+		p.epoch = time.Now()
+	}
+	return p, nil
+}
+
+// clock is the time since the pool's epoch, by Config.Now when set.
+func (p *Pool) clock() time.Duration {
+	if p.cfg.Now != nil {
+		return p.cfg.Now().Sub(p.epoch)
+	}
+	return time.Since(p.epoch)
 }
 
 // Get returns an idle connection to the peer with key, or dials addr
@@ -327,18 +343,18 @@ func (p *Pool) Get(ctx context.Context, addr string, key ed25519.PublicKey) (*Co
 // the expired ones it passes to stale, and says whether it is to be
 // peeked; nil when none is left. p.mu must be held.
 func (p *Pool) takeIdleLocked(pc *peerConns, stale *[]*Conn) (c *Conn, peek bool) {
-	now := p.cfg.Now()
+	now := p.clock()
 	for len(pc.idle) > 0 {
 		c := pc.idle[len(pc.idle)-1]
 		pc.idle = pc.idle[:len(pc.idle)-1]
-		if now.Sub(c.idleSince) >= p.cfg.IdleTimeout {
+		if now-c.idleSince >= p.cfg.IdleTimeout {
 			*stale = append(*stale, c)
 			p.stats.Expired++
 			continue
 		}
 		pc.takeLocked(c)
 		p.stats.Reuses++ // taken back by Get if the peek finds it dead
-		return c, now.Sub(c.idleSince) >= p.cfg.PeekAfter
+		return c, now-c.idleSince >= p.cfg.PeekAfter
 	}
 	return nil, false
 }
@@ -466,7 +482,7 @@ func (p *Pool) Put(c *Conn) {
 		return
 	}
 	pc.releaseLocked(c)
-	c.idleSince = p.cfg.Now()
+	c.idleSince = p.clock()
 	pc.idle = append(pc.idle, c)
 	p.mu.Unlock()
 }
