@@ -34,3 +34,25 @@ func BenchmarkLinkedPeer(b *testing.B) {
 		}
 	})
 }
+
+// TestLinkedPeerAllocatesNothing: the lookups of every request hand out
+// the peer's pinned key itself, not a copy of it.
+func TestLinkedPeerAllocatesNothing(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	a, c := pair(t)
+	id, key := c.id(), c.ident.PublicKey()
+	n := testing.AllocsPerRun(100, func() {
+		p, ok := a.m.LinkedPeer(id)
+		if !ok || !p.Key.Equal(key) {
+			t.Fatalf("LinkedPeer(%s) = %+v, %v", id, p, ok)
+		}
+		if p, ok = a.m.LinkedPeerByKey(key); !ok || p.ID != id {
+			t.Fatalf("LinkedPeerByKey = %+v, %v", p, ok)
+		}
+	})
+	if n != 0 {
+		t.Errorf("LinkedPeer and LinkedPeerByKey allocate %v times", n)
+	}
+}
