@@ -134,7 +134,7 @@ func (t *Table) resolve(role, node string, hold bool) (Target, Hold, bool) {
 		h = s.holdLocked()
 	}
 	if s == nil && t.admit != nil {
-		cs = t.appendCandidatesLocked(room[:0], role, t.now())
+		cs = t.appendCandidatesLocked(room[:0], role, t.compareNow())
 		if node != "" {
 			cs = slices.DeleteFunc(cs, func(c candidate) bool { return c.node == node })
 		}
