@@ -56,11 +56,13 @@ func (t *Table) candidatesLocked(role string, now time.Time) []candidate {
 func (t *Table) appendCandidatesLocked(cs []candidate, role string, now time.Time) []candidate {
 	per := t.remote[role]
 	allowed := t.allow[role]
-	if len(per) == 0 || len(allowed) == 0 {
+	if per == nil || len(allowed) == 0 {
 		return cs
 	}
-	for node, e := range per {
-		if _, ok := allowed[node]; !ok || !t.fresh(e, now) {
+	for i := range per.entries {
+		e := &per.entries[i]
+		node := e.cand.node
+		if _, ok := allowed[node]; !ok || !t.fresh(*e, now) {
 			continue
 		}
 		waiting, expired := t.waitingLocked(node, now)
