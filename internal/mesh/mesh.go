@@ -599,7 +599,8 @@ func (m *Mesh) LinkedPeers() []PeerInfo {
 // LinkedPeer describes the peer nodeID only while it has a live link:
 // Addr is then the link's remote address, the peer's mesh socket (a node
 // dials and listens on one socket), where a transport beside QUIC reaches
-// it too.
+// it too. Asked for every request, it hands out the peer's Key itself, not
+// a copy: the caller may keep it, and must never modify it.
 func (m *Mesh) LinkedPeer(nodeID string) (PeerInfo, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -607,13 +608,14 @@ func (m *Mesh) LinkedPeer(nodeID string) (PeerInfo, bool) {
 	if p == nil || p.link == nil {
 		return PeerInfo{}, false
 	}
-	return m.peerInfoLocked(p), true
+	return m.sharedPeerInfoLocked(p), true
 }
 
 // LinkedPeerByKey describes the configured peer whose pinned key is key,
 // only while it has a live link: how a transport beside QUIC admits a
 // connection by the key its handshake verified (default deny: a key not
-// pinned, this node's own, or a peer without a link is refused).
+// pinned, this node's own, or a peer without a link is refused). As
+// LinkedPeer, it hands out the peer's Key itself: never modify it.
 func (m *Mesh) LinkedPeerByKey(key ed25519.PublicKey) (PeerInfo, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -624,7 +626,7 @@ func (m *Mesh) LinkedPeerByKey(key ed25519.PublicKey) (PeerInfo, bool) {
 	if p == nil || p.link == nil || p.id == "" {
 		return PeerInfo{}, false
 	}
-	return m.peerInfoLocked(p), true
+	return m.sharedPeerInfoLocked(p), true
 }
 
 // OpenStream opens a stream of kind on the existing link to nodeID (see

@@ -140,8 +140,21 @@ func (ps *peerSet) nameIDsLocked() map[string]string {
 	return out
 }
 
+// peerInfoLocked describes p with a copy of its key, the caller's to keep
+// and change.
 func (ps *peerSet) peerInfoLocked(p *peerEntry) PeerInfo {
-	info := PeerInfo{ID: p.id, Name: p.cfg.Name, Tier: p.cfg.Tier, Key: append(ed25519.PublicKey(nil), p.key...)}
+	info := ps.sharedPeerInfoLocked(p)
+	info.Key = append(ed25519.PublicKey(nil), p.key...)
+	return info
+}
+
+// sharedPeerInfoLocked describes p with its key itself, not a copy, for
+// the lookups of every request (LinkedPeer, LinkedPeerByKey), whose
+// callers only read it. That is safe because a peer's key is never
+// modified in place: pinning it (pinLocked, newPeerLocked) assigns a key
+// parsed for it, and reindexLocked indexes it as a string copy.
+func (ps *peerSet) sharedPeerInfoLocked(p *peerEntry) PeerInfo {
+	info := PeerInfo{ID: p.id, Name: p.cfg.Name, Tier: p.cfg.Tier, Key: p.key}
 	switch {
 	case p.link != nil:
 		info.Addr = p.link.conn.RemoteAddr()

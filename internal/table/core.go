@@ -17,6 +17,9 @@ type core struct {
 	auditFn func(kind string, err error)
 	ttl     time.Duration
 	now     func() time.Time
+	// epoch is when the table was made, by time.Now, when now is time.Now
+	// (Options.Now nil); zero otherwise. See compareNow.
+	epoch   time.Time
 	metrics *metrics
 
 	// mu guards gen and all the state of the parts of the Table (locals,
@@ -102,6 +105,21 @@ func (c *core) auditFailed(kind string, err error) {
 // Admission belongs to the mesh and may take its own locks.
 func (c *core) admitted(node string) bool {
 	return c.admit != nil && c.admit.IsAdmitted(node)
+}
+
+// compareNow is the time now for comparing with the times the table took
+// from its clock (an advertisement's receipt, the end of a wait for a
+// link), never to be kept or shown: resolve reads it for every request. On
+// the default clock it is the epoch plus the monotonic time since, the
+// monotonic reading time.Now would make, which is all that a comparison of
+// two times with one uses (and every time the table takes has one), for
+// one clock read where time.Now makes two (monotonic and wall). Its wall
+// reading misses the wall clock's steps since the epoch.
+func (c *core) compareNow() time.Time {
+	if c.epoch.IsZero() {
+		return c.now()
+	}
+	return c.epoch.Add(time.Since(c.epoch))
 }
 
 // fresh reports whether e still counts at now: within the TTL of its local

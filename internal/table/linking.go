@@ -100,7 +100,7 @@ func (a *adverts) waitingLocked(nodeID string, now time.Time) (waiting, expired 
 // table. Call with mu held.
 func (a *adverts) hasRoutesLocked(nodeID string) bool {
 	for _, per := range a.remote {
-		if _, ok := per[nodeID]; ok {
+		if _, ok := per.index[nodeID]; ok {
 			return true
 		}
 	}

@@ -15,8 +15,8 @@ import (
 // a role expected back) belongs here too.
 type adverts struct {
 	c *core
-	// remote: role -> sender node id -> its latest advertisement.
-	remote map[string]map[string]remoteEntry
+	// remote: role -> its senders' latest advertisements.
+	remote map[string]*roleAdverts
 	// hosts: sender node id -> its latest workload-host advertisement;
 	// one per admitted sender, dropped by RemoveNode.
 	hosts map[string]remoteEntry
@@ -25,10 +25,55 @@ type adverts struct {
 	linking map[string]time.Time
 }
 
+// roleAdverts are one role's advertisements, each sender's latest: in a
+// slice, which resolve ranges over for every request (a map's iterator
+// costs more than the few entries it yields), with each sender's index in
+// it. An entry's sender is its cand.node.
+type roleAdverts struct {
+	index   map[string]int // sender -> its entry's index in entries
+	entries []remoteEntry
+}
+
+func (r *roleAdverts) get(sender string) (remoteEntry, bool) {
+	i, ok := r.index[sender]
+	if !ok {
+		return remoteEntry{}, false
+	}
+	return r.entries[i], true
+}
+
+// put stores e, whose cand.node is sender, over sender's entry.
+func (r *roleAdverts) put(sender string, e remoteEntry) {
+	if i, ok := r.index[sender]; ok {
+		r.entries[i] = e
+		return
+	}
+	r.index[sender] = len(r.entries)
+	r.entries = append(r.entries, e)
+}
+
+// remove forgets sender's entry, moving the last one into its place, and
+// reports whether there was one.
+func (r *roleAdverts) remove(sender string) bool {
+	i, ok := r.index[sender]
+	if !ok {
+		return false
+	}
+	last := len(r.entries) - 1
+	if i != last {
+		r.entries[i] = r.entries[last]
+		r.index[r.entries[i].cand.node] = i
+	}
+	r.entries[last] = remoteEntry{}
+	r.entries = r.entries[:last]
+	delete(r.index, sender)
+	return true
+}
+
 func newAdverts(c *core) adverts {
 	return adverts{
 		c:      c,
-		remote: make(map[string]map[string]remoteEntry),
+		remote: make(map[string]*roleAdverts),
 		hosts:  make(map[string]remoteEntry),
 	}
 }
@@ -41,14 +86,14 @@ func newAdverts(c *core) adverts {
 func (a *adverts) putLocked(role, sender string, ad Advertisement, now time.Time) bool {
 	per := a.remote[role]
 	if per == nil {
-		per = make(map[string]remoteEntry)
+		per = &roleAdverts{index: make(map[string]int)}
 		a.remote[role] = per
 	}
-	prev, had := per[sender]
+	prev, had := per.get(sender)
 	changed := !had || !a.c.fresh(prev, now) ||
 		!slices.Equal(prev.ad.Methods, ad.Methods) ||
 		!metadataEqualButLoad(prev.ad.Metadata, ad.Metadata)
-	per[sender] = remoteEntry{ad: cloneAdvert(ad), cand: candidateOf(sender, ad), received: now}
+	per.put(sender, remoteEntry{ad: cloneAdvert(ad), cand: candidateOf(sender, ad), received: now})
 	return changed
 }
 
@@ -69,11 +114,10 @@ func (a *adverts) RetainRemote(nodeID string, roles []string) {
 		if keep[role] {
 			continue
 		}
-		if _, ok := per[nodeID]; ok {
-			delete(per, nodeID)
+		if per.remove(nodeID) {
 			removed = true
 		}
-		if len(per) == 0 {
+		if len(per.entries) == 0 {
 			delete(a.remote, role)
 		}
 	}
@@ -103,11 +147,10 @@ func (a *adverts) removeNodeLocked(e *effects, nodeID string) bool {
 	delete(a.linking, nodeID)
 	removed := false
 	for role, per := range a.remote {
-		if _, ok := per[nodeID]; ok {
-			delete(per, nodeID)
+		if per.remove(nodeID) {
 			removed = true
 		}
-		if len(per) == 0 {
+		if len(per.entries) == 0 {
 			delete(a.remote, role)
 		}
 	}

@@ -56,11 +56,13 @@ func (t *Table) candidatesLocked(role string, now time.Time) []candidate {
 func (t *Table) appendCandidatesLocked(cs []candidate, role string, now time.Time) []candidate {
 	per := t.remote[role]
 	allowed := t.allow[role]
-	if len(per) == 0 || len(allowed) == 0 {
+	if per == nil || len(allowed) == 0 {
 		return cs
 	}
-	for node, e := range per {
-		if _, ok := allowed[node]; !ok || !t.fresh(e, now) {
+	for i := range per.entries {
+		e := &per.entries[i]
+		node := e.cand.node
+		if _, ok := allowed[node]; !ok || !t.fresh(*e, now) {
 			continue
 		}
 		waiting, expired := t.waitingLocked(node, now)
@@ -134,7 +136,7 @@ func (t *Table) resolve(role, node string, hold bool) (Target, Hold, bool) {
 		h = s.holdLocked()
 	}
 	if s == nil && t.admit != nil {
-		cs = t.appendCandidatesLocked(room[:0], role, t.now())
+		cs = t.appendCandidatesLocked(room[:0], role, t.compareNow())
 		if node != "" {
 			cs = slices.DeleteFunc(cs, func(c candidate) bool { return c.node == node })
 		}

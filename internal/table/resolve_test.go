@@ -1,6 +1,7 @@
 package table
 
 import (
+	"runtime"
 	"testing"
 	"time"
 
@@ -163,3 +164,33 @@ func TestResolveDoesNotHoldTheLockWhileAskingAdmission(t *testing.T) {
 type admissionFunc func(string) bool
 
 func (f admissionFunc) IsAdmitted(n string) bool { return f(n) }
+
+// TestResolveOnTheDefaultClockExpires: on the default clock, resolve's
+// reading (compareNow) ages a route as time.Now does: it resolves once
+// received and stops no sooner than its TTL after.
+func TestResolveOnTheDefaultClockExpires(t *testing.T) {
+	const ttl = 20 * time.Millisecond
+	tbl := New(self, Options{Admission: admissionFunc(func(string) bool { return true }), AdvertTTL: ttl})
+	tbl.AllowRemoteNode("chat", "n-b", true)
+	start := time.Now()
+	if !tbl.IngestAdvertisement("n-b", ad("chat", "n-b")) {
+		t.Fatal("advertisement refused")
+	}
+	if _, ok := tbl.Resolve("chat"); !ok {
+		t.Fatal("a route just received does not resolve")
+	}
+	deadline := start.Add(10 * time.Second)
+	for {
+		_, ok := tbl.Resolve("chat")
+		if since := time.Since(start); !ok {
+			if since < ttl {
+				t.Fatalf("the route stopped resolving %v after it was received, within its TTL", since)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the route still resolves long after its TTL")
+		}
+		runtime.Gosched()
+	}
+}

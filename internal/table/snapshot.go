@@ -113,9 +113,13 @@ func (t *Table) Snapshot() Snapshot {
 		} else {
 			cs = t.candidatesLocked(role, now)
 		}
-		per := t.remote[role]
+		var per map[string]int
+		var entries []remoteEntry
+		if ra := t.remote[role]; ra != nil {
+			per, entries = ra.index, ra.entries
+		}
 		for _, node := range slices.Sorted(maps.Keys(per)) {
-			e := per[node]
+			e := entries[per[node]]
 			waiting, over := t.waitingLocked(node, now)
 			rs.Remote = append(rs.Remote, RemoteSnapshot{
 				Node:       node,

@@ -132,7 +132,7 @@ func New(nodeID string, opts Options) *Table {
 		t.ttl = DefaultAdvertTTL
 	}
 	if t.now == nil {
-		t.now = time.Now
+		t.now, t.epoch = time.Now, time.Now()
 	}
 	t.metrics = newMetrics(t.Generation)
 	t.locals = newLocals(&t.core)

@@ -87,3 +87,49 @@ func cpuTime() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkPoolGetPut is the pool's own work of a request on a warm
+// connection: Get of the idle one (put back a moment ago, so not peeked)
+// and Put, without the exchange between them.
+func BenchmarkPoolGetPut(b *testing.B) {
+	cert, key := newCert(b)
+	scert, skey := newCert(b)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv, err := NewServer(ServerConfig{Listener: ln, Certificate: scert,
+		Admit: func(k ed25519.PublicKey, _ net.Addr) (string, error) {
+			if !k.Equal(key) {
+				return "", errors.New("not admitted")
+			}
+			return "client", nil
+		},
+		Handle: func(_ context.Context, _ string, c *tls.Conn) { _, _ = io.Copy(io.Discard, c) }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	p, err := NewPool(Config{Certificate: cert, PeekAfter: time.Hour})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	addr := ln.Addr().String()
+	c, err := p.Get(ctx, addr, skey)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p.Put(c)
+	b.ReportAllocs()
+	for b.Loop() {
+		c, err := p.Get(ctx, addr, skey)
+		if err != nil {
+			b.Fatal(err)
+		}
+		p.Put(c)
+	}
+}

@@ -1,6 +1,7 @@
 package tlspool
 
 import (
+	"context"
 	"crypto/ed25519"
 	"errors"
 	"net"
@@ -202,4 +203,130 @@ func TestStaleClosesThePeersIdle(t *testing.T) {
 		t.Fatalf("after Stale, Get did not dial: %+v", p.Stats())
 	}
 	echo(t, c2, "two")
+}
+
+// A dial that fails after ClosePeer gives its place back to the peer's
+// connections it was counted among, not to those dialed since: the
+// connection dialed meanwhile still counts as open.
+func TestDialFailingAfterClosePeerFreesItsOwnPlace(t *testing.T) {
+	cert, key := newCert(t)
+	srv := startServer(t, map[string]ed25519.PublicKey{"client": key}, nil)
+	mute, err := net.Listen("tcp", "127.0.0.1:0") // accepts, never answers
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mute.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		if c, err := mute.Accept(); err == nil {
+			accepted <- c
+		}
+	}()
+	p := newPool(t, cert, nil)
+	ctx, cancel := context.WithCancel(ctxT(t))
+	failed := make(chan error, 1)
+	go func() {
+		_, err := p.Get(ctx, mute.Addr().String(), srv.key)
+		failed <- err
+	}()
+	raw := recv(t, accepted, "the dial to the mute server")
+	defer raw.Close()
+	if n := p.ClosePeer(srv.key); n != 0 {
+		t.Errorf("ClosePeer closed %d, want none (only a dial)", n)
+	}
+	c, err := p.Get(ctxT(t), srv.addr, srv.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cancel()
+	if err := recv(t, failed, "the dial's end"); err == nil {
+		t.Fatal("the dial to the mute server succeeded")
+	}
+	if st := p.Stats(); st.Open != 1 {
+		t.Fatalf("stats %+v, want the connection dialed after ClosePeer open", st)
+	}
+	echo(t, c, "one")
+	p.Put(c)
+	if st := p.Stats(); st.Open != 1 || st.Idle != 1 {
+		t.Fatalf("stats %+v after Put, want one open and idle", st)
+	}
+}
+
+// Connections given back or closed in any order leave ClosePeer the
+// others to abort, each once: Put and Close take one out of those in use
+// from the middle as from the end.
+func TestClosePeerAbortsWhatIsLeftInAnyOrder(t *testing.T) {
+	cert, key := newCert(t)
+	srv := startServer(t, map[string]ed25519.PublicKey{"client": key}, nil)
+	p := newPool(t, cert, nil)
+	var cs []*Conn
+	for range 4 {
+		c, err := p.Get(ctxT(t), srv.addr, srv.key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		echo(t, c, "one")
+		cs = append(cs, c)
+	}
+	a, b, c, d := cs[0], cs[1], cs[2], cs[3]
+	p.Put(a)      // the first of those in use: the last, d, takes its slot
+	_ = d.Close() // the one moved
+	recv(t, srv.ended, "the closed connection's end")
+	if st := p.Stats(); st.Open != 3 || st.Idle != 1 {
+		t.Fatalf("stats %+v, want 3 open, 1 idle", st)
+	}
+	if n := p.ClosePeer(srv.key); n != 3 {
+		t.Fatalf("ClosePeer closed %d, want a (idle), b and c (in use)", n)
+	}
+	for _, c := range []*Conn{b, c} {
+		_ = c.SetReadDeadline(time.Now().Add(deadline))
+		if _, err := c.Read(make([]byte, 1)); err == nil {
+			t.Error("read on a connection in use succeeded after ClosePeer")
+		}
+	}
+	for range 3 {
+		recv(t, srv.ended, "the end of a connection ClosePeer aborted")
+	}
+	p.Put(b)
+	_ = c.Close()
+	if st := p.Stats(); st.Open != 0 || st.Idle != 0 {
+		t.Errorf("stats %+v after ClosePeer, want nothing open", st)
+	}
+}
+
+// A connection in use when ClosePeer came is not given back to the
+// peer's connections dialed since: Put aborts it and Close frees no
+// place of theirs.
+func TestConnOfAClosedPeerStaysOutOfItsNewConnections(t *testing.T) {
+	cert, key := newCert(t)
+	srv := startServer(t, map[string]ed25519.PublicKey{"client": key}, nil)
+	p := newPool(t, cert, nil)
+	old, err := p.Get(ctxT(t), srv.addr, srv.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := p.ClosePeer(srv.key); n != 1 {
+		t.Fatalf("ClosePeer closed %d, want 1", n)
+	}
+	c, err := p.Get(ctxT(t), srv.addr, srv.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	echo(t, c, "new")
+	p.Put(old)
+	_ = old.Close()
+	if st := p.Stats(); st.Open != 1 || st.Idle != 0 {
+		t.Fatalf("stats %+v after putting the old one back, want only the new one open", st)
+	}
+	p.Put(c)
+	c2, err := p.Get(ctxT(t), srv.addr, srv.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if c2 != c {
+		t.Fatal("Get did not take the new connection back")
+	}
+	echo(t, c2, "again")
 }

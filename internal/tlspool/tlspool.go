@@ -96,9 +96,6 @@ func (c Config) withDefaults() Config {
 	if c.HandshakeTimeout == 0 {
 		c.HandshakeTimeout = DefaultHandshakeTimeout
 	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
 	return c
 }
 
@@ -138,6 +135,11 @@ type Stats struct {
 // Pool keeps TLS connections to peers for reuse.
 type Pool struct {
 	cfg Config
+	// epoch is when the pool was made, by cfg.Now or, without one,
+	// time.Now: idle times are read as durations since it (clock), so
+	// that without a Now each is one read of the monotonic clock, not
+	// the two of time.Now (monotonic and wall), twice a request.
+	epoch time.Time
 
 	mu     sync.Mutex // guards peers, stats, closed
 	peers  map[string]*peerConns
@@ -150,7 +152,32 @@ type peerConns struct {
 	open    int     // in use and idle, and dials in progress
 	dialing int     // dials in progress
 	idle    []*Conn // most recently put last
-	inUse   map[*Conn]struct{}
+	// inUse are the connections handed out, each at its index (Conn.slot),
+	// for ClosePeer to abort: a slice, not a set, so that Get and Put
+	// add and remove one without hashing.
+	inUse []*Conn
+}
+
+// takeLocked adds c to pc's connections in use. The pool's mu must be
+// held.
+func (pc *peerConns) takeLocked(c *Conn) {
+	c.slot = len(pc.inUse)
+	pc.inUse = append(pc.inUse, c)
+}
+
+// releaseLocked removes c from pc's connections in use, if it is one,
+// moving the last one into its slot. The pool's mu must be held.
+func (pc *peerConns) releaseLocked(c *Conn) {
+	i := c.slot
+	if i < 0 {
+		return
+	}
+	last := len(pc.inUse) - 1
+	pc.inUse[i] = pc.inUse[last]
+	pc.inUse[i].slot = i
+	pc.inUse[last] = nil
+	pc.inUse = pc.inUse[:last]
+	c.slot = -1
 }
 
 // Conn is one pooled connection: a *tls.Conn with its peer's key. Give it
@@ -158,11 +185,17 @@ type peerConns struct {
 // failure.
 type Conn struct {
 	*tls.Conn
-	key       string // the peer's key, as the pool's map key
-	idleSince time.Time
+	key       string        // the peer's key, as the pool's map key
+	idleSince time.Duration // since the pool's epoch
 	// placed is whether c holds a place among its key's connections
 	// (guarded by the pool's mu): ClosePeer gives up every place at once.
-	placed    bool
+	placed bool
+	// pc are the connections c holds its place among, and slot its index
+	// in pc.inUse (-1 when not in use), both guarded by the pool's mu. A
+	// placed connection in use has its pc in the pool's map: only
+	// ClosePeer takes a pc out while it has places, and it unplaces them.
+	pc        *peerConns
+	slot      int
 	pool      *Pool
 	closeOnce sync.Once
 	// unchecked: Get took c from the idle ones without a peek.
@@ -205,7 +238,21 @@ func NewPool(cfg Config) (*Pool, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Pool{cfg: cfg, peers: make(map[string]*peerConns)}, nil
+	p := &Pool{cfg: cfg, peers: make(map[string]*peerConns)}
+	if cfg.Now != nil {
+		p.epoch = cfg.Now()
+	} else {
+		p.epoch = time.Now()
+	}
+	return p, nil
+}
+
+// clock is the time since the pool's epoch, by Config.Now when set.
+func (p *Pool) clock() time.Duration {
+	if p.cfg.Now != nil {
+		return p.cfg.Now().Sub(p.epoch)
+	}
+	return time.Since(p.epoch)
 }
 
 // Get returns an idle connection to the peer with key, or dials addr
@@ -227,7 +274,7 @@ func (p *Pool) Get(ctx context.Context, addr string, key ed25519.PublicKey) (*Co
 		// Indexed with the conversion in place: the lookup of a known
 		// peer, every request's, makes no string of the key.
 		if pc = p.peers[string(key)]; pc == nil {
-			pc = &peerConns{inUse: make(map[*Conn]struct{})}
+			pc = &peerConns{}
 			p.peers[string(key)] = pc
 		}
 		c, peek := p.takeIdleLocked(pc, &stale)
@@ -275,14 +322,14 @@ func (p *Pool) Get(ctx context.Context, addr string, key ed25519.PublicKey) (*Co
 		p.mu.Lock()
 		p.stats.DialFailures++
 		p.mu.Unlock()
-		p.forgetPlace(k)
+		p.forgetPlace(k, pc)
 		return nil, err
 	}
 	c.key, c.pool = k, p
 	p.mu.Lock()
 	if p.peers[k] == pc && !p.closed {
-		c.placed = true
-		pc.inUse[c] = struct{}{}
+		c.placed, c.pc = true, pc
+		pc.takeLocked(c)
 		p.mu.Unlock()
 		return c, nil
 	}
@@ -296,18 +343,18 @@ func (p *Pool) Get(ctx context.Context, addr string, key ed25519.PublicKey) (*Co
 // the expired ones it passes to stale, and says whether it is to be
 // peeked; nil when none is left. p.mu must be held.
 func (p *Pool) takeIdleLocked(pc *peerConns, stale *[]*Conn) (c *Conn, peek bool) {
-	now := p.cfg.Now()
+	now := p.clock()
 	for len(pc.idle) > 0 {
 		c := pc.idle[len(pc.idle)-1]
 		pc.idle = pc.idle[:len(pc.idle)-1]
-		if now.Sub(c.idleSince) >= p.cfg.IdleTimeout {
+		if now-c.idleSince >= p.cfg.IdleTimeout {
 			*stale = append(*stale, c)
 			p.stats.Expired++
 			continue
 		}
-		pc.inUse[c] = struct{}{}
+		pc.takeLocked(c)
 		p.stats.Reuses++ // taken back by Get if the peek finds it dead
-		return c, now.Sub(c.idleSince) >= p.cfg.PeekAfter
+		return c, now-c.idleSince >= p.cfg.PeekAfter
 	}
 	return nil, false
 }
@@ -322,30 +369,28 @@ func closeAll(cs []*Conn) {
 func (p *Pool) forget(c *Conn) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	pc := p.peers[c.key]
-	if pc == nil {
-		return
-	}
 	if !c.placed {
 		return // its place was given up by ClosePeer
 	}
+	// c.pc, not the map's: an idle connection taken out to be closed
+	// (expired, Stale, CloseIdle) keeps its place until it is, and a
+	// ClosePeer meanwhile may have made its key's connections others.
+	pc := c.pc
 	c.placed = false
-	delete(pc.inUse, c)
+	pc.releaseLocked(c)
 	pc.open--
-	if pc.open <= 0 && len(pc.idle) == 0 {
+	if pc.open <= 0 && len(pc.idle) == 0 && p.peers[c.key] == pc {
 		delete(p.peers, c.key)
 	}
 }
 
-// forgetPlace frees the place of a dial that failed.
-func (p *Pool) forgetPlace(k string) {
+// forgetPlace frees the place of a dial to k that failed in pc, the
+// connections it was counted among: after a ClosePeer during the dial, k's
+// connections in the map are others, which its place never was.
+func (p *Pool) forgetPlace(k string, pc *peerConns) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	pc := p.peers[k]
-	if pc == nil {
-		return
-	}
-	if pc.open--; pc.open <= 0 && len(pc.idle) == 0 && len(pc.inUse) == 0 {
+	if pc.open--; pc.open <= 0 && len(pc.idle) == 0 && len(pc.inUse) == 0 && p.peers[k] == pc {
 		delete(p.peers, k)
 	}
 }
@@ -408,7 +453,7 @@ func (p *Pool) dial(ctx context.Context, addr string, key ed25519.PublicKey) (*C
 		_ = raw.Close()
 		return nil, fmt.Errorf("tlspool: admission by %s: %w", addr, context.Cause(ctx))
 	}
-	return &Conn{Conn: tc}, nil
+	return &Conn{Conn: tc, slot: -1}, nil
 }
 
 // Put gives back a connection after a complete exchange (nothing unread,
@@ -420,7 +465,11 @@ func (p *Pool) Put(c *Conn) {
 		return
 	}
 	p.mu.Lock()
-	pc := p.peers[c.key]
+	pc := c.pc
+	if !c.placed {
+		// ClosePeer came while it was in use: c.pc may be gone.
+		pc = p.peers[c.key]
+	}
 	if p.closed || pc == nil || len(pc.idle) >= p.cfg.MaxIdlePerPeer {
 		p.mu.Unlock()
 		_ = c.Close()
@@ -432,8 +481,8 @@ func (p *Pool) Put(c *Conn) {
 		c.Abort()
 		return
 	}
-	delete(pc.inUse, c)
-	c.idleSince = p.cfg.Now()
+	pc.releaseLocked(c)
+	c.idleSince = p.clock()
 	pc.idle = append(pc.idle, c)
 	p.mu.Unlock()
 }
@@ -468,12 +517,9 @@ func (p *Pool) ClosePeer(key ed25519.PublicKey) int {
 		return 0
 	}
 	delete(p.peers, string(key))
-	all := append([]*Conn(nil), pc.idle...)
-	for c := range pc.inUse {
-		all = append(all, c)
-	}
+	all := append(append([]*Conn(nil), pc.idle...), pc.inUse...)
 	for _, c := range all {
-		c.placed = false
+		c.placed, c.pc, c.slot = false, nil, -1
 	}
 	p.mu.Unlock()
 	for _, c := range all {
