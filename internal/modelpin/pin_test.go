@@ -485,3 +485,15 @@ func TestPlainRunMatchesByteLoop(t *testing.T) {
 		t.Fatalf("high bytes: %d, want 400", got)
 	}
 }
+
+// BenchmarkPinChat pins the small chat request a mesh hop carries: the
+// per-request cost of scanning a held body for its "model".
+func BenchmarkPinChat(b *testing.B) {
+	body := []byte(`{"model":"any","messages":[{"role":"user","content":"Say hello in one word."}],"max_tokens":8,"stream":false}`)
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if _, err := Pin(body, "bench-model", "llama.cpp"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
