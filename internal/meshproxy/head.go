@@ -21,20 +21,26 @@ import (
 
 // appendJSONString appends s as a JSON string: '"' and '\' escaped, control
 // bytes as \u00XX, everything else as it is (head fields are checked
-// ASCII before they are sent).
+// ASCII before they are sent). The runs between escapes are appended
+// whole, not a byte at a time: a head's fields most often have none.
 func appendJSONString(dst []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	dst = append(dst, '"')
+	from := 0
 	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '"' || c == '\\':
-			dst = append(dst, '\\', c)
-		case c < 0x20:
-			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-		default:
-			dst = append(dst, c)
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
 		}
+		dst = append(dst, s[from:i]...)
+		if c < 0x20 {
+			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		} else {
+			dst = append(dst, '\\', c)
+		}
+		from = i + 1
 	}
+	dst = append(dst, s[from:]...)
 	return append(dst, '"')
 }
 
@@ -83,18 +89,17 @@ func appendResponseHeadFrame(dst []byte, status int, hdr http.Header) ([]byte, s
 	dst = strconv.AppendInt(dst, int64(status), 10)
 	var contentType string
 	sep := `,"headers":{`
-	for _, name := range relayedResponseHeaders {
+	for i, name := range relayedResponseHeaders {
 		v := httpfast.Value(hdr, name) // canonical names (TestRelayedHeadersCanonical)
 		if !validHeaderValue(v) {
 			continue
 		}
-		if name == "Content-Type" {
+		if i == hdrContentType {
 			contentType = v
 		}
 		dst = append(dst, sep...)
 		sep = ","
-		dst = appendJSONString(dst, name)
-		dst = append(dst, ':')
+		dst = append(dst, relayedHeaderKeys[i]...)
 		dst = appendJSONString(dst, v)
 	}
 	if sep == "," {
@@ -104,6 +109,15 @@ func appendResponseHeadFrame(dst []byte, status int, hdr http.Header) ([]byte, s
 	mesh.AppendFrameHeader(dst[:at], frameRespHead, len(dst)-start)
 	return dst, contentType
 }
+
+// relayedHeaderKeys is each of relayedResponseHeaders as a head's member
+// key: what appendJSONString and a colon make of it, written once.
+var relayedHeaderKeys = func() (k [len(relayedResponseHeaders)]string) {
+	for i, name := range relayedResponseHeaders {
+		k[i] = string(appendJSONString(nil, name)) + ":"
+	}
+	return k
+}()
 
 // headParser reads the hand-written form of a head.
 type headParser struct {
