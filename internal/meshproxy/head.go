@@ -1,7 +1,6 @@
 package meshproxy
 
 import (
-	"bytes"
 	"net/http"
 	"strconv"
 
@@ -125,8 +124,10 @@ type headParser struct {
 	i int
 }
 
+// lit reads s. Inlined with s a constant, the comparison is a few loads
+// and compares of the constant's length, not a call.
 func (p *headParser) lit(s string) bool {
-	if !bytes.HasPrefix(p.b[p.i:], []byte(s)) {
+	if len(p.b)-p.i < len(s) || string(p.b[p.i:p.i+len(s)]) != s {
 		return false
 	}
 	p.i += len(s)
@@ -155,7 +156,7 @@ func (p *headParser) raw() ([]byte, bool) {
 		return nil, false
 	}
 	j := p.i
-	for j < len(p.b) && p.b[j] >= 0x20 && p.b[j] < 0x7f && p.b[j] != '"' && p.b[j] != '\\' {
+	for j < len(p.b) && headStrByte[p.b[j]] {
 		j++
 	}
 	if j == len(p.b) || p.b[j] != '"' {
@@ -165,6 +166,16 @@ func (p *headParser) raw() ([]byte, bool) {
 	p.i = j + 1
 	return b, true
 }
+
+// headStrByte marks the bytes raw reads inside a string: printable
+// ASCII but '"' and '\\'. One load a byte, where four comparisons were
+// most of a head's parsing.
+var headStrByte = func() (t [256]bool) {
+	for c := 0x20; c < 0x7f; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 // internHeadString returns b as a string, without allocating for the
 // values most heads carry (a string per field was a third of the
