@@ -575,6 +575,10 @@ type tcpServerStream struct {
 	over     chan struct{}     // made when the watcher starts, closed by end
 	clean    bool              // set before over is closed
 
+	// begun is when begin ran: serveInfer's now for the head's read
+	// deadline (exchangeNow).
+	begun time.Time
+
 	mu       sync.Mutex // guards reqDone, ended, wroteEnd, broken, watching
 	reqDone  bool       // the request's end frame was read
 	watching bool       // the watcher started
@@ -661,7 +665,8 @@ func (s *tcpServerStream) begin() {
 	if s.cs.ctx.Err() != nil {
 		s.ctx.Cancel(s.cs.ctx.Cause())
 	}
-	s.cs.timer.Watch(s, time.Now().Add(s.cs.f.serveTimeout))
+	s.begun = time.Now()
+	s.cs.timer.Watch(s, s.begun.Add(s.cs.f.serveTimeout))
 }
 
 // Check is the serve timeout's timer reaching s's due time
