@@ -570,10 +570,10 @@ type tcpServerStream struct {
 	cs       *tcpConnServer
 	first    byte
 	hasFirst bool              // first is still to be read (the reading goroutine's)
+	clean    bool              // set before over is closed (beside first: s fits 224 bytes)
 	ctx      *httpfast.Context // the exchange's (&ctxv): see begin
 	ctxv     httpfast.Context  // ctx's, in s's allocation
 	over     chan struct{}     // made when the watcher starts, closed by end
-	clean    bool              // set before over is closed
 
 	// begun is when begin ran: serveInfer's now for the head's read
 	// deadline (exchangeNow).
