@@ -678,11 +678,19 @@ type meshMetrics struct {
 
 	// resolved holds the counters resolved so far (resolvedCounter) by
 	// forwarded (keyed by result) and serve ([3]string{"served", role,
-	// code}): bounded by the few values they count.
+	// code}), for outcomes other than ok: bounded by the few values they
+	// count.
 	resolved sync.Map
 	// transportC holds transport's four counters once resolved, by
 	// transportIndex: an array index, where a key of resolved is hashed.
 	transportC [4]atomic.Value // prometheus.Counter
+	// forwardedOK is forwarded's counter of fwdOK once resolved, and
+	// servedOK holds serve's of servedOK by role label: the outcome of
+	// most requests, counted without hashing a key (forwardedOK) or
+	// with one string's hash, not an array's through an interface
+	// (servedOK).
+	forwardedOK atomic.Value // prometheus.Counter
+	servedOK    sync.Map     // role label -> prometheus.Counter
 }
 
 func newMeshMetrics(reg prometheus.Registerer) (*meshMetrics, error) {
@@ -738,6 +746,15 @@ func resolvedCounter[K comparable](m *sync.Map, key K, resolve func(K) prometheu
 
 // forwarded counts a forward by result.
 func (m *meshMetrics) forwarded(result string) {
+	if result == fwdOK {
+		c, ok := m.forwardedOK.Load().(prometheus.Counter)
+		if !ok {
+			c = m.forwardsV.WithLabelValues(fwdOK)
+			m.forwardedOK.Store(c)
+		}
+		c.Inc()
+		return
+	}
 	resolvedCounter(&m.resolved, result, func(k string) prometheus.Counter {
 		return m.forwardsV.WithLabelValues(k)
 	}).Inc()
@@ -746,6 +763,12 @@ func (m *meshMetrics) forwarded(result string) {
 // serve counts an exchange served to a peer by role label and outcome
 // code (both bounded: exposed roles, or unknownRole, and the codes).
 func (m *meshMetrics) serve(role, code string) {
+	if code == servedOK {
+		resolvedCounter(&m.servedOK, role, func(k string) prometheus.Counter {
+			return m.served.WithLabelValues(k, servedOK)
+		}).Inc()
+		return
+	}
 	resolvedCounter(&m.resolved, [3]string{"served", role, code}, func(k [3]string) prometheus.Counter {
 		return m.served.WithLabelValues(k[1], k[2])
 	}).Inc()

@@ -1,7 +1,6 @@
 package meshproxy
 
 import (
-	"bytes"
 	"net/http"
 	"strconv"
 
@@ -21,20 +20,26 @@ import (
 
 // appendJSONString appends s as a JSON string: '"' and '\' escaped, control
 // bytes as \u00XX, everything else as it is (head fields are checked
-// ASCII before they are sent).
+// ASCII before they are sent). The runs between escapes are appended
+// whole, not a byte at a time: a head's fields most often have none.
 func appendJSONString(dst []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	dst = append(dst, '"')
+	from := 0
 	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '"' || c == '\\':
-			dst = append(dst, '\\', c)
-		case c < 0x20:
-			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-		default:
-			dst = append(dst, c)
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
 		}
+		dst = append(dst, s[from:i]...)
+		if c < 0x20 {
+			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		} else {
+			dst = append(dst, '\\', c)
+		}
+		from = i + 1
 	}
+	dst = append(dst, s[from:]...)
 	return append(dst, '"')
 }
 
@@ -83,18 +88,17 @@ func appendResponseHeadFrame(dst []byte, status int, hdr http.Header) ([]byte, s
 	dst = strconv.AppendInt(dst, int64(status), 10)
 	var contentType string
 	sep := `,"headers":{`
-	for _, name := range relayedResponseHeaders {
+	for i, name := range relayedResponseHeaders {
 		v := httpfast.Value(hdr, name) // canonical names (TestRelayedHeadersCanonical)
 		if !validHeaderValue(v) {
 			continue
 		}
-		if name == "Content-Type" {
+		if i == hdrContentType {
 			contentType = v
 		}
 		dst = append(dst, sep...)
 		sep = ","
-		dst = appendJSONString(dst, name)
-		dst = append(dst, ':')
+		dst = append(dst, relayedHeaderKeys[i]...)
 		dst = appendJSONString(dst, v)
 	}
 	if sep == "," {
@@ -105,14 +109,25 @@ func appendResponseHeadFrame(dst []byte, status int, hdr http.Header) ([]byte, s
 	return dst, contentType
 }
 
+// relayedHeaderKeys is each of relayedResponseHeaders as a head's member
+// key: what appendJSONString and a colon make of it, written once.
+var relayedHeaderKeys = func() (k [len(relayedResponseHeaders)]string) {
+	for i, name := range relayedResponseHeaders {
+		k[i] = string(appendJSONString(nil, name)) + ":"
+	}
+	return k
+}()
+
 // headParser reads the hand-written form of a head.
 type headParser struct {
 	b []byte
 	i int
 }
 
+// lit reads s. Inlined with s a constant, the comparison is a few loads
+// and compares of the constant's length, not a call.
 func (p *headParser) lit(s string) bool {
-	if !bytes.HasPrefix(p.b[p.i:], []byte(s)) {
+	if len(p.b)-p.i < len(s) || string(p.b[p.i:p.i+len(s)]) != s {
 		return false
 	}
 	p.i += len(s)
@@ -141,7 +156,7 @@ func (p *headParser) raw() ([]byte, bool) {
 		return nil, false
 	}
 	j := p.i
-	for j < len(p.b) && p.b[j] >= 0x20 && p.b[j] < 0x7f && p.b[j] != '"' && p.b[j] != '\\' {
+	for j < len(p.b) && headStrByte[p.b[j]] {
 		j++
 	}
 	if j == len(p.b) || p.b[j] != '"' {
@@ -151,6 +166,16 @@ func (p *headParser) raw() ([]byte, bool) {
 	p.i = j + 1
 	return b, true
 }
+
+// headStrByte marks the bytes raw reads inside a string: printable
+// ASCII but '"' and '\\'. One load a byte, where four comparisons were
+// most of a head's parsing.
+var headStrByte = func() (t [256]bool) {
+	for c := 0x20; c < 0x7f; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 // internHeadString returns b as a string, without allocating for the
 // values most heads carry (a string per field was a third of the

@@ -157,3 +157,59 @@ func TestRelayedHeadersCanonical(t *testing.T) {
 		t.Errorf("head frame %q lacks the Cache-Control the instance sent", frame)
 	}
 }
+
+// refAppendJSONString is appendJSONString as it was, a byte at a time:
+// the reference the heads' bytes on the wire are held to.
+func refAppendJSONString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			dst = append(dst, '\\', c)
+		case c < 0x20:
+			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		default:
+			dst = append(dst, c)
+		}
+	}
+	return append(dst, '"')
+}
+
+// appendJSONString writes the bytes it wrote a byte at a time: the heads
+// on the wire do not change.
+func FuzzAppendJSONString(f *testing.F) {
+	for _, s := range []string{"", "chat", `q"\`, "a\tb\x01\x1f", "\\\\", `"`, "application/json; charset=utf-8", "é\x7f"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, want := appendJSONString([]byte("x"), s), refAppendJSONString([]byte("x"), s)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%q: %q, want %q", s, got, want)
+		}
+	})
+}
+
+// TestIsStreamType: the common Content-Types, taken at once, and others,
+// folded and cut, answer as the cut and folding do.
+func TestIsStreamType(t *testing.T) {
+	tests := []struct {
+		give string
+		want bool
+	}{
+		{"application/json", false},
+		{"application/json; charset=utf-8", false},
+		{"text/event-stream", true},
+		{"application/x-ndjson", true},
+		{"Text/Event-Stream; charset=utf-8", true},
+		{" application/x-ndjson ;x", true},
+		{"text/event-streams", false},
+		{"text/plain", false},
+		{"", false},
+	}
+	for _, tt := range tests {
+		if got := isStreamType(tt.give); got != tt.want {
+			t.Errorf("isStreamType(%q) = %v, want %v", tt.give, got, tt.want)
+		}
+	}
+}

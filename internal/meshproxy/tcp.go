@@ -570,10 +570,14 @@ type tcpServerStream struct {
 	cs       *tcpConnServer
 	first    byte
 	hasFirst bool              // first is still to be read (the reading goroutine's)
+	clean    bool              // set before over is closed (beside first: s fits 224 bytes)
 	ctx      *httpfast.Context // the exchange's (&ctxv): see begin
 	ctxv     httpfast.Context  // ctx's, in s's allocation
 	over     chan struct{}     // made when the watcher starts, closed by end
-	clean    bool              // set before over is closed
+
+	// begun is when begin ran: serveInfer's now for the head's read
+	// deadline (exchangeNow).
+	begun time.Time
 
 	mu       sync.Mutex // guards reqDone, ended, wroteEnd, broken, watching
 	reqDone  bool       // the request's end frame was read
@@ -661,7 +665,8 @@ func (s *tcpServerStream) begin() {
 	if s.cs.ctx.Err() != nil {
 		s.ctx.Cancel(s.cs.ctx.Cause())
 	}
-	s.cs.timer.Watch(s, time.Now().Add(s.cs.f.serveTimeout))
+	s.begun = time.Now()
+	s.cs.timer.Watch(s, s.begun.Add(s.cs.f.serveTimeout))
 }
 
 // Check is the serve timeout's timer reaching s's due time

@@ -598,6 +598,12 @@ func relayResponse(r io.Reader, w http.ResponseWriter, fb *frameBuf) error {
 // head is relayed before its body: server-sent events (OpenAI streaming)
 // or newline-delimited JSON (Ollama streaming).
 func isStreamType(contentType string) bool {
+	switch contentType { // the common ones, without the cut and the folding
+	case "application/json", "application/json; charset=utf-8":
+		return false
+	case "text/event-stream", "application/x-ndjson":
+		return true
+	}
 	mt, _, _ := strings.Cut(contentType, ";")
 	mt = strings.ToLower(strings.TrimSpace(mt))
 	return mt == "text/event-stream" || mt == "application/x-ndjson"

@@ -7,14 +7,15 @@
 //
 // Pin pins a body held in memory; Reader pins a body streamed from a peer
 // as it is read, holding a chunk and the bytes of one undecided key at
-// most. Both walk the body with one scanner that validates it as
-// encoding/json would (json.Valid) and reports the members of its
+// most. Each walks the body with a scanner (Pin's heldMembers, for a body
+// held whole; Reader's jsonScan, for one fed in chunks) that validates it
+// as encoding/json would (json.Valid) and finds the members of its
 // top-level object: every "model" member (any case, duplicates included)
 // gets the pinned value, every other byte stays as it was, and anything
 // other than one JSON object is ErrNotObject. An instance whose model is
 // unknown gets the client's model members removed, never passed through.
-// FuzzJSONScan and FuzzPinReader hold the scanner and the stream to
-// encoding/json and to Pin.
+// FuzzJSONScan holds both scanners to encoding/json, FuzzHeldMembers
+// heldMembers to jsonScan, FuzzPinReader the stream to Pin.
 //
 // # Concurrency
 //

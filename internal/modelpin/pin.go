@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"slices"
-	"sync"
 	"sync/atomic"
 )
 
@@ -79,9 +78,10 @@ func Pin(body []byte, model, runtime string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	rec := recorders.Get().(*memberRecorder)
-	defer putRecorder(rec) // after the last use of members, which are rec's
-	members, open, err := topLevelMembers(body, rec)
+	// The members' first backing array, on the stack for a request's
+	// few.
+	var inl [8]member
+	members, open, err := heldMembers(body, inl[:0])
 	if err != nil {
 		return nil, err
 	}
@@ -128,55 +128,6 @@ type member struct {
 	keyStart, valueStart, end int
 	model                     bool // the key is "model" in any case
 }
-
-// topLevelMembers validates body as one JSON object and returns its
-// members, recorded by rec, and the offset of its '{'.
-func topLevelMembers(body []byte, rec *memberRecorder) ([]member, int, error) {
-	rec.members, rec.cur, rec.open = rec.inl[:0], member{}, 0
-	var sc jsonScan
-	sc.stack = rec.stk[:0]
-	if err := sc.feed(body, rec); err != nil {
-		return nil, 0, err
-	}
-	if err := sc.finish(); err != nil {
-		return nil, 0, err
-	}
-	if len(rec.members) == 0 {
-		return nil, rec.open, nil
-	}
-	return rec.members, rec.open, nil
-}
-
-// memberRecorder collects the top-level members jsonScan reports.
-type memberRecorder struct {
-	members []member
-	cur     member
-	open    int
-	inl     [8]member // members' first backing array: a request's few
-	stk     [16]byte  // the scanner's first nesting stack
-}
-
-// recorders keeps the recorders Pin scans with: the scanner takes one as
-// an interface, so a recorder of Pin's own would be an allocation a
-// request.
-var recorders = sync.Pool{New: func() any { return new(memberRecorder) }}
-
-// putRecorder keeps rec for the next Pin, without members grown past its
-// inline array (a body of many members is no reason to hold them).
-func putRecorder(rec *memberRecorder) {
-	if cap(rec.members) > len(rec.inl) {
-		rec.members = nil
-	}
-	recorders.Put(rec)
-}
-
-func (r *memberRecorder) objOpen(i int)         { r.open = i }
-func (r *memberRecorder) keyStart(i int)        { r.cur = member{keyStart: i} }
-func (r *memberRecorder) keyDecided(model bool) { r.cur.model = model }
-func (r *memberRecorder) valueStart(i int)      { r.cur.valueStart = i }
-func (r *memberRecorder) valueEnd(i int)        { r.cur.end = i; r.members = append(r.members, r.cur) }
-func (r *memberRecorder) comma(int)             {}
-func (r *memberRecorder) objClose(int)          {}
 
 // dropModel removes the model members, keeping the others' bytes.
 func dropModel(body []byte, members []member) []byte {

@@ -50,6 +50,46 @@ func refTopLevelMembers(body []byte) ([]member, int, error) {
 	return members, open, nil
 }
 
+// topLevelMembers is the jsonScan walk Pin made before heldMembers (a
+// Reader's scanner, fed the body in one chunk): the reference heldMembers
+// is fuzzed against, and the way jsonScan's own tests read its events.
+func topLevelMembers(body []byte, rec *memberRecorder) ([]member, int, error) {
+	rec.members, rec.cur, rec.open = nil, member{}, 0
+	var sc jsonScan
+	if err := sc.feed(body, rec); err != nil {
+		return nil, 0, err
+	}
+	if err := sc.finish(); err != nil {
+		return nil, 0, err
+	}
+	return rec.members, rec.open, nil
+}
+
+// memberRecorder collects the top-level members jsonScan reports.
+type memberRecorder struct {
+	members []member
+	cur     member
+	open    int
+}
+
+func (r *memberRecorder) objOpen(i int)         { r.open = i }
+func (r *memberRecorder) keyStart(i int)        { r.cur = member{keyStart: i} }
+func (r *memberRecorder) keyDecided(model bool) { r.cur.model = model }
+func (r *memberRecorder) valueStart(i int)      { r.cur.valueStart = i }
+func (r *memberRecorder) valueEnd(i int)        { r.cur.end = i; r.members = append(r.members, r.cur) }
+func (r *memberRecorder) comma(int)             {}
+func (r *memberRecorder) objClose(int)          {}
+
+// scanners are the two walks of a held body, each of which must find
+// what encoding/json finds.
+var scanners = []struct {
+	name string
+	scan func([]byte) ([]member, int, error)
+}{
+	{"jsonScan", func(b []byte) ([]member, int, error) { return topLevelMembers(b, new(memberRecorder)) }},
+	{"heldMembers", func(b []byte) ([]member, int, error) { return heldMembers(b, nil) }},
+}
+
 func TestJSONScanMembers(t *testing.T) {
 	tests := []struct {
 		give string
@@ -70,34 +110,37 @@ func TestJSONScanMembers(t *testing.T) {
 		}},
 		{`{"n":-0.5e+10,"t":true}`, []member{{keyStart: 1, valueStart: 5, end: 13}, {keyStart: 14, valueStart: 18, end: 22}}},
 	}
-	for _, tt := range tests {
-		got, _, err := topLevelMembers([]byte(tt.give), new(memberRecorder))
-		if err != nil {
-			t.Fatalf("%s: %v", tt.give, err)
+	for _, sc := range scanners {
+		for _, tt := range tests {
+			got, _, err := sc.scan([]byte(tt.give))
+			if err != nil {
+				t.Fatalf("%s: %s: %v", sc.name, tt.give, err)
+			}
+			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(member{})); diff != "" {
+				t.Errorf("%s: %s (-want +got):\n%s", sc.name, tt.give, diff)
+			}
 		}
-		if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(member{})); diff != "" {
-			t.Errorf("%s (-want +got):\n%s", tt.give, diff)
+		for _, bad := range []string{``, ` `, `[]`, `"x"`, `1`, `{`, `{"a"}`, `{"a":}`, `{"a":1,}`, `{,}`, `{"a":01}`,
+			`{"a":1.}`, `{"a":-}`, `{"a":1e}`, `{"a":tru}`, `{"a":"\x"}`, `{"a":"\u12g4"}`, "{\"a\":\"\x01\"}",
+			`{"a":[1,]}`, `{"a":[1}`, `{"a":{]}`, `{} {}`, `{}x`, `{"a":1 "b":2}`, `{'a':1}`, `{"a":nul}`,
+			`{"a":"\u12"}`, `{"a":"x\`, `{"a":{"b"}}`, `{"a":{"b":1,}}`, `{"a":-01}`, `{"a":1e+}`, `{"a":[1 2]}`} {
+			if _, _, err := sc.scan([]byte(bad)); err == nil {
+				t.Errorf("%s: %q accepted", sc.name, bad)
+			}
 		}
-	}
-	for _, bad := range []string{``, ` `, `[]`, `"x"`, `1`, `{`, `{"a"}`, `{"a":}`, `{"a":1,}`, `{,}`, `{"a":01}`,
-		`{"a":1.}`, `{"a":-}`, `{"a":1e}`, `{"a":tru}`, `{"a":"\x"}`, `{"a":"\u12g4"}`, "{\"a\":\"\x01\"}",
-		`{"a":[1,]}`, `{"a":[1}`, `{"a":{]}`, `{} {}`, `{}x`, `{"a":1 "b":2}`, `{'a':1}`, `{"a":nul}`} {
-		if _, _, err := topLevelMembers([]byte(bad), new(memberRecorder)); err == nil {
-			t.Errorf("%q accepted", bad)
+		deep := strings.Repeat("[", maxJSONDepth) + strings.Repeat("]", maxJSONDepth)
+		if _, _, err := sc.scan([]byte(`{"a":` + deep + `}`)); err == nil {
+			t.Errorf("%s: nesting over %d accepted", sc.name, maxJSONDepth)
 		}
-	}
-	deep := strings.Repeat("[", maxJSONDepth) + strings.Repeat("]", maxJSONDepth)
-	if _, _, err := topLevelMembers([]byte(`{"a":`+deep+`}`), new(memberRecorder)); err == nil {
-		t.Errorf("nesting over %d accepted", maxJSONDepth)
-	}
-	ok := strings.Repeat("[", maxJSONDepth-1) + strings.Repeat("]", maxJSONDepth-1)
-	if _, _, err := topLevelMembers([]byte(`{"a":`+ok+`}`), new(memberRecorder)); err != nil {
-		t.Errorf("nesting of %d refused: %v", maxJSONDepth, err)
+		ok := strings.Repeat("[", maxJSONDepth-1) + strings.Repeat("]", maxJSONDepth-1)
+		if _, _, err := sc.scan([]byte(`{"a":` + ok + `}`)); err != nil {
+			t.Errorf("%s: nesting of %d refused: %v", sc.name, maxJSONDepth, err)
+		}
 	}
 }
 
-// The scanner accepts exactly what json.Valid accepts (when the text is
-// an object) and finds the members encoding/json finds, at the same
+// Both scanners accept exactly what json.Valid accepts (when the text is
+// an object) and find the members encoding/json finds, at the same
 // offsets.
 func FuzzJSONScan(f *testing.F) {
 	for _, s := range []string{`{"model":"a","messages":[{"role":"user","content":"hi \"x\" \u00e9"}],"t":0.5e-3,"n":null}`,
@@ -110,18 +153,51 @@ func FuzzJSONScan(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		want, wantOpen, wantErr := refTopLevelMembers(b)
-		got, open, err := topLevelMembers(b, new(memberRecorder))
+		for _, sc := range scanners {
+			got, open, err := sc.scan(b)
+			if (err != nil) != (wantErr != nil) {
+				t.Fatalf("%s: %q: scan error %v, encoding/json %v", sc.name, b, err, wantErr)
+			}
+			if err != nil {
+				continue
+			}
+			if open != wantOpen {
+				t.Fatalf("%s: %q: '{' at %d, want %d", sc.name, b, open, wantOpen)
+			}
+			if diff := cmp.Diff(want, got, cmp.AllowUnexported(member{})); diff != "" {
+				t.Fatalf("%s: %q (-want +got):\n%s", sc.name, b, diff)
+			}
+		}
+	})
+}
+
+// heldMembers answers as jsonScan does (the walk Pin made before it), on
+// any bytes: the same error, '{' and members. Its seeds reach each of its
+// branches: escaped and long keys, nesting, numbers, literals and what
+// breaks each of them.
+func FuzzHeldMembers(f *testing.F) {
+	for _, s := range []string{`{"model":"a","messages":[{"role":"user","content":"hi \"x\" \u00e9"}],"t":0.5e-3,"n":null}`,
+		`{"Mod\u0065L":[true,false,{}]}`, `{"MODEL":1,"mode":2,"models":3,"m\u00f6del":4,"mo\/del":5,"\u004dodel":6}`,
+		` {"a" : { "b" : [ 1 , { } , [ ] , -0.1E-9 ] } , "model" : "x" } `, `{"a":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}`,
+		`{"a":{"b":1,"c":}}`, `{"a":[1,]}`, `{"a":{"b" 1}}`, `{"a":"` + strings.Repeat("x", 300) + `\"` + strings.Repeat("y", 90) + `"}`,
+		`{"` + strings.Repeat("k", 70) + `":1,"model":2}`, `{"a":-}`, `{"a":1.e5}`, `{"a":0e}`, `{"a":fals}`, `{"model":"\ud83d\ude00"}`,
+		`{}`, ` { } x`, `{"a":1}}`, `{"mo\u0064e`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		want, wantOpen, wantErr := topLevelMembers(b, new(memberRecorder))
+		got, open, err := heldMembers(b, nil)
 		if (err != nil) != (wantErr != nil) {
-			t.Fatalf("%q: scan error %v, encoding/json %v", b, err, wantErr)
+			t.Fatalf("%q: heldMembers error %v, jsonScan %v", b, err, wantErr)
 		}
 		if err != nil {
 			return
 		}
 		if open != wantOpen {
-			t.Fatalf("%q: '{' at %d, want %d", b, open, wantOpen)
+			t.Fatalf("%q: '{' at %d, jsonScan %d", b, open, wantOpen)
 		}
 		if diff := cmp.Diff(want, got, cmp.AllowUnexported(member{})); diff != "" {
-			t.Fatalf("%q (-want +got):\n%s", b, diff)
+			t.Fatalf("%q (-jsonScan +heldMembers):\n%s", b, diff)
 		}
 	})
 }
@@ -432,7 +508,7 @@ func FuzzValue(f *testing.F) {
 
 // TestPinAllocations: pinning a chat request of a few members to a model
 // of a common name makes its one new body, no more (the value is kept on
-// the stack, the members and the nesting stack in a pooled recorder).
+// the stack, and so are the members and the nesting stack).
 func TestPinAllocations(t *testing.T) {
 	body := []byte(`{"model":"any","messages":[{"role":"user","content":"Say hello in one word."}],"max_tokens":8,"stream":false}`)
 	var out []byte
@@ -483,5 +559,17 @@ func TestPlainRunMatchesByteLoop(t *testing.T) {
 	// Bytes at and above 0x80 stand for themselves.
 	if got := plainRun(bytes.Repeat([]byte{0xff, 0x80, 0x7f, 0x20}, 100), 0); got != 400 {
 		t.Fatalf("high bytes: %d, want 400", got)
+	}
+}
+
+// BenchmarkPinChat pins the small chat request a mesh hop carries: the
+// per-request cost of scanning a held body for its "model".
+func BenchmarkPinChat(b *testing.B) {
+	body := []byte(`{"model":"any","messages":[{"role":"user","content":"Say hello in one word."}],"max_tokens":8,"stream":false}`)
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if _, err := Pin(body, "bench-model", "llama.cpp"); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
