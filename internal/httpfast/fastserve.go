@@ -541,20 +541,11 @@ func (b *fastBody) Close() error { return nil }
 
 // Header names read often, so that a head's common names cost no
 // allocation.
-var knownHeaders = func() map[string]string {
-	m := map[string]string{}
-	for _, k := range []string{"Host", "Content-Type", "Content-Length", "User-Agent", "Accept",
-		"Accept-Encoding", "Accept-Language", "Authorization", "Connection", "Origin", "Cache-Control",
-		"X-Stainless-Lang", "X-Stainless-Package-Version", "X-Stainless-Os", "X-Stainless-Arch",
-		"X-Stainless-Runtime", "X-Stainless-Runtime-Version", "X-Stainless-Retry-Count",
-		"X-Stainless-Timeout", "Openai-Organization", "Openai-Project"} {
-		m[k] = k
-		m[strings.ToLower(k)] = k
-	}
-	return m
-}()
-
-var crlf2 = []byte("\r\n\r\n")
+var knownHeaders = knownNames("Host", "Content-Type", "Content-Length", "User-Agent", "Accept",
+	"Accept-Encoding", "Accept-Language", "Authorization", "Connection", "Origin", "Cache-Control",
+	"X-Stainless-Lang", "X-Stainless-Package-Version", "X-Stainless-Os", "X-Stainless-Arch",
+	"X-Stainless-Runtime", "X-Stainless-Runtime-Version", "X-Stainless-Retry-Count",
+	"X-Stainless-Timeout", "Openai-Organization", "Openai-Project")
 
 // readHead reads a request head and returns the request, with a new
 // Context as its context, and the head's length, or a nil request when net/http
@@ -564,14 +555,18 @@ var crlf2 = []byte("\r\n\r\n")
 func (fc *fastConn) readHead() (*http.Request, int, error) {
 	br := fc.br
 	var head []byte
+	var lines int // after the request line
 	for {
 		buf, _ := br.Peek(br.Buffered())
-		end := bytes.Index(buf, crlf2)
+		end, n, bare := scanHead(buf)
+		if bare {
+			return nil, 0, nil
+		}
 		if end >= 0 {
-			head = buf[:end+2] // the lines, each ending in CRLF
+			head, lines = buf[:end+2], n // the lines, each ending in CRLF
 			break
 		}
-		if bareLF(buf) || br.Buffered() == br.Size() {
+		if br.Buffered() == br.Size() {
 			return nil, 0, nil
 		}
 		if _, err := br.Peek(br.Buffered() + 1); err != nil {
@@ -580,9 +575,6 @@ func (fc *fastConn) readHead() (*http.Request, int, error) {
 			}
 			return nil, 0, err
 		}
-	}
-	if bareLF(head) {
-		return nil, 0, nil
 	}
 	n := len(head) + 2
 	line, rest, _ := bytes.Cut(head, []byte("\r\n"))
@@ -593,7 +585,6 @@ func (fc *fastConn) readHead() (*http.Request, int, error) {
 	}
 	text := string(head)
 	ts := len(method) + 1
-	lines := bytes.Count(rest, []byte("\r\n"))
 	h := fc.reqHeader
 	if h == nil || len(h) > maxReusedHeaders {
 		h = make(http.Header, lines)
@@ -612,6 +603,7 @@ func (fc *fastConn) readHead() (*http.Request, int, error) {
 	var contentLength int64
 	var hosts, lengths int
 	closing := false
+	var fields fieldSet
 	off := len(line) + 2
 	for len(rest) > 0 {
 		var l []byte
@@ -628,10 +620,8 @@ func (fc *fastConn) readHead() (*http.Request, int, error) {
 		}
 		vs, ve := trimOWS(v)
 		value := text[start+colon+1+vs : start+colon+1+ve]
-		name, ok := knownHeaders[string(l[:colon])]
-		if !ok {
-			name = http.CanonicalHeaderKey(string(l[:colon]))
-		}
+		hn := fields.name(knownHeaders, text[start:start+colon], l[:colon])
+		name := hn.name
 		switch name {
 		case "Host":
 			hosts++
@@ -654,7 +644,7 @@ func (fc *fastConn) readHead() (*http.Request, int, error) {
 				closing = true
 			}
 		}
-		strs = addHeaderValue(h, strs, name, value)
+		strs = fields.add(h, strs, hn, value)
 	}
 	if hosts != 1 || lengths > 1 {
 		return nil, 0, nil
@@ -711,20 +701,31 @@ func requestURL(target string, u *url.URL) error {
 	return nil
 }
 
-// bareLF reports whether b has a line feed not preceded by a carriage
-// return (net/http accepts such heads; the fast reader leaves them to it).
-func bareLF(b []byte) bool {
-	for i := bytes.IndexByte(b, '\n'); i >= 0; {
-		if i == 0 || b[i-1] != '\r' {
-			return true
+// scanHead finds where a head ends in buf: end is the index of its first
+// "\r\n\r\n" (-1 when buf has none yet) and lines the number of lines
+// between its first line and that end. bare reports a line feed not
+// preceded by a carriage return before the end (anywhere in buf without
+// one): net/http accepts such heads; the fast readers leave them to it.
+// One pass over the line feeds, where a search for the end, one for a
+// bare line feed and a count of the lines took three.
+func scanHead(buf []byte) (end, lines int, bare bool) {
+	start := 0 // of the line being scanned
+	for n := 0; ; n++ {
+		i := bytes.IndexByte(buf[start:], '\n')
+		if i < 0 {
+			return -1, 0, false
 		}
-		j := bytes.IndexByte(b[i+1:], '\n')
-		if j < 0 {
-			return false
+		i += start
+		if i == 0 || buf[i-1] != '\r' {
+			return -1, 0, true
 		}
-		i += j + 1
+		// An empty line ends the head, but at buf's start: a CRLF there
+		// ends the head only when another follows at once.
+		if i-1 == start && start >= 2 {
+			return start - 2, n - 1, false
+		}
+		start = i + 1
 	}
-	return false
 }
 
 func splitRequestLine(line []byte) (method string, target []byte, proto string, ok bool) {
