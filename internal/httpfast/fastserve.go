@@ -932,28 +932,38 @@ func (w *fastWriter) writeHead(first []byte) {
 		b = appendDate(b)
 		b = append(b, "\r\n"...)
 	}
-	bw.Write(b)
+	// The whole head is appended where the buffer is free and written
+	// once: a head larger than that (rare) grows b, and the one write
+	// sends what does not fit.
 	for k, vs := range h {
 		if k == "Transfer-Encoding" || k == "Connection" || strings.HasPrefix(k, http.TrailerPrefix) {
 			continue
 		}
 		for _, v := range vs {
-			bw.WriteString(k)
-			bw.WriteString(": ")
-			if strings.ContainsAny(v, "\r\n") {
+			b = append(b, k...)
+			b = append(b, ": "...)
+			if hasCRorLF(v) {
 				v = strings.NewReplacer("\r", " ", "\n", " ").Replace(v)
 			}
-			bw.WriteString(v)
-			bw.WriteString("\r\n")
+			b = append(b, v...)
+			b = append(b, "\r\n"...)
 		}
 	}
 	if w.chunked {
-		bw.WriteString("Transfer-Encoding: chunked\r\n")
+		b = append(b, "Transfer-Encoding: chunked\r\n"...)
 	}
 	if w.closeAfter {
-		bw.WriteString("Connection: close\r\n")
+		b = append(b, "Connection: close\r\n"...)
 	}
-	_, w.err = bw.WriteString("\r\n")
+	b = append(b, "\r\n"...)
+	_, w.err = bw.Write(b)
+}
+
+// hasCRorLF reports whether v has a carriage return or a line feed:
+// two vectorized byte searches, where strings.ContainsAny builds a set
+// of its characters at each call.
+func hasCRorLF(v string) bool {
+	return strings.IndexByte(v, '\r') >= 0 || strings.IndexByte(v, '\n') >= 0
 }
 
 // Flush sends the head and what is buffered, except the bytes of a
