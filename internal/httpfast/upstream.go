@@ -27,10 +27,15 @@ import (
 type Pool struct {
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 
-	mu     sync.Mutex // guards idle, closed
-	idle   map[PoolKey][]*Conn
+	mu sync.Mutex // guards idle, closed, and the idle stacks' conns
+	// idle holds each key's stack, newest last: a pointer, so that taking
+	// a connection or putting one back looks the key up once.
+	idle   map[PoolKey]*idleStack
 	closed bool
 }
+
+// idleStack is the idle connections of one key, the newest last.
+type idleStack struct{ conns []*Conn }
 
 // PoolKey names the idle connections of one role to one instance.
 type PoolKey struct{ Role, Addr string }
@@ -42,7 +47,7 @@ func NewPool(dial func(ctx context.Context, network, addr string) (net.Conn, err
 		d := &net.Dialer{Timeout: upstreamDialTimeout, KeepAlive: -1}
 		dial = d.DialContext
 	}
-	return &Pool{dial: dial, idle: map[PoolKey][]*Conn{}}
+	return &Pool{dial: dial, idle: map[PoolKey]*idleStack{}}
 }
 
 // Conn is one connection to a local instance.
@@ -94,19 +99,20 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 // the request can be sent again (replay): an instance closing it in that
 // window fails the exchange before any response byte, which is retried.
 func (up *Pool) get(ctx context.Context, key PoolKey, replay bool) (*Conn, error) {
-	now := time.Now()
 	for {
 		up.mu.Lock()
-		stack := up.idle[key]
-		if len(stack) == 0 {
+		st := up.idle[key]
+		if st == nil || len(st.conns) == 0 {
 			up.mu.Unlock()
 			break
 		}
+		stack := st.conns
 		uc := stack[len(stack)-1]
 		stack[len(stack)-1] = nil
-		up.idle[key] = stack[:len(stack)-1]
+		st.conns = stack[:len(stack)-1]
 		up.mu.Unlock()
-		idle := now.Sub(uc.idleFrom)
+		// The monotonic clock alone (time.Now reads the wall clock too).
+		idle := time.Since(uc.idleFrom)
 		if idle < upstreamIdleTimeout && ((replay && idle < freshIdle) || ConnAlive(uc.conn)) {
 			uc.reused = true
 			return uc, nil
@@ -136,7 +142,12 @@ func (up *Pool) Put(uc *Conn, limit int) {
 		_ = uc.conn.Close()
 		return
 	}
-	stack := append(up.idle[uc.key], uc)
+	st := up.idle[uc.key]
+	if st == nil {
+		st = &idleStack{}
+		up.idle[uc.key] = st
+	}
+	stack := append(st.conns, uc)
 	drop := 0
 	for drop < len(stack) && (len(stack)-drop > limit || uc.idleFrom.Sub(stack[drop].idleFrom) >= upstreamIdleTimeout) {
 		drop++
@@ -150,7 +161,7 @@ func (up *Pool) Put(uc *Conn, limit int) {
 	if len(stack) == 0 {
 		delete(up.idle, uc.key)
 	} else {
-		up.idle[uc.key] = stack
+		st.conns = stack
 	}
 	up.mu.Unlock()
 	for _, c := range closing {
@@ -162,17 +173,20 @@ func (up *Pool) Put(uc *Conn, limit int) {
 func (up *Pool) IdleConns(key PoolKey) int {
 	up.mu.Lock()
 	defer up.mu.Unlock()
-	return len(up.idle[key])
+	if st := up.idle[key]; st != nil {
+		return len(st.conns)
+	}
+	return 0
 }
 
 // CloseIdle closes every idle connection; the pool stays usable.
 func (up *Pool) CloseIdle() {
 	up.mu.Lock()
 	idle := up.idle
-	up.idle = map[PoolKey][]*Conn{}
+	up.idle = map[PoolKey]*idleStack{}
 	up.mu.Unlock()
-	for _, stack := range idle {
-		for _, uc := range stack {
+	for _, st := range idle {
+		for _, uc := range st.conns {
 			_ = uc.conn.Close()
 		}
 	}
@@ -184,10 +198,10 @@ func (up *Pool) Close() {
 	up.mu.Lock()
 	up.closed = true
 	idle := up.idle
-	up.idle = map[PoolKey][]*Conn{}
+	up.idle = map[PoolKey]*idleStack{}
 	up.mu.Unlock()
-	for _, stack := range idle {
-		for _, uc := range stack {
+	for _, st := range idle {
+		for _, uc := range st.conns {
 			_ = uc.conn.Close()
 		}
 	}
