@@ -317,9 +317,14 @@ func (fc *fastConn) serve() {
 		if !fc.fs.setBusy(fc, true) {
 			return
 		}
+		// One clock read gives the head its deadline and, when the head
+		// was in the buffer whole (readHead read nothing more, as it
+		// most often is), the exchange its start.
+		now := time.Now()
 		if !first {
-			fc.setReadDeadline(time.Now().Add(fc.fs.headWait))
+			fc.setReadDeadline(now.Add(fc.fs.headWait))
 		}
+		held := fc.br.Buffered()
 		req, n, err := fc.readHead()
 		if err != nil {
 			return // a timeout, or the client went away mid-head
@@ -328,8 +333,11 @@ func (fc *fastConn) serve() {
 			handedOff = fc.handOff()
 			return
 		}
+		if fc.br.Buffered() != held {
+			now = time.Now() // the rest of the head came later
+		}
 		_, _ = fc.br.Discard(n)
-		if !fc.exchange(req) {
+		if !fc.exchange(req, now) {
 			return
 		}
 	}
@@ -373,12 +381,11 @@ type handedConn struct {
 
 func (c *handedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
-// exchange serves one request and reports whether the connection may
-// serve another.
-func (fc *fastConn) exchange(r *http.Request) (keep bool) {
+// exchange serves one request, which started at start (its head was
+// read), and reports whether the connection may serve another.
+func (fc *fastConn) exchange(r *http.Request, start time.Time) (keep bool) {
 	ctx := r.Context().(*Context)
 	body := r.Body.(*fastBody)
-	start := time.Now()
 	fc.mu.Lock()
 	fc.ctx = ctx
 	fc.active, fc.bodyDone, fc.due = true, body.left == 0, false
