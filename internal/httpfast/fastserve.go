@@ -188,6 +188,7 @@ type fastConn struct {
 	bw *bufio.Writer
 
 	remote string
+	born   time.Time   // when serve started: the base of now
 	linger bool        // close the connection lingering (an unread body)
 	busy   atomic.Bool // an exchange runs (see setBusy)
 
@@ -298,13 +299,14 @@ func (fc *fastConn) serve() {
 	// the wait for it included, as net/http gives ReadHeaderTimeout: a
 	// silent connection holds a goroutine and a descriptor for no
 	// longer. Between requests it may stay idle for clientIdleTimeout.
-	fc.setReadDeadline(time.Now().Add(fc.fs.headWait))
+	fc.born = time.Now()
+	fc.setReadDeadline(fc.born.Add(fc.fs.headWait))
 	for first := true; ; first = false {
 		if !fc.fs.setBusy(fc, false) {
 			return
 		}
 		if !first {
-			fc.setReadDeadline(time.Now().Add(clientIdleTimeout))
+			fc.setReadDeadline(fc.now().Add(clientIdleTimeout))
 		}
 		if fc.bw.Buffered() > 0 {
 			if err := fc.sendAnswer(); err != nil {
@@ -320,7 +322,7 @@ func (fc *fastConn) serve() {
 		// One clock read gives the head its deadline and, when the head
 		// was in the buffer whole (readHead read nothing more, as it
 		// most often is), the exchange its start.
-		now := time.Now()
+		now := fc.now()
 		if !first {
 			fc.setReadDeadline(now.Add(fc.fs.headWait))
 		}
@@ -334,7 +336,7 @@ func (fc *fastConn) serve() {
 			return
 		}
 		if fc.br.Buffered() != held {
-			now = time.Now() // the rest of the head came later
+			now = fc.now() // the rest of the head came later
 		}
 		_, _ = fc.br.Discard(n)
 		if !fc.exchange(req, now) {
@@ -342,6 +344,14 @@ func (fc *fastConn) serve() {
 		}
 	}
 }
+
+// now returns the time for the connection's deadlines and timers: its
+// start plus the time since on the monotonic clock, one clock read where
+// time.Now takes two (the wall clock's too). Its wall reading misses a
+// change of the wall clock since the connection started, which no
+// deadline or timer sees: they compare monotonic readings. It is never
+// a Date.
+func (fc *fastConn) now() time.Time { return fc.born.Add(time.Since(fc.born)) }
 
 // sendAnswer sends the last answer's bytes, which finish left in the
 // buffer, and, unless the next request is here already, waits for it in
