@@ -187,3 +187,31 @@ func BenchmarkServe(b *testing.B) {
 	fs.wg.Add(1)
 	fc.serve()
 }
+
+// BenchmarkWatchdogStart starts and stops a forward's Watchdog on its
+// connection's timer, with the timer's clock read as time.Now (what a
+// connection that sets no base reads) and from the connection's start
+// (the fast reader's).
+func BenchmarkWatchdogStart(b *testing.B) {
+	for _, based := range []bool{false, true} {
+		name := "time.Now"
+		if based {
+			name = "base"
+		}
+		b.Run(name, func(b *testing.B) {
+			ct := &ConnTimer{}
+			defer ct.Stop()
+			if based {
+				ct.base = time.Now()
+			}
+			ec := newExchangeCtx()
+			ec.ct = ct
+			var w Watchdog
+			b.ReportAllocs()
+			for b.Loop() {
+				w.Start(time.Minute, time.Hour, nil, ec)
+				w.Stop()
+			}
+		})
+	}
+}

@@ -300,6 +300,7 @@ func (fc *fastConn) serve() {
 	// silent connection holds a goroutine and a descriptor for no
 	// longer. Between requests it may stay idle for clientIdleTimeout.
 	fc.born = time.Now()
+	fc.wdt.base = fc.born // before any exchange's Watchdog starts
 	fc.setReadDeadline(fc.born.Add(fc.fs.headWait))
 	for first := true; ; first = false {
 		if !fc.fs.setBusy(fc, false) {
