@@ -111,7 +111,7 @@ func BenchmarkPoolGetPut(b *testing.B) {
 	up := NewPool(nil)
 	key := PoolKey{Role: "chat", Addr: "127.0.0.1:8090"}
 	for range 4 {
-		up.Put(&Conn{key: key, conn: idleConn{}}, 4)
+		up.Put(&Conn{key: key, conn: idleConn{}, born: time.Now()}, 4)
 	}
 	ctx := context.Background()
 	b.ReportAllocs()

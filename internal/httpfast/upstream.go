@@ -57,6 +57,7 @@ type Conn struct {
 	lim         *limitedReader
 	br          *bufio.Reader
 	reused      bool
+	born        time.Time // when it was dialled: the base of idleFrom
 	idleFrom    time.Time
 	interruptFn func() // interrupt, made once
 	// stopFn is unwatch, made once: the stop of an exchange whose
@@ -124,7 +125,7 @@ func (up *Pool) get(ctx context.Context, key PoolKey, replay bool) (*Conn, error
 		return nil, err
 	}
 	c = RawIO(c)
-	uc := &Conn{key: key, conn: c, lim: &limitedReader{r: c, left: math.MaxInt64}}
+	uc := &Conn{key: key, conn: c, lim: &limitedReader{r: c, left: math.MaxInt64}, born: time.Now()}
 	uc.interruptFn = uc.interrupt
 	uc.stopFn = uc.unwatch
 	uc.br = bufio.NewReaderSize(uc.lim, upstreamReadBufferBytes)
@@ -135,7 +136,14 @@ func (up *Pool) get(ctx context.Context, key PoolKey, replay bool) (*Conn, error
 // concurrency) connections are idle there already; the oldest beyond the
 // limit, and any idle past upstreamIdleTimeout, are closed.
 func (up *Pool) Put(uc *Conn, limit int) {
-	uc.idleFrom = time.Now()
+	// idleFrom is only compared with monotonic readings (get's and
+	// Put's): the connection's start plus the time since on the
+	// monotonic clock serves, one clock read where time.Now takes two.
+	if uc.born.IsZero() {
+		uc.idleFrom = time.Now()
+	} else {
+		uc.idleFrom = uc.born.Add(time.Since(uc.born))
+	}
 	up.mu.Lock()
 	if up.closed {
 		up.mu.Unlock()
