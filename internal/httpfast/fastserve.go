@@ -595,7 +595,7 @@ func (fc *fastConn) readHead() (*http.Request, int, error) {
 		}
 	}
 	n := len(head) + 2
-	line, rest, _ := bytes.Cut(head, []byte("\r\n"))
+	line, rest := cutLine(head)
 	method, target, proto, ok := splitRequestLine(line)
 	if !ok || proto != "HTTP/1.1" || (method != http.MethodGet && method != http.MethodPost) ||
 		len(target) == 0 || target[0] != '/' {
@@ -625,7 +625,7 @@ func (fc *fastConn) readHead() (*http.Request, int, error) {
 	off := len(line) + 2
 	for len(rest) > 0 {
 		var l []byte
-		l, rest, _ = bytes.Cut(rest, []byte("\r\n"))
+		l, rest = cutLine(rest)
 		start := off
 		off += len(l) + 2
 		colon := bytes.IndexByte(l, ':')

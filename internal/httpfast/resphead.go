@@ -30,7 +30,7 @@ func parseResponseHead(br *bufio.Reader, req *http.Request, slot *responseSlot) 
 		return nil
 	}
 	raw := buf[:end+2] // the lines, each ending in CRLF
-	line, rest, _ := bytes.Cut(raw, []byte("\r\n"))
+	line, rest := cutLine(raw)
 	// "HTTP/1.1 200 OK": the status is three digits, then a space and a
 	// reason or nothing.
 	if len(line) < 12 || string(line[:9]) != "HTTP/1.1 " || (len(line) > 12 && line[12] != ' ') {
@@ -74,7 +74,7 @@ func parseResponseHead(br *bufio.Reader, req *http.Request, slot *responseSlot) 
 	var fields fieldSet
 	off := len(line) + 2
 	for len(rest) > 0 {
-		l, next, _ := bytes.Cut(rest, []byte("\r\n"))
+		l, next := cutLine(rest)
 		start := off
 		off += len(l) + 2
 		rest = next
@@ -234,6 +234,18 @@ func isCanonical(b []byte) bool {
 		upper = c == '-'
 	}
 	return true
+}
+
+// cutLine returns the first line of b, a head's lines as scanHead found
+// them (each ending in CRLF, no bare line feed), without its CRLF, and
+// the lines after it: its line feed is the first, one byte search where
+// looking for the CRLF takes a search and a comparison.
+func cutLine(b []byte) (line, rest []byte) {
+	i := bytes.IndexByte(b, '\n')
+	if i < 1 {
+		return b, nil // not a head's lines; scanHead makes it unreachable
+	}
+	return b[:i-1], b[i+1:]
 }
 
 // trimOWS returns the bounds of v without leading and trailing spaces
