@@ -930,9 +930,6 @@ func (w *fastWriter) writeHead(first []byte) {
 	h := w.header
 	code := w.status
 	w.noBody = code == http.StatusNoContent || code == http.StatusNotModified
-	if _, ok := h["Content-Type"]; !ok && !w.noBody && Value(h, "X-Content-Type-Options") != "nosniff" {
-		h.Set("Content-Type", http.DetectContentType(first))
-	}
 	if w.contentLength < 0 && !w.noBody {
 		w.chunked = true
 	}
@@ -945,16 +942,22 @@ func (w *fastWriter) writeHead(first []byte) {
 	b = append(b, ' ')
 	b = append(b, http.StatusText(code)...)
 	b = append(b, "\r\n"...)
-	if _, ok := h["Date"]; !ok {
-		b = append(b, "Date: "...)
-		b = appendDate(b)
-		b = append(b, "\r\n"...)
-	}
 	// The whole head is appended where the buffer is free and written
 	// once: a head larger than that (rare) grows b, and the one write
-	// sends what does not fit.
+	// sends what does not fit. The loop notes a Date and a Content-Type
+	// of the handler's, so that neither costs a lookup; ours follow its
+	// (as net/http writes them after the handler's too).
+	hasDate, hasType := false, false
 	for k, vs := range h {
-		if k == "Transfer-Encoding" || k == "Connection" || strings.HasPrefix(k, http.TrailerPrefix) {
+		switch k {
+		case "Transfer-Encoding", "Connection":
+			continue
+		case "Date":
+			hasDate = true
+		case "Content-Type":
+			hasType = true
+		}
+		if strings.HasPrefix(k, http.TrailerPrefix) {
 			continue
 		}
 		for _, v := range vs {
@@ -966,6 +969,16 @@ func (w *fastWriter) writeHead(first []byte) {
 			b = append(b, v...)
 			b = append(b, "\r\n"...)
 		}
+	}
+	if !hasType && !w.noBody && Value(h, "X-Content-Type-Options") != "nosniff" {
+		ct := http.DetectContentType(first)
+		h.Set("Content-Type", ct) // the handler's header has it, as before
+		b = append(append(append(b, "Content-Type: "...), ct...), "\r\n"...)
+	}
+	if !hasDate {
+		b = append(b, "Date: "...)
+		b = appendDate(b)
+		b = append(b, "\r\n"...)
 	}
 	if w.chunked {
 		b = append(b, "Transfer-Encoding: chunked\r\n"...)
