@@ -40,3 +40,24 @@ func TestCoarseDeadline(t *testing.T) {
 		set = next
 	}
 }
+
+// TestConnNow: a connection's clock reads what time.Now reads, to the
+// monotonic clock, with a monotonic reading of its own (what deadlines
+// and timers compare).
+func TestConnNow(t *testing.T) {
+	fc := &fastConn{born: time.Now()}
+	for range 3 {
+		before := time.Now()
+		now := fc.now()
+		after := time.Now()
+		if now.Before(before) || after.Before(now) {
+			t.Fatalf("now %v, not between %v and %v", now, before, after)
+		}
+		if now.Round(0) == now {
+			t.Fatalf("now %v has no monotonic reading", now)
+		}
+		if d := now.Round(0).Sub(before.Round(0)); d < -time.Second || d > time.Second {
+			t.Fatalf("now's wall reading %v, the wall clock's %v", now.Round(0), before.Round(0))
+		}
+	}
+}

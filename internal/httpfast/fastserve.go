@@ -188,6 +188,7 @@ type fastConn struct {
 	bw *bufio.Writer
 
 	remote string
+	born   time.Time   // when serve started: the base of now
 	linger bool        // close the connection lingering (an unread body)
 	busy   atomic.Bool // an exchange runs (see setBusy)
 
@@ -298,13 +299,15 @@ func (fc *fastConn) serve() {
 	// the wait for it included, as net/http gives ReadHeaderTimeout: a
 	// silent connection holds a goroutine and a descriptor for no
 	// longer. Between requests it may stay idle for clientIdleTimeout.
-	fc.setReadDeadline(time.Now().Add(fc.fs.headWait))
+	fc.born = time.Now()
+	fc.wdt.base = fc.born // before any exchange's Watchdog starts
+	fc.setReadDeadline(fc.born.Add(fc.fs.headWait))
 	for first := true; ; first = false {
 		if !fc.fs.setBusy(fc, false) {
 			return
 		}
 		if !first {
-			fc.setReadDeadline(time.Now().Add(clientIdleTimeout))
+			fc.setReadDeadline(fc.now().Add(clientIdleTimeout))
 		}
 		if fc.bw.Buffered() > 0 {
 			if err := fc.sendAnswer(); err != nil {
@@ -317,9 +320,14 @@ func (fc *fastConn) serve() {
 		if !fc.fs.setBusy(fc, true) {
 			return
 		}
+		// One clock read gives the head its deadline and, when the head
+		// was in the buffer whole (readHead read nothing more, as it
+		// most often is), the exchange its start.
+		now := fc.now()
 		if !first {
-			fc.setReadDeadline(time.Now().Add(fc.fs.headWait))
+			fc.setReadDeadline(now.Add(fc.fs.headWait))
 		}
+		held := fc.br.Buffered()
 		req, n, err := fc.readHead()
 		if err != nil {
 			return // a timeout, or the client went away mid-head
@@ -328,12 +336,23 @@ func (fc *fastConn) serve() {
 			handedOff = fc.handOff()
 			return
 		}
+		if fc.br.Buffered() != held {
+			now = fc.now() // the rest of the head came later
+		}
 		_, _ = fc.br.Discard(n)
-		if !fc.exchange(req) {
+		if !fc.exchange(req, now) {
 			return
 		}
 	}
 }
+
+// now returns the time for the connection's deadlines and timers: its
+// start plus the time since on the monotonic clock, one clock read where
+// time.Now takes two (the wall clock's too). Its wall reading misses a
+// change of the wall clock since the connection started, which no
+// deadline or timer sees: they compare monotonic readings. It is never
+// a Date.
+func (fc *fastConn) now() time.Time { return fc.born.Add(time.Since(fc.born)) }
 
 // sendAnswer sends the last answer's bytes, which finish left in the
 // buffer, and, unless the next request is here already, waits for it in
@@ -373,12 +392,11 @@ type handedConn struct {
 
 func (c *handedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
-// exchange serves one request and reports whether the connection may
-// serve another.
-func (fc *fastConn) exchange(r *http.Request) (keep bool) {
+// exchange serves one request, which started at start (its head was
+// read), and reports whether the connection may serve another.
+func (fc *fastConn) exchange(r *http.Request, start time.Time) (keep bool) {
 	ctx := r.Context().(*Context)
 	body := r.Body.(*fastBody)
-	start := time.Now()
 	fc.mu.Lock()
 	fc.ctx = ctx
 	fc.active, fc.bodyDone, fc.due = true, body.left == 0, false
@@ -541,20 +559,11 @@ func (b *fastBody) Close() error { return nil }
 
 // Header names read often, so that a head's common names cost no
 // allocation.
-var knownHeaders = func() map[string]string {
-	m := map[string]string{}
-	for _, k := range []string{"Host", "Content-Type", "Content-Length", "User-Agent", "Accept",
-		"Accept-Encoding", "Accept-Language", "Authorization", "Connection", "Origin", "Cache-Control",
-		"X-Stainless-Lang", "X-Stainless-Package-Version", "X-Stainless-Os", "X-Stainless-Arch",
-		"X-Stainless-Runtime", "X-Stainless-Runtime-Version", "X-Stainless-Retry-Count",
-		"X-Stainless-Timeout", "Openai-Organization", "Openai-Project"} {
-		m[k] = k
-		m[strings.ToLower(k)] = k
-	}
-	return m
-}()
-
-var crlf2 = []byte("\r\n\r\n")
+var knownHeaders = knownNames("Host", "Content-Type", "Content-Length", "User-Agent", "Accept",
+	"Accept-Encoding", "Accept-Language", "Authorization", "Connection", "Origin", "Cache-Control",
+	"X-Stainless-Lang", "X-Stainless-Package-Version", "X-Stainless-Os", "X-Stainless-Arch",
+	"X-Stainless-Runtime", "X-Stainless-Runtime-Version", "X-Stainless-Retry-Count",
+	"X-Stainless-Timeout", "Openai-Organization", "Openai-Project")
 
 // readHead reads a request head and returns the request, with a new
 // Context as its context, and the head's length, or a nil request when net/http
@@ -564,14 +573,18 @@ var crlf2 = []byte("\r\n\r\n")
 func (fc *fastConn) readHead() (*http.Request, int, error) {
 	br := fc.br
 	var head []byte
+	var lines int // after the request line
 	for {
 		buf, _ := br.Peek(br.Buffered())
-		end := bytes.Index(buf, crlf2)
+		end, n, bare := scanHead(buf)
+		if bare {
+			return nil, 0, nil
+		}
 		if end >= 0 {
-			head = buf[:end+2] // the lines, each ending in CRLF
+			head, lines = buf[:end+2], n // the lines, each ending in CRLF
 			break
 		}
-		if bareLF(buf) || br.Buffered() == br.Size() {
+		if br.Buffered() == br.Size() {
 			return nil, 0, nil
 		}
 		if _, err := br.Peek(br.Buffered() + 1); err != nil {
@@ -581,11 +594,8 @@ func (fc *fastConn) readHead() (*http.Request, int, error) {
 			return nil, 0, err
 		}
 	}
-	if bareLF(head) {
-		return nil, 0, nil
-	}
 	n := len(head) + 2
-	line, rest, _ := bytes.Cut(head, []byte("\r\n"))
+	line, rest := cutLine(head)
 	method, target, proto, ok := splitRequestLine(line)
 	if !ok || proto != "HTTP/1.1" || (method != http.MethodGet && method != http.MethodPost) ||
 		len(target) == 0 || target[0] != '/' {
@@ -593,7 +603,6 @@ func (fc *fastConn) readHead() (*http.Request, int, error) {
 	}
 	text := string(head)
 	ts := len(method) + 1
-	lines := bytes.Count(rest, []byte("\r\n"))
 	h := fc.reqHeader
 	if h == nil || len(h) > maxReusedHeaders {
 		h = make(http.Header, lines)
@@ -612,10 +621,11 @@ func (fc *fastConn) readHead() (*http.Request, int, error) {
 	var contentLength int64
 	var hosts, lengths int
 	closing := false
+	var fields fieldSet
 	off := len(line) + 2
 	for len(rest) > 0 {
 		var l []byte
-		l, rest, _ = bytes.Cut(rest, []byte("\r\n"))
+		l, rest = cutLine(rest)
 		start := off
 		off += len(l) + 2
 		colon := bytes.IndexByte(l, ':')
@@ -628,10 +638,8 @@ func (fc *fastConn) readHead() (*http.Request, int, error) {
 		}
 		vs, ve := trimOWS(v)
 		value := text[start+colon+1+vs : start+colon+1+ve]
-		name, ok := knownHeaders[string(l[:colon])]
-		if !ok {
-			name = http.CanonicalHeaderKey(string(l[:colon]))
-		}
+		hn := fields.name(knownHeaders, text[start:start+colon], l[:colon])
+		name := hn.name
 		switch name {
 		case "Host":
 			hosts++
@@ -654,7 +662,7 @@ func (fc *fastConn) readHead() (*http.Request, int, error) {
 				closing = true
 			}
 		}
-		strs = addHeaderValue(h, strs, name, value)
+		strs = fields.add(h, strs, hn, value)
 	}
 	if hosts != 1 || lengths > 1 {
 		return nil, 0, nil
@@ -711,20 +719,31 @@ func requestURL(target string, u *url.URL) error {
 	return nil
 }
 
-// bareLF reports whether b has a line feed not preceded by a carriage
-// return (net/http accepts such heads; the fast reader leaves them to it).
-func bareLF(b []byte) bool {
-	for i := bytes.IndexByte(b, '\n'); i >= 0; {
-		if i == 0 || b[i-1] != '\r' {
-			return true
+// scanHead finds where a head ends in buf: end is the index of its first
+// "\r\n\r\n" (-1 when buf has none yet) and lines the number of lines
+// between its first line and that end. bare reports a line feed not
+// preceded by a carriage return before the end (anywhere in buf without
+// one): net/http accepts such heads; the fast readers leave them to it.
+// One pass over the line feeds, where a search for the end, one for a
+// bare line feed and a count of the lines took three.
+func scanHead(buf []byte) (end, lines int, bare bool) {
+	start := 0 // of the line being scanned
+	for n := 0; ; n++ {
+		i := bytes.IndexByte(buf[start:], '\n')
+		if i < 0 {
+			return -1, 0, false
 		}
-		j := bytes.IndexByte(b[i+1:], '\n')
-		if j < 0 {
-			return false
+		i += start
+		if i == 0 || buf[i-1] != '\r' {
+			return -1, 0, true
 		}
-		i += j + 1
+		// An empty line ends the head, but at buf's start: a CRLF there
+		// ends the head only when another follows at once.
+		if i-1 == start && start >= 2 {
+			return start - 2, n - 1, false
+		}
+		start = i + 1
 	}
-	return false
 }
 
 func splitRequestLine(line []byte) (method string, target []byte, proto string, ok bool) {
@@ -911,9 +930,6 @@ func (w *fastWriter) writeHead(first []byte) {
 	h := w.header
 	code := w.status
 	w.noBody = code == http.StatusNoContent || code == http.StatusNotModified
-	if _, ok := h["Content-Type"]; !ok && !w.noBody && Value(h, "X-Content-Type-Options") != "nosniff" {
-		h.Set("Content-Type", http.DetectContentType(first))
-	}
 	if w.contentLength < 0 && !w.noBody {
 		w.chunked = true
 	}
@@ -926,33 +942,59 @@ func (w *fastWriter) writeHead(first []byte) {
 	b = append(b, ' ')
 	b = append(b, http.StatusText(code)...)
 	b = append(b, "\r\n"...)
-	if _, ok := h["Date"]; !ok {
+	// The whole head is appended where the buffer is free and written
+	// once: a head larger than that (rare) grows b, and the one write
+	// sends what does not fit. The loop notes a Date and a Content-Type
+	// of the handler's, so that neither costs a lookup; ours follow its
+	// (as net/http writes them after the handler's too).
+	hasDate, hasType := false, false
+	for k, vs := range h {
+		switch k {
+		case "Transfer-Encoding", "Connection":
+			continue
+		case "Date":
+			hasDate = true
+		case "Content-Type":
+			hasType = true
+		}
+		if strings.HasPrefix(k, http.TrailerPrefix) {
+			continue
+		}
+		for _, v := range vs {
+			b = append(b, k...)
+			b = append(b, ": "...)
+			if hasCRorLF(v) {
+				v = strings.NewReplacer("\r", " ", "\n", " ").Replace(v)
+			}
+			b = append(b, v...)
+			b = append(b, "\r\n"...)
+		}
+	}
+	if !hasType && !w.noBody && Value(h, "X-Content-Type-Options") != "nosniff" {
+		ct := http.DetectContentType(first)
+		h.Set("Content-Type", ct) // the handler's header has it, as before
+		b = append(append(append(b, "Content-Type: "...), ct...), "\r\n"...)
+	}
+	if !hasDate {
 		b = append(b, "Date: "...)
 		b = appendDate(b)
 		b = append(b, "\r\n"...)
 	}
-	bw.Write(b)
-	for k, vs := range h {
-		if k == "Transfer-Encoding" || k == "Connection" || strings.HasPrefix(k, http.TrailerPrefix) {
-			continue
-		}
-		for _, v := range vs {
-			bw.WriteString(k)
-			bw.WriteString(": ")
-			if strings.ContainsAny(v, "\r\n") {
-				v = strings.NewReplacer("\r", " ", "\n", " ").Replace(v)
-			}
-			bw.WriteString(v)
-			bw.WriteString("\r\n")
-		}
-	}
 	if w.chunked {
-		bw.WriteString("Transfer-Encoding: chunked\r\n")
+		b = append(b, "Transfer-Encoding: chunked\r\n"...)
 	}
 	if w.closeAfter {
-		bw.WriteString("Connection: close\r\n")
+		b = append(b, "Connection: close\r\n"...)
 	}
-	_, w.err = bw.WriteString("\r\n")
+	b = append(b, "\r\n"...)
+	_, w.err = bw.Write(b)
+}
+
+// hasCRorLF reports whether v has a carriage return or a line feed:
+// two vectorized byte searches, where strings.ContainsAny builds a set
+// of its characters at each call.
+func hasCRorLF(v string) bool {
+	return strings.IndexByte(v, '\r') >= 0 || strings.IndexByte(v, '\n') >= 0
 }
 
 // Flush sends the head and what is buffered, except the bytes of a

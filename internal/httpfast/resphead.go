@@ -25,15 +25,12 @@ func parseResponseHead(br *bufio.Reader, req *http.Request, slot *responseSlot) 
 		return nil
 	}
 	buf, _ := br.Peek(br.Buffered())
-	end := bytes.Index(buf, crlf2)
-	if end < 0 {
+	end, lines, bare := scanHead(buf)
+	if end < 0 || bare {
 		return nil
 	}
 	raw := buf[:end+2] // the lines, each ending in CRLF
-	if bareLF(raw) {
-		return nil
-	}
-	line, rest, _ := bytes.Cut(raw, []byte("\r\n"))
+	line, rest := cutLine(raw)
 	// "HTTP/1.1 200 OK": the status is three digits, then a space and a
 	// reason or nothing.
 	if len(line) < 12 || string(line[:9]) != "HTTP/1.1 " || (len(line) > 12 && line[12] != ' ') {
@@ -55,7 +52,6 @@ func parseResponseHead(br *bufio.Reader, req *http.Request, slot *responseSlot) 
 	// One string holds every value; the names are constants or
 	// canonicalized copies.
 	text := string(raw)
-	lines := bytes.Count(rest, []byte("\r\n"))
 	var h http.Header
 	if slot != nil && slot.header != nil {
 		h = slot.header
@@ -75,9 +71,10 @@ func parseResponseHead(br *bufio.Reader, req *http.Request, slot *responseSlot) 
 	}
 	length := int64(-1)
 	closing := false
+	var fields fieldSet
 	off := len(line) + 2
 	for len(rest) > 0 {
-		l, next, _ := bytes.Cut(rest, []byte("\r\n"))
+		l, next := cutLine(rest)
 		start := off
 		off += len(l) + 2
 		rest = next
@@ -94,10 +91,8 @@ func parseResponseHead(br *bufio.Reader, req *http.Request, slot *responseSlot) 
 		}
 		vs, ve := trimOWS(v)
 		value := text[start+colon+1+vs : start+colon+1+ve]
-		name, ok := knownResponseHeaders[string(l[:colon])]
-		if !ok {
-			name = http.CanonicalHeaderKey(string(l[:colon]))
-		}
+		hn := fields.name(knownResponseHeaders, text[start:start+colon], l[:colon])
+		name := hn.name
 		switch name {
 		case "Content-Length":
 			if length >= 0 {
@@ -115,7 +110,7 @@ func parseResponseHead(br *bufio.Reader, req *http.Request, slot *responseSlot) 
 				closing = true
 			}
 		}
-		strs = addHeaderValue(h, strs, name, value)
+		strs = fields.add(h, strs, hn, value)
 	}
 	if length < 0 {
 		return nil
@@ -162,18 +157,96 @@ type responseSlot struct {
 
 // knownResponseHeaders maps the header names an instance usually sends,
 // as sent, to their canonical form, so that they cost no allocation.
-var knownResponseHeaders = func() map[string]string {
-	m := map[string]string{}
-	for _, k := range []string{"Content-Type", "Content-Length", "Date", "Server", "Connection",
-		"Keep-Alive", "Cache-Control", "Vary", "Access-Control-Allow-Origin", "Access-Control-Allow-Credentials",
-		"Access-Control-Allow-Headers", "Access-Control-Allow-Methods", "Access-Control-Expose-Headers",
-		"X-Request-Id", "Etag", "Last-Modified", "Expires", "Content-Encoding", "Transfer-Encoding",
-		"Trailer", "Pragma", "X-Content-Type-Options"} {
-		m[k] = k
-		m[strings.ToLower(k)] = k
+var knownResponseHeaders = knownNames("Content-Type", "Content-Length", "Date", "Server", "Connection",
+	"Keep-Alive", "Cache-Control", "Vary", "Access-Control-Allow-Origin", "Access-Control-Allow-Credentials",
+	"Access-Control-Allow-Headers", "Access-Control-Allow-Methods", "Access-Control-Expose-Headers",
+	"X-Request-Id", "Etag", "Last-Modified", "Expires", "Content-Encoding", "Transfer-Encoding",
+	"Trailer", "Pragma", "X-Content-Type-Options")
+
+// headerName is a field name of a head in canonical form; a known one
+// (knownNames) has a bit of its own.
+type headerName struct {
+	name string
+	bit  uint64
+}
+
+// knownNames maps canonical header names, and their lower-case forms,
+// to themselves with a bit each (at most 64 names).
+func knownNames(names ...string) map[string]headerName {
+	if len(names) > 64 {
+		panic("httpfast: more than 64 known header names")
+	}
+	m := make(map[string]headerName, 2*len(names))
+	for i, k := range names {
+		m[k] = headerName{name: k, bit: 1 << i}
+		m[strings.ToLower(k)] = headerName{name: k, bit: 1 << i}
 	}
 	return m
-}()
+}
+
+// fieldSet adds one head's fields to its header map, empty at first. It
+// knows which known names the map has been given (their bits), so that
+// a known name's first value is one map assignment, not a lookup and
+// then one.
+type fieldSet struct {
+	seen uint64 // the bits of the known names given
+	// copied is set once a name was canonicalized into a copy: that
+	// name may be a known one without its bit (as "CONTENT-TYPE").
+	copied bool
+}
+
+// name returns the canonical form of b, a field name (a token) that
+// is the text s of the head's string: a known name, else s itself when
+// it is canonical already, else a canonicalized copy.
+func (f *fieldSet) name(known map[string]headerName, s string, b []byte) headerName {
+	if hn, ok := known[string(b)]; ok {
+		return hn
+	}
+	if isCanonical(b) {
+		return headerName{name: s}
+	}
+	f.copied = true
+	return headerName{name: http.CanonicalHeaderKey(s)}
+}
+
+// add adds value to h[hn.name] as addHeaderValue does.
+func (f *fieldSet) add(h http.Header, strs []string, hn headerName, value string) []string {
+	if hn.bit == 0 || f.copied || f.seen&hn.bit != 0 || len(strs) == 0 {
+		return addHeaderValue(h, strs, hn.name, value)
+	}
+	f.seen |= hn.bit
+	vv := strs[:1:1]
+	vv[0] = value
+	h[hn.name] = vv
+	return strs[1:]
+}
+
+// isCanonical reports whether the token b is in canonical form, as
+// http.CanonicalHeaderKey returns it: its first letter and each after a
+// hyphen upper case, the others lower case.
+func isCanonical(b []byte) bool {
+	upper := true
+	for _, c := range b {
+		switch {
+		case upper && 'a' <= c && c <= 'z', !upper && 'A' <= c && c <= 'Z':
+			return false
+		}
+		upper = c == '-'
+	}
+	return true
+}
+
+// cutLine returns the first line of b, a head's lines as scanHead found
+// them (each ending in CRLF, no bare line feed), without its CRLF, and
+// the lines after it: its line feed is the first, one byte search where
+// looking for the CRLF takes a search and a comparison.
+func cutLine(b []byte) (line, rest []byte) {
+	i := bytes.IndexByte(b, '\n')
+	if i < 1 {
+		return b, nil // not a head's lines; scanHead makes it unreachable
+	}
+	return b[:i-1], b[i+1:]
+}
 
 // trimOWS returns the bounds of v without leading and trailing spaces
 // and tabs.

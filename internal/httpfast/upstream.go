@@ -27,10 +27,15 @@ import (
 type Pool struct {
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 
-	mu     sync.Mutex // guards idle, closed
-	idle   map[PoolKey][]*Conn
+	mu sync.Mutex // guards idle, closed, and the idle stacks' conns
+	// idle holds each key's stack, newest last: a pointer, so that taking
+	// a connection or putting one back looks the key up once.
+	idle   map[PoolKey]*idleStack
 	closed bool
 }
+
+// idleStack is the idle connections of one key, the newest last.
+type idleStack struct{ conns []*Conn }
 
 // PoolKey names the idle connections of one role to one instance.
 type PoolKey struct{ Role, Addr string }
@@ -42,7 +47,7 @@ func NewPool(dial func(ctx context.Context, network, addr string) (net.Conn, err
 		d := &net.Dialer{Timeout: upstreamDialTimeout, KeepAlive: -1}
 		dial = d.DialContext
 	}
-	return &Pool{dial: dial, idle: map[PoolKey][]*Conn{}}
+	return &Pool{dial: dial, idle: map[PoolKey]*idleStack{}}
 }
 
 // Conn is one connection to a local instance.
@@ -52,6 +57,7 @@ type Conn struct {
 	lim         *limitedReader
 	br          *bufio.Reader
 	reused      bool
+	born        time.Time // when it was dialled: the base of idleFrom
 	idleFrom    time.Time
 	interruptFn func() // interrupt, made once
 	// stopFn is unwatch, made once: the stop of an exchange whose
@@ -94,19 +100,20 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 // the request can be sent again (replay): an instance closing it in that
 // window fails the exchange before any response byte, which is retried.
 func (up *Pool) get(ctx context.Context, key PoolKey, replay bool) (*Conn, error) {
-	now := time.Now()
 	for {
 		up.mu.Lock()
-		stack := up.idle[key]
-		if len(stack) == 0 {
+		st := up.idle[key]
+		if st == nil || len(st.conns) == 0 {
 			up.mu.Unlock()
 			break
 		}
+		stack := st.conns
 		uc := stack[len(stack)-1]
 		stack[len(stack)-1] = nil
-		up.idle[key] = stack[:len(stack)-1]
+		st.conns = stack[:len(stack)-1]
 		up.mu.Unlock()
-		idle := now.Sub(uc.idleFrom)
+		// The monotonic clock alone (time.Now reads the wall clock too).
+		idle := time.Since(uc.idleFrom)
 		if idle < upstreamIdleTimeout && ((replay && idle < freshIdle) || ConnAlive(uc.conn)) {
 			uc.reused = true
 			return uc, nil
@@ -118,7 +125,7 @@ func (up *Pool) get(ctx context.Context, key PoolKey, replay bool) (*Conn, error
 		return nil, err
 	}
 	c = RawIO(c)
-	uc := &Conn{key: key, conn: c, lim: &limitedReader{r: c, left: math.MaxInt64}}
+	uc := &Conn{key: key, conn: c, lim: &limitedReader{r: c, left: math.MaxInt64}, born: time.Now()}
 	uc.interruptFn = uc.interrupt
 	uc.stopFn = uc.unwatch
 	uc.br = bufio.NewReaderSize(uc.lim, upstreamReadBufferBytes)
@@ -129,14 +136,26 @@ func (up *Pool) get(ctx context.Context, key PoolKey, replay bool) (*Conn, error
 // concurrency) connections are idle there already; the oldest beyond the
 // limit, and any idle past upstreamIdleTimeout, are closed.
 func (up *Pool) Put(uc *Conn, limit int) {
-	uc.idleFrom = time.Now()
+	// idleFrom is only compared with monotonic readings (get's and
+	// Put's): the connection's start plus the time since on the
+	// monotonic clock serves, one clock read where time.Now takes two.
+	if uc.born.IsZero() {
+		uc.idleFrom = time.Now()
+	} else {
+		uc.idleFrom = uc.born.Add(time.Since(uc.born))
+	}
 	up.mu.Lock()
 	if up.closed {
 		up.mu.Unlock()
 		_ = uc.conn.Close()
 		return
 	}
-	stack := append(up.idle[uc.key], uc)
+	st := up.idle[uc.key]
+	if st == nil {
+		st = &idleStack{}
+		up.idle[uc.key] = st
+	}
+	stack := append(st.conns, uc)
 	drop := 0
 	for drop < len(stack) && (len(stack)-drop > limit || uc.idleFrom.Sub(stack[drop].idleFrom) >= upstreamIdleTimeout) {
 		drop++
@@ -150,7 +169,7 @@ func (up *Pool) Put(uc *Conn, limit int) {
 	if len(stack) == 0 {
 		delete(up.idle, uc.key)
 	} else {
-		up.idle[uc.key] = stack
+		st.conns = stack
 	}
 	up.mu.Unlock()
 	for _, c := range closing {
@@ -162,17 +181,20 @@ func (up *Pool) Put(uc *Conn, limit int) {
 func (up *Pool) IdleConns(key PoolKey) int {
 	up.mu.Lock()
 	defer up.mu.Unlock()
-	return len(up.idle[key])
+	if st := up.idle[key]; st != nil {
+		return len(st.conns)
+	}
+	return 0
 }
 
 // CloseIdle closes every idle connection; the pool stays usable.
 func (up *Pool) CloseIdle() {
 	up.mu.Lock()
 	idle := up.idle
-	up.idle = map[PoolKey][]*Conn{}
+	up.idle = map[PoolKey]*idleStack{}
 	up.mu.Unlock()
-	for _, stack := range idle {
-		for _, uc := range stack {
+	for _, st := range idle {
+		for _, uc := range st.conns {
 			_ = uc.conn.Close()
 		}
 	}
@@ -184,10 +206,10 @@ func (up *Pool) Close() {
 	up.mu.Lock()
 	up.closed = true
 	idle := up.idle
-	up.idle = map[PoolKey][]*Conn{}
+	up.idle = map[PoolKey]*idleStack{}
 	up.mu.Unlock()
-	for _, stack := range idle {
-		for _, uc := range stack {
+	for _, st := range idle {
+		for _, uc := range st.conns {
 			_ = uc.conn.Close()
 		}
 	}
@@ -386,12 +408,16 @@ var hopHeaders = []string{
 	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
 }
 
-// dropHeaders are not forwarded to an instance besides the hop-by-hop
-// ones: the client's forwarding claims (as ReverseProxy with Rewrite),
-// and the framing and Host that the proxy writes itself.
-var dropHeaders = map[string]bool{
-	"Host": true, "Content-Length": true,
-	"Forwarded": true, "X-Forwarded-For": true, "X-Forwarded-Host": true, "X-Forwarded-Proto": true,
+// dropHeader reports the headers not forwarded to an instance besides
+// the hop-by-hop ones: the client's forwarding claims (as ReverseProxy
+// with Rewrite), and the framing and Host that the proxy writes itself.
+// A switch, where a map's lookup hashed each forwarded name.
+func dropHeader(k string) bool {
+	switch k {
+	case "Host", "Content-Length", "Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto":
+		return true
+	}
+	return false
 }
 
 // appendRequestHead writes the request head sent to an instance: the
@@ -407,7 +433,7 @@ func appendRequestHead(b []byte, req *Request) []byte {
 	b = append(b, "\r\n"...)
 	named := connectionTokens(r.Header)
 	for k, vs := range r.Header {
-		if dropHeaders[k] || isHop(k) || (named != nil && named[strings.ToLower(k)]) {
+		if dropHeader(k) || isHop(k) || (named != nil && named[strings.ToLower(k)]) {
 			continue
 		}
 		for _, v := range vs {

@@ -36,13 +36,17 @@ type Watchdog struct {
 // Start arms w for a request that cancels with cancel, or with ec's
 // Cancel when ec is not nil.
 func (w *Watchdog) Start(stall, total time.Duration, cancel context.CancelCauseFunc, ec *Context) {
-	w.stall, w.total, w.cancel, w.ec, w.begin = stall, total, cancel, ec, time.Now()
+	w.stall, w.total, w.cancel, w.ec = stall, total, cancel, ec
 	w.stopped.Store(false)
 	w.timer = nil
 	if ec != nil && ec.ct != nil {
+		// begin is only ever compared with monotonic readings (Touch,
+		// Check): the connection's clock serves.
+		w.begin = ec.ct.now()
 		ec.ct.Watch(w, w.begin.Add(min(stall, total)))
 		return
 	}
+	w.begin = time.Now()
 	w.timer = time.AfterFunc(min(stall, total), w.fire)
 }
 
@@ -118,6 +122,21 @@ type ConnTimer struct {
 	c       Checker   // the one watched, due at due
 	due     time.Time //
 	stopped bool      // the connection ended
+	// base, when its owner set it before the timer's first use (the
+	// fast reader's connection's start), makes now one read of the
+	// monotonic clock.
+	base time.Time
+}
+
+// now is time.Now for deadlines and durations on ct's connection: with
+// a base, the base plus the time since on the monotonic clock, one
+// clock read where time.Now takes two (the wall clock's too), its wall
+// reading blind to a change of the wall clock since the base.
+func (ct *ConnTimer) now() time.Time {
+	if ct.base.IsZero() {
+		return time.Now()
+	}
+	return ct.base.Add(time.Since(ct.base))
 }
 
 // Watch has c checked at due (and at each time it returns), in place of

@@ -12,11 +12,21 @@ import (
 // while the timer is armed for an earlier one, which ended, is still cut
 // at its own stall and not at the earlier one's; activity postpones the
 // cut; one that stops is never cut; and a connection that ended arms
-// nothing.
+// nothing. The same with the timer's clock from its connection's start
+// (base), as the fast reader's.
 func TestWatchdogOnItsConnectionsTimer(t *testing.T) {
+	t.Run("time.Now", func(t *testing.T) { testWatchdogOnConnTimer(t, false) })
+	t.Run("base", func(t *testing.T) { testWatchdogOnConnTimer(t, true) })
+}
+
+func testWatchdogOnConnTimer(t *testing.T, based bool) {
 	synctest.Test(t, func(t *testing.T) {
 		const stall, total = 10 * time.Second, time.Hour
 		ct := &ConnTimer{}
+		if based {
+			ct.base = time.Now()
+			time.Sleep(time.Minute) // the connection's earlier exchanges
+		}
 		exchange := func() (*Context, *Watchdog) {
 			ec := newExchangeCtx()
 			ec.ct = ct
