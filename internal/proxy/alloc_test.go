@@ -1,22 +1,11 @@
 package proxy
 
 import (
-	"bufio"
 	"bytes"
-	"context"
 	"io"
-	"net"
-	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"testing"
 	"unsafe"
-
-	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/zap"
-
-	"github.com/nodeld/nodeld/internal/httpfast/httpfasttest"
-	"github.com/nodeld/nodeld/internal/table"
 )
 
 // TestReadBodyOfItsDeclaredLength: a body of its declared length is read
@@ -62,48 +51,7 @@ func TestRemotePathAllocations(t *testing.T) {
 		t.Skip("the race detector allocates")
 	}
 	answer := []byte(`{"ok":true}`)
-	contentType, length := []string{"application/json"}, []string{strconv.Itoa(len(answer))}
-	remote := remoteFunc(func(_ context.Context, _, _ string, _ *http.Request, _ []byte, w http.ResponseWriter) error {
-		w.Header()["Content-Type"], w.Header()["Content-Length"] = contentType, length
-		_, err := w.Write(answer)
-		return err
-	})
-	res := newResolver()
-	res.set("chat", table.Target{Kind: table.TargetRemote, NodeID: "n-b", Model: "bench"})
-	p, err := New(Config{Roles: []RoleConfig{{Name: "chat", Listen: "127.0.0.1:0", Concurrency: 4}}},
-		Deps{Resolver: res, Remote: remote, Logger: zap.NewNop(), Registerer: prometheus.NewRegistry()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
-	<-p.Ready()
-	addr, _ := p.Addr("chat")
-	c, err := net.Dial("tcp", addr.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	br := bufio.NewReaderSize(c, 8<<10)
-	one := func() {
-		if _, err := c.Write(localPathRequest); err != nil {
-			t.Fatal(err)
-		}
-		n, err := httpfasttest.ReadHead(br)
-		if err == nil {
-			_, err = br.Discard(n)
-		}
-		if err != nil || n != len(answer) {
-			t.Fatalf("answer of %d bytes, %v", n, err)
-		}
-	}
+	one := remoteExchange(t, remoteAnswering(t, answer, false, 4, nil), len(answer))
 	one()
 	// The request head's text and its request, the body, the request's
 	// state.

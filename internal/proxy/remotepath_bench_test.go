@@ -31,48 +31,74 @@ import (
 //	go test -run '^$' -bench BenchmarkRemotePath -benchmem ./internal/proxy/
 func BenchmarkRemotePath(b *testing.B) {
 	_, body, _ := bytes.Cut(localPathAnswer, []byte("\r\n\r\n"))
-	contentType, length := []string{"application/json"}, []string{strconv.Itoa(len(body))}
+	p := remoteAnswering(b, body, false, 256, activity.New(0, nil))
+	one := remoteExchange(b, p, len(body))
+	b.ReportAllocs()
+	for b.Loop() {
+		one()
+	}
+}
+
+// remoteAnswering returns a proxy whose role "chat" forwards to a peer
+// that answers answer from memory (a RemoteForwarder; writeHeader: with
+// an explicit WriteHeader), with concurrency and act (nil: none) as its
+// role's and activity log.
+func remoteAnswering(tb testing.TB, answer []byte, writeHeader bool, concurrency int, act *activity.Log) *Proxy {
+	tb.Helper()
+	contentType, length := []string{"application/json"}, []string{strconv.Itoa(len(answer))}
 	remote := remoteFunc(func(_ context.Context, _, _ string, _ *http.Request, _ []byte, w http.ResponseWriter) error {
 		w.Header()["Content-Type"], w.Header()["Content-Length"] = contentType, length
-		_, err := w.Write(body)
+		if writeHeader {
+			w.WriteHeader(http.StatusOK)
+		}
+		_, err := w.Write(answer)
 		return err
 	})
 	res := newResolver()
 	res.set("chat", table.Target{Kind: table.TargetRemote, NodeID: "n-b", Model: "bench"})
-	p, err := New(Config{Roles: []RoleConfig{{Name: "chat", Listen: "127.0.0.1:0", Concurrency: 256}}},
-		Deps{Resolver: res, Remote: remote, Logger: zap.NewNop(), Registerer: prometheus.NewRegistry(),
-			Activity: activity.New(0, nil)})
-	if err != nil {
-		b.Fatal(err)
+	deps := Deps{Resolver: res, Remote: remote, Logger: zap.NewNop(), Registerer: prometheus.NewRegistry()}
+	if act != nil {
+		deps.Activity = act
 	}
+	p, err := New(Config{Roles: []RoleConfig{{Name: "chat", Listen: "127.0.0.1:0", Concurrency: concurrency}}}, deps)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return p
+}
+
+// remoteExchange runs p until the test ends and returns one exchange on a
+// keep-alive connection to its role "chat": localPathRequest sent, an
+// answer of n body bytes read whole.
+func remoteExchange(tb testing.TB, p *Proxy, n int) func() {
+	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
-	defer func() {
+	tb.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
-			b.Errorf("Run: %v", err)
+			tb.Errorf("Run: %v", err)
 		}
-	}()
+	})
 	<-p.Ready()
 	addr, _ := p.Addr("chat")
 	c, err := net.Dial("tcp", addr.String())
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	defer c.Close()
+	tb.Cleanup(func() { c.Close() })
 	br := bufio.NewReaderSize(c, 8<<10)
-	b.ReportAllocs()
-	for b.Loop() {
+	return func() {
 		if _, err := c.Write(localPathRequest); err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
-		n, err := httpfasttest.ReadHead(br)
+		got, err := httpfasttest.ReadHead(br)
 		if err == nil {
-			_, err = br.Discard(n)
+			_, err = br.Discard(got)
 		}
-		if err != nil || n != len(body) {
-			b.Fatalf("answer of %d bytes, %v", n, err)
+		if err != nil || got != n {
+			tb.Fatalf("answer of %d bytes, %v", got, err)
 		}
 	}
 }
@@ -86,21 +112,7 @@ func BenchmarkRemotePath(b *testing.B) {
 //	go test -run '^$' -bench BenchmarkRemoteHandler -benchmem ./internal/proxy/
 func BenchmarkRemoteHandler(b *testing.B) {
 	_, answer, _ := bytes.Cut(localPathAnswer, []byte("\r\n\r\n"))
-	contentType, length := []string{"application/json"}, []string{strconv.Itoa(len(answer))}
-	remote := remoteFunc(func(_ context.Context, _, _ string, _ *http.Request, _ []byte, w http.ResponseWriter) error {
-		w.Header()["Content-Type"], w.Header()["Content-Length"] = contentType, length
-		w.WriteHeader(http.StatusOK)
-		_, err := w.Write(answer)
-		return err
-	})
-	res := newResolver()
-	res.set("chat", table.Target{Kind: table.TargetRemote, NodeID: "n-b", Model: "bench"})
-	p, err := New(Config{Roles: []RoleConfig{{Name: "chat", Listen: "127.0.0.1:0", Concurrency: 256}}},
-		Deps{Resolver: res, Remote: remote, Logger: zap.NewNop(), Registerer: prometheus.NewRegistry(),
-			Activity: activity.New(0, nil)})
-	if err != nil {
-		b.Fatal(err)
-	}
+	p := remoteAnswering(b, answer, true, 256, activity.New(0, nil))
 	h := &roleHandler{p: p, rs: p.roles["chat"]}
 	_, body, _ := bytes.Cut(localPathRequest, []byte("\r\n\r\n"))
 	src := &resetBody{}
