@@ -17,37 +17,18 @@ import (
 // on loopback: the figure to set beside internal/mesh's
 // BenchmarkMeshExchange, with the CPU time of both ends per exchange.
 func BenchmarkPoolExchange(b *testing.B) {
-	cert, key := newCert(b)
-	scert, skey := newCert(b)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv, err := NewServer(ServerConfig{Listener: ln, Certificate: scert,
-		Admit: func(k ed25519.PublicKey, _ net.Addr) (string, error) {
-			if !k.Equal(key) {
-				return "", errors.New("not admitted")
+	cert, addr, skey := benchServer(b, func(_ context.Context, _ string, c *tls.Conn) {
+		req, answer := make([]byte, 200), make([]byte, 300)
+		for {
+			if _, err := io.ReadFull(c, req); err != nil {
+				return
 			}
-			return "client", nil
-		},
-		Handle: func(_ context.Context, _ string, c *tls.Conn) {
-			req, answer := make([]byte, 200), make([]byte, 300)
-			for {
-				if _, err := io.ReadFull(c, req); err != nil {
-					return
-				}
-				if _, err := c.Write(answer); err != nil {
-					return
-				}
+			if _, err := c.Write(answer); err != nil {
+				return
 			}
-		}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+		}
+	})
+	ctx := context.Background()
 	p, err := NewPool(Config{Certificate: cert})
 	if err != nil {
 		b.Fatal(err)
@@ -55,7 +36,7 @@ func BenchmarkPoolExchange(b *testing.B) {
 	defer p.Close()
 	req, answer := make([]byte, 200), make([]byte, 300)
 	exchange := func() {
-		c, err := p.Get(ctx, ln.Addr().String(), skey)
+		c, err := p.Get(ctx, addr, skey)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -92,33 +73,13 @@ func cpuTime() time.Duration {
 // connection: Get of the idle one (put back a moment ago, so not peeked)
 // and Put, without the exchange between them.
 func BenchmarkPoolGetPut(b *testing.B) {
-	cert, key := newCert(b)
-	scert, skey := newCert(b)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv, err := NewServer(ServerConfig{Listener: ln, Certificate: scert,
-		Admit: func(k ed25519.PublicKey, _ net.Addr) (string, error) {
-			if !k.Equal(key) {
-				return "", errors.New("not admitted")
-			}
-			return "client", nil
-		},
-		Handle: func(_ context.Context, _ string, c *tls.Conn) { _, _ = io.Copy(io.Discard, c) }})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	cert, addr, skey := benchServer(b, func(_ context.Context, _ string, c *tls.Conn) { _, _ = io.Copy(io.Discard, c) })
+	ctx := context.Background()
 	p, err := NewPool(Config{Certificate: cert, PeekAfter: time.Hour})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer p.Close()
-	addr := ln.Addr().String()
 	c, err := p.Get(ctx, addr, skey)
 	if err != nil {
 		b.Fatal(err)
@@ -132,4 +93,34 @@ func BenchmarkPoolGetPut(b *testing.B) {
 		}
 		p.Put(c)
 	}
+}
+
+// benchServer runs, until the benchmark ends, a server on loopback that
+// admits only the client certificate it returns and serves each
+// connection with handle; it returns that certificate, the server's
+// address and its key.
+func benchServer(b *testing.B, handle func(context.Context, string, *tls.Conn)) (tls.Certificate, string, ed25519.PublicKey) {
+	b.Helper()
+	cert, key := newCert(b)
+	scert, skey := newCert(b)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv, err := NewServer(ServerConfig{Listener: ln, Certificate: scert,
+		Admit: func(k ed25519.PublicKey, _ net.Addr) (string, error) {
+			if !k.Equal(key) {
+				return "", errors.New("not admitted")
+			}
+			return "client", nil
+		},
+		Handle: handle})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	b.Cleanup(func() { cancel(); <-done })
+	return cert, ln.Addr().String(), skey
 }
