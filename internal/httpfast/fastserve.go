@@ -188,7 +188,6 @@ type fastConn struct {
 	bw *bufio.Writer
 
 	remote string
-	born   time.Time   // when serve started: the base of now
 	linger bool        // close the connection lingering (an unread body)
 	busy   atomic.Bool // an exchange runs (see setBusy)
 
@@ -299,9 +298,8 @@ func (fc *fastConn) serve() {
 	// the wait for it included, as net/http gives ReadHeaderTimeout: a
 	// silent connection holds a goroutine and a descriptor for no
 	// longer. Between requests it may stay idle for clientIdleTimeout.
-	fc.born = time.Now()
-	fc.wdt.base = fc.born // before any exchange's Watchdog starts
-	fc.setReadDeadline(fc.born.Add(fc.fs.headWait))
+	fc.wdt.base = time.Now() // before any exchange's Watchdog starts
+	fc.setReadDeadline(fc.wdt.base.Add(fc.fs.headWait))
 	for first := true; ; first = false {
 		if !fc.fs.setBusy(fc, false) {
 			return
@@ -346,13 +344,10 @@ func (fc *fastConn) serve() {
 	}
 }
 
-// now returns the time for the connection's deadlines and timers: its
-// start plus the time since on the monotonic clock, one clock read where
-// time.Now takes two (the wall clock's too). Its wall reading misses a
-// change of the wall clock since the connection started, which no
-// deadline or timer sees: they compare monotonic readings. It is never
-// a Date.
-func (fc *fastConn) now() time.Time { return fc.born.Add(time.Since(fc.born)) }
+// now returns the time for the connection's deadlines and timers, on
+// the monotonic clock from the connection's start (monoNow): the clock
+// of its timer, which its watchdogs read too. It is never a Date.
+func (fc *fastConn) now() time.Time { return fc.wdt.now() }
 
 // sendAnswer sends the last answer's bytes, which finish left in the
 // buffer, and, unless the next request is here already, waits for it in

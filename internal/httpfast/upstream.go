@@ -137,13 +137,8 @@ func (up *Pool) get(ctx context.Context, key PoolKey, replay bool) (*Conn, error
 // limit, and any idle past upstreamIdleTimeout, are closed.
 func (up *Pool) Put(uc *Conn, limit int) {
 	// idleFrom is only compared with monotonic readings (get's and
-	// Put's): the connection's start plus the time since on the
-	// monotonic clock serves, one clock read where time.Now takes two.
-	if uc.born.IsZero() {
-		uc.idleFrom = time.Now()
-	} else {
-		uc.idleFrom = uc.born.Add(time.Since(uc.born))
-	}
+	// Put's): monoNow from the connection's start serves.
+	uc.idleFrom = monoNow(uc.born)
 	up.mu.Lock()
 	if up.closed {
 		up.mu.Unlock()

@@ -128,15 +128,21 @@ type ConnTimer struct {
 	base time.Time
 }
 
-// now is time.Now for deadlines and durations on ct's connection: with
-// a base, the base plus the time since on the monotonic clock, one
-// clock read where time.Now takes two (the wall clock's too), its wall
-// reading blind to a change of the wall clock since the base.
-func (ct *ConnTimer) now() time.Time {
-	if ct.base.IsZero() {
+// now is time.Now for deadlines and durations on ct's connection:
+// monoNow from its base.
+func (ct *ConnTimer) now() time.Time { return monoNow(ct.base) }
+
+// monoNow is time.Now for times that are only compared with others read
+// the same way or by time.Now (deadlines, timers, durations): base plus
+// the time since on the monotonic clock, one clock read where time.Now
+// takes two (the wall clock's too). Its wall reading misses a change of
+// the wall clock since base, which no comparison sees: they use the
+// monotonic readings. Without a base it is time.Now.
+func monoNow(base time.Time) time.Time {
+	if base.IsZero() {
 		return time.Now()
 	}
-	return ct.base.Add(time.Since(ct.base))
+	return base.Add(time.Since(base))
 }
 
 // Watch has c checked at due (and at each time it returns), in place of
