@@ -1,6 +1,7 @@
 package meshproxy
 
 import (
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"crypto/tls"
@@ -37,6 +38,13 @@ const (
 // frames to its end frame or a refusal), one exchange after another on a
 // connection.
 const InferALPN = "nodeld-infer/1"
+
+// InferMuxALPN is the protocol of the same exchanges carried as streams
+// of connections shared between two nodes (internal/mux): a consumer
+// offers it first, and a serving node that speaks it selects it; either
+// side that does not gets InferALPN, a connection for each exchange in
+// flight.
+const InferMuxALPN = "nodeld-infer-mux/1"
 
 // Bounds of inference over TLS/TCP.
 const (
@@ -79,6 +87,12 @@ const (
 	// answer came is sent once more on another (ForwardRemote), and a
 	// streamed one, which cannot be sent again, peeks it (tcpSide.conn).
 	TCPPeekAfter = time.Second
+	// TCPSharedAfter is how many exchanges in flight to a peer get a
+	// connection each before the next go as streams of connections
+	// shared with others (tlspool.Config.SharedAfter): one at a time, a
+	// connection of its own costs the least; under load, shared
+	// connections coalesce their writes.
+	TCPSharedAfter = 4
 )
 
 // Why a request went over QUIC while the transport is TCP, the reason
@@ -104,6 +118,9 @@ type TCP struct {
 	// Listen is mesh.listen: with TransportTCP the node serves TCP on
 	// its host and on the port the mesh's UDP socket is bound to.
 	Listen string
+	// sharedAfter is tlspool.Config.SharedAfter (0: TCPSharedAfter), for
+	// the tests that carry every exchange as a stream (-1).
+	sharedAfter int
 }
 
 // TCPFromConfig maps mesh.infer_transport and mesh.listen.
@@ -189,8 +206,8 @@ func newTCPSide(t TCP, d Deps, lg *zap.Logger) (*tcpSide, error) {
 		return nil, fmt.Errorf("proxy: mesh tcp certificate: %w", err)
 	}
 	pool, err := tlspool.NewPool(tlspool.Config{Certificate: cert, MaxConnsPerPeer: TCPMaxConnsPerPeer,
-		MaxIdlePerPeer: TCPMaxIdlePerPeer, MaxDialsPerPeer: TCPMaxDialsPerPeer, HandshakeTimeout: TCPDialTimeout, ALPN: InferALPN,
-		PeekAfter: TCPPeekAfter})
+		MaxIdlePerPeer: TCPMaxIdlePerPeer, MaxDialsPerPeer: TCPMaxDialsPerPeer, HandshakeTimeout: TCPDialTimeout, ALPN: InferALPN, MuxALPN: InferMuxALPN,
+		PeekAfter: TCPPeekAfter, SharedAfter: cmp.Or(t.sharedAfter, TCPSharedAfter)})
 	if err != nil {
 		return nil, err
 	}
@@ -325,9 +342,10 @@ func (f *Forwarder) Run(ctx context.Context) error {
 		return fmt.Errorf("mesh tcp listen %q: %w", addr, err)
 	}
 	watches := newWatchList(TCPWatchDelay)
-	serve := func(ctx context.Context, peerID string, c *tls.Conn) { f.serveConn(ctx, peerID, c, watches) }
+	serve := func(ctx context.Context, peerID string, c net.Conn) { f.serveConn(ctx, peerID, c, watches) }
 	srv, err := tlspool.NewServer(tlspool.ServerConfig{Listener: ln, Certificate: t.cert, Admit: t.admit,
-		Handle: serve, HandshakeTimeout: TCPDialTimeout, MaxConns: TCPMaxServerConns, ALPN: InferALPN})
+		Handle: serve, HandshakeTimeout: TCPDialTimeout, MaxConns: TCPMaxServerConns, ALPN: InferALPN,
+		MuxALPN: InferMuxALPN})
 	if err != nil {
 		_ = ln.Close()
 		return err
@@ -374,13 +392,18 @@ func (t *tcpSide) admit(key ed25519.PublicKey, _ net.Addr) (string, error) {
 // serveConn serves an admitted connection's exchanges, one after
 // another, each as ServeStream serves a stream, until the peer closes it,
 // it idles TCPServerIdleTimeout, an exchange does not end cleanly, or ctx
-// ends. watches starts the watchers of long exchanges.
-func (f *Forwarder) serveConn(ctx context.Context, peerID string, c *tls.Conn, watches *watchList) {
+// ends; a shared connection's stream (internal/mux) is served the same
+// way. watches starts the watchers of long exchanges.
+func (f *Forwarder) serveConn(ctx context.Context, peerID string, c net.Conn, watches *watchList) {
 	peer, ok := f.tcp.peers.LinkedPeer(peerID)
 	if !ok {
 		return
 	}
-	f.serveConnOn(ctx, peer, c, c.NetConn(), watches)
+	raw := c
+	if tc, ok := c.(*tls.Conn); ok {
+		raw = tc.NetConn()
+	}
+	f.serveConnOn(ctx, peer, c, raw, watches)
 }
 
 // serveConnOn is serveConn on c (the TLS connection, or in a fuzz test
@@ -422,8 +445,8 @@ type tcpConnServer struct {
 	f       *Forwarder
 	ctx     *httpfast.Context // ends with the connection or the server
 	peer    mesh.PeerInfo
-	c       net.Conn        // the TLS connection
-	raw     net.Conn        // its socket
+	c       net.Conn        // the TLS connection, or a shared one's stream
+	raw     net.Conn        // its socket, or the stream
 	wg      *sync.WaitGroup // every watcher; the connection's goroutine waits
 	watches *watchList      // starts the watchers
 	// last is an answer's last bytes, kept by writeLast until its

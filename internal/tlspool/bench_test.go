@@ -17,7 +17,7 @@ import (
 // on loopback: the figure to set beside internal/mesh's
 // BenchmarkMeshExchange, with the CPU time of both ends per exchange.
 func BenchmarkPoolExchange(b *testing.B) {
-	cert, addr, skey := benchServer(b, func(_ context.Context, _ string, c *tls.Conn) {
+	cert, addr, skey := benchServer(b, func(_ context.Context, _ string, c net.Conn) {
 		req, answer := make([]byte, 200), make([]byte, 300)
 		for {
 			if _, err := io.ReadFull(c, req); err != nil {
@@ -73,7 +73,7 @@ func cpuTime() time.Duration {
 // connection: Get of the idle one (put back a moment ago, so not peeked)
 // and Put, without the exchange between them.
 func BenchmarkPoolGetPut(b *testing.B) {
-	cert, addr, skey := benchServer(b, func(_ context.Context, _ string, c *tls.Conn) { _, _ = io.Copy(io.Discard, c) })
+	cert, addr, skey := benchServer(b, func(_ context.Context, _ string, c net.Conn) { _, _ = io.Copy(io.Discard, c) })
 	ctx := context.Background()
 	p, err := NewPool(Config{Certificate: cert, PeekAfter: time.Hour})
 	if err != nil {
@@ -99,7 +99,7 @@ func BenchmarkPoolGetPut(b *testing.B) {
 // admits only the client certificate it returns and serves each
 // connection with handle; it returns that certificate, the server's
 // address and its key.
-func benchServer(b *testing.B, handle func(context.Context, string, *tls.Conn)) (tls.Certificate, string, ed25519.PublicKey) {
+func benchServer(b *testing.B, handle func(context.Context, string, net.Conn)) (tls.Certificate, string, ed25519.PublicKey) {
 	b.Helper()
 	cert, key := newCert(b)
 	scert, skey := newCert(b)

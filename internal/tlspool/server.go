@@ -13,6 +13,7 @@ import (
 
 	"github.com/nodeld/nodeld/internal/httpfast"
 	"github.com/nodeld/nodeld/internal/identity"
+	"github.com/nodeld/nodeld/internal/mux"
 )
 
 // DefaultMaxServerConns is ServerConfig.MaxConns when 0.
@@ -30,8 +31,11 @@ type ServerConfig struct {
 	// no admission.
 	Admit func(key ed25519.PublicKey, remote net.Addr) (peer string, err error)
 	// Handle serves one admitted connection until it returns; the
-	// connection is closed then. ctx ends when Run is stopping. Required.
-	Handle func(ctx context.Context, peer string, c *tls.Conn)
+	// connection is closed then. On a shared connection (MuxALPN) it
+	// serves each stream, which is closed (reset) when Handle returns
+	// unless Handle ended it (mux.Stream.End). ctx ends when Run is
+	// stopping. Required.
+	Handle func(ctx context.Context, peer string, c net.Conn)
 	// HandshakeTimeout bounds a handshake and the admission byte (0:
 	// DefaultHandshakeTimeout).
 	HandshakeTimeout time.Duration
@@ -41,6 +45,13 @@ type ServerConfig struct {
 	// ALPN, when set, is the one application protocol served: a client
 	// that does not offer it fails its handshake.
 	ALPN string
+	// MuxALPN, when set beside ALPN, is served too, and preferred: a
+	// client that offers it has its exchanges carried as streams of
+	// the connection (internal/mux), each served by Handle.
+	MuxALPN string
+	// Mux configures those streams (zero fields: mux's defaults); the
+	// pool's must be the same.
+	Mux mux.Config
 }
 
 // Server accepts the connections of a Pool's dials.
@@ -76,9 +87,16 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("tlspool: server: %w", err)
 	}
+	if cfg.MuxALPN != "" && (cfg.ALPN == "" || cfg.MuxALPN == cfg.ALPN) {
+		return nil, errors.New("tlspool: server: mux alpn wants an alpn of its own beside alpn")
+	}
+	// The server's order decides: the shared connections first.
 	var protos []string
+	if cfg.MuxALPN != "" {
+		protos = append(protos, cfg.MuxALPN)
+	}
 	if cfg.ALPN != "" {
-		protos = []string{cfg.ALPN}
+		protos = append(protos, cfg.ALPN)
 	}
 	return &Server{cfg: cfg, conns: make(map[net.Conn]string), tls: &tls.Config{
 		MinVersion:   tls.VersionTLS13,
@@ -181,7 +199,9 @@ func (s *Server) serve(ctx context.Context, raw net.Conn) {
 	if err != nil {
 		return // the client sees the connection close: not admitted
 	}
-	if s.cfg.ALPN != "" && tc.ConnectionState().NegotiatedProtocol != s.cfg.ALPN {
+	proto := tc.ConnectionState().NegotiatedProtocol
+	shared := s.cfg.MuxALPN != "" && proto == s.cfg.MuxALPN
+	if s.cfg.ALPN != "" && proto != s.cfg.ALPN && !shared {
 		return
 	}
 	s.mu.Lock()
@@ -193,7 +213,39 @@ func (s *Server) serve(ctx context.Context, raw net.Conn) {
 		return
 	}
 	_ = raw.SetDeadline(time.Time{})
+	if shared {
+		s.serveShared(ctx, peer, tc)
+		return
+	}
 	s.cfg.Handle(ctx, peer, tc)
+}
+
+// serveShared serves a shared connection's streams until it ends (the
+// client closes it, Run stops, ClosePeer). Each stream is served by the
+// goroutine that accepted it, which first starts the next acceptor: the
+// request's frames are read by the goroutine that serves them, with no
+// hand-off to another (whose wake-up, on an idle second thread, costs
+// more at one request at a time than the stream saves). The new
+// acceptor's start is off the request's path.
+func (s *Server) serveShared(ctx context.Context, peer string, tc *tls.Conn) {
+	sess, err := mux.Server(tc, s.cfg.Mux)
+	if err != nil {
+		return
+	}
+	var wg sync.WaitGroup
+	var accept func()
+	accept = func() {
+		st, err := sess.Accept()
+		if err != nil {
+			return
+		}
+		wg.Go(accept)
+		defer st.Close() // a reset, unless Handle ended it
+		s.cfg.Handle(ctx, peer, st)
+	}
+	accept()
+	wg.Wait()
+	_ = sess.Close()
 }
 
 // rawChain returns the certificates as presented.

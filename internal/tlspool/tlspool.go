@@ -14,6 +14,7 @@ import (
 
 	"github.com/nodeld/nodeld/internal/httpfast"
 	"github.com/nodeld/nodeld/internal/identity"
+	"github.com/nodeld/nodeld/internal/mux"
 )
 
 // Defaults of Config's zero fields.
@@ -22,6 +23,12 @@ const (
 	DefaultMaxIdlePerPeer   = 8
 	DefaultIdleTimeout      = 30 * time.Second
 	DefaultHandshakeTimeout = 5 * time.Second
+	// DefaultSharedPerPeer and DefaultStreamsPerShared are
+	// Config.SharedPerPeer and Config.StreamsPerShared when 0.
+	DefaultSharedPerPeer    = 2
+	DefaultStreamsPerShared = 32
+	// DefaultSharedAfter is Config.SharedAfter when 0.
+	DefaultSharedAfter = 4
 	// MaxConnsLimit caps MaxConnsPerPeer and MaxIdlePerPeer.
 	MaxConnsLimit = 4096
 )
@@ -81,6 +88,29 @@ type Config struct {
 	// that does not select it fails the dial (ErrALPN), so a peer that
 	// speaks another protocol on the port is never sent a byte of it.
 	ALPN string
+	// MuxALPN, when set, is offered before ALPN: a server that selects
+	// it carries every exchange with this pool as a stream of a
+	// connection shared with others (internal/mux), where one that
+	// selects ALPN gets a connection for each exchange in flight.
+	MuxALPN string
+	// Mux configures the shared connections' streams (zero fields:
+	// mux's defaults). The server's must be the same.
+	Mux mux.Config
+	// SharedPerPeer bounds the shared connections to one peer (0:
+	// DefaultSharedPerPeer), and StreamsPerShared is how many exchanges
+	// one carries before another is dialed beside it (0:
+	// DefaultStreamsPerShared); once there are SharedPerPeer, the least
+	// busy takes more, up to Mux.MaxStreams. MaxConnsPerPeer bounds the
+	// exchanges in flight to a peer either way.
+	SharedPerPeer, StreamsPerShared int
+	// SharedAfter is how many exchanges in flight to a peer get a
+	// connection each before the next go as streams of shared
+	// connections (0: DefaultSharedAfter): at one at a time, an exchange
+	// on a connection of its own is the cheapest there is (its answer
+	// wakes the goroutine waiting for it, no other), where under load
+	// the shared connections' writes coalesce. Negative: none, every
+	// exchange goes as a stream.
+	SharedAfter int
 }
 
 func (c Config) withDefaults() Config {
@@ -95,6 +125,15 @@ func (c Config) withDefaults() Config {
 	}
 	if c.HandshakeTimeout == 0 {
 		c.HandshakeTimeout = DefaultHandshakeTimeout
+	}
+	if c.SharedPerPeer == 0 {
+		c.SharedPerPeer = DefaultSharedPerPeer
+	}
+	if c.StreamsPerShared == 0 {
+		c.StreamsPerShared = DefaultStreamsPerShared
+	}
+	if c.SharedAfter == 0 {
+		c.SharedAfter = DefaultSharedAfter
 	}
 	return c
 }
@@ -117,6 +156,14 @@ func (c Config) validate() error {
 	if c.IdleTimeout < 0 || c.HandshakeTimeout < 0 || c.PeekAfter < 0 {
 		errs = append(errs, errors.New("timeouts must not be negative"))
 	}
+	if c.SharedPerPeer < 1 || c.SharedPerPeer > 64 || c.StreamsPerShared < 1 || c.StreamsPerShared > MaxConnsLimit ||
+		c.SharedAfter > MaxConnsLimit {
+		errs = append(errs, fmt.Errorf("shared per peer %d, streams per shared %d, shared after %d: want 1..64, 1..%d and at most %d",
+			c.SharedPerPeer, c.StreamsPerShared, c.SharedAfter, MaxConnsLimit, MaxConnsLimit))
+	}
+	if c.MuxALPN != "" && (c.ALPN == "" || c.MuxALPN == c.ALPN) {
+		errs = append(errs, errors.New("mux alpn: wants an alpn of its own beside alpn"))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("tlspool: %w", err)
 	}
@@ -128,8 +175,10 @@ type Stats struct {
 	// Dead counts idle connections found closed by their peer: by the
 	// peek when taken, or after (Stale).
 	Dials, DialFailures, Reuses, Expired, Dead int64
-	// Open and Idle are the connections now, in use and idle, and idle.
-	Open, Idle int
+	// Open and Idle are the connections now, in use and idle, and idle;
+	// an exchange on a shared connection counts as one in use. Shared
+	// are the shared connections open.
+	Open, Idle, Shared int
 }
 
 // Pool keeps TLS connections to peers for reuse.
@@ -156,6 +205,12 @@ type peerConns struct {
 	// for ClosePeer to abort: a slice, not a set, so that Get and Put
 	// add and remove one without hashing.
 	inUse []*Conn
+	// shared are the peer's shared connections (a server that speaks
+	// MuxALPN), and idleStreams their streams kept for reuse (most
+	// recently put last): a stream carries one exchange after another,
+	// as a connection of its own does.
+	shared      []*sharedConn
+	idleStreams []*Conn
 }
 
 // takeLocked adds c to pc's connections in use. The pool's mu must be
@@ -184,7 +239,13 @@ func (pc *peerConns) releaseLocked(c *Conn) {
 // back with Pool.Put after a complete exchange, or Close it after any
 // failure.
 type Conn struct {
-	*tls.Conn
+	// Conn is the TLS connection, or the stream of a shared one.
+	net.Conn
+	tc *tls.Conn // the TLS connection (the shared one, for a stream)
+	// st and sc are the stream and the connection it is on, for an
+	// exchange on a shared connection; nil for a connection of its own.
+	st        *mux.Stream
+	sc        *sharedConn
 	key       string        // the peer's key, as the pool's map key
 	idleSince time.Duration // since the pool's epoch
 	// placed is whether c holds a place among its key's connections
@@ -209,15 +270,42 @@ type Conn struct {
 func (c *Conn) Unchecked() bool { return c.unchecked }
 
 // Alive peeks whether c's peer has not closed it (a system call).
-func (c *Conn) Alive() bool { return httpfast.ConnAlive(c.NetConn()) }
+//
+// A stream is alive while neither it nor its shared connection ended as
+// far as the connection's reads have seen: the socket is not peeked, as
+// a read of the connection may be waiting on it for the other streams.
+func (c *Conn) Alive() bool {
+	if c.st != nil {
+		return c.st.Alive()
+	}
+	return httpfast.ConnAlive(c.tc.NetConn())
+}
+
+// NetConn is the socket under c's TLS connection; for a stream of a
+// shared connection, the stream itself (its deadlines and close are the
+// stream's, not the socket's, which the other streams share).
+func (c *Conn) NetConn() net.Conn {
+	if c.st != nil {
+		return c.st
+	}
+	return c.tc.NetConn()
+}
+
+// ConnectionState is the TLS connection's state.
+func (c *Conn) ConnectionState() tls.ConnectionState { return c.tc.ConnectionState() }
+
+// Shared reports whether c is a stream of a shared connection.
+func (c *Conn) Shared() bool { return c.st != nil }
 
 // Close closes the connection and frees its place in the pool.
 func (c *Conn) Close() error {
 	var err error
 	c.closeOnce.Do(func() {
-		err = c.Conn.Close()
+		err = c.Conn.Close() // a stream's resets the stream, not the connection
 		if c.pool != nil {
-			c.pool.forget(c)
+			if sc := c.pool.forget(c); sc != nil {
+				sc.close()
+			}
 		}
 	})
 	return err
@@ -228,7 +316,7 @@ func (c *Conn) Close() error {
 // frees its place in the pool: a Read or Write blocked on it returns. It
 // may be called from any goroutine.
 func (c *Conn) Abort() {
-	_ = c.NetConn().Close()
+	_ = c.NetConn().Close() // a stream's Close resets it at once
 	_ = c.Close()
 }
 
@@ -278,6 +366,16 @@ func (p *Pool) Get(ctx context.Context, addr string, key ed25519.PublicKey) (*Co
 			p.peers[string(key)] = pc
 		}
 		c, peek := p.takeIdleLocked(pc, &stale)
+		if c == nil && p.cfg.MuxALPN != "" && pc.open-len(stale) >= p.cfg.SharedAfter {
+			var dead *sharedConn
+			c, dead = p.openStreamLocked(pc)
+			if dead != nil {
+				p.mu.Unlock()
+				dead.close()
+				p.mu.Lock()
+				continue
+			}
+		}
 		if c == nil {
 			break // p.mu held
 		}
@@ -295,6 +393,9 @@ func (p *Pool) Get(ctx context.Context, addr string, key ed25519.PublicKey) (*Co
 		p.stats.Reuses--
 		p.stats.Dead++
 		p.mu.Unlock()
+		if c.sc != nil {
+			c.sc.close() // its other streams are as dead; they fail at once
+		}
 		stale = append(stale, c)
 	}
 	if pc.open-len(stale) >= p.cfg.MaxConnsPerPeer {
@@ -307,6 +408,9 @@ func (p *Pool) Get(ctx context.Context, addr string, key ed25519.PublicKey) (*Co
 		closeAll(stale)
 		return nil, ErrDialing
 	}
+	// A peer's first SharedAfter exchanges in flight get a connection
+	// each; past them, a dial is for a shared connection.
+	shared := p.cfg.MuxALPN != "" && pc.open-len(stale) >= p.cfg.SharedAfter
 	pc.open++ // the place of the dial
 	pc.dialing++
 	p.stats.Dials++
@@ -314,7 +418,7 @@ func (p *Pool) Get(ctx context.Context, addr string, key ed25519.PublicKey) (*Co
 	closeAll(stale)
 
 	k := string(key)
-	c, err := p.dial(ctx, addr, key)
+	c, err := p.dial(ctx, addr, key, shared)
 	p.mu.Lock()
 	pc.dialing--
 	p.mu.Unlock()
@@ -326,16 +430,25 @@ func (p *Pool) Get(ctx context.Context, addr string, key ed25519.PublicKey) (*Co
 		return nil, err
 	}
 	c.key, c.pool = k, p
+	if c.sc != nil {
+		c.sc.key = k
+	}
 	p.mu.Lock()
 	if p.peers[k] == pc && !p.closed {
 		c.placed, c.pc = true, pc
 		pc.takeLocked(c)
+		if c.sc != nil {
+			pc.shared = append(pc.shared, c.sc)
+		}
 		p.mu.Unlock()
 		return c, nil
 	}
 	// ClosePeer or Close came during the dial.
 	p.mu.Unlock()
 	c.Abort()
+	if c.sc != nil {
+		c.sc.close()
+	}
 	return nil, fmt.Errorf("tlspool: dial %s: %w", addr, ErrClosed)
 }
 
@@ -344,10 +457,27 @@ func (p *Pool) Get(ctx context.Context, addr string, key ed25519.PublicKey) (*Co
 // peeked; nil when none is left. p.mu must be held.
 func (p *Pool) takeIdleLocked(pc *peerConns, stale *[]*Conn) (c *Conn, peek bool) {
 	now := p.clock()
-	for len(pc.idle) > 0 {
-		c := pc.idle[len(pc.idle)-1]
-		pc.idle = pc.idle[:len(pc.idle)-1]
-		if now-c.idleSince >= p.cfg.IdleTimeout {
+	// The oldest idle streams first: connections of their own are taken
+	// before streams, so that idle streams would otherwise outlive
+	// IdleTimeout unseen while a connection of its own serves.
+	for len(pc.idleStreams) > 0 && (now-pc.idleStreams[0].idleSince >= p.cfg.IdleTimeout || !pc.idleStreams[0].st.Alive()) {
+		*stale = append(*stale, pc.idleStreams[0])
+		pc.idleStreams[0] = nil
+		pc.idleStreams = pc.idleStreams[1:]
+		p.stats.Expired++
+	}
+	if c, peek = p.takeIdleOfLocked(&pc.idle, pc, stale, now); c == nil {
+		c, peek = p.takeIdleOfLocked(&pc.idleStreams, pc, stale, now)
+	}
+	return c, peek
+}
+
+// takeIdleOfLocked is takeIdleLocked on one of pc's idle lists.
+func (p *Pool) takeIdleOfLocked(idle *[]*Conn, pc *peerConns, stale *[]*Conn, now time.Duration) (c *Conn, peek bool) {
+	for len(*idle) > 0 {
+		c := (*idle)[len(*idle)-1]
+		*idle = (*idle)[:len(*idle)-1]
+		if now-c.idleSince >= p.cfg.IdleTimeout || (c.st != nil && !c.st.Alive()) {
 			*stale = append(*stale, c)
 			p.stats.Expired++
 			continue
@@ -365,12 +495,13 @@ func closeAll(cs []*Conn) {
 	}
 }
 
-// forget frees c's place among its key's connections.
-func (p *Pool) forget(c *Conn) {
+// forget frees c's place among its key's connections. For a stream, it
+// returns its shared connection when that is to close now.
+func (p *Pool) forget(c *Conn) (closeShared *sharedConn) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !c.placed {
-		return // its place was given up by ClosePeer
+		return nil // its place was given up by ClosePeer
 	}
 	// c.pc, not the map's: an idle connection taken out to be closed
 	// (expired, Stale, CloseIdle) keeps its place until it is, and a
@@ -379,10 +510,15 @@ func (p *Pool) forget(c *Conn) {
 	c.placed = false
 	pc.releaseLocked(c)
 	pc.open--
-	if pc.open <= 0 && len(pc.idle) == 0 && p.peers[c.key] == pc {
+	if c.sc != nil {
+		closeShared = p.streamEndedLocked(c, pc)
+	}
+	if pc.open <= 0 && len(pc.idle) == 0 && len(pc.idleStreams) == 0 && len(pc.shared) == 0 && p.peers[c.key] == pc {
 		delete(p.peers, c.key)
 	}
+	return closeShared
 }
+
 
 // forgetPlace frees the place of a dial to k that failed in pc, the
 // connections it was counted among: after a ClosePeer during the dial, k's
@@ -390,12 +526,15 @@ func (p *Pool) forget(c *Conn) {
 func (p *Pool) forgetPlace(k string, pc *peerConns) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if pc.open--; pc.open <= 0 && len(pc.idle) == 0 && len(pc.inUse) == 0 && p.peers[k] == pc {
+	if pc.open--; pc.open <= 0 && len(pc.idle) == 0 && len(pc.inUse) == 0 && len(pc.shared) == 0 && p.peers[k] == pc {
 		delete(p.peers, k)
 	}
 }
 
-func (p *Pool) dial(ctx context.Context, addr string, key ed25519.PublicKey) (*Conn, error) {
+// dial dials addr for a connection of its own, or with shared for a
+// shared connection (when the server speaks MuxALPN; one that does not
+// makes it a connection of its own).
+func (p *Pool) dial(ctx context.Context, addr string, key ed25519.PublicKey, shared bool) (*Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.HandshakeTimeout)
 	defer cancel()
 	var d net.Dialer
@@ -404,8 +543,11 @@ func (p *Pool) dial(ctx context.Context, addr string, key ed25519.PublicKey) (*C
 		return nil, fmt.Errorf("tlspool: dial %s: %w", addr, err)
 	}
 	var protos []string
+	if shared {
+		protos = append(protos, p.cfg.MuxALPN)
+	}
 	if p.cfg.ALPN != "" {
-		protos = []string{p.cfg.ALPN}
+		protos = append(protos, p.cfg.ALPN)
 	}
 	raw = httpfast.RawIO(raw)
 	tc := tls.Client(raw, &tls.Config{
@@ -435,7 +577,9 @@ func (p *Pool) dial(ctx context.Context, addr string, key ed25519.PublicKey) (*C
 		}
 		return nil, fmt.Errorf("tlspool: handshake with %s: %w", addr, err)
 	}
-	if p.cfg.ALPN != "" && tc.ConnectionState().NegotiatedProtocol != p.cfg.ALPN {
+	proto := tc.ConnectionState().NegotiatedProtocol
+	shared = shared && proto == p.cfg.MuxALPN
+	if p.cfg.ALPN != "" && proto != p.cfg.ALPN && !shared {
 		_ = raw.Close()
 		return nil, fmt.Errorf("tlspool: %s: %w", addr, ErrALPN)
 	}
@@ -453,7 +597,10 @@ func (p *Pool) dial(ctx context.Context, addr string, key ed25519.PublicKey) (*C
 		_ = raw.Close()
 		return nil, fmt.Errorf("tlspool: admission by %s: %w", addr, context.Cause(ctx))
 	}
-	return &Conn{Conn: tc, slot: -1}, nil
+	if shared {
+		return p.newShared(tc, raw)
+	}
+	return &Conn{Conn: tc, tc: tc, slot: -1}, nil
 }
 
 // Put gives back a connection after a complete exchange (nothing unread,
@@ -470,7 +617,14 @@ func (p *Pool) Put(c *Conn) {
 		// ClosePeer came while it was in use: c.pc may be gone.
 		pc = p.peers[c.key]
 	}
-	if p.closed || pc == nil || len(pc.idle) >= p.cfg.MaxIdlePerPeer {
+	var idle *[]*Conn
+	if pc != nil {
+		idle = &pc.idle
+		if c.st != nil {
+			idle = &pc.idleStreams
+		}
+	}
+	if p.closed || pc == nil || len(*idle) >= p.cfg.MaxIdlePerPeer || (c.st != nil && !c.st.Alive()) {
 		p.mu.Unlock()
 		_ = c.Close()
 		return
@@ -483,7 +637,7 @@ func (p *Pool) Put(c *Conn) {
 	}
 	pc.releaseLocked(c)
 	c.idleSince = p.clock()
-	pc.idle = append(pc.idle, c)
+	*idle = append(*idle, c)
 	p.mu.Unlock()
 }
 
@@ -497,13 +651,24 @@ func (p *Pool) Stale(c *Conn) int {
 	p.mu.Lock()
 	p.stats.Dead++
 	var idle []*Conn
+	var shared []*sharedConn
 	if pc := p.peers[c.key]; pc != nil && c.pool == p {
 		idle, pc.idle = pc.idle, nil
+		idle, pc.idleStreams = append(idle, pc.idleStreams...), nil
+		if c.sc != nil {
+			// The shared connection the exchange failed on: the others
+			// were in use a moment ago, or are idle too and as likely
+			// closed by a peer that restarted.
+			shared, pc.shared = pc.shared, nil
+		}
 	}
 	p.mu.Unlock()
 	c.Abort()
 	closeAll(idle)
-	return len(idle)
+	for _, sc := range shared {
+		sc.close()
+	}
+	return len(idle) + len(shared)
 }
 
 // ClosePeer aborts every connection to the peer with key, idle and in
@@ -517,15 +682,20 @@ func (p *Pool) ClosePeer(key ed25519.PublicKey) int {
 		return 0
 	}
 	delete(p.peers, string(key))
-	all := append(append([]*Conn(nil), pc.idle...), pc.inUse...)
+	all := append(append(append([]*Conn(nil), pc.idle...), pc.idleStreams...), pc.inUse...)
 	for _, c := range all {
 		c.placed, c.pc, c.slot = false, nil, -1
 	}
+	shared := pc.shared
+	pc.shared = nil
 	p.mu.Unlock()
 	for _, c := range all {
 		c.Abort()
 	}
-	return len(all)
+	for _, sc := range shared {
+		sc.close()
+	}
+	return len(all) + len(shared)
 }
 
 // Stats returns the pool's counts.
@@ -535,7 +705,8 @@ func (p *Pool) Stats() Stats {
 	s := p.stats
 	for _, pc := range p.peers {
 		s.Open += pc.open
-		s.Idle += len(pc.idle)
+		s.Idle += len(pc.idle) + len(pc.idleStreams)
+		s.Shared += len(pc.shared)
 	}
 	return s
 }
@@ -544,12 +715,16 @@ func (p *Pool) Stats() Stats {
 func (p *Pool) CloseIdle() {
 	p.mu.Lock()
 	var idle []*Conn
+	var shared []*sharedConn
 	for _, pc := range p.peers {
-		idle = append(idle, pc.idle...)
-		pc.idle = nil
+		idle = append(append(idle, pc.idle...), pc.idleStreams...)
+		pc.idle, pc.idleStreams = nil, nil
 	}
 	p.mu.Unlock()
 	closeAll(idle)
+	for _, sc := range shared {
+		sc.close()
+	}
 }
 
 // Close closes the idle connections and makes Get fail from now on;

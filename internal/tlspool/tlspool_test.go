@@ -70,7 +70,7 @@ func startServer(t *testing.T, admit map[string]ed25519.PublicKey, tweak func(*S
 			}
 			return "", errors.New("not admitted")
 		},
-		Handle: func(_ context.Context, peer string, c *tls.Conn) {
+		Handle: func(_ context.Context, peer string, c net.Conn) {
 			defer func() { s.ended <- struct{}{} }()
 			s.peers <- peer
 			_, _ = io.Copy(c, c)
