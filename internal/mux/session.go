@@ -352,8 +352,10 @@ func (s *Session) wait(st *Stream, kind waitKind, dl time.Time) {
 // pump runs with the read token held: it reads and dispatches frames
 // until what kind waits for on st has happened and no complete frame is
 // left in the read buffer (it never blocks for more once its need is
-// met), or its deadline passes, or the session ends. Then it gives the
-// token back and writes any frame the dispatch queued (RESET refused).
+// met), or its deadline passes, or the session ends, or the dispatch
+// queued a frame this goroutine must write (RESET refused). Then it gives
+// the token back and writes that frame; its caller waits again if need
+// be.
 func (s *Session) pump(st *Stream, kind waitKind) {
 	mustFlush := false
 	for {
@@ -369,7 +371,10 @@ func (s *Session) pump(st *Stream, kind waitKind) {
 		case waitWindow:
 			dl = st.wdl
 		}
-		if s.metLocked(st, kind) {
+		if s.metLocked(st, kind) || mustFlush {
+			// A frame the dispatch queued (RESET refused) is written
+			// before this goroutine blocks again, and with the token
+			// given back, so that another waiter reads meanwhile.
 			if !s.frameBuffered() {
 				s.mu.Unlock()
 				break
