@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -90,22 +91,13 @@ func benchMux(b *testing.B, cfg *tls.Config, n int) func(int) error {
 		client, server := sessionPair(b, c, s, Config{})
 		clients[k] = client
 		g := newGroup(b, client, server)
-		g.Go(func() {
-			for {
-				st, err := server.Accept()
-				if err != nil {
-					return
-				}
-				g.Go(func() {
-					req := make([]byte, benchRequest)
-					if _, err := io.ReadFull(st, req); err != nil {
-						st.Close()
-						return
-					}
-					st.Write(make([]byte, benchAnswer))
-					st.End()
-				})
+		serveWorkers(g, server, func(st *Stream, buf []byte) {
+			if _, err := io.ReadFull(st, buf[:benchRequest]); err != nil {
+				st.Close()
+				return
 			}
+			st.Write(buf[:benchAnswer])
+			st.End()
 		})
 	}
 	bufs := clientBuffers(n)
@@ -135,13 +127,12 @@ func benchConns(b *testing.B, cfg *tls.Config, n int) func(int) error {
 		c, s := tlsPair(b, cfg)
 		conns[i] = c
 		g.Go(func() {
-			req := make([]byte, benchRequest)
-			answer := make([]byte, benchAnswer)
+			buf := make([]byte, benchAnswer)
 			for {
-				if _, err := io.ReadFull(s, req); err != nil {
+				if _, err := io.ReadFull(s, buf[:benchRequest]); err != nil {
 					return
 				}
-				if _, err := s.Write(answer); err != nil {
+				if _, err := s.Write(buf); err != nil {
 					return
 				}
 			}
@@ -170,4 +161,32 @@ func clientBuffers(n int) [][]byte {
 		bufs[i] = make([]byte, benchAnswer)
 	}
 	return bufs
+}
+
+// serveWorkers serves server's streams with handle the way a session is
+// meant to be served: by goroutines that each loop Accept, then handle,
+// and a new one started only when none is left waiting in Accept. The
+// goroutine that reads a new stream off the connection (holding the read
+// token in Accept) is then the one that handles it: at one exchange in
+// flight no goroutine is woken or started per exchange.
+var spawn = os.Getenv("MUXSPAWN") != ""
+
+func serveWorkers(g *group, server *Session, handle func(st *Stream, buf []byte)) {
+	var idle atomic.Int64
+	var worker func()
+	worker = func() {
+		buf := make([]byte, benchAnswer)
+		for {
+			idle.Add(1)
+			st, err := server.Accept()
+			if idle.Add(-1) == 0 && err == nil && spawn {
+				g.Go(worker)
+			}
+			if err != nil {
+				return
+			}
+			handle(st, buf)
+		}
+	}
+	g.Go(worker)
 }

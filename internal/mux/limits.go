@@ -38,6 +38,10 @@ const (
 	// one is dropped, so idle streams hold at most this much.
 	keepRecvBuf = 4 << 10
 
+	// maxFreeBufs bounds the receive buffers a session keeps for new
+	// streams (at most maxFreeBufs x keepRecvBuf bytes).
+	maxFreeBufs = 64
+
 	// keepWriteBuf is the capacity the session's write buffers keep once
 	// drained.
 	keepWriteBuf = 64 << 10

@@ -51,8 +51,9 @@ type Session struct {
 
 	// reader is the stream the read token's holder reads for (nil for
 	// Accept); kicked says its connection deadline was moved to wake it.
-	reader *Stream
-	kicked bool
+	reader     *Stream
+	readerKind waitKind
+	kicked     bool
 	// connRD and connWD are the read and write deadlines set on conn.
 	connRD, connWD time.Time
 
@@ -74,6 +75,10 @@ type Session struct {
 	handoff, successor bool
 	// spaceWaiters are the streams whose Write waits for queue space.
 	spaceWaiters []*Stream
+	// freeBufs are receive buffers of forgotten streams (at most
+	// maxFreeBufs, each of at most keepRecvBuf), for new streams: an
+	// exchange then allocates no buffer for its data.
+	freeBufs [][]byte
 }
 
 // Client starts the client side of a session on c: it opens streams.
@@ -200,13 +205,7 @@ func (s *Session) fail(err error) {
 // sent); the caller counted it in open and, with an id, puts it in
 // streams.
 func (s *Session) newStream(id uint32) *Stream {
-	return &Stream{
-		s:       s,
-		id:      id,
-		rnotify: make(chan struct{}, 1),
-		wnotify: make(chan struct{}, 1),
-		sendWin: int64(s.cfg.Window),
-	}
+	return &Stream{s: s, id: id, sendWin: int64(s.cfg.Window)}
 }
 
 // forgetLocked removes st from the session: it no longer counts as open,
@@ -217,6 +216,7 @@ func (s *Session) forgetLocked(st *Stream) {
 	}
 	st.forgotten = true
 	s.open--
+	s.freeBuf(st)
 	if st.id != 0 {
 		delete(s.streams, st.id)
 	}
@@ -250,7 +250,7 @@ func (s *Session) kickLocked(st *Stream) {
 var aLongTimeAgo = time.Unix(1, 0)
 
 // notify wakes the one waiter of a cap-1 channel, if it is not already
-// woken.
+// woken. A nil channel (a stream none waited on yet) is a no-op.
 func notify(c chan struct{}) {
 	select {
 	case c <- struct{}{}:
@@ -313,13 +313,31 @@ func (s *Session) wait(st *Stream, kind waitKind, dl time.Time) {
 		default:
 		}
 	}
+	// A stream's notify channels are made by its first waiter that
+	// blocks, under mu: a change the dispatcher made before the channel
+	// existed notified nobody, so the condition is checked again under
+	// the same lock.
 	var notifyC chan struct{}
 	var timer **time.Timer
 	switch kind {
-	case waitRead:
-		notifyC, timer = st.rnotify, &st.rtimer
-	case waitWindow, waitSpace:
-		notifyC, timer = st.wnotify, &st.wtimer
+	case waitRead, waitWindow, waitSpace:
+		s.mu.Lock()
+		if kind != waitSpace && s.metLocked(st, kind) {
+			s.mu.Unlock()
+			return
+		}
+		if kind == waitRead {
+			if st.rnotify == nil {
+				st.rnotify = make(chan struct{}, 1)
+			}
+			notifyC, timer = st.rnotify, &st.rtimer
+		} else {
+			if st.wnotify == nil {
+				st.wnotify = make(chan struct{}, 1)
+			}
+			notifyC, timer = st.wnotify, &st.wtimer
+		}
+		s.mu.Unlock()
 	case waitAccept:
 		notifyC = s.acceptNotify
 	}
@@ -383,7 +401,7 @@ func (s *Session) pump(st *Stream, kind waitKind) {
 			s.mu.Unlock()
 			break
 		}
-		s.reader = st
+		s.reader, s.readerKind = st, kind
 		if s.kicked || !dl.Equal(s.connRD) {
 			s.kicked = false
 			s.connRD = dl
@@ -400,7 +418,7 @@ func (s *Session) pump(st *Stream, kind waitKind) {
 		}
 	}
 	s.mu.Lock()
-	s.reader = nil
+	s.reader, s.readerKind = nil, waitSpace // waitSpace: no reader
 	s.mu.Unlock()
 	s.token <- struct{}{}
 	if mustFlush {
@@ -483,7 +501,12 @@ func (s *Session) dispatchLocked(h header, payload []byte) (mustFlush bool, err 
 		s.streams[h.id] = st
 		s.open++
 		s.acceptQ = append(s.acceptQ, st)
-		notify(s.acceptNotify)
+		// An Accept that holds the token takes the first new stream
+		// itself when it stops reading: waking another Accept for it
+		// would hand the stream to another goroutine for nothing.
+		if !(s.readerKind == waitAccept && len(s.acceptQ) == 1) {
+			notify(s.acceptNotify)
+		}
 	}
 	switch h.typ {
 	case typeData:
@@ -493,7 +516,7 @@ func (s *Session) dispatchLocked(h header, payload []byte) (mustFlush bool, err 
 		if len(payload) > s.cfg.Window-(len(st.rbuf)-st.roff)-st.unacked {
 			return false, fmt.Errorf("%w: DATA on stream %d past its window: %d bytes, %d allowed", ErrProtocol, h.id, len(payload), s.cfg.Window-(len(st.rbuf)-st.roff)-st.unacked)
 		}
-		st.appendData(payload, s.cfg.Window)
+		st.appendData(s, payload)
 		if h.flags&flagFIN != 0 {
 			st.finRecv = true
 		}
@@ -511,7 +534,6 @@ func (s *Session) dispatchLocked(h header, payload []byte) (mustFlush bool, err 
 	case typeReset:
 		code := uint32(payload[0])<<24 | uint32(payload[1])<<16 | uint32(payload[2])<<8 | uint32(payload[3])
 		st.reset = resetError{code: code}
-		st.rbuf, st.roff = nil, 0
 		s.forgetLocked(st)
 	}
 	return false, nil
@@ -634,4 +656,25 @@ func (s *Session) succeed(st *Stream, dl time.Time) error {
 		<-s.baton // passed already, or about to be
 		return s.flush(st, dl)
 	}
+}
+
+// freeBuf takes st's receive buffer for another stream if it is small and
+// the free list has room.
+func (s *Session) freeBuf(st *Stream) {
+	if b := st.rbuf; cap(b) > 0 && cap(b) <= keepRecvBuf && len(s.freeBufs) < maxFreeBufs {
+		s.freeBufs = append(s.freeBufs, b[:0])
+	}
+	st.rbuf, st.roff = nil, 0
+}
+
+// newBuf returns an empty receive buffer of at least n bytes (n at most
+// window), from the free list when one fits.
+func (s *Session) newBuf(n int) []byte {
+	if k := len(s.freeBufs); k > 0 && cap(s.freeBufs[k-1]) >= n {
+		b := s.freeBufs[k-1]
+		s.freeBufs[k-1] = nil
+		s.freeBufs = s.freeBufs[:k-1]
+		return b
+	}
+	return make([]byte, 0, n)
 }

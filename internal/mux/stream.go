@@ -15,9 +15,6 @@ import (
 type Stream struct {
 	s *Session
 
-	// rnotify and wnotify wake the stream's Read and Write waiters; cap 1
-	// (see Session.wait).
-	rnotify, wnotify chan struct{}
 
 	// rmu serializes Reads and owns rtimer; wmu serializes Writes and
 	// CloseWrite and owns wtimer. Each timer is made on the first wait
@@ -26,6 +23,11 @@ type Stream struct {
 	rtimer, wtimer *time.Timer
 
 	// Guarded by s.mu:
+
+	// rnotify and wnotify wake the stream's Read and Write waiters; cap 1
+	// (see Session.wait). Each is made by the first waiter that blocks:
+	// at one exchange in flight none does.
+	rnotify, wnotify chan struct{}
 
 	// id is 0 on a client's stream until its first frame is queued.
 	id uint32
@@ -135,14 +137,15 @@ func (st *Stream) readErrLocked() error {
 // appendData adds p to the receive buffer. The buffer grows as data
 // arrives, never past window (the dispatcher refused more), and is
 // compacted before it grows.
-func (st *Stream) appendData(p []byte, window int) {
+func (st *Stream) appendData(s *Session, p []byte) {
 	if len(st.rbuf)+len(p) > cap(st.rbuf) {
 		unread := len(st.rbuf) - st.roff
 		if unread+len(p) <= cap(st.rbuf) {
 			copy(st.rbuf, st.rbuf[st.roff:])
 		} else {
-			grown := make([]byte, unread, min(max(2*cap(st.rbuf), unread+len(p), 512), window))
-			copy(grown, st.rbuf[st.roff:])
+			grown := s.newBuf(min(max(2*cap(st.rbuf), unread+len(p), 512), s.cfg.Window))
+			grown = append(grown, st.rbuf[st.roff:]...)
+			s.freeBuf(st)
 			st.rbuf = grown
 		}
 		st.rbuf, st.roff = st.rbuf[:unread], 0
@@ -203,6 +206,10 @@ func (st *Stream) Write(p []byte) (int, error) {
 		if n < len(p) && st.sendWin > 0 {
 			kind = waitSpace
 			if !mustFlush && !succeed {
+				// The channel exists before the flusher can look for it.
+				if st.wnotify == nil {
+					st.wnotify = make(chan struct{}, 1)
+				}
 				s.spaceWaiters = append(s.spaceWaiters, st)
 			}
 		}
@@ -306,7 +313,6 @@ func (st *Stream) Close() error {
 		return nil
 	}
 	st.closed = true
-	st.rbuf, st.roff = nil, 0
 	mustFlush := false
 	var err error
 	if !st.forgotten && st.id != 0 && !(st.finSent && st.finRecv) && s.err == nil {
@@ -335,7 +341,6 @@ func (st *Stream) End() {
 		return
 	}
 	st.ended = true
-	st.rbuf, st.roff = nil, 0
 	s.forgetLocked(st)
 }
 
@@ -368,8 +373,8 @@ func (st *Stream) SetReadDeadline(t time.Time) error {
 	s.mu.Lock()
 	st.rdl = t
 	s.kickLocked(st)
-	s.mu.Unlock()
 	notify(st.rnotify)
+	s.mu.Unlock()
 	return nil
 }
 
@@ -387,7 +392,7 @@ func (st *Stream) SetWriteDeadline(t time.Time) error {
 		s.connWD = t
 		s.conn.SetWriteDeadline(t)
 	}
-	s.mu.Unlock()
 	notify(st.wnotify)
+	s.mu.Unlock()
 	return nil
 }
