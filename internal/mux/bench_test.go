@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -22,18 +21,20 @@ const (
 
 // BenchmarkPingPong compares exchanges over loopback TLS 1.3: "mux" runs
 // them as streams over 2 sessions (a stream per exchange, End after it),
-// "conn" on a connection per client in lockstep. c is the number of
+// "conn" on a connection per client in lockstep; "mux-pool" is "mux"
+// served by a pool of goroutines (serveWorkers). c is the number of
 // clients at once. cpu-ns/op is the process's CPU (both ends, user and
 // system) per exchange: the figure the mux is for.
 func BenchmarkPingPong(b *testing.B) {
 	cfg := testTLSConfig(b)
-	for _, mode := range []string{"mux", "conn"} {
+	for _, mode := range []string{"mux", "mux-pool", "conn"} {
 		for _, c := range []int{1, benchClients} {
 			b.Run(fmt.Sprintf("%s/c=%d", mode, c), func(b *testing.B) {
 				var exchange func(i int) error
-				if mode == "mux" {
-					exchange = benchMux(b, cfg, c)
-				} else {
+				switch mode {
+				case "mux", "mux-pool":
+					exchange = benchMux(b, cfg, c, mode == "mux-pool")
+				default:
 					exchange = benchConns(b, cfg, c)
 				}
 				runClients(b, c, exchange)
@@ -84,14 +85,14 @@ func cpuTime(b *testing.B) int64 {
 
 // benchMux starts 2 sessions whose server answers every stream, and
 // returns client i's exchange on session i%2.
-func benchMux(b *testing.B, cfg *tls.Config, n int) func(int) error {
+func benchMux(b *testing.B, cfg *tls.Config, n int, pool bool) func(int) error {
 	var clients [2]*Session
 	for k := range clients {
 		c, s := tlsPair(b, cfg)
 		client, server := sessionPair(b, c, s, Config{})
 		clients[k] = client
 		g := newGroup(b, client, server)
-		serveWorkers(g, server, func(st *Stream, buf []byte) {
+		serveWorkers(g, server, pool, func(st *Stream, buf []byte) {
 			if _, err := io.ReadFull(st, buf[:benchRequest]); err != nil {
 				st.Close()
 				return
@@ -163,15 +164,16 @@ func clientBuffers(n int) [][]byte {
 	return bufs
 }
 
-// serveWorkers serves server's streams with handle the way a session is
-// meant to be served: by goroutines that each loop Accept, then handle,
-// and a new one started only when none is left waiting in Accept. The
-// goroutine that reads a new stream off the connection (holding the read
-// token in Accept) is then the one that handles it: at one exchange in
-// flight no goroutine is woken or started per exchange.
-var spawn = os.Getenv("MUXSPAWN") != ""
-
-func serveWorkers(g *group, server *Session, handle func(st *Stream, buf []byte)) {
+// serveWorkers serves server's streams with handle. Without pool, one
+// goroutine loops Accept, then handle: as the conn side serves each
+// connection, and enough for a handler that never blocks; the goroutine
+// that read the stream off the connection (holding the read token in
+// Accept) handles it, so at c=1 no goroutine is woken per exchange. With
+// pool, a goroutine that accepts starts another when none is left waiting
+// in Accept (a handler may block): at c=1 two then take turns with the
+// read token, one wake-up per exchange (see the package's open problems
+// in its benchmark figures).
+func serveWorkers(g *group, server *Session, pool bool, handle func(st *Stream, buf []byte)) {
 	var idle atomic.Int64
 	var worker func()
 	worker = func() {
@@ -179,7 +181,7 @@ func serveWorkers(g *group, server *Session, handle func(st *Stream, buf []byte)
 		for {
 			idle.Add(1)
 			st, err := server.Accept()
-			if idle.Add(-1) == 0 && err == nil && spawn {
+			if idle.Add(-1) == 0 && err == nil && pool {
 				g.Go(worker)
 			}
 			if err != nil {

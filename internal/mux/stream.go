@@ -15,7 +15,6 @@ import (
 type Stream struct {
 	s *Session
 
-
 	// rmu serializes Reads and owns rtimer; wmu serializes Writes and
 	// CloseWrite and owns wtimer. Each timer is made on the first wait
 	// with a deadline and reused.
