@@ -25,7 +25,10 @@
 // until its own need is met and no whole frame is left buffered; then it
 // gives the token back, which wakes one waiter to take it (Session.wait
 // has the lost-wake-up argument). At one stream in flight its own Read
-// reads its answer: no hand-off between goroutines. Writes: a Write
+// reads its answer: no hand-off between goroutines. A server is served
+// best by goroutines that loop Accept then handle, starting another only
+// before a handler blocks elsewhere: each idle Accept is a waiter that a
+// released token wakes. Writes: a Write
 // queues frames; if no flush is in progress it writes the whole queue in
 // one conn.Write and loops while others queued meanwhile (coalescing),
 // handing the flush on after its own bytes and a few rounds. Write
