@@ -92,6 +92,10 @@ var tiers = map[string]int{
 	"internal/activity": 4,
 	// The GC's heap goal kept a headroom above the live heap (nodeld run).
 	"internal/heapgoal": 4,
+	// Streams over one connection with per-stream windows and no goroutine
+	// of its own (issue 26); it carries no traffic yet: the lead wires it
+	// under tlspool.
+	"internal/mux": 4,
 }
 
 // leafTier is the tier of the leaves, which import nothing but the

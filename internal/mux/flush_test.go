@@ -1,0 +1,75 @@
+package mux
+
+import (
+	"net"
+	"testing"
+)
+
+// gateConn holds every Write until the test releases it, and tells which
+// goroutine wrote.
+type gateConn struct {
+	net.Conn
+	entered chan uint64   // the writer's goroutine id, as a Write starts
+	release chan struct{} // lets one Write through
+}
+
+func (c *gateConn) Write(p []byte) (int, error) {
+	c.entered <- goid()
+	<-c.release
+	return c.Conn.Write(p)
+}
+
+// TestFlushHandsOff checks the coalescing writer's bound: a flusher that
+// keeps finding others' bytes queued writes them in one conn.Write per
+// round, and after its own bytes and maxFlushRounds more hands the flush to
+// the next writer that queues, which then writes the rest.
+func TestFlushHandsOff(t *testing.T) {
+	c, _ := tcpPair(t)
+	gc := &gateConn{Conn: c, entered: make(chan uint64), release: make(chan struct{})}
+	client, err := Client(gc, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	first, _ := client.Open()
+	other, _ := client.Open()
+	g := newGroup(t, client)
+	g.Go(func() { first.Write([]byte("first")) })
+	flusher := <-gc.entered // first writes its own bytes
+	for range maxFlushRounds + 1 {
+		// Queued while the flusher writes: the Write returns at once,
+		// and the bytes go in the flusher's next round.
+		if _, err := other.Write([]byte("queued")); err != nil {
+			t.Fatal(err)
+		}
+		gc.release <- struct{}{}
+		if id := <-gc.entered; id != flusher {
+			t.Fatalf("round written by goroutine %d, want the flusher %d", id, flusher)
+		}
+	}
+	// The flusher is past its rounds: the next writer takes over.
+	succeeded := make(chan error, 1)
+	third, _ := client.Open()
+	g.Go(func() {
+		_, err := third.Write([]byte("successor"))
+		succeeded <- err
+	})
+	waitUntil(t, "a successor", func() bool {
+		client.mu.Lock()
+		defer client.mu.Unlock()
+		return client.successor
+	})
+	gc.release <- struct{}{}
+	if id := <-gc.entered; id == flusher {
+		t.Fatal("the flusher kept writing past its rounds with a successor waiting")
+	}
+	gc.release <- struct{}{}
+	if err := <-succeeded; err != nil {
+		t.Fatal(err)
+	}
+	client.mu.Lock()
+	defer client.mu.Unlock()
+	if client.flushing || len(client.wq) != 0 {
+		t.Errorf("after the successor: flushing %v, %d bytes queued; want idle and empty", client.flushing, len(client.wq))
+	}
+}
