@@ -93,8 +93,7 @@ var tiers = map[string]int{
 	// The GC's heap goal kept a headroom above the live heap (nodeld run).
 	"internal/heapgoal": 4,
 	// Streams over one connection with per-stream windows and no goroutine
-	// of its own (issue 26); it carries no traffic yet: the lead wires it
-	// under tlspool.
+	// of its own (issue 26): tlspool's shared connections.
 	"internal/mux": 4,
 }
 

@@ -92,7 +92,7 @@ const (
 	// shared with others (tlspool.Config.SharedAfter): one at a time, a
 	// connection of its own costs the least; under load, shared
 	// connections coalesce their writes.
-	TCPSharedAfter = 4
+	TCPSharedAfter = 1
 )
 
 // Why a request went over QUIC while the transport is TCP, the reason

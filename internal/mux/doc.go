@@ -1,8 +1,8 @@
-// Package mux carries many streams over one connection (a TLS 1.3 one
-// from internal/tlspool, later): 8-byte frame headers (id, type DATA,
-// WINDOW or RESET, flags, length), per-stream flow control, and ends by
-// FIN, RESET or End (no frame: the protocol above knows the exchange is
-// over). It does not carry traffic yet: the lead wires it under tlspool.
+// Package mux carries many streams over one connection (tlspool's shared
+// TLS 1.3 connections, which carry a peer's inference exchanges past the
+// first in flight): 8-byte frame headers (id, type DATA, WINDOW or
+// RESET, flags, length), per-stream flow control, and ends by FIN, RESET
+// or End (no frame: the protocol above knows the exchange is over).
 //
 // # Invariants
 //
@@ -29,8 +29,9 @@
 // best by goroutines that loop Accept then handle, starting another only
 // before a handler blocks elsewhere: each idle Accept is a waiter that a
 // released token wakes. Writes: a Write
-// queues frames; if no flush is in progress it writes the whole queue in
-// one conn.Write and loops while others queued meanwhile (coalescing),
+// queues frames; if no flush is in progress it yields the processor once
+// (the goroutines ready to write queue theirs meanwhile), writes the
+// whole queue in one conn.Write and loops while others queued (coalescing),
 // handing the flush on after its own bytes and a few rounds. Write
 // returns once its bytes are queued; a later write error fails the
 // session. A deadline that expires during a conn.Write fails the session.

@@ -1,7 +1,10 @@
 package mux
 
 import (
+	"io"
 	"net"
+	"runtime"
+	"sync"
 	"testing"
 )
 
@@ -71,5 +74,49 @@ func TestFlushHandsOff(t *testing.T) {
 	defer client.mu.Unlock()
 	if client.flushing || len(client.wq) != 0 {
 		t.Errorf("after the successor: flushing %v, %d bytes queued; want idle and empty", client.flushing, len(client.wq))
+	}
+}
+
+// TestFlushGathersWritersReady (issue 26): the goroutines ready to write
+// when a flush starts go out in its one write (the flusher yields once
+// first): with one processor, 16 streams written at once cost one write
+// of the connection, where each would otherwise write its own.
+func TestFlushGathersWritersReady(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	c, s := tcpPair(t)
+	cc := &countingConn{Conn: c}
+	client, server := sessionPair(t, cc, s, Config{})
+	const n = 16
+	sts := make([]*Stream, n)
+	for i := range sts {
+		var err error
+		if sts[i], err = client.Open(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			if _, err := sts[i].Write([]byte("request")); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if got := cc.writes.Load(); got != 1 {
+		t.Errorf("%d streams written at once took %d writes of the connection, want 1", n, got)
+	}
+	for range n {
+		sst, err := server.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, len("request"))
+		if _, err := io.ReadFull(sst, buf); err != nil || string(buf) != "request" {
+			t.Fatalf("stream %d read %q, %v", sst.ID(), buf, err)
+		}
 	}
 }

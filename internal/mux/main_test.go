@@ -134,6 +134,7 @@ func newGroup(t testing.TB, sessions ...*Session) *group {
 type countingConn struct {
 	net.Conn
 	written   atomic.Int64
+	writes    atomic.Int64 // Write calls
 	failWrite atomic.Bool
 }
 
@@ -141,6 +142,7 @@ func (c *countingConn) Write(p []byte) (int, error) {
 	if c.failWrite.Load() {
 		return 0, errTestWrite
 	}
+	c.writes.Add(1)
 	n, err := c.Conn.Write(p)
 	c.written.Add(int64(n))
 	return n, err

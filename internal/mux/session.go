@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"sync"
 	"time"
 )
@@ -579,6 +580,14 @@ func (s *Session) claimFlushLocked(st *Stream) bool {
 // mid-frame, so a flush that times out fails the session too.
 func (s *Session) flush(st *Stream, dl time.Time) error {
 	rounds := 0
+	// The flusher yields the processor once before its first write: the
+	// goroutines ready to run (under load, those of other streams, woken
+	// by the same read) queue their frames meanwhile, and this write
+	// carries them all, where each would otherwise write on its own
+	// (measured on the mesh hop at c=64: 2.07 writes a request on each
+	// side without the yield, 1.26 with, and 13% less CPU a request).
+	// With nothing else ready, the yield returns at once.
+	runtime.Gosched()
 	for {
 		s.mu.Lock()
 		if s.successor {

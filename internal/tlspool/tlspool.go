@@ -28,7 +28,7 @@ const (
 	DefaultSharedPerPeer    = 2
 	DefaultStreamsPerShared = 32
 	// DefaultSharedAfter is Config.SharedAfter when 0.
-	DefaultSharedAfter = 4
+	DefaultSharedAfter = 1
 	// MaxConnsLimit caps MaxConnsPerPeer and MaxIdlePerPeer.
 	MaxConnsLimit = 4096
 )
@@ -518,7 +518,6 @@ func (p *Pool) forget(c *Conn) (closeShared *sharedConn) {
 	}
 	return closeShared
 }
-
 
 // forgetPlace frees the place of a dial to k that failed in pc, the
 // connections it was counted among: after a ClosePeer during the dial, k's
