@@ -3,14 +3,11 @@ package meshproxy
 import (
 	"context"
 	"net/http"
-	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/nodeld/nodeld/internal/mesh/meshtest"
 	"github.com/nodeld/nodeld/internal/proxy/proxytest"
-	"github.com/nodeld/nodeld/internal/table"
 )
 
 // tcpSharedDeps carries every exchange as a stream of a shared connection
@@ -25,19 +22,7 @@ var tcpSharedDeps = Deps{TCP: TCP{Transport: TransportTCP, sharedAfter: -1}}
 func TestTCPStreamsCarryInference(t *testing.T) {
 	up := proxytest.New(t, proxytest.Options{Model: "served-model", Chunks: 3})
 	a, b := tcpPair(t, up, tcpSharedDeps, tcpDeps)
-	for i := range 3 {
-		if res, body := a.h.post("chat", "/v1/chat/completions", chatBody(false)); res.StatusCode != 200 || !strings.Contains(string(body), "hello from served-model") {
-			t.Fatalf("answer %d: %d %s", i, res.StatusCode, body)
-		}
-		res, body := a.h.post("chat", "/v1/chat/completions", chatBody(true))
-		if res.StatusCode != 200 || !strings.HasSuffix(string(body), "data: [DONE]\n\n") {
-			t.Fatalf("stream %d: %d %s", i, res.StatusCode, body)
-		}
-		big := `{"input":"` + strings.Repeat("x", 1<<20) + `"}`
-		if res, body := a.h.post("chat", "/v1/embeddings", big); res.StatusCode != 200 {
-			t.Fatalf("embeddings %d: %d %s", i, res.StatusCode, body)
-		}
-	}
+	askEveryKind(t, a)
 	if st := a.fwd.tcp.pool.Stats(); st.Shared != 1 || st.Dials != 1 {
 		t.Errorf("pool %+v, want the one shared connection dialed, its stream reused", st)
 	}
@@ -62,61 +47,12 @@ func TestTCPStreamsCarryInference(t *testing.T) {
 	}
 }
 
-// TestTCPStreamsEndWithTheLink: when the link to a peer is lost, the
-// streams to it end at once on both sides, as connections do: the
-// consumer's request does not hang, and the serving node cancels the
-// instance's request.
-func TestTCPStreamsEndWithTheLink(t *testing.T) {
-	for _, side := range []string{"consumer", "server"} {
-		t.Run(side, func(t *testing.T) {
-			var cancelled atomic.Bool
-			entered := make(chan struct{}, 1)
-			up := proxytest.New(t, proxytest.Options{Chunks: 3, Hooks: proxytest.Hooks{BeforeChunk: func(ctx context.Context, i int) {
-				if i == 1 {
-					entered <- struct{}{}
-					<-ctx.Done()
-					cancelled.Store(true)
-				}
-			}}})
-			a, b := tcpPair(t, up, tcpSharedDeps, tcpDeps)
-			got := postCtx(context.Background(), a, chatBody(true))
-			wait(t, entered, "the instance serving the request")
-			if st := a.fwd.tcp.pool.Stats(); st.Shared != 1 {
-				t.Fatalf("pool %+v, want the exchange on a shared connection", st)
-			}
-			start := time.Now()
-			if side == "consumer" {
-				a.fwd.PeerEvent(table.PeerEvent{Kind: table.PeerLinkLost, Node: b.ID(), Loss: table.LossDropped})
-			} else {
-				b.fwd.PeerEvent(table.PeerEvent{Kind: table.PeerLinkLost, Node: a.ID(), Loss: table.LossDropped})
-			}
-			ans := wait(t, got, "the request's end")
-			if ans.status == 200 && ans.err == nil {
-				t.Fatalf("a request whose stream was closed: %+v", ans)
-			}
-			if d := time.Since(start); d > 2*time.Second {
-				t.Errorf("the request ended %v after the link was lost", d)
-			}
-			meshtest.WaitFor(t, "the instance's request cancelled", cancelled.Load)
-			meshtest.WaitFor(t, "serving slot released", func() bool { n, _ := b.fwd.Inflight(); return n == 0 })
-		})
-	}
-}
-
 // TestTCPStreamConsumerGoneCancels: a consumer that goes away during a
 // long answer on a stream (its client closes) resets the stream, and the
 // serving node's watcher cancels the instance's request, as on a
 // connection of its own.
 func TestTCPStreamConsumerGoneCancels(t *testing.T) {
-	var cancelled atomic.Bool
-	entered := make(chan struct{}, 1)
-	up := proxytest.New(t, proxytest.Options{Chunks: 3, Hooks: proxytest.Hooks{BeforeChunk: func(ctx context.Context, i int) {
-		if i == 1 {
-			entered <- struct{}{}
-			<-ctx.Done()
-			cancelled.Store(true)
-		}
-	}}})
+	up, entered, cancelled := heldUpstream(t)
 	a, b := tcpPair(t, up, tcpSharedDeps, tcpDeps)
 	ctx, cancel := context.WithCancel(context.Background())
 	got := postCtx(ctx, a, chatBody(true))
@@ -131,4 +67,21 @@ func TestTCPStreamConsumerGoneCancels(t *testing.T) {
 	if res, body := a.h.post("chat", "/v1/chat/completions", chatBody(false)); res.StatusCode != http.StatusOK {
 		t.Fatalf("after the reset: %d %s", res.StatusCode, body)
 	}
+}
+
+// heldUpstream is an instance whose streamed answer stops before its
+// second chunk until its request's context ends: entered says it got
+// there, cancelled that the context ended.
+func heldUpstream(t *testing.T) (up *proxytest.Upstream, entered chan struct{}, cancelled *atomic.Bool) {
+	t.Helper()
+	cancelled = new(atomic.Bool)
+	entered = make(chan struct{}, 1)
+	up = proxytest.New(t, proxytest.Options{Chunks: 3, Hooks: proxytest.Hooks{BeforeChunk: func(ctx context.Context, i int) {
+		if i == 1 {
+			entered <- struct{}{}
+			<-ctx.Done()
+			cancelled.Store(true)
+		}
+	}}})
+	return up, entered, cancelled
 }

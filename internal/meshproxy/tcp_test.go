@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -52,21 +51,7 @@ func transportCount(t *testing.T, n *meshNode, side, transport string) float64 {
 func TestTCPCarriesInference(t *testing.T) {
 	up := proxytest.New(t, proxytest.Options{Model: "served-model", Chunks: 3})
 	a, b := tcpPair(t, up, tcpDeps, tcpDeps)
-	for i := range 3 {
-		if res, body := a.h.post("chat", "/v1/chat/completions", chatBody(false)); res.StatusCode != 200 || !strings.Contains(string(body), "hello from served-model") {
-			t.Fatalf("answer %d: %d %s", i, res.StatusCode, body)
-		}
-		res, body := a.h.post("chat", "/v1/chat/completions", chatBody(true))
-		if res.StatusCode != 200 || !strings.HasSuffix(string(body), "data: [DONE]\n\n") {
-			t.Fatalf("stream %d: %d %s", i, res.StatusCode, body)
-		}
-		// A body over proxy.MeshBufferedBodyBytes streams to the instance
-		// as it arrives: read to its end, the connection serves again.
-		big := `{"input":"` + strings.Repeat("x", 1<<20) + `"}`
-		if res, body := a.h.post("chat", "/v1/embeddings", big); res.StatusCode != 200 {
-			t.Fatalf("embeddings %d: %d %s", i, res.StatusCode, body)
-		}
-	}
+	askEveryKind(t, a)
 	if got := up.Requests()[0].Body; !strings.Contains(string(got), `"model":"served-model"`) {
 		t.Errorf("upstream body %s: model not pinned", got)
 	}
@@ -84,6 +69,27 @@ func TestTCPCarriesInference(t *testing.T) {
 	}
 	if st := a.fwd.tcp.pool.Stats(); st.Dials != 1 || st.Reuses != 8 {
 		t.Errorf("pool %+v, want one dial reused for the 8 later requests", st)
+	}
+}
+
+// askEveryKind asks a, three times in turn, for an answer, an event
+// stream and embeddings of a 1 MiB body (over proxy.MeshBufferedBodyBytes:
+// it streams to the instance as it arrives, and read to its end, the
+// connection serves again), each of which must succeed.
+func askEveryKind(t *testing.T, a *meshNode) {
+	t.Helper()
+	for i := range 3 {
+		if res, body := a.h.post("chat", "/v1/chat/completions", chatBody(false)); res.StatusCode != 200 || !strings.Contains(string(body), "hello from served-model") {
+			t.Fatalf("answer %d: %d %s", i, res.StatusCode, body)
+		}
+		res, body := a.h.post("chat", "/v1/chat/completions", chatBody(true))
+		if res.StatusCode != 200 || !strings.HasSuffix(string(body), "data: [DONE]\n\n") {
+			t.Fatalf("stream %d: %d %s", i, res.StatusCode, body)
+		}
+		big := `{"input":"` + strings.Repeat("x", 1<<20) + `"}`
+		if res, body := a.h.post("chat", "/v1/embeddings", big); res.StatusCode != 200 {
+			t.Fatalf("embeddings %d: %d %s", i, res.StatusCode, body)
+		}
 	}
 }
 
@@ -201,21 +207,25 @@ func TestTCPRefusalKeepsTheConnection(t *testing.T) {
 // connections end at once on both sides: the consumer's request does not
 // hang on a connection to a dead peer, and the serving node cancels the
 // instance's request.
+//
+// The same holds for an exchange carried as a stream of a shared
+// connection (the shared cases).
 func TestTCPLinkLostAbortsExchanges(t *testing.T) {
-	for _, side := range []string{"consumer", "server"} {
-		t.Run(side, func(t *testing.T) {
-			var cancelled atomic.Bool
-			entered := make(chan struct{}, 1)
-			up := proxytest.New(t, proxytest.Options{Chunks: 3, Hooks: proxytest.Hooks{BeforeChunk: func(ctx context.Context, i int) {
-				if i == 1 {
-					entered <- struct{}{}
-					<-ctx.Done()
-					cancelled.Store(true)
-				}
-			}}})
-			a, b := tcpPair(t, up, tcpDeps, tcpDeps)
+	for _, c := range []struct {
+		name string
+		deps Deps
+		side string
+	}{{"consumer", tcpDeps, "consumer"}, {"server", tcpDeps, "server"},
+		{"shared/consumer", tcpSharedDeps, "consumer"}, {"shared/server", tcpSharedDeps, "server"}} {
+		side := c.side
+		t.Run(c.name, func(t *testing.T) {
+			up, entered, cancelled := heldUpstream(t)
+			a, b := tcpPair(t, up, c.deps, tcpDeps)
 			got := postCtx(context.Background(), a, chatBody(true))
 			wait(t, entered, "the instance serving the request")
+			if st := a.fwd.tcp.pool.Stats(); (st.Shared == 1) != (c.deps.TCP.sharedAfter < 0) {
+				t.Fatalf("pool %+v: the exchange is not on the connection the case wants", st)
+			}
 			start := time.Now()
 			if side == "consumer" {
 				a.fwd.PeerEvent(table.PeerEvent{Kind: table.PeerLinkLost, Node: b.ID(), Loss: table.LossDropped})
