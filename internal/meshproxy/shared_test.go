@@ -85,3 +85,32 @@ func heldUpstream(t *testing.T) (up *proxytest.Upstream, entered chan struct{}, 
 	}}})
 	return up, entered, cancelled
 }
+
+// TestTCPStaleSharedConnection: the serving node closed the consumer's
+// shared connection (as a restart does) while its streams were idle, so
+// no one read its end: the stream's Alive probes the connection and sees
+// it, and the next held and streamed requests both get answers over TCP.
+func TestTCPStaleSharedConnection(t *testing.T) {
+	up := proxytest.New(t, proxytest.Options{Model: "served-model"})
+	a, b := tcpPairLargeBodiesOn(t, up.URL, tcpSharedDeps.TCP)
+	for _, body := range []string{chatBody(false), chatOfSize(1<<20, "m")} {
+		if res, out := a.h.post("chat", "/v1/chat/completions", chatBody(false)); res.StatusCode != http.StatusOK {
+			t.Fatalf("%d %s", res.StatusCode, out)
+		}
+		if n := b.fwd.tcp.srv.ClosePeer(a.ID()); n == 0 {
+			t.Fatal("b served no connection of a's")
+		}
+		c, why := a.fwd.tcp.conn(context.Background(), b.ID(), false)
+		if c == nil || !c.Shared() {
+			t.Fatalf("no pooled stream: %v %s", c, why)
+		}
+		meshtest.WaitFor(t, "the idle stream's connection seen closed", func() bool { return !c.Alive() })
+		a.fwd.tcp.pool.Put(c) // closed, not kept: it is not alive
+		if res, out := a.h.post("chat", "/v1/chat/completions", body); res.StatusCode != http.StatusOK {
+			t.Fatalf("after the close: %d %s", res.StatusCode, out)
+		}
+	}
+	if got := transportCount(t, a, sideForward, TransportQUIC); got != 0 {
+		t.Errorf("%v requests went over QUIC, want 0", got)
+	}
+}

@@ -403,13 +403,18 @@ func TestServedConnReadDeadlineCoarse(t *testing.T) {
 // tcpPairLargeBodies is a over TCP to b, which serves chat from url,
 // both taking bodies up to 16 MiB (streamed ones among them).
 func tcpPairLargeBodies(t *testing.T, url string) (a, b *meshNode) {
+	return tcpPairLargeBodiesOn(t, url, tcpDeps.TCP)
+}
+
+// tcpPairLargeBodiesOn is tcpPairLargeBodies with a's transport tcp.
+func tcpPairLargeBodiesOn(t *testing.T, url string, tcp TCP) (a, b *meshNode) {
 	t.Helper()
 	nodes := newMeshNodes(t, "a", "b")
 	a, b = nodes[0], nodes[1]
 	b.serve(url, "served-model", a)
 	a.Table.AllowRemoteNode("chat", b.ID(), true)
 	a.proxyCfg = proxy.Config{MeshMaxBodyBytes: 16 << 20}
-	a.start(Deps{MaxBodyBytes: 16 << 20, TCP: tcpDeps.TCP}, b)
+	a.start(Deps{MaxBodyBytes: 16 << 20, TCP: tcp}, b)
 	b.start(Deps{MaxBodyBytes: 16 << 20, TCP: tcpDeps.TCP})
 	b.admitLater(a)
 	a.resolvesTo(b)

@@ -687,3 +687,35 @@ func (s *Session) newBuf(n int) []byte {
 	}
 	return make([]byte, 0, n)
 }
+
+// Probe reports whether the session is still open as far as its
+// connection says now. A session is read only while a goroutine waits on
+// it, so one whose streams are all idle does not see its peer go away
+// (a restart): Probe reads for it, for at most wait. With the read token
+// held by another goroutine, that one is reading and would have seen an
+// end: Probe returns whether the session is open. Otherwise it takes the
+// token and peeks one byte with the connection's read deadline at most
+// wait ahead: what arrived stays buffered for the next reader, a timeout
+// says open, and an end or error fails the session (false).
+func (s *Session) Probe(wait time.Duration) bool {
+	select {
+	case <-s.token:
+	default:
+		return s.Err() == nil
+	}
+	s.mu.Lock()
+	open := s.err == nil
+	if open && s.br.Buffered() == 0 {
+		s.conn.SetReadDeadline(time.Now().Add(wait))
+		s.kicked = true // the next reader sets its own deadline
+		s.mu.Unlock()
+		if _, err := s.br.Peek(1); err != nil && !isTimeout(err) {
+			s.fail(s.readErr(err))
+			open = false
+		}
+	} else {
+		s.mu.Unlock()
+	}
+	s.token <- struct{}{}
+	return open
+}

@@ -271,15 +271,19 @@ func (c *Conn) Unchecked() bool { return c.unchecked }
 
 // Alive peeks whether c's peer has not closed it (a system call).
 //
-// A stream is alive while neither it nor its shared connection ended as
-// far as the connection's reads have seen: the socket is not peeked, as
-// a read of the connection may be waiting on it for the other streams.
+// A stream's shared connection is probed instead (mux.Session.Probe): a
+// read of at most streamProbeWait when no other goroutine is reading it,
+// the only way to see that a peer whose streams were all idle went away.
 func (c *Conn) Alive() bool {
 	if c.st != nil {
-		return c.st.Alive()
+		return c.st.Alive() && c.sc.s.Probe(streamProbeWait)
 	}
 	return httpfast.ConnAlive(c.tc.NetConn())
 }
+
+// streamProbeWait bounds a probe of a live shared connection with nothing
+// to read (a peer that went away has its end there at once).
+const streamProbeWait = 100 * time.Microsecond
 
 // NetConn is the socket under c's TLS connection; for a stream of a
 // shared connection, the stream itself (its deadlines and close are the
