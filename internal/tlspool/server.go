@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nodeld/nodeld/internal/httpfast"
@@ -40,7 +41,9 @@ type ServerConfig struct {
 	// DefaultHandshakeTimeout).
 	HandshakeTimeout time.Duration
 	// MaxConns bounds the connections served at once (0:
-	// DefaultMaxServerConns); more are closed as they arrive.
+	// DefaultMaxServerConns); more are closed as they arrive. It bounds
+	// the streams of shared connections served at once too, apart: one
+	// past it is reset as it arrives.
 	MaxConns int
 	// ALPN, when set, is the one application protocol served: a client
 	// that does not offer it fails its handshake.
@@ -61,6 +64,11 @@ type Server struct {
 
 	mu    sync.Mutex          // guards conns
 	conns map[net.Conn]string // the admitted peer, "" before admission
+	// streams counts the streams of shared connections being served, for
+	// MaxConns: a peer's shared connection may carry up to
+	// mux.Config.MaxStreams each, so the bound on connections alone
+	// would not bound the goroutines a peer can make this node run.
+	streams atomic.Int64
 }
 
 // NewServer validates cfg and returns a server; it starts nothing.
@@ -241,6 +249,10 @@ func (s *Server) serveShared(ctx context.Context, peer string, tc *tls.Conn) {
 		}
 		wg.Go(accept)
 		defer st.Close() // a reset, unless Handle ended it
+		defer s.streams.Add(-1)
+		if s.streams.Add(1) > int64(s.cfg.MaxConns) {
+			return
+		}
 		s.cfg.Handle(ctx, peer, st)
 	}
 	accept()

@@ -222,3 +222,30 @@ func TestIdleStreamsExpire(t *testing.T) {
 		t.Errorf("stats %+v, want the connection and both streams expired, nothing shared", st)
 	}
 }
+
+// A server serves at most MaxConns streams of shared connections at once,
+// apart from its connections: one past them is reset as it arrives, and
+// the ones in service are not disturbed.
+func TestServerBoundsSharedStreams(t *testing.T) {
+	cert, key := newCert(t)
+	srv := startServer(t, map[string]ed25519.PublicKey{"client": key}, func(c *ServerConfig) {
+		c.ALPN, c.MuxALPN, c.MaxConns = testALPN, testMuxALPN, 2
+	})
+	p := sharedPool(t, cert, func(c *Config) { c.SharedAfter = -1 })
+	cs := getN(t, p, srv, 3)
+	echo(t, cs[0], "one")
+	echo(t, cs[1], "two")
+	_ = cs[2].SetDeadline(time.Now().Add(deadline))
+	if _, err := cs[2].Write([]byte("three")); err == nil {
+		if _, err := cs[2].Read(make([]byte, 5)); err == nil {
+			t.Fatal("a third stream was served past MaxConns 2")
+		}
+	}
+	echo(t, cs[0], "one again")
+	_ = cs[2].Close()
+	// A place freed is taken again.
+	_ = cs[1].Close()
+	recv(t, srv.ended, "the closed stream's handler")
+	c := getN(t, p, srv, 1)[0]
+	echo(t, c, "four")
+}
