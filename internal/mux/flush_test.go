@@ -106,8 +106,11 @@ func TestFlushGathersWritersReady(t *testing.T) {
 	}
 	close(start)
 	wg.Wait()
-	if got := cc.writes.Load(); got != 1 {
-		t.Errorf("%d streams written at once took %d writes of the connection, want 1", n, got)
+	// One write; two when the scheduler's fairness tick (one schedule in
+	// 61 takes the global queue first) hands the yielding flusher its
+	// processor back before the others ran. Without the yield: 16.
+	if got := cc.writes.Load(); got > 2 {
+		t.Errorf("%d streams written at once took %d writes of the connection, want 1 (2 at most)", n, got)
 	}
 	for range n {
 		sst, err := server.Accept()

@@ -246,6 +246,14 @@ func TestServerBoundsSharedStreams(t *testing.T) {
 	// A place freed is taken again.
 	_ = cs[1].Close()
 	recv(t, srv.ended, "the closed stream's handler")
+	// The handler's end is signalled before the server counts its stream
+	// out (as it returns): wait for that.
+	for end := time.Now().Add(deadline); srv.srv.streams.Load() > 1; {
+		if time.Now().After(end) {
+			t.Fatalf("%d streams counted in service after one of two ended", srv.srv.streams.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
 	c := getN(t, p, srv, 1)[0]
 	echo(t, c, "four")
 }
