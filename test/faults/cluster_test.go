@@ -93,6 +93,9 @@ type cluster struct {
 	// serves: placing, stopping and unloading them never touches a role
 	// the client drives.
 	pkgs map[string]string
+	// dumped is set once the cluster's state was printed for a miss
+	// (the misses after the first would print the same).
+	dumped bool
 }
 
 // node is one nodeld process (and, on a and b, its echo server).
@@ -371,7 +374,7 @@ func (c *cluster) config(n *node, anchor string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "node:\n  name: %s\n  data_dir: %s\n", n.name, n.dir)
 	b.WriteString("log:\n  level: info\n  format: json\n")
-	fmt.Fprintf(&b, "admin:\n  listen: %s\n", adminAddr)
+	fmt.Fprintf(&b, "admin:\n  listen: %s\n  pprof: true\n", adminAddr)
 	fmt.Fprintf(&b, "mesh:\n  listen: %s:%d\n  peers:\n", n.ip, meshPort)
 	for _, name := range slices.Sorted(maps.Keys(c.nodes)) {
 		if p := c.nodes[name]; p != n {
@@ -728,5 +731,32 @@ func (c *cluster) waitCtl(target *node) (int, error) {
 			return i, fmt.Errorf("describe %s from d: %v %s", target.name, err, firstLine(errOut))
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// dump prints what a miss needs to be understood once the cluster's
+// directory is gone: c's table, and each node's goroutines and last
+// log lines. It prints once per cluster.
+func (c *cluster) dump(t *testing.T) {
+	if c.dumped {
+		return
+	}
+	c.dumped = true
+	if _, body, err := c.n(nodeC).get("/v1/status"); err == nil {
+		t.Logf("c's /v1/status:\n%s", body)
+	} else {
+		t.Logf("c's /v1/status: %v", err)
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.nodes)) {
+		n := c.nodes[name]
+		if _, body, err := n.get("/debug/pprof/goroutine?debug=1"); err == nil {
+			t.Logf("%s's goroutines:\n%s", name, body)
+		} else {
+			t.Logf("%s's goroutines: %v", name, err)
+		}
+		if b, err := os.ReadFile(n.logPath()); err == nil {
+			lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+			t.Logf("%s's log, last lines:\n%s", name, strings.Join(lines[max(0, len(lines)-40):], "\n"))
+		}
 	}
 }

@@ -158,6 +158,7 @@ func TestFaults(t *testing.T) {
 			}
 			if err := c.waitHealthy(); err != nil {
 				rows = append(rows, row{f, miss("cluster not healthy before the fault: %v", err)})
+				c.dump(t)
 				t.Fatal(err)
 			}
 			start := time.Now()
@@ -165,6 +166,7 @@ func TestFaults(t *testing.T) {
 			t.Logf("fault %d (%s) took %v", f.id, f.name, time.Since(start).Round(time.Second))
 			rows = append(rows, row{f, o})
 			if !o.pass {
+				c.dump(t)
 				t.Errorf("fault %d (%s): expected %s; observed %s", f.id, f.name, f.expected, o.observed)
 			}
 		})
