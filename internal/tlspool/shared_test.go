@@ -257,3 +257,51 @@ func TestServerBoundsSharedStreams(t *testing.T) {
 	c := getN(t, p, srv, 1)[0]
 	echo(t, c, "four")
 }
+
+// A shared connection found ended when a stream is to be opened on it (its
+// peer went away while its streams were in use) is dropped, and Get dials
+// another: it once re-took the pool's lock it then took again, and every
+// Get, Put and Close of the pool hung (issue 26: make faults' fault 1).
+func TestGetPastAnEndedSharedConnection(t *testing.T) {
+	cert, key := newCert(t)
+	srv := sharedServer(t, key, true)
+	// Not sharedPool: its cleanup, the pool's Close, would hang on the
+	// lock a hung Get holds, where this test is to fail.
+	p, err := NewPool(Config{Certificate: cert, ALPN: testALPN, MuxALPN: testMuxALPN, SharedAfter: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := getN(t, p, srv, 1)[0] // a stream, in use
+	echo(t, held, "x")
+	if n := srv.srv.ClosePeer("client"); n != 1 {
+		t.Fatalf("the server closed %d connections, want 1", n)
+	}
+	// The stream's read sees the end: its shared connection is done, but
+	// counted in the pool while the stream is held.
+	_ = held.SetDeadline(time.Now().Add(deadline))
+	if _, err := held.Read(make([]byte, 1)); err == nil {
+		t.Fatal("a stream read past its connection's end")
+	}
+	got := make(chan error, 1)
+	go func() {
+		c, err := p.Get(ctxT(t), srv.addr, srv.key)
+		if err == nil {
+			echo(t, c, "after")
+			p.Put(c)
+		}
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("Get after the shared connection ended: %v", err)
+		}
+	case <-time.After(deadline):
+		t.Fatal("Get hung after the shared connection ended")
+	}
+	defer p.Close()
+	_ = held.Close()
+	if st := p.Stats(); st.Shared != 1 || st.Dials != 2 {
+		t.Errorf("stats %+v, want the ended connection dropped and one more dialed", st)
+	}
+}

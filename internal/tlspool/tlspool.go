@@ -376,8 +376,7 @@ func (p *Pool) Get(ctx context.Context, addr string, key ed25519.PublicKey) (*Co
 			if dead != nil {
 				p.mu.Unlock()
 				dead.close()
-				p.mu.Lock()
-				continue
+				continue // the loop takes p.mu again
 			}
 		}
 		if c == nil {
