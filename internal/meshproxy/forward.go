@@ -177,6 +177,11 @@ func NewForwarder(d Deps) (*Forwarder, error) {
 	if f.tcp, err = newTCPSide(d.TCP, d, lg); err != nil {
 		return nil, err
 	}
+	if f.tcp != nil && d.Registerer != nil {
+		if err := d.Registerer.Register(newTCPCollector(f.tcp)); err != nil {
+			return nil, fmt.Errorf("register proxy mesh tcp metrics: %w", err)
+		}
+	}
 	return f, nil
 }
 

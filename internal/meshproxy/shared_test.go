@@ -114,3 +114,32 @@ func TestTCPStaleSharedConnection(t *testing.T) {
 		t.Errorf("%v requests went over QUIC, want 0", got)
 	}
 }
+
+// TestTCPMetricsShowThePool: the TCP transport's pool and server are
+// exported as they are at each scrape: the consumer's shared connection,
+// its dial and reuses, its stream idle between exchanges; the serving
+// node's connection.
+func TestTCPMetricsShowThePool(t *testing.T) {
+	up := proxytest.New(t, proxytest.Options{Model: "served-model", Chunks: 3})
+	a, b := tcpPair(t, up, tcpSharedDeps, tcpDeps)
+	askEveryKind(t, a)
+	for _, c := range []struct {
+		n      *meshNode
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{a, "nodeld_proxy_mesh_tcp_pool_shared", nil, 1},
+		{a, "nodeld_proxy_mesh_tcp_pool_connections", map[string]string{"state": "idle"}, 1},
+		{a, "nodeld_proxy_mesh_tcp_pool_connections", map[string]string{"state": "in_use"}, 0},
+		{a, "nodeld_proxy_mesh_tcp_pool_events_total", map[string]string{"event": "dial"}, 1},
+		{a, "nodeld_proxy_mesh_tcp_pool_events_total", map[string]string{"event": "reuse"}, 8},
+		{a, "nodeld_proxy_mesh_tcp_pool_events_total", map[string]string{"event": "dial_failed"}, 0},
+		{b, "nodeld_proxy_mesh_tcp_served", map[string]string{"kind": "connections"}, 1},
+	} {
+		got, ok := metricValue(t, c.n.Registry, c.name, c.labels)
+		if !ok || got != c.want {
+			t.Errorf("%s: %s%v = %v (found %v), want %v", c.n.Name, c.name, c.labels, got, ok, c.want)
+		}
+	}
+}

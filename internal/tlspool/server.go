@@ -168,6 +168,22 @@ func (s *Server) track(ctx context.Context, c net.Conn) bool {
 	return true
 }
 
+// ServerStats are what a server serves now.
+type ServerStats struct {
+	// Conns are the connections open (admitted or in their handshake),
+	// shared ones included; Streams the streams of shared connections
+	// being served.
+	Conns, Streams int
+}
+
+// Stats returns what the server serves now.
+func (s *Server) Stats() ServerStats {
+	s.mu.Lock()
+	n := len(s.conns)
+	s.mu.Unlock()
+	return ServerStats{Conns: n, Streams: int(max(s.streams.Load(), 0))}
+}
+
 // Addr is the listener's address.
 func (s *Server) Addr() net.Addr { return s.cfg.Listener.Addr() }
 

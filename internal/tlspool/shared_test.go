@@ -248,9 +248,9 @@ func TestServerBoundsSharedStreams(t *testing.T) {
 	recv(t, srv.ended, "the closed stream's handler")
 	// The handler's end is signalled before the server counts its stream
 	// out (as it returns): wait for that.
-	for end := time.Now().Add(deadline); srv.srv.streams.Load() > 1; {
+	for end := time.Now().Add(deadline); srv.srv.Stats().Streams > 1; {
 		if time.Now().After(end) {
-			t.Fatalf("%d streams counted in service after one of two ended", srv.srv.streams.Load())
+			t.Fatalf("%+v in service after one of two streams ended", srv.srv.Stats())
 		}
 		time.Sleep(time.Millisecond)
 	}
