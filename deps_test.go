@@ -92,6 +92,7 @@ var tiers = map[string]int{
 	"internal/activity": 4,
 	// The GC's heap goal kept a headroom above the live heap (nodeld run).
 	"internal/heapgoal": 4,
+	"internal/procs":    4,
 	// Streams over one connection with per-stream windows and no goroutine
 	// of its own (issue 26): tlspool's shared connections.
 	"internal/mux": 4,

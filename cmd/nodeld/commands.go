@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/nodeld/nodeld/internal/heapgoal"
 	"github.com/nodeld/nodeld/internal/identity"
 	"github.com/nodeld/nodeld/internal/operator"
+	"github.com/nodeld/nodeld/internal/procs"
 	"github.com/nodeld/nodeld/internal/sandbox"
 )
 
@@ -333,6 +335,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		// Go's rule alone collects a node's few MB of live heap ten
 		// times a second under load (README, "Memory").
 		defer heapgoal.Keep(heapGoalHeadroom, 100)()
+	}
+	if os.Getenv("GOMAXPROCS") == "" {
+		// One thread until the load needs more (README, "CPU threads").
+		defer procs.Adapt(runtime.GOMAXPROCS(0))()
 	}
 	return runDaemon(ctx, daemonOptions{
 		cfg:        cfg,

@@ -7,10 +7,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestDaemonLifecycle runs the real binary: start on free ports with a
@@ -41,6 +43,15 @@ func TestDaemonLifecycle(t *testing.T) {
 	// collection (the scrapes allocate) the GC percent is above Go's 100.
 	if p := gcPercentAfterScrapes(t, d.admin, func(p float64) bool { return p > 100 }); p <= 100 {
 		t.Errorf("go_gc_gogc_percent %v, want above 100 (heap goal kept)", p)
+	}
+
+	// One thread while the node idles (procs.Adapt), unless one is all
+	// the machine has or the test runs under a set GOMAXPROCS. A start
+	// busy enough to raise it is lowered after a quiet second.
+	if runtime.NumCPU() > 1 && os.Getenv("GOMAXPROCS") == "" {
+		if n := gaugeAfterScrapes(t, d.admin, threadsGauge, 100, 100*time.Millisecond, func(n float64) bool { return n == 1 }); n != 1 {
+			t.Errorf("%s %v on an idle node, want 1 (threads adapted to the load)", threadsGauge, n)
+		}
 	}
 
 	st := d.status()
@@ -304,14 +315,25 @@ inference:
 // returns the last value.
 func gcPercentAfterScrapes(t *testing.T, addr string, done func(float64) bool) float64 {
 	t.Helper()
+	return gaugeAfterScrapes(t, addr, "go_gc_gogc_percent", 40, 0, done)
+}
+
+// gaugeAfterScrapes scrapes addr's /metrics up to n times, pause apart,
+// until done holds for the value of the unlabelled gauge name (-1 before
+// one is seen), and returns the last value.
+func gaugeAfterScrapes(t *testing.T, addr, name string, n int, pause time.Duration, done func(float64) bool) float64 {
+	t.Helper()
 	p := -1.0
-	for range 40 {
+	for i := range n {
+		if i > 0 {
+			time.Sleep(pause)
+		}
 		_, m := httpGet(t, "http://"+addr+"/metrics")
 		for line := range strings.Lines(m) {
-			if v, ok := strings.CutPrefix(line, "go_gc_gogc_percent "); ok {
+			if v, ok := strings.CutPrefix(line, name+" "); ok {
 				f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 				if err != nil {
-					t.Fatalf("go_gc_gogc_percent %q: %v", v, err)
+					t.Fatalf("%s %q: %v", name, v, err)
 				}
 				p = f
 			}
@@ -323,6 +345,9 @@ func gcPercentAfterScrapes(t *testing.T, addr string, done func(float64) bool) f
 	return p
 }
 
+// threadsGauge is the runtime's GOMAXPROCS in /metrics.
+const threadsGauge = "go_sched_gomaxprocs_threads"
+
 // With GOGC set, the daemon leaves the collector to it.
 func TestDaemonLeavesGOGCAlone(t *testing.T) {
 	t.Parallel()
@@ -331,5 +356,16 @@ func TestDaemonLeavesGOGCAlone(t *testing.T) {
 	d.waitReady()
 	if p := gcPercentAfterScrapes(t, d.admin, func(p float64) bool { return p != 150 }); p != 150 {
 		t.Fatalf("go_gc_gogc_percent %v with GOGC=150, want 150", p)
+	}
+}
+
+// With GOMAXPROCS set, the daemon leaves the thread count to it.
+func TestDaemonLeavesGOMAXPROCSAlone(t *testing.T) {
+	t.Parallel()
+	dataDir := filepath.Join(t.TempDir(), "data")
+	d := startDaemonEnv(t, dataDir, nodeConfig(dataDir, ""), []string{"GOMAXPROCS=2"})
+	d.waitReady()
+	if n := gaugeAfterScrapes(t, d.admin, threadsGauge, 5, 100*time.Millisecond, func(n float64) bool { return n != 2 }); n != 2 {
+		t.Fatalf("%s %v with GOMAXPROCS=2, want 2", threadsGauge, n)
 	}
 }
