@@ -12,20 +12,49 @@ import (
 const MaxPercent = 5000
 
 // Percent returns the GC percent that puts the heap goal headroom bytes
-// above a live heap of live bytes, rounded up, and at least base: Go's
-// goal is live * (1 + percent/100).
-func Percent(live, headroom uint64, base int) int {
-	if live == 0 {
-		return max(base, MaxPercent)
+// above a live heap of live bytes, and at least base. Go's goal is the
+// larger of live + scan * percent/100, where scan is the live heap with
+// the goroutine stacks and globals, and its minimum heap, 4 MiB scaled by
+// percent/100 too: the percent is the one the first gives, rounded up,
+// unless that would lift the minimum over live + headroom (a small live
+// heap: a percent of 1500 makes a 60 MiB minimum), then the one that puts
+// the minimum there.
+func Percent(live, scan, headroom uint64, base int) int {
+	p := uint64(MaxPercent)
+	if scan > 0 {
+		p = min(p, (headroom*100+scan-1)/scan)
 	}
-	p := (headroom*100 + live - 1) / live
-	if p > MaxPercent {
-		return max(base, MaxPercent)
-	}
+	p = min(p, (live+headroom)*100/heapMinimum)
 	return max(base, int(p))
 }
 
-const liveMetric = "/gc/heap/live:bytes"
+// heapMinimum is Go's minimum heap goal at GOGC=100 (the runtime's
+// defaultHeapMinimum); it scales with the percent.
+const heapMinimum = 4 << 20
+
+// The runtime's metrics whose sum is the percent's base: a node's
+// globals (a few MB) are often larger than its live heap, and a percent
+// computed from the live heap alone put the goal two to four times the
+// headroom above it.
+const (
+	liveMetric    = "/gc/heap/live:bytes"
+	stacksMetric  = "/gc/scan/stack:bytes"
+	globalsMetric = "/gc/scan/globals:bytes"
+)
+
+// liveAndScan reads the samples (liveMetric, stacksMetric,
+// globalsMetric): the live heap, and its sum with the others.
+func liveAndScan(s []metrics.Sample) (live, scan uint64) {
+	for i, v := range s {
+		if v.Value.Kind() == metrics.KindUint64 {
+			scan += v.Value.Uint64()
+			if i == 0 {
+				live = v.Value.Uint64()
+			}
+		}
+	}
+	return live, scan
+}
 
 // tuner sets the percent after each collection until stopped.
 type tuner struct {
@@ -53,7 +82,7 @@ func Keep(headroom uint64, base int) (stop func()) {
 	defer keepMu.Unlock()
 	if keepers++; keeping == nil {
 		keeping = &tuner{headroom: headroom, base: base, last: base,
-			sample: []metrics.Sample{{Name: liveMetric}}}
+			sample: []metrics.Sample{{Name: liveMetric}, {Name: stacksMetric}, {Name: globalsMetric}}}
 		debug.SetGCPercent(base)
 		keeping.arm()
 	}
@@ -84,16 +113,13 @@ func (t *tuner) arm() {
 // heap that collection marked, and arms for the next one.
 func (t *tuner) collected() {
 	metrics.Read(t.sample)
-	var live uint64
-	if t.sample[0].Value.Kind() == metrics.KindUint64 {
-		live = t.sample[0].Value.Uint64()
-	}
+	live, scan := liveAndScan(t.sample)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.stopped {
 		return
 	}
-	if p := Percent(live, t.headroom, t.base); p != t.last {
+	if p := Percent(live, scan, t.headroom, t.base); p != t.last {
 		debug.SetGCPercent(p)
 		t.last = p
 	}
