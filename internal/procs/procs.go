@@ -80,8 +80,7 @@ func start(maxProcs int, cpu func() time.Duration, set func(int)) (stop func()) 
 func (a *adapter) run() {
 	defer close(a.done)
 	cur, quiet := 1, 0
-	wait := Interval
-	t := time.NewTimer(wait)
+	t := time.NewTimer(Interval)
 	defer t.Stop()
 	last, lastAt := a.cpu(), time.Now()
 	for {
@@ -101,11 +100,11 @@ func (a *adapter) run() {
 			a.set(n)
 		}
 		cur, quiet = n, q
-		wait = Interval
 		if cur == 1 && used < IdleShare {
-			wait = IdleInterval
+			t.Reset(IdleInterval)
+		} else {
+			t.Reset(Interval)
 		}
-		t.Reset(wait)
 	}
 }
 

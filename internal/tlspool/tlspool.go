@@ -717,16 +717,12 @@ func (p *Pool) Stats() Stats {
 func (p *Pool) CloseIdle() {
 	p.mu.Lock()
 	var idle []*Conn
-	var shared []*sharedConn
 	for _, pc := range p.peers {
 		idle = append(append(idle, pc.idle...), pc.idleStreams...)
 		pc.idle, pc.idleStreams = nil, nil
 	}
 	p.mu.Unlock()
-	closeAll(idle)
-	for _, sc := range shared {
-		sc.close()
-	}
+	closeAll(idle) // a shared connection closes with its last stream
 }
 
 // Close closes the idle connections and makes Get fail from now on;
